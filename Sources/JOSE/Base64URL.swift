@@ -1,0 +1,83 @@
+/// Strict base64url (RFC 4648 section 5) as JWS requires it.
+///
+/// Decoding refuses padding, the `+` and `/` alphabet, whitespace, a length of
+/// 1 modulo 4, and non-zero trailing bits, so every byte string has exactly
+/// one accepted encoding and a token cannot be altered without changing what
+/// the signature covers.
+public enum Base64URL {
+    private static let alphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    /// 0xFF marks a byte outside the base64url alphabet.
+    private static let decodeTable: [UInt8] = {
+        var table = [UInt8](repeating: 0xFF, count: 256)
+        for (index, byte) in alphabet.enumerated() { table[Int(byte)] = UInt8(index) }
+        return table
+    }()
+
+    /// Encodes bytes without padding.
+    public static func encode<Bytes: Collection>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
+        String(decoding: encodeBytes(bytes), as: UTF8.self)
+    }
+
+    /// Encodes bytes without padding, returning ASCII bytes.
+    static func encodeBytes<Bytes: Collection>(_ bytes: Bytes) -> [UInt8] where Bytes.Element == UInt8 {
+        var out: [UInt8] = []
+        out.reserveCapacity((bytes.count * 4 + 2) / 3)
+        var iterator = bytes.makeIterator()
+        while let b0 = iterator.next() {
+            let b1 = iterator.next()
+            let b2 = b1 == nil ? nil : iterator.next()
+            out.append(alphabet[Int(b0 >> 2)])
+            out.append(alphabet[Int((b0 & 0x03) << 4 | (b1 ?? 0) >> 4)])
+            if let b1 {
+                out.append(alphabet[Int((b1 & 0x0F) << 2 | (b2 ?? 0) >> 6)])
+                if let b2 { out.append(alphabet[Int(b2 & 0x3F)]) }
+            }
+        }
+        return out
+    }
+
+    /// Decodes a base64url string strictly; `nil` if it is not canonical base64url.
+    public static func decode(_ text: String) -> [UInt8]? {
+        var text = text
+        return text.withUTF8 { decode(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Decodes canonical, unpadded base64url bytes; `nil` on any deviation.
+    public static func decode(_ input: UnsafeRawBufferPointer) -> [UInt8]? {
+        let count = input.count
+        if count % 4 == 1 { return nil }
+        var out = [UInt8]()
+        out.reserveCapacity(count * 3 / 4)
+        let valid: Bool = decodeTable.withUnsafeBufferPointer { table in
+            var index = 0
+            while index + 4 <= count {
+                let a = table[Int(input[index])], b = table[Int(input[index + 1])]
+                let c = table[Int(input[index + 2])], d = table[Int(input[index + 3])]
+                if (a | b | c | d) & 0xC0 != 0 { return false }
+                out.append(a << 2 | b >> 4)
+                out.append(b << 4 | c >> 2)
+                out.append(c << 6 | d)
+                index += 4
+            }
+            switch count - index {
+            case 0:
+                return true
+            case 2:
+                let a = table[Int(input[index])], b = table[Int(input[index + 1])]
+                if (a | b) & 0xC0 != 0 || b & 0x0F != 0 { return false }
+                out.append(a << 2 | b >> 4)
+                return true
+            case 3:
+                let a = table[Int(input[index])], b = table[Int(input[index + 1])], c = table[Int(input[index + 2])]
+                if (a | b | c) & 0xC0 != 0 || c & 0x03 != 0 { return false }
+                out.append(a << 2 | b >> 4)
+                out.append(b << 4 | c >> 2)
+                return true
+            default:
+                return false
+            }
+        }
+        return valid ? out : nil
+    }
+}

@@ -1,0 +1,16 @@
+import CLibCrypto
+
+/// One-shot SHA-2 digests through `EVP_Digest`.
+enum Digest {
+    static func sha256(_ data: [UInt8]) throws -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        let rc = data.withUnsafeBufferPointer { input in
+            out.withUnsafeMutableBufferPointer { output in
+                EVP_Digest(input.baseAddress, input.count, output.baseAddress, &length, EVP_sha256(), nil)
+            }
+        }
+        guard rc == 1, length == 32 else { throw LibCryptoError.drain("EVP_Digest") }
+        return out
+    }
+}

@@ -1,0 +1,109 @@
+/// A JSON value as the strict reader produces it.
+///
+/// Numbers are finite doubles (the reader refuses anything that overflows);
+/// objects keep their members in document order and never hold a name twice.
+public enum JSONValue: Sendable, Equatable {
+    case null
+    case bool(Bool)
+    case number(Double)
+    case string(String)
+    case array([JSONValue])
+    case object(JSONObject)
+
+    /// The string, if this value is one.
+    public var stringValue: String? {
+        if case .string(let value) = self { return value }
+        return nil
+    }
+
+    /// The number, if this value is one.
+    public var numberValue: Double? {
+        if case .number(let value) = self { return value }
+        return nil
+    }
+
+    /// The object, if this value is one.
+    public var objectValue: JSONObject? {
+        if case .object(let value) = self { return value }
+        return nil
+    }
+
+    /// The JSON type's name, for error messages ("a string", "an array", ...).
+    public var typeDescription: String {
+        switch self {
+        case .null: return "null"
+        case .bool: return "a boolean"
+        case .number: return "a number"
+        case .string: return "a string"
+        case .array: return "an array"
+        case .object: return "an object"
+        }
+    }
+}
+
+/// One member of a JSON object.
+public struct JSONMember: Sendable, Equatable {
+    public var name: String
+    public var value: JSONValue
+
+    public init(_ name: String, _ value: JSONValue) {
+        self.name = name
+        self.value = value
+    }
+}
+
+/// A JSON object whose member names are unique, in document order.
+///
+/// Lookup is a linear scan: JOSE headers and claim sets hold a handful of
+/// members, where a scan beats hashing.
+public struct JSONObject: Sendable, Equatable, Sequence, ExpressibleByDictionaryLiteral {
+    public private(set) var members: [JSONMember]
+
+    public init() { members = [] }
+
+    /// Duplicate names in a literal keep the last value, as assignment does.
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        members = []
+        for (name, value) in elements { self[name] = value }
+    }
+
+    /// Builds an object from members already known to have unique names.
+    init(uniqueMembers: [JSONMember]) { members = uniqueMembers }
+
+    /// The value of the member `name`, if present.
+    public subscript(name: String) -> JSONValue? {
+        get {
+            for member in members where member.name == name { return member.value }
+            return nil
+        }
+        set {
+            if let index = members.firstIndex(where: { $0.name == name }) {
+                if let newValue { members[index].value = newValue } else { members.remove(at: index) }
+            } else if let newValue {
+                members.append(JSONMember(name, newValue))
+            }
+        }
+    }
+
+    public var count: Int { members.count }
+    public var names: [String] { members.map(\.name) }
+
+    public func makeIterator() -> IndexingIterator<[JSONMember]> { members.makeIterator() }
+}
+
+extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral,
+    ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral, ExpressibleByNilLiteral, ExpressibleByFloatLiteral
+{
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(integerLiteral value: Int) { self = .number(Double(value)) }
+    public init(floatLiteral value: Double) { self = .number(value) }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    public init(nilLiteral: ()) { self = .null }
+    /// Duplicate names in a literal keep the last value, as assignment does.
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        var object = JSONObject()
+        for (name, value) in elements { object[name] = value }
+        self = .object(object)
+    }
+}
