@@ -1,0 +1,171 @@
+/// The rules an access token must meet beyond its signature (RFC 9068, DESIGN.md).
+///
+/// Defaults are strict: `typ` `at+jwt`, `kid` required, `iss`, `sub`, `aud`
+/// and `exp` required, 60 s leeway, at most 24 h of remaining lifetime, 8 KiB.
+public struct AccessTokenPolicy: Sendable {
+    /// The exact `iss` required; `nil` checks only that `iss` is a string.
+    public var issuer: String?
+    /// The audience that `aud` must contain; `nil` checks only its form.
+    public var audience: String?
+    /// Clock skew tolerated on `exp`, `nbf` and `iat`, in seconds.
+    public var leeway: Double
+    /// Furthest `exp` may lie beyond the checking instant (and beyond `iat`), in seconds.
+    public var maximumLifetime: Double
+    /// Accepted `typ` values, compared case-insensitively (media types are).
+    public var acceptedTypes: [String]
+    /// Claims that must be present.
+    public var requiredClaims: [String]
+    /// Claims an access token must never carry.
+    public var forbiddenClaims: [String]
+    /// Longest token accepted, in bytes; checked before anything else.
+    public var maximumTokenBytes: Int
+    /// Deepest JSON nesting accepted in header and claims.
+    public var maximumJSONDepth: Int
+
+    /// The `token verify` defaults.
+    public init(
+        issuer: String? = nil, audience: String? = nil, leeway: Double = 60, maximumLifetime: Double = 86_400,
+        acceptedTypes: [String] = ["at+jwt", "application/at+jwt"],
+        requiredClaims: [String] = ["iss", "sub", "aud", "exp"], forbiddenClaims: [String] = ["session_id"],
+        maximumTokenBytes: Int = JWSCompact.defaultMaximumBytes, maximumJSONDepth: Int = 32
+    ) {
+        self.issuer = issuer
+        self.audience = audience
+        self.leeway = leeway
+        self.maximumLifetime = maximumLifetime
+        self.acceptedTypes = acceptedTypes
+        self.requiredClaims = requiredClaims
+        self.forbiddenClaims = forbiddenClaims
+        self.maximumTokenBytes = maximumTokenBytes
+        self.maximumJSONDepth = maximumJSONDepth
+    }
+
+    /// The gateway's policy for its own tokens: issuer and audience fixed, and
+    /// every claim the issuer writes required.
+    public static func gateway(issuer: String, audience: String, leeway: Double = 60, maximumLifetime: Double = 86_400) -> AccessTokenPolicy {
+        AccessTokenPolicy(
+            issuer: issuer, audience: audience, leeway: leeway, maximumLifetime: maximumLifetime,
+            requiredClaims: ["iss", "sub", "aud", "exp", "iat", "nbf", "jti", "client_id", "tenant_id"])
+    }
+
+    /// Latest NumericDate accepted (9999-12-31T23:59:59Z); anything larger is an attack or a bug.
+    public static let latestNumericDate: Double = 253_402_300_799
+
+    // MARK: Header rules
+
+    static let forbiddenHeaders = ["jwk", "jku", "x5u", "x5c", "b64", "zip", "cty"]
+
+    /// Checks the header: forbidden members, `crit`, `typ` and `kid`. Returns the `kid`.
+    public func checkHeader(_ header: JSONObject) throws(TokenValidationError) -> String {
+        for member in header.members {
+            if Self.forbiddenHeaders.contains(member.name) {
+                throw TokenValidationError(.forbiddenHeader, "the header member \"\(member.name)\" is not accepted; keys come only from the configured key set")
+            }
+            if member.name == "crit" {
+                throw TokenValidationError(.unsupportedCriticalHeader, "the header lists critical extensions (\"crit\"), which Portcullis does not implement")
+            }
+        }
+        guard let typ = header["typ"] else {
+            throw TokenValidationError(.wrongType, "the header has no \"typ\"; access tokens are typed \"at+jwt\"")
+        }
+        guard let type = typ.stringValue, acceptedTypes.contains(where: { $0.caseInsensitiveEquals(type) }) else {
+            let shown = typ.stringValue.map { "\"\(JSONValue.clip($0))\"" } ?? typ.typeDescription
+            throw TokenValidationError(.wrongType, "the token type is \(shown), not an access token (\"at+jwt\")")
+        }
+        guard let kidValue = header["kid"] else { throw TokenValidationError(.unknownKey, "the header has no \"kid\"") }
+        guard let kid = kidValue.stringValue else { throw TokenValidationError(.unknownKey, "the header's \"kid\" is not a string") }
+        return kid
+    }
+
+    // MARK: Claim rules
+
+    /// All problems with `claims` as of `now`, in a fixed order; empty if none.
+    ///
+    /// The verifier stops at the first; `token inspect` shows them all.
+    public func problems(in claims: JSONObject, at now: Double, stopAtFirst: Bool = false) -> [TokenValidationError] {
+        var found: [TokenValidationError] = []
+        func add(_ reason: TokenValidationError.Reason, _ message: String) -> Bool {
+            found.append(TokenValidationError(reason, message))
+            return stopAtFirst
+        }
+        for name in requiredClaims where claims[name] == nil {
+            if add(.missingClaim, "the required claim \"\(name)\" is missing") { return found }
+        }
+        for name in forbiddenClaims where claims[name] != nil {
+            let why = name == "session_id" ? "an access token must not carry a session_id; send it separately" : "the claim \"\(name)\" is not allowed in an access token"
+            if add(.invalidClaim, why) { return found }
+        }
+        for name in ["iss", "sub", "jti", "client_id", "tenant_id", "scope"] {
+            guard let value = claims[name] else { continue }
+            guard let text = value.stringValue, !(name == "sub" && text.isEmpty) else {
+                if add(.invalidClaim, "the claim \"\(name)\" must be a non-empty string, not \(value.typeDescription)") { return found }
+                continue
+            }
+        }
+        var times: [String: Double] = [:]
+        for name in ["exp", "nbf", "iat"] {
+            guard let value = claims[name] else { continue }
+            guard let seconds = value.numberValue else {
+                if add(.invalidClaim, "the claim \"\(name)\" must be a NumericDate (a JSON number), not \(value.typeDescription)") { return found }
+                continue
+            }
+            guard seconds >= 0, seconds <= Self.latestNumericDate else {
+                if add(.invalidClaim, "the claim \"\(name)\" is outside the range of valid dates") { return found }
+                continue
+            }
+            times[name] = seconds
+        }
+        var audiences: [String]? = nil
+        if let aud = claims["aud"] {
+            switch aud {
+            case .string(let single): audiences = [single]
+            case .array(let list) where !list.isEmpty && list.allSatisfy({ $0.stringValue != nil }):
+                audiences = list.compactMap(\.stringValue)
+            default:
+                if add(.invalidClaim, "the claim \"aud\" must be a string or a non-empty array of strings") { return found }
+            }
+        }
+        if let issuer, let iss = claims["iss"]?.stringValue, iss != issuer {
+            if add(.wrongIssuer, "the token was issued by \"\(JSONValue.clip(iss))\", not by the expected issuer") { return found }
+        }
+        if let audience, let audiences, !audiences.contains(audience) {
+            if add(.wrongAudience, "the token is not meant for the audience \"\(audience)\"") { return found }
+        }
+        if let exp = times["exp"], exp <= now - leeway {
+            if add(.expired, "the token expired \(Self.describe(now - exp)) ago") { return found }
+        }
+        if let nbf = times["nbf"], nbf > now + leeway {
+            if add(.notYetValid, "the token is not valid for another \(Self.describe(nbf - now))") { return found }
+        }
+        if let iat = times["iat"], iat > now + leeway {
+            if add(.issuedInFuture, "the token claims to be issued \(Self.describe(iat - now)) in the future") { return found }
+        }
+        if let exp = times["exp"] {
+            if exp - now > maximumLifetime {
+                if add(.lifetimeTooLong, "the token expires in \(Self.describe(exp - now)); at most \(Self.describe(maximumLifetime)) is accepted") { return found }
+            } else if let iat = times["iat"], exp - iat > maximumLifetime {
+                if add(.lifetimeTooLong, "the token was issued for \(Self.describe(exp - iat)); at most \(Self.describe(maximumLifetime)) is accepted") { return found }
+            }
+        }
+        return found
+    }
+
+    /// A duration in words: "42 seconds", "14 minutes", "3 hours", "2 days".
+    public static func describe(_ seconds: Double) -> String {
+        let value = abs(seconds)
+        func unit(_ count: Double, _ name: String) -> String {
+            let whole = Int(count)
+            return "\(whole) \(name)\(whole == 1 ? "" : "s")"
+        }
+        if value < 120 { return unit(value, "second") }
+        if value < 7_200 { return unit(value / 60, "minute") }
+        if value < 172_800 { return unit(value / 3_600, "hour") }
+        return unit(value / 86_400, "day")
+    }
+}
+
+extension String {
+    func caseInsensitiveEquals(_ other: String) -> Bool {
+        utf8.count == other.utf8.count && lowercased() == other.lowercased()
+    }
+}

@@ -1,0 +1,78 @@
+/// Supplies verification keys by `kid`.
+public protocol VerificationKeyProvider: Sendable {
+    /// The key named `kid`, or `nil`. Keys are chosen by `kid` only.
+    func verificationKey(forKID kid: String) -> JWSKey?
+}
+
+/// An access token that passed every check.
+public struct VerifiedAccessToken: Sendable {
+    public let header: JSONObject
+    public let claims: JSONObject
+    /// The key that verified the signature.
+    public let keyID: String
+    public let algorithm: JWSAlgorithm
+
+    /// `sub`: who the token is about.
+    public var subject: String { claims["sub"]?.stringValue ?? "" }
+    /// `iss`.
+    public var issuer: String { claims["iss"]?.stringValue ?? "" }
+    /// `exp`, in seconds since the epoch.
+    public var expiresAt: Double { claims["exp"]?.numberValue ?? 0 }
+    /// `tenant_id`, when present.
+    public var tenantID: String? { claims["tenant_id"]?.stringValue }
+    /// `jti`, when present.
+    public var tokenID: String? { claims["jti"]?.stringValue }
+    /// `client_id`, when present.
+    public var clientID: String? { claims["client_id"]?.stringValue }
+    /// `scope`, when present.
+    public var scope: String? { claims["scope"]?.stringValue }
+}
+
+/// Verifies access tokens against a key set and an `AccessTokenPolicy`.
+///
+/// Order of work, cheapest and most structural first: size cap, three
+/// segments, canonical base64url, strict JSON for header and claims (so a
+/// hostile token costs no public-key operation), header rules, key by `kid`,
+/// `alg` equal to the key's bound algorithm, signature, then claims.
+/// Nothing is cached between calls.
+public struct AccessTokenVerifier: Sendable {
+    public let keys: any VerificationKeyProvider
+    public let policy: AccessTokenPolicy
+    public let clock: any TokenClock
+    private let reader: StrictJSONReader
+
+    public init(keys: any VerificationKeyProvider, policy: AccessTokenPolicy, clock: any TokenClock = SystemClock()) {
+        self.keys = keys
+        self.policy = policy
+        self.clock = clock
+        self.reader = StrictJSONReader(maxDepth: policy.maximumJSONDepth)
+    }
+
+    /// Verifies `token` and returns its header and claims.
+    ///
+    /// - Throws: `TokenValidationError` with a stable `reason`.
+    public func verify(_ token: String) throws(TokenValidationError) -> VerifiedAccessToken {
+        let jws = try JWSCompact.parse(token, maximumBytes: policy.maximumTokenBytes, reader: reader)
+        return try verify(jws)
+    }
+
+    /// Verifies an already parsed token (its size was checked by `parse`).
+    public func verify(_ jws: JWSCompact) throws(TokenValidationError) -> VerifiedAccessToken {
+        let algorithm = try jws.algorithm()
+        let kid = try policy.checkHeader(jws.header)
+        let claims: JSONObject
+        do {
+            claims = try reader.parseObject(jws.payload)
+        } catch {
+            throw TokenValidationError(.malformed, "the claims are not a strict JSON object: \(error.message)")
+        }
+        guard let key = keys.verificationKey(forKID: kid) else {
+            throw TokenValidationError(.unknownKey, "no key has the kid \"\(JSONValue.clip(kid))\"")
+        }
+        try jws.verifySignature(with: key)
+        if let problem = policy.problems(in: claims, at: clock.now(), stopAtFirst: true).first {
+            throw problem
+        }
+        return VerifiedAccessToken(header: jws.header, claims: claims, keyID: key.kid, algorithm: algorithm)
+    }
+}

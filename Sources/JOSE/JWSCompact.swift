@@ -1,0 +1,122 @@
+/// A JWS in compact serialisation (RFC 7515 section 7.1), parsed strictly.
+///
+/// Parsing checks structure only: size, three segments, canonical base64url in
+/// each, and a strict-JSON object header with a string `alg`. It trusts
+/// nothing; the signature is checked by `verifySignature(with:)`.
+public struct JWSCompact: Sendable {
+    /// The protected header.
+    public let header: JSONObject
+    /// The header's `alg` value, exactly as written.
+    public let algorithmName: String
+    /// The decoded payload bytes.
+    public let payload: [UInt8]
+    /// The decoded signature bytes.
+    public let signature: [UInt8]
+    /// `BASE64URL(header) || '.' || BASE64URL(payload)`: what the signature covers.
+    public let signingInput: [UInt8]
+
+    /// Default cap on a token's length in bytes (DESIGN.md: 8 KiB).
+    public static let defaultMaximumBytes = 8192
+
+    /// Parses a compact JWS.
+    ///
+    /// - Parameters:
+    ///   - maximumBytes: tokens longer than this are refused before any other work.
+    ///   - reader: the strict JSON reader for the header.
+    public static func parse(_ token: String, maximumBytes: Int = defaultMaximumBytes, reader: StrictJSONReader = StrictJSONReader()) throws(TokenValidationError) -> JWSCompact {
+        var token = token
+        return try token.withUTF8 { bytes in
+            Result { () throws(TokenValidationError) -> JWSCompact in
+                try parse(UnsafeRawBufferPointer(bytes), maximumBytes: maximumBytes, reader: reader)
+            }
+        }.get()
+    }
+
+    /// Parses a compact JWS from its bytes.
+    static func parse(_ bytes: UnsafeRawBufferPointer, maximumBytes: Int, reader: StrictJSONReader) throws(TokenValidationError) -> JWSCompact {
+        guard bytes.count <= maximumBytes else {
+            throw TokenValidationError(.tooLarge, "the token is \(bytes.count) bytes; the limit is \(maximumBytes)")
+        }
+        guard !bytes.isEmpty else { throw TokenValidationError(.malformed, "the token is empty") }
+        if bytes.count >= 4, bytes[0] == UInt8(ascii: "s"), bytes[1] == UInt8(ascii: "e"), bytes[2] == UInt8(ascii: "s"), bytes[3] == UInt8(ascii: "_") {
+            throw TokenValidationError(.malformed, "a session_id was sent where an access token is expected")
+        }
+        var firstDot = -1, secondDot = -1, dots = 0
+        for index in 0..<bytes.count where bytes[index] == UInt8(ascii: ".") {
+            dots += 1
+            if dots == 1 { firstDot = index } else if dots == 2 { secondDot = index }
+        }
+        guard dots == 2 else {
+            if dots == 4 {
+                throw TokenValidationError(.malformed, "the token has five segments (an encrypted JWE); only signed JWS access tokens are accepted")
+            }
+            throw TokenValidationError(.malformed, "the token must have three dot-separated segments, not \(dots + 1)")
+        }
+        guard let headerBytes = Base64URL.decode(UnsafeRawBufferPointer(rebasing: bytes[0..<firstDot])) else {
+            throw TokenValidationError(.malformed, "the header segment is not canonical unpadded base64url")
+        }
+        guard let payload = Base64URL.decode(UnsafeRawBufferPointer(rebasing: bytes[(firstDot + 1)..<secondDot])) else {
+            throw TokenValidationError(.malformed, "the payload segment is not canonical unpadded base64url")
+        }
+        guard let signature = Base64URL.decode(UnsafeRawBufferPointer(rebasing: bytes[(secondDot + 1)...])) else {
+            throw TokenValidationError(.malformed, "the signature segment is not canonical unpadded base64url")
+        }
+        let header: JSONObject
+        do {
+            header = try reader.parseObject(headerBytes)
+        } catch {
+            throw TokenValidationError(.malformed, "the header is not strict JSON: \(error.message)")
+        }
+        guard let alg = header["alg"] else { throw TokenValidationError(.malformed, "the header has no \"alg\"") }
+        guard let algorithmName = alg.stringValue else { throw TokenValidationError(.malformed, "the header's \"alg\" is not a string") }
+        return JWSCompact(
+            header: header, algorithmName: algorithmName, payload: payload, signature: signature,
+            signingInput: Array(UnsafeRawBufferPointer(rebasing: bytes[0..<secondDot])))
+    }
+
+    /// The algorithm named by the header, refusing `none` in any spelling and
+    /// anything Portcullis does not implement.
+    public func algorithm() throws(TokenValidationError) -> JWSAlgorithm {
+        if algorithmName.lowercased() == "none" {
+            throw TokenValidationError(.unsupportedAlgorithm, "unsigned tokens (alg \"none\") are never accepted")
+        }
+        guard let algorithm = JWSAlgorithm(headerValue: algorithmName) else {
+            throw TokenValidationError(.unsupportedAlgorithm, "the algorithm \"\(JSONValue.clip(algorithmName))\" is not supported")
+        }
+        return algorithm
+    }
+
+    /// Verifies the signature with `key`, which must be bound to the header's algorithm.
+    public func verifySignature(with key: JWSKey) throws(TokenValidationError) {
+        let algorithm = try algorithm()
+        guard algorithm == key.algorithm else {
+            throw TokenValidationError(.algorithmMismatch, "the token says \(algorithm.rawValue) but key \"\(key.kid)\" is bound to \(key.algorithm.rawValue)")
+        }
+        guard key.verify(signature: signature, message: signingInput) else {
+            throw TokenValidationError(.badSignature, "the signature does not verify with key \"\(key.kid)\"")
+        }
+    }
+
+    /// Signs `payload` under `header` (which must name the key's algorithm) and
+    /// returns the compact serialisation.
+    public static func sign(header: JSONObject, payload: [UInt8], key: JWSKey) throws -> String {
+        guard header["alg"]?.stringValue == key.algorithm.rawValue else {
+            throw KeyError(.algorithmMismatch, "the header's alg must be \(key.algorithm.rawValue), the algorithm key \(key.kid) is bound to")
+        }
+        var input = Base64URL.encodeBytes(JSONWriter.bytes(.object(header)))
+        input.append(UInt8(ascii: "."))
+        input.append(contentsOf: Base64URL.encodeBytes(payload))
+        let signature = try key.sign(input)
+        input.append(UInt8(ascii: "."))
+        input.append(contentsOf: Base64URL.encodeBytes(signature))
+        return String(decoding: input, as: UTF8.self)
+    }
+}
+
+extension JSONValue {
+    /// Shortens attacker-controlled text before it goes into a message.
+    static func clip(_ text: String, to limit: Int = 40) -> String {
+        let scalars = text.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "?" : String($0) }
+        return scalars.count > limit ? scalars.prefix(limit).joined() + "..." : scalars.joined()
+    }
+}

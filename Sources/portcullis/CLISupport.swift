@@ -1,0 +1,118 @@
+import ArgumentParser
+import Foundation
+import JOSE
+
+/// A usage or configuration error: printed as one line, exit code 2.
+struct CLIError: Error {
+    let message: String
+    init(_ message: String) { self.message = message }
+}
+
+/// Output helpers: results on stdout, diagnostics on stderr.
+enum Terminal {
+    static func error(_ message: String) {
+        FileHandle.standardError.write(Data("portcullis: error: \(message)\n".utf8))
+    }
+
+    static func warning(_ message: String) {
+        FileHandle.standardError.write(Data("portcullis: warning: \(message)\n".utf8))
+    }
+
+    static func note(_ message: String) {
+        FileHandle.standardError.write(Data("portcullis: note: \(message)\n".utf8))
+    }
+}
+
+enum TokenInput {
+    /// The token from the argument, or from stdin when it is absent or `-`.
+    /// Surrounding whitespace (a trailing newline from `echo`) is removed.
+    static func read(_ argument: String?) throws -> String {
+        let raw: String
+        if let argument, argument != "-" {
+            raw = argument
+        } else {
+            let data = FileHandle.standardInput.readDataToEndOfFile()
+            guard let text = String(data: data, encoding: .utf8) else { throw CLIError("stdin is not UTF-8 text") }
+            raw = text
+        }
+        let token = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !token.isEmpty else { throw CLIError("no token given: pass it as an argument or on stdin") }
+        return token
+    }
+}
+
+/// Durations such as `900`, `90s`, `15m`, `2h`, `1d`.
+struct Duration: ExpressibleByArgument {
+    let seconds: Double
+
+    init?(argument: String) {
+        let units: [Character: Double] = ["s": 1, "m": 60, "h": 3_600, "d": 86_400]
+        var text = argument
+        var multiplier = 1.0
+        if let last = text.last, let unit = units[last] {
+            multiplier = unit
+            text.removeLast()
+        }
+        guard let value = Double(text), value.isFinite, value > 0 else { return nil }
+        seconds = value * multiplier
+    }
+}
+
+extension JWSAlgorithm: ExpressibleByArgument {
+    public init?(argument: String) {
+        guard let algorithm = JWSAlgorithm.allCases.first(where: { $0.rawValue.lowercased() == argument.lowercased() }) else { return nil }
+        self = algorithm
+    }
+
+    public static var allValueStrings: [String] { allCases.map(\.rawValue) }
+}
+
+extension KeyStatus: ExpressibleByArgument {}
+
+enum TimeText {
+    /// `2026-11-22T02:45:00Z`.
+    static func iso8601(_ seconds: Double) -> String {
+        var time = time_t(seconds.rounded(.down))
+        var parts = tm()
+        gmtime_r(&time, &parts)
+        return String(format: "%04d-%02d-%02dT%02d:%02d:%02dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday, parts.tm_hour, parts.tm_min, parts.tm_sec)
+    }
+
+    /// "expires in 14 minutes", "expired 3 hours ago", as fits `name`.
+    static func relative(_ name: String, at instant: Double, now: Double) -> String {
+        let delta = instant - now
+        let span = AccessTokenPolicy.describe(delta)
+        switch (name, delta >= 0) {
+        case ("exp", true): return "expires in \(span)"
+        case ("exp", false): return "expired \(span) ago"
+        case ("nbf", true): return "not valid for another \(span)"
+        case ("nbf", false): return "valid since \(span) ago"
+        case ("iat", true): return "issued \(span) in the future"
+        default: return "issued \(span) ago"
+        }
+    }
+}
+
+/// Loads keys for verification from `--keys DIR` or `--jwks FILE`.
+enum KeySource {
+    static func load(keysDirectory: String?, jwksFile: String?) throws -> KeySet {
+        switch (keysDirectory, jwksFile) {
+        case (nil, nil):
+            throw CLIError("say where the keys are: --keys DIR or --jwks FILE")
+        case (.some, .some):
+            throw CLIError("give either --keys or --jwks, not both")
+        case (let directory?, nil):
+            guard FileManager.default.fileExists(atPath: directory + "/keyring.json") else {
+                throw CLIError("\(directory) has no keyring.json; create a key with `portcullis keys generate --alg ES256 --dir \(directory)`")
+            }
+            let loaded = try KeyDirectory(path: directory).load()
+            loaded.warnings.forEach(Terminal.warning)
+            return loaded.keySet
+        case (nil, let file?):
+            guard let data = FileManager.default.contents(atPath: file) else {
+                throw CLIError("cannot read the JWKS file \(file): it is missing or unreadable")
+            }
+            return try KeySet.fromJWKS([UInt8](data))
+        }
+    }
+}

@@ -1,0 +1,104 @@
+import ArgumentParser
+import JOSE
+
+struct KeysCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "keys",
+        abstract: "Manage the signing keys in keys/.",
+        subcommands: [Generate.self, List.self, Rotate.self, Retire.self]
+    )
+
+    struct Generate: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Generate a key; the first becomes active, later ones next.")
+
+        @Option(help: "Algorithm: \(JWSAlgorithm.allValueStrings.joined(separator: ", ")).")
+        var alg: JWSAlgorithm
+
+        @Option(help: "The keys directory.")
+        var dir = "keys"
+
+        @Option(help: "Key id (default: the RFC 7638 thumbprint; a random id for HMAC keys).")
+        var kid: String?
+
+        @Option(help: "next or active (default: active if no key is, else next).")
+        var state: KeyStatus?
+
+        @Option(help: "RSA modulus size for RS*/PS* keys.")
+        var bits = 2048
+
+        func validate() throws {
+            if state == .retired { throw ValidationError("--state must be next or active") }
+        }
+
+        func run() throws {
+            let record = try KeyDirectory(path: dir).generate(algorithm: alg, kid: kid, status: state, rsaBits: bits)
+            let file = dir + "/" + record.kid + (alg.family == .hmac ? ".jwk" : ".pem")
+            print("generated \(alg.rawValue) key \(record.kid) (\(record.status.rawValue)) in \(file)")
+        }
+    }
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the keys with their algorithm and status.")
+
+        @Option(help: "The keys directory.")
+        var dir = "keys"
+
+        func run() throws {
+            let records = try KeyDirectory(path: dir).records()
+            if records.isEmpty {
+                print("no keys in \(dir); create one with `portcullis keys generate --alg ES256`")
+                return
+            }
+            let width = max(3, records.map(\.kid.count).max() ?? 3)
+            print("KID".padding(toLength: width, withPad: " ", startingAt: 0) + "  ALG    STATUS   CREATED")
+            for record in records {
+                print(record.kid.padding(toLength: width, withPad: " ", startingAt: 0) + "  "
+                    + record.algorithm.rawValue.padding(toLength: 5, withPad: " ", startingAt: 0) + "  "
+                    + record.status.rawValue.padding(toLength: 7, withPad: " ", startingAt: 0) + "  "
+                    + TimeText.iso8601(record.createdAt))
+            }
+        }
+    }
+
+    struct Rotate: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Activate the next key and retire the active one.")
+
+        @Option(help: "The keys directory.")
+        var dir = "keys"
+
+        func run() throws {
+            let (activated, retired) = try KeyDirectory(path: dir).rotate()
+            print("activated \(activated.kid)" + (retired.map { "; retired \($0.kid)" } ?? ""))
+        }
+    }
+
+    struct Retire: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Mark a key retired: published and verifying, no longer signing.")
+
+        @Argument(help: "The key id.")
+        var kid: String
+
+        @Option(help: "The keys directory.")
+        var dir = "keys"
+
+        func run() throws {
+            let record = try KeyDirectory(path: dir).retire(kid: kid)
+            print("retired \(record.kid)")
+        }
+    }
+}
+
+struct JWKSCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "jwks",
+        abstract: "Print the public JWKS (next, active and retired keys; never a symmetric key)."
+    )
+
+    @Option(help: "The keys directory.")
+    var keys = "keys"
+
+    func run() throws {
+        let keySet = try KeySource.load(keysDirectory: keys, jwksFile: nil)
+        print(JSONWriter.pretty(.object(keySet.publicJWKS())))
+    }
+}
