@@ -68,7 +68,7 @@ public struct AccessTokenPolicy: Sendable {
         guard let typ = header["typ"] else {
             throw TokenValidationError(.wrongType, "the header has no \"typ\"; access tokens are typed \"at+jwt\"")
         }
-        guard let type = typ.stringValue, acceptedTypes.contains(where: { $0.caseInsensitiveEquals(type) }) else {
+        guard let type = typ.stringValue, acceptedTypes.contains(where: { $0 == type || $0.caseInsensitiveEquals(type) }) else {
             let shown = typ.stringValue.map { "\"\(JSONValue.clip($0))\"" } ?? typ.typeDescription
             throw TokenValidationError(.wrongType, "the token type is \(shown), not an access token (\"at+jwt\")")
         }
@@ -95,55 +95,63 @@ public struct AccessTokenPolicy: Sendable {
             let why = name == "session_id" ? "an access token must not carry a session_id; send it separately" : "the claim \"\(name)\" is not allowed in an access token"
             if add(.invalidClaim, why) { return found }
         }
-        for name in ["iss", "sub", "jti", "client_id", "tenant_id", "scope"] {
-            guard let value = claims[name] else { continue }
-            guard let text = value.stringValue, !(name == "sub" && text.isEmpty) else {
-                if add(.invalidClaim, "the claim \"\(name)\" must be a non-empty string, not \(value.typeDescription)") { return found }
+        var exp: Double? = nil, nbf: Double? = nil, iat: Double? = nil
+        for member in claims.members {
+            switch member.name {
+            case "iss", "sub", "jti", "client_id", "tenant_id", "scope":
+                guard let text = member.value.stringValue, !(member.name == "sub" && text.isEmpty) else {
+                    if add(.invalidClaim, "the claim \"\(member.name)\" must be a non-empty string, not \(member.value.typeDescription)") { return found }
+                    continue
+                }
+            case "exp", "nbf", "iat":
+                guard let seconds = member.value.numberValue else {
+                    if add(.invalidClaim, "the claim \"\(member.name)\" must be a NumericDate (a JSON number), not \(member.value.typeDescription)") { return found }
+                    continue
+                }
+                guard seconds >= 0, seconds <= Self.latestNumericDate else {
+                    if add(.invalidClaim, "the claim \"\(member.name)\" is outside the range of valid dates") { return found }
+                    continue
+                }
+                switch member.name {
+                case "exp": exp = seconds
+                case "nbf": nbf = seconds
+                default: iat = seconds
+                }
+            default:
                 continue
             }
         }
-        var times: [String: Double] = [:]
-        for name in ["exp", "nbf", "iat"] {
-            guard let value = claims[name] else { continue }
-            guard let seconds = value.numberValue else {
-                if add(.invalidClaim, "the claim \"\(name)\" must be a NumericDate (a JSON number), not \(value.typeDescription)") { return found }
-                continue
-            }
-            guard seconds >= 0, seconds <= Self.latestNumericDate else {
-                if add(.invalidClaim, "the claim \"\(name)\" is outside the range of valid dates") { return found }
-                continue
-            }
-            times[name] = seconds
-        }
-        var audiences: [String]? = nil
+        var audienceMatches = audience == nil
         if let aud = claims["aud"] {
             switch aud {
-            case .string(let single): audiences = [single]
+            case .string(let single):
+                audienceMatches = audienceMatches || single == audience
             case .array(let list) where !list.isEmpty && list.allSatisfy({ $0.stringValue != nil }):
-                audiences = list.compactMap(\.stringValue)
+                audienceMatches = audienceMatches || list.contains { $0.stringValue == audience }
             default:
+                audienceMatches = true  // reported as invalid just below; not also as wrong
                 if add(.invalidClaim, "the claim \"aud\" must be a string or a non-empty array of strings") { return found }
             }
         }
         if let issuer, let iss = claims["iss"]?.stringValue, iss != issuer {
             if add(.wrongIssuer, "the token was issued by \"\(JSONValue.clip(iss))\", not by the expected issuer") { return found }
         }
-        if let audience, let audiences, !audiences.contains(audience) {
+        if let audience, claims["aud"] != nil, !audienceMatches {
             if add(.wrongAudience, "the token is not meant for the audience \"\(audience)\"") { return found }
         }
-        if let exp = times["exp"], exp <= now - leeway {
+        if let exp, exp <= now - leeway {
             if add(.expired, "the token expired \(Self.describe(now - exp)) ago") { return found }
         }
-        if let nbf = times["nbf"], nbf > now + leeway {
+        if let nbf, nbf > now + leeway {
             if add(.notYetValid, "the token is not valid for another \(Self.describe(nbf - now))") { return found }
         }
-        if let iat = times["iat"], iat > now + leeway {
+        if let iat, iat > now + leeway {
             if add(.issuedInFuture, "the token claims to be issued \(Self.describe(iat - now)) in the future") { return found }
         }
-        if let exp = times["exp"] {
+        if let exp {
             if exp - now > maximumLifetime {
                 if add(.lifetimeTooLong, "the token expires in \(Self.describe(exp - now)); at most \(Self.describe(maximumLifetime)) is accepted") { return found }
-            } else if let iat = times["iat"], exp - iat > maximumLifetime {
+            } else if let iat, exp - iat > maximumLifetime {
                 if add(.lifetimeTooLong, "the token was issued for \(Self.describe(exp - iat)); at most \(Self.describe(maximumLifetime)) is accepted") { return found }
             }
         }

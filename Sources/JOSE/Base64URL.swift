@@ -47,36 +47,43 @@ public enum Base64URL {
     public static func decode(_ input: UnsafeRawBufferPointer) -> [UInt8]? {
         let count = input.count
         if count % 4 == 1 { return nil }
-        var out = [UInt8]()
-        out.reserveCapacity(count * 3 / 4)
-        let valid: Bool = decodeTable.withUnsafeBufferPointer { table in
-            var index = 0
-            while index + 4 <= count {
-                let a = table[Int(input[index])], b = table[Int(input[index + 1])]
-                let c = table[Int(input[index + 2])], d = table[Int(input[index + 3])]
-                if (a | b | c | d) & 0xC0 != 0 { return false }
-                out.append(a << 2 | b >> 4)
-                out.append(b << 4 | c >> 2)
-                out.append(c << 6 | d)
-                index += 4
+        let capacity = count / 4 * 3 + max(0, count % 4 - 1)
+        var valid = true
+        let out = [UInt8](unsafeUninitializedCapacity: capacity) { output, initialized in
+            valid = decodeTable.withUnsafeBufferPointer { table in
+                var index = 0, written = 0
+                while index + 4 <= count {
+                    let a = table[Int(input[index])], b = table[Int(input[index + 1])]
+                    let c = table[Int(input[index + 2])], d = table[Int(input[index + 3])]
+                    if (a | b | c | d) & 0xC0 != 0 { return false }
+                    output[written] = a << 2 | b >> 4
+                    output[written + 1] = b << 4 | c >> 2
+                    output[written + 2] = c << 6 | d
+                    index += 4
+                    written += 3
+                }
+                switch count - index {
+                case 0:
+                    return true
+                case 2:
+                    let a = table[Int(input[index])], b = table[Int(input[index + 1])]
+                    // The unused low 4 bits of the last character must be zero.
+                    if (a | b) & 0xC0 != 0 || b & 0x0F != 0 { return false }
+                    output[written] = a << 2 | b >> 4
+                    return true
+                default:  // 3
+                    let a = table[Int(input[index])], b = table[Int(input[index + 1])], c = table[Int(input[index + 2])]
+                    // The unused low 2 bits of the last character must be zero.
+                    if (a | b | c) & 0xC0 != 0 || c & 0x03 != 0 { return false }
+                    output[written] = a << 2 | b >> 4
+                    output[written + 1] = b << 4 | c >> 2
+                    return true
+                }
             }
-            switch count - index {
-            case 0:
-                return true
-            case 2:
-                let a = table[Int(input[index])], b = table[Int(input[index + 1])]
-                if (a | b) & 0xC0 != 0 || b & 0x0F != 0 { return false }
-                out.append(a << 2 | b >> 4)
-                return true
-            case 3:
-                let a = table[Int(input[index])], b = table[Int(input[index + 1])], c = table[Int(input[index + 2])]
-                if (a | b | c) & 0xC0 != 0 || c & 0x03 != 0 { return false }
-                out.append(a << 2 | b >> 4)
-                out.append(b << 4 | c >> 2)
-                return true
-            default:
-                return false
-            }
+            // Every byte is written whenever decoding succeeds; on failure the
+            // buffer is discarded, so report it fully initialised of zeros.
+            if !valid { output.initialize(repeating: 0) }
+            initialized = capacity
         }
         return valid ? out : nil
     }

@@ -66,8 +66,20 @@ final class HMACKey: @unchecked Sendable {
 
     /// Checks `tag` against the MAC of `message` in constant time
     /// (`CRYPTO_memcmp`); the tag's length is public and checked first.
+    /// The MAC is computed into stack memory: no allocation per check.
     func verify(tag: UnsafeRawBufferPointer, message: UnsafeRawBufferPointer) -> Bool {
-        guard tag.count == outputLength, let expected = authenticate(message) else { return false }
-        return expected.withUnsafeBytes { CRYPTO_memcmp($0.baseAddress, tag.baseAddress, outputLength) == 0 }
+        guard tag.count == outputLength else { return false }
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 64) { output in
+            guard let context = EVP_MAC_CTX_dup(template) else { LibCryptoError.clearQueue(); return false }
+            defer { EVP_MAC_CTX_free(context) }
+            var length = 0
+            guard EVP_MAC_update(context, message.baseAddress?.assumingMemoryBound(to: UInt8.self), message.count) == 1,
+                EVP_MAC_final(context, output.baseAddress, &length, 64) == 1, length == outputLength
+            else {
+                LibCryptoError.clearQueue()
+                return false
+            }
+            return CRYPTO_memcmp(output.baseAddress, tag.baseAddress, outputLength) == 0
+        }
     }
 }

@@ -77,13 +77,11 @@ public struct JWSCompact: Sendable {
     /// The algorithm named by the header, refusing `none` in any spelling and
     /// anything Portcullis does not implement.
     public func algorithm() throws(TokenValidationError) -> JWSAlgorithm {
+        if let algorithm = JWSAlgorithm(headerValue: algorithmName) { return algorithm }
         if algorithmName.lowercased() == "none" {
             throw TokenValidationError(.unsupportedAlgorithm, "unsigned tokens (alg \"none\") are never accepted")
         }
-        guard let algorithm = JWSAlgorithm(headerValue: algorithmName) else {
-            throw TokenValidationError(.unsupportedAlgorithm, "the algorithm \"\(JSONValue.clip(algorithmName))\" is not supported")
-        }
-        return algorithm
+        throw TokenValidationError(.unsupportedAlgorithm, "the algorithm \"\(JSONValue.clip(algorithmName))\" is not supported")
     }
 
     /// Verifies the signature with `key`, which must be bound to the header's algorithm.

@@ -110,6 +110,7 @@ private struct Parser {
         try enter()
         index += 1
         var members: [JSONMember] = []
+        members.reserveCapacity(12)
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1
@@ -183,19 +184,25 @@ private struct Parser {
     mutating func parseString() throws(JSONReadError) -> String {
         index += 1  // opening quote
         let start = index
+        var asciiOnly = true
         // Fast path: no escapes. Validate UTF-8 once over the raw run.
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {
                 let run = UnsafeBufferPointer(rebasing: bytes[start..<index])
                 index += 1
+                // ASCII (the usual case) needs no validation; `String(decoding:)`
+                // on a buffer is the fastest specialised path.
+                if asciiOnly { return String(decoding: run, as: UTF8.self) }
                 guard let text = String(validating: run, as: UTF8.self) else {
+                    index -= 1
                     throw fail("invalid_utf8", "a string is not valid UTF-8")
                 }
                 return text
             }
             if byte == UInt8(ascii: "\\") { break }
             if byte < 0x20 { throw fail("syntax", "a control character in a string") }
+            if byte >= 0x80 { asciiOnly = false }
             index += 1
         }
         guard index < bytes.count else { throw fail("syntax", "unterminated string") }
