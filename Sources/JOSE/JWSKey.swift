@@ -93,6 +93,10 @@ public struct JWSKey: Sendable {
             guard (minimumRSABits...maximumRSABits).contains(key.bits) else {
                 throw KeyError(.weakKey, "RSA keys must be \(minimumRSABits) to \(maximumRSABits) bits; this one has \(key.bits)")
             }
+            // e = 1 makes every "signature" verify; even exponents are not RSA.
+            guard let e = key.bignum("e"), let last = e.last, last & 1 == 1, e.count > 1 || last >= 3 else {
+                throw KeyError(.weakKey, "the RSA public exponent must be odd and at least 3")
+            }
         case (.asymmetric(let key), .ecdsa):
             let curve = algorithm.ecCurve!
             guard key.baseID == EVP_PKEY_EC, key.groupName == curve.group else {
@@ -107,8 +111,8 @@ public struct JWSKey: Sendable {
         }
         let provisional = JWSKey(kid: kid ?? "-", algorithm: algorithm, canSign: canSign, material: material)
         let resolvedKID = try kid ?? (algorithm.family == .hmac ? "hs-" + SecureRandom.identifier(bytes: 9) : provisional.thumbprint())
-        guard KeyID.isValid(resolvedKID) else {
-            throw KeyError(.invalidKeyID, "the kid must be 1-128 characters of A-Z, a-z, 0-9, '-' and '_'")
+        guard KeyID.isAcceptable(resolvedKID) else {
+            throw KeyError(.invalidKeyID, "the kid must be 1-256 bytes of printable text")
         }
         return JWSKey(kid: resolvedKID, algorithm: algorithm, canSign: canSign, material: material)
     }

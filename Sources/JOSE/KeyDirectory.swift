@@ -135,6 +135,8 @@ public struct KeyDirectory: Sendable {
             guard KeyID.isValid(kid) else { throw KeyError(.invalidKeyID, "the kid must be 1-128 characters of A-Z, a-z, 0-9, '-' and '_'") }
         }
         let key = try JWSKey.generate(algorithm: algorithm, kid: kid, rsaBits: rsaBits)
+        // A thumbprint kid is base64url, always within the file-name-safe set.
+        guard KeyID.isValid(key.kid) else { throw KeyError(.invalidKeyID, "the kid must be 1-128 characters of A-Z, a-z, 0-9, '-' and '_'") }
         guard !records.contains(where: { $0.kid == key.kid }) else {
             throw KeyError(.invalidKeyID, "a key with the kid \(key.kid) already exists")
         }

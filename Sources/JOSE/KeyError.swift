@@ -32,9 +32,18 @@ public struct KeyError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String { message }
 }
 
-/// Key identifiers name files in `keys/`, so they are restricted to a safe set.
+/// Rules for key identifiers.
+///
+/// Any printable `kid` is accepted from a JWKS (RFC 7520 uses e-mail
+/// addresses); kids of keys in `keys/` name files there, so they are
+/// restricted to a safe set.
 public enum KeyID {
-    /// True if `kid` is 1-128 characters of `[A-Za-z0-9_-]`.
+    /// True if `kid` is 1-256 bytes with no control characters: what a JWKS may use.
+    public static func isAcceptable(_ kid: String) -> Bool {
+        (1...256).contains(kid.utf8.count) && !kid.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }
+    }
+
+    /// True if `kid` is 1-128 characters of `[A-Za-z0-9_-]`: what `keys/` uses.
     public static func isValid(_ kid: String) -> Bool {
         let utf8 = kid.utf8
         guard (1...128).contains(utf8.count) else { return false }

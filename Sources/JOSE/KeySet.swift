@@ -92,6 +92,11 @@ public struct KeySet: Sendable, VerificationKeyProvider, SigningKeyProvider {
                 throw KeyError(error.code, "JWKS key \(name): \(error.message)")
             }
         }
+        // A set that mixes HMAC secrets with public keys is the setting of the
+        // key-confusion attack; each kind must come in a set of its own.
+        if keys.contains(where: \.isSymmetric), keys.contains(where: { !$0.isSymmetric }) {
+            throw KeyError(.invalidKey, "the JWKS mixes symmetric (HMAC) keys with public keys; keep HMAC secrets in a JWKS of their own")
+        }
         return try KeySet(verificationKeys: keys)
     }
 }
