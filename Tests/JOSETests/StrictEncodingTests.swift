@@ -1,0 +1,99 @@
+import Testing
+
+@testable import JOSE
+
+@Suite("Strict base64url")
+struct Base64URLTests {
+    @Test("round-trips every length from 0 to 64 bytes")
+    func roundTrip() throws {
+        for length in 0...64 {
+            let bytes = try SecureRandom.bytes(length)
+            let text = Base64URL.encode(bytes)
+            #expect(!text.contains("=") && !text.contains("+") && !text.contains("/"))
+            #expect(Base64URL.decode(text) == bytes)
+        }
+    }
+
+    @Test("refuses padding, the standard alphabet, whitespace and impossible lengths",
+          arguments: ["QQ==", "QQ=", "a+b/", "QU JD", "Q", "QUJDR", "QUJD\n", "=", "QUJD=", "\u{00C4}QUJ"])
+    func refusesNonCanonical(text: String) {
+        #expect(Base64URL.decode(text) == nil)
+    }
+
+    @Test("refuses non-zero trailing bits: one string per byte sequence")
+    func trailingBits() {
+        #expect(Base64URL.decode("QQ") == [0x41])
+        #expect(Base64URL.decode("QR") == nil)
+        #expect(Base64URL.decode("QUI") == [0x41, 0x42])
+        #expect(Base64URL.decode("QUJ") == nil)
+    }
+}
+
+@Suite("Strict JSON reader")
+struct StrictJSONReaderTests {
+    func read(_ text: String) throws(JSONReadError) -> JSONValue {
+        try StrictJSONReader().parse(Array(text.utf8))
+    }
+
+    func code(_ text: String) -> String? {
+        do {
+            _ = try read(text)
+            return nil
+        } catch {
+            return error.code
+        }
+    }
+
+    @Test("reads objects, arrays, strings with escapes, numbers and literals")
+    func readsJSON() throws {
+        let value = try read(#"{"a":[1,-2.5,3e2,true,false,null],"b":"x\"\\\/\n\u00e9\ud83d\ude00","c":{}}"#)
+        guard case .object(let object) = value else { Issue.record("not an object"); return }
+        #expect(object["a"] == [1, -2.5, 300, true, false, nil])
+        #expect(object["b"] == .string("x\"\\/\né😀"))
+        #expect(object["c"] == .object(JSONObject()))
+        #expect(object.names == ["a", "b", "c"])
+    }
+
+    @Test("refuses duplicate member names, also in large objects and through escapes")
+    func duplicates() {
+        #expect(code(#"{"a":1,"a":2}"#) == "duplicate_member")
+        #expect(code(#"{"a":1,"\u0061":2}"#) == "duplicate_member")
+        let many = (0..<40).map { "\"k\($0)\":\($0)" }.joined(separator: ",")
+        #expect(code("{" + many + ",\"k7\":0}") == "duplicate_member")
+        #expect(code("{" + many + "}") == nil)
+    }
+
+    @Test("refuses a byte-order mark, invalid UTF-8 and lone surrogates")
+    func encoding() throws {
+        #expect(code("\u{FEFF}{}") == "byte_order_mark")
+        #expect(throws: JSONReadError.self) { try StrictJSONReader().parse([0x22, 0xC3, 0x28, 0x22]) }
+        #expect(throws: JSONReadError.self) { try StrictJSONReader().parse([0x22, 0xED, 0xA0, 0x80, 0x22]) }
+        #expect(code(#""\ud800""#) == "invalid_utf8")
+        #expect(code(#""\udc00x""#) == "invalid_utf8")
+    }
+
+    @Test("refuses nesting deeper than the limit")
+    func depth() {
+        #expect(code(String(repeating: "[", count: 32) + String(repeating: "]", count: 32)) == nil)
+        #expect(code(String(repeating: "[", count: 33) + String(repeating: "]", count: 33)) == "too_deep")
+        #expect(code(String(repeating: "{\"a\":", count: 33) + "1" + String(repeating: "}", count: 33)) == "too_deep")
+    }
+
+    @Test("refuses numbers outside the grammar or a double's range", arguments: ["01", "1.", ".5", "+1", "1e", "-", "NaN", "Infinity", "1e400", "-1e400", "0x10"])
+    func numbers(text: String) {
+        #expect(code(text) != nil)
+    }
+
+    @Test("refuses trailing data, trailing commas, control characters and single quotes",
+          arguments: ["{} {}", "[1,]", "{\"a\":1,}", "\"a\tb\"", "'a'", "{a:1}", "", "tru", "[1 2]"])
+    func syntax(text: String) {
+        #expect(code(text) != nil)
+    }
+
+    @Test("the writer's output reads back to the same value")
+    func writerRoundTrip() throws {
+        let value: JSONValue = ["s": "quote \" backslash \\ newline \n tab \t bell \u{07}", "n": [0, -1, 1.5, 1_800_000_000], "o": ["x": nil, "y": true]]
+        #expect(try read(JSONWriter.string(value)) == value)
+        #expect(try read(JSONWriter.pretty(value)) == value)
+    }
+}
