@@ -1,0 +1,238 @@
+import Foundation
+import JOSE
+import Testing
+
+/// Runs the real `portcullis` binary, built alongside the tests.
+struct CLI {
+    static let binary: String = {
+        if let path = ProcessInfo.processInfo.environment["PORTCULLIS_BINARY"] { return path }
+        let candidates = [
+            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("portcullis").path,
+            Bundle.main.bundleURL.appendingPathComponent("portcullis").path,
+            Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("portcullis").path,
+        ]
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? candidates[0]
+    }()
+
+    struct Result {
+        let status: Int32
+        let stdout: String
+        let stderr: String
+    }
+
+    let directory: String
+
+    init() throws {
+        directory = NSTemporaryDirectory() + "portcullis-cli-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    func remove() {
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// Runs `portcullis ARGS` in the temporary directory, with `stdin` as input.
+    @discardableResult
+    func run(_ arguments: [String], stdin: String? = nil) throws -> Result {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.binary)
+        process.arguments = arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        let output = Pipe(), errors = Pipe(), input = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        process.standardInput = input
+        try process.run()
+        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+        try input.fileHandleForWriting.close()
+        let out = output.fileHandleForReading.readDataToEndOfFile()
+        let err = errors.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Result(status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self), stderr: String(decoding: err, as: UTF8.self))
+    }
+}
+
+@Suite("portcullis command line (the real binary)", .serialized)
+struct CLITests {
+    @Test("the binary is built and answers --help")
+    func help() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let result = try cli.run(["--help"])
+        #expect(result.status == 0)
+        #expect(result.stdout.contains("token"))
+    }
+
+    @Test("a key generated for every algorithm signs a token that token verify accepts and that fails after one byte is flipped",
+          arguments: JWSAlgorithm.allCases)
+    func everyAlgorithm(algorithm: JWSAlgorithm) throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let generated = try cli.run(["keys", "generate", "--alg", algorithm.rawValue, "--dir", "keys"])
+        #expect(generated.status == 0, "\(generated.stderr)")
+        let issued = try cli.run(["token", "issue", "--sub", "alice", "--tenant", "acme", "--keys", "keys"])
+        #expect(issued.status == 0, "\(issued.stderr)")
+        let token = issued.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let verified = try cli.run(["token", "verify", token, "--keys", "keys", "--issuer", "http://127.0.0.1:8080", "--audience", "portcullis", "--json"])
+        #expect(verified.status == 0, "\(verified.stdout)")
+        #expect(verified.stdout.contains("\"valid\":true"))
+
+        // Flip one byte inside the signature's decoded bytes (keeps the base64url canonical).
+        let parts = token.split(separator: ".").map(String.init)
+        var signature = try #require(Base64URL.decode(parts[2]))
+        signature[0] ^= 0x01
+        let flipped = parts[0] + "." + parts[1] + "." + Base64URL.encode(signature)
+        let rejected = try cli.run(["token", "verify", flipped, "--keys", "keys", "--json"])
+        #expect(rejected.status == 1)
+        #expect(rejected.stdout.contains("\"reason\":\"bad_signature\""))
+        #expect(!rejected.stdout.contains(parts[2]) && !rejected.stderr.contains(parts[2]))
+    }
+
+    @Test("jwks prints a parseable JWKS with no private member and no symmetric key")
+    func jwks() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        for alg in ["ES256", "RS256", "EdDSA", "HS256"] {
+            try cli.run(["keys", "generate", "--alg", alg, "--dir", "keys"])
+        }
+        let result = try cli.run(["jwks", "--keys", "keys"])
+        #expect(result.status == 0)
+        let document = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as! [String: Any]
+        let keys = document["keys"] as! [[String: Any]]
+        #expect(keys.count == 3)
+        for key in keys {
+            for member in ["d", "p", "q", "dp", "dq", "qi", "k"] { #expect(key[member] == nil) }
+            #expect(key["kty"] as? String != "oct")
+        }
+    }
+
+    @Test("token verify reads the token from stdin, and --jwks with a symmetric key binds its alg")
+    func stdinAndJWKS() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.run(["keys", "generate", "--alg", "HS384", "--dir", "keys", "--kid", "mac1"])
+        let token = try cli.run(["token", "issue", "--sub", "bob", "--keys", "keys"]).stdout
+        let secret = try String(contentsOfFile: cli.directory + "/keys/mac1.jwk", encoding: .utf8)
+        try Data("{\"keys\":[\(secret)]}".utf8).write(to: URL(fileURLWithPath: cli.directory + "/set.json"))
+        let viaStdin = try cli.run(["token", "verify", "--jwks", "set.json"], stdin: token)
+        #expect(viaStdin.status == 0, "\(viaStdin.stdout) \(viaStdin.stderr)")
+        let viaDash = try cli.run(["token", "verify", "-", "--jwks", "set.json", "--json"], stdin: token)
+        #expect(viaDash.status == 0)
+        #expect(!viaDash.stdout.contains("\"k\""))
+
+        let noAlg = secret.replacingOccurrences(of: "\"alg\":\"HS384\",", with: "")
+        try Data("{\"keys\":[\(noAlg)]}".utf8).write(to: URL(fileURLWithPath: cli.directory + "/noalg.json"))
+        let refused = try cli.run(["token", "verify", "--jwks", "noalg.json"], stdin: token)
+        #expect(refused.status == 2)
+        #expect(refused.stderr.contains("no \"alg\""))
+    }
+
+    @Test("--at checks a token as of another instant: expired later, not yet valid before")
+    func atInstant() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.run(["keys", "generate", "--alg", "ES256", "--dir", "keys"])
+        let token = try cli.run(["token", "issue", "--sub", "a", "--ttl", "10m", "--keys", "keys"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let now = Int(Date().timeIntervalSince1970)
+        let later = try cli.run(["token", "verify", token, "--keys", "keys", "--json", "--at", "\(now + 3600)"])
+        #expect(later.status == 1)
+        #expect(later.stdout.contains("\"reason\":\"expired\""))
+        let earlier = try cli.run(["token", "verify", token, "--keys", "keys", "--json", "--at", "\(now - 3600)"])
+        #expect(earlier.stdout.contains("\"reason\":\"not_yet_valid\""))
+        let shortLife = try cli.run(["token", "verify", token, "--keys", "keys", "--json", "--max-lifetime", "60"])
+        #expect(shortLife.stdout.contains("\"reason\":\"lifetime_too_long\""))
+    }
+
+    @Test("exit codes: 0 valid, 1 rejected, 2 usage or configuration error")
+    func exitCodes() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.run(["keys", "generate", "--alg", "ES256", "--dir", "keys"])
+        let token = try cli.run(["token", "issue", "--sub", "a", "--keys", "keys"]).stdout
+        #expect(try cli.run(["token", "verify", "--keys", "keys"], stdin: token).status == 0)
+        #expect(try cli.run(["token", "verify", "--keys", "keys", "--issuer", "other"], stdin: token).status == 1)
+        #expect(try cli.run(["token", "verify", "not.a.token", "--keys", "keys"]).status == 1)
+        #expect(try cli.run(["token", "verify"], stdin: token).status == 2)
+        #expect(try cli.run(["token", "verify", "--keys", "nowhere"], stdin: token).status == 2)
+        #expect(try cli.run(["token", "verify", "--jwks", "missing.json"], stdin: token).status == 2)
+        #expect(try cli.run(["token", "verify", "--keys", "keys", "--leeway", "-5"], stdin: token).status == 2)
+        #expect(try cli.run(["token", "frobnicate"]).status == 2)
+        #expect(try cli.run(["keys", "generate", "--alg", "XS999"]).status == 2)
+        #expect(try cli.run(["token", "verify", "--keys", "keys"], stdin: "").status == 2)
+    }
+
+    @Test("token inspect shows header, claims and times in words, and warns about what a verifier would refuse")
+    func inspect() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.run(["keys", "generate", "--alg", "ES256", "--dir", "keys"])
+        let token = try cli.run(["token", "issue", "--sub", "carol", "--ttl", "15m", "--keys", "keys"]).stdout
+        let text = try cli.run(["token", "inspect"], stdin: token)
+        #expect(text.status == 0)
+        #expect(text.stdout.contains("\"sub\": \"carol\""))
+        #expect(text.stdout.contains("expires in 14 minutes") || text.stdout.contains("expires in 15 minutes"))
+        #expect(text.stdout.contains("warnings: none"))
+
+        let unsigned = Base64URL.encode(Array("{\"alg\":\"none\",\"typ\":\"JWT\"}".utf8)) + "." + Base64URL.encode(Array("{\"sub\":\"x\",\"exp\":1000}".utf8)) + "."
+        let warned = try cli.run(["token", "inspect", unsigned, "--json"])
+        #expect(warned.status == 0)
+        let report = try JSONSerialization.jsonObject(with: Data(warned.stdout.utf8)) as! [String: Any]
+        let reasons = (report["warnings"] as! [[String: String]]).map { $0["reason"]! }
+        #expect(reasons.contains("unsupported_algorithm"))
+        #expect(reasons.contains("wrong_type"))
+        #expect(reasons.contains("expired"))
+        #expect(reasons.contains("missing_claim"))
+        #expect(try cli.run(["token", "inspect", "garbage"]).status == 1)
+    }
+
+    @Test("keys list, rotate and retire change keyring.json as documented")
+    func keyLifecycle() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.run(["keys", "generate", "--alg", "ES256", "--dir", "keys", "--kid", "one"])
+        #expect(try cli.run(["keys", "rotate", "--dir", "keys"]).status == 2)
+        try cli.run(["keys", "generate", "--alg", "ES256", "--dir", "keys", "--kid", "two", "--state", "next"])
+        let rotated = try cli.run(["keys", "rotate", "--dir", "keys"])
+        #expect(rotated.stdout.contains("activated two; retired one"))
+        let list = try cli.run(["keys", "list", "--dir", "keys"]).stdout
+        #expect(list.contains("one") && list.contains("retired") && list.contains("active"))
+        #expect(try cli.run(["keys", "retire", "nobody", "--dir", "keys"]).status == 2)
+        #expect(try cli.run(["keys", "generate", "--alg", "ES256", "--dir", "keys", "--kid", "../evil"]).status == 2)
+        #expect(!FileManager.default.fileExists(atPath: cli.directory + "/evil.pem"))
+    }
+
+    @Test("a missing key file, a bad PEM and a world-readable key get one clear line each")
+    func configurationErrors() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.run(["keys", "generate", "--alg", "ES256", "--dir", "keys", "--kid", "k1"])
+        chmod(cli.directory + "/keys/k1.pem", 0o644)
+        let warned = try cli.run(["token", "issue", "--sub", "a", "--keys", "keys"])
+        #expect(warned.status == 0)
+        #expect(warned.stderr.contains("readable by other users"))
+        try Data("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n".utf8).write(to: URL(fileURLWithPath: cli.directory + "/keys/k1.pem"))
+        let bad = try cli.run(["token", "issue", "--sub", "a", "--keys", "keys"])
+        #expect(bad.status == 2)
+        #expect(bad.stderr.contains("k1.pem"))
+        #expect(bad.stderr.split(separator: "\n").count == 1)
+        try FileManager.default.removeItem(atPath: cli.directory + "/keys/k1.pem")
+        let missing = try cli.run(["token", "issue", "--sub", "a", "--keys", "keys"])
+        #expect(missing.status == 2)
+        #expect(missing.stderr.contains("does not exist"))
+    }
+
+    @Test("bench --json prints one row per algorithm with positive rates")
+    func bench() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let result = try cli.run(["bench", "--seconds", "0.2", "--alg", "HS256", "--alg", "ES256", "--json"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let rows = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as! [[String: Any]]
+        #expect(rows.map { $0["alg"] as! String } == ["HS256", "ES256"])
+        for row in rows {
+            for field in ["sign_per_s", "verify_per_s", "raw_verify_per_s", "ratio"] {
+                #expect((row[field] as! Double) > 0, "\(field)")
+            }
+        }
+    }
+}
