@@ -162,7 +162,7 @@ public struct AccessTokenPolicy: Sendable {
     public static func describe(_ seconds: Double) -> String {
         let value = abs(seconds)
         func unit(_ count: Double, _ name: String) -> String {
-            let whole = Int(count)
+            let whole = Int(count.rounded())
             return "\(whole) \(name)\(whole == 1 ? "" : "s")"
         }
         if value < 120 { return unit(value, "second") }
