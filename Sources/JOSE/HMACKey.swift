@@ -1,15 +1,30 @@
 import CLibCrypto
+import Synchronization
 
-/// A keyed HMAC context, created once per key and copied per operation.
+/// An HMAC key: keyed once at load, then reused without re-keying.
 ///
-/// OpenSSL 3's one-shot `HMAC()` fetches the digest and re-keys on every
-/// call; duplicating a keyed `EVP_MAC_CTX` avoids both. `@unchecked Sendable`:
-/// the template context is only read (by `EVP_MAC_CTX_dup`) after `init`.
-final class HMACKey: @unchecked Sendable {
-    private let template: OpaquePointer
+/// OpenSSL 3's one-shot `HMAC()` fetches the digest and re-keys (hashes the
+/// padded key twice) on every call. Here the key is set once per context;
+/// each operation re-initialises a keyed context in place
+/// (`EVP_MAC_init` with no key, which restores the precomputed inner and
+/// outer states) and returns it to a small pool, so a verification performs
+/// no allocation and no key schedule. The pool is what makes the contexts
+/// shareable across threads: each context is used by one thread at a time.
+final class HMACKey: Sendable {
     /// The secret, kept so the key can be written to `keys/`. Never logged.
     let secret: [UInt8]
     let outputLength: Int
+    private let digestName: String
+    private let pool: Mutex<ContextStack>
+
+    /// Idle keyed contexts. `@unchecked Sendable`: only touched under the pool's lock,
+    /// and a popped context belongs to the one caller that popped it.
+    private struct ContextStack: ~Copyable, @unchecked Sendable {
+        var contexts: [OpaquePointer] = []
+    }
+
+    /// Most contexts kept idle: one per thread that may verify at once is plenty.
+    private static let poolLimit = 16
 
     private static let hmac: MACAlgorithm = {
         guard let mac = EVP_MAC_fetch(nil, "HMAC", nil) else {
@@ -24,7 +39,24 @@ final class HMACKey: @unchecked Sendable {
     }
 
     init(secret: [UInt8], digestName: String, outputLength: Int) throws {
-        guard let context = EVP_MAC_CTX_new(Self.hmac.pointer) else {
+        self.secret = secret
+        self.outputLength = outputLength
+        self.digestName = digestName
+        self.pool = Mutex(ContextStack())
+        // Key one context now, so a bad key fails at load and not at first use.
+        let first = try Self.keyedContext(secret: secret, digestName: digestName)
+        pool.withLock { $0.contexts.append(first) }
+    }
+
+    deinit {
+        pool.withLock { stack in
+            for context in stack.contexts { EVP_MAC_CTX_free(context) }
+            stack.contexts.removeAll()
+        }
+    }
+
+    private static func keyedContext(secret: [UInt8], digestName: String) throws -> OpaquePointer {
+        guard let context = EVP_MAC_CTX_new(hmac.pointer) else {
             throw KeyError(.libcrypto, "\(LibCryptoError.drain("EVP_MAC_CTX_new"))")
         }
         let ok = digestName.withCString { name -> Bool in
@@ -40,27 +72,46 @@ final class HMACKey: @unchecked Sendable {
             EVP_MAC_CTX_free(context)
             throw KeyError(.libcrypto, "\(LibCryptoError.drain("EVP_MAC_init"))")
         }
-        self.template = context
-        self.secret = secret
-        self.outputLength = outputLength
+        return context
     }
 
-    deinit {
-        EVP_MAC_CTX_free(template)
+    /// Runs `body` with a keyed context to itself; `nil` if none could be made.
+    private func withContext<T>(_ body: (OpaquePointer) -> T) -> T? {
+        let pooled = pool.withLock { $0.contexts.popLast() }
+        guard let context = pooled ?? (try? Self.keyedContext(secret: secret, digestName: digestName)) else {
+            LibCryptoError.clearQueue()
+            return nil
+        }
+        let result = body(context)
+        let kept = pool.withLock { stack -> Bool in
+            guard stack.contexts.count < Self.poolLimit else { return false }
+            stack.contexts.append(context)
+            return true
+        }
+        if !kept { EVP_MAC_CTX_free(context) }
+        return result
+    }
+
+    /// Computes the MAC of `message` into `output` (at least 64 bytes); false if libcrypto failed.
+    private func mac(_ message: UnsafeRawBufferPointer, into output: UnsafeMutableBufferPointer<UInt8>) -> Bool {
+        withContext { context in
+            var length = 0
+            // A NULL key re-initialises the context with the key it already holds.
+            let ok = EVP_MAC_init(context, nil, 0, nil) == 1
+                && EVP_MAC_update(context, message.baseAddress?.assumingMemoryBound(to: UInt8.self), message.count) == 1
+                && EVP_MAC_final(context, output.baseAddress, &length, output.count) == 1
+                && length == outputLength
+            if !ok { LibCryptoError.clearQueue() }
+            return ok
+        } ?? false
     }
 
     /// The MAC of `message`, or `nil` if libcrypto failed (queue cleared).
     func authenticate(_ message: UnsafeRawBufferPointer) -> [UInt8]? {
-        guard let context = EVP_MAC_CTX_dup(template) else { LibCryptoError.clearQueue(); return nil }
-        defer { EVP_MAC_CTX_free(context) }
         var out = [UInt8](repeating: 0, count: 64)
-        var length = 0
-        let ok = out.withUnsafeMutableBufferPointer { output in
-            EVP_MAC_update(context, message.baseAddress?.assumingMemoryBound(to: UInt8.self), message.count) == 1
-                && EVP_MAC_final(context, output.baseAddress, &length, 64) == 1
-        }
-        guard ok, length == outputLength else { LibCryptoError.clearQueue(); return nil }
-        out.removeLast(64 - length)
+        let ok = out.withUnsafeMutableBufferPointer { mac(message, into: $0) }
+        guard ok else { return nil }
+        out.removeLast(64 - outputLength)
         return out
     }
 
@@ -70,16 +121,7 @@ final class HMACKey: @unchecked Sendable {
     func verify(tag: UnsafeRawBufferPointer, message: UnsafeRawBufferPointer) -> Bool {
         guard tag.count == outputLength else { return false }
         return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 64) { output in
-            guard let context = EVP_MAC_CTX_dup(template) else { LibCryptoError.clearQueue(); return false }
-            defer { EVP_MAC_CTX_free(context) }
-            var length = 0
-            guard EVP_MAC_update(context, message.baseAddress?.assumingMemoryBound(to: UInt8.self), message.count) == 1,
-                EVP_MAC_final(context, output.baseAddress, &length, 64) == 1, length == outputLength
-            else {
-                LibCryptoError.clearQueue()
-                return false
-            }
-            return CRYPTO_memcmp(output.baseAddress, tag.baseAddress, outputLength) == 0
+            mac(message, into: output) && CRYPTO_memcmp(output.baseAddress, tag.baseAddress, outputLength) == 0
         }
     }
 }

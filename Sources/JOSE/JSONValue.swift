@@ -43,12 +43,37 @@ public enum JSONValue: Sendable, Equatable {
 
 /// One member of a JSON object.
 public struct JSONMember: Sendable, Equatable {
-    public var name: String
+    public let name: String
     public var value: JSONValue
+    /// FNV-1a of the name's UTF-8: lookups and duplicate checks compare this
+    /// integer before comparing strings.
+    let nameHash: UInt32
 
     public init(_ name: String, _ value: JSONValue) {
+        self.init(name, value, hash: JSONMember.hash(name))
+    }
+
+    init(_ name: String, _ value: JSONValue, hash: UInt32) {
         self.name = name
         self.value = value
+        self.nameHash = hash
+    }
+
+    public static func == (lhs: JSONMember, rhs: JSONMember) -> Bool {
+        lhs.name == rhs.name && lhs.value == rhs.value
+    }
+
+    /// FNV-1a (32-bit) over UTF-8 bytes.
+    @inline(__always)
+    static func hash<Bytes: Sequence>(bytes: Bytes) -> UInt32 where Bytes.Element == UInt8 {
+        var hash: UInt32 = 2_166_136_261
+        for byte in bytes { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
+        return hash
+    }
+
+    static func hash(_ name: String) -> UInt32 {
+        var name = name
+        return name.withUTF8 { hash(bytes: $0) }
     }
 }
 
@@ -73,16 +98,26 @@ public struct JSONObject: Sendable, Equatable, Sequence, ExpressibleByDictionary
     /// The value of the member `name`, if present.
     public subscript(name: String) -> JSONValue? {
         get {
-            for member in members where member.name == name { return member.value }
-            return nil
+            guard let index = index(of: name) else { return nil }
+            return members[index].value
         }
         set {
-            if let index = members.firstIndex(where: { $0.name == name }) {
+            let hash = JSONMember.hash(name)
+            if let index = index(of: name, hash: hash) {
                 if let newValue { members[index].value = newValue } else { members.remove(at: index) }
             } else if let newValue {
-                members.append(JSONMember(name, newValue))
+                members.append(JSONMember(name, newValue, hash: hash))
             }
         }
+    }
+
+    /// The position of the member `name`, comparing hashes before strings.
+    func index(of name: String, hash: UInt32? = nil) -> Int? {
+        let hash = hash ?? JSONMember.hash(name)
+        for index in members.indices where members[index].nameHash == hash && members[index].name == name {
+            return index
+        }
+        return nil
     }
 
     public var count: Int { members.count }

@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Why the strict reader refused a document.
 public struct JSONReadError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Stable short code: `byte_order_mark`, `invalid_utf8`, `duplicate_member`,
@@ -122,26 +128,25 @@ private struct Parser {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw fail("syntax", "expected a member name") }
             let nameOffset = index
-            let name = try parseString()
-            // Small objects: a scan. Large ones (hostile input) switch to a set.
+            let (name, hash) = try parseMemberName()
+            // Small objects: a scan on hashes. Large ones (hostile input) switch to a set.
+            let duplicate: Bool
             if members.count < 16 {
-                if members.contains(where: { $0.name == name }) {
-                    index = nameOffset
-                    throw fail("duplicate_member", "duplicate member name \"\(Self.printable(name))\"")
-                }
+                duplicate = members.contains { $0.nameHash == hash && $0.name == name }
             } else {
                 if seen == nil { seen = Set(members.map(\.name)) }
-                if !seen!.insert(name).inserted {
-                    index = nameOffset
-                    throw fail("duplicate_member", "duplicate member name \"\(Self.printable(name))\"")
-                }
+                duplicate = !seen!.insert(name).inserted
+            }
+            if duplicate {
+                index = nameOffset
+                throw fail("duplicate_member", "duplicate member name \"\(Self.printable(name))\"")
             }
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw fail("syntax", "expected ':'") }
             index += 1
             skipWhitespace()
             let value = try parseValue()
-            members.append(JSONMember(name, value))
+            members.append(JSONMember(name, value, hash: hash))
             skipWhitespace()
             guard index < bytes.count else { throw fail("syntax", "unexpected end of JSON") }
             if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
@@ -179,6 +184,43 @@ private struct Parser {
         }
         depth -= 1
         return elements
+    }
+
+    /// Names JOSE headers and JWT claim sets use all the time. A member name
+    /// equal to one of these is returned as the shared literal instead of a new
+    /// String: most names in a token cost no allocation or UTF-8 decoding.
+    static let internedNames: [(hash: UInt32, bytes: [UInt8], name: String)] = [
+        "alg", "typ", "kid", "iss", "sub", "aud", "exp", "nbf", "iat", "jti", "client_id", "tenant_id", "scope", "session_id",
+        "cty", "crit", "jwk", "jku", "x5u", "x5c", "b64", "zip",
+    ].map { (JSONMember.hash(bytes: Array($0.utf8)), Array($0.utf8), $0) }
+
+    /// A member name and its FNV-1a hash, hashed while it is scanned.
+    mutating func parseMemberName() throws(JSONReadError) -> (String, UInt32) {
+        let quote = index
+        var hash: UInt32 = 2_166_136_261
+        var scan = index + 1
+        while scan < bytes.count {
+            let byte = bytes[scan]
+            if byte == UInt8(ascii: "\"") {
+                let run = UnsafeBufferPointer(rebasing: bytes[(quote + 1)..<scan])
+                for entry in Self.internedNames where entry.hash == hash && entry.bytes.count == run.count {
+                    if entry.bytes.withUnsafeBufferPointer({ memcmp($0.baseAddress!, run.baseAddress!, run.count) == 0 }) {
+                        index = scan + 1
+                        return (entry.name, hash)
+                    }
+                }
+                break
+            }
+            if byte == UInt8(ascii: "\\") || byte < 0x20 || byte >= 0x80 {
+                // Escapes, control characters and non-ASCII take the general path.
+                let name = try parseString()
+                return (name, JSONMember.hash(name))
+            }
+            hash = (hash ^ UInt32(byte)) &* 16_777_619
+            scan += 1
+        }
+        let name = try parseString()
+        return (name, hash)
     }
 
     mutating func parseString() throws(JSONReadError) -> String {
