@@ -14,9 +14,12 @@ public struct AccessTokenPolicy: Sendable {
     /// Accepted `typ` values, compared case-insensitively (media types are).
     public var acceptedTypes: [String]
     /// Claims that must be present.
-    public var requiredClaims: [String]
+    public var requiredClaims: [String] { didSet { required = RegisteredName.mask(requiredClaims) } }
     /// Claims an access token must never carry.
-    public var forbiddenClaims: [String]
+    public var forbiddenClaims: [String] { didSet { forbidden = RegisteredName.mask(forbiddenClaims) } }
+    /// The same lists split for the hot path: a bit mask of registered names, and the rest.
+    private var required: (mask: UInt32, others: [String])
+    private var forbidden: (mask: UInt32, others: [String])
     /// Longest token accepted, in bytes; checked before anything else.
     public var maximumTokenBytes: Int
     /// Deepest JSON nesting accepted in header and claims.
@@ -36,6 +39,8 @@ public struct AccessTokenPolicy: Sendable {
         self.acceptedTypes = acceptedTypes
         self.requiredClaims = requiredClaims
         self.forbiddenClaims = forbiddenClaims
+        self.required = RegisteredName.mask(requiredClaims)
+        self.forbidden = RegisteredName.mask(forbiddenClaims)
         self.maximumTokenBytes = maximumTokenBytes
         self.maximumJSONDepth = maximumJSONDepth
     }
@@ -53,26 +58,32 @@ public struct AccessTokenPolicy: Sendable {
 
     // MARK: Header rules
 
+    /// Header members refused outright (`crit` is refused with its own reason).
     static let forbiddenHeaders = ["jwk", "jku", "x5u", "x5c", "b64", "zip", "cty"]
 
     /// Checks the header: forbidden members, `crit`, `typ` and `kid`. Returns the `kid`.
     public func checkHeader(_ header: JSONObject) throws(TokenValidationError) -> String {
+        var typ: JSONValue? = nil
+        var kidValue: JSONValue? = nil
         for member in header.members {
-            if Self.forbiddenHeaders.contains(member.name) {
+            switch RegisteredName.classify(member) {
+            case .jwk, .jku, .x5u, .x5c, .b64, .zip, .cty:
                 throw TokenValidationError(.forbiddenHeader, "the header member \"\(member.name)\" is not accepted; keys come only from the configured key set")
-            }
-            if member.name == "crit" {
+            case .crit:
                 throw TokenValidationError(.unsupportedCriticalHeader, "the header lists critical extensions (\"crit\"), which Portcullis does not implement")
+            case .typ: typ = member.value
+            case .kid: kidValue = member.value
+            default: continue
             }
         }
-        guard let typ = header["typ"] else {
+        guard let typ else {
             throw TokenValidationError(.wrongType, "the header has no \"typ\"; access tokens are typed \"at+jwt\"")
         }
         guard let type = typ.stringValue, acceptedTypes.contains(where: { $0 == type || $0.caseInsensitiveEquals(type) }) else {
             let shown = typ.stringValue.map { "\"\(JSONValue.clip($0))\"" } ?? typ.typeDescription
             throw TokenValidationError(.wrongType, "the token type is \(shown), not an access token (\"at+jwt\")")
         }
-        guard let kidValue = header["kid"] else { throw TokenValidationError(.unknownKey, "the header has no \"kid\"") }
+        guard let kidValue else { throw TokenValidationError(.unknownKey, "the header has no \"kid\"") }
         guard let kid = kidValue.stringValue else { throw TokenValidationError(.unknownKey, "the header's \"kid\" is not a string") }
         return kid
     }
@@ -88,41 +99,57 @@ public struct AccessTokenPolicy: Sendable {
             found.append(TokenValidationError(reason, message))
             return stopAtFirst
         }
-        for name in requiredClaims where claims[name] == nil {
-            if add(.missingClaim, "the required claim \"\(name)\" is missing") { return found }
-        }
-        for name in forbiddenClaims where claims[name] != nil {
-            let why = name == "session_id" ? "an access token must not carry a session_id; send it separately" : "the claim \"\(name)\" is not allowed in an access token"
-            if add(.invalidClaim, why) { return found }
-        }
+        // One pass over the members: classify each, type-check the registered ones.
+        var seen: UInt32 = 0
         var exp: Double? = nil, nbf: Double? = nil, iat: Double? = nil
+        var aud: JSONValue? = nil, iss: String? = nil
+        var typeProblems: [TokenValidationError] = []
         for member in claims.members {
-            switch member.name {
-            case "iss", "sub", "jti", "client_id", "tenant_id", "scope":
-                guard let text = member.value.stringValue, !(member.name == "sub" && text.isEmpty) else {
-                    if add(.invalidClaim, "the claim \"\(member.name)\" must be a non-empty string, not \(member.value.typeDescription)") { return found }
+            guard let name = RegisteredName.classify(member) else { continue }
+            seen |= name.bit
+            switch name {
+            case .iss, .sub, .jti, .clientID, .tenantID, .scope:
+                guard let text = member.value.stringValue, !(name == .sub && text.isEmpty) else {
+                    typeProblems.append(TokenValidationError(.invalidClaim, "the claim \"\(member.name)\" must be a non-empty string, not \(member.value.typeDescription)"))
                     continue
                 }
-            case "exp", "nbf", "iat":
+                if name == .iss { iss = text }
+            case .exp, .nbf, .iat:
                 guard let seconds = member.value.numberValue else {
-                    if add(.invalidClaim, "the claim \"\(member.name)\" must be a NumericDate (a JSON number), not \(member.value.typeDescription)") { return found }
+                    typeProblems.append(TokenValidationError(.invalidClaim, "the claim \"\(member.name)\" must be a NumericDate (a JSON number), not \(member.value.typeDescription)"))
                     continue
                 }
                 guard seconds >= 0, seconds <= Self.latestNumericDate else {
-                    if add(.invalidClaim, "the claim \"\(member.name)\" is outside the range of valid dates") { return found }
+                    typeProblems.append(TokenValidationError(.invalidClaim, "the claim \"\(member.name)\" is outside the range of valid dates"))
                     continue
                 }
-                switch member.name {
-                case "exp": exp = seconds
-                case "nbf": nbf = seconds
+                switch name {
+                case .exp: exp = seconds
+                case .nbf: nbf = seconds
                 default: iat = seconds
                 }
+            case .aud:
+                aud = member.value
             default:
                 continue
             }
         }
+        if required.mask & ~seen != 0 || !required.others.isEmpty {
+            for name in requiredClaims where claims[name] == nil {
+                if add(.missingClaim, "the required claim \"\(name)\" is missing") { return found }
+            }
+        }
+        if forbidden.mask & seen != 0 || !forbidden.others.isEmpty {
+            for name in forbiddenClaims where claims[name] != nil {
+                let why = name == "session_id" ? "an access token must not carry a session_id; send it separately" : "the claim \"\(name)\" is not allowed in an access token"
+                if add(.invalidClaim, why) { return found }
+            }
+        }
+        for problem in typeProblems {
+            if add(problem.reason, problem.message) { return found }
+        }
         var audienceMatches = audience == nil
-        if let aud = claims["aud"] {
+        if let aud {
             switch aud {
             case .string(let single):
                 audienceMatches = audienceMatches || single == audience
@@ -133,10 +160,10 @@ public struct AccessTokenPolicy: Sendable {
                 if add(.invalidClaim, "the claim \"aud\" must be a string or a non-empty array of strings") { return found }
             }
         }
-        if let issuer, let iss = claims["iss"]?.stringValue, iss != issuer {
+        if let issuer, let iss, iss != issuer {
             if add(.wrongIssuer, "the token was issued by \"\(JSONValue.clip(iss))\", not by the expected issuer") { return found }
         }
-        if let audience, claims["aud"] != nil, !audienceMatches {
+        if let audience, aud != nil, !audienceMatches {
             if add(.wrongAudience, "the token is not meant for the audience \"\(audience)\"") { return found }
         }
         if let exp, exp <= now - leeway {

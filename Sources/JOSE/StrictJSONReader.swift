@@ -186,13 +186,13 @@ private struct Parser {
         return elements
     }
 
-    /// Names JOSE headers and JWT claim sets use all the time. A member name
-    /// equal to one of these is returned as the shared literal instead of a new
-    /// String: most names in a token cost no allocation or UTF-8 decoding.
-    static let internedNames: [(hash: UInt32, bytes: [UInt8], name: String)] = [
-        "alg", "typ", "kid", "iss", "sub", "aud", "exp", "nbf", "iat", "jti", "client_id", "tenant_id", "scope", "session_id",
-        "cty", "crit", "jwk", "jku", "x5u", "x5c", "b64", "zip",
-    ].map { (JSONMember.hash(bytes: Array($0.utf8)), Array($0.utf8), $0) }
+    /// Names JOSE headers and JWT claim sets use all the time (`RegisteredName`).
+    /// A member name equal to one of these is returned as the shared literal
+    /// instead of a new String: most names in a token cost no allocation or
+    /// UTF-8 decoding, and later comparisons with the literal hit the fast path.
+    static let internedNames: [(hash: UInt32, bytes: [UInt8], name: String)] = RegisteredName.allCases.map {
+        (JSONMember.hash($0.text), Array($0.text.utf8), $0.text)
+    }
 
     /// A member name and its FNV-1a hash, hashed while it is scanned.
     mutating func parseMemberName() throws(JSONReadError) -> (String, UInt32) {
