@@ -7,11 +7,14 @@
 public enum Base64URL {
     private static let alphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
-    /// 0xFF marks a byte outside the base64url alphabet.
-    private static let decodeTable: [UInt8] = {
-        var table = [UInt8](repeating: 0xFF, count: 256)
+    /// 0xFF marks a byte outside the base64url alphabet. A raw pointer,
+    /// written once and never freed or mutated, so the hot loop needs no
+    /// array access, retain or closure.
+    nonisolated(unsafe) private static let decodeTable: UnsafePointer<UInt8> = {
+        let table = UnsafeMutablePointer<UInt8>.allocate(capacity: 256)
+        table.initialize(repeating: 0xFF, count: 256)
         for (index, byte) in alphabet.enumerated() { table[Int(byte)] = UInt8(index) }
-        return table
+        return UnsafePointer(table)
     }()
 
     /// Encodes bytes without padding.
@@ -49,8 +52,9 @@ public enum Base64URL {
         if count % 4 == 1 { return nil }
         let capacity = count / 4 * 3 + max(0, count % 4 - 1)
         var valid = true
+        let table = decodeTable
         let out = [UInt8](unsafeUninitializedCapacity: capacity) { output, initialized in
-            valid = decodeTable.withUnsafeBufferPointer { table in
+            valid = {
                 var index = 0, written = 0
                 while index + 4 <= count {
                     let a = table[Int(input[index])], b = table[Int(input[index + 1])]
@@ -79,7 +83,7 @@ public enum Base64URL {
                     output[written + 1] = b << 4 | c >> 2
                     return true
                 }
-            }
+            }()
             // Every byte is written whenever decoding succeeds; on failure the
             // buffer is discarded, so report it fully initialised of zeros.
             if !valid { output.initialize(repeating: 0) }

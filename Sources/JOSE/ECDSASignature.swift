@@ -6,34 +6,45 @@
 enum ECDSASignature {
     /// DER-encodes a raw `r || s` signature; `nil` if the length is wrong.
     static func der(fromRaw raw: UnsafeRawBufferPointer, coordinateLength: Int) -> [UInt8]? {
+        withDER(fromRaw: raw, coordinateLength: coordinateLength) { Array($0) }
+    }
+
+    /// DER-encodes a raw `r || s` signature into stack memory and passes it to
+    /// `body`; `nil` if the length is wrong. No heap allocation on the verify path.
+    static func withDER<T>(fromRaw raw: UnsafeRawBufferPointer, coordinateLength: Int, _ body: (UnsafeRawBufferPointer) -> T) -> T? {
         guard raw.count == 2 * coordinateLength else { return nil }
-        let r = integer(UnsafeRawBufferPointer(rebasing: raw[0..<coordinateLength]))
-        let s = integer(UnsafeRawBufferPointer(rebasing: raw[coordinateLength...]))
-        var out: [UInt8] = [0x30]
-        appendLength(r.count + s.count, to: &out)
-        out += r
-        out += s
-        return out
-    }
-
-    /// A DER INTEGER for an unsigned big-endian value: leading zeros stripped,
-    /// one zero added when the top bit is set.
-    private static func integer(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
-        var start = 0
-        while start < bytes.count - 1, bytes[start] == 0 { start += 1 }
-        var body = Array(bytes[start...])
-        if body[0] & 0x80 != 0 { body.insert(0, at: 0) }
-        var out: [UInt8] = [0x02]
-        appendLength(body.count, to: &out)
-        return out + body
-    }
-
-    private static func appendLength(_ length: Int, to out: inout [UInt8]) {
-        if length < 0x80 {
-            out.append(UInt8(length))
-        } else {
-            out.append(0x81)
-            out.append(UInt8(length))
+        // SEQUENCE header (up to 3) + two INTEGERs of up to 2 + 1 + coordinateLength bytes.
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 3 + 2 * (3 + coordinateLength)) { buffer in
+            var cursor = 3  // leave room for the SEQUENCE header, filled in last
+            func appendInteger(_ start: Int) {
+                var first = start
+                let end = start + coordinateLength
+                while first < end - 1, raw[first] == 0 { first += 1 }
+                let pad = raw[first] & 0x80 != 0 ? 1 : 0
+                buffer[cursor] = 0x02
+                buffer[cursor + 1] = UInt8(end - first + pad)
+                cursor += 2
+                if pad == 1 { buffer[cursor] = 0; cursor += 1 }
+                for index in first..<end {
+                    buffer[cursor] = raw[index]
+                    cursor += 1
+                }
+            }
+            appendInteger(0)
+            appendInteger(coordinateLength)
+            let contentLength = cursor - 3
+            let start: Int
+            if contentLength < 0x80 {
+                start = 1
+                buffer[1] = 0x30
+                buffer[2] = UInt8(contentLength)
+            } else {
+                start = 0
+                buffer[0] = 0x30
+                buffer[1] = 0x81
+                buffer[2] = UInt8(contentLength)
+            }
+            return body(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(buffer)[start..<cursor]))
         }
     }
 

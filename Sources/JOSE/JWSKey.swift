@@ -179,10 +179,10 @@ public struct JWSKey: Sendable {
         case .asymmetric(let key):
             switch algorithm.family {
             case .ecdsa:
-                guard let der = ECDSASignature.der(fromRaw: signature, coordinateLength: algorithm.ecCurve!.coordinateLength) else { return false }
-                return der.withUnsafeBytes {
-                    key.verify(signature: $0, message: message, digest: FetchedDigests.shared.digest(for: algorithm), pssSaltLength: nil)
-                }
+                let digest = FetchedDigests.shared.digest(for: algorithm)
+                return ECDSASignature.withDER(fromRaw: signature, coordinateLength: algorithm.ecCurve!.coordinateLength) {
+                    key.verify(signature: $0, message: message, digest: digest, pssSaltLength: nil)
+                } ?? false
             case .eddsa:
                 guard signature.count == 64 else { return false }
                 return key.verify(signature: signature, message: message, digest: nil, pssSaltLength: nil)
