@@ -128,3 +128,35 @@ struct KeyRingTests {
         #expect(issued.expiresAt == Fixture.now + 900)
     }
 }
+
+@Suite("Verification from many threads at once")
+struct ConcurrentVerificationTests {
+    @Test("one verifier shared by concurrent tasks gives every task the right answer", arguments: [JWSAlgorithm.hs256, .es256, .ps256])
+    func sharedVerifier(algorithm: JWSAlgorithm) async throws {
+        let fixture = try Fixture(algorithm)
+        let good = try fixture.issue()
+        let parts = good.split(separator: ".").map(String.init)
+        var signature = try #require(Base64URL.decode(parts[2]))
+        signature[0] ^= 0xFF
+        let bad = parts[0] + "." + parts[1] + "." + Base64URL.encode(signature)
+        let verifier = fixture.verifier
+        let outcomes = await withTaskGroup(of: (Int, Int).self) { group in
+            for task in 0..<8 {
+                group.addTask {
+                    var accepted = 0, refused = 0
+                    for round in 0..<100 {
+                        let token = (task + round) % 3 == 0 ? bad : good
+                        if (try? verifier.verify(token)) != nil { accepted += 1 } else { refused += 1 }
+                    }
+                    return (accepted, refused)
+                }
+            }
+            var total = (0, 0)
+            for await (accepted, refused) in group { total = (total.0 + accepted, total.1 + refused) }
+            return total
+        }
+        let expectedBad = (0..<8).reduce(0) { sum, task in sum + (0..<100).filter { (task + $0) % 3 == 0 }.count }
+        #expect(outcomes.1 == expectedBad)
+        #expect(outcomes.0 == 800 - expectedBad)
+    }
+}

@@ -12,6 +12,12 @@ enum Vectors {
 
     static let skipMessage = "PORTCULLIS_VECTORS is not set: conformance vectors skipped (.ci/run sets it to ../shared/vectors)"
 
+    /// True when the vectors are there; otherwise prints why the test is skipped.
+    static var available: Bool {
+        if root == nil { print(skipMessage) }
+        return root != nil
+    }
+
     /// Loads a JSON file with Foundation's parser, independent of the reader under test.
     static func json(_ relativePath: String) throws -> Any {
         let url = URL(fileURLWithPath: root! + "/" + relativePath)
