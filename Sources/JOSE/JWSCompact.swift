@@ -18,8 +18,12 @@ public struct JWSCompact: Sendable {
     public let payload: [UInt8]
     /// The decoded signature bytes.
     public let signature: [UInt8]
+    /// The token text; the signing input is its first `signingInputLength` bytes.
+    private let compact: String
+    private let signingInputLength: Int
+
     /// `BASE64URL(header) || '.' || BASE64URL(payload)`: what the signature covers.
-    public let signingInput: [UInt8]
+    public var signingInput: [UInt8] { Array(compact.utf8.prefix(signingInputLength)) }
 
     /// Default cap on a token's length in bytes (DESIGN.md: 8 KiB).
     public static let defaultMaximumBytes = 8192
@@ -30,16 +34,35 @@ public struct JWSCompact: Sendable {
     ///   - maximumBytes: tokens longer than this are refused before any other work.
     ///   - reader: the strict JSON reader for the header.
     public static func parse(_ token: String, maximumBytes: Int = defaultMaximumBytes, reader: StrictJSONReader = StrictJSONReader()) throws(TokenValidationError) -> JWSCompact {
-        var token = token
-        return try token.withUTF8 { bytes in
-            Result { () throws(TokenValidationError) -> JWSCompact in
+        var token = token  // withUTF8 makes the string contiguous in place, once
+        let parts = token.withUTF8 { bytes in
+            Result { () throws(TokenValidationError) -> Parts in
                 try parse(UnsafeRawBufferPointer(bytes), maximumBytes: maximumBytes, reader: reader)
             }
-        }.get()
+        }
+        return JWSCompact(compact: token, parts: try parts.get())
+    }
+
+    /// What parsing the bytes yields; the token itself is kept by the caller.
+    struct Parts {
+        let header: JSONObject
+        let algorithmName: String
+        let payload: [UInt8]
+        let signature: [UInt8]
+        let signingInputLength: Int
+    }
+
+    private init(compact: String, parts: Parts) {
+        self.compact = compact
+        self.header = parts.header
+        self.algorithmName = parts.algorithmName
+        self.payload = parts.payload
+        self.signature = parts.signature
+        self.signingInputLength = parts.signingInputLength
     }
 
     /// Parses a compact JWS from its bytes.
-    static func parse(_ bytes: UnsafeRawBufferPointer, maximumBytes: Int, reader: StrictJSONReader) throws(TokenValidationError) -> JWSCompact {
+    static func parse(_ bytes: UnsafeRawBufferPointer, maximumBytes: Int, reader: StrictJSONReader) throws(TokenValidationError) -> Parts {
         guard bytes.count <= maximumBytes else {
             throw TokenValidationError(.tooLarge, "the token is \(bytes.count) bytes; the limit is \(maximumBytes)")
         }
@@ -79,9 +102,7 @@ public struct JWSCompact: Sendable {
         }
         guard let alg = header["alg"] else { throw TokenValidationError(.malformed, "the header has no \"alg\"") }
         guard let algorithmName = alg.stringValue else { throw TokenValidationError(.malformed, "the header's \"alg\" is not a string") }
-        return JWSCompact(
-            header: header, algorithmName: algorithmName, payload: payload, signature: signature,
-            signingInput: Array(UnsafeRawBufferPointer(rebasing: bytes[0..<secondDot])))
+        return Parts(header: header, algorithmName: algorithmName, payload: payload, signature: signature, signingInputLength: secondDot)
     }
 
     /// The algorithm named by the header, refusing `none` in any spelling and
@@ -100,7 +121,13 @@ public struct JWSCompact: Sendable {
         guard algorithm == key.algorithm else {
             throw TokenValidationError(.algorithmMismatch, "the token says \(algorithm.rawValue) but key \"\(key.kid)\" is bound to \(key.algorithm.rawValue)")
         }
-        guard key.verify(signature: signature, message: signingInput) else {
+        // Verify over the token's own bytes: no copy of the signing input.
+        let verified = compact.utf8.withContiguousStorageIfAvailable { utf8 in
+            signature.withUnsafeBytes { signature in
+                key.verify(signature: signature, message: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(utf8)[..<signingInputLength]))
+            }
+        } ?? key.verify(signature: signature, message: signingInput)
+        guard verified else {
             throw TokenValidationError(.badSignature, "the signature does not verify with key \"\(key.kid)\"")
         }
     }
