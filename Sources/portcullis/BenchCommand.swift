@@ -16,7 +16,8 @@ struct BenchCommand: ParsableCommand {
             For each algorithm: tokens signed per second; tokens fully verified per second \
             (parse, header rules, key lookup, signature, claims; no caching); raw libcrypto \
             signature verifications per second of the same signing input; and their ratio. \
-            Full and raw runs alternate in rounds so that machine noise hits both alike. One thread.
+            Full and raw verification alternate in paired batches of about a millisecond so that \
+            machine noise hits both alike; the ratio is the median of the per-pair ratios. One thread.
             """
     )
 
@@ -39,7 +40,9 @@ struct BenchCommand: ParsableCommand {
         let signPerSecond: Double
         let verifyPerSecond: Double
         let rawPerSecond: Double
-        var ratio: Double { verifyPerSecond / rawPerSecond }
+        /// Median over paired batches of raw time / full time.
+        let ratio: Double
+        let pairs: Int
     }
 
     func run() throws {
@@ -83,20 +86,35 @@ struct BenchCommand: ParsableCommand {
         }
         let signingInput = jws.signingInput
         let signRate = try rate(budget: seconds / 4) { guard try key.sign(signingInput).count > 0 else { throw CLIError("empty signature") } }
-        // Alternate full and raw verification in rounds.
-        var fullCount = 0.0, fullTime = 0.0, rawCount = 0.0, rawTime = 0.0
-        let rounds = 6
-        let slice = seconds * 0.75 / Double(rounds * 2)
+        // Full and raw verification alternate in small paired batches (about a
+        // millisecond each), so a burst of load from elsewhere hits both alike.
+        // The ratio is the median of the per-pair ratios: robust to such bursts.
         let token = sample.token
-        for _ in 0..<rounds {
-            let full = try timed(budget: slice) { _ = try verifier.verify(token) }
-            fullCount += full.count
-            fullTime += full.elapsed
-            let bare = try timed(budget: slice) { guard raw.run() else { throw CLIError("raw verification failed") } }
-            rawCount += bare.count
-            rawTime += bare.elapsed
-        }
-        return Row(algorithm: algorithm, tokenBytes: token.utf8.count, signPerSecond: signRate, verifyPerSecond: fullCount / fullTime, rawPerSecond: rawCount / rawTime)
+        var batch = 1  // doubled until a pair of batches takes a millisecond
+        var fullCount = 0.0, fullTime = 0.0, rawCount = 0.0, rawTime = 0.0
+        var ratios: [Double] = []
+        let deadline = monotonic() + seconds * 0.75
+        repeat {
+            let full = try timed(operations: batch) { _ = try verifier.verify(token) }
+            let bare = try timed(operations: batch) { guard raw.run() else { throw CLIError("raw verification failed") } }
+            fullCount += Double(batch)
+            fullTime += full
+            rawCount += Double(batch)
+            rawTime += bare
+            ratios.append(bare / full)
+            if full + bare < 0.001 { batch *= 2 }
+        } while monotonic() < deadline
+        ratios.sort()
+        return Row(
+            algorithm: algorithm, tokenBytes: token.utf8.count, signPerSecond: signRate, verifyPerSecond: fullCount / fullTime,
+            rawPerSecond: rawCount / rawTime, ratio: ratios[ratios.count / 2], pairs: ratios.count)
+    }
+
+    /// Seconds taken by `operations` runs of `body`.
+    func timed(operations: Int, _ body: () throws -> Void) throws -> Double {
+        let start = monotonic()
+        for _ in 0..<operations { try body() }
+        return monotonic() - start
     }
 
     func rate(budget: Double, _ body: () throws -> Void) throws -> Double {
