@@ -31,10 +31,10 @@ public struct VerifiedAccessToken: Sendable {
 /// Verifies access tokens against a key set and an `AccessTokenPolicy`.
 ///
 /// Order of work, cheapest and most structural first: size cap, three
-/// segments, canonical base64url, strict JSON for header and claims (so a
-/// hostile token costs no public-key operation), header rules, key by `kid`,
-/// `alg` equal to the key's bound algorithm, signature, then claims.
-/// Nothing is cached between calls.
+/// segments, canonical base64url, strict JSON header, `alg`, header rules,
+/// strict JSON claims (so a hostile token costs no public-key operation), key
+/// by `kid`, `alg` equal to the key's bound algorithm, signature, then the
+/// claim rules. Nothing is cached between calls. Safe to share across threads.
 public struct AccessTokenVerifier: Sendable {
     public let keys: any VerificationKeyProvider
     public let policy: AccessTokenPolicy

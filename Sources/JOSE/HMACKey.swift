@@ -59,13 +59,17 @@ final class HMACKey: Sendable {
         guard let context = EVP_MAC_CTX_new(hmac.pointer) else {
             throw KeyError(.libcrypto, "\(LibCryptoError.drain("EVP_MAC_CTX_new"))")
         }
-        let ok = digestName.withCString { name -> Bool in
-            var params = [
-                OSSL_PARAM_construct_utf8_string("digest", UnsafeMutablePointer(mutating: name), 0),
-                OSSL_PARAM_construct_end(),
-            ]
-            return secret.withUnsafeBufferPointer { key in
-                EVP_MAC_init(context, key.baseAddress, key.count, &params) == 1
+        // An OSSL_PARAM holds pointers to its name and value, so both C strings
+        // must stay alive until EVP_MAC_init has read them: nest the scopes.
+        let ok = "digest".withCString { parameterName in
+            digestName.withCString { value -> Bool in
+                var params = [
+                    OSSL_PARAM_construct_utf8_string(parameterName, UnsafeMutablePointer(mutating: value), 0),
+                    OSSL_PARAM_construct_end(),
+                ]
+                return secret.withUnsafeBufferPointer { key in
+                    EVP_MAC_init(context, key.baseAddress, key.count, &params) == 1
+                }
             }
         }
         guard ok else {
