@@ -81,3 +81,61 @@ struct KeyTests {
         }
     }
 }
+
+@Suite("Keys written by the openssl command")
+struct OpenSSLInteropTests {
+    static let openssl: String? = ["/usr/bin/openssl", "/usr/local/bin/openssl"].first { FileManager.default.isExecutableFile(atPath: $0) }
+
+    /// Runs `openssl ARGS` and returns its stdout.
+    static func run(_ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: openssl!)
+        process.arguments = arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = Pipe()
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw KeyError(.libcrypto, "openssl \(arguments.joined(separator: " ")) failed") }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    @Test("PKCS#8 files from `openssl genpkey` load, sign, and verify against the public key openssl derives",
+          arguments: [
+            (JWSAlgorithm.es256, ["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"]),
+            (.es384, ["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-384"]),
+            (.es512, ["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-521"]),
+            (.rs256, ["-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"]),
+            (.ps384, ["-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:3072"]),
+            (.eddsa, ["-algorithm", "ED25519"]),
+          ])
+    func genpkey(algorithm: JWSAlgorithm, options: [String]) throws {
+        guard Self.openssl != nil else {
+            print("no openssl command on this machine: interop test skipped")
+            return
+        }
+        let pem = try Self.run(["genpkey"] + options)
+        #expect(pem.hasPrefix("-----BEGIN PRIVATE KEY-----"))
+        let key = try JWSKey(pem: pem, algorithm: algorithm, kid: "ossl")
+        #expect(key.canSign)
+        let temp = try TemporaryDirectory()
+        let file = temp.path + "/key.pem"
+        try Data(pem.utf8).write(to: URL(fileURLWithPath: file))
+        let publicPEM = try Self.run(["pkey", "-in", file, "-pubout"])
+        let publicKey = try JWSKey(pem: publicPEM, algorithm: algorithm, kid: "ossl")
+        let message = Array("interop".utf8)
+        #expect(publicKey.verify(signature: try key.sign(message), message: message))
+        #expect(try publicKey.thumbprint() == key.thumbprint())
+    }
+
+    @Test("an RSA-PSS-restricted key from openssl is refused with a message that says what to use instead")
+    func restrictedPSSKey() throws {
+        guard Self.openssl != nil else {
+            print("no openssl command on this machine: interop test skipped")
+            return
+        }
+        let pem = try Self.run(["genpkey", "-algorithm", "RSA-PSS", "-pkeyopt", "rsa_keygen_bits:2048"])
+        #expect { try JWSKey(pem: pem, algorithm: .ps256) } throws: { ($0 as? KeyError)?.message.contains("plain RSA key") == true }
+    }
+}
