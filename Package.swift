@@ -6,10 +6,18 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "JOSE", targets: ["JOSE"]),
+        .library(name: "StateSurface", targets: ["StateSurface"]),
+        .library(name: "Runtime", targets: ["Runtime"]),
         .executable(name: "portcullis", targets: ["portcullis"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
     ],
     targets: [
         .systemLibrary(
@@ -21,16 +29,50 @@ let package = Package(
             name: "JOSE",
             dependencies: ["CLibCrypto"]
         ),
+        .target(
+            name: "StateSurface",
+            dependencies: [
+                .product(name: "GRDB", package: "GRDB.swift")
+            ]
+        ),
+        .target(
+            name: "Runtime",
+            dependencies: [
+                "JOSE",
+                "StateSurface",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
+        ),
         .executableTarget(
             name: "portcullis",
             dependencies: [
                 "JOSE",
+                "StateSurface",
+                "Runtime",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .testTarget(
             name: "JOSETests",
             dependencies: ["JOSE"]
+        ),
+        .testTarget(
+            name: "StateSurfaceTests",
+            dependencies: ["StateSurface", "JOSE", "portcullis"]
+        ),
+        .testTarget(
+            name: "RuntimeTests",
+            dependencies: [
+                "Runtime",
+                "StateSurface",
+                "JOSE",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HummingbirdWSTesting", package: "hummingbird-websocket"),
+            ]
         ),
         .testTarget(
             name: "PortcullisCLITests",

@@ -1,0 +1,71 @@
+import JOSE
+import StateSurface
+
+/// The agent channel's frame protocol: one JSON object per text message.
+///
+/// In: `{"type":"intent","request_id","intent_type","payload","idempotency_key"?}`
+/// or `{"type":"ping"}`. Out: `{"type":"result","request_id","execution_id","status","result"|"error"}`,
+/// `{"type":"pong"}`, or `{"type":"error","error","message"}` for a frame that
+/// could not be understood (the connection stays open).
+public struct AgentChannel: Sendable {
+    public let executions: ExecutionService
+    public let sessionID: String
+    public let caller: RuntimeCaller
+
+    /// What to do after answering a frame.
+    public enum Next: Sendable, Equatable {
+        case reply(JSONValue)
+        /// Reply, then close with 1008: the session is gone.
+        case replyAndClose(JSONValue)
+    }
+
+    /// Answers one text frame.
+    public func handle(text: String) async -> Next {
+        let frame: JSONObject
+        do {
+            frame = try StrictJSONReader().parseObject(Array(text.utf8))
+        } catch {
+            return .reply(Self.error("invalid_frame", "the frame is not a strict JSON object: \(error.message)"))
+        }
+        switch frame["type"]?.stringValue {
+        case "ping":
+            return .reply(["type": "pong"])
+        case "intent":
+            guard let requestID = frame["request_id"]?.stringValue, !requestID.isEmpty, requestID.utf8.count <= 128 else {
+                return .reply(Self.error("invalid_frame", "an intent frame needs a request_id string of 1 to 128 bytes"))
+            }
+            guard let intentType = frame["intent_type"]?.stringValue else {
+                return .reply(Self.error("invalid_frame", "an intent frame needs an intent_type string", requestID: requestID))
+            }
+            let idempotencyKey: String?
+            switch frame["idempotency_key"] {
+            case nil, .null?: idempotencyKey = nil
+            case .string(let key)?: idempotencyKey = key
+            default: return .reply(Self.error("invalid_frame", "idempotency_key must be a string", requestID: requestID))
+            }
+            do {
+                let outcome = try await executions.execute(
+                    sessionID: sessionID, intentType: intentType, payload: frame["payload"] ?? .object(JSONObject()),
+                    idempotencyKey: idempotencyKey, caller: caller)
+                var reply: JSONObject = ["type": "result", "request_id": .string(requestID)]
+                if case .object(let body) = outcome.json {
+                    for member in body.members { reply[member.name] = member.value }
+                }
+                return .reply(.object(reply))
+            } catch let error as RuntimeError {
+                let reply: JSONValue = ["type": "result", "request_id": .string(requestID), "status": "failed", "error": error.json]
+                return error.code == "session_not_found" ? .replyAndClose(reply) : .reply(reply)
+            } catch {
+                return .reply(["type": "result", "request_id": .string(requestID), "status": "failed", "error": ["error": "unavailable", "message": "the Runtime could not run the intent; try again"]])
+            }
+        default:
+            return .reply(Self.error("invalid_frame", "the frame's type must be \"intent\" or \"ping\""))
+        }
+    }
+
+    static func error(_ code: String, _ message: String, requestID: String? = nil) -> JSONValue {
+        var object: JSONObject = ["type": "error", "error": .string(code), "message": .string(message)]
+        if let requestID { object["request_id"] = .string(requestID) }
+        return .object(object)
+    }
+}

@@ -1,0 +1,97 @@
+import JOSE
+
+/// Who is calling, as the gateway vouched for it in `X-Portcullis-Assertion`.
+public struct RuntimeCaller: Sendable, Equatable {
+    /// The user (`sub`), or `nil` for an anonymous caller.
+    public let userID: String?
+    /// The tenant (`tenant_id`), present exactly when `userID` is.
+    public let tenantID: String?
+    /// The session the gateway verified for this call, if any.
+    public let sessionID: String?
+
+    public init(userID: String?, tenantID: String?, sessionID: String?) {
+        self.userID = userID
+        self.tenantID = tenantID
+        self.sessionID = sessionID
+    }
+
+    public var isAnonymous: Bool { userID == nil }
+}
+
+/// The header that carries the gateway's assertion.
+public enum AssertionHeader {
+    public static let name = "X-Portcullis-Assertion"
+    /// The JWT `typ` of an assertion.
+    public static let type = "assertion+jwt"
+}
+
+/// Mints the gateway's identity assertions (the gateway side of the trust).
+///
+/// A JWT with `typ: assertion+jwt`, at most 60 s of life, `aud` = the
+/// upstream's name, and `sub`, `tenant_id` and the verified `session_id` when
+/// there are any. Signed with the gateway's active key.
+public struct GatewayAssertionSigner: Sendable {
+    public let keys: any SigningKeyProvider
+    public let issuer: String
+    public let lifetime: Double
+    public let clock: any TokenClock
+
+    public init(keys: any SigningKeyProvider, issuer: String, lifetime: Double = 60, clock: any TokenClock = SystemClock()) {
+        self.keys = keys
+        self.issuer = issuer
+        self.lifetime = min(lifetime, 60)
+        self.clock = clock
+    }
+
+    /// An assertion for one call to `audience`.
+    public func assertion(audience: String, caller: RuntimeCaller) throws -> String {
+        let key = try keys.currentSigningKey()
+        let now = clock.now().rounded(.down)
+        var claims: JSONObject = [
+            "iss": .string(issuer), "aud": .string(audience), "iat": .number(now), "exp": .number(now + lifetime),
+            "jti": .string(try SecureRandom.identifier(bytes: 12)),
+        ]
+        if let userID = caller.userID, let tenantID = caller.tenantID {
+            claims["sub"] = .string(userID)
+            claims["tenant_id"] = .string(tenantID)
+        }
+        if let sessionID = caller.sessionID { claims["session_id"] = .string(sessionID) }
+        let header: JSONObject = ["alg": .string(key.algorithm.rawValue), "typ": .string(AssertionHeader.type), "kid": .string(key.kid)]
+        return try JWSCompact.sign(header: header, payload: JSONWriter.bytes(.object(claims)), key: key)
+    }
+}
+
+/// Verifies assertions on the Runtime side with the JOSE verifier and an assertion policy.
+public struct AssertionVerifier: Sendable {
+    let verifier: AccessTokenVerifier
+
+    public init(keys: any VerificationKeyProvider, configuration: RuntimeConfiguration, clock: any TokenClock = SystemClock()) {
+        let policy = AccessTokenPolicy(
+            issuer: configuration.assertionIssuer, audience: configuration.name, leeway: configuration.assertionLeeway,
+            maximumLifetime: configuration.assertionMaximumLifetime, acceptedTypes: [AssertionHeader.type],
+            requiredClaims: ["iss", "aud", "exp", "iat", "jti"], forbiddenClaims: [])
+        verifier = AccessTokenVerifier(keys: keys, policy: policy, clock: clock)
+    }
+
+    /// The caller an assertion vouches for.
+    ///
+    /// - Throws: `RuntimeError` 401 `assertion_missing` or `assertion_invalid` (with the verifier's reason).
+    public func caller(fromHeader value: String?) throws -> RuntimeCaller {
+        guard let value, !value.isEmpty else {
+            throw RuntimeError(.unauthorized, "assertion_missing", "the request has no \(AssertionHeader.name) header; only the gateway may call the Runtime")
+        }
+        let verified: VerifiedAccessToken
+        do {
+            verified = try verifier.verify(value)
+        } catch {
+            throw RuntimeError(.unauthorized, "assertion_invalid", "the gateway assertion was refused (\(error.reason.rawValue)): \(error.message)")
+        }
+        let userID = verified.claims["sub"]?.stringValue
+        let tenantID = verified.claims["tenant_id"]?.stringValue
+        guard (userID == nil) == (tenantID == nil), userID?.isEmpty != true, tenantID?.isEmpty != true else {
+            throw RuntimeError(.unauthorized, "assertion_invalid", "the gateway assertion must name both sub and tenant_id, or neither")
+        }
+        let sessionID = verified.claims["session_id"]?.stringValue
+        return RuntimeCaller(userID: userID, tenantID: tenantID, sessionID: sessionID)
+    }
+}

@@ -1,0 +1,146 @@
+import HTTPTypes
+import Hummingbird
+import HummingbirdWebSocket
+import JOSE
+import StateSurface
+
+/// The Runtime's internal API under `/runtime/v1`. Every route, the agent
+/// channel included, first verifies the gateway's assertion.
+public struct RuntimeRoutes: Sendable {
+    public let sessions: SessionService
+    public let executions: ExecutionService
+    public let assertions: AssertionVerifier
+
+    public static let prefix = "/runtime/v1"
+
+    public init(sessions: SessionService, executions: ExecutionService, assertions: AssertionVerifier) {
+        self.sessions = sessions
+        self.executions = executions
+        self.assertions = assertions
+    }
+
+    var maximumBody: Int { sessions.configuration.maximumMessageBytes }
+
+    func caller(_ request: Request) throws -> RuntimeCaller {
+        try assertions.caller(fromHeader: request.headers[HTTPField.Name(AssertionHeader.name)!])
+    }
+
+    /// The request body as a strict JSON object; an empty body is an empty object.
+    func body(_ request: Request) async throws -> JSONObject {
+        let buffer: ByteBuffer
+        do {
+            buffer = try await request.body.collect(upTo: maximumBody)
+        } catch {
+            throw RuntimeError(.contentTooLarge, "payload_too_large", "the request body is limited to \(maximumBody) bytes")
+        }
+        if buffer.readableBytes == 0 { return JSONObject() }
+        do {
+            return try StrictJSONReader().parseObject(Array(buffer.readableBytesView))
+        } catch {
+            throw RuntimeError.invalidRequest("the body is not a strict JSON object: \(error.message)")
+        }
+    }
+
+    static func json(_ value: JSONValue, status: HTTPResponse.Status = .ok) -> Response {
+        Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: JSONWriter.bytes(value))))
+    }
+
+    /// Adds the routes to `router`.
+    public func register<Context: WebSocketRequestContext>(on router: Router<Context>) {
+        let group = router.group(RouterPath(Self.prefix))
+
+        group.post("sessions") { request, _ -> Response in
+            let caller = try caller(request)
+            let body = try await body(request)
+            var metadata = JSONObject()
+            if let value = body["metadata"] {
+                guard case .object(let object) = value else { throw RuntimeError.invalidRequest("metadata must be a JSON object") }
+                metadata = object
+            }
+            let session: SessionRecord
+            if let userID = caller.userID, let tenantID = caller.tenantID {
+                session = try await sessions.createAuthenticated(userID: userID, tenantID: tenantID, metadata: metadata)
+            } else {
+                session = try await sessions.createAnonymous(metadata: metadata)
+            }
+            return Self.json(session.json(), status: .created)
+        }
+
+        group.get("sessions/:id") { request, context -> Response in
+            let caller = try caller(request)
+            let session = try await sessions.accessible(try context.parameters.require("id"), by: caller)
+            return Self.json(session.json())
+        }
+
+        group.post("sessions/:id/upgrade") { request, context -> Response in
+            let caller = try caller(request)
+            guard let userID = caller.userID, let tenantID = caller.tenantID else { throw RuntimeError.identityRequired() }
+            let session = try await sessions.upgrade(try context.parameters.require("id"), userID: userID, tenantID: tenantID)
+            return Self.json(session.json())
+        }
+
+        group.post("sessions/:id/revoke") { request, context -> Response in
+            let caller = try caller(request)
+            let session = try await sessions.revoke(try context.parameters.require("id"), by: caller)
+            return Self.json(session.json())
+        }
+
+        group.post("intents") { request, _ -> Response in
+            let caller = try caller(request)
+            let body = try await body(request)
+            guard let sessionID = body["session_id"]?.stringValue else { throw RuntimeError.invalidRequest("session_id is required") }
+            guard let intentType = body["intent_type"]?.stringValue else { throw RuntimeError.invalidRequest("intent_type is required") }
+            let idempotencyKey: String?
+            switch body["idempotency_key"] {
+            case nil, .null?: idempotencyKey = nil
+            case .string(let key)?: idempotencyKey = key
+            default: throw RuntimeError.invalidRequest("idempotency_key must be a string")
+            }
+            let outcome = try await executions.execute(
+                sessionID: sessionID, intentType: intentType, payload: body["payload"] ?? .object(JSONObject()),
+                idempotencyKey: idempotencyKey, caller: caller)
+            return Self.json(outcome.json)
+        }
+
+        group.get("executions/:id") { request, context -> Response in
+            let caller = try caller(request)
+            return Self.json(try await executions.execution(id: try context.parameters.require("id"), caller: caller).json)
+        }
+
+        // The agent channel: assertion and session checked before the 101.
+        group.ws("agent") { request, _ in
+            _ = try await agentChannel(for: request)
+            return .upgrade([:])
+        } onUpgrade: { inbound, outbound, context in
+            let channel = try await agentChannel(for: context.request)
+            var messages = inbound.messages(maxSize: maximumBody).makeAsyncIterator()
+            while let message = try await messages.next() {
+                guard case .text(let text) = message else {
+                    try await outbound.write(.text(JSONWriter.string(AgentChannel.error("invalid_frame", "frames must be text (JSON)"))))
+                    continue
+                }
+                switch await channel.handle(text: text) {
+                case .reply(let reply):
+                    try await outbound.write(.text(JSONWriter.string(reply)))
+                case .replyAndClose(let reply):
+                    try await outbound.write(.text(JSONWriter.string(reply)))
+                    try await outbound.close(.policyViolation, reason: "session ended")
+                    return
+                }
+            }
+        }
+    }
+
+    /// The caller and session for an agent-channel request: `session_id` from the
+    /// query (or `X-Session-Id`), live and accessible to the asserted caller.
+    func agentChannel(for request: Request) async throws -> AgentChannel {
+        let caller = try caller(request)
+        let sessionID = request.uri.queryParameters.get("session_id") ?? request.headers[HTTPField.Name("X-Session-Id")!] ?? caller.sessionID
+        guard let sessionID else { throw RuntimeError(.badRequest, "session_missing", "the agent channel needs a session_id") }
+        if let asserted = caller.sessionID, asserted != sessionID {
+            throw RuntimeError(.forbidden, "session_forbidden", "the session_id differs from the one the gateway verified")
+        }
+        let session = try await sessions.accessible(sessionID, by: caller)
+        return AgentChannel(executions: executions, sessionID: session.id, caller: caller)
+    }
+}

@@ -1,0 +1,74 @@
+/// What a compare-and-set upgrade of an anonymous session found.
+public enum SessionUpgradeOutcome: Sendable, Equatable {
+    /// The session was anonymous and now belongs to the caller.
+    case upgraded(SessionRecord)
+    /// The session already belonged to the caller; nothing changed.
+    case alreadyOwned(SessionRecord)
+    /// Someone else owns it (or it was claimed first): the caller lost.
+    case lost
+    /// No live session has that id (unknown, expired or revoked).
+    case notFound
+}
+
+/// Sessions. Every write is one atomic transaction.
+///
+/// Implementations: `SQLiteStateSurface` (now); PostgreSQL later, behind the
+/// same protocol, so callers never change.
+public protocol SessionRepository: Sendable {
+    /// Stores a new session; throws `StateSurfaceError.conflict` if the id exists.
+    func insertSession(_ session: SessionRecord) async throws
+    /// The session with `id`, in any state (callers decide what expired means).
+    func session(id: String) async throws -> SessionRecord?
+    /// Anonymous -> authenticated if still anonymous and live at `now`, as one
+    /// compare-and-set; already owned by the same user and tenant is not a loss.
+    func upgradeSession(id: String, userID: String, tenantID: String, now: Double, expiresAt: Double, absoluteExpiresAt: Double) async throws -> SessionUpgradeOutcome
+    /// Marks a session revoked; `false` if there is no such session.
+    @discardableResult
+    func revokeSession(id: String, now: Double) async throws -> Bool
+    /// Records activity: `last_seen_at = now`, `expires_at = newExpiry`, if the session is live.
+    @discardableResult
+    func touchSession(id: String, now: Double, newExpiry: Double) async throws -> SessionRecord?
+    /// Replaces the metadata if the version is still `expectedVersion`; `nil` if it moved on.
+    func replaceMetadata(id: String, expectedVersion: Int, metadata: String, now: Double) async throws -> SessionRecord?
+    /// Deletes sessions expired or revoked before `cutoff`; returns how many.
+    func deleteSessions(endedBefore cutoff: Double) async throws -> Int
+}
+
+/// What inserting an execution found.
+public enum ExecutionInsertOutcome: Sendable, Equatable {
+    /// The execution is new and was stored.
+    case inserted(ExecutionRecord)
+    /// The session already has an execution with that idempotency key: this is it.
+    case existing(ExecutionRecord)
+}
+
+/// The execution log.
+public protocol ExecutionRepository: Sendable {
+    /// Stores a new execution unless the session already used its idempotency key.
+    func insertExecution(_ execution: ExecutionRecord) async throws -> ExecutionInsertOutcome
+    /// Moves an execution to `status` with its result or error.
+    func updateExecution(id: String, status: ExecutionStatus, result: String?, error: String?, now: Double) async throws
+    func execution(id: String) async throws -> ExecutionRecord?
+}
+
+/// A storage failure, with a stable code.
+public struct StateSurfaceError: Error, Sendable, CustomStringConvertible {
+    public enum Code: String, Sendable {
+        /// A row with that key exists already.
+        case conflict
+        /// The database could not be opened or migrated.
+        case unavailable
+        /// A stored value is not what this version expects.
+        case corrupt
+    }
+
+    public let code: Code
+    public let message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { message }
+}

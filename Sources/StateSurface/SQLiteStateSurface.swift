@@ -1,0 +1,268 @@
+import Foundation
+import GRDB
+
+/// The State Surface on one SQLite file in WAL mode, through a GRDB `DatabasePool`.
+///
+/// Writes are serialised by SQLite and each is one transaction; reads run
+/// concurrently from snapshots. `synchronous=FULL`: a commit has reached the
+/// disk when the call returns, so acknowledged writes survive `kill -9` and
+/// power loss. GRDB runs every statement on its own dispatch queues, never on
+/// the caller's thread, so the async methods do not block an event loop.
+public final class SQLiteStateSurface: SessionRepository, ExecutionRepository {
+    public let path: String
+    let pool: DatabasePool
+
+    /// Opens (creating if needed) the database at `path` and applies migrations.
+    ///
+    /// - Parameter busyTimeout: how long a write waits for another process's lock.
+    public init(path: String, busyTimeout: TimeInterval = 5) throws {
+        self.path = path
+        let directory = (path as NSString).deletingLastPathComponent
+        if !directory.isEmpty {
+            do {
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            } catch {
+                throw StateSurfaceError(.unavailable, "cannot create the database directory \(directory): \(error.localizedDescription)")
+            }
+        }
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(busyTimeout)
+        configuration.foreignKeysEnabled = true
+        configuration.label = "portcullis.state"
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+        }
+        do {
+            pool = try DatabasePool(path: path, configuration: configuration)
+            try Self.migrator.migrate(pool)
+        } catch let error as DatabaseError {
+            throw StateSurfaceError(.unavailable, "cannot open the database at \(path): \(error.message ?? "\(error.resultCode)")")
+        }
+    }
+
+    /// The schema's history. Never edit a shipped migration; add a new one.
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1: sessions, executions, users, refresh tokens, revoked tokens") { db in
+            try db.execute(sql: """
+                CREATE TABLE sessions (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    state TEXT NOT NULL CHECK (state IN ('anonymous', 'authenticated', 'revoked')),
+                    user_id TEXT,
+                    tenant_id TEXT,
+                    created_at REAL NOT NULL,
+                    upgraded_at REAL,
+                    last_seen_at REAL NOT NULL,
+                    expires_at REAL NOT NULL,
+                    absolute_expires_at REAL,
+                    metadata TEXT NOT NULL DEFAULT '{}',
+                    version INTEGER NOT NULL DEFAULT 1,
+                    CHECK (state <> 'authenticated' OR (user_id IS NOT NULL AND tenant_id IS NOT NULL))
+                );
+                CREATE INDEX sessions_by_expiry ON sessions (expires_at);
+                CREATE INDEX sessions_by_owner ON sessions (tenant_id, user_id);
+
+                CREATE TABLE executions (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+                    intent_type TEXT NOT NULL,
+                    status TEXT NOT NULL CHECK (status IN ('accepted', 'running', 'completed', 'failed')),
+                    idempotency_key TEXT,
+                    payload TEXT NOT NULL,
+                    result TEXT,
+                    error TEXT,
+                    created_at REAL NOT NULL,
+                    updated_at REAL NOT NULL,
+                    UNIQUE (session_id, idempotency_key)
+                );
+
+                CREATE TABLE users (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    tenant_id TEXT NOT NULL,
+                    username TEXT NOT NULL,
+                    password_hash TEXT NOT NULL,
+                    disabled INTEGER NOT NULL DEFAULT 0,
+                    created_at REAL NOT NULL,
+                    UNIQUE (tenant_id, username)
+                );
+
+                CREATE TABLE refresh_tokens (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    token_hash TEXT NOT NULL UNIQUE,
+                    family_id TEXT NOT NULL,
+                    session_id TEXT NOT NULL,
+                    user_id TEXT NOT NULL,
+                    tenant_id TEXT NOT NULL,
+                    created_at REAL NOT NULL,
+                    expires_at REAL NOT NULL,
+                    used_at REAL,
+                    revoked_at REAL
+                );
+                CREATE INDEX refresh_tokens_by_family ON refresh_tokens (family_id);
+                CREATE INDEX refresh_tokens_by_session ON refresh_tokens (session_id);
+
+                CREATE TABLE revoked_tokens (
+                    jti TEXT PRIMARY KEY NOT NULL,
+                    expires_at REAL NOT NULL,
+                    revoked_at REAL NOT NULL
+                );
+                """)
+        }
+        return migrator
+    }
+
+    /// Runs `PRAGMA integrity_check`; "ok" when the file is sound.
+    public func integrityCheck() async throws -> String {
+        try await pool.read { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") ?? "no answer" }
+    }
+
+    /// The journal mode in force ("wal").
+    public func journalMode() async throws -> String {
+        try await pool.read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "" }
+    }
+
+    // MARK: Sessions
+
+    static let sessionColumns = "id, state, user_id, tenant_id, created_at, upgraded_at, last_seen_at, expires_at, absolute_expires_at, metadata, version"
+
+    static func session(from row: Row) throws -> SessionRecord {
+        guard let state = SessionState(rawValue: row["state"]) else {
+            throw StateSurfaceError(.corrupt, "a session row has an unknown state")
+        }
+        return SessionRecord(
+            id: row["id"], state: state, userID: row["user_id"], tenantID: row["tenant_id"], createdAt: row["created_at"],
+            upgradedAt: row["upgraded_at"], lastSeenAt: row["last_seen_at"], expiresAt: row["expires_at"],
+            absoluteExpiresAt: row["absolute_expires_at"], metadata: row["metadata"], version: row["version"])
+    }
+
+    static func fetchSession(_ db: Database, id: String) throws -> SessionRecord? {
+        try Row.fetchOne(db, sql: "SELECT \(sessionColumns) FROM sessions WHERE id = ?", arguments: [id]).map(session(from:))
+    }
+
+    public func insertSession(_ session: SessionRecord) async throws {
+        do {
+            try await pool.write { db in
+                try db.execute(
+                    sql: "INSERT INTO sessions (\(Self.sessionColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    arguments: [
+                        session.id, session.state.rawValue, session.userID, session.tenantID, session.createdAt, session.upgradedAt,
+                        session.lastSeenAt, session.expiresAt, session.absoluteExpiresAt, session.metadata, session.version,
+                    ])
+            }
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+            throw StateSurfaceError(.conflict, "a session with that id already exists")
+        }
+    }
+
+    public func session(id: String) async throws -> SessionRecord? {
+        try await pool.read { db in try Self.fetchSession(db, id: id) }
+    }
+
+    public func upgradeSession(id: String, userID: String, tenantID: String, now: Double, expiresAt: Double, absoluteExpiresAt: Double) async throws -> SessionUpgradeOutcome {
+        try await pool.write { db in
+            // The compare-and-set: only a live anonymous row changes.
+            try db.execute(
+                sql: """
+                    UPDATE sessions
+                    SET state = 'authenticated', user_id = ?, tenant_id = ?, upgraded_at = ?, last_seen_at = ?,
+                        expires_at = ?, absolute_expires_at = ?, version = version + 1
+                    WHERE id = ? AND state = 'anonymous' AND expires_at > ?
+                    """,
+                arguments: [userID, tenantID, now, now, min(expiresAt, absoluteExpiresAt), absoluteExpiresAt, id, now])
+            let changed = db.changesCount == 1
+            guard let current = try Self.fetchSession(db, id: id), current.isLive(at: now) else { return .notFound }
+            if changed { return .upgraded(current) }
+            return current.isOwned(by: userID, tenantID: tenantID) ? .alreadyOwned(current) : .lost
+        }
+    }
+
+    public func revokeSession(id: String, now: Double) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE sessions SET state = 'revoked', last_seen_at = ?, version = version + 1 WHERE id = ? AND state <> 'revoked'",
+                arguments: [now, id])
+            if db.changesCount == 1 { return true }
+            return try Self.fetchSession(db, id: id) != nil
+        }
+    }
+
+    public func touchSession(id: String, now: Double, newExpiry: Double) async throws -> SessionRecord? {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE sessions SET last_seen_at = ?, expires_at = min(?, coalesce(absolute_expires_at, ?))
+                    WHERE id = ? AND state <> 'revoked' AND expires_at > ?
+                    """,
+                arguments: [now, newExpiry, newExpiry, id, now])
+            guard db.changesCount == 1 else { return nil }
+            return try Self.fetchSession(db, id: id)
+        }
+    }
+
+    public func replaceMetadata(id: String, expectedVersion: Int, metadata: String, now: Double) async throws -> SessionRecord? {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE sessions SET metadata = ?, last_seen_at = ?, version = version + 1
+                    WHERE id = ? AND version = ? AND state <> 'revoked' AND expires_at > ?
+                    """,
+                arguments: [metadata, now, id, expectedVersion, now])
+            guard db.changesCount == 1 else { return nil }
+            return try Self.fetchSession(db, id: id)
+        }
+    }
+
+    public func deleteSessions(endedBefore cutoff: Double) async throws -> Int {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM sessions WHERE expires_at <= ? OR (state = 'revoked' AND last_seen_at <= ?)", arguments: [cutoff, cutoff])
+            return db.changesCount
+        }
+    }
+
+    // MARK: Executions
+
+    static let executionColumns = "id, session_id, intent_type, status, idempotency_key, payload, result, error, created_at, updated_at"
+
+    static func execution(from row: Row) throws -> ExecutionRecord {
+        guard let status = ExecutionStatus(rawValue: row["status"]) else {
+            throw StateSurfaceError(.corrupt, "an execution row has an unknown status")
+        }
+        return ExecutionRecord(
+            id: row["id"], sessionID: row["session_id"], intentType: row["intent_type"], status: status,
+            idempotencyKey: row["idempotency_key"], payload: row["payload"], result: row["result"], error: row["error"],
+            createdAt: row["created_at"], updatedAt: row["updated_at"])
+    }
+
+    public func insertExecution(_ execution: ExecutionRecord) async throws -> ExecutionInsertOutcome {
+        try await pool.write { db in
+            if let key = execution.idempotencyKey,
+                let existing = try Row.fetchOne(
+                    db, sql: "SELECT \(Self.executionColumns) FROM executions WHERE session_id = ? AND idempotency_key = ?",
+                    arguments: [execution.sessionID, key])
+            {
+                return .existing(try Self.execution(from: existing))
+            }
+            try db.execute(
+                sql: "INSERT INTO executions (\(Self.executionColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                arguments: [
+                    execution.id, execution.sessionID, execution.intentType, execution.status.rawValue, execution.idempotencyKey,
+                    execution.payload, execution.result, execution.error, execution.createdAt, execution.updatedAt,
+                ])
+            return .inserted(execution)
+        }
+    }
+
+    public func updateExecution(id: String, status: ExecutionStatus, result: String?, error: String?, now: Double) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE executions SET status = ?, result = ?, error = ?, updated_at = ? WHERE id = ?",
+                arguments: [status.rawValue, result, error, now, id])
+        }
+    }
+
+    public func execution(id: String) async throws -> ExecutionRecord? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT \(Self.executionColumns) FROM executions WHERE id = ?", arguments: [id]).map(Self.execution(from:))
+        }
+    }
+}
