@@ -22,6 +22,7 @@ public enum RuntimeServer {
         registry: IntentRegistry = .builtIn,
         clock: any TokenClock = SystemClock(),
         logger: Logger = Logger(label: "portcullis.runtime"),
+        services extraServices: [any Service] = [],
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> some ApplicationProtocol {
         let sessions = SessionService(repository: state, configuration: configuration, clock: clock)
@@ -36,7 +37,7 @@ public enum RuntimeServer {
                 webSocketRouter: router,
                 configuration: .init(ws: .init(maxFrameSize: configuration.maximumMessageBytes))),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: nil),
-            services: [SessionSweeper(repository: state, interval: configuration.sweepInterval, clock: clock, logger: logger)],
+            services: [SessionSweeper(repository: state, interval: configuration.sweepInterval, clock: clock, logger: logger)] + extraServices,
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
             logger: logger
         )

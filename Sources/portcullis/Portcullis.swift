@@ -1,13 +1,14 @@
-// portcullis: the command-line tool (keys, JWKS, tokens, benchmark; the server arrives with the gateway).
+// portcullis: the command-line tool (keys, JWKS, tokens, the Runtime, benchmark; the gateway arrives next).
 import ArgumentParser
 import JOSE
+import StateSurface
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
 @main
-struct Portcullis: ParsableCommand {
+struct Portcullis: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "portcullis",
         abstract: "Portcullis: an auth edge gateway. Manage keys and mint, read and check access tokens.",
@@ -15,15 +16,19 @@ struct Portcullis: ParsableCommand {
             Exit codes: 0 success (a token is valid), 1 a token was rejected, \
             2 usage or configuration error.
             """,
-        subcommands: [KeysCommand.self, JWKSCommand.self, TokenCommand.self, BenchCommand.self]
+        subcommands: [KeysCommand.self, JWKSCommand.self, TokenCommand.self, RuntimeCommand.self, BenchCommand.self, DebugCommand.self]
     )
 
     /// Parses and runs, mapping every failure to the documented exit codes:
     /// 1 for a rejected token, 2 for usage and configuration errors.
-    static func main() {
+    static func main() async {
         do {
             var command = try parseAsRoot()
-            try command.run()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
         } catch let code as ExitCode {
             Glibc.exit(code.rawValue)
         } catch let error as CLIError {
@@ -33,6 +38,9 @@ struct Portcullis: ParsableCommand {
             Terminal.error(error.message)
             Glibc.exit(2)
         } catch let error as TokenIssueError {
+            Terminal.error(error.message)
+            Glibc.exit(2)
+        } catch let error as StateSurfaceError {
             Terminal.error(error.message)
             Glibc.exit(2)
         } catch {
