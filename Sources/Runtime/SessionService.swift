@@ -103,7 +103,9 @@ public struct SessionService: Sendable {
             let session = try await live(id)
             var metadata = try decodeMetadata(session.metadata)
             for member in patch.members {
-                metadata[member.name] = member.value == .null ? nil : member.value
+                // Spelled out: in a ternary, `nil` would become JSONValue.null, not "remove".
+                let newValue: JSONValue? = member.value == .null ? .none : .some(member.value)
+                metadata[member.name] = newValue
             }
             if let updated = try await repository.replaceMetadata(id: id, expectedVersion: session.version, metadata: try encodeMetadata(metadata), now: clock.now()) {
                 return updated
