@@ -18,19 +18,22 @@ public struct KeyRingReloader: Service {
     }
 
     public func run() async throws {
-        while !Task.isCancelled {
-            do {
-                try await Task.sleep(for: .seconds(interval))
-            } catch {
-                return
-            }
-            do {
-                let ring = self.ring
-                if try await NIOThreadPool.singleton.runIfActive({ try ring.reloadIfChanged() }) {
-                    logger.info("key ring reloaded")
+        // Stop at graceful shutdown, or SIGTERM would wait for this loop forever.
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                do {
+                    try await Task.sleep(for: .seconds(interval))
+                } catch {
+                    return
                 }
-            } catch {
-                logger.warning("key ring reload failed; keeping the previous keys", metadata: ["error": "\(error)"])
+                do {
+                    let ring = self.ring
+                    if try await NIOThreadPool.singleton.runIfActive({ try ring.reloadIfChanged() }) {
+                        logger.info("key ring reloaded")
+                    }
+                } catch {
+                    logger.warning("key ring reload failed; keeping the previous keys", metadata: ["error": "\(error)"])
+                }
             }
         }
     }
