@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import JOSE
 import Testing
 
@@ -234,5 +237,83 @@ struct CLITests {
                 #expect((row[field] as! Double) > 0, "\(field)")
             }
         }
+    }
+}
+
+@Suite("portcullis runtime (the real binary)", .serialized)
+struct RuntimeBinaryTests {
+    /// Collects a child's output as it arrives.
+    final class OutputCollector: @unchecked Sendable {
+        private let lock = NSLock()
+        private var text = ""
+
+        func append(_ data: Data) {
+            lock.lock()
+            text += String(decoding: data, as: UTF8.self)
+            lock.unlock()
+        }
+
+        var current: String {
+            lock.lock()
+            defer { lock.unlock() }
+            return text
+        }
+    }
+
+    @Test("starts with its defaults on a free port, refuses a call without an assertion, and exits cleanly on SIGTERM")
+    func startsAndStops() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.run(["keys", "generate", "--alg", "ES256", "--dir", "keys"])
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: CLI.binary)
+        process.arguments = ["runtime", "--port", "0", "--keys", "keys", "--database", "data/runtime.sqlite"]
+        process.currentDirectoryURL = URL(fileURLWithPath: cli.directory)
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        let collector = OutputCollector()
+        output.fileHandleForReading.readabilityHandler = { collector.append($0.availableData) }
+        try process.run()
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+
+        var port: Int?
+        let deadline = Date().addingTimeInterval(30)
+        while port == nil, Date() < deadline, process.isRunning {
+            if let range = collector.current.range(of: #"address=127\.0\.0\.1:(\d+)"#, options: .regularExpression) {
+                port = Int(collector.current[range].split(separator: ":").last ?? "")
+            }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        let bound = try #require(port, "the runtime never said where it listens: \(collector.current)")
+        #expect(FileManager.default.fileExists(atPath: cli.directory + "/data/runtime.sqlite"))
+
+        let (data, response) = try fetch(URL(string: "http://127.0.0.1:\(bound)/runtime/v1/sessions")!, method: "POST")
+        #expect(response == 401)
+        #expect(String(decoding: data, as: UTF8.self).contains("\"error\":\"assertion_missing\""))
+
+        kill(process.processIdentifier, SIGTERM)
+        let stopBy = Date().addingTimeInterval(15)
+        while process.isRunning, Date() < stopBy { Thread.sleep(forTimeInterval: 0.05) }
+        #expect(!process.isRunning, "the runtime ignored SIGTERM")
+        if !process.isRunning { #expect(process.terminationStatus == 0) }
+        output.fileHandleForReading.readabilityHandler = nil
+    }
+
+    /// A blocking HTTP request with URLSession, for a test on its own thread.
+    func fetch(_ url: URL, method: String) throws -> (Data, Int) {
+        var request = URLRequest(url: url)
+        request.httpMethod = method
+        let semaphore = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var result: (Data, Int)? = nil
+        nonisolated(unsafe) var failure: (any Error)? = nil
+        URLSession.shared.dataTask(with: request) { data, response, error in
+            if let error { failure = error }
+            result = (data ?? Data(), (response as? HTTPURLResponse)?.statusCode ?? 0)
+            semaphore.signal()
+        }.resume()
+        _ = semaphore.wait(timeout: .now() + 15)
+        if let failure { throw failure }
+        return try #require(result)
     }
 }
