@@ -20,7 +20,7 @@ public final class SQLiteStateSurface: SessionRepository, ExecutionRepository {
         let directory = (path as NSString).deletingLastPathComponent
         if !directory.isEmpty {
             do {
-                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             } catch {
                 throw StateSurfaceError(.unavailable, "cannot create the database directory \(directory): \(error.localizedDescription)")
             }

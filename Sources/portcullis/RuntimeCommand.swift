@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import JOSE
 import Logging
 import Runtime
@@ -52,6 +53,11 @@ struct RuntimeCommand: AsyncParsableCommand {
             verificationKeys = try KeySource.load(keysDirectory: nil, jwksFile: jwks)
         } else {
             let directory = keys ?? "keys"
+            if !FileManager.default.fileExists(atPath: directory + "/keyring.json") {
+                // The embedded default: a fresh ES256 key, so a first run works out of the box.
+                let record = try KeyDirectory(path: directory).generate(algorithm: .es256)
+                Terminal.warning("\(directory) had no keys: generated ES256 key \(record.kid) (active); the gateway must sign assertions with it")
+            }
             _ = try KeySource.load(keysDirectory: directory, jwksFile: nil)  // fails early with a clear message
             let ring = try LiveKeyRing(directory: KeyDirectory(path: directory))
             services.append(KeyRingReloader(ring: ring, logger: logger))
