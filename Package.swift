@@ -62,9 +62,13 @@ let package = Package(
             name: "JOSETests",
             dependencies: ["JOSE"]
         ),
+        .target(
+            name: "PortcullisTestSupport",
+            path: "Tests/PortcullisTestSupport"
+        ),
         .testTarget(
             name: "StateSurfaceTests",
-            dependencies: ["StateSurface", "JOSE", "portcullis"]
+            dependencies: ["StateSurface", "JOSE", "Runtime", "portcullis", "PortcullisTestSupport"]
         ),
         .testTarget(
             name: "RuntimeTests",
@@ -80,7 +84,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PortcullisCLITests",
-            dependencies: ["JOSE", "portcullis"]
+            dependencies: ["JOSE", "portcullis", "PortcullisTestSupport"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -18,22 +18,14 @@ public struct KeyRingReloader: Service {
     }
 
     public func run() async throws {
-        // Stop at graceful shutdown, or SIGTERM would wait for this loop forever.
-        await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                do {
-                    try await Task.sleep(for: .seconds(interval))
-                } catch {
-                    return
+        let ring = self.ring
+        await runPeriodically(every: interval) {
+            do {
+                if try await NIOThreadPool.singleton.runIfActive({ try ring.reloadIfChanged() }) {
+                    logger.info("key ring reloaded")
                 }
-                do {
-                    let ring = self.ring
-                    if try await NIOThreadPool.singleton.runIfActive({ try ring.reloadIfChanged() }) {
-                        logger.info("key ring reloaded")
-                    }
-                } catch {
-                    logger.warning("key ring reload failed; keeping the previous keys", metadata: ["error": "\(error)"])
-                }
+            } catch {
+                logger.warning("key ring reload failed; keeping the previous keys", metadata: ["error": "\(error)"])
             }
         }
     }

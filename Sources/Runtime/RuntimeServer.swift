@@ -52,21 +52,12 @@ public struct SessionSweeper: Service {
     let logger: Logger
 
     public func run() async throws {
-        // Stop at graceful shutdown: a service that ignores it keeps the whole
-        // process alive after SIGTERM.
-        await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                do {
-                    try await Task.sleep(for: .seconds(interval))
-                } catch {
-                    return  // cancelled: shutting down
-                }
-                do {
-                    let removed = try await repository.deleteSessions(endedBefore: clock.now())
-                    if removed > 0 { logger.info("swept ended sessions", metadata: ["count": "\(removed)"]) }
-                } catch {
-                    logger.warning("session sweep failed; will retry", metadata: ["error": "\(error)"])
-                }
+        await runPeriodically(every: interval) {
+            do {
+                let removed = try await repository.deleteSessions(endedBefore: clock.now())
+                if removed > 0 { logger.info("swept ended sessions", metadata: ["count": "\(removed)"]) }
+            } catch {
+                logger.warning("session sweep failed; will retry", metadata: ["error": "\(error)"])
             }
         }
     }

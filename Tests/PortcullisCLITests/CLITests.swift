@@ -3,19 +3,12 @@ import Foundation
 import FoundationNetworking
 #endif
 import JOSE
+import PortcullisTestSupport
 import Testing
 
 /// Runs the real `portcullis` binary, built alongside the tests.
 struct CLI {
-    static let binary: String = {
-        if let path = ProcessInfo.processInfo.environment["PORTCULLIS_BINARY"] { return path }
-        let candidates = [
-            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("portcullis").path,
-            Bundle.main.bundleURL.appendingPathComponent("portcullis").path,
-            Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("portcullis").path,
-        ]
-        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? candidates[0]
-    }()
+    static var binary: String { PortcullisBinary.path }
 
     struct Result {
         let status: Int32

@@ -1,19 +1,7 @@
 import Foundation
+import PortcullisTestSupport
 import StateSurface
 import Testing
-
-/// The real binary, built alongside the tests.
-enum PortcullisBinary {
-    static let path: String = {
-        if let path = ProcessInfo.processInfo.environment["PORTCULLIS_BINARY"] { return path }
-        let candidates = [
-            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("portcullis").path,
-            Bundle.main.bundleURL.appendingPathComponent("portcullis").path,
-            Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("portcullis").path,
-        ]
-        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? candidates[0]
-    }()
-}
 
 @Suite("Durability across processes")
 struct DurabilityTests {

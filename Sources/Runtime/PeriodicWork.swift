@@ -1,0 +1,19 @@
+import Logging
+import ServiceLifecycle
+
+/// Runs `body` every `interval` seconds until graceful shutdown or cancellation.
+///
+/// A background service must stop at graceful shutdown, or the process keeps
+/// running after SIGTERM; this is the one place that loop is written.
+func runPeriodically(every interval: Double, _ body: @escaping @Sendable () async -> Void) async {
+    await cancelWhenGracefulShutdown {
+        while !Task.isCancelled {
+            do {
+                try await Task.sleep(for: .seconds(interval))
+            } catch {
+                return  // cancelled: shutting down
+            }
+            await body()
+        }
+    }
+}
