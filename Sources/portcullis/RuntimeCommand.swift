@@ -13,38 +13,48 @@ struct RuntimeCommand: AsyncParsableCommand {
         abstract: "Run the Runtime alone: sessions, intents and the agent channel, for the gateway only.",
         discussion: """
             Every request must carry X-Portcullis-Assertion, signed by the gateway with a key \
-            from --keys (or --jwks). Settings are flags for now; the YAML configuration file \
-            arrives with the gateway.
+            from --keys (or --jwks). Settings come from config/portcullis.yaml (or --config), \
+            then environment variables (runtime.port is RUNTIME_PORT), then these flags.
             """
     )
 
-    @Option(help: "Listen address.")
-    var host = "127.0.0.1"
+    @Option(help: "Configuration file (YAML). Default: config/portcullis.yaml when it exists.")
+    var config: String?
 
-    @Option(help: "Listen port.")
-    var port = 8081
+    @Option(help: "Listen address (runtime.host).")
+    var host: String?
 
-    @Option(help: "SQLite database file (created with its directory if missing).")
-    var database = "data/portcullis.sqlite"
+    @Option(help: "Listen port (runtime.port).")
+    var port: Int?
 
-    @Option(help: "The gateway's keys directory, to verify assertions (reloaded when it changes).")
+    @Option(help: "SQLite database file, created with its directory if missing (storage.sqlite_path).")
+    var database: String?
+
+    @Option(help: "The gateway's keys directory, to verify assertions; reloaded when it changes (keys.directory).")
     var keys: String?
 
-    @Option(help: "A JWKS file with the gateway's public keys, instead of --keys.")
+    @Option(help: "A JWKS file with the gateway's public keys, instead of --keys (keys.jwks_file).")
     var jwks: String?
 
-    @Option(help: "This Runtime's name: the aud assertions must carry.")
-    var name = "runtime"
+    @Option(help: "This Runtime's name: the aud assertions must carry (runtime.name).")
+    var name: String?
 
-    @Option(help: "The gateway's issuer: the iss assertions must carry.")
-    var issuer = TokenCommand.defaultIssuer
+    @Option(help: "The gateway's issuer: the iss assertions must carry (gateway.issuer).")
+    var issuer: String?
 
     func run() async throws {
-        var configuration = RuntimeConfiguration()
-        configuration.host = host
-        configuration.port = port
-        configuration.name = name
-        configuration.assertionIssuer = issuer
+        let file = try await ConfigurationFile.load(path: config)
+        var configuration = try file.runtimeConfiguration()
+        if let host { configuration.host = host }
+        if let port {
+            guard (0...65_535).contains(port) else { throw CLIError("--port must be from 0 to 65535") }
+            configuration.port = port
+        }
+        if let name { configuration.name = name }
+        if let issuer { configuration.assertionIssuer = issuer }
+        let database = try self.database ?? file.string("storage.sqlite_path") ?? "data/portcullis.sqlite"
+        let jwks = try self.jwks ?? file.string("keys.jwks_file")
+        let keysDirectory = try self.keys ?? file.string("keys.directory") ?? "keys"
         let logger = Logger(label: "portcullis.runtime")
         let state = try SQLiteStateSurface(path: database)
         var services: [any Service] = []
@@ -52,7 +62,7 @@ struct RuntimeCommand: AsyncParsableCommand {
         if let jwks {
             verificationKeys = try KeySource.load(keysDirectory: nil, jwksFile: jwks)
         } else {
-            let directory = keys ?? "keys"
+            let directory = keysDirectory
             if !FileManager.default.fileExists(atPath: directory + "/keyring.json") {
                 // The embedded default: a fresh ES256 key, so a first run works out of the box.
                 let record = try KeyDirectory(path: directory).generate(algorithm: .es256)
@@ -63,7 +73,7 @@ struct RuntimeCommand: AsyncParsableCommand {
             services.append(KeyRingReloader(ring: ring, logger: logger))
             verificationKeys = ring
         }
-        let host = configuration.host, database = self.database
+        let host = configuration.host
         let app = RuntimeServer.makeApplication(
             configuration: configuration, state: state, keys: verificationKeys, logger: logger, services: services,
             onServerRunning: { port in logger.info("runtime listening", metadata: ["address": "\(host):\(port)", "database": "\(database)"]) })

@@ -253,23 +253,19 @@ struct RuntimeBinaryTests {
         }
     }
 
-    @Test("starts with its defaults on a free port, refuses a call without an assertion, and exits cleanly on SIGTERM")
-    func startsAndStops() throws {
-        let cli = try CLI()
-        defer { cli.remove() }
-        try cli.run(["keys", "generate", "--alg", "ES256", "--dir", "keys"])
+    /// Starts `portcullis runtime ARGS` in `cli`'s directory and waits until it says where it listens.
+    func startRuntime(_ cli: CLI, _ arguments: [String], environment: [String: String] = [:]) throws -> (Process, Int, OutputCollector) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: CLI.binary)
-        process.arguments = ["runtime", "--port", "0", "--keys", "keys", "--database", "data/runtime.sqlite"]
+        process.arguments = ["runtime"] + arguments
         process.currentDirectoryURL = URL(fileURLWithPath: cli.directory)
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let output = Pipe()
         process.standardOutput = output
         process.standardError = output
         let collector = OutputCollector()
         output.fileHandleForReading.readabilityHandler = { collector.append($0.availableData) }
         try process.run()
-        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
-
         var port: Int?
         let deadline = Date().addingTimeInterval(30)
         while port == nil, Date() < deadline, process.isRunning {
@@ -278,19 +274,80 @@ struct RuntimeBinaryTests {
             }
             Thread.sleep(forTimeInterval: 0.05)
         }
-        let bound = try #require(port, "the runtime never said where it listens: \(collector.current)")
-        #expect(FileManager.default.fileExists(atPath: cli.directory + "/data/runtime.sqlite"))
+        guard let port else {
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            throw CLIError(message: "the runtime never said where it listens: \(collector.current)")
+        }
+        return (process, port, collector)
+    }
 
-        let (data, response) = try fetch(URL(string: "http://127.0.0.1:\(bound)/runtime/v1/sessions")!, method: "POST")
-        #expect(response == 401)
-        #expect(String(decoding: data, as: UTF8.self).contains("\"error\":\"assertion_missing\""))
-
+    /// Sends SIGTERM and waits up to 15 s; true if the process exited with status 0.
+    func stop(_ process: Process) -> Bool {
         kill(process.processIdentifier, SIGTERM)
         let stopBy = Date().addingTimeInterval(15)
         while process.isRunning, Date() < stopBy { Thread.sleep(forTimeInterval: 0.05) }
-        #expect(!process.isRunning, "the runtime ignored SIGTERM")
-        if !process.isRunning { #expect(process.terminationStatus == 0) }
-        output.fileHandleForReading.readabilityHandler = nil
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            return false
+        }
+        return process.terminationStatus == 0
+    }
+
+    struct CLIError: Error { let message: String }
+
+    @Test("starts on a free port, refuses a call without an assertion, and exits cleanly on SIGTERM")
+    func startsAndStops() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.run(["keys", "generate", "--alg", "ES256", "--dir", "keys"])
+        let (process, port, _) = try startRuntime(cli, ["--port", "0", "--keys", "keys", "--database", "data/runtime.sqlite"])
+        #expect(FileManager.default.fileExists(atPath: cli.directory + "/data/runtime.sqlite"))
+        let (data, response) = try fetch(URL(string: "http://127.0.0.1:\(port)/runtime/v1/sessions")!, method: "POST")
+        #expect(response == 401)
+        #expect(String(decoding: data, as: UTF8.self).contains("\"error\":\"assertion_missing\""))
+        #expect(stop(process), "the runtime did not exit cleanly on SIGTERM")
+    }
+
+    @Test("reads config/portcullis.yaml, lets environment variables override it, and generates a key when keys/ is empty")
+    func configurationFile() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try FileManager.default.createDirectory(atPath: cli.directory + "/config", withIntermediateDirectories: true)
+        try Data("storage:\n  sqlite_path: state/from-file.sqlite\nruntime:\n  port: 1\n".utf8)
+            .write(to: URL(fileURLWithPath: cli.directory + "/config/portcullis.yaml"))
+        let (process, port, output) = try startRuntime(cli, [], environment: ["RUNTIME_PORT": "0"])
+        #expect(port != 1, "RUNTIME_PORT=0 should override the file's port 1")
+        #expect(FileManager.default.fileExists(atPath: cli.directory + "/state/from-file.sqlite"))
+        #expect(FileManager.default.fileExists(atPath: cli.directory + "/keys/keyring.json"))
+        #expect(output.current.contains("generated ES256 key"))
+        #expect(stop(process))
+    }
+
+    @Test("a bad configuration value stops start-up with a message naming the key", arguments: [
+        ("runtime:\n  port: 70000\n", [String: String](), "runtime.port"),
+        ("runtime:\n  port: [1]\n", [:], "runtime.port"),
+        ("runtime:\n  anonymous_idle_timeout_seconds: 0\n", [:], "runtime.anonymous_idle_timeout_seconds"),
+        ("", ["RUNTIME_MAX_MESSAGE_BYTES": "lots"], "runtime.max_message_bytes"),
+        ("runtime: [\n", [:], "not valid YAML"),
+    ])
+    func badConfiguration(yaml: String, environment: [String: String], expected: String) throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try Data(yaml.utf8).write(to: URL(fileURLWithPath: cli.directory + "/custom.yaml"))
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: CLI.binary)
+        process.arguments = ["runtime", "--config", "custom.yaml"]
+        process.currentDirectoryURL = URL(fileURLWithPath: cli.directory)
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = Pipe()
+        try process.run()
+        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 2)
+        #expect(text.contains(expected), "\(text)")
+        #expect(!FileManager.default.fileExists(atPath: cli.directory + "/data"), "nothing is created before the configuration is valid")
     }
 
     /// A blocking HTTP request with URLSession, for a test on its own thread.
