@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "JOSE", targets: ["JOSE"]),
         .library(name: "StateSurface", targets: ["StateSurface"]),
+        .library(name: "SecurityGuard", targets: ["SecurityGuard"]),
         .library(name: "Runtime", targets: ["Runtime"]),
         .executable(name: "portcullis", targets: ["portcullis"]),
     ],
@@ -38,6 +39,14 @@ let package = Package(
             ]
         ),
         .target(
+            name: "SecurityGuard",
+            dependencies: [
+                "JOSE",
+                "StateSurface",
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+        .target(
             name: "Runtime",
             dependencies: [
                 "JOSE",
@@ -55,6 +64,7 @@ let package = Package(
             dependencies: [
                 "JOSE",
                 "StateSurface",
+                "SecurityGuard",
                 "Runtime",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Configuration", package: "swift-configuration"),
@@ -71,6 +81,10 @@ let package = Package(
         .testTarget(
             name: "StateSurfaceTests",
             dependencies: ["StateSurface", "JOSE", "Runtime", "portcullis", "PortcullisTestSupport"]
+        ),
+        .testTarget(
+            name: "SecurityGuardTests",
+            dependencies: ["SecurityGuard", "StateSurface", "JOSE"]
         ),
         .testTarget(
             name: "RuntimeTests",

@@ -11,12 +11,12 @@ import Glibc
 struct Portcullis: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "portcullis",
-        abstract: "Portcullis: an auth edge gateway. Manage keys and mint, read and check access tokens.",
+        abstract: "Portcullis: an auth edge gateway. Keys, tokens, accounts and the Runtime.",
         discussion: """
             Exit codes: 0 success (a token is valid), 1 a token was rejected, \
             2 usage or configuration error.
             """,
-        subcommands: [KeysCommand.self, JWKSCommand.self, TokenCommand.self, RuntimeCommand.self, BenchCommand.self, DebugCommand.self]
+        subcommands: [KeysCommand.self, JWKSCommand.self, TokenCommand.self, UsersCommand.self, RuntimeCommand.self, BenchCommand.self, DebugCommand.self]
     )
 
     /// Parses and runs, mapping every failure to the documented exit codes:

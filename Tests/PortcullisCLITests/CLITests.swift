@@ -367,3 +367,32 @@ struct RuntimeBinaryTests {
         return try #require(result)
     }
 }
+
+@Suite("portcullis users (the real binary)", .serialized)
+struct UsersCommandTests {
+    @Test("add reads the password from stdin, list shows the account, disable marks it, and the password is never printed or stored in clear")
+    func lifecycle() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let secret = "Tr0ub4dor&3-not-in-output"
+        let added = try cli.run(["users", "add", "alice", "--tenant", "acme", "--password-stdin"], stdin: secret + "\n")
+        #expect(added.status == 0, "\(added.stderr)")
+        #expect(added.stdout.contains("added alice in tenant acme"))
+        let duplicate = try cli.run(["users", "add", "alice", "--tenant", "acme", "--password-stdin"], stdin: secret)
+        #expect(duplicate.status == 2)
+        #expect(duplicate.stderr.contains("already has a user named alice"))
+        #expect(try cli.run(["users", "add", "bob", "--tenant", "acme"]).status == 2, "no terminal and no --password-stdin")
+        #expect(try cli.run(["users", "add", "bob", "--tenant", "acme", "--password-stdin"], stdin: "short").status == 2)
+        let disabled = try cli.run(["users", "disable", "alice", "--tenant", "acme"])
+        #expect(disabled.status == 0)
+        let list = try cli.run(["users", "list"])
+        #expect(list.stdout.contains("alice") && list.stdout.contains("disabled"))
+        #expect(try cli.run(["users", "disable", "nobody", "--tenant", "acme"]).status == 2)
+        for result in [added, duplicate, disabled, list] {
+            #expect(!result.stdout.contains(secret) && !result.stderr.contains(secret))
+        }
+        let database = try Data(contentsOf: URL(fileURLWithPath: cli.directory + "/data/portcullis.sqlite"))
+        let wal = (try? Data(contentsOf: URL(fileURLWithPath: cli.directory + "/data/portcullis.sqlite-wal"))) ?? Data()
+        #expect(database.range(of: Data(secret.utf8)) == nil && wal.range(of: Data(secret.utf8)) == nil)
+    }
+}

@@ -1,0 +1,75 @@
+import JOSE
+import StateSurface
+
+/// Why an account operation was refused.
+public struct AccountError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let code: String
+    public let message: String
+
+    public init(_ code: String, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+/// Accounts: create, list, disable, and the password check login uses.
+public struct AccountService: Sendable {
+    public let users: any UserRepository
+    public let hasher: PasswordHasher
+    public let clock: any TokenClock
+
+    /// Usernames and tenants: 1-64 characters of letters, digits and `. _ @ + -`.
+    public static func isValidName(_ name: String) -> Bool {
+        (1...64).contains(name.utf8.count)
+            && name.utf8.allSatisfy { byte in
+                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                    || [UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "@"), UInt8(ascii: "+"), UInt8(ascii: "-")].contains(byte)
+            }
+    }
+
+    public static let minimumPasswordLength = 8
+
+    public init(users: any UserRepository, hasher: PasswordHasher = PasswordHasher(), clock: any TokenClock = SystemClock()) {
+        self.users = users
+        self.hasher = hasher
+        self.clock = clock
+    }
+
+    /// Creates an account with a fresh scrypt hash of `password`.
+    public func addUser(username: String, tenantID: String, password: String) async throws -> UserRecord {
+        guard Self.isValidName(username) else {
+            throw AccountError("invalid_request", "a username is 1-64 characters of letters, digits and . _ @ + -")
+        }
+        guard Self.isValidName(tenantID) else {
+            throw AccountError("invalid_request", "a tenant is 1-64 characters of letters, digits and . _ @ + -")
+        }
+        guard password.count >= Self.minimumPasswordLength else {
+            throw AccountError("invalid_request", "a password needs at least \(Self.minimumPasswordLength) characters")
+        }
+        let user = UserRecord(
+            id: "usr_" + (try SecureRandom.identifier(bytes: 12)), tenantID: tenantID, username: username,
+            passwordHash: try await hasher.hash(password).description, createdAt: clock.now())
+        do {
+            try await users.insertUser(user)
+        } catch let error as StateSurfaceError where error.code == .conflict {
+            throw AccountError("conflict", error.message)
+        }
+        return user
+    }
+
+    /// The account if `password` is right and the account is enabled; `nil` otherwise.
+    ///
+    /// Unknown user, wrong password and disabled account cost the same scrypt
+    /// work and give the same answer, so neither timing nor the reply tells
+    /// them apart.
+    public func authenticate(username: String, tenantID: String, password: String) async throws -> UserRecord? {
+        guard let user = try await users.user(tenantID: tenantID, username: username), let stored = PasswordHash(user.passwordHash) else {
+            try await hasher.verifyAgainstDummy(password)
+            return nil
+        }
+        let matches = try await hasher.verify(password, against: stored)
+        return matches && !user.disabled ? user : nil
+    }
+}

@@ -1,0 +1,136 @@
+import ArgumentParser
+import Foundation
+import SecurityGuard
+import StateSurface
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `portcullis users`: manage accounts in the State Surface.
+struct UsersCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "users",
+        abstract: "Manage user accounts (passwords are stored as scrypt hashes).",
+        subcommands: [Add.self, List.self, Disable.self]
+    )
+
+    struct Storage: ParsableArguments {
+        @Option(help: "Configuration file (YAML). Default: config/portcullis.yaml when it exists.")
+        var config: String?
+
+        @Option(help: "SQLite database file (storage.sqlite_path).")
+        var database: String?
+
+        func open() async throws -> SQLiteStateSurface {
+            let file = try await ConfigurationFile.load(path: config)
+            return try SQLiteStateSurface(path: try database ?? file.string("storage.sqlite_path") ?? "data/portcullis.sqlite")
+        }
+    }
+
+    struct Add: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Add an account. The password is asked for on the terminal, or read from stdin with --password-stdin; never from the command line."
+        )
+
+        @Argument(help: "The username.")
+        var username: String
+
+        @Option(help: "The tenant the account belongs to.")
+        var tenant: String
+
+        @Flag(name: .customLong("password-stdin"), help: "Read the password from standard input (one line).")
+        var passwordStdin = false
+
+        @OptionGroup var storage: Storage
+
+        func run() async throws {
+            let password = try passwordStdin ? PasswordInput.fromStdin() : PasswordInput.fromTerminal()
+            let accounts = AccountService(users: try await storage.open())
+            do {
+                let user = try await accounts.addUser(username: username, tenantID: tenant, password: password)
+                print("added \(user.username) in tenant \(user.tenantID) (\(user.id))")
+            } catch let error as AccountError {
+                throw CLIError(error.message)
+            }
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the accounts.")
+
+        @OptionGroup var storage: Storage
+
+        func run() async throws {
+            let users = try await storage.open().users()
+            if users.isEmpty {
+                print("no accounts yet; add one with `portcullis users add NAME --tenant TENANT`")
+                return
+            }
+            print("TENANT".padding(toLength: 16, withPad: " ", startingAt: 0) + "USERNAME".padding(toLength: 24, withPad: " ", startingAt: 0) + "STATUS    ID")
+            for user in users {
+                print(user.tenantID.padding(toLength: max(16, user.tenantID.count + 1), withPad: " ", startingAt: 0)
+                    + user.username.padding(toLength: max(24, user.username.count + 1), withPad: " ", startingAt: 0)
+                    + (user.disabled ? "disabled  " : "enabled   ") + user.id)
+            }
+        }
+    }
+
+    struct Disable: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Disable an account: it can no longer log in.")
+
+        @Argument(help: "The username.")
+        var username: String
+
+        @Option(help: "The tenant the account belongs to.")
+        var tenant: String
+
+        @OptionGroup var storage: Storage
+
+        func run() async throws {
+            guard try await storage.open().setUserDisabled(tenantID: tenant, username: username, disabled: true) else {
+                throw CLIError("tenant \(tenant) has no user named \(username)")
+            }
+            print("disabled \(username) in tenant \(tenant)")
+        }
+    }
+}
+
+/// Reads passwords without ever taking them from argv.
+enum PasswordInput {
+    /// One line from stdin (a trailing newline is dropped, nothing else).
+    static func fromStdin() throws -> String {
+        let data = FileHandle.standardInput.readDataToEndOfFile()
+        guard var text = String(data: data, encoding: .utf8) else { throw CLIError("the password on stdin is not UTF-8") }
+        if text.hasSuffix("\n") { text.removeLast() }
+        if text.hasSuffix("\r") { text.removeLast() }
+        guard !text.isEmpty else { throw CLIError("no password on stdin") }
+        return text
+    }
+
+    /// Asks twice on the terminal with echo off.
+    static func fromTerminal() throws -> String {
+        guard isatty(STDIN_FILENO) == 1 else {
+            throw CLIError("no terminal to ask for the password on; pipe it in with --password-stdin")
+        }
+        let first = try prompt("Password: ")
+        let second = try prompt("Password again: ")
+        guard first == second else { throw CLIError("the two passwords differ; nothing was added") }
+        return first
+    }
+
+    private static func prompt(_ text: String) throws -> String {
+        FileHandle.standardError.write(Data(text.utf8))
+        var original = termios()
+        tcgetattr(STDIN_FILENO, &original)
+        var silent = original
+        silent.c_lflag &= ~tcflag_t(ECHO)
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &silent)
+        defer {
+            tcsetattr(STDIN_FILENO, TCSAFLUSH, &original)
+            FileHandle.standardError.write(Data("\n".utf8))
+        }
+        guard let line = readLine(strippingNewline: true) else { throw CLIError("no password was entered") }
+        return line
+    }
+}
