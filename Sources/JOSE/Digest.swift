@@ -1,8 +1,9 @@
 import CLibCrypto
 
 /// One-shot SHA-2 digests through `EVP_Digest`.
-enum Digest {
-    static func sha256(_ data: [UInt8]) throws -> [UInt8] {
+public enum Digest {
+    /// SHA-256 of `data`. Used for thumbprints and for storing opaque tokens by hash.
+    public static func sha256(_ data: [UInt8]) throws -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0
         let rc = data.withUnsafeBufferPointer { input in

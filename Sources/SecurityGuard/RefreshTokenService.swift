@@ -1,0 +1,77 @@
+import JOSE
+import StateSurface
+
+/// A refresh token just issued: the secret itself (give it to the client once) and its record.
+public struct IssuedRefreshToken: Sendable {
+    /// `rt_` + 43 base64url characters of 32 random bytes. A secret: never log it.
+    public let token: String
+    public let record: RefreshTokenRecord
+}
+
+/// Why a refresh was refused. Reuse also revoked the family; the caller revokes the session.
+public enum RefreshFailure: Error, Sendable, Equatable {
+    case unknown
+    case expired
+    case revoked
+    /// A spent token came back: the family is revoked; the session must be too.
+    case reused(sessionID: String)
+}
+
+/// Opaque, rotating refresh tokens stored by hash.
+public struct RefreshTokenService: Sendable {
+    public let credentials: any CredentialRepository
+    /// Lifetime of a refresh token (default 30 days); each rotation starts a new one.
+    public let lifetime: Double
+    public let clock: any TokenClock
+
+    public static let prefix = "rt_"
+
+    public init(credentials: any CredentialRepository, lifetime: Double = 30 * 86_400, clock: any TokenClock = SystemClock()) {
+        self.credentials = credentials
+        self.lifetime = lifetime
+        self.clock = clock
+    }
+
+    /// The stored form of a token: SHA-256, base64url.
+    public static func hash(_ token: String) throws -> String {
+        Base64URL.encode(try Digest.sha256(Array(token.utf8)))
+    }
+
+    func mint(sessionID: String, userID: String, tenantID: String, familyID: String) throws -> IssuedRefreshToken {
+        let now = clock.now()
+        let token = Self.prefix + (try SecureRandom.identifier(bytes: 32))
+        let record = RefreshTokenRecord(
+            id: "rtk_" + (try SecureRandom.identifier(bytes: 12)), tokenHash: try Self.hash(token), familyID: familyID, sessionID: sessionID,
+            userID: userID, tenantID: tenantID, createdAt: now, expiresAt: now + lifetime)
+        return IssuedRefreshToken(token: token, record: record)
+    }
+
+    /// Starts a new family at login.
+    public func issue(sessionID: String, userID: String, tenantID: String) async throws -> IssuedRefreshToken {
+        let issued = try mint(sessionID: sessionID, userID: userID, tenantID: tenantID, familyID: "rtf_" + (try SecureRandom.identifier(bytes: 12)))
+        try await credentials.insertRefreshToken(issued.record)
+        return issued
+    }
+
+    /// Spends `token` and returns its successor in the same family.
+    ///
+    /// - Throws: `RefreshFailure`; `.reused` has already revoked the family.
+    public func rotate(_ token: String) async throws -> IssuedRefreshToken {
+        guard token.hasPrefix(Self.prefix), token.utf8.count == 46, Base64URL.decode(String(token.dropFirst(3)))?.count == 32 else {
+            throw RefreshFailure.unknown
+        }
+        let next = try mint(sessionID: "", userID: "", tenantID: "", familyID: "")
+        switch try await credentials.rotateRefreshToken(tokenHash: try Self.hash(token), next: next.record, now: clock.now()) {
+        case .rotated(_, let successor):
+            return IssuedRefreshToken(token: next.token, record: successor)
+        case .reused(let record):
+            throw RefreshFailure.reused(sessionID: record.sessionID)
+        case .revoked:
+            throw RefreshFailure.revoked
+        case .expired:
+            throw RefreshFailure.expired
+        case .unknown:
+            throw RefreshFailure.unknown
+        }
+    }
+}
