@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "JOSE", targets: ["JOSE"]),
         .library(name: "StateSurface", targets: ["StateSurface"]),
         .library(name: "SecurityGuard", targets: ["SecurityGuard"]),
+        .library(name: "TrafficCop", targets: ["TrafficCop"]),
         .library(name: "Runtime", targets: ["Runtime"]),
         .executable(name: "portcullis", targets: ["portcullis"]),
     ],
@@ -37,6 +38,9 @@ let package = Package(
             dependencies: [
                 .product(name: "GRDB", package: "GRDB.swift")
             ]
+        ),
+        .target(
+            name: "TrafficCop"
         ),
         .target(
             name: "SecurityGuard",
@@ -81,6 +85,10 @@ let package = Package(
         .testTarget(
             name: "StateSurfaceTests",
             dependencies: ["StateSurface", "JOSE", "Runtime", "portcullis", "PortcullisTestSupport"]
+        ),
+        .testTarget(
+            name: "TrafficCopTests",
+            dependencies: ["TrafficCop"]
         ),
         .testTarget(
             name: "SecurityGuardTests",
