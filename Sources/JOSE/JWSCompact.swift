@@ -149,8 +149,9 @@ public struct JWSCompact: Sendable {
 }
 
 extension JSONValue {
-    /// Shortens attacker-controlled text before it goes into a message.
-    static func clip(_ text: String, to limit: Int = 40) -> String {
+    /// Shortens attacker-controlled text before it goes into a message:
+    /// at most `limit` characters, control characters replaced by `?`.
+    public static func clip(_ text: String, to limit: Int = 40) -> String {
         let scalars = text.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "?" : String($0) }
         return scalars.count > limit ? scalars.prefix(limit).joined() + "..." : scalars.joined()
     }

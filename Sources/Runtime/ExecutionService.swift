@@ -48,7 +48,7 @@ public struct ExecutionService: Sendable {
     public func execute(sessionID: String, intentType: String, payload: JSONValue, idempotencyKey: String?, caller: RuntimeCaller) async throws -> ExecutionOutcome {
         let session = try await sessions.accessible(sessionID, by: caller)
         guard let handler = registry.handler(named: intentType) else {
-            throw RuntimeError(.notFound, "intent_unknown", "no intent is named \"\(JSONValue.clipForMessage(intentType))\"")
+            throw RuntimeError(.notFound, "intent_unknown", "no intent is named \"\(JSONValue.clip(intentType))\"")
         }
         if session.state == .anonymous, !sessions.configuration.anonymousIntents.contains(intentType) {
             throw RuntimeError(.forbidden, "session_anonymous", "an anonymous session may not run \(intentType); log in first")
@@ -94,12 +94,5 @@ public struct ExecutionService: Sendable {
         }
         _ = try await sessions.accessible(record.sessionID, by: caller)
         return ExecutionOutcome(record: record, replayed: false)
-    }
-}
-
-extension JSONValue {
-    /// Shortens caller-supplied text before it goes into a message.
-    static func clipForMessage(_ text: String) -> String {
-        text.count > 40 ? String(text.prefix(40)) + "..." : text
     }
 }
