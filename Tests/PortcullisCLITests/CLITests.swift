@@ -235,36 +235,29 @@ struct CLITests {
 
 @Suite("portcullis runtime (the real binary)", .serialized)
 struct RuntimeBinaryTests {
-    /// Collects a child's output as it arrives.
-    final class OutputCollector: @unchecked Sendable {
-        private let lock = NSLock()
-        private var text = ""
-
-        func append(_ data: Data) {
-            lock.lock()
-            text += String(decoding: data, as: UTF8.self)
-            lock.unlock()
-        }
+    /// A child's output, written to a file and read back on demand. (Not a pipe with
+    /// a readability handler: on Linux that dispatch source can crash when the child exits.)
+    struct OutputFile {
+        let path: String
 
         var current: String {
-            lock.lock()
-            defer { lock.unlock() }
-            return text
+            (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
         }
     }
 
     /// Starts `portcullis runtime ARGS` in `cli`'s directory and waits until it says where it listens.
-    func startRuntime(_ cli: CLI, _ arguments: [String], environment: [String: String] = [:]) throws -> (Process, Int, OutputCollector) {
+    func startRuntime(_ cli: CLI, _ arguments: [String], environment: [String: String] = [:]) throws -> (Process, Int, OutputFile) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: CLI.binary)
         process.arguments = ["runtime"] + arguments
         process.currentDirectoryURL = URL(fileURLWithPath: cli.directory)
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        let collector = OutputCollector()
-        output.fileHandleForReading.readabilityHandler = { collector.append($0.availableData) }
+        let collector = OutputFile(path: cli.directory + "/runtime-output.log")
+        FileManager.default.createFile(atPath: collector.path, contents: nil)
+        let sink = try FileHandle(forWritingTo: URL(fileURLWithPath: collector.path))
+        defer { try? sink.close() }
+        process.standardOutput = sink
+        process.standardError = sink
         try process.run()
         var port: Int?
         let deadline = Date().addingTimeInterval(30)
