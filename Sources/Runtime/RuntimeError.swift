@@ -24,8 +24,10 @@ public struct RuntimeError: Error, Sendable, Equatable, HTTPResponseError {
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: JSONWriter.bytes(json))))
     }
 
-    static func sessionMalformed() -> RuntimeError {
-        RuntimeError(.badRequest, "session_malformed", "the session_id is not of the form ses_ followed by 22 base64url characters")
+    static func sessionMalformed(_ problem: SessionID.Problem = .malformed) -> RuntimeError {
+        problem == .missing
+            ? RuntimeError(.badRequest, "session_missing", problem.message)
+            : RuntimeError(.badRequest, "session_malformed", problem.message)
     }
 
     static func sessionNotFound() -> RuntimeError {

@@ -16,4 +16,35 @@ public enum SessionID {
         guard text.utf8.count == 26, text.hasPrefix(prefix) else { return false }
         return Base64URL.decode(String(text.dropFirst(4)))?.count == 16
     }
+
+    /// Why a value is not a session id, naming the mix-up when it is a credential of the other kind.
+    public enum Problem: Sendable, Equatable {
+        /// Nothing was sent.
+        case missing
+        /// A JWT (an access token) was sent where a session_id belongs.
+        case accessTokenGiven
+        /// A refresh token was sent where a session_id belongs.
+        case refreshTokenGiven
+        /// Anything else that is not `ses_` + 22 base64url characters.
+        case malformed
+
+        /// One sentence a person can act on; never repeats the value.
+        public var message: String {
+            switch self {
+            case .missing: return "a session_id is required"
+            case .accessTokenGiven: return "an access token was sent where a session_id is expected; send the session_id the server created"
+            case .refreshTokenGiven: return "a refresh token was sent where a session_id is expected; send the session_id the server created"
+            case .malformed: return "the session_id is not of the form ses_ followed by 22 base64url characters"
+            }
+        }
+    }
+
+    /// Checks a presented session id; `nil` when it is well formed.
+    public static func problem(with value: String?) -> Problem? {
+        guard let value, !value.isEmpty else { return .missing }
+        if isWellFormed(value) { return nil }
+        if value.hasPrefix("eyJ"), value.split(separator: ".", omittingEmptySubsequences: false).count >= 3 { return .accessTokenGiven }
+        if value.hasPrefix("rt_") { return .refreshTokenGiven }
+        return .malformed
+    }
 }

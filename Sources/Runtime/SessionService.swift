@@ -42,7 +42,7 @@ public struct SessionService: Sendable {
     ///
     /// - Throws: `session_malformed` (400) or `session_not_found` (404).
     public func live(_ id: String) async throws -> SessionRecord {
-        guard SessionID.isWellFormed(id) else { throw RuntimeError.sessionMalformed() }
+        if let problem = SessionID.problem(with: id) { throw RuntimeError.sessionMalformed(problem) }
         guard let session = try await repository.session(id: id), session.isLive(at: clock.now()) else {
             throw RuntimeError.sessionNotFound()
         }
@@ -65,7 +65,7 @@ public struct SessionService: Sendable {
     ///
     /// - Throws: `session_conflict` (409) when someone else owns it or won the race.
     public func upgrade(_ id: String, userID: String, tenantID: String) async throws -> SessionRecord {
-        guard SessionID.isWellFormed(id) else { throw RuntimeError.sessionMalformed() }
+        if let problem = SessionID.problem(with: id) { throw RuntimeError.sessionMalformed(problem) }
         let now = clock.now()
         let outcome = try await repository.upgradeSession(
             id: id, userID: userID, tenantID: tenantID, now: now, expiresAt: now + configuration.authenticatedIdleTimeout,

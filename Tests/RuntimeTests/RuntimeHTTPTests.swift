@@ -92,6 +92,11 @@ struct RuntimeHTTPTests {
             let (malformed, malformedBody) = try await client.call(.get, "/runtime/v1/sessions/not-a-session", headers: alice)
             #expect(malformed == .badRequest)
             #expect(malformedBody["error"] == "session_malformed")
+            let token = try AccessTokenIssuer(keys: fixture.keys, issuer: "i", audience: "a").issue(subject: "alice", tenantID: "acme", clientID: "web").token
+            let (confused, confusedBody) = try await client.call(.get, "/runtime/v1/sessions/\(token)", headers: alice)
+            #expect(confused == .badRequest)
+            #expect(confusedBody["message"]?.stringValue?.contains("access token was sent where a session_id is expected") == true)
+            #expect(confusedBody["message"]?.stringValue?.contains(token) == false)
             let (unknown, unknownBody) = try await client.call(.get, "/runtime/v1/sessions/\(try SessionID.generate())", headers: alice)
             #expect(unknown == .notFound)
             #expect(unknownBody["error"] == "session_not_found")

@@ -76,6 +76,21 @@ struct StateSurfaceTests {
         }
     }
 
+    @Test("a token given as a session id is named as the mix-up, without repeating it")
+    func credentialConfusion() throws {
+        let jwt = "eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJhIn0.c2ln"
+        #expect(SessionID.problem(with: jwt) == .accessTokenGiven)
+        #expect(SessionID.problem(with: jwt)?.message.contains("access token was sent where a session_id is expected") == true)
+        #expect(SessionID.problem(with: "rt_" + String(repeating: "A", count: 43)) == .refreshTokenGiven)
+        #expect(SessionID.problem(with: nil) == .missing)
+        #expect(SessionID.problem(with: "") == .missing)
+        #expect(SessionID.problem(with: "ses_short") == .malformed)
+        #expect(SessionID.problem(with: try SessionID.generate()) == nil)
+        for problem in [SessionID.Problem.accessTokenGiven, .refreshTokenGiven, .malformed, .missing] {
+            #expect(!problem.message.contains("eyJ"))
+        }
+    }
+
     @Test("50 concurrent upgrades of one anonymous session: exactly one wins, the rest lose, the winner owns it")
     func concurrentUpgrades() async throws {
         let temp = TemporaryDatabase()
