@@ -8,12 +8,15 @@ import Synchronization
 /// thread pool. A reload that fails keeps the previous keys and reports why.
 public final class LiveKeyRing: VerificationKeyProvider, SigningKeyProvider {
     public let directory: KeyDirectory
+    /// What the first load had to say (a world-readable key, a stray file).
+    public let initialWarnings: [String]
     private let state: Mutex<(keySet: KeySet, stamp: String)>
 
     /// Loads the directory once; throws if it cannot be loaded.
     public init(directory: KeyDirectory) throws {
         self.directory = directory
         let loaded = try directory.load()
+        self.initialWarnings = loaded.warnings
         self.state = Mutex((loaded.keySet, Self.stamp(of: directory)))
     }
 

@@ -34,19 +34,16 @@ public struct AgentChannel: Sendable {
             guard let requestID = frame["request_id"]?.stringValue, !requestID.isEmpty, requestID.utf8.count <= 128 else {
                 return .reply(Self.error("invalid_frame", "an intent frame needs a request_id string of 1 to 128 bytes"))
             }
-            guard let intentType = frame["intent_type"]?.stringValue else {
-                return .reply(Self.error("invalid_frame", "an intent frame needs an intent_type string", requestID: requestID))
-            }
-            let idempotencyKey: String?
-            switch frame["idempotency_key"] {
-            case nil, .null?: idempotencyKey = nil
-            case .string(let key)?: idempotencyKey = key
-            default: return .reply(Self.error("invalid_frame", "idempotency_key must be a string", requestID: requestID))
+            let intent: IntentRequest
+            do {
+                intent = try IntentRequest(frame)
+            } catch {
+                return .reply(Self.error("invalid_frame", error.message, requestID: requestID))
             }
             do {
                 let outcome = try await executions.execute(
-                    sessionID: sessionID, intentType: intentType, payload: frame["payload"] ?? .object(JSONObject()),
-                    idempotencyKey: idempotencyKey, caller: caller)
+                    sessionID: sessionID, intentType: intent.intentType, payload: intent.payload,
+                    idempotencyKey: intent.idempotencyKey, caller: caller)
                 var reply: JSONObject = ["type": "result", "request_id": .string(requestID)]
                 if case .object(let body) = outcome.json {
                     for member in body.members { reply[member.name] = member.value }

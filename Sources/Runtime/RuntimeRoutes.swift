@@ -89,16 +89,14 @@ public struct RuntimeRoutes: Sendable {
             let caller = try caller(request)
             let body = try await body(request)
             guard let sessionID = body["session_id"]?.stringValue else { throw RuntimeError.invalidRequest("session_id is required") }
-            guard let intentType = body["intent_type"]?.stringValue else { throw RuntimeError.invalidRequest("intent_type is required") }
-            let idempotencyKey: String?
-            switch body["idempotency_key"] {
-            case nil, .null?: idempotencyKey = nil
-            case .string(let key)?: idempotencyKey = key
-            default: throw RuntimeError.invalidRequest("idempotency_key must be a string")
+            let intent: IntentRequest
+            do {
+                intent = try IntentRequest(body)
+            } catch let error as IntentRequestError {
+                throw RuntimeError.invalidRequest(error.message)
             }
             let outcome = try await executions.execute(
-                sessionID: sessionID, intentType: intentType, payload: body["payload"] ?? .object(JSONObject()),
-                idempotencyKey: idempotencyKey, caller: caller)
+                sessionID: sessionID, intentType: intent.intentType, payload: intent.payload, idempotencyKey: intent.idempotencyKey, caller: caller)
             return Self.json(outcome.json)
         }
 

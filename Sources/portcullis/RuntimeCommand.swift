@@ -68,8 +68,8 @@ struct RuntimeCommand: AsyncParsableCommand {
                 let record = try KeyDirectory(path: directory).generate(algorithm: .es256)
                 Terminal.warning("\(directory) had no keys: generated ES256 key \(record.kid) (active); the gateway must sign assertions with it")
             }
-            _ = try KeySource.load(keysDirectory: directory, jwksFile: nil)  // fails early with a clear message
-            let ring = try LiveKeyRing(directory: KeyDirectory(path: directory))
+            let ring = try LiveKeyRing(directory: KeyDirectory(path: directory))  // one load; fails early with a clear message
+            ring.initialWarnings.forEach(Terminal.warning)
             services.append(KeyRingReloader(ring: ring, logger: logger))
             verificationKeys = ring
         }

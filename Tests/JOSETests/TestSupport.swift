@@ -56,12 +56,10 @@ enum Forge {
         return input + "." + Base64URL.encode(sig)
     }
 
-    /// A compact JWS whose signature is an HMAC-SHA256 of the input under `secret`.
+    /// A compact JWS whose signature is an HMAC-SHA256 of the input under `secret`
+    /// (at least 32 bytes: public keys in any encoding are longer).
     static func hmacToken(header: String, payload: String, secret: [UInt8]) throws -> String {
-        let key = try JWSKey(hmacSecret: secret.count >= 32 ? secret : secret + [UInt8](repeating: 0, count: 32 - secret.count), algorithm: .hs256, kid: "forge")
-        // When the secret is short, HMAC pads it with zeros to the block size anyway,
-        // so the zero-extended key computes the same MAC as the short secret would.
-        return try token(header: header, payload: payload, key: key)
+        try token(header: header, payload: payload, key: try JWSKey(hmacSecret: secret, algorithm: .hs256, kid: "forge"))
     }
 }
 

@@ -34,7 +34,7 @@ struct AgentChannelTests {
         defer { fixture.remove() }
         try await fixture.application().test(.live) { client in
             let alice = try fixture.headers(RuntimeFixture.alice)
-            let id = try #require(try await client.call(.post, "/runtime/v1/sessions", headers: alice).1["session_id"]?.stringValue)
+            let id = try await client.createSession(headers: alice)
             let transcript = Transcript()
             let close = try await client.ws("/runtime/v1/agent?session_id=\(id)", configuration: .init(additionalHeaders: alice)) { inbound, outbound, _ in
                 var replies = inbound.messages(maxSize: 1 << 20).makeAsyncIterator()
@@ -78,7 +78,7 @@ struct AgentChannelTests {
         defer { fixture.remove() }
         try await fixture.application().test(.live) { client in
             let alice = try fixture.headers(RuntimeFixture.alice)
-            let id = try #require(try await client.call(.post, "/runtime/v1/sessions", headers: alice).1["session_id"]?.stringValue)
+            let id = try await client.createSession(headers: alice)
             let big = #"{"type":"intent","request_id":"big","intent_type":"echo","payload":""# + String(repeating: "x", count: 40_000) + #""}"#
             let close = try await client.ws("/runtime/v1/agent?session_id=\(id)", configuration: .init(maxFrameSize: 1 << 20, additionalHeaders: alice)) { inbound, outbound, _ in
                 try await outbound.write(.text(big))
@@ -124,7 +124,7 @@ struct AgentChannelTests {
         try await fixture.application().test(.live) { client in
             let port = try #require(client.port)
             let alice = try fixture.headers(RuntimeFixture.alice)
-            let id = try #require(try await client.call(.post, "/runtime/v1/sessions", headers: alice).1["session_id"]?.stringValue)
+            let id = try await client.createSession(headers: alice)
             let forger = try JWSKey.generate(algorithm: .es256, kid: "gw1")
             let refusals: [(String, String?)] = [
                 ("/runtime/v1/agent?session_id=\(id)", nil),
@@ -155,7 +155,7 @@ struct AgentChannelTests {
         defer { fixture.remove() }
         try await fixture.application().test(.live) { client in
             let alice = try fixture.headers(RuntimeFixture.alice)
-            let id = try #require(try await client.call(.post, "/runtime/v1/sessions", headers: alice).1["session_id"]?.stringValue)
+            let id = try await client.createSession(headers: alice)
             let transcript = Transcript()
             let close = try await client.ws("/runtime/v1/agent?session_id=\(id)", configuration: .init(additionalHeaders: alice)) { inbound, outbound, _ in
                 var replies = inbound.messages(maxSize: 1 << 20).makeAsyncIterator()

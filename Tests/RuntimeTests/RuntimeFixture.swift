@@ -55,6 +55,13 @@ struct RuntimeFixture {
 }
 
 extension TestClientProtocol {
+    /// Creates a session through the API as the caller `headers` vouch for; returns its id.
+    func createSession(headers: HTTPFields) async throws -> String {
+        let (_, body) = try await call(.post, "/runtime/v1/sessions", headers: headers)
+        guard let id = body["session_id"]?.stringValue else { throw RuntimeError(.internalServerError, "test", "no session_id in \(body)") }
+        return id
+    }
+
     /// Sends a request and returns status and the JSON body as an object.
     func call(_ method: HTTPRequest.Method, _ uri: String, headers: HTTPFields, json: String? = nil) async throws -> (HTTPResponse.Status, JSONObject) {
         try await execute(uri: uri, method: method, headers: headers, body: json.map { ByteBuffer(string: $0) }) { response in

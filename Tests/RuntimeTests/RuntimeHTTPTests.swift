@@ -115,7 +115,7 @@ struct RuntimeHTTPTests {
         defer { fixture.remove() }
         try await fixture.application().test(.live) { client in
             let anonymous = try fixture.headers(RuntimeFixture.anonymous)
-            let id = try #require(try await client.call(.post, "/runtime/v1/sessions", headers: anonymous).1["session_id"]?.stringValue)
+            let id = try await client.createSession(headers: anonymous)
             let (echoStatus, echo) = try await client.call(.post, "/runtime/v1/intents", headers: anonymous, json: #"{"session_id":"\#(id)","intent_type":"echo","payload":{"hello":"world"}}"#)
             #expect(echoStatus == .ok)
             #expect(echo["status"] == "completed")
@@ -160,7 +160,7 @@ struct RuntimeHTTPTests {
         defer { fixture.remove() }
         try await fixture.application().test(.live) { client in
             let alice = try fixture.headers(RuntimeFixture.alice)
-            let id = try #require(try await client.call(.post, "/runtime/v1/sessions", headers: alice).1["session_id"]?.stringValue)
+            let id = try await client.createSession(headers: alice)
             let body = #"{"session_id":"\#(id)","intent_type":"count","idempotency_key":"k-1"}"#
             let (_, first) = try await client.call(.post, "/runtime/v1/intents", headers: alice, json: body)
             let (_, second) = try await client.call(.post, "/runtime/v1/intents", headers: alice, json: body)
