@@ -5,7 +5,7 @@ import ServiceLifecycle
 ///
 /// A background service must stop at graceful shutdown, or the process keeps
 /// running after SIGTERM; this is the one place that loop is written.
-func runPeriodically(every interval: Double, _ body: @escaping @Sendable () async -> Void) async {
+public func runPeriodically(every interval: Double, _ body: @escaping @Sendable () async -> Void) async {
     await cancelWhenGracefulShutdown {
         while !Task.isCancelled {
             do {

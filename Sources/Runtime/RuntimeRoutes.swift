@@ -49,6 +49,17 @@ public struct RuntimeRoutes: Sendable {
     public func register<Context: WebSocketRequestContext>(on router: Router<Context>) {
         let group = router.group(RouterPath(Self.prefix))
 
+        // Readiness for the gateway: the assertion verifies and the store answers.
+        group.get("health") { request, _ -> Response in
+            _ = try caller(request)
+            do {
+                try await sessions.repository.ping()
+            } catch {
+                throw RuntimeError(.serviceUnavailable, "unavailable", "the Runtime's store does not answer")
+            }
+            return Self.json(["status": "ok"])
+        }
+
         group.post("sessions") { request, _ -> Response in
             let caller = try caller(request)
             let body = try await body(request)

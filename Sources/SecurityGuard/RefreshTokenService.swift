@@ -14,7 +14,7 @@ public enum RefreshFailure: Error, Sendable, Equatable {
     case expired
     case revoked
     /// A spent token came back: the family is revoked; the session must be too.
-    case reused(sessionID: String)
+    case reused(sessionID: String, userID: String, tenantID: String)
 }
 
 /// Opaque, rotating refresh tokens stored by hash.
@@ -65,7 +65,7 @@ public struct RefreshTokenService: Sendable {
         case .rotated(_, let successor):
             return IssuedRefreshToken(token: next.token, record: successor)
         case .reused(let record):
-            throw RefreshFailure.reused(sessionID: record.sessionID)
+            throw RefreshFailure.reused(sessionID: record.sessionID, userID: record.userID, tenantID: record.tenantID)
         case .revoked:
             throw RefreshFailure.revoked
         case .expired:

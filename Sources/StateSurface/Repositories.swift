@@ -32,6 +32,10 @@ public protocol SessionRepository: Sendable {
     func replaceMetadata(id: String, expectedVersion: Int, metadata: String, now: Double) async throws -> SessionRecord?
     /// Deletes sessions expired or revoked before `cutoff`; returns how many.
     func deleteSessions(endedBefore cutoff: Double) async throws -> Int
+    /// How many live (unexpired, unrevoked) sessions `userID` owns in `tenantID` at `now`.
+    func liveSessionCount(userID: String, tenantID: String, now: Double) async throws -> Int
+    /// A cheap read that fails when the store cannot answer (for readiness probes).
+    func ping() async throws
 }
 
 /// What inserting an execution found.

@@ -219,6 +219,18 @@ public final class SQLiteStateSurface: SessionRepository, ExecutionRepository {
         }
     }
 
+    public func liveSessionCount(userID: String, tenantID: String, now: Double) async throws -> Int {
+        try await pool.read { db in
+            try Int.fetchOne(
+                db, sql: "SELECT count(*) FROM sessions WHERE user_id = ? AND tenant_id = ? AND state = 'authenticated' AND expires_at > ?",
+                arguments: [userID, tenantID, now]) ?? 0
+        }
+    }
+
+    public func ping() async throws {
+        _ = try await pool.read { db in try Int.fetchOne(db, sql: "SELECT 1") }
+    }
+
     // MARK: Executions
 
     static let executionColumns = "id, session_id, intent_type, status, idempotency_key, payload, result, error, created_at, updated_at"

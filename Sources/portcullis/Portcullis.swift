@@ -1,5 +1,6 @@
-// portcullis: the command-line tool (keys, JWKS, tokens, the Runtime, benchmark; the gateway arrives next).
+// portcullis: the command-line tool (the gateway, keys, JWKS, tokens, accounts, the Runtime, benchmark).
 import ArgumentParser
+import Gateway
 import JOSE
 import StateSurface
 
@@ -11,12 +12,12 @@ import Glibc
 struct Portcullis: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "portcullis",
-        abstract: "Portcullis: an auth edge gateway. Keys, tokens, accounts and the Runtime.",
+        abstract: "Portcullis: an auth edge gateway. The gateway, keys, tokens, accounts and the Runtime.",
         discussion: """
             Exit codes: 0 success (a token is valid), 1 a token was rejected, \
             2 usage or configuration error.
             """,
-        subcommands: [KeysCommand.self, JWKSCommand.self, TokenCommand.self, UsersCommand.self, RuntimeCommand.self, BenchCommand.self, DebugCommand.self]
+        subcommands: [ServeCommand.self, KeysCommand.self, JWKSCommand.self, TokenCommand.self, UsersCommand.self, RuntimeCommand.self, BenchCommand.self, DebugCommand.self]
     )
 
     /// Parses and runs, mapping every failure to the documented exit codes:
@@ -41,6 +42,9 @@ struct Portcullis: AsyncParsableCommand {
             Terminal.error(error.message)
             Glibc.exit(2)
         } catch let error as StateSurfaceError {
+            Terminal.error(error.message)
+            Glibc.exit(2)
+        } catch let error as GatewayStartupError {
             Terminal.error(error.message)
             Glibc.exit(2)
         } catch {

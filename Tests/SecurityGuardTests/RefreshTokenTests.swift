@@ -42,7 +42,7 @@ struct RefreshTokenTests {
         #expect(second.token != first.token)
         #expect(second.record.familyID == first.record.familyID)
         #expect(second.record.sessionID == "ses_a")
-        await #expect(throws: RefreshFailure.reused(sessionID: "ses_a")) { try await refresh.rotate(first.token) }
+        await #expect(throws: RefreshFailure.reused(sessionID: "ses_a", userID: "u1", tenantID: "t1")) { try await refresh.rotate(first.token) }
         await #expect(throws: RefreshFailure.revoked) { try await refresh.rotate(second.token) }
         await #expect(throws: RefreshFailure.unknown) { try await refresh.rotate("rt_" + Base64URL.encode([UInt8](repeating: 1, count: 32))) }
         await #expect(throws: RefreshFailure.unknown) { try await refresh.rotate("ses_AAAAAAAAAAAAAAAAAAAAAA") }

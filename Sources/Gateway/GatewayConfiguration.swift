@@ -1,0 +1,86 @@
+// Gateway: the Hummingbird application at the edge — public routes, error model, configuration, observability.
+import TrafficCop
+
+/// How the gateway behaves. The defaults are the embedded deployment's:
+/// loopback listeners, the Runtime in-process, nothing exposed beyond this machine.
+public struct GatewayConfiguration: Sendable {
+    /// Public listener; loopback by default.
+    public var host: String = "127.0.0.1"
+    /// Public port (8080); 0 picks a free one.
+    public var port: Int = 8080
+    /// Admin listener for `/metrics`; loopback by default.
+    public var adminHost: String = "127.0.0.1"
+    /// Admin port (9090); `nil` turns the admin listener off; 0 picks a free one.
+    public var adminPort: Int? = 9090
+    /// `iss` of access tokens and assertions; also the base of the discovery URLs.
+    public var issuer: String = "http://127.0.0.1:8080"
+    /// `aud` of access tokens.
+    public var audience: String = "portcullis"
+    /// `client_id` of tokens minted at login.
+    public var clientID: String = "portcullis"
+    /// Access-token lifetime in seconds (15 minutes).
+    public var accessTokenLifetime: Double = 900
+    /// Refresh-token lifetime in seconds (30 days); each rotation starts a new one.
+    public var refreshTokenLifetime: Double = 30 * 86_400
+    /// Clock skew tolerated on token times, in seconds.
+    public var leeway: Double = 30
+    /// Longest access-token lifetime accepted (`exp - iat`), in seconds.
+    public var maximumTokenLifetime: Double = 3_600
+    /// Tenant used when a login names none.
+    public var defaultTenant: String = "default"
+    /// The Runtime's name: the `aud` of assertions sent to it.
+    public var runtimeName: String = "runtime"
+    /// A remote Runtime's base URL; `nil` starts the Runtime in-process.
+    public var runtimeURL: String? = nil
+    /// How long a call to the Runtime may take, in seconds, before 504.
+    public var runtimeTimeout: Double = 10
+    /// Rate limits of the public routes.
+    public var rateLimits = AdmissionRateLimits.Settings()
+    /// Execution contract: sessions per user, sockets per session, anonymous intents.
+    public var contract = ExecutionContract()
+    /// Browser origins allowed to call the API (CORS) and to open sockets; empty: no cross-origin use.
+    public var allowedOrigins: [String] = []
+    /// Proxies whose `X-Forwarded-For` is believed (addresses or CIDR networks).
+    public var trustedProxies: [IPNetwork] = []
+    /// Serve HTTPS with these PEM files; `nil` serves plain HTTP (fine on loopback).
+    public var tls: TLSFiles? = nil
+    /// Largest request body accepted, in bytes (413 beyond).
+    public var maximumBodyBytes: Int = 64 * 1024
+    /// Extra upstreams: requests under `prefix` are proxied to `upstream`.
+    public var routes: [ProxyRoute] = []
+
+    public init() {}
+
+    /// The JWKS URL published in the discovery document.
+    public var jwksURL: String { issuer.trimmingTrailingSlash + "/.well-known/jwks.json" }
+}
+
+/// Certificate chain and private key for HTTPS, both PEM files.
+public struct TLSFiles: Sendable, Equatable {
+    public var certificatePath: String
+    public var privateKeyPath: String
+
+    public init(certificatePath: String, privateKeyPath: String) {
+        self.certificatePath = certificatePath
+        self.privateKeyPath = privateKeyPath
+    }
+}
+
+/// One configured upstream: a path prefix and the URL it is proxied to.
+public struct ProxyRoute: Sendable, Equatable {
+    public var prefix: String
+    public var upstream: String
+
+    public init(prefix: String, upstream: String) {
+        self.prefix = prefix
+        self.upstream = upstream
+    }
+}
+
+extension String {
+    var trimmingTrailingSlash: String {
+        var text = Substring(self)
+        while text.hasSuffix("/") { text = text.dropLast() }
+        return String(text)
+    }
+}

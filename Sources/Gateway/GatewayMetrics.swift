@@ -1,0 +1,48 @@
+import Metrics
+import Prometheus
+
+/// The gateway's metrics, through swift-metrics into a Prometheus registry.
+///
+/// An explicit factory rather than the global `MetricsSystem`, so each
+/// gateway (and each test) has its own registry, exposed at `/metrics` on the
+/// admin listener. Labels are bounded: route templates, never raw paths.
+public struct GatewayMetrics: Sendable {
+    public let registry: PrometheusCollectorRegistry
+    let factory: PrometheusMetricsFactory
+
+    public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+        self.registry = registry
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.defaultDurationHistogramBuckets = [
+            .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2.5), .milliseconds(5), .milliseconds(10),
+            .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5),
+        ]
+        self.factory = factory
+    }
+
+    /// One answered request.
+    func request(route: String, method: String, status: Int, nanoseconds: Int64) {
+        Counter(label: "portcullis_http_requests_total", dimensions: [("route", route), ("method", method), ("status", String(status))], factory: factory)
+            .increment()
+        Metrics.Timer(label: "portcullis_http_request_duration_seconds", dimensions: [("route", route), ("method", method)], factory: factory)
+            .recordNanoseconds(nanoseconds)
+    }
+
+    /// An access token refused, by the verifier's reason (or `missing`, `revoked`).
+    func tokenRejected(reason: String) {
+        Counter(label: "portcullis_token_rejections_total", dimensions: [("reason", reason)], factory: factory).increment()
+    }
+
+    /// A request refused by a rate limit.
+    func rateLimited(rule: String) {
+        Counter(label: "portcullis_rate_limited_total", dimensions: [("rule", rule)], factory: factory).increment()
+    }
+
+    /// A login refused for its credentials.
+    func loginFailed() {
+        Counter(label: "portcullis_login_failures_total", dimensions: [], factory: factory).increment()
+    }
+
+    /// The Prometheus text exposition.
+    public func exposition() -> String { registry.emitToString() }
+}

@@ -1,0 +1,168 @@
+import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
+import JOSE
+import Logging
+import NIOSSL
+import Runtime
+import ServiceLifecycle
+import StateSurface
+
+/// Builds the gateway's applications: the public one and the admin one.
+public enum GatewayServer {
+    /// The public router: every route of the API table, behind the origin
+    /// policy and the observation middleware (request id, JSON errors, logs, metrics).
+    public static func makeRouter(services: GatewayServices) -> Router<GatewayRequestContext> {
+        let router = Router(context: GatewayRequestContext.self)
+        router.add(middleware: OriginPolicyMiddleware(allowedOrigins: Set(services.configuration.allowedOrigins)))
+        router.add(middleware: RequestObservationMiddleware(logger: services.logger, metrics: services.metrics))
+        let auth = AuthRoutes(services: services)
+        auth.register(on: router)
+        SessionRoutes(services: services, auth: auth).register(on: router)
+        DiscoveryRoutes(services: services).register(on: router)
+        return router
+    }
+
+    /// The public listener (HTTPS when `tls` is configured).
+    public static func makeApplication(
+        services: GatewayServices, onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+    ) throws -> some ApplicationProtocol {
+        let configuration = services.configuration
+        let server: HTTPServerBuilder
+        if let tls = configuration.tls {
+            server = try .tls(.http1(), tlsConfiguration: try Self.tlsConfiguration(tls))
+        } else {
+            server = .http1()
+        }
+        return Application(
+            router: makeRouter(services: services), server: server,
+            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: nil),
+            onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
+            logger: services.logger)
+    }
+
+    static func tlsConfiguration(_ files: TLSFiles) throws -> TLSConfiguration {
+        let chain: [NIOSSLCertificate]
+        let key: NIOSSLPrivateKey
+        do {
+            chain = try NIOSSLCertificate.fromPEMFile(files.certificatePath)
+        } catch {
+            throw GatewayStartupError("tls.certificate_path: cannot read a PEM certificate chain from \(files.certificatePath)")
+        }
+        do {
+            key = try NIOSSLPrivateKey(file: files.privateKeyPath, format: .pem)
+        } catch {
+            throw GatewayStartupError("tls.private_key_path: cannot read a PEM private key from \(files.privateKeyPath)")
+        }
+        return TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
+    }
+
+    /// The admin listener: `GET /metrics` (Prometheus text format), loopback by default.
+    public static func makeAdminApplication(
+        metrics: GatewayMetrics, host: String, port: Int, logger: Logger, onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+    ) -> some ApplicationProtocol {
+        let router = Router()
+        router.get("/metrics") { _, _ -> Response in
+            Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(string: metrics.exposition())))
+        }
+        return Application(
+            router: router, configuration: .init(address: .hostname(host, port: port), serverName: nil),
+            onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) }, logger: logger)
+    }
+}
+
+/// A problem found while starting: names the configuration key.
+public struct GatewayStartupError: Error, Sendable, CustomStringConvertible {
+    public let message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// The whole of `portcullis serve`: the gateway, its admin listener, the
+/// embedded Runtime (unless `runtime_url` points elsewhere) and the
+/// background work, as services for one `ServiceGroup`.
+public struct PortcullisServer: Sendable {
+    public enum Listener: String, Sendable {
+        case gateway, admin, runtime
+    }
+
+    public let gateway: GatewayConfiguration
+    public let runtime: RuntimeConfiguration
+    public let state: SQLiteStateSurface
+    public let keys: LiveKeyRing
+    public let metrics: GatewayMetrics
+    public let clock: any TokenClock
+    public let logger: Logger
+    public let services: GatewayServices
+
+    /// - Parameter runtime: the embedded Runtime's settings; its issuer and name
+    ///   are taken from `gateway` so the two always agree.
+    public init(
+        gateway: GatewayConfiguration, runtime: RuntimeConfiguration, state: SQLiteStateSurface, keys: LiveKeyRing,
+        metrics: GatewayMetrics = GatewayMetrics(), clock: any TokenClock = SystemClock(), logger: Logger
+    ) {
+        self.gateway = gateway
+        var runtime = runtime
+        runtime.assertionIssuer = gateway.issuer
+        runtime.name = gateway.runtimeName
+        self.runtime = runtime
+        self.state = state
+        self.keys = keys
+        self.metrics = metrics
+        self.clock = clock
+        self.logger = logger
+        services = GatewayServices(configuration: gateway, state: state, keys: keys, runtimeBaseURL: nil, metrics: metrics, clock: clock, logger: logger)
+    }
+
+    /// The services, in start order; a `ServiceGroup` stops them in reverse,
+    /// so the public listener stops first and the Runtime last.
+    public func makeServices(onListening: @escaping @Sendable (Listener, Int) async -> Void = { _, _ in }) throws -> [any Service] {
+        var list: [any Service] = [KeyRingReloader(ring: keys, logger: logger), CredentialSweeper(state: state, clock: clock, logger: logger)]
+        if gateway.runtimeURL == nil {
+            let client = services.runtime
+            let host = runtime.host.contains(":") ? "[\(runtime.host)]" : runtime.host
+            list.append(
+                RuntimeServer.makeApplication(
+                    configuration: runtime, state: state, keys: keys, clock: clock, logger: logger,
+                    onServerRunning: { port in
+                        client.setBaseURL("http://\(host):\(port)")
+                        await onListening(.runtime, port)
+                    }))
+        }
+        if let adminPort = gateway.adminPort {
+            list.append(
+                GatewayServer.makeAdminApplication(
+                    metrics: metrics, host: gateway.adminHost, port: adminPort, logger: logger, onServerRunning: { await onListening(.admin, $0) }))
+        }
+        list.append(try GatewayServer.makeApplication(services: services, onServerRunning: { await onListening(.gateway, $0) }))
+        return list
+    }
+}
+
+/// Deletes refresh tokens and revoked token ids past their expiry, every `interval` seconds.
+struct CredentialSweeper: Service {
+    let state: any CredentialRepository
+    var interval: Double = 300
+    let clock: any TokenClock
+    let logger: Logger
+
+    init(state: any CredentialRepository, interval: Double = 300, clock: any TokenClock, logger: Logger) {
+        self.state = state
+        self.interval = interval
+        self.clock = clock
+        self.logger = logger
+    }
+
+    func run() async throws {
+        await runPeriodically(every: interval) {
+            do {
+                let removed = try await state.deleteExpiredCredentials(before: clock.now())
+                if removed > 0 { logger.info("swept expired credentials", metadata: ["count": "\(removed)"]) }
+            } catch {
+                logger.warning("credential sweep failed; will retry", metadata: ["error_type": "\(type(of: error))"])
+            }
+        }
+    }
+}

@@ -1,0 +1,94 @@
+import HTTPTypes
+import Hummingbird
+import JOSE
+import Logging
+import NIOCore
+
+/// Gives every request an id, turns every error into the JSON error model,
+/// logs one line per request and records its metrics.
+///
+/// The log line holds the method, the route template, the path without its
+/// query string (where a browser may carry `access_token`), the status, the
+/// duration and the request id; never a header or a body.
+struct RequestObservationMiddleware: RouterMiddleware {
+    typealias Context = GatewayRequestContext
+
+    let logger: Logger
+    let metrics: GatewayMetrics
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let started = ContinuousClock.now
+        let requestID = (try? SecureRandom.identifier(bytes: 9)) ?? "unknown"
+        var response: Response
+        do {
+            response = try await next(request, context)
+        } catch {
+            response = Self.response(for: error, request: request, logger: logger, requestID: requestID)
+        }
+        response.headers[HTTPField.Name("X-Request-Id")!] = requestID
+        let elapsed = ContinuousClock.now - started
+        let nanoseconds = elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000
+        let route = context.endpointPath ?? "unmatched"
+        metrics.request(route: route, method: request.method.rawValue, status: response.status.code, nanoseconds: nanoseconds)
+        logger.info(
+            "request",
+            metadata: [
+                "request_id": "\(requestID)", "method": "\(request.method.rawValue)", "route": "\(route)", "path": "\(request.uri.path)",
+                "status": "\(response.status.code)", "duration_ms": "\(Double(nanoseconds / 1000) / 1000)",
+            ])
+        return response
+    }
+
+    /// The JSON error for anything a route threw.
+    static func response(for error: any Error, request: Request, logger: Logger, requestID: String) -> Response {
+        switch error {
+        case let error as GatewayError:
+            return error.response()
+        case let error as HTTPError:
+            let code: String
+            let message: String
+            switch error.status {
+            case .notFound:
+                (code, message) = ("not_found", "no route answers \(request.method.rawValue) \(request.uri.path); see the API table in the README")
+            case .contentTooLarge:
+                (code, message) = ("payload_too_large", "the request body is too large")
+            case .methodNotAllowed:
+                (code, message) = ("method_not_allowed", "\(request.method.rawValue) is not allowed on \(request.uri.path)")
+            default:
+                (code, message) = ("invalid_request", "the request could not be read")
+            }
+            return GatewayError(error.status, code, message).response()
+        default:
+            // Storage and other infrastructure failures: 503, never 401/403.
+            // Only the error's type is logged: a database error may quote values.
+            logger.error("request failed", metadata: ["request_id": "\(requestID)", "error_type": "\(String(reflecting: type(of: error)))"])
+            return GatewayError.unavailable("the gateway could not complete the request (storage or internal failure); try again shortly").response()
+        }
+    }
+}
+
+/// Cross-origin use: answers preflights and adds `Access-Control-Allow-Origin`
+/// only for origins in `allowed_origins`. With the list empty nothing is added,
+/// so browsers keep other origins out.
+struct OriginPolicyMiddleware: RouterMiddleware {
+    typealias Context = GatewayRequestContext
+    let allowedOrigins: Set<String>
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let origin = request.headers[.origin], allowedOrigins.contains(origin) else {
+            return try await next(request, context)
+        }
+        var response: Response
+        if request.method == .options, request.headers[.accessControlRequestMethod] != nil {
+            response = Response(status: .noContent)
+            response.headers[.accessControlAllowMethods] = "GET, POST, PATCH, OPTIONS"
+            response.headers[.accessControlAllowHeaders] = "Authorization, Content-Type, X-Session-Id"
+            response.headers[.accessControlMaxAge] = "600"
+        } else {
+            response = try await next(request, context)
+        }
+        response.headers[.accessControlAllowOrigin] = origin
+        response.headers[.vary] = "Origin"
+        return response
+    }
+}

@@ -1,0 +1,64 @@
+import Hummingbird
+import JOSE
+import TrafficCop
+
+/// `/api/session`: create (anonymous or owned), read, upgrade. Every
+/// operation is built as a session intent, admitted by the Traffic Cop, and
+/// sent to the Runtime with a gateway assertion.
+struct SessionRoutes: Sendable {
+    let services: GatewayServices
+    let auth: AuthRoutes
+
+    func register(on router: Router<GatewayRequestContext>) {
+        router.post("/api/session/create-anonymous") { request, context in try await createAnonymous(request, context) }
+        router.post("/api/session/create") { request, _ in try await create(request) }
+        router.patch("/api/session/:id/upgrade") { request, context in try await upgrade(request, context) }
+        router.get("/api/session/:id") { request, context in try await read(request, context) }
+    }
+
+    /// Optional `metadata` object from the body; a client-chosen `session_id` is refused.
+    func metadataAndCheck(_ body: JSONObject) throws -> JSONObject {
+        if body["session_id"] != nil {
+            throw GatewayError.invalidRequest("sessions are created by the server; do not send a session_id")
+        }
+        guard let value = body["metadata"], value != .null else { return JSONObject() }
+        guard case .object(let metadata) = value else { throw GatewayError.invalidRequest("metadata must be a JSON object") }
+        return metadata
+    }
+
+    func createAnonymous(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
+        try services.limit(.anonymousSessionPerClient, key: services.clientAddress(request, context))
+        let metadata = try metadataAndCheck(try await services.body(request))
+        let session = try await services.runtime.perform(services.admit(SessionIntent(.createAnonymous)), body: ["metadata": .object(metadata)])
+        return GatewayServices.json(.object(session), status: .created)
+    }
+
+    func create(_ request: Request) async throws -> Response {
+        let caller = try await services.requireCaller(request)
+        try services.limit(.sessionCreatePerUser, key: caller.tenantID + "/" + caller.userID)
+        let metadata = try metadataAndCheck(try await services.body(request))
+        let session = try await auth.createOwnedSession(for: Principal(userID: caller.userID, tenantID: caller.tenantID), metadata: metadata)
+        return GatewayServices.json(.object(session), status: .created)
+    }
+
+    func upgrade(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
+        let caller = try await services.requireCaller(request)
+        let sessionID = try GatewayServices.checkedSessionID(context.parameters.get("id"))
+        let intent = SessionIntent(.upgrade, principal: Principal(userID: caller.userID, tenantID: caller.tenantID), sessionID: sessionID)
+        return GatewayServices.json(.object(try await services.runtime.perform(services.admit(intent))))
+    }
+
+    /// Anonymous sessions are readable by anybody who holds the id; owned ones
+    /// only with the owner's token (401 without one, 403 with another's).
+    func read(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
+        let caller = try await services.optionalCaller(request)
+        let sessionID = try GatewayServices.checkedSessionID(context.parameters.get("id"))
+        let principal = caller.map { Principal(userID: $0.userID, tenantID: $0.tenantID) }
+        do {
+            let session = try await services.runtime.perform(services.admit(SessionIntent(.read, principal: principal, sessionID: sessionID)))
+            return GatewayServices.json(.object(session))
+        } catch let error as GatewayError where error.code == "session_forbidden" && caller == nil {
+            throw GatewayError(.unauthorized, "token_missing", "this session belongs to a user; send their access token as Authorization: Bearer")
+        }
+    }
+}

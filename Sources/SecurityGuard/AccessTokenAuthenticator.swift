@@ -1,0 +1,93 @@
+import JOSE
+import StateSurface
+
+/// Why a presented access token was not accepted.
+public enum AuthenticationFailure: Error, Sendable, Equatable {
+    /// No token was presented.
+    case missing
+    /// A `ses_` session id was presented as the token.
+    case sessionIDGiven
+    /// A refresh token was presented as the access token.
+    case refreshTokenGiven
+    /// The verifier refused it.
+    case invalid(TokenValidationError)
+    /// It was valid but has been revoked (logout).
+    case revoked
+
+    /// One sentence a person can act on; never repeats the token.
+    public var message: String {
+        switch self {
+        case .missing: "this needs an access token: send Authorization: Bearer <access_token>"
+        case .sessionIDGiven: "a session_id was sent where an access token is expected; send the access_token from login"
+        case .refreshTokenGiven: "a refresh token was sent where an access token is expected; exchange it at /api/auth/refresh"
+        case .invalid(let error): "the access token was refused (\(error.reason.rawValue)): \(error.message)"
+        case .revoked: "the access token was revoked (logged out); log in again"
+        }
+    }
+}
+
+/// The caller an access token proved.
+public struct AuthenticatedCaller: Sendable, Equatable {
+    public let userID: String
+    public let tenantID: String
+    public let clientID: String?
+    /// `jti`, to revoke the token at logout.
+    public let tokenID: String
+    public let expiresAt: Double
+}
+
+/// Checks a presented access token: the JOSE verifier, then the revocation list.
+///
+/// Every check consults the revoked token ids, so a logged-out token is
+/// refused at once, on every gateway sharing the State Surface.
+public struct AccessTokenAuthenticator: Sendable {
+    public let verifier: AccessTokenVerifier
+    public let credentials: any CredentialRepository
+
+    public init(verifier: AccessTokenVerifier, credentials: any CredentialRepository) {
+        self.verifier = verifier
+        self.credentials = credentials
+    }
+
+    /// The token from an `Authorization` header value: `Bearer <token>` (scheme case-insensitive).
+    ///
+    /// - Returns: `nil` when there is no header; throws `.invalid` for another scheme.
+    public static func bearerToken(fromAuthorization value: String?) throws(AuthenticationFailure) -> String? {
+        guard let value, !value.isEmpty else { return nil }
+        let parts = value.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
+            throw .invalid(TokenValidationError(.malformed, "the Authorization header must be \"Bearer <access_token>\""))
+        }
+        return String(parts[1]).trimmingSpaces()
+    }
+
+    /// Verifies `token` and checks it is not revoked.
+    ///
+    /// - Throws: `AuthenticationFailure`; storage failures are rethrown as they are
+    ///   (the caller answers 503 for them, never 401).
+    public func authenticate(_ token: String?) async throws -> AuthenticatedCaller {
+        guard let token, !token.isEmpty else { throw AuthenticationFailure.missing }
+        if token.hasPrefix("ses_") { throw AuthenticationFailure.sessionIDGiven }
+        if token.hasPrefix(RefreshTokenService.prefix) { throw AuthenticationFailure.refreshTokenGiven }
+        let verified: VerifiedAccessToken
+        do {
+            verified = try verifier.verify(token)
+        } catch {
+            throw AuthenticationFailure.invalid(error)
+        }
+        guard let tenantID = verified.tenantID, let tokenID = verified.tokenID else {
+            throw AuthenticationFailure.invalid(TokenValidationError(.missingClaim, "the access token lacks tenant_id or jti"))
+        }
+        if try await credentials.isTokenIDRevoked(tokenID) { throw AuthenticationFailure.revoked }
+        return AuthenticatedCaller(
+            userID: verified.subject, tenantID: tenantID, clientID: verified.clientID, tokenID: tokenID, expiresAt: verified.expiresAt)
+    }
+}
+
+extension String {
+    fileprivate func trimmingSpaces() -> String {
+        var slice = Substring(self)
+        while slice.last == " " || slice.last == "\t" { slice = slice.dropLast() }
+        return String(slice)
+    }
+}

@@ -1,0 +1,71 @@
+/// One rate limit: a sustained rate and a burst.
+public struct RateLimit: Sendable, Equatable {
+    /// Requests allowed per minute, sustained.
+    public var perMinute: Double
+    /// Requests allowed at once after a quiet spell.
+    public var burst: Int
+
+    public init(perMinute: Double, burst: Int) {
+        self.perMinute = perMinute
+        self.burst = burst
+    }
+}
+
+/// The edge's rate limits, one token-bucket limiter per rule.
+public struct AdmissionRateLimits: Sendable {
+    public enum Rule: String, Sendable, CaseIterable {
+        /// `POST /api/session/create-anonymous`, keyed by client address.
+        case anonymousSessionPerClient = "anonymous_session_per_client"
+        /// `POST /api/auth/login`, keyed by client address.
+        case loginPerClient = "login_per_client"
+        /// `POST /api/auth/login`, keyed by tenant and username.
+        case loginPerUsername = "login_per_username"
+        /// `POST /api/session/create`, keyed by user.
+        case sessionCreatePerUser = "session_create_per_user"
+    }
+
+    public struct Settings: Sendable, Equatable {
+        public var anonymousSessionPerClient = RateLimit(perMinute: 60, burst: 30)
+        public var loginPerClient = RateLimit(perMinute: 30, burst: 10)
+        public var loginPerUsername = RateLimit(perMinute: 10, burst: 5)
+        public var sessionCreatePerUser = RateLimit(perMinute: 30, burst: 10)
+
+        public init() {}
+
+        public subscript(rule: Rule) -> RateLimit {
+            get {
+                switch rule {
+                case .anonymousSessionPerClient: anonymousSessionPerClient
+                case .loginPerClient: loginPerClient
+                case .loginPerUsername: loginPerUsername
+                case .sessionCreatePerUser: sessionCreatePerUser
+                }
+            }
+            set {
+                switch rule {
+                case .anonymousSessionPerClient: anonymousSessionPerClient = newValue
+                case .loginPerClient: loginPerClient = newValue
+                case .loginPerUsername: loginPerUsername = newValue
+                case .sessionCreatePerUser: sessionCreatePerUser = newValue
+                }
+            }
+        }
+    }
+
+    let limiters: [Rule: TokenBucketLimiter]
+
+    /// - Parameter clock: seconds from a fixed origin (monotonic in production).
+    public init(settings: Settings, clock: @escaping @Sendable () -> Double) {
+        var limiters: [Rule: TokenBucketLimiter] = [:]
+        for rule in Rule.allCases {
+            let limit = settings[rule]
+            limiters[rule] = TokenBucketLimiter(ratePerSecond: limit.perMinute / 60, burst: limit.burst, clock: clock)
+        }
+        self.limiters = limiters
+    }
+
+    /// Takes one request from `rule`'s bucket for `key`.
+    public func admit(_ rule: Rule, key: String) -> TokenBucketLimiter.Decision {
+        limiters[rule]!.admit(key)
+    }
+}

@@ -1,0 +1,68 @@
+import ArgumentParser
+import Foundation
+import Gateway
+import JOSE
+import Logging
+import Runtime
+import ServiceLifecycle
+import StateSurface
+
+/// `portcullis serve`: the gateway, its admin listener and the embedded Runtime.
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run the gateway with the Runtime in-process (the default deployment).",
+        discussion: """
+            With no configuration: the gateway on 127.0.0.1:8080, metrics on 127.0.0.1:9090, \
+            the Runtime on 127.0.0.1:8081, SQLite at data/portcullis.sqlite, and an ES256 key \
+            generated into keys/ when it has none. Settings come from config/portcullis.yaml \
+            (or --config), then environment variables (gateway.port is GATEWAY_PORT). \
+            SIGTERM or SIGINT stops accepting, finishes what is in flight and exits.
+            """
+    )
+
+    @Option(help: "Configuration file (YAML). Default: config/portcullis.yaml when it exists.")
+    var config: String?
+
+    func run() async throws {
+        let file = try await ConfigurationFile.load(path: config)
+        let gateway = try file.gatewayConfiguration()
+        let runtime = try file.runtimeConfiguration()
+        let logging = try file.logging()
+        let database = try file.string("storage.sqlite_path") ?? "data/portcullis.sqlite"
+        let keysDirectory = try file.string("keys.directory") ?? "keys"
+        let level = Logger.Level(rawValue: logging.level) ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler: any LogHandler =
+                logging.format == .json ? JSONLogHandler(label: label) : StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "portcullis")
+
+        if !FileManager.default.fileExists(atPath: keysDirectory + "/keyring.json") {
+            let record = try KeyDirectory(path: keysDirectory).generate(algorithm: .es256)
+            Terminal.warning("\(keysDirectory) had no keys: generated ES256 key \(record.kid) (active, mode 0600)")
+        }
+        let keys = try LiveKeyRing(directory: KeyDirectory(path: keysDirectory))
+        keys.initialWarnings.forEach(Terminal.warning)
+        let state = try SQLiteStateSurface(path: database)
+        if try await state.users().isEmpty {
+            Terminal.note(
+                "no user accounts yet: add one with `portcullis users add NAME --tenant \(gateway.defaultTenant)` (or `swift run portcullis users add ...`)")
+        }
+
+        let server = PortcullisServer(gateway: gateway, runtime: runtime, state: state, keys: keys, logger: logger)
+        let scheme = gateway.tls == nil ? "http" : "https"
+        let services = try server.makeServices { listener, port in
+            switch listener {
+            case .gateway: logger.info("gateway listening", metadata: ["url": "\(scheme)://\(gateway.host):\(port)", "config": "\(file.source)"])
+            case .admin: logger.info("metrics listening", metadata: ["url": "http://\(gateway.adminHost):\(port)/metrics"])
+            case .runtime: logger.info("embedded runtime listening", metadata: ["address": "\(runtime.host):\(port)", "database": "\(database)"])
+            }
+        }
+        let group = ServiceGroup(
+            configuration: .init(services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+    }
+}
