@@ -141,6 +141,7 @@ let package = Package(
                 "Runtime",
                 "SecurityGuard",
                 "StateSurface",
+                "TrafficCop",
                 "JOSE",
                 "portcullis",
                 "PortcullisTestSupport",

@@ -5,6 +5,7 @@ import JOSE
 import Logging
 import NIOSSL
 import Runtime
+import SecurityGuard
 import ServiceLifecycle
 import StateSurface
 
@@ -101,7 +102,8 @@ public struct PortcullisServer: Sendable {
     ///   are taken from `gateway` so the two always agree.
     public init(
         gateway: GatewayConfiguration, runtime: RuntimeConfiguration, state: SQLiteStateSurface, keys: LiveKeyRing,
-        metrics: GatewayMetrics = GatewayMetrics(), clock: any TokenClock = SystemClock(), logger: Logger
+        metrics: GatewayMetrics = GatewayMetrics(), passwordHasher: PasswordHasher = PasswordHasher(), clock: any TokenClock = SystemClock(),
+        logger: Logger
     ) {
         self.gateway = gateway
         var runtime = runtime
@@ -113,7 +115,8 @@ public struct PortcullisServer: Sendable {
         self.metrics = metrics
         self.clock = clock
         self.logger = logger
-        services = GatewayServices(configuration: gateway, state: state, keys: keys, runtimeBaseURL: nil, metrics: metrics, clock: clock, logger: logger)
+        services = GatewayServices(configuration: gateway, state: state, keys: keys, runtimeBaseURL: nil, metrics: metrics, passwordHasher: passwordHasher, clock: clock,
+            logger: logger)
     }
 
     /// The services, in start order; a `ServiceGroup` stops them in reverse,

@@ -33,10 +33,20 @@ struct RequestObservationMiddleware: RouterMiddleware {
         logger.info(
             "request",
             metadata: [
-                "request_id": "\(requestID)", "method": "\(request.method.rawValue)", "route": "\(route)", "path": "\(request.uri.path)",
+                "request_id": "\(requestID)", "method": "\(request.method.rawValue)", "route": "\(route)", "path": "\(Self.redactedPath(request.uri.path))",
                 "status": "\(response.status.code)", "duration_ms": "\(Double(nanoseconds / 1000) / 1000)",
             ])
         return response
+    }
+
+    /// The path as it may be logged: a segment that looks like a credential (a
+    /// JWT, a refresh token, or anything over 64 bytes) is replaced by `[redacted]`,
+    /// for clients that put a token where a session id belongs.
+    static func redactedPath(_ path: String) -> String {
+        path.split(separator: "/", omittingEmptySubsequences: false).map { segment -> String in
+            let looksLikeJWT = segment.hasPrefix("eyJ") || segment.filter({ $0 == "." }).count >= 2
+            return looksLikeJWT || segment.hasPrefix("rt_") || segment.utf8.count > 64 ? "[redacted]" : String(segment)
+        }.joined(separator: "/")
     }
 
     /// The JSON error for anything a route threw.
@@ -49,11 +59,11 @@ struct RequestObservationMiddleware: RouterMiddleware {
             let message: String
             switch error.status {
             case .notFound:
-                (code, message) = ("not_found", "no route answers \(request.method.rawValue) \(request.uri.path); see the API table in the README")
+                (code, message) = ("not_found", "no route answers \(request.method.rawValue) \(redactedPath(request.uri.path)); see the API table in the README")
             case .contentTooLarge:
                 (code, message) = ("payload_too_large", "the request body is too large")
             case .methodNotAllowed:
-                (code, message) = ("method_not_allowed", "\(request.method.rawValue) is not allowed on \(request.uri.path)")
+                (code, message) = ("method_not_allowed", "\(request.method.rawValue) is not allowed on \(redactedPath(request.uri.path))")
             default:
                 (code, message) = ("invalid_request", "the request could not be read")
             }

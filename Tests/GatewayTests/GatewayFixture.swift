@@ -1,0 +1,185 @@
+import AsyncHTTPClient
+import Foundation
+import Gateway
+import JOSE
+import Logging
+import NIOCore
+import NIOHTTP1
+import Runtime
+import SecurityGuard
+import ServiceLifecycle
+import StateSurface
+import Synchronization
+import Testing
+
+/// Log lines captured from a gateway under test.
+final class CapturedLog: LogSink {
+    private let lines = Mutex<[String]>([])
+    func write(_ line: String) { lines.withLock { $0.append(line) } }
+    var text: String { lines.withLock { $0.joined(separator: "\n") } }
+    var count: Int { lines.withLock { $0.count } }
+}
+
+/// An answer from the gateway: status, headers and the JSON body (empty object when there is none).
+struct Answer {
+    let status: Int
+    let headers: HTTPHeaders
+    let json: JSONObject
+    let raw: String
+
+    subscript(_ name: String) -> String? { json[name]?.stringValue }
+    var error: String? { json["error"]?.stringValue }
+}
+
+/// A whole Portcullis (gateway, admin listener, embedded Runtime) on loopback
+/// ports, on a fresh SQLite file and key directory, driven over real sockets.
+///
+/// Every secret a test sees through `remember` is checked against the
+/// captured log when the fixture stops.
+final class GatewayFixture: Sendable {
+    let directory: String
+    let state: SQLiteStateSurface
+    let keys: LiveKeyRing
+    let log = CapturedLog()
+    let server: PortcullisServer
+    let group: ServiceGroup
+    let task: Task<Void, any Error>
+    let gatewayPort: Int
+    let adminPort: Int
+    let runtimePort: Int?
+    private let secrets = Mutex<[String]>([])
+
+    static let fastHashing = PasswordHasher(parameters: Scrypt.Parameters(logN: 10, r: 8, p: 1))
+
+    /// - Parameters:
+    ///   - configure: changes to the default configuration (ports are set to 0 here).
+    ///   - runtimeURL: a Runtime started elsewhere; `nil` embeds one.
+    init(
+        hasher: PasswordHasher = GatewayFixture.fastHashing, directory existing: String? = nil, runtimeURL: String? = nil,
+        configure: (inout GatewayConfiguration) -> Void = { _ in }
+    ) async throws {
+        directory = existing ?? NSTemporaryDirectory() + "portcullis-gateway-" + UUID().uuidString
+        state = try SQLiteStateSurface(path: directory + "/portcullis.sqlite")
+        let keyDirectory = KeyDirectory(path: directory + "/keys")
+        if !FileManager.default.fileExists(atPath: directory + "/keys/keyring.json") {
+            _ = try keyDirectory.generate(algorithm: .es256)
+        }
+        keys = try LiveKeyRing(directory: keyDirectory)
+        var gateway = GatewayConfiguration()
+        gateway.port = 0
+        gateway.adminPort = 0
+        gateway.runtimeURL = runtimeURL
+        configure(&gateway)
+        var runtime = RuntimeConfiguration()
+        runtime.port = 0
+        let log = self.log
+        var logger = Logger(label: "portcullis.test") { label in JSONLogHandler(label: label, sink: log) }
+        logger.logLevel = .trace
+        server = PortcullisServer(gateway: gateway, runtime: runtime, state: state, keys: keys, passwordHasher: hasher, logger: logger)
+        let ports = AsyncStream<(PortcullisServer.Listener, Int)>.makeStream()
+        let services = try server.makeServices { listener, port in ports.continuation.yield((listener, port)) }
+        let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) }, logger: logger))
+        self.group = group
+        task = Task { try await group.run() }
+        var found: [PortcullisServer.Listener: Int] = [:]
+        let expected = runtimeURL == nil ? 3 : 2
+        for await (listener, port) in ports.stream {
+            found[listener] = port
+            if found.count == expected { break }
+        }
+        gatewayPort = found[.gateway]!
+        adminPort = found[.admin]!
+        runtimePort = found[.runtime]
+    }
+
+    /// Stops the services, checks the log for secrets, and removes the files unless `keepFiles`.
+    func stop(keepFiles: Bool = false) async throws {
+        await group.triggerGracefulShutdown()
+        try await task.value
+        let text = log.text
+        for secret in secrets.withLock({ $0 }) where text.contains(secret) {
+            Issue.record("a secret (\(secret.prefix(6))...) appears in the gateway's log")
+        }
+        if !keepFiles { try? FileManager.default.removeItem(atPath: directory) }
+    }
+
+    /// Notes a secret the log must never contain.
+    func remember(_ secret: String) { secrets.withLock { $0.append(secret) } }
+
+    var baseURL: String { "http://127.0.0.1:\(gatewayPort)" }
+
+    /// Sends a request to the gateway over a real socket.
+    func send(_ method: HTTPMethod, _ path: String, bearer: String? = nil, headers: [(String, String)] = [], body: String? = nil, port: Int? = nil)
+        async throws -> Answer
+    {
+        var request = HTTPClientRequest(url: "http://127.0.0.1:\(port ?? gatewayPort)" + path)
+        request.method = method
+        if let bearer { request.headers.add(name: "Authorization", value: "Bearer " + bearer) }
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        if let body {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(string: body))
+        }
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        let bytes = try await response.body.collect(upTo: 1 << 20)
+        let raw = String(buffer: bytes)
+        let json = (try? StrictJSONReader().parseObject(Array(bytes.readableBytesView))) ?? JSONObject()
+        return Answer(status: Int(response.status.code), headers: response.headers, json: json, raw: raw)
+    }
+
+    /// `POST` with a JSON object body.
+    func post(_ path: String, bearer: String? = nil, _ body: JSONValue = [:]) async throws -> Answer {
+        try await send(.POST, path, bearer: bearer, body: JSONWriter.string(body))
+    }
+
+    // MARK: The session-first flow, step by step
+
+    func addUser(_ username: String, tenant: String = "default", password: String = "correct horse battery") async throws {
+        remember(password)
+        _ = try await AccountService(users: state, hasher: GatewayFixture.fastHashing).addUser(username: username, tenantID: tenant, password: password)
+    }
+
+    func createAnonymousSession() async throws -> String {
+        let answer = try await post("/api/session/create-anonymous")
+        guard answer.status == 201, let id = answer["session_id"] else { throw FixtureError("create-anonymous answered \(answer.status): \(answer.raw)") }
+        return id
+    }
+
+    struct Login {
+        let accessToken: String
+        let refreshToken: String
+        let sessionID: String
+    }
+
+    /// Logs in (optionally with a session) and returns the credentials, remembered as secrets.
+    func login(_ username: String, tenant: String? = nil, password: String = "correct horse battery", sessionID: String? = nil) async throws -> Login {
+        let answer = try await loginAnswer(username, tenant: tenant, password: password, sessionID: sessionID)
+        guard answer.status == 200, let access = answer["access_token"], let refresh = answer["refresh_token"], let session = answer["session_id"] else {
+            throw FixtureError("login answered \(answer.status): \(answer.raw)")
+        }
+        return Login(accessToken: access, refreshToken: refresh, sessionID: session)
+    }
+
+    func loginAnswer(_ username: String, tenant: String? = nil, password: String, sessionID: String? = nil) async throws -> Answer {
+        remember(password)
+        var body: JSONObject = ["username": .string(username), "password": .string(password)]
+        if let tenant { body["tenant"] = .string(tenant) }
+        if let sessionID { body["session_id"] = .string(sessionID) }
+        let answer = try await post("/api/auth/login", .object(body))
+        answer["access_token"].map(remember)
+        answer["refresh_token"].map(remember)
+        return answer
+    }
+
+    func refresh(_ token: String) async throws -> Answer {
+        let answer = try await post("/api/auth/refresh", ["refresh_token": .string(token)])
+        answer["access_token"].map(remember)
+        answer["refresh_token"].map(remember)
+        return answer
+    }
+}
+
+struct FixtureError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
