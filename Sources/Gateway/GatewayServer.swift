@@ -122,7 +122,7 @@ public struct PortcullisServer: Sendable {
     /// The services, in start order; a `ServiceGroup` stops them in reverse,
     /// so the public listener stops first and the Runtime last.
     public func makeServices(onListening: @escaping @Sendable (Listener, Int) async -> Void = { _, _ in }) throws -> [any Service] {
-        var list: [any Service] = [KeyRingReloader(ring: keys, logger: logger), CredentialSweeper(state: state, clock: clock, logger: logger)]
+        var list: [any Service] = [HTTPClientLifecycle(client: services.runtime.http), KeyRingReloader(ring: keys, logger: logger), CredentialSweeper(state: state, clock: clock, logger: logger)]
         if gateway.runtimeURL == nil {
             let client = services.runtime
             let host = runtime.host.contains(":") ? "[\(runtime.host)]" : runtime.host

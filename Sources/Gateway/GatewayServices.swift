@@ -16,6 +16,7 @@ public struct GatewayServices: Sendable {
     public let refreshTokens: RefreshTokenService
     public let authenticator: AccessTokenAuthenticator
     public let issuer: AccessTokenIssuer
+    /// The Runtime client; its HTTP client must be shut down (`PortcullisServer` does it).
     public let runtime: RuntimeClient
     public let validator: SessionIntentValidator
     public let rateLimits: AdmissionRateLimits
@@ -46,7 +47,8 @@ public struct GatewayServices: Sendable {
             keys: keys, issuer: configuration.issuer, audience: configuration.audience, lifetime: configuration.accessTokenLifetime, clock: clock)
         runtime = RuntimeClient(
             baseURL: runtimeBaseURL ?? configuration.runtimeURL, audience: configuration.runtimeName,
-            signer: GatewayAssertionSigner(keys: keys, issuer: configuration.issuer, clock: clock), timeout: configuration.runtimeTimeout)
+            signer: GatewayAssertionSigner(keys: keys, issuer: configuration.issuer, clock: clock), timeout: configuration.runtimeTimeout,
+            http: makeUpstreamHTTPClient())
         validator = SessionIntentValidator(contract: configuration.contract)
         let started = ContinuousClock.now
         rateLimits = AdmissionRateLimits(settings: configuration.rateLimits) {

@@ -5,8 +5,31 @@ import NIOCore
 import NIOHTTP1
 import HTTPTypes
 import Runtime
+import ServiceLifecycle
 import Synchronization
 import TrafficCop
+
+/// The HTTP client for upstream calls: a failed connection fails at once
+/// (AsyncHTTPClient would otherwise retry until the request's deadline, so a
+/// stopped Runtime would hold every request for the full timeout).
+public func makeUpstreamHTTPClient(connectTimeout: Double = 2) -> HTTPClient {
+    var configuration = HTTPClient.Configuration()
+    configuration.connectionPool.retryConnectionEstablishment = false
+    configuration.timeout.connect = .milliseconds(Int64(connectTimeout * 1000))
+    configuration.redirectConfiguration = .disallow
+    configuration.decompression = .disabled
+    return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+}
+
+/// Shuts an `HTTPClient` down at graceful shutdown (after the listeners that use it).
+struct HTTPClientLifecycle: Service {
+    let client: HTTPClient
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        try await client.shutdown()
+    }
+}
 
 /// Talks to the Runtime over HTTP, each call with a fresh gateway assertion.
 ///
@@ -23,7 +46,7 @@ public final class RuntimeClient: Sendable {
 
     /// - Parameter baseURL: `http://host:port`; `nil` until `setBaseURL` is called
     ///   (the embedded Runtime reports its port once it listens).
-    public init(baseURL: String?, audience: String, signer: GatewayAssertionSigner, timeout: Double, http: HTTPClient = .shared) {
+    public init(baseURL: String?, audience: String, signer: GatewayAssertionSigner, timeout: Double, http: HTTPClient) {
         self.base = Mutex(baseURL?.trimmingTrailingSlash)
         self.audience = audience
         self.signer = signer

@@ -1,0 +1,135 @@
+import Foundation
+import Glibc
+import Gateway
+import JOSE
+import Logging
+import Runtime
+import ServiceLifecycle
+import StateSurface
+import Testing
+
+/// A Runtime run on its own, so a test can stop and restart it under a live gateway.
+struct StandaloneRuntime {
+    let group: ServiceGroup
+    let task: Task<Void, any Error>
+    let port: Int
+
+    static func start(directory: String, port: Int = 0) async throws -> StandaloneRuntime {
+        let state = try SQLiteStateSurface(path: directory + "/portcullis.sqlite")
+        let keys = try LiveKeyRing(directory: KeyDirectory(path: directory + "/keys"))
+        var configuration = RuntimeConfiguration()
+        configuration.port = port
+        let ports = AsyncStream<Int>.makeStream()
+        let app = RuntimeServer.makeApplication(
+            configuration: configuration, state: state, keys: keys, logger: Logger(label: "test.runtime"),
+            onServerRunning: { ports.continuation.yield($0) })
+        let group = ServiceGroup(configuration: .init(services: [.init(service: app)], logger: Logger(label: "test.runtime")))
+        let task = Task { try await group.run() }
+        var bound = 0
+        for await value in ports.stream {
+            bound = value
+            break
+        }
+        return StandaloneRuntime(group: group, task: task, port: bound)
+    }
+
+    func stop() async throws {
+        await group.triggerGracefulShutdown()
+        try await task.value
+    }
+}
+
+/// A listening TCP socket that never accepts: connections complete in the
+/// kernel's backlog and requests are never read (a hung upstream, for real).
+struct SilentListener {
+    let descriptor: Int32
+    let port: Int
+
+    init() throws {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        self.descriptor = descriptor
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(descriptor, 16) == 0 else { throw FixtureError("cannot listen on loopback") }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    func close() { _ = Glibc.close(descriptor) }
+}
+
+@Suite("The gateway when the Runtime goes away")
+struct ResilienceTests {
+    @Test("Runtime stopped: /readyz turns 503 and session calls answer 503 JSON, never 401/403; both recover when it returns")
+    func runtimeStopped() async throws {
+        let directory = NSTemporaryDirectory() + "portcullis-resilience-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        _ = try KeyDirectory(path: directory + "/keys").generate(algorithm: .es256)
+        var runtime = try await StandaloneRuntime.start(directory: directory)
+        let port = runtime.port
+        let fixture = try await GatewayFixture(directory: directory, runtimeURL: "http://127.0.0.1:\(port)")
+        try await fixture.addUser("alice")
+        let login = try await fixture.login("alice")
+        #expect(try await fixture.send(.GET, "/readyz").status == 200)
+
+        try await runtime.stop()
+        let ready = try await fixture.send(.GET, "/readyz")
+        #expect(ready.status == 503)
+        #expect(ready.json["checks"]?.objectValue?["runtime"] == "upstream_unavailable")
+        #expect(ready.json["checks"]?.objectValue?["store"] == "ok")
+        let read = try await fixture.send(.GET, "/api/session/\(login.sessionID)", bearer: login.accessToken)
+        #expect(read.status == 503)
+        #expect(read.error == "upstream_unavailable")
+        let create = try await fixture.post("/api/session/create-anonymous")
+        #expect(create.status == 503)
+        #expect(create.headers.first(name: "Content-Type") == "application/json")
+        let relogin = try await fixture.loginAnswer("alice", password: "correct horse battery")
+        #expect(relogin.status == 503)
+        #expect(try await fixture.send(.GET, "/healthz").status == 200)
+
+        runtime = try await StandaloneRuntime.start(directory: directory, port: port)
+        #expect(try await fixture.send(.GET, "/readyz").status == 200)
+        let again = try await fixture.send(.GET, "/api/session/\(login.sessionID)", bearer: login.accessToken)
+        #expect(again.status == 200)
+        #expect(again["session_id"] == login.sessionID)
+        #expect(try await fixture.post("/api/session/create-anonymous").status == 201)
+        try await fixture.stop(keepFiles: true)
+        try await runtime.stop()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    @Test("a Runtime that accepts the connection but never answers: 504 upstream_timeout after runtime.timeout_seconds")
+    func runtimeTimeout() async throws {
+        let silent = try SilentListener()
+        defer { silent.close() }
+        let fixture = try await GatewayFixture(runtimeURL: "http://127.0.0.1:\(silent.port)") { $0.runtimeTimeout = 1 }
+        let answer = try await fixture.post("/api/session/create-anonymous")
+        #expect(answer.status == 504)
+        #expect(answer.error == "upstream_timeout")
+        try await fixture.stop()
+    }
+
+    @Test("a Runtime that refuses the gateway's assertion (other keys) is a 503, not a 401")
+    func assertionRefusedIsInfrastructure() async throws {
+        let runtimeDirectory = NSTemporaryDirectory() + "portcullis-otherkeys-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: runtimeDirectory, withIntermediateDirectories: true)
+        _ = try KeyDirectory(path: runtimeDirectory + "/keys").generate(algorithm: .es256)
+        let runtime = try await StandaloneRuntime.start(directory: runtimeDirectory)
+        let fixture = try await GatewayFixture(runtimeURL: "http://127.0.0.1:\(runtime.port)")
+        let answer = try await fixture.post("/api/session/create-anonymous")
+        #expect(answer.status == 503)
+        #expect(answer.error == "upstream_unavailable")
+        #expect(answer["message"]?.contains("assertion") == true)
+        try await fixture.stop()
+        try await runtime.stop()
+        try? FileManager.default.removeItem(atPath: runtimeDirectory)
+    }
+}
