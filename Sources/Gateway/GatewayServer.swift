@@ -42,18 +42,21 @@ public enum GatewayServer {
             logger: services.logger)
     }
 
-    static func tlsConfiguration(_ files: TLSFiles) throws -> TLSConfiguration {
+    /// Reads the certificate chain and key (at start-up, before anything listens).
+    ///
+    /// - Throws: `GatewayStartupError` naming the configuration key of the unreadable file.
+    public static func tlsConfiguration(_ files: TLSFiles) throws -> TLSConfiguration {
         let chain: [NIOSSLCertificate]
         let key: NIOSSLPrivateKey
         do {
             chain = try NIOSSLCertificate.fromPEMFile(files.certificatePath)
         } catch {
-            throw GatewayStartupError("tls.certificate_path: cannot read a PEM certificate chain from \(files.certificatePath)")
+            throw GatewayStartupError("gateway.tls.certificate_path: cannot read a PEM certificate chain from \(files.certificatePath)")
         }
         do {
             key = try NIOSSLPrivateKey(file: files.privateKeyPath, format: .pem)
         } catch {
-            throw GatewayStartupError("tls.private_key_path: cannot read a PEM private key from \(files.privateKeyPath)")
+            throw GatewayStartupError("gateway.tls.private_key_path: cannot read a PEM private key from \(files.privateKeyPath)")
         }
         return TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
     }

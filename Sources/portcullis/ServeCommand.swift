@@ -31,6 +31,7 @@ struct ServeCommand: AsyncParsableCommand {
         let logging = try file.logging()
         let database = try file.string("storage.sqlite_path") ?? "data/portcullis.sqlite"
         let keysDirectory = try file.string("keys.directory") ?? "keys"
+        if let tls = gateway.tls { _ = try GatewayServer.tlsConfiguration(tls) }  // unreadable files stop start-up here
         let level = Logger.Level(rawValue: logging.level) ?? .info
         LoggingSystem.bootstrap { label in
             var handler: any LogHandler =

@@ -237,56 +237,15 @@ struct CLITests {
 struct RuntimeBinaryTests {
     /// A child's output, written to a file and read back on demand. (Not a pipe with
     /// a readability handler: on Linux that dispatch source can crash when the child exits.)
-    struct OutputFile {
-        let path: String
-
-        var current: String {
-            (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
-        }
-    }
-
     /// Starts `portcullis runtime ARGS` in `cli`'s directory and waits until it says where it listens.
     func startRuntime(_ cli: CLI, _ arguments: [String], environment: [String: String] = [:]) throws -> (Process, Int, OutputFile) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: CLI.binary)
-        process.arguments = ["runtime"] + arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: cli.directory)
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let collector = OutputFile(path: cli.directory + "/runtime-output.log")
-        FileManager.default.createFile(atPath: collector.path, contents: nil)
-        let sink = try FileHandle(forWritingTo: URL(fileURLWithPath: collector.path))
-        defer { try? sink.close() }
-        process.standardOutput = sink
-        process.standardError = sink
-        try process.run()
-        var port: Int?
-        let deadline = Date().addingTimeInterval(30)
-        while port == nil, Date() < deadline, process.isRunning {
-            if let range = collector.current.range(of: #"address=127\.0\.0\.1:(\d+)"#, options: .regularExpression) {
-                port = Int(collector.current[range].split(separator: ":").last ?? "")
-            }
-            Thread.sleep(forTimeInterval: 0.05)
+        let (process, output) = try ServerProcess.start(cli, ["runtime"] + arguments, environment: environment) { text in
+            text.range(of: #"address=127\.0\.0\.1:(\d+)"#, options: .regularExpression).flatMap { Int(text[$0].split(separator: ":").last ?? "") }
         }
-        guard let port else {
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            throw CLIError(message: "the runtime never said where it listens: \(collector.current)")
-        }
-        return (process, port, collector)
+        return (process, output.port, output.file)
     }
 
-    /// Sends SIGTERM and waits up to 15 s; true if the process exited with status 0.
-    func stop(_ process: Process) -> Bool {
-        kill(process.processIdentifier, SIGTERM)
-        let stopBy = Date().addingTimeInterval(15)
-        while process.isRunning, Date() < stopBy { Thread.sleep(forTimeInterval: 0.05) }
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            return false
-        }
-        return process.terminationStatus == 0
-    }
-
-    struct CLIError: Error { let message: String }
+    func stop(_ process: Process) -> Bool { ServerProcess.stop(process) }
 
     @Test("starts on a free port, refuses a call without an assertion, and exits cleanly on SIGTERM")
     func startsAndStops() throws {
@@ -343,22 +302,7 @@ struct RuntimeBinaryTests {
         #expect(!FileManager.default.fileExists(atPath: cli.directory + "/data"), "nothing is created before the configuration is valid")
     }
 
-    /// A blocking HTTP request with URLSession, for a test on its own thread.
-    func fetch(_ url: URL, method: String) throws -> (Data, Int) {
-        var request = URLRequest(url: url)
-        request.httpMethod = method
-        let semaphore = DispatchSemaphore(value: 0)
-        nonisolated(unsafe) var result: (Data, Int)? = nil
-        nonisolated(unsafe) var failure: (any Error)? = nil
-        URLSession.shared.dataTask(with: request) { data, response, error in
-            if let error { failure = error }
-            result = (data ?? Data(), (response as? HTTPURLResponse)?.statusCode ?? 0)
-            semaphore.signal()
-        }.resume()
-        _ = semaphore.wait(timeout: .now() + 15)
-        if let failure { throw failure }
-        return try #require(result)
-    }
+    func fetch(_ url: URL, method: String) throws -> (Data, Int) { try ServerProcess.fetch(url, method: method) }
 }
 
 @Suite("portcullis users (the real binary)", .serialized)

@@ -1,0 +1,128 @@
+import Foundation
+import JOSE
+import Testing
+
+@Suite("portcullis serve (the real binary)", .serialized)
+struct ServeCommandTests {
+    /// Free ports for every listener; JSON logs so the test can read them.
+    static let environment = ["GATEWAY_PORT": "0", "ADMIN_PORT": "0", "RUNTIME_PORT": "0", "LOGGING_FORMAT": "json"]
+
+    /// Starts `portcullis serve` and returns the gateway's port from its JSON log.
+    func startServe(_ cli: CLI, _ arguments: [String] = [], environment: [String: String] = environment) throws -> (Process, Int, OutputFile) {
+        let (process, output) = try ServerProcess.start(cli, ["serve"] + arguments, environment: environment) { text in
+            for line in text.split(separator: "\n") where line.hasPrefix("{") {
+                guard let object = try? StrictJSONReader().parseObject(Array(line.utf8)), object["message"] == "gateway listening",
+                    let url = object["url"]?.stringValue, let port = url.split(separator: ":").last.flatMap({ Int($0) })
+                else { continue }
+                return port
+            }
+            return nil
+        }
+        return (process, output.port, output.file)
+    }
+
+    func json(_ data: Data) -> JSONObject { (try? StrictJSONReader().parseObject(Array(data))) ?? JSONObject() }
+
+    @Test("a fresh checkout: serve generates a 0600 ES256 key, says how to add a user, and the README's curl walkthrough works; SIGTERM exits 0")
+    func freshCheckout() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let (process, port, output) = try startServe(cli)
+        let keys = try FileManager.default.contentsOfDirectory(atPath: cli.directory + "/keys").filter { $0.hasSuffix(".pem") }
+        #expect(keys.count == 1)
+        let mode = try FileManager.default.attributesOfItem(atPath: cli.directory + "/keys/" + keys[0])[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        #expect(output.current.contains("generated ES256 key"))
+        #expect(output.current.contains("portcullis users add NAME --tenant default"))
+        #expect(FileManager.default.fileExists(atPath: cli.directory + "/data/portcullis.sqlite"))
+
+        let password = "correct horse battery staple"
+        let added = try cli.run(["users", "add", "alice", "--tenant", "default", "--password-stdin"], stdin: password)
+        #expect(added.status == 0, "\(added.stderr)")
+
+        let base = "http://127.0.0.1:\(port)"
+        let (created, createdStatus) = try ServerProcess.fetch(URL(string: base + "/api/session/create-anonymous")!, method: "POST")
+        #expect(createdStatus == 201)
+        let sessionID = try #require(json(created)["session_id"]?.stringValue)
+        let (login, loginStatus) = try ServerProcess.fetch(
+            URL(string: base + "/api/auth/login")!, method: "POST", headers: ["Content-Type": "application/json"],
+            body: #"{"username":"alice","password":"\#(password)","session_id":"\#(sessionID)"}"#)
+        #expect(loginStatus == 200)
+        let tokens = json(login)
+        #expect(tokens["session_id"]?.stringValue == sessionID)
+        let accessToken = try #require(tokens["access_token"]?.stringValue)
+        let refreshToken = try #require(tokens["refresh_token"]?.stringValue)
+        let (session, sessionStatus) = try ServerProcess.fetch(
+            URL(string: base + "/api/session/\(sessionID)")!, method: "GET", headers: ["Authorization": "Bearer \(accessToken)"])
+        #expect(sessionStatus == 200)
+        #expect(json(session)["state"] == "authenticated")
+
+        #expect(ServerProcess.stop(process), "serve did not exit cleanly on SIGTERM")
+        let log = output.current
+        #expect(log.contains("\"message\":\"request\""))
+        for secret in [password, accessToken, refreshToken] {
+            #expect(!log.contains(secret), "a secret appears in serve's output")
+        }
+    }
+
+    @Test("SIGINT stops serve cleanly too")
+    func sigint() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let (process, port, _) = try startServe(cli)
+        let (_, status) = try ServerProcess.fetch(URL(string: "http://127.0.0.1:\(port)/readyz")!, method: "GET")
+        #expect(status == 200)
+        #expect(ServerProcess.stop(process, signal: SIGINT))
+    }
+
+    @Test("a bad configuration stops serve with a message naming the key, before anything is created", arguments: [
+        ("", ["GATEWAY_PORT": "eighty"], "gateway.port"),
+        ("gateway:\n  issuer: not a url\n", [String: String](), "gateway.issuer"),
+        ("gateway:\n  trusted_proxies: [10.0.0.0/33]\n", [:], "gateway.trusted_proxies"),
+        ("gateway:\n  allowed_origins: [https://app.example.com/path]\n", [:], "gateway.allowed_origins"),
+        ("gateway:\n  tls:\n    certificate_path: cert.pem\n", [:], "gateway.tls.private_key_path"),
+        ("gateway:\n  tls:\n    certificate_path: missing.pem\n    private_key_path: missing.key\n", [:], "gateway.tls.certificate_path"),
+        ("gateway:\n  routes: [nonsense]\n", [:], "gateway.routes"),
+        ("", ["RATE_LIMITS_LOGIN_PER_CLIENT_BURST": "0"], "rate_limits.login_per_client.burst"),
+        ("tokens:\n  access_token_lifetime_seconds: 7200\n", [:], "tokens.access_token_lifetime_seconds"),
+        ("contracts:\n  sessions_per_user: 0\n", [:], "contracts.sessions_per_user"),
+        ("logging:\n  format: xml\n", [:], "logging.format"),
+        ("runtime:\n  url: ftp://example.com\n", [:], "runtime.url"),
+    ])
+    func badConfiguration(yaml: String, environment: [String: String], expected: String) throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try Data(yaml.utf8).write(to: URL(fileURLWithPath: cli.directory + "/custom.yaml"))
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: CLI.binary)
+        process.arguments = ["serve", "--config", "custom.yaml"]
+        process.currentDirectoryURL = URL(fileURLWithPath: cli.directory)
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = Pipe()
+        try process.run()
+        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 2)
+        #expect(text.contains(expected), "\(text)")
+        #expect(text.split(separator: "\n").count == 1, "one line: \(text)")
+        #expect(!FileManager.default.fileExists(atPath: cli.directory + "/data"), "nothing is created before the configuration is valid")
+        #expect(!FileManager.default.fileExists(atPath: cli.directory + "/keys"), "no key is generated before the configuration is valid")
+    }
+
+    @Test("the committed config/portcullis.yaml is valid and equals the embedded defaults")
+    func committedConfiguration() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let file = repository.appendingPathComponent("config/portcullis.yaml").path
+        var environment = Self.environment
+        environment["ADMIN_PORT"] = "0"
+        let (process, port, _) = try startServe(cli, ["--config", file], environment: environment)
+        let (metadata, status) = try ServerProcess.fetch(URL(string: "http://127.0.0.1:\(port)/.well-known/oauth-authorization-server")!, method: "GET")
+        #expect(status == 200)
+        #expect(json(metadata)["issuer"] == "http://127.0.0.1:8080")
+        #expect(ServerProcess.stop(process))
+    }
+}

@@ -1,0 +1,82 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Testing
+
+/// A file that collects a child process's output (a pipe's readability
+/// handler crashed libdispatch when the child exited, so tests use a file).
+struct OutputFile {
+    let path: String
+
+    var current: String {
+        (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+    }
+}
+
+struct ServerProcessError: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// Starts and stops long-running `portcullis` subcommands for tests.
+enum ServerProcess {
+    /// Starts `portcullis ARGS` in `cli`'s directory and waits until `ready` finds a port in its output.
+    static func start(
+        _ cli: CLI, _ arguments: [String], environment: [String: String] = [:], ready: (String) -> Int?
+    ) throws -> (Process, (port: Int, file: OutputFile)) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: CLI.binary)
+        process.arguments = arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: cli.directory)
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let collector = OutputFile(path: cli.directory + "/\(arguments[0])-output.log")
+        FileManager.default.createFile(atPath: collector.path, contents: nil)
+        let sink = try FileHandle(forWritingTo: URL(fileURLWithPath: collector.path))
+        defer { try? sink.close() }
+        process.standardOutput = sink
+        process.standardError = sink
+        try process.run()
+        var port: Int?
+        let deadline = Date().addingTimeInterval(30)
+        while port == nil, Date() < deadline, process.isRunning {
+            port = ready(collector.current)
+            if port == nil { Thread.sleep(forTimeInterval: 0.05) }
+        }
+        guard let port else {
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            throw ServerProcessError(description: "portcullis \(arguments[0]) never said where it listens: \(collector.current)")
+        }
+        return (process, (port, collector))
+    }
+
+    /// Sends `signal` and waits up to 15 s; true if the process exited with status 0.
+    static func stop(_ process: Process, signal: Int32 = SIGTERM) -> Bool {
+        kill(process.processIdentifier, signal)
+        let stopBy = Date().addingTimeInterval(15)
+        while process.isRunning, Date() < stopBy { Thread.sleep(forTimeInterval: 0.05) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            return false
+        }
+        return process.terminationStatus == 0
+    }
+
+    /// A blocking HTTP request with URLSession, for a test on its own thread.
+    static func fetch(_ url: URL, method: String, headers: [String: String] = [:], body: String? = nil) throws -> (Data, Int) {
+        var request = URLRequest(url: url)
+        request.httpMethod = method
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        request.httpBody = body.map { Data($0.utf8) }
+        let semaphore = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var result: (Data, Int)? = nil
+        nonisolated(unsafe) var failure: (any Error)? = nil
+        URLSession.shared.dataTask(with: request) { data, response, error in
+            if let error { failure = error }
+            result = (data ?? Data(), (response as? HTTPURLResponse)?.statusCode ?? 0)
+            semaphore.signal()
+        }.resume()
+        _ = semaphore.wait(timeout: .now() + 15)
+        if let failure { throw failure }
+        return try #require(result)
+    }
+}

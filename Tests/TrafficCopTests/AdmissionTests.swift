@@ -1,0 +1,84 @@
+import Testing
+import TrafficCop
+
+@Suite("Client addresses and trusted proxies")
+struct ClientAddressTests {
+    @Test("networks parse IPv4 and IPv6 with prefixes and refuse junk")
+    func networks() {
+        #expect(IPNetwork("10.0.0.0/8")?.contains(IPNetwork.parseAddress("10.200.3.4")!) == true)
+        #expect(IPNetwork("10.0.0.0/8")?.contains(IPNetwork.parseAddress("11.0.0.1")!) == false)
+        #expect(IPNetwork("::1")?.contains(IPNetwork.parseAddress("::1")!) == true)
+        #expect(IPNetwork("fd00::/8")?.contains(IPNetwork.parseAddress("fd12::5")!) == true)
+        #expect(IPNetwork("192.168.1.7")?.prefixLength == 32)
+        #expect(IPNetwork("::ffff:127.0.0.1")?.bytes == [127, 0, 0, 1])
+        for junk in ["", "10.0.0.0/33", "10.0.0/8", "example.com", "1.2.3.4/-1", "::1/129", "1.2.3.4/8/1"] {
+            #expect(IPNetwork(junk) == nil, "\(junk)")
+        }
+    }
+
+    @Test("the socket peer is the client unless it is a trusted proxy; X-Forwarded-For is read from the right")
+    func resolution() {
+        let none = ClientAddressResolver()
+        #expect(none.clientAddress(peer: "198.51.100.7", forwardedFor: ["203.0.113.9"]) == "198.51.100.7")
+        let resolver = ClientAddressResolver(trustedProxies: [IPNetwork("10.0.0.0/8")!])
+        #expect(resolver.clientAddress(peer: "198.51.100.7", forwardedFor: ["203.0.113.9"]) == "198.51.100.7")
+        #expect(resolver.clientAddress(peer: "10.0.0.2", forwardedFor: ["203.0.113.9"]) == "203.0.113.9")
+        // A client-supplied left part cannot override what the trusted proxy appended.
+        #expect(resolver.clientAddress(peer: "10.0.0.2", forwardedFor: ["1.1.1.1, 203.0.113.9"]) == "203.0.113.9")
+        #expect(resolver.clientAddress(peer: "10.0.0.2", forwardedFor: ["203.0.113.9", "10.0.0.5"]) == "203.0.113.9")
+        #expect(resolver.clientAddress(peer: "10.0.0.2", forwardedFor: ["garbage"]) == "10.0.0.2")
+        #expect(resolver.clientAddress(peer: "10.0.0.2", forwardedFor: []) == "10.0.0.2")
+    }
+}
+
+@Suite("Session intents against the execution contract")
+struct SessionIntentTests {
+    let validator = SessionIntentValidator(contract: ExecutionContract(maximumSessionsPerUser: 2, maximumSocketsPerSession: 1, anonymousIntents: ["echo"]))
+    let alice = Principal(userID: "usr_alice", tenantID: "acme")
+
+    func refusal(_ intent: SessionIntent, _ facts: AdmissionFacts = AdmissionFacts()) -> AdmissionRefusal? {
+        do {
+            _ = try validator.admit(intent, facts: facts)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test("an anonymous session is created by the server only: a client-supplied id is refused")
+    func createAnonymous() {
+        #expect(refusal(SessionIntent(.createAnonymous)) == nil)
+        #expect(refusal(SessionIntent(.createAnonymous, sessionID: "ses_x"))?.code == "invalid_request")
+    }
+
+    @Test("owned sessions need a principal and stay within sessions per user")
+    func createOwned() {
+        #expect(refusal(SessionIntent(.createOwned))?.kind == .identityRequired)
+        #expect(refusal(SessionIntent(.createOwned, principal: alice), AdmissionFacts(liveSessionsOfPrincipal: 1)) == nil)
+        let limit = refusal(SessionIntent(.createOwned, principal: alice), AdmissionFacts(liveSessionsOfPrincipal: 2))
+        #expect(limit?.kind == .limitReached)
+        #expect(limit?.code == "limit_reached")
+    }
+
+    @Test("upgrade, revoke and sockets need a principal and a session; sockets stay within sockets per session")
+    func sessionOperations() {
+        for operation in [SessionIntent.Operation.upgrade, .revoke, .openSocket] {
+            #expect(refusal(SessionIntent(operation, sessionID: "ses_x"))?.kind == .identityRequired)
+            #expect(refusal(SessionIntent(operation, principal: alice))?.code == "session_missing")
+        }
+        #expect(refusal(SessionIntent(.openSocket, principal: alice, sessionID: "ses_x"), AdmissionFacts(openSocketsOnSession: 0)) == nil)
+        #expect(refusal(SessionIntent(.openSocket, principal: alice, sessionID: "ses_x"), AdmissionFacts(openSocketsOnSession: 1))?.kind == .limitReached)
+        #expect(refusal(SessionIntent(.read, sessionID: "ses_x")) == nil)
+    }
+
+    @Test("anonymous sessions run only the contract's intents; a principal with an empty tenant is refused")
+    func intents() {
+        #expect(refusal(SessionIntent(.runIntent, sessionID: "ses_x", intentType: "echo")) == nil)
+        #expect(refusal(SessionIntent(.runIntent, sessionID: "ses_x", intentType: "session.set_metadata"))?.kind == .notAllowed)
+        #expect(refusal(SessionIntent(.runIntent, principal: alice, sessionID: "ses_x", intentType: "session.set_metadata")) == nil)
+        #expect(
+            refusal(SessionIntent(.runIntent, principal: alice, sessionID: "ses_x", intentType: "session.set_metadata"), AdmissionFacts(sessionIsAnonymous: true))?
+                .kind == .notAllowed)
+        #expect(refusal(SessionIntent(.read, principal: Principal(userID: "u", tenantID: ""), sessionID: "ses_x"))?.kind == .identityRequired)
+    }
+}
