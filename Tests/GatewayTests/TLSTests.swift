@@ -1,0 +1,51 @@
+import AsyncHTTPClient
+import Foundation
+import Gateway
+import NIOCore
+import NIOSSL
+import Testing
+
+@Suite("HTTPS on the public listener")
+struct TLSTests {
+    /// A self-signed P-256 certificate for 127.0.0.1, made by the openssl command line tool.
+    static func makeCertificate(in directory: String) throws -> TLSFiles {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        process.arguments = [
+            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+            "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", directory + "/tls.key", "-out", directory + "/tls.pem",
+        ]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw FixtureError("openssl req failed") }
+        return TLSFiles(certificatePath: directory + "/tls.pem", privateKeyPath: directory + "/tls.key")
+    }
+
+    @Test("with gateway.tls set, the gateway speaks HTTPS with that certificate, and a client trusting it gets answers")
+    func https() async throws {
+        let certificates = NSTemporaryDirectory() + "portcullis-tls-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: certificates) }
+        let files = try Self.makeCertificate(in: certificates)
+        let fixture = try await GatewayFixture { $0.tls = files }
+
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(files.certificatePath))
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(tlsConfiguration: tls))
+        do {
+            let response = try await client.execute(HTTPClientRequest(url: "https://127.0.0.1:\(fixture.gatewayPort)/healthz"), timeout: .seconds(10))
+            #expect(response.status == .ok)
+            var create = HTTPClientRequest(url: "https://127.0.0.1:\(fixture.gatewayPort)/api/session/create-anonymous")
+            create.method = .POST
+            #expect(try await client.execute(create, timeout: .seconds(10)).status == .created)
+        } catch {
+            Issue.record("HTTPS request failed: \(error)")
+        }
+        try await client.shutdown()
+        // Plain HTTP to the TLS port gets no HTTP answer.
+        await #expect(throws: (any Error).self) { _ = try await fixture.send(.GET, "/healthz") }
+        try await fixture.stop()
+    }
+}
