@@ -125,7 +125,11 @@ public struct PortcullisServer: Sendable {
     /// The services, in start order; a `ServiceGroup` stops them in reverse,
     /// so the public listener stops first and the Runtime last.
     public func makeServices(onListening: @escaping @Sendable (Listener, Int) async -> Void = { _, _ in }) throws -> [any Service] {
-        var list: [any Service] = [HTTPClientLifecycle(client: services.runtime.http), KeyRingReloader(ring: keys, logger: logger), CredentialSweeper(state: state, clock: clock, logger: logger)]
+        var list: [any Service] = [HTTPClientLifecycle(client: services.runtime.http), KeyRingReloader(ring: keys, logger: logger)]
+        let (state, clock) = (self.state, self.clock)
+        list.append(Sweeper("expired refresh tokens and revoked token ids", every: 300, logger: logger) {
+            try await state.deleteExpiredCredentials(before: clock.now())
+        })
         if gateway.runtimeURL == nil {
             let client = services.runtime
             let host = runtime.host.contains(":") ? "[\(runtime.host)]" : runtime.host
@@ -144,31 +148,5 @@ public struct PortcullisServer: Sendable {
         }
         list.append(try GatewayServer.makeApplication(services: services, onServerRunning: { await onListening(.gateway, $0) }))
         return list
-    }
-}
-
-/// Deletes refresh tokens and revoked token ids past their expiry, every `interval` seconds.
-struct CredentialSweeper: Service {
-    let state: any CredentialRepository
-    var interval: Double = 300
-    let clock: any TokenClock
-    let logger: Logger
-
-    init(state: any CredentialRepository, interval: Double = 300, clock: any TokenClock, logger: Logger) {
-        self.state = state
-        self.interval = interval
-        self.clock = clock
-        self.logger = logger
-    }
-
-    func run() async throws {
-        await runPeriodically(every: interval) {
-            do {
-                let removed = try await state.deleteExpiredCredentials(before: clock.now())
-                if removed > 0 { logger.info("swept expired credentials", metadata: ["count": "\(removed)"]) }
-            } catch {
-                logger.warning("credential sweep failed; will retry", metadata: ["error_type": "\(type(of: error))"])
-            }
-        }
     }
 }

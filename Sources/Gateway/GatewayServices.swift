@@ -119,18 +119,12 @@ public struct GatewayServices: Sendable {
 
     /// The request body as a strict JSON object (empty body: empty object); 413 beyond the limit.
     func body(_ request: Request) async throws -> JSONObject {
-        let limit = configuration.maximumBodyBytes
-        let buffer: ByteBuffer
         do {
-            buffer = try await request.body.collect(upTo: limit)
-        } catch {
+            return try await request.jsonObject(limit: configuration.maximumBodyBytes)
+        } catch .tooLarge(let limit) {
             throw GatewayError(.contentTooLarge, "payload_too_large", "the request body is limited to \(limit) bytes")
-        }
-        if buffer.readableBytes == 0 { return JSONObject() }
-        do {
-            return try StrictJSONReader().parseObject(Array(buffer.readableBytesView))
-        } catch {
-            throw GatewayError.invalidRequest("the body must be a JSON object: \(error.message)")
+        } catch .invalid(let message) {
+            throw GatewayError.invalidRequest("the body must be a JSON object: \(message)")
         }
     }
 

@@ -27,17 +27,12 @@ public struct RuntimeRoutes: Sendable {
 
     /// The request body as a strict JSON object; an empty body is an empty object.
     func body(_ request: Request) async throws -> JSONObject {
-        let buffer: ByteBuffer
         do {
-            buffer = try await request.body.collect(upTo: maximumBody)
-        } catch {
-            throw RuntimeError(.contentTooLarge, "payload_too_large", "the request body is limited to \(maximumBody) bytes")
-        }
-        if buffer.readableBytes == 0 { return JSONObject() }
-        do {
-            return try StrictJSONReader().parseObject(Array(buffer.readableBytesView))
-        } catch {
-            throw RuntimeError.invalidRequest("the body is not a strict JSON object: \(error.message)")
+            return try await request.jsonObject(limit: maximumBody)
+        } catch .tooLarge(let limit) {
+            throw RuntimeError(.contentTooLarge, "payload_too_large", "the request body is limited to \(limit) bytes")
+        } catch .invalid(let message) {
+            throw RuntimeError.invalidRequest("the body is not a strict JSON object: \(message)")
         }
     }
 

@@ -37,27 +37,43 @@ public enum RuntimeServer {
                 webSocketRouter: router,
                 configuration: .init(ws: .init(maxFrameSize: configuration.maximumMessageBytes))),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: nil),
-            services: [SessionSweeper(repository: state, interval: configuration.sweepInterval, clock: clock, logger: logger)] + extraServices,
+            services: [
+                Sweeper("ended sessions", every: configuration.sweepInterval, logger: logger) {
+                    try await state.deleteSessions(endedBefore: clock.now())
+                }
+            ] + extraServices,
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
             logger: logger
         )
     }
 }
 
-/// Deletes ended (expired or revoked) sessions every `interval` seconds.
-public struct SessionSweeper: Service {
-    let repository: any SessionRepository
+/// Deletes what has ended from storage every `interval` seconds: one sweep,
+/// logged when it removed something, retried at the next tick when it failed.
+public struct Sweeper: Service {
+    let name: String
     let interval: Double
-    let clock: any TokenClock
     let logger: Logger
+    let sweep: @Sendable () async throws -> Int
+
+    /// - Parameters:
+    ///   - name: what is swept, for the log ("ended sessions").
+    ///   - sweep: removes what has ended; returns how many rows.
+    public init(_ name: String, every interval: Double, logger: Logger, sweep: @escaping @Sendable () async throws -> Int) {
+        self.name = name
+        self.interval = interval
+        self.logger = logger
+        self.sweep = sweep
+    }
 
     public func run() async throws {
         await runPeriodically(every: interval) {
             do {
-                let removed = try await repository.deleteSessions(endedBefore: clock.now())
-                if removed > 0 { logger.info("swept ended sessions", metadata: ["count": "\(removed)"]) }
+                let removed = try await sweep()
+                if removed > 0 { logger.info("swept \(name)", metadata: ["count": "\(removed)"]) }
             } catch {
-                logger.warning("session sweep failed; will retry", metadata: ["error": "\(error)"])
+                // Only the type: a storage error may quote stored values.
+                logger.warning("sweep of \(name) failed; will retry", metadata: ["error_type": "\(type(of: error))"])
             }
         }
     }

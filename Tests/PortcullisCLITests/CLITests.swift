@@ -29,11 +29,12 @@ struct CLI {
 
     /// Runs `portcullis ARGS` in the temporary directory, with `stdin` as input.
     @discardableResult
-    func run(_ arguments: [String], stdin: String? = nil) throws -> Result {
+    func run(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:]) throws -> Result {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Self.binary)
         process.arguments = arguments
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let output = Pipe(), errors = Pipe(), input = Pipe()
         process.standardOutput = output
         process.standardError = errors
@@ -286,19 +287,9 @@ struct RuntimeBinaryTests {
         let cli = try CLI()
         defer { cli.remove() }
         try Data(yaml.utf8).write(to: URL(fileURLWithPath: cli.directory + "/custom.yaml"))
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: CLI.binary)
-        process.arguments = ["runtime", "--config", "custom.yaml"]
-        process.currentDirectoryURL = URL(fileURLWithPath: cli.directory)
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let errors = Pipe()
-        process.standardError = errors
-        process.standardOutput = Pipe()
-        try process.run()
-        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 2)
-        #expect(text.contains(expected), "\(text)")
+        let result = try cli.run(["runtime", "--config", "custom.yaml"], environment: environment)
+        #expect(result.status == 2)
+        #expect(result.stderr.contains(expected), "\(result.stderr)")
         #expect(!FileManager.default.fileExists(atPath: cli.directory + "/data"), "nothing is created before the configuration is valid")
     }
 

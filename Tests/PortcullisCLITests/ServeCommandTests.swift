@@ -93,20 +93,10 @@ struct ServeCommandTests {
         let cli = try CLI()
         defer { cli.remove() }
         try Data(yaml.utf8).write(to: URL(fileURLWithPath: cli.directory + "/custom.yaml"))
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: CLI.binary)
-        process.arguments = ["serve", "--config", "custom.yaml"]
-        process.currentDirectoryURL = URL(fileURLWithPath: cli.directory)
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let errors = Pipe()
-        process.standardError = errors
-        process.standardOutput = Pipe()
-        try process.run()
-        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 2)
-        #expect(text.contains(expected), "\(text)")
-        #expect(text.split(separator: "\n").count == 1, "one line: \(text)")
+        let result = try cli.run(["serve", "--config", "custom.yaml"], environment: environment)
+        #expect(result.status == 2)
+        #expect(result.stderr.contains(expected), "\(result.stderr)")
+        #expect(result.stderr.split(separator: "\n").count == 1, "one line: \(result.stderr)")
         #expect(!FileManager.default.fileExists(atPath: cli.directory + "/data"), "nothing is created before the configuration is valid")
         #expect(!FileManager.default.fileExists(atPath: cli.directory + "/keys"), "no key is generated before the configuration is valid")
     }
