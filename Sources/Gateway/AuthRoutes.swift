@@ -77,31 +77,32 @@ struct AuthRoutes: Sendable {
         if token.hasPrefix("eyJ") {
             throw Self.refreshRefused("access_token_given", "an access token was sent where a refresh token is expected; send the refresh_token from login")
         }
-        let next: IssuedRefreshToken
         do {
-            next = try await services.refreshTokens.rotate(token)
+            // The session first, without spending the token: when two refreshes race,
+            // the winner's answer must not depend on the loser's reuse revocation.
+            let presented = try await services.refreshTokens.peek(token)
+            let principal = Principal(userID: presented.userID, tenantID: presented.tenantID)
+            do {
+                _ = try await services.runtime.perform(services.admit(SessionIntent(.read, principal: principal, sessionID: presented.sessionID)))
+            } catch let error as GatewayError where error.status == .notFound || error.status == .forbidden {
+                _ = try await services.state.revokeRefreshTokens(sessionID: presented.sessionID, now: services.clock.now())
+                throw Self.refreshRefused("session_ended", "the session of this refresh token has ended; log in again")
+            }
+            let next = try await services.refreshTokens.rotate(token)
+            return try tokenResponse(principal: principal, sessionID: next.record.sessionID, refreshToken: next.token)
         } catch let failure as RefreshFailure {
             switch failure {
             case .unknown: throw Self.refreshRefused("unknown", "the refresh token is not known; log in again")
             case .expired: throw Self.refreshRefused("expired", "the refresh token has expired; log in again")
             case .revoked: throw Self.refreshRefused("revoked", "the refresh token was revoked; log in again")
             case .reused(let sessionID, let userID, let tenantID):
-                // Theft signal: the family is already revoked; end the session too.
+                // Theft signal (or a client refreshing twice): the family is already revoked; end the session too.
                 let principal = Principal(userID: userID, tenantID: tenantID)
                 _ = try? await services.runtime.perform(services.admit(SessionIntent(.revoke, principal: principal, sessionID: sessionID)))
                 services.logger.warning("refresh token reused; family and session revoked", metadata: ["session_id": "\(sessionID)", "user_id": "\(userID)"])
                 throw Self.refreshRefused("reused", "the refresh token was already used; its session has been ended for safety; log in again")
             }
         }
-        let record = next.record
-        let principal = Principal(userID: record.userID, tenantID: record.tenantID)
-        do {
-            _ = try await services.runtime.perform(services.admit(SessionIntent(.read, principal: principal, sessionID: record.sessionID)))
-        } catch let error as GatewayError where error.status == .notFound || error.status == .forbidden {
-            _ = try await services.state.revokeRefreshTokens(sessionID: record.sessionID, now: services.clock.now())
-            throw Self.refreshRefused("session_ended", "the session of this refresh token has ended; log in again")
-        }
-        return try tokenResponse(principal: principal, sessionID: record.sessionID, refreshToken: next.token)
     }
 
     static func refreshRefused(_ reason: String, _ message: String) -> GatewayError {

@@ -53,13 +53,28 @@ public struct RefreshTokenService: Sendable {
         return issued
     }
 
+    static func isWellFormed(_ token: String) -> Bool {
+        token.hasPrefix(prefix) && token.utf8.count == 46 && Base64URL.decode(String(token.dropFirst(3)))?.count == 32
+    }
+
+    /// The record of a live, unspent `token`, without spending it (to check its
+    /// session first). A spent token is returned too: `rotate` then treats it as reuse.
+    ///
+    /// - Throws: `RefreshFailure.unknown`, `.expired` or `.revoked`.
+    public func peek(_ token: String) async throws -> RefreshTokenRecord {
+        guard Self.isWellFormed(token), let record = try await credentials.refreshToken(hash: try Self.hash(token)) else {
+            throw RefreshFailure.unknown
+        }
+        if record.revokedAt != nil { throw RefreshFailure.revoked }
+        if record.usedAt == nil, record.expiresAt <= clock.now() { throw RefreshFailure.expired }
+        return record
+    }
+
     /// Spends `token` and returns its successor in the same family.
     ///
     /// - Throws: `RefreshFailure`; `.reused` has already revoked the family.
     public func rotate(_ token: String) async throws -> IssuedRefreshToken {
-        guard token.hasPrefix(Self.prefix), token.utf8.count == 46, Base64URL.decode(String(token.dropFirst(3)))?.count == 32 else {
-            throw RefreshFailure.unknown
-        }
+        guard Self.isWellFormed(token) else { throw RefreshFailure.unknown }
         let next = try mint(sessionID: "", userID: "", tenantID: "", familyID: "")
         switch try await credentials.rotateRefreshToken(tokenHash: try Self.hash(token), next: next.record, now: clock.now()) {
         case .rotated(_, let successor):

@@ -47,6 +47,8 @@ public enum RefreshRotationOutcome: Sendable, Equatable {
 /// Refresh tokens and revoked access-token ids.
 public protocol CredentialRepository: Sendable {
     func insertRefreshToken(_ record: RefreshTokenRecord) async throws
+    /// The record of the token with `tokenHash`, in any state; nothing changes.
+    func refreshToken(hash tokenHash: String) async throws -> RefreshTokenRecord?
     /// In one transaction: spend the token with `tokenHash` and store `next`
     /// (whose hash and id the caller chose), or detect reuse and revoke the family.
     /// Two concurrent calls with one token: exactly one rotates.
@@ -82,6 +84,13 @@ extension SQLiteStateSurface: CredentialRepository {
 
     public func insertRefreshToken(_ record: RefreshTokenRecord) async throws {
         try await pool.write { db in try Self.insert(record, db) }
+    }
+
+    public func refreshToken(hash tokenHash: String) async throws -> RefreshTokenRecord? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT \(Self.refreshColumns) FROM refresh_tokens WHERE token_hash = ?", arguments: [tokenHash])
+                .map(Self.refreshToken(from:))
+        }
     }
 
     public func rotateRefreshToken(tokenHash: String, next: RefreshTokenRecord, now: Double) async throws -> RefreshRotationOutcome {
