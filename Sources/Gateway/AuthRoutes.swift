@@ -99,6 +99,7 @@ struct AuthRoutes: Sendable {
                 // Theft signal (or a client refreshing twice): the family is already revoked; end the session too.
                 let principal = Principal(userID: userID, tenantID: tenantID)
                 _ = try? await services.runtime.perform(services.admit(SessionIntent(.revoke, principal: principal, sessionID: sessionID)))
+                services.sockets.close(sessionID: sessionID, reason: "session ended")
                 services.logger.warning("refresh token reused; family and session revoked", metadata: ["session_id": "\(sessionID)", "user_id": "\(userID)"])
                 throw Self.refreshRefused("reused", "the refresh token was already used; its session has been ended for safety; log in again")
             }
@@ -125,6 +126,7 @@ struct AuthRoutes: Sendable {
             // Already ended: logging out still revokes the presented token.
         }
         try await services.state.revokeTokenID(caller.tokenID, expiresAt: caller.expiresAt, now: services.clock.now())
+        services.sockets.close(sessionID: sessionID, reason: "logged out")
         services.logger.info("logout", metadata: ["user_id": "\(caller.userID)", "session_id": "\(sessionID)"])
         return Response(status: .noContent, headers: [.cacheControl: "no-store"])
     }

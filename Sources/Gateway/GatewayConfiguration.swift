@@ -46,6 +46,8 @@ public struct GatewayConfiguration: Sendable {
     public var tls: TLSFiles? = nil
     /// Largest request body accepted, in bytes (413 beyond).
     public var maximumBodyBytes: Int = 64 * 1024
+    /// Largest WebSocket message relayed, in bytes (close 1009 beyond).
+    public var maximumMessageBytes: Int = 64 * 1024
     /// Extra upstreams: requests under `prefix` are proxied to `upstream`.
     public var routes: [ProxyRoute] = []
 

@@ -43,6 +43,21 @@ public struct GatewayMetrics: Sendable {
         Counter(label: "portcullis_login_failures_total", dimensions: [], factory: factory).increment()
     }
 
+    /// A WebSocket upgrade refused before the 101, by error code or token reason.
+    func upgradeRefused(reason: String) {
+        Counter(label: "portcullis_ws_upgrades_refused_total", dimensions: [("reason", reason)], factory: factory).increment()
+    }
+
+    /// Sockets open now (+1 on open, -1 on close).
+    func openSockets(_ delta: Int) {
+        Meter(label: "portcullis_ws_open_sockets", dimensions: [], factory: factory).increment(by: Double(delta))
+    }
+
+    /// A relay failure (the Runtime went away, a frame could not be passed on).
+    func relayError(kind: String) {
+        Counter(label: "portcullis_ws_relay_errors_total", dimensions: [("kind", kind)], factory: factory).increment()
+    }
+
     /// The Prometheus text exposition.
     public func exposition() -> String { registry.emitToString() }
 }

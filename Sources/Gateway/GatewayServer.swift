@@ -21,6 +21,18 @@ public enum GatewayServer {
         auth.register(on: router)
         SessionRoutes(services: services, auth: auth).register(on: router)
         DiscoveryRoutes(services: services).register(on: router)
+        // Plain HTTP on the socket path: the guard's refusal, or 426 when only the upgrade is missing.
+        router.get(RouterPath(WebSocketGuard.path)) { request, _ -> Response in
+            let headers = request.headers.map { ($0.name.rawName, $0.value) }
+            let uri = request.uri.query.map { request.uri.path + "?" + $0 } ?? request.uri.path
+            if case .failure(let error) = await WebSocketGuard(services: services, registry: services.sockets).admit(UpgradeRequest(uri: uri, headers: headers)) {
+                throw error
+            }
+            let error = GatewayError(.upgradeRequired, "upgrade_required", "open this path as a WebSocket, as the first request on a new connection")
+            var response = error.response()
+            response.headers[.upgrade] = "websocket"
+            return response
+        }
         return router
     }
 
@@ -29,11 +41,15 @@ public enum GatewayServer {
         services: GatewayServices, onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws -> some ApplicationProtocol {
         let configuration = services.configuration
+        let guardian = WebSocketGuard(services: services, registry: services.sockets)
+        let relay = AgentRelay(services: services, registry: services.sockets, maximumMessageBytes: configuration.maximumMessageBytes)
+        let base = HTTPServerBuilder.http1WithAgentSocket(
+            guardian: guardian, relay: relay, maximumMessageBytes: configuration.maximumMessageBytes, idleTimeout: nil)
         let server: HTTPServerBuilder
         if let tls = configuration.tls {
-            server = try .tls(.http1(), tlsConfiguration: try Self.tlsConfiguration(tls))
+            server = try .tls(base, tlsConfiguration: try Self.tlsConfiguration(tls))
         } else {
-            server = .http1()
+            server = base
         }
         return Application(
             router: makeRouter(services: services), server: server,
@@ -146,7 +162,32 @@ public struct PortcullisServer: Sendable {
                 GatewayServer.makeAdminApplication(
                     metrics: metrics, host: gateway.adminHost, port: adminPort, logger: logger, onServerRunning: { await onListening(.admin, $0) }))
         }
+        list.append(SessionRevocationWatcher(state: state, sockets: services.sockets, clock: clock, logger: logger))
         list.append(try GatewayServer.makeApplication(services: services, onServerRunning: { await onListening(.gateway, $0) }))
         return list
+    }
+}
+
+/// Closes sockets whose session ended elsewhere (another gateway's logout, the
+/// Runtime's revocation, expiry): once a second it asks the store which of the
+/// sessions with open sockets are no longer live. One query, only while sockets are open.
+struct SessionRevocationWatcher: Service {
+    let state: any SessionRepository
+    let sockets: SocketRegistry
+    let clock: any TokenClock
+    let logger: Logger
+
+    func run() async throws {
+        await runPeriodically(every: 1) {
+            let open = sockets.sessionIDs
+            guard !open.isEmpty else { return }
+            do {
+                for sessionID in try await state.endedSessionIDs(among: open, now: clock.now()) {
+                    sockets.close(sessionID: sessionID, reason: "session ended")
+                }
+            } catch {
+                logger.warning("session revocation check failed; will retry", metadata: ["error_type": "\(type(of: error))"])
+            }
+        }
     }
 }

@@ -22,6 +22,8 @@ public struct GatewayServices: Sendable {
     public let rateLimits: AdmissionRateLimits
     public let clientAddresses: ClientAddressResolver
     public let metrics: GatewayMetrics
+    /// Open agent sockets by session (this gateway's).
+    public let sockets = SocketRegistry()
     public let clock: any TokenClock
     public let logger: Logger
 

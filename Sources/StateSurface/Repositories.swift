@@ -34,6 +34,8 @@ public protocol SessionRepository: Sendable {
     func deleteSessions(endedBefore cutoff: Double) async throws -> Int
     /// How many live (unexpired, unrevoked) sessions `userID` owns in `tenantID` at `now`.
     func liveSessionCount(userID: String, tenantID: String, now: Double) async throws -> Int
+    /// Which of `ids` are no longer live at `now` (revoked, expired or gone).
+    func endedSessionIDs(among ids: [String], now: Double) async throws -> [String]
     /// A cheap read that fails when the store cannot answer (for readiness probes).
     func ping() async throws
 }

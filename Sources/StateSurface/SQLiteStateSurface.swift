@@ -227,6 +227,21 @@ public final class SQLiteStateSurface: SessionRepository, ExecutionRepository {
         }
     }
 
+    public func endedSessionIDs(among ids: [String], now: Double) async throws -> [String] {
+        guard !ids.isEmpty else { return [] }
+        return try await pool.read { db in
+            var live = Set<String>()
+            for chunk in stride(from: 0, to: ids.count, by: 500).map({ Array(ids[$0..<min($0 + 500, ids.count)]) }) {
+                let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+                let rows = try String.fetchAll(
+                    db, sql: "SELECT id FROM sessions WHERE id IN (\(marks)) AND state <> 'revoked' AND expires_at > ?",
+                    arguments: StatementArguments(chunk.map(\.databaseValue) + [now.databaseValue]))
+                live.formUnion(rows)
+            }
+            return ids.filter { !live.contains($0) }
+        }
+    }
+
     public func ping() async throws {
         _ = try await pool.read { db in try Int.fetchOne(db, sql: "SELECT 1") }
     }

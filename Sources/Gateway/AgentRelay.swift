@@ -1,0 +1,238 @@
+import Foundation
+import HTTPTypes
+import HummingbirdWSClient
+import JOSE
+import Logging
+import NIOCore
+import NIOWebSocket
+import Runtime
+import SecurityGuard
+import Synchronization
+
+/// Relays an admitted agent socket to the Runtime's agent channel and keeps
+/// authorizing it while it is open.
+///
+/// - Frames both ways, whole messages up to the configured size (1009 beyond);
+///   close codes and reasons are passed on; if the Runtime goes away the
+///   client gets 1011 with a reason.
+/// - The socket closes with 1008 "token expired" when the access token
+///   expires, unless the client renews it with
+///   `{"type":"auth.renew","access_token":"..."}` for the same user and tenant
+///   (answered `{"type":"auth.renewed","expires_at":...}`); a token of another
+///   user closes it with 1008.
+/// - A logout or revocation of the session closes it with 1008 (the registry
+///   delivers the request; `SessionRevocationWatcher` catches revocations made
+///   elsewhere within a second).
+public struct AgentRelay: Sendable {
+    let services: GatewayServices
+    let registry: SocketRegistry
+    let maximumMessageBytes: Int
+
+    /// Mutable per-socket state shared by the relay's tasks.
+    final class SocketState: Sendable {
+        let expiresAt: Mutex<Double>
+        /// Set once a close frame has been sent to the client.
+        let closed = Mutex(false)
+
+        init(expiresAt: Double) { self.expiresAt = Mutex(expiresAt) }
+
+        /// True the first time only: the caller sends the close frame.
+        func beginClose() -> Bool {
+            closed.withLock { closed in
+                defer { closed = true }
+                return !closed
+            }
+        }
+    }
+
+    func run(_ channel: NIOAsyncChannel<WebSocketFrame, WebSocketFrame>, admitted: AdmittedSocket, logger: Logger) async {
+        let (id, closeRequests) = registry.register(sessionID: admitted.sessionID)
+        services.metrics.openSockets(1)
+        defer {
+            registry.unregister(sessionID: admitted.sessionID, id: id)
+            services.metrics.openSockets(-1)
+        }
+        let state = SocketState(expiresAt: admitted.caller.expiresAt)
+        do {
+            try await channel.executeThenClose { inbound, outbound in
+                let client = ClientSide(outbound: outbound, state: state)
+                do {
+                    let upstreamClose = try await connectUpstream(admitted: admitted, logger: logger) { upstreamIn, upstreamOut in
+                        await withTaskGroup(of: Void.self) { group in
+                            group.addTask { await clientToUpstream(inbound, client: client, upstream: upstreamOut, admitted: admitted, state: state) }
+                            group.addTask { await upstreamToClient(upstreamIn, client: client) }
+                            group.addTask { await closeAtExpiry(client: client, upstream: upstreamOut, state: state) }
+                            group.addTask {
+                                for await request in closeRequests {
+                                    await client.close(code: request.code, reason: request.reason)
+                                    try? await upstreamOut.close(.normalClosure, reason: "client socket closed by the gateway")
+                                    return
+                                }
+                            }
+                            await group.next()
+                            group.cancelAll()
+                        }
+                    }
+                    // The Runtime ended the channel (or we did): pass its close on if the client has not had one.
+                    if let upstreamClose {
+                        await client.close(code: Self.number(of: upstreamClose.closeCode), reason: upstreamClose.reason ?? "")
+                    } else {
+                        await client.close(code: 1000, reason: "")
+                    }
+                } catch {
+                    services.metrics.relayError(kind: "upstream")
+                    logger.warning("agent relay: the Runtime's channel failed", metadata: ["error_type": "\(type(of: error))"])
+                    await client.close(code: 1011, reason: "the Runtime is unavailable; reconnect shortly")
+                }
+            }
+        } catch {
+            logger.debug("agent socket ended", metadata: ["error_type": "\(type(of: error))"])
+        }
+    }
+
+    /// Opens the Runtime's agent channel with a fresh assertion naming the verified session.
+    func connectUpstream(
+        admitted: AdmittedSocket, logger: Logger,
+        _ body: @escaping @Sendable (WebSocketInboundStream, WebSocketOutboundWriter) async -> Void
+    ) async throws -> WebSocketCloseFrame? {
+        guard let base = services.runtime.baseURL else { throw GatewayError(.serviceUnavailable, "upstream_unavailable", "the Runtime is not listening yet") }
+        let caller = RuntimeCaller(userID: admitted.caller.userID, tenantID: admitted.caller.tenantID, sessionID: admitted.sessionID)
+        let assertion = try services.runtime.signer.assertion(audience: services.runtime.audience, caller: caller)
+        var configuration = WebSocketClientConfiguration(maxFrameSize: maximumMessageBytes)
+        configuration.additionalHeaders = [HTTPField.Name(AssertionHeader.name)!: assertion]
+        let url = base.replacingOccurrences(of: "http://", with: "ws://").replacingOccurrences(of: "https://", with: "wss://")
+            + RuntimeRoutes.prefix + "/agent?session_id=" + admitted.sessionID
+        return try await WebSocketClient.connect(url: url, configuration: configuration, logger: logger) { inbound, outbound, _ in
+            await body(inbound, outbound)
+        }
+    }
+
+    /// Client frames to the Runtime; `auth.renew` is handled here and never passed on.
+    func clientToUpstream(
+        _ inbound: NIOAsyncChannelInboundStream<WebSocketFrame>, client: ClientSide, upstream: WebSocketOutboundWriter, admitted: AdmittedSocket,
+        state: SocketState
+    ) async {
+        do {
+            for try await frame in inbound {
+                switch frame.opcode {
+                case .text:
+                    let data = frame.unmaskedData
+                    if let renewal = Self.renewRequest(data) {
+                        guard await renew(renewal, client: client, upstream: upstream, admitted: admitted, state: state) else { return }
+                        continue
+                    }
+                    try await upstream.write(.text(String(buffer: data)))
+                case .binary:
+                    try await upstream.write(.binary(frame.unmaskedData))
+                case .ping:
+                    await client.send(WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData))
+                case .connectionClose:
+                    var data = frame.unmaskedData
+                    let code = data.readInteger(as: UInt16.self) ?? 1000
+                    let reason = data.readString(length: data.readableBytes) ?? ""
+                    try? await upstream.close(WebSocketErrorCode(codeNumber: Int(code)), reason: reason)
+                    await client.close(code: code, reason: "")
+                    return
+                default:
+                    continue
+                }
+            }
+        } catch let error as NIOWebSocketError where error == .invalidFrameLength {
+            await client.close(code: 1009, reason: "message too large (limit \(maximumMessageBytes) bytes)")
+        } catch {
+            await client.close(code: 1009, reason: "message too large or malformed")
+        }
+        try? await upstream.close(.normalClosure, reason: "client went away")
+    }
+
+    /// The numeric close code.
+    static func number(of code: WebSocketErrorCode) -> UInt16 {
+        var buffer = ByteBuffer()
+        buffer.write(webSocketErrorCode: code)
+        return buffer.readInteger(as: UInt16.self) ?? 1011
+    }
+
+    /// The access token of `{"type":"auth.renew","access_token":"..."}`, or `nil` for any other message.
+    static func renewRequest(_ data: ByteBuffer) -> String? {
+        guard data.readableBytes < 16 * 1024, let object = try? StrictJSONReader().parseObject(Array(data.readableBytesView)),
+            object["type"] == "auth.renew"
+        else { return nil }
+        return object["access_token"]?.stringValue ?? ""
+    }
+
+    /// Checks a renewal; returns false if the socket was closed because of it.
+    func renew(_ token: String, client: ClientSide, upstream: WebSocketOutboundWriter, admitted: AdmittedSocket, state: SocketState) async -> Bool {
+        let caller: AuthenticatedCaller
+        do {
+            caller = try await services.authenticator.authenticate(token)
+        } catch let failure as AuthenticationFailure {
+            let error = GatewayError(failure)
+            await client.sendJSON(["type": "auth.renew_failed", "error": .string(error.code), "message": .string(error.message)])
+            return true
+        } catch {
+            await client.sendJSON(["type": "auth.renew_failed", "error": "unavailable", "message": "the token could not be checked; try again"])
+            return true
+        }
+        guard caller.userID == admitted.caller.userID, caller.tenantID == admitted.caller.tenantID else {
+            await client.close(code: 1008, reason: "the renewal token belongs to another user")
+            try? await upstream.close(.normalClosure, reason: "client socket closed by the gateway")
+            return false
+        }
+        state.expiresAt.withLock { $0 = max($0, caller.expiresAt) }
+        await client.sendJSON(["type": "auth.renewed", "expires_at": .number(caller.expiresAt)])
+        return true
+    }
+
+    func upstreamToClient(_ inbound: WebSocketInboundStream, client: ClientSide) async {
+        do {
+            for try await message in inbound.messages(maxSize: maximumMessageBytes) {
+                switch message {
+                case .text(let text): await client.send(WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(string: text)))
+                case .binary(let buffer): await client.send(WebSocketFrame(fin: true, opcode: .binary, data: buffer))
+                }
+            }
+        } catch {
+            services.metrics.relayError(kind: "upstream_message")
+        }
+    }
+
+    /// Sleeps until the token's expiry (re-reading it after renewals), then closes with 1008.
+    func closeAtExpiry(client: ClientSide, upstream: WebSocketOutboundWriter, state: SocketState) async {
+        while !Task.isCancelled {
+            let remaining = state.expiresAt.withLock { $0 } - services.clock.now()
+            if remaining <= 0 { break }
+            do {
+                try await Task.sleep(for: .seconds(min(remaining, 3_600)))
+            } catch {
+                return
+            }
+        }
+        guard !Task.isCancelled else { return }
+        await client.close(code: 1008, reason: "token expired")
+        try? await upstream.close(.normalClosure, reason: "client token expired")
+    }
+}
+
+/// Writes to the client's socket; sends at most one close frame.
+struct ClientSide: Sendable {
+    let outbound: NIOAsyncChannelOutboundWriter<WebSocketFrame>
+    let state: AgentRelay.SocketState
+
+    func send(_ frame: WebSocketFrame) async {
+        guard !state.closed.withLock({ $0 }) else { return }
+        try? await outbound.write(frame)
+    }
+
+    func sendJSON(_ value: JSONValue) async {
+        await send(WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(bytes: JSONWriter.bytes(value))))
+    }
+
+    /// A close frame with `code` and `reason` (reason cut to fit the 123-byte limit).
+    func close(code: UInt16, reason: String) async {
+        guard state.beginClose() else { return }
+        var data = ByteBuffer()
+        data.writeInteger(code)
+        data.writeBytes(reason.utf8.prefix(123))
+        try? await outbound.write(WebSocketFrame(fin: true, opcode: .connectionClose, data: data))
+    }
+}

@@ -1,0 +1,154 @@
+import HTTPTypes
+import JOSE
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
+import NIOWebSocket
+
+/// The gateway's HTTP/1 child channel with a guarded WebSocket upgrade.
+///
+/// hummingbird-websocket answers every refused upgrade with an empty 400; an
+/// auth edge must say why (401, 400, 404, 403, 429, with the JSON error). So
+/// this channel owns the upgrade: NIO's typed upgrader asks `WebSocketGuard`
+/// before any 101; a refusal is written as an ordinary HTTP response with its
+/// real status and body, and the connection is closed. Requests that are not
+/// upgrades go to the Hummingbird router as usual.
+struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
+    enum Outcome: Sendable {
+        /// An ordinary HTTP connection.
+        case http(NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>)
+        /// An upgrade the guard refused: answer with this error.
+        case refused(NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>, GatewayError)
+        /// An upgraded socket, admitted.
+        case websocket(NIOAsyncChannel<WebSocketFrame, WebSocketFrame>, AdmittedSocket)
+    }
+
+    struct Value: ServerChildChannelValue {
+        let outcome: EventLoopFuture<Outcome>
+        let channel: any Channel
+    }
+
+    /// The guard's decision for one connection's upgrade request.
+    private enum Decision: Sendable {
+        case notAgentPath
+        case admitted(AdmittedSocket)
+        case refused(GatewayError)
+    }
+
+    let responder: HTTPChannelHandler.Responder
+    let guardian: WebSocketGuard
+    let relay: AgentRelay
+    let maximumMessageBytes: Int
+    let idleTimeout: Duration?
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        channel.eventLoop.makeCompletedFuture {
+            // Set by shouldUpgrade, read when the pipeline is rebuilt; one upgrade per connection.
+            let decision = NIOLockedValueBox<Decision?>(nil)
+            let guardian = self.guardian
+            let upgrader = NIOTypedWebSocketServerUpgrader<Outcome>(
+                maxFrameSize: maximumMessageBytes,
+                shouldUpgrade: { channel, head in
+                    let request = UpgradeRequest(uri: head.uri, headers: head.headers.map { ($0.name, $0.value) })
+                    guard request.path == WebSocketGuard.path else {
+                        decision.withLockedValue { $0 = .notAgentPath }
+                        return channel.eventLoop.makeSucceededFuture(nil)
+                    }
+                    let promise = channel.eventLoop.makePromise(of: HTTPHeaders?.self)
+                    promise.completeWithTask {
+                        switch await guardian.admit(request) {
+                        case .success(let socket):
+                            decision.withLockedValue { $0 = .admitted(socket) }
+                            return HTTPHeaders()
+                        case .failure(let error):
+                            decision.withLockedValue { $0 = .refused(error) }
+                            return nil
+                        }
+                    }
+                    return promise.futureResult
+                },
+                upgradePipelineHandler: { channel, _ in
+                    channel.eventLoop.makeCompletedFuture {
+                        guard case .admitted(let socket) = decision.withLockedValue({ $0 }) else {
+                            throw ChannelError.inappropriateOperationForState
+                        }
+                        // Whole messages, at most the configured size (1009 beyond).
+                        try channel.pipeline.syncOperations.addHandler(
+                            NIOWebSocketFrameAggregator(
+                                minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 1_024, maxAccumulatedFrameSize: maximumMessageBytes))
+                        let asyncChannel = try NIOAsyncChannel<WebSocketFrame, WebSocketFrame>(
+                            wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
+                        return Outcome.websocket(asyncChannel, socket)
+                    }
+                }
+            )
+            let configuration = NIOTypedHTTPServerUpgradeConfiguration(
+                upgraders: [upgrader],
+                notUpgradingCompletionHandler: { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
+                        try channel.pipeline.syncOperations.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
+                        let asyncChannel = try NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>(
+                            wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
+                        if case .refused(let error) = decision.withLockedValue({ $0 }) {
+                            return Outcome.refused(asyncChannel, error)
+                        }
+                        return Outcome.http(asyncChannel)
+                    }
+                }
+            )
+            var pipeline = NIOUpgradableHTTPServerPipelineConfiguration<Outcome>(upgradeConfiguration: configuration)
+            pipeline.enablePipelining = false
+            pipeline.enableErrorHandling = false
+            pipeline.enableResponseHeaderValidation = false
+            let outcome = try channel.pipeline.syncOperations.configureUpgradableHTTPServerPipeline(configuration: pipeline)
+            return Value(outcome: outcome, channel: channel)
+        }
+    }
+
+    func handle(value: Value, logger: Logger) async {
+        do {
+            switch try await value.outcome.get() {
+            case .http(let http):
+                await handleHTTP(asyncChannel: http, logger: logger)
+            case .refused(let http, let error):
+                await Self.writeRefusal(error, on: http, logger: logger)
+            case .websocket(let socket, let admitted):
+                await relay.run(socket, admitted: admitted, logger: logger)
+            }
+        } catch {
+            logger.debug("connection ended before a request was read", metadata: ["error_type": "\(type(of: error))"])
+        }
+    }
+
+    /// The refusal as an HTTP response with its status and JSON body; then the connection closes.
+    static func writeRefusal(_ error: GatewayError, on channel: NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>, logger: Logger) async {
+        do {
+            try await channel.executeThenClose { _, outbound in
+                var headers = error.headers
+                let body = ByteBuffer(bytes: JSONWriter.bytes(error.json))
+                headers[.connection] = "close"
+                headers[.contentLength] = String(body.readableBytes)
+                try await outbound.write(contentsOf: [.head(HTTPResponse(status: error.status, headerFields: headers)), .body(body), .end(nil)])
+            }
+        } catch {
+            logger.trace("could not write an upgrade refusal", metadata: ["error_type": "\(type(of: error))"])
+        }
+        logger.info(
+            "request", metadata: ["route": "\(WebSocketGuard.path)", "status": "\(error.status.code)", "error": "\(error.code)", "upgrade": "refused"])
+    }
+}
+
+extension HTTPServerBuilder {
+    /// HTTP/1 with the guarded agent-socket upgrade.
+    static func http1WithAgentSocket(guardian: WebSocketGuard, relay: AgentRelay, maximumMessageBytes: Int, idleTimeout: Duration?) -> HTTPServerBuilder {
+        .init { responder in
+            AgentUpgradeChannel(responder: responder, guardian: guardian, relay: relay, maximumMessageBytes: maximumMessageBytes, idleTimeout: idleTimeout)
+        }
+    }
+}

@@ -1,0 +1,103 @@
+import Foundation
+import JOSE
+import Runtime
+import SecurityGuard
+import TrafficCop
+
+/// What the guard sees of an upgrade request: the path and query, the headers
+/// that carry credentials, and the socket peer.
+public struct UpgradeRequest: Sendable {
+    public var path: String
+    public var query: [String: String]
+    /// Header values by lower-cased name.
+    public var headers: [String: String]
+
+    public init(uri: String, headers: [(String, String)]) {
+        let parts = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        path = String(parts.first ?? "")
+        var query: [String: String] = [:]
+        if parts.count == 2 {
+            for pair in parts[1].split(separator: "&") {
+                let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                let name = String(kv[0]).removingPercentEncoding ?? String(kv[0])
+                let value = kv.count == 2 ? (String(kv[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "") : ""
+                if query[name] == nil { query[name] = value }
+            }
+        }
+        self.query = query
+        var fields: [String: String] = [:]
+        for (name, value) in headers where fields[name.lowercased()] == nil { fields[name.lowercased()] = value }
+        self.headers = fields
+    }
+}
+
+/// A socket the guard admitted: who, which session, until when.
+public struct AdmittedSocket: Sendable {
+    public let caller: AuthenticatedCaller
+    public let sessionID: String
+}
+
+/// Every check of DESIGN.md "WebSocket: /api/runtime/agent", in its order,
+/// before any 101:
+///
+/// 1. token present and valid (401 `token_missing` / `token_invalid` / `token_revoked`);
+/// 2. session_id present and well formed (400 `session_missing` / `session_malformed`);
+/// 3. session exists and is live in the Runtime (404 `session_not_found`);
+/// 4. session authenticated (403 `session_anonymous`) and owned by the token's
+///    user and tenant (403 `session_forbidden`);
+/// 5. Origin allowed when `allowed_origins` is set (403 `origin_forbidden`), and
+///    the session's socket limit not reached (429 `rate_limited`).
+public struct WebSocketGuard: Sendable {
+    public static let path = "/api/runtime/agent"
+
+    let services: GatewayServices
+    let registry: SocketRegistry
+
+    /// Admits the upgrade or says why not, as the HTTP error to answer with.
+    public func admit(_ request: UpgradeRequest) async -> Result<AdmittedSocket, GatewayError> {
+        do {
+            return .success(try await check(request))
+        } catch let error as GatewayError {
+            services.metrics.upgradeRefused(reason: error.reason ?? error.code)
+            return .failure(error)
+        } catch {
+            services.metrics.upgradeRefused(reason: "unavailable")
+            return .failure(GatewayError.unavailable("the gateway could not check the socket (storage failure); try again shortly"))
+        }
+    }
+
+    func check(_ request: UpgradeRequest) async throws -> AdmittedSocket {
+        // 1. The token: Authorization header, or access_token in the query (browsers).
+        let token: String?
+        do {
+            token = try AccessTokenAuthenticator.bearerToken(fromAuthorization: request.headers["authorization"]) ?? request.query["access_token"]
+        } catch {
+            throw GatewayError(error)
+        }
+        let caller: AuthenticatedCaller
+        do {
+            caller = try await services.authenticator.authenticate(token)
+        } catch let failure as AuthenticationFailure {
+            throw GatewayError(failure)
+        }
+        // 2. The session id: X-Session-Id, or session_id in the query.
+        let sessionID = try GatewayServices.checkedSessionID(request.headers["x-session-id"] ?? request.query["session_id"])
+        // 3 and 4. The Runtime says whether it is live, and refuses another user's or tenant's.
+        let principal = Principal(userID: caller.userID, tenantID: caller.tenantID)
+        let session = try await services.runtime.perform(services.admit(SessionIntent(.read, principal: principal, sessionID: sessionID)))
+        guard session["state"]?.stringValue == "authenticated" else {
+            throw GatewayError(.forbidden, "session_anonymous", "the session is anonymous; log in with it first, then open the socket")
+        }
+        guard session["user_id"]?.stringValue == caller.userID, session["tenant_id"]?.stringValue == caller.tenantID else {
+            throw GatewayError(.forbidden, "session_forbidden", "the session belongs to another user or tenant")
+        }
+        // 5. Origin, then the contract's sockets per session.
+        let allowed = services.configuration.allowedOrigins
+        if !allowed.isEmpty, let origin = request.headers["origin"], !allowed.contains(origin) {
+            throw GatewayError(.forbidden, "origin_forbidden", "this origin may not open sockets here; it is not in gateway.allowed_origins")
+        }
+        let open = registry.count(sessionID: sessionID)
+        _ = try services.admit(SessionIntent(.openSocket, principal: principal, sessionID: sessionID), facts: AdmissionFacts(openSocketsOnSession: open))
+        return AdmittedSocket(caller: caller, sessionID: sessionID)
+    }
+}

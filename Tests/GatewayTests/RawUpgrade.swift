@@ -1,0 +1,50 @@
+import Foundation
+import Glibc
+import JOSE
+
+/// Sends one WebSocket upgrade request over a plain TCP socket and reads the
+/// whole answer: the refusal tests need the real status line and body, which a
+/// WebSocket client library hides.
+struct RawUpgrade {
+    struct Answer {
+        let status: Int
+        let head: String
+        let body: String
+        var json: JSONObject { (try? StrictJSONReader().parseObject(Array(body.utf8))) ?? JSONObject() }
+        var error: String? { json["error"]?.stringValue }
+    }
+
+    static func send(port: Int, target: String, headers: [(String, String)] = []) throws -> Answer {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(descriptor) }
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw FixtureError("cannot connect to 127.0.0.1:\(port)") }
+        var request = "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        request += "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+        for (name, value) in headers { request += "\(name): \(value)\r\n" }
+        request += "\r\n"
+        _ = request.utf8CString.withUnsafeBufferPointer { write(descriptor, $0.baseAddress, $0.count - 1) }
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = read(descriptor, &buffer, buffer.count)
+            if count <= 0 { break }
+            received.append(contentsOf: buffer[0..<count])
+            // A 101 keeps the connection open: stop at the end of its head.
+            if let text = String(bytes: received, encoding: .utf8), text.hasPrefix("HTTP/1.1 101"), text.contains("\r\n\r\n") { break }
+        }
+        let text = String(decoding: received, as: UTF8.self)
+        let parts = text.components(separatedBy: "\r\n\r\n")
+        let head = parts.first ?? ""
+        let status = Int(head.split(separator: " ").dropFirst().first ?? "") ?? 0
+        return Answer(status: status, head: head, body: parts.dropFirst().joined(separator: "\r\n\r\n"))
+    }
+}

@@ -1,0 +1,144 @@
+import Foundation
+import Gateway
+import JOSE
+import SecurityGuard
+import Glibc
+import Testing
+
+@Suite("The WebSocket guard on /api/runtime/agent: every check before the 101")
+struct WebSocketGuardTests {
+    static let path = "/api/runtime/agent"
+
+    /// Alice logged in with a session; Bob and Alice-in-another-tenant logged in too.
+    struct World {
+        let fixture: GatewayFixture
+        let alice: GatewayFixture.Login
+        let bob: GatewayFixture.Login
+        let aliceOther: GatewayFixture.Login
+
+        static func make(_ configure: @escaping (inout GatewayConfiguration) -> Void = { _ in }) async throws -> World {
+            let fixture = try await GatewayFixture(configure: configure)
+            try await fixture.addUser("alice")
+            try await fixture.addUser("bob")
+            try await fixture.addUser("alice", tenant: "other")
+            let anonymous = try await fixture.createAnonymousSession()
+            return World(
+                fixture: fixture, alice: try await fixture.login("alice", sessionID: anonymous), bob: try await fixture.login("bob"),
+                aliceOther: try await fixture.login("alice", tenant: "other"))
+        }
+
+        func upgrade(_ query: String, headers: [(String, String)] = []) throws -> RawUpgrade.Answer {
+            try RawUpgrade.send(port: fixture.gatewayPort, target: WebSocketGuardTests.path + query, headers: headers)
+        }
+    }
+
+    @Test("a valid token and an owned session get a 101, by query parameters or by headers")
+    func admitted() async throws {
+        let world = try await World.make()
+        let byQuery = try world.upgrade("?access_token=\(world.alice.accessToken)&session_id=\(world.alice.sessionID)")
+        #expect(byQuery.status == 101, "\(byQuery.head) \(byQuery.body)")
+        let byHeaders = try world.upgrade("", headers: [("Authorization", "Bearer \(world.alice.accessToken)"), ("X-Session-Id", world.alice.sessionID)])
+        #expect(byHeaders.status == 101)
+        try await world.fixture.stop()
+    }
+
+    @Test("every refusal is an HTTP response with its status and JSON error, never a 101")
+    func refusals() async throws {
+        let world = try await World.make { $0.allowedOrigins = ["https://app.example.com"]; $0.contract.maximumSocketsPerSession = 1 }
+        let fixture = world.fixture
+        let alice = world.alice
+        let expired = try AccessTokenIssuer(
+            keys: fixture.keys, issuer: "http://127.0.0.1:8080", audience: "portcullis", lifetime: 60,
+            clock: FixedClock(SystemClock().now() - 3_600)
+        ).issue(subject: "usr_x", tenantID: "default", clientID: "test").token
+        let revokedLogin = try await fixture.login("alice")
+        #expect(try await fixture.post("/api/auth/logout", bearer: revokedLogin.accessToken, ["session_id": .string(revokedLogin.sessionID)]).status == 204)
+        let anonymous = try await fixture.createAnonymousSession()
+        let ended = try await fixture.login("alice")
+        #expect(try await fixture.post("/api/auth/logout", bearer: ended.accessToken, ["session_id": .string(ended.sessionID)]).status == 204)
+
+        let cases: [(String, [(String, String)], Int, String)] = [
+            ("?session_id=\(alice.sessionID)", [], 401, "token_missing"),
+            ("?access_token=not.a.jwt&session_id=\(alice.sessionID)", [], 401, "token_invalid"),
+            ("?access_token=\(expired)&session_id=\(alice.sessionID)", [], 401, "token_invalid"),
+            ("?access_token=\(revokedLogin.accessToken)&session_id=\(alice.sessionID)", [], 401, "token_revoked"),
+            ("?access_token=\(alice.sessionID)&session_id=\(alice.sessionID)", [], 401, "token_invalid"),
+            ("?access_token=\(alice.accessToken)", [], 400, "session_missing"),
+            ("?access_token=\(alice.accessToken)&session_id=ses_short", [], 400, "session_malformed"),
+            ("?access_token=\(alice.accessToken)&session_id=\(alice.accessToken)", [], 400, "session_malformed"),
+            ("?access_token=\(alice.accessToken)&session_id=ses_AAAAAAAAAAAAAAAAAAAAAA", [], 404, "session_not_found"),
+            ("?access_token=\(world.bob.accessToken)&session_id=\(ended.sessionID)", [], 404, "session_not_found"),
+            ("?access_token=\(alice.accessToken)&session_id=\(anonymous)", [], 403, "session_anonymous"),
+            ("?access_token=\(world.bob.accessToken)&session_id=\(alice.sessionID)", [], 403, "session_forbidden"),
+            ("?access_token=\(world.aliceOther.accessToken)&session_id=\(alice.sessionID)", [], 403, "session_forbidden"),
+            ("?access_token=\(alice.accessToken)&session_id=\(alice.sessionID)", [("Origin", "https://evil.example")], 403, "origin_forbidden"),
+        ]
+        for (query, headers, status, code) in cases {
+            let answer = try world.upgrade(query, headers: headers)
+            #expect(answer.status == status, "\(code): \(answer.head)")
+            #expect(answer.error == code, "\(code): \(answer.body)")
+            #expect(answer.head.lowercased().contains("content-type: application/json"))
+            if status == 401 { #expect(answer.head.contains("WWW-Authenticate: Bearer")) }
+            #expect(!answer.body.contains(alice.accessToken), "a refusal never echoes the token")
+        }
+        // The named mix-ups.
+        let sessionAsToken = try world.upgrade("?access_token=\(alice.sessionID)&session_id=\(alice.sessionID)")
+        #expect(sessionAsToken.json["message"]?.stringValue?.contains("a session_id was sent where an access token is expected") == true)
+        let tokenAsSession = try world.upgrade("?access_token=\(alice.accessToken)&session_id=\(alice.accessToken)")
+        #expect(tokenAsSession.json["message"]?.stringValue?.contains("an access token was sent where a session_id is expected") == true)
+
+        // The allowed origin passes; then the session is at its one-socket limit: 429.
+        let first = try WebSocketProbe.open(port: fixture.gatewayPort, query: "?access_token=\(alice.accessToken)&session_id=\(alice.sessionID)", headers: [("Origin", "https://app.example.com")])
+        let second = try world.upgrade("?access_token=\(alice.accessToken)&session_id=\(alice.sessionID)", headers: [("Origin", "https://app.example.com")])
+        #expect(second.status == 429)
+        #expect(second.error == "rate_limited")
+        first.close()
+        try await fixture.stop()
+    }
+
+    @Test("a plain GET on the socket path gets the guard's refusal, or 426 when only the upgrade is missing")
+    func plainHTTP() async throws {
+        let world = try await World.make()
+        let missing = try await world.fixture.send(.GET, Self.path)
+        #expect(missing.status == 401)
+        #expect(missing.error == "token_missing")
+        let ok = try await world.fixture.send(.GET, Self.path + "?session_id=\(world.alice.sessionID)", bearer: world.alice.accessToken)
+        #expect(ok.status == 426)
+        #expect(ok.error == "upgrade_required")
+        try await world.fixture.stop()
+    }
+}
+
+/// Holds an upgraded socket open (the raw 101) until `close()`.
+struct WebSocketProbe {
+    let descriptor: Int32
+
+    static func open(port: Int, query: String, headers: [(String, String)]) throws -> WebSocketProbe {
+        // RawUpgrade closes its socket; for a held socket, do the same handshake without closing.
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        _ = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        var request = "GET /api/runtime/agent\(query) HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        request += "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+        for (name, value) in headers { request += "\(name): \(value)\r\n" }
+        request += "\r\n"
+        _ = request.utf8CString.withUnsafeBufferPointer { write(descriptor, $0.baseAddress, $0.count - 1) }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let count = read(descriptor, &buffer, buffer.count)
+        let head = String(decoding: buffer[0..<max(0, count)], as: UTF8.self)
+        guard head.hasPrefix("HTTP/1.1 101") else {
+            _ = Glibc.close(descriptor)
+            throw FixtureError("expected a 101, got \(head)")
+        }
+        // Give the relay a moment to register the socket.
+        usleep(200_000)
+        return WebSocketProbe(descriptor: descriptor)
+    }
+
+    func close() { _ = Glibc.close(descriptor) }
+}
