@@ -33,6 +33,8 @@ public struct AgentRelay: Sendable {
         let expiresAt: Mutex<Double>
         /// Set once a close frame has been sent to the client.
         let closed = Mutex(false)
+        /// The close code sent to the client (0 until then).
+        let closeCode = Mutex<UInt16>(0)
 
         init(expiresAt: Double) { self.expiresAt = Mutex(expiresAt) }
 
@@ -43,6 +45,18 @@ public struct AgentRelay: Sendable {
                 return !closed
             }
         }
+    }
+
+    /// What the client side asks of the upstream side.
+    enum UpstreamCommand: Sendable {
+        case text(String)
+        case binary(ByteBuffer)
+        case close(code: UInt16, reason: String)
+    }
+
+    /// Which of the relay's tasks finished.
+    enum Role: Sendable {
+        case client, upstream, control, timeout
     }
 
     func run(_ channel: NIOAsyncChannel<WebSocketFrame, WebSocketFrame>, admitted: AdmittedSocket, logger: Logger) async {
@@ -56,37 +70,99 @@ public struct AgentRelay: Sendable {
         do {
             try await channel.executeThenClose { inbound, outbound in
                 let client = ClientSide(outbound: outbound, state: state)
-                do {
-                    let upstreamClose = try await connectUpstream(admitted: admitted, logger: logger) { upstreamIn, upstreamOut in
-                        await withTaskGroup(of: Void.self) { group in
-                            group.addTask { await clientToUpstream(inbound, client: client, upstream: upstreamOut, admitted: admitted, state: state) }
-                            group.addTask { await upstreamToClient(upstreamIn, client: client) }
-                            group.addTask { await closeAtExpiry(client: client, upstream: upstreamOut, state: state) }
+                let (commands, upstreamQueue) = AsyncStream<UpstreamCommand>.makeStream()
+                // The client's inbound stream is read by one task that is never cancelled
+                // before the client has had our close frame: cancelling it closes the channel.
+                await withTaskGroup(of: Role.self) { group in
+                    group.addTask {
+                        await clientToUpstream(inbound, client: client, upstream: upstreamQueue, admitted: admitted, state: state)
+                        upstreamQueue.finish()
+                        return .client
+                    }
+                    group.addTask {
+                        await relayUpstream(commands, client: client, admitted: admitted, state: state, logger: logger)
+                        return .upstream
+                    }
+                    group.addTask {
+                        await closeAtExpiry(client: client, upstream: upstreamQueue, state: state)
+                        return .control
+                    }
+                    group.addTask {
+                        for await request in closeRequests {
+                            await client.close(code: request.code, reason: request.reason)
+                            upstreamQueue.yield(.close(code: 1000, reason: "client socket closed by the gateway"))
+                            break
+                        }
+                        return .control
+                    }
+                    var clientDone = false
+                    var upstreamDone = false
+                    var waiting = false
+                    while let role = await group.next() {
+                        switch role {
+                        case .client: clientDone = true
+                        case .upstream: upstreamDone = true
+                        case .control: break
+                        case .timeout: clientDone = true; upstreamDone = true
+                        }
+                        if clientDone && upstreamDone { break }
+                        // Once a close is under way, give the other side a bounded time to answer.
+                        if !waiting, clientDone || state.closed.withLock({ $0 }) {
+                            waiting = true
                             group.addTask {
-                                for await request in closeRequests {
-                                    await client.close(code: request.code, reason: request.reason)
-                                    try? await upstreamOut.close(.normalClosure, reason: "client socket closed by the gateway")
-                                    return
-                                }
+                                try? await Task.sleep(for: .seconds(2))
+                                return .timeout
                             }
-                            await group.next()
-                            group.cancelAll()
                         }
                     }
-                    // The Runtime ended the channel (or we did): pass its close on if the client has not had one.
-                    if let upstreamClose {
-                        await client.close(code: Self.number(of: upstreamClose.closeCode), reason: upstreamClose.reason ?? "")
-                    } else {
-                        await client.close(code: 1000, reason: "")
-                    }
-                } catch {
-                    services.metrics.relayError(kind: "upstream")
-                    logger.warning("agent relay: the Runtime's channel failed", metadata: ["error_type": "\(type(of: error))"])
-                    await client.close(code: 1011, reason: "the Runtime is unavailable; reconnect shortly")
+                    group.cancelAll()
                 }
+                outbound.finish()
+                logger.info(
+                    "agent socket closed", metadata: ["session_id": "\(admitted.sessionID)", "code": "\(state.closeCode.withLock { $0 })"])
             }
         } catch {
             logger.debug("agent socket ended", metadata: ["error_type": "\(type(of: error))"])
+        }
+    }
+
+    /// The upstream side: opens the Runtime's channel, passes the client's messages
+    /// to it and its messages to the client, and tells the client how it ended.
+    func relayUpstream(_ commands: AsyncStream<UpstreamCommand>, client: ClientSide, admitted: AdmittedSocket, state: SocketState, logger: Logger) async {
+        do {
+            let upstreamClose = try await connectUpstream(admitted: admitted, logger: logger) { upstreamIn, upstreamOut in
+                await withTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        for await command in commands {
+                            switch command {
+                            case .text(let text): try? await upstreamOut.write(.text(text))
+                            case .binary(let buffer): try? await upstreamOut.write(.binary(buffer))
+                            case .close(let code, let reason):
+                                try? await upstreamOut.close(WebSocketErrorCode(codeNumber: Int(code)), reason: reason)
+                                return
+                            }
+                        }
+                        try? await upstreamOut.close(.normalClosure, reason: "client went away")
+                    }
+                    group.addTask { await upstreamToClient(upstreamIn, client: client) }
+                    await group.next()
+                    group.cancelAll()
+                }
+            }
+            // The Runtime's channel ends on its own only when a session ends (1008, passed on)
+            // or when the Runtime goes away: shutting down (its WebSocket layer says 1000 or
+            // 1001) or vanishing (no close frame). The client gets 1011 for those.
+            let code = upstreamClose.map { Self.number(of: $0.closeCode) }
+            if let code, ![1000, 1001, 1006].contains(code) {
+                await client.close(code: code, reason: upstreamClose?.reason ?? "")
+            } else if !state.closed.withLock({ $0 }) {
+                services.metrics.relayError(kind: "upstream_gone")
+                await client.close(code: 1011, reason: "the Runtime went away; reconnect shortly")
+            }
+        } catch {
+            services.metrics.relayError(kind: "upstream")
+            logger.warning("agent relay: the Runtime's channel failed", metadata: ["error_type": "\(type(of: error))"])
+            await client.close(code: 1011, reason: "the Runtime is unavailable; reconnect shortly")
         }
     }
 
@@ -108,9 +184,10 @@ public struct AgentRelay: Sendable {
     }
 
     /// Client frames to the Runtime; `auth.renew` is handled here and never passed on.
+    /// Reads until the client's close frame or the end of its stream.
     func clientToUpstream(
-        _ inbound: NIOAsyncChannelInboundStream<WebSocketFrame>, client: ClientSide, upstream: WebSocketOutboundWriter, admitted: AdmittedSocket,
-        state: SocketState
+        _ inbound: NIOAsyncChannelInboundStream<WebSocketFrame>, client: ClientSide, upstream: AsyncStream<UpstreamCommand>.Continuation,
+        admitted: AdmittedSocket, state: SocketState
     ) async {
         do {
             for try await frame in inbound {
@@ -118,19 +195,19 @@ public struct AgentRelay: Sendable {
                 case .text:
                     let data = frame.unmaskedData
                     if let renewal = Self.renewRequest(data) {
-                        guard await renew(renewal, client: client, upstream: upstream, admitted: admitted, state: state) else { return }
+                        await renew(renewal, client: client, upstream: upstream, admitted: admitted, state: state)
                         continue
                     }
-                    try await upstream.write(.text(String(buffer: data)))
+                    if !state.closed.withLock({ $0 }) { upstream.yield(.text(String(buffer: data))) }
                 case .binary:
-                    try await upstream.write(.binary(frame.unmaskedData))
+                    if !state.closed.withLock({ $0 }) { upstream.yield(.binary(frame.unmaskedData)) }
                 case .ping:
                     await client.send(WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData))
                 case .connectionClose:
                     var data = frame.unmaskedData
                     let code = data.readInteger(as: UInt16.self) ?? 1000
                     let reason = data.readString(length: data.readableBytes) ?? ""
-                    try? await upstream.close(WebSocketErrorCode(codeNumber: Int(code)), reason: reason)
+                    upstream.yield(.close(code: code, reason: reason))
                     await client.close(code: code, reason: "")
                     return
                 default:
@@ -139,10 +216,13 @@ public struct AgentRelay: Sendable {
             }
         } catch let error as NIOWebSocketError where error == .invalidFrameLength {
             await client.close(code: 1009, reason: "message too large (limit \(maximumMessageBytes) bytes)")
+            upstream.yield(.close(code: 1000, reason: "client went away"))
+        } catch is CancellationError {
+            return
         } catch {
             await client.close(code: 1009, reason: "message too large or malformed")
+            upstream.yield(.close(code: 1000, reason: "client went away"))
         }
-        try? await upstream.close(.normalClosure, reason: "client went away")
     }
 
     /// The numeric close code.
@@ -160,27 +240,26 @@ public struct AgentRelay: Sendable {
         return object["access_token"]?.stringValue ?? ""
     }
 
-    /// Checks a renewal; returns false if the socket was closed because of it.
-    func renew(_ token: String, client: ClientSide, upstream: WebSocketOutboundWriter, admitted: AdmittedSocket, state: SocketState) async -> Bool {
+    /// Checks a renewal; closes the socket with 1008 for another user's token.
+    func renew(_ token: String, client: ClientSide, upstream: AsyncStream<UpstreamCommand>.Continuation, admitted: AdmittedSocket, state: SocketState) async {
         let caller: AuthenticatedCaller
         do {
             caller = try await services.authenticator.authenticate(token)
         } catch let failure as AuthenticationFailure {
             let error = GatewayError(failure)
             await client.sendJSON(["type": "auth.renew_failed", "error": .string(error.code), "message": .string(error.message)])
-            return true
+            return
         } catch {
             await client.sendJSON(["type": "auth.renew_failed", "error": "unavailable", "message": "the token could not be checked; try again"])
-            return true
+            return
         }
         guard caller.userID == admitted.caller.userID, caller.tenantID == admitted.caller.tenantID else {
             await client.close(code: 1008, reason: "the renewal token belongs to another user")
-            try? await upstream.close(.normalClosure, reason: "client socket closed by the gateway")
-            return false
+            upstream.yield(.close(code: 1000, reason: "client socket closed by the gateway"))
+            return
         }
         state.expiresAt.withLock { $0 = max($0, caller.expiresAt) }
         await client.sendJSON(["type": "auth.renewed", "expires_at": .number(caller.expiresAt)])
-        return true
     }
 
     func upstreamToClient(_ inbound: WebSocketInboundStream, client: ClientSide) async {
@@ -197,7 +276,7 @@ public struct AgentRelay: Sendable {
     }
 
     /// Sleeps until the token's expiry (re-reading it after renewals), then closes with 1008.
-    func closeAtExpiry(client: ClientSide, upstream: WebSocketOutboundWriter, state: SocketState) async {
+    func closeAtExpiry(client: ClientSide, upstream: AsyncStream<UpstreamCommand>.Continuation, state: SocketState) async {
         while !Task.isCancelled {
             let remaining = state.expiresAt.withLock { $0 } - services.clock.now()
             if remaining <= 0 { break }
@@ -209,7 +288,7 @@ public struct AgentRelay: Sendable {
         }
         guard !Task.isCancelled else { return }
         await client.close(code: 1008, reason: "token expired")
-        try? await upstream.close(.normalClosure, reason: "client token expired")
+        upstream.yield(.close(code: 1000, reason: "client token expired"))
     }
 }
 
@@ -230,6 +309,7 @@ struct ClientSide: Sendable {
     /// A close frame with `code` and `reason` (reason cut to fit the 123-byte limit).
     func close(code: UInt16, reason: String) async {
         guard state.beginClose() else { return }
+        state.closeCode.withLock { $0 = code }
         var data = ByteBuffer()
         data.writeInteger(code)
         data.writeBytes(reason.utf8.prefix(123))
