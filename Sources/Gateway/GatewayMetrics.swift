@@ -58,6 +58,14 @@ public struct GatewayMetrics: Sendable {
         Counter(label: "portcullis_ws_relay_errors_total", dimensions: [("kind", kind)], factory: factory).increment()
     }
 
+    /// A proxied request: its upstream, the status the client got, and the upstream's latency.
+    func proxied(upstream: String, status: Int, since started: ContinuousClock.Instant) {
+        Counter(label: "portcullis_proxy_requests_total", dimensions: [("upstream", upstream), ("status", String(status))], factory: factory).increment()
+        let elapsed = ContinuousClock.now - started
+        Metrics.Timer(label: "portcullis_proxy_upstream_duration_seconds", dimensions: [("upstream", upstream)], factory: factory)
+            .recordNanoseconds(elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
+    }
+
     /// The Prometheus text exposition.
     public func exposition() -> String { registry.emitToString() }
 }

@@ -21,6 +21,7 @@ public enum GatewayServer {
         auth.register(on: router)
         SessionRoutes(services: services, auth: auth).register(on: router)
         DiscoveryRoutes(services: services).register(on: router)
+        ProxyRoutes(services: services, http: services.runtime.http).register(on: router)
         // Plain HTTP on the socket path: the guard's refusal, or 426 when only the upgrade is missing.
         router.get(RouterPath(WebSocketGuard.path)) { request, _ -> Response in
             let headers = request.headers.map { ($0.name.rawName, $0.value) }

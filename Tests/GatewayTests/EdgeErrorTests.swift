@@ -21,6 +21,9 @@ struct EdgeErrorTests {
         (.GET, "/.well-known/oauth-authorization-server"),
         (.GET, "/healthz"),
         (.GET, "/readyz"),
+        (.GET, "/api/runtime/agent"),
+        (.POST, "/api/intent"),
+        (.GET, "/api/runtime/executions/exe_x"),
     ]
 
     @Test("route table: every documented path answers something other than 404 for its method; a near miss is a JSON 404")

@@ -93,6 +93,10 @@ struct ResilienceTests {
         #expect(create.headers.first(name: "Content-Type") == "application/json")
         let relogin = try await fixture.loginAnswer("alice", password: "correct horse battery")
         #expect(relogin.status == 503)
+        let intent = #"{"session_id":"\#(login.sessionID)","intent_type":"echo","payload":{}}"#
+        let proxied = try await fixture.send(.POST, "/api/intent", bearer: login.accessToken, body: intent)
+        #expect(proxied.status == 503)
+        #expect(proxied.error == "upstream_unavailable")
         #expect(try await fixture.send(.GET, "/healthz").status == 200)
 
         runtime = try await StandaloneRuntime.start(directory: directory, port: port)
@@ -101,6 +105,7 @@ struct ResilienceTests {
         #expect(again.status == 200)
         #expect(again["session_id"] == login.sessionID)
         #expect(try await fixture.post("/api/session/create-anonymous").status == 201)
+        #expect(try await fixture.send(.POST, "/api/intent", bearer: login.accessToken, body: intent).status == 200)
         try await fixture.stop(keepFiles: true)
         try await runtime.stop()
         try? FileManager.default.removeItem(atPath: directory)

@@ -1,0 +1,189 @@
+import AsyncHTTPClient
+import Hummingbird
+import HTTPTypes
+import JOSE
+import NIOCore
+import NIOHTTP1
+import Runtime
+import TrafficCop
+
+/// The HTTP proxy: `/api/runtime/**` and `/api/intent/**` to the Runtime, and
+/// every `gateway.routes` prefix to its upstream.
+///
+/// A Bearer token is required. The client's request is streamed upstream
+/// without hop-by-hop headers, without `Authorization`, and without any
+/// client copy of a header the gateway sets (in any case, with `_` or `.`
+/// for `-`, and `Forwarded`); then the gateway adds `X-Portcullis-Assertion`
+/// (user, tenant, and the session when the client named one it owns in
+/// `X-Session-Id`), `X-Forwarded-For`, `-Proto` and `-Host`.
+/// The answer streams back. Upstream failures are JSON 502/503/504.
+struct ProxyRoutes: Sendable {
+    let services: GatewayServices
+    let http: HTTPClient
+
+    /// One upstream: the public prefix, where it goes, and the `aud` of its assertions.
+    struct Upstream: Sendable {
+        let prefix: String
+        /// `nil`: the Runtime (its URL is known once it listens).
+        let baseURL: String?
+        let basePath: String
+        let audience: String
+        let name: String
+    }
+
+    static let methods: [HTTPRequest.Method] = [.get, .post, .put, .patch, .delete, .head, .options]
+
+    func register(on router: Router<GatewayRequestContext>) {
+        var upstreams = [
+            Upstream(prefix: "/api/runtime", baseURL: nil, basePath: RuntimeRoutes.prefix, audience: services.configuration.runtimeName, name: "runtime"),
+            Upstream(prefix: "/api/intent", baseURL: nil, basePath: RuntimeRoutes.prefix + "/intents", audience: services.configuration.runtimeName, name: "runtime"),
+        ]
+        for route in services.configuration.routes {
+            upstreams.append(
+                Upstream(prefix: route.prefix.trimmingTrailingSlash, baseURL: route.upstream.trimmingTrailingSlash, basePath: "",
+                    audience: route.upstream.trimmingTrailingSlash, name: route.prefix))
+        }
+        for upstream in upstreams {
+            for method in Self.methods {
+                for path in [upstream.prefix, upstream.prefix + "/**"] {
+                    router.on(RouterPath(path), method: method) { request, context in
+                        try await proxy(request, context, to: upstream)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Hop-by-hop headers (RFC 9110 7.6.1) and those the client may not choose.
+    static let neverForwarded: Set<String> = [
+        "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te", "trailer",
+        "transfer-encoding", "upgrade", "host", "authorization", "content-length",
+    ]
+
+    /// Identity headers the gateway sets or a service might trust, compared after
+    /// folding case and `_`/`.` to `-`; anything starting `x-portcullis-` too.
+    static let identityHeaders: Set<String> = [
+        "x-portcullis-assertion", "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "x-forwarded-port", "x-forwarded-prefix",
+        "x-forwarded-user", "x-forwarded-email", "x-forwarded-groups", "forwarded", "x-real-ip", "x-client-ip", "true-client-ip",
+        "x-request-id", "x-session-id", "x-user-id", "x-user", "x-tenant-id", "x-tenant", "x-remote-user", "remote-user",
+        "x-authenticated-user", "x-authenticated-userid", "x-auth-user", "x-auth-request-user", "x-auth-request-email",
+        "x-original-user", "x-subject", "x-scope",
+    ]
+
+    static func folded(_ name: String) -> String {
+        String(name.lowercased().map { $0 == "_" || $0 == "." ? "-" : $0 })
+    }
+
+    static func isForwardable(_ name: String, connectionListed: Set<String>) -> Bool {
+        let folded = folded(name)
+        return !neverForwarded.contains(folded) && !identityHeaders.contains(folded) && !folded.hasPrefix("x-portcullis-")
+            && !connectionListed.contains(folded)
+    }
+
+    func proxy(_ request: Request, _ context: GatewayRequestContext, to upstream: Upstream) async throws -> Response {
+        let caller = try await services.requireCaller(request)
+        let principal = Principal(userID: caller.userID, tenantID: caller.tenantID)
+        // A session named by the client is vouched for only if the caller owns it.
+        var sessionID: String?
+        if let named = request.headers[HTTPField.Name("X-Session-Id")!] {
+            let checked = try GatewayServices.checkedSessionID(named)
+            let session = try await services.runtime.perform(services.admit(SessionIntent(.read, principal: principal, sessionID: checked)))
+            guard session["user_id"]?.stringValue == caller.userID else {
+                throw GatewayError(.forbidden, "session_anonymous", "the named session is anonymous; log in with it before using it here")
+            }
+            sessionID = checked
+        }
+        guard let base = upstream.baseURL ?? services.runtime.baseURL else {
+            throw GatewayError(.serviceUnavailable, "upstream_unavailable", "the Runtime is not listening yet; try again in a moment")
+        }
+        let rest = String(request.uri.path.dropFirst(upstream.prefix.count))
+        var url = base + upstream.basePath + rest
+        if let query = Self.forwardedQuery(request.uri.query) { url += "?" + query }
+
+        var outbound = HTTPClientRequest(url: url)
+        outbound.method = HTTPMethod(rawValue: request.method.rawValue)
+        let connectionListed = Set(
+            request.headers[values: .connection].flatMap { $0.split(separator: ",") }.map { Self.folded($0.trimmingCharacters(in: .whitespaces)) })
+        for field in request.headers where Self.isForwardable(field.name.rawName, connectionListed: connectionListed) {
+            outbound.headers.add(name: field.name.rawName, value: field.value)
+        }
+        let assertion: String
+        do {
+            assertion = try services.runtime.signer.assertion(
+                audience: upstream.audience, caller: .init(userID: caller.userID, tenantID: caller.tenantID, sessionID: sessionID))
+        } catch {
+            throw GatewayError.unavailable("the gateway has no active signing key; add one with portcullis keys generate")
+        }
+        outbound.headers.add(name: AssertionHeader.name, value: assertion)
+        outbound.headers.add(name: "X-Forwarded-For", value: services.clientAddress(request, context))
+        outbound.headers.add(name: "X-Forwarded-Proto", value: services.configuration.tls == nil ? "http" : "https")
+        if let host = request.head.authority { outbound.headers.add(name: "X-Forwarded-Host", value: host) }
+
+        let limit = services.configuration.maximumBodyBytes
+        if let length = request.headers[.contentLength].flatMap(Int.init) {
+            guard length <= limit else { throw Self.tooLarge(limit) }
+            if length > 0 { outbound.body = .stream(LimitedBody(base: request.body, limit: limit), length: .known(Int64(length))) }
+        } else if request.headers[.transferEncoding] != nil {
+            outbound.body = .stream(LimitedBody(base: request.body, limit: limit), length: .unknown)
+        }
+
+        let started = ContinuousClock.now
+        let response: HTTPClientResponse
+        do {
+            response = try await http.execute(outbound, timeout: .milliseconds(Int64(services.configuration.runtimeTimeout * 1000)))
+        } catch is LimitedBody.TooLarge {
+            throw Self.tooLarge(limit)
+        } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
+            services.metrics.proxied(upstream: upstream.name, status: 504, since: started)
+            throw GatewayError(.gatewayTimeout, "upstream_timeout", "the upstream did not answer within \(Int(services.configuration.runtimeTimeout)) s; try again")
+        } catch {
+            services.metrics.proxied(upstream: upstream.name, status: 503, since: started)
+            throw GatewayError(.serviceUnavailable, "upstream_unavailable", "the upstream cannot be reached; try again shortly")
+        }
+        services.metrics.proxied(upstream: upstream.name, status: Int(response.status.code), since: started)
+        var headers = HTTPFields()
+        let upstreamConnection = Set(response.headers["connection"].flatMap { $0.split(separator: ",") }.map { Self.folded($0.trimmingCharacters(in: .whitespaces)) })
+        for (name, value) in response.headers where !Self.neverForwarded.contains(Self.folded(name)) && !upstreamConnection.contains(Self.folded(name)) {
+            if let fieldName = HTTPField.Name(name) { headers.append(HTTPField(name: fieldName, value: value)) }
+        }
+        if let length = response.headers.first(name: "content-length") { headers[.contentLength] = length }
+        return Response(
+            status: HTTPResponse.Status(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase), headers: headers,
+            body: ResponseBody(asyncSequence: response.body))
+    }
+
+    /// The query without credentials: `access_token` never travels upstream.
+    static func forwardedQuery(_ query: String?) -> String? {
+        guard let query, !query.isEmpty else { return nil }
+        let kept = query.split(separator: "&").filter { !$0.hasPrefix("access_token=") && $0 != "access_token" }
+        return kept.isEmpty ? nil : kept.joined(separator: "&")
+    }
+
+    static func tooLarge(_ limit: Int) -> GatewayError {
+        GatewayError(.contentTooLarge, "payload_too_large", "the request body is limited to \(limit) bytes")
+    }
+}
+
+/// A request body that fails once more than `limit` bytes have passed.
+struct LimitedBody: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    struct TooLarge: Error {}
+
+    let base: RequestBody
+    let limit: Int
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var base: RequestBody.AsyncIterator
+        let limit: Int
+        var seen = 0
+
+        mutating func next() async throws -> ByteBuffer? {
+            guard let buffer = try await base.next() else { return nil }
+            seen += buffer.readableBytes
+            if seen > limit { throw TooLarge() }
+            return buffer
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: base.makeAsyncIterator(), limit: limit) }
+}
