@@ -102,6 +102,7 @@ let package = Package(
                 "TrafficCop",
                 "Runtime",
                 "Gateway",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Configuration", package: "swift-configuration"),
             ]

@@ -125,7 +125,7 @@ struct AuthRoutes: Sendable {
         } catch let error as GatewayError where error.code == "session_not_found" {
             // Already ended: logging out still revokes the presented token.
         }
-        try await services.state.revokeTokenID(caller.tokenID, expiresAt: caller.expiresAt, now: services.clock.now())
+        try await services.revocations.revoke(caller.tokenID, expiresAt: caller.expiresAt)
         services.sockets.close(sessionID: sessionID, reason: "logged out")
         services.logger.info("logout", metadata: ["user_id": "\(caller.userID)", "session_id": "\(sessionID)"])
         return Response(status: .noContent, headers: [.cacheControl: "no-store"])

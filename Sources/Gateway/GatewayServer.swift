@@ -163,6 +163,7 @@ public struct PortcullisServer: Sendable {
                 GatewayServer.makeAdminApplication(
                     metrics: metrics, host: gateway.adminHost, port: adminPort, logger: logger, onServerRunning: { await onListening(.admin, $0) }))
         }
+        list.append(RevocationSync(revocations: services.revocations, logger: logger))
         list.append(SessionRevocationWatcher(state: state, sockets: services.sockets, clock: clock, logger: logger))
         list.append(try GatewayServer.makeApplication(services: services, onServerRunning: { await onListening(.gateway, $0) }))
         return list
@@ -188,6 +189,24 @@ struct SessionRevocationWatcher: Service {
                 }
             } catch {
                 logger.warning("session revocation check failed; will retry", metadata: ["error_type": "\(type(of: error))"])
+            }
+        }
+    }
+}
+
+/// Keeps the in-memory revoked-id mirror in step with the store: once at
+/// start, then every second.
+struct RevocationSync: Service {
+    let revocations: RevocationList
+    let logger: Logger
+
+    func run() async throws {
+        try? await revocations.sync()
+        await runPeriodically(every: 1) {
+            do {
+                try await revocations.sync()
+            } catch {
+                logger.warning("revocation sync failed; checks go to the store until it recovers", metadata: ["error_type": "\(type(of: error))"])
             }
         }
     }

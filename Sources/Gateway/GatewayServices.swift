@@ -15,6 +15,8 @@ public struct GatewayServices: Sendable {
     public let accounts: AccountService
     public let refreshTokens: RefreshTokenService
     public let authenticator: AccessTokenAuthenticator
+    /// Revoked token ids, mirrored in memory (synced every second by `PortcullisServer`).
+    public let revocations: RevocationList
     public let issuer: AccessTokenIssuer
     /// The Runtime client; its HTTP client must be shut down (`PortcullisServer` does it).
     public let runtime: RuntimeClient
@@ -44,7 +46,9 @@ public struct GatewayServices: Sendable {
             issuer: configuration.issuer, audience: configuration.audience, leeway: configuration.leeway,
             maximumLifetime: configuration.maximumTokenLifetime)
         policy.maximumLifetime = configuration.maximumTokenLifetime
-        authenticator = AccessTokenAuthenticator(verifier: AccessTokenVerifier(keys: keys, policy: policy, clock: clock), credentials: state)
+        revocations = RevocationList(credentials: state, clock: clock)
+        authenticator = AccessTokenAuthenticator(
+            verifier: AccessTokenVerifier(keys: keys, policy: policy, clock: clock), revocations: revocations, cache: VerifiedTokenCache())
         issuer = AccessTokenIssuer(
             keys: keys, issuer: configuration.issuer, audience: configuration.audience, lifetime: configuration.accessTokenLifetime, clock: clock)
         runtime = RuntimeClient(

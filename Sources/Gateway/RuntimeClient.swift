@@ -15,6 +15,7 @@ import TrafficCop
 public func makeUpstreamHTTPClient(connectTimeout: Double = 2) -> HTTPClient {
     var configuration = HTTPClient.Configuration()
     configuration.connectionPool.retryConnectionEstablishment = false
+    configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 64
     configuration.timeout.connect = .milliseconds(Int64(connectTimeout * 1000))
     configuration.redirectConfiguration = .disallow
     configuration.decompression = .disabled

@@ -36,17 +36,17 @@ public struct AuthenticatedCaller: Sendable, Equatable {
     public let expiresAt: Double
 }
 
-/// Checks a presented access token: the JOSE verifier, then the revocation list.
-///
-/// Every check consults the revoked token ids, so a logged-out token is
-/// refused at once, on every gateway sharing the State Surface.
+/// Checks a presented access token: the JOSE verifier (or the cache of
+/// tokens it recently passed), then the revoked token ids on every use.
 public struct AccessTokenAuthenticator: Sendable {
     public let verifier: AccessTokenVerifier
-    public let credentials: any CredentialRepository
+    public let revocations: any RevocationChecker
+    public let cache: VerifiedTokenCache?
 
-    public init(verifier: AccessTokenVerifier, credentials: any CredentialRepository) {
+    public init(verifier: AccessTokenVerifier, revocations: any RevocationChecker, cache: VerifiedTokenCache? = nil) {
         self.verifier = verifier
-        self.credentials = credentials
+        self.revocations = revocations
+        self.cache = cache
     }
 
     /// The token from an `Authorization` header value: `Bearer <token>` (scheme case-insensitive).
@@ -69,18 +69,26 @@ public struct AccessTokenAuthenticator: Sendable {
         guard let token, !token.isEmpty else { throw AuthenticationFailure.missing }
         if token.hasPrefix("ses_") { throw AuthenticationFailure.sessionIDGiven }
         if token.hasPrefix(RefreshTokenService.prefix) { throw AuthenticationFailure.refreshTokenGiven }
-        let verified: VerifiedAccessToken
-        do {
-            verified = try verifier.verify(token)
-        } catch {
-            throw AuthenticationFailure.invalid(error)
+        let now = verifier.clock.now()
+        let caller: AuthenticatedCaller
+        if let cached = cache?.caller(for: token, now: now) {
+            caller = cached
+        } else {
+            let verified: VerifiedAccessToken
+            do {
+                verified = try verifier.verify(token)
+            } catch {
+                throw AuthenticationFailure.invalid(error)
+            }
+            guard let tenantID = verified.tenantID, let tokenID = verified.tokenID else {
+                throw AuthenticationFailure.invalid(TokenValidationError(.missingClaim, "the access token lacks tenant_id or jti"))
+            }
+            caller = AuthenticatedCaller(
+                userID: verified.subject, tenantID: tenantID, clientID: verified.clientID, tokenID: tokenID, expiresAt: verified.expiresAt)
+            cache?.insert(caller, for: token, now: now)
         }
-        guard let tenantID = verified.tenantID, let tokenID = verified.tokenID else {
-            throw AuthenticationFailure.invalid(TokenValidationError(.missingClaim, "the access token lacks tenant_id or jti"))
-        }
-        if try await credentials.isTokenIDRevoked(tokenID) { throw AuthenticationFailure.revoked }
-        return AuthenticatedCaller(
-            userID: verified.subject, tenantID: tenantID, clientID: verified.clientID, tokenID: tokenID, expiresAt: verified.expiresAt)
+        if try await revocations.isRevoked(caller.tokenID) { throw AuthenticationFailure.revoked }
+        return caller
     }
 }
 

@@ -59,6 +59,8 @@ public protocol CredentialRepository: Sendable {
     /// Records an access token's `jti` as revoked until `expiresAt`.
     func revokeTokenID(_ jti: String, expiresAt: Double, now: Double) async throws
     func isTokenIDRevoked(_ jti: String) async throws -> Bool
+    /// Revoked ids recorded at or after `since` whose tokens have not expired at `now`: `(jti, expiresAt, revokedAt)`.
+    func revokedTokenIDs(revokedSince since: Double, now: Double) async throws -> [(jti: String, expiresAt: Double, revokedAt: Double)]
     /// Forgets revoked ids whose tokens have expired anyway, and dead refresh tokens.
     @discardableResult
     func deleteExpiredCredentials(before cutoff: Double) async throws -> Int
@@ -140,6 +142,14 @@ extension SQLiteStateSurface: CredentialRepository {
 
     public func isTokenIDRevoked(_ jti: String) async throws -> Bool {
         try await pool.read { db in try Bool.fetchOne(db, sql: "SELECT 1 FROM revoked_tokens WHERE jti = ?", arguments: [jti]) ?? false }
+    }
+
+    public func revokedTokenIDs(revokedSince since: Double, now: Double) async throws -> [(jti: String, expiresAt: Double, revokedAt: Double)] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT jti, expires_at, revoked_at FROM revoked_tokens WHERE revoked_at >= ? AND expires_at > ?", arguments: [since, now]
+            ).map { (jti: $0["jti"], expiresAt: $0["expires_at"], revokedAt: $0["revoked_at"]) }
+        }
     }
 
     public func deleteExpiredCredentials(before cutoff: Double) async throws -> Int {

@@ -132,6 +132,7 @@ struct ConfigurationFile {
             configuration.defaultTenant = value
         }
         if let value = try int("gateway.max_body_bytes", in: 1_024...(64 << 20)) { configuration.maximumBodyBytes = value }
+        if let value = try int("gateway.max_message_bytes", in: 1_024...(16 << 20)) { configuration.maximumMessageBytes = value }
         if let origins = try strings("gateway.allowed_origins") {
             for origin in origins {
                 guard let url = URL(string: origin), let scheme = url.scheme, ["http", "https"].contains(scheme), url.host != nil,

@@ -1,5 +1,7 @@
 import ArgumentParser
 import Foundation
+import Hummingbird
+import Logging
 import JOSE
 import Runtime
 import StateSurface
@@ -10,8 +12,28 @@ struct DebugCommand: AsyncParsableCommand {
         commandName: "debug",
         abstract: "Probes for the test suite.",
         shouldDisplay: false,
-        subcommands: [StateWriter.self]
+        subcommands: [StateWriter.self, Upstream.self]
     )
+
+    /// A plain upstream for `scripts/load.sh`: answers every GET with a small
+    /// JSON body, on the same HTTP stack as the gateway, so a proxied request
+    /// and a direct one differ only by the gateway.
+    struct Upstream: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "upstream")
+
+        @Option(help: "Listen port on 127.0.0.1.")
+        var port: Int
+
+        func run() async throws {
+            let router = Router()
+            let body = ByteBuffer(string: #"{"ok":true,"service":"load-test upstream"}"#)
+            router.get("/**") { _, _ in Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: body)) }
+            var logger = Logger(label: "portcullis.debug.upstream")
+            logger.logLevel = .warning
+            let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)), logger: logger)
+            try await app.runService()
+        }
+    }
 
     /// Creates sessions one after another and prints each id once its write
     /// has committed, so a test can kill the process with SIGKILL and check

@@ -172,4 +172,24 @@ struct CredentialTests {
         #expect(refresh.status == 401)
         try await fixture.stop()
     }
+
+    @Test("a token revoked by another gateway on the same store is refused within two seconds (the in-memory mirror syncs every second)")
+    func revokedElsewhere() async throws {
+        let fixture = try await GatewayFixture()
+        try await fixture.addUser("alice")
+        let login = try await fixture.login("alice")
+        #expect(try await fixture.send(.GET, "/api/session/\(login.sessionID)", bearer: login.accessToken).status == 200)
+        let verified = try AccessTokenVerifier(keys: fixture.keys, policy: .gateway(issuer: "http://127.0.0.1:8080", audience: "portcullis"))
+            .verify(login.accessToken)
+        try await fixture.state.revokeTokenID(try #require(verified.tokenID), expiresAt: verified.expiresAt, now: SystemClock().now())
+        let started = ContinuousClock.now
+        var status = 200
+        while status == 200, ContinuousClock.now - started < .seconds(3) {
+            status = try await fixture.send(.GET, "/api/session/\(login.sessionID)", bearer: login.accessToken).status
+            if status == 200 { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(status == 401)
+        #expect(ContinuousClock.now - started < .seconds(2.5))
+        try await fixture.stop()
+    }
 }

@@ -1,0 +1,40 @@
+import Synchronization
+
+/// Remembers access tokens that passed the signature and claim checks, for
+/// at most `maximumAge` seconds and never past their `exp`, so that a client
+/// sending the same token again does not cost another public-key operation.
+///
+/// Keyed by the whole token, so a token that differs in any byte is verified
+/// afresh. Revocation is not cached here: it is checked on every use.
+/// Bounded: beyond `capacity` entries, expired ones are dropped, then all.
+public final class VerifiedTokenCache: Sendable {
+    public let capacity: Int
+    public let maximumAge: Double
+    private let entries = Mutex<[String: (caller: AuthenticatedCaller, validUntil: Double)]>([:])
+
+    public init(capacity: Int = 10_000, maximumAge: Double = 30) {
+        self.capacity = capacity
+        self.maximumAge = maximumAge
+    }
+
+    func caller(for token: String, now: Double) -> AuthenticatedCaller? {
+        entries.withLock { entries in
+            guard let entry = entries[token] else { return nil }
+            if entry.validUntil > now { return entry.caller }
+            entries[token] = nil
+            return nil
+        }
+    }
+
+    func insert(_ caller: AuthenticatedCaller, for token: String, now: Double) {
+        let validUntil = min(caller.expiresAt, now + maximumAge)
+        guard validUntil > now else { return }
+        entries.withLock { entries in
+            if entries.count >= capacity {
+                entries = entries.filter { $0.value.validUntil > now }
+                if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
+            }
+            entries[token] = (caller, validUntil)
+        }
+    }
+}
