@@ -70,27 +70,26 @@ public struct AgentRelay: Sendable {
         do {
             try await channel.executeThenClose { inbound, outbound in
                 let client = ClientSide(outbound: outbound, state: state)
-                let (commands, upstreamQueue) = AsyncStream<UpstreamCommand>.makeStream()
+                let upstream = UpstreamLink()
                 // The client's inbound stream is read by one task that is never cancelled
                 // before the client has had our close frame: cancelling it closes the channel.
                 await withTaskGroup(of: Role.self) { group in
                     group.addTask {
-                        await clientToUpstream(inbound, client: client, upstream: upstreamQueue, admitted: admitted, state: state)
-                        upstreamQueue.finish()
+                        await clientToUpstream(inbound, client: client, upstream: upstream, admitted: admitted, state: state)
                         return .client
                     }
                     group.addTask {
-                        await relayUpstream(commands, client: client, admitted: admitted, state: state, logger: logger)
+                        await relayUpstream(upstream, client: client, admitted: admitted, state: state, logger: logger)
                         return .upstream
                     }
                     group.addTask {
-                        await closeAtExpiry(client: client, upstream: upstreamQueue, state: state)
+                        await closeAtExpiry(client: client, upstream: upstream, state: state)
                         return .control
                     }
                     group.addTask {
                         for await request in closeRequests {
                             await client.close(code: request.code, reason: request.reason)
-                            upstreamQueue.yield(.close(code: 1000, reason: "client socket closed by the gateway"))
+                            await upstream.send(.close(code: 1000, reason: "client socket closed by the gateway"))
                             break
                         }
                         return .control
@@ -128,27 +127,13 @@ public struct AgentRelay: Sendable {
 
     /// The upstream side: opens the Runtime's channel, passes the client's messages
     /// to it and its messages to the client, and tells the client how it ended.
-    func relayUpstream(_ commands: AsyncStream<UpstreamCommand>, client: ClientSide, admitted: AdmittedSocket, state: SocketState, logger: Logger) async {
+    func relayUpstream(_ upstream: UpstreamLink, client: ClientSide, admitted: AdmittedSocket, state: SocketState, logger: Logger) async {
         do {
             let upstreamClose = try await connectUpstream(admitted: admitted, logger: logger) { upstreamIn, upstreamOut in
-                await withTaskGroup(of: Void.self) { group in
-                    group.addTask {
-                        for await command in commands {
-                            switch command {
-                            case .text(let text): try? await upstreamOut.write(.text(text))
-                            case .binary(let buffer): try? await upstreamOut.write(.binary(buffer))
-                            case .close(let code, let reason):
-                                try? await upstreamOut.close(WebSocketErrorCode(codeNumber: Int(code)), reason: reason)
-                                return
-                            }
-                        }
-                        try? await upstreamOut.close(.normalClosure, reason: "client went away")
-                    }
-                    group.addTask { await upstreamToClient(upstreamIn, client: client) }
-                    await group.next()
-                    group.cancelAll()
-                }
+                upstream.connected(upstreamOut)
+                await upstreamToClient(upstreamIn, client: client)
             }
+            upstream.ended()
             // The Runtime's channel ends on its own only when a session ends (1008, passed on)
             // or when the Runtime goes away: shutting down (its WebSocket layer says 1000 or
             // 1001) or vanishing (no close frame). The client gets 1011 for those.
@@ -160,6 +145,7 @@ public struct AgentRelay: Sendable {
                 await client.close(code: 1011, reason: "the Runtime went away; reconnect shortly")
             }
         } catch {
+            upstream.ended()
             services.metrics.relayError(kind: "upstream")
             logger.warning("agent relay: the Runtime's channel failed", metadata: ["error_type": "\(type(of: error))"])
             await client.close(code: 1011, reason: "the Runtime is unavailable; reconnect shortly")
@@ -186,7 +172,7 @@ public struct AgentRelay: Sendable {
     /// Client frames to the Runtime; `auth.renew` is handled here and never passed on.
     /// Reads until the client's close frame or the end of its stream.
     func clientToUpstream(
-        _ inbound: NIOAsyncChannelInboundStream<WebSocketFrame>, client: ClientSide, upstream: AsyncStream<UpstreamCommand>.Continuation,
+        _ inbound: NIOAsyncChannelInboundStream<WebSocketFrame>, client: ClientSide, upstream: UpstreamLink,
         admitted: AdmittedSocket, state: SocketState
     ) async {
         do {
@@ -198,17 +184,17 @@ public struct AgentRelay: Sendable {
                         await renew(renewal, client: client, upstream: upstream, admitted: admitted, state: state)
                         continue
                     }
-                    if !state.closed.withLock({ $0 }) { upstream.yield(.text(String(buffer: data))) }
+                    if !state.closed.withLock({ $0 }) { await upstream.send(.text(String(buffer: data))) }
                 case .binary:
-                    if !state.closed.withLock({ $0 }) { upstream.yield(.binary(frame.unmaskedData)) }
+                    if !state.closed.withLock({ $0 }) { await upstream.send(.binary(frame.unmaskedData)) }
                 case .ping:
                     await client.send(WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData))
                 case .connectionClose:
                     var data = frame.unmaskedData
                     let code = data.readInteger(as: UInt16.self) ?? 1000
                     let reason = data.readString(length: data.readableBytes) ?? ""
-                    upstream.yield(.close(code: code, reason: reason))
                     await client.close(code: code, reason: "")
+                    await upstream.send(.close(code: code, reason: reason))
                     return
                 default:
                     continue
@@ -216,13 +202,12 @@ public struct AgentRelay: Sendable {
             }
         } catch let error as NIOWebSocketError where error == .invalidFrameLength {
             await client.close(code: 1009, reason: "message too large (limit \(maximumMessageBytes) bytes)")
-            upstream.yield(.close(code: 1000, reason: "client went away"))
         } catch is CancellationError {
             return
         } catch {
             await client.close(code: 1009, reason: "message too large or malformed")
-            upstream.yield(.close(code: 1000, reason: "client went away"))
         }
+        await upstream.send(.close(code: 1000, reason: "client went away"))
     }
 
     /// The numeric close code.
@@ -241,7 +226,7 @@ public struct AgentRelay: Sendable {
     }
 
     /// Checks a renewal; closes the socket with 1008 for another user's token.
-    func renew(_ token: String, client: ClientSide, upstream: AsyncStream<UpstreamCommand>.Continuation, admitted: AdmittedSocket, state: SocketState) async {
+    func renew(_ token: String, client: ClientSide, upstream: UpstreamLink, admitted: AdmittedSocket, state: SocketState) async {
         let caller: AuthenticatedCaller
         do {
             caller = try await services.authenticator.authenticate(token)
@@ -255,7 +240,7 @@ public struct AgentRelay: Sendable {
         }
         guard caller.userID == admitted.caller.userID, caller.tenantID == admitted.caller.tenantID else {
             await client.close(code: 1008, reason: "the renewal token belongs to another user")
-            upstream.yield(.close(code: 1000, reason: "client socket closed by the gateway"))
+            await upstream.send(.close(code: 1000, reason: "client socket closed by the gateway"))
             return
         }
         state.expiresAt.withLock { $0 = max($0, caller.expiresAt) }
@@ -276,7 +261,7 @@ public struct AgentRelay: Sendable {
     }
 
     /// Sleeps until the token's expiry (re-reading it after renewals), then closes with 1008.
-    func closeAtExpiry(client: ClientSide, upstream: AsyncStream<UpstreamCommand>.Continuation, state: SocketState) async {
+    func closeAtExpiry(client: ClientSide, upstream: UpstreamLink, state: SocketState) async {
         while !Task.isCancelled {
             let remaining = state.expiresAt.withLock { $0 } - services.clock.now()
             if remaining <= 0 { break }
@@ -288,7 +273,58 @@ public struct AgentRelay: Sendable {
         }
         guard !Task.isCancelled else { return }
         await client.close(code: 1008, reason: "token expired")
-        upstream.yield(.close(code: 1000, reason: "client token expired"))
+        await upstream.send(.close(code: 1000, reason: "client token expired"))
+    }
+}
+
+/// The Runtime side of one socket, once it is connected.
+///
+/// The client reader writes through it and awaits each write, so a slow
+/// Runtime slows the reader, which stops reading the client's socket
+/// (back-pressure down to TCP) instead of queueing messages in memory.
+final class UpstreamLink: Sendable {
+    private let state = Mutex<(writer: WebSocketOutboundWriter?, ended: Bool, waiters: [CheckedContinuation<WebSocketOutboundWriter?, Never>])>(
+        (nil, false, []))
+
+    func connected(_ writer: WebSocketOutboundWriter) {
+        let waiters = state.withLock { state -> [CheckedContinuation<WebSocketOutboundWriter?, Never>] in
+            state.writer = writer
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume(returning: writer) }
+    }
+
+    /// The Runtime's channel is gone (or never opened): later sends are dropped.
+    func ended() {
+        let waiters = state.withLock { state -> [CheckedContinuation<WebSocketOutboundWriter?, Never>] in
+            state.ended = true
+            state.writer = nil
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume(returning: nil) }
+    }
+
+    func writer() async -> WebSocketOutboundWriter? {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> WebSocketOutboundWriter?? in
+                if let writer = state.writer { return .some(writer) }
+                if state.ended { return .some(nil) }
+                state.waiters.append(continuation)
+                return .none
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+
+    func send(_ command: AgentRelay.UpstreamCommand) async {
+        guard let writer = await writer() else { return }
+        switch command {
+        case .text(let text): try? await writer.write(.text(text))
+        case .binary(let buffer): try? await writer.write(.binary(buffer))
+        case .close(let code, let reason): try? await writer.close(WebSocketErrorCode(codeNumber: Int(code)), reason: reason)
+        }
     }
 }
 
