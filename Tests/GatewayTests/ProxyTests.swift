@@ -9,12 +9,8 @@ import Testing
 
 /// A real upstream on loopback that answers every request with what it received:
 /// method, path, query, headers (name and value, in order) and the body's length.
-struct RecordingUpstream {
-    let group: ServiceGroup
-    let task: Task<Void, any Error>
-    let port: Int
-
-    static func start() async throws -> RecordingUpstream {
+enum RecordingUpstream {
+    static func start() async throws -> BackgroundServer {
         let router = Router()
         let handler: @Sendable (Request, BasicRequestContext) async throws -> Response = { request, _ in
             let body = try await request.body.collect(upTo: 1 << 20)
@@ -29,23 +25,11 @@ struct RecordingUpstream {
             router.on("/**", method: method, use: handler)
             router.on("/", method: method, use: handler)
         }
-        let ports = AsyncStream<Int>.makeStream()
-        let app = Application(
-            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { ports.continuation.yield($0.localAddress?.port ?? 0) }, logger: Logger(label: "test.upstream"))
-        let group = ServiceGroup(configuration: .init(services: [.init(service: app)], logger: Logger(label: "test.upstream")))
-        let task = Task { try await group.run() }
-        var bound = 0
-        for await port in ports.stream {
-            bound = port
-            break
+        return try await BackgroundServer.start { onPort in
+            Application(
+                router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                onServerRunning: { await onPort($0.localAddress?.port ?? 0) }, logger: Logger(label: "test.upstream"))
         }
-        return RecordingUpstream(group: group, task: task, port: bound)
-    }
-
-    func stop() async throws {
-        await group.triggerGracefulShutdown()
-        try await task.value
     }
 }
 

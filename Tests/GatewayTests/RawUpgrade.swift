@@ -14,9 +14,9 @@ struct RawUpgrade {
         var error: String? { json["error"]?.stringValue }
     }
 
-    static func send(port: Int, target: String, headers: [(String, String)] = []) throws -> Answer {
+    /// Connects and writes the upgrade request; the caller reads and closes.
+    static func connectAndRequest(port: Int, target: String, headers: [(String, String)]) throws -> Int32 {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(descriptor) }
         var timeout = timeval(tv_sec: 10, tv_usec: 0)
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var address = sockaddr_in()
@@ -26,12 +26,21 @@ struct RawUpgrade {
         let connected = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard connected == 0 else { throw FixtureError("cannot connect to 127.0.0.1:\(port)") }
+        guard connected == 0 else {
+            close(descriptor)
+            throw FixtureError("cannot connect to 127.0.0.1:\(port)")
+        }
         var request = "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         request += "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
         for (name, value) in headers { request += "\(name): \(value)\r\n" }
         request += "\r\n"
         _ = request.utf8CString.withUnsafeBufferPointer { write(descriptor, $0.baseAddress, $0.count - 1) }
+        return descriptor
+    }
+
+    static func send(port: Int, target: String, headers: [(String, String)] = []) throws -> Answer {
+        let descriptor = try connectAndRequest(port: port, target: target, headers: headers)
+        defer { close(descriptor) }
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         while true {

@@ -8,34 +8,44 @@ import ServiceLifecycle
 import StateSurface
 import Testing
 
-/// A Runtime run on its own, so a test can stop and restart it under a live gateway.
-struct StandaloneRuntime {
+/// A server run in its own service group on a loopback port, so a test can stop
+/// and restart it under a live gateway.
+struct BackgroundServer {
     let group: ServiceGroup
     let task: Task<Void, any Error>
     let port: Int
 
-    static func start(directory: String, port: Int = 0) async throws -> StandaloneRuntime {
-        let state = try SQLiteStateSurface(path: directory + "/portcullis.sqlite")
-        let keys = try LiveKeyRing(directory: KeyDirectory(path: directory + "/keys"))
-        var configuration = RuntimeConfiguration()
-        configuration.port = port
+    /// Starts the service `make` builds (handing it the callback that reports its port) and waits for the port.
+    static func start(_ make: (@escaping @Sendable (Int) async -> Void) -> any Service) async throws -> BackgroundServer {
         let ports = AsyncStream<Int>.makeStream()
-        let app = RuntimeServer.makeApplication(
-            configuration: configuration, state: state, keys: keys, logger: Logger(label: "test.runtime"),
-            onServerRunning: { ports.continuation.yield($0) })
-        let group = ServiceGroup(configuration: .init(services: [.init(service: app)], logger: Logger(label: "test.runtime")))
+        let service = make { ports.continuation.yield($0) }
+        let group = ServiceGroup(configuration: .init(services: [.init(service: service)], logger: Logger(label: "test.server")))
         let task = Task { try await group.run() }
         var bound = 0
         for await value in ports.stream {
             bound = value
             break
         }
-        return StandaloneRuntime(group: group, task: task, port: bound)
+        return BackgroundServer(group: group, task: task, port: bound)
     }
 
     func stop() async throws {
         await group.triggerGracefulShutdown()
         try await task.value
+    }
+}
+
+/// A Runtime run on its own, on the fixture's store and keys.
+enum StandaloneRuntime {
+    static func start(directory: String, port: Int = 0) async throws -> BackgroundServer {
+        let state = try SQLiteStateSurface(path: directory + "/portcullis.sqlite")
+        let keys = try LiveKeyRing(directory: KeyDirectory(path: directory + "/keys"))
+        var configuration = RuntimeConfiguration()
+        configuration.port = port
+        return try await BackgroundServer.start { onPort in
+            RuntimeServer.makeApplication(
+                configuration: configuration, state: state, keys: keys, logger: Logger(label: "test.runtime"), onServerRunning: onPort)
+        }
     }
 }
 
