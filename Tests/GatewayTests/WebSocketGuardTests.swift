@@ -92,6 +92,10 @@ struct WebSocketGuardTests {
         let second = try world.upgrade("?access_token=\(alice.accessToken)&session_id=\(alice.sessionID)", headers: [("Origin", "https://app.example.com")])
         #expect(second.status == 429)
         #expect(second.error == "rate_limited")
+        let metrics = try await fixture.send(.GET, "/metrics", port: fixture.adminPort).raw
+        #expect(metrics.contains(#"portcullis_ws_upgrades_refused_total{reason="token_missing"} 1"#))
+        #expect(metrics.contains(#"portcullis_ws_upgrades_refused_total{reason="session_forbidden"} 2"#))
+        #expect(metrics.contains("portcullis_ws_open_sockets 1"))
         first.close()
         try await fixture.stop()
     }
