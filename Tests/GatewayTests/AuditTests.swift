@@ -1,0 +1,112 @@
+import Foundation
+import Gateway
+import Hummingbird
+import JOSE
+import Logging
+import PortcullisTestSupport
+import Testing
+
+/// Runs `portcullis audit` (the real binary) with the token on stdin.
+func runAudit(_ arguments: [String], token: String) async throws -> (status: Int32, output: String) {
+    let directory = NSTemporaryDirectory() + "portcullis-audit-" + UUID().uuidString
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let outputPath = directory + "/out.txt"
+    FileManager.default.createFile(atPath: outputPath, contents: nil)
+    let sink = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
+    let input = Pipe()
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: PortcullisBinary.path)
+    process.arguments = ["audit"] + arguments + ["--token", "-"]
+    process.standardOutput = sink
+    process.standardError = sink
+    process.standardInput = input
+    try process.run()
+    input.fileHandleForWriting.write(Data(token.utf8))
+    try input.fileHandleForWriting.close()
+    // Wait without blocking a cooperative thread: the servers under test need them.
+    while process.isRunning { try await Task.sleep(for: .milliseconds(50)) }
+    try sink.close()
+    return (process.terminationStatus, (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "")
+}
+
+@Suite("portcullis audit")
+struct AuditTests {
+    @Test("against the gateway: every attack is refused, including validly signed expired, wrong-audience and typ-confused copies")
+    func gatewayRefusesEverything() async throws {
+        let fixture = try await GatewayFixture()
+        try await fixture.addUser("alice")
+        let login = try await fixture.login("alice")
+        let jwks = try await fixture.send(.GET, "/.well-known/jwks.json")
+        let jwksPath = fixture.directory + "/jwks.json"
+        try Data(jwks.raw.utf8).write(to: URL(fileURLWithPath: jwksPath))
+        let kid = try #require(fixture.keys.keySet.entries.first?.key.kid)
+        let (status, output) = try await runAudit(
+            ["http://127.0.0.1:\(fixture.gatewayPort)/api/session/\(login.sessionID)", "--jwks", jwksPath, "--signing-key", fixture.directory + "/keys/\(kid).pem"],
+            token: login.accessToken)
+        #expect(status == 0, "\(output)")
+        #expect(!output.contains("ACCEPTED"), "\(output)")
+        for name in ["alg-none", "key-confusion-pem", "embedded-jwk", "ecdsa-zero-es256", "expired", "wrong-audience", "typ-jwt", "duplicate-claim", "no-token"] {
+            #expect(output.contains("refused ") && output.contains(name), "missing \(name)")
+        }
+        #expect(output.contains("0 accepted, 0 skipped"))
+        #expect(!output.contains(login.accessToken))
+        try await fixture.stop()
+    }
+
+    @Test("against deliberately weak verifiers: alg none honoured, exp ignored; the weaknesses are reported and the exit code is 1")
+    func weakVerifiers() async throws {
+        let key = try JWSKey.generate(algorithm: .es256, kid: "weak")
+        let keys = try KeySet([.init(key: key, status: .active)])
+        let strict = AccessTokenVerifier(keys: keys, policy: .gateway(issuer: "https://weak.example", audience: "weak"))
+        let lax = AccessTokenVerifier(keys: keys, policy: .gateway(issuer: "https://weak.example", audience: "weak", leeway: 1e9, maximumLifetime: 1e10))
+        let router = Router()
+        @Sendable func bearer(_ request: Request) -> String? {
+            request.headers[.authorization].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
+        }
+        // Honours alg "none" (any case) without checking a signature.
+        router.get("/weak-none") { request, _ -> HTTPResponse.Status in
+            guard let token = bearer(request) else { return .unauthorized }
+            if let first = token.split(separator: ".").first, let bytes = Base64URL.decode(String(first)),
+                let header = try? StrictJSONReader().parseObject(bytes), header["alg"]?.stringValue?.lowercased() == "none"
+            {
+                return .ok
+            }
+            return (try? strict.verify(token)) != nil ? .ok : .unauthorized
+        }
+        // Checks the signature but not the times.
+        router.get("/weak-exp") { request, _ -> HTTPResponse.Status in
+            guard let token = bearer(request) else { return .unauthorized }
+            return (try? lax.verify(token)) != nil ? .ok : .unauthorized
+        }
+        let server = try await BackgroundServer.start { onPort in
+            Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                onServerRunning: { await onPort($0.localAddress?.port ?? 0) }, logger: Logger(label: "test.weak"))
+        }
+        let directory = NSTemporaryDirectory() + "portcullis-weak-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try Data(try key.privatePEM().utf8).write(to: URL(fileURLWithPath: directory + "/weak.pem"))
+        let token = try AccessTokenIssuer(keys: keys, issuer: "https://weak.example", audience: "weak").issue(subject: "u1", tenantID: "t1", clientID: "c").token
+
+        let none = try await runAudit(["http://127.0.0.1:\(server.port)/weak-none", "--signing-key", directory + "/weak.pem"], token: token)
+        #expect(none.status == 1, "\(none.output)")
+        #expect(none.output.split(separator: "\n").contains { $0.hasPrefix("ACCEPTED") && $0.contains("alg-none ") })
+        #expect(!none.output.split(separator: "\n").contains { $0.hasPrefix("ACCEPTED") && $0.contains("expired") })
+
+        let exp = try await runAudit(["http://127.0.0.1:\(server.port)/weak-exp", "--signing-key", directory + "/weak.pem"], token: token)
+        #expect(exp.status == 1, "\(exp.output)")
+        let acceptedLines = exp.output.split(separator: "\n").filter { $0.hasPrefix("ACCEPTED") }
+        #expect(acceptedLines.contains { $0.contains("expired") })
+        #expect(acceptedLines.contains { $0.contains("not-yet-valid") })
+        #expect(!acceptedLines.contains { $0.contains("alg-none") })
+        #expect(!exp.output.contains("key-confusion-pem"), "no public key given: key confusion is listed as skipped")
+        #expect(exp.output.contains("skipped") && exp.output.contains("key-confusion"))
+
+        // A token the endpoint refuses: exit 2, nothing else sent.
+        let refused = try await runAudit(["http://127.0.0.1:\(server.port)/weak-exp"], token: "eyJhbGciOiJFUzI1NiJ9.e30.AAAA")
+        #expect(refused.status == 2)
+        #expect(refused.output.contains("did not accept the given token"))
+        try await server.stop()
+    }
+}
