@@ -27,6 +27,7 @@ public struct AgentRelay: Sendable {
     let services: GatewayServices
     let registry: SocketRegistry
     let maximumMessageBytes: Int
+    var limits: EdgeLimits { services.configuration.limits }
 
     /// Mutable per-socket state shared by the relay's tasks.
     final class SocketState: Sendable {
@@ -35,6 +36,8 @@ public struct AgentRelay: Sendable {
         let closed = Mutex(false)
         /// The close code sent to the client (0 until then).
         let closeCode = Mutex<UInt16>(0)
+        /// When the client last sent anything (for the idle ping).
+        let lastHeard = Mutex(ContinuousClock.now)
 
         init(expiresAt: Double) { self.expiresAt = Mutex(expiresAt) }
 
@@ -84,6 +87,10 @@ public struct AgentRelay: Sendable {
                     }
                     group.addTask {
                         await closeAtExpiry(client: client, upstream: upstream, state: state)
+                        return .control
+                    }
+                    group.addTask {
+                        await pingWhileIdle(client: client, upstream: upstream, state: state)
                         return .control
                     }
                     group.addTask {
@@ -175,8 +182,24 @@ public struct AgentRelay: Sendable {
         _ inbound: NIOAsyncChannelInboundStream<WebSocketFrame>, client: ClientSide, upstream: UpstreamLink,
         admitted: AdmittedSocket, state: SocketState
     ) async {
+        // Token bucket for the client's message rate: bursts of twice the rate.
+        let rate = limits.webSocketMessagesPerSecond
+        var allowance = rate * 2
+        var lastRefill = ContinuousClock.now
         do {
             for try await frame in inbound {
+                state.lastHeard.withLock { $0 = ContinuousClock.now }
+                if frame.opcode == .text || frame.opcode == .binary {
+                    let now = ContinuousClock.now
+                    let elapsed = now - lastRefill
+                    lastRefill = now
+                    allowance = min(rate * 2, allowance + rate * (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18))
+                    guard allowance >= 1 else {
+                        await client.close(code: 1008, reason: "message rate exceeded (limit \(Int(rate)) per second)")
+                        break
+                    }
+                    allowance -= 1
+                }
                 switch frame.opcode {
                 case .text:
                     let data = frame.unmaskedData
@@ -257,6 +280,31 @@ public struct AgentRelay: Sendable {
             }
         } catch {
             services.metrics.relayError(kind: "upstream_message")
+        }
+    }
+
+    /// Pings a client that has been silent for a ping interval; closes with 1001
+    /// if it is still silent one interval later (a dead peer or a stuck client).
+    func pingWhileIdle(client: ClientSide, upstream: UpstreamLink, state: SocketState) async {
+        let interval = Duration.milliseconds(Int64(limits.webSocketPingInterval * 1000))
+        var pinged = false
+        while !Task.isCancelled {
+            do {
+                try await Task.sleep(for: interval)
+            } catch {
+                return
+            }
+            let silent = ContinuousClock.now - state.lastHeard.withLock { $0 } >= interval
+            if !silent {
+                pinged = false
+            } else if pinged {
+                await client.close(code: 1001, reason: "no answer to ping")
+                await upstream.send(.close(code: 1000, reason: "client stopped answering"))
+                return
+            } else {
+                pinged = true
+                await client.send(WebSocketFrame(fin: true, opcode: .ping, data: ByteBuffer(string: "portcullis")))
+            }
         }
     }
 

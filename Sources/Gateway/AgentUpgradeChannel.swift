@@ -44,10 +44,23 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
     let guardian: WebSocketGuard
     let relay: AgentRelay
     let maximumMessageBytes: Int
-    let idleTimeout: Duration?
+    let limits: EdgeLimits
+    let connections: ConnectionCounter
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        channel.eventLoop.makeCompletedFuture {
+        // Over the connection limit: a JSON 503 straight to the socket, then close.
+        guard connections.acquire() else {
+            let answer = RawResponse.bytes(
+                status: 503, reason: "Service Unavailable", code: "unavailable", message: "the gateway has too many open connections; try again shortly")
+            return channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHandler(AnswerAndCloseHandler(answer: answer))
+                return Value(outcome: channel.eventLoop.makeFailedFuture(ChannelError.inappropriateOperationForState), channel: channel)
+            }
+        }
+        let connections = self.connections
+        channel.closeFuture.whenComplete { _ in connections.release() }
+        return channel.eventLoop.makeCompletedFuture {
+            try channel.pipeline.syncOperations.addHandler(RequestHeadTimeoutHandler(timeout: .milliseconds(Int64(limits.requestHeadTimeout * 1000))))
             // Set by shouldUpgrade, read when the pipeline is rebuilt; one upgrade per connection.
             let decision = NIOLockedValueBox<Decision?>(nil)
             let guardian = self.guardian
@@ -92,7 +105,8 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
                 notUpgradingCompletionHandler: { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
-                        try channel.pipeline.syncOperations.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
+                        try channel.pipeline.syncOperations.addHandler(
+                            HTTPConnectionStateHandler(idleTimeout: .milliseconds(Int64(limits.idleTimeout * 1000)), logger: logger))
                         let asyncChannel = try NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>(
                             wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
                         if case .refused(let error) = decision.withLockedValue({ $0 }) {
@@ -106,7 +120,9 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
             pipeline.enablePipelining = false
             pipeline.enableErrorHandling = false
             pipeline.enableResponseHeaderValidation = false
+            pipeline.decoderConfiguration.maxHeaderListSize = limits.maximumHeaderBytes
             let outcome = try channel.pipeline.syncOperations.configureUpgradableHTTPServerPipeline(configuration: pipeline)
+            try channel.pipeline.syncOperations.addHandler(HTTPParseErrorResponder())
             return Value(outcome: outcome, channel: channel)
         }
     }
@@ -146,9 +162,11 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
 
 extension HTTPServerBuilder {
     /// HTTP/1 with the guarded agent-socket upgrade.
-    static func http1WithAgentSocket(guardian: WebSocketGuard, relay: AgentRelay, maximumMessageBytes: Int, idleTimeout: Duration?) -> HTTPServerBuilder {
-        .init { responder in
-            AgentUpgradeChannel(responder: responder, guardian: guardian, relay: relay, maximumMessageBytes: maximumMessageBytes, idleTimeout: idleTimeout)
+    static func http1WithAgentSocket(guardian: WebSocketGuard, relay: AgentRelay, maximumMessageBytes: Int, limits: EdgeLimits) -> HTTPServerBuilder {
+        let connections = ConnectionCounter(limit: limits.maximumConnections)
+        return .init { responder in
+            AgentUpgradeChannel(
+                responder: responder, guardian: guardian, relay: relay, maximumMessageBytes: maximumMessageBytes, limits: limits, connections: connections)
         }
     }
 }

@@ -48,6 +48,8 @@ public struct GatewayConfiguration: Sendable {
     public var maximumBodyBytes: Int = 64 * 1024
     /// Largest WebSocket message relayed, in bytes (close 1009 beyond).
     public var maximumMessageBytes: Int = 64 * 1024
+    /// Limits at the edge: head size and time, idle time, connections, socket message rate and liveness.
+    public var limits = EdgeLimits()
     /// Extra upstreams: requests under `prefix` are proxied to `upstream`.
     public var routes: [ProxyRoute] = []
 

@@ -45,7 +45,7 @@ public enum GatewayServer {
         let guardian = WebSocketGuard(services: services, registry: services.sockets)
         let relay = AgentRelay(services: services, registry: services.sockets, maximumMessageBytes: configuration.maximumMessageBytes)
         let base = HTTPServerBuilder.http1WithAgentSocket(
-            guardian: guardian, relay: relay, maximumMessageBytes: configuration.maximumMessageBytes, idleTimeout: nil)
+            guardian: guardian, relay: relay, maximumMessageBytes: configuration.maximumMessageBytes, limits: configuration.limits)
         let server: HTTPServerBuilder
         if let tls = configuration.tls {
             server = try .tls(base, tlsConfiguration: try Self.tlsConfiguration(tls))

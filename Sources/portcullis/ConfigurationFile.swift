@@ -176,6 +176,13 @@ struct ConfigurationFile {
             throw invalid("tokens.access_token_lifetime_seconds", "must not exceed tokens.max_lifetime_seconds (\(Int(configuration.maximumTokenLifetime)))")
         }
 
+        if let value = try int("limits.max_header_bytes", in: 1_024...(1 << 20)) { configuration.limits.maximumHeaderBytes = value }
+        if let value = try int("limits.request_head_timeout_seconds", in: 1...300) { configuration.limits.requestHeadTimeout = Double(value) }
+        if let value = try int("limits.idle_timeout_seconds", in: 1...3_600) { configuration.limits.idleTimeout = Double(value) }
+        if let value = try int("limits.max_connections", in: 1...1_000_000) { configuration.limits.maximumConnections = value }
+        if let value = try int("limits.ws_messages_per_second", in: 1...100_000) { configuration.limits.webSocketMessagesPerSecond = Double(value) }
+        if let value = try int("limits.ws_ping_interval_seconds", in: 1...3_600) { configuration.limits.webSocketPingInterval = Double(value) }
+
         if let value = try string("runtime.name") { configuration.runtimeName = value }
         configuration.runtimeURL = try url("runtime.url")
         if let value = try int("runtime.timeout_seconds", in: 1...300) { configuration.runtimeTimeout = Double(value) }

@@ -1,0 +1,150 @@
+import JOSE
+import NIOCore
+import NIOHTTP1
+import Synchronization
+
+/// Limits at the edge, each configurable (`limits.*`), each answered in a documented way.
+public struct EdgeLimits: Sendable, Equatable {
+    /// Largest request head (request line and headers), in bytes: 431 beyond.
+    public var maximumHeaderBytes: Int = 16 * 1024
+    /// Time to receive a connection's first request head, in seconds: 408 and close beyond (slow clients).
+    public var requestHeadTimeout: Double = 10
+    /// Idle time allowed between requests on a keep-alive connection, in seconds.
+    public var idleTimeout: Double = 60
+    /// Open connections at once on the public listener: 503 and close beyond.
+    public var maximumConnections: Int = 10_000
+    /// WebSocket messages a client may send per second (sustained; bursts of twice that): 1008 beyond.
+    public var webSocketMessagesPerSecond: Double = 50
+    /// Seconds between the gateway's pings on an idle socket; a socket that does not
+    /// answer within another interval is closed with 1001.
+    public var webSocketPingInterval: Double = 30
+
+    public init() {}
+}
+
+/// Counts open connections against `EdgeLimits.maximumConnections`.
+final class ConnectionCounter: Sendable {
+    let limit: Int
+    private let open = Atomic<Int>(0)
+
+    init(limit: Int) { self.limit = limit }
+
+    /// True if the connection may stay; then `release()` when it closes.
+    func acquire() -> Bool {
+        let now = open.add(1, ordering: .relaxed).newValue
+        if now > limit {
+            open.subtract(1, ordering: .relaxed)
+            return false
+        }
+        return true
+    }
+
+    func release() { open.subtract(1, ordering: .relaxed) }
+    var current: Int { open.load(ordering: .relaxed) }
+}
+
+/// A complete HTTP/1.1 response written straight to the socket, for answers
+/// given before (or instead of) the HTTP pipeline: JSON error, then close.
+enum RawResponse {
+    static func bytes(status: Int, reason: String, code: String, message: String) -> ByteBuffer {
+        let body = JSONWriter.string(["error": .string(code), "message": .string(message)])
+        var text = "HTTP/1.1 \(status) \(reason)\r\ncontent-type: application/json\r\nconnection: close\r\n"
+        text += "content-length: \(body.utf8.count)\r\n\r\n" + body
+        return ByteBuffer(string: text)
+    }
+}
+
+/// Closes a connection whose first request head has not fully arrived within
+/// the timeout (a slowloris client), answering 408 with the JSON error.
+/// Sees raw bytes (after TLS); removes itself once the head's blank line arrives.
+final class RequestHeadTimeoutHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    let timeout: TimeAmount
+    private var timer: Scheduled<Void>?
+    private var tail: [UInt8] = []
+
+    init(timeout: TimeAmount) { self.timeout = timeout }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        timer = context.eventLoop.scheduleTask(in: timeout) {
+            let context = loopBound.value
+            let answer = RawResponse.bytes(
+                status: 408, reason: "Request Timeout", code: "request_timeout", message: "the request head did not arrive in time; send it at once")
+            context.writeAndFlush(NIOAny(answer)).whenComplete { _ in context.close(promise: nil) }
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        timer?.cancel()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = unwrapInboundIn(data)
+        // Look for CRLFCRLF, across reads.
+        tail.append(contentsOf: buffer.readableBytesView)
+        let complete = tail.withUnsafeBufferPointer { bytes in
+            bytes.count >= 4 && (0...(bytes.count - 4)).contains { bytes[$0] == 13 && bytes[$0 + 1] == 10 && bytes[$0 + 2] == 13 && bytes[$0 + 3] == 10 }
+        }
+        if tail.count > 3 { tail.removeFirst(tail.count - 3) }
+        context.fireChannelRead(data)
+        if complete {
+            timer?.cancel()
+            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+        }
+    }
+}
+
+/// Answers HTTP parse errors with a JSON error instead of NIO's empty 400:
+/// 431 for a head over the limit, 400 otherwise; then closes.
+final class HTTPParseErrorResponder: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        context.fireChannelRead(data)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard let parseError = error as? HTTPParserError else {
+            context.fireErrorCaught(error)
+            return
+        }
+        let (status, code, message): (HTTPResponseStatus, String, String) =
+            parseError == .headerOverflow
+            ? (.requestHeaderFieldsTooLarge, "headers_too_large", "the request headers are too large")
+            : (.badRequest, "invalid_request", "the request is not valid HTTP/1.1")
+        let body = ByteBuffer(bytes: JSONWriter.bytes(["error": .string(code), "message": .string(message)]))
+        let headers = HTTPHeaders([("Content-Type", "application/json"), ("Connection", "close"), ("Content-Length", String(body.readableBytes))])
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in context.close(promise: nil) }
+    }
+}
+
+/// Writes one prepared answer as soon as the connection is active, then closes it.
+final class AnswerAndCloseHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    let answer: ByteBuffer
+    private var answered = false
+
+    init(answer: ByteBuffer) { self.answer = answer }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { answerAndClose(context: context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        answerAndClose(context: context)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
+
+    private func answerAndClose(context: ChannelHandlerContext) {
+        guard !answered else { return }
+        answered = true
+        context.writeAndFlush(NIOAny(answer)).whenComplete { _ in context.close(promise: nil) }
+    }
+}

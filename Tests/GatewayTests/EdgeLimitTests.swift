@@ -1,0 +1,180 @@
+import Foundation
+import Gateway
+import Glibc
+import HummingbirdWSClient
+import JOSE
+import Testing
+
+/// A raw TCP connection to the gateway, for the limits a well-behaved client never hits.
+struct RawConnection {
+    let descriptor: Int32
+
+    init(port: Int, receiveTimeout seconds: Int = 10) throws {
+        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw FixtureError("cannot connect") }
+    }
+
+    func send(_ text: String) {
+        _ = text.utf8CString.withUnsafeBufferPointer { write(descriptor, $0.baseAddress, $0.count - 1) }
+    }
+
+    /// Everything until the peer closes (or the receive timeout).
+    func readAll() -> [UInt8] {
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = read(descriptor, &buffer, buffer.count)
+            if count <= 0 { break }
+            received.append(contentsOf: buffer[0..<count])
+        }
+        return received
+    }
+
+    /// One read (what has arrived so far).
+    func readSome() -> [UInt8] {
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        let count = read(descriptor, &buffer, buffer.count)
+        return count > 0 ? Array(buffer[0..<count]) : []
+    }
+
+    func close() { _ = Glibc.close(descriptor) }
+}
+
+extension Array where Element == UInt8 {
+    var text: String { String(decoding: self, as: UTF8.self) }
+}
+
+/// Runs blocking socket work off the cooperative pool (the gateway under test needs it).
+func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
+    }
+}
+
+@Suite("Limits at the edge: each exceeded limit gets its answer while other clients carry on")
+struct EdgeLimitTests {
+    @Test("a request head over limits.max_header_bytes gets 431 headers_too_large and the connection closes")
+    func headerSize() async throws {
+        let fixture = try await GatewayFixture { $0.limits.maximumHeaderBytes = 4096 }
+        let port = fixture.gatewayPort
+        let answer = try await offPool {
+            let connection = try RawConnection(port: port)
+            defer { connection.close() }
+            connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: \(String(repeating: "a", count: 8192))\r\n\r\n")
+            return connection.readAll().text
+        }
+        #expect(answer.hasPrefix("HTTP/1.1 431"), "\(answer.prefix(200))")
+        #expect(answer.contains(#""error":"headers_too_large""#))
+        #expect(try await fixture.send(.GET, "/healthz").status == 200)
+        try await fixture.stop()
+    }
+
+    @Test("a client trickling its request head (slowloris) gets 408 request_timeout after limits.request_head_timeout_seconds; others are served meanwhile")
+    func slowHead() async throws {
+        let fixture = try await GatewayFixture { $0.limits.requestHeadTimeout = 1 }
+        let port = fixture.gatewayPort
+        let started = ContinuousClock.now
+        async let slow: String = offPool {
+            let connection = try RawConnection(port: port)
+            defer { connection.close() }
+            connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            Thread.sleep(forTimeInterval: 0.3)
+            connection.send("X-Slow: 1\r\n")
+            return connection.readAll().text
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(try await fixture.send(.GET, "/healthz").status == 200)
+        let answer = try await slow
+        #expect(answer.hasPrefix("HTTP/1.1 408"), "\(answer)")
+        #expect(answer.contains(#""error":"request_timeout""#))
+        #expect(ContinuousClock.now - started < .seconds(5))
+        try await fixture.stop()
+    }
+
+    @Test("an idle keep-alive connection is closed after limits.idle_timeout_seconds")
+    func idleKeepAlive() async throws {
+        let fixture = try await GatewayFixture { $0.limits.idleTimeout = 1 }
+        let port = fixture.gatewayPort
+        let (first, closedAfter) = try await offPool { () -> (String, Double) in
+            let connection = try RawConnection(port: port)
+            defer { connection.close() }
+            connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            let first = connection.readSome().text
+            let waited = Date()
+            let rest = connection.readAll()  // returns when the server closes
+            return (first + rest.text, Date().timeIntervalSince(waited))
+        }
+        #expect(first.hasPrefix("HTTP/1.1 200"))
+        #expect(closedAfter >= 0.8 && closedAfter < 5, "closed after \(closedAfter) s")
+        try await fixture.stop()
+    }
+
+    @Test("beyond limits.max_connections a new connection gets 503 and is closed; once one closes, clients are served again")
+    func connectionLimit() async throws {
+        let fixture = try await GatewayFixture { $0.limits.maximumConnections = 3 }
+        let port = fixture.gatewayPort
+        let held = try await offPool { try (0..<3).map { _ in try RawConnection(port: port) } }
+        try await Task.sleep(for: .milliseconds(200))
+        let refused = try await offPool { () -> String in
+            let connection = try RawConnection(port: port)
+            defer { connection.close() }
+            return connection.readAll().text
+        }
+        #expect(refused.hasPrefix("HTTP/1.1 503"), "\(refused)")
+        #expect(refused.contains(#""error":"unavailable""#))
+        held.forEach { $0.close() }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try await fixture.send(.GET, "/healthz").status == 200)
+        try await fixture.stop()
+    }
+
+    @Test("a socket sending faster than limits.ws_messages_per_second is closed with 1008")
+    func messageRate() async throws {
+        let fixture = try await GatewayFixture { $0.limits.webSocketMessagesPerSecond = 5 }
+        try await fixture.addUser("alice")
+        let login = try await fixture.login("alice")
+        let transcript = try await AgentRelayTests.session(AgentRelayTests.url(fixture, login)) { outbound, _, _ in
+            for _ in 0..<40 { try? await outbound.write(.text(#"{"type":"ping"}"#)) }
+        }
+        #expect(transcript.close?.closeCode == .policyViolation)
+        #expect(transcript.close?.reason?.hasPrefix("message rate exceeded") == true)
+        try await fixture.stop()
+    }
+
+    @Test("a socket that does not answer pings is closed with 1001 after two intervals of silence")
+    func pingTimeout() async throws {
+        let fixture = try await GatewayFixture { $0.limits.webSocketPingInterval = 1 }
+        try await fixture.addUser("alice")
+        let login = try await fixture.login("alice")
+        let port = fixture.gatewayPort
+        let frames = try await offPool { () -> [UInt8] in
+            // A raw client: it upgrades, then never answers anything.
+            let descriptor = try RawUpgrade.connectAndRequest(
+                port: port, target: "/api/runtime/agent?access_token=\(login.accessToken)&session_id=\(login.sessionID)", headers: [])
+            let connection = RawConnection(descriptor: descriptor)
+            defer { connection.close() }
+            return connection.readAll()
+        }
+        let text = frames.text
+        #expect(text.hasPrefix("HTTP/1.1 101"))
+        let afterHead = Array(frames[(frames.firstIndex(of: 0x89) ?? frames.count)...])
+        #expect(afterHead.first == 0x89, "a ping frame arrived")
+        let closeIndex = try #require(frames.lastIndex(of: 0x88))
+        let code = Int(frames[closeIndex + 2]) << 8 | Int(frames[closeIndex + 3])
+        #expect(code == 1001)
+        try await fixture.stop()
+    }
+}
+
+extension RawConnection {
+    init(descriptor: Int32) { self.descriptor = descriptor }
+}
