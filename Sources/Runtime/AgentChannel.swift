@@ -21,42 +21,32 @@ public struct AgentChannel: Sendable {
 
     /// Answers one text frame.
     public func handle(text: String) async -> Next {
-        let frame: JSONObject
+        let requestID: String
+        let intent: IntentRequest
         do {
-            frame = try StrictJSONReader().parseObject(Array(text.utf8))
+            switch try AgentFrame.parse(text) {
+            case .ping:
+                return .reply(["type": "pong"])
+            case .intent(let id, let request):
+                (requestID, intent) = (id, request)
+            }
         } catch {
-            return .reply(Self.error("invalid_frame", "the frame is not a strict JSON object: \(error.message)"))
+            return .reply(Self.error("invalid_frame", error.message, requestID: error.requestID))
         }
-        switch frame["type"]?.stringValue {
-        case "ping":
-            return .reply(["type": "pong"])
-        case "intent":
-            guard let requestID = frame["request_id"]?.stringValue, !requestID.isEmpty, requestID.utf8.count <= 128 else {
-                return .reply(Self.error("invalid_frame", "an intent frame needs a request_id string of 1 to 128 bytes"))
+        do {
+            let outcome = try await executions.execute(
+                sessionID: sessionID, intentType: intent.intentType, payload: intent.payload,
+                idempotencyKey: intent.idempotencyKey, caller: caller)
+            var reply: JSONObject = ["type": "result", "request_id": .string(requestID)]
+            if case .object(let body) = outcome.json {
+                for member in body.members { reply[member.name] = member.value }
             }
-            let intent: IntentRequest
-            do {
-                intent = try IntentRequest(frame)
-            } catch {
-                return .reply(Self.error("invalid_frame", error.message, requestID: requestID))
-            }
-            do {
-                let outcome = try await executions.execute(
-                    sessionID: sessionID, intentType: intent.intentType, payload: intent.payload,
-                    idempotencyKey: intent.idempotencyKey, caller: caller)
-                var reply: JSONObject = ["type": "result", "request_id": .string(requestID)]
-                if case .object(let body) = outcome.json {
-                    for member in body.members { reply[member.name] = member.value }
-                }
-                return .reply(.object(reply))
-            } catch let error as RuntimeError {
-                let reply: JSONValue = ["type": "result", "request_id": .string(requestID), "status": "failed", "error": error.json]
-                return error.code == "session_not_found" ? .replyAndClose(reply) : .reply(reply)
-            } catch {
-                return .reply(["type": "result", "request_id": .string(requestID), "status": "failed", "error": ["error": "unavailable", "message": "the Runtime could not run the intent; try again"]])
-            }
-        default:
-            return .reply(Self.error("invalid_frame", "the frame's type must be \"intent\" or \"ping\""))
+            return .reply(.object(reply))
+        } catch let error as RuntimeError {
+            let reply: JSONValue = ["type": "result", "request_id": .string(requestID), "status": "failed", "error": error.json]
+            return error.code == "session_not_found" ? .replyAndClose(reply) : .reply(reply)
+        } catch {
+            return .reply(["type": "result", "request_id": .string(requestID), "status": "failed", "error": ["error": "unavailable", "message": "the Runtime could not run the intent; try again"]])
         }
     }
 

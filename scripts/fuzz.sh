@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# libFuzzer runs of the parsers that face attackers.
+#
+#   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
+#
+# Targets: token (full access-token verification), json (strict JSON reader,
+# with a write/re-read oracle), base64url (canonical-encoding oracle),
+# session-id (SessionID.problem), agent-frame (the agent channel's frame parser).
+# Each is built with `swiftc -sanitize=fuzzer,address` against the real sources,
+# seeded from ../shared/vectors (PORTCULLIS_VECTORS) when present, and run for
+# SECONDS (default 60). A crash stops the script with exit 1 and leaves the
+# input in .build/fuzz/<target>/crash-*; turn it into a regression test.
+set -euo pipefail
+SECONDS_PER_TARGET=${1:-60}
+shift || true
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+VECTORS=${PORTCULLIS_VECTORS:-$ROOT/../shared/vectors}
+OUT="$ROOT/.build/fuzz"
+TARGETS=("$@")
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(token json base64url session-id agent-frame)
+mkdir -p "$OUT/lib"
+FLAGS=(-sanitize=fuzzer,address -parse-as-library -O -g -I "$ROOT/Sources/CLibCrypto")
+
+# JOSE once, as a static library module with coverage instrumentation.
+swiftc "${FLAGS[@]}" -emit-library -static -emit-module -module-name JOSE -emit-module-path "$OUT/lib/JOSE.swiftmodule" \
+  "$ROOT"/Sources/JOSE/*.swift -o "$OUT/lib/libJOSE.a"
+
+build() {  # target, extra sources...
+  local target=$1; shift
+  swiftc "${FLAGS[@]}" -I "$OUT/lib" -L "$OUT/lib" -lJOSE -lcrypto -module-name "Fuzz_${target//-/_}" "$@" -o "$OUT/$target/fuzz"
+}
+
+seed() {  # target
+  local corpus="$OUT/$1/corpus"; mkdir -p "$corpus"
+  local tokens; tokens=$( (grep -rhoE 'eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*' "$VECTORS" 2>/dev/null || true) | sort -u | head -400)
+  case $1 in
+    token) printf '%s\n' "$tokens" | while read -r t; do [ -n "$t" ] && printf '%s' "$t" > "$corpus/$(printf '%s' "$t" | sha1sum | cut -c1-16)"; done ;;
+    base64url) printf '%s\n' "$tokens" | tr '.' '\n' | sort -u | head -400 | while read -r t; do [ -n "$t" ] && printf '%s' "$t" > "$corpus/$(printf '%s' "$t" | sha1sum | cut -c1-16)"; done ;;
+    json) printf '%s\n' "$tokens" | cut -d. -f1-2 | tr '.' '\n' | sort -u | head -300 | while read -r t; do
+            [ -n "$t" ] && printf '%s' "$t" | tr '_-' '/+' | base64 -d 2>/dev/null > "$corpus/$(printf '%s' "$t" | sha1sum | cut -c1-16)" || true; done ;;
+    session-id) for v in ses_AAAAAAAAAAAAAAAAAAAAAA ses_2w8cmNxD14TYILibe4MTmg rt_x eyJhbGciOiJub25lIn0.e30. ses_; do printf '%s' "$v" > "$corpus/$v"; done ;;
+    agent-frame) printf '%s' '{"type":"ping"}' > "$corpus/ping"
+                 printf '%s' '{"type":"intent","request_id":"r1","intent_type":"echo","payload":{"a":[1,2,{"b":null}]},"idempotency_key":"k"}' > "$corpus/intent" ;;
+  esac
+  [ -d "$VECTORS" ] || echo "fuzz.sh: no vectors at $VECTORS; seeds are minimal" >&2
+}
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}  # process-lifetime globals (the fixed key ring) are not leaks
+status=0
+for target in "${TARGETS[@]}"; do
+  mkdir -p "$OUT/$target"
+  case $target in
+    token) build token "$ROOT/Fuzz/FuzzTokenVerify.swift" ;;
+    json) build json "$ROOT/Fuzz/FuzzStrictJSON.swift" ;;
+    base64url) build base64url "$ROOT/Fuzz/FuzzBase64URL.swift" ;;
+    session-id) build session-id "$ROOT/Sources/Runtime/SessionID.swift" "$ROOT/Fuzz/FuzzSessionID.swift" ;;
+    agent-frame) build agent-frame "$ROOT/Sources/Runtime/IntentRequest.swift" "$ROOT/Sources/Runtime/AgentFrame.swift" "$ROOT/Fuzz/FuzzAgentFrame.swift" ;;
+    *) echo "fuzz.sh: unknown target $target" >&2; exit 2 ;;
+  esac
+  seed "$target"
+  log="$OUT/$target/run.log"
+  if (cd "$OUT/$target" && ./fuzz -max_total_time="$SECONDS_PER_TARGET" -max_len=8192 -detect_leaks=0 -print_final_stats=1 corpus > "$log" 2>&1); then
+    execs=$(awk '/stat::number_of_executed_units/ {print $2}' "$log")
+    cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 | awk '{print $2}')
+    ft=$(grep -oE 'ft: [0-9]+' "$log" | tail -1 | awk '{print $2}')
+    corpus=$(ls "$OUT/$target/corpus" | wc -l)
+    printf 'fuzz %-12s %10s execs in %ss, coverage %s edges (%s features), corpus %s, no crash\n' "$target" "$execs" "$SECONDS_PER_TARGET" "$cov" "$ft" "$corpus"
+  else
+    echo "fuzz $target: CRASH; input saved in $OUT/$target (see $log)"; tail -30 "$log"; status=1
+  fi
+done
+exit $status
