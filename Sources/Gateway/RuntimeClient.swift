@@ -130,6 +130,9 @@ public final class RuntimeClient: Sendable {
         {
             throw GatewayError(HTTPResponse.Status(code: Int(status.code)), code, message)
         }
+        if status.code == 503 {
+            throw GatewayError(.serviceUnavailable, "upstream_unavailable", "the Runtime is overloaded or its store is busy; try again shortly")
+        }
         if status.code == 401 {
             throw GatewayError(.serviceUnavailable, "upstream_unavailable", "the Runtime refused the gateway's assertion; check that both use the same keys, issuer and Runtime name")
         }

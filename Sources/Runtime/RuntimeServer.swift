@@ -30,6 +30,7 @@ public enum RuntimeServer {
             sessions: sessions, executions: ExecutionService(sessions: sessions, executions: state, registry: registry),
             assertions: AssertionVerifier(keys: keys, configuration: configuration, clock: clock))
         let router = Router(context: BasicWebSocketRequestContext.self)
+        router.add(middleware: StorageFailureMiddleware(logger: logger))
         routes.register(on: router)
         return Application(
             router: router,
@@ -75,6 +76,23 @@ public struct Sweeper: Service {
                 // Only the type: a storage error may quote stored values.
                 logger.warning("sweep of \(name) failed; will retry", metadata: ["error_type": "\(type(of: error))"])
             }
+        }
+    }
+}
+
+/// Storage and other unexpected failures are 503 `unavailable` (retry later),
+/// never a bare 500; only the error's type is logged (a database error may quote values).
+struct StorageFailureMiddleware<Context: RequestContext>: RouterMiddleware {
+    let logger: Logger
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as any HTTPResponseError {
+            throw error
+        } catch {
+            logger.error("runtime request failed", metadata: ["error_type": "\(String(reflecting: type(of: error)))"])
+            throw RuntimeError(.serviceUnavailable, "unavailable", "the Runtime's store did not answer in time; try again shortly")
         }
     }
 }

@@ -56,7 +56,8 @@ struct RuntimeCommand: AsyncParsableCommand {
         let jwks = try self.jwks ?? file.string("keys.jwks_file")
         let keysDirectory = try self.keys ?? file.string("keys.directory") ?? "keys"
         let logger = Logger(label: "portcullis.runtime")
-        let state = try SQLiteStateSurface(path: database)
+        let busyTimeout = try file.int("storage.busy_timeout_seconds", in: 1...300).map(Double.init) ?? 5
+        let state = try SQLiteStateSurface(path: database, busyTimeout: busyTimeout)
         var services: [any Service] = []
         let verificationKeys: any VerificationKeyProvider
         if let jwks {

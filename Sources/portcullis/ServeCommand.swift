@@ -30,6 +30,7 @@ struct ServeCommand: AsyncParsableCommand {
         let runtime = try file.runtimeConfiguration()
         let logging = try file.logging()
         let database = try file.string("storage.sqlite_path") ?? "data/portcullis.sqlite"
+        let busyTimeout = try file.int("storage.busy_timeout_seconds", in: 1...300).map(Double.init) ?? 5
         let keysDirectory = try file.string("keys.directory") ?? "keys"
         if let tls = gateway.tls { _ = try GatewayServer.tlsConfiguration(tls) }  // unreadable files stop start-up here
         let level = Logger.Level(rawValue: logging.level) ?? .info
@@ -47,7 +48,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let keys = try LiveKeyRing(directory: KeyDirectory(path: keysDirectory))
         keys.initialWarnings.forEach(Terminal.warning)
-        let state = try SQLiteStateSurface(path: database)
+        let state = try SQLiteStateSurface(path: database, busyTimeout: busyTimeout)
         if try await state.users().isEmpty {
             Terminal.note(
                 "no user accounts yet: add one with `portcullis users add NAME --tenant \(gateway.defaultTenant)` (or `swift run portcullis users add ...`)")

@@ -55,11 +55,11 @@ final class GatewayFixture: Sendable {
     ///   - configure: changes to the default configuration (ports are set to 0 here).
     ///   - runtimeURL: a Runtime started elsewhere; `nil` embeds one.
     init(
-        hasher: PasswordHasher = GatewayFixture.fastHashing, directory existing: String? = nil, runtimeURL: String? = nil,
+        hasher: PasswordHasher = GatewayFixture.fastHashing, directory existing: String? = nil, runtimeURL: String? = nil, busyTimeout: Double = 5,
         configure: (inout GatewayConfiguration) -> Void = { _ in }
     ) async throws {
         directory = existing ?? NSTemporaryDirectory() + "portcullis-gateway-" + UUID().uuidString
-        state = try SQLiteStateSurface(path: directory + "/portcullis.sqlite")
+        state = try SQLiteStateSurface(path: directory + "/portcullis.sqlite", busyTimeout: busyTimeout)
         let keyDirectory = KeyDirectory(path: directory + "/keys")
         if !FileManager.default.fileExists(atPath: directory + "/keys/keyring.json") {
             _ = try keyDirectory.generate(algorithm: .es256)
