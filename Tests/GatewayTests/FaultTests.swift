@@ -14,14 +14,17 @@ struct FaultTests {
         let login = try await fixture.login("alice")
         // Another connection takes the write lock and holds it.
         let other = try DatabaseQueue(path: fixture.directory + "/portcullis.sqlite")
+        let release = Mutex(false)
+        let locked = Mutex(false)
         let held = Task.detached {
             try await other.writeWithoutTransaction { db in
                 try db.execute(sql: "BEGIN IMMEDIATE")
-                Thread.sleep(forTimeInterval: 2.5)
+                locked.withLock { $0 = true }
+                while !release.withLock({ $0 }) { Thread.sleep(forTimeInterval: 0.02) }
                 try db.execute(sql: "COMMIT")
             }
         }
-        try await Task.sleep(for: .milliseconds(300))
+        while !locked.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(20)) }
         let started = ContinuousClock.now
         let create = try await fixture.post("/api/session/create-anonymous")
         let waited = ContinuousClock.now - started
@@ -32,6 +35,7 @@ struct FaultTests {
         #expect(refresh.status == 503, "\(refresh.raw)")
         // Reads still work in WAL mode: an authenticated read is served.
         #expect(try await fixture.send(.GET, "/api/session/\(login.sessionID)", bearer: login.accessToken).status == 200)
+        release.withLock { $0 = true }
         try await held.value
         #expect(try await fixture.post("/api/session/create-anonymous").status == 201)
         let again = try await fixture.refresh(login.refreshToken)
