@@ -143,7 +143,7 @@ struct ProxyTests {
         defer { silent.close() }
         let fixture = try await GatewayFixture {
             $0.maximumBodyBytes = 2048
-            $0.runtimeTimeout = 1
+            $0.runtimeTimeout = 3  // long enough for a slow (sanitized) login, short enough for the 504 below
             $0.routes = [ProxyRoute(prefix: "/api/down", upstream: "http://127.0.0.1:1"), ProxyRoute(prefix: "/api/hung", upstream: "http://127.0.0.1:\(silent.port)")]
         }
         try await fixture.addUser("alice")

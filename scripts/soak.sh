@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Soak test (not run in CI): a mixed load on loopback for MINUTES, checking every answer.
+#
+#   scripts/soak.sh [MINUTES] [CONCURRENCY]
+#
+# Release build; `portcullis serve` plus a plain upstream (`portcullis debug upstream`).
+# Mix: anonymous sessions, logins (with the anonymous session), refreshes, proxied
+# GETs, and WebSocket sessions that send intents and read the results. Prints
+# requests done, unexpected answers (target 0), and the gateway's resident memory
+# at start, middle and end (target: flat after warm-up).
+set -euo pipefail
+MINUTES=${1:-5}
+CONCURRENCY=${2:-16}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+(cd "$ROOT" && swift build -c release >/dev/null 2>&1)
+BIN="$ROOT/.build/release/portcullis"
+WORK=$(mktemp -d)
+GATEWAY_PORT=18280 UPSTREAM_PORT=18290
+cleanup() { kill $SERVE_PID $UPSTREAM_PID 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"; }
+trap cleanup EXIT
+mkdir -p "$WORK/config"
+cat > "$WORK/config/portcullis.yaml" <<YAML
+gateway:
+  port: $GATEWAY_PORT
+  routes: ["/api/bench=http://127.0.0.1:$UPSTREAM_PORT"]
+admin:
+  enabled: false
+runtime:
+  port: 0
+contracts:
+  sessions_per_user: 100000
+  sockets_per_session: 100
+limits:
+  ws_messages_per_second: 10000
+rate_limits:
+  anonymous_session_per_client: {per_minute: 1000000, burst: 100000}
+  login_per_client: {per_minute: 1000000, burst: 100000}
+  login_per_username: {per_minute: 1000000, burst: 100000}
+  session_create_per_user: {per_minute: 1000000, burst: 100000}
+logging:
+  level: warning
+YAML
+cd "$WORK"
+"$BIN" debug upstream --port $UPSTREAM_PORT & UPSTREAM_PID=$!
+"$BIN" serve > serve.log 2>&1 & SERVE_PID=$!
+for _ in $(seq 100); do curl -sf "localhost:$GATEWAY_PORT/readyz" >/dev/null && break; sleep 0.2; done
+for i in $(seq 0 7); do echo "soak-password-$i" | "$BIN" users add "soak$i" --tenant default --password-stdin >/dev/null; done
+
+python3 - "$GATEWAY_PORT" "$SERVE_PID" "$MINUTES" "$CONCURRENCY" <<'PY'
+import asyncio, base64, json, os, random, sys, time
+port, pid, minutes, concurrency = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+done, unexpected, kinds = 0, 0, {}
+def rss_mb():
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"): return int(line.split()[1]) / 1024
+async def http(method, path, body=None, token=None):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    data = json.dumps(body).encode() if body is not None else b""
+    head = f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {len(data)}\r\n"
+    if token: head += f"Authorization: Bearer {token}\r\n"
+    writer.write(head.encode() + b"\r\n" + data)
+    raw = await reader.read()
+    writer.close()
+    status = int(raw.split(b" ", 2)[1])
+    body = raw.split(b"\r\n\r\n", 1)[1] if b"\r\n\r\n" in raw else b""
+    try: return status, json.loads(body) if body else {}
+    except ValueError: return status, {}
+def check(kind, ok):
+    global done, unexpected
+    done += 1
+    kinds[kind] = kinds.get(kind, 0) + 1
+    if not ok:
+        unexpected += 1
+        if unexpected <= 10: print(f"unexpected answer in {kind}", file=sys.stderr)
+async def ws_session(token, session):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write((f"GET /api/runtime/agent?access_token={token}&session_id={session} HTTP/1.1\r\nHost: x\r\n"
+                  "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                  "Sec-WebSocket-Version: 13\r\n\r\n").encode())
+    head = await reader.readuntil(b"\r\n\r\n")
+    check("ws-upgrade", head.startswith(b"HTTP/1.1 101"))
+    if not head.startswith(b"HTTP/1.1 101"): return
+    for i in range(5):
+        payload = json.dumps({"type": "intent", "request_id": f"r{i}", "intent_type": "echo", "payload": {"i": i}}).encode()
+        mask = os.urandom(4)
+        frame = bytes([0x81, 0x80 | len(payload)]) if len(payload) < 126 else bytes([0x81, 0xFE]) + len(payload).to_bytes(2, "big")
+        writer.write(frame + mask + bytes(b ^ mask[j % 4] for j, b in enumerate(payload)))
+        first = await reader.readexactly(2)
+        length = first[1] & 0x7F
+        if length == 126: length = int.from_bytes(await reader.readexactly(2), "big")
+        reply = json.loads(await reader.readexactly(length))
+        check("ws-intent", reply.get("status") == "completed" and reply.get("result") == {"i": i})
+    writer.write(bytes([0x88, 0x82]) + b"\0\0\0\0" + b"\x03\xe8")
+    writer.close()
+async def user_loop(n, deadline):
+    name, password = f"soak{n % 8}", f"soak-password-{n % 8}"
+    while time.monotonic() < deadline:
+        status, anon = await http("POST", "/api/session/create-anonymous")
+        check("anonymous-session", status == 201)
+        status, login = await http("POST", "/api/auth/login", {"username": name, "password": password, "session_id": anon.get("session_id")})
+        check("login", status == 200 and login.get("session_id") == anon.get("session_id"))
+        if status != 200: continue
+        token, refresh, session = login["access_token"], login["refresh_token"], login["session_id"]
+        for _ in range(10):
+            status, _ = await http("GET", "/api/bench/hello", token=token)
+            check("proxied", status == 200)
+        status, renewed = await http("POST", "/api/auth/refresh", {"refresh_token": refresh})
+        check("refresh", status == 200)
+        token = renewed.get("access_token", token)
+        await ws_session(token, session)
+        status, _ = await http("POST", "/api/auth/logout", {"session_id": session}, token=token)
+        check("logout", status == 204)
+async def main():
+    start = time.monotonic()
+    deadline = start + minutes * 60
+    samples = {"start": rss_mb()}
+    async def sampler():
+        await asyncio.sleep(minutes * 30); samples["middle"] = rss_mb()
+    await asyncio.gather(sampler(), *(user_loop(n, deadline) for n in range(concurrency)))
+    samples["end"] = rss_mb()
+    elapsed = time.monotonic() - start
+    print(f"soak: {minutes} min, {concurrency} clients: {done} requests ({done/elapsed:.0f}/s), {unexpected} unexpected answers")
+    print("by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
+    print(f"gateway RSS: start {samples['start']:.1f} MB, middle {samples.get('middle', 0):.1f} MB, end {samples['end']:.1f} MB")
+    sys.exit(1 if unexpected else 0)
+asyncio.run(main())
+PY
