@@ -20,31 +20,16 @@ command -v wrk >/dev/null || { echo "load.sh: wrk is missing: apt-get install wr
 BIN="$ROOT/.build/release/portcullis"
 WORK=$(mktemp -d)
 GATEWAY_PORT=18080 UPSTREAM_PORT=18090
+SERVE_PID="" UPSTREAM_PID=""
 cleanup() { kill $SERVE_PID $UPSTREAM_PID 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"; }
 trap cleanup EXIT
-fail() { echo "load.sh: $1" >&2; cat "$WORK/serve.log" >&2 2>/dev/null; exit 1; }
 
-mkdir -p "$WORK/config"
-cat > "$WORK/config/portcullis.yaml" <<YAML
-gateway:
-  port: $GATEWAY_PORT
-  routes: ["/api/bench=http://127.0.0.1:$UPSTREAM_PORT"]
-admin:
-  enabled: false
-runtime:
-  port: 0
-contracts:
+source "$ROOT/scripts/lib/gateway.sh"
+start_gateway "$WORK" $GATEWAY_PORT $UPSTREAM_PORT "contracts:
   sockets_per_session: 10000
 rate_limits:
-  login_per_client: {per_minute: 100000, burst: 1000}
-logging:
-  level: warning
-YAML
+  login_per_client: {per_minute: 100000, burst: 1000}" || exit 1
 cd "$WORK"
-"$BIN" debug upstream --port $UPSTREAM_PORT & UPSTREAM_PID=$!
-"$BIN" serve > serve.log 2>&1 & SERVE_PID=$!
-for _ in $(seq 100); do curl -sf "localhost:$GATEWAY_PORT/readyz" >/dev/null && break; sleep 0.2; done
-curl -sf "localhost:$GATEWAY_PORT/readyz" >/dev/null || fail "the gateway did not become ready"
 PASSWORD=load-test-password
 echo "$PASSWORD" | "$BIN" users add load --tenant default --password-stdin >/dev/null
 LOGIN=$(curl -sf -X POST "localhost:$GATEWAY_PORT/api/auth/login" -d "{\"username\":\"load\",\"password\":\"$PASSWORD\"}")

@@ -16,18 +16,11 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN="$ROOT/.build/release/portcullis"
 WORK=$(mktemp -d)
 GATEWAY_PORT=18280 UPSTREAM_PORT=18290
+SERVE_PID="" UPSTREAM_PID=""
 cleanup() { kill $SERVE_PID $UPSTREAM_PID 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"; }
 trap cleanup EXIT
-mkdir -p "$WORK/config"
-cat > "$WORK/config/portcullis.yaml" <<YAML
-gateway:
-  port: $GATEWAY_PORT
-  routes: ["/api/bench=http://127.0.0.1:$UPSTREAM_PORT"]
-admin:
-  enabled: false
-runtime:
-  port: 0
-contracts:
+source "$ROOT/scripts/lib/gateway.sh"
+start_gateway "$WORK" $GATEWAY_PORT $UPSTREAM_PORT "contracts:
   sessions_per_user: 100000
   sockets_per_session: 100
 limits:
@@ -36,14 +29,8 @@ rate_limits:
   anonymous_session_per_client: {per_minute: 1000000, burst: 100000}
   login_per_client: {per_minute: 1000000, burst: 100000}
   login_per_username: {per_minute: 1000000, burst: 100000}
-  session_create_per_user: {per_minute: 1000000, burst: 100000}
-logging:
-  level: warning
-YAML
+  session_create_per_user: {per_minute: 1000000, burst: 100000}" || exit 1
 cd "$WORK"
-"$BIN" debug upstream --port $UPSTREAM_PORT & UPSTREAM_PID=$!
-"$BIN" serve > serve.log 2>&1 & SERVE_PID=$!
-for _ in $(seq 100); do curl -sf "localhost:$GATEWAY_PORT/readyz" >/dev/null && break; sleep 0.2; done
 for i in $(seq 0 7); do echo "soak-password-$i" | "$BIN" users add "soak$i" --tenant default --password-stdin >/dev/null; done
 
 python3 - "$GATEWAY_PORT" "$SERVE_PID" "$MINUTES" "$CONCURRENCY" <<'PY'

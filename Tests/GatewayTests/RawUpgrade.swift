@@ -16,20 +16,7 @@ struct RawUpgrade {
 
     /// Connects and writes the upgrade request; the caller reads and closes.
     static func connectAndRequest(port: Int, target: String, headers: [(String, String)]) throws -> Int32 {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var timeout = timeval(tv_sec: 10, tv_usec: 0)
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(port).bigEndian
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else {
-            close(descriptor)
-            throw FixtureError("cannot connect to 127.0.0.1:\(port)")
-        }
+        let descriptor = try RawConnection(port: port).descriptor
         var request = "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         request += "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
         for (name, value) in headers { request += "\(name): \(value)\r\n" }
