@@ -93,7 +93,8 @@ struct AgentRelayTests {
             _ = try await fixture.state.revokeSession(id: login.sessionID, now: SystemClock().now())
         }
         #expect(transcript.close?.closeCode == .policyViolation)
-        #expect(transcript.secondsToClose < 1.5, "closed \(transcript.secondsToClose) s after the revocation")
+        // The watcher polls once a second; the bound leaves room for a slow sanitized run.
+        #expect(transcript.secondsToClose < 3, "closed \(transcript.secondsToClose) s after the revocation")
         try await fixture.stop()
     }
 
