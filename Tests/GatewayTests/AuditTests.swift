@@ -42,7 +42,7 @@ struct AuditTests {
         try Data(jwks.raw.utf8).write(to: URL(fileURLWithPath: jwksPath))
         let kid = try #require(fixture.keys.keySet.entries.first?.key.kid)
         let (status, output) = try await runAudit(
-            ["http://127.0.0.1:\(fixture.gatewayPort)/api/session/\(login.sessionID)", "--jwks", jwksPath, "--signing-key", fixture.directory + "/keys/\(kid).pem"],
+            ["http://127.0.0.1:\(fixture.gatewayPort)/api/session/\(login.sessionID)", "--jwks", jwksPath, "--signing-key", fixture.directory + "/keys/\(kid).pem", "--timeout", "30"],
             token: login.accessToken)
         #expect(status == 0, "\(output)")
         #expect(!output.contains("ACCEPTED"), "\(output)")
@@ -89,12 +89,12 @@ struct AuditTests {
         try Data(try key.privatePEM().utf8).write(to: URL(fileURLWithPath: directory + "/weak.pem"))
         let token = try AccessTokenIssuer(keys: keys, issuer: "https://weak.example", audience: "weak").issue(subject: "u1", tenantID: "t1", clientID: "c").token
 
-        let none = try await runAudit(["http://127.0.0.1:\(server.port)/weak-none", "--signing-key", directory + "/weak.pem"], token: token)
+        let none = try await runAudit(["http://127.0.0.1:\(server.port)/weak-none", "--signing-key", directory + "/weak.pem", "--timeout", "30"], token: token)
         #expect(none.status == 1, "\(none.output)")
         #expect(none.output.split(separator: "\n").contains { $0.hasPrefix("ACCEPTED") && $0.contains("alg-none ") })
         #expect(!none.output.split(separator: "\n").contains { $0.hasPrefix("ACCEPTED") && $0.contains("expired") })
 
-        let exp = try await runAudit(["http://127.0.0.1:\(server.port)/weak-exp", "--signing-key", directory + "/weak.pem"], token: token)
+        let exp = try await runAudit(["http://127.0.0.1:\(server.port)/weak-exp", "--signing-key", directory + "/weak.pem", "--timeout", "30"], token: token)
         #expect(exp.status == 1, "\(exp.output)")
         let acceptedLines = exp.output.split(separator: "\n").filter { $0.hasPrefix("ACCEPTED") }
         #expect(acceptedLines.contains { $0.contains("expired") })
