@@ -100,7 +100,7 @@ struct AgentRelayTests {
 
     @Test("token expiry closes a live socket with 1008 \"token expired\"; a renew frame keeps it open; another user's token closes it")
     func continuousAuthorization() async throws {
-        let fixture = try await GatewayFixture { $0.accessTokenLifetime = 2 }
+        let fixture = try await GatewayFixture { $0.accessTokenLifetime = 4 }  // short, with room for a slow sanitized set-up
         try await fixture.addUser("alice")
         try await fixture.addUser("bob")
         let login = try await fixture.login("alice")
@@ -118,7 +118,7 @@ struct AgentRelayTests {
             try await outbound.write(.text(#"{"type":"auth.renew","access_token":"\#(longer)"}"#))
             let ack = try await Self.nextJSON(&iterator)
             #expect(ack["type"] == "auth.renewed")
-            try await Task.sleep(for: .seconds(3))  // past the first token's expiry
+            try await Task.sleep(for: .seconds(5))  // past the first token's expiry
             try await outbound.write(.text(#"{"type":"ping"}"#))
             transcript.messages.append(try await Self.nextJSON(&iterator))
             try await outbound.close(.normalClosure, reason: "done")

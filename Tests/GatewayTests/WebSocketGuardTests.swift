@@ -89,6 +89,8 @@ struct WebSocketGuardTests {
 
         // The allowed origin passes; then the session is at its one-socket limit: 429.
         let first = try WebSocketProbe.open(port: fixture.gatewayPort, query: "?access_token=\(alice.accessToken)&session_id=\(alice.sessionID)", headers: [("Origin", "https://app.example.com")])
+        // Wait until the relay has registered the socket (a count, not a fixed time).
+        for _ in 0..<200 where fixture.server.services.sockets.count(sessionID: alice.sessionID) < 1 { try await Task.sleep(for: .milliseconds(25)) }
         let second = try world.upgrade("?access_token=\(alice.accessToken)&session_id=\(alice.sessionID)", headers: [("Origin", "https://app.example.com")])
         #expect(second.status == 429)
         #expect(second.error == "rate_limited")
@@ -126,8 +128,6 @@ struct WebSocketProbe {
             _ = Glibc.close(descriptor)
             throw FixtureError("expected a 101, got \(head)")
         }
-        // Give the relay a moment to register the socket.
-        usleep(200_000)
         return WebSocketProbe(descriptor: descriptor)
     }
 
