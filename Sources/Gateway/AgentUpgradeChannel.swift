@@ -50,8 +50,7 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         // Over the connection limit: a JSON 503 straight to the socket, then close.
         guard connections.acquire() else {
-            let answer = RawResponse.bytes(
-                status: 503, reason: "Service Unavailable", code: "unavailable", message: "the gateway has too many open connections; try again shortly")
+            let answer = RawResponse.bytes(GatewayError.unavailable("the gateway has too many open connections; try again shortly"))
             return channel.eventLoop.makeCompletedFuture {
                 try channel.pipeline.syncOperations.addHandler(AnswerAndCloseHandler(answer: answer))
                 return Value(outcome: channel.eventLoop.makeFailedFuture(ChannelError.inappropriateOperationForState), channel: channel)

@@ -58,7 +58,7 @@ struct AuthRoutes: Sendable {
         do {
             access = try services.issuer.issue(subject: principal.userID, tenantID: principal.tenantID, clientID: services.configuration.clientID)
         } catch {
-            throw GatewayError.unavailable("the gateway has no active signing key; add one with portcullis keys generate")
+            throw GatewayError.noSigningKey
         }
         return GatewayServices.json(
             [

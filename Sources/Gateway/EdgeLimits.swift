@@ -44,11 +44,11 @@ final class ConnectionCounter: Sendable {
 }
 
 /// A complete HTTP/1.1 response written straight to the socket, for answers
-/// given before (or instead of) the HTTP pipeline: JSON error, then close.
+/// given before (or instead of) the HTTP pipeline: the error's JSON, then close.
 enum RawResponse {
-    static func bytes(status: Int, reason: String, code: String, message: String) -> ByteBuffer {
-        let body = JSONWriter.string(["error": .string(code), "message": .string(message)])
-        var text = "HTTP/1.1 \(status) \(reason)\r\ncontent-type: application/json\r\nconnection: close\r\n"
+    static func bytes(_ error: GatewayError) -> ByteBuffer {
+        let body = JSONWriter.string(error.json)
+        var text = "HTTP/1.1 \(error.status.code) \(error.status.reasonPhrase)\r\ncontent-type: application/json\r\nconnection: close\r\n"
         text += "content-length: \(body.utf8.count)\r\n\r\n" + body
         return ByteBuffer(string: text)
     }
@@ -71,8 +71,7 @@ final class RequestHeadTimeoutHandler: ChannelInboundHandler, RemovableChannelHa
         let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
         timer = context.eventLoop.scheduleTask(in: timeout) {
             let context = loopBound.value
-            let answer = RawResponse.bytes(
-                status: 408, reason: "Request Timeout", code: "request_timeout", message: "the request head did not arrive in time; send it at once")
+            let answer = RawResponse.bytes(GatewayError(.requestTimeout, "request_timeout", "the request head did not arrive in time; send it at once"))
             context.writeAndFlush(NIOAny(answer)).whenComplete { _ in context.close(promise: nil) }
         }
     }
@@ -112,11 +111,11 @@ final class HTTPParseErrorResponder: ChannelInboundHandler, RemovableChannelHand
             context.fireErrorCaught(error)
             return
         }
-        let (status, code, message): (HTTPResponseStatus, String, String) =
+        let (status, error): (HTTPResponseStatus, GatewayError) =
             parseError == .headerOverflow
-            ? (.requestHeaderFieldsTooLarge, "headers_too_large", "the request headers are too large")
-            : (.badRequest, "invalid_request", "the request is not valid HTTP/1.1")
-        let body = ByteBuffer(bytes: JSONWriter.bytes(["error": .string(code), "message": .string(message)]))
+            ? (.requestHeaderFieldsTooLarge, GatewayError(.requestHeaderFieldsTooLarge, "headers_too_large", "the request headers are too large"))
+            : (.badRequest, GatewayError.invalidRequest("the request is not valid HTTP/1.1"))
+        let body = ByteBuffer(bytes: JSONWriter.bytes(error.json))
         let headers = HTTPHeaders([("Content-Type", "application/json"), ("Connection", "close"), ("Content-Length", String(body.readableBytes))])
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)

@@ -70,6 +70,8 @@ extension GatewayError {
         return error
     }
 
+    static let noSigningKey = GatewayError.unavailable("the gateway has no active signing key; add one with portcullis keys generate")
+
     static let invalidCredentials = GatewayError(.unauthorized, "invalid_credentials", "the username or password is wrong, or the account is disabled")
 
     /// The 401 for a refused access token.

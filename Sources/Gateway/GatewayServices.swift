@@ -42,10 +42,9 @@ public struct GatewayServices: Sendable {
         self.metrics = metrics
         accounts = AccountService(users: state, hasher: passwordHasher, clock: clock)
         refreshTokens = RefreshTokenService(credentials: state, lifetime: configuration.refreshTokenLifetime, clock: clock)
-        var policy = AccessTokenPolicy.gateway(
+        let policy = AccessTokenPolicy.gateway(
             issuer: configuration.issuer, audience: configuration.audience, leeway: configuration.leeway,
             maximumLifetime: configuration.maximumTokenLifetime)
-        policy.maximumLifetime = configuration.maximumTokenLifetime
         revocations = RevocationList(credentials: state, clock: clock)
         authenticator = AccessTokenAuthenticator(
             verifier: AccessTokenVerifier(keys: keys, policy: policy, clock: clock), revocations: revocations, cache: VerifiedTokenCache())

@@ -112,7 +112,7 @@ struct ProxyRoutes: Sendable {
             assertion = try services.runtime.signer.assertion(
                 audience: upstream.audience, caller: .init(userID: caller.userID, tenantID: caller.tenantID, sessionID: sessionID))
         } catch {
-            throw GatewayError.unavailable("the gateway has no active signing key; add one with portcullis keys generate")
+            throw GatewayError.noSigningKey
         }
         outbound.headers.add(name: AssertionHeader.name, value: assertion)
         outbound.headers.add(name: "X-Forwarded-For", value: services.clientAddress(request, context))

@@ -99,7 +99,7 @@ public final class RuntimeClient: Sendable {
         do {
             assertion = try signer.assertion(audience: audience, caller: caller)
         } catch {
-            throw GatewayError.unavailable("the gateway has no active signing key; add one with portcullis keys generate")
+            throw GatewayError.noSigningKey
         }
         var request = HTTPClientRequest(url: base + path)
         request.method = method
