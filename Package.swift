@@ -6,6 +6,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "JOSE", targets: ["JOSE"]),
+        .library(name: "RuntimeAPI", targets: ["RuntimeAPI"]),
         .library(name: "StateSurface", targets: ["StateSurface"]),
         .library(name: "SecurityGuard", targets: ["SecurityGuard"]),
         .library(name: "TrafficCop", targets: ["TrafficCop"]),
@@ -40,9 +41,14 @@ let package = Package(
             dependencies: ["CLibCrypto"]
         ),
         .target(
+            name: "RuntimeAPI",
+            dependencies: ["JOSE"]
+        ),
+        .target(
             name: "StateSurface",
             dependencies: [
-                .product(name: "GRDB", package: "GRDB.swift")
+                "RuntimeAPI",
+                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
         .target(
@@ -60,6 +66,7 @@ let package = Package(
             name: "Runtime",
             dependencies: [
                 "JOSE",
+                "RuntimeAPI",
                 "StateSurface",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
@@ -73,6 +80,7 @@ let package = Package(
             name: "Gateway",
             dependencies: [
                 "JOSE",
+                "RuntimeAPI",
                 "StateSurface",
                 "SecurityGuard",
                 "TrafficCop",
@@ -97,6 +105,7 @@ let package = Package(
             name: "portcullis",
             dependencies: [
                 "JOSE",
+                "RuntimeAPI",
                 "StateSurface",
                 "SecurityGuard",
                 "TrafficCop",
@@ -118,7 +127,7 @@ let package = Package(
         ),
         .testTarget(
             name: "StateSurfaceTests",
-            dependencies: ["StateSurface", "JOSE", "Runtime", "portcullis", "PortcullisTestSupport"]
+            dependencies: ["StateSurface", "RuntimeAPI", "JOSE", "Runtime", "portcullis", "PortcullisTestSupport"]
         ),
         .testTarget(
             name: "TrafficCopTests",
@@ -126,12 +135,13 @@ let package = Package(
         ),
         .testTarget(
             name: "SecurityGuardTests",
-            dependencies: ["SecurityGuard", "StateSurface", "JOSE"]
+            dependencies: ["SecurityGuard", "StateSurface", "RuntimeAPI", "JOSE"]
         ),
         .testTarget(
             name: "RuntimeTests",
             dependencies: [
                 "Runtime",
+                "RuntimeAPI",
                 "StateSurface",
                 "JOSE",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
@@ -144,6 +154,7 @@ let package = Package(
             name: "GatewayTests",
             dependencies: [
                 "Gateway",
+                "RuntimeAPI",
                 "Runtime",
                 "SecurityGuard",
                 "StateSurface",

@@ -5,7 +5,7 @@ import JOSE
 import Logging
 import NIOCore
 import NIOWebSocket
-import Runtime
+import RuntimeAPI
 import SecurityGuard
 import Synchronization
 
@@ -24,10 +24,13 @@ import Synchronization
 ///   delivers the request; `SessionRevocationWatcher` catches revocations made
 ///   elsewhere within a second).
 public struct AgentRelay: Sendable {
-    let services: GatewayServices
+    let runtime: RuntimeClient
+    let authenticator: AccessTokenAuthenticator
     let registry: SocketRegistry
+    let metrics: GatewayMetrics
+    let clock: any TokenClock
     let maximumMessageBytes: Int
-    var limits: EdgeLimits { services.configuration.limits }
+    let limits: EdgeLimits
 
     /// Mutable per-socket state shared by the relay's tasks.
     final class SocketState: Sendable {
@@ -63,11 +66,11 @@ public struct AgentRelay: Sendable {
     }
 
     func run(_ channel: NIOAsyncChannel<WebSocketFrame, WebSocketFrame>, admitted: AdmittedSocket, logger: Logger) async {
-        let (id, closeRequests) = registry.register(sessionID: admitted.sessionID)
-        services.metrics.openSockets(1)
+        let closeRequests = admitted.registration.closeRequests
+        metrics.openSockets(1)
         defer {
-            registry.unregister(sessionID: admitted.sessionID, id: id)
-            services.metrics.openSockets(-1)
+            registry.unregister(admitted.registration)
+            metrics.openSockets(-1)
         }
         let state = SocketState(expiresAt: admitted.caller.expiresAt)
         do {
@@ -148,12 +151,12 @@ public struct AgentRelay: Sendable {
             if let code, ![1000, 1001, 1006].contains(code) {
                 await client.close(code: code, reason: upstreamClose?.reason ?? "")
             } else if !state.closed.withLock({ $0 }) {
-                services.metrics.relayError(kind: "upstream_gone")
+                metrics.relayError(kind: "upstream_gone")
                 await client.close(code: 1011, reason: "the Runtime went away; reconnect shortly")
             }
         } catch {
             upstream.ended()
-            services.metrics.relayError(kind: "upstream")
+            metrics.relayError(kind: "upstream")
             logger.warning("agent relay: the Runtime's channel failed", metadata: ["error_type": "\(type(of: error))"])
             await client.close(code: 1011, reason: "the Runtime is unavailable; reconnect shortly")
         }
@@ -164,14 +167,11 @@ public struct AgentRelay: Sendable {
         admitted: AdmittedSocket, logger: Logger,
         _ body: @escaping @Sendable (WebSocketInboundStream, WebSocketOutboundWriter) async -> Void
     ) async throws -> WebSocketCloseFrame? {
-        guard let base = services.runtime.baseURL else { throw GatewayError(.serviceUnavailable, "upstream_unavailable", "the Runtime is not listening yet") }
-        let caller = RuntimeCaller(userID: admitted.caller.userID, tenantID: admitted.caller.tenantID, sessionID: admitted.sessionID)
-        let assertion = try services.runtime.signer.assertion(audience: services.runtime.audience, caller: caller)
+        let agent = try runtime.agentChannel(
+            for: RuntimeCaller(userID: admitted.caller.userID, tenantID: admitted.caller.tenantID, sessionID: admitted.sessionID))
         var configuration = WebSocketClientConfiguration(maxFrameSize: maximumMessageBytes)
-        configuration.additionalHeaders = [HTTPField.Name(AssertionHeader.name)!: assertion]
-        let url = base.replacingOccurrences(of: "http://", with: "ws://").replacingOccurrences(of: "https://", with: "wss://")
-            + RuntimeRoutes.prefix + "/agent?session_id=" + admitted.sessionID
-        return try await WebSocketClient.connect(url: url, configuration: configuration, logger: logger) { inbound, outbound, _ in
+        configuration.additionalHeaders = [HTTPField.Name(AssertionHeader.name)!: agent.assertion]
+        return try await WebSocketClient.connect(url: agent.url, configuration: configuration, logger: logger) { inbound, outbound, _ in
             await body(inbound, outbound)
         }
     }
@@ -252,7 +252,7 @@ public struct AgentRelay: Sendable {
     func renew(_ token: String, client: ClientSide, upstream: UpstreamLink, admitted: AdmittedSocket, state: SocketState) async {
         let caller: AuthenticatedCaller
         do {
-            caller = try await services.authenticator.authenticate(token)
+            caller = try await authenticator.authenticate(token)
         } catch let failure as AuthenticationFailure {
             let error = GatewayError(failure)
             await client.sendJSON(["type": "auth.renew_failed", "error": .string(error.code), "message": .string(error.message)])
@@ -279,7 +279,7 @@ public struct AgentRelay: Sendable {
                 }
             }
         } catch {
-            services.metrics.relayError(kind: "upstream_message")
+            metrics.relayError(kind: "upstream_message")
         }
     }
 
@@ -311,7 +311,7 @@ public struct AgentRelay: Sendable {
     /// Sleeps until the token's expiry (re-reading it after renewals), then closes with 1008.
     func closeAtExpiry(client: ClientSide, upstream: UpstreamLink, state: SocketState) async {
         while !Task.isCancelled {
-            let remaining = state.expiresAt.withLock { $0 } - services.clock.now()
+            let remaining = state.expiresAt.withLock { $0 } - clock.now()
             if remaining <= 0 { break }
             do {
                 try await Task.sleep(for: .seconds(min(remaining, 3_600)))

@@ -72,9 +72,13 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
                         return channel.eventLoop.makeSucceededFuture(nil)
                     }
                     let promise = channel.eventLoop.makePromise(of: HTTPHeaders?.self)
+                    let registry = guardian.registry
                     promise.completeWithTask {
-                        switch await guardian.admit(request) {
+                        switch await guardian.admitUpgrade(request) {
                         case .success(let socket):
+                            // The socket holds a slot in its session's limit from here; whatever
+                            // happens to the upgrade, the connection's end gives it back.
+                            channel.closeFuture.whenComplete { _ in registry.unregister(socket.registration) }
                             decision.withLockedValue { $0 = .admitted(socket) }
                             return HTTPHeaders()
                         case .failure(let error):

@@ -1,31 +1,37 @@
 import Hummingbird
 import JOSE
+import StateSurface
 
 /// `/.well-known/*` and the health probes.
 struct DiscoveryRoutes: Sendable {
-    let services: GatewayServices
+    let keys: LiveKeyRing
+    let issuer: String
+    let jwksURL: String
+    /// The gateway's own store (accounts and credentials), for readiness.
+    let store: any CredentialRepository
+    let runtime: RuntimeClient
 
     func register(on router: Router<GatewayRequestContext>) {
         router.get("/.well-known/jwks.json") { _, _ -> Response in
-            var response = GatewayServices.json(.object(services.keys.keySet.publicJWKS()))
+            var response = JSONBody.response(.object(keys.keySet.publicJWKS()))
             response.headers[.cacheControl] = "public, max-age=300"
             return response
         }
         router.get("/.well-known/oauth-authorization-server") { _, _ -> Response in
-            GatewayServices.json(metadata())
+            JSONBody.response(metadata())
         }
-        router.get("/healthz") { _, _ -> Response in GatewayServices.json(["status": "ok"]) }
+        router.get("/healthz") { _, _ -> Response in JSONBody.response(["status": "ok"]) }
         router.get("/readyz") { _, _ -> Response in try await readiness() }
     }
 
     /// RFC 8414 subset. The endpoints take JSON bodies, not OAuth form posts;
     /// the `portcullis_*` members name them plainly.
     func metadata() -> JSONValue {
-        let base = services.configuration.issuer.trimmingTrailingSlash
-        let algorithms = Array(Set(services.keys.keySet.entries.map(\.key.algorithm.rawValue))).sorted()
+        let base = issuer.trimmingTrailingSlash
+        let algorithms = Array(Set(keys.keySet.entries.map(\.key.algorithm.rawValue))).sorted()
         return [
-            "issuer": .string(services.configuration.issuer),
-            "jwks_uri": .string(services.configuration.jwksURL),
+            "issuer": .string(issuer),
+            "jwks_uri": .string(jwksURL),
             "token_endpoint": .string(base + "/api/auth/login"),
             "portcullis_refresh_endpoint": .string(base + "/api/auth/refresh"),
             "portcullis_logout_endpoint": .string(base + "/api/auth/logout"),
@@ -41,25 +47,25 @@ struct DiscoveryRoutes: Sendable {
         var checks = JSONObject()
         var ready = true
         do {
-            try await services.state.ping()
+            try await store.ping()
             checks["store"] = "ok"
         } catch {
             checks["store"] = "unavailable"
             ready = false
         }
         do {
-            try await services.runtime.checkHealth()
+            try await runtime.checkHealth()
             checks["runtime"] = "ok"
         } catch let error as GatewayError {
             checks["runtime"] = .string(error.code)
             ready = false
         }
-        if ready { return GatewayServices.json(["status": "ready", "checks": .object(checks)]) }
+        if ready { return JSONBody.response(["status": "ready", "checks": .object(checks)]) }
         var body = GatewayError(.serviceUnavailable, "unavailable", "not ready: a dependency does not answer; see checks").json
         if case .object(var object) = body {
             object["checks"] = .object(checks)
             body = .object(object)
         }
-        return GatewayServices.json(body, status: .serviceUnavailable)
+        return JSONBody.response(body, status: .serviceUnavailable)
     }
 }

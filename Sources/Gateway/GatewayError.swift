@@ -1,5 +1,6 @@
 import Hummingbird
 import JOSE
+import RuntimeAPI
 import SecurityGuard
 import TrafficCop
 
@@ -105,5 +106,44 @@ extension GatewayError {
         case .notAllowed: self.init(.forbidden, refusal.code, refusal.message)
         case .limitReached: self.init(.tooManyRequests, refusal.code, refusal.message)
         }
+    }
+
+    /// The Runtime's refusal as the public answer: its status and code (the
+    /// client's business); a refusal of the gateway's own assertion is the
+    /// gateway's fault, so 503, never 401.
+    init(_ refusal: RuntimeRefusal) {
+        switch refusal.code {
+        case .assertionMissing, .assertionInvalid:
+            self = .runtimeUnavailable(
+                "the Runtime refused the gateway's assertion; check that both use the same keys, issuer and Runtime name")
+        case .unavailable:
+            self = .runtimeUnavailable("the Runtime is overloaded or its store is busy; try again shortly")
+        default:
+            self.init(HTTPResponse.Status(code: refusal.status), refusal.code.rawValue, refusal.message)
+        }
+    }
+
+    /// Any error a route or the guard met, as the answer to give: the typed
+    /// refusals keep their status and code, anything else is a 503.
+    init(answering error: any Error) {
+        switch error {
+        case let error as GatewayError: self = error
+        case let refusal as RuntimeRefusal: self.init(refusal)
+        case let refusal as AdmissionRefusal: self.init(refusal)
+        case let failure as AuthenticationFailure: self.init(failure)
+        default: self = .unavailable("the gateway could not complete the request (storage or internal failure); try again shortly")
+        }
+    }
+
+    static func runtimeUnavailable(_ message: String) -> GatewayError {
+        GatewayError(.serviceUnavailable, "upstream_unavailable", message)
+    }
+
+    /// A session id from the path, body or a header, checked for form (naming a token mix-up).
+    static func checkedSessionID(_ value: String?) throws -> String {
+        if let problem = SessionID.problem(with: value) {
+            throw GatewayError(.badRequest, problem == .missing ? "session_missing" : "session_malformed", problem.message)
+        }
+        return value!
     }
 }

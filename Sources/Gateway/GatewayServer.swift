@@ -17,16 +17,17 @@ public enum GatewayServer {
         let router = Router(context: GatewayRequestContext.self)
         router.add(middleware: OriginPolicyMiddleware(allowedOrigins: Set(services.configuration.allowedOrigins)))
         router.add(middleware: RequestObservationMiddleware(logger: services.logger, metrics: services.metrics))
-        let auth = AuthRoutes(services: services)
-        auth.register(on: router)
-        SessionRoutes(services: services, auth: auth).register(on: router)
-        DiscoveryRoutes(services: services).register(on: router)
-        ProxyRoutes(services: services, http: services.runtime.http).register(on: router)
+        services.authRoutes.register(on: router)
+        services.sessionRoutes.register(on: router)
+        services.intentRoutes.register(on: router)
+        services.discoveryRoutes.register(on: router)
+        services.proxyRoutes.register(on: router)
         // Plain HTTP on the socket path: the guard's refusal, or 426 when only the upgrade is missing.
+        let socketGuard = services.socketGuard
         router.get(RouterPath(WebSocketGuard.path)) { request, _ -> Response in
             let headers = request.headers.map { ($0.name.rawName, $0.value) }
             let uri = request.uri.query.map { request.uri.path + "?" + $0 } ?? request.uri.path
-            if case .failure(let error) = await WebSocketGuard(services: services, registry: services.sockets).admit(UpgradeRequest(uri: uri, headers: headers)) {
+            if case .failure(let error) = await socketGuard.preview(UpgradeRequest(uri: uri, headers: headers)) {
                 throw error
             }
             let error = GatewayError(.upgradeRequired, "upgrade_required", "open this path as a WebSocket, as the first request on a new connection")
@@ -42,8 +43,8 @@ public enum GatewayServer {
         services: GatewayServices, onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws -> some ApplicationProtocol {
         let configuration = services.configuration
-        let guardian = WebSocketGuard(services: services, registry: services.sockets)
-        let relay = AgentRelay(services: services, registry: services.sockets, maximumMessageBytes: configuration.maximumMessageBytes)
+        let guardian = services.socketGuard
+        let relay = services.agentRelay
         let base = HTTPServerBuilder.http1WithAgentSocket(
             guardian: guardian, relay: relay, maximumMessageBytes: configuration.maximumMessageBytes, limits: configuration.limits)
         let server: HTTPServerBuilder
@@ -135,7 +136,8 @@ public struct PortcullisServer: Sendable {
         self.metrics = metrics
         self.clock = clock
         self.logger = logger
-        services = GatewayServices(configuration: gateway, state: state, keys: keys, runtimeBaseURL: nil, metrics: metrics, passwordHasher: passwordHasher, clock: clock,
+        services = GatewayServices(
+            configuration: gateway, store: state, keys: keys, runtimeBaseURL: nil, metrics: metrics, passwordHasher: passwordHasher, clock: clock,
             logger: logger)
     }
 
@@ -163,50 +165,43 @@ public struct PortcullisServer: Sendable {
                 GatewayServer.makeAdminApplication(
                     metrics: metrics, host: gateway.adminHost, port: adminPort, logger: logger, onServerRunning: { await onListening(.admin, $0) }))
         }
-        list.append(RevocationSync(revocations: services.revocations, logger: logger))
-        list.append(SessionRevocationWatcher(state: state, sockets: services.sockets, clock: clock, logger: logger))
+        list.append(AccessChangeWatcher(revocations: services.revocations, runtime: services.runtime, sockets: services.sockets, logger: logger))
         list.append(try GatewayServer.makeApplication(services: services, onServerRunning: { await onListening(.gateway, $0) }))
         return list
     }
 }
 
-/// Closes sockets whose session ended elsewhere (another gateway's logout, the
-/// Runtime's revocation, expiry): once a second it asks the store which of the
-/// sessions with open sockets are no longer live. One query, only while sockets are open.
-struct SessionRevocationWatcher: Service {
-    let state: any SessionRepository
+/// Applies changes made elsewhere that end access, twice a second: pulls
+/// revoked token ids and account not-befores into the mirror (closing the
+/// sockets of a disabled account with 1008 "account disabled"), then asks the
+/// Runtime which of the sessions with open sockets have ended (another
+/// gateway's logout, a revocation, expiry) and closes theirs with 1008
+/// "session ended". The account step runs first, so a disabled account's
+/// sockets say why.
+struct AccessChangeWatcher: Service {
+    let revocations: RevocationList
+    let runtime: RuntimeClient
     let sockets: SocketRegistry
-    let clock: any TokenClock
     let logger: Logger
+    var interval: Double = 0.5
 
     func run() async throws {
-        await runPeriodically(every: 1) {
+        await runPeriodically(every: interval) {
+            do {
+                for account in try await revocations.sync() {
+                    sockets.close(userID: account.userID, tenantID: account.tenantID, reason: "account disabled")
+                }
+            } catch {
+                logger.warning("revocation sync failed; checks go to the store until it recovers", metadata: ["error_type": "\(type(of: error))"])
+            }
             let open = sockets.sessionIDs
             guard !open.isEmpty else { return }
             do {
-                for sessionID in try await state.endedSessionIDs(among: open, now: clock.now()) {
+                for sessionID in try await runtime.endedSessions(among: open) {
                     sockets.close(sessionID: sessionID, reason: "session ended")
                 }
             } catch {
-                logger.warning("session revocation check failed; will retry", metadata: ["error_type": "\(type(of: error))"])
-            }
-        }
-    }
-}
-
-/// Keeps the in-memory revoked-id mirror in step with the store: once at
-/// start, then every second.
-struct RevocationSync: Service {
-    let revocations: RevocationList
-    let logger: Logger
-
-    func run() async throws {
-        try? await revocations.sync()
-        await runPeriodically(every: 1) {
-            do {
-                try await revocations.sync()
-            } catch {
-                logger.warning("revocation sync failed; checks go to the store until it recovers", metadata: ["error_type": "\(type(of: error))"])
+                logger.warning("ended-session check failed; will retry", metadata: ["error_type": "\(type(of: error))"])
             }
         }
     }

@@ -2,50 +2,55 @@ import HTTPTypes
 import Hummingbird
 import JOSE
 import Logging
-import Runtime
+import RuntimeAPI
 import SecurityGuard
 import StateSurface
 import TrafficCop
 
-/// Everything the public routes use, built once per gateway.
+/// The gateway's parts, built once from its configuration: the composition
+/// root. Routes, the socket guard and the relay are each given the few parts
+/// they use, not this whole value.
+///
+/// The gateway's own store holds accounts and credentials only; sessions and
+/// executions belong to the Runtime and are reached through `runtime`.
 public struct GatewayServices: Sendable {
+    public typealias Store = UserRepository & CredentialRepository
+
     public let configuration: GatewayConfiguration
-    public let state: any SessionRepository & UserRepository & CredentialRepository
+    public let store: any Store
     public let keys: LiveKeyRing
     public let accounts: AccountService
     public let refreshTokens: RefreshTokenService
     public let authenticator: AccessTokenAuthenticator
-    /// Revoked token ids, mirrored in memory (synced every second by `PortcullisServer`).
+    /// Revoked token ids and account not-befores, mirrored in memory (synced by `AccessChangeWatcher`).
     public let revocations: RevocationList
     public let issuer: AccessTokenIssuer
     /// The Runtime client; its HTTP client must be shut down (`PortcullisServer` does it).
     public let runtime: RuntimeClient
-    public let validator: SessionIntentValidator
-    public let rateLimits: AdmissionRateLimits
-    public let clientAddresses: ClientAddressResolver
     public let metrics: GatewayMetrics
     /// Open agent sockets by session (this gateway's).
     public let sockets = SocketRegistry()
     public let clock: any TokenClock
     public let logger: Logger
+    let admission: Admission
 
     public init(
-        configuration: GatewayConfiguration, state: any SessionRepository & UserRepository & CredentialRepository, keys: LiveKeyRing,
+        configuration: GatewayConfiguration, store: any Store, keys: LiveKeyRing,
         runtimeBaseURL: String?, metrics: GatewayMetrics, passwordHasher: PasswordHasher = PasswordHasher(),
         clock: any TokenClock = SystemClock(), logger: Logger
     ) {
         self.configuration = configuration
-        self.state = state
+        self.store = store
         self.keys = keys
         self.clock = clock
         self.logger = logger
         self.metrics = metrics
-        accounts = AccountService(users: state, hasher: passwordHasher, clock: clock)
-        refreshTokens = RefreshTokenService(credentials: state, lifetime: configuration.refreshTokenLifetime, clock: clock)
+        accounts = AccountService(users: store, hasher: passwordHasher, clock: clock)
+        refreshTokens = RefreshTokenService(credentials: store, lifetime: configuration.refreshTokenLifetime, clock: clock)
         let policy = AccessTokenPolicy.gateway(
             issuer: configuration.issuer, audience: configuration.audience, leeway: configuration.leeway,
             maximumLifetime: configuration.maximumTokenLifetime)
-        revocations = RevocationList(credentials: state, clock: clock)
+        revocations = RevocationList(store: store, clock: clock)
         authenticator = AccessTokenAuthenticator(
             verifier: AccessTokenVerifier(keys: keys, policy: policy, clock: clock), revocations: revocations, cache: VerifiedTokenCache())
         issuer = AccessTokenIssuer(
@@ -54,107 +59,54 @@ public struct GatewayServices: Sendable {
             baseURL: runtimeBaseURL ?? configuration.runtimeURL, audience: configuration.runtimeName,
             signer: GatewayAssertionSigner(keys: keys, issuer: configuration.issuer, clock: clock), timeout: configuration.runtimeTimeout,
             http: makeUpstreamHTTPClient())
-        validator = SessionIntentValidator(contract: configuration.contract)
         let started = ContinuousClock.now
-        rateLimits = AdmissionRateLimits(settings: configuration.rateLimits) {
+        let rateLimits = AdmissionRateLimits(settings: configuration.rateLimits) {
             let elapsed = ContinuousClock.now - started
             return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         }
-        clientAddresses = ClientAddressResolver(trustedProxies: configuration.trustedProxies)
+        admission = Admission(
+            validator: SessionIntentValidator(contract: configuration.contract), rateLimits: rateLimits,
+            clientAddresses: ClientAddressResolver(trustedProxies: configuration.trustedProxies), metrics: metrics)
     }
 
-    // MARK: Helpers the routes share
+    var authentication: CallerAuthentication { CallerAuthentication(authenticator: authenticator, metrics: metrics) }
+    var jsonBody: JSONBody { JSONBody(maximumBytes: configuration.maximumBodyBytes) }
 
-    /// The client's address for rate limits (peer, or `X-Forwarded-For` from a trusted proxy).
-    func clientAddress(_ request: Request, _ context: GatewayRequestContext) -> String {
-        clientAddresses.clientAddress(peer: context.peerAddress, forwardedFor: request.headers[values: HTTPField.Name("X-Forwarded-For")!])
+    var authRoutes: AuthRoutes {
+        AuthRoutes(
+            authentication: authentication, admission: admission, runtime: runtime, body: jsonBody, accounts: accounts,
+            refreshTokens: refreshTokens, revocations: revocations, issuer: issuer, sockets: sockets, metrics: metrics, logger: logger,
+            defaultTenant: configuration.defaultTenant, clientID: configuration.clientID)
     }
 
-    /// Takes a token from `rule`'s bucket for `key`, or throws 429.
-    func limit(_ rule: AdmissionRateLimits.Rule, key: String) throws {
-        let decision = rateLimits.admit(rule, key: key)
-        guard decision.allowed else {
-            metrics.rateLimited(rule: rule.rawValue)
-            throw GatewayError.rateLimited(retryAfter: decision.retryAfter)
-        }
+    var sessionRoutes: SessionRoutes {
+        SessionRoutes(authentication: authentication, admission: admission, runtime: runtime, body: jsonBody)
     }
 
-    /// The caller a required Bearer token proves.
-    func requireCaller(_ request: Request) async throws -> AuthenticatedCaller {
-        guard let caller = try await optionalCaller(request) else {
-            metrics.tokenRejected(reason: "missing")
-            throw GatewayError(AuthenticationFailure.missing)
-        }
-        return caller
+    var intentRoutes: IntentRoutes {
+        IntentRoutes(authentication: authentication, admission: admission, runtime: runtime, body: jsonBody)
     }
 
-    /// The caller if a Bearer token was sent (it must then be valid); `nil` if none was.
-    func optionalCaller(_ request: Request) async throws -> AuthenticatedCaller? {
-        do {
-            guard let token = try AccessTokenAuthenticator.bearerToken(fromAuthorization: request.headers[.authorization]) else { return nil }
-            return try await authenticator.authenticate(token)
-        } catch let failure as AuthenticationFailure {
-            switch failure {
-            case .invalid(let error): metrics.tokenRejected(reason: error.reason.rawValue)
-            case .missing: metrics.tokenRejected(reason: "missing")
-            case .revoked: metrics.tokenRejected(reason: "revoked")
-            case .sessionIDGiven: metrics.tokenRejected(reason: "session_id_given")
-            case .refreshTokenGiven: metrics.tokenRejected(reason: "refresh_token_given")
-            }
-            throw GatewayError(failure)
-        }
+    var proxyRoutes: ProxyRoutes {
+        ProxyRoutes(
+            authentication: authentication, admission: admission, runtime: runtime, http: runtime.http, metrics: metrics,
+            routes: configuration.routes, maximumBodyBytes: configuration.maximumBodyBytes, upstreamTimeout: configuration.runtimeTimeout,
+            forwardedProto: configuration.tls == nil ? "http" : "https")
     }
 
-    /// Admits `intent` through the Traffic Cop, or throws its refusal as an HTTP error.
-    func admit(_ intent: SessionIntent, facts: AdmissionFacts = AdmissionFacts()) throws -> AdmittedSessionIntent {
-        do {
-            return try validator.admit(intent, facts: facts)
-        } catch {
-            throw GatewayError(error)
-        }
+    var discoveryRoutes: DiscoveryRoutes {
+        DiscoveryRoutes(keys: keys, issuer: configuration.issuer, jwksURL: configuration.jwksURL, store: store, runtime: runtime)
     }
 
-    /// A session id from the path or body, checked for form (naming a token mix-up).
-    static func checkedSessionID(_ value: String?) throws -> String {
-        if let problem = SessionID.problem(with: value) {
-            throw GatewayError(.badRequest, problem == .missing ? "session_missing" : "session_malformed", problem.message)
-        }
-        return value!
+    var socketGuard: WebSocketGuard {
+        WebSocketGuard(
+            authenticator: authenticator, runtime: runtime, admission: admission, registry: sockets, allowedOrigins: configuration.allowedOrigins,
+            metrics: metrics)
     }
 
-    /// The request body as a strict JSON object (empty body: empty object); 413 beyond the limit.
-    func body(_ request: Request) async throws -> JSONObject {
-        do {
-            return try await request.jsonObject(limit: configuration.maximumBodyBytes)
-        } catch .tooLarge(let limit) {
-            throw GatewayError(.contentTooLarge, "payload_too_large", "the request body is limited to \(limit) bytes")
-        } catch .invalid(let message) {
-            throw GatewayError.invalidRequest("the body must be a JSON object: \(message)")
-        }
-    }
-
-    static func json(_ value: JSONValue, status: HTTPResponse.Status = .ok, noStore: Bool = false) -> Response {
-        var headers: HTTPFields = [.contentType: "application/json"]
-        if noStore {
-            headers[.cacheControl] = "no-store"
-            headers[HTTPField.Name("Pragma")!] = "no-cache"
-        }
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: JSONWriter.bytes(value))))
-    }
-}
-
-extension JSONObject {
-    /// A required string member, or 400 naming it.
-    func requiredString(_ name: String) throws -> String {
-        guard let value = self[name] else { throw GatewayError.invalidRequest("\(name) is required") }
-        guard let text = value.stringValue, !text.isEmpty else { throw GatewayError.invalidRequest("\(name) must be a non-empty string") }
-        return text
-    }
-
-    /// An optional string member; 400 if present with another type.
-    func optionalString(_ name: String) throws -> String? {
-        guard let value = self[name], value != .null else { return nil }
-        guard let text = value.stringValue else { throw GatewayError.invalidRequest("\(name) must be a string") }
-        return text
+    var agentRelay: AgentRelay {
+        AgentRelay(
+            runtime: runtime, authenticator: authenticator, registry: sockets, metrics: metrics, clock: clock,
+            maximumMessageBytes: configuration.maximumMessageBytes, limits: configuration.limits)
     }
 }

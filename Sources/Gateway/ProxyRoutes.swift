@@ -4,12 +4,14 @@ import HTTPTypes
 import JOSE
 import NIOCore
 import NIOHTTP1
-import Runtime
+import RuntimeAPI
 import TrafficCop
 
-/// The HTTP proxy: `/api/runtime/**` and `/api/intent/**` to the Runtime, and
-/// every `gateway.routes` prefix to its upstream.
+/// The HTTP proxy for `gateway.routes`: every configured prefix to its upstream.
 ///
+/// These upstreams are other services, not the Runtime: the Runtime's own API
+/// is never forwarded as a whole (its public operations are `IntentRoutes`,
+/// `SessionRoutes` and the agent socket, each admitted by the Traffic Cop).
 /// A Bearer token is required. The client's request is streamed upstream
 /// without hop-by-hop headers, without `Authorization`, and without any
 /// client copy of a header the gateway sets (in any case, with `_` or `.`
@@ -18,15 +20,21 @@ import TrafficCop
 /// `X-Session-Id`), `X-Forwarded-For`, `-Proto` and `-Host`.
 /// The answer streams back. Upstream failures are JSON 502/503/504.
 struct ProxyRoutes: Sendable {
-    let services: GatewayServices
+    let authentication: CallerAuthentication
+    let admission: Admission
+    /// For the ownership of a session named in `X-Session-Id`, and the assertion signer.
+    let runtime: RuntimeClient
     let http: HTTPClient
+    let metrics: GatewayMetrics
+    let routes: [ProxyRoute]
+    let maximumBodyBytes: Int
+    let upstreamTimeout: Double
+    let forwardedProto: String
 
     /// One upstream: the public prefix, where it goes, and the `aud` of its assertions.
     struct Upstream: Sendable {
         let prefix: String
-        /// `nil`: the Runtime (its URL is known once it listens).
-        let baseURL: String?
-        let basePath: String
+        let baseURL: String
         let audience: String
         let name: String
     }
@@ -34,14 +42,8 @@ struct ProxyRoutes: Sendable {
     static let methods: [HTTPRequest.Method] = [.get, .post, .put, .patch, .delete, .head, .options]
 
     func register(on router: Router<GatewayRequestContext>) {
-        var upstreams = [
-            Upstream(prefix: "/api/runtime", baseURL: nil, basePath: RuntimeRoutes.prefix, audience: services.configuration.runtimeName, name: "runtime"),
-            Upstream(prefix: "/api/intent", baseURL: nil, basePath: RuntimeRoutes.prefix + "/intents", audience: services.configuration.runtimeName, name: "runtime"),
-        ]
-        for route in services.configuration.routes {
-            upstreams.append(
-                Upstream(prefix: route.prefix.trimmingTrailingSlash, baseURL: route.upstream.trimmingTrailingSlash, basePath: "",
-                    audience: route.upstream.trimmingTrailingSlash, name: route.prefix))
+        let upstreams = routes.map {
+            Upstream(prefix: $0.prefix.trimmingTrailingSlash, baseURL: $0.upstream.trimmingTrailingSlash, audience: $0.upstream.trimmingTrailingSlash, name: $0.prefix)
         }
         for upstream in upstreams {
             for method in Self.methods {
@@ -81,23 +83,20 @@ struct ProxyRoutes: Sendable {
     }
 
     func proxy(_ request: Request, _ context: GatewayRequestContext, to upstream: Upstream) async throws -> Response {
-        let caller = try await services.requireCaller(request)
+        let caller = try await authentication.requireCaller(request)
         let principal = Principal(userID: caller.userID, tenantID: caller.tenantID)
         // A session named by the client is vouched for only if the caller owns it.
         var sessionID: String?
         if let named = request.headers[HTTPField.Name("X-Session-Id")!] {
-            let checked = try GatewayServices.checkedSessionID(named)
-            let session = try await services.runtime.perform(services.admit(SessionIntent(.read, principal: principal, sessionID: checked)))
-            guard session["user_id"]?.stringValue == caller.userID else {
+            let checked = try GatewayError.checkedSessionID(named)
+            let session = try await runtime.session(admission.admit(SessionIntent(.read, principal: principal, sessionID: checked)))
+            guard session.isOwned(by: caller.userID, tenantID: caller.tenantID) else {
                 throw GatewayError(.forbidden, "session_anonymous", "the named session is anonymous; log in with it before using it here")
             }
             sessionID = checked
         }
-        guard let base = upstream.baseURL ?? services.runtime.baseURL else {
-            throw GatewayError(.serviceUnavailable, "upstream_unavailable", "the Runtime is not listening yet; try again in a moment")
-        }
         let rest = String(request.uri.path.dropFirst(upstream.prefix.count))
-        var url = base + upstream.basePath + rest
+        var url = upstream.baseURL + rest
         if let query = Self.forwardedQuery(request.uri.query) { url += "?" + query }
 
         var outbound = HTTPClientRequest(url: url)
@@ -109,17 +108,17 @@ struct ProxyRoutes: Sendable {
         }
         let assertion: String
         do {
-            assertion = try services.runtime.signer.assertion(
+            assertion = try runtime.signer.assertion(
                 audience: upstream.audience, caller: .init(userID: caller.userID, tenantID: caller.tenantID, sessionID: sessionID))
         } catch {
             throw GatewayError.noSigningKey
         }
         outbound.headers.add(name: AssertionHeader.name, value: assertion)
-        outbound.headers.add(name: "X-Forwarded-For", value: services.clientAddress(request, context))
-        outbound.headers.add(name: "X-Forwarded-Proto", value: services.configuration.tls == nil ? "http" : "https")
+        outbound.headers.add(name: "X-Forwarded-For", value: admission.clientAddress(request, context))
+        outbound.headers.add(name: "X-Forwarded-Proto", value: forwardedProto)
         if let host = request.head.authority { outbound.headers.add(name: "X-Forwarded-Host", value: host) }
 
-        let limit = services.configuration.maximumBodyBytes
+        let limit = maximumBodyBytes
         if let length = request.headers[.contentLength].flatMap(Int.init) {
             guard length <= limit else { throw Self.tooLarge(limit) }
             if length > 0 { outbound.body = .stream(LimitedBody(base: request.body, limit: limit), length: .known(Int64(length))) }
@@ -130,17 +129,17 @@ struct ProxyRoutes: Sendable {
         let started = ContinuousClock.now
         let response: HTTPClientResponse
         do {
-            response = try await http.execute(outbound, timeout: .milliseconds(Int64(services.configuration.runtimeTimeout * 1000)))
+            response = try await http.execute(outbound, timeout: .milliseconds(Int64(upstreamTimeout * 1000)))
         } catch is LimitedBody.TooLarge {
             throw Self.tooLarge(limit)
         } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
-            services.metrics.proxied(upstream: upstream.name, status: 504, since: started)
-            throw GatewayError(.gatewayTimeout, "upstream_timeout", "the upstream did not answer within \(Int(services.configuration.runtimeTimeout)) s; try again")
+            metrics.proxied(upstream: upstream.name, status: 504, since: started)
+            throw GatewayError(.gatewayTimeout, "upstream_timeout", "the upstream did not answer within \(Int(upstreamTimeout)) s; try again")
         } catch {
-            services.metrics.proxied(upstream: upstream.name, status: 503, since: started)
+            metrics.proxied(upstream: upstream.name, status: 503, since: started)
             throw GatewayError(.serviceUnavailable, "upstream_unavailable", "the upstream cannot be reached; try again shortly")
         }
-        services.metrics.proxied(upstream: upstream.name, status: Int(response.status.code), since: started)
+        metrics.proxied(upstream: upstream.name, status: Int(response.status.code), since: started)
         var headers = HTTPFields()
         let upstreamConnection = Set(response.headers["connection"].flatMap { $0.split(separator: ",") }.map { Self.folded($0.trimmingCharacters(in: .whitespaces)) })
         for (name, value) in response.headers where !Self.neverForwarded.contains(Self.folded(name)) && !upstreamConnection.contains(Self.folded(name)) {

@@ -3,6 +3,9 @@ import Hummingbird
 import JOSE
 import Logging
 import NIOCore
+import RuntimeAPI
+import SecurityGuard
+import TrafficCop
 
 /// Gives every request an id, turns every error into the JSON error model,
 /// logs one line per request and records its metrics.
@@ -52,8 +55,8 @@ struct RequestObservationMiddleware: RouterMiddleware {
     /// The JSON error for anything a route threw.
     static func response(for error: any Error, request: Request, logger: Logger, requestID: String) -> Response {
         switch error {
-        case let error as GatewayError:
-            return error.response()
+        case is GatewayError, is RuntimeRefusal, is AdmissionRefusal, is AuthenticationFailure:
+            return GatewayError(answering: error).response()
         case let error as HTTPError:
             let code: String
             let message: String

@@ -4,7 +4,7 @@ import JOSE
 import NIOCore
 import NIOHTTP1
 import HTTPTypes
-import Runtime
+import RuntimeAPI
 import ServiceLifecycle
 import Synchronization
 import TrafficCop
@@ -32,12 +32,14 @@ struct HTTPClientLifecycle: Service {
     }
 }
 
-/// Talks to the Runtime over HTTP, each call with a fresh gateway assertion.
+/// Talks to the Runtime over HTTP in the typed contract of `RuntimeAPI`, each
+/// call with a fresh gateway assertion.
 ///
-/// It performs only `AdmittedSessionIntent`s, so no session operation reaches
-/// the Runtime unless the Traffic Cop admitted it first. The Runtime's
-/// refusals (404, 403, 409, 400) pass through with their codes; its absence,
-/// its failures and a refused assertion become 502/503/504, never 401 or 403.
+/// Its session operations take only `AdmittedSessionIntent`s, so no public
+/// operation reaches the Runtime unless the Traffic Cop admitted it first,
+/// and they return `SessionView` / `ExecutionView`. The Runtime's refusals
+/// come back as `RuntimeRefusal` values (typed codes); its absence, its
+/// failures and a refused assertion become 502/503/504, never 401 or 403.
 public final class RuntimeClient: Sendable {
     let http: HTTPClient
     let signer: GatewayAssertionSigner
@@ -62,51 +64,105 @@ public final class RuntimeClient: Sendable {
 
     public var baseURL: String? { base.withLock { $0 } }
 
-    /// Performs an admitted session operation and returns the Runtime's JSON object.
-    public func perform(_ admitted: AdmittedSessionIntent, body: JSONObject = JSONObject()) async throws -> JSONObject {
+    static func caller(_ intent: SessionIntent, naming sessionID: String? = nil) -> RuntimeCaller {
+        RuntimeCaller(userID: intent.principal?.userID, tenantID: intent.principal?.tenantID, sessionID: sessionID)
+    }
+
+    /// Performs an admitted session operation (create, read, upgrade, revoke) and returns the session.
+    public func session(_ admitted: AdmittedSessionIntent, metadata: JSONObject = JSONObject()) async throws -> SessionView {
         let intent = admitted.intent
-        let sessions = RuntimeRoutes.prefix + "/sessions"
-        let session = intent.sessionID.map { sessions + "/" + $0 } ?? sessions
-        let (method, path): (HTTPMethod, String)
-        var body = body
+        let (method, path, body): (HTTPMethod, String, JSONValue?)
         switch intent.operation {
-        case .createAnonymous, .createOwned: (method, path) = (.POST, sessions)
-        case .read: (method, path) = (.GET, session)
-        case .upgrade: (method, path) = (.POST, session + "/upgrade")
-        case .revoke: (method, path) = (.POST, session + "/revoke")
-        case .runIntent:
-            (method, path) = (.POST, RuntimeRoutes.prefix + "/intents")
-            body["session_id"] = intent.sessionID.map(JSONValue.string)
-        case .openSocket:
-            throw GatewayError.invalidRequest("a socket is opened through /api/runtime/agent, not over HTTP")
+        case .createAnonymous, .createOwned:
+            let creation = SessionCreateRequest(metadata: metadata, maximumLiveSessions: admitted.maximumLiveSessions)
+            (method, path, body) = (.POST, RuntimeEndpoint.sessions, creation.json)
+        case .read:
+            (method, path, body) = (.GET, RuntimeEndpoint.session(try Self.sessionID(intent)), nil)
+        case .upgrade:
+            let upgrade = SessionUpgradeRequest(maximumLiveSessions: admitted.maximumLiveSessions)
+            (method, path, body) = (.POST, RuntimeEndpoint.upgrade(try Self.sessionID(intent)), upgrade.json)
+        case .revoke:
+            (method, path, body) = (.POST, RuntimeEndpoint.revoke(try Self.sessionID(intent)), .object(JSONObject()))
+        case .openSocket, .runIntent, .readExecution:
+            throw GatewayError.invalidRequest("\(intent.operation.rawValue) is not a session operation")
         }
-        let caller = RuntimeCaller(
-            userID: intent.principal?.userID, tenantID: intent.principal?.tenantID,
-            sessionID: intent.operation == .runIntent ? intent.sessionID : nil)
-        return try await call(method, path, caller: caller, body: method == .GET ? nil : body)
+        let object = try await call(method, path, caller: Self.caller(intent), body: body)
+        guard let view = SessionView(json: object) else { throw Self.notUnderstood }
+        return view
+    }
+
+    /// Runs an admitted intent in its session and returns the execution.
+    public func run(_ admitted: AdmittedSessionIntent, request: IntentRequest) async throws -> ExecutionView {
+        let intent = admitted.intent
+        guard intent.operation == .runIntent, intent.intentType == request.intentType else {
+            throw GatewayError.invalidRequest("the intent run must be the one admitted")
+        }
+        let sessionID = try Self.sessionID(intent)
+        let object = try await call(.POST, RuntimeEndpoint.intents, caller: Self.caller(intent, naming: sessionID), body: request.json(sessionID: sessionID))
+        guard let view = ExecutionView(json: object) else { throw Self.notUnderstood }
+        return view
+    }
+
+    /// Reads an admitted execution (the Runtime checks it belongs to one of the caller's sessions).
+    public func execution(_ admitted: AdmittedSessionIntent) async throws -> ExecutionView {
+        let intent = admitted.intent
+        guard intent.operation == .readExecution, let executionID = intent.executionID else {
+            throw GatewayError.invalidRequest("only an admitted execution read reads an execution")
+        }
+        let object = try await call(.GET, RuntimeEndpoint.execution(executionID), caller: Self.caller(intent), body: nil)
+        guard let view = ExecutionView(json: object) else { throw Self.notUnderstood }
+        return view
+    }
+
+    /// Which of `sessionIDs` have ended (for closing this gateway's sockets of sessions ended elsewhere).
+    public func endedSessions(among sessionIDs: [String]) async throws -> [String] {
+        let object = try await call(
+            .POST, RuntimeEndpoint.endedSessions, caller: RuntimeCaller(userID: nil, tenantID: nil, sessionID: nil),
+            body: ["session_ids": .array(sessionIDs.map(JSONValue.string))])
+        guard case .array(let values)? = object["ended"] else { throw Self.notUnderstood }
+        return values.compactMap(\.stringValue)
     }
 
     /// Readiness: the Runtime answers and accepts our assertion.
     public func checkHealth() async throws {
-        _ = try await call(.GET, RuntimeRoutes.prefix + "/health", caller: RuntimeCaller(userID: nil, tenantID: nil, sessionID: nil), body: nil)
+        _ = try await call(.GET, RuntimeEndpoint.health, caller: RuntimeCaller(userID: nil, tenantID: nil, sessionID: nil), body: nil)
     }
 
-    func call(_ method: HTTPMethod, _ path: String, caller: RuntimeCaller, body: JSONObject?) async throws -> JSONObject {
-        guard let base = baseURL else {
-            throw GatewayError(.serviceUnavailable, "upstream_unavailable", "the Runtime is not listening yet; try again in a moment")
+    /// The WebSocket URL of the Runtime's agent channel and an assertion naming the verified session.
+    func agentChannel(for caller: RuntimeCaller) throws -> (url: String, assertion: String) {
+        guard let base = baseURL, let sessionID = caller.sessionID else {
+            throw GatewayError.runtimeUnavailable("the Runtime is not listening yet; try again in a moment")
         }
-        let assertion: String
+        let url = base.replacingOccurrences(of: "http://", with: "ws://").replacingOccurrences(of: "https://", with: "wss://")
+            + RuntimeEndpoint.agent + "?session_id=" + sessionID
+        return (url, try assertion(caller))
+    }
+
+    static func sessionID(_ intent: SessionIntent) throws -> String {
+        guard let sessionID = intent.sessionID else { throw GatewayError(.badRequest, "session_missing", "a session_id is required") }
+        return sessionID
+    }
+
+    static let notUnderstood = GatewayError(.badGateway, "upstream_unavailable", "the Runtime sent an answer the gateway does not understand")
+
+    func assertion(_ caller: RuntimeCaller) throws -> String {
         do {
-            assertion = try signer.assertion(audience: audience, caller: caller)
+            return try signer.assertion(audience: audience, caller: caller)
         } catch {
             throw GatewayError.noSigningKey
         }
+    }
+
+    func call(_ method: HTTPMethod, _ path: String, caller: RuntimeCaller, body: JSONValue?) async throws -> JSONObject {
+        guard let base = baseURL else {
+            throw GatewayError.runtimeUnavailable("the Runtime is not listening yet; try again in a moment")
+        }
         var request = HTTPClientRequest(url: base + path)
         request.method = method
-        request.headers.add(name: AssertionHeader.name, value: assertion)
+        request.headers.add(name: AssertionHeader.name, value: try assertion(caller))
         if let body {
             request.headers.add(name: "Content-Type", value: "application/json")
-            request.body = .bytes(ByteBuffer(bytes: JSONWriter.bytes(.object(body))))
+            request.body = .bytes(ByteBuffer(bytes: JSONWriter.bytes(body)))
         }
         let status: HTTPResponseStatus
         let bytes: ByteBuffer
@@ -117,24 +173,18 @@ public final class RuntimeClient: Sendable {
         } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
             throw GatewayError(.gatewayTimeout, "upstream_timeout", "the Runtime did not answer within \(Int(timeout)) s; try again")
         } catch {
-            throw GatewayError(.serviceUnavailable, "upstream_unavailable", "the Runtime cannot be reached; try again shortly")
+            throw GatewayError.runtimeUnavailable("the Runtime cannot be reached; try again shortly")
         }
         let object = try? StrictJSONReader().parseObject(Array(bytes.readableBytesView))
         if (200..<300).contains(status.code) {
             guard let object else { throw GatewayError(.badGateway, "upstream_unavailable", "the Runtime sent an answer that is not JSON") }
             return object
         }
-        // The Runtime's own refusals are the client's business; keep their code and status.
-        if [400, 403, 404, 409, 413].contains(Int(status.code)), let object, let code = object["error"]?.stringValue,
-            let message = object["message"]?.stringValue
-        {
-            throw GatewayError(HTTPResponse.Status(code: Int(status.code)), code, message)
+        if let object, let refusal = RuntimeRefusal(status: Int(status.code), json: object) {
+            throw refusal
         }
         if status.code == 503 {
-            throw GatewayError(.serviceUnavailable, "upstream_unavailable", "the Runtime is overloaded or its store is busy; try again shortly")
-        }
-        if status.code == 401 {
-            throw GatewayError(.serviceUnavailable, "upstream_unavailable", "the Runtime refused the gateway's assertion; check that both use the same keys, issuer and Runtime name")
+            throw GatewayError.runtimeUnavailable("the Runtime is overloaded or its store is busy; try again shortly")
         }
         throw GatewayError(.badGateway, "upstream_unavailable", "the Runtime failed (HTTP \(status.code)); try again shortly")
     }

@@ -1,13 +1,17 @@
 import Hummingbird
 import JOSE
+import RuntimeAPI
+import SecurityGuard
 import TrafficCop
 
 /// `/api/session`: create (anonymous or owned), read, upgrade. Every
 /// operation is built as a session intent, admitted by the Traffic Cop, and
 /// sent to the Runtime with a gateway assertion.
 struct SessionRoutes: Sendable {
-    let services: GatewayServices
-    let auth: AuthRoutes
+    let authentication: CallerAuthentication
+    let admission: Admission
+    let runtime: RuntimeClient
+    let body: JSONBody
 
     func register(on router: Router<GatewayRequestContext>) {
         router.post("/api/session/create-anonymous") { request, context in try await createAnonymous(request, context) }
@@ -27,37 +31,39 @@ struct SessionRoutes: Sendable {
     }
 
     func createAnonymous(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
-        try services.limit(.anonymousSessionPerClient, key: services.clientAddress(request, context))
-        let metadata = try metadataAndCheck(try await services.body(request))
-        let session = try await services.runtime.perform(services.admit(SessionIntent(.createAnonymous)), body: ["metadata": .object(metadata)])
-        return GatewayServices.json(.object(session), status: .created)
+        try admission.limit(.anonymousSessionPerClient, key: admission.clientAddress(request, context))
+        let metadata = try metadataAndCheck(try await body.object(request))
+        let session = try await runtime.session(admission.admit(SessionIntent(.createAnonymous)), metadata: metadata)
+        return JSONBody.response(session.json, status: .created)
     }
 
+    /// A new session owned by the caller, within the contract's sessions per user
+    /// (the Runtime counts them in the transaction that adds this one).
     func create(_ request: Request) async throws -> Response {
-        let caller = try await services.requireCaller(request)
-        try services.limit(.sessionCreatePerUser, key: caller.tenantID + "/" + caller.userID)
-        let metadata = try metadataAndCheck(try await services.body(request))
-        let session = try await auth.createOwnedSession(for: Principal(userID: caller.userID, tenantID: caller.tenantID), metadata: metadata)
-        return GatewayServices.json(.object(session), status: .created)
+        let caller = try await authentication.requireCaller(request)
+        try admission.limit(.sessionCreatePerUser, key: caller.tenantID + "/" + caller.userID)
+        let metadata = try metadataAndCheck(try await body.object(request))
+        let intent = SessionIntent(.createOwned, principal: Principal(userID: caller.userID, tenantID: caller.tenantID))
+        return JSONBody.response(try await runtime.session(admission.admit(intent), metadata: metadata).json, status: .created)
     }
 
     func upgrade(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
-        let caller = try await services.requireCaller(request)
-        let sessionID = try GatewayServices.checkedSessionID(context.parameters.get("id"))
+        let caller = try await authentication.requireCaller(request)
+        let sessionID = try GatewayError.checkedSessionID(context.parameters.get("id"))
         let intent = SessionIntent(.upgrade, principal: Principal(userID: caller.userID, tenantID: caller.tenantID), sessionID: sessionID)
-        return GatewayServices.json(.object(try await services.runtime.perform(services.admit(intent))))
+        return JSONBody.response(try await runtime.session(admission.admit(intent)).json)
     }
 
     /// Anonymous sessions are readable by anybody who holds the id; owned ones
     /// only with the owner's token (401 without one, 403 with another's).
     func read(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
-        let caller = try await services.optionalCaller(request)
-        let sessionID = try GatewayServices.checkedSessionID(context.parameters.get("id"))
+        let caller = try await authentication.optionalCaller(request)
+        let sessionID = try GatewayError.checkedSessionID(context.parameters.get("id"))
         let principal = caller.map { Principal(userID: $0.userID, tenantID: $0.tenantID) }
         do {
-            let session = try await services.runtime.perform(services.admit(SessionIntent(.read, principal: principal, sessionID: sessionID)))
-            return GatewayServices.json(.object(session))
-        } catch let error as GatewayError where error.code == "session_forbidden" && caller == nil {
+            let session = try await runtime.session(admission.admit(SessionIntent(.read, principal: principal, sessionID: sessionID)))
+            return JSONBody.response(session.json)
+        } catch let refusal as RuntimeRefusal where refusal.code == .sessionForbidden && caller == nil {
             throw GatewayError(.unauthorized, "token_missing", "this session belongs to a user; send their access token as Authorization: Bearer")
         }
     }

@@ -1,6 +1,6 @@
 import Foundation
 import JOSE
-import Runtime
+import RuntimeAPI
 import SecurityGuard
 import TrafficCop
 
@@ -31,10 +31,18 @@ public struct UpgradeRequest: Sendable {
     }
 }
 
-/// A socket the guard admitted: who, which session, until when.
+/// A socket the guard checked: who, which session, and the Traffic Cop's admission.
+public struct CheckedSocket: Sendable {
+    public let caller: AuthenticatedCaller
+    public let sessionID: String
+    let admitted: AdmittedSessionIntent
+}
+
+/// A socket the guard admitted and registered (its slot in the session's limit is held).
 public struct AdmittedSocket: Sendable {
     public let caller: AuthenticatedCaller
     public let sessionID: String
+    let registration: SocketRegistration
 }
 
 /// Every check of DESIGN.md "WebSocket: /api/runtime/agent", in its order,
@@ -46,27 +54,54 @@ public struct AdmittedSocket: Sendable {
 /// 4. session authenticated (403 `session_anonymous`) and owned by the token's
 ///    user and tenant (403 `session_forbidden`);
 /// 5. Origin allowed when `allowed_origins` is set (403 `origin_forbidden`), and
-///    the session's socket limit not reached (429 `rate_limited`).
+///    the session's socket limit not reached (429 `rate_limited`): the count
+///    and the registration are one step, so racing upgrades cannot exceed it.
 public struct WebSocketGuard: Sendable {
     public static let path = "/api/runtime/agent"
 
-    let services: GatewayServices
+    let authenticator: AccessTokenAuthenticator
+    let runtime: RuntimeClient
+    let admission: Admission
     let registry: SocketRegistry
+    let allowedOrigins: [String]
+    let metrics: GatewayMetrics
 
-    /// Admits the upgrade or says why not, as the HTTP error to answer with.
-    public func admit(_ request: UpgradeRequest) async -> Result<AdmittedSocket, GatewayError> {
-        do {
-            return .success(try await check(request))
-        } catch let error as GatewayError {
-            services.metrics.upgradeRefused(reason: error.reason ?? error.code)
-            return .failure(error)
-        } catch {
-            services.metrics.upgradeRefused(reason: "unavailable")
-            return .failure(GatewayError.unavailable("the gateway could not check the socket (storage failure); try again shortly"))
+    /// Checks an upgrade and registers the socket, or says why not, as the HTTP error to answer with.
+    public func admitUpgrade(_ request: UpgradeRequest) async -> Result<AdmittedSocket, GatewayError> {
+        await refusingAsHTTP {
+            let checked = try await check(request)
+            let limit = checked.admitted.maximumSockets ?? Int.max
+            guard
+                let registration = registry.register(
+                    sessionID: checked.sessionID, userID: checked.caller.userID, tenantID: checked.caller.tenantID, limit: limit)
+            else { throw GatewayError(admission.validator.socketLimitReached()) }
+            return AdmittedSocket(caller: checked.caller, sessionID: checked.sessionID, registration: registration)
         }
     }
 
-    func check(_ request: UpgradeRequest) async throws -> AdmittedSocket {
+    /// The same checks without registering (a plain GET on the socket path asks
+    /// "would this upgrade be admitted?"); the socket count is read, not held.
+    public func preview(_ request: UpgradeRequest) async -> Result<CheckedSocket, GatewayError> {
+        await refusingAsHTTP {
+            let checked = try await check(request)
+            if let limit = checked.admitted.maximumSockets, registry.count(sessionID: checked.sessionID) >= limit {
+                throw GatewayError(admission.validator.socketLimitReached())
+            }
+            return checked
+        }
+    }
+
+    private func refusingAsHTTP<T>(_ body: () async throws -> T) async -> Result<T, GatewayError> {
+        do {
+            return .success(try await body())
+        } catch {
+            let refusal = GatewayError(answering: error)
+            metrics.upgradeRefused(reason: refusal.reason ?? refusal.code)
+            return .failure(refusal)
+        }
+    }
+
+    func check(_ request: UpgradeRequest) async throws -> CheckedSocket {
         // 1. The token: Authorization header, or access_token in the query (browsers).
         let token: String?
         do {
@@ -76,28 +111,26 @@ public struct WebSocketGuard: Sendable {
         }
         let caller: AuthenticatedCaller
         do {
-            caller = try await services.authenticator.authenticate(token)
+            caller = try await authenticator.authenticate(token)
         } catch let failure as AuthenticationFailure {
             throw GatewayError(failure)
         }
         // 2. The session id: X-Session-Id, or session_id in the query.
-        let sessionID = try GatewayServices.checkedSessionID(request.headers["x-session-id"] ?? request.query["session_id"])
+        let sessionID = try GatewayError.checkedSessionID(request.headers["x-session-id"] ?? request.query["session_id"])
         // 3 and 4. The Runtime says whether it is live, and refuses another user's or tenant's.
         let principal = Principal(userID: caller.userID, tenantID: caller.tenantID)
-        let session = try await services.runtime.perform(services.admit(SessionIntent(.read, principal: principal, sessionID: sessionID)))
-        guard session["state"]?.stringValue == "authenticated" else {
+        let session = try await runtime.session(admission.admit(SessionIntent(.read, principal: principal, sessionID: sessionID)))
+        guard session.state == .authenticated else {
             throw GatewayError(.forbidden, "session_anonymous", "the session is anonymous; log in with it first, then open the socket")
         }
-        guard session["user_id"]?.stringValue == caller.userID, session["tenant_id"]?.stringValue == caller.tenantID else {
+        guard session.isOwned(by: caller.userID, tenantID: caller.tenantID) else {
             throw GatewayError(.forbidden, "session_forbidden", "the session belongs to another user or tenant")
         }
-        // 5. Origin, then the contract's sockets per session.
-        let allowed = services.configuration.allowedOrigins
-        if !allowed.isEmpty, let origin = request.headers["origin"], !allowed.contains(origin) {
+        // 5. Origin, then the contract's sockets per session (enforced when registering).
+        if !allowedOrigins.isEmpty, let origin = request.headers["origin"], !allowedOrigins.contains(origin) {
             throw GatewayError(.forbidden, "origin_forbidden", "this origin may not open sockets here; it is not in gateway.allowed_origins")
         }
-        let open = registry.count(sessionID: sessionID)
-        _ = try services.admit(SessionIntent(.openSocket, principal: principal, sessionID: sessionID), facts: AdmissionFacts(openSocketsOnSession: open))
-        return AdmittedSocket(caller: caller, sessionID: sessionID)
+        let admitted = try admission.admit(SessionIntent(.openSocket, principal: principal, sessionID: sessionID))
+        return CheckedSocket(caller: caller, sessionID: sessionID, admitted: admitted)
     }
 }

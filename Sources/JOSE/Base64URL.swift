@@ -18,6 +18,11 @@ public enum Base64URL {
     }()
 
     /// Encodes bytes without padding.
+    /// True for a byte of the base64url alphabet (`A-Z a-z 0-9 - _`).
+    public static func isAlphabet(_ byte: UInt8) -> Bool {
+        (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x30 && byte <= 0x39) || byte == 0x2D || byte == 0x5F
+    }
+
     public static func encode<Bytes: Collection>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
         String(decoding: encodeBytes(bytes), as: UTF8.self)
     }

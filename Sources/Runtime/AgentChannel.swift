@@ -1,4 +1,5 @@
 import JOSE
+import RuntimeAPI
 import StateSurface
 
 /// The agent channel's frame protocol: one JSON object per text message.
@@ -44,7 +45,7 @@ public struct AgentChannel: Sendable {
             return .reply(.object(reply))
         } catch let error as RuntimeError {
             let reply: JSONValue = ["type": "result", "request_id": .string(requestID), "status": "failed", "error": error.json]
-            return error.code == "session_not_found" ? .replyAndClose(reply) : .reply(reply)
+            return error.code == .sessionNotFound ? .replyAndClose(reply) : .reply(reply)
         } catch {
             return .reply(["type": "result", "request_id": .string(requestID), "status": "failed", "error": ["error": "unavailable", "message": "the Runtime could not run the intent; try again"]])
         }

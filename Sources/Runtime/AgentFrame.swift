@@ -1,4 +1,5 @@
 import JOSE
+import RuntimeAPI
 
 /// One inbound agent-channel frame, parsed: the pure half of the protocol
 /// (no I/O), so it can be tested and fuzzed on its own.

@@ -1,29 +1,12 @@
 import JOSE
+import RuntimeAPI
 import StateSurface
 
-/// What an execution came to, as the API reports it.
-public struct ExecutionOutcome: Sendable, Equatable {
-    public let executionID: String
-    public let status: ExecutionStatus
-    public let result: JSONValue?
-    public let error: JSONValue?
-    /// True when an earlier execution with the same idempotency key answered.
-    public let replayed: Bool
-
-    public var json: JSONValue {
-        var object: JSONObject = ["execution_id": .string(executionID), "status": .string(status.rawValue)]
-        if let result { object["result"] = result }
-        if let error { object["error"] = error }
-        if replayed { object["replayed"] = true }
-        return .object(object)
-    }
-
+extension ExecutionView {
     init(record: ExecutionRecord, replayed: Bool) {
-        executionID = record.id
-        status = record.status
-        result = record.result.flatMap { try? StrictJSONReader().parse(Array($0.utf8)) }
-        error = record.error.flatMap { try? StrictJSONReader().parse(Array($0.utf8)) }
-        self.replayed = replayed
+        self.init(
+            executionID: record.id, status: record.status, result: record.result.flatMap { try? StrictJSONReader().parse(Array($0.utf8)) },
+            error: record.error.flatMap { try? StrictJSONReader().parse(Array($0.utf8)) }, replayed: replayed)
     }
 }
 
@@ -45,13 +28,13 @@ public struct ExecutionService: Sendable {
     /// The same idempotency key on the same session returns the first
     /// execution (its result, or its current status if it is still running)
     /// and never runs the handler again.
-    public func execute(sessionID: String, intentType: String, payload: JSONValue, idempotencyKey: String?, caller: RuntimeCaller) async throws -> ExecutionOutcome {
+    public func execute(sessionID: String, intentType: String, payload: JSONValue, idempotencyKey: String?, caller: RuntimeCaller) async throws -> ExecutionView {
         let session = try await sessions.accessible(sessionID, by: caller)
         guard let handler = registry.handler(named: intentType) else {
-            throw RuntimeError(.notFound, "intent_unknown", "no intent is named \"\(JSONValue.clip(intentType))\"")
+            throw RuntimeError(.notFound, .intentUnknown, "no intent is named \"\(JSONValue.clip(intentType))\"")
         }
         if session.state == .anonymous, !sessions.configuration.anonymousIntents.contains(intentType) {
-            throw RuntimeError(.forbidden, "session_anonymous", "an anonymous session may not run \(intentType); log in first")
+            throw RuntimeError(.forbidden, .sessionAnonymous, "an anonymous session may not run \(intentType); log in first")
         }
         if let idempotencyKey, idempotencyKey.isEmpty || idempotencyKey.utf8.count > 200 {
             throw RuntimeError.invalidRequest("idempotency_key must be 1 to 200 bytes")
@@ -62,7 +45,7 @@ public struct ExecutionService: Sendable {
             idempotencyKey: idempotencyKey, payload: String(decoding: JSONWriter.bytes(payload), as: UTF8.self), createdAt: now, updatedAt: now)
         switch try await executions.insertExecution(record) {
         case .existing(let earlier):
-            return ExecutionOutcome(record: earlier, replayed: true)
+            return ExecutionView(record: earlier, replayed: true)
         case .inserted:
             break
         }
@@ -84,15 +67,15 @@ public struct ExecutionService: Sendable {
             finished.error = String(decoding: JSONWriter.bytes(["error": "intent_failed", "message": "the intent failed inside the Runtime"]), as: UTF8.self)
         }
         try await executions.updateExecution(id: record.id, status: finished.status, result: finished.result, error: finished.error, now: sessions.clock.now())
-        return ExecutionOutcome(record: finished, replayed: false)
+        return ExecutionView(record: finished, replayed: false)
     }
 
     /// An execution, for the owner of its session.
-    public func execution(id: String, caller: RuntimeCaller) async throws -> ExecutionOutcome {
+    public func execution(id: String, caller: RuntimeCaller) async throws -> ExecutionView {
         guard let record = try await executions.execution(id: id) else {
-            throw RuntimeError(.notFound, "execution_not_found", "no execution has that id")
+            throw RuntimeError(.notFound, .executionNotFound, "no execution has that id")
         }
         _ = try await sessions.accessible(record.sessionID, by: caller)
-        return ExecutionOutcome(record: record, replayed: false)
+        return ExecutionView(record: record, replayed: false)
     }
 }

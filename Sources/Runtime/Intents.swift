@@ -1,4 +1,5 @@
 import JOSE
+import RuntimeAPI
 import StateSurface
 
 /// What an intent handler is given.
@@ -63,12 +64,12 @@ public struct IntentRegistry: Sendable {
         registry.register("time.now", ClosureIntent { _, context in
             ["unix": .number(context.now.rounded(.down)), "rfc3339": .string(RFC3339.format(context.now))]
         })
-        registry.register("session.describe", ClosureIntent { _, context in context.session.json() })
+        registry.register("session.describe", ClosureIntent { _, context in context.session.view.json })
         registry.register("session.set_metadata", ClosureIntent { payload, context in
             guard case .object(let patch) = payload else {
                 throw IntentFailure("invalid_payload", "session.set_metadata takes a JSON object to merge into the metadata")
             }
-            return try await context.sessions.mergeMetadata(context.session.id, patch: patch).json()
+            return try await context.sessions.mergeMetadata(context.session.id, patch: patch).view.json
         })
         return registry
     }

@@ -2,6 +2,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdWebSocket
 import JOSE
+import RuntimeAPI
 import StateSurface
 
 /// The Runtime's internal API under `/runtime/v1`. Every route, the agent
@@ -10,8 +11,6 @@ public struct RuntimeRoutes: Sendable {
     public let sessions: SessionService
     public let executions: ExecutionService
     public let assertions: AssertionVerifier
-
-    public static let prefix = "/runtime/v1"
 
     public init(sessions: SessionService, executions: ExecutionService, assertions: AssertionVerifier) {
         self.sessions = sessions
@@ -30,7 +29,7 @@ public struct RuntimeRoutes: Sendable {
         do {
             return try await request.jsonObject(limit: maximumBody)
         } catch .tooLarge(let limit) {
-            throw RuntimeError(.contentTooLarge, "payload_too_large", "the request body is limited to \(limit) bytes")
+            throw RuntimeError(.contentTooLarge, .payloadTooLarge, "the request body is limited to \(limit) bytes")
         } catch .invalid(let message) {
             throw RuntimeError.invalidRequest("the body is not a strict JSON object: \(message)")
         }
@@ -42,7 +41,7 @@ public struct RuntimeRoutes: Sendable {
 
     /// Adds the routes to `router`.
     public func register<Context: WebSocketRequestContext>(on router: Router<Context>) {
-        let group = router.group(RouterPath(Self.prefix))
+        let group = router.group(RouterPath(RuntimeEndpoint.prefix))
 
         // Readiness for the gateway: the assertion verifies and the store answers.
         group.get("health") { request, _ -> Response in
@@ -50,45 +49,63 @@ public struct RuntimeRoutes: Sendable {
             do {
                 try await sessions.repository.ping()
             } catch {
-                throw RuntimeError(.serviceUnavailable, "unavailable", "the Runtime's store does not answer")
+                throw RuntimeError(.serviceUnavailable, .unavailable, "the Runtime's store does not answer")
             }
             return Self.json(["status": "ok"])
         }
 
         group.post("sessions") { request, _ -> Response in
             let caller = try caller(request)
-            let body = try await body(request)
-            var metadata = JSONObject()
-            if let value = body["metadata"] {
-                guard case .object(let object) = value else { throw RuntimeError.invalidRequest("metadata must be a JSON object") }
-                metadata = object
+            let creation: SessionCreateRequest
+            do {
+                creation = try SessionCreateRequest(json: try await body(request))
+            } catch let error as RuntimeRequestError {
+                throw RuntimeError.invalidRequest(error.message)
             }
             let session: SessionRecord
             if let userID = caller.userID, let tenantID = caller.tenantID {
-                session = try await sessions.createAuthenticated(userID: userID, tenantID: tenantID, metadata: metadata)
+                session = try await sessions.createAuthenticated(
+                    userID: userID, tenantID: tenantID, metadata: creation.metadata, maximumLive: creation.maximumLiveSessions)
             } else {
-                session = try await sessions.createAnonymous(metadata: metadata)
+                session = try await sessions.createAnonymous(metadata: creation.metadata)
             }
-            return Self.json(session.json(), status: .created)
+            return Self.json(session.view.json, status: .created)
+        }
+
+        // Which of the given sessions have ended: the gateway closes their sockets.
+        group.post("ended-sessions") { request, _ -> Response in
+            _ = try caller(request)
+            guard case .array(let values)? = try await body(request)["session_ids"], values.count <= 10_000 else {
+                throw RuntimeError.invalidRequest("session_ids must be an array of at most 10000 session ids")
+            }
+            let ids = values.compactMap(\.stringValue)
+            return Self.json(["ended": .array(try await sessions.ended(among: ids).map(JSONValue.string))])
         }
 
         group.get("sessions/:id") { request, context -> Response in
             let caller = try caller(request)
             let session = try await sessions.accessible(try context.parameters.require("id"), by: caller)
-            return Self.json(session.json())
+            return Self.json(session.view.json)
         }
 
         group.post("sessions/:id/upgrade") { request, context -> Response in
             let caller = try caller(request)
             guard let userID = caller.userID, let tenantID = caller.tenantID else { throw RuntimeError.identityRequired() }
-            let session = try await sessions.upgrade(try context.parameters.require("id"), userID: userID, tenantID: tenantID)
-            return Self.json(session.json())
+            let upgrade: SessionUpgradeRequest
+            do {
+                upgrade = try SessionUpgradeRequest(json: try await body(request))
+            } catch let error as RuntimeRequestError {
+                throw RuntimeError.invalidRequest(error.message)
+            }
+            let session = try await sessions.upgrade(
+                try context.parameters.require("id"), userID: userID, tenantID: tenantID, maximumLive: upgrade.maximumLiveSessions)
+            return Self.json(session.view.json)
         }
 
         group.post("sessions/:id/revoke") { request, context -> Response in
             let caller = try caller(request)
             let session = try await sessions.revoke(try context.parameters.require("id"), by: caller)
-            return Self.json(session.json())
+            return Self.json(session.view.json)
         }
 
         group.post("intents") { request, _ -> Response in
@@ -98,7 +115,7 @@ public struct RuntimeRoutes: Sendable {
             let intent: IntentRequest
             do {
                 intent = try IntentRequest(body)
-            } catch let error as IntentRequestError {
+            } catch let error as RuntimeRequestError {
                 throw RuntimeError.invalidRequest(error.message)
             }
             let outcome = try await executions.execute(
@@ -140,9 +157,9 @@ public struct RuntimeRoutes: Sendable {
     func agentChannel(for request: Request) async throws -> AgentChannel {
         let caller = try caller(request)
         let sessionID = request.uri.queryParameters.get("session_id") ?? request.headers[HTTPField.Name("X-Session-Id")!] ?? caller.sessionID
-        guard let sessionID else { throw RuntimeError(.badRequest, "session_missing", "the agent channel needs a session_id") }
+        guard let sessionID else { throw RuntimeError(.badRequest, .sessionMissing, "the agent channel needs a session_id") }
         if let asserted = caller.sessionID, asserted != sessionID {
-            throw RuntimeError(.forbidden, "session_forbidden", "the session_id differs from the one the gateway verified")
+            throw RuntimeError(.forbidden, .sessionForbidden, "the session_id differs from the one the gateway verified")
         }
         let session = try await sessions.accessible(sessionID, by: caller)
         return AgentChannel(executions: executions, sessionID: session.id, caller: caller)

@@ -1,6 +1,8 @@
+// Runtime: owns sessions, executes intents and serves the agent channel on its own internal listener.
 import Hummingbird
 import HummingbirdWebSocket
 import JOSE
+import RuntimeAPI
 import Logging
 import ServiceLifecycle
 import StateSurface
@@ -92,7 +94,7 @@ struct StorageFailureMiddleware<Context: RequestContext>: RouterMiddleware {
             throw error
         } catch {
             logger.error("runtime request failed", metadata: ["error_type": "\(String(reflecting: type(of: error)))"])
-            throw RuntimeError(.serviceUnavailable, "unavailable", "the Runtime's store did not answer in time; try again shortly")
+            throw RuntimeError(.serviceUnavailable, .unavailable, "the Runtime's store did not answer in time; try again shortly")
         }
     }
 }

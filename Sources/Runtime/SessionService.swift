@@ -1,4 +1,5 @@
 import JOSE
+import RuntimeAPI
 import StateSurface
 
 /// Session lifecycle: create, read, upgrade, revoke, touch, with the expiry rules.
@@ -22,19 +23,26 @@ public struct SessionService: Sendable {
         let session = SessionRecord(
             id: try SessionID.generate(), state: .anonymous, createdAt: now, lastSeenAt: now,
             expiresAt: now + configuration.anonymousIdleTimeout, metadata: try encodeMetadata(metadata))
-        try await repository.insertSession(session)
+        try await repository.insertSession(session, maximumLiveForOwner: nil)
         return session
     }
 
     /// A new session owned by `userID` in `tenantID` from the start.
-    public func createAuthenticated(userID: String, tenantID: String, metadata: JSONObject = JSONObject()) async throws -> SessionRecord {
+    ///
+    /// - Parameter maximumLive: the owner's live sessions allowed with this one
+    ///   (the gateway's contract), checked atomically with the insert: 429 `limit_reached` beyond.
+    public func createAuthenticated(userID: String, tenantID: String, metadata: JSONObject = JSONObject(), maximumLive: Int? = nil) async throws -> SessionRecord {
         let now = clock.now()
         let absolute = now + configuration.authenticatedLifetime
         let session = SessionRecord(
             id: try SessionID.generate(), state: .authenticated, userID: userID, tenantID: tenantID, createdAt: now,
             upgradedAt: now, lastSeenAt: now, expiresAt: min(now + configuration.authenticatedIdleTimeout, absolute),
             absoluteExpiresAt: absolute, metadata: try encodeMetadata(metadata))
-        try await repository.insertSession(session)
+        do {
+            try await repository.insertSession(session, maximumLiveForOwner: maximumLive)
+        } catch let error as StateSurfaceError where error.code == .limitReached {
+            throw RuntimeError.limitReached(maximumLive ?? 0)
+        }
         return session
     }
 
@@ -64,20 +72,34 @@ public struct SessionService: Sendable {
     /// Attaches an anonymous session to the caller (login upgrades in place).
     ///
     /// - Throws: `session_conflict` (409) when someone else owns it or won the race.
-    public func upgrade(_ id: String, userID: String, tenantID: String) async throws -> SessionRecord {
+    /// - Parameter maximumLive: as for `createAuthenticated`; an upgrade adds a live session to the owner.
+    public func upgrade(_ id: String, userID: String, tenantID: String, maximumLive: Int? = nil) async throws -> SessionRecord {
         if let problem = SessionID.problem(with: id) { throw RuntimeError.sessionMalformed(problem) }
         let now = clock.now()
         let outcome = try await repository.upgradeSession(
             id: id, userID: userID, tenantID: tenantID, now: now, expiresAt: now + configuration.authenticatedIdleTimeout,
-            absoluteExpiresAt: now + configuration.authenticatedLifetime)
+            absoluteExpiresAt: now + configuration.authenticatedLifetime, maximumLiveForOwner: maximumLive)
         switch outcome {
         case .upgraded(let session), .alreadyOwned(let session):
             return session
         case .lost:
-            throw RuntimeError(.conflict, "session_conflict", "the session already belongs to another user; start a new session")
+            throw RuntimeError(.conflict, .sessionConflict, "the session already belongs to another user; start a new session")
         case .notFound:
             throw RuntimeError.sessionNotFound()
+        case .limitReached:
+            throw RuntimeError.limitReached(maximumLive ?? 0)
         }
+    }
+
+    /// Ends every session of an account (it was disabled); returns how many.
+    @discardableResult
+    public func revokeAll(userID: String, tenantID: String) async throws -> Int {
+        try await repository.revokeSessions(userID: userID, tenantID: tenantID, now: clock.now())
+    }
+
+    /// Which of `ids` are no longer live (revoked, expired or unknown).
+    public func ended(among ids: [String]) async throws -> [String] {
+        try await repository.endedSessionIDs(among: ids.filter(SessionID.isWellFormed), now: clock.now()) + ids.filter { !SessionID.isWellFormed($0) }
     }
 
     /// Ends a session for good.
@@ -111,13 +133,13 @@ public struct SessionService: Sendable {
                 return updated
             }
         }
-        throw RuntimeError(.conflict, "session_busy", "the session changed too often to update its metadata; try again")
+        throw RuntimeError(.conflict, .sessionBusy, "the session changed too often to update its metadata; try again")
     }
 
     func encodeMetadata(_ metadata: JSONObject) throws -> String {
         let bytes = JSONWriter.bytes(.object(metadata))
         guard bytes.count <= configuration.maximumMetadataBytes else {
-            throw RuntimeError(.contentTooLarge, "payload_too_large", "session metadata is limited to \(configuration.maximumMetadataBytes) bytes")
+            throw RuntimeError(.contentTooLarge, .payloadTooLarge, "session metadata is limited to \(configuration.maximumMetadataBytes) bytes")
         }
         return String(decoding: bytes, as: UTF8.self)
     }
@@ -132,14 +154,11 @@ public struct SessionService: Sendable {
 }
 
 extension SessionRecord {
-    /// The session object of the API (DESIGN.md): times in RFC 3339 UTC.
-    public func json() -> JSONValue {
+    /// The session as the contract shows it.
+    public var view: SessionView {
         let metadataObject = (try? StrictJSONReader().parseObject(Array(metadata.utf8))) ?? JSONObject()
-        return [
-            "session_id": .string(id), "state": .string(state.rawValue),
-            "user_id": userID.map(JSONValue.string) ?? .null, "tenant_id": tenantID.map(JSONValue.string) ?? .null,
-            "created_at": .string(RFC3339.format(createdAt)), "upgraded_at": upgradedAt.map { .string(RFC3339.format($0)) } ?? .null,
-            "expires_at": .string(RFC3339.format(expiresAt)), "metadata": .object(metadataObject),
-        ]
+        return SessionView(
+            sessionID: id, state: state, userID: userID, tenantID: tenantID, createdAt: createdAt, upgradedAt: upgradedAt, expiresAt: expiresAt,
+            metadata: metadataObject)
     }
 }

@@ -11,7 +11,7 @@ public enum AuthenticationFailure: Error, Sendable, Equatable {
     case refreshTokenGiven
     /// The verifier refused it.
     case invalid(TokenValidationError)
-    /// It was valid but has been revoked (logout).
+    /// It was valid but has been revoked (logout, or its account was disabled).
     case revoked
 
     /// One sentence a person can act on; never repeats the token.
@@ -21,7 +21,7 @@ public enum AuthenticationFailure: Error, Sendable, Equatable {
         case .sessionIDGiven: "a session_id was sent where an access token is expected; send the access_token from login"
         case .refreshTokenGiven: "a refresh token was sent where an access token is expected; exchange it at /api/auth/refresh"
         case .invalid(let error): "the access token was refused (\(error.reason.rawValue)): \(error.message)"
-        case .revoked: "the access token was revoked (logged out); log in again"
+        case .revoked: "the access token was revoked (logged out, or the account was disabled); log in again"
         }
     }
 }
@@ -33,17 +33,29 @@ public struct AuthenticatedCaller: Sendable, Equatable {
     public let clientID: String?
     /// `jti`, to revoke the token at logout.
     public let tokenID: String
+    /// `iat`: compared with the account's not-before.
+    public let issuedAt: Double
     public let expiresAt: Double
+
+    public init(userID: String, tenantID: String, clientID: String?, tokenID: String, issuedAt: Double, expiresAt: Double) {
+        self.userID = userID
+        self.tenantID = tenantID
+        self.clientID = clientID
+        self.tokenID = tokenID
+        self.issuedAt = issuedAt
+        self.expiresAt = expiresAt
+    }
 }
 
 /// Checks a presented access token: the JOSE verifier (or the cache of
-/// tokens it recently passed), then the revoked token ids on every use.
+/// tokens it recently passed), then, on every use, the revoked token ids and
+/// the account's not-before.
 public struct AccessTokenAuthenticator: Sendable {
     public let verifier: AccessTokenVerifier
-    public let revocations: any RevocationChecker
+    public let revocations: RevocationList
     public let cache: VerifiedTokenCache?
 
-    public init(verifier: AccessTokenVerifier, revocations: any RevocationChecker, cache: VerifiedTokenCache? = nil) {
+    public init(verifier: AccessTokenVerifier, revocations: RevocationList, cache: VerifiedTokenCache? = nil) {
         self.verifier = verifier
         self.revocations = revocations
         self.cache = cache
@@ -80,14 +92,15 @@ public struct AccessTokenAuthenticator: Sendable {
             } catch {
                 throw AuthenticationFailure.invalid(error)
             }
-            guard let tenantID = verified.tenantID, let tokenID = verified.tokenID else {
-                throw AuthenticationFailure.invalid(TokenValidationError(.missingClaim, "the access token lacks tenant_id or jti"))
+            guard let tenantID = verified.tenantID, let tokenID = verified.tokenID, let issuedAt = verified.claims["iat"]?.numberValue else {
+                throw AuthenticationFailure.invalid(TokenValidationError(.missingClaim, "the access token lacks tenant_id, jti or iat"))
             }
             caller = AuthenticatedCaller(
-                userID: verified.subject, tenantID: tenantID, clientID: verified.clientID, tokenID: tokenID, expiresAt: verified.expiresAt)
+                userID: verified.subject, tenantID: tenantID, clientID: verified.clientID, tokenID: tokenID, issuedAt: issuedAt,
+                expiresAt: verified.expiresAt)
             cache?.insert(caller, for: token, now: now)
         }
-        if try await revocations.isRevoked(caller.tokenID) { throw AuthenticationFailure.revoked }
+        if try await revocations.isRevoked(caller) { throw AuthenticationFailure.revoked }
         return caller
     }
 }

@@ -72,4 +72,23 @@ public struct AccountService: Sendable {
         let matches = try await hasher.verify(password, against: stored)
         return matches && !user.disabled ? user : nil
     }
+
+    /// Disables an account: it can no longer log in or refresh, its refresh
+    /// tokens are revoked, and every access token issued to it until now is
+    /// refused (its not-before). Ending its sessions is the Runtime's part
+    /// (`SessionService.revokeAll`). `nil` if there is no such account.
+    public func disable(username: String, tenantID: String) async throws -> UserRecord? {
+        try await users.disableUser(tenantID: tenantID, username: username, now: clock.now())
+    }
+
+    /// Lets a disabled account log in again; tokens issued before it was disabled stay refused.
+    public func enable(username: String, tenantID: String) async throws -> UserRecord? {
+        try await users.enableUser(tenantID: tenantID, username: username)
+    }
+
+    /// True when the account exists and is not disabled (refresh checks it).
+    public func isActive(userID: String, tenantID: String) async throws -> Bool {
+        guard let user = try await users.user(id: userID, tenantID: tenantID) else { return false }
+        return !user.disabled
+    }
 }

@@ -47,6 +47,12 @@ public struct RefreshTokenService: Sendable {
     }
 
     /// Starts a new family at login.
+    /// Revokes every refresh token of a session (it ended: logout, revocation, reuse).
+    @discardableResult
+    public func revoke(sessionID: String) async throws -> Int {
+        try await credentials.revokeRefreshTokens(sessionID: sessionID, now: clock.now())
+    }
+
     public func issue(sessionID: String, userID: String, tenantID: String) async throws -> IssuedRefreshToken {
         let issued = try mint(sessionID: sessionID, userID: userID, tenantID: tenantID, familyID: "rtf_" + (try SecureRandom.identifier(bytes: 12)))
         try await credentials.insertRefreshToken(issued.record)

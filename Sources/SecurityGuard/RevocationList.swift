@@ -2,65 +2,96 @@ import JOSE
 import StateSurface
 import Synchronization
 
-/// Answers "is this access token's `jti` revoked?".
-public protocol RevocationChecker: Sendable {
-    func isRevoked(_ jti: String) async throws -> Bool
-}
-
-/// Asks the store on every call.
-public struct StoreRevocationChecker: RevocationChecker {
-    let credentials: any CredentialRepository
-    public init(credentials: any CredentialRepository) { self.credentials = credentials }
-    public func isRevoked(_ jti: String) async throws -> Bool { try await credentials.isTokenIDRevoked(jti) }
-}
-
-/// An in-memory mirror of the revoked token ids, kept in step with the store.
+/// An in-memory mirror of what ends access tokens before their `exp`: revoked
+/// token ids (logout) and account not-befores (a disabled account), kept in
+/// step with the store.
 ///
 /// A read of the store on every authenticated request costs more than the
 /// rest of the token check; this mirror answers from memory. Revocations made
 /// by this gateway (logout) enter it at once; those made elsewhere (another
-/// gateway on the same store) arrive with the next `sync()`, run every second.
-/// If the mirror has not synced for `maximumStaleness` seconds (the store is
-/// failing), every check goes to the store, so a store failure becomes a 503
-/// rather than a stale "not revoked".
-public final class RevocationList: RevocationChecker {
-    let credentials: any CredentialRepository
+/// gateway, `portcullis users disable` in another process) arrive with the
+/// next `sync()`, run twice a second. If the mirror has not synced for
+/// `maximumStaleness` seconds (the store is failing), every check goes to the
+/// store, so a store failure becomes a 503 rather than a stale "not revoked".
+public final class RevocationList: Sendable {
+    public typealias Store = CredentialRepository & UserRepository
+
+    struct State {
+        var ids: [String: Double] = [:]
+        var highWater: Double = 0
+        /// Not-before by `tenant/user`.
+        var cutoffs: [String: Double] = [:]
+        var cutoffHighWater: Double = 0
+        var lastSync: Double = -.infinity
+    }
+
+    let store: any Store
     let clock: any TokenClock
     let maximumStaleness: Double
-    private let state = Mutex<(ids: [String: Double], highWater: Double, lastSync: Double)>(([:], 0, -.infinity))
+    private let state = Mutex(State())
 
-    public init(credentials: any CredentialRepository, clock: any TokenClock = SystemClock(), maximumStaleness: Double = 5) {
-        self.credentials = credentials
+    public init(store: any Store, clock: any TokenClock = SystemClock(), maximumStaleness: Double = 5) {
+        self.store = store
         self.clock = clock
         self.maximumStaleness = maximumStaleness
     }
 
-    public func isRevoked(_ jti: String) async throws -> Bool {
+    static func accountKey(userID: String, tenantID: String) -> String { tenantID + "/" + userID }
+
+    /// True when the token was issued at or before its account's not-before
+    /// second. `iat` has whole seconds, so a token issued in the same second as
+    /// a disable is refused too.
+    static func isCutOff(issuedAt: Double, notBefore: Double?) -> Bool {
+        guard let notBefore, notBefore > 0 else { return false }
+        return issuedAt < notBefore.rounded(.down) + 1
+    }
+
+    /// Whether the caller's token was revoked or its account cut off.
+    public func isRevoked(_ caller: AuthenticatedCaller) async throws -> Bool {
         let now = clock.now()
-        let (fresh, revoked) = state.withLock { state in (now - state.lastSync <= maximumStaleness, state.ids[jti] != nil) }
-        if fresh { return revoked }
-        return try await credentials.isTokenIDRevoked(jti)
+        let key = Self.accountKey(userID: caller.userID, tenantID: caller.tenantID)
+        let (fresh, revoked, notBefore) = state.withLock { state in
+            (now - state.lastSync <= maximumStaleness, state.ids[caller.tokenID] != nil, state.cutoffs[key])
+        }
+        if fresh { return revoked || Self.isCutOff(issuedAt: caller.issuedAt, notBefore: notBefore) }
+        if try await store.isTokenIDRevoked(caller.tokenID) { return true }
+        let account = try await store.user(id: caller.userID, tenantID: caller.tenantID)
+        return Self.isCutOff(issuedAt: caller.issuedAt, notBefore: account?.tokensNotBefore)
     }
 
     /// Records a revocation in the store and in the mirror.
     public func revoke(_ jti: String, expiresAt: Double) async throws {
-        try await credentials.revokeTokenID(jti, expiresAt: expiresAt, now: clock.now())
+        try await store.revokeTokenID(jti, expiresAt: expiresAt, now: clock.now())
         state.withLock { $0.ids[jti] = expiresAt }
     }
 
-    /// Pulls revocations recorded since the last sync (with a margin for clock
-    /// skew between writers) and forgets ids whose tokens have expired.
-    public func sync() async throws {
+    /// Pulls revocations and account not-befores recorded since the last sync
+    /// (with a margin for clock skew between writers), forgets ids whose tokens
+    /// have expired, and returns the accounts whose not-before is new or moved:
+    /// their live sockets must close.
+    @discardableResult
+    public func sync() async throws -> [AccountCutoff] {
         let now = clock.now()
-        let since = state.withLock { $0.highWater } - 10
-        let rows = try await credentials.revokedTokenIDs(revokedSince: since, now: now)
-        state.withLock { state in
+        let (since, cutoffsSince) = state.withLock { ($0.highWater - 10, $0.cutoffHighWater - 10) }
+        let rows = try await store.revokedTokenIDs(revokedSince: since, now: now)
+        let cutoffs = try await store.accountCutoffs(since: cutoffsSince)
+        return state.withLock { state in
             for row in rows {
                 state.ids[row.jti] = row.expiresAt
                 state.highWater = max(state.highWater, row.revokedAt)
             }
             state.ids = state.ids.filter { $0.value > now }
+            var changed: [AccountCutoff] = []
+            for cutoff in cutoffs {
+                let key = Self.accountKey(userID: cutoff.userID, tenantID: cutoff.tenantID)
+                if state.cutoffs[key] != cutoff.notBefore {
+                    state.cutoffs[key] = cutoff.notBefore
+                    changed.append(cutoff)
+                }
+                state.cutoffHighWater = max(state.cutoffHighWater, cutoff.notBefore)
+            }
             state.lastSync = now
+            return changed
         }
     }
 

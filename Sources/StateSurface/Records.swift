@@ -1,17 +1,8 @@
 // StateSurface: the only place state lives (sessions, executions, users, refresh tokens, revoked ids); SQLite in WAL mode.
-
-/// Where a session is in its life.
-public enum SessionState: String, Sendable, Codable, CaseIterable {
-    /// Created without authentication; owned by nobody yet.
-    case anonymous
-    /// Owned by one user in one tenant.
-    case authenticated
-    /// Ended (logout, reuse of a refresh token, or an operator). Never comes back.
-    case revoked
-}
+import RuntimeAPI
 
 /// One row of `sessions`. Times are seconds since the Unix epoch.
-public struct SessionRecord: Sendable, Equatable, Codable {
+public struct SessionRecord: Sendable, Equatable {
     public var id: String
     public var state: SessionState
     public var userID: String?
@@ -57,16 +48,8 @@ public struct SessionRecord: Sendable, Equatable, Codable {
     }
 }
 
-/// The state machine of an execution: accepted -> running -> completed | failed.
-public enum ExecutionStatus: String, Sendable, Codable, CaseIterable {
-    case accepted, running, completed, failed
-
-    /// True once the execution has a final result.
-    public var isFinal: Bool { self == .completed || self == .failed }
-}
-
 /// One row of `executions`.
-public struct ExecutionRecord: Sendable, Equatable, Codable {
+public struct ExecutionRecord: Sendable, Equatable {
     public var id: String
     public var sessionID: String
     public var intentType: String

@@ -61,6 +61,8 @@ public protocol CredentialRepository: Sendable {
     func isTokenIDRevoked(_ jti: String) async throws -> Bool
     /// Revoked ids recorded at or after `since` whose tokens have not expired at `now`: `(jti, expiresAt, revokedAt)`.
     func revokedTokenIDs(revokedSince since: Double, now: Double) async throws -> [(jti: String, expiresAt: Double, revokedAt: Double)]
+    /// A cheap read that fails when the store cannot answer (for readiness probes).
+    func ping() async throws
     /// Forgets revoked ids whose tokens have expired anyway, and dead refresh tokens.
     @discardableResult
     func deleteExpiredCredentials(before cutoff: Double) async throws -> Int

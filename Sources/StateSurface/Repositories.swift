@@ -1,3 +1,5 @@
+import RuntimeAPI
+
 /// What a compare-and-set upgrade of an anonymous session found.
 public enum SessionUpgradeOutcome: Sendable, Equatable {
     /// The session was anonymous and now belongs to the caller.
@@ -6,6 +8,8 @@ public enum SessionUpgradeOutcome: Sendable, Equatable {
     case alreadyOwned(SessionRecord)
     /// Someone else owns it (or it was claimed first): the caller lost.
     case lost
+    /// The caller already holds the most live sessions the given limit allows; nothing changed.
+    case limitReached
     /// No live session has that id (unknown, expired or revoked).
     case notFound
 }
@@ -16,12 +20,21 @@ public enum SessionUpgradeOutcome: Sendable, Equatable {
 /// same protocol, so callers never change.
 public protocol SessionRepository: Sendable {
     /// Stores a new session; throws `StateSurfaceError.conflict` if the id exists.
-    func insertSession(_ session: SessionRecord) async throws
+    ///
+    /// - Parameter maximumLiveForOwner: for an owned session, how many live
+    ///   sessions its owner may hold with this one; counted in the same write
+    ///   transaction (`StateSurfaceError.limitReached` beyond), so concurrent
+    ///   inserts cannot exceed it.
+    func insertSession(_ session: SessionRecord, maximumLiveForOwner: Int?) async throws
     /// The session with `id`, in any state (callers decide what expired means).
     func session(id: String) async throws -> SessionRecord?
     /// Anonymous -> authenticated if still anonymous and live at `now`, as one
     /// compare-and-set; already owned by the same user and tenant is not a loss.
-    func upgradeSession(id: String, userID: String, tenantID: String, now: Double, expiresAt: Double, absoluteExpiresAt: Double) async throws -> SessionUpgradeOutcome
+    /// With `maximumLiveForOwner`, the owner's live sessions are counted in the
+    /// same transaction and the upgrade is `.limitReached` if it would exceed it.
+    func upgradeSession(
+        id: String, userID: String, tenantID: String, now: Double, expiresAt: Double, absoluteExpiresAt: Double, maximumLiveForOwner: Int?
+    ) async throws -> SessionUpgradeOutcome
     /// Marks a session revoked; `false` if there is no such session.
     @discardableResult
     func revokeSession(id: String, now: Double) async throws -> Bool
@@ -32,8 +45,9 @@ public protocol SessionRepository: Sendable {
     func replaceMetadata(id: String, expectedVersion: Int, metadata: String, now: Double) async throws -> SessionRecord?
     /// Deletes sessions expired or revoked before `cutoff`; returns how many.
     func deleteSessions(endedBefore cutoff: Double) async throws -> Int
-    /// How many live (unexpired, unrevoked) sessions `userID` owns in `tenantID` at `now`.
-    func liveSessionCount(userID: String, tenantID: String, now: Double) async throws -> Int
+    /// Revokes every session `userID` owns in `tenantID` (a disabled account); returns how many.
+    @discardableResult
+    func revokeSessions(userID: String, tenantID: String, now: Double) async throws -> Int
     /// Which of `ids` are no longer live at `now` (revoked, expired or gone).
     func endedSessionIDs(among ids: [String], now: Double) async throws -> [String]
     /// A cheap read that fails when the store cannot answer (for readiness probes).
@@ -66,6 +80,8 @@ public struct StateSurfaceError: Error, Sendable, CustomStringConvertible {
         case unavailable
         /// A stored value is not what this version expects.
         case corrupt
+        /// A limit given with the write was reached; nothing changed.
+        case limitReached
     }
 
     public let code: Code

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import RuntimeAPI
 
 /// The State Surface on one SQLite file in WAL mode, through a GRDB `DatabasePool`.
 ///
@@ -108,6 +109,12 @@ public final class SQLiteStateSurface: SessionRepository, ExecutionRepository {
                 );
                 """)
         }
+        migrator.registerMigration("v2: account not-before") { db in
+            try db.execute(sql: """
+                ALTER TABLE users ADD COLUMN tokens_not_before REAL NOT NULL DEFAULT 0;
+                CREATE INDEX users_by_not_before ON users (tokens_not_before);
+                """)
+        }
         return migrator
     }
 
@@ -139,9 +146,14 @@ public final class SQLiteStateSurface: SessionRepository, ExecutionRepository {
         try Row.fetchOne(db, sql: "SELECT \(sessionColumns) FROM sessions WHERE id = ?", arguments: [id]).map(session(from:))
     }
 
-    public func insertSession(_ session: SessionRecord) async throws {
+    public func insertSession(_ session: SessionRecord, maximumLiveForOwner: Int?) async throws {
         do {
             try await pool.write { db in
+                if let limit = maximumLiveForOwner, let userID = session.userID, let tenantID = session.tenantID,
+                    try Self.liveSessionCount(db, userID: userID, tenantID: tenantID, now: session.createdAt) >= limit
+                {
+                    throw StateSurfaceError(.limitReached, "the owner already holds \(limit) live sessions")
+                }
                 try db.execute(
                     sql: "INSERT INTO sessions (\(Self.sessionColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     arguments: [
@@ -154,12 +166,27 @@ public final class SQLiteStateSurface: SessionRepository, ExecutionRepository {
         }
     }
 
+    static func liveSessionCount(_ db: Database, userID: String, tenantID: String, now: Double) throws -> Int {
+        try Int.fetchOne(
+            db, sql: "SELECT count(*) FROM sessions WHERE user_id = ? AND tenant_id = ? AND state = 'authenticated' AND expires_at > ?",
+            arguments: [userID, tenantID, now]) ?? 0
+    }
+
     public func session(id: String) async throws -> SessionRecord? {
         try await pool.read { db in try Self.fetchSession(db, id: id) }
     }
 
-    public func upgradeSession(id: String, userID: String, tenantID: String, now: Double, expiresAt: Double, absoluteExpiresAt: Double) async throws -> SessionUpgradeOutcome {
+    public func upgradeSession(
+        id: String, userID: String, tenantID: String, now: Double, expiresAt: Double, absoluteExpiresAt: Double, maximumLiveForOwner: Int?
+    ) async throws -> SessionUpgradeOutcome {
         try await pool.write { db in
+            if let limit = maximumLiveForOwner {
+                guard let current = try Self.fetchSession(db, id: id), current.isLive(at: now) else { return .notFound }
+                if current.isOwned(by: userID, tenantID: tenantID) { return .alreadyOwned(current) }
+                if current.state == .anonymous, try Self.liveSessionCount(db, userID: userID, tenantID: tenantID, now: now) >= limit {
+                    return .limitReached
+                }
+            }
             // The compare-and-set: only a live anonymous row changes.
             try db.execute(
                 sql: """
@@ -219,11 +246,12 @@ public final class SQLiteStateSurface: SessionRepository, ExecutionRepository {
         }
     }
 
-    public func liveSessionCount(userID: String, tenantID: String, now: Double) async throws -> Int {
-        try await pool.read { db in
-            try Int.fetchOne(
-                db, sql: "SELECT count(*) FROM sessions WHERE user_id = ? AND tenant_id = ? AND state = 'authenticated' AND expires_at > ?",
-                arguments: [userID, tenantID, now]) ?? 0
+    public func revokeSessions(userID: String, tenantID: String, now: Double) async throws -> Int {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE sessions SET state = 'revoked', last_seen_at = ?, version = version + 1 WHERE user_id = ? AND tenant_id = ? AND state <> 'revoked'",
+                arguments: [now, userID, tenantID])
+            return db.changesCount
         }
     }
 

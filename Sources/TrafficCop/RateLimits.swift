@@ -22,6 +22,8 @@ public struct AdmissionRateLimits: Sendable {
         case loginPerUsername = "login_per_username"
         /// `POST /api/session/create`, keyed by user.
         case sessionCreatePerUser = "session_create_per_user"
+        /// `POST /api/intent` and `GET /api/runtime/executions/{id}`, keyed by user.
+        case intentPerUser = "intent_per_user"
     }
 
     public struct Settings: Sendable, Equatable {
@@ -29,6 +31,7 @@ public struct AdmissionRateLimits: Sendable {
         public var loginPerClient = RateLimit(perMinute: 30, burst: 10)
         public var loginPerUsername = RateLimit(perMinute: 10, burst: 5)
         public var sessionCreatePerUser = RateLimit(perMinute: 30, burst: 10)
+        public var intentPerUser = RateLimit(perMinute: 600, burst: 100)
 
         public init() {}
 
@@ -39,6 +42,7 @@ public struct AdmissionRateLimits: Sendable {
                 case .loginPerClient: loginPerClient
                 case .loginPerUsername: loginPerUsername
                 case .sessionCreatePerUser: sessionCreatePerUser
+                case .intentPerUser: intentPerUser
                 }
             }
             set {
@@ -47,6 +51,7 @@ public struct AdmissionRateLimits: Sendable {
                 case .loginPerClient: loginPerClient = newValue
                 case .loginPerUsername: loginPerUsername = newValue
                 case .sessionCreatePerUser: sessionCreatePerUser = newValue
+                case .intentPerUser: intentPerUser = newValue
                 }
             }
         }

@@ -20,6 +20,7 @@ public struct SessionIntent: Sendable, Equatable {
         case revoke = "session.revoke"
         case openSocket = "session.open_socket"
         case runIntent = "session.run_intent"
+        case readExecution = "session.read_execution"
     }
 
     public let operation: Operation
@@ -28,37 +29,37 @@ public struct SessionIntent: Sendable, Equatable {
     public let sessionID: String?
     /// For `runIntent`: the intent type to run.
     public let intentType: String?
+    /// For `readExecution`: the execution to read.
+    public let executionID: String?
 
-    public init(_ operation: Operation, principal: Principal? = nil, sessionID: String? = nil, intentType: String? = nil) {
+    public init(_ operation: Operation, principal: Principal? = nil, sessionID: String? = nil, intentType: String? = nil, executionID: String? = nil) {
         self.operation = operation
         self.principal = principal
         self.sessionID = sessionID
         self.intentType = intentType
-    }
-}
-
-/// What the validator needs to know about the present state to judge an intent.
-public struct AdmissionFacts: Sendable, Equatable {
-    /// Live sessions the principal holds (for `createOwned`).
-    public var liveSessionsOfPrincipal: Int?
-    /// Sockets open on the session (for `openSocket`).
-    public var openSocketsOnSession: Int?
-    /// Whether the session is anonymous (for `runIntent`).
-    public var sessionIsAnonymous: Bool?
-
-    public init(liveSessionsOfPrincipal: Int? = nil, openSocketsOnSession: Int? = nil, sessionIsAnonymous: Bool? = nil) {
-        self.liveSessionsOfPrincipal = liveSessionsOfPrincipal
-        self.openSocketsOnSession = openSocketsOnSession
-        self.sessionIsAnonymous = sessionIsAnonymous
+        self.executionID = executionID
     }
 }
 
 /// An intent the validator admitted. Only `SessionIntentValidator` makes one,
 /// so code that talks to the Runtime can demand proof of admission by type.
+///
+/// Limits that depend on a count held elsewhere travel with the admission and
+/// are enforced where the count lives, in the same step as the change: the
+/// Runtime counts the owner's live sessions in the transaction that adds one,
+/// the gateway's socket registry counts a session's sockets as it registers one.
 public struct AdmittedSessionIntent: Sendable, Equatable {
     public let intent: SessionIntent
+    /// For `createOwned` and `upgrade`: how many live sessions the principal may hold, this one included.
+    public let maximumLiveSessions: Int?
+    /// For `openSocket`: how many sockets the session may have open, this one included.
+    public let maximumSockets: Int?
 
-    fileprivate init(_ intent: SessionIntent) { self.intent = intent }
+    fileprivate init(_ intent: SessionIntent, maximumLiveSessions: Int? = nil, maximumSockets: Int? = nil) {
+        self.intent = intent
+        self.maximumLiveSessions = maximumLiveSessions
+        self.maximumSockets = maximumSockets
+    }
 }
 
 /// Why an intent was not admitted.
@@ -99,7 +100,7 @@ public struct SessionIntentValidator: Sendable {
     }
 
     /// Admits `intent` or says why not.
-    public func admit(_ intent: SessionIntent, facts: AdmissionFacts = AdmissionFacts()) throws(AdmissionRefusal) -> AdmittedSessionIntent {
+    public func admit(_ intent: SessionIntent) throws(AdmissionRefusal) -> AdmittedSessionIntent {
         if let principal = intent.principal, principal.userID.isEmpty || principal.tenantID.isEmpty {
             throw AdmissionRefusal(.identityRequired, "token_invalid", "the access token must name a user (sub) and a tenant (tenant_id)")
         }
@@ -113,37 +114,45 @@ public struct SessionIntentValidator: Sendable {
             guard intent.sessionID == nil else {
                 throw AdmissionRefusal(.incomplete, "invalid_request", "a new session is created by the server; do not send a session_id")
             }
-            let held = facts.liveSessionsOfPrincipal ?? 0
-            guard held < contract.maximumSessionsPerUser else {
-                throw AdmissionRefusal(
-                    .limitReached, "limit_reached",
-                    "you hold \(held) live sessions, the most this gateway allows (\(contract.maximumSessionsPerUser)); log out of one first")
-            }
+            return AdmittedSessionIntent(intent, maximumLiveSessions: contract.maximumSessionsPerUser)
         case .read:
             try Self.requireSession(intent)
-        case .upgrade, .revoke:
+        case .upgrade:
+            guard intent.principal != nil else { throw Self.identityRequired }
+            try Self.requireSession(intent)
+            return AdmittedSessionIntent(intent, maximumLiveSessions: contract.maximumSessionsPerUser)
+        case .revoke:
             guard intent.principal != nil else { throw Self.identityRequired }
             try Self.requireSession(intent)
         case .openSocket:
             guard intent.principal != nil else { throw Self.identityRequired }
             try Self.requireSession(intent)
-            let open = facts.openSocketsOnSession ?? 0
-            guard open < contract.maximumSocketsPerSession else {
-                throw AdmissionRefusal(
-                    .limitReached, "rate_limited",
-                    "the session already has \(open) open sockets, the most allowed (\(contract.maximumSocketsPerSession)); close one first")
-            }
+            return AdmittedSessionIntent(intent, maximumSockets: contract.maximumSocketsPerSession)
         case .runIntent:
             try Self.requireSession(intent)
             guard let intentType = intent.intentType, !intentType.isEmpty else {
                 throw AdmissionRefusal(.incomplete, "invalid_request", "intent_type is required")
             }
-            if intent.principal == nil || facts.sessionIsAnonymous == true, !contract.anonymousIntents.contains(intentType) {
+            // The anonymous contract for callers without a token; an anonymous session used
+            // with a token is held to the same list by the Runtime, which knows the session's state.
+            if intent.principal == nil, !contract.anonymousIntents.contains(intentType) {
                 throw AdmissionRefusal(
                     .notAllowed, "session_anonymous", "an anonymous session may run only \(contract.anonymousIntents.sorted().joined(separator: ", ")); log in first")
             }
+        case .readExecution:
+            guard intent.principal != nil else { throw Self.identityRequired }
+            guard let executionID = intent.executionID, !executionID.isEmpty else {
+                throw AdmissionRefusal(.incomplete, "invalid_request", "an execution id is required")
+            }
         }
         return AdmittedSessionIntent(intent)
+    }
+
+    /// The refusal for a socket over `contract.maximumSocketsPerSession` (the registry finds it when it counts).
+    public func socketLimitReached() -> AdmissionRefusal {
+        AdmissionRefusal(
+            .limitReached, "rate_limited",
+            "the session already has \(contract.maximumSocketsPerSession) open sockets, the most allowed; close one first")
     }
 
     static let identityRequired = AdmissionRefusal(.identityRequired, "token_missing", "this needs an access token: send Authorization: Bearer <access_token>")

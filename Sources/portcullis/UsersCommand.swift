@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Runtime
 import SecurityGuard
 import StateSurface
 
@@ -12,7 +13,7 @@ struct UsersCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "users",
         abstract: "Manage user accounts (passwords are stored as scrypt hashes).",
-        subcommands: [Add.self, List.self, Disable.self]
+        subcommands: [Add.self, List.self, Disable.self, Enable.self]
     )
 
     struct Storage: ParsableArguments {
@@ -77,7 +78,13 @@ struct UsersCommand: ParsableCommand {
     }
 
     struct Disable: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Disable an account: it can no longer log in.")
+        static let configuration = CommandConfiguration(
+            abstract: "Disable an account at once: its sessions and refresh tokens are revoked, its access tokens refused, its sockets closed.",
+            discussion: """
+                Works while `serve` runs: gateways apply it within a second (their live sockets of the account close with \
+                1008 "account disabled"). Login and refresh then fail like a wrong password. `users enable` lets the \
+                account log in again; tokens issued before the disable stay refused.
+                """)
 
         @Argument(help: "The username.")
         var username: String
@@ -88,10 +95,33 @@ struct UsersCommand: ParsableCommand {
         @OptionGroup var storage: Storage
 
         func run() async throws {
-            guard try await storage.open().setUserDisabled(tenantID: tenant, username: username, disabled: true) else {
+            let state = try await storage.open()
+            // The account's half (flag, not-before, refresh tokens) in one transaction, then the Runtime's half (sessions).
+            guard let user = try await AccountService(users: state).disable(username: username, tenantID: tenant) else {
                 throw CLIError("tenant \(tenant) has no user named \(username)")
             }
-            print("disabled \(username) in tenant \(tenant)")
+            let ended = try await SessionService(repository: state, configuration: RuntimeConfiguration()).revokeAll(userID: user.id, tenantID: tenant)
+            print("disabled \(username) in tenant \(tenant): \(ended) session(s) ended; tokens issued before now are refused")
+        }
+    }
+
+    struct Enable: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Let a disabled account log in again (tokens issued before it was disabled stay refused).")
+
+        @Argument(help: "The username.")
+        var username: String
+
+        @Option(help: "The tenant the account belongs to.")
+        var tenant: String
+
+        @OptionGroup var storage: Storage
+
+        func run() async throws {
+            guard try await AccountService(users: try await storage.open()).enable(username: username, tenantID: tenant) != nil else {
+                throw CLIError("tenant \(tenant) has no user named \(username)")
+            }
+            print("enabled \(username) in tenant \(tenant)")
         }
     }
 }

@@ -11,7 +11,7 @@ struct CredentialTests {
         let fixture = try await GatewayFixture()
         try await fixture.addUser("alice")
         try await fixture.addUser("dave")
-        _ = try await fixture.state.setUserDisabled(tenantID: "default", username: "dave", disabled: true)
+        _ = try await fixture.state.disableUser(tenantID: "default", username: "dave", now: Date().timeIntervalSince1970)
         let unknown = try await fixture.loginAnswer("nobody", password: "correct horse battery")
         let wrong = try await fixture.loginAnswer("alice", password: "wrong password!")
         let disabled = try await fixture.loginAnswer("dave", password: "correct horse battery")

@@ -8,6 +8,7 @@ import HummingbirdTesting
 import HummingbirdWebSocket
 import HummingbirdWSTesting
 import JOSE
+import RuntimeAPI
 import Runtime
 import StateSurface
 import Synchronization
@@ -91,7 +92,7 @@ struct AgentChannelTests {
     /// Sends one raw HTTP/1.1 request on a fresh TCP connection and returns the status line.
     static func rawStatusLine(port: Int, request: String) throws -> String {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw RuntimeError(.internalServerError, "socket", "socket() failed") }
+        guard descriptor >= 0 else { throw TestFailure("socket() failed") }
         defer { close(descriptor) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -100,7 +101,7 @@ struct AgentChannelTests {
         let connected = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard connected == 0 else { throw RuntimeError(.internalServerError, "connect", "connect() failed") }
+        guard connected == 0 else { throw TestFailure("connect() failed") }
         _ = request.withCString { send(descriptor, $0, strlen($0), 0) }
         var buffer = [UInt8](repeating: 0, count: 4096)
         let count = recv(descriptor, &buffer, buffer.count, 0)

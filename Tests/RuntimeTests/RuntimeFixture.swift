@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import JOSE
+import RuntimeAPI
 import Runtime
 import StateSurface
 import Synchronization
@@ -58,7 +59,7 @@ extension TestClientProtocol {
     /// Creates a session through the API as the caller `headers` vouch for; returns its id.
     func createSession(headers: HTTPFields) async throws -> String {
         let (_, body) = try await call(.post, "/runtime/v1/sessions", headers: headers)
-        guard let id = body["session_id"]?.stringValue else { throw RuntimeError(.internalServerError, "test", "no session_id in \(body)") }
+        guard let id = body["session_id"]?.stringValue else { throw TestFailure("no session_id in \(body)") }
         return id
     }
 
@@ -77,4 +78,10 @@ final class Counter: Sendable {
     private let value = Mutex(0)
     func increment() { value.withLock { $0 += 1 } }
     var count: Int { value.withLock { $0 } }
+}
+
+/// A test's own failure (a socket call failed, an answer lacked a member).
+struct TestFailure: Error {
+    let message: String
+    init(_ message: String) { self.message = message }
 }

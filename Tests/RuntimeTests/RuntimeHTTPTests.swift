@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import JOSE
+import RuntimeAPI
 import Runtime
 import StateSurface
 import Testing

@@ -67,8 +67,14 @@ struct PasswordTests {
         #expect(try await accounts.authenticate(username: "alice", tenantID: "acme", password: "wrong horse") == nil)
         #expect(try await accounts.authenticate(username: "alice", tenantID: "other", password: "correct horse") == nil)
         #expect(try await accounts.authenticate(username: "mallory", tenantID: "acme", password: "correct horse") == nil)
-        #expect(try await state.setUserDisabled(tenantID: "acme", username: "alice", disabled: true))
+        #expect(try await accounts.disable(username: "alice", tenantID: "acme")?.disabled == true)
         #expect(try await accounts.authenticate(username: "alice", tenantID: "acme", password: "correct horse") == nil)
+        #expect(try await accounts.isActive(userID: alice.id, tenantID: "acme") == false)
+        #expect(try await accounts.enable(username: "alice", tenantID: "acme")?.disabled == false)
+        #expect(try await accounts.authenticate(username: "alice", tenantID: "acme", password: "correct horse")?.id == alice.id)
+        #expect(try await accounts.isActive(userID: alice.id, tenantID: "acme"))
+        #expect(try await state.user(tenantID: "acme", username: "alice")?.tokensNotBefore ?? 0 > 0, "enabling keeps the not-before")
+        #expect(try await accounts.disable(username: "nobody", tenantID: "acme") == nil)
         await #expect(throws: AccountError.self) { try await accounts.addUser(username: "alice", tenantID: "acme", password: "another one") }
         await #expect(throws: AccountError.self) { try await accounts.addUser(username: "bob", tenantID: "acme", password: "short") }
         await #expect(throws: AccountError.self) { try await accounts.addUser(username: "bob smith", tenantID: "acme", password: "long enough") }

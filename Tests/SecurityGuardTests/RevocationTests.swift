@@ -13,22 +13,54 @@ struct RevocationTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let state = try SQLiteStateSurface(path: directory + "/s.sqlite")
         let clock = MutableClock(1_000_000)
-        let list = RevocationList(credentials: state, clock: clock, maximumStaleness: 5)
+        let list = RevocationList(store: state, clock: clock, maximumStaleness: 5)
         try await list.sync()
         try await list.revoke("local", expiresAt: clock.now() + 900)
-        #expect(try await list.isRevoked("local"))
+        #expect(try await list.isRevoked(token("local", clock)))
         // Another gateway writes straight to the store.
         try await state.revokeTokenID("elsewhere", expiresAt: clock.now() + 900, now: clock.now())
-        #expect(try await list.isRevoked("elsewhere") == false, "not yet synced: the mirror answers")
+        #expect(try await list.isRevoked(token("elsewhere", clock)) == false, "not yet synced: the mirror answers")
         try await list.sync()
-        #expect(try await list.isRevoked("elsewhere"))
+        #expect(try await list.isRevoked(token("elsewhere", clock)))
         try await state.revokeTokenID("while-stale", expiresAt: clock.now() + 900, now: clock.now())
         clock.advance(6)
-        #expect(try await list.isRevoked("while-stale"), "stale mirror: the store answers")
+        #expect(try await list.isRevoked(token("while-stale", clock)), "stale mirror: the store answers")
         // Expired ids are forgotten at the next sync.
         clock.advance(1_000)
         try await list.sync()
         #expect(list.count == 0)
+    }
+
+    func token(_ jti: String, _ clock: MutableClock, userID: String = "usr_a", issuedAt: Double? = nil) -> AuthenticatedCaller {
+        AuthenticatedCaller(
+            userID: userID, tenantID: "acme", clientID: nil, tokenID: jti, issuedAt: issuedAt ?? clock.now().rounded(.down),
+            expiresAt: clock.now() + 900)
+    }
+
+    @Test("a disabled account's tokens issued up to its not-before second are refused once synced; later ones and other accounts pass")
+    func accountNotBefore() async throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let state = try SQLiteStateSurface(path: directory + "/s.sqlite")
+        let clock = MutableClock(2_000_000.5)
+        let user = UserRecord(id: "usr_a", tenantID: "acme", username: "a", passwordHash: "x", createdAt: clock.now())
+        try await state.insertUser(user)
+        let list = RevocationList(store: state, clock: clock, maximumStaleness: 5)
+        #expect(try await list.sync().isEmpty)
+        let before = token("t1", clock, issuedAt: clock.now().rounded(.down) - 60)
+        let sameSecond = token("t2", clock)
+        // `users disable` in another process.
+        #expect(try await state.disableUser(tenantID: "acme", username: "a", now: clock.now()) != nil)
+        #expect(try await list.isRevoked(before) == false, "not synced yet")
+        let changed = try await list.sync()
+        #expect(changed == [AccountCutoff(userID: "usr_a", tenantID: "acme", notBefore: 2_000_000.5)])
+        #expect(try await list.sync().isEmpty, "reported once")
+        #expect(try await list.isRevoked(before))
+        #expect(try await list.isRevoked(sameSecond))
+        clock.advance(1)
+        #expect(try await list.isRevoked(token("t3", clock)) == false, "issued after the not-before second")
+        #expect(try await list.isRevoked(token("t4", clock, userID: "usr_b", issuedAt: clock.now() - 100)) == false, "another account")
+        clock.advance(10)
+        #expect(try await list.isRevoked(before), "stale mirror: the store's not-before answers")
     }
 }
 

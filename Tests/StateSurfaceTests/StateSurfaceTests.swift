@@ -1,5 +1,6 @@
 import Foundation
 import JOSE
+import RuntimeAPI
 import Runtime
 import StateSurface
 import Synchronization
@@ -102,7 +103,7 @@ struct StateSurfaceTests {
             for index in 0..<50 {
                 group.addTask {
                     let user = "user\(index)"
-                    let outcome = try? await state.upgradeSession(id: session.id, userID: user, tenantID: "acme", now: now, expiresAt: now + 3600, absoluteExpiresAt: now + 7200)
+                    let outcome = try? await state.upgradeSession(id: session.id, userID: user, tenantID: "acme", now: now, expiresAt: now + 3600, absoluteExpiresAt: now + 7200, maximumLiveForOwner: nil)
                     return (user, outcome)
                 }
             }
@@ -128,8 +129,8 @@ struct StateSurfaceTests {
         let session = try await sessions.createAnonymous()
         _ = try await sessions.upgrade(session.id, userID: "alice", tenantID: "acme")
         #expect(try await sessions.upgrade(session.id, userID: "alice", tenantID: "acme").userID == "alice")
-        await #expect { try await sessions.upgrade(session.id, userID: "bob", tenantID: "acme") } throws: { ($0 as? RuntimeError)?.code == "session_conflict" }
-        await #expect { try await sessions.upgrade(session.id, userID: "alice", tenantID: "other") } throws: { ($0 as? RuntimeError)?.code == "session_conflict" }
+        await #expect { try await sessions.upgrade(session.id, userID: "bob", tenantID: "acme") } throws: { ($0 as? RuntimeError)?.code.rawValue == "session_conflict" }
+        await #expect { try await sessions.upgrade(session.id, userID: "alice", tenantID: "other") } throws: { ($0 as? RuntimeError)?.code.rawValue == "session_conflict" }
     }
 
     @Test("anonymous sessions expire after 30 idle minutes; activity extends them")
@@ -145,7 +146,7 @@ struct StateSurfaceTests {
         clock.advance(29 * 60)
         #expect(try await sessions.live(session.id).id == session.id)
         clock.advance(2 * 60)
-        await #expect { try await sessions.live(session.id) } throws: { ($0 as? RuntimeError)?.code == "session_not_found" }
+        await #expect { try await sessions.live(session.id) } throws: { ($0 as? RuntimeError)?.code.rawValue == "session_not_found" }
     }
 
     @Test("authenticated sessions expire after 24 idle hours, and after 7 days however active")
@@ -156,7 +157,7 @@ struct StateSurfaceTests {
         let sessions = SessionService(repository: state, configuration: RuntimeConfiguration(), clock: clock)
         let idle = try await sessions.createAuthenticated(userID: "alice", tenantID: "acme")
         clock.advance(24 * 3600 + 1)
-        await #expect { try await sessions.live(idle.id) } throws: { ($0 as? RuntimeError)?.code == "session_not_found" }
+        await #expect { try await sessions.live(idle.id) } throws: { ($0 as? RuntimeError)?.code.rawValue == "session_not_found" }
 
         let busy = try await sessions.createAuthenticated(userID: "alice", tenantID: "acme")
         for _ in 0..<7 {
@@ -166,7 +167,7 @@ struct StateSurfaceTests {
         // 161 hours in, touched an hour ago: still live until the 168-hour limit.
         #expect(try await sessions.live(busy.id).absoluteExpiresAt == busy.absoluteExpiresAt)
         clock.advance(7 * 3600 + 1)
-        await #expect { try await sessions.live(busy.id) } throws: { ($0 as? RuntimeError)?.code == "session_not_found" }
+        await #expect { try await sessions.live(busy.id) } throws: { ($0 as? RuntimeError)?.code.rawValue == "session_not_found" }
     }
 
     @Test("a revoked session reads as not found, and the sweeper deletes ended sessions only")
@@ -180,7 +181,7 @@ struct StateSurfaceTests {
         let expired = try await sessions.createAnonymous()
         let owner = RuntimeCaller(userID: "alice", tenantID: "acme", sessionID: nil)
         _ = try await sessions.revoke(revoked.id, by: owner)
-        await #expect { try await sessions.live(revoked.id) } throws: { ($0 as? RuntimeError)?.code == "session_not_found" }
+        await #expect { try await sessions.live(revoked.id) } throws: { ($0 as? RuntimeError)?.code.rawValue == "session_not_found" }
         clock.advance(31 * 60)
         #expect(try await state.deleteSessions(endedBefore: clock.now()) == 2)
         #expect(try await state.session(id: kept.id) != nil)
@@ -198,7 +199,7 @@ struct StateSurfaceTests {
         #expect(merged.metadata == "{\"a\":1,\"c\":\"x\"}")
         #expect(try await state.replaceMetadata(id: session.id, expectedVersion: session.version, metadata: "{}", now: Date().timeIntervalSince1970) == nil)
         await #expect { try await sessions.mergeMetadata(session.id, patch: ["big": .string(String(repeating: "x", count: 5000))]) } throws: {
-            ($0 as? RuntimeError)?.code == "payload_too_large"
+            ($0 as? RuntimeError)?.code.rawValue == "payload_too_large"
         }
     }
 }

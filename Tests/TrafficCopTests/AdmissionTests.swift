@@ -36,9 +36,9 @@ struct SessionIntentTests {
     let validator = SessionIntentValidator(contract: ExecutionContract(maximumSessionsPerUser: 2, maximumSocketsPerSession: 1, anonymousIntents: ["echo"]))
     let alice = Principal(userID: "usr_alice", tenantID: "acme")
 
-    func refusal(_ intent: SessionIntent, _ facts: AdmissionFacts = AdmissionFacts()) -> AdmissionRefusal? {
+    func refusal(_ intent: SessionIntent) -> AdmissionRefusal? {
         do {
-            _ = try validator.admit(intent, facts: facts)
+            _ = try validator.admit(intent)
             return nil
         } catch {
             return error
@@ -51,13 +51,12 @@ struct SessionIntentTests {
         #expect(refusal(SessionIntent(.createAnonymous, sessionID: "ses_x"))?.code == "invalid_request")
     }
 
-    @Test("owned sessions need a principal and stay within sessions per user")
-    func createOwned() {
+    @Test("owned sessions and upgrades need a principal and carry the contract's sessions per user to where the count lives")
+    func createOwned() throws {
         #expect(refusal(SessionIntent(.createOwned))?.kind == .identityRequired)
-        #expect(refusal(SessionIntent(.createOwned, principal: alice), AdmissionFacts(liveSessionsOfPrincipal: 1)) == nil)
-        let limit = refusal(SessionIntent(.createOwned, principal: alice), AdmissionFacts(liveSessionsOfPrincipal: 2))
-        #expect(limit?.kind == .limitReached)
-        #expect(limit?.code == "limit_reached")
+        #expect(try validator.admit(SessionIntent(.createOwned, principal: alice)).maximumLiveSessions == 2)
+        #expect(try validator.admit(SessionIntent(.upgrade, principal: alice, sessionID: "ses_x")).maximumLiveSessions == 2)
+        #expect(try validator.admit(SessionIntent(.read, principal: alice, sessionID: "ses_x")).maximumLiveSessions == nil)
     }
 
     @Test("upgrade, revoke and sockets need a principal and a session; sockets stay within sockets per session")
@@ -66,8 +65,9 @@ struct SessionIntentTests {
             #expect(refusal(SessionIntent(operation, sessionID: "ses_x"))?.kind == .identityRequired)
             #expect(refusal(SessionIntent(operation, principal: alice))?.code == "session_missing")
         }
-        #expect(refusal(SessionIntent(.openSocket, principal: alice, sessionID: "ses_x"), AdmissionFacts(openSocketsOnSession: 0)) == nil)
-        #expect(refusal(SessionIntent(.openSocket, principal: alice, sessionID: "ses_x"), AdmissionFacts(openSocketsOnSession: 1))?.kind == .limitReached)
+        #expect((try? validator.admit(SessionIntent(.openSocket, principal: alice, sessionID: "ses_x")))?.maximumSockets == 1)
+        #expect(validator.socketLimitReached().kind == .limitReached)
+        #expect(validator.socketLimitReached().code == "rate_limited")
         #expect(refusal(SessionIntent(.read, sessionID: "ses_x")) == nil)
     }
 
@@ -76,9 +76,10 @@ struct SessionIntentTests {
         #expect(refusal(SessionIntent(.runIntent, sessionID: "ses_x", intentType: "echo")) == nil)
         #expect(refusal(SessionIntent(.runIntent, sessionID: "ses_x", intentType: "session.set_metadata"))?.kind == .notAllowed)
         #expect(refusal(SessionIntent(.runIntent, principal: alice, sessionID: "ses_x", intentType: "session.set_metadata")) == nil)
-        #expect(
-            refusal(SessionIntent(.runIntent, principal: alice, sessionID: "ses_x", intentType: "session.set_metadata"), AdmissionFacts(sessionIsAnonymous: true))?
-                .kind == .notAllowed)
+        #expect(refusal(SessionIntent(.runIntent, principal: alice, sessionID: "ses_x"))?.code == "invalid_request")
+        #expect(refusal(SessionIntent(.readExecution, executionID: "exe_x"))?.kind == .identityRequired)
+        #expect(refusal(SessionIntent(.readExecution, principal: alice))?.code == "invalid_request")
+        #expect(refusal(SessionIntent(.readExecution, principal: alice, executionID: "exe_x")) == nil)
         #expect(refusal(SessionIntent(.read, principal: Principal(userID: "u", tenantID: ""), sessionID: "ses_x"))?.kind == .identityRequired)
     }
 }

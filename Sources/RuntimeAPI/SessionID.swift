@@ -1,4 +1,4 @@
-// Runtime: owns sessions, executes intents and serves the agent channel on its own internal listener.
+// RuntimeAPI: the typed contract between the gateway and the Runtime: views, requests, error codes, the assertion.
 import JOSE
 
 /// Session identifiers: `ses_` + 22 base64url characters of 16 bytes from the

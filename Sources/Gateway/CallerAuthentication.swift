@@ -1,0 +1,35 @@
+import HTTPTypes
+import Hummingbird
+import SecurityGuard
+
+/// The Bearer token of a request, checked, with every refusal counted by reason.
+struct CallerAuthentication: Sendable {
+    let authenticator: AccessTokenAuthenticator
+    let metrics: GatewayMetrics
+
+    /// The caller a required Bearer token proves.
+    func requireCaller(_ request: Request) async throws -> AuthenticatedCaller {
+        guard let caller = try await optionalCaller(request) else {
+            metrics.tokenRejected(reason: "missing")
+            throw GatewayError(AuthenticationFailure.missing)
+        }
+        return caller
+    }
+
+    /// The caller if a Bearer token was sent (it must then be valid); `nil` if none was.
+    func optionalCaller(_ request: Request) async throws -> AuthenticatedCaller? {
+        do {
+            guard let token = try AccessTokenAuthenticator.bearerToken(fromAuthorization: request.headers[.authorization]) else { return nil }
+            return try await authenticator.authenticate(token)
+        } catch let failure as AuthenticationFailure {
+            switch failure {
+            case .invalid(let error): metrics.tokenRejected(reason: error.reason.rawValue)
+            case .missing: metrics.tokenRejected(reason: "missing")
+            case .revoked: metrics.tokenRejected(reason: "revoked")
+            case .sessionIDGiven: metrics.tokenRejected(reason: "session_id_given")
+            case .refreshTokenGiven: metrics.tokenRejected(reason: "refresh_token_given")
+            }
+            throw GatewayError(failure)
+        }
+    }
+}
