@@ -1,5 +1,7 @@
 // libFuzzer target: text -> SessionID.problem(with:). Oracle: a value is
 // well formed exactly when there is no problem with it.
+import RuntimeAPI
+
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzSessionID(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let text = String(decoding: UnsafeBufferPointer(start: data, count: size), as: UTF8.self)

@@ -24,10 +24,13 @@ FLAGS=(-sanitize=fuzzer,address -parse-as-library -O -g -I "$ROOT/Sources/CLibCr
 # JOSE once, as a static library module with coverage instrumentation.
 swiftc "${FLAGS[@]}" -emit-library -static -emit-module -module-name JOSE -emit-module-path "$OUT/lib/JOSE.swiftmodule" \
   "$ROOT"/Sources/JOSE/*.swift -o "$OUT/lib/libJOSE.a"
+# RuntimeAPI (session ids, intent requests) on top of it, the same way.
+swiftc "${FLAGS[@]}" -I "$OUT/lib" -emit-library -static -emit-module -module-name RuntimeAPI -emit-module-path "$OUT/lib/RuntimeAPI.swiftmodule" \
+  "$ROOT"/Sources/RuntimeAPI/*.swift -o "$OUT/lib/libRuntimeAPI.a"
 
 build() {  # target, extra sources...
   local target=$1; shift
-  swiftc "${FLAGS[@]}" -I "$OUT/lib" -L "$OUT/lib" -lJOSE -lcrypto -module-name "Fuzz_${target//-/_}" "$@" -o "$OUT/$target/fuzz"
+  swiftc "${FLAGS[@]}" -I "$OUT/lib" -L "$OUT/lib" -lRuntimeAPI -lJOSE -lcrypto -module-name "Fuzz_${target//-/_}" "$@" -o "$OUT/$target/fuzz"
 }
 
 seed() {  # target
@@ -53,8 +56,8 @@ for target in "${TARGETS[@]}"; do
     token) build token "$ROOT/Fuzz/FuzzTokenVerify.swift" ;;
     json) build json "$ROOT/Fuzz/FuzzStrictJSON.swift" ;;
     base64url) build base64url "$ROOT/Fuzz/FuzzBase64URL.swift" ;;
-    session-id) build session-id "$ROOT/Sources/Runtime/SessionID.swift" "$ROOT/Fuzz/FuzzSessionID.swift" ;;
-    agent-frame) build agent-frame "$ROOT/Sources/Runtime/IntentRequest.swift" "$ROOT/Sources/Runtime/AgentFrame.swift" "$ROOT/Fuzz/FuzzAgentFrame.swift" ;;
+    session-id) build session-id "$ROOT/Fuzz/FuzzSessionID.swift" ;;
+    agent-frame) build agent-frame "$ROOT/Sources/Runtime/AgentFrame.swift" "$ROOT/Fuzz/FuzzAgentFrame.swift" ;;
     *) echo "fuzz.sh: unknown target $target" >&2; exit 2 ;;
   esac
   seed "$target"

@@ -45,7 +45,7 @@ extension Answer {
     }
 }
 
-@Suite("The HTTP proxy: /api/runtime/**, /api/intent/** and configured routes")
+@Suite("The HTTP proxy for configured routes, and the admitted Runtime operations")
 struct ProxyTests {
     @Test("identity headers from the client never reach the upstream, in any spelling; the gateway's assertion does, and verifies with its JWKS")
     func headerSpoofing() async throws {
