@@ -41,12 +41,19 @@ let package = Package(
             dependencies: ["CLibCrypto"]
         ),
         .target(
+            name: "ConfigurationReading",
+            dependencies: [
+                .product(name: "Configuration", package: "swift-configuration")
+            ]
+        ),
+        .target(
             name: "RuntimeAPI",
             dependencies: ["JOSE"]
         ),
         .target(
             name: "StateSurface",
             dependencies: [
+                "ConfigurationReading",
                 "RuntimeAPI",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
@@ -65,6 +72,7 @@ let package = Package(
         .target(
             name: "Runtime",
             dependencies: [
+                "ConfigurationReading",
                 "JOSE",
                 "RuntimeAPI",
                 "StateSurface",
@@ -79,6 +87,7 @@ let package = Package(
         .target(
             name: "Gateway",
             dependencies: [
+                "ConfigurationReading",
                 "JOSE",
                 "RuntimeAPI",
                 "StateSurface",
@@ -104,6 +113,7 @@ let package = Package(
         .executableTarget(
             name: "portcullis",
             dependencies: [
+                "ConfigurationReading",
                 "JOSE",
                 "RuntimeAPI",
                 "StateSurface",
@@ -171,7 +181,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PortcullisCLITests",
-            dependencies: ["JOSE", "portcullis", "PortcullisTestSupport"]
+            dependencies: ["JOSE", "ConfigurationReading", "Gateway", "Runtime", "StateSurface", "portcullis", "PortcullisTestSupport"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -3,7 +3,7 @@ import TrafficCop
 
 /// How the gateway behaves. The defaults are the embedded deployment's:
 /// loopback listeners, the Runtime in-process, nothing exposed beyond this machine.
-public struct GatewayConfiguration: Sendable {
+public struct GatewayConfiguration: Sendable, Equatable {
     /// Public listener; loopback by default.
     public var host: String = "127.0.0.1"
     /// Public port (8080); 0 picks a free one.

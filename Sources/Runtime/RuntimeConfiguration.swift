@@ -1,9 +1,9 @@
 /// How the Runtime behaves. Defaults are the embedded deployment's.
-public struct RuntimeConfiguration: Sendable {
+public struct RuntimeConfiguration: Sendable, Equatable {
     /// Listen address; loopback by default.
     public var host: String = "127.0.0.1"
-    /// Listen port; 0 picks a free one (the embedded gateway reads it back).
-    public var port: Int = 0
+    /// Listen port (8081); 0 picks a free one (the embedded gateway reads it back).
+    public var port: Int = 8081
     /// The Runtime's name: the `aud` every assertion must carry.
     public var name: String = "runtime"
     /// The gateway's issuer: the `iss` every assertion must carry.

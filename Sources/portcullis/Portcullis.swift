@@ -1,5 +1,6 @@
 // portcullis: the command-line tool (the gateway, keys, JWKS, tokens, accounts, the Runtime, benchmark).
 import ArgumentParser
+import ConfigurationReading
 import Gateway
 import JOSE
 import StateSurface
@@ -45,6 +46,9 @@ struct Portcullis: AsyncParsableCommand {
             Terminal.error(error.message)
             Glibc.exit(2)
         } catch let error as GatewayStartupError {
+            Terminal.error(error.message)
+            Glibc.exit(2)
+        } catch let error as ConfigurationError {
             Terminal.error(error.message)
             Glibc.exit(2)
         } catch {

@@ -1,4 +1,5 @@
 import ArgumentParser
+import ConfigurationReading
 import Foundation
 import JOSE
 import Logging
@@ -43,8 +44,10 @@ struct RuntimeCommand: AsyncParsableCommand {
     var issuer: String?
 
     func run() async throws {
-        let file = try await ConfigurationFile.load(path: config)
-        var configuration = try file.runtimeConfiguration()
+        let file = try await ConfigurationValues.load(path: config)
+        var configuration = try RuntimeConfiguration(reading: file)
+        let storage = try StorageConfiguration(reading: file)
+        let settings = try CommandLineSettings(reading: file)
         if let host { configuration.host = host }
         if let port {
             guard (0...65_535).contains(port) else { throw CLIError("--port must be from 0 to 65535") }
@@ -52,12 +55,11 @@ struct RuntimeCommand: AsyncParsableCommand {
         }
         if let name { configuration.name = name }
         if let issuer { configuration.assertionIssuer = issuer }
-        let database = try self.database ?? file.string("storage.sqlite_path") ?? "data/portcullis.sqlite"
-        let jwks = try self.jwks ?? file.string("keys.jwks_file")
-        let keysDirectory = try self.keys ?? file.string("keys.directory") ?? "keys"
+        let database = self.database ?? storage.sqlitePath
+        let jwks = self.jwks ?? settings.jwksFile
+        let keysDirectory = self.keys ?? settings.keysDirectory
         let logger = Logger(label: "portcullis.runtime")
-        let busyTimeout = try file.int("storage.busy_timeout_seconds", in: 1...300).map(Double.init) ?? 5
-        let state = try SQLiteStateSurface(path: database, busyTimeout: busyTimeout)
+        let state = try SQLiteStateSurface(path: database, busyTimeout: storage.busyTimeout)
         var services: [any Service] = []
         let verificationKeys: any VerificationKeyProvider
         if let jwks {

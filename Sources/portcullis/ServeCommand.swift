@@ -1,4 +1,5 @@
 import ArgumentParser
+import ConfigurationReading
 import Foundation
 import Gateway
 import JOSE
@@ -25,18 +26,17 @@ struct ServeCommand: AsyncParsableCommand {
     var config: String?
 
     func run() async throws {
-        let file = try await ConfigurationFile.load(path: config)
-        let gateway = try file.gatewayConfiguration()
-        let runtime = try file.runtimeConfiguration()
-        let logging = try file.logging()
-        let database = try file.string("storage.sqlite_path") ?? "data/portcullis.sqlite"
-        let busyTimeout = try file.int("storage.busy_timeout_seconds", in: 1...300).map(Double.init) ?? 5
-        let keysDirectory = try file.string("keys.directory") ?? "keys"
+        let file = try await ConfigurationValues.load(path: config)
+        let gateway = try GatewayConfiguration(reading: file)
+        let runtime = try RuntimeConfiguration(reading: file)
+        let storage = try StorageConfiguration(reading: file)
+        let settings = try CommandLineSettings(reading: file)
+        let keysDirectory = settings.keysDirectory
         if let tls = gateway.tls { _ = try GatewayServer.tlsConfiguration(tls) }  // unreadable files stop start-up here
-        let level = Logger.Level(rawValue: logging.level) ?? .info
+        let level = Logger.Level(rawValue: settings.logLevel) ?? .info
         LoggingSystem.bootstrap { label in
             var handler: any LogHandler =
-                logging.format == .json ? JSONLogHandler(label: label) : StreamLogHandler.standardError(label: label)
+                settings.logFormat == .json ? JSONLogHandler(label: label) : StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler
         }
@@ -48,7 +48,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let keys = try LiveKeyRing(directory: KeyDirectory(path: keysDirectory))
         keys.initialWarnings.forEach(Terminal.warning)
-        let state = try SQLiteStateSurface(path: database, busyTimeout: busyTimeout)
+        let state = try SQLiteStateSurface(path: storage.sqlitePath, busyTimeout: storage.busyTimeout)
         if try await state.users().isEmpty {
             Terminal.note(
                 "no user accounts yet: add one with `portcullis users add NAME --tenant \(gateway.defaultTenant)` (or `swift run portcullis users add ...`)")
@@ -60,7 +60,7 @@ struct ServeCommand: AsyncParsableCommand {
             switch listener {
             case .gateway: logger.info("gateway listening", metadata: ["url": "\(scheme)://\(gateway.host):\(port)", "config": "\(file.source)"])
             case .admin: logger.info("metrics listening", metadata: ["url": "http://\(gateway.adminHost):\(port)/metrics"])
-            case .runtime: logger.info("embedded runtime listening", metadata: ["address": "\(runtime.host):\(port)", "database": "\(database)"])
+            case .runtime: logger.info("embedded runtime listening", metadata: ["address": "\(runtime.host):\(port)", "database": "\(storage.sqlitePath)"])
             }
         }
         let group = ServiceGroup(

@@ -1,4 +1,5 @@
 import ArgumentParser
+import ConfigurationReading
 import Foundation
 import Runtime
 import SecurityGuard
@@ -24,8 +25,8 @@ struct UsersCommand: ParsableCommand {
         var database: String?
 
         func open() async throws -> SQLiteStateSurface {
-            let file = try await ConfigurationFile.load(path: config)
-            return try SQLiteStateSurface(path: try database ?? file.string("storage.sqlite_path") ?? "data/portcullis.sqlite")
+            let storage = try StorageConfiguration(reading: try await ConfigurationValues.load(path: config))
+            return try SQLiteStateSurface(path: database ?? storage.sqlitePath, busyTimeout: storage.busyTimeout)
         }
     }
 

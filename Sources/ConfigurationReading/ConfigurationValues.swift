@@ -1,0 +1,146 @@
+// ConfigurationReading: typed, key-naming reads of config/portcullis.yaml and the environment, for every module's configuration type.
+import Configuration
+import Foundation
+import Synchronization
+import SystemPackage
+
+/// The configuration the modules read themselves from: a YAML file (optional),
+/// environment variables over it, and typed reads that name the key when a
+/// value is wrong.
+///
+/// Precedence, highest first: environment variables (upper case, dots as
+/// underscores: `runtime.port` is `RUNTIME_PORT`), the file, the defaults each
+/// configuration type declares. A key is "absent" when no provider has a value
+/// for it, decided by asking the providers, never by reading an error's text.
+public final class ConfigurationValues: Sendable {
+    public static let defaultPath = "config/portcullis.yaml"
+
+    let reader: ConfigReader
+    let providers: [any ConfigProvider]
+    /// Where the values came from, for a start-up log line.
+    public let source: String
+    private let keysRead = Mutex<Set<String>>([])
+
+    init(providers: [any ConfigProvider], source: String) {
+        self.providers = providers
+        // ConfigReader needs at least one provider; an empty one answers "absent" for every key.
+        self.reader = ConfigReader(providers: providers.isEmpty ? [InMemoryProvider(values: [:])] : providers)
+        self.source = source
+    }
+
+    /// No file, no environment: every read answers the default (for tests and docs).
+    public static func defaultsOnly() -> ConfigurationValues { ConfigurationValues(providers: [], source: "defaults") }
+
+    /// The file at `path` (must exist), or `config/portcullis.yaml` when it exists; environment variables over it.
+    ///
+    /// - Parameter environment: `false` reads the file alone (the test that compares it with the code's defaults).
+    public static func load(path: String?, environment: Bool = true) async throws -> ConfigurationValues {
+        var providers: [any ConfigProvider] = environment ? [EnvironmentVariablesProvider()] : []
+        var source = environment ? "environment variables and defaults" : "defaults"
+        let file = path ?? (FileManager.default.fileExists(atPath: defaultPath) ? defaultPath : nil)
+        if let file {
+            guard FileManager.default.fileExists(atPath: file) else {
+                throw ConfigurationError(file: file, "the configuration file \(file) does not exist")
+            }
+            // A file of only comments and blank lines is an empty configuration, not an error.
+            let text = (try? String(contentsOfFile: file, encoding: .utf8)) ?? ""
+            let hasContent = text.split(separator: "\n").contains { line in
+                let trimmed = line.trimmingCharacters(in: .whitespaces)
+                return !trimmed.isEmpty && !trimmed.hasPrefix("#")
+            }
+            do {
+                if hasContent { providers.append(try await FileProvider<YAMLSnapshot>(filePath: FilePath(file))) }
+            } catch {
+                let detail = "\(error)".split(separator: "\n").prefix(2).joined(separator: ": ")
+                throw ConfigurationError(file: file, "the configuration file \(file) is not valid YAML (\(detail))")
+            }
+            source = environment ? "\(file) and environment variables" : file
+        }
+        return ConfigurationValues(providers: providers, source: source)
+    }
+
+    /// Every key read so far (a test checks the committed YAML names exactly these).
+    public var readKeys: Set<String> { keysRead.withLock { $0 } }
+
+    /// True when some provider has a value for `key` (a value of the wrong type counts as present).
+    func isPresent(_ key: String) -> Bool {
+        let absolute = AbsoluteConfigKey(key.split(separator: ".").map(String.init))
+        return providers.contains { provider in
+            do {
+                return try provider.value(forKey: absolute, type: .string).value != nil
+                    || (try provider.value(forKey: absolute, type: .stringArray).value != nil)
+            } catch {
+                return true
+            }
+        }
+    }
+
+    /// `nil` when absent; the converted value when present; a `ConfigurationError` naming the key otherwise.
+    private func read<T>(_ key: String, _ type: String, _ body: (ConfigKey) throws -> T) throws(ConfigurationError) -> T? {
+        keysRead.withLock { _ = $0.insert(key) }
+        guard isPresent(key) else { return nil }
+        do {
+            return try body(ConfigKey(key))
+        } catch {
+            throw ConfigurationError(key: key, "must be \(type)")
+        }
+    }
+
+    public func string(_ key: String) throws(ConfigurationError) -> String? {
+        guard let value = try read(key, "a string", { try reader.requiredString(forKey: $0) }) else { return nil }
+        guard !value.isEmpty else { throw ConfigurationError(key: key, "must not be empty") }
+        return value
+    }
+
+    public func int(_ key: String, in range: ClosedRange<Int>) throws(ConfigurationError) -> Int? {
+        guard let value = try read(key, "a whole number", { try reader.requiredInt(forKey: $0) }) else { return nil }
+        guard range.contains(value) else { throw ConfigurationError(key: key, "must be from \(range.lowerBound) to \(range.upperBound), not \(value)") }
+        return value
+    }
+
+    /// A whole number of seconds from 1 to ten years.
+    public func seconds(_ key: String) throws(ConfigurationError) -> Double? {
+        try int(key, in: 1...(10 * 365 * 86_400)).map(Double.init)
+    }
+
+    public func strings(_ key: String) throws(ConfigurationError) -> [String]? {
+        try read(key, "a list of strings", { try reader.requiredStringArray(forKey: $0) })
+    }
+
+    public func bool(_ key: String) throws(ConfigurationError) -> Bool? {
+        try read(key, "true or false", { try reader.requiredBool(forKey: $0) })
+    }
+
+    /// An absolute `http://` or `https://` URL without a query or fragment.
+    public func url(_ key: String) throws(ConfigurationError) -> String? {
+        guard let value = try string(key) else { return nil }
+        guard let url = URL(string: value), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
+            let host = url.host, !host.isEmpty, url.query == nil, url.fragment == nil
+        else { throw ConfigurationError(key: key, "must be an http:// or https:// URL such as http://127.0.0.1:8080, not \"\(value)\"") }
+        return value
+    }
+}
+
+/// A configuration value that cannot be used, naming its key and what is wrong.
+public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The key (`runtime.port`), or `nil` for a problem with the file itself.
+    public let key: String?
+    public let message: String
+
+    public init(key: String, _ problem: String) {
+        self.key = key
+        message = "configuration key \(key) (\(Self.environmentName(key)) in the environment) \(problem)"
+    }
+
+    init(file: String, _ message: String) {
+        key = nil
+        self.message = message
+    }
+
+    /// `runtime.port` → `RUNTIME_PORT`.
+    public static func environmentName(_ key: String) -> String {
+        key.uppercased().replacingOccurrences(of: ".", with: "_")
+    }
+
+    public var description: String { message }
+}

@@ -1,0 +1,96 @@
+import ConfigurationReading
+import Foundation
+import SecurityGuard
+import TrafficCop
+
+extension GatewayConfiguration {
+    /// Reads the gateway's keys (`gateway.*`, `admin.*`, `tokens.*`, `limits.*`,
+    /// `runtime.name`, `runtime.url`, `runtime.timeout_seconds`, `rate_limits.*`,
+    /// `contracts.*`) on top of the defaults declared above.
+    ///
+    /// - Throws: `ConfigurationError` naming the first key whose value cannot be used.
+    public init(reading values: ConfigurationValues) throws(ConfigurationError) {
+        var configuration = GatewayConfiguration()
+        if let value = try values.string("gateway.host") { configuration.host = value }
+        if let value = try values.int("gateway.port", in: 0...65_535) { configuration.port = value }
+        if let value = try values.url("gateway.issuer") { configuration.issuer = value }
+        if let value = try values.string("gateway.audience") { configuration.audience = value }
+        if let value = try values.string("gateway.client_id") { configuration.clientID = value }
+        if let value = try values.string("gateway.default_tenant") {
+            guard AccountService.isValidName(value) else { throw ConfigurationError(key: "gateway.default_tenant", "must be 1-64 letters, digits or . _ @ + -") }
+            configuration.defaultTenant = value
+        }
+        if let value = try values.int("gateway.max_body_bytes", in: 1_024...(64 << 20)) { configuration.maximumBodyBytes = value }
+        if let value = try values.int("gateway.max_message_bytes", in: 1_024...(16 << 20)) { configuration.maximumMessageBytes = value }
+        if let origins = try values.strings("gateway.allowed_origins") {
+            for origin in origins {
+                guard let url = URL(string: origin), let scheme = url.scheme, ["http", "https"].contains(scheme), url.host != nil,
+                    url.path.isEmpty, url.query == nil
+                else { throw ConfigurationError(key: "gateway.allowed_origins", "must list origins such as https://app.example.com (scheme, host, port; no path), not \"\(origin)\"") }
+            }
+            configuration.allowedOrigins = origins
+        }
+        if let proxies = try values.strings("gateway.trusted_proxies") {
+            configuration.trustedProxies = []
+            for text in proxies {
+                guard let network = IPNetwork(text) else {
+                    throw ConfigurationError(key: "gateway.trusted_proxies", "must list IP addresses or CIDR networks such as 10.0.0.0/8, not \"\(text)\"")
+                }
+                configuration.trustedProxies.append(network)
+            }
+        }
+        switch (try values.string("gateway.tls.certificate_path"), try values.string("gateway.tls.private_key_path")) {
+        case (nil, nil): break
+        case (let certificate?, let key?): configuration.tls = TLSFiles(certificatePath: certificate, privateKeyPath: key)
+        case (nil, _): throw ConfigurationError(key: "gateway.tls.certificate_path", "is required when gateway.tls.private_key_path is set")
+        case (_, nil): throw ConfigurationError(key: "gateway.tls.private_key_path", "is required when gateway.tls.certificate_path is set")
+        }
+        if let routes = try values.strings("gateway.routes") {
+            configuration.routes = []
+            for text in routes {
+                let parts = text.split(separator: "=", maxSplits: 1).map(String.init)
+                guard parts.count == 2, parts[0].hasPrefix("/"), let url = URL(string: parts[1]), ["http", "https"].contains(url.scheme ?? "") else {
+                    throw ConfigurationError(key: "gateway.routes", "must list PREFIX=URL entries such as /api/billing=http://127.0.0.1:9000, not \"\(text)\"")
+                }
+                configuration.routes.append(ProxyRoute(prefix: parts[0], upstream: parts[1]))
+            }
+        }
+        if try values.bool("admin.enabled") == false { configuration.adminPort = nil }
+        if let value = try values.string("admin.host") { configuration.adminHost = value }
+        if configuration.adminPort != nil, let value = try values.int("admin.port", in: 0...65_535) { configuration.adminPort = value }
+
+        if let value = try values.seconds("tokens.access_token_lifetime_seconds") { configuration.accessTokenLifetime = value }
+        if let value = try values.seconds("tokens.refresh_token_lifetime_seconds") { configuration.refreshTokenLifetime = value }
+        if let value = try values.int("tokens.leeway_seconds", in: 0...600) { configuration.leeway = Double(value) }
+        if let value = try values.seconds("tokens.max_lifetime_seconds") { configuration.maximumTokenLifetime = value }
+        guard configuration.accessTokenLifetime <= configuration.maximumTokenLifetime else {
+            throw ConfigurationError(key: "tokens.access_token_lifetime_seconds", "must not exceed tokens.max_lifetime_seconds (\(Int(configuration.maximumTokenLifetime)))")
+        }
+
+        if let value = try values.int("limits.max_header_bytes", in: 1_024...(1 << 20)) { configuration.limits.maximumHeaderBytes = value }
+        if let value = try values.int("limits.request_head_timeout_seconds", in: 1...300) { configuration.limits.requestHeadTimeout = Double(value) }
+        if let value = try values.int("limits.idle_timeout_seconds", in: 1...3_600) { configuration.limits.idleTimeout = Double(value) }
+        if let value = try values.int("limits.max_connections", in: 1...1_000_000) { configuration.limits.maximumConnections = value }
+        if let value = try values.int("limits.ws_messages_per_second", in: 1...100_000) { configuration.limits.webSocketMessagesPerSecond = Double(value) }
+        if let value = try values.int("limits.ws_ping_interval_seconds", in: 1...3_600) { configuration.limits.webSocketPingInterval = Double(value) }
+
+        if let value = try values.string("runtime.name") { configuration.runtimeName = value }
+        configuration.runtimeURL = try values.url("runtime.url")
+        if let value = try values.int("runtime.timeout_seconds", in: 1...300) { configuration.runtimeTimeout = Double(value) }
+
+        for rule in AdmissionRateLimits.Rule.allCases {
+            configuration.rateLimits[rule] = try Self.rateLimit(values, "rate_limits." + rule.rawValue, default: configuration.rateLimits[rule])
+        }
+        if let value = try values.int("contracts.sessions_per_user", in: 1...100_000) { configuration.contract.maximumSessionsPerUser = value }
+        if let value = try values.int("contracts.sockets_per_session", in: 1...10_000) { configuration.contract.maximumSocketsPerSession = value }
+        if let value = try values.strings("contracts.anonymous_intents") { configuration.contract.anonymousIntents = Set(value) }
+        self = configuration
+    }
+
+    static func rateLimit(_ values: ConfigurationValues, _ key: String, default fallback: RateLimit) throws(ConfigurationError) -> RateLimit {
+        var limit = fallback
+        if let value = try values.int(key + ".per_minute", in: 1...1_000_000) { limit.perMinute = Double(value) }
+        if let value = try values.int(key + ".burst", in: 1...1_000_000) { limit.burst = value }
+        return limit
+    }
+}

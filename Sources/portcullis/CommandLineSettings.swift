@@ -1,0 +1,33 @@
+import ConfigurationReading
+import Gateway
+
+/// The command line's own settings: where the keys are, and how it logs.
+/// (Each module's configuration reads itself: `GatewayConfiguration`,
+/// `RuntimeConfiguration`, `StorageConfiguration`.)
+struct CommandLineSettings: Sendable, Equatable {
+    /// `keys.directory`: the key ring.
+    var keysDirectory = "keys"
+    /// `keys.jwks_file`: `portcullis runtime` verifies assertions with this JWKS instead of `keys/`.
+    var jwksFile: String? = nil
+    /// `logging.format`: text or json.
+    var logFormat = LogFormat.text
+    /// `logging.level`.
+    var logLevel = "info"
+
+    init() {}
+
+    init(reading values: ConfigurationValues) throws(ConfigurationError) {
+        if let value = try values.string("keys.directory") { keysDirectory = value }
+        jwksFile = try values.string("keys.jwks_file")
+        if let value = try values.string("logging.format") {
+            guard let parsed = LogFormat(rawValue: value) else { throw ConfigurationError(key: "logging.format", "must be text or json, not \"\(value)\"") }
+            logFormat = parsed
+        }
+        if let value = try values.string("logging.level") {
+            guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(value) else {
+                throw ConfigurationError(key: "logging.level", "must be one of trace, debug, info, notice, warning, error, critical")
+            }
+            logLevel = value
+        }
+    }
+}
