@@ -135,9 +135,20 @@ let package = Package(
             name: "PortcullisTestSupport",
             path: "Tests/PortcullisTestSupport"
         ),
+        .executableTarget(
+            name: "portcullis-probes",
+            dependencies: [
+                "StateSurface",
+                "Runtime",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/PortcullisProbes"
+        ),
         .testTarget(
             name: "StateSurfaceTests",
-            dependencies: ["StateSurface", "RuntimeAPI", "JOSE", "Runtime", "portcullis", "PortcullisTestSupport"]
+            dependencies: ["StateSurface", "RuntimeAPI", "JOSE", "Runtime", "portcullis", "portcullis-probes", "PortcullisTestSupport"]
         ),
         .testTarget(
             name: "TrafficCopTests",

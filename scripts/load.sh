@@ -3,7 +3,7 @@
 #
 #   scripts/load.sh [SECONDS] [CONNECTIONS]
 #
-# Builds a release binary, starts `portcullis debug upstream` (a plain upstream on
+# Builds a release binary, starts `portcullis-probes upstream` (a plain upstream on
 # the same HTTP stack) and `portcullis serve` with a route to it, logs in, then:
 #   1. an authenticated proxied GET through the gateway, and the same GET straight
 #      to the upstream: req/s, p50 and p99 of both, and their ratios;

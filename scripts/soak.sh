@@ -3,7 +3,7 @@
 #
 #   scripts/soak.sh [MINUTES] [CONCURRENCY]
 #
-# Release build; `portcullis serve` plus a plain upstream (`portcullis debug upstream`).
+# Release build; `portcullis serve` plus a plain upstream (`portcullis-probes upstream`).
 # Mix: anonymous sessions, logins (with the anonymous session), refreshes, proxied
 # GETs, and WebSocket sessions that send intents and read the results. Prints
 # requests done, unexpected answers (target 0), and the gateway's resident memory

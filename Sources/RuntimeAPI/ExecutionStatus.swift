@@ -1,7 +1,4 @@
 /// The state machine of an execution: accepted -> running -> completed | failed.
 public enum ExecutionStatus: String, Sendable, CaseIterable {
     case accepted, running, completed, failed
-
-    /// True once the execution has a final result.
-    public var isFinal: Bool { self == .completed || self == .failed }
 }

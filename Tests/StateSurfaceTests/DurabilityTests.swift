@@ -9,8 +9,8 @@ struct DurabilityTests {
     func killNine() async throws {
         let temp = TemporaryDatabase()
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: PortcullisBinary.path)
-        process.arguments = ["debug", "state-writer", "--database", temp.path]
+        process.executableURL = URL(fileURLWithPath: PortcullisBinary.probesPath)
+        process.arguments = ["state-writer", "--database", temp.path]
         let output = Pipe()
         process.standardOutput = output
         process.standardError = Pipe()
@@ -46,8 +46,8 @@ struct DurabilityTests {
     func crossProcessRestart() async throws {
         let temp = TemporaryDatabase()
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: PortcullisBinary.path)
-        process.arguments = ["debug", "state-writer", "--database", temp.path, "--count", "3"]
+        process.executableURL = URL(fileURLWithPath: PortcullisBinary.probesPath)
+        process.arguments = ["state-writer", "--database", temp.path, "--count", "3"]
         let output = Pipe()
         process.standardOutput = output
         try process.run()

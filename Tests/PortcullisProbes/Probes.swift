@@ -1,3 +1,4 @@
+// PortcullisProbes: test probes run as real processes (a store writer to kill -9, a plain upstream for load scripts).
 import ArgumentParser
 import Foundation
 import Hummingbird
@@ -6,12 +7,13 @@ import JOSE
 import Runtime
 import StateSurface
 
-/// Hidden probes the test suite drives against the real binary.
-struct DebugCommand: AsyncParsableCommand {
+/// `portcullis-probes`: helpers the test suite and the load scripts run as real
+/// processes. Built beside `portcullis`, never part of it.
+@main
+struct Probes: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "debug",
-        abstract: "Probes for the test suite.",
-        shouldDisplay: false,
+        commandName: "portcullis-probes",
+        abstract: "Probes for the test suite and the load scripts.",
         subcommands: [StateWriter.self, Upstream.self]
     )
 
