@@ -30,6 +30,15 @@ struct UsersCommand: ParsableCommand {
         }
     }
 
+    /// An account: its username and tenant.
+    struct AccountName: ParsableArguments {
+        @Argument(help: "The username.")
+        var username: String
+
+        @Option(help: "The tenant the account belongs to.")
+        var tenant: String
+    }
+
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Add an account. The password is asked for on the terminal, or read from stdin with --password-stdin; never from the command line."
@@ -87,15 +96,11 @@ struct UsersCommand: ParsableCommand {
                 account log in again; tokens issued before the disable stay refused.
                 """)
 
-        @Argument(help: "The username.")
-        var username: String
-
-        @Option(help: "The tenant the account belongs to.")
-        var tenant: String
-
+        @OptionGroup var account: AccountName
         @OptionGroup var storage: Storage
 
         func run() async throws {
+            let (username, tenant) = (account.username, account.tenant)
             let state = try await storage.open()
             // The account's half (flag, not-before, refresh tokens) in one transaction, then the Runtime's half (sessions).
             guard let user = try await AccountService(users: state).disable(username: username, tenantID: tenant) else {
@@ -110,15 +115,11 @@ struct UsersCommand: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Let a disabled account log in again (tokens issued before it was disabled stay refused).")
 
-        @Argument(help: "The username.")
-        var username: String
-
-        @Option(help: "The tenant the account belongs to.")
-        var tenant: String
-
+        @OptionGroup var account: AccountName
         @OptionGroup var storage: Storage
 
         func run() async throws {
+            let (username, tenant) = (account.username, account.tenant)
             guard try await AccountService(users: try await storage.open()).enable(username: username, tenantID: tenant) != nil else {
                 throw CLIError("tenant \(tenant) has no user named \(username)")
             }

@@ -8,26 +8,7 @@ import Testing
 
 /// Runs `portcullis audit` (the real binary) with the token on stdin.
 func runAudit(_ arguments: [String], token: String) async throws -> (status: Int32, output: String) {
-    let directory = NSTemporaryDirectory() + "portcullis-audit-" + UUID().uuidString
-    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(atPath: directory) }
-    let outputPath = directory + "/out.txt"
-    FileManager.default.createFile(atPath: outputPath, contents: nil)
-    let sink = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
-    let input = Pipe()
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: PortcullisBinary.path)
-    process.arguments = ["audit"] + arguments + ["--token", "-"]
-    process.standardOutput = sink
-    process.standardError = sink
-    process.standardInput = input
-    try process.run()
-    input.fileHandleForWriting.write(Data(token.utf8))
-    try input.fileHandleForWriting.close()
-    // Wait without blocking a cooperative thread: the servers under test need them.
-    while process.isRunning { try await Task.sleep(for: .milliseconds(50)) }
-    try sink.close()
-    return (process.terminationStatus, (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "")
+    try await runPortcullis(["audit"] + arguments + ["--token", "-"], input: token)
 }
 
 @Suite("portcullis audit")

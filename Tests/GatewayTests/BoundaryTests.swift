@@ -8,9 +8,10 @@ import PortcullisTestSupport
 import Testing
 import TrafficCop
 
-/// Runs the real `portcullis` binary with `arguments` and waits for it (without
-/// blocking a cooperative thread: the in-process servers under test need them).
-func runPortcullis(_ arguments: [String]) async throws -> (status: Int32, output: String) {
+/// Runs the real `portcullis` binary with `arguments` (and `input` on stdin) and
+/// waits for it without blocking a cooperative thread: the in-process servers
+/// under test need them.
+func runPortcullis(_ arguments: [String], input: String? = nil) async throws -> (status: Int32, output: String) {
     let directory = NSTemporaryDirectory() + "portcullis-cli-" + UUID().uuidString
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -22,8 +23,13 @@ func runPortcullis(_ arguments: [String]) async throws -> (status: Int32, output
     process.arguments = arguments
     process.standardOutput = sink
     process.standardError = sink
-    process.standardInput = FileHandle.nullDevice
+    let stdin = Pipe()
+    process.standardInput = input == nil ? FileHandle.nullDevice : stdin
     try process.run()
+    if let input {
+        stdin.fileHandleForWriting.write(Data(input.utf8))
+        try stdin.fileHandleForWriting.close()
+    }
     while process.isRunning { try await Task.sleep(for: .milliseconds(20)) }
     try sink.close()
     return (process.terminationStatus, (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "")
