@@ -43,6 +43,8 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
     let responder: HTTPChannelHandler.Responder
     let guardian: WebSocketGuard
     let relay: AgentRelay
+    /// `gateway.routes` served on the event loop; `nil` without fast routes.
+    let dataPlane: DataPlane?
     let maximumMessageBytes: Int
     let limits: EdgeLimits
     let connections: ConnectionCounter
@@ -110,6 +112,7 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
                         try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
                         try channel.pipeline.syncOperations.addHandler(
                             HTTPConnectionStateHandler(idleTimeout: .milliseconds(Int64(limits.idleTimeout * 1000)), logger: logger))
+                        if let dataPlane { try channel.pipeline.syncOperations.addHandler(ProxyChannelHandler(plane: dataPlane)) }
                         let asyncChannel = try NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>(
                             wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
                         if case .refused(let error) = decision.withLockedValue({ $0 }) {
@@ -165,11 +168,14 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
 
 extension HTTPServerBuilder {
     /// HTTP/1 with the guarded agent-socket upgrade.
-    static func http1WithAgentSocket(guardian: WebSocketGuard, relay: AgentRelay, maximumMessageBytes: Int, limits: EdgeLimits) -> HTTPServerBuilder {
+    static func http1WithAgentSocket(
+        guardian: WebSocketGuard, relay: AgentRelay, dataPlane: DataPlane?, maximumMessageBytes: Int, limits: EdgeLimits
+    ) -> HTTPServerBuilder {
         let connections = ConnectionCounter(limit: limits.maximumConnections)
         return .init { responder in
             AgentUpgradeChannel(
-                responder: responder, guardian: guardian, relay: relay, maximumMessageBytes: maximumMessageBytes, limits: limits, connections: connections)
+                responder: responder, guardian: guardian, relay: relay, dataPlane: dataPlane, maximumMessageBytes: maximumMessageBytes, limits: limits,
+                connections: connections)
         }
     }
 }

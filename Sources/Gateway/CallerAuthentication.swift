@@ -22,14 +22,19 @@ struct CallerAuthentication: Sendable {
             guard let token = try AccessTokenAuthenticator.bearerToken(fromAuthorization: request.headers[.authorization]) else { return nil }
             return try await authenticator.authenticate(token)
         } catch let failure as AuthenticationFailure {
-            switch failure {
-            case .invalid(let error): metrics.tokenRejected(reason: error.reason.rawValue)
-            case .missing: metrics.tokenRejected(reason: "missing")
-            case .revoked: metrics.tokenRejected(reason: "revoked")
-            case .sessionIDGiven: metrics.tokenRejected(reason: "session_id_given")
-            case .refreshTokenGiven: metrics.tokenRejected(reason: "refresh_token_given")
-            }
+            Self.record(failure, in: metrics)
             throw GatewayError(failure)
+        }
+    }
+
+    /// Counts a refused token by its reason.
+    static func record(_ failure: AuthenticationFailure, in metrics: GatewayMetrics) {
+        switch failure {
+        case .invalid(let error): metrics.tokenRejected(reason: error.reason.rawValue)
+        case .missing: metrics.tokenRejected(reason: "missing")
+        case .revoked: metrics.tokenRejected(reason: "revoked")
+        case .sessionIDGiven: metrics.tokenRejected(reason: "session_id_given")
+        case .refreshTokenGiven: metrics.tokenRejected(reason: "refresh_token_given")
         }
     }
 }

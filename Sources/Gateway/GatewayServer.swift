@@ -45,8 +45,10 @@ public enum GatewayServer {
         let configuration = services.configuration
         let guardian = services.socketGuard
         let relay = services.agentRelay
+        let dataPlane = services.dataPlane
         let base = HTTPServerBuilder.http1WithAgentSocket(
-            guardian: guardian, relay: relay, maximumMessageBytes: configuration.maximumMessageBytes, limits: configuration.limits)
+            guardian: guardian, relay: relay, dataPlane: dataPlane.routes.isEmpty ? nil : dataPlane,
+            maximumMessageBytes: configuration.maximumMessageBytes, limits: configuration.limits)
         let server: HTTPServerBuilder
         if let tls = configuration.tls {
             server = try .tls(base, tlsConfiguration: try Self.tlsConfiguration(tls))
@@ -165,7 +167,10 @@ public struct PortcullisServer: Sendable {
                 GatewayServer.makeAdminApplication(
                     metrics: metrics, host: gateway.adminHost, port: adminPort, logger: logger, onServerRunning: { await onListening(.admin, $0) }))
         }
-        list.append(AccessChangeWatcher(revocations: services.revocations, runtime: services.runtime, sockets: services.sockets, logger: logger))
+        list.append(
+            AccessChangeWatcher(
+                revocations: services.revocations, runtime: services.runtime, sockets: services.sockets, sessionOwners: services.sessionOwners,
+                clock: clock, logger: logger))
         list.append(try GatewayServer.makeApplication(services: services, onServerRunning: { await onListening(.gateway, $0) }))
         return list
     }
@@ -182,6 +187,8 @@ struct AccessChangeWatcher: Service {
     let revocations: RevocationList
     let runtime: RuntimeClient
     let sockets: SocketRegistry
+    let sessionOwners: SessionOwnershipView
+    let clock: any TokenClock
     let logger: Logger
     var interval: Double = 0.5
 
@@ -194,12 +201,17 @@ struct AccessChangeWatcher: Service {
             } catch {
                 logger.warning("revocation sync failed; checks go to the store until it recovers", metadata: ["error_type": "\(type(of: error))"])
             }
-            let open = sockets.sessionIDs
-            guard !open.isEmpty else { return }
+            // Sessions with open sockets, and those the ownership view vouches for.
+            let checkedAt = clock.now()
+            let watched = Array(Set(sockets.sessionIDs).union(sessionOwners.sessionIDs))
             do {
-                for sessionID in try await runtime.endedSessions(among: open) {
-                    sockets.close(sessionID: sessionID, reason: "session ended")
+                var ended: [String] = []
+                for start in stride(from: 0, to: watched.count, by: 1_000) {
+                    ended += try await runtime.endedSessions(among: Array(watched[start..<min(start + 1_000, watched.count)]))
                 }
+                sessionOwners.forget(ended)
+                sessionOwners.validated(at: checkedAt)
+                for sessionID in ended { sockets.close(sessionID: sessionID, reason: "session ended") }
             } catch {
                 logger.warning("ended-session check failed; will retry", metadata: ["error_type": "\(type(of: error))"])
             }

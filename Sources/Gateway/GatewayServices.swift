@@ -30,6 +30,8 @@ public struct GatewayServices: Sendable {
     public let metrics: GatewayMetrics
     /// Open agent sockets by session (this gateway's).
     public let sockets = SocketRegistry()
+    /// Who owns the sessions proxied requests name (kept fresh by `AccessChangeWatcher`).
+    public let sessionOwners: SessionOwnershipView
     public let clock: any TokenClock
     public let logger: Logger
     let admission: Admission
@@ -59,6 +61,7 @@ public struct GatewayServices: Sendable {
             baseURL: runtimeBaseURL ?? configuration.runtimeURL, audience: configuration.runtimeName,
             signer: GatewayAssertionSigner(keys: keys, issuer: configuration.issuer, clock: clock), timeout: configuration.runtimeTimeout,
             http: makeUpstreamHTTPClient())
+        sessionOwners = SessionOwnershipView(clock: clock)
         let started = ContinuousClock.now
         let rateLimits = AdmissionRateLimits(settings: configuration.rateLimits) {
             let elapsed = ContinuousClock.now - started
@@ -75,7 +78,8 @@ public struct GatewayServices: Sendable {
     var authRoutes: AuthRoutes {
         AuthRoutes(
             authentication: authentication, admission: admission, runtime: runtime, body: jsonBody, accounts: accounts,
-            refreshTokens: refreshTokens, revocations: revocations, issuer: issuer, sockets: sockets, metrics: metrics, logger: logger,
+            refreshTokens: refreshTokens, revocations: revocations, issuer: issuer, sockets: sockets, sessionOwners: sessionOwners,
+            metrics: metrics, logger: logger,
             defaultTenant: configuration.defaultTenant, clientID: configuration.clientID)
     }
 
@@ -92,6 +96,14 @@ public struct GatewayServices: Sendable {
             authentication: authentication, admission: admission, runtime: runtime, http: runtime.http, metrics: metrics,
             routes: configuration.routes, maximumBodyBytes: configuration.maximumBodyBytes, upstreamTimeout: configuration.runtimeTimeout,
             forwardedProto: configuration.tls == nil ? "http" : "https")
+    }
+
+    /// The event-loop proxy path for `gateway.routes` with plain-HTTP upstreams.
+    var dataPlane: DataPlane {
+        DataPlane(
+            routes: configuration.routes, authenticator: authenticator, sessions: sessionOwners, runtime: runtime, admission: admission,
+            metrics: metrics, logger: logger, maximumBodyBytes: configuration.maximumBodyBytes, upstreamTimeout: configuration.runtimeTimeout,
+            forwardedProto: configuration.tls == nil ? "http" : "https", allowedOrigins: configuration.allowedOrigins)
     }
 
     var discoveryRoutes: DiscoveryRoutes {

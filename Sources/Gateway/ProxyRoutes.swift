@@ -22,7 +22,7 @@ import TrafficCop
 struct ProxyRoutes: Sendable {
     let authentication: CallerAuthentication
     let admission: Admission
-    /// For the ownership of a session named in `X-Session-Id`, and the assertion signer.
+    /// For the ownership of a session named in `X-Session-Id`, and the assertions.
     let runtime: RuntimeClient
     let http: HTTPClient
     let metrics: GatewayMetrics
@@ -56,32 +56,6 @@ struct ProxyRoutes: Sendable {
         }
     }
 
-    /// Hop-by-hop headers (RFC 9110 7.6.1) and those the client may not choose.
-    static let neverForwarded: Set<String> = [
-        "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te", "trailer",
-        "transfer-encoding", "upgrade", "host", "authorization", "content-length",
-    ]
-
-    /// Identity headers the gateway sets or a service might trust, compared after
-    /// folding case and `_`/`.` to `-`; anything starting `x-portcullis-` too.
-    static let identityHeaders: Set<String> = [
-        "x-portcullis-assertion", "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "x-forwarded-port", "x-forwarded-prefix",
-        "x-forwarded-user", "x-forwarded-email", "x-forwarded-groups", "forwarded", "x-real-ip", "x-client-ip", "true-client-ip",
-        "x-request-id", "x-session-id", "x-user-id", "x-user", "x-tenant-id", "x-tenant", "x-remote-user", "remote-user",
-        "x-authenticated-user", "x-authenticated-userid", "x-auth-user", "x-auth-request-user", "x-auth-request-email",
-        "x-original-user", "x-subject", "x-scope",
-    ]
-
-    static func folded(_ name: String) -> String {
-        String(name.lowercased().map { $0 == "_" || $0 == "." ? "-" : $0 })
-    }
-
-    static func isForwardable(_ name: String, connectionListed: Set<String>) -> Bool {
-        let folded = folded(name)
-        return !neverForwarded.contains(folded) && !identityHeaders.contains(folded) && !folded.hasPrefix("x-portcullis-")
-            && !connectionListed.contains(folded)
-    }
-
     func proxy(_ request: Request, _ context: GatewayRequestContext, to upstream: Upstream) async throws -> Response {
         let caller = try await authentication.requireCaller(request)
         let principal = Principal(userID: caller.userID, tenantID: caller.tenantID)
@@ -101,14 +75,13 @@ struct ProxyRoutes: Sendable {
 
         var outbound = HTTPClientRequest(url: url)
         outbound.method = HTTPMethod(rawValue: request.method.rawValue)
-        let connectionListed = Set(
-            request.headers[values: .connection].flatMap { $0.split(separator: ",") }.map { Self.folded($0.trimmingCharacters(in: .whitespaces)) })
-        for field in request.headers where Self.isForwardable(field.name.rawName, connectionListed: connectionListed) {
+        let connectionListed = HeaderScreen.connectionListed(request.headers)
+        for field in request.headers where HeaderScreen.isForwardable(field.name, connectionListed: connectionListed) {
             outbound.headers.add(name: field.name.rawName, value: field.value)
         }
         let assertion: String
         do {
-            assertion = try runtime.signer.assertion(
+            assertion = try runtime.assertions.assertion(
                 audience: upstream.audience, caller: .init(userID: caller.userID, tenantID: caller.tenantID, sessionID: sessionID))
         } catch {
             throw GatewayError.noSigningKey
@@ -141,8 +114,8 @@ struct ProxyRoutes: Sendable {
         }
         metrics.proxied(upstream: upstream.name, status: Int(response.status.code), since: started)
         var headers = HTTPFields()
-        let upstreamConnection = Set(response.headers["connection"].flatMap { $0.split(separator: ",") }.map { Self.folded($0.trimmingCharacters(in: .whitespaces)) })
-        for (name, value) in response.headers where !Self.neverForwarded.contains(Self.folded(name)) && !upstreamConnection.contains(Self.folded(name)) {
+        let upstreamConnection = Set(response.headers["connection"].flatMap { $0.split(separator: ",") }.map { HeaderScreen.folded($0.trimmingCharacters(in: .whitespaces)) })
+        for (name, value) in response.headers where HeaderScreen.isReturnable(name, connectionListed: upstreamConnection) {
             if let fieldName = HTTPField.Name(name) { headers.append(HTTPField(name: fieldName, value: value)) }
         }
         if let length = response.headers.first(name: "content-length") { headers[.contentLength] = length }

@@ -42,7 +42,8 @@ struct HTTPClientLifecycle: Service {
 /// failures and a refused assertion become 502/503/504, never 401 or 403.
 public final class RuntimeClient: Sendable {
     let http: HTTPClient
-    let signer: GatewayAssertionSigner
+    /// Signs assertions, reusing each for half its life.
+    let assertions: AssertionCache
     let audience: String
     let timeout: Double
     private let base: Mutex<String?>
@@ -52,7 +53,7 @@ public final class RuntimeClient: Sendable {
     public init(baseURL: String?, audience: String, signer: GatewayAssertionSigner, timeout: Double, http: HTTPClient) {
         self.base = Mutex(baseURL?.trimmingTrailingSlash)
         self.audience = audience
-        self.signer = signer
+        self.assertions = AssertionCache(signer: signer)
         self.timeout = timeout
         self.http = http
     }
@@ -147,7 +148,7 @@ public final class RuntimeClient: Sendable {
 
     func assertion(_ caller: RuntimeCaller) throws -> String {
         do {
-            return try signer.assertion(audience: audience, caller: caller)
+            return try assertions.assertion(audience: audience, caller: caller)
         } catch {
             throw GatewayError.noSigningKey
         }

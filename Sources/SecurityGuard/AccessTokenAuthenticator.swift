@@ -78,29 +78,43 @@ public struct AccessTokenAuthenticator: Sendable {
     /// - Throws: `AuthenticationFailure`; storage failures are rethrown as they are
     ///   (the caller answers 503 for them, never 401).
     public func authenticate(_ token: String?) async throws -> AuthenticatedCaller {
-        guard let token, !token.isEmpty else { throw AuthenticationFailure.missing }
-        if token.hasPrefix("ses_") { throw AuthenticationFailure.sessionIDGiven }
-        if token.hasPrefix(RefreshTokenService.prefix) { throw AuthenticationFailure.refreshTokenGiven }
-        let now = verifier.clock.now()
-        let caller: AuthenticatedCaller
-        if let cached = cache?.caller(for: token, now: now) {
-            caller = cached
-        } else {
-            let verified: VerifiedAccessToken
-            do {
-                verified = try verifier.verify(token)
-            } catch {
-                throw AuthenticationFailure.invalid(error)
-            }
-            guard let tenantID = verified.tenantID, let tokenID = verified.tokenID, let issuedAt = verified.claims["iat"]?.numberValue else {
-                throw AuthenticationFailure.invalid(TokenValidationError(.missingClaim, "the access token lacks tenant_id, jti or iat"))
-            }
-            caller = AuthenticatedCaller(
-                userID: verified.subject, tenantID: tenantID, clientID: verified.clientID, tokenID: tokenID, issuedAt: issuedAt,
-                expiresAt: verified.expiresAt)
-            cache?.insert(caller, for: token, now: now)
-        }
+        let caller = try verified(token)
         if try await revocations.isRevoked(caller) { throw AuthenticationFailure.revoked }
+        return caller
+    }
+
+    /// The same check without suspending, for callers on an event loop: the
+    /// verifier's work is CPU only, and revocation is answered from the mirror.
+    ///
+    /// - Returns: the caller, or `nil` when the mirror is stale and only the
+    ///   store can say whether the token was revoked (use `authenticate`).
+    public func authenticateInMemory(_ token: String?) throws(AuthenticationFailure) -> AuthenticatedCaller? {
+        let caller = try verified(token)
+        guard let revoked = revocations.isRevokedInMemory(caller) else { return nil }
+        if revoked { throw .revoked }
+        return caller
+    }
+
+    /// The caller a token proves (cache or verifier), before revocation.
+    func verified(_ token: String?) throws(AuthenticationFailure) -> AuthenticatedCaller {
+        guard let token, !token.isEmpty else { throw .missing }
+        if token.hasPrefix("ses_") { throw .sessionIDGiven }
+        if token.hasPrefix(RefreshTokenService.prefix) { throw .refreshTokenGiven }
+        let now = verifier.clock.now()
+        if let cached = cache?.caller(for: token, now: now) { return cached }
+        let verified: VerifiedAccessToken
+        do {
+            verified = try verifier.verify(token)
+        } catch {
+            throw .invalid(error)
+        }
+        guard let tenantID = verified.tenantID, let tokenID = verified.tokenID, let issuedAt = verified.claims["iat"]?.numberValue else {
+            throw .invalid(TokenValidationError(.missingClaim, "the access token lacks tenant_id, jti or iat"))
+        }
+        let caller = AuthenticatedCaller(
+            userID: verified.subject, tenantID: tenantID, clientID: verified.clientID, tokenID: tokenID, issuedAt: issuedAt,
+            expiresAt: verified.expiresAt)
+        cache?.insert(caller, for: token, now: now)
         return caller
     }
 }

@@ -46,6 +46,16 @@ public final class RevocationList: Sendable {
         return issuedAt < notBefore.rounded(.down) + 1
     }
 
+    /// The mirror's answer without waiting: `nil` when it is stale and only the store may answer.
+    public func isRevokedInMemory(_ caller: AuthenticatedCaller) -> Bool? {
+        let now = clock.now()
+        let key = Self.accountKey(userID: caller.userID, tenantID: caller.tenantID)
+        return state.withLock { state -> Bool? in
+            guard now - state.lastSync <= maximumStaleness else { return nil }
+            return state.ids[caller.tokenID] != nil || Self.isCutOff(issuedAt: caller.issuedAt, notBefore: state.cutoffs[key])
+        }
+    }
+
     /// Whether the caller's token was revoked or its account cut off.
     public func isRevoked(_ caller: AuthenticatedCaller) async throws -> Bool {
         let now = clock.now()

@@ -1,0 +1,52 @@
+import JOSE
+import RuntimeAPI
+import Synchronization
+
+/// Gateway assertions signed once per (caller, session, audience) and reused
+/// for at most half their life.
+///
+/// An assertion lives 60 s; signing one (an ES256 signature by default) costs
+/// more than everything else on a cached request's path. Reusing it for up to
+/// 30 s leaves every upstream at least 30 s of validity to check it in, and a
+/// caller's identity, session and audience are all part of the key, so a
+/// reused assertion never says anything the gateway did not verify for this
+/// request. Bounded: beyond `capacity` entries, stale ones go, then all.
+public final class AssertionCache: Sendable {
+    struct Key: Hashable {
+        let userID: String?
+        let tenantID: String?
+        let sessionID: String?
+        let audience: String
+    }
+
+    let signer: GatewayAssertionSigner
+    let capacity: Int
+    /// How long one assertion is reused: half its lifetime.
+    let reuseFor: Double
+    private let entries = Mutex<[Key: (assertion: String, signedAt: Double)]>([:])
+
+    public init(signer: GatewayAssertionSigner, capacity: Int = 10_000) {
+        self.signer = signer
+        self.capacity = capacity
+        self.reuseFor = signer.lifetime / 2
+    }
+
+    /// An assertion for `caller` to `audience`: a recent one, or a fresh signature.
+    public func assertion(audience: String, caller: RuntimeCaller) throws -> String {
+        let key = Key(userID: caller.userID, tenantID: caller.tenantID, sessionID: caller.sessionID, audience: audience)
+        let now = signer.clock.now()
+        if let cached = entries.withLock({ $0[key] }), now - cached.signedAt < reuseFor, now >= cached.signedAt {
+            return cached.assertion
+        }
+        let assertion = try signer.assertion(audience: audience, caller: caller)
+        entries.withLock { entries in
+            if entries.count >= capacity {
+                entries = entries.filter { now - $0.value.signedAt < reuseFor }
+                if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
+            }
+            // iat is whole seconds: reuse counts from the claim's second, never longer.
+            entries[key] = (assertion, now.rounded(.down))
+        }
+        return assertion
+    }
+}

@@ -1,0 +1,78 @@
+import HTTPTypes
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import SecurityGuard
+import TrafficCop
+
+/// Everything the event-loop proxy path needs, shared by every connection.
+///
+/// `gateway.routes` with a plain-HTTP upstream are served here, in
+/// `ProxyChannelHandler`, on the client connection's event loop from request
+/// head to response end; the rest of the API stays on Hummingbird.
+struct DataPlane: Sendable {
+    /// One `gateway.routes` entry served on the event loop.
+    struct Route: Sendable {
+        let prefix: String
+        let origin: UpstreamOrigin
+        /// The `aud` of its assertions: the upstream URL as configured.
+        let audience: String
+        /// The route template in logs and metrics.
+        let template: String
+        let name: String
+    }
+
+    let routes: [Route]
+    let authenticator: AccessTokenAuthenticator
+    let sessions: SessionOwnershipView
+    let runtime: RuntimeClient
+    let admission: Admission
+    let metrics: GatewayMetrics
+    let logger: Logger
+    let maximumBodyBytes: Int
+    let upstreamTimeout: TimeAmount
+    let forwardedProto: String
+    let allowedOrigins: Set<String>
+    private let pools = NIOLockedValueBox<[ObjectIdentifier: UpstreamPool]>([:])
+
+    init(
+        routes: [ProxyRoute], authenticator: AccessTokenAuthenticator, sessions: SessionOwnershipView, runtime: RuntimeClient,
+        admission: Admission, metrics: GatewayMetrics, logger: Logger, maximumBodyBytes: Int, upstreamTimeout: Double, forwardedProto: String,
+        allowedOrigins: [String]
+    ) {
+        self.routes = routes.compactMap { route in
+            let prefix = route.prefix.trimmingTrailingSlash
+            guard let origin = UpstreamOrigin(url: route.upstream) else { return nil }
+            return Route(prefix: prefix, origin: origin, audience: route.upstream.trimmingTrailingSlash, template: prefix + "/**", name: route.prefix)
+        }
+        self.authenticator = authenticator
+        self.sessions = sessions
+        self.runtime = runtime
+        self.admission = admission
+        self.metrics = metrics
+        self.logger = logger
+        self.maximumBodyBytes = maximumBodyBytes
+        self.upstreamTimeout = .milliseconds(Int64(upstreamTimeout * 1000))
+        self.forwardedProto = forwardedProto
+        self.allowedOrigins = Set(allowedOrigins)
+    }
+
+    /// The route serving `path`, if one does (`PREFIX` itself or `PREFIX/...`).
+    func route(for path: Substring) -> Route? {
+        for route in routes where path.hasPrefix(route.prefix) {
+            let rest = path.dropFirst(route.prefix.count)
+            if rest.isEmpty || rest.first == "/" || rest.first == "?" { return route }
+        }
+        return nil
+    }
+
+    /// The pool of `eventLoop` (made on first use).
+    func pool(for eventLoop: any EventLoop) -> UpstreamPool {
+        pools.withLockedValue { pools in
+            if let pool = pools[ObjectIdentifier(eventLoop)] { return pool }
+            let pool = UpstreamPool(eventLoop: eventLoop)
+            pools[ObjectIdentifier(eventLoop)] = pool
+            return pool
+        }
+    }
+}

@@ -1,0 +1,177 @@
+import HTTPTypes
+import JOSE
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOHTTPTypes
+
+/// Serves `gateway.routes` requests on the client connection's event loop,
+/// from request head to response end, with no hop to the Swift concurrency
+/// pool on the common path.
+///
+/// Sits in the HTTP pipeline before Hummingbird's channel: a request whose
+/// path is under a fast route is answered here (`ProxyExchange`); any other
+/// request passes through untouched. One request is in flight per connection:
+/// parts of a later request that arrive early (pipelining) wait in a queue
+/// until the current answer has ended, whoever gave it.
+final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    enum State {
+        case idle
+        /// A request Hummingbird answers; the next starts when both halves have ended.
+        case passthrough(requestDone: Bool, responseDone: Bool)
+        case proxying(ProxyExchange)
+        /// Answered already: the rest of the request is read and dropped.
+        case draining
+    }
+
+    let plane: DataPlane
+    private(set) var state = State.idle
+    private var queued = CircularBuffer<HTTPRequestPart>()
+    private(set) var context: ChannelHandlerContext?
+    private(set) var pool: UpstreamPool?
+    /// Reads held back while the upstream cannot take more of the request body.
+    private var holdingReads = false
+    private var readPending = false
+
+    init(plane: DataPlane) {
+        self.plane = plane
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        pool = plane.pool(for: context.eventLoop)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
+    // MARK: Inbound: request parts
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        handle(unwrapInboundIn(data), context: context)
+    }
+
+    private func handle(_ part: HTTPRequestPart, context: ChannelHandlerContext) {
+        switch state {
+        case .idle:
+            guard case .head(let head) = part, head.method != .options, let path = head.path, let route = plane.route(for: path[...]) else {
+                if case .head = part { state = .passthrough(requestDone: false, responseDone: false) }
+                context.fireChannelRead(wrapInboundOut(part))
+                return
+            }
+            let exchange = ProxyExchange(handler: self, route: route, head: head, path: path)
+            state = .proxying(exchange)
+            exchange.start()
+        case .passthrough(let requestDone, let responseDone):
+            if requestDone {
+                queued.append(part)
+                return
+            }
+            if case .end = part {
+                state = .passthrough(requestDone: true, responseDone: responseDone)
+                context.fireChannelRead(wrapInboundOut(part))
+                if responseDone { becomeIdle() }
+            } else {
+                context.fireChannelRead(wrapInboundOut(part))
+            }
+        case .proxying(let exchange):
+            if exchange.requestEnded {
+                queued.append(part)
+            } else {
+                exchange.clientRead(part)
+            }
+        case .draining:
+            if case .end = part { becomeIdle() }
+        }
+    }
+
+    /// The current request is over in both directions: take the next one, if it came already.
+    private func becomeIdle() {
+        state = .idle
+        guard let context, !queued.isEmpty else { return }
+        let parts = Array(queued)
+        queued.removeAll()
+        for part in parts { handle(part, context: context) }
+        // Hummingbird's channel hands reads on at the end of a read cycle; these came outside one.
+        context.fireChannelReadComplete()
+    }
+
+    /// Called by the exchange once its answer has ended (or failed).
+    func exchangeFinished(requestEnded: Bool, closeConnection: Bool) {
+        resumeReads()
+        if closeConnection {
+            context?.close(promise: nil)
+            return
+        }
+        if requestEnded { becomeIdle() } else { state = .draining }
+    }
+
+    // MARK: Outbound: Hummingbird's answers pass through; the end of one frees the connection
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .passthrough(let requestDone, false) = state, case .end = unwrapOutboundIn(data) {
+            context.write(data, promise: promise)
+            if requestDone { becomeIdle() } else { state = .passthrough(requestDone: false, responseDone: true) }
+            return
+        }
+        context.write(data, promise: promise)
+    }
+
+    /// Writes an answer part of the current exchange to the client.
+    func writeToClient(_ part: HTTPResponsePart, flush: Bool = false) {
+        guard let context else { return }
+        if flush {
+            context.writeAndFlush(wrapOutboundOut(part), promise: nil)
+        } else {
+            context.write(wrapOutboundOut(part), promise: nil)
+        }
+    }
+
+    func flushClient() {
+        context?.flush()
+    }
+
+    var clientIsWritable: Bool { context?.channel.isWritable ?? false }
+
+    // MARK: Back-pressure
+
+    func read(context: ChannelHandlerContext) {
+        if holdingReads {
+            readPending = true
+        } else {
+            context.read()
+        }
+    }
+
+    /// Stops reading the client (the upstream cannot take more yet).
+    func holdReads() {
+        holdingReads = true
+    }
+
+    func resumeReads() {
+        guard holdingReads else { return }
+        holdingReads = false
+        if readPending {
+            readPending = false
+            context?.read()
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if case .proxying(let exchange) = state { exchange.clientWritabilityChanged(context.channel.isWritable) }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if case .proxying(let exchange) = state { exchange.clientGone() }
+        state = .idle
+        queued.removeAll()
+        context.fireChannelInactive()
+    }
+}

@@ -1,0 +1,355 @@
+import HTTPTypes
+import JOSE
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOHTTPTypes
+import RuntimeAPI
+import SecurityGuard
+import TrafficCop
+
+/// One proxied request on the event loop: authenticate, vouch for the named
+/// session, sign (or reuse) the assertion, stream the request to a pooled
+/// upstream connection and the answer back, with back-pressure both ways.
+///
+/// The same rules as the general proxy (`ProxyRoutes`): Bearer required;
+/// hop-by-hop, `Authorization`, `Host` and every identity header variant
+/// removed; the assertion and `X-Forwarded-*` added; `access_token` removed
+/// from the query; 413 on size; JSON 503/504 with the same codes; a request
+/// id, one log line and the metrics. Token checks suspend only when the
+/// revocation mirror is stale, session checks only when the ownership view
+/// does not know the session.
+final class ProxyExchange: UpstreamConnectionDelegate {
+    unowned let handler: ProxyChannelHandler
+    let route: DataPlane.Route
+    let head: HTTPRequest
+    let path: String
+    let requestID: String
+    let started = ContinuousClock.now
+    var plane: DataPlane { handler.plane }
+
+    private(set) var requestEnded = false
+    private var pendingBody: [ByteBuffer] = []
+    private var bodyBytes = 0
+    private var upstream: UpstreamConnection?
+    private var upstreamHead: HTTPRequestHead?
+    private var upstreamKeepAlive = false
+    private var responseStarted = false
+    private var finished = false
+    private var status = 0
+    private var timeout: Scheduled<Void>?
+
+    init(handler: ProxyChannelHandler, route: DataPlane.Route, head: HTTPRequest, path: String) {
+        self.handler = handler
+        self.route = route
+        self.head = head
+        self.path = path
+        requestID = (try? SecureRandom.identifier(bytes: 9)) ?? "unknown"
+    }
+
+    var eventLoop: any EventLoop { handler.context!.eventLoop }
+
+    /// Runs `body` on the event loop with this exchange once `future` completes.
+    private func then<T: Sendable>(_ future: EventLoopFuture<T>, _ body: @escaping (ProxyExchange, Result<T, any Error>) -> Void) {
+        let bound = NIOLoopBound(self, eventLoop: eventLoop)
+        future.whenComplete { result in body(bound.value, result) }
+    }
+
+    // MARK: Admission
+
+    func start() {
+        if let length = head.headerFields[.contentLength].flatMap(Int.init), length > plane.maximumBodyBytes {
+            return fail(Self.tooLarge(plane.maximumBodyBytes), closeClient: true)
+        }
+        let token: String?
+        do {
+            token = try AccessTokenAuthenticator.bearerToken(fromAuthorization: head.headerFields[.authorization])
+            if let caller = try plane.authenticator.authenticateInMemory(token) {
+                return authenticated(caller)
+            }
+        } catch {
+            return refused(error)
+        }
+        // The revocation mirror is stale: only the store can answer.
+        let authenticator = plane.authenticator
+        then(eventLoop.makeFutureWithTask { try await authenticator.authenticate(token) }) { exchange, result in
+            switch result {
+            case .success(let caller): exchange.authenticated(caller)
+            case .failure(let error): exchange.refused(error)
+            }
+        }
+    }
+
+    private func refused(_ error: any Error) {
+        if let failure = error as? AuthenticationFailure {
+            CallerAuthentication.record(failure, in: plane.metrics)
+        }
+        fail(GatewayError(answering: error))
+    }
+
+    private func authenticated(_ caller: AuthenticatedCaller) {
+        guard !finished else { return }
+        guard let named = head.headerFields[Self.sessionHeader] else { return proceed(caller, sessionID: nil) }
+        let sessionID: String
+        do {
+            sessionID = try GatewayError.checkedSessionID(named)
+        } catch {
+            return fail(GatewayError(answering: error))
+        }
+        switch plane.sessions.isOwned(sessionID, by: caller.userID, tenantID: caller.tenantID) {
+        case true?:
+            proceed(caller, sessionID: sessionID)
+        case false?:
+            fail(GatewayError(.forbidden, "session_forbidden", "the session belongs to another user or tenant"))
+        case nil:
+            // Not in the local view: the Runtime answers, through an admitted read.
+            let (runtime, admission, sessions) = (plane.runtime, plane.admission, plane.sessions)
+            let intent = SessionIntent(.read, principal: Principal(userID: caller.userID, tenantID: caller.tenantID), sessionID: sessionID)
+            let read = eventLoop.makeFutureWithTask { () -> Bool in
+                let session = try await runtime.session(admission.admit(intent))
+                sessions.remember(session)
+                return session.isOwned(by: caller.userID, tenantID: caller.tenantID)
+            }
+            then(read) { exchange, result in
+                switch result {
+                case .success(true): exchange.proceed(caller, sessionID: sessionID)
+                case .success(false):
+                    exchange.fail(GatewayError(.forbidden, "session_anonymous", "the named session is anonymous; log in with it before using it here"))
+                case .failure(let error): exchange.fail(GatewayError(answering: error))
+                }
+            }
+        }
+    }
+
+    // MARK: Upstream
+
+    private func proceed(_ caller: AuthenticatedCaller, sessionID: String?) {
+        guard !finished, let context = handler.context, let pool = handler.pool else { return }
+        let assertion: String
+        do {
+            assertion = try plane.runtime.assertions.assertion(
+                audience: route.audience, caller: RuntimeCaller(userID: caller.userID, tenantID: caller.tenantID, sessionID: sessionID))
+        } catch {
+            return fail(.noSigningKey)
+        }
+        var headers = HTTPHeaders()
+        headers.reserveCapacity(head.headerFields.count + 6)
+        let listed = HeaderScreen.connectionListed(head.headerFields)
+        for field in head.headerFields where HeaderScreen.isForwardable(field.name, connectionListed: listed) {
+            headers.add(name: field.name.rawName, value: field.value)
+        }
+        headers.add(name: "Host", value: route.origin.hostHeader)
+        headers.add(name: AssertionHeader.name, value: assertion)
+        let peer = context.channel.remoteAddress?.ipAddress
+        headers.add(
+            name: "X-Forwarded-For",
+            value: plane.admission.clientAddresses.clientAddress(peer: peer, forwardedFor: head.headerFields[values: Self.forwardedForHeader]))
+        headers.add(name: "X-Forwarded-Proto", value: plane.forwardedProto)
+        if let authority = head.authority { headers.add(name: "X-Forwarded-Host", value: authority) }
+        if let length = head.headerFields[.contentLength] {
+            headers.add(name: "Content-Length", value: length)
+        } else if head.headerFields[.transferEncoding] != nil {
+            headers.add(name: "Transfer-Encoding", value: "chunked")
+        }
+        upstreamHead = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: head.method.rawValue), uri: target(), headers: headers)
+        timeout = eventLoop.scheduleTask(in: plane.upstreamTimeout) { [weak self] in self?.timedOut() }
+        then(pool.acquire(route.origin).map { NIOLoopBound($0, eventLoop: pool.eventLoop) }) { exchange, result in
+            switch result {
+            case .success(let connection): exchange.connected(connection.value)
+            case .failure: exchange.fail(GatewayError(.serviceUnavailable, "upstream_unavailable", "the upstream cannot be reached; try again shortly"), upstreamStatus: 503)
+            }
+        }
+    }
+
+    /// The upstream target: the route's base path, the rest of the client's path, the query without `access_token`.
+    private func target() -> String {
+        let rest = path.dropFirst(route.prefix.count)
+        guard let mark = rest.firstIndex(of: "?") else { return route.origin.basePath + rest }
+        let query = ProxyRoutes.forwardedQuery(String(rest[rest.index(after: mark)...]))
+        return route.origin.basePath + rest[..<mark] + (query.map { "?" + $0 } ?? "")
+    }
+
+    private func connected(_ connection: UpstreamConnection) {
+        guard !finished, let upstreamHead else {
+            handler.pool?.release(connection, to: route.origin, reusable: !finished)
+            return
+        }
+        upstream = connection
+        connection.handler.delegate = self
+        let channel = connection.channel
+        channel.write(HTTPClientRequestPart.head(upstreamHead), promise: nil)
+        for buffer in pendingBody { channel.write(HTTPClientRequestPart.body(.byteBuffer(buffer)), promise: nil) }
+        pendingBody = []
+        if requestEnded { channel.write(HTTPClientRequestPart.end(nil), promise: nil) }
+        channel.flush()
+        if !channel.isWritable { handler.holdReads() }
+    }
+
+    /// A part of the client's request body (or its end).
+    func clientRead(_ part: HTTPRequestPart) {
+        switch part {
+        case .head:
+            break  // the handler queues a new request's head; never here
+        case .body(let buffer):
+            bodyBytes += buffer.readableBytes
+            guard bodyBytes <= plane.maximumBodyBytes else {
+                return fail(Self.tooLarge(plane.maximumBodyBytes), closeClient: true)
+            }
+            guard !finished else { return }
+            if let upstream {
+                upstream.channel.writeAndFlush(HTTPClientRequestPart.body(.byteBuffer(buffer)), promise: nil)
+                if !upstream.channel.isWritable { handler.holdReads() }
+            } else {
+                pendingBody.append(buffer)
+            }
+        case .end:
+            requestEnded = true
+            if finished {
+                handler.exchangeFinished(requestEnded: true, closeConnection: false)
+            } else {
+                upstream?.channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
+            }
+        }
+    }
+
+    // MARK: The answer
+
+    func upstreamRead(_ part: HTTPClientResponsePart) {
+        guard !finished else { return }
+        switch part {
+        case .head(let response):
+            responseStarted = true
+            timeout?.cancel()
+            status = Int(response.status.code)
+            upstreamKeepAlive = response.isKeepAlive
+            let listed = Set(response.headers[canonicalForm: "connection"].map { HeaderScreen.folded(String($0)) })
+            var fields = HTTPFields()
+            fields.reserveCapacity(response.headers.count + 3)
+            for (name, value) in response.headers where HeaderScreen.isReturnable(name, connectionListed: listed) {
+                if let fieldName = HTTPField.Name(name) { fields.append(HTTPField(name: fieldName, value: value)) }
+            }
+            if let length = response.headers.first(name: "content-length") { fields[.contentLength] = length }
+            decorate(&fields)
+            handler.writeToClient(.head(HTTPResponse(status: .init(code: status, reasonPhrase: response.status.reasonPhrase), headerFields: fields)))
+        case .body(let buffer):
+            handler.writeToClient(.body(buffer))
+            if !handler.clientIsWritable { upstream?.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in } }
+        case .end:
+            handler.writeToClient(.end(nil), flush: true)
+            complete()
+        }
+    }
+
+    func upstreamReadComplete() {
+        handler.flushClient()
+    }
+
+    func upstreamWritabilityChanged(_ writable: Bool) {
+        if writable { handler.resumeReads() }
+    }
+
+    func clientWritabilityChanged(_ writable: Bool) {
+        if writable { upstream?.channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in } }
+    }
+
+    func upstreamClosed() {
+        guard !finished else { return }
+        upstream = nil
+        if responseStarted {
+            // Part of an answer went out: the client cannot be told cleanly.
+            finish(closeClient: true)
+        } else {
+            fail(GatewayError(.badGateway, "upstream_unavailable", "the upstream closed the connection without answering; try again"), upstreamStatus: 502)
+        }
+    }
+
+    func clientGone() {
+        guard !finished else { return }
+        finished = true
+        timeout?.cancel()
+        if let upstream {
+            upstream.handler.delegate = nil
+            upstream.channel.close(promise: nil)
+        }
+    }
+
+    private func timedOut() {
+        guard !finished, !responseStarted else { return }
+        fail(
+            GatewayError(.gatewayTimeout, "upstream_timeout", "the upstream did not answer within \(plane.upstreamTimeout.nanoseconds / 1_000_000_000) s; try again"),
+            upstreamStatus: 504)
+    }
+
+    // MARK: Ending
+
+    private func complete() {
+        guard let upstream else { return }
+        handler.pool?.release(upstream, to: route.origin, reusable: upstreamKeepAlive && requestEnded)
+        self.upstream = nil
+        plane.metrics.proxied(upstream: route.name, status: status, since: started)
+        finish(closeClient: Self.wantsClose(head))
+    }
+
+    /// Answers with `error` (if nothing was sent yet) and ends the exchange.
+    private func fail(_ error: GatewayError, closeClient: Bool = false, upstreamStatus: Int? = nil) {
+        guard !finished else { return }
+        if let upstream {
+            upstream.handler.delegate = nil
+            upstream.channel.close(promise: nil)
+            self.upstream = nil
+        }
+        if let upstreamStatus { plane.metrics.proxied(upstream: route.name, status: upstreamStatus, since: started) }
+        if responseStarted {
+            return finish(closeClient: true)
+        }
+        status = Int(error.status.code)
+        var fields = error.headers
+        let body = ByteBuffer(bytes: JSONWriter.bytes(error.json))
+        fields[.contentLength] = String(body.readableBytes)
+        if closeClient { fields[.connection] = "close" }
+        decorate(&fields)
+        handler.writeToClient(.head(HTTPResponse(status: error.status, headerFields: fields)))
+        handler.writeToClient(.body(body))
+        handler.writeToClient(.end(nil), flush: true)
+        finish(closeClient: closeClient || Self.wantsClose(head))
+    }
+
+    private func finish(closeClient: Bool) {
+        finished = true
+        timeout?.cancel()
+        let elapsed = ContinuousClock.now - started
+        let nanoseconds = elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000
+        plane.metrics.request(route: route.template, method: head.method.rawValue, status: status, nanoseconds: nanoseconds)
+        if plane.logger.logLevel <= .info {
+            plane.logger.info(
+                "request",
+                metadata: [
+                    "request_id": "\(requestID)", "method": "\(head.method.rawValue)", "route": "\(route.template)",
+                    "path": "\(RequestObservationMiddleware.redactedPath(String(path.prefix { $0 != "?" })))", "status": "\(status)",
+                    "duration_ms": "\(Double(nanoseconds / 1000) / 1000)",
+                ])
+        }
+        handler.exchangeFinished(requestEnded: requestEnded, closeConnection: closeClient)
+    }
+
+    /// The request id, and the CORS answer for an allowed origin.
+    private func decorate(_ fields: inout HTTPFields) {
+        fields[Self.requestIDHeader] = requestID
+        if let origin = head.headerFields[.origin], plane.allowedOrigins.contains(origin) {
+            fields[.accessControlAllowOrigin] = origin
+            fields[.vary] = "Origin"
+        }
+    }
+
+    static func wantsClose(_ head: HTTPRequest) -> Bool {
+        head.headerFields[values: .connection].contains { $0.lowercased().contains("close") }
+    }
+
+    static func tooLarge(_ limit: Int) -> GatewayError {
+        GatewayError(.contentTooLarge, "payload_too_large", "the request body is limited to \(limit) bytes")
+    }
+
+    static let sessionHeader = HTTPField.Name("X-Session-Id")!
+    static let forwardedForHeader = HTTPField.Name("X-Forwarded-For")!
+    static let requestIDHeader = HTTPField.Name("X-Request-Id")!
+}

@@ -1,0 +1,77 @@
+import JOSE
+import RuntimeAPI
+import Synchronization
+
+/// Which user owns a live session, as the Runtime last said, so that a proxied
+/// request naming `X-Session-Id` needs no Runtime round trip.
+///
+/// Only owned sessions are remembered, each until its `expires_at`. A change
+/// that ends access reaches the view within a second: this gateway's logout
+/// forgets at once; `AccessChangeWatcher` asks the Runtime twice a second
+/// which remembered sessions have ended (another gateway's logout, a
+/// revocation, a disabled account) and forgets those. If that check has not
+/// succeeded for `maximumStaleness` seconds, the view answers nothing and
+/// every lookup goes to the Runtime. (An upgrade turns an anonymous session
+/// into an owned one; anonymous sessions are never remembered, so it needs
+/// nothing.)
+public final class SessionOwnershipView: Sendable {
+    struct Owner: Equatable {
+        let userID: String
+        let tenantID: String
+        let expiresAt: Double
+    }
+
+    let clock: any TokenClock
+    let capacity: Int
+    let maximumStaleness: Double
+    private let state = Mutex<(owners: [String: Owner], validatedAt: Double)>(([:], -.infinity))
+
+    public init(clock: any TokenClock, capacity: Int = 100_000, maximumStaleness: Double = 2) {
+        self.clock = clock
+        self.capacity = capacity
+        self.maximumStaleness = maximumStaleness
+    }
+
+    /// `true` owned by that user and tenant, `false` owned by someone else, `nil` unknown (ask the Runtime).
+    public func isOwned(_ sessionID: String, by userID: String, tenantID: String) -> Bool? {
+        let now = clock.now()
+        return state.withLock { state -> Bool? in
+            guard now - state.validatedAt <= maximumStaleness, let owner = state.owners[sessionID], owner.expiresAt > now else { return nil }
+            return owner.userID == userID && owner.tenantID == tenantID
+        }
+    }
+
+    /// Remembers an owned session the Runtime just returned (anonymous ones are ignored).
+    public func remember(_ session: SessionView) {
+        guard session.state == .authenticated, let userID = session.userID, let tenantID = session.tenantID else { return }
+        let now = clock.now()
+        state.withLock { state in
+            if state.owners.count >= capacity {
+                state.owners = state.owners.filter { $0.value.expiresAt > now }
+                if state.owners.count >= capacity { state.owners.removeAll(keepingCapacity: true) }
+            }
+            state.owners[session.sessionID] = Owner(userID: userID, tenantID: tenantID, expiresAt: session.expiresAt)
+        }
+    }
+
+    /// Forgets sessions that ended.
+    public func forget<S: Sequence>(_ sessionIDs: S) where S.Element == String {
+        state.withLock { state in
+            for id in sessionIDs { state.owners[id] = nil }
+        }
+    }
+
+    /// The remembered sessions (for the ended-session check), dropping expired ones.
+    var sessionIDs: [String] {
+        let now = clock.now()
+        return state.withLock { state in
+            state.owners = state.owners.filter { $0.value.expiresAt > now }
+            return Array(state.owners.keys)
+        }
+    }
+
+    /// Records a successful ended-session check made at `checkedAt` (the view is trustworthy until `maximumStaleness` after it).
+    func validated(at checkedAt: Double) {
+        state.withLock { $0.validatedAt = max($0.validatedAt, checkedAt) }
+    }
+}

@@ -1,0 +1,148 @@
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// Where a `gateway.routes` upstream is: plain HTTP host and port, and the path its URL starts with.
+struct UpstreamOrigin: Hashable, Sendable {
+    let host: String
+    let port: Int
+    let basePath: String
+
+    /// `http://host[:port][/base]`; `nil` for anything else (https upstreams stay on the general path).
+    init?(url: String) {
+        guard url.lowercased().hasPrefix("http://") else { return nil }
+        let rest = url.dropFirst("http://".count)
+        let authority = rest.prefix { $0 != "/" }
+        var base = String(rest.dropFirst(authority.count))
+        while base.hasSuffix("/") { base.removeLast() }
+        let hostPart: Substring
+        let portPart: Substring?
+        if authority.hasPrefix("[") {
+            guard let close = authority.firstIndex(of: "]") else { return nil }
+            hostPart = authority[authority.index(after: authority.startIndex)..<close]
+            let after = authority[authority.index(after: close)...]
+            portPart = after.hasPrefix(":") ? after.dropFirst() : nil
+        } else if let colon = authority.lastIndex(of: ":") {
+            hostPart = authority[..<colon]
+            portPart = authority[authority.index(after: colon)...]
+        } else {
+            hostPart = authority
+            portPart = nil
+        }
+        guard !hostPart.isEmpty else { return nil }
+        host = String(hostPart)
+        if let portPart {
+            guard let value = Int(portPart), (1...65_535).contains(value) else { return nil }
+            port = value
+        } else {
+            port = 80
+        }
+        basePath = base
+    }
+
+    /// The `Host` header for requests to it.
+    var hostHeader: String { port == 80 ? host : (host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)") }
+}
+
+/// What an upstream connection reports to the exchange using it.
+protocol UpstreamConnectionDelegate: AnyObject {
+    func upstreamRead(_ part: HTTPClientResponsePart)
+    func upstreamReadComplete()
+    func upstreamClosed()
+    func upstreamWritabilityChanged(_ writable: Bool)
+}
+
+/// The last handler of an upstream connection: passes response parts to the exchange using it.
+final class UpstreamConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPClientResponsePart
+
+    weak var delegate: (any UpstreamConnectionDelegate)?
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard let delegate else {
+            // Nothing is waiting for an answer on an idle connection: it cannot be reused.
+            context.close(promise: nil)
+            return
+        }
+        delegate.upstreamRead(unwrapInboundIn(data))
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        delegate?.upstreamReadComplete()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        delegate?.upstreamClosed()
+        delegate = nil
+        context.fireChannelInactive()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        delegate?.upstreamWritabilityChanged(context.channel.isWritable)
+        context.fireChannelWritabilityChanged()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+}
+
+/// One keep-alive connection to an upstream.
+final class UpstreamConnection {
+    let channel: any Channel
+    let handler: UpstreamConnectionHandler
+
+    init(channel: any Channel, handler: UpstreamConnectionHandler) {
+        self.channel = channel
+        self.handler = handler
+    }
+}
+
+/// Idle keep-alive connections to the upstreams, one pool per event loop.
+///
+/// Only its own event loop touches it: a request and the connection it uses
+/// run on the loop of the client's connection, so no request pays a thread hop
+/// or a lock. At most `maximumIdle` idle connections per upstream are kept.
+final class UpstreamPool: @unchecked Sendable {  // loop-bound: every method checks it runs on `eventLoop`
+    let eventLoop: any EventLoop
+    let connectTimeout: TimeAmount
+    let maximumIdle: Int
+    private var idle: [UpstreamOrigin: [UpstreamConnection]] = [:]
+
+    init(eventLoop: any EventLoop, connectTimeout: TimeAmount = .seconds(2), maximumIdle: Int = 64) {
+        self.eventLoop = eventLoop
+        self.connectTimeout = connectTimeout
+        self.maximumIdle = maximumIdle
+    }
+
+    /// An idle connection to `origin`, or a new one.
+    func acquire(_ origin: UpstreamOrigin) -> EventLoopFuture<UpstreamConnection> {
+        eventLoop.preconditionInEventLoop()
+        while let connection = idle[origin]?.popLast() {
+            if connection.channel.isActive { return eventLoop.makeSucceededFuture(connection) }
+        }
+        let handler = UpstreamConnectionHandler()
+        return ClientBootstrap(group: eventLoop)
+            .connectTimeout(connectTimeout)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                    try channel.pipeline.syncOperations.addHandler(handler)
+                }
+            }
+            .connect(host: origin.host, port: origin.port)
+            .map { UpstreamConnection(channel: $0, handler: handler) }
+    }
+
+    /// Takes a connection back after a complete exchange; closes it if it cannot be reused.
+    func release(_ connection: UpstreamConnection, to origin: UpstreamOrigin, reusable: Bool) {
+        eventLoop.preconditionInEventLoop()
+        connection.handler.delegate = nil
+        guard reusable, connection.channel.isActive, (idle[origin]?.count ?? 0) < maximumIdle else {
+            connection.channel.close(promise: nil)
+            return
+        }
+        idle[origin, default: []].append(connection)
+    }
+}

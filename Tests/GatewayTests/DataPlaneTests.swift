@@ -1,0 +1,146 @@
+import Foundation
+import GRDB
+import Gateway
+import Glibc
+import JOSE
+import Testing
+
+/// The event-loop proxy path for `gateway.routes` (DataPlane): what it must keep
+/// doing exactly as the general path did, and what it adds (the ownership view,
+/// reused assertions, one in-flight request per connection).
+@Suite("The data plane: gateway.routes proxied on the event loop")
+struct DataPlaneTests {
+    static func fixture(_ upstream: BackgroundServer) async throws -> GatewayFixture {
+        try await GatewayFixture { $0.routes = [ProxyRoute(prefix: "/api/echo", upstream: "http://127.0.0.1:\(upstream.port)")] }
+    }
+
+    /// The answers on one raw connection, in order: status and body of each.
+    static func answers(_ bytes: [UInt8], count: Int) -> [(status: Int, body: String)] {
+        var text = bytes.text[...]
+        var result: [(Int, String)] = []
+        while result.count < count, let headEnd = text.range(of: "\r\n\r\n") {
+            let head = text[..<headEnd.lowerBound]
+            let status = Int(head.split(separator: " ").dropFirst().first ?? "") ?? 0
+            var rest = text[headEnd.upperBound...]
+            let lengthLine = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
+            let length = lengthLine.flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) } ?? 0
+            let bodyEnd = rest.utf8.index(rest.startIndex, offsetBy: min(length, rest.utf8.count))
+            result.append((status, String(rest[..<bodyEnd])))
+            rest = rest[bodyEnd...]
+            text = rest
+        }
+        return result
+    }
+
+    @Test("requests on one keep-alive connection are answered in order, proxied ones and the API's alike, even when sent together")
+    func oneConnectionInOrder() async throws {
+        let upstream = try await RecordingUpstream.start()
+        let fixture = try await Self.fixture(upstream)
+        try await fixture.addUser("alice")
+        let login = try await fixture.login("alice")
+        let port = fixture.gatewayPort
+        let bearer = "Authorization: Bearer \(login.accessToken)\r\n"
+        let bytes = try await onOwnThread { () -> [UInt8] in
+            let connection = try RawConnection(port: port, receiveTimeout: 5)
+            defer { connection.close() }
+            // Pipelined: a proxied request, an API request, a proxied POST with a body, the last one closing.
+            connection.send(
+                "GET /api/echo/first HTTP/1.1\r\nHost: x\r\n\(bearer)\r\n" + "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+                    + "POST /api/echo/third HTTP/1.1\r\nHost: x\r\n\(bearer)Content-Length: 5\r\n\r\nhello"
+                    + "GET /.well-known/jwks.json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            return connection.readAll()
+        }
+        let answers = Self.answers(bytes, count: 4)
+        #expect(answers.map(\.status) == [200, 200, 200, 200])  // (bodies not printed: they quote the assertion)
+        #expect(answers.count == 4 && answers[0].body.contains("\"/first\""))
+        #expect(answers.count == 4 && answers[1].body.contains("\"ok\""))
+        #expect(answers.count == 4 && answers[2].body.contains("\"/third\"") && answers[2].body.contains("\"body_bytes\":5"))
+        #expect(answers.count == 4 && answers[3].body.contains("\"keys\""))
+        try await fixture.stop()
+        try await upstream.stop()
+    }
+
+    @Test("request bodies reach the upstream whole, with a length or chunked; the proxy's log line and metrics are kept")
+    func bodiesStream() async throws {
+        let upstream = try await RecordingUpstream.start()
+        let fixture = try await Self.fixture(upstream)
+        try await fixture.addUser("alice")
+        let login = try await fixture.login("alice")
+        let large = String(repeating: "0123456789", count: 6_000)
+        let sized = try await fixture.send(.POST, "/api/echo/upload", bearer: login.accessToken, body: large)
+        #expect(sized.status == 200)
+        #expect(sized.json["body_bytes"] == .number(60_000))
+        let port = fixture.gatewayPort
+        let token = login.accessToken
+        let chunked = try await onOwnThread { () -> [UInt8] in
+            let connection = try RawConnection(port: port, receiveTimeout: 5)
+            defer { connection.close() }
+            connection.send(
+                "POST /api/echo/chunked HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                    + "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
+            return connection.readAll()
+        }
+        #expect(chunked.text.hasPrefix("HTTP/1.1 200"))
+        #expect(chunked.text.contains("\"body_bytes\":11"), "\(chunked.text.suffix(200))")
+        let lines = fixture.log.text.split(separator: "\n").filter { $0.contains("\"route\":\"/api/echo/**\"") && $0.contains("\"status\":\"200\"") }
+        #expect(lines.count >= 2)
+        try await fixture.stop()
+        try await upstream.stop()
+    }
+
+    @Test("X-Session-Id is vouched for from the local view; a logout here withdraws it at once, a revocation elsewhere within a second")
+    func sessionView() async throws {
+        let upstream = try await RecordingUpstream.start()
+        let fixture = try await Self.fixture(upstream)
+        try await fixture.addUser("alice")
+        let first = try await fixture.login("alice")
+        let second = try await fixture.login("alice")
+        let third = try await fixture.login("alice")
+        for _ in 0..<2 {  // the second is answered from the view
+            let named = try await fixture.send(.GET, "/api/echo/x", bearer: first.accessToken, headers: [("X-Session-Id", second.sessionID)])
+            #expect(named.status == 200)
+            let assertion = try #require(named.receivedHeaders["x-portcullis-assertion"]?.first)
+            let claims = try StrictJSONReader().parseObject(try #require(Base64URL.decode(String(assertion.split(separator: ".")[1]))))
+            #expect(claims["session_id"] == .string(second.sessionID))
+        }
+        // Logged out through this gateway: the view forgets at once.
+        #expect(try await fixture.post("/api/auth/logout", bearer: second.accessToken, ["session_id": .string(second.sessionID)]).status == 204)
+        let afterLogout = try await fixture.send(.GET, "/api/echo/x", bearer: first.accessToken, headers: [("X-Session-Id", second.sessionID)])
+        #expect(afterLogout.status == 404)
+        #expect(afterLogout.error == "session_not_found")
+        // Revoked elsewhere (straight in the store): withdrawn once the watcher has asked the Runtime.
+        #expect(try await fixture.send(.GET, "/api/echo/x", bearer: first.accessToken, headers: [("X-Session-Id", third.sessionID)]).status == 200)
+        _ = try await fixture.state.revokeSession(id: third.sessionID, now: SystemClock().now())
+        let revokedAt = ContinuousClock.now
+        var status = 200
+        while status == 200, ContinuousClock.now - revokedAt < .seconds(5) {
+            try await Task.sleep(for: .milliseconds(50))
+            status = try await fixture.send(.GET, "/api/echo/x", bearer: first.accessToken, headers: [("X-Session-Id", third.sessionID)]).status
+        }
+        #expect(status == 404)
+        #expect(ContinuousClock.now - revokedAt < .seconds(3), "withdrawn \(ContinuousClock.now - revokedAt) after the revocation")
+        try await fixture.stop()
+        try await upstream.stop()
+    }
+
+    @Test("one assertion per caller, session and upstream is signed and reused; another session gets its own")
+    func assertionsReused() async throws {
+        let upstream = try await RecordingUpstream.start()
+        let fixture = try await Self.fixture(upstream)
+        try await fixture.addUser("alice")
+        let login = try await fixture.login("alice")
+        let other = try await fixture.login("alice")
+        func assertion(_ headers: [(String, String)]) async throws -> String? {
+            try await fixture.send(.GET, "/api/echo/x", bearer: login.accessToken, headers: headers).receivedHeaders["x-portcullis-assertion"]?.first
+        }
+        let plain = try await assertion([])
+        #expect(plain != nil)
+        #expect(try await assertion([]) == plain)
+        let withSession = try await assertion([("X-Session-Id", login.sessionID)])
+        #expect(withSession != nil && withSession != plain)
+        #expect(try await assertion([("X-Session-Id", login.sessionID)]) == withSession)
+        #expect(try await assertion([("X-Session-Id", other.sessionID)]) != withSession)
+        try await fixture.stop()
+        try await upstream.stop()
+    }
+}

@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# The data-plane benchmark: an authenticated proxied GET through Portcullis
+# side by side with nginx as a plain proxy and HAProxy verifying the same
+# ES256 token on every request, all in front of the same nginx upstream, in
+# one run, rounds interleaved.
+#
+#   scripts/bench-proxy.sh [ROUNDS] [SECONDS] [CONNECTIONS]     (default 3 8 50)
+#
+# Needs Debian's nginx, haproxy and wrk (apt-get install nginx-light haproxy wrk).
+# Loopback only; every process it starts is stopped by its PID on exit.
+# Reports per target: req/s, p99, server CPU per request (utime+stime from
+# /proc/PID/stat before and after, the upstream excluded) and resident memory;
+# the medians over the rounds, and each target's median same-round ratio to
+# nginx's plain proxy.
+set -euo pipefail
+ROUNDS=${1:-3}
+SECONDS_PER_RUN=${2:-8}
+CONNECTIONS=${3:-50}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+for tool in nginx haproxy wrk curl python3 openssl; do
+  command -v $tool >/dev/null || [ -x /usr/sbin/$tool ] || { echo "bench-proxy.sh: $tool is missing: apt-get install nginx-light haproxy wrk curl openssl" >&2; exit 2; }
+done
+export PATH="$PATH:/usr/sbin"
+
+(cd "$ROOT" && swift build -c release --product portcullis >/dev/null)
+BIN="$ROOT/.build/release/portcullis"
+WORK=$(mktemp -d)
+UPSTREAM=18401 NGINX_PROXY=18402 HAPROXY=18403 GATEWAY=18404
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# --- the upstream and nginx as a plain proxy (one nginx each, 2 workers) ---
+nginx_conf() {  # name port body
+  mkdir -p "$WORK/$1/logs"
+  cat > "$WORK/$1/nginx.conf" <<CONF
+worker_processes 2;
+user root;
+pid $WORK/$1/nginx.pid;
+error_log $WORK/$1/logs/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $WORK/$1/body; proxy_temp_path $WORK/$1/proxy;
+  fastcgi_temp_path $WORK/$1/fcgi; uwsgi_temp_path $WORK/$1/uwsgi; scgi_temp_path $WORK/$1/scgi;
+  keepalive_requests 1000000;
+  upstream up { server 127.0.0.1:$UPSTREAM; keepalive 64; }
+  server {
+    listen 127.0.0.1:$2;
+    $3
+  }
+}
+CONF
+  nginx -p "$WORK/$1" -c "$WORK/$1/nginx.conf" -g 'daemon off;' & PIDS+=($!)
+}
+nginx_conf upstream $UPSTREAM 'location / { default_type application/json; return 200 "{\"ok\":true,\"service\":\"bench upstream\"}"; }'
+nginx_conf proxy $NGINX_PROXY 'location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; }'
+NGINX_PROXY_PID=${PIDS[-1]}
+
+# --- Portcullis: serve with a route to the same upstream ---
+mkdir -p "$WORK/gateway/config"
+cat > "$WORK/gateway/config/portcullis.yaml" <<YAML
+gateway:
+  port: $GATEWAY
+  routes: ["/api/bench=http://127.0.0.1:$UPSTREAM"]
+admin:
+  enabled: false
+runtime:
+  port: 0
+logging:
+  level: warning
+rate_limits:
+  intent_per_user:
+    per_minute: 1000000
+    burst: 1000000
+YAML
+(cd "$WORK/gateway" && exec "$BIN" serve > serve.log 2>&1) & PIDS+=($!); GATEWAY_PID=$!
+for _ in $(seq 150); do curl -sf "127.0.0.1:$GATEWAY/readyz" >/dev/null && break; sleep 0.2; done
+curl -sf "127.0.0.1:$GATEWAY/readyz" >/dev/null || { echo "the gateway did not start:" >&2; cat "$WORK/gateway/serve.log" >&2; exit 1; }
+printf 'bench password 1\n' | (cd "$WORK/gateway" && "$BIN" users add bench --tenant default --password-stdin >/dev/null)
+LOGIN=$(curl -sf -X POST "127.0.0.1:$GATEWAY/api/auth/login" -H 'Content-Type: application/json' -d '{"username":"bench","password":"bench password 1"}')
+TOKEN=$(printf '%s' "$LOGIN" | python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
+SESSION=$(printf '%s' "$LOGIN" | python3 -c 'import json,sys; print(json.load(sys.stdin)["session_id"])')
+
+# --- HAProxy verifying the same token (ES256, the gateway's public key) on every request ---
+KEY=$(ls "$WORK/gateway/keys/"*.pem | head -1)
+openssl pkey -in "$KEY" -pubout -out "$WORK/pub.pem" 2>/dev/null
+cat > "$WORK/haproxy.cfg" <<CFG
+global
+  nbthread 2
+  maxconn 4096
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 30s
+  timeout server 30s
+frontend bench
+  bind 127.0.0.1:$HAPROXY
+  http-request set-var(txn.bearer) http_auth_bearer
+  http-request set-var(txn.alg) var(txn.bearer),jwt_header_query('\$.alg')
+  http-request deny deny_status 401 unless { var(txn.alg) -m str ES256 }
+  http-request deny deny_status 401 unless { var(txn.bearer),jwt_verify(txn.alg,"$WORK/pub.pem") -m int 1 }
+  default_backend up
+backend up
+  http-reuse always
+  server up 127.0.0.1:$UPSTREAM
+CFG
+haproxy -f "$WORK/haproxy.cfg" -db > "$WORK/haproxy.log" 2>&1 & PIDS+=($!); HAPROXY_PID=$!
+sleep 1
+
+# Checks: each target answers 200 with the token, HAProxy and Portcullis refuse without it.
+# (The failure message names the URL only: the token is a secret.)
+check() { local got; got=$(curl -s -o /dev/null -w '%{http_code}' "$@" || true); [ "$got" = "$EXPECT" ] || { echo "check failed: ${*: -1} answered $got, expected $EXPECT" >&2; [ -f "$WORK/haproxy.log" ] && tail -5 "$WORK/haproxy.log" >&2; exit 1; }; }
+EXPECT=200 check -H "Authorization: Bearer $TOKEN" "127.0.0.1:$NGINX_PROXY/"
+EXPECT=200 check -H "Authorization: Bearer $TOKEN" "127.0.0.1:$HAPROXY/"
+EXPECT=401 check "127.0.0.1:$HAPROXY/"
+EXPECT=200 check -H "Authorization: Bearer $TOKEN" "127.0.0.1:$GATEWAY/api/bench/"
+EXPECT=401 check "127.0.0.1:$GATEWAY/api/bench/"
+EXPECT=200 check -H "Authorization: Bearer $TOKEN" -H "X-Session-Id: $SESSION" "127.0.0.1:$GATEWAY/api/bench/"
+cat > "$WORK/intent.lua" <<LUA
+wrk.method = "POST"
+wrk.body = '{"session_id":"$SESSION","intent_type":"echo","payload":{"n":1}}'
+wrk.headers["Content-Type"] = "application/json"
+LUA
+EXPECT=200 check -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+  -d "{\"session_id\":\"$SESSION\",\"intent_type\":\"echo\",\"payload\":{\"n\":1}}" "127.0.0.1:$GATEWAY/api/intent"
+
+# CPU ticks (utime+stime) of a process and its children (nginx workers), and their RSS in KiB.
+ticks() { local total=0; for p in $1 $(pgrep -P "$1" || true); do total=$((total + $(awk '{print $14 + $15}' /proc/$p/stat))); done; echo $total; }
+rss() { local total=0; for p in $1 $(pgrep -P "$1" || true); do total=$((total + $(awk '/VmRSS/ {print $2}' /proc/$p/status))); done; echo $total; }
+HZ=$(getconf CLK_TCK)
+
+run() {  # name pid url [wrk args...]
+  local name=$1 pid=$2 url=$3; shift 3
+  local before after out
+  before=$(ticks "$pid")
+  out=$(wrk -t2 -c"$CONNECTIONS" -d"${SECONDS_PER_RUN}s" --latency -H "Authorization: Bearer $TOKEN" "$@" "$url")
+  after=$(ticks "$pid")
+  python3 - "$name" "$round" "$((after - before))" "$HZ" "$(rss "$pid")" "$out" >> "$WORK/results.tsv" <<'PY'
+import re, sys
+name, rnd, ticks, hz, rss, out = sys.argv[1:7]
+rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+total = int(re.search(r"(\d+) requests in", out).group(1))
+errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+def ms(text):
+    value, unit = float(re.match(r"([\d.]+)(\w+)", text).group(1)), re.match(r"[\d.]+(\w+)", text).group(1)
+    return value * {"us": 0.001, "ms": 1, "s": 1000}[unit]
+p99 = ms(re.search(r"99%\s+(\S+)", out).group(1))
+cpu_us = int(ticks) / int(hz) * 1e6 / max(total, 1)
+print(f"{name}\t{rnd}\t{rps:.0f}\t{p99:.2f}\t{cpu_us:.1f}\t{int(rss) // 1024}\t{errors.group(1) if errors else 0}")
+PY
+}
+
+: > "$WORK/results.tsv"
+for round in $(seq "$ROUNDS"); do
+  run "nginx plain proxy" "$NGINX_PROXY_PID" "http://127.0.0.1:$NGINX_PROXY/"
+  run "HAProxy + ES256 jwt_verify" "$HAPROXY_PID" "http://127.0.0.1:$HAPROXY/"
+  run "Portcullis gateway.routes" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/"
+  run "Portcullis + X-Session-Id" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/" -H "X-Session-Id: $SESSION"
+  run "Portcullis POST /api/intent" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/intent" -s "$WORK/intent.lua"
+done
+
+python3 - "$WORK/results.tsv" "$ROUNDS" "$SECONDS_PER_RUN" "$CONNECTIONS" <<'PY'
+import statistics, sys
+rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1])]
+names = list(dict.fromkeys(r[0] for r in rows))
+by = {(r[0], r[1]): r for r in rows}
+rounds = sorted({r[1] for r in rows}, key=int)
+base = "nginx plain proxy"
+print(f"wrk -t2 -c{sys.argv[4]} -d{sys.argv[3]}s, {sys.argv[2]} interleaved rounds, medians; ratio = median of same-round req/s ratios to {base}")
+print(f"| target | req/s | vs nginx proxy | p99 ms | p99 vs nginx | server CPU us/req | RSS MB | non-2xx |")
+print("|---|---|---|---|---|---|---|---|")
+for name in names:
+    mine = [by[(name, r)] for r in rounds]
+    med = lambda i: statistics.median(float(x[i]) for x in mine)
+    ratio = statistics.median(float(by[(name, r)][2]) / float(by[(base, r)][2]) for r in rounds)
+    p99ratio = statistics.median(float(by[(name, r)][3]) / max(float(by[(base, r)][3]), 0.001) for r in rounds)
+    errors = sum(int(x[6]) for x in mine)
+    print(f"| {name} | {med(2):,.0f} | {ratio:.2f}x | {med(3):.2f} | {p99ratio:.2f}x | {med(4):.0f} | {med(5):.0f} | {errors} |")
+PY
