@@ -5,6 +5,9 @@
 # one run, rounds interleaved.
 #
 #   scripts/bench-proxy.sh [ROUNDS] [SECONDS] [CONNECTIONS]     (default 3 8 50)
+#   PROFILE=1 scripts/bench-proxy.sh      also records `perf record -e cpu-clock -g` of the
+#                                         gateway during one extra gateway.routes run (perf report -i FILE)
+#   PORTCULLIS_BIN=path                   benchmark another portcullis binary (e.g. an older build)
 #
 # Needs Debian's nginx, haproxy and wrk (apt-get install nginx-light haproxy wrk).
 # Loopback only; every process it starts is stopped by its PID on exit.
@@ -22,8 +25,12 @@ for tool in nginx haproxy wrk curl python3 openssl; do
 done
 export PATH="$PATH:/usr/sbin"
 
-(cd "$ROOT" && swift build -c release --product portcullis >/dev/null)
-BIN="$ROOT/.build/release/portcullis"
+if [ -n "${PORTCULLIS_BIN:-}" ]; then
+  BIN=$PORTCULLIS_BIN
+else
+  (cd "$ROOT" && swift build -c release --product portcullis >/dev/null)
+  BIN="$ROOT/.build/release/portcullis"
+fi
 WORK=$(mktemp -d)
 UPSTREAM=18401 NGINX_PROXY=18402 HAPROXY=18403 GATEWAY=18404
 PIDS=()
@@ -139,6 +146,7 @@ run() {  # name pid url [wrk args...]
   local before after out
   before=$(ticks "$pid")
   out=$(wrk -t2 -c"$CONNECTIONS" -d"${SECONDS_PER_RUN}s" --latency -H "Authorization: Bearer $TOKEN" "$@" "$url")
+  printf '%s\n' "== $name, round $round" "$out" >> "$ROOT/.build/bench-proxy.wrk.log"
   after=$(ticks "$pid")
   python3 - "$name" "$round" "$((after - before))" "$HZ" "$(rss "$pid")" "$out" >> "$WORK/results.tsv" <<'PY'
 import re, sys
@@ -147,15 +155,17 @@ rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
 total = int(re.search(r"(\d+) requests in", out).group(1))
 errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
 def ms(text):
-    value, unit = float(re.match(r"([\d.]+)(\w+)", text).group(1)), re.match(r"[\d.]+(\w+)", text).group(1)
-    return value * {"us": 0.001, "ms": 1, "s": 1000}[unit]
-p99 = ms(re.search(r"99%\s+(\S+)", out).group(1))
+    match = re.match(r"([\d.]+)(us|ms|s|m)$", text)
+    if not match: sys.exit(f"bench-proxy.sh: cannot read wrk's latency {text!r} for {name}")
+    return float(match.group(1)) * {"us": 0.001, "ms": 1, "s": 1000, "m": 60000}[match.group(2)]
+p99 = ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))
 cpu_us = int(ticks) / int(hz) * 1e6 / max(total, 1)
 print(f"{name}\t{rnd}\t{rps:.0f}\t{p99:.2f}\t{cpu_us:.1f}\t{int(rss) // 1024}\t{errors.group(1) if errors else 0}")
 PY
 }
 
 : > "$WORK/results.tsv"
+: > "$ROOT/.build/bench-proxy.wrk.log"
 for round in $(seq "$ROUNDS"); do
   run "nginx plain proxy" "$NGINX_PROXY_PID" "http://127.0.0.1:$NGINX_PROXY/"
   run "HAProxy + ES256 jwt_verify" "$HAPROXY_PID" "http://127.0.0.1:$HAPROXY/"
@@ -163,6 +173,15 @@ for round in $(seq "$ROUNDS"); do
   run "Portcullis + X-Session-Id" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/" -H "X-Session-Id: $SESSION"
   run "Portcullis POST /api/intent" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/intent" -s "$WORK/intent.lua"
 done
+
+if [ "${PROFILE:-}" = 1 ]; then
+  PERF_OUT="$ROOT/.build/bench-proxy.perf.data"
+  perf record -e cpu-clock -g -p "$GATEWAY_PID" -o "$PERF_OUT" -- sleep "$SECONDS_PER_RUN" >/dev/null 2>&1 &
+  PERF_PID=$!
+  wrk -t2 -c"$CONNECTIONS" -d"${SECONDS_PER_RUN}s" -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$GATEWAY/api/bench/" >/dev/null
+  wait $PERF_PID || true
+  echo "profile of the gateway under load: perf report -i $PERF_OUT"
+fi
 
 python3 - "$WORK/results.tsv" "$ROUNDS" "$SECONDS_PER_RUN" "$CONNECTIONS" <<'PY'
 import statistics, sys

@@ -1,5 +1,6 @@
 import Metrics
 import Prometheus
+import Synchronization
 
 /// The gateway's metrics, through swift-metrics into a Prometheus registry.
 ///
@@ -9,6 +10,8 @@ import Prometheus
 public struct GatewayMetrics: Sendable {
     public let registry: PrometheusCollectorRegistry
     let factory: PrometheusMetricsFactory
+    /// Handles made once per label set: the request path must not re-create (and re-validate) metrics.
+    let handles = MetricHandles()
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -22,10 +25,13 @@ public struct GatewayMetrics: Sendable {
 
     /// One answered request.
     func request(route: String, method: String, status: Int, nanoseconds: Int64) {
-        Counter(label: "portcullis_http_requests_total", dimensions: [("route", route), ("method", method), ("status", String(status))], factory: factory)
-            .increment()
-        Metrics.Timer(label: "portcullis_http_request_duration_seconds", dimensions: [("route", route), ("method", method)], factory: factory)
-            .recordNanoseconds(nanoseconds)
+        let factory = self.factory
+        handles.counter(MetricHandles.Key(route, method, status)) {
+            Metrics.Counter(label: "portcullis_http_requests_total", dimensions: [("route", route), ("method", method), ("status", String(status))], factory: factory)
+        }.increment()
+        handles.timer(MetricHandles.Key(route, method, 0)) {
+            Metrics.Timer(label: "portcullis_http_request_duration_seconds", dimensions: [("route", route), ("method", method)], factory: factory)
+        }.recordNanoseconds(nanoseconds)
     }
 
     /// An access token refused, by the verifier's reason (or `missing`, `revoked`).
@@ -60,12 +66,48 @@ public struct GatewayMetrics: Sendable {
 
     /// A proxied request: its upstream, the status the client got, and the upstream's latency.
     func proxied(upstream: String, status: Int, since started: ContinuousClock.Instant) {
-        Counter(label: "portcullis_proxy_requests_total", dimensions: [("upstream", upstream), ("status", String(status))], factory: factory).increment()
+        let factory = self.factory
+        handles.counter(MetricHandles.Key("proxy", upstream, status)) {
+            Metrics.Counter(label: "portcullis_proxy_requests_total", dimensions: [("upstream", upstream), ("status", String(status))], factory: factory)
+        }.increment()
         let elapsed = ContinuousClock.now - started
-        Metrics.Timer(label: "portcullis_proxy_upstream_duration_seconds", dimensions: [("upstream", upstream)], factory: factory)
-            .recordNanoseconds(elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
+        handles.timer(MetricHandles.Key("proxy", upstream, 0)) {
+            Metrics.Timer(label: "portcullis_proxy_upstream_duration_seconds", dimensions: [("upstream", upstream)], factory: factory)
+        }.recordNanoseconds(elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
     }
 
     /// The Prometheus text exposition.
     public func exposition() -> String { registry.emitToString() }
+}
+
+/// Metric handles by label set, made on first use.
+final class MetricHandles: Sendable {
+    /// A label set: two strings and a number (route, method, status; or "proxy", upstream, status).
+    struct Key: Hashable, Sendable {
+        let first: String
+        let second: String
+        let number: Int
+        init(_ first: String, _ second: String, _ number: Int) {
+            self.first = first
+            self.second = second
+            self.number = number
+        }
+    }
+
+    private let counters = Mutex<[Key: Metrics.Counter]>([:])
+    private let timers = Mutex<[Key: Metrics.Timer]>([:])
+
+    func counter(_ key: Key, make: () -> Metrics.Counter) -> Metrics.Counter {
+        if let counter = counters.withLock({ $0[key] }) { return counter }
+        let counter = make()
+        counters.withLock { $0[key] = counter }
+        return counter
+    }
+
+    func timer(_ key: Key, make: () -> Metrics.Timer) -> Metrics.Timer {
+        if let timer = timers.withLock({ $0[key] }) { return timer }
+        let timer = make()
+        timers.withLock { $0[key] = timer }
+        return timer
+    }
 }

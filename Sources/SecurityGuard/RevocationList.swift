@@ -19,8 +19,8 @@ public final class RevocationList: Sendable {
     struct State {
         var ids: [String: Double] = [:]
         var highWater: Double = 0
-        /// Not-before by `tenant/user`.
-        var cutoffs: [String: Double] = [:]
+        /// Not-before by account.
+        var cutoffs: [AccountKey: Double] = [:]
         var cutoffHighWater: Double = 0
         var lastSync: Double = -.infinity
     }
@@ -36,7 +36,13 @@ public final class RevocationList: Sendable {
         self.maximumStaleness = maximumStaleness
     }
 
-    static func accountKey(userID: String, tenantID: String) -> String { tenantID + "/" + userID }
+    /// An account, as the mirror keys it (no string is built per check).
+    struct AccountKey: Hashable {
+        let userID: String
+        let tenantID: String
+    }
+
+    static func accountKey(userID: String, tenantID: String) -> AccountKey { AccountKey(userID: userID, tenantID: tenantID) }
 
     /// True when the token was issued at or before its account's not-before
     /// second. `iat` has whole seconds, so a token issued in the same second as

@@ -10,7 +10,7 @@ import TrafficCop
 /// `gateway.routes` with a plain-HTTP upstream are served here, in
 /// `ProxyChannelHandler`, on the client connection's event loop from request
 /// head to response end; the rest of the API stays on Hummingbird.
-struct DataPlane: Sendable {
+final class DataPlane: Sendable {
     /// One `gateway.routes` entry served on the event loop.
     struct Route: Sendable {
         let prefix: String

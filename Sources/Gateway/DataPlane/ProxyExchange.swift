@@ -26,7 +26,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     let path: String
     let requestID: String
     let started = ContinuousClock.now
-    var plane: DataPlane { handler.plane }
+    let plane: DataPlane
 
     private(set) var requestEnded = false
     private var pendingBody: [ByteBuffer] = []
@@ -41,6 +41,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
 
     init(handler: ProxyChannelHandler, route: DataPlane.Route, head: HTTPRequest, path: String) {
         self.handler = handler
+        self.plane = handler.plane
         self.route = route
         self.head = head
         self.path = path
@@ -49,10 +50,10 @@ final class ProxyExchange: UpstreamConnectionDelegate {
 
     var eventLoop: any EventLoop { handler.context!.eventLoop }
 
-    /// Runs `body` on the event loop with this exchange once `future` completes.
+    /// Runs `body` on the event loop with this exchange once `future` completes
+    /// (the exchange, like its handler, lives on that loop only).
     private func then<T: Sendable>(_ future: EventLoopFuture<T>, _ body: @escaping (ProxyExchange, Result<T, any Error>) -> Void) {
-        let bound = NIOLoopBound(self, eventLoop: eventLoop)
-        future.whenComplete { result in body(bound.value, result) }
+        future.assumeIsolated().whenComplete { [self] result in body(self, result) }
     }
 
     // MARK: Admission
@@ -152,11 +153,11 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             headers.add(name: "Transfer-Encoding", value: "chunked")
         }
         upstreamHead = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: head.method.rawValue), uri: target(), headers: headers)
-        timeout = eventLoop.scheduleTask(in: plane.upstreamTimeout) { [weak self] in self?.timedOut() }
-        then(pool.acquire(route.origin).map { NIOLoopBound($0, eventLoop: pool.eventLoop) }) { exchange, result in
+        timeout = eventLoop.assumeIsolated().scheduleTask(in: plane.upstreamTimeout) { [weak self] in self?.timedOut() }
+        pool.acquire(route.origin) { [self] result in
             switch result {
-            case .success(let connection): exchange.connected(connection.value)
-            case .failure: exchange.fail(GatewayError(.serviceUnavailable, "upstream_unavailable", "the upstream cannot be reached; try again shortly"), upstreamStatus: 503)
+            case .success(let connection): connected(connection)
+            case .failure: fail(GatewayError(.serviceUnavailable, "upstream_unavailable", "the upstream cannot be reached; try again shortly"), upstreamStatus: 503)
             }
         }
     }

@@ -115,24 +115,28 @@ final class UpstreamPool: @unchecked Sendable {  // loop-bound: every method che
         self.maximumIdle = maximumIdle
     }
 
-    /// An idle connection to `origin`, or a new one.
-    func acquire(_ origin: UpstreamOrigin) -> EventLoopFuture<UpstreamConnection> {
+    /// An idle connection to `origin`, or a new one; `done` runs on the pool's event loop.
+    func acquire(_ origin: UpstreamOrigin, _ done: @escaping (Result<UpstreamConnection, any Error>) -> Void) {
         eventLoop.preconditionInEventLoop()
         while let connection = idle[origin]?.popLast() {
-            if connection.channel.isActive { return eventLoop.makeSucceededFuture(connection) }
+            if connection.channel.isActive { return done(.success(connection)) }
         }
-        let handler = UpstreamConnectionHandler()
-        return ClientBootstrap(group: eventLoop)
+        ClientBootstrap(group: eventLoop)
             .connectTimeout(connectTimeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                    try channel.pipeline.syncOperations.addHandler(handler)
+                    try channel.pipeline.syncOperations.addHandler(UpstreamConnectionHandler())
                 }
             }
             .connect(host: origin.host, port: origin.port)
-            .map { UpstreamConnection(channel: $0, handler: handler) }
+            .assumeIsolated()
+            .whenComplete { result in
+                done(result.flatMap { channel in
+                    Result { UpstreamConnection(channel: channel, handler: try channel.pipeline.syncOperations.handler(type: UpstreamConnectionHandler.self)) }
+                })
+            }
     }
 
     /// Takes a connection back after a complete exchange; closes it if it cannot be reused.
