@@ -93,6 +93,13 @@ struct BoundaryTests {
             let answer = try await rawHTTP(port: fixture.gatewayPort, method, target, bearer: alice.accessToken)
             #expect(answer.status == 404, "\(method) \(target) answered \(answer.status): \(answer.body)")
         }
+        // The admitted operations with other methods: refused (405 on a listed path), never forwarded.
+        for (method, target) in [("DELETE", "/api/intent"), ("PUT", "/api/intent"), ("GET", "/api/intent"), ("POST", "/api/runtime/executions/exe_x"),
+            ("DELETE", "/api/runtime/executions/exe_x")]
+        {
+            let answer = try await rawHTTP(port: fixture.gatewayPort, method, target, bearer: alice.accessToken)
+            #expect([404, 405].contains(answer.status), "\(method) \(target) answered \(answer.status): \(answer.body)")
+        }
         #expect(try Self.sessionRows(fixture) == before, "no session was created")
         #expect(try await fixture.send(.GET, "/api/session/\(anonymous)").json["state"] == "anonymous", "not upgraded")
         #expect(try await fixture.send(.GET, "/api/session/\(alice.sessionID)", bearer: alice.accessToken).status == 200, "not revoked")
