@@ -45,7 +45,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         self.route = route
         self.head = head
         self.path = path
-        requestID = (try? SecureRandom.identifier(bytes: 9)) ?? "unknown"
+        requestID = handler.nextRequestID()
     }
 
     var eventLoop: any EventLoop { handler.context!.eventLoop }
