@@ -37,6 +37,8 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// Reads held back while the upstream cannot take more of the request body.
     private var holdingReads = false
     private var readPending = false
+    /// Whether a deadline check is scheduled (one per connection at most).
+    private var deadlineCheckScheduled = false
     /// Request ids: 8 characters drawn from the CSPRNG once per connection, then a counter.
     private var requestIDPrefix = ""
     private var requestCount: UInt32 = 0
@@ -150,6 +152,26 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     var clientIsWritable: Bool { context?.channel.isWritable ?? false }
+
+    // MARK: Upstream deadlines
+
+    /// Makes sure a check runs at the current exchange's deadline. One check per
+    /// connection at a time, re-armed only when it fires: a request answered in
+    /// time schedules and cancels nothing.
+    func watchDeadline() {
+        guard !deadlineCheckScheduled, case .proxying(let exchange) = state, let deadline = exchange.deadline, let context else { return }
+        deadlineCheckScheduled = true
+        context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [weak self] in
+            guard let self else { return }
+            self.deadlineCheckScheduled = false
+            guard case .proxying(let exchange) = self.state, let deadline = exchange.deadline else { return }
+            if deadline <= .now() {
+                exchange.timedOut()
+            } else {
+                self.watchDeadline()
+            }
+        }
+    }
 
     // MARK: Back-pressure
 

@@ -37,7 +37,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     private var responseStarted = false
     private var finished = false
     private var status = 0
-    private var timeout: Scheduled<Void>?
+    /// When the upstream must have answered by (the handler's deadline check reads it).
+    private(set) var deadline: NIODeadline?
 
     init(handler: ProxyChannelHandler, route: DataPlane.Route, head: HTTPRequest, path: String) {
         self.handler = handler
@@ -153,7 +154,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             headers.add(name: "Transfer-Encoding", value: "chunked")
         }
         upstreamHead = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: head.method.rawValue), uri: target(), headers: headers)
-        timeout = eventLoop.assumeIsolated().scheduleTask(in: plane.upstreamTimeout) { [weak self] in self?.timedOut() }
+        deadline = .now() + plane.upstreamTimeout
+        handler.watchDeadline()
         pool.acquire(route.origin) { [self] result in
             switch result {
             case .success(let connection): connected(connection)
@@ -220,7 +222,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         switch part {
         case .head(let response):
             responseStarted = true
-            timeout?.cancel()
+            deadline = nil
             status = Int(response.status.code)
             upstreamKeepAlive = response.isKeepAlive
             let listed = Set(response.headers[canonicalForm: "connection"].map { HeaderScreen.folded(String($0)) })
@@ -267,14 +269,15 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     func clientGone() {
         guard !finished else { return }
         finished = true
-        timeout?.cancel()
+        deadline = nil
         if let upstream {
             upstream.handler.delegate = nil
             upstream.channel.close(promise: nil)
         }
     }
 
-    private func timedOut() {
+    /// The deadline passed without an answer: 504.
+    func timedOut() {
         guard !finished, !responseStarted else { return }
         fail(
             GatewayError(.gatewayTimeout, "upstream_timeout", "the upstream did not answer within \(plane.upstreamTimeout.nanoseconds / 1_000_000_000) s; try again"),
@@ -317,7 +320,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
 
     private func finish(closeClient: Bool) {
         finished = true
-        timeout?.cancel()
+        deadline = nil
         let elapsed = ContinuousClock.now - started
         let nanoseconds = elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000
         plane.metrics.request(route: route.template, method: head.method.rawValue, status: status, nanoseconds: nanoseconds)
