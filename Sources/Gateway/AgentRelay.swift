@@ -21,7 +21,7 @@ import Synchronization
 ///   (answered `{"type":"auth.renewed","expires_at":...}`); a token of another
 ///   user closes it with 1008.
 /// - A logout or revocation of the session closes it with 1008 (the registry
-///   delivers the request; `SessionRevocationWatcher` catches revocations made
+///   delivers the request; `AccessChangeWatcher` catches revocations made
 ///   elsewhere within a second).
 public struct AgentRelay: Sendable {
     let runtime: RuntimeClient
