@@ -107,12 +107,17 @@ struct AuthRoutes: Sendable {
                 // Theft signal (or a client refreshing twice): the family is already revoked; end the session too.
                 let principal = Principal(userID: userID, tenantID: tenantID)
                 _ = try? await runtime.session(admission.admit(SessionIntent(.revoke, principal: principal, sessionID: sessionID)))
-                sessionOwners.forget([sessionID])
-                sockets.close(sessionID: sessionID, reason: "session ended")
+                sessionEnded(sessionID, reason: "session ended")
                 logger.warning("refresh token reused; family and session revoked", metadata: ["session_id": "\(sessionID)", "user_id": "\(userID)"])
                 throw Self.refreshRefused("reused", "the refresh token was already used; its session has been ended for safety; log in again")
             }
         }
+    }
+
+    /// A session this gateway ended: the ownership view forgets it and its sockets close (1008, `reason`).
+    func sessionEnded(_ sessionID: String, reason: String) {
+        sessionOwners.forget([sessionID])
+        sockets.close(sessionID: sessionID, reason: reason)
     }
 
     static func refreshRefused(_ reason: String, _ message: String) -> GatewayError {
@@ -135,8 +140,7 @@ struct AuthRoutes: Sendable {
             // Already ended: logging out still revokes the presented token.
         }
         try await revocations.revoke(caller.tokenID, expiresAt: caller.expiresAt)
-        sessionOwners.forget([sessionID])
-        sockets.close(sessionID: sessionID, reason: "logged out")
+        sessionEnded(sessionID, reason: "logged out")
         logger.info("logout", metadata: ["user_id": "\(caller.userID)", "session_id": "\(sessionID)"])
         return Response(status: .noContent, headers: [.cacheControl: "no-store"])
     }

@@ -55,6 +55,9 @@ public struct GatewayConfiguration: Sendable, Equatable {
 
     public init() {}
 
+    /// `X-Forwarded-Proto` for upstreams: how clients reach this gateway.
+    var forwardedProto: String { tls == nil ? "http" : "https" }
+
     /// The JWKS URL published in the discovery document.
     public var jwksURL: String { issuer.trimmingTrailingSlash + "/.well-known/jwks.json" }
 }
@@ -79,6 +82,11 @@ public struct ProxyRoute: Sendable, Equatable {
         self.prefix = prefix
         self.upstream = upstream
     }
+
+    /// The prefix without a trailing `/`: requests to it and below it are proxied.
+    var pathPrefix: String { prefix.trimmingTrailingSlash }
+    /// The upstream URL without a trailing `/`: the base of upstream URLs and the `aud` of its assertions.
+    var audience: String { upstream.trimmingTrailingSlash }
 }
 
 extension String {

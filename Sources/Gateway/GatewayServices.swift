@@ -95,7 +95,7 @@ public struct GatewayServices: Sendable {
         ProxyRoutes(
             authentication: authentication, admission: admission, runtime: runtime, http: runtime.http, metrics: metrics,
             routes: configuration.routes, maximumBodyBytes: configuration.maximumBodyBytes, upstreamTimeout: configuration.runtimeTimeout,
-            forwardedProto: configuration.tls == nil ? "http" : "https")
+            forwardedProto: configuration.forwardedProto)
     }
 
     /// The event-loop proxy path for `gateway.routes` with plain-HTTP upstreams.
@@ -103,7 +103,7 @@ public struct GatewayServices: Sendable {
         DataPlane(
             routes: configuration.routes, authenticator: authenticator, sessions: sessionOwners, runtime: runtime, admission: admission,
             metrics: metrics, logger: logger, maximumBodyBytes: configuration.maximumBodyBytes, upstreamTimeout: configuration.runtimeTimeout,
-            forwardedProto: configuration.tls == nil ? "http" : "https", allowedOrigins: configuration.allowedOrigins)
+            forwardedProto: configuration.forwardedProto, allowedOrigins: configuration.allowedOrigins)
     }
 
     var discoveryRoutes: DiscoveryRoutes {

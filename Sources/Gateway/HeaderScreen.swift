@@ -1,4 +1,5 @@
 import HTTPTypes
+import NIOHTTP1
 
 /// Which headers may cross the proxy, decided without a folded copy of every name.
 ///
@@ -45,6 +46,11 @@ enum HeaderScreen {
             }
         }
         return listed
+    }
+
+    /// The names an upstream response's `Connection` header lists.
+    static func connectionListed(_ headers: HTTPHeaders) -> Set<String> {
+        Set(headers[canonicalForm: "connection"].map { folded(String($0)) })
     }
 
     /// Whether a client header may go upstream.

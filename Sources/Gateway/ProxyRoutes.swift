@@ -7,7 +7,12 @@ import NIOHTTP1
 import RuntimeAPI
 import TrafficCop
 
-/// The HTTP proxy for `gateway.routes`: every configured prefix to its upstream.
+/// The HTTP proxy for `gateway.routes`, on Hummingbird and AsyncHTTPClient: the
+/// general path. Plain-HTTP upstreams are served by the data plane
+/// (`ProxyChannelHandler`) before a request reaches the router; this path
+/// answers what the data plane passes on (`https://` upstreams, `OPTIONS`, and
+/// path spellings the router matches but the data plane's prefix does not),
+/// with the same rules.
 ///
 /// These upstreams are other services, not the Runtime: the Runtime's own API
 /// is never forwarded as a whole (its public operations are `IntentRoutes`,
@@ -43,7 +48,7 @@ struct ProxyRoutes: Sendable {
 
     func register(on router: Router<GatewayRequestContext>) {
         let upstreams = routes.map {
-            Upstream(prefix: $0.prefix.trimmingTrailingSlash, baseURL: $0.upstream.trimmingTrailingSlash, audience: $0.upstream.trimmingTrailingSlash, name: $0.prefix)
+            Upstream(prefix: $0.pathPrefix, baseURL: $0.audience, audience: $0.audience, name: $0.prefix)
         }
         for upstream in upstreams {
             for method in Self.methods {
@@ -114,7 +119,7 @@ struct ProxyRoutes: Sendable {
         }
         metrics.proxied(upstream: upstream.name, status: Int(response.status.code), since: started)
         var headers = HTTPFields()
-        let upstreamConnection = Set(response.headers["connection"].flatMap { $0.split(separator: ",") }.map { HeaderScreen.folded($0.trimmingCharacters(in: .whitespaces)) })
+        let upstreamConnection = HeaderScreen.connectionListed(response.headers)
         for (name, value) in response.headers where HeaderScreen.isReturnable(name, connectionListed: upstreamConnection) {
             if let fieldName = HTTPField.Name(name) { headers.append(HTTPField(name: fieldName, value: value)) }
         }

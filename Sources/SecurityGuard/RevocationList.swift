@@ -64,12 +64,7 @@ public final class RevocationList: Sendable {
 
     /// Whether the caller's token was revoked or its account cut off.
     public func isRevoked(_ caller: AuthenticatedCaller) async throws -> Bool {
-        let now = clock.now()
-        let key = Self.accountKey(userID: caller.userID, tenantID: caller.tenantID)
-        let (fresh, revoked, notBefore) = state.withLock { state in
-            (now - state.lastSync <= maximumStaleness, state.ids[caller.tokenID] != nil, state.cutoffs[key])
-        }
-        if fresh { return revoked || Self.isCutOff(issuedAt: caller.issuedAt, notBefore: notBefore) }
+        if let answer = isRevokedInMemory(caller) { return answer }
         if try await store.isTokenIDRevoked(caller.tokenID) { return true }
         let account = try await store.user(id: caller.userID, tenantID: caller.tenantID)
         return Self.isCutOff(issuedAt: caller.issuedAt, notBefore: account?.tokensNotBefore)

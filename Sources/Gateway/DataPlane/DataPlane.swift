@@ -41,9 +41,8 @@ final class DataPlane: Sendable {
         allowedOrigins: [String]
     ) {
         self.routes = routes.compactMap { route in
-            let prefix = route.prefix.trimmingTrailingSlash
             guard let origin = UpstreamOrigin(url: route.upstream) else { return nil }
-            return Route(prefix: prefix, origin: origin, audience: route.upstream.trimmingTrailingSlash, template: prefix + "/**", name: route.prefix)
+            return Route(prefix: route.pathPrefix, origin: origin, audience: route.audience, template: route.pathPrefix + "/**", name: route.prefix)
         }
         self.authenticator = authenticator
         self.sessions = sessions

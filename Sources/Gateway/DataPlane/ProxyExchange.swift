@@ -225,7 +225,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             deadline = nil
             status = Int(response.status.code)
             upstreamKeepAlive = response.isKeepAlive
-            let listed = Set(response.headers[canonicalForm: "connection"].map { HeaderScreen.folded(String($0)) })
+            let listed = HeaderScreen.connectionListed(response.headers)
             var fields = HTTPFields()
             fields.reserveCapacity(response.headers.count + 3)
             for (name, value) in response.headers where HeaderScreen.isReturnable(name, connectionListed: listed) {
