@@ -48,7 +48,7 @@ let package = Package(
         ),
         .target(
             name: "RuntimeAPI",
-            dependencies: ["JOSE"]
+            dependencies: ["JOSE", .product(name: "NIOCore", package: "swift-nio")]
         ),
         .target(
             name: "StateSurface",
@@ -143,6 +143,9 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             path: "Tests/PortcullisProbes"
         ),

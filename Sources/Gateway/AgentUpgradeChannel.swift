@@ -24,8 +24,8 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
         case http(NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>)
         /// An upgrade the guard refused: answer with this error.
         case refused(NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>, GatewayError)
-        /// An upgraded socket, admitted.
-        case websocket(NIOAsyncChannel<WebSocketFrame, WebSocketFrame>, AdmittedSocket)
+        /// An upgraded socket, admitted: served by its `AgentSocketHandler` on the event loop.
+        case websocket
     }
 
     struct Value: ServerChildChannelValue {
@@ -42,7 +42,7 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
 
     let responder: HTTPChannelHandler.Responder
     let guardian: WebSocketGuard
-    let relay: AgentRelay
+    let sockets: AgentSockets
     /// `gateway.routes` served on the event loop; `nil` without fast routes.
     let dataPlane: DataPlane?
     let maximumMessageBytes: Int
@@ -99,9 +99,8 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
                         try channel.pipeline.syncOperations.addHandler(
                             NIOWebSocketFrameAggregator(
                                 minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 1_024, maxAccumulatedFrameSize: maximumMessageBytes))
-                        let asyncChannel = try NIOAsyncChannel<WebSocketFrame, WebSocketFrame>(
-                            wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
-                        return Outcome.websocket(asyncChannel, socket)
+                        try channel.pipeline.syncOperations.addHandler(AgentSocketHandler(sockets: sockets, admitted: socket))
+                        return Outcome.websocket
                     }
                 }
             )
@@ -140,8 +139,8 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
                 await handleHTTP(asyncChannel: http, logger: logger)
             case .refused(let http, let error):
                 await Self.writeRefusal(error, on: http, logger: logger)
-            case .websocket(let socket, let admitted):
-                await relay.run(socket, admitted: admitted, logger: logger)
+            case .websocket:
+                return
             }
         } catch {
             logger.debug("connection ended before a request was read", metadata: ["error_type": "\(type(of: error))"])
@@ -169,12 +168,12 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
 extension HTTPServerBuilder {
     /// HTTP/1 with the guarded agent-socket upgrade.
     static func http1WithAgentSocket(
-        guardian: WebSocketGuard, relay: AgentRelay, dataPlane: DataPlane?, maximumMessageBytes: Int, limits: EdgeLimits
+        guardian: WebSocketGuard, sockets: AgentSockets, dataPlane: DataPlane?, maximumMessageBytes: Int, limits: EdgeLimits
     ) -> HTTPServerBuilder {
         let connections = ConnectionCounter(limit: limits.maximumConnections)
         return .init { responder in
             AgentUpgradeChannel(
-                responder: responder, guardian: guardian, relay: relay, dataPlane: dataPlane, maximumMessageBytes: maximumMessageBytes, limits: limits,
+                responder: responder, guardian: guardian, sockets: sockets, dataPlane: dataPlane, maximumMessageBytes: maximumMessageBytes, limits: limits,
                 connections: connections)
         }
     }

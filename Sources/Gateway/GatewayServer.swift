@@ -44,10 +44,10 @@ public enum GatewayServer {
     ) throws -> some ApplicationProtocol {
         let configuration = services.configuration
         let guardian = services.socketGuard
-        let relay = services.agentRelay
+        let sockets = services.agentSockets
         let dataPlane = services.dataPlane
         let base = HTTPServerBuilder.http1WithAgentSocket(
-            guardian: guardian, relay: relay, dataPlane: dataPlane.routes.isEmpty ? nil : dataPlane,
+            guardian: guardian, sockets: sockets, dataPlane: dataPlane.routes.isEmpty ? nil : dataPlane,
             maximumMessageBytes: configuration.maximumMessageBytes, limits: configuration.limits)
         let server: HTTPServerBuilder
         if let tls = configuration.tls {

@@ -30,6 +30,8 @@ public struct GatewayServices: Sendable {
     public let metrics: GatewayMetrics
     /// Open agent sockets by session (this gateway's).
     public let sockets = SocketRegistry()
+    /// The agent links to the Runtime, one per event loop.
+    let agentLinks: RuntimeAgentLinks
     /// Who owns the sessions proxied requests name (kept fresh by `AccessChangeWatcher`).
     public let sessionOwners: SessionOwnershipView
     public let clock: any TokenClock
@@ -62,6 +64,9 @@ public struct GatewayServices: Sendable {
             signer: GatewayAssertionSigner(keys: keys, issuer: configuration.issuer, clock: clock), timeout: configuration.runtimeTimeout,
             http: makeUpstreamHTTPClient())
         sessionOwners = SessionOwnershipView(clock: clock)
+        agentLinks = RuntimeAgentLinks(
+            runtime: runtime, metrics: metrics, logger: logger, maximumMessageBytes: configuration.maximumMessageBytes,
+            timeout: configuration.runtimeTimeout)
         let started = ContinuousClock.now
         let rateLimits = AdmissionRateLimits(settings: configuration.rateLimits) {
             let elapsed = ContinuousClock.now - started
@@ -116,9 +121,9 @@ public struct GatewayServices: Sendable {
             metrics: metrics)
     }
 
-    var agentRelay: AgentRelay {
-        AgentRelay(
-            runtime: runtime, authenticator: authenticator, registry: sockets, metrics: metrics, clock: clock,
-            maximumMessageBytes: configuration.maximumMessageBytes, limits: configuration.limits)
+    var agentSockets: AgentSockets {
+        AgentSockets(
+            links: agentLinks, authenticator: authenticator, registry: sockets, metrics: metrics, clock: clock,
+            maximumMessageBytes: configuration.maximumMessageBytes, limits: configuration.limits, logger: logger)
     }
 }

@@ -129,15 +129,6 @@ public final class RuntimeClient: Sendable {
         _ = try await call(.GET, RuntimeEndpoint.health, caller: RuntimeCaller(userID: nil, tenantID: nil, sessionID: nil), body: nil)
     }
 
-    /// The WebSocket URL of the Runtime's agent channel and an assertion naming the verified session.
-    func agentChannel(for caller: RuntimeCaller) throws -> (url: String, assertion: String) {
-        guard let base = baseURL, let sessionID = caller.sessionID else {
-            throw GatewayError.runtimeUnavailable("the Runtime is not listening yet; try again in a moment")
-        }
-        let url = base.replacingOccurrences(of: "http://", with: "ws://").replacingOccurrences(of: "https://", with: "wss://")
-            + RuntimeEndpoint.agent + "?session_id=" + sessionID
-        return (url, try assertion(caller))
-    }
 
     static func sessionID(_ intent: SessionIntent) throws -> String {
         guard let sessionID = intent.sessionID else { throw GatewayError(.badRequest, "session_missing", "a session_id is required") }

@@ -128,40 +128,26 @@ public struct RuntimeRoutes: Sendable {
             return Self.json(try await executions.execution(id: try context.parameters.require("id"), caller: caller).json)
         }
 
-        // The agent channel: assertion and session checked before the 101.
-        group.ws("agent") { request, _ in
-            _ = try await agentChannel(for: request)
+        // The agent link: one gateway's agent sockets over one connection, admitted
+        // by the gateway's assertion before the 101; each stream names its session.
+        group.ws("agent-link") { request, _ in
+            _ = try caller(request)
             return .upgrade([:])
-        } onUpgrade: { inbound, outbound, context in
-            let channel = try await agentChannel(for: context.request)
-            var messages = inbound.messages(maxSize: maximumBody).makeAsyncIterator()
-            while let message = try await messages.next() {
-                guard case .text(let text) = message else {
-                    try await outbound.write(.text(JSONWriter.string(AgentChannel.error("invalid_frame", "frames must be text (JSON)"))))
-                    continue
+        } onUpgrade: { inbound, outbound, _ in
+            let streams = AgentLinkStreams(executions: executions, outbound: outbound)
+            await withDiscardingTaskGroup { group in
+                do {
+                    for try await message in inbound.messages(maxSize: maximumBody + AgentLinkFrame.overhead) {
+                        guard case .binary(let buffer) = message else { continue }
+                        if case .drain(let id) = await streams.receive(buffer) {
+                            group.addTask { await streams.drain(id) }
+                        }
+                    }
+                } catch {
+                    // The link failed (too large a message or a broken connection): its streams end with it.
                 }
-                switch await channel.handle(text: text) {
-                case .reply(let reply):
-                    try await outbound.write(.text(JSONWriter.string(reply)))
-                case .replyAndClose(let reply):
-                    try await outbound.write(.text(JSONWriter.string(reply)))
-                    try await outbound.close(.policyViolation, reason: "session ended")
-                    return
-                }
+                group.cancelAll()
             }
         }
-    }
-
-    /// The caller and session for an agent-channel request: `session_id` from the
-    /// query (or `X-Session-Id`), live and accessible to the asserted caller.
-    func agentChannel(for request: Request) async throws -> AgentChannel {
-        let caller = try caller(request)
-        let sessionID = request.uri.queryParameters.get("session_id") ?? request.headers[HTTPField.Name("X-Session-Id")!] ?? caller.sessionID
-        guard let sessionID else { throw RuntimeError(.badRequest, .sessionMissing, "the agent channel needs a session_id") }
-        if let asserted = caller.sessionID, asserted != sessionID {
-            throw RuntimeError(.forbidden, .sessionForbidden, "the session_id differs from the one the gateway verified")
-        }
-        let session = try await sessions.accessible(sessionID, by: caller)
-        return AgentChannel(executions: executions, sessionID: session.id, caller: caller)
     }
 }

@@ -38,7 +38,7 @@ public enum RuntimeServer {
             router: router,
             server: .http1WebSocketUpgrade(
                 webSocketRouter: router,
-                configuration: .init(ws: .init(maxFrameSize: configuration.maximumMessageBytes))),
+                configuration: .init(ws: .init(maxFrameSize: configuration.maximumMessageBytes + AgentLinkFrame.overhead))),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: nil),
             services: [
                 Sweeper("ended sessions", every: configuration.sweepInterval, logger: logger) {

@@ -11,8 +11,9 @@ public enum RuntimeEndpoint {
     public static let intents = prefix + "/intents"
     /// `GET`: readiness; the assertion verifies and the store answers.
     public static let health = prefix + "/health"
-    /// `GET`: the agent channel (WebSocket).
-    public static let agent = prefix + "/agent"
+    /// `GET`: the agent link (WebSocket): every agent socket of one gateway
+    /// over one connection, in `AgentLinkFrame`s.
+    public static let agentLink = prefix + "/agent-link"
 
     /// `GET` → `SessionView`.
     public static func session(_ id: String) -> String { sessions + "/" + id }

@@ -1,4 +1,4 @@
-// PortcullisProbes: test probes run as real processes (a store writer to kill -9, a plain upstream for load scripts).
+// PortcullisProbes: test probes run as real processes (a store writer to kill -9, a plain upstream and a socket load for the scripts).
 import ArgumentParser
 import Foundation
 import Hummingbird
@@ -14,7 +14,7 @@ struct Probes: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "portcullis-probes",
         abstract: "Probes for the test suite and the load scripts.",
-        subcommands: [StateWriter.self, Upstream.self]
+        subcommands: [StateWriter.self, Upstream.self, SocketLoad.self]
     )
 
     /// A plain upstream for `scripts/load.sh`: answers every GET with a small

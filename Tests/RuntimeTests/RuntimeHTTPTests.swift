@@ -28,7 +28,7 @@ struct RuntimeHTTPTests {
         let routes: [(HTTPRequest.Method, String)] = [
             (.post, "/runtime/v1/sessions"), (.get, "/runtime/v1/sessions/ses_AAAAAAAAAAAAAAAAAAAAAA"),
             (.post, "/runtime/v1/sessions/ses_AAAAAAAAAAAAAAAAAAAAAA/upgrade"), (.post, "/runtime/v1/sessions/ses_AAAAAAAAAAAAAAAAAAAAAA/revoke"),
-            (.post, "/runtime/v1/intents"), (.get, "/runtime/v1/executions/exe_x"), (.get, "/runtime/v1/agent?session_id=ses_AAAAAAAAAAAAAAAAAAAAAA"),
+            (.post, "/runtime/v1/intents"), (.get, "/runtime/v1/executions/exe_x"), (.get, "/runtime/v1/agent-link"),
         ]
         try await fixture.application().test(.live) { client in
             for (name, headers, code) in cases {

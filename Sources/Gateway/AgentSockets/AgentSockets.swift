@@ -1,0 +1,24 @@
+import JOSE
+import Logging
+import NIOCore
+import SecurityGuard
+
+/// What every agent socket's handler shares: the links to the Runtime, the
+/// token checks for renewals, the registry that closes sockets, the limits.
+///
+/// Replaces a relay of tasks per socket: an admitted socket is served by one
+/// `AgentSocketHandler` on its event loop, and its messages travel to the
+/// Runtime as a stream of its loop's `RuntimeAgentLink`.
+struct AgentSockets: Sendable {
+    let links: RuntimeAgentLinks
+    let authenticator: AccessTokenAuthenticator
+    let registry: SocketRegistry
+    let metrics: GatewayMetrics
+    let clock: any TokenClock
+    let maximumMessageBytes: Int
+    let limits: EdgeLimits
+    let logger: Logger
+
+    /// How long a socket waits for the client's answer to its close frame.
+    static let closeGrace = TimeAmount.seconds(2)
+}

@@ -1,0 +1,70 @@
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOSSL
+import RuntimeAPI
+
+/// The gateway's agent links to the Runtime: one per event loop, each made
+/// on first use (see `RuntimeAgentLink`).
+final class RuntimeAgentLinks: Sendable {
+    let runtime: RuntimeClient
+    let metrics: GatewayMetrics
+    let logger: Logger
+    let maximumMessageBytes: Int
+    /// How long opening a link may take (TCP, TLS and the upgrade).
+    let timeout: TimeAmount
+    private let links = NIOLockedValueBox<[ObjectIdentifier: NIOLoopBound<RuntimeAgentLink>]>([:])
+    private let tls = NIOLockedValueBox<NIOSSLContext?>(nil)
+
+    init(runtime: RuntimeClient, metrics: GatewayMetrics, logger: Logger, maximumMessageBytes: Int, timeout: Double) {
+        self.runtime = runtime
+        self.metrics = metrics
+        self.logger = logger
+        self.maximumMessageBytes = maximumMessageBytes
+        self.timeout = .milliseconds(Int64(timeout * 1000))
+    }
+
+    /// The link of `eventLoop`; call it on that loop.
+    func link(for eventLoop: any EventLoop) -> RuntimeAgentLink {
+        links.withLockedValue { links in
+            if let link = links[ObjectIdentifier(eventLoop)] { return link.value }
+            let link = RuntimeAgentLink(eventLoop: eventLoop, links: self)
+            links[ObjectIdentifier(eventLoop)] = NIOLoopBound(link, eventLoop: eventLoop)
+            return link
+        }
+    }
+
+    /// Where and how to open a link now: the Runtime's address and a fresh assertion naming the gateway alone.
+    struct Connection {
+        let host: String
+        let port: Int
+        let hostHeader: String
+        let tls: NIOSSLContext?
+        let serverName: String?
+        let assertion: String
+    }
+
+    func connection() throws -> Connection {
+        guard let base = runtime.baseURL else { throw GatewayError.runtimeUnavailable("the Runtime is not listening yet; try again in a moment") }
+        let secure = base.lowercased().hasPrefix("https://")
+        guard let origin = UpstreamOrigin(url: secure ? "http://" + base.dropFirst("https://".count) : base) else {
+            throw GatewayError.runtimeUnavailable("runtime.url is not an http or https URL")
+        }
+        let port = secure && !base.dropFirst("https://".count).prefix(while: { $0 != "/" }).contains(":") ? 443 : origin.port
+        let context: NIOSSLContext?
+        if secure {
+            context = try tls.withLockedValue { tls in
+                if let tls { return tls }
+                let made = try NIOSSLContext(configuration: .makeClientConfiguration())
+                tls = made
+                return made
+            }
+        } else {
+            context = nil
+        }
+        let assertion = try runtime.assertion(RuntimeCaller(userID: nil, tenantID: nil, sessionID: nil))
+        return Connection(
+            host: origin.host, port: port, hostHeader: origin.hostHeader, tls: context,
+            serverName: origin.host.first?.isNumber == true || origin.host.contains(":") ? nil : origin.host, assertion: assertion)
+    }
+}

@@ -1,0 +1,139 @@
+import Synchronization
+
+/// Why the gateway is closing a live socket.
+public struct SocketCloseRequest: Sendable, Equatable {
+    /// WebSocket close code (1008 policy violation for session ends).
+    public let code: UInt16
+    public let reason: String
+}
+
+/// One registered socket: its place in the registry and where close requests for it go.
+struct SocketRegistration: Sendable {
+    let id: UInt64
+    let sessionID: String
+    let target: SocketCloseTarget
+}
+
+/// Where the registry delivers a close request for one socket.
+///
+/// A socket is registered at admission, before its 101 and before the
+/// handler that serves it exists; a request that arrives in between is kept
+/// and delivered when the handler attaches. Only the first request counts (a
+/// later one never replaces the first reason).
+final class SocketCloseTarget: Sendable {
+    private enum State {
+        case waiting(SocketCloseRequest?)
+        case attached(@Sendable (SocketCloseRequest) -> Void)
+        case delivered
+    }
+
+    private let state = Mutex(State.waiting(nil))
+
+    /// Asks the socket to close (once; later requests are dropped).
+    func request(_ request: SocketCloseRequest) {
+        let deliver = state.withLock { state -> (@Sendable (SocketCloseRequest) -> Void)? in
+            switch state {
+            case .waiting(nil):
+                state = .waiting(request)
+                return nil
+            case .attached(let deliver):
+                state = .delivered
+                return deliver
+            case .waiting, .delivered:
+                return nil
+            }
+        }
+        deliver?(request)
+    }
+
+    /// Routes requests to `deliver` from now on; one that came earlier is delivered at once.
+    func attach(_ deliver: @escaping @Sendable (SocketCloseRequest) -> Void) {
+        let early = state.withLock { state -> SocketCloseRequest? in
+            guard case .waiting(let early) = state else { return nil }
+            state = early == nil ? .attached(deliver) : .delivered
+            return early
+        }
+        if let early { deliver(early) }
+    }
+
+    /// The socket is gone: nothing more is delivered (and the closure is released).
+    func detach() {
+        state.withLock { $0 = .delivered }
+    }
+}
+
+/// The open agent sockets of this gateway, by session.
+///
+/// Enforces the contract's sockets per session at registration (count and
+/// insert are one step under one lock, so racing upgrades cannot exceed it),
+/// and delivers a close request to every socket of a session or an account
+/// when it is logged out, revoked or disabled.
+public final class SocketRegistry: Sendable {
+    private struct Entry {
+        var userID: String
+        var tenantID: String
+        var sockets: [UInt64: SocketCloseTarget] = [:]
+    }
+
+    private let state = Mutex<(next: UInt64, sessions: [String: Entry])>((0, [:]))
+
+    public init() {}
+
+    /// Registers a socket of `userID`/`tenantID` on `sessionID` if the session has
+    /// fewer than `limit` open; `nil` (nothing registered) when it has `limit` already.
+    func register(sessionID: String, userID: String, tenantID: String, limit: Int) -> SocketRegistration? {
+        let target = SocketCloseTarget()
+        let id = state.withLock { state -> UInt64? in
+            var entry = state.sessions[sessionID] ?? Entry(userID: userID, tenantID: tenantID)
+            guard entry.sockets.count < limit else { return nil }
+            state.next += 1
+            entry.sockets[state.next] = target
+            state.sessions[sessionID] = entry
+            return state.next
+        }
+        guard let id else { return nil }
+        return SocketRegistration(id: id, sessionID: sessionID, target: target)
+    }
+
+    /// Removes a socket; removing one twice is harmless.
+    func unregister(_ registration: SocketRegistration) {
+        state.withLock { state in
+            state.sessions[registration.sessionID]?.sockets.removeValue(forKey: registration.id)
+            if state.sessions[registration.sessionID]?.sockets.isEmpty == true { state.sessions[registration.sessionID] = nil }
+        }
+        registration.target.detach()
+    }
+
+    /// Open sockets on `sessionID`.
+    public func count(sessionID: String) -> Int {
+        state.withLock { $0.sessions[sessionID]?.sockets.count ?? 0 }
+    }
+
+    /// Open sockets in all.
+    public var total: Int {
+        state.withLock { $0.sessions.values.reduce(0) { $0 + $1.sockets.count } }
+    }
+
+    /// Asks every socket on `sessionID` to close with `code` and `reason`.
+    public func close(sessionID: String, code: UInt16 = 1008, reason: String) {
+        let targets = state.withLock { Array(($0.sessions[sessionID]?.sockets ?? [:]).values) }
+        for target in targets { target.request(SocketCloseRequest(code: code, reason: reason)) }
+    }
+
+    /// Asks every socket of an account (all its sessions) to close.
+    public func close(userID: String, tenantID: String, code: UInt16 = 1008, reason: String) {
+        let targets = state.withLock { state in
+            state.sessions.values.filter { $0.userID == userID && $0.tenantID == tenantID }.flatMap { Array($0.sockets.values) }
+        }
+        for target in targets { target.request(SocketCloseRequest(code: code, reason: reason)) }
+    }
+
+    /// Asks every socket to close (the gateway is shutting down).
+    public func closeAll(code: UInt16 = 1001, reason: String) {
+        let targets = state.withLock { state in state.sessions.values.flatMap { Array($0.sockets.values) } }
+        for target in targets { target.request(SocketCloseRequest(code: code, reason: reason)) }
+    }
+
+    /// The sessions that have sockets open now.
+    var sessionIDs: [String] { state.withLock { Array($0.sessions.keys) } }
+}
