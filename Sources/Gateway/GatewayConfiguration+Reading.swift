@@ -82,7 +82,7 @@ extension GatewayConfiguration {
             configuration.rateLimits[rule] = try Self.rateLimit(values, "rate_limits." + rule.rawValue, default: configuration.rateLimits[rule])
         }
         if let value = try values.int("contracts.sessions_per_user", in: 1...100_000) { configuration.contract.maximumSessionsPerUser = value }
-        if let value = try values.int("contracts.sockets_per_session", in: 1...10_000) { configuration.contract.maximumSocketsPerSession = value }
+        if let value = try values.int("contracts.sockets_per_session", in: 1...1_000_000) { configuration.contract.maximumSocketsPerSession = value }
         if let value = try values.strings("contracts.anonymous_intents") { configuration.contract.anonymousIntents = Set(value) }
         self = configuration
     }

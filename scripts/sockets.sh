@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The agent-socket benchmark: N authenticated idle sockets through the full
+# guard (token, session, ownership, limits) into `portcullis serve` (release
+# build, embedded Runtime), on loopback.
+#
+#   scripts/sockets.sh [N ...]          (default 1000 5000 19500)
+#   PORTCULLIS_BIN=path                 benchmark another portcullis binary
+#   END=expiry                          end the sockets by token expiry instead of a logout
+#
+# For each N, a fresh gateway: log in, open N sockets 64 at a time on one
+# session (`portcullis-probes socket-load`, the token in a header), idle 2 s,
+# check that a sample of 20 still answers an intent, then log the session out
+# and time how long until the gateway has closed every socket. Prints, per N:
+# upgrades per second, resident memory per socket (the gateway process, the
+# embedded Runtime included, after minus before, divided by N), the sample's
+# answers and the time from the logout (or the token's exp) to the last close.
+#
+# N is bounded by the open-file limit (`ulimit -n`): the gateway holds one
+# descriptor per socket (the Runtime leg is multiplexed), the probe another.
+# Every process it starts is stopped by its PID on exit.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+COUNTS=("$@"); [ ${#COUNTS[@]} -gt 0 ] || COUNTS=(1000 5000 19500)
+END=${END:-logout}
+for tool in curl python3; do command -v $tool >/dev/null || { echo "sockets.sh: $tool is missing" >&2; exit 2; }; done
+ulimit -n "$(ulimit -Hn)"
+LIMIT=$(ulimit -n)
+for n in "${COUNTS[@]}"; do
+  [ "$n" -le $((LIMIT - 200)) ] || { echo "sockets.sh: N=$n needs more open files than ulimit -n allows ($LIMIT)" >&2; exit 2; }
+done
+if [ -n "${PORTCULLIS_BIN:-}" ]; then
+  BIN=$(realpath "$PORTCULLIS_BIN")
+  PROBES=${PORTCULLIS_PROBES:-$(dirname "$BIN")/portcullis-probes}
+else
+  (cd "$ROOT" && swift build -c release --product portcullis >/dev/null && swift build -c release --product portcullis-probes >/dev/null)
+  BIN="$ROOT/.build/release/portcullis"
+  PROBES="$ROOT/.build/release/portcullis-probes"
+fi
+WORK=$(mktemp -d)
+GATEWAY=18501
+GATEWAY_PID=
+cleanup() {
+  [ -n "$GATEWAY_PID" ] && kill "$GATEWAY_PID" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+: > "$WORK/results.jsonl"
+for n in "${COUNTS[@]}"; do
+  DIR="$WORK/gateway-$n"
+  mkdir -p "$DIR/config"
+  LIFETIME=900; [ "$END" = expiry ] && LIFETIME=$((30 + n / 1000))
+  cat > "$DIR/config/portcullis.yaml" <<YAML
+gateway:
+  port: $GATEWAY
+admin:
+  enabled: false
+runtime:
+  port: 0
+logging:
+  level: warning
+tokens:
+  access_token_lifetime_seconds: $LIFETIME
+limits:
+  max_connections: $((n + 100))
+contracts:
+  sockets_per_session: $n
+YAML
+  (cd "$DIR" && exec "$BIN" serve > serve.log 2>&1) & GATEWAY_PID=$!
+  for _ in $(seq 150); do curl -sf "127.0.0.1:$GATEWAY/readyz" >/dev/null && break; sleep 0.2; done
+  curl -sf "127.0.0.1:$GATEWAY/readyz" >/dev/null || { echo "the gateway did not start:" >&2; cat "$DIR/serve.log" >&2; exit 1; }
+  printf 'bench password 1\n' | (cd "$DIR" && "$BIN" users add bench --tenant default --password-stdin >/dev/null)
+  LOGIN=$(curl -sf -X POST "127.0.0.1:$GATEWAY/api/auth/login" -H 'Content-Type: application/json' -d '{"username":"bench","password":"bench password 1"}')
+  export PORTCULLIS_TOKEN=$(printf '%s' "$LOGIN" | python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
+  export PORTCULLIS_SESSION=$(printf '%s' "$LOGIN" | python3 -c 'import json,sys; print(json.load(sys.stdin)["session_id"])')
+  "$PROBES" socket-load --port "$GATEWAY" --count "$n" --gateway-pid "$GATEWAY_PID" --end "$END" --close-timeout $((LIFETIME + 60)) >> "$WORK/results.jsonl"
+  kill "$GATEWAY_PID"; wait "$GATEWAY_PID" 2>/dev/null || true; GATEWAY_PID=
+  sleep 1
+done
+
+python3 - "$WORK/results.jsonl" "$END" <<'PY'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+end = sys.argv[2]
+print(f"| sockets | failed | upgrades/s | RSS before MB | RSS after MB | KB per socket | sample answered | {end} to last close s | close codes |")
+print("|---|---|---|---|---|---|---|---|---|")
+for r in rows:
+    close = f"{r['all_closed_seconds']:.3f}" if r["all_closed_seconds"] >= 0 else f"not all ({r['closed']})"
+    print(f"| {r['sockets']:,} | {r['failed']} | {r['upgrades_per_second']:,.0f} | {r['baseline_rss_kb']/1024:.1f} | {r['rss_kb']/1024:.1f} | "
+          f"{r['rss_per_socket_kb']:.1f} | {r['sample_answered']}/{r['sample']} | {close} | {' '.join(r['close_codes'])} |")
+PY
