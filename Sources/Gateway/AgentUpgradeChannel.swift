@@ -73,10 +73,9 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
                         decision.withLockedValue { $0 = .notAgentPath }
                         return channel.eventLoop.makeSucceededFuture(nil)
                     }
-                    let promise = channel.eventLoop.makePromise(of: HTTPHeaders?.self)
                     let registry = guardian.registry
-                    promise.completeWithTask {
-                        switch await guardian.admitUpgrade(request) {
+                    let decide = { @Sendable (result: Result<AdmittedSocket, GatewayError>) -> HTTPHeaders? in
+                        switch result {
                         case .success(let socket):
                             // The socket holds a slot in its session's limit from here; whatever
                             // happens to the upgrade, the connection's end gives it back.
@@ -88,6 +87,12 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
                             return nil
                         }
                     }
+                    // On the event loop when the caches can answer; otherwise the store and the Runtime are asked.
+                    if let result = guardian.admitUpgradeWithoutSuspending(request) {
+                        return channel.eventLoop.makeSucceededFuture(decide(result))
+                    }
+                    let promise = channel.eventLoop.makePromise(of: HTTPHeaders?.self)
+                    promise.completeWithTask { decide(await guardian.admitUpgrade(request)) }
                     return promise.futureResult
                 },
                 upgradePipelineHandler: { channel, _ in

@@ -117,7 +117,8 @@ public struct GatewayServices: Sendable {
 
     var socketGuard: WebSocketGuard {
         WebSocketGuard(
-            authenticator: authenticator, runtime: runtime, admission: admission, registry: sockets, allowedOrigins: configuration.allowedOrigins,
+            authenticator: authenticator, runtime: runtime, sessions: sessionOwners, admission: admission, registry: sockets,
+            allowedOrigins: configuration.allowedOrigins,
             metrics: metrics)
     }
 

@@ -61,6 +61,8 @@ public struct WebSocketGuard: Sendable {
 
     let authenticator: AccessTokenAuthenticator
     let runtime: RuntimeClient
+    /// Owned sessions as the Runtime last said (kept fresh by `AccessChangeWatcher`).
+    let sessions: SessionOwnershipView
     let admission: Admission
     let registry: SocketRegistry
     let allowedOrigins: [String]
@@ -68,14 +70,37 @@ public struct WebSocketGuard: Sendable {
 
     /// Checks an upgrade and registers the socket, or says why not, as the HTTP error to answer with.
     public func admitUpgrade(_ request: UpgradeRequest) async -> Result<AdmittedSocket, GatewayError> {
-        await refusingAsHTTP {
-            let checked = try await check(request)
-            let limit = checked.admitted.maximumSockets ?? Int.max
-            guard
-                let registration = registry.register(
-                    sessionID: checked.sessionID, userID: checked.caller.userID, tenantID: checked.caller.tenantID, limit: limit)
-            else { throw GatewayError(admission.validator.socketLimitReached()) }
-            return AdmittedSocket(caller: checked.caller, sessionID: checked.sessionID, registration: registration)
+        await refusingAsHTTP { try register(try await check(request)) }
+    }
+
+    /// Registers a checked socket: its slot in the session's limit is taken in the same step as the count.
+    private func register(_ checked: CheckedSocket) throws -> AdmittedSocket {
+        let limit = checked.admitted.maximumSockets ?? Int.max
+        guard
+            let registration = registry.register(
+                sessionID: checked.sessionID, userID: checked.caller.userID, tenantID: checked.caller.tenantID, limit: limit)
+        else { throw GatewayError(admission.validator.socketLimitReached()) }
+        return AdmittedSocket(caller: checked.caller, sessionID: checked.sessionID, registration: registration)
+    }
+
+    /// The same checks and registration without suspending, answered from the
+    /// verified-token cache, the revocation mirror and the session view; `nil`
+    /// when one of them cannot answer (then `admitUpgrade` asks the store and the Runtime).
+    ///
+    /// An upgrade of a session this gateway has seen recently is admitted on
+    /// its event loop with no call to the Runtime; the view forgets a session
+    /// within a second of its logout or revocation, and the registry closes the
+    /// sockets already open.
+    public func admitUpgradeWithoutSuspending(_ request: UpgradeRequest) -> Result<AdmittedSocket, GatewayError>? {
+        do {
+            let token = try AccessTokenAuthenticator.bearerToken(fromAuthorization: request.headers["authorization"]) ?? request.query["access_token"]
+            guard let caller = try authenticator.authenticateInMemory(token) else { return nil }
+            let sessionID = try GatewayError.checkedSessionID(request.headers["x-session-id"] ?? request.query["session_id"])
+            guard let owned = sessions.isOwned(sessionID, by: caller.userID, tenantID: caller.tenantID) else { return nil }
+            guard owned else { throw Self.forbidden }
+            return .success(try register(try admitted(caller: caller, sessionID: sessionID, request: request)))
+        } catch {
+            return .failure(refusal(error))
         }
     }
 
@@ -95,11 +120,17 @@ public struct WebSocketGuard: Sendable {
         do {
             return .success(try await body())
         } catch {
-            let refusal = GatewayError(answering: error)
-            metrics.upgradeRefused(reason: refusal.reason ?? refusal.code)
-            return .failure(refusal)
+            return .failure(refusal(error))
         }
     }
+
+    private func refusal(_ error: any Error) -> GatewayError {
+        let refusal = GatewayError(answering: error)
+        metrics.upgradeRefused(reason: refusal.reason ?? refusal.code)
+        return refusal
+    }
+
+    static let forbidden = GatewayError(.forbidden, "session_forbidden", "the session belongs to another user or tenant")
 
     func check(_ request: UpgradeRequest) async throws -> CheckedSocket {
         // 1. The token: Authorization header, or access_token in the query (browsers).
@@ -120,16 +151,20 @@ public struct WebSocketGuard: Sendable {
         // 3 and 4. The Runtime says whether it is live, and refuses another user's or tenant's.
         let principal = Principal(userID: caller.userID, tenantID: caller.tenantID)
         let session = try await runtime.session(admission.admit(SessionIntent(.read, principal: principal, sessionID: sessionID)))
+        sessions.remember(session)
         guard session.state == .authenticated else {
             throw GatewayError(.forbidden, "session_anonymous", "the session is anonymous; log in with it first, then open the socket")
         }
-        guard session.isOwned(by: caller.userID, tenantID: caller.tenantID) else {
-            throw GatewayError(.forbidden, "session_forbidden", "the session belongs to another user or tenant")
-        }
-        // 5. Origin, then the contract's sockets per session (enforced when registering).
+        guard session.isOwned(by: caller.userID, tenantID: caller.tenantID) else { throw Self.forbidden }
+        return try admitted(caller: caller, sessionID: sessionID, request: request)
+    }
+
+    /// 5. Origin, then the Traffic Cop's admission (the contract's sockets per session are enforced when registering).
+    private func admitted(caller: AuthenticatedCaller, sessionID: String, request: UpgradeRequest) throws -> CheckedSocket {
         if !allowedOrigins.isEmpty, let origin = request.headers["origin"], !allowedOrigins.contains(origin) {
             throw GatewayError(.forbidden, "origin_forbidden", "this origin may not open sockets here; it is not in gateway.allowed_origins")
         }
+        let principal = Principal(userID: caller.userID, tenantID: caller.tenantID)
         let admitted = try admission.admit(SessionIntent(.openSocket, principal: principal, sessionID: sessionID))
         return CheckedSocket(caller: caller, sessionID: sessionID, admitted: admitted)
     }
