@@ -6,6 +6,8 @@
 #   scripts/sockets.sh [N ...]          (default 1000 5000 19500)
 #   PORTCULLIS_BIN=path                 benchmark another portcullis binary
 #   END=expiry                          end the sockets by token expiry instead of a logout
+#   PROFILE=1                           perf record -e cpu-clock -g of the gateway during the
+#                                       last N's run (.build/sockets.perf.data; perf report -i FILE)
 #
 # For each N, a fresh gateway: log in, open N sockets 64 at a time on one
 # session (`portcullis-probes socket-load`, the token in a header), idle 2 s,
@@ -74,7 +76,12 @@ YAML
   LOGIN=$(curl -sf -X POST "127.0.0.1:$GATEWAY/api/auth/login" -H 'Content-Type: application/json' -d '{"username":"bench","password":"bench password 1"}')
   export PORTCULLIS_TOKEN=$(printf '%s' "$LOGIN" | python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
   export PORTCULLIS_SESSION=$(printf '%s' "$LOGIN" | python3 -c 'import json,sys; print(json.load(sys.stdin)["session_id"])')
+  PERF_PID=
+  if [ "${PROFILE:-}" = 1 ]; then
+    perf record -e cpu-clock -g -p "$GATEWAY_PID" -o "$ROOT/.build/sockets.perf.data" >/dev/null 2>&1 & PERF_PID=$!
+  fi
   "$PROBES" socket-load --port "$GATEWAY" --count "$n" --gateway-pid "$GATEWAY_PID" --end "$END" --close-timeout $((LIFETIME + 60)) >> "$WORK/results.jsonl"
+  if [ -n "$PERF_PID" ]; then kill -INT "$PERF_PID"; wait "$PERF_PID" 2>/dev/null || true; fi
   kill "$GATEWAY_PID"; wait "$GATEWAY_PID" 2>/dev/null || true; GATEWAY_PID=
   sleep 1
 done
@@ -83,10 +90,11 @@ python3 - "$WORK/results.jsonl" "$END" <<'PY'
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
 end = sys.argv[2]
-print(f"| sockets | failed | upgrades/s | RSS before MB | RSS after MB | KB per socket | sample answered | {end} to last close s | close codes |")
-print("|---|---|---|---|---|---|---|---|---|")
+print(f"| sockets | failed | upgrades/s | gateway CPU us/upgrade | CPU share gateway / probe | RSS before MB | RSS after MB | KB per socket | sample answered | {end} to last close s | close codes |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     close = f"{r['all_closed_seconds']:.3f}" if r["all_closed_seconds"] >= 0 else f"not all ({r['closed']})"
-    print(f"| {r['sockets']:,} | {r['failed']} | {r['upgrades_per_second']:,.0f} | {r['baseline_rss_kb']/1024:.1f} | {r['rss_kb']/1024:.1f} | "
+    print(f"| {r['sockets']:,} | {r['failed']} | {r['upgrades_per_second']:,.0f} | {r['gateway_cpu_us_per_upgrade']:.0f} | "
+          f"{r['gateway_cpu_share_while_opening']:.2f} / {r['probe_cpu_share_while_opening']:.2f} | {r['baseline_rss_kb']/1024:.1f} | {r['rss_kb']/1024:.1f} | "
           f"{r['rss_per_socket_kb']:.1f} | {r['sample_answered']}/{r['sample']} | {close} | {' '.join(r['close_codes'])} |")
 PY

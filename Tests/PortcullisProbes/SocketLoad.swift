@@ -35,6 +35,8 @@ struct SocketLoad: AsyncParsableCommand {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let tracker = CloseTracker()
         let baseline = Self.residentKilobytes(gatewayPid)
+        let gatewayTicksBefore = Self.cpuTicks(gatewayPid)
+        let probeBefore = Self.ownCPUSeconds()
         let started = NIODeadline.now()
         var clients: [LoadSocket] = []
         clients.reserveCapacity(count)
@@ -58,6 +60,8 @@ struct SocketLoad: AsyncParsableCommand {
             }
         }
         let openSeconds = Double((NIODeadline.now() - started).nanoseconds) / 1e9
+        let gatewayCPUSeconds = Double(Self.cpuTicks(gatewayPid) - gatewayTicksBefore) / Double(sysconf(Int32(_SC_CLK_TCK)))
+        let probeCPUSeconds = Self.ownCPUSeconds() - probeBefore
         try await Task.sleep(for: .milliseconds(Int64(idle * 1000)))
         let resident = Self.residentKilobytes(gatewayPid)
         // A sample spread over all the sockets still answers an intent.
@@ -91,6 +95,8 @@ struct SocketLoad: AsyncParsableCommand {
             "sample": min(sample, opened), "sample_answered": answered, "end": end,
             "all_closed_seconds": closeSeconds ?? -1, "closed": tracker.closedCount, "close_codes": codes.map { "\($0.key):\($0.value)" }.sorted(),
             "expires_at": expiresAt ?? 0,
+            "gateway_cpu_us_per_upgrade": opened > 0 ? gatewayCPUSeconds * 1e6 / Double(opened) : 0,
+            "gateway_cpu_share_while_opening": gatewayCPUSeconds / openSeconds, "probe_cpu_share_while_opening": probeCPUSeconds / openSeconds,
         ]
         let json = try JSONSerialization.data(withJSONObject: result, options: [.sortedKeys])
         FileHandle.standardOutput.write(json + Data("\n".utf8))
@@ -104,6 +110,22 @@ struct SocketLoad: AsyncParsableCommand {
             return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "0") ?? 0
         }
         return 0
+    }
+
+    /// utime + stime of a process, in clock ticks.
+    static func cpuTicks(_ pid: Int32) -> Int {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return 0 }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        // After the command name: state is field 3, utime 14 and stime 15 (1-based over the whole line).
+        guard fields.count > 12 else { return 0 }
+        return (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)
+    }
+
+    /// This process's CPU time (user + system), in seconds.
+    static func ownCPUSeconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
     }
 
     /// The token's `exp` (the probe reads the claim; the gateway verified the token).

@@ -73,6 +73,13 @@ public final class SocketRegistry: Sendable {
         var userID: String
         var tenantID: String
         var sockets: [UInt64: SocketCloseTarget] = [:]
+
+        /// Adds a socket unless `limit` are open; in place, so the session's table is never copied.
+        mutating func insert(_ target: SocketCloseTarget, id: UInt64, limit: Int) -> Bool {
+            guard sockets.count < limit else { return false }
+            sockets[id] = target
+            return true
+        }
     }
 
     private let state = Mutex<(next: UInt64, sessions: [String: Entry])>((0, [:]))
@@ -84,12 +91,12 @@ public final class SocketRegistry: Sendable {
     func register(sessionID: String, userID: String, tenantID: String, limit: Int) -> SocketRegistration? {
         let target = SocketCloseTarget()
         let id = state.withLock { state -> UInt64? in
-            var entry = state.sessions[sessionID] ?? Entry(userID: userID, tenantID: tenantID)
-            guard entry.sockets.count < limit else { return nil }
-            state.next += 1
-            entry.sockets[state.next] = target
-            state.sessions[sessionID] = entry
-            return state.next
+            let id = state.next + 1
+            guard state.sessions[sessionID, default: Entry(userID: userID, tenantID: tenantID)].insert(target, id: id, limit: limit) else {
+                return nil
+            }
+            state.next = id
+            return id
         }
         guard let id else { return nil }
         return SocketRegistration(id: id, sessionID: sessionID, target: target)
