@@ -100,6 +100,8 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
                         guard case .admitted(let socket) = decision.withLockedValue({ $0 }) else {
                             throw ChannelError.inappropriateOperationForState
                         }
+                        // An HTTP parse error can no longer happen here: the responder goes, and its memory with it.
+                        _ = channel.pipeline.syncOperations.removeHandler(name: HTTPParseErrorResponder.name)
                         // Whole messages, at most the configured size (1009 beyond).
                         try channel.pipeline.syncOperations.addHandler(
                             NIOWebSocketFrameAggregator(
@@ -132,7 +134,7 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
             pipeline.enableResponseHeaderValidation = false
             pipeline.decoderConfiguration.maxHeaderListSize = limits.maximumHeaderBytes
             let outcome = try channel.pipeline.syncOperations.configureUpgradableHTTPServerPipeline(configuration: pipeline)
-            try channel.pipeline.syncOperations.addHandler(HTTPParseErrorResponder())
+            try channel.pipeline.syncOperations.addHandler(HTTPParseErrorResponder(), name: HTTPParseErrorResponder.name)
             return Value(outcome: outcome, channel: channel)
         }
     }

@@ -102,6 +102,9 @@ final class HTTPParseErrorResponder: ChannelInboundHandler, RemovableChannelHand
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
+    /// Its name in the pipeline (an upgraded socket removes it).
+    static let name = "portcullis.http-parse-error"
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         context.fireChannelRead(data)
     }

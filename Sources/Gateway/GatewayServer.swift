@@ -146,7 +146,7 @@ public struct PortcullisServer: Sendable {
     /// The services, in start order; a `ServiceGroup` stops them in reverse,
     /// so the public listener stops first and the Runtime last.
     public func makeServices(onListening: @escaping @Sendable (Listener, Int) async -> Void = { _, _ in }) throws -> [any Service] {
-        var list: [any Service] = [HTTPClientLifecycle(client: services.runtime.http), KeyRingReloader(ring: keys, logger: logger)]
+        var list: [any Service] = [KeyRingReloader(ring: keys, logger: logger)]
         let (state, clock) = (self.state, self.clock)
         list.append(Sweeper("expired refresh tokens and revoked token ids", every: 300, logger: logger) {
             try await state.deleteExpiredCredentials(before: clock.now())
@@ -162,6 +162,9 @@ public struct PortcullisServer: Sendable {
                         await onListening(.runtime, port)
                     }))
         }
+        // The gateway's HTTP client to the Runtime stops before the Runtime does: the Runtime's
+        // graceful shutdown waits for every connection, and an idle pooled one would hold it.
+        list.append(HTTPClientLifecycle(client: services.runtime.http))
         if let adminPort = gateway.adminPort {
             list.append(
                 GatewayServer.makeAdminApplication(
@@ -193,7 +196,8 @@ struct AccessChangeWatcher: Service {
     var interval: Double = 0.5
 
     func run() async throws {
-        await runPeriodically(every: interval) {
+        // At once, then twice a second: until the first sync, every check would go to the store.
+        await runPeriodically(every: interval, immediately: true) {
             do {
                 for account in try await revocations.sync() {
                     sockets.close(userID: account.userID, tenantID: account.tenantID, reason: "account disabled")

@@ -3,9 +3,15 @@ import Gateway
 import HummingbirdWSClient
 import JOSE
 import Logging
+import NIOCore
 import SecurityGuard
 import Synchronization
 import Testing
+
+/// A count shared by a test's concurrent clients.
+final class SharedCount: Sendable {
+    let value = Mutex(0)
+}
 
 /// What a test's WebSocket client saw.
 struct SocketTranscript: Sendable {
@@ -77,6 +83,93 @@ struct AgentRelayTests {
         #expect(reply["result"] == ["hello": "runtime"])
         #expect(transcript.close?.closeCode == .policyViolation)
         #expect(transcript.secondsToClose < 1.0, "closed \(transcript.secondsToClose) s after logout")
+        try await fixture.stop()
+    }
+
+    /// Established TCP connections to `port` on 127.0.0.1 whose local end is the client (from /proc/net/tcp).
+    static func establishedConnections(toPort port: Int) throws -> Int {
+        // Read to the end: /proc files report no size, and a single read stops at a page.
+        guard let file = FileHandle(forReadingAtPath: "/proc/net/tcp") else { throw FixtureError("cannot read /proc/net/tcp") }
+        defer { try? file.close() }
+        let table = String(decoding: file.readDataToEndOfFile(), as: UTF8.self)
+        let hex = String(port, radix: 16, uppercase: true)
+        let remote = "0100007F:" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
+        return table.split(separator: "\n").dropFirst().filter { line in
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            return fields.count > 3 && fields[2] == remote && fields[3] == "01"
+        }.count
+    }
+
+    @Test("agent sockets share the gateway's links to the Runtime: 24 open sockets, at most one link per event loop; each socket gets its own answers")
+    func socketsShareLinks() async throws {
+        let fixture = try await GatewayFixture { $0.contract.maximumSocketsPerSession = 24 }
+        try await fixture.addUser("alice")
+        let login = try await fixture.login("alice")
+        let runtimePort = try #require(fixture.runtimePort)
+        let url = "ws://127.0.0.1:\(fixture.gatewayPort)/api/runtime/agent"
+        let links = SharedCount()
+        // One socket first: the session is then in the gateway's view, and the 24 need no HTTP call to the Runtime.
+        let warmUp = try await Self.session(url, headers: [("Authorization", "Bearer \(login.accessToken)"), ("X-Session-Id", login.sessionID)]) { outbound, _, _ in
+            try await outbound.close(.normalClosure, reason: nil)
+        }
+        #expect(warmUp.close?.closeCode == .normalClosure)
+        try await withThrowingTaskGroup(of: SocketTranscript.self) { group in
+            let opened = SharedCount()
+            for (index, session) in [login].enumerated() {
+                for socket in 0..<24 {
+                    let id = "s\(index)-\(socket)"
+                    let headers = [("Authorization", "Bearer \(session.accessToken)"), ("X-Session-Id", session.sessionID)]
+                    group.addTask {
+                        try await Self.session(url, headers: headers) { outbound, iterator, transcript in
+                            opened.value.withLock { $0 += 1 }
+                            // Everyone is open before anyone asks: the links are counted with all 24 up.
+                            for _ in 0..<400 where opened.value.withLock({ $0 }) < 24 { try await Task.sleep(for: .milliseconds(10)) }
+                            try await outbound.write(.text(#"{"type":"intent","request_id":"\#(id)","intent_type":"echo","payload":{"socket":"\#(id)"}}"#))
+                            transcript.messages.append(try await Self.nextJSON(&iterator))
+                            if id == "s0-0" { links.value.withLock { $0 = (try? Self.establishedConnections(toPort: runtimePort)) ?? -1 } }
+                            try await Task.sleep(for: .milliseconds(200))
+                            try await outbound.close(.normalClosure, reason: nil)
+                        }
+                    }
+                }
+            }
+            var answered = 0
+            for try await transcript in group {
+                let reply = try #require(transcript.messages.first)
+                let id = try #require(reply["request_id"]?.stringValue)
+                #expect(reply["result"] == ["socket": .string(id)], "socket \(id) got another socket's answer")
+                #expect(transcript.close?.closeCode == .normalClosure && transcript.secondsToClose < 3, "socket \(id): \(String(describing: transcript.close)) after \(transcript.secondsToClose) s")
+                answered += 1
+            }
+            #expect(answered == 24)
+        }
+        let count = links.value.withLock { $0 }
+        // Links (one per event loop) plus the HTTP client's pooled connections (the watcher's checks, the warm-up's read);
+        // a connection per socket would be 24 or more.
+        #expect(count >= 1 && count <= System.coreCount + 4, "\(count) connections to the Runtime for 24 sockets")
+        #expect(fixture.log.text.components(separatedBy: "agent link: opening").count - 1 <= System.coreCount, "one link per event loop at most")
+        let stopping = ContinuousClock.now
+        try await fixture.stop()
+        let stopSeconds = Self.seconds(since: stopping)
+        if stopSeconds > 5 {
+            for line in fixture.log.text.split(separator: "\n").suffix(30) { print("LOG", line.prefix(300)) }
+        }
+        #expect(stopSeconds < 5)
+    }
+
+    @Test("a message that only mentions auth.renew is relayed to the Runtime as it is, not taken for a renewal")
+    func renewMarkerInPayload() async throws {
+        let fixture = try await GatewayFixture()
+        try await fixture.addUser("alice")
+        let login = try await fixture.login("alice")
+        let transcript = try await Self.session(Self.url(fixture, login)) { outbound, iterator, transcript in
+            try await outbound.write(.text(#"{"type":"intent","request_id":"m","intent_type":"echo","payload":{"note":"auth.renew","type":"auth.renew"}}"#))
+            transcript.messages.append(try await Self.nextJSON(&iterator))
+            try await outbound.close(.normalClosure, reason: nil)
+        }
+        let reply = try #require(transcript.messages.first)
+        #expect(reply["type"] == "result")
+        #expect(reply["result"] == ["note": "auth.renew", "type": "auth.renew"])
         try await fixture.stop()
     }
 

@@ -89,6 +89,7 @@ final class RuntimeAgentLink {
 
     private func connect() {
         state = .connecting
+        links.logger.debug("agent link: opening a connection to the Runtime")
         let connection: RuntimeAgentLinks.Connection
         do {
             connection = try links.connection()
