@@ -12,7 +12,7 @@ public struct EdgeLimits: Sendable, Equatable {
     /// Idle time allowed between requests on a keep-alive connection, in seconds.
     public var idleTimeout: Double = 60
     /// Open connections at once on the public listener: 503 and close beyond.
-    public var maximumConnections: Int = 10_000
+    public var maximumConnections: Int = 25_000
     /// WebSocket messages a client may send per second (sustained; bursts of twice that): 1008 beyond.
     public var webSocketMessagesPerSecond: Double = 50
     /// Seconds between the gateway's pings on an idle socket; a socket that does not

@@ -39,10 +39,22 @@ public struct CheckedSocket: Sendable {
 }
 
 /// A socket the guard admitted and registered (its slot in the session's limit is held).
+///
+/// Only the guard makes one, from the Traffic Cop's `.openSocket` admission;
+/// a stream to the Runtime is opened for nothing else.
 public struct AdmittedSocket: Sendable {
     public let caller: AuthenticatedCaller
     public let sessionID: String
     let registration: SocketRegistration
+    /// The Traffic Cop's admission of this socket.
+    let admission: AdmittedSessionIntent
+
+    /// Who the Runtime acts for on this socket's stream: the admitted session and principal.
+    var streamIdentity: AgentStreamIdentity {
+        AgentStreamIdentity(
+            sessionID: admission.intent.sessionID ?? sessionID, userID: admission.intent.principal?.userID ?? caller.userID,
+            tenantID: admission.intent.principal?.tenantID ?? caller.tenantID)
+    }
 }
 
 /// Every check of DESIGN.md "WebSocket: /api/runtime/agent", in its order,
@@ -80,7 +92,7 @@ public struct WebSocketGuard: Sendable {
             let registration = registry.register(
                 sessionID: checked.sessionID, userID: checked.caller.userID, tenantID: checked.caller.tenantID, limit: limit)
         else { throw GatewayError(admission.validator.socketLimitReached()) }
-        return AdmittedSocket(caller: checked.caller, sessionID: checked.sessionID, registration: registration)
+        return AdmittedSocket(caller: checked.caller, sessionID: checked.sessionID, registration: registration, admission: checked.admitted)
     }
 
     /// The same checks and registration without suspending, answered from the

@@ -62,9 +62,7 @@ final class AgentSocketHandler: ChannelDuplexHandler {
         sockets.metrics.openSockets(1)
         let link = sockets.links.link(for: context.eventLoop)
         self.link = link
-        stream = link.open(
-            self,
-            identity: AgentStreamIdentity(sessionID: admitted.sessionID, userID: admitted.caller.userID, tenantID: admitted.caller.tenantID))
+        stream = link.open(self, for: admitted)
         let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
         let eventLoop = context.eventLoop
         admitted.registration.target.attach { request in

@@ -43,11 +43,12 @@ final class RuntimeAgentLink {
     /// Streams open on this link.
     var streamCount: Int { streams.count }
 
-    /// Opens a stream for an admitted socket; its messages then go to `socket`.
-    func open(_ socket: AgentSocketHandler, identity: AgentStreamIdentity) -> UInt64 {
+    /// Opens a stream for an admitted socket (only the guard makes an `AdmittedSocket`,
+    /// from the Traffic Cop's admission); the stream's messages then go to `socket`.
+    func open(_ socket: AgentSocketHandler, for admitted: AdmittedSocket) -> UInt64 {
         nextStreamID &+= 1
         streams[nextStreamID] = socket
-        send(.open(stream: nextStreamID, identity))
+        send(.open(stream: nextStreamID, admitted.streamIdentity))
         return nextStreamID
     }
 
