@@ -97,4 +97,7 @@ for r in rows:
     print(f"| {r['sockets']:,} | {r['failed']} | {r['upgrades_per_second']:,.0f} | {r['gateway_cpu_us_per_upgrade']:.0f} | "
           f"{r['gateway_cpu_share_while_opening']:.2f} / {r['probe_cpu_share_while_opening']:.2f} | {r['baseline_rss_kb']/1024:.1f} | {r['rss_kb']/1024:.1f} | "
           f"{r['rss_per_socket_kb']:.1f} | {r['sample_answered']}/{r['sample']} | {close} | {' '.join(r['close_codes'])} |")
+bad = [r for r in rows if r["failed"] or r["sample_answered"] < r["sample"] or r["all_closed_seconds"] < 0]
+if bad:
+    sys.exit("sockets.sh: some sockets failed to open, a sampled socket did not answer, or not every socket was closed")
 PY
