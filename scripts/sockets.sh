@@ -6,6 +6,7 @@
 #   scripts/sockets.sh [N ...]          (default 1000 5000 19500)
 #   PORTCULLIS_BIN=path                 benchmark another portcullis binary
 #   END=expiry                          end the sockets by token expiry instead of a logout
+#   PROBE_THREADS=2                     event-loop threads of the probe (default 1; the machine's cores are shared)
 #   PROFILE=1                           perf record -e cpu-clock -g of the gateway during the
 #                                       last N's run (.build/sockets.perf.data; perf report -i FILE)
 #
@@ -80,7 +81,7 @@ YAML
   if [ "${PROFILE:-}" = 1 ]; then
     perf record -e cpu-clock -g -p "$GATEWAY_PID" -o "$ROOT/.build/sockets.perf.data" >/dev/null 2>&1 & PERF_PID=$!
   fi
-  "$PROBES" socket-load --port "$GATEWAY" --count "$n" --gateway-pid "$GATEWAY_PID" --end "$END" --close-timeout $((LIFETIME + 60)) >> "$WORK/results.jsonl"
+  "$PROBES" socket-load --port "$GATEWAY" --count "$n" --gateway-pid "$GATEWAY_PID" --end "$END" --threads "${PROBE_THREADS:-1}" --close-timeout $((LIFETIME + 60)) >> "$WORK/results.jsonl"
   if [ -n "$PERF_PID" ]; then kill -INT "$PERF_PID"; wait "$PERF_PID" 2>/dev/null || true; fi
   kill "$GATEWAY_PID"; wait "$GATEWAY_PID" 2>/dev/null || true; GATEWAY_PID=
   sleep 1

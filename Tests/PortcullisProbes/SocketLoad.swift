@@ -27,12 +27,13 @@ struct SocketLoad: AsyncParsableCommand {
     @Option(help: "Source addresses to spread the connections over (127.0.0.N, N from 1), for the ephemeral ports.") var sourceAddresses: Int = 4
     @Option(help: "What ends the sockets: logout (the session is logged out) or expiry (the token expires).") var end: String = "logout"
     @Option(help: "Seconds to wait for every socket to be closed.") var closeTimeout: Double = 30
+    @Option(help: "Event-loop threads of the probe.") var threads: Int = 1
 
     func run() async throws {
         guard let token = ProcessInfo.processInfo.environment["PORTCULLIS_TOKEN"],
             let session = ProcessInfo.processInfo.environment["PORTCULLIS_SESSION"]
         else { throw ValidationError("set PORTCULLIS_TOKEN and PORTCULLIS_SESSION") }
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
         let tracker = CloseTracker()
         let baseline = Self.residentKilobytes(gatewayPid)
         let gatewayTicksBefore = Self.cpuTicks(gatewayPid)

@@ -64,9 +64,8 @@ final class AgentSocketHandler: ChannelDuplexHandler {
         self.link = link
         stream = link.open(self, for: admitted)
         let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        let eventLoop = context.eventLoop
-        admitted.registration.target.attach { request in
-            eventLoop.execute { loopBound.value.close(code: request.code, reason: request.reason, runtimeReason: "client socket closed by the gateway") }
+        admitted.registration.target.attach(on: context.eventLoop) { request in
+            loopBound.value.close(code: request.code, reason: request.reason, runtimeReason: "client socket closed by the gateway")
         }
         scheduleCheck()
     }

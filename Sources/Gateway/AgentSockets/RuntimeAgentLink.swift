@@ -32,6 +32,7 @@ final class RuntimeAgentLink {
     private var pending: [AgentLinkFrame] = []
     /// Masking keys for the frames this client sends, drawn from libcrypto a batch at a time.
     private var maskBytes: [UInt8] = []
+    private var flushPending = false
     /// False while the Runtime cannot take more: sockets stop reading their clients.
     private(set) var isWritable = true
 
@@ -63,12 +64,23 @@ final class RuntimeAgentLink {
         switch state {
         case .connected(let channel):
             write(frame, to: channel)
-            channel.flush()
+            flushSoon(channel)
         case .connecting:
             pending.append(frame)
         case .idle:
             pending.append(frame)
             connect()
+        }
+    }
+
+    /// One flush for everything written during this turn of the loop (a logout that ends
+    /// 20,000 streams writes 20,000 frames and flushes once).
+    private func flushSoon(_ channel: any Channel) {
+        guard !flushPending else { return }
+        flushPending = true
+        eventLoop.assumeIsolated().execute { [self] in
+            flushPending = false
+            channel.flush()
         }
     }
 

@@ -1,3 +1,4 @@
+import NIOCore
 import Synchronization
 
 /// Why the gateway is closing a live socket.
@@ -21,36 +22,38 @@ struct SocketRegistration: Sendable {
 /// and delivered when the handler attaches. Only the first request counts (a
 /// later one never replaces the first reason).
 final class SocketCloseTarget: Sendable {
+    typealias Delivery = @Sendable (SocketCloseRequest) -> Void
+
     private enum State {
         case waiting(SocketCloseRequest?)
-        case attached(@Sendable (SocketCloseRequest) -> Void)
+        case attached(any EventLoop, Delivery)
         case delivered
     }
 
     private let state = Mutex(State.waiting(nil))
 
-    /// Asks the socket to close (once; later requests are dropped).
-    func request(_ request: SocketCloseRequest) {
-        let deliver = state.withLock { state -> (@Sendable (SocketCloseRequest) -> Void)? in
+    /// Takes a request: where and how to deliver it now, or `nil` (kept for later, or dropped as a second request).
+    func take(_ request: SocketCloseRequest) -> (any EventLoop, Delivery)? {
+        state.withLock { state -> (any EventLoop, Delivery)? in
             switch state {
             case .waiting(nil):
                 state = .waiting(request)
                 return nil
-            case .attached(let deliver):
+            case .attached(let eventLoop, let deliver):
                 state = .delivered
-                return deliver
+                return (eventLoop, deliver)
             case .waiting, .delivered:
                 return nil
             }
         }
-        deliver?(request)
     }
 
-    /// Routes requests to `deliver` from now on; one that came earlier is delivered at once.
-    func attach(_ deliver: @escaping @Sendable (SocketCloseRequest) -> Void) {
+    /// Routes requests to `deliver`, run on `eventLoop`, from now on; one that came earlier is delivered at once
+    /// (call this on `eventLoop`).
+    func attach(on eventLoop: any EventLoop, _ deliver: @escaping Delivery) {
         let early = state.withLock { state -> SocketCloseRequest? in
             guard case .waiting(let early) = state else { return nil }
-            state = early == nil ? .attached(deliver) : .delivered
+            state = early == nil ? .attached(eventLoop, deliver) : .delivered
             return early
         }
         if let early { deliver(early) }
@@ -59,6 +62,19 @@ final class SocketCloseTarget: Sendable {
     /// The socket is gone: nothing more is delivered (and the closure is released).
     func detach() {
         state.withLock { $0 = .delivered }
+    }
+
+    /// Delivers `request` to every target, one task per event loop for all of that loop's sockets
+    /// (a logout of a session with 20,000 sockets wakes each loop once, not 20,000 times).
+    static func deliver<Targets: Sequence>(_ request: SocketCloseRequest, to targets: Targets) where Targets.Element == SocketCloseTarget {
+        var byLoop: [ObjectIdentifier: (eventLoop: any EventLoop, deliveries: [Delivery])] = [:]
+        for target in targets {
+            guard let (eventLoop, deliver) = target.take(request) else { continue }
+            byLoop[ObjectIdentifier(eventLoop), default: (eventLoop, [])].deliveries.append(deliver)
+        }
+        for (eventLoop, deliveries) in byLoop.values {
+            eventLoop.execute { for deliver in deliveries { deliver(request) } }
+        }
     }
 }
 
@@ -124,7 +140,7 @@ public final class SocketRegistry: Sendable {
     /// Asks every socket on `sessionID` to close with `code` and `reason`.
     public func close(sessionID: String, code: UInt16 = 1008, reason: String) {
         let targets = state.withLock { Array(($0.sessions[sessionID]?.sockets ?? [:]).values) }
-        for target in targets { target.request(SocketCloseRequest(code: code, reason: reason)) }
+        SocketCloseTarget.deliver(SocketCloseRequest(code: code, reason: reason), to: targets)
     }
 
     /// Asks every socket of an account (all its sessions) to close.
@@ -132,13 +148,13 @@ public final class SocketRegistry: Sendable {
         let targets = state.withLock { state in
             state.sessions.values.filter { $0.userID == userID && $0.tenantID == tenantID }.flatMap { Array($0.sockets.values) }
         }
-        for target in targets { target.request(SocketCloseRequest(code: code, reason: reason)) }
+        SocketCloseTarget.deliver(SocketCloseRequest(code: code, reason: reason), to: targets)
     }
 
     /// Asks every socket to close (the gateway is shutting down).
     public func closeAll(code: UInt16 = 1001, reason: String) {
         let targets = state.withLock { state in state.sessions.values.flatMap { Array($0.sockets.values) } }
-        for target in targets { target.request(SocketCloseRequest(code: code, reason: reason)) }
+        SocketCloseTarget.deliver(SocketCloseRequest(code: code, reason: reason), to: targets)
     }
 
     /// The sessions that have sockets open now.
