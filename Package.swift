@@ -140,6 +140,7 @@ let package = Package(
             dependencies: [
                 "StateSurface",
                 "Runtime",
+                "PortcullisTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -165,6 +166,7 @@ let package = Package(
             name: "RuntimeTests",
             dependencies: [
                 "Runtime",
+                "PortcullisTestSupport",
                 "RuntimeAPI",
                 "StateSurface",
                 "JOSE",

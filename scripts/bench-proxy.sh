@@ -26,7 +26,7 @@ done
 export PATH="$PATH:/usr/sbin"
 
 if [ -n "${PORTCULLIS_BIN:-}" ]; then
-  BIN=$PORTCULLIS_BIN
+  BIN=$(realpath "$PORTCULLIS_BIN")
 else
   (cd "$ROOT" && swift build -c release --product portcullis >/dev/null)
   BIN="$ROOT/.build/release/portcullis"
@@ -69,29 +69,13 @@ nginx_conf proxy $NGINX_PROXY 'location / { proxy_pass http://up; proxy_http_ver
 NGINX_PROXY_PID=${PIDS[-1]}
 
 # --- Portcullis: serve with a route to the same upstream ---
-mkdir -p "$WORK/gateway/config"
-cat > "$WORK/gateway/config/portcullis.yaml" <<YAML
-gateway:
-  port: $GATEWAY
-  routes: ["/api/bench=http://127.0.0.1:$UPSTREAM"]
-admin:
-  enabled: false
-runtime:
-  port: 0
-logging:
-  level: warning
-rate_limits:
+source "$ROOT/scripts/lib/gateway.sh"
+start_serve "$WORK/gateway" "$GATEWAY" "  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\"]" "rate_limits:
   intent_per_user:
     per_minute: 1000000
-    burst: 1000000
-YAML
-(cd "$WORK/gateway" && exec "$BIN" serve > serve.log 2>&1) & PIDS+=($!); GATEWAY_PID=$!
-for _ in $(seq 150); do curl -sf "127.0.0.1:$GATEWAY/readyz" >/dev/null && break; sleep 0.2; done
-curl -sf "127.0.0.1:$GATEWAY/readyz" >/dev/null || { echo "the gateway did not start:" >&2; cat "$WORK/gateway/serve.log" >&2; exit 1; }
-printf 'bench password 1\n' | (cd "$WORK/gateway" && "$BIN" users add bench --tenant default --password-stdin >/dev/null)
-LOGIN=$(curl -sf -X POST "127.0.0.1:$GATEWAY/api/auth/login" -H 'Content-Type: application/json' -d '{"username":"bench","password":"bench password 1"}')
-TOKEN=$(printf '%s' "$LOGIN" | python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
-SESSION=$(printf '%s' "$LOGIN" | python3 -c 'import json,sys; print(json.load(sys.stdin)["session_id"])')
+    burst: 1000000"
+PIDS+=("$SERVE_PID"); GATEWAY_PID=$SERVE_PID
+login_bench_user "$WORK/gateway" "$GATEWAY"
 
 # --- HAProxy verifying the same token (ES256, the gateway's public key) on every request ---
 KEY=$(ls "$WORK/gateway/keys/"*.pem | head -1)

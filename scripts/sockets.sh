@@ -39,6 +39,7 @@ else
   BIN="$ROOT/.build/release/portcullis"
   PROBES="$ROOT/.build/release/portcullis-probes"
 fi
+source "$ROOT/scripts/lib/gateway.sh"
 WORK=$(mktemp -d)
 GATEWAY=18501
 GATEWAY_PID=
@@ -52,31 +53,16 @@ trap cleanup EXIT
 : > "$WORK/results.jsonl"
 for n in "${COUNTS[@]}"; do
   DIR="$WORK/gateway-$n"
-  mkdir -p "$DIR/config"
   LIFETIME=900; [ "$END" = expiry ] && LIFETIME=$((30 + n / 1000))
-  cat > "$DIR/config/portcullis.yaml" <<YAML
-gateway:
-  port: $GATEWAY
-admin:
-  enabled: false
-runtime:
-  port: 0
-logging:
-  level: warning
-tokens:
+  start_serve "$DIR" "$GATEWAY" "" "tokens:
   access_token_lifetime_seconds: $LIFETIME
 limits:
   max_connections: $((n + 100))
 contracts:
-  sockets_per_session: $n
-YAML
-  (cd "$DIR" && exec "$BIN" serve > serve.log 2>&1) & GATEWAY_PID=$!
-  for _ in $(seq 150); do curl -sf "127.0.0.1:$GATEWAY/readyz" >/dev/null && break; sleep 0.2; done
-  curl -sf "127.0.0.1:$GATEWAY/readyz" >/dev/null || { echo "the gateway did not start:" >&2; cat "$DIR/serve.log" >&2; exit 1; }
-  printf 'bench password 1\n' | (cd "$DIR" && "$BIN" users add bench --tenant default --password-stdin >/dev/null)
-  LOGIN=$(curl -sf -X POST "127.0.0.1:$GATEWAY/api/auth/login" -H 'Content-Type: application/json' -d '{"username":"bench","password":"bench password 1"}')
-  export PORTCULLIS_TOKEN=$(printf '%s' "$LOGIN" | python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
-  export PORTCULLIS_SESSION=$(printf '%s' "$LOGIN" | python3 -c 'import json,sys; print(json.load(sys.stdin)["session_id"])')
+  sockets_per_session: $n"
+  GATEWAY_PID=$SERVE_PID
+  login_bench_user "$DIR" "$GATEWAY"
+  export PORTCULLIS_TOKEN=$TOKEN PORTCULLIS_SESSION=$SESSION
   PERF_PID=
   if [ "${PROFILE:-}" = 1 ]; then
     perf record -e cpu-clock -g -p "$GATEWAY_PID" -o "$ROOT/.build/sockets.perf.data" >/dev/null 2>&1 & PERF_PID=$!

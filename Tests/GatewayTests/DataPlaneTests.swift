@@ -1,4 +1,5 @@
 import Foundation
+import PortcullisTestSupport
 import GRDB
 import Gateway
 import Glibc

@@ -3,51 +3,8 @@ import Gateway
 import Glibc
 import HummingbirdWSClient
 import JOSE
+import PortcullisTestSupport
 import Testing
-
-/// A raw TCP connection to the gateway, for the limits a well-behaved client never hits.
-struct RawConnection {
-    let descriptor: Int32
-
-    init(port: Int, receiveTimeout seconds: Int = 10) throws {
-        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(port).bigEndian
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { throw FixtureError("cannot connect") }
-    }
-
-    func send(_ text: String) {
-        _ = text.utf8CString.withUnsafeBufferPointer { write(descriptor, $0.baseAddress, $0.count - 1) }
-    }
-
-    /// Everything until the peer closes (or the receive timeout).
-    func readAll() -> [UInt8] {
-        var received: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        while true {
-            let count = read(descriptor, &buffer, buffer.count)
-            if count <= 0 { break }
-            received.append(contentsOf: buffer[0..<count])
-        }
-        return received
-    }
-
-    /// One read (what has arrived so far).
-    func readSome() -> [UInt8] {
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        let count = read(descriptor, &buffer, buffer.count)
-        return count > 0 ? Array(buffer[0..<count]) : []
-    }
-
-    func close() { _ = Glibc.close(descriptor) }
-}
 
 extension Array where Element == UInt8 {
     var text: String { String(decoding: self, as: UTF8.self) }
@@ -175,6 +132,3 @@ struct EdgeLimitTests {
     }
 }
 
-extension RawConnection {
-    init(descriptor: Int32) { self.descriptor = descriptor }
-}

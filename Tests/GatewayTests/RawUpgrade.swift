@@ -1,4 +1,5 @@
 import Foundation
+import PortcullisTestSupport
 import Glibc
 import JOSE
 

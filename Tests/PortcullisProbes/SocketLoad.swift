@@ -5,6 +5,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOWebSocket
+import PortcullisTestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -144,24 +145,12 @@ struct SocketLoad: AsyncParsableCommand {
     /// POST /api/auth/logout over a plain socket; the status code.
     static func logout(port: Int, token: String, session: String) throws -> Int {
         let body = #"{"session_id":"\#(session)"}"#
-        let request =
+        let connection = try RawConnection(port: port)
+        defer { connection.close() }
+        connection.send(
             "POST /api/auth/logout HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\nContent-Type: application/json\r\n"
-            + "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw ValidationError("socket() failed") }
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { throw ValidationError("connect() failed") }
-        _ = request.withCString { Glibc.send(descriptor, $0, strlen($0), 0) }
-        var buffer = [UInt8](repeating: 0, count: 1024)
-        let read = recv(descriptor, &buffer, buffer.count, 0)
-        let line = String(decoding: buffer.prefix(max(0, read)), as: UTF8.self).split(separator: " ")
+                + "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body)
+        let line = String(decoding: connection.readSome(), as: UTF8.self).split(separator: " ")
         return line.count > 1 ? Int(line[1]) ?? 0 : 0
     }
 }

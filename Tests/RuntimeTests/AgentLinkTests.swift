@@ -1,13 +1,11 @@
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import HummingbirdWebSocket
 import HummingbirdWSTesting
 import JOSE
+import PortcullisTestSupport
 import RuntimeAPI
 import Runtime
 import StateSurface
@@ -154,22 +152,10 @@ struct AgentLinkTests {
 
     /// Sends one raw HTTP/1.1 request on a fresh TCP connection and returns the status line.
     static func rawStatusLine(port: Int, request: String) throws -> String {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw TestFailure("socket() failed") }
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { throw TestFailure("connect() failed") }
-        _ = request.withCString { Glibc.send(descriptor, $0, strlen($0), 0) }
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        let count = recv(descriptor, &buffer, buffer.count, 0)
-        let text = String(decoding: buffer.prefix(max(0, count)), as: UTF8.self)
-        return String(text.split(separator: "\r\n").first ?? "")
+        let connection = try RawConnection(port: port)
+        defer { connection.close() }
+        connection.send(request)
+        return String(String(decoding: connection.readSome(), as: UTF8.self).split(separator: "\r\n").first ?? "")
     }
 
     static func upgradeRequest(path: String, assertion: String?) -> String {

@@ -1,16 +1,17 @@
-# Shared by scripts/load.sh and scripts/soak.sh (source it; bash).
-# start_gateway WORK GATEWAY_PORT UPSTREAM_PORT EXTRA_YAML
-#   Builds nothing; expects $BIN. Writes WORK/config/portcullis.yaml (a route
-#   /api/bench to a plain upstream, admin off, quiet logs, plus EXTRA_YAML),
-#   starts `portcullis-probes upstream` and `portcullis serve` in WORK, sets
-#   UPSTREAM_PID and SERVE_PID, and waits until /readyz answers.
-start_gateway() {
-  local work=$1 gateway_port=$2 upstream_port=$3 extra=$4
+# Shared by the load, soak and socket scripts (source it; bash). Builds nothing; expects $BIN.
+#
+# start_serve WORK GATEWAY_PORT GATEWAY_LINES EXTRA_YAML
+#   Writes WORK/config/portcullis.yaml (the gateway on GATEWAY_PORT plus
+#   GATEWAY_LINES under `gateway:`, admin off, the embedded Runtime on a free
+#   port, quiet logs, plus EXTRA_YAML), starts `portcullis serve` in WORK, sets
+#   SERVE_PID, and waits until /readyz answers.
+start_serve() {
+  local work=$1 gateway_port=$2 gateway_lines=$3 extra=$4
   mkdir -p "$work/config"
   cat > "$work/config/portcullis.yaml" <<YAML
 gateway:
   port: $gateway_port
-  routes: ["/api/bench=http://127.0.0.1:$upstream_port"]
+$gateway_lines
 admin:
   enabled: false
 runtime:
@@ -19,8 +20,27 @@ logging:
   level: warning
 $extra
 YAML
-  (cd "$work" && exec "$BIN-probes" upstream --port "$upstream_port") & UPSTREAM_PID=$!
   (cd "$work" && exec "$BIN" serve > serve.log 2>&1) & SERVE_PID=$!
-  for _ in $(seq 100); do curl -sf "localhost:$gateway_port/readyz" >/dev/null && return 0; sleep 0.2; done
+  for _ in $(seq 150); do curl -sf "127.0.0.1:$gateway_port/readyz" >/dev/null && return 0; sleep 0.2; done
   echo "the gateway did not become ready:" >&2; cat "$work/serve.log" >&2; return 1
+}
+
+# start_gateway WORK GATEWAY_PORT UPSTREAM_PORT EXTRA_YAML
+#   start_serve with a route /api/bench to `portcullis-probes upstream` on
+#   UPSTREAM_PORT (also started); sets UPSTREAM_PID and SERVE_PID.
+start_gateway() {
+  local work=$1 gateway_port=$2 upstream_port=$3 extra=$4
+  (mkdir -p "$work" && cd "$work" && exec "$BIN-probes" upstream --port "$upstream_port") & UPSTREAM_PID=$!
+  start_serve "$work" "$gateway_port" "  routes: [\"/api/bench=http://127.0.0.1:$upstream_port\"]" "$extra"
+}
+
+# login_bench_user WORK GATEWAY_PORT
+#   Adds the user `bench` (tenant `default`) with `portcullis users add` in WORK
+#   and logs it in; sets TOKEN and SESSION (never printed: the token is a secret).
+login_bench_user() {
+  local work=$1 gateway_port=$2 login
+  printf 'bench password 1\n' | (cd "$work" && "$BIN" users add bench --tenant default --password-stdin >/dev/null)
+  login=$(curl -sf -X POST "127.0.0.1:$gateway_port/api/auth/login" -H 'Content-Type: application/json' -d '{"username":"bench","password":"bench password 1"}')
+  TOKEN=$(printf '%s' "$login" | python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
+  SESSION=$(printf '%s' "$login" | python3 -c 'import json,sys; print(json.load(sys.stdin)["session_id"])')
 }
