@@ -184,8 +184,10 @@ public struct PortcullisServer: Sendable {
 /// sockets of a disabled account with 1008 "account disabled"), then asks the
 /// Runtime which of the sessions with open sockets have ended (another
 /// gateway's logout, a revocation, expiry) and closes theirs with 1008
-/// "session ended". The account step runs first, so a disabled account's
-/// sockets say why.
+/// "session ended". The account step runs first, and again whenever sessions
+/// have ended (a disable ends its sessions right after writing the
+/// not-before), so a disabled account's sockets say why and its tokens are
+/// refused before its sockets close.
 struct AccessChangeWatcher: Service {
     let revocations: RevocationList
     let runtime: RuntimeClient
@@ -195,16 +197,21 @@ struct AccessChangeWatcher: Service {
     let logger: Logger
     var interval: Double = 0.5
 
+    /// Pulls revocations and not-befores into the mirror; closes the sockets of newly disabled accounts.
+    func syncRevocations() async {
+        do {
+            for account in try await revocations.sync() {
+                sockets.close(userID: account.userID, tenantID: account.tenantID, reason: "account disabled")
+            }
+        } catch {
+            logger.warning("revocation sync failed; checks go to the store until it recovers", metadata: ["error_type": "\(type(of: error))"])
+        }
+    }
+
     func run() async throws {
         // At once, then twice a second: until the first sync, every check would go to the store.
         await runPeriodically(every: interval, immediately: true) {
-            do {
-                for account in try await revocations.sync() {
-                    sockets.close(userID: account.userID, tenantID: account.tenantID, reason: "account disabled")
-                }
-            } catch {
-                logger.warning("revocation sync failed; checks go to the store until it recovers", metadata: ["error_type": "\(type(of: error))"])
-            }
+            await syncRevocations()
             // Sessions with open sockets, and those the ownership view vouches for.
             let checkedAt = clock.now()
             let watched = Array(Set(sockets.sessionIDs).union(sessionOwners.sessionIDs))
@@ -212,6 +219,12 @@ struct AccessChangeWatcher: Service {
                 var ended: [String] = []
                 for start in stride(from: 0, to: watched.count, by: 1_000) {
                     ended += try await runtime.endedSessions(among: Array(watched[start..<min(start + 1_000, watched.count)]))
+                }
+                if !ended.isEmpty {
+                    // A session can end because its account was disabled after the sync above (the
+                    // disable writes the not-before, then ends the sessions): sync again, so the
+                    // socket hears the real reason and the mirror refuses the account's tokens first.
+                    await syncRevocations()
                 }
                 sessionOwners.forget(ended)
                 sessionOwners.validated(at: checkedAt)
