@@ -48,7 +48,11 @@ let package = Package(
         ),
         .target(
             name: "RuntimeAPI",
-            dependencies: ["JOSE", .product(name: "NIOCore", package: "swift-nio")]
+            dependencies: ["JOSE"]
+        ),
+        .target(
+            name: "AgentLink",
+            dependencies: ["RuntimeAPI", .product(name: "NIOCore", package: "swift-nio")]
         ),
         .target(
             name: "StateSurface",
@@ -75,6 +79,7 @@ let package = Package(
                 "ConfigurationReading",
                 "JOSE",
                 "RuntimeAPI",
+                "AgentLink",
                 "StateSurface",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
@@ -90,6 +95,7 @@ let package = Package(
                 "ConfigurationReading",
                 "JOSE",
                 "RuntimeAPI",
+                "AgentLink",
                 "StateSurface",
                 "SecurityGuard",
                 "TrafficCop",
@@ -145,8 +151,6 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOWebSocket", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             path: "Tests/PortcullisProbes"
         ),
@@ -166,6 +170,7 @@ let package = Package(
             name: "RuntimeTests",
             dependencies: [
                 "Runtime",
+                "AgentLink",
                 "PortcullisTestSupport",
                 "RuntimeAPI",
                 "StateSurface",

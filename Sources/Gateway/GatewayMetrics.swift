@@ -12,6 +12,8 @@ public struct GatewayMetrics: Sendable {
     let factory: PrometheusMetricsFactory
     /// Handles made once per label set: the request path must not re-create (and re-validate) metrics.
     let handles = MetricHandles()
+    /// Sockets open now: changed twice per socket, so made once (20,000 sockets closing at once would otherwise make 20,000).
+    let openSocketsMeter: Meter
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -21,6 +23,7 @@ public struct GatewayMetrics: Sendable {
             .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5),
         ]
         self.factory = factory
+        openSocketsMeter = Meter(label: "portcullis_ws_open_sockets", dimensions: [], factory: factory)
     }
 
     /// One answered request.
@@ -56,7 +59,7 @@ public struct GatewayMetrics: Sendable {
 
     /// Sockets open now (+1 on open, -1 on close).
     func openSockets(_ delta: Int) {
-        Meter(label: "portcullis_ws_open_sockets", dimensions: [], factory: factory).increment(by: Double(delta))
+        openSocketsMeter.increment(by: Double(delta))
     }
 
     /// A relay failure (the Runtime went away, a frame could not be passed on).

@@ -1,3 +1,4 @@
+import AgentLink
 import Foundation
 import JOSE
 import RuntimeAPI

@@ -1,3 +1,4 @@
+import AgentLink
 import HummingbirdWebSocket
 import JOSE
 import NIOCore

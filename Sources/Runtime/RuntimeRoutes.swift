@@ -1,3 +1,4 @@
+import AgentLink
 import HTTPTypes
 import Hummingbird
 import HummingbirdWebSocket

@@ -1,4 +1,5 @@
 // Runtime: owns sessions, executes intents and serves the agent channel on its own internal listener.
+import AgentLink
 import Hummingbird
 import HummingbirdWebSocket
 import JOSE

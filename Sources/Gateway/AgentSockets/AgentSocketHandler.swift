@@ -1,3 +1,4 @@
+import AgentLink
 import JOSE
 import NIOCore
 import NIOWebSocket
@@ -41,7 +42,7 @@ final class AgentSocketHandler: ChannelDuplexHandler {
     private var closeCode: UInt16 = 0
     private var allowance: Double
     private var lastRefill = NIODeadline.now()
-    private var check: Scheduled<Void>?
+    private var timers: SocketTimers?
     private var readPending = false
     private var registered = false
 
@@ -60,6 +61,7 @@ final class AgentSocketHandler: ChannelDuplexHandler {
         self.context = context
         registered = true
         sockets.metrics.openSockets(1)
+        timers = sockets.timers.timers(for: context.eventLoop)
         let link = sockets.links.link(for: context.eventLoop)
         self.link = link
         stream = link.open(self, for: admitted)
@@ -93,8 +95,7 @@ final class AgentSocketHandler: ChannelDuplexHandler {
     private func end(runtimeReason: String) {
         guard registered else { return }
         registered = false
-        check?.cancel()
-        check = nil
+        timers?.cancel(self)
         if stream != 0 { link?.close(stream: stream, code: 1000, reason: runtimeReason) }
         stream = 0
         sockets.registry.unregister(admitted.registration)
@@ -248,24 +249,29 @@ final class AgentSocketHandler: ChannelDuplexHandler {
         data.writeInteger(code)
         data.writeBytes(reason.utf8.prefix(123))
         context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: data)), promise: nil)
-        check?.cancel()
-        check = context.eventLoop.assumeIsolated().scheduleTask(in: AgentSockets.closeGrace) { [self] in
-            self.context?.close(promise: nil)
-        }
+        // The client has the close grace to answer; then the connection closes anyway.
+        timers?.schedule(self, at: .now() + AgentSockets.closeGrace)
     }
 
     // MARK: Expiry and pings
 
-    /// One check per socket, at the earlier of the token's expiry and the next ping decision.
+    /// One deadline per socket, at the earlier of the token's expiry and the next ping decision.
     private func scheduleCheck() {
-        guard let context, !closeSent else { return }
+        guard !closeSent else { return }
         let untilExpiry = max(0, expiresAt - sockets.clock.now())
         var next = NIODeadline.now() + .milliseconds(Int64(min(untilExpiry, 86_400) * 1000))
         next = min(next, (pingSent ?? lastHeard) + pingInterval)
-        check = context.eventLoop.assumeIsolated().scheduleTask(deadline: next) { [self] in
-            self.check = nil
-            self.runCheck()
+        timers?.schedule(self, at: next)
+    }
+
+    /// The socket's deadline came: after a close, the grace is over; otherwise expiry and ping are checked.
+    func deadlineReached() {
+        guard let context else { return }
+        if closeSent {
+            context.close(promise: nil)
+            return
         }
+        runCheck()
     }
 
     private func runCheck() {

@@ -18,6 +18,8 @@ struct AgentSockets: Sendable {
     let maximumMessageBytes: Int
     let limits: EdgeLimits
     let logger: Logger
+    /// The sockets' deadlines, one table per event loop.
+    let timers = SocketTimerTables()
 
     /// How long a socket waits for the client's answer to its close frame.
     static let closeGrace = TimeAmount.seconds(2)

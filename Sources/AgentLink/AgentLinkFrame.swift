@@ -1,4 +1,5 @@
 import NIOCore
+import RuntimeAPI
 
 /// One frame of the agent link: the gateway's agent sockets multiplexed over
 /// a few long-lived WebSocket connections to the Runtime.
