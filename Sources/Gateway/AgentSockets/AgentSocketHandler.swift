@@ -22,8 +22,8 @@ import SecurityGuard
 /// - A client silent for a ping interval is pinged, and closed with 1001 if
 ///   it is still silent one interval later.
 ///
-/// One scheduled check per socket serves both the expiry and the ping; an idle
-/// socket holds no task and no buffer.
+/// One deadline per socket, in its event loop's `SocketTimers`, serves the
+/// expiry, the ping and the close grace; an idle socket holds no task and no buffer.
 final class AgentSocketHandler: ChannelDuplexHandler {
     typealias InboundIn = WebSocketFrame
     typealias OutboundIn = WebSocketFrame
@@ -91,7 +91,7 @@ final class AgentSocketHandler: ChannelDuplexHandler {
         self.context = nil
     }
 
-    /// The socket is gone: its stream, its registration and its check end with it (once).
+    /// The socket is gone: its stream, its registration and its deadline end with it (once).
     private func end(runtimeReason: String) {
         guard registered else { return }
         registered = false
