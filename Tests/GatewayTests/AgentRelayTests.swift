@@ -151,10 +151,11 @@ struct AgentRelayTests {
         let stopping = ContinuousClock.now
         try await fixture.stop()
         let stopSeconds = Self.seconds(since: stopping)
-        if stopSeconds > 5 {
+        // A pooled connection once held the Runtime's shutdown for 60 s; 20 s leaves room for a sanitized run.
+        if stopSeconds > 20 {
             for line in fixture.log.text.split(separator: "\n").suffix(30) { print("LOG", line.prefix(300)) }
         }
-        #expect(stopSeconds < 5)
+        #expect(stopSeconds < 20)
     }
 
     @Test("a message that only mentions auth.renew is relayed to the Runtime as it is, not taken for a renewal")

@@ -114,12 +114,13 @@ struct DataPlaneTests {
         _ = try await fixture.state.revokeSession(id: third.sessionID, now: SystemClock().now())
         let revokedAt = ContinuousClock.now
         var status = 200
-        while status == 200, ContinuousClock.now - revokedAt < .seconds(5) {
+        while status == 200, ContinuousClock.now - revokedAt < .seconds(8) {
             try await Task.sleep(for: .milliseconds(50))
             status = try await fixture.send(.GET, "/api/echo/x", bearer: first.accessToken, headers: [("X-Session-Id", third.sessionID)]).status
         }
         #expect(status == 404)
-        #expect(ContinuousClock.now - revokedAt < .seconds(3), "withdrawn \(ContinuousClock.now - revokedAt) after the revocation")
+        // One watcher tick is 0.5 s; the bound leaves room for a sanitized run beside the whole parallel suite.
+        #expect(ContinuousClock.now - revokedAt < .seconds(5), "withdrawn \(ContinuousClock.now - revokedAt) after the revocation")
         try await fixture.stop()
         try await upstream.stop()
     }
