@@ -81,7 +81,8 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
                             // happens to the upgrade, the connection's end gives it back.
                             channel.closeFuture.whenComplete { _ in registry.unregister(socket.registration) }
                             decision.withLockedValue { $0 = .admitted(socket) }
-                            return HTTPHeaders()
+                            // The agent subprotocol when offered; never a credential offered beside it.
+                            return request.offersAgentProtocol ? HTTPHeaders([("Sec-WebSocket-Protocol", UpgradeRequest.agentProtocol)]) : HTTPHeaders()
                         case .failure(let error):
                             decision.withLockedValue { $0 = .refused(error) }
                             return nil

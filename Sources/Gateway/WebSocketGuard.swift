@@ -5,33 +5,6 @@ import RuntimeAPI
 import SecurityGuard
 import TrafficCop
 
-/// What the guard sees of an upgrade request: the path and query, the headers
-/// that carry credentials, and the socket peer.
-public struct UpgradeRequest: Sendable {
-    public var path: String
-    public var query: [String: String]
-    /// Header values by lower-cased name.
-    public var headers: [String: String]
-
-    public init(uri: String, headers: [(String, String)]) {
-        let parts = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
-        path = String(parts.first ?? "")
-        var query: [String: String] = [:]
-        if parts.count == 2 {
-            for pair in parts[1].split(separator: "&") {
-                let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-                let name = String(kv[0]).removingPercentEncoding ?? String(kv[0])
-                let value = kv.count == 2 ? (String(kv[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "") : ""
-                if query[name] == nil { query[name] = value }
-            }
-        }
-        self.query = query
-        var fields: [String: String] = [:]
-        for (name, value) in headers where fields[name.lowercased()] == nil { fields[name.lowercased()] = value }
-        self.headers = fields
-    }
-}
-
 /// A socket the guard checked: who, which session, and the Traffic Cop's admission.
 public struct CheckedSocket: Sendable {
     public let caller: AuthenticatedCaller
@@ -106,9 +79,8 @@ public struct WebSocketGuard: Sendable {
     /// sockets already open.
     public func admitUpgradeWithoutSuspending(_ request: UpgradeRequest) -> Result<AdmittedSocket, GatewayError>? {
         do {
-            let token = try AccessTokenAuthenticator.bearerToken(fromAuthorization: request.headers["authorization"]) ?? request.query["access_token"]
-            guard let caller = try authenticator.authenticateInMemory(token) else { return nil }
-            let sessionID = try GatewayError.checkedSessionID(request.headers["x-session-id"] ?? request.query["session_id"])
+            guard let caller = try authenticator.authenticateInMemory(try request.token()) else { return nil }
+            let sessionID = try GatewayError.checkedSessionID(request.sessionID)
             guard let owned = sessions.isOwned(sessionID, by: caller.userID, tenantID: caller.tenantID) else { return nil }
             guard owned else { throw Self.forbidden }
             return .success(try register(try admitted(caller: caller, sessionID: sessionID, request: request)))
@@ -146,11 +118,11 @@ public struct WebSocketGuard: Sendable {
     static let forbidden = GatewayError(.forbidden, "session_forbidden", "the session belongs to another user or tenant")
 
     func check(_ request: UpgradeRequest) async throws -> CheckedSocket {
-        // 1. The token: Authorization header, or access_token in the query (browsers).
+        // 1. The token: Authorization header, the bearer subprotocol (browsers), or access_token in the query (old clients).
         let token: String?
         do {
-            token = try AccessTokenAuthenticator.bearerToken(fromAuthorization: request.headers["authorization"]) ?? request.query["access_token"]
-        } catch {
+            token = try request.token()
+        } catch let error as AuthenticationFailure {
             throw GatewayError(error)
         }
         let caller: AuthenticatedCaller
@@ -159,8 +131,8 @@ public struct WebSocketGuard: Sendable {
         } catch let failure as AuthenticationFailure {
             throw GatewayError(failure)
         }
-        // 2. The session id: X-Session-Id, or session_id in the query.
-        let sessionID = try GatewayError.checkedSessionID(request.headers["x-session-id"] ?? request.query["session_id"])
+        // 2. The session id: X-Session-Id, the session subprotocol, or session_id in the query.
+        let sessionID = try GatewayError.checkedSessionID(request.sessionID)
         // 3 and 4. The Runtime says whether it is live, and refuses another user's or tenant's.
         let principal = Principal(userID: caller.userID, tenantID: caller.tenantID)
         let session = try await runtime.session(admission.admit(SessionIntent(.read, principal: principal, sessionID: sessionID)))

@@ -27,18 +27,56 @@ struct WebSocketGuardTests {
                 aliceOther: try await fixture.login("alice", tenant: "other"))
         }
 
-        func upgrade(_ query: String, headers: [(String, String)] = []) throws -> RawUpgrade.Answer {
-            try RawUpgrade.send(port: fixture.gatewayPort, target: WebSocketGuardTests.path + query, headers: headers)
+        /// A raw upgrade, on a thread of its own: a blocking read on the cooperative pool would starve
+        /// the gateway under test (two such tests in parallel take both threads of a 2-core machine).
+        func upgrade(_ query: String, headers: [(String, String)] = []) async throws -> RawUpgrade.Answer {
+            let port = fixture.gatewayPort
+            return try await offPool { try RawUpgrade.send(port: port, target: WebSocketGuardTests.path + query, headers: headers) }
         }
     }
 
     @Test("a valid token and an owned session get a 101, by query parameters or by headers")
     func admitted() async throws {
         let world = try await World.make()
-        let byQuery = try world.upgrade("?access_token=\(world.alice.accessToken)&session_id=\(world.alice.sessionID)")
+        let byQuery = try await world.upgrade("?access_token=\(world.alice.accessToken)&session_id=\(world.alice.sessionID)")
         #expect(byQuery.status == 101, "\(byQuery.head) \(byQuery.body)")
-        let byHeaders = try world.upgrade("", headers: [("Authorization", "Bearer \(world.alice.accessToken)"), ("X-Session-Id", world.alice.sessionID)])
+        let byHeaders = try await world.upgrade("", headers: [("Authorization", "Bearer \(world.alice.accessToken)"), ("X-Session-Id", world.alice.sessionID)])
         #expect(byHeaders.status == 101)
+        try await world.fixture.stop()
+    }
+
+    @Test("credentials in Sec-WebSocket-Protocol: the 101 selects portcullis.agent.v1 and echoes no credential; a bad one is refused like a bad header")
+    func subprotocolCredentials() async throws {
+        let world = try await World.make()
+        let alice = world.alice
+        let bearer = "base64url.bearer." + Base64URL.encode(Array(alice.accessToken.utf8))
+        let session = "portcullis.session." + alice.sessionID
+        let admitted = try await world.upgrade("", headers: [("Sec-WebSocket-Protocol", "portcullis.agent.v1, \(bearer), \(session)")])
+        #expect(admitted.status == 101, "\(admitted.head)")
+        let selected = admitted.head.split(separator: "\r\n").filter { $0.lowercased().hasPrefix("sec-websocket-protocol:") }
+        #expect(selected.map { $0.dropFirst("sec-websocket-protocol:".count).trimmingCharacters(in: .whitespaces) } == ["portcullis.agent.v1"])
+        #expect(!admitted.head.contains(alice.accessToken) && !admitted.head.contains(Base64URL.encode(Array(alice.accessToken.utf8))))
+        #expect(!admitted.head.contains(alice.sessionID), "the session id is not echoed either")
+        // The same credentials in two headers, as some clients send them.
+        let split = try await world.upgrade("", headers: [("Sec-WebSocket-Protocol", "portcullis.agent.v1"), ("Sec-WebSocket-Protocol", "\(bearer), \(session)")])
+        #expect(split.status == 101, "\(split.head)")
+
+        let forged = "base64url.bearer." + Base64URL.encode(Array((alice.accessToken.dropLast(4) + "AAAA").utf8))
+        let refusals: [([(String, String)], Int, String)] = [
+            ([("Sec-WebSocket-Protocol", "portcullis.agent.v1, \(forged), \(session)")], 401, "token_invalid"),
+            ([("Sec-WebSocket-Protocol", "portcullis.agent.v1, base64url.bearer.%%%, \(session)")], 401, "token_invalid"),
+            ([("Sec-WebSocket-Protocol", "portcullis.agent.v1, \(session)")], 401, "token_missing"),
+            ([("Sec-WebSocket-Protocol", "portcullis.agent.v1, \(bearer)")], 400, "session_missing"),
+            ([("Sec-WebSocket-Protocol", "\(bearer), \(session)")], 400, "invalid_request"),
+            ([("Sec-WebSocket-Protocol", "portcullis.agent.v1, \(bearer), portcullis.session.\(world.bob.sessionID)")], 403, "session_forbidden"),
+        ]
+        for (headers, status, code) in refusals {
+            let answer = try await world.upgrade("", headers: headers)
+            #expect(answer.status == status && answer.error == code, "\(code): \(answer.status) \(answer.error ?? "-")")
+            #expect(!answer.body.contains(alice.accessToken) && !answer.head.contains(alice.accessToken))
+        }
+        let text = world.fixture.log.text
+        #expect(!text.contains(Base64URL.encode(Array(alice.accessToken.utf8))), "the encoded token never reaches the log")
         try await world.fixture.stop()
     }
 
@@ -74,7 +112,7 @@ struct WebSocketGuardTests {
             ("?access_token=\(alice.accessToken)&session_id=\(alice.sessionID)", [("Origin", "https://evil.example")], 403, "origin_forbidden"),
         ]
         for (query, headers, status, code) in cases {
-            let answer = try world.upgrade(query, headers: headers)
+            let answer = try await world.upgrade(query, headers: headers)
             #expect(answer.status == status, "\(code): \(answer.head)")
             #expect(answer.error == code, "\(code): \(answer.body)")
             #expect(answer.head.lowercased().contains("content-type: application/json"))
@@ -82,16 +120,16 @@ struct WebSocketGuardTests {
             #expect(!answer.body.contains(alice.accessToken), "a refusal never echoes the token")
         }
         // The named mix-ups.
-        let sessionAsToken = try world.upgrade("?access_token=\(alice.sessionID)&session_id=\(alice.sessionID)")
+        let sessionAsToken = try await world.upgrade("?access_token=\(alice.sessionID)&session_id=\(alice.sessionID)")
         #expect(sessionAsToken.json["message"]?.stringValue?.contains("a session_id was sent where an access token is expected") == true)
-        let tokenAsSession = try world.upgrade("?access_token=\(alice.accessToken)&session_id=\(alice.accessToken)")
+        let tokenAsSession = try await world.upgrade("?access_token=\(alice.accessToken)&session_id=\(alice.accessToken)")
         #expect(tokenAsSession.json["message"]?.stringValue?.contains("an access token was sent where a session_id is expected") == true)
 
         // The allowed origin passes; then the session is at its one-socket limit: 429.
         let first = try WebSocketProbe.open(port: fixture.gatewayPort, query: "?access_token=\(alice.accessToken)&session_id=\(alice.sessionID)", headers: [("Origin", "https://app.example.com")])
         // Wait until the relay has registered the socket (a count, not a fixed time).
         for _ in 0..<200 where fixture.server.services.sockets.count(sessionID: alice.sessionID) < 1 { try await Task.sleep(for: .milliseconds(25)) }
-        let second = try world.upgrade("?access_token=\(alice.accessToken)&session_id=\(alice.sessionID)", headers: [("Origin", "https://app.example.com")])
+        let second = try await world.upgrade("?access_token=\(alice.accessToken)&session_id=\(alice.sessionID)", headers: [("Origin", "https://app.example.com")])
         #expect(second.status == 429)
         #expect(second.error == "rate_limited")
         let metrics = try await fixture.send(.GET, "/metrics", port: fixture.adminPort).raw

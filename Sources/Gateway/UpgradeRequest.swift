@@ -1,0 +1,81 @@
+import Foundation
+import JOSE
+import SecurityGuard
+
+/// What the guard sees of an upgrade request: the path and query, the headers
+/// that carry credentials, and the subprotocols the client offered.
+///
+/// A browser cannot set headers on a WebSocket, so it may carry its
+/// credentials in `Sec-WebSocket-Protocol` (the Kubernetes convention): it
+/// offers `portcullis.agent.v1`, `base64url.bearer.<the token, base64url>` and
+/// `portcullis.session.<session_id>`; the 101 selects `portcullis.agent.v1`
+/// and never echoes a credential. None of these values is ever logged.
+public struct UpgradeRequest: Sendable {
+    public var path: String
+    public var query: [String: String]
+    /// Header values by lower-cased name.
+    public var headers: [String: String]
+    /// The subprotocols offered, in order (every `Sec-WebSocket-Protocol` value, split at commas).
+    public var offeredProtocols: [String]
+
+    /// The subprotocol the agent socket speaks; the only one the server selects.
+    public static let agentProtocol = "portcullis.agent.v1"
+    static let bearerProtocolPrefix = "base64url.bearer."
+    static let sessionProtocolPrefix = "portcullis.session."
+
+    public init(uri: String, headers: [(String, String)]) {
+        let parts = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        path = String(parts.first ?? "")
+        var query: [String: String] = [:]
+        if parts.count == 2 {
+            for pair in parts[1].split(separator: "&") {
+                let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                let name = String(kv[0]).removingPercentEncoding ?? String(kv[0])
+                let value = kv.count == 2 ? (String(kv[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "") : ""
+                if query[name] == nil { query[name] = value }
+            }
+        }
+        self.query = query
+        var fields: [String: String] = [:]
+        var protocols: [String] = []
+        for (name, value) in headers {
+            let lowered = name.lowercased()
+            if lowered == "sec-websocket-protocol" {
+                protocols += value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            }
+            if fields[lowered] == nil { fields[lowered] = value }
+        }
+        self.headers = fields
+        offeredProtocols = protocols
+    }
+
+    /// Whether the client offered `portcullis.agent.v1` (the 101 then selects it).
+    public var offersAgentProtocol: Bool { offeredProtocols.contains(Self.agentProtocol) }
+
+    /// The value of the first offered subprotocol that starts with `prefix`.
+    private func offered(_ prefix: String) -> String? {
+        offeredProtocols.first { $0.hasPrefix(prefix) }.map { String($0.dropFirst(prefix.count)) }
+    }
+
+    /// The bearer token: the `Authorization` header, else the bearer subprotocol, else `access_token` in the query.
+    ///
+    /// - Throws: `AuthenticationFailure` for an Authorization header that is not a Bearer credential;
+    ///   `GatewayError` 400 for credentials in subprotocols without `portcullis.agent.v1` beside them
+    ///   (a browser would refuse the 101 anyway, since the server could select none of them).
+    func token() throws -> String? {
+        if let header = try AccessTokenAuthenticator.bearerToken(fromAuthorization: headers["authorization"]) { return header }
+        if let encoded = offered(Self.bearerProtocolPrefix) {
+            guard offersAgentProtocol else {
+                throw GatewayError.invalidRequest("offer the portcullis.agent.v1 subprotocol beside the credentials in Sec-WebSocket-Protocol")
+            }
+            // An undecodable value is passed on as it is: the verifier refuses it as malformed, without echoing it.
+            return Base64URL.decode(encoded).map { String(decoding: $0, as: UTF8.self) } ?? encoded
+        }
+        return query["access_token"]
+    }
+
+    /// The session id: `X-Session-Id`, else the session subprotocol, else `session_id` in the query.
+    var sessionID: String? {
+        headers["x-session-id"] ?? offered(Self.sessionProtocolPrefix) ?? query["session_id"]
+    }
+}
