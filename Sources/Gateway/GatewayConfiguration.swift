@@ -52,6 +52,25 @@ public struct GatewayConfiguration: Sendable, Equatable {
     public var limits = EdgeLimits()
     /// Extra upstreams: requests under `prefix` are proxied to `upstream`.
     public var routes: [ProxyRoute] = []
+    /// Where the browser client and the demo page are read from at start-up
+    /// (`js/portcullis.js`, `demo/index.html`), relative to the working directory.
+    public var clientDirectory: String = "clients"
+    /// The demo page at `/demo/`: `auto` serves it when the public listener is on loopback.
+    public var demo: DemoMode = .auto
+
+    /// Whether `/demo/` is served.
+    public enum DemoMode: String, Sendable, Equatable, CaseIterable {
+        case auto, on, off
+    }
+
+    /// `auto` resolved against the listener: on for a loopback host only.
+    var servesDemo: Bool {
+        switch demo {
+        case .on: true
+        case .off: false
+        case .auto: host == "127.0.0.1" || host == "::1" || host == "localhost"
+        }
+    }
 
     public init() {}
 

@@ -21,6 +21,8 @@ public enum GatewayServer {
         services.sessionRoutes.register(on: router)
         services.intentRoutes.register(on: router)
         services.discoveryRoutes.register(on: router)
+        BrowserClientRoutes(directory: services.configuration.clientDirectory, servesDemo: services.configuration.servesDemo, logger: services.logger)
+            .register(on: router)
         services.proxyRoutes.register(on: router)
         // Plain HTTP on the socket path: the guard's refusal, or 426 when only the upgrade is missing.
         let socketGuard = services.socketGuard

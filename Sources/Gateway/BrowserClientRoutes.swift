@@ -1,0 +1,75 @@
+import Foundation
+import Hummingbird
+import JOSE
+import Logging
+
+/// A file served as it was at start-up: its bytes, its type and a strong ETag.
+struct StaticAsset: Sendable {
+    let body: ByteBuffer
+    let contentType: String
+    /// `"sha256-<first 16 bytes of the SHA-256, base64url>"`, computed with libcrypto.
+    let etag: String
+
+    /// Reads `path`; `nil` when it cannot be read.
+    init?(path: String, contentType: String) {
+        guard let data = FileManager.default.contents(atPath: path), let digest = try? Digest.sha256(Array(data)) else { return nil }
+        body = ByteBuffer(bytes: data)
+        self.contentType = contentType
+        etag = "\"sha256-" + Base64URL.encode(digest.prefix(16)) + "\""
+    }
+
+    /// 200 with the body, or 304 when the client's `If-None-Match` names this version.
+    func response(for request: Request, extraHeaders: HTTPFields = [:]) -> Response {
+        var headers: HTTPFields = [.contentType: contentType, .eTag: etag, .cacheControl: "public, no-cache"]
+        headers[.init("X-Content-Type-Options")!] = "nosniff"
+        headers.append(contentsOf: extraHeaders)
+        if let match = request.headers[.ifNoneMatch], match.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == etag || $0 == "*" }) {
+            return Response(status: .notModified, headers: headers)
+        }
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: body))
+    }
+}
+
+/// `GET /client/portcullis.js` (the browser client module) and `GET /demo/`
+/// (the demo page, served when `gateway.demo` allows it).
+///
+/// Both are read from `gateway.client_directory` once, at start-up; a file
+/// that is missing is answered with a JSON 404 that says where it was looked
+/// for, and logged once.
+struct BrowserClientRoutes: Sendable {
+    let client: StaticAsset?
+    let demo: StaticAsset?
+    let directory: String
+    let servesDemo: Bool
+
+    init(directory: String, servesDemo: Bool, logger: Logger) {
+        self.directory = directory
+        self.servesDemo = servesDemo
+        client = StaticAsset(path: directory + "/js/portcullis.js", contentType: "text/javascript; charset=utf-8")
+        demo = servesDemo ? StaticAsset(path: directory + "/demo/index.html", contentType: "text/html; charset=utf-8") : nil
+        if client == nil { logger.warning("the browser client is not served: \(directory)/js/portcullis.js cannot be read (gateway.client_directory)") }
+        if servesDemo, demo == nil { logger.warning("the demo page is not served: \(directory)/demo/index.html cannot be read (gateway.client_directory)") }
+    }
+
+    /// The demo page may load only this gateway's script and talk only to this gateway.
+    static let demoPolicy: HTTPFields = [
+        .init("Content-Security-Policy")!: "default-src 'self'; script-src 'self' 'unsafe-inline'; connect-src 'self' ws: wss:; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'",
+        .init("Referrer-Policy")!: "no-referrer",
+    ]
+
+    func register(on router: Router<GatewayRequestContext>) {
+        router.get("/client/portcullis.js") { request, _ -> Response in
+            guard let client else { throw missing("js/portcullis.js") }
+            return client.response(for: request)
+        }
+        guard servesDemo else { return }
+        router.get("/demo/") { request, _ -> Response in
+            guard let demo else { throw missing("demo/index.html") }
+            return demo.response(for: request, extraHeaders: Self.demoPolicy)
+        }
+    }
+
+    private func missing(_ file: String) -> GatewayError {
+        GatewayError(.notFound, "not_found", "this gateway has no \(file) in gateway.client_directory (\(directory)); install the clients/ folder there")
+    }
+}

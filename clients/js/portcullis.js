@@ -1,0 +1,375 @@
+// Portcullis browser client: one ES module, no dependencies, no build step.
+// Served by the gateway at /client/portcullis.js; documented in clients/js/README.md.
+//
+// The session id lives in sessionStorage (configurable); tokens live in memory only.
+// The agent socket carries its credentials in Sec-WebSocket-Protocol, never in a URL.
+
+const AGENT_PROTOCOL = "portcullis.agent.v1";
+const AGENT_PATH = "/api/runtime/agent";
+
+/** An error from the gateway (or the client): `.code` is the stable error code. */
+export class PortcullisError extends Error {
+  constructor(code, message, status = 0) {
+    super(message || code);
+    this.name = "PortcullisError";
+    this.code = code;
+    this.status = status;
+  }
+}
+
+function base64url(text) {
+  const bytes = new TextEncoder().encode(text);
+  let binary = "";
+  for (const byte of bytes) binary += String.fromCharCode(byte);
+  return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The client: the session, the tokens, and the agent socket. */
+export class PortcullisClient extends EventTarget {
+  /**
+   * @param {object} [options]
+   * @param {string} [options.baseUrl] the gateway's origin; same origin when omitted
+   * @param {Storage} [options.storage] where the session id is kept (sessionStorage)
+   * @param {string} [options.storageKey] its key ("portcullis.session_id")
+   */
+  constructor({ baseUrl = "", storage = globalThis.sessionStorage, storageKey = "portcullis.session_id" } = {}) {
+    super();
+    this.baseUrl = baseUrl.replace(/\/+$/, "");
+    this.storage = storage;
+    this.storageKey = storageKey;
+    this.session = null;
+    this._tokens = null; // {accessToken, refreshToken, expiresAt}
+    this._starting = null;
+    this._refreshTimer = null;
+    this._refreshing = null;
+    this._agent = null;
+    this._closed = false;
+  }
+
+  // --- HTTP -------------------------------------------------------------
+
+  async _call(method, path, { body, bearer = false, headers = {} } = {}) {
+    const init = { method, headers: { ...headers }, credentials: "omit", cache: "no-store" };
+    if (body !== undefined) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    if (bearer && this._tokens) init.headers["Authorization"] = `Bearer ${this._tokens.accessToken}`;
+    let response;
+    try {
+      response = await fetch(this.baseUrl + path, init);
+    } catch (error) {
+      throw new PortcullisError("network_error", "the gateway cannot be reached; check the connection and try again");
+    }
+    if (response.status === 204) return null;
+    let json = null;
+    try {
+      json = await response.json();
+    } catch (_) {
+      json = null;
+    }
+    if (!response.ok) {
+      throw new PortcullisError(json?.error || "unexpected_status", json?.message || `the gateway answered ${response.status}`, response.status);
+    }
+    return json;
+  }
+
+  _setSession(session, reason) {
+    this.session = session;
+    if (session && session.session_id) this.storage?.setItem(this.storageKey, session.session_id);
+    else this.storage?.removeItem(this.storageKey);
+    this.dispatchEvent(new CustomEvent("session", { detail: { session, reason } }));
+  }
+
+  // --- The session ------------------------------------------------------
+
+  /**
+   * The session for this page: the stored one if the gateway says it is live,
+   * else one new anonymous session, made by the server (never invented here).
+   * However many components call it, one session is made per page load.
+   */
+  start() {
+    if (!this._starting) this._starting = this._start();
+    return this._starting;
+  }
+
+  async _start() {
+    const stored = this.storage?.getItem(this.storageKey);
+    if (stored) {
+      try {
+        const session = await this._call("GET", `/api/session/${encodeURIComponent(stored)}`);
+        if (session && session.state === "anonymous") {
+          this._setSession(session, "restored");
+          return session;
+        }
+      } catch (error) {
+        if (error.code === "network_error") throw error;
+        // Not live, or signed in by a page whose tokens are gone: start afresh.
+      }
+    }
+    const session = await this._call("POST", "/api/session/create-anonymous");
+    this._setSession(session, "created");
+    return session;
+  }
+
+  /** A new anonymous session after the old one ended (one at a time). */
+  _restart(reason) {
+    this._forgetTokens();
+    this.storage?.removeItem(this.storageKey);
+    this._starting = this._call("POST", "/api/session/create-anonymous").then((session) => {
+      this._setSession(session, reason);
+      return session;
+    });
+    return this._starting;
+  }
+
+  /**
+   * Signs in, upgrading the current session in place.
+   * Rejects with a PortcullisError whose `.code` is the gateway's error code.
+   */
+  async login({ username, password, tenant } = {}) {
+    const session = await this.start();
+    const body = { username, password, session_id: session.session_id };
+    if (tenant) body.tenant = tenant;
+    const answer = await this._call("POST", "/api/auth/login", { body });
+    this._takeTokens(answer);
+    const upgraded = await this._call("GET", `/api/session/${encodeURIComponent(answer.session_id)}`, { bearer: true });
+    this._setSession(upgraded, "upgraded");
+    return upgraded;
+  }
+
+  /** Logs out: the session ends, the socket closes with 1000 and does not reconnect, the session is forgotten. */
+  async logout() {
+    const session = this.session;
+    this._agent?._stop(1000, "logged out");
+    if (session && this._tokens) {
+      try {
+        await this._call("POST", "/api/auth/logout", { body: { session_id: session.session_id }, bearer: true });
+      } catch (error) {
+        if (error.code !== "token_revoked" && error.code !== "session_not_found") throw error;
+      }
+    }
+    this._forgetTokens();
+    this._starting = null;
+    this._setSession(null, "ended");
+  }
+
+  /** Stops timers and the socket; no network call. */
+  close() {
+    this._closed = true;
+    this._agent?._stop(1000, "client closed");
+    clearTimeout(this._refreshTimer);
+  }
+
+  // --- Tokens -----------------------------------------------------------
+
+  _takeTokens(answer) {
+    this._tokens = {
+      accessToken: answer.access_token,
+      refreshToken: answer.refresh_token,
+      expiresAt: Date.now() + answer.expires_in * 1000,
+    };
+    clearTimeout(this._refreshTimer);
+    // Refresh at about 80% of the token's life, at least a second before it ends.
+    const delay = Math.max(1000, Math.min(answer.expires_in * 800, answer.expires_in * 1000 - 1000));
+    if (!this._closed) this._refreshTimer = setTimeout(() => this.refresh().catch(() => {}), delay);
+  }
+
+  _forgetTokens() {
+    this._tokens = null;
+    clearTimeout(this._refreshTimer);
+  }
+
+  /** Rotates the tokens now (one refresh at a time) and renews them on the open socket. */
+  refresh() {
+    if (!this._refreshing) {
+      this._refreshing = (async () => {
+        if (!this._tokens) throw new PortcullisError("token_missing", "log in first");
+        try {
+          const answer = await this._call("POST", "/api/auth/refresh", { body: { refresh_token: this._tokens.refreshToken } });
+          this._takeTokens(answer);
+          this._agent?._renew();
+          return answer;
+        } catch (error) {
+          if (error.status === 401) await this._sessionEnded("refresh_refused");
+          throw error;
+        }
+      })().finally(() => {
+        this._refreshing = null;
+      });
+    }
+    return this._refreshing;
+  }
+
+  async _sessionEnded(reason) {
+    this._agent?._stop(1000, "session ended");
+    await this._restart(reason);
+  }
+
+  // --- The agent socket ---------------------------------------------------
+
+  /** The agent socket (one per client); it connects once the session is authenticated. */
+  agent() {
+    if (!this._agent) this._agent = new AgentSocket(this);
+    return this._agent;
+  }
+}
+
+/** The agent socket: connects only when the session is authenticated, reconnects with reason. */
+export class AgentSocket extends EventTarget {
+  constructor(client) {
+    super();
+    this.client = client;
+    this.socket = null;
+    this.state = "waiting"; // waiting | connecting | open | stopped
+    this._attempt = 0;
+    this._pending = new Map();
+    this._counter = 0;
+    this._stopped = false;
+    this._onSession = () => this._maybeConnect();
+    client.addEventListener("session", this._onSession);
+    this._maybeConnect();
+  }
+
+  _ready() {
+    const c = this.client;
+    return c.session && c.session.state === "authenticated" && c._tokens;
+  }
+
+  _maybeConnect() {
+    if (this._stopped || this.socket || this.state === "connecting" || !this._ready()) return;
+    this._connect();
+  }
+
+  _connect() {
+    const c = this.client;
+    this.state = "connecting";
+    const origin = c.baseUrl || globalThis.location.origin;
+    const url = origin.replace(/^http/, "ws") + AGENT_PATH;
+    const protocols = [AGENT_PROTOCOL, `base64url.bearer.${base64url(c._tokens.accessToken)}`, `portcullis.session.${c.session.session_id}`];
+    const socket = new WebSocket(url, protocols);
+    this.socket = socket;
+    socket.onopen = () => {
+      this.state = "open";
+      this._attempt = 0;
+      this.dispatchEvent(new Event("open"));
+    };
+    socket.onmessage = (event) => this._message(event);
+    socket.onerror = () => this.dispatchEvent(new Event("error"));
+    socket.onclose = (event) => this._closed(event);
+  }
+
+  _message(event) {
+    let frame;
+    try {
+      frame = JSON.parse(event.data);
+    } catch (_) {
+      frame = null;
+    }
+    if (frame && frame.type === "result" && this._pending.has(frame.request_id)) {
+      const { resolve, reject, timer } = this._pending.get(frame.request_id);
+      this._pending.delete(frame.request_id);
+      clearTimeout(timer);
+      if (frame.status === "failed") reject(new PortcullisError(frame.error?.error || "intent_failed", frame.error?.message));
+      else resolve(frame.result);
+    }
+    this.dispatchEvent(new MessageEvent("message", { data: frame ?? event.data }));
+  }
+
+  _failPending(code, message) {
+    for (const { reject, timer } of this._pending.values()) {
+      clearTimeout(timer);
+      reject(new PortcullisError(code, message));
+    }
+    this._pending.clear();
+  }
+
+  async _closed(event) {
+    this.socket = null;
+    this._failPending("socket_closed", "the agent socket closed before the answer came");
+    this.dispatchEvent(new CloseEvent("close", { code: event.code, reason: event.reason, wasClean: event.wasClean }));
+    if (this._stopped) {
+      this.state = "stopped";
+      return;
+    }
+    this.state = "waiting";
+    if (!this._ready()) return; // it connects again once the session is authenticated
+    await this._recover(event);
+  }
+
+  /** After an unexplained close: ask the gateway why (a plain GET of the socket path), then act on it. */
+  async _recover(event) {
+    const c = this.client;
+    for (;;) {
+      if (this._stopped || !this._ready()) return;
+      this._attempt += 1;
+      const delay = Math.min(30000, 500 * 2 ** Math.min(this._attempt - 1, 6));
+      await sleep(delay / 2 + Math.random() * (delay / 2));
+      if (this._stopped || !this._ready()) return;
+      let verdict;
+      try {
+        await c._call("GET", AGENT_PATH, { bearer: true, headers: { "X-Session-Id": c.session.session_id } });
+        verdict = "upgrade_required";
+      } catch (error) {
+        verdict = error.code;
+        if (error.code === "token_invalid" || error.code === "token_missing") {
+          try {
+            await c.refresh();
+            continue;
+          } catch (_) {
+            return; // the refresh ended the session; the client reported it
+          }
+        }
+        if (error.code === "session_not_found" || error.code === "token_revoked") {
+          await c._sessionEnded("session_ended");
+          return;
+        }
+        if (error.code === "session_forbidden" || error.code === "session_anonymous" || error.code === "origin_forbidden") {
+          this._stopped = true;
+          this.state = "stopped";
+          this.dispatchEvent(new CustomEvent("error", { detail: error }));
+          return;
+        }
+        // Unavailable, rate limited or unreachable: back off and ask again.
+        continue;
+      }
+      if (verdict === "upgrade_required") {
+        this._connect();
+        return;
+      }
+    }
+  }
+
+  _renew() {
+    if (this.socket && this.state === "open" && this.client._tokens) {
+      this.socket.send(JSON.stringify({ type: "auth.renew", access_token: this.client._tokens.accessToken }));
+    }
+  }
+
+  /** Sends an intent; resolves with its result, rejects with `.code` on a failed one. */
+  request(intentType, payload = {}, { timeoutMs = 30000 } = {}) {
+    return new Promise((resolve, reject) => {
+      if (!this.socket || this.state !== "open") {
+        reject(new PortcullisError("socket_not_open", "the agent socket is not open yet; wait for its open event"));
+        return;
+      }
+      const requestId = `r${++this._counter}`;
+      const timer = setTimeout(() => {
+        this._pending.delete(requestId);
+        reject(new PortcullisError("timeout", "no answer from the Runtime in time"));
+      }, timeoutMs);
+      this._pending.set(requestId, { resolve, reject, timer });
+      this.socket.send(JSON.stringify({ type: "intent", request_id: requestId, intent_type: intentType, payload }));
+    });
+  }
+
+  _stop(code, reason) {
+    this._stopped = true;
+    this.state = "stopped";
+    this.client.removeEventListener("session", this._onSession);
+    this.client._agent = null;
+    if (this.socket) this.socket.close(code, reason);
+  }
+}
