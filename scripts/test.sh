@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The test command (README): the Swift suite, the agent-socket benchmark at a small N
+# on the debug build it made, and the browser suite in Chromium.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+swift test
+# 300 sockets through the full guard: each opens, a sample answers an intent, a logout closes all.
+PORTCULLIS_BIN=.build/debug/portcullis scripts/sockets.sh 300
+# The browser client and demo page in a real Chromium (skipped with a note when chromium is missing, never in CI).
+PORTCULLIS_BIN=.build/debug/portcullis scripts/browser-tests.sh
