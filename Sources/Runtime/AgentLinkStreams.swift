@@ -109,9 +109,6 @@ final class AgentLinkStreams: Sendable {
         }
     }
 
-    /// Open streams (for tests and metrics).
-    var count: Int { streams.withLock { $0.count } }
-
     private func send(_ frame: AgentLinkFrame) async {
         try? await outbound.write(.binary(frame.buffer()))
     }

@@ -61,7 +61,8 @@ final class AgentSocketHandler: ChannelDuplexHandler {
         self.context = context
         registered = true
         sockets.metrics.openSockets(1)
-        timers = sockets.timers.timers(for: context.eventLoop)
+        let eventLoop = context.eventLoop
+        timers = sockets.timers.value(for: eventLoop) { SocketTimers(eventLoop: eventLoop) }
         let link = sockets.links.link(for: context.eventLoop)
         self.link = link
         stream = link.open(self, for: admitted)

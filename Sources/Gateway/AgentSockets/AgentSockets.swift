@@ -19,7 +19,7 @@ struct AgentSockets: Sendable {
     let limits: EdgeLimits
     let logger: Logger
     /// The sockets' deadlines, one table per event loop.
-    let timers = SocketTimerTables()
+    let timers = EventLoopTable<SocketTimers>()
 
     /// How long a socket waits for the client's answer to its close frame.
     static let closeGrace = TimeAmount.seconds(2)

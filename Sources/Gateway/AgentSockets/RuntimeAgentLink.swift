@@ -42,9 +42,6 @@ final class RuntimeAgentLink {
         self.links = links
     }
 
-    /// Streams open on this link.
-    var streamCount: Int { streams.count }
-
     /// Opens a stream for an admitted socket (only the guard makes an `AdmittedSocket`,
     /// from the Traffic Cop's admission); the stream's messages then go to `socket`.
     func open(_ socket: AgentSocketHandler, for admitted: AdmittedSocket) -> UInt64 {

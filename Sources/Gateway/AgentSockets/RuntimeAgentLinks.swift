@@ -13,7 +13,7 @@ final class RuntimeAgentLinks: Sendable {
     let maximumMessageBytes: Int
     /// How long opening a link may take (TCP, TLS and the upgrade).
     let timeout: TimeAmount
-    private let links = NIOLockedValueBox<[ObjectIdentifier: NIOLoopBound<RuntimeAgentLink>]>([:])
+    private let links = EventLoopTable<RuntimeAgentLink>()
     private let tls = NIOLockedValueBox<NIOSSLContext?>(nil)
 
     init(runtime: RuntimeClient, metrics: GatewayMetrics, logger: Logger, maximumMessageBytes: Int, timeout: Double) {
@@ -26,12 +26,7 @@ final class RuntimeAgentLinks: Sendable {
 
     /// The link of `eventLoop`; call it on that loop.
     func link(for eventLoop: any EventLoop) -> RuntimeAgentLink {
-        links.withLockedValue { links in
-            if let link = links[ObjectIdentifier(eventLoop)] { return link.value }
-            let link = RuntimeAgentLink(eventLoop: eventLoop, links: self)
-            links[ObjectIdentifier(eventLoop)] = NIOLoopBound(link, eventLoop: eventLoop)
-            return link
-        }
+        links.value(for: eventLoop) { RuntimeAgentLink(eventLoop: eventLoop, links: self) }
     }
 
     /// Where and how to open a link now: the Runtime's address and a fresh assertion naming the gateway alone.

@@ -1,4 +1,3 @@
-import NIOConcurrencyHelpers
 import NIOCore
 
 /// The deadlines of one event loop's agent sockets (token expiry, the idle
@@ -70,19 +69,4 @@ final class SocketTimers {
 
 extension UInt64 {
     fileprivate var clampedToInt64: Int64 { self > UInt64(Int64.max) ? .max : Int64(self) }
-}
-
-/// The deadline tables of every event loop, one each, made on first use.
-final class SocketTimerTables: Sendable {
-    private let tables = NIOLockedValueBox<[ObjectIdentifier: NIOLoopBound<SocketTimers>]>([:])
-
-    /// The table of `eventLoop`; call it on that loop.
-    func timers(for eventLoop: any EventLoop) -> SocketTimers {
-        tables.withLockedValue { tables in
-            if let table = tables[ObjectIdentifier(eventLoop)] { return table.value }
-            let table = SocketTimers(eventLoop: eventLoop)
-            tables[ObjectIdentifier(eventLoop)] = NIOLoopBound(table, eventLoop: eventLoop)
-            return table
-        }
-    }
 }

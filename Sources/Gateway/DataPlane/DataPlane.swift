@@ -1,6 +1,5 @@
 import HTTPTypes
 import Logging
-import NIOConcurrencyHelpers
 import NIOCore
 import SecurityGuard
 import TrafficCop
@@ -33,7 +32,7 @@ final class DataPlane: Sendable {
     let upstreamTimeout: TimeAmount
     let forwardedProto: String
     let allowedOrigins: Set<String>
-    private let pools = NIOLockedValueBox<[ObjectIdentifier: UpstreamPool]>([:])
+    private let pools = EventLoopTable<UpstreamPool>()
 
     init(
         routes: [ProxyRoute], authenticator: AccessTokenAuthenticator, sessions: SessionOwnershipView, runtime: RuntimeClient,
@@ -67,11 +66,6 @@ final class DataPlane: Sendable {
 
     /// The pool of `eventLoop` (made on first use).
     func pool(for eventLoop: any EventLoop) -> UpstreamPool {
-        pools.withLockedValue { pools in
-            if let pool = pools[ObjectIdentifier(eventLoop)] { return pool }
-            let pool = UpstreamPool(eventLoop: eventLoop)
-            pools[ObjectIdentifier(eventLoop)] = pool
-            return pool
-        }
+        pools.value(for: eventLoop) { UpstreamPool(eventLoop: eventLoop) }
     }
 }
