@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The browser suite: Tests/Browser/*.py with Playwright for Python driving Debian's
-# chromium (by its path; no browser download) against the real `portcullis serve`.
+# chromium (by its path; no browser download) against the real `portcullis serve`,
+# with the Runtime as its own `portcullis runtime` process (so a test can stop and
+# restart it) and 6-second access tokens (so a test can outlive one).
 #
 #   scripts/browser-tests.sh            uses .build/debug/portcullis (swift test builds it)
 #   PORTCULLIS_BIN=path                 another binary
 #
 # Makes its own Python environment in .build/browser-venv (pip install playwright).
 # Without chromium it says how to install it and exits 0, except in CI (CI=true),
-# where the suite must run. Loopback only; the gateway it starts is stopped by its PID.
+# where the suite must run. Loopback only; every process it starts is stopped by its PID.
 # The screenshot goes to .build/browser/.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,15 +28,23 @@ BIN=$(realpath "${PORTCULLIS_BIN:-$ROOT/.build/debug/portcullis}")
 source "$ROOT/scripts/lib/gateway.sh"
 WORK=$(mktemp -d)
 PORT=18711
-SERVE_PID=
+RUNTIME_PORT=18712
+SERVE_PID= RUNTIME_PID=
 cleanup() {
-  [ -n "$SERVE_PID" ] && kill "$SERVE_PID" 2>/dev/null || true
+  for pid in $SERVE_PID $RUNTIME_PID $(cat "$WORK/runtime.pid" 2>/dev/null); do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
+# The Runtime first: it makes the key ring the gateway then signs assertions with.
+RUNTIME_ARGS=("$BIN" runtime --host 127.0.0.1 --port "$RUNTIME_PORT" --issuer "http://127.0.0.1:$PORT")
+(cd "$WORK" && exec "${RUNTIME_ARGS[@]}" > runtime.log 2>&1) & RUNTIME_PID=$!
+for _ in $(seq 150); do [ -f "$WORK/keys/keyring.json" ] && curl -s -o /dev/null "127.0.0.1:$RUNTIME_PORT/" && break; sleep 0.2; done
 start_serve "$WORK" "$PORT" "  client_directory: $ROOT/clients
-  issuer: http://127.0.0.1:$PORT" ""
+  issuer: http://127.0.0.1:$PORT" "tokens:
+  access_token_lifetime_seconds: 6" "http://127.0.0.1:$RUNTIME_PORT"
 printf 'browser password 1\n' | (cd "$WORK" && "$BIN" users add browser --tenant default --password-stdin >/dev/null)
 PORTCULLIS_URL="http://127.0.0.1:$PORT" PORTCULLIS_USER=browser PORTCULLIS_PASSWORD='browser password 1' \
-  PORTCULLIS_BROWSER_OUT="$ROOT/.build/browser" CHROMIUM="$CHROMIUM" "$VENV/bin/python" "$ROOT/Tests/Browser/test_demo.py"
+  PORTCULLIS_BROWSER_OUT="$ROOT/.build/browser" CHROMIUM="$CHROMIUM" PORTCULLIS_WORK="$WORK" \
+  RUNTIME_PID="$RUNTIME_PID" RUNTIME_ARGS="$(printf '%s\n' "${RUNTIME_ARGS[@]}")" RUNTIME_PORT="$RUNTIME_PORT" \
+  "$VENV/bin/python" "${BROWSER_TEST:-$ROOT/Tests/Browser/test_demo.py}"

@@ -1,21 +1,32 @@
 """The browser client and the demo page in a real Chromium (Playwright for Python),
-against the real `portcullis serve` started by scripts/browser-tests.sh.
+against the real `portcullis serve` and a separate `portcullis runtime`, both
+started by scripts/browser-tests.sh (access tokens live 6 seconds there).
 
 Run: scripts/browser-tests.sh (it makes its own Python environment). Each check
-watches the network (requests and WebSockets as Chromium saw them), not the
-page's word for it. Prints one line per check; exits 1 on the first failure.
+watches the network (requests, WebSockets and their frames as Chromium saw
+them), not the page's word for it. Prints one line per check (never a token);
+waits with page.wait_for_timeout, not time.sleep, so Playwright's events keep arriving;
+exits 1 on the first failure.
 """
 import json
-import re
 import os
+import re
+import signal
+import socket
+import subprocess
 import sys
 import time
+import urllib.request
 
 from playwright.sync_api import expect, sync_playwright
 
 BASE = os.environ["PORTCULLIS_URL"]
 USER, PASSWORD = os.environ["PORTCULLIS_USER"], os.environ["PORTCULLIS_PASSWORD"]
 OUT = os.environ["PORTCULLIS_BROWSER_OUT"]
+WORK = os.environ["PORTCULLIS_WORK"]
+RUNTIME_ARGS = os.environ["RUNTIME_ARGS"].splitlines()
+RUNTIME_PORT = int(os.environ["RUNTIME_PORT"])
+TOKEN_LIFETIME = 6
 
 
 def check(condition, rule):
@@ -25,63 +36,178 @@ def check(condition, rule):
     print(f"ok    {rule}")
 
 
+class Network:
+    """What the page asked for: requests, WebSockets, their closes and the frames it sent."""
+
+    def __init__(self, page):
+        self.requests, self.sockets, self.closed, self.sent = [], [], [], []
+        page.on("request", lambda r: self.requests.append((r.method, r.url)))
+        self.responses = []
+        page.on("response", lambda r: self.responses.append((r.request.method, r.url[len(BASE):], r.status)))
+        page.on("websocket", self._socket)
+
+    def _socket(self, ws):
+        self.sockets.append(ws.url)
+        ws.on("close", lambda _: self.closed.append(ws.url))
+        ws.on("framesent", lambda payload: self.sent.append(payload))
+
+    def creates(self):
+        return [u for m, u in self.requests if m == "POST" and u.endswith("/api/session/create-anonymous")]
+
+    def renewals(self):
+        return [f for f in self.sent if isinstance(f, str) and '"auth.renew"' in f]
+
+
+def post(path, body, token=None):
+    request = urllib.request.Request(BASE + path, data=json.dumps(body).encode(), method="POST")
+    request.add_header("Content-Type", "application/json")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read() or b"null")
+
+
+def port_open(port):
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def send_intent(page, payload):
+    page.fill("#intent-payload", json.dumps(payload))
+    page.click("#send")
+    expect(page.locator("#intent-result")).to_have_text(re.compile(re.escape(list(payload.values())[0])), timeout=10000)
+    return json.loads(page.text_content("#intent-result"))
+
+
+def log_in(page):
+    page.fill("#username", USER)
+    page.fill("#password", PASSWORD)
+    page.click("#login")
+    expect(page.locator("#session-state")).to_have_text("authenticated", timeout=10000)
+    expect(page.locator("#socket-state")).to_have_text("open", timeout=10000)
+
+
+def first_visit_and_login(page, net):
+    # Loading the page: exactly one anonymous session, no socket before login.
+    page.goto(BASE + "/demo/")
+    expect(page.locator("#session-state")).to_have_text("anonymous", timeout=10000)
+    first_id = page.text_content("#session-id")
+    check(len(net.creates()) == 1, "loading the page creates exactly one anonymous session")
+    page.wait_for_timeout(1000)
+    check(not net.sockets, "no socket is opened before login")
+
+    # A reload reuses the session.
+    net.requests.clear()
+    page.reload()
+    expect(page.locator("#session-state")).to_have_text("anonymous", timeout=10000)
+    check(page.text_content("#session-id") == first_id, "a reload reuses the session")
+    check(not net.creates(), "a reload creates no session")
+
+    # Login keeps the session id, now authenticated; the socket opens; an intent round trip works.
+    log_in(page)
+    check(page.text_content("#session-id") == first_id, "login keeps the same session_id, now authenticated")
+    check(len(net.sockets) == 1, "the socket opens after login, once")
+    check(send_intent(page, {"hello": "runtime"}) == {"hello": "runtime"}, "an intent round trip works")
+    os.makedirs(OUT, exist_ok=True)
+    shot = os.path.join(OUT, "demo-after-login.png")
+    page.screenshot(path=shot, full_page=True)
+    print(f"      screenshot: {shot}")
+
+
+def outlives_token(page, net):
+    # The socket outlives its first token: the client refreshes and sends auth.renew.
+    page.wait_for_timeout(2500 * TOKEN_LIFETIME)
+    check(len(net.sockets) == 1 and not net.closed, f"the socket stays open past the token's {TOKEN_LIFETIME}-second life")
+    check(len(net.renewals()) >= 2, "the client refreshed and sent auth.renew on the open socket")
+    check(send_intent(page, {"after": "renewal"}) == {"after": "renewal"}, "an intent works after the first token expired")
+
+
+def runtime_restart(page, net, runtime):
+    # The Runtime stops under the open socket: the socket closes, the client backs off, asks why
+    # and reconnects by itself once the Runtime is back.
+    opened, answered = len(net.sockets), len(net.responses)
+    os.kill(runtime["pid"], signal.SIGTERM)
+    expect(page.locator("#socket-state")).to_have_text(re.compile("^closed"), timeout=10000)
+    stopped_at = time.time()
+    deadline = stopped_at + 20
+    while port_open(RUNTIME_PORT) and time.time() < deadline:
+        page.wait_for_timeout(100)
+    check(not port_open(RUNTIME_PORT), "the Runtime stopped")
+    page.wait_for_timeout(4000)
+    attempts = len(net.sockets) - opened
+    asked = [status for method, path, status in net.responses[answered:] if method == "GET" and path == "/api/runtime/agent"]
+    check(attempts <= 5 and 1 <= len(asked) <= 8,
+          f"while the Runtime is away the client backs off and asks why ({attempts} socket attempts, {len(asked)} GETs answered {sorted(set(asked))} in about 4 s)")
+    log = open(os.path.join(WORK, "runtime-restarted.log"), "w")
+    restarted = subprocess.Popen(RUNTIME_ARGS, cwd=WORK, stdout=log, stderr=subprocess.STDOUT)
+    runtime["process"] = restarted
+    with open(os.path.join(WORK, "runtime.pid"), "w") as f:
+        f.write(str(restarted.pid))
+    expect(page.locator("#socket-state")).to_have_text("open", timeout=40000)
+    check(len(net.sockets) > opened, "the client reconnects by itself once the Runtime is back")
+    check(send_intent(page, {"after": "restart"}) == {"after": "restart"}, "an intent works on the new socket")
+
+
+def revoked_elsewhere(page, net):
+    # The same user signs this session out from elsewhere (another device's logout naming it).
+    session_id = page.text_content("#session-id")
+    other = post("/api/auth/login", {"username": USER, "password": PASSWORD})
+    post("/api/auth/logout", {"session_id": session_id}, token=other["access_token"])
+    expect(page.locator("#session-state")).to_have_text("anonymous", timeout=15000)
+    check(page.text_content("#session-id") != session_id, "a session revoked elsewhere: the client starts a new anonymous session")
+    check(page.text_content("#session-event").startswith("session_ended"), "and reports it (the session event's reason is session_ended)")
+    expect(page.locator("#login-box")).to_be_visible()
+
+
+def logout(page, net):
+    log_in(page)
+    opened, closed = len(net.sockets), len(net.closed)
+    page.click("#logout")
+    expect(page.locator("#socket-state")).to_have_text(re.compile("^closed"), timeout=10000)
+    page.wait_for_timeout(3000)
+    check(len(net.closed) == closed + 1 and len(net.sockets) == opened, "logout closes the socket and nothing reconnects")
+    expect(page.locator("#session-state")).to_have_text("anonymous", timeout=10000)
+
+
+def many_components(browser):
+    # A fresh page where five components each make a client and call start() at once, before
+    # the demo's own start: still exactly one anonymous session.
+    context = browser.new_context(bypass_csp=True)
+    page = context.new_page()
+    net = Network(page)
+    page.add_init_script("""
+        window.__starts = import("/client/portcullis.js").then(({ PortcullisClient }) =>
+            Promise.all([1, 2, 3, 4, 5].map(() => new PortcullisClient().start().then((s) => s.session_id))));
+    """)
+    page.goto(BASE + "/demo/")
+    ids = page.evaluate("window.__starts")
+    expect(page.locator("#session-state")).to_have_text("anonymous", timeout=10000)
+    ids.append(page.text_content("#session-id"))
+    check(len(net.creates()) == 1, "six clients starting on one page make exactly one anonymous session")
+    check(len(set(ids)) == 1, "and all six see the same session")
+    context.close()
+
+
 def main():
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=os.environ.get("CHROMIUM", "/usr/bin/chromium"), args=["--no-sandbox"])
-        page = browser.new_page()
-        requests, sockets, closed = [], [], []
-        page.on("request", lambda r: requests.append((r.method, r.url)))
-
-        def on_socket(ws):
-            sockets.append(ws.url)
-            ws.on("close", lambda _: closed.append(ws.url))
-
-        page.on("websocket", on_socket)
-
-        # Loading the page: exactly one anonymous session, no socket before login.
-        page.goto(BASE + "/demo/")
-        expect(page.locator("#session-state")).to_have_text("anonymous", timeout=10000)
-        first_id = page.text_content("#session-id")
-        creates = [u for m, u in requests if m == "POST" and u.endswith("/api/session/create-anonymous")]
-        check(len(creates) == 1, "loading the page creates exactly one anonymous session")
-        time.sleep(1)
-        check(not sockets, "no socket is opened before login")
-
-        # A reload reuses the session.
-        requests.clear()
-        page.reload()
-        expect(page.locator("#session-state")).to_have_text("anonymous", timeout=10000)
-        check(page.text_content("#session-id") == first_id, "a reload reuses the session")
-        check(not [u for m, u in requests if u.endswith("/api/session/create-anonymous")], "a reload creates no session")
-
-        # Login keeps the session id, now authenticated; the socket opens; an intent round trip works.
-        page.fill("#username", USER)
-        page.fill("#password", PASSWORD)
-        page.click("#login")
-        expect(page.locator("#session-state")).to_have_text("authenticated", timeout=10000)
-        check(page.text_content("#session-id") == first_id, "login keeps the same session_id, now authenticated")
-        expect(page.locator("#socket-state")).to_have_text("open", timeout=10000)
-        check(len(sockets) == 1, "the socket opens after login, once")
-        page.fill("#intent-payload", '{"hello": "runtime"}')
-        page.click("#send")
-        expect(page.locator("#intent-result")).not_to_be_empty(timeout=10000)
-        check(json.loads(page.text_content("#intent-result")) == {"hello": "runtime"}, "an intent round trip works")
-        # Tokens live in the module's memory only: no JWT-shaped value (or access_token) in any URL.
-        urls = [u for _, u in requests] + sockets
-        check(not any("eyJ" in u or "access_token" in u for u in urls), "no URL the browser requested contains a token")
-        os.makedirs(OUT, exist_ok=True)
-        shot = os.path.join(OUT, "demo-after-login.png")
-        page.screenshot(path=shot, full_page=True)
-        print(f"      screenshot: {shot}")
-
-        # Logout closes the socket and nothing reconnects.
-        page.click("#logout")
-        expect(page.locator("#socket-state")).to_have_text(re.compile("^closed"), timeout=10000)
-        time.sleep(3)
-        check(len(closed) == 1 and len(sockets) == 1, "logout closes the socket and nothing reconnects")
-        expect(page.locator("#session-state")).to_have_text("anonymous", timeout=10000)
-        check(page.text_content("#session-id") != first_id, "after logout the page starts a new anonymous session")
-        browser.close()
+    runtime = {"pid": int(os.environ["RUNTIME_PID"]), "process": None}
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=os.environ.get("CHROMIUM", "/usr/bin/chromium"), args=["--no-sandbox"])
+            page = browser.new_page()
+            net = Network(page)
+            first_visit_and_login(page, net)
+            outlives_token(page, net)
+            runtime_restart(page, net, runtime)
+            revoked_elsewhere(page, net)
+            logout(page, net)
+            urls = [u for _, u in net.requests] + net.sockets
+            check(not any("eyJ" in u or "access_token" in u or "refresh_token" in u for u in urls), "no URL the browser requested contains a token")
+            many_components(browser)
+            browser.close()
+    finally:
+        if runtime["process"]:
+            runtime["process"].terminate()
+            runtime["process"].wait(timeout=20)
 
 
 if __name__ == "__main__":

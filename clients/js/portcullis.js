@@ -26,6 +26,15 @@ function base64url(text) {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/**
+ * The session being started, per gateway and storage key, for the whole page:
+ * however many clients (components) call start(), one anonymous session is made.
+ */
+const pageStarts = new Map();
+
+/** How long a socket must stay open before a later drop starts the backoff from the beginning again. */
+const STABLE_OPEN_MS = 5000;
+
 /** The client: the session, the tokens, and the agent socket. */
 export class PortcullisClient extends EventTarget {
   /**
@@ -91,8 +100,27 @@ export class PortcullisClient extends EventTarget {
    * However many components call it, one session is made per page load.
    */
   start() {
-    if (!this._starting) this._starting = this._start();
+    if (!this._starting) {
+      const key = this._pageKey();
+      let shared = pageStarts.get(key);
+      if (!shared) {
+        shared = this._start();
+        pageStarts.set(key, shared);
+        shared.catch(() => pageStarts.delete(key)); // a failed start may be tried again
+      }
+      this._starting = shared.then(({ session, reason }) => {
+        this._setSession(session, reason);
+        return session;
+      });
+      this._starting.catch(() => {
+        this._starting = null;
+      });
+    }
     return this._starting;
+  }
+
+  _pageKey() {
+    return `${this.baseUrl}|${this.storageKey}`;
   }
 
   async _start() {
@@ -100,29 +128,24 @@ export class PortcullisClient extends EventTarget {
     if (stored) {
       try {
         const session = await this._call("GET", `/api/session/${encodeURIComponent(stored)}`);
-        if (session && session.state === "anonymous") {
-          this._setSession(session, "restored");
-          return session;
-        }
+        if (session && session.state === "anonymous") return { session, reason: "restored" };
       } catch (error) {
         if (error.code === "network_error") throw error;
         // Not live, or signed in by a page whose tokens are gone: start afresh.
       }
     }
     const session = await this._call("POST", "/api/session/create-anonymous");
-    this._setSession(session, "created");
-    return session;
+    return { session, reason: "created" };
   }
 
   /** A new anonymous session after the old one ended (one at a time). */
   _restart(reason) {
     this._forgetTokens();
     this.storage?.removeItem(this.storageKey);
-    this._starting = this._call("POST", "/api/session/create-anonymous").then((session) => {
-      this._setSession(session, reason);
-      return session;
-    });
-    return this._starting;
+    const shared = this._call("POST", "/api/session/create-anonymous").then((session) => ({ session, reason }));
+    pageStarts.set(this._pageKey(), shared);
+    this._starting = null;
+    return this.start();
   }
 
   /**
@@ -153,6 +176,7 @@ export class PortcullisClient extends EventTarget {
     }
     this._forgetTokens();
     this._starting = null;
+    pageStarts.delete(this._pageKey());
     this._setSession(null, "ended");
   }
 
@@ -193,7 +217,8 @@ export class PortcullisClient extends EventTarget {
           this._agent?._renew();
           return answer;
         } catch (error) {
-          if (error.status === 401) await this._sessionEnded("refresh_refused");
+          if (error.status === 401) await this._sessionEnded((await this._sessionGone()) ? "session_ended" : "refresh_refused");
+          else this._retryRefreshSoon(); // the gateway or the Runtime is away: try again shortly
           throw error;
         }
       })().finally(() => {
@@ -201,6 +226,23 @@ export class PortcullisClient extends EventTarget {
       });
     }
     return this._refreshing;
+  }
+
+  /** Whether the gateway says the current session has ended (a logout or revocation elsewhere). */
+  async _sessionGone() {
+    try {
+      const session = await this._call("GET", `/api/session/${encodeURIComponent(this.session.session_id)}`);
+      return session?.state !== "authenticated";
+    } catch (error) {
+      return error.code === "session_not_found";
+    }
+  }
+
+  _retryRefreshSoon() {
+    clearTimeout(this._refreshTimer);
+    if (!this._closed && this._tokens) {
+      this._refreshTimer = setTimeout(() => this.refresh().catch(() => {}), 1000 + Math.random() * 2000);
+    }
   }
 
   async _sessionEnded(reason) {
@@ -253,7 +295,10 @@ export class AgentSocket extends EventTarget {
     this.socket = socket;
     socket.onopen = () => {
       this.state = "open";
-      this._attempt = 0;
+      // A socket that opens and drops at once (the Runtime is away) must not restart the backoff.
+      this._stableTimer = setTimeout(() => {
+        this._attempt = 0;
+      }, STABLE_OPEN_MS);
       this.dispatchEvent(new Event("open"));
     };
     socket.onmessage = (event) => this._message(event);
@@ -288,6 +333,7 @@ export class AgentSocket extends EventTarget {
 
   async _closed(event) {
     this.socket = null;
+    clearTimeout(this._stableTimer);
     this._failPending("socket_closed", "the agent socket closed before the answer came");
     this.dispatchEvent(new CloseEvent("close", { code: event.code, reason: event.reason, wasClean: event.wasClean }));
     if (this._stopped) {
@@ -308,19 +354,22 @@ export class AgentSocket extends EventTarget {
       const delay = Math.min(30000, 500 * 2 ** Math.min(this._attempt - 1, 6));
       await sleep(delay / 2 + Math.random() * (delay / 2));
       if (this._stopped || !this._ready()) return;
-      let verdict;
       try {
         await c._call("GET", AGENT_PATH, { bearer: true, headers: { "X-Session-Id": c.session.session_id } });
-        verdict = "upgrade_required";
       } catch (error) {
-        verdict = error.code;
+        if (error.code === "upgrade_required") {
+          // 426: the gateway would admit this socket now.
+          this._connect();
+          return;
+        }
         if (error.code === "token_invalid" || error.code === "token_missing") {
           try {
             await c.refresh();
-            continue;
           } catch (_) {
-            return; // the refresh ended the session; the client reported it
+            // A refused refresh ended the session (the client reported it; _ready() is false
+            // now); any other failure backs off and asks again.
           }
+          continue;
         }
         if (error.code === "session_not_found" || error.code === "token_revoked") {
           await c._sessionEnded("session_ended");
@@ -335,10 +384,7 @@ export class AgentSocket extends EventTarget {
         // Unavailable, rate limited or unreachable: back off and ask again.
         continue;
       }
-      if (verdict === "upgrade_required") {
-        this._connect();
-        return;
-      }
+      // A plain GET is never admitted; an answer other than a refusal is unexpected: back off.
     }
   }
 

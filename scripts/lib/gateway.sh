@@ -1,12 +1,13 @@
 # Shared by the load, soak and socket scripts (source it; bash). Builds nothing; expects $BIN.
 #
-# start_serve WORK GATEWAY_PORT GATEWAY_LINES EXTRA_YAML
+# start_serve WORK GATEWAY_PORT GATEWAY_LINES EXTRA_YAML [RUNTIME_URL]
 #   Writes WORK/config/portcullis.yaml (the gateway on GATEWAY_PORT plus
 #   GATEWAY_LINES under `gateway:`, admin off, the embedded Runtime on a free
-#   port, quiet logs, plus EXTRA_YAML), starts `portcullis serve` in WORK, sets
-#   SERVE_PID, and waits until /readyz answers.
+#   port, or the Runtime at RUNTIME_URL when given, quiet logs, plus EXTRA_YAML),
+#   starts `portcullis serve` in WORK, sets SERVE_PID, and waits until /readyz answers.
 start_serve() {
-  local work=$1 gateway_port=$2 gateway_lines=$3 extra=$4
+  local work=$1 gateway_port=$2 gateway_lines=$3 extra=$4 runtime_line="  port: 0"
+  [ -n "${5:-}" ] && runtime_line="  url: $5"
   mkdir -p "$work/config"
   cat > "$work/config/portcullis.yaml" <<YAML
 gateway:
@@ -15,7 +16,7 @@ $gateway_lines
 admin:
   enabled: false
 runtime:
-  port: 0
+$runtime_line
 logging:
   level: warning
 $extra
