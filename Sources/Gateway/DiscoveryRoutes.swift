@@ -46,11 +46,15 @@ struct DiscoveryRoutes: Sendable {
     func readiness() async throws -> Response {
         var checks = JSONObject()
         var ready = true
+        var storeProblem: String? = nil
         do {
             try await store.ping()
             checks["store"] = "ok"
         } catch {
             checks["store"] = "unavailable"
+            // The store's own message names it (`PostgreSQL at postgresql://host:port/db ...`), never a credential.
+            storeProblem = (error as? StateSurfaceError)?.message ?? "the gateway's store does not answer"
+            checks["store_error"] = .string(storeProblem!)
             ready = false
         }
         do {
@@ -61,7 +65,8 @@ struct DiscoveryRoutes: Sendable {
             ready = false
         }
         if ready { return JSONBody.response(["status": "ready", "checks": .object(checks)]) }
-        var body = GatewayError(.serviceUnavailable, "unavailable", "not ready: a dependency does not answer; see checks").json
+        let message = storeProblem.map { "not ready: \($0)" } ?? "not ready: a dependency does not answer; see checks"
+        var body = GatewayError(.serviceUnavailable, "unavailable", message).json
         if case .object(var object) = body {
             object["checks"] = .object(checks)
             body = .object(object)

@@ -116,7 +116,7 @@ public struct PortcullisServer: Sendable {
 
     public let gateway: GatewayConfiguration
     public let runtime: RuntimeConfiguration
-    public let state: SQLiteStateSurface
+    public let state: any StateStore
     public let keys: LiveKeyRing
     public let metrics: GatewayMetrics
     public let clock: any TokenClock
@@ -126,7 +126,7 @@ public struct PortcullisServer: Sendable {
     /// - Parameter runtime: the embedded Runtime's settings; its issuer and name
     ///   are taken from `gateway` so the two always agree.
     public init(
-        gateway: GatewayConfiguration, runtime: RuntimeConfiguration, state: SQLiteStateSurface, keys: LiveKeyRing,
+        gateway: GatewayConfiguration, runtime: RuntimeConfiguration, state: any StateStore, keys: LiveKeyRing,
         metrics: GatewayMetrics = GatewayMetrics(), passwordHasher: PasswordHasher = PasswordHasher(), clock: any TokenClock = SystemClock(),
         logger: Logger
     ) {

@@ -50,7 +50,7 @@ public struct RuntimeRoutes: Sendable {
             do {
                 try await sessions.repository.ping()
             } catch {
-                throw RuntimeError(.serviceUnavailable, .unavailable, "the Runtime's store does not answer")
+                throw RuntimeError(.serviceUnavailable, .unavailable, (error as? StateSurfaceError)?.message ?? "the Runtime's store does not answer")
             }
             return Self.json(["status": "ok"])
         }

@@ -46,7 +46,7 @@ struct RuntimeCommand: AsyncParsableCommand {
     func run() async throws {
         let file = try await ConfigurationValues.load(path: config)
         var configuration = try RuntimeConfiguration(reading: file)
-        let storage = try StorageConfiguration(reading: file)
+        var storage = try StorageConfiguration(reading: file)
         let settings = try CommandLineSettings(reading: file)
         if let host { configuration.host = host }
         if let port {
@@ -55,11 +55,11 @@ struct RuntimeCommand: AsyncParsableCommand {
         }
         if let name { configuration.name = name }
         if let issuer { configuration.assertionIssuer = issuer }
-        let database = self.database ?? storage.sqlitePath
+        if let database { storage.sqlitePath = database }
         let jwks = self.jwks ?? settings.jwksFile
         let keysDirectory = self.keys ?? settings.keysDirectory
         let logger = Logger(label: "portcullis.runtime")
-        let state = try SQLiteStateSurface(path: database, busyTimeout: storage.busyTimeout)
+        let state = try await StateStores.open(storage, logger: logger)
         var services: [any Service] = []
         let verificationKeys: any VerificationKeyProvider
         if let jwks {
@@ -79,7 +79,13 @@ struct RuntimeCommand: AsyncParsableCommand {
         let host = configuration.host
         let app = RuntimeServer.makeApplication(
             configuration: configuration, state: state, keys: verificationKeys, logger: logger, services: services,
-            onServerRunning: { port in logger.info("runtime listening", metadata: ["address": "\(host):\(port)", "database": "\(database)"]) })
-        try await app.runService()
+            onServerRunning: { port in logger.info("runtime listening", metadata: ["address": "\(host):\(port)", "store": "\(state.name)"]) })
+        do {
+            try await app.runService()
+        } catch {
+            await state.shutdown()
+            throw error
+        }
+        await state.shutdown()
     }
 }

@@ -48,7 +48,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let keys = try LiveKeyRing(directory: KeyDirectory(path: keysDirectory))
         keys.initialWarnings.forEach(Terminal.warning)
-        let state = try SQLiteStateSurface(path: storage.sqlitePath, busyTimeout: storage.busyTimeout)
+        let state = try await StateStores.open(storage, logger: logger)
         if try await state.users().isEmpty {
             Terminal.note(
                 "no user accounts yet: add one with `portcullis users add NAME --tenant \(gateway.defaultTenant)` (or `swift run portcullis users add ...`)")
@@ -60,11 +60,17 @@ struct ServeCommand: AsyncParsableCommand {
             switch listener {
             case .gateway: logger.info("gateway listening", metadata: ["url": "\(scheme)://\(gateway.host):\(port)", "config": "\(file.source)"])
             case .admin: logger.info("metrics listening", metadata: ["url": "http://\(gateway.adminHost):\(port)/metrics"])
-            case .runtime: logger.info("embedded runtime listening", metadata: ["address": "\(runtime.host):\(port)", "database": "\(storage.sqlitePath)"])
+            case .runtime: logger.info("embedded runtime listening", metadata: ["address": "\(runtime.host):\(port)", "store": "\(state.name)"])
             }
         }
         let group = ServiceGroup(
             configuration: .init(services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        try await group.run()
+        do {
+            try await group.run()
+        } catch {
+            await state.shutdown()
+            throw error
+        }
+        await state.shutdown()
     }
 }

@@ -21,12 +21,13 @@ struct UsersCommand: ParsableCommand {
         @Option(help: "Configuration file (YAML). Default: config/portcullis.yaml when it exists.")
         var config: String?
 
-        @Option(help: "SQLite database file (storage.sqlite_path).")
+        @Option(help: "SQLite database file (storage.sqlite_path); ignored when storage.postgres_url is set.")
         var database: String?
 
-        func open() async throws -> SQLiteStateSurface {
-            let storage = try StorageConfiguration(reading: try await ConfigurationValues.load(path: config))
-            return try SQLiteStateSurface(path: database ?? storage.sqlitePath, busyTimeout: storage.busyTimeout)
+        func open() async throws -> any StateStore {
+            var storage = try StorageConfiguration(reading: try await ConfigurationValues.load(path: config))
+            if let database { storage.sqlitePath = database }
+            return try await StateStores.open(storage)
         }
     }
 

@@ -7,7 +7,7 @@ import Synchronization
 import Testing
 
 /// A fresh directory for a real SQLite file, removed afterwards.
-final class TemporaryDatabase {
+final class TemporaryDatabase: Sendable {
     let directory: String
     var path: String { directory + "/state/portcullis.sqlite" }
 
@@ -35,7 +35,7 @@ final class ManualClock: TokenClock {
     }
 }
 
-@Suite("State Surface on SQLite")
+@Suite("State Surface (sessions), on SQLite and PostgreSQL")
 struct StateSurfaceTests {
     @Test("the database is created with its directory, in WAL mode, and passes an integrity check")
     func opens() async throws {
@@ -46,17 +46,18 @@ struct StateSurfaceTests {
         #expect(try await state.integrityCheck() == "ok")
     }
 
-    @Test("sessions survive closing and reopening the database")
-    func survivesRestart() async throws {
-        let temp = TemporaryDatabase()
+    @Test("sessions survive closing and reopening the database", arguments: StoreKind.available)
+    func survivesRestart(kind: StoreKind) async throws {
+        let store = try await TestStore(kind)
         var ids: [String] = []
         do {
-            let state = try SQLiteStateSurface(path: temp.path)
+            let state = try await store.open()
             let sessions = SessionService(repository: state, configuration: RuntimeConfiguration())
             for _ in 0..<5 { ids.append(try await sessions.createAnonymous(metadata: ["n": 1]).id) }
             _ = try await sessions.upgrade(ids[0], userID: "alice", tenantID: "acme")
+            await state.shutdown()
         }
-        let reopened = try SQLiteStateSurface(path: temp.path)
+        let reopened = try await store.open()
         for id in ids {
             #expect(try await reopened.session(id: id) != nil)
         }
@@ -92,10 +93,10 @@ struct StateSurfaceTests {
         }
     }
 
-    @Test("50 concurrent upgrades of one anonymous session: exactly one wins, the rest lose, the winner owns it")
-    func concurrentUpgrades() async throws {
-        let temp = TemporaryDatabase()
-        let state = try SQLiteStateSurface(path: temp.path)
+    @Test("50 concurrent upgrades of one anonymous session: exactly one wins, the rest lose, the winner owns it", arguments: StoreKind.available)
+    func concurrentUpgrades(kind: StoreKind) async throws {
+        let store = try await TestStore(kind)
+        let state = try await store.open()
         let sessions = SessionService(repository: state, configuration: RuntimeConfiguration())
         let session = try await sessions.createAnonymous()
         let now = Date().timeIntervalSince1970
@@ -121,10 +122,10 @@ struct StateSurfaceTests {
         #expect(stored.version == 2)
     }
 
-    @Test("upgrading again as the owner is not a conflict; as anyone else it is")
-    func upgradeByOwnerAndOthers() async throws {
-        let temp = TemporaryDatabase()
-        let state = try SQLiteStateSurface(path: temp.path)
+    @Test("upgrading again as the owner is not a conflict; as anyone else it is", arguments: StoreKind.available)
+    func upgradeByOwnerAndOthers(kind: StoreKind) async throws {
+        let store = try await TestStore(kind)
+        let state = try await store.open()
         let sessions = SessionService(repository: state, configuration: RuntimeConfiguration())
         let session = try await sessions.createAnonymous()
         _ = try await sessions.upgrade(session.id, userID: "alice", tenantID: "acme")
@@ -133,11 +134,11 @@ struct StateSurfaceTests {
         await #expect { try await sessions.upgrade(session.id, userID: "alice", tenantID: "other") } throws: { ($0 as? RuntimeError)?.code.rawValue == "session_conflict" }
     }
 
-    @Test("anonymous sessions expire after 30 idle minutes; activity extends them")
-    func anonymousIdleExpiry() async throws {
-        let temp = TemporaryDatabase()
+    @Test("anonymous sessions expire after 30 idle minutes; activity extends them", arguments: StoreKind.available)
+    func anonymousIdleExpiry(kind: StoreKind) async throws {
+        let store = try await TestStore(kind)
         let clock = ManualClock()
-        let state = try SQLiteStateSurface(path: temp.path)
+        let state = try await store.open()
         let sessions = SessionService(repository: state, configuration: RuntimeConfiguration(), clock: clock)
         let session = try await sessions.createAnonymous()
         clock.advance(29 * 60)
@@ -149,11 +150,11 @@ struct StateSurfaceTests {
         await #expect { try await sessions.live(session.id) } throws: { ($0 as? RuntimeError)?.code.rawValue == "session_not_found" }
     }
 
-    @Test("authenticated sessions expire after 24 idle hours, and after 7 days however active")
-    func authenticatedExpiry() async throws {
-        let temp = TemporaryDatabase()
+    @Test("authenticated sessions expire after 24 idle hours, and after 7 days however active", arguments: StoreKind.available)
+    func authenticatedExpiry(kind: StoreKind) async throws {
+        let store = try await TestStore(kind)
         let clock = ManualClock()
-        let state = try SQLiteStateSurface(path: temp.path)
+        let state = try await store.open()
         let sessions = SessionService(repository: state, configuration: RuntimeConfiguration(), clock: clock)
         let idle = try await sessions.createAuthenticated(userID: "alice", tenantID: "acme")
         clock.advance(24 * 3600 + 1)
@@ -170,11 +171,11 @@ struct StateSurfaceTests {
         await #expect { try await sessions.live(busy.id) } throws: { ($0 as? RuntimeError)?.code.rawValue == "session_not_found" }
     }
 
-    @Test("a revoked session reads as not found, and the sweeper deletes ended sessions only")
-    func revokeAndSweep() async throws {
-        let temp = TemporaryDatabase()
+    @Test("a revoked session reads as not found, and the sweeper deletes ended sessions only", arguments: StoreKind.available)
+    func revokeAndSweep(kind: StoreKind) async throws {
+        let store = try await TestStore(kind)
         let clock = ManualClock()
-        let state = try SQLiteStateSurface(path: temp.path)
+        let state = try await store.open()
         let sessions = SessionService(repository: state, configuration: RuntimeConfiguration(), clock: clock)
         let kept = try await sessions.createAuthenticated(userID: "alice", tenantID: "acme")
         let revoked = try await sessions.createAuthenticated(userID: "alice", tenantID: "acme")
@@ -189,10 +190,10 @@ struct StateSurfaceTests {
         #expect(try await state.session(id: expired.id) == nil)
     }
 
-    @Test("metadata merges under compare-and-set and is size-capped")
-    func metadata() async throws {
-        let temp = TemporaryDatabase()
-        let state = try SQLiteStateSurface(path: temp.path)
+    @Test("metadata merges under compare-and-set and is size-capped", arguments: StoreKind.available)
+    func metadata(kind: StoreKind) async throws {
+        let store = try await TestStore(kind)
+        let state = try await store.open()
         let sessions = SessionService(repository: state, configuration: RuntimeConfiguration())
         let session = try await sessions.createAnonymous(metadata: ["a": 1, "b": 2])
         let merged = try await sessions.mergeMetadata(session.id, patch: ["b": nil, "c": "x"])

@@ -41,81 +41,31 @@ public final class SQLiteStateSurface: SessionRepository, ExecutionRepository {
         }
     }
 
-    /// The schema's history. Never edit a shipped migration; add a new one.
+    /// The schema's history (`SchemaMigration.all`, the SQLite side of each step).
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1: sessions, executions, users, refresh tokens, revoked tokens") { db in
-            try db.execute(sql: """
-                CREATE TABLE sessions (
-                    id TEXT PRIMARY KEY NOT NULL,
-                    state TEXT NOT NULL CHECK (state IN ('anonymous', 'authenticated', 'revoked')),
-                    user_id TEXT,
-                    tenant_id TEXT,
-                    created_at REAL NOT NULL,
-                    upgraded_at REAL,
-                    last_seen_at REAL NOT NULL,
-                    expires_at REAL NOT NULL,
-                    absolute_expires_at REAL,
-                    metadata TEXT NOT NULL DEFAULT '{}',
-                    version INTEGER NOT NULL DEFAULT 1,
-                    CHECK (state <> 'authenticated' OR (user_id IS NOT NULL AND tenant_id IS NOT NULL))
-                );
-                CREATE INDEX sessions_by_expiry ON sessions (expires_at);
-                CREATE INDEX sessions_by_owner ON sessions (tenant_id, user_id);
-
-                CREATE TABLE executions (
-                    id TEXT PRIMARY KEY NOT NULL,
-                    session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
-                    intent_type TEXT NOT NULL,
-                    status TEXT NOT NULL CHECK (status IN ('accepted', 'running', 'completed', 'failed')),
-                    idempotency_key TEXT,
-                    payload TEXT NOT NULL,
-                    result TEXT,
-                    error TEXT,
-                    created_at REAL NOT NULL,
-                    updated_at REAL NOT NULL,
-                    UNIQUE (session_id, idempotency_key)
-                );
-
-                CREATE TABLE users (
-                    id TEXT PRIMARY KEY NOT NULL,
-                    tenant_id TEXT NOT NULL,
-                    username TEXT NOT NULL,
-                    password_hash TEXT NOT NULL,
-                    disabled INTEGER NOT NULL DEFAULT 0,
-                    created_at REAL NOT NULL,
-                    UNIQUE (tenant_id, username)
-                );
-
-                CREATE TABLE refresh_tokens (
-                    id TEXT PRIMARY KEY NOT NULL,
-                    token_hash TEXT NOT NULL UNIQUE,
-                    family_id TEXT NOT NULL,
-                    session_id TEXT NOT NULL,
-                    user_id TEXT NOT NULL,
-                    tenant_id TEXT NOT NULL,
-                    created_at REAL NOT NULL,
-                    expires_at REAL NOT NULL,
-                    used_at REAL,
-                    revoked_at REAL
-                );
-                CREATE INDEX refresh_tokens_by_family ON refresh_tokens (family_id);
-                CREATE INDEX refresh_tokens_by_session ON refresh_tokens (session_id);
-
-                CREATE TABLE revoked_tokens (
-                    jti TEXT PRIMARY KEY NOT NULL,
-                    expires_at REAL NOT NULL,
-                    revoked_at REAL NOT NULL
-                );
-                """)
-        }
-        migrator.registerMigration("v2: account not-before") { db in
-            try db.execute(sql: """
-                ALTER TABLE users ADD COLUMN tokens_not_before REAL NOT NULL DEFAULT 0;
-                CREATE INDEX users_by_not_before ON users (tokens_not_before);
-                """)
+        for step in SchemaMigration.all {
+            migrator.registerMigration(step.name) { db in try db.execute(sql: step.sqlite) }
         }
         return migrator
+    }
+
+    /// The schema steps a file has, read without changing it (none when there is no file yet).
+    static func appliedMigrations(atPath path: String) throws -> Set<String> {
+        guard FileManager.default.fileExists(atPath: path) else { return [] }
+        var configuration = Configuration()
+        configuration.readonly = true
+        do {
+            let queue = try DatabaseQueue(path: path, configuration: configuration)
+            return try queue.read { db in try migrator.appliedIdentifiers(db) }
+        } catch let error as DatabaseError {
+            throw StateSurfaceError(.unavailable, "cannot read the database at \(path): \(error.message ?? "\(error.resultCode)")")
+        }
+    }
+
+    /// The names of the schema steps applied to this file, in order.
+    public func appliedMigrations() async throws -> [String] {
+        try await pool.read { db in try Self.migrator.appliedIdentifiers(db).sorted() }
     }
 
     /// Runs `PRAGMA integrity_check`; "ok" when the file is sound.

@@ -1,0 +1,69 @@
+import PostgresNIO
+
+extension PostgresStateSurface: UserRepository {
+    static let userColumns = "id, tenant_id, username, password_hash, disabled, created_at, tokens_not_before"
+
+    static func user(from row: PostgresRow) throws -> UserRecord {
+        let r = row.makeRandomAccess()
+        return UserRecord(
+            id: try r["id"].decode(String.self), tenantID: try r["tenant_id"].decode(String.self), username: try r["username"].decode(String.self),
+            passwordHash: try r["password_hash"].decode(String.self), disabled: try r["disabled"].decode(Bool.self),
+            createdAt: try r["created_at"].decode(Double.self), tokensNotBefore: try r["tokens_not_before"].decode(Double.self))
+    }
+
+    public func insertUser(_ user: UserRecord) async throws {
+        do {
+            _ = try await rows(
+                """
+                INSERT INTO users (\(unescaped: Self.userColumns)) VALUES (\(user.id), \(user.tenantID), \(user.username), \(user.passwordHash),
+                    \(user.disabled), \(user.createdAt), \(user.tokensNotBefore))
+                """)
+        } catch let error as StateSurfaceError where error.code == .conflict {
+            throw StateSurfaceError(.conflict, "tenant \(user.tenantID) already has a user named \(user.username)")
+        }
+    }
+
+    public func user(tenantID: String, username: String) async throws -> UserRecord? {
+        try await rows("SELECT \(unescaped: Self.userColumns) FROM users WHERE tenant_id = \(tenantID) AND username = \(username)").first.map(Self.user(from:))
+    }
+
+    public func users() async throws -> [UserRecord] {
+        try await rows("SELECT \(unescaped: Self.userColumns) FROM users ORDER BY tenant_id, username").map(Self.user(from:))
+    }
+
+    public func user(id: String, tenantID: String) async throws -> UserRecord? {
+        try await rows("SELECT \(unescaped: Self.userColumns) FROM users WHERE id = \(id) AND tenant_id = \(tenantID)").first.map(Self.user(from:))
+    }
+
+    public func disableUser(tenantID: String, username: String, now: Double) async throws -> UserRecord? {
+        let logger = self.logger
+        return try await transaction { connection in
+            guard
+                let row = try await connection.query(
+                    """
+                    UPDATE users SET disabled = TRUE, tokens_not_before = GREATEST(tokens_not_before, \(now))
+                    WHERE tenant_id = \(tenantID) AND username = \(username)
+                    RETURNING \(unescaped: Self.userColumns)
+                    """, logger: logger
+                ).collect().first
+            else { return nil }
+            let user = try Self.user(from: row)
+            try await connection.query(
+                "UPDATE refresh_tokens SET revoked_at = \(now) WHERE user_id = \(user.id) AND tenant_id = \(tenantID) AND revoked_at IS NULL", logger: logger)
+            return user
+        }
+    }
+
+    public func enableUser(tenantID: String, username: String) async throws -> UserRecord? {
+        try await rows(
+            "UPDATE users SET disabled = FALSE WHERE tenant_id = \(tenantID) AND username = \(username) RETURNING \(unescaped: Self.userColumns)"
+        ).first.map(Self.user(from:))
+    }
+
+    public func accountCutoffs(since: Double) async throws -> [AccountCutoff] {
+        try await rows("SELECT id, tenant_id, tokens_not_before FROM users WHERE tokens_not_before > 0 AND tokens_not_before >= \(since)").map {
+            let (id, tenant, notBefore) = try $0.decode((String, String, Double).self)
+            return AccountCutoff(userID: id, tenantID: tenant, notBefore: notBefore)
+        }
+    }
+}

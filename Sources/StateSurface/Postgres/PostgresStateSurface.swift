@@ -1,0 +1,204 @@
+import Foundation
+import Logging
+import NIOSSL
+import PostgresNIO
+import RuntimeAPI
+
+/// The State Surface on PostgreSQL, shared by several gateways and Runtimes.
+///
+/// Every write is one transaction with the same guarantees as the SQLite store:
+/// the upgrade is a compare-and-set on the row, limits on an owner's live
+/// sessions are counted under a transaction-scoped advisory lock on that owner
+/// (so concurrent writers through different instances cannot exceed them),
+/// refresh rotation locks the token's row (`FOR UPDATE`), and idempotency keys
+/// rest on the table's unique constraint. Every call is bounded by the connect
+/// and query timeouts: an unreachable database is `StateSurfaceError.unavailable`
+/// naming it (a 503 upstream), never a hang.
+public final class PostgresStateSurface: Sendable {
+    public let settings: PostgresSettings
+    let client: PostgresClient
+    let logger: Logger
+    private let runner: Task<Void, Never>
+
+    /// Connects (the pool runs until `shutdown()`) and applies pending migrations.
+    ///
+    /// - Throws: `StateSurfaceError.unavailable` naming the database when it does not answer.
+    public init(settings: PostgresSettings, logger: Logger, migrate: Bool = true) async throws {
+        self.settings = settings
+        self.logger = logger
+        var configuration = PostgresClient.Configuration(
+            host: settings.host, port: settings.port, username: settings.username, password: settings.password, database: settings.database,
+            tls: try Self.tls(settings))
+        configuration.options.maximumConnections = settings.poolSize
+        configuration.options.connectTimeout = .milliseconds(Int64(settings.connectTimeout * 1000))
+        configuration.options.additionalStartupParameters = [
+            ("statement_timeout", "\(Int(settings.queryTimeout * 1000))"), ("application_name", "portcullis"),
+        ]
+        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        self.client = client
+        runner = Task { await client.run() }
+        do {
+            try await ping()
+            if migrate { _ = try await migrateSchema() }
+        } catch {
+            await shutdown()
+            throw error
+        }
+    }
+
+    static func tls(_ settings: PostgresSettings) throws -> PostgresClient.Configuration.TLS {
+        switch settings.tls {
+        case .disable:
+            return .disable
+        case .require:
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.certificateVerification = .none
+            return .require(tls)
+        case .verifyFull:
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.certificateVerification = .fullVerification
+            if let caFile = settings.caFile {
+                do {
+                    tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(caFile))
+                } catch {
+                    throw StateSurfaceError(.unavailable, "cannot read storage.postgres_ca_file \(caFile): \(error)")
+                }
+            }
+            return .require(tls)
+        }
+    }
+
+    public var name: String { settings.name }
+
+    public func shutdown() async {
+        runner.cancel()
+        _ = await runner.value
+    }
+
+    // MARK: Running statements
+
+    /// The longest any one call may take before it counts as the database not answering.
+    var deadline: Double { settings.connectTimeout + settings.queryTimeout }
+
+    /// Runs `body` on a pooled connection inside a transaction; rolls back when it throws.
+    /// Errors come back as `StateSurfaceError`: `.conflict` for a unique violation,
+    /// `.unavailable` (naming the database) for everything the database did not answer.
+    func transaction<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        try await bounded {
+            try await self.client.withConnection { connection in
+                try await connection.query("BEGIN", logger: self.logger)
+                do {
+                    let value = try await body(connection)
+                    try await connection.query("COMMIT", logger: self.logger)
+                    return value
+                } catch {
+                    _ = try? await connection.query("ROLLBACK", logger: self.logger)
+                    throw error
+                }
+            }
+        }
+    }
+
+    /// Runs one statement outside a transaction and collects its rows.
+    func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
+        try await bounded {
+            try await self.client.withConnection { connection in
+                try await connection.query(query, logger: self.logger).collect()
+            }
+        }
+    }
+
+    /// `body` within the deadline, with the database's errors made `StateSurfaceError`.
+    private func bounded<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        do {
+            return try await withThrowingTaskGroup(of: T?.self) { group in
+                group.addTask { try await body() }
+                group.addTask {
+                    try await Task.sleep(for: .milliseconds(Int64(self.deadline * 1000)))
+                    return nil
+                }
+                defer { group.cancelAll() }
+                guard let first = try await group.next(), let value = first else {
+                    throw StateSurfaceError(.unavailable, "PostgreSQL at \(name) did not answer within \(Int(deadline)) s; check that it runs and is reachable")
+                }
+                return value
+            }
+        } catch let error as StateSurfaceError {
+            throw error
+        } catch let error as PSQLError {
+            if let state = error.serverInfo?[.sqlState] {
+                if state == "23505" { throw StateSurfaceError(.conflict, "a row with that key exists already") }
+                throw StateSurfaceError(.unavailable, "PostgreSQL at \(name) refused a statement (SQLSTATE \(state))")
+            }
+            throw StateSurfaceError(.unavailable, "PostgreSQL at \(name) cannot be reached (\(error.code)); check that it runs and is reachable")
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            throw StateSurfaceError(.unavailable, "PostgreSQL at \(name) cannot be reached (\(type(of: error))); check that it runs and is reachable")
+        }
+    }
+
+    // MARK: Schema
+
+    /// Applies the schema steps this database has not seen, one process at a time
+    /// (a session-level advisory lock); returns the names of the steps applied.
+    @discardableResult
+    public func migrateSchema() async throws -> [String] {
+        try await bounded {
+            try await self.client.withConnection { connection in
+                let logger = self.logger
+                try await connection.query("SELECT pg_advisory_lock(\(Self.migrationLock))", logger: logger)
+                do {
+                    try await connection.query(
+                        "CREATE TABLE IF NOT EXISTS portcullis_migrations (name TEXT PRIMARY KEY NOT NULL, applied_at DOUBLE PRECISION NOT NULL)",
+                        logger: logger)
+                    var done = Set<String>()
+                    for try await name in try await connection.query("SELECT name FROM portcullis_migrations", logger: logger).decode(String.self) {
+                        done.insert(name)
+                    }
+                    var applied: [String] = []
+                    for step in SchemaMigration.all where !done.contains(step.name) {
+                        try await connection.query("BEGIN", logger: logger)
+                        do {
+                            // Statements one at a time: the extended protocol takes one per query.
+                            for statement in step.postgres.split(separator: ";").map({ $0.trimmingCharacters(in: .whitespacesAndNewlines) })
+                            where !statement.isEmpty {
+                                try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                            }
+                            try await connection.query(
+                                "INSERT INTO portcullis_migrations (name, applied_at) VALUES (\(step.name), \(Date().timeIntervalSince1970))", logger: logger)
+                            try await connection.query("COMMIT", logger: logger)
+                        } catch {
+                            _ = try? await connection.query("ROLLBACK", logger: logger)
+                            throw error
+                        }
+                        applied.append(step.name)
+                    }
+                    try await connection.query("SELECT pg_advisory_unlock(\(Self.migrationLock))", logger: logger)
+                    return applied
+                } catch {
+                    _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.migrationLock))", logger: logger)
+                    throw error
+                }
+            }
+        }
+    }
+
+    /// The advisory lock key migrations hold (any fixed number; "portcull" in ASCII).
+    static let migrationLock: Int64 = 0x706f_7274_6375_6c6c
+
+    /// The names of the schema steps applied to this database, in order.
+    public func appliedMigrations() async throws -> [String] {
+        try await rows("SELECT name FROM portcullis_migrations ORDER BY applied_at, name").map { try $0.decode(String.self) }
+    }
+
+    public func ping() async throws {
+        _ = try await rows("SELECT 1")
+    }
+
+    /// Locks the owner's sessions for this transaction, so a count and a write are one step
+    /// for every instance (two sessions of one owner upgraded at once through two gateways).
+    static func lockOwner(_ connection: PostgresConnection, userID: String, tenantID: String, logger: Logger) async throws {
+        try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(tenantID + "/" + userID), 0))", logger: logger)
+    }
+}

@@ -1,0 +1,96 @@
+/// The State Surface's schema history, each step written for both stores.
+///
+/// SQLite and PostgreSQL apply the same steps in the same order under the same
+/// names (GRDB's migrator records them in `grdb_migrations`; PostgreSQL in
+/// `portcullis_migrations`). The two sides differ only in types (REAL and
+/// INTEGER flags on SQLite, DOUBLE PRECISION, BIGINT and BOOLEAN on PostgreSQL).
+/// Never edit a shipped step; add a new one.
+struct SchemaMigration: Sendable {
+    let name: String
+    let sqlite: String
+    let postgres: String
+
+    /// The v1 tables, with the column types of one store.
+    private static func v1(real: String, integer: String, flag: String, falseValue: String) -> String {
+        """
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY NOT NULL,
+            state TEXT NOT NULL CHECK (state IN ('anonymous', 'authenticated', 'revoked')),
+            user_id TEXT,
+            tenant_id TEXT,
+            created_at \(real) NOT NULL,
+            upgraded_at \(real),
+            last_seen_at \(real) NOT NULL,
+            expires_at \(real) NOT NULL,
+            absolute_expires_at \(real),
+            metadata TEXT NOT NULL DEFAULT '{}',
+            version \(integer) NOT NULL DEFAULT 1,
+            CHECK (state <> 'authenticated' OR (user_id IS NOT NULL AND tenant_id IS NOT NULL))
+        );
+        CREATE INDEX sessions_by_expiry ON sessions (expires_at);
+        CREATE INDEX sessions_by_owner ON sessions (tenant_id, user_id);
+
+        CREATE TABLE executions (
+            id TEXT PRIMARY KEY NOT NULL,
+            session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            intent_type TEXT NOT NULL,
+            status TEXT NOT NULL CHECK (status IN ('accepted', 'running', 'completed', 'failed')),
+            idempotency_key TEXT,
+            payload TEXT NOT NULL,
+            result TEXT,
+            error TEXT,
+            created_at \(real) NOT NULL,
+            updated_at \(real) NOT NULL,
+            UNIQUE (session_id, idempotency_key)
+        );
+
+        CREATE TABLE users (
+            id TEXT PRIMARY KEY NOT NULL,
+            tenant_id TEXT NOT NULL,
+            username TEXT NOT NULL,
+            password_hash TEXT NOT NULL,
+            disabled \(flag) NOT NULL DEFAULT \(falseValue),
+            created_at \(real) NOT NULL,
+            UNIQUE (tenant_id, username)
+        );
+
+        CREATE TABLE refresh_tokens (
+            id TEXT PRIMARY KEY NOT NULL,
+            token_hash TEXT NOT NULL UNIQUE,
+            family_id TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            tenant_id TEXT NOT NULL,
+            created_at \(real) NOT NULL,
+            expires_at \(real) NOT NULL,
+            used_at \(real),
+            revoked_at \(real)
+        );
+        CREATE INDEX refresh_tokens_by_family ON refresh_tokens (family_id);
+        CREATE INDEX refresh_tokens_by_session ON refresh_tokens (session_id);
+
+        CREATE TABLE revoked_tokens (
+            jti TEXT PRIMARY KEY NOT NULL,
+            expires_at \(real) NOT NULL,
+            revoked_at \(real) NOT NULL
+        );
+        """
+    }
+
+    static let all: [SchemaMigration] = [
+        SchemaMigration(
+            name: "v1: sessions, executions, users, refresh tokens, revoked tokens",
+            sqlite: v1(real: "REAL", integer: "INTEGER", flag: "INTEGER", falseValue: "0"),
+            postgres: v1(real: "DOUBLE PRECISION", integer: "BIGINT", flag: "BOOLEAN", falseValue: "FALSE")),
+        SchemaMigration(
+            name: "v2: account not-before",
+            sqlite: """
+                ALTER TABLE users ADD COLUMN tokens_not_before REAL NOT NULL DEFAULT 0;
+                CREATE INDEX users_by_not_before ON users (tokens_not_before);
+                """,
+            postgres: """
+                ALTER TABLE users ADD COLUMN tokens_not_before DOUBLE PRECISION NOT NULL DEFAULT 0;
+                CREATE INDEX users_by_not_before ON users (tokens_not_before);
+                """),
+    ]
+}

@@ -1,0 +1,55 @@
+/// One row of `users`. The password hash is a self-describing string; never the password.
+public struct UserRecord: Sendable, Equatable {
+    public var id: String
+    public var tenantID: String
+    public var username: String
+    public var passwordHash: String
+    public var disabled: Bool
+    public var createdAt: Double
+    /// Access tokens issued to the account before this instant are refused (set when it is disabled); 0: none.
+    public var tokensNotBefore: Double
+
+    public init(
+        id: String, tenantID: String, username: String, passwordHash: String, disabled: Bool = false, createdAt: Double, tokensNotBefore: Double = 0
+    ) {
+        self.id = id
+        self.tenantID = tenantID
+        self.username = username
+        self.passwordHash = passwordHash
+        self.disabled = disabled
+        self.createdAt = createdAt
+        self.tokensNotBefore = tokensNotBefore
+    }
+}
+
+/// An account's not-before: tokens issued to `userID` in `tenantID` before `notBefore` are refused.
+public struct AccountCutoff: Sendable, Equatable {
+    public var userID: String
+    public var tenantID: String
+    public var notBefore: Double
+
+    public init(userID: String, tenantID: String, notBefore: Double) {
+        self.userID = userID
+        self.tenantID = tenantID
+        self.notBefore = notBefore
+    }
+}
+
+/// Accounts. A username is unique within its tenant.
+public protocol UserRepository: Sendable {
+    /// Stores a new account; `StateSurfaceError.conflict` if the tenant already has that username.
+    func insertUser(_ user: UserRecord) async throws
+    func user(tenantID: String, username: String) async throws -> UserRecord?
+    /// All accounts, by tenant then username.
+    func users() async throws -> [UserRecord]
+    /// The account with this id.
+    func user(id: String, tenantID: String) async throws -> UserRecord?
+    /// In one transaction: sets the disabled flag, sets the account's not-before
+    /// to `now` (every access token issued before is refused) and revokes every
+    /// refresh token of the account. The account as it now is; `nil` if there is none.
+    func disableUser(tenantID: String, username: String, now: Double) async throws -> UserRecord?
+    /// Clears the disabled flag (the not-before stays: old tokens stay dead); `nil` if there is no such account.
+    func enableUser(tenantID: String, username: String) async throws -> UserRecord?
+    /// Accounts whose not-before is at or after `since`.
+    func accountCutoffs(since: Double) async throws -> [AccountCutoff]
+}

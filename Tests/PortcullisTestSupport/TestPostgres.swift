@@ -1,0 +1,155 @@
+import Foundation
+import Glibc
+import Synchronization
+
+/// A real PostgreSQL server (Debian's package) for tests: a cluster made with
+/// `initdb` in a temporary directory, listening on a free loopback port, stopped
+/// and removed when the test process exits (or by `stop()`).
+///
+/// Run as root (as CI does), the server runs as the `postgres` account, which
+/// PostgreSQL requires. Authentication is `trust` on loopback: the tests are about
+/// the State Surface, not about PostgreSQL's passwords.
+public final class TestPostgres: Sendable {
+    public let port: Int
+    public let directory: String
+    let binDirectory: String
+    private let running = Mutex(false)
+
+    /// Where `initdb` and `pg_ctl` are: `PG_BINDIR`, else Debian's newest `/usr/lib/postgresql/N/bin`.
+    static let binDirectory: String? = {
+        if let path = ProcessInfo.processInfo.environment["PG_BINDIR"] { return path }
+        let root = "/usr/lib/postgresql"
+        let versions = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []).compactMap(Int.init).sorted()
+        return versions.last.map { "\(root)/\($0)/bin" }.flatMap { FileManager.default.isExecutableFile(atPath: $0 + "/initdb") ? $0 : nil }
+    }()
+
+    /// True when the server is installed here.
+    public static var isInstalled: Bool { binDirectory != nil }
+
+    /// Whether the PostgreSQL side of the tests runs: when the server is installed, and always
+    /// in CI (CI=true), where a missing server fails the tests instead of skipping them.
+    public static var enabled: Bool { isInstalled || ProcessInfo.processInfo.environment["CI"] == "true" }
+
+    private static let sharedServer = Mutex<TestPostgres?>(nil)
+    private static let everyServer = Mutex<[TestPostgres]>([])
+
+    /// The server this test process shares, started on first use.
+    public static func shared() throws -> TestPostgres {
+        try sharedServer.withLock { server in
+            if let server { return server }
+            let started = try TestPostgres()
+            server = started
+            return started
+        }
+    }
+
+    /// A cluster of its own (for a test that stops and restarts the server).
+    public init() throws {
+        guard let bin = Self.binDirectory else {
+            throw TestPostgresError("PostgreSQL is not installed: apt-get install postgresql (initdb is looked for in /usr/lib/postgresql/N/bin)")
+        }
+        binDirectory = bin
+        directory = NSTemporaryDirectory() + "portcullis-pg-" + UUID().uuidString.prefix(8)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        port = try Self.freePort()
+        if geteuid() == 0, let account = getpwnam("postgres") {
+            chown(directory, account.pointee.pw_uid, account.pointee.pw_gid)
+        }
+        try runAsServerAccount([bin + "/initdb", "-D", directory + "/data", "-U", "portcullis", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"])
+        Self.everyServer.withLock { $0.append(self) }
+        _ = Self.stopAtExit
+        try start()
+    }
+
+    /// Starts the server (again) on the same port and waits until it accepts connections.
+    public func start() throws {
+        let options = "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300"
+        try runAsServerAccount([binDirectory + "/pg_ctl", "-D", directory + "/data", "-l", directory + "/server.log", "-w", "-t", "60", "-o", options, "start"])
+        running.withLock { $0 = true }
+    }
+
+    /// Stops the server (fast shutdown: sessions are disconnected, committed work is kept).
+    public func stop() {
+        guard running.withLock({ let was = $0; $0 = false; return was }) else { return }
+        try? runAsServerAccount([binDirectory + "/pg_ctl", "-D", directory + "/data", "-m", "fast", "-w", "-t", "60", "stop"])
+    }
+
+    /// A new, empty database on this server; its URL for `storage.postgres_url`.
+    public func createDatabase() throws -> String {
+        let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
+        try Self.run([binDirectory + "/psql", "-h", "127.0.0.1", "-p", "\(port)", "-U", "portcullis", "-d", "postgres", "-q", "-c", "CREATE DATABASE \(name)"])
+        return url(database: String(name))
+    }
+
+    public func url(database: String) -> String { "postgres://portcullis@127.0.0.1:\(port)/\(database)" }
+
+    // MARK: Processes
+
+    private static let stopAtExit: Void = {
+        atexit {
+            for server in TestPostgres.everyServer.withLock({ $0 }) {
+                server.stop()
+                try? FileManager.default.removeItem(atPath: server.directory)
+            }
+        }
+    }()
+
+    private func runAsServerAccount(_ arguments: [String]) throws {
+        if geteuid() == 0 {
+            try Self.run(["/usr/sbin/runuser", "-u", "postgres", "--"] + arguments)
+        } else {
+            try Self.run(arguments)
+        }
+    }
+
+    /// Runs a program to its end with posix_spawn and waitpid; its output goes to a file.
+    ///
+    /// Not Foundation's `Process`: `pg_ctl start` leaves a server running, and waiting
+    /// through `Process` for the runuser/pg_ctl parent did not return here.
+    @discardableResult
+    static func run(_ arguments: [String]) throws -> String {
+        let outputPath = NSTemporaryDirectory() + "portcullis-pg-output-" + UUID().uuidString
+        defer { unlink(outputPath) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        let argv = arguments.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid = pid_t()
+        let spawned = posix_spawn(&pid, arguments[0], &actions, nil, argv, environ)
+        guard spawned == 0 else { throw TestPostgresError("cannot start \(arguments[0]): error \(spawned)") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+        let exited = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        guard exited == 0 else {
+            throw TestPostgresError("\((arguments[0] as NSString).lastPathComponent) failed (\(exited)): \(text)")
+        }
+        return text
+    }
+
+    static func freePort() throws -> Int {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0
+            }
+        }
+        guard bound else { throw TestPostgresError("no free loopback port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
+public struct TestPostgresError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,174 @@
+import Foundation
+import RuntimeAPI
+import StateSurface
+import Testing
+
+/// The repositories' promises, checked on both stores: what one instance writes, every
+/// instance sees, and the atomic steps hold under concurrency (on PostgreSQL, each task
+/// of a concurrent test may run on a different pooled connection, as two gateways would).
+@Suite("State Surface repositories, on SQLite and PostgreSQL")
+struct RepositoryContractTests {
+    let now = Date().timeIntervalSince1970
+
+    func anonymous(_ id: String? = nil) throws -> SessionRecord {
+        SessionRecord(id: try id ?? SessionID.generate(), state: .anonymous, createdAt: now, lastSeenAt: now, expiresAt: now + 1800)
+    }
+
+    @Test("a session id is stored once: a second insert with it is a conflict and changes nothing", arguments: StoreKind.available)
+    func insertConflict(kind: StoreKind) async throws {
+        let state = try await TestStore(kind).open()
+        let session = try anonymous()
+        try await state.insertSession(session, maximumLiveForOwner: nil)
+        var again = session
+        again.metadata = "{\"x\":1}"
+        await #expect { try await state.insertSession(again, maximumLiveForOwner: nil) } throws: { ($0 as? StateSurfaceError)?.code == .conflict }
+        #expect(try await state.session(id: session.id) == session)
+    }
+
+    @Test("an owner's live-session limit holds when ten of its sessions are upgraded at once", arguments: StoreKind.available)
+    func limitUnderConcurrency(kind: StoreKind) async throws {
+        let state = try await TestStore(kind).open()
+        var ids: [String] = []
+        for _ in 0..<10 {
+            let session = try anonymous()
+            try await state.insertSession(session, maximumLiveForOwner: nil)
+            ids.append(session.id)
+        }
+        let now = self.now
+        let outcomes = try await withThrowingTaskGroup(of: SessionUpgradeOutcome.self) { group in
+            for id in ids {
+                group.addTask {
+                    try await state.upgradeSession(
+                        id: id, userID: "alice", tenantID: "acme", now: now, expiresAt: now + 3600, absoluteExpiresAt: now + 7200, maximumLiveForOwner: 3)
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(outcomes.filter { if case .upgraded = $0 { true } else { false } }.count == 3)
+        #expect(outcomes.filter { $0 == .limitReached }.count == 7)
+        await #expect { try await state.insertSession(SessionRecord(id: try SessionID.generate(), state: .authenticated, userID: "alice", tenantID: "acme", createdAt: now, lastSeenAt: now, expiresAt: now + 60), maximumLiveForOwner: 3) } throws: {
+            ($0 as? StateSurfaceError)?.code == .limitReached
+        }
+    }
+
+    @Test("revoking, touching and listing ended sessions: a revoked or expired session is ended; touch never revives it", arguments: StoreKind.available)
+    func revokeTouchEnded(kind: StoreKind) async throws {
+        let state = try await TestStore(kind).open()
+        let live = try anonymous(), revoked = try anonymous()
+        var expired = try anonymous()
+        expired.expiresAt = now - 1
+        for session in [live, revoked, expired] { try await state.insertSession(session, maximumLiveForOwner: nil) }
+        #expect(try await state.revokeSession(id: revoked.id, now: now))
+        #expect(try await state.revokeSession(id: revoked.id, now: now))  // already revoked: still "there was such a session"
+        #expect(try await !state.revokeSession(id: try SessionID.generate(), now: now))
+        #expect(try await state.touchSession(id: revoked.id, now: now, newExpiry: now + 99) == nil)
+        #expect(try await state.touchSession(id: expired.id, now: now, newExpiry: now + 99) == nil)
+        let touched = try #require(try await state.touchSession(id: live.id, now: now + 5, newExpiry: now + 900))
+        #expect(touched.expiresAt == now + 900 && touched.lastSeenAt == now + 5)
+        let unknown = try SessionID.generate()
+        #expect(Set(try await state.endedSessionIDs(among: [live.id, revoked.id, expired.id, unknown], now: now)) == [revoked.id, expired.id, unknown])
+        #expect(try await state.revokeSessions(userID: "nobody", tenantID: "acme", now: now) == 0)
+    }
+
+    @Test("one idempotency key makes one execution however many inserts race with it", arguments: StoreKind.available)
+    func idempotency(kind: StoreKind) async throws {
+        let state = try await TestStore(kind).open()
+        let session = try anonymous()
+        try await state.insertSession(session, maximumLiveForOwner: nil)
+        let now = self.now
+        let outcomes = try await withThrowingTaskGroup(of: ExecutionInsertOutcome.self) { group in
+            for index in 0..<12 {
+                group.addTask {
+                    try await state.insertExecution(
+                        ExecutionRecord(
+                            id: "exe_\(index)", sessionID: session.id, intentType: "echo", status: .accepted, idempotencyKey: "key-1", payload: "{}",
+                            createdAt: now, updatedAt: now))
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        let inserted = outcomes.compactMap { if case .inserted(let record) = $0 { record } else { nil } }
+        #expect(inserted.count == 1)
+        #expect(outcomes.allSatisfy { if case .existing(let record) = $0 { record.id == inserted.first?.id } else { true } })
+        try await state.updateExecution(id: inserted[0].id, status: .completed, result: "{\"ok\":true}", error: nil, now: now + 1)
+        let stored = try #require(try await state.execution(id: inserted[0].id))
+        #expect(stored.status == .completed && stored.result == "{\"ok\":true}" && stored.updatedAt == now + 1)
+    }
+
+    @Test("a username is unique per tenant; disabling sets the not-before and revokes the refresh tokens; enabling keeps the not-before", arguments: StoreKind.available)
+    func accounts(kind: StoreKind) async throws {
+        let state = try await TestStore(kind).open()
+        let alice = UserRecord(id: "usr_1", tenantID: "acme", username: "alice", passwordHash: "hash", createdAt: now)
+        try await state.insertUser(alice)
+        try await state.insertUser(UserRecord(id: "usr_2", tenantID: "other", username: "alice", passwordHash: "hash", createdAt: now))
+        await #expect { try await state.insertUser(UserRecord(id: "usr_3", tenantID: "acme", username: "alice", passwordHash: "x", createdAt: now)) } throws: {
+            ($0 as? StateSurfaceError)?.code == .conflict
+        }
+        #expect(try await state.users().map(\.id) == ["usr_1", "usr_2"])
+        try await state.insertRefreshToken(RefreshTokenRecord(id: "rt_1", tokenHash: "h1", familyID: "f1", sessionID: "s1", userID: "usr_1", tenantID: "acme", createdAt: now, expiresAt: now + 600))
+        let disabled = try #require(try await state.disableUser(tenantID: "acme", username: "alice", now: now + 10))
+        #expect(disabled.disabled && disabled.tokensNotBefore == now + 10)
+        #expect(try await state.refreshToken(hash: "h1")?.revokedAt == now + 10)
+        #expect(try await state.accountCutoffs(since: now) == [AccountCutoff(userID: "usr_1", tenantID: "acme", notBefore: now + 10)])
+        let enabled = try #require(try await state.enableUser(tenantID: "acme", username: "alice"))
+        #expect(!enabled.disabled && enabled.tokensNotBefore == now + 10)
+        #expect(try await state.disableUser(tenantID: "acme", username: "nobody", now: now) == nil)
+        #expect(try await state.user(id: "usr_2", tenantID: "other")?.username == "alice")
+    }
+
+    @Test("twenty concurrent rotations of one refresh token: exactly one rotates; the spent token's reuse revokes the family", arguments: StoreKind.available)
+    func rotation(kind: StoreKind) async throws {
+        let state = try await TestStore(kind).open()
+        let now = self.now
+        try await state.insertRefreshToken(RefreshTokenRecord(id: "rt_0", tokenHash: "h0", familyID: "fam", sessionID: "s1", userID: "u", tenantID: "t", createdAt: now, expiresAt: now + 600))
+        let outcomes = try await withThrowingTaskGroup(of: RefreshRotationOutcome.self) { group in
+            for index in 1...20 {
+                group.addTask {
+                    try await state.rotateRefreshToken(
+                        tokenHash: "h0",
+                        next: RefreshTokenRecord(id: "rt_\(index)", tokenHash: "h\(index)", familyID: "", sessionID: "", userID: "", tenantID: "", createdAt: now, expiresAt: now + 600),
+                        now: now)
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        let rotated = outcomes.compactMap { if case .rotated(_, let next) = $0 { next } else { nil } }
+        #expect(rotated.count == 1)
+        #expect(rotated.first?.familyID == "fam" && rotated.first?.sessionID == "s1")
+        // The losers presented a spent token: reuse (or, after the family's revocation, revoked).
+        #expect(outcomes.allSatisfy { if case .rotated = $0 { true } else if case .reused = $0 { true } else { $0 == .revoked } })
+        #expect(try await state.refreshToken(hash: rotated[0].tokenHash)?.revokedAt != nil, "the reuse revoked the successor too")
+        let fresh = RefreshTokenRecord(id: "rt_x", tokenHash: "hx", familyID: "", sessionID: "", userID: "", tenantID: "", createdAt: now, expiresAt: now + 600)
+        #expect(try await state.rotateRefreshToken(tokenHash: "nope", next: fresh, now: now) == .unknown)
+        try await state.insertRefreshToken(RefreshTokenRecord(id: "rt_old", tokenHash: "hold", familyID: "f2", sessionID: "s2", userID: "u", tenantID: "t", createdAt: now - 900, expiresAt: now - 1))
+        #expect(try await state.rotateRefreshToken(tokenHash: "hold", next: fresh, now: now) == .expired)
+        #expect(try await state.revokeRefreshTokens(sessionID: "s2", now: now) == 1)
+    }
+
+    @Test("a revoked token id is recorded once, listed until its token expires, then swept", arguments: StoreKind.available)
+    func revokedTokenIDs(kind: StoreKind) async throws {
+        let state = try await TestStore(kind).open()
+        try await state.revokeTokenID("jti-1", expiresAt: now + 60, now: now)
+        try await state.revokeTokenID("jti-1", expiresAt: now + 60, now: now + 1)
+        try await state.revokeTokenID("jti-2", expiresAt: now + 5, now: now)
+        #expect(try await state.isTokenIDRevoked("jti-1"))
+        #expect(try await !state.isTokenIDRevoked("jti-3"))
+        #expect(try await state.revokedTokenIDs(revokedSince: now, now: now).map(\.jti).sorted() == ["jti-1", "jti-2"])
+        #expect(try await state.revokedTokenIDs(revokedSince: now, now: now + 10).map(\.jti) == ["jti-1"])
+        #expect(try await state.deleteExpiredCredentials(before: now + 10) == 1)
+        #expect(try await !state.isTokenIDRevoked("jti-2"))
+    }
+
+    @Test("opening again applies no schema step; the store's name carries no credential", arguments: StoreKind.available)
+    func migrations(kind: StoreKind) async throws {
+        let store = try await TestStore(kind)
+        let state = try await store.open()
+        #expect(state.name == store.configuration.storeName)
+        let named = try PostgresSettings(url: "postgres://gate:not-a-real-secret@db.internal:6432/auth")
+        #expect(named.name == "postgresql://db.internal:6432/auth")
+        #expect(named.tls == .verifyFull, "TLS is verified by default beyond loopback")
+        let report = try await StateStores.migrate(store.configuration)
+        #expect(report.appliedNow.isEmpty)
+        #expect(report.applied.count == 2)
+    }
+}
