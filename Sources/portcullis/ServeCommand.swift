@@ -26,8 +26,19 @@ struct ServeCommand: AsyncParsableCommand {
     var config: String?
 
     func run() async throws {
+        try await Self.runGateway(config: config, alone: false)
+    }
+
+    /// Runs the gateway; with `alone`, a remote Runtime (`runtime.url`) is required and
+    /// none is embedded (`portcullis gateway`).
+    static func runGateway(config: String?, alone: Bool) async throws {
         let file = try await ConfigurationValues.load(path: config)
         let gateway = try GatewayConfiguration(reading: file)
+        if alone, gateway.runtimeURL == nil {
+            throw CLIError(
+                "portcullis gateway needs runtime.url (env RUNTIME_URL): the Runtime it sends sessions and intents to; for one process with the Runtime inside, run portcullis serve"
+            )
+        }
         let runtime = try RuntimeConfiguration(reading: file)
         let storage = try StorageConfiguration(reading: file)
         let settings = try CommandLineSettings(reading: file)

@@ -131,7 +131,7 @@ public final class TestPostgres: Sendable {
         return text
     }
 
-    static func freePort() throws -> Int {
+    public static func freePort() throws -> Int {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(descriptor) }
         var address = sockaddr_in()

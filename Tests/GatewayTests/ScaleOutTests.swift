@@ -1,0 +1,187 @@
+import AsyncHTTPClient
+import Foundation
+import JOSE
+import NIOCore
+import NIOHTTP1
+import PortcullisTestSupport
+import Testing
+
+/// Two `portcullis gateway` processes and two `portcullis runtime` processes on one
+/// PostgreSQL database (a cluster the tests start), sharing one keys directory:
+/// gateway A talks to Runtime 1, gateway B to Runtime 2.
+final class ScaleOut: @unchecked Sendable {
+    let directory: String
+    let databaseURL: String
+    let issuer = "http://portcullis.test"
+    private(set) var processes: [PortcullisProcess] = []
+    let gatewayPorts: [Int]
+    let runtimePorts: [Int]
+
+    init() async throws {
+        directory = NSTemporaryDirectory() + "portcullis-scale-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        _ = try KeyDirectory(path: directory + "/keys").generate(algorithm: .es256)
+        databaseURL = try TestPostgres.shared().createDatabase()
+        gatewayPorts = [try TestPostgres.freePort(), try TestPostgres.freePort()]
+        runtimePorts = [try TestPostgres.freePort(), try TestPostgres.freePort()]
+        let common = ["STORAGE_POSTGRES_URL": databaseURL, "LOGGING_LEVEL": "warning"]
+        for (index, port) in runtimePorts.enumerated() {
+            processes.append(
+                try PortcullisProcess(["runtime", "--host", "127.0.0.1", "--port", "\(port)", "--issuer", issuer], directory: directory, environment: common, name: "runtime\(index + 1)"))
+        }
+        for (index, port) in gatewayPorts.enumerated() {
+            let environment = common.merging([
+                "GATEWAY_PORT": "\(port)", "GATEWAY_ISSUER": issuer, "ADMIN_ENABLED": "false", "RUNTIME_URL": "http://127.0.0.1:\(runtimePorts[index])",
+            ]) { $1 }
+            processes.append(try PortcullisProcess(["gateway"], directory: directory, environment: environment, name: "gateway\(index == 0 ? "A" : "B")"))
+        }
+        for port in gatewayPorts { try await processes[2].waitUntilReady("http://127.0.0.1:\(port)/readyz") }
+        for user in ["alice", "bob"] { try addUser(user) }
+    }
+
+    func addUser(_ name: String) throws {
+        let add = Process()
+        add.executableURL = URL(fileURLWithPath: PortcullisBinary.path)
+        add.arguments = ["users", "add", name, "--tenant", "default", "--password-stdin"]
+        add.currentDirectoryURL = URL(fileURLWithPath: directory)
+        add.environment = ProcessInfo.processInfo.environment.merging(["STORAGE_POSTGRES_URL": databaseURL]) { $1 }
+        let input = Pipe()
+        add.standardInput = input
+        add.standardOutput = FileHandle.nullDevice
+        add.standardError = FileHandle.nullDevice
+        try add.run()
+        input.fileHandleForWriting.write(Data("correct horse battery".utf8))
+        try input.fileHandleForWriting.close()
+        add.waitUntilExit()
+        guard add.terminationStatus == 0 else { throw FixtureError("users add \(name) failed") }
+    }
+
+    var a: String { "http://127.0.0.1:\(gatewayPorts[0])" }
+    var b: String { "http://127.0.0.1:\(gatewayPorts[1])" }
+
+    func send(_ method: HTTPMethod, _ url: String, bearer: String? = nil, _ body: JSONValue? = nil) async throws -> Answer {
+        var request = HTTPClientRequest(url: url)
+        request.method = method
+        if let bearer { request.headers.add(name: "Authorization", value: "Bearer " + bearer) }
+        if let body {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(string: JSONWriter.string(body)))
+        }
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        let bytes = try await response.body.collect(upTo: 1 << 20)
+        let json = (try? StrictJSONReader().parseObject(Array(bytes.readableBytesView))) ?? JSONObject()
+        return Answer(status: Int(response.status.code), headers: response.headers, json: json, raw: String(buffer: bytes))
+    }
+
+    func login(_ base: String, _ user: String, session: String? = nil) async throws -> Answer {
+        var body: JSONObject = ["username": .string(user), "password": "correct horse battery"]
+        if let session { body["session_id"] = .string(session) }
+        return try await send(.POST, base + "/api/auth/login", .object(body))
+    }
+
+    /// Stops every process and checks no log holds a secret.
+    func stop(secrets: [String] = []) {
+        for process in processes { process.terminate() }
+        #expect(!FileManager.default.fileExists(atPath: directory + "/data"), "an instance fell back to a SQLite file instead of PostgreSQL")
+        for process in processes {
+            for secret in secrets where process.log.contains(secret) {
+                Issue.record("a secret (\(secret.prefix(6))...) appears in a log")
+            }
+        }
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
+
+@Suite("Several gateways and Runtimes on one PostgreSQL", .serialized, .enabled(if: TestPostgres.enabled, "PostgreSQL is not installed (apt-get install postgresql)"))
+struct ScaleOutTests {
+    static func seconds(since start: ContinuousClock.Instant) -> Double {
+        let elapsed = ContinuousClock.now - start
+        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    }
+
+    @Test("a session created through gateway A is read, upgraded and used through gateway B")
+    func sessionAcrossGateways() async throws {
+        let cluster = try await ScaleOut()
+        defer { cluster.stop() }
+        let created = try await cluster.send(.POST, cluster.a + "/api/session/create-anonymous")
+        let id = try #require(created["session_id"])
+        let read = try await cluster.send(.GET, cluster.b + "/api/session/\(id)")
+        #expect(read.status == 200 && read["state"] == "anonymous")
+        let login = try await cluster.login(cluster.b, "alice", session: id)
+        #expect(login.status == 200 && login["session_id"] == id)
+        let token = try #require(login["access_token"])
+        let onA = try await cluster.send(.GET, cluster.a + "/api/session/\(id)", bearer: token)
+        #expect(onA.status == 200 && onA["state"] == "authenticated")
+        let intent = try await cluster.send(
+            .POST, cluster.a + "/api/intent", bearer: token, ["session_id": .string(id), "intent_type": "echo", "payload": ["from": "B's login"]])
+        #expect(intent.status == 200, "\(intent.raw)")
+        #expect(intent.json["result"] == ["from": "B's login"])
+        cluster.stop(secrets: [token, login["refresh_token"] ?? ""])
+    }
+
+    @Test("a socket held by gateway B closes with 1008 within a second of a logout through gateway A; the token is refused on B as well")
+    func logoutReachesOtherGateway() async throws {
+        let cluster = try await ScaleOut()
+        defer { cluster.stop() }
+        let login = try await cluster.login(cluster.a, "alice")
+        let token = try #require(login["access_token"]), session = try #require(login["session_id"])
+        let url = cluster.b.replacingOccurrences(of: "http", with: "ws") + "/api/runtime/agent"
+        let transcript = try await AgentRelayTests.session(url, headers: [("Authorization", "Bearer " + token), ("X-Session-Id", session)]) { outbound, iterator, _ in
+            try await outbound.write(.text(#"{"type":"intent","request_id":"r1","intent_type":"echo","payload":{}}"#))
+            _ = try await AgentRelayTests.nextJSON(&iterator)
+            let logout = try await cluster.send(.POST, cluster.a + "/api/auth/logout", bearer: token, ["session_id": .string(session)])
+            #expect(logout.status == 204)
+        }
+        #expect(transcript.close?.closeCode == .policyViolation)
+        #expect(transcript.secondsToClose < 1.0, "closed \(transcript.secondsToClose) s after the logout on A")
+        let refused = try await cluster.send(.GET, cluster.b + "/api/session/\(session)", bearer: token)
+        #expect(refused.status == 401 && refused["error"] == "token_revoked", "\(refused.raw)")
+        cluster.stop(secrets: [token])
+    }
+
+    @Test("a token revoked through gateway A is refused by gateway B within a second")
+    func revocationReachesOtherGateway() async throws {
+        let cluster = try await ScaleOut()
+        defer { cluster.stop() }
+        let login = try await cluster.login(cluster.a, "alice")
+        let token = try #require(login["access_token"]), session = try #require(login["session_id"])
+        // B has verified (and cached) the token before the revocation.
+        #expect(try await cluster.send(.GET, cluster.b + "/api/session/\(session)", bearer: token).status == 200)
+        let start = ContinuousClock.now
+        #expect(try await cluster.send(.POST, cluster.a + "/api/auth/logout", bearer: token, ["session_id": .string(session)]).status == 204)
+        var refusedAfter: Double? = nil
+        while Self.seconds(since: start) < 3 {
+            let answer = try await cluster.send(.GET, cluster.b + "/api/session/\(session)", bearer: token)
+            if answer.status == 401 {
+                refusedAfter = Self.seconds(since: start)
+                #expect(answer["error"] == "token_revoked")
+                break
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let seconds = try #require(refusedAfter, "B still accepted the token 3 s after the revocation")
+        #expect(seconds < 1.0, "refused \(seconds) s after the revocation")
+        cluster.stop(secrets: [token])
+    }
+
+    @Test("one refresh token refreshed at once through A and B: exactly one succeeds; two logins upgrading one session through A and B: one 200, one 409")
+    func racesAcrossGateways() async throws {
+        let cluster = try await ScaleOut()
+        defer { cluster.stop() }
+        let login = try await cluster.login(cluster.a, "alice")
+        let refresh = try #require(login["refresh_token"])
+        async let first = cluster.send(.POST, cluster.a + "/api/auth/refresh", ["refresh_token": .string(refresh)])
+        async let second = cluster.send(.POST, cluster.b + "/api/auth/refresh", ["refresh_token": .string(refresh)])
+        let refreshes = try await [first, second].map(\.status).sorted()
+        #expect(refreshes == [200, 401], "\(refreshes)")
+
+        let created = try await cluster.send(.POST, cluster.a + "/api/session/create-anonymous")
+        let id = try #require(created["session_id"])
+        async let alice = cluster.login(cluster.a, "alice", session: id)
+        async let bob = cluster.login(cluster.b, "bob", session: id)
+        let logins = try await [alice, bob]
+        #expect(logins.map(\.status).sorted() == [200, 409], "\(logins.map(\.raw))")
+        #expect(logins.first { $0.status == 409 }?["error"] == "session_conflict")
+        cluster.stop(secrets: [refresh, login["access_token"] ?? ""] + logins.compactMap { $0["access_token"] })
+    }
+}
