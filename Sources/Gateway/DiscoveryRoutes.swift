@@ -1,5 +1,6 @@
 import Hummingbird
 import JOSE
+import RuntimeAPI
 import StateSurface
 
 /// `/.well-known/*` and the health probes.
@@ -60,8 +61,12 @@ struct DiscoveryRoutes: Sendable {
         do {
             try await runtime.checkHealth()
             checks["runtime"] = "ok"
-        } catch let error as GatewayError {
-            checks["runtime"] = .string(error.code)
+        } catch let refusal as RuntimeRefusal {
+            checks["runtime"] = .string(refusal.code.rawValue)
+            checks["runtime_error"] = .string(refusal.message)  // the Runtime's store, named
+            ready = false
+        } catch {
+            checks["runtime"] = .string((error as? GatewayError)?.code ?? "unavailable")
             ready = false
         }
         if ready { return JSONBody.response(["status": "ready", "checks": .object(checks)]) }

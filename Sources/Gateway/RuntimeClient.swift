@@ -125,6 +125,8 @@ public final class RuntimeClient: Sendable {
     }
 
     /// Readiness: the Runtime answers and accepts our assertion.
+    /// Whether the Runtime answers and its store does. A store failure comes back as a
+    /// `RuntimeRefusal` whose message names the store: for readiness only (public answers stay generic).
     public func checkHealth() async throws {
         _ = try await call(.GET, RuntimeEndpoint.health, caller: RuntimeCaller(userID: nil, tenantID: nil, sessionID: nil), body: nil)
     }

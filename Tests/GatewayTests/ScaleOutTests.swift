@@ -4,6 +4,7 @@ import JOSE
 import NIOCore
 import NIOHTTP1
 import PortcullisTestSupport
+import Synchronization
 import Testing
 
 /// Two `portcullis gateway` processes and two `portcullis runtime` processes on one
@@ -32,6 +33,8 @@ final class ScaleOut: @unchecked Sendable {
         for (index, port) in gatewayPorts.enumerated() {
             let environment = common.merging([
                 "GATEWAY_PORT": "\(port)", "GATEWAY_ISSUER": issuer, "ADMIN_ENABLED": "false", "RUNTIME_URL": "http://127.0.0.1:\(runtimePorts[index])",
+                // The load test creates hundreds of sessions from one address.
+                "RATE_LIMITS_ANONYMOUS_SESSION_PER_CLIENT_PER_MINUTE": "100000", "RATE_LIMITS_ANONYMOUS_SESSION_PER_CLIENT_BURST": "100000",
             ]) { $1 }
             processes.append(try PortcullisProcess(["gateway"], directory: directory, environment: environment, name: "gateway\(index == 0 ? "A" : "B")"))
         }
@@ -60,17 +63,7 @@ final class ScaleOut: @unchecked Sendable {
     var b: String { "http://127.0.0.1:\(gatewayPorts[1])" }
 
     func send(_ method: HTTPMethod, _ url: String, bearer: String? = nil, _ body: JSONValue? = nil) async throws -> Answer {
-        var request = HTTPClientRequest(url: url)
-        request.method = method
-        if let bearer { request.headers.add(name: "Authorization", value: "Bearer " + bearer) }
-        if let body {
-            request.headers.add(name: "Content-Type", value: "application/json")
-            request.body = .bytes(ByteBuffer(string: JSONWriter.string(body)))
-        }
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
-        let bytes = try await response.body.collect(upTo: 1 << 20)
-        let json = (try? StrictJSONReader().parseObject(Array(bytes.readableBytesView))) ?? JSONObject()
-        return Answer(status: Int(response.status.code), headers: response.headers, json: json, raw: String(buffer: bytes))
+        try await ScaleOutClient().send(method, url, bearer: bearer, body)
     }
 
     func login(_ base: String, _ user: String, session: String? = nil) async throws -> Answer {
@@ -183,5 +176,117 @@ struct ScaleOutTests {
         #expect(logins.map(\.status).sorted() == [200, 409], "\(logins.map(\.raw))")
         #expect(logins.first { $0.status == 409 }?["error"] == "session_conflict")
         cluster.stop(secrets: [refresh, login["access_token"] ?? ""] + logins.compactMap { $0["access_token"] })
+    }
+}
+
+@Suite("PostgreSQL faults under the gateway", .serialized, .enabled(if: TestPostgres.enabled, "PostgreSQL is not installed (apt-get install postgresql)"))
+struct PostgresFaultTests {
+    @Test("PostgreSQL stopped: readiness is 503 naming the database, requests are 503 JSON (never 401 or 403), and all recovers with nothing acknowledged lost when it returns")
+    func databaseStopped() async throws {
+        let server = try TestPostgres()
+        defer { server.stop() }
+        let database = try server.createDatabase()
+        let directory = NSTemporaryDirectory() + "portcullis-pgdown-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let port = try TestPostgres.freePort()
+        let serve = try PortcullisProcess(
+            ["serve"], directory: directory,
+            environment: [
+                "STORAGE_POSTGRES_URL": database, "GATEWAY_PORT": "\(port)", "ADMIN_ENABLED": "false", "RUNTIME_PORT": "0",
+                "STORAGE_POSTGRES_CONNECT_TIMEOUT_SECONDS": "1", "STORAGE_POSTGRES_QUERY_TIMEOUT_SECONDS": "2",
+            ], name: "serve")
+        defer { serve.terminate() }
+        let base = "http://127.0.0.1:\(port)"
+        try await serve.waitUntilReady(base + "/readyz")
+        let cluster = ScaleOutClient()
+        var acknowledged: [String] = []
+        for _ in 0..<5 {
+            let created = try await cluster.send(.POST, base + "/api/session/create-anonymous")
+            acknowledged.append(try #require(created["session_id"]))
+        }
+
+        server.stop()
+        let ready = try await cluster.send(.GET, base + "/readyz")
+        #expect(ready.status == 503)
+        let named = "postgresql://127.0.0.1:\(server.port)/"
+        #expect(ready.raw.contains(named), "readiness names the database: \(ready.raw)")
+        let refused = try await cluster.send(.POST, base + "/api/session/create-anonymous")
+        #expect(refused.status == 503 && ["unavailable", "upstream_unavailable"].contains(refused["error"]), "\(refused.status) \(refused.raw)")
+        #expect(!refused.raw.contains(named), "a public answer does not name the internal database")
+        let login = try await cluster.send(.POST, base + "/api/auth/login", ["username": "nobody", "password": "whatever it is"])
+        #expect(login.status == 503, "a login while the store is down is 503, not 401: \(login.status) \(login.raw)")
+
+        try server.start()
+        var recovered = false
+        for _ in 0..<100 where !recovered {
+            recovered = (try? await cluster.send(.GET, base + "/readyz"))?.status == 200
+            if !recovered { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(recovered, "ready again within 10 s of PostgreSQL's return")
+        for id in acknowledged {
+            #expect(try await cluster.send(.GET, base + "/api/session/\(id)").status == 200, "acknowledged session \(id) is there")
+        }
+        #expect(try await cluster.send(.POST, base + "/api/session/create-anonymous").status == 201)
+    }
+
+    @Test("kill -9 of one gateway under load: the other carries on, and every session either acknowledged is there")
+    func gatewayKilledUnderLoad() async throws {
+        let cluster = try await ScaleOut()
+        defer { cluster.stop() }
+        let tally = LoadTally()
+        let load = Task {
+            await withTaskGroup(of: Void.self) { group in
+                for worker in 0..<4 {
+                    group.addTask {
+                        let base = worker % 2 == 0 ? cluster.a : cluster.b
+                        for _ in 0..<150 {
+                            guard let answer = try? await cluster.send(.POST, base + "/api/session/create-anonymous"), answer.status == 201,
+                                let id = answer["session_id"]
+                            else {
+                                // A refused: it died (its workers stop). B must not refuse anything.
+                                if base == cluster.a { return }
+                                tally.failuresOnB.withLock { $0 += 1 }
+                                continue
+                            }
+                            tally.acknowledged.withLock { $0.append(id) }
+                        }
+                    }
+                }
+            }
+        }
+        for _ in 0..<600 where tally.acknowledged.withLock({ $0.count }) < 40 { try await Task.sleep(for: .milliseconds(20)) }
+        cluster.processes[2].kill9()  // gateway A
+        await load.value
+        #expect(tally.failuresOnB.withLock { $0 } == 0, "gateway B failed requests while A died")
+        let ids = tally.acknowledged.withLock { $0 }
+        #expect(ids.count >= 300, "B answered all of its 300 after A died (\(ids.count) sessions acknowledged)")
+        for id in ids {
+            let read = try await cluster.send(.GET, cluster.b + "/api/session/\(id)")
+            #expect(read.status == 200, "acknowledged session \(id) is missing")
+        }
+    }
+}
+
+/// What a load against two gateways saw.
+final class LoadTally: Sendable {
+    let acknowledged = Mutex<[String]>([])
+    let failuresOnB = Mutex(0)
+}
+
+/// Plain requests to any instance.
+struct ScaleOutClient {
+    func send(_ method: HTTPMethod, _ url: String, bearer: String? = nil, _ body: JSONValue? = nil) async throws -> Answer {
+        var request = HTTPClientRequest(url: url)
+        request.method = method
+        if let bearer { request.headers.add(name: "Authorization", value: "Bearer " + bearer) }
+        if let body {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(string: JSONWriter.string(body)))
+        }
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        let bytes = try await response.body.collect(upTo: 1 << 20)
+        let json = (try? StrictJSONReader().parseObject(Array(bytes.readableBytesView))) ?? JSONObject()
+        return Answer(status: Int(response.status.code), headers: response.headers, json: json, raw: String(buffer: bytes))
     }
 }
