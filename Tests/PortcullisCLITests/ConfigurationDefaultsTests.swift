@@ -15,7 +15,7 @@ struct ConfigurationDefaultsTests {
         .appendingPathComponent("config/portcullis.yaml").path
 
     /// Keys without a default (absent means "not used"); the YAML documents each in a comment.
-    static let optionalKeys: Set<String> = ["runtime.url", "keys.jwks_file", "gateway.tls.certificate_path", "gateway.tls.private_key_path"]
+    static let optionalKeys: Set<String> = ["runtime.url", "storage.postgres_url", "keys.jwks_file", "gateway.tls.certificate_path", "gateway.tls.private_key_path"]
 
     /// Every configuration type, read from `values`.
     static func readAll(_ values: ConfigurationValues) throws -> (GatewayConfiguration, RuntimeConfiguration, StorageConfiguration, CommandLineSettings) {
