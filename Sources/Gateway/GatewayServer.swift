@@ -175,65 +175,8 @@ public struct PortcullisServer: Sendable {
         list.append(
             AccessChangeWatcher(
                 revocations: services.revocations, runtime: services.runtime, sockets: services.sockets, sessionOwners: services.sessionOwners,
-                clock: clock, logger: logger))
+                feed: state, clock: clock, logger: logger))
         list.append(try GatewayServer.makeApplication(services: services, onServerRunning: { await onListening(.gateway, $0) }))
         return list
-    }
-}
-
-/// Applies changes made elsewhere that end access, twice a second: pulls
-/// revoked token ids and account not-befores into the mirror (closing the
-/// sockets of a disabled account with 1008 "account disabled"), then asks the
-/// Runtime which of the sessions with open sockets have ended (another
-/// gateway's logout, a revocation, expiry) and closes theirs with 1008
-/// "session ended". The account step runs first, and again whenever sessions
-/// have ended (a disable ends its sessions right after writing the
-/// not-before), so a disabled account's sockets say why and its tokens are
-/// refused before its sockets close.
-struct AccessChangeWatcher: Service {
-    let revocations: RevocationList
-    let runtime: RuntimeClient
-    let sockets: SocketRegistry
-    let sessionOwners: SessionOwnershipView
-    let clock: any TokenClock
-    let logger: Logger
-    var interval: Double = 0.5
-
-    /// Pulls revocations and not-befores into the mirror; closes the sockets of newly disabled accounts.
-    func syncRevocations() async {
-        do {
-            for account in try await revocations.sync() {
-                sockets.close(userID: account.userID, tenantID: account.tenantID, reason: "account disabled")
-            }
-        } catch {
-            logger.warning("revocation sync failed; checks go to the store until it recovers", metadata: ["error_type": "\(type(of: error))"])
-        }
-    }
-
-    func run() async throws {
-        // At once, then twice a second: until the first sync, every check would go to the store.
-        await runPeriodically(every: interval, immediately: true) {
-            await syncRevocations()
-            // Sessions with open sockets, and those the ownership view vouches for.
-            let checkedAt = clock.now()
-            let watched = Array(Set(sockets.sessionIDs).union(sessionOwners.sessionIDs))
-            do {
-                var ended: [String] = []
-                for start in stride(from: 0, to: watched.count, by: 1_000) {
-                    ended += try await runtime.endedSessions(among: Array(watched[start..<min(start + 1_000, watched.count)]))
-                }
-                if !ended.isEmpty {
-                    // A session can end because its account was disabled after the sync above (the
-                    // disable writes the not-before, then ends the sessions): sync again, so the
-                    // socket hears the real reason and the mirror refuses the account's tokens first.
-                    await syncRevocations()
-                }
-                sessionOwners.forget(ended)
-                sessionOwners.validated(at: checkedAt)
-                for sessionID in ended { sockets.close(sessionID: sessionID, reason: "session ended") }
-            } catch {
-                logger.warning("ended-session check failed; will retry", metadata: ["error_type": "\(type(of: error))"])
-            }
-        }
     }
 }

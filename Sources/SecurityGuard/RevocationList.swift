@@ -106,6 +106,23 @@ public final class RevocationList: Sendable {
         }
     }
 
+    /// Takes a revocation another instance recorded (read from the access-change feed).
+    public func remember(_ jti: String, expiresAt: Double) {
+        guard expiresAt > clock.now() else { return }
+        state.withLock { $0.ids[jti] = expiresAt }
+    }
+
+    /// Takes an account's not-before from the access-change feed; true when it is new or
+    /// moved (the account's live sockets must close).
+    public func apply(_ cutoff: AccountCutoff) -> Bool {
+        let key = Self.accountKey(userID: cutoff.userID, tenantID: cutoff.tenantID)
+        return state.withLock { state in
+            guard state.cutoffs[key] != cutoff.notBefore else { return false }
+            state.cutoffs[key] = cutoff.notBefore
+            return true
+        }
+    }
+
     /// Ids held in memory.
     public var count: Int { state.withLock { $0.ids.count } }
 }

@@ -92,5 +92,29 @@ struct SchemaMigration: Sendable {
                 ALTER TABLE users ADD COLUMN tokens_not_before DOUBLE PRECISION NOT NULL DEFAULT 0;
                 CREATE INDEX users_by_not_before ON users (tokens_not_before);
                 """),
+        SchemaMigration(
+            name: "v3: access changes",
+            sqlite: """
+                CREATE TABLE access_changes (
+                    version INTEGER PRIMARY KEY AUTOINCREMENT,
+                    kind TEXT NOT NULL,
+                    subject TEXT NOT NULL,
+                    tenant_id TEXT,
+                    until REAL,
+                    at REAL NOT NULL
+                );
+                CREATE INDEX access_changes_by_time ON access_changes (at);
+                """,
+            postgres: """
+                CREATE TABLE access_changes (
+                    version BIGSERIAL PRIMARY KEY,
+                    kind TEXT NOT NULL,
+                    subject TEXT NOT NULL,
+                    tenant_id TEXT,
+                    until DOUBLE PRECISION,
+                    at DOUBLE PRECISION NOT NULL
+                );
+                CREATE INDEX access_changes_by_time ON access_changes (at);
+                """),
     ]
 }

@@ -1,4 +1,5 @@
 import Foundation
+import PortcullisTestSupport
 import RuntimeAPI
 import StateSurface
 import Testing
@@ -169,6 +170,50 @@ struct RepositoryContractTests {
         #expect(named.tls == .verifyFull, "TLS is verified by default beyond loopback")
         let report = try await StateStores.migrate(store.configuration)
         #expect(report.appliedNow.isEmpty)
-        #expect(report.applied.count == 2)
+        #expect(report.applied.count == 3)
+    }
+
+    @Test("revoked tokens, disabled accounts and revoked sessions enter the access-change feed once each, in order", arguments: StoreKind.available)
+    func accessChangeFeed(kind: StoreKind) async throws {
+        let state = try await TestStore(kind).open()
+        let start = try await state.latestAccessChangeVersion()
+        let owned = SessionRecord(id: try SessionID.generate(), state: .authenticated, userID: "usr_1", tenantID: "acme", createdAt: now, lastSeenAt: now, expiresAt: now + 600)
+        let other = try anonymous()
+        try await state.insertSession(owned, maximumLiveForOwner: nil)
+        try await state.insertSession(other, maximumLiveForOwner: nil)
+        try await state.insertUser(UserRecord(id: "usr_1", tenantID: "acme", username: "alice", passwordHash: "hash", createdAt: now))
+        try await state.revokeTokenID("jti-1", expiresAt: now + 60, now: now)
+        try await state.revokeTokenID("jti-1", expiresAt: now + 60, now: now)  // again: no second change
+        _ = try await state.revokeSession(id: other.id, now: now)
+        _ = try await state.revokeSession(id: other.id, now: now)  // already revoked: no second change
+        _ = try await state.disableUser(tenantID: "acme", username: "alice", now: now + 1)
+        _ = try await state.revokeSessions(userID: "usr_1", tenantID: "acme", now: now + 1)
+        let changes = try await state.accessChanges(after: start, limit: 100)
+        #expect(changes.map(\.change) == [
+            .tokenRevoked(jti: "jti-1", expiresAt: now + 60), .sessionEnded(sessionID: other.id),
+            .accountCutOff(AccountCutoff(userID: "usr_1", tenantID: "acme", notBefore: now + 1)), .sessionEnded(sessionID: owned.id),
+        ])
+        #expect(changes.map(\.version) == changes.map(\.version).sorted() && Set(changes.map(\.version)).count == 4)
+        #expect(try await state.latestAccessChangeVersion() == changes.last?.version)
+        #expect(try await state.accessChanges(after: changes[1].version, limit: 1).map(\.change) == [changes[2].change])
+    }
+
+    @Test("on PostgreSQL a change committed through one instance wakes another instance's feed at once")
+    func accessChangeSignal() async throws {
+        guard TestPostgres.enabled else { return }
+        let store = try await TestStore(.postgres)
+        let writer = try await store.open(), reader = try await store.open()
+        let signals = try #require(reader.accessChangeSignals())
+        var iterator = signals.makeAsyncIterator()
+        _ = await iterator.next()  // listening (the catch-up wake)
+        let start = ContinuousClock.now
+        try await writer.revokeTokenID("jti-signal", expiresAt: now + 60, now: now)
+        let woke: Void? = await iterator.next()
+        let elapsed = ContinuousClock.now - start
+        #expect(woke != nil)
+        #expect(elapsed < .seconds(1), "woke \(elapsed) after the commit")
+        #expect(try await reader.accessChanges(after: 0, limit: 10).map(\.change) == [.tokenRevoked(jti: "jti-signal", expiresAt: now + 60)])
+        await writer.shutdown()
+        await reader.shutdown()
     }
 }

@@ -66,7 +66,14 @@ extension PostgresStateSurface: CredentialRepository {
     }
 
     public func revokeTokenID(_ jti: String, expiresAt: Double, now: Double) async throws {
-        _ = try await rows("INSERT INTO revoked_tokens (jti, expires_at, revoked_at) VALUES (\(jti), \(expiresAt), \(now)) ON CONFLICT (jti) DO NOTHING")
+        let logger = self.logger
+        try await transaction { connection in
+            let inserted = try await connection.query(
+                "INSERT INTO revoked_tokens (jti, expires_at, revoked_at) VALUES (\(jti), \(expiresAt), \(now)) ON CONFLICT (jti) DO NOTHING RETURNING jti",
+                logger: logger
+            ).collect()
+            if !inserted.isEmpty { try await Self.record(.tokenRevoked(jti: jti, expiresAt: expiresAt), at: now, connection, logger: logger) }
+        }
     }
 
     public func isTokenIDRevoked(_ jti: String) async throws -> Bool {
@@ -85,7 +92,9 @@ extension PostgresStateSurface: CredentialRepository {
         return try await transaction { connection in
             let revoked = try await connection.query("DELETE FROM revoked_tokens WHERE expires_at <= \(cutoff) RETURNING jti", logger: logger).collect().count
             let refresh = try await connection.query("DELETE FROM refresh_tokens WHERE expires_at <= \(cutoff) RETURNING id", logger: logger).collect().count
-            return revoked + refresh
+            // Every instance reads the feed twice a second; an hour-old change is history.
+            let changes = try await connection.query("DELETE FROM access_changes WHERE at <= \(cutoff - 3_600) RETURNING version", logger: logger).collect().count
+            return revoked + refresh + changes
         }
     }
 }

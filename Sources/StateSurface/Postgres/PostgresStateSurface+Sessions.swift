@@ -94,7 +94,10 @@ extension PostgresStateSurface: SessionRepository, ExecutionRepository, StateSto
                 "UPDATE sessions SET state = 'revoked', last_seen_at = \(now), version = version + 1 WHERE id = \(id) AND state <> 'revoked' RETURNING id",
                 logger: logger
             ).collect()
-            if !changed.isEmpty { return true }
+            if !changed.isEmpty {
+                try await Self.record(.sessionEnded(sessionID: id), at: now, connection, logger: logger)
+                return true
+            }
             return try await Self.fetchSession(connection, id: id, logger: logger) != nil
         }
     }
@@ -124,12 +127,17 @@ extension PostgresStateSurface: SessionRepository, ExecutionRepository, StateSto
     }
 
     public func revokeSessions(userID: String, tenantID: String, now: Double) async throws -> Int {
-        try await rows(
-            """
-            UPDATE sessions SET state = 'revoked', last_seen_at = \(now), version = version + 1
-            WHERE user_id = \(userID) AND tenant_id = \(tenantID) AND state <> 'revoked' RETURNING id
-            """
-        ).count
+        let logger = self.logger
+        return try await transaction { connection in
+            let ended = try await connection.query(
+                """
+                UPDATE sessions SET state = 'revoked', last_seen_at = \(now), version = version + 1
+                WHERE user_id = \(userID) AND tenant_id = \(tenantID) AND state <> 'revoked' RETURNING id
+                """, logger: logger
+            ).collect().map { try $0.decode(String.self) }
+            for id in ended { try await Self.record(.sessionEnded(sessionID: id), at: now, connection, logger: logger) }
+            return ended.count
+        }
     }
 
     public func endedSessionIDs(among ids: [String], now: Double) async throws -> [String] {

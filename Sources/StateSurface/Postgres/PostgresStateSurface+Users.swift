@@ -50,6 +50,8 @@ extension PostgresStateSurface: UserRepository {
             let user = try Self.user(from: row)
             try await connection.query(
                 "UPDATE refresh_tokens SET revoked_at = \(now) WHERE user_id = \(user.id) AND tenant_id = \(tenantID) AND revoked_at IS NULL", logger: logger)
+            try await Self.record(
+                .accountCutOff(AccountCutoff(userID: user.id, tenantID: tenantID, notBefore: user.tokensNotBefore)), at: now, connection, logger: logger)
             return user
         }
     }

@@ -71,6 +71,7 @@ extension SQLiteStateSurface: CredentialRepository {
             try db.execute(
                 sql: "INSERT INTO revoked_tokens (jti, expires_at, revoked_at) VALUES (?, ?, ?) ON CONFLICT (jti) DO NOTHING",
                 arguments: [jti, expiresAt, now])
+            if db.changesCount == 1 { try Self.record(.tokenRevoked(jti: jti, expiresAt: expiresAt), at: now, db) }
         }
     }
 
@@ -91,6 +92,9 @@ extension SQLiteStateSurface: CredentialRepository {
             try db.execute(sql: "DELETE FROM revoked_tokens WHERE expires_at <= ?", arguments: [cutoff])
             var removed = db.changesCount
             try db.execute(sql: "DELETE FROM refresh_tokens WHERE expires_at <= ?", arguments: [cutoff])
+            removed += db.changesCount
+            // Every instance reads the feed twice a second; an hour-old change is history.
+            try db.execute(sql: "DELETE FROM access_changes WHERE at <= ?", arguments: [cutoff - 3_600])
             removed += db.changesCount
             return removed
         }

@@ -51,6 +51,7 @@ extension SQLiteStateSurface: UserRepository {
             try db.execute(
                 sql: "UPDATE refresh_tokens SET revoked_at = ? WHERE user_id = ? AND tenant_id = ? AND revoked_at IS NULL",
                 arguments: [now, user.id, tenantID])
+            try Self.record(.accountCutOff(AccountCutoff(userID: user.id, tenantID: tenantID, notBefore: user.tokensNotBefore)), at: now, db)
             return user
         }
     }

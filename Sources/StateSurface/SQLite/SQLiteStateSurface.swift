@@ -158,7 +158,10 @@ public final class SQLiteStateSurface: SessionRepository, ExecutionRepository {
             try db.execute(
                 sql: "UPDATE sessions SET state = 'revoked', last_seen_at = ?, version = version + 1 WHERE id = ? AND state <> 'revoked'",
                 arguments: [now, id])
-            if db.changesCount == 1 { return true }
+            if db.changesCount == 1 {
+                try Self.record(.sessionEnded(sessionID: id), at: now, db)
+                return true
+            }
             return try Self.fetchSession(db, id: id) != nil
         }
     }
@@ -198,10 +201,13 @@ public final class SQLiteStateSurface: SessionRepository, ExecutionRepository {
 
     public func revokeSessions(userID: String, tenantID: String, now: Double) async throws -> Int {
         try await pool.write { db in
+            let ended = try String.fetchAll(
+                db, sql: "SELECT id FROM sessions WHERE user_id = ? AND tenant_id = ? AND state <> 'revoked'", arguments: [userID, tenantID])
             try db.execute(
                 sql: "UPDATE sessions SET state = 'revoked', last_seen_at = ?, version = version + 1 WHERE user_id = ? AND tenant_id = ? AND state <> 'revoked'",
                 arguments: [now, userID, tenantID])
-            return db.changesCount
+            for id in ended { try Self.record(.sessionEnded(sessionID: id), at: now, db) }
+            return ended.count
         }
     }
 

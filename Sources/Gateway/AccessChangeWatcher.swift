@@ -1,0 +1,161 @@
+import JOSE
+import Logging
+import Runtime
+import SecurityGuard
+import ServiceLifecycle
+import StateSurface
+import Synchronization
+
+/// Applies changes made elsewhere that end access, on every instance.
+///
+/// Two paths, one authoritative and one fast:
+/// - **The access-change feed** (`AccessChangeFeed`): every revoked token id,
+///   account not-before and revoked session, numbered by the store. It is read
+///   when the store signals a commit (PostgreSQL's LISTEN/NOTIFY: milliseconds
+///   after a logout on another gateway) and at every tick; a reader that
+///   reconnects reads on from the last version it applied. A revoked session's
+///   sockets close with 1008 "session ended", a disabled account's with
+///   "account disabled" (its not-before comes first in the feed).
+/// - **The periodic sync**, twice a second: pulls revoked ids and not-befores
+///   into the mirror (it is what keeps the mirror fresh; a stale mirror sends
+///   every check to the store), then asks the Runtime which watched sessions
+///   have ended (expiry has no event), and closes theirs.
+final class AccessChangeWatcher: Service, Sendable {
+    let revocations: RevocationList
+    let runtime: RuntimeClient
+    let sockets: SocketRegistry
+    let sessionOwners: SessionOwnershipView
+    /// The store's feed; `nil` runs the periodic sync alone.
+    let feed: (any AccessChangeFeed)?
+    let clock: any TokenClock
+    let logger: Logger
+    let interval: Double
+    /// The last feed version applied; `nil` until the first read.
+    private let cursor = Mutex<Int64?>(nil)
+
+    init(
+        revocations: RevocationList, runtime: RuntimeClient, sockets: SocketRegistry, sessionOwners: SessionOwnershipView,
+        feed: (any AccessChangeFeed)?, clock: any TokenClock, logger: Logger, interval: Double = 0.5
+    ) {
+        self.revocations = revocations
+        self.runtime = runtime
+        self.sockets = sockets
+        self.sessionOwners = sessionOwners
+        self.feed = feed
+        self.clock = clock
+        self.logger = logger
+        self.interval = interval
+    }
+
+    enum Wake: Sendable {
+        /// The timer: the feed and the periodic sync.
+        case tick
+        /// The store signalled a commit: the feed only.
+        case signal
+    }
+
+    func run() async throws {
+        let (wakes, wake) = AsyncStream<Wake>.makeStream(bufferingPolicy: .bufferingNewest(4))
+        let signals = feed?.accessChangeSignals()
+        await cancelWhenGracefulShutdown { [self] in
+            await withTaskGroup(of: Void.self) { group in
+                // At once, then on the timer: until the first sync, every check would go to the store.
+                group.addTask { [self] in
+                    while !Task.isCancelled {
+                        wake.yield(.tick)
+                        try? await Task.sleep(for: .milliseconds(Int64(interval * 1000)))
+                    }
+                }
+                if let signals {
+                    group.addTask { [self] in
+                        for await _ in signals { wake.yield(.signal) }
+                    }
+                }
+                for await reason in wakes {
+                    if Task.isCancelled { break }
+                    if reason == .tick { await syncRevocations() }
+                    await readFeed()
+                    if reason == .tick { await checkWatchedSessions() }
+                }
+                group.cancelAll()
+            }
+        }
+        wake.finish()
+    }
+
+    /// Pulls revocations and not-befores into the mirror; closes the sockets of newly disabled accounts.
+    func syncRevocations() async {
+        do {
+            for account in try await revocations.sync() {
+                sockets.close(userID: account.userID, tenantID: account.tenantID, reason: "account disabled")
+            }
+        } catch {
+            logger.warning("revocation sync failed; checks go to the store until it recovers", metadata: ["error_type": "\(type(of: error))"])
+        }
+    }
+
+    /// Applies the feed's changes after the last version applied (the first read only
+    /// notes where the feed is: what came before is in the store, which the sync reads).
+    func readFeed() async {
+        guard let feed else { return }
+        do {
+            guard let start = cursor.withLock({ $0 }) else {
+                let latest = try await feed.latestAccessChangeVersion()
+                cursor.withLock { $0 = $0 ?? latest }
+                return
+            }
+            var version = start
+            while true {
+                let changes = try await feed.accessChanges(after: version, limit: 1_000)
+                apply(changes.map(\.change))
+                guard let last = changes.last else { break }
+                version = last.version
+                cursor.withLock { $0 = max($0 ?? 0, version) }
+                if changes.count < 1_000 { break }
+            }
+        } catch {
+            logger.warning("access-change feed read failed; the periodic sync carries on", metadata: ["error_type": "\(type(of: error))"])
+        }
+    }
+
+    func apply(_ changes: [AccessChange]) {
+        var ended: [String] = []
+        for change in changes {
+            switch change {
+            case .tokenRevoked(let jti, let expiresAt):
+                revocations.remember(jti, expiresAt: expiresAt)
+            case .accountCutOff(let cutoff):
+                if revocations.apply(cutoff) { sockets.close(userID: cutoff.userID, tenantID: cutoff.tenantID, reason: "account disabled") }
+            case .sessionEnded(let sessionID):
+                ended.append(sessionID)
+            }
+        }
+        guard !ended.isEmpty else { return }
+        sessionOwners.forget(ended)
+        for sessionID in ended { sockets.close(sessionID: sessionID, reason: "session ended") }
+    }
+
+    /// Asks the Runtime which sessions with open sockets, or vouched for by the ownership
+    /// view, have ended (expiry has no event), and closes theirs.
+    func checkWatchedSessions() async {
+        let checkedAt = clock.now()
+        let watched = Array(Set(sockets.sessionIDs).union(sessionOwners.sessionIDs))
+        do {
+            var ended: [String] = []
+            for start in stride(from: 0, to: watched.count, by: 1_000) {
+                ended += try await runtime.endedSessions(among: Array(watched[start..<min(start + 1_000, watched.count)]))
+            }
+            if !ended.isEmpty {
+                // A session can end because its account was disabled after the sync above (the
+                // disable writes the not-before, then ends the sessions): sync again, so the
+                // socket hears the real reason and the mirror refuses the account's tokens first.
+                await syncRevocations()
+            }
+            sessionOwners.forget(ended)
+            sessionOwners.validated(at: checkedAt)
+            for sessionID in ended { sockets.close(sessionID: sessionID, reason: "session ended") }
+        } catch {
+            logger.warning("ended-session check failed; will retry", metadata: ["error_type": "\(type(of: error))"])
+        }
+    }
+}

@@ -1,0 +1,58 @@
+/// A change that ends access somewhere, published to every instance.
+///
+/// Each is written in the same transaction as the change itself (the revoked
+/// token id, the account's not-before, the revoked session), numbered by the
+/// store, so an instance that reads "after version N" sees every change once,
+/// in order, whichever instance made it.
+public enum AccessChange: Sendable, Equatable {
+    /// An access token was revoked (logout): refuse it until it expires.
+    case tokenRevoked(jti: String, expiresAt: Double)
+    /// An account's tokens issued before `notBefore` are refused (it was disabled).
+    case accountCutOff(AccountCutoff)
+    /// A session was revoked (logout, revocation, disabled account): close its sockets.
+    case sessionEnded(sessionID: String)
+}
+
+/// An `AccessChange` with its place in the store's order.
+public struct VersionedAccessChange: Sendable, Equatable {
+    public var version: Int64
+    public var change: AccessChange
+
+    public init(version: Int64, change: AccessChange) {
+        self.version = version
+        self.change = change
+    }
+}
+
+/// The changes that end access, in order, and a signal when there are new ones.
+public protocol AccessChangeFeed: Sendable {
+    /// The newest change's version (0 when there is none).
+    func latestAccessChangeVersion() async throws -> Int64
+    /// Changes after `version`, oldest first, at most `limit`.
+    func accessChanges(after version: Int64, limit: Int) async throws -> [VersionedAccessChange]
+    /// Wakes when another process committed changes (PostgreSQL's LISTEN/NOTIFY), and once
+    /// after every reconnection so the reader catches up; `nil` where the store cannot
+    /// signal (SQLite: read the feed on a timer instead).
+    func accessChangeSignals() -> AsyncStream<Void>?
+}
+
+extension AccessChange {
+    /// The stored form: kind, subject, tenant, a time (expiry or not-before).
+    var row: (kind: String, subject: String, tenantID: String?, until: Double?) {
+        switch self {
+        case .tokenRevoked(let jti, let expiresAt): ("token_revoked", jti, nil, expiresAt)
+        case .accountCutOff(let cutoff): ("account_cut_off", cutoff.userID, cutoff.tenantID, cutoff.notBefore)
+        case .sessionEnded(let sessionID): ("session_ended", sessionID, nil, nil)
+        }
+    }
+
+    /// Reads the stored form back; `nil` for a kind this version does not know (a newer writer's).
+    init?(kind: String, subject: String, tenantID: String?, until: Double?) {
+        switch kind {
+        case "token_revoked": self = .tokenRevoked(jti: subject, expiresAt: until ?? 0)
+        case "account_cut_off": self = .accountCutOff(AccountCutoff(userID: subject, tenantID: tenantID ?? "", notBefore: until ?? 0))
+        case "session_ended": self = .sessionEnded(sessionID: subject)
+        default: return nil
+        }
+    }
+}

@@ -1,0 +1,62 @@
+import Logging
+import PostgresNIO
+
+extension PostgresStateSurface: AccessChangeFeed {
+    /// The channel every instance LISTENs on.
+    static let accessChannel = "portcullis_access_changes"
+    /// The advisory lock change writers hold until they commit ("portcull" + 1).
+    static let accessChangeLock: Int64 = migrationLock + 1
+
+    /// Records a change inside the caller's transaction and notifies the listeners at commit.
+    ///
+    /// The transaction-scoped lock makes change-writing transactions commit in version
+    /// order, so a reader that has seen version N has seen everything before it.
+    static func record(_ change: AccessChange, at now: Double, _ connection: PostgresConnection, logger: Logger) async throws {
+        let row = change.row
+        try await connection.query("SELECT pg_advisory_xact_lock(\(accessChangeLock))", logger: logger)
+        try await connection.query(
+            "INSERT INTO access_changes (kind, subject, tenant_id, until, at) VALUES (\(row.kind), \(row.subject), \(row.tenantID), \(row.until), \(now))",
+            logger: logger)
+        try await connection.query("SELECT pg_notify(\(accessChannel), '')", logger: logger)
+    }
+
+    public func latestAccessChangeVersion() async throws -> Int64 {
+        try await rows("SELECT coalesce(max(version), 0)::BIGINT FROM access_changes").first?.decode(Int64.self) ?? 0
+    }
+
+    public func accessChanges(after version: Int64, limit: Int) async throws -> [VersionedAccessChange] {
+        try await rows("SELECT version, kind, subject, tenant_id, until FROM access_changes WHERE version > \(version) ORDER BY version LIMIT \(limit)")
+            .compactMap { row in
+                let (version, kind, subject, tenant, until) = try row.decode((Int64, String, String, String?, Double?).self)
+                return AccessChange(kind: kind, subject: subject, tenantID: tenant, until: until).map { VersionedAccessChange(version: version, change: $0) }
+            }
+    }
+
+    /// LISTENs on one pooled connection, reconnecting with backoff while the database is
+    /// away; yields once per notification and once after every (re)connection.
+    public func accessChangeSignals() -> AsyncStream<Void>? {
+        let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let task = Task { [client, logger] in
+            var delay = 0.25
+            while !Task.isCancelled {
+                do {
+                    try await client.withConnection { connection in
+                        try await connection.listen(on: Self.accessChannel) { notifications in
+                            delay = 0.25
+                            continuation.yield()  // caught up after a (re)connection
+                            for try await _ in notifications { continuation.yield() }
+                        }
+                    }
+                } catch {
+                    if Task.isCancelled { break }
+                    logger.warning("access-change LISTEN lost; polling until it is back", metadata: ["error_type": "\(type(of: error))"])
+                }
+                try? await Task.sleep(for: .milliseconds(Int64(delay * 1000)))
+                delay = min(delay * 2, 5)
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+}

@@ -1,0 +1,32 @@
+import GRDB
+
+extension SQLiteStateSurface: AccessChangeFeed {
+    /// Records a change inside the caller's write transaction (SQLite serialises writers,
+    /// so versions are in commit order).
+    static func record(_ change: AccessChange, at now: Double, _ db: Database) throws {
+        let row = change.row
+        try db.execute(
+            sql: "INSERT INTO access_changes (kind, subject, tenant_id, until, at) VALUES (?, ?, ?, ?, ?)",
+            arguments: [row.kind, row.subject, row.tenantID, row.until, now])
+    }
+
+    public func latestAccessChangeVersion() async throws -> Int64 {
+        try await pool.read { db in try Int64.fetchOne(db, sql: "SELECT coalesce(max(version), 0) FROM access_changes") ?? 0 }
+    }
+
+    public func accessChanges(after version: Int64, limit: Int) async throws -> [VersionedAccessChange] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT version, kind, subject, tenant_id, until FROM access_changes WHERE version > ? ORDER BY version LIMIT ?",
+                arguments: [version, limit]
+            ).compactMap { row in
+                AccessChange(kind: row["kind"], subject: row["subject"], tenantID: row["tenant_id"], until: row["until"]).map {
+                    VersionedAccessChange(version: row["version"], change: $0)
+                }
+            }
+        }
+    }
+
+    /// SQLite cannot signal another process: readers poll.
+    public func accessChangeSignals() -> AsyncStream<Void>? { nil }
+}
