@@ -128,6 +128,8 @@ final class AccessChangeWatcher: Service, Sendable {
                 if revocations.apply(cutoff) { sockets.close(userID: cutoff.userID, tenantID: cutoff.tenantID, reason: "account disabled") }
             case .sessionEnded(let sessionID):
                 ended.append(sessionID)
+            case .keyRingChanged:
+                break  // KeyRingReloader wakes on the same signal and reloads
             }
         }
         guard !ended.isEmpty else { return }

@@ -148,7 +148,7 @@ public struct PortcullisServer: Sendable {
     /// The services, in start order; a `ServiceGroup` stops them in reverse,
     /// so the public listener stops first and the Runtime last.
     public func makeServices(onListening: @escaping @Sendable (Listener, Int) async -> Void = { _, _ in }) throws -> [any Service] {
-        var list: [any Service] = [KeyRingReloader(ring: keys, logger: logger)]
+        var list: [any Service] = [KeyRingReloader(ring: keys, signals: state.accessChangeSignals(), logger: logger)]
         let (state, clock) = (self.state, self.clock)
         list.append(Sweeper("expired refresh tokens and revoked token ids", every: 300, logger: logger) {
             try await state.deleteExpiredCredentials(before: clock.now())

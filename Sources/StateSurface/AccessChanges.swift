@@ -11,6 +11,8 @@ public enum AccessChange: Sendable, Equatable {
     case accountCutOff(AccountCutoff)
     /// A session was revoked (logout, revocation, disabled account): close its sockets.
     case sessionEnded(sessionID: String)
+    /// The shared key ring changed (`portcullis keys`): reload it now, not at the next poll.
+    case keyRingChanged
 }
 
 /// An `AccessChange` with its place in the store's order.
@@ -30,6 +32,8 @@ public protocol AccessChangeFeed: Sendable {
     func latestAccessChangeVersion() async throws -> Int64
     /// Changes after `version`, oldest first, at most `limit`.
     func accessChanges(after version: Int64, limit: Int) async throws -> [VersionedAccessChange]
+    /// Records a change that has no row of its own (`keyRingChanged`), and signals it.
+    func recordAccessChange(_ change: AccessChange, now: Double) async throws
     /// Wakes when another process committed changes (PostgreSQL's LISTEN/NOTIFY), and once
     /// after every reconnection so the reader catches up; `nil` where the store cannot
     /// signal (SQLite: read the feed on a timer instead).
@@ -43,6 +47,7 @@ extension AccessChange {
         case .tokenRevoked(let jti, let expiresAt): ("token_revoked", jti, nil, expiresAt)
         case .accountCutOff(let cutoff): ("account_cut_off", cutoff.userID, cutoff.tenantID, cutoff.notBefore)
         case .sessionEnded(let sessionID): ("session_ended", sessionID, nil, nil)
+        case .keyRingChanged: ("key_ring_changed", "", nil, nil)
         }
     }
 
@@ -52,6 +57,7 @@ extension AccessChange {
         case "token_revoked": self = .tokenRevoked(jti: subject, expiresAt: until ?? 0)
         case "account_cut_off": self = .accountCutOff(AccountCutoff(userID: subject, tenantID: tenantID ?? "", notBefore: until ?? 0))
         case "session_ended": self = .sessionEnded(sessionID: subject)
+        case "key_ring_changed": self = .keyRingChanged
         default: return nil
         }
     }

@@ -1,14 +1,18 @@
 import ArgumentParser
+import ConfigurationReading
+import Foundation
 import JOSE
+import Logging
+import StateSurface
 
-struct KeysCommand: ParsableCommand {
+struct KeysCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keys",
         abstract: "Manage the signing keys in keys/.",
         subcommands: [Generate.self, List.self, Rotate.self, Retire.self]
     )
 
-    struct Generate: ParsableCommand {
+    struct Generate: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Generate a key; the first becomes active, later ones next.")
 
         @Option(help: "Algorithm: \(JWSAlgorithm.allValueStrings.joined(separator: ", ")).")
@@ -30,10 +34,13 @@ struct KeysCommand: ParsableCommand {
             if state == .retired { throw ValidationError("--state must be next or active") }
         }
 
-        func run() throws {
+        @OptionGroup var announcement: KeyRingAnnouncement
+
+        func run() async throws {
             let record = try KeyDirectory(path: dir).generate(algorithm: alg, kid: kid, status: state, rsaBits: bits)
             let file = dir + "/" + record.kid + (alg.family == .hmac ? ".jwk" : ".pem")
             print("generated \(alg.rawValue) key \(record.kid) (\(record.status.rawValue)) in \(file)")
+            await announcement.announce()
         }
     }
 
@@ -60,19 +67,22 @@ struct KeysCommand: ParsableCommand {
         }
     }
 
-    struct Rotate: ParsableCommand {
+    struct Rotate: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Activate the next key and retire the active one.")
 
         @Option(help: "The keys directory.")
         var dir = "keys"
 
-        func run() throws {
+        @OptionGroup var announcement: KeyRingAnnouncement
+
+        func run() async throws {
             let (activated, retired) = try KeyDirectory(path: dir).rotate()
             print("activated \(activated.kid)" + (retired.map { "; retired \($0.kid)" } ?? ""))
+            await announcement.announce()
         }
     }
 
-    struct Retire: ParsableCommand {
+    struct Retire: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Mark a key retired: published and verifying, no longer signing.")
 
         @Argument(help: "The key id.")
@@ -81,9 +91,34 @@ struct KeysCommand: ParsableCommand {
         @Option(help: "The keys directory.")
         var dir = "keys"
 
-        func run() throws {
+        @OptionGroup var announcement: KeyRingAnnouncement
+
+        func run() async throws {
             let record = try KeyDirectory(path: dir).retire(kid: kid)
             print("retired \(record.kid)")
+            await announcement.announce()
+        }
+    }
+}
+
+/// Tells running instances that share a PostgreSQL store to reload the key ring now
+/// (they reload it every 5 seconds anyway). With SQLite, or no configuration, it does nothing.
+struct KeyRingAnnouncement: ParsableArguments {
+    @Option(help: "Configuration file (YAML) naming the store (storage.postgres_url), to tell running instances at once.")
+    var config: String?
+
+    func announce() async {
+        do {
+            let storage = try StorageConfiguration(reading: try await ConfigurationValues.load(path: config))
+            guard storage.postgres != nil else { return }
+            var logger = Logger(label: "portcullis.keys")
+            logger.logLevel = .warning
+            let store = try await StateStores.open(storage, logger: logger)
+            try await store.recordAccessChange(.keyRingChanged, now: Date().timeIntervalSince1970)
+            await store.shutdown()
+            print("told the instances on \(store.name) to reload the key ring")
+        } catch {
+            Terminal.warning("the key ring changed, but running instances could not be told at once (\(error)); they reload it within 5 seconds")
         }
     }
 }

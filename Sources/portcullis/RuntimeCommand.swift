@@ -73,7 +73,7 @@ struct RuntimeCommand: AsyncParsableCommand {
             }
             let ring = try LiveKeyRing(directory: KeyDirectory(path: directory))  // one load; fails early with a clear message
             ring.initialWarnings.forEach(Terminal.warning)
-            services.append(KeyRingReloader(ring: ring, logger: logger))
+            services.append(KeyRingReloader(ring: ring, signals: state.accessChangeSignals(), logger: logger))
             verificationKeys = ring
         }
         let host = configuration.host

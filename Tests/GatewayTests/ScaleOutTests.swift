@@ -35,6 +35,8 @@ final class ScaleOut: @unchecked Sendable {
                 "GATEWAY_PORT": "\(port)", "GATEWAY_ISSUER": issuer, "ADMIN_ENABLED": "false", "RUNTIME_URL": "http://127.0.0.1:\(runtimePorts[index])",
                 // The load test creates hundreds of sessions from one address.
                 "RATE_LIMITS_ANONYMOUS_SESSION_PER_CLIENT_PER_MINUTE": "100000", "RATE_LIMITS_ANONYMOUS_SESSION_PER_CLIENT_BURST": "100000",
+                "RATE_LIMITS_LOGIN_PER_CLIENT_PER_MINUTE": "100000", "RATE_LIMITS_LOGIN_PER_CLIENT_BURST": "100000",
+                "RATE_LIMITS_LOGIN_PER_USERNAME_PER_MINUTE": "100000", "RATE_LIMITS_LOGIN_PER_USERNAME_BURST": "100000",
             ]) { $1 }
             processes.append(try PortcullisProcess(["gateway"], directory: directory, environment: environment, name: "gateway\(index == 0 ? "A" : "B")"))
         }
@@ -57,6 +59,27 @@ final class ScaleOut: @unchecked Sendable {
         try input.fileHandleForWriting.close()
         add.waitUntilExit()
         guard add.terminationStatus == 0 else { throw FixtureError("users add \(name) failed") }
+    }
+
+    /// Runs `portcullis ARGS` in the cluster's directory against its database; its standard output.
+    @discardableResult
+    func cli(_ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: PortcullisBinary.path)
+        process.arguments = arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        process.environment = ProcessInfo.processInfo.environment.merging(["STORAGE_POSTGRES_URL": databaseURL]) { $1 }
+        let output = directory + "/cli-\(UUID().uuidString).out"
+        FileManager.default.createFile(atPath: output, contents: nil)
+        let sink = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
+        process.standardOutput = sink
+        process.standardError = sink
+        try process.run()
+        process.waitUntilExit()
+        try sink.close()
+        let text = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
+        guard process.terminationStatus == 0 else { throw FixtureError("portcullis \(arguments.joined(separator: " ")) failed: \(text)") }
+        return text
     }
 
     var a: String { "http://127.0.0.1:\(gatewayPorts[0])" }
@@ -176,6 +199,30 @@ struct ScaleOutTests {
         #expect(logins.map(\.status).sorted() == [200, 409], "\(logins.map(\.raw))")
         #expect(logins.first { $0.status == 409 }?["error"] == "session_conflict")
         cluster.stop(secrets: [refresh, login["access_token"] ?? ""] + logins.compactMap { $0["access_token"] })
+    }
+
+    @Test("a key rotated with portcullis keys reaches every gateway at once (announced through PostgreSQL), not at the next 5-second poll")
+    func keyRotationReachesEveryGateway() async throws {
+        let cluster = try await ScaleOut()
+        defer { cluster.stop() }
+        let generated = try cluster.cli(["keys", "generate", "--alg", "ES256", "--state", "next"])
+        let kid = try #require(generated.split(separator: " ").dropFirst(3).first.map(String.init), "\(generated)")
+        let start = ContinuousClock.now
+        let rotated = try cluster.cli(["keys", "rotate"])
+        #expect(rotated.contains("told the instances on postgresql://"), "\(rotated)")
+        var seenAfter: Double? = nil
+        while Self.seconds(since: start) < 6 {
+            let login = try await cluster.login(cluster.b, "alice")
+            let token = try #require(login["access_token"])
+            let header = try JWSCompact.parse(token).header
+            if header["kid"]?.stringValue == kid {
+                seenAfter = Self.seconds(since: start)
+                break
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let seconds = try #require(seenAfter, "gateway B still signed with the old key 6 s after the rotation")
+        #expect(seconds < 2.0, "gateway B signed with the new key \(seconds) s after the rotation")
     }
 }
 

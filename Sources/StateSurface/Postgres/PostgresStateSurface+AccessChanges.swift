@@ -20,6 +20,11 @@ extension PostgresStateSurface: AccessChangeFeed {
         try await connection.query("SELECT pg_notify(\(accessChannel), '')", logger: logger)
     }
 
+    public func recordAccessChange(_ change: AccessChange, now: Double) async throws {
+        let logger = self.logger
+        try await transaction { connection in try await Self.record(change, at: now, connection, logger: logger) }
+    }
+
     public func latestAccessChangeVersion() async throws -> Int64 {
         try await rows("SELECT coalesce(max(version), 0)::BIGINT FROM access_changes").first?.decode(Int64.self) ?? 0
     }

@@ -10,6 +10,10 @@ extension SQLiteStateSurface: AccessChangeFeed {
             arguments: [row.kind, row.subject, row.tenantID, row.until, now])
     }
 
+    public func recordAccessChange(_ change: AccessChange, now: Double) async throws {
+        try await pool.write { db in try Self.record(change, at: now, db) }
+    }
+
     public func latestAccessChangeVersion() async throws -> Int64 {
         try await pool.read { db in try Int64.fetchOne(db, sql: "SELECT coalesce(max(version), 0) FROM access_changes") ?? 0 }
     }
