@@ -61,6 +61,20 @@ struct DataPlaneTests {
         try await upstream.stop()
     }
 
+    @Test("the route's prefix itself, alone or with a query, reaches an upstream without a base path as / (never an empty request target)")
+    func prefixItself() async throws {
+        let upstream = try await RecordingUpstream.start()
+        let fixture = try await Self.fixture(upstream)
+        try await fixture.addUser("alice")
+        let login = try await fixture.login("alice")
+        let bare = try await fixture.send(.GET, "/api/echo", bearer: login.accessToken)
+        #expect(bare.status == 200 && bare["path"] == "/", "status \(bare.status)")
+        let query = try await fixture.send(.GET, "/api/echo?a=1", bearer: login.accessToken)
+        #expect(query.status == 200 && query["path"] == "/" && query["query"] == "a=1", "status \(query.status)")
+        try await fixture.stop()
+        try await upstream.stop()
+    }
+
     @Test("request bodies reach the upstream whole, with a length or chunked; the proxy's log line and metrics are kept")
     func bodiesStream() async throws {
         let upstream = try await RecordingUpstream.start()

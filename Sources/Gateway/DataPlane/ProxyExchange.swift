@@ -165,11 +165,16 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     }
 
     /// The upstream target: the route's base path, the rest of the client's path, the query without `access_token`.
+    /// The request for the prefix itself to an upstream without a base path is `/`, never an
+    /// empty request target (RFC 9112 §3.2.1; nginx answers an empty one with 400).
     private func target() -> String {
         let rest = path.dropFirst(route.prefix.count)
-        guard let mark = rest.firstIndex(of: "?") else { return route.origin.basePath + rest }
+        let mark = rest.firstIndex(of: "?")
+        var target = route.origin.basePath + (mark.map { rest[..<$0] } ?? rest)
+        if target.isEmpty { target = "/" }
+        guard let mark else { return target }
         let query = ProxyRoutes.forwardedQuery(String(rest[rest.index(after: mark)...]))
-        return route.origin.basePath + rest[..<mark] + (query.map { "?" + $0 } ?? "")
+        return target + (query.map { "?" + $0 } ?? "")
     }
 
     private func connected(_ connection: UpstreamConnection) {
