@@ -100,8 +100,8 @@ public final class PostgresStateSurface: Sendable {
     }
 
     /// Runs one statement outside a transaction and collects its rows.
-    func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
-        try await bounded {
+    func rows(_ query: PostgresQuery, within seconds: Double? = nil) async throws -> [PostgresRow] {
+        try await bounded(within: seconds) {
             try await self.client.withConnection { connection in
                 try await connection.query(query, logger: self.logger).collect()
             }
@@ -109,12 +109,13 @@ public final class PostgresStateSurface: Sendable {
     }
 
     /// `body` within the deadline, with the database's errors made `StateSurfaceError`.
-    private func bounded<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    private func bounded<T: Sendable>(within seconds: Double? = nil, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        let deadline = seconds ?? self.deadline
         do {
             return try await withThrowingTaskGroup(of: T?.self) { group in
                 group.addTask { try await body() }
                 group.addTask {
-                    try await Task.sleep(for: .milliseconds(Int64(self.deadline * 1000)))
+                    try await Task.sleep(for: .milliseconds(Int64(deadline * 1000)))
                     return nil
                 }
                 defer { group.cancelAll() }
@@ -192,8 +193,9 @@ public final class PostgresStateSurface: Sendable {
         try await rows("SELECT name FROM portcullis_migrations ORDER BY applied_at, name").map { try $0.decode(String.self) }
     }
 
+    /// `SELECT 1`, given the connect timeout and a second: readiness must not wait for the query timeout.
     public func ping() async throws {
-        _ = try await rows("SELECT 1")
+        _ = try await rows("SELECT 1", within: settings.connectTimeout + 1)
     }
 
     /// Locks the owner's sessions for this transaction, so a count and a write are one step

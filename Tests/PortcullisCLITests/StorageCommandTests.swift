@@ -1,0 +1,46 @@
+import Foundation
+import PortcullisTestSupport
+import Testing
+
+@Suite("portcullis storage migrate")
+struct StorageCommandTests {
+    @Test("on a new SQLite file it applies every schema step and says so; a second run applies none")
+    func sqlite() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let first = try cli.run(["storage", "migrate"])
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(first.stdout.contains("applied: v1: sessions") && first.stdout.contains("applied: v3: access changes"))
+        #expect(first.stdout.contains("sqlite:data/portcullis.sqlite: schema current (3 steps; 3 applied now)"), "\(first.stdout)")
+        let second = try cli.run(["storage", "migrate"])
+        #expect(second.status == 0 && second.stdout.contains("(3 steps; 0 applied now)") && !second.stdout.contains("applied:"), "\(second.stdout)")
+    }
+
+    @Test("on PostgreSQL (STORAGE_POSTGRES_URL) it migrates the database, names it without the user, and a second run applies none",
+          .enabled(if: TestPostgres.enabled, "PostgreSQL is not installed (apt-get install postgresql)"))
+    func postgres() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let url = try TestPostgres.shared().createDatabase()
+        let first = try cli.run(["storage", "migrate"], environment: ["STORAGE_POSTGRES_URL": url])
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(first.stdout.contains("(3 steps; 3 applied now)") && first.stdout.contains("postgresql://127.0.0.1:"), "\(first.stdout)")
+        #expect(!first.stdout.contains("portcullis@"))
+        let second = try cli.run(["storage", "migrate"], environment: ["STORAGE_POSTGRES_URL": url])
+        #expect(second.status == 0 && second.stdout.contains("(3 steps; 0 applied now)"), "\(second.stdout)")
+        #expect(!FileManager.default.fileExists(atPath: cli.directory + "/data"), "no SQLite file was made")
+    }
+
+    @Test("an unreachable PostgreSQL is exit 2 with one sentence naming the database, and no password")
+    func unreachable() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let port = try TestPostgres.freePort()
+        let result = try cli.run(
+            ["storage", "migrate"],
+            environment: ["STORAGE_POSTGRES_URL": "postgres://gate:not-a-real-secret@127.0.0.1:\(port)/auth", "STORAGE_POSTGRES_CONNECT_TIMEOUT_SECONDS": "1"])
+        #expect(result.status == 2)
+        #expect(result.stderr.contains("postgresql://127.0.0.1:\(port)/auth"), "\(result.stderr)")
+        #expect(!result.stderr.contains("not-a-real-secret") && !result.stdout.contains("not-a-real-secret"))
+    }
+}
