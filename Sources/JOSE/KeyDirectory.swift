@@ -129,25 +129,44 @@ public struct KeyDirectory: Sendable {
     /// - Parameter status: `nil` makes the key `active` if none is, else `next`.
     @discardableResult
     public func generate(algorithm: JWSAlgorithm, kid: String? = nil, status: KeyStatus? = nil, rsaBits: Int = 2048, now: Double = SystemClock().now()) throws -> Record {
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        var records = try records()
         if let kid {
             guard KeyID.isValid(kid) else { throw KeyError(.invalidKeyID, "the kid must be 1-128 characters of A-Z, a-z, 0-9, '-' and '_'") }
         }
-        let key = try JWSKey.generate(algorithm: algorithm, kid: kid, rsaBits: rsaBits)
-        // A thumbprint kid is base64url, always within the file-name-safe set.
+        return try add(try JWSKey.generate(algorithm: algorithm, kid: kid, rsaBits: rsaBits), status: status, now: now)
+    }
+
+    /// Adds a key made elsewhere (`portcullis keys import`): writes its file (0600) under its
+    /// kid, as `generate` does, and records it.
+    ///
+    /// A private key (or HMAC secret) may be `next` or `active` (`nil`: active if none is,
+    /// else next). A public key alone cannot sign: it is added `retired` (published and
+    /// verifying), and asking for `next` or `active` is refused.
+    @discardableResult
+    public func add(_ key: JWSKey, status: KeyStatus? = nil, now: Double = SystemClock().now()) throws -> Record {
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        var records = try records()
+        // A thumbprint kid is base64url, always within the file-name-safe set; a chosen one is checked.
         guard KeyID.isValid(key.kid) else { throw KeyError(.invalidKeyID, "the kid must be 1-128 characters of A-Z, a-z, 0-9, '-' and '_'") }
         guard !records.contains(where: { $0.kid == key.kid }) else {
             throw KeyError(.invalidKeyID, "a key with the kid \(key.kid) already exists")
         }
-        let resolvedStatus = status ?? (records.contains { $0.status == .active } ? .next : .active)
-        if resolvedStatus == .active, let current = records.firstIndex(where: { $0.status == .active }) {
-            throw KeyError(.invalidKey, "key \(records[current].kid) is already active; generate with --state next and run `portcullis keys rotate`")
+        let resolvedStatus: KeyStatus
+        if key.canSign {
+            resolvedStatus = status ?? (records.contains { $0.status == .active } ? .next : .active)
+        } else {
+            guard status == nil || status == .retired else {
+                throw KeyError(.invalidKey, "a public key cannot sign, so it cannot be \(status!.rawValue); import the private key, or import this one without --state to verify with it")
+            }
+            resolvedStatus = .retired
         }
-        let record = Record(kid: key.kid, algorithm: algorithm, status: resolvedStatus, createdAt: now.rounded(.down))
-        let contents: [UInt8] = algorithm.family == .hmac
+        if resolvedStatus == .active, let current = records.firstIndex(where: { $0.status == .active }) {
+            throw KeyError(.invalidKey, "key \(records[current].kid) is already active; add this one with --state next and run `portcullis keys rotate`")
+        }
+        let record = Record(kid: key.kid, algorithm: key.algorithm, status: resolvedStatus, createdAt: now.rounded(.down))
+        let contents: [UInt8] =
+            key.algorithm.family == .hmac
             ? JSONWriter.bytes(.object(try key.secretJWK())) + [0x0A]
-            : Array(try key.privatePEM().utf8)
+            : Array(try (key.canSign ? key.privatePEM() : key.publicPEM()).utf8)
         try writeNewFile(file(for: record), contents, mode: 0o600)
         records.append(record)
         try writeRecords(records)

@@ -52,6 +52,7 @@ struct AuditCommand: AsyncParsableCommand {
             throw CLIError("the URL must be http:// or https:// with a host, such as http://127.0.0.1:8080/api/session/ses_...")
         }
         let given = try TokenInput.read(token)
+        guard !given.isEmpty else { throw CLIError("no token given: pass the token to attack as an argument or on stdin") }
         let header = try Self.header(of: given)
         let algorithm = header["alg"]?.stringValue.flatMap(JWSAlgorithm.init(rawValue:))
         var publicKeys: [JWSKey] = []

@@ -24,20 +24,18 @@ enum Terminal {
 }
 
 enum TokenInput {
-    /// The token from the argument, or from stdin when it is absent or `-`.
-    /// Surrounding whitespace (a trailing newline from `echo`) is removed.
+    /// The token exactly as given: the argument byte for byte (never trimmed: security
+    /// suites feed exact bytes, and `" eyJ..."` is not a token), or stdin when the
+    /// argument is absent or `-`, less one trailing newline (`echo` adds one; a second,
+    /// or any other whitespace, stays and makes the token malformed). An empty token is
+    /// returned as it is: the parser refuses it as `malformed` (exit 1), not as a usage error.
     static func read(_ argument: String?) throws -> String {
-        let raw: String
-        if let argument, argument != "-" {
-            raw = argument
-        } else {
-            let data = FileHandle.standardInput.readDataToEndOfFile()
-            guard let text = String(data: data, encoding: .utf8) else { throw CLIError("stdin is not UTF-8 text") }
-            raw = text
-        }
-        let token = raw.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !token.isEmpty else { throw CLIError("no token given: pass it as an argument or on stdin") }
-        return token
+        if let argument, argument != "-" { return argument }
+        let data = FileHandle.standardInput.readDataToEndOfFile()
+        guard var text = String(data: data, encoding: .utf8) else { throw CLIError("stdin is not UTF-8 text") }
+        // One line ending: "\n", or "\r\n" (one Character in Swift, so one removeLast).
+        if text.hasSuffix("\r\n") || text.hasSuffix("\n") { text.removeLast() }
+        return text
     }
 }
 
@@ -103,7 +101,12 @@ enum KeySource {
             throw CLIError("give either --keys or --jwks, not both")
         case (let directory?, nil):
             guard FileManager.default.fileExists(atPath: directory + "/keyring.json") else {
-                throw CLIError("\(directory) has no keyring.json; create a key with `portcullis keys generate --alg ES256 --dir \(directory)`")
+                let files = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { $0.hasSuffix(".pem") || $0.hasSuffix(".jwk") }.sorted()
+                if let file = files.first {
+                    throw CLIError(
+                        "\(directory) has key files but no keyring.json; add each with `portcullis keys import \(directory)/\(file) --alg ALG --dir \(directory)` (it writes keyring.json)")
+                }
+                throw CLIError("\(directory) has no keyring.json; create a key with `portcullis keys generate --alg ES256 --dir \(directory)`, or bring one with `portcullis keys import FILE --alg ALG --dir \(directory)`")
             }
             let loaded = try KeyDirectory(path: directory).load()
             loaded.warnings.forEach(Terminal.warning)

@@ -9,7 +9,7 @@ struct KeysCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keys",
         abstract: "Manage the signing keys in keys/.",
-        subcommands: [Generate.self, List.self, Rotate.self, Retire.self]
+        subcommands: [Generate.self, Import.self, List.self, Rotate.self, Retire.self]
     )
 
     struct Generate: AsyncParsableCommand {
@@ -40,6 +40,46 @@ struct KeysCommand: AsyncParsableCommand {
             let record = try KeyDirectory(path: dir).generate(algorithm: alg, kid: kid, status: state, rsaBits: bits)
             let file = dir + "/" + record.kid + (alg.family == .hmac ? ".jwk" : ".pem")
             print("generated \(alg.rawValue) key \(record.kid) (\(record.status.rawValue)) in \(file)")
+            await announcement.announce()
+        }
+    }
+
+    struct Import: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Add a key made elsewhere: a PEM file (PKCS#8 private or SPKI public, as openssl genpkey and openssl pkey -pubout write), a JWK, or an HMAC secret's raw bytes.",
+            discussion: """
+                The key must fit --alg (type, curve, size; HMAC secrets at least the hash's length). \
+                A private key file must not be readable by other users. The key is written 0600 \
+                under its kid (the RFC 7638 thumbprint unless --kid), like a generated one. A \
+                public key alone is added retired: it verifies, it never signs.
+                """
+        )
+
+        @Argument(help: "The key file.")
+        var file: String
+
+        @Option(help: "Algorithm the key is for: \(JWSAlgorithm.allValueStrings.joined(separator: ", ")).")
+        var alg: JWSAlgorithm
+
+        @Option(help: "The keys directory.")
+        var dir = "keys"
+
+        @Option(help: "Key id (default: the RFC 7638 thumbprint; a random id for HMAC secrets; a JWK's own kid).")
+        var kid: String?
+
+        @Option(help: "next or active (default: active if no key is, else next). A public key is always retired.")
+        var state: KeyStatus?
+
+        @OptionGroup var announcement: KeyRingAnnouncement
+
+        func validate() throws {
+            if state == .retired { throw ValidationError("--state must be next or active") }
+        }
+
+        func run() async throws {
+            let key = try KeyFileImport(path: file).key(algorithm: alg, kid: kid)
+            let record = try KeyDirectory(path: dir).add(key, status: state)
+            print("imported \(record.algorithm.rawValue) key \(record.kid) (\(record.status.rawValue)) into \(dir)")
             await announcement.announce()
         }
     }

@@ -3,6 +3,7 @@ import ConfigurationReading
 import Foundation
 import Runtime
 import SecurityGuard
+import Gateway
 import StateSurface
 
 #if canImport(Glibc)
@@ -62,6 +63,11 @@ struct UsersCommand: ParsableCommand {
             do {
                 let user = try await accounts.addUser(username: username, tenantID: tenant, password: password)
                 print("added \(user.username) in tenant \(user.tenantID) (\(user.id))")
+                let defaultTenant = (try? GatewayConfiguration(reading: try await ConfigurationValues.load(path: storage.config)))?.defaultTenant ?? "default"
+                if user.tenantID != defaultTenant {
+                    // A login without the tenant gets invalid_credentials, the same as a wrong password (on purpose).
+                    Terminal.note("\(user.username) logs in with \"tenant\":\"\(user.tenantID)\" in the body (the default tenant is \(defaultTenant))")
+                }
             } catch let error as AccountError {
                 throw CLIError(error.message)
             }
