@@ -21,6 +21,11 @@ struct DiscoveryRoutes: Sendable {
         router.get("/.well-known/oauth-authorization-server") { _, _ -> Response in
             JSONBody.response(metadata())
         }
+        router.get("/.well-known/openapi.yaml") { _, _ -> Response in
+            Response(
+                status: .ok, headers: [.contentType: "application/yaml; charset=utf-8", .cacheControl: "public, max-age=300"],
+                body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.yaml)))
+        }
         router.get("/healthz") { _, _ -> Response in JSONBody.response(["status": "ok"]) }
         router.get("/readyz") { _, _ -> Response in try await readiness() }
     }
