@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command (README): the Swift suite, the agent-socket benchmark at a small N
-# on the debug build it made, and the browser suite in Chromium.
+# on the debug build it made, the browser suite in Chromium, and schemathesis against
+# the OpenAPI document.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 swift test
@@ -8,3 +9,5 @@ swift test
 PORTCULLIS_BIN=.build/debug/portcullis scripts/sockets.sh 300
 # The browser client and demo page in a real Chromium (skipped with a note when chromium is missing, never in CI).
 PORTCULLIS_BIN=.build/debug/portcullis scripts/browser-tests.sh
+# schemathesis against docs/openapi.yaml as the gateway serves it (its own Python environment).
+PORTCULLIS_BIN=.build/debug/portcullis scripts/schemathesis.sh 60

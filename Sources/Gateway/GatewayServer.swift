@@ -16,7 +16,8 @@ public enum GatewayServer {
     public static func makeRouter(services: GatewayServices) -> Router<GatewayRequestContext> {
         let router = Router(context: GatewayRequestContext.self)
         router.add(middleware: OriginPolicyMiddleware(allowedOrigins: Set(services.configuration.allowedOrigins)))
-        router.add(middleware: RequestObservationMiddleware(logger: services.logger, metrics: services.metrics))
+        let knownRoutes = KnownRoutes()
+        router.add(middleware: RequestObservationMiddleware(logger: services.logger, metrics: services.metrics, knownRoutes: knownRoutes))
         services.authRoutes.register(on: router)
         services.sessionRoutes.register(on: router)
         services.intentRoutes.register(on: router)
@@ -37,6 +38,7 @@ public enum GatewayServer {
             response.headers[.upgrade] = "websocket"
             return response
         }
+        knownRoutes.record(router.routes.map { (method: $0.method.rawValue, path: $0.path.description) })
         return router
     }
 

@@ -56,6 +56,7 @@ enum OpenAPIDocument {
                     session_id: "$response.body#/session_id"
             "400": {$ref: "#/components/responses/BadRequest"}
             "413": {$ref: "#/components/responses/PayloadTooLarge"}
+            "431": {$ref: "#/components/responses/HeadersTooLarge"}
             "429": {$ref: "#/components/responses/RateLimited"}
             "503": {$ref: "#/components/responses/Unavailable"}
             "504": {$ref: "#/components/responses/Timeout"}
@@ -125,6 +126,7 @@ enum OpenAPIDocument {
             "404": {$ref: "#/components/responses/NotFound"}
             "409": {$ref: "#/components/responses/Conflict"}
             "413": {$ref: "#/components/responses/PayloadTooLarge"}
+            "431": {$ref: "#/components/responses/HeadersTooLarge"}
             "429": {$ref: "#/components/responses/RateLimited"}
             "503": {$ref: "#/components/responses/Unavailable"}
             "504": {$ref: "#/components/responses/Timeout"}
@@ -265,6 +267,7 @@ enum OpenAPIDocument {
             "401": {$ref: "#/components/responses/Unauthorized"}
             "403": {$ref: "#/components/responses/Forbidden"}
             "404": {$ref: "#/components/responses/NotFound"}
+            "431": {$ref: "#/components/responses/HeadersTooLarge"}
             "429": {$ref: "#/components/responses/RateLimited"}
             "503": {$ref: "#/components/responses/Unavailable"}
             "504": {$ref: "#/components/responses/Timeout"}
@@ -287,7 +290,8 @@ enum OpenAPIDocument {
           parameters:
             - name: X-Session-Id
               in: header
-              required: false
+              required: true
+              description: The session (or `portcullis.session.<id>` in Sec-WebSocket-Protocol, or the `session_id` query parameter); without any, 400 `session_missing`.
               schema: {$ref: "#/components/schemas/SessionId"}
           responses:
             "101":
@@ -301,6 +305,7 @@ enum OpenAPIDocument {
               content:
                 application/json:
                   schema: {$ref: "#/components/schemas/Error"}
+            "431": {$ref: "#/components/responses/HeadersTooLarge"}
             "429": {$ref: "#/components/responses/RateLimited"}
             "503": {$ref: "#/components/responses/Unavailable"}
             "504": {$ref: "#/components/responses/Timeout"}
@@ -420,12 +425,15 @@ enum OpenAPIDocument {
           name: id
           in: path
           required: true
-          description: A session id (`ses_` and 22 base64url characters). A token given here instead is refused as 400, without being repeated.
-          schema: {type: string, minLength: 1, maxLength: 4096}
+          description: A session id (`ses_` and 22 base64url characters). Anything else is 400 `session_malformed` (a token given here is named as the mix-up, without being repeated).
+          schema: {$ref: "#/components/schemas/SessionId"}
       schemas:
         SessionId:
           type: string
-          pattern: "^ses_[A-Za-z0-9_-]{22}$"
+          description: "`ses_` and the canonical unpadded base64url of 16 random bytes (so the last character is one of A, Q, g, w)."
+          minLength: 26
+          maxLength: 26
+          pattern: "^ses_[A-Za-z0-9_-]{21}[AQgw]$"
         Error:
           type: object
           required: [error, message]
@@ -527,6 +535,11 @@ enum OpenAPIDocument {
               schema: {$ref: "#/components/schemas/Error"}
         PayloadTooLarge:
           description: The body is larger than gateway.max_body_bytes (payload_too_large).
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/Error"}
+        HeadersTooLarge:
+          description: The request line and headers are larger than limits.max_header_bytes (headers_too_large).
           content:
             application/json:
               schema: {$ref: "#/components/schemas/Error"}

@@ -18,6 +18,8 @@ struct RequestObservationMiddleware: RouterMiddleware {
 
     let logger: Logger
     let metrics: GatewayMetrics
+    /// Paths and their methods, for 405 instead of 404 on a known path.
+    var knownRoutes: KnownRoutes? = nil
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let started = ContinuousClock.now
@@ -26,7 +28,7 @@ struct RequestObservationMiddleware: RouterMiddleware {
         do {
             response = try await next(request, context)
         } catch {
-            response = Self.response(for: error, request: request, logger: logger, requestID: requestID)
+            response = Self.response(for: error, request: request, logger: logger, requestID: requestID, knownRoutes: knownRoutes)
         }
         response.headers[HTTPField.Name("X-Request-Id")!] = requestID
         let elapsed = ContinuousClock.now - started
@@ -53,7 +55,7 @@ struct RequestObservationMiddleware: RouterMiddleware {
     }
 
     /// The JSON error for anything a route threw.
-    static func response(for error: any Error, request: Request, logger: Logger, requestID: String) -> Response {
+    static func response(for error: any Error, request: Request, logger: Logger, requestID: String, knownRoutes: KnownRoutes? = nil) -> Response {
         switch error {
         case is GatewayError, is RuntimeRefusal, is AdmissionRefusal, is AuthenticationFailure:
             return GatewayError(answering: error).response()
@@ -62,6 +64,16 @@ struct RequestObservationMiddleware: RouterMiddleware {
             let message: String
             switch error.status {
             case .notFound:
+                let allowed = knownRoutes?.methods(for: request.uri.path) ?? []
+                if !allowed.isEmpty {
+                    let list = allowed.sorted().joined(separator: ", ")
+                    var response = GatewayError(
+                        .methodNotAllowed, "method_not_allowed",
+                        "\(request.method.rawValue) is not allowed on \(redactedPath(request.uri.path)); it answers \(list)"
+                    ).response()
+                    response.headers[.allow] = list
+                    return response
+                }
                 (code, message) = ("not_found", "no route answers \(request.method.rawValue) \(redactedPath(request.uri.path)); see the API table in the README")
             case .contentTooLarge:
                 (code, message) = ("payload_too_large", "the request body is too large")

@@ -25,8 +25,8 @@ struct SessionRoutes: Sendable {
         if body["session_id"] != nil {
             throw GatewayError.invalidRequest("sessions are created by the server; do not send a session_id")
         }
-        guard let value = body["metadata"], value != .null else { return JSONObject() }
-        guard case .object(let metadata) = value else { throw GatewayError.invalidRequest("metadata must be a JSON object") }
+        guard let value = body["metadata"] else { return JSONObject() }
+        guard case .object(let metadata) = value else { throw GatewayError.invalidRequest("metadata must be a JSON object; leave it out for none") }
         return metadata
     }
 

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# schemathesis against the real `portcullis serve`, from docs/openapi.yaml as the gateway
+# serves it: every operation with generated inputs (examples, coverage, fuzzing) and the
+# stateful phase along the document's links (create-anonymous -> read -> login -> read /
+# refresh), checking every answer: no 5xx, documented statuses, content types and bodies.
+#
+#   scripts/schemathesis.sh [MAX_EXAMPLES]      (default 40)
+#   PORTCULLIS_BIN=path                          another binary (default .build/debug/portcullis)
+#
+# Makes its own Python environment in .build/schemathesis-venv (pip install schemathesis).
+# A fresh bearer token for the user `alice` (Tests/Schemathesis/portcullis_hooks.py) goes on
+# every request, so the authenticated paths are explored too. Loopback only; the gateway it starts is stopped by its PID. Bounded:
+# the whole run is killed after 15 minutes. After the run, the gateway's log is checked
+# for the token and the password (secrets must never be logged).
+set -euo pipefail
+MAX_EXAMPLES=${1:-40}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+VENV="$ROOT/.build/schemathesis-venv"
+if [ ! -x "$VENV/bin/schemathesis" ]; then
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q schemathesis
+fi
+BIN=$(realpath "${PORTCULLIS_BIN:-$ROOT/.build/debug/portcullis}")
+source "$ROOT/scripts/lib/gateway.sh"
+WORK=$(mktemp -d)
+PORT=18731
+SERVE_PID=
+cleanup() {
+  [ -n "$SERVE_PID" ] && kill "$SERVE_PID" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+# Generous rate limits: the run sends thousands of requests from one address.
+start_serve "$WORK" "$PORT" "  issuer: http://127.0.0.1:$PORT" "rate_limits:
+  anonymous_session_per_client: {per_minute: 1000000, burst: 1000000}
+  login_per_client: {per_minute: 1000000, burst: 1000000}
+  login_per_username: {per_minute: 1000000, burst: 1000000}
+  session_create_per_user: {per_minute: 1000000, burst: 1000000}
+  intent_per_user: {per_minute: 1000000, burst: 1000000}
+contracts:
+  sessions_per_user: 100000"
+PASSWORD='correct horse battery'
+printf '%s\n' "$PASSWORD" | (cd "$WORK" && "$BIN" users add alice --tenant default --password-stdin >/dev/null)
+status=0
+PYTHONPATH="$ROOT/Tests/Schemathesis" SCHEMATHESIS_HOOKS=portcullis_hooks PORTCULLIS_URL="http://127.0.0.1:$PORT" PORTCULLIS_PASSWORD="$PASSWORD" \
+  timeout 900 "$VENV/bin/schemathesis" run "http://127.0.0.1:$PORT/.well-known/openapi.yaml" \
+  --checks all --max-examples "$MAX_EXAMPLES" --workers 1 --seed 1 --request-timeout 10 --suppress-health-check all \
+  --report junit --report-dir "$ROOT/.build/schemathesis" --no-color > "$WORK/run.txt" 2>&1 || status=$?
+# The run's output may quote requests: every JWT-shaped value is replaced before anything is shown.
+mkdir -p "$ROOT/.build/schemathesis"
+sed -E 's/eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+/<token>/g' "$WORK/run.txt" > "$ROOT/.build/schemathesis/output.txt"
+tail -40 "$ROOT/.build/schemathesis/output.txt"
+echo "(the whole output, the token replaced: .build/schemathesis/output.txt)"
+if grep -qF "$PASSWORD" "$WORK/serve.log" || grep -qE 'eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.' "$WORK/serve.log"; then
+  echo "schemathesis.sh: a secret (the password or a token) appears in the gateway's log" >&2; status=1
+fi
+exit $status
