@@ -50,9 +50,8 @@ enum OpenAPIDocument {
                   parameters: {id: "$response.body#/session_id"}
                 LogIn:
                   operationId: login
+                  description: Upgrade this session in place (the password comes from the person, never from a link).
                   requestBody:
-                    username: alice
-                    password: correct horse battery
                     session_id: "$response.body#/session_id"
             "400": {$ref: "#/components/responses/BadRequest"}
             "413": {$ref: "#/components/responses/PayloadTooLarge"}
@@ -160,6 +159,10 @@ enum OpenAPIDocument {
                   operationId: refresh
                   requestBody:
                     refresh_token: "$response.body#/refresh_token"
+                LogOut:
+                  operationId: logout
+                  requestBody:
+                    session_id: "$response.body#/session_id"
             "400": {$ref: "#/components/responses/BadRequest"}
             "401": {$ref: "#/components/responses/Unauthorized"}
             "403": {$ref: "#/components/responses/Forbidden"}
