@@ -57,6 +57,7 @@ enum OpenAPIDocument {
             "413": {$ref: "#/components/responses/PayloadTooLarge"}
             "431": {$ref: "#/components/responses/HeadersTooLarge"}
             "429": {$ref: "#/components/responses/RateLimited"}
+            "502": {$ref: "#/components/responses/BadGateway"}
             "503": {$ref: "#/components/responses/Unavailable"}
             "504": {$ref: "#/components/responses/Timeout"}
       /api/session/create:
@@ -82,6 +83,7 @@ enum OpenAPIDocument {
             "409": {$ref: "#/components/responses/Conflict"}
             "413": {$ref: "#/components/responses/PayloadTooLarge"}
             "429": {$ref: "#/components/responses/RateLimited"}
+            "502": {$ref: "#/components/responses/BadGateway"}
             "503": {$ref: "#/components/responses/Unavailable"}
             "504": {$ref: "#/components/responses/Timeout"}
       /api/session/{id}:
@@ -103,6 +105,7 @@ enum OpenAPIDocument {
             "403": {$ref: "#/components/responses/Forbidden"}
             "404": {$ref: "#/components/responses/NotFound"}
             "429": {$ref: "#/components/responses/RateLimited"}
+            "502": {$ref: "#/components/responses/BadGateway"}
             "503": {$ref: "#/components/responses/Unavailable"}
             "504": {$ref: "#/components/responses/Timeout"}
       /api/session/{id}/upgrade:
@@ -127,6 +130,7 @@ enum OpenAPIDocument {
             "413": {$ref: "#/components/responses/PayloadTooLarge"}
             "431": {$ref: "#/components/responses/HeadersTooLarge"}
             "429": {$ref: "#/components/responses/RateLimited"}
+            "502": {$ref: "#/components/responses/BadGateway"}
             "503": {$ref: "#/components/responses/Unavailable"}
             "504": {$ref: "#/components/responses/Timeout"}
       /api/auth/login:
@@ -170,6 +174,7 @@ enum OpenAPIDocument {
             "409": {$ref: "#/components/responses/Conflict"}
             "413": {$ref: "#/components/responses/PayloadTooLarge"}
             "429": {$ref: "#/components/responses/RateLimited"}
+            "502": {$ref: "#/components/responses/BadGateway"}
             "503": {$ref: "#/components/responses/Unavailable"}
             "504": {$ref: "#/components/responses/Timeout"}
       /api/auth/refresh:
@@ -216,6 +221,7 @@ enum OpenAPIDocument {
             "404": {$ref: "#/components/responses/NotFound"}
             "413": {$ref: "#/components/responses/PayloadTooLarge"}
             "429": {$ref: "#/components/responses/RateLimited"}
+            "502": {$ref: "#/components/responses/BadGateway"}
             "503": {$ref: "#/components/responses/Unavailable"}
             "504": {$ref: "#/components/responses/Timeout"}
       /api/intent:
@@ -247,6 +253,7 @@ enum OpenAPIDocument {
             "409": {$ref: "#/components/responses/Conflict"}
             "413": {$ref: "#/components/responses/PayloadTooLarge"}
             "429": {$ref: "#/components/responses/RateLimited"}
+            "502": {$ref: "#/components/responses/BadGateway"}
             "503": {$ref: "#/components/responses/Unavailable"}
             "504": {$ref: "#/components/responses/Timeout"}
       /api/runtime/executions/{id}:
@@ -272,6 +279,7 @@ enum OpenAPIDocument {
             "404": {$ref: "#/components/responses/NotFound"}
             "431": {$ref: "#/components/responses/HeadersTooLarge"}
             "429": {$ref: "#/components/responses/RateLimited"}
+            "502": {$ref: "#/components/responses/BadGateway"}
             "503": {$ref: "#/components/responses/Unavailable"}
             "504": {$ref: "#/components/responses/Timeout"}
       /api/runtime/agent:
@@ -310,6 +318,7 @@ enum OpenAPIDocument {
                   schema: {$ref: "#/components/schemas/Error"}
             "431": {$ref: "#/components/responses/HeadersTooLarge"}
             "429": {$ref: "#/components/responses/RateLimited"}
+            "502": {$ref: "#/components/responses/BadGateway"}
             "503": {$ref: "#/components/responses/Unavailable"}
             "504": {$ref: "#/components/responses/Timeout"}
       /.well-known/jwks.json:
@@ -532,7 +541,7 @@ enum OpenAPIDocument {
             application/json:
               schema: {$ref: "#/components/schemas/Error"}
         Conflict:
-          description: Another owner holds the session, or a limit was reached (session_conflict, limit_reached, session_busy).
+          description: Another owner holds the session (session_conflict), or the session is busy (session_busy).
           content:
             application/json:
               schema: {$ref: "#/components/schemas/Error"}
@@ -547,9 +556,14 @@ enum OpenAPIDocument {
             application/json:
               schema: {$ref: "#/components/schemas/Error"}
         RateLimited:
-          description: Too many requests (rate_limited); Retry-After says when to try again.
+          description: Too many requests (rate_limited, with Retry-After), or the contract's sessions-per-user limit (limit_reached, no Retry-After; log out of a session).
           headers:
             Retry-After: {schema: {type: integer}}
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/Error"}
+        BadGateway:
+          description: The Runtime answered with a failure or with something that is not JSON (upstream_unavailable).
           content:
             application/json:
               schema: {$ref: "#/components/schemas/Error"}
