@@ -14,6 +14,11 @@ public final class TestPostgres: Sendable {
     public let directory: String
     let binDirectory: String
     private let running = Mutex(false)
+    private let extraOptionsBox = Mutex("")
+    private var extraOptions: String {
+        get { extraOptionsBox.withLock { $0 } }
+        set { extraOptionsBox.withLock { $0 = newValue } }
+    }
 
     /// Where `initdb` and `pg_ctl` are: `PG_BINDIR`, else Debian's newest `/usr/lib/postgresql/N/bin`.
     static let binDirectory: String? = {
@@ -44,7 +49,10 @@ public final class TestPostgres: Sendable {
     }
 
     /// A cluster of its own (for a test that stops and restarts the server).
-    public init() throws {
+    ///
+    /// - Parameter tls: a PEM certificate and key for the server; with them it also accepts TLS
+    ///   (`ssl=on`), and plain connections still work.
+    public init(tls: (certificate: String, key: String)? = nil) throws {
         guard let bin = Self.binDirectory else {
             throw TestPostgresError("PostgreSQL is not installed: apt-get install postgresql (initdb is looked for in /usr/lib/postgresql/N/bin)")
         }
@@ -56,6 +64,14 @@ public final class TestPostgres: Sendable {
             chown(directory, account.pointee.pw_uid, account.pointee.pw_gid)
         }
         try runAsServerAccount([bin + "/initdb", "-D", directory + "/data", "-U", "portcullis", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"])
+        if let tls {
+            for (name, pem) in [("server.crt", tls.certificate), ("server.key", tls.key)] {
+                let path = directory + "/data/" + name
+                FileManager.default.createFile(atPath: path, contents: Data(pem.utf8), attributes: [.posixPermissions: 0o600])
+                if geteuid() == 0, let account = getpwnam("postgres") { chown(path, account.pointee.pw_uid, account.pointee.pw_gid) }
+            }
+            extraOptions = " -c ssl=on"
+        }
         Self.everyServer.withLock { $0.append(self) }
         _ = Self.stopAtExit
         try start()
@@ -63,7 +79,7 @@ public final class TestPostgres: Sendable {
 
     /// Starts the server (again) on the same port and waits until it accepts connections.
     public func start() throws {
-        let options = "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300"
+        let options = "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300" + extraOptions
         try runAsServerAccount([binDirectory + "/pg_ctl", "-D", directory + "/data", "-l", directory + "/server.log", "-w", "-t", "60", "-o", options, "start"])
         running.withLock { $0 = true }
     }
