@@ -20,6 +20,20 @@ extension SQLiteStateSurface: StateStore {
     public func shutdown() async {}
 }
 
+extension StateStore {
+    /// Runs `body` (a server, until it stops), then closes the store, whether `body` returned or threw.
+    public func closing<T>(after body: () async throws -> T) async throws -> T {
+        do {
+            let value = try await body()
+            await shutdown()
+            return value
+        } catch {
+            await shutdown()
+            throw error
+        }
+    }
+}
+
 /// Opens the State Surface the configuration names.
 public enum StateStores {
     /// Opens the SQLite file or connects to PostgreSQL, applying the schema's

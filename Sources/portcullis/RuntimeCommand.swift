@@ -80,12 +80,6 @@ struct RuntimeCommand: AsyncParsableCommand {
         let app = RuntimeServer.makeApplication(
             configuration: configuration, state: state, keys: verificationKeys, logger: logger, services: services,
             onServerRunning: { port in logger.info("runtime listening", metadata: ["address": "\(host):\(port)", "store": "\(state.name)"]) })
-        do {
-            try await app.runService()
-        } catch {
-            await state.shutdown()
-            throw error
-        }
-        await state.shutdown()
+        try await state.closing { try await app.runService() }
     }
 }

@@ -76,12 +76,6 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let group = ServiceGroup(
             configuration: .init(services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        do {
-            try await group.run()
-        } catch {
-            await state.shutdown()
-            throw error
-        }
-        await state.shutdown()
+        try await state.closing { try await group.run() }
     }
 }

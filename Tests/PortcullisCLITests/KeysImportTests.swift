@@ -1,18 +1,11 @@
 import Foundation
+import PortcullisTestSupport
 import Testing
 
 extension CLI {
     /// Runs `openssl ARGS` in the temporary directory (keys as other tools make them).
     func openssl(_ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: directory)
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw CLIImportError("openssl \(arguments.joined(separator: " ")) failed") }
+        try OpenSSLTool.run(arguments, in: directory)
     }
 
     func chmod(_ file: String, _ mode: Int) throws {
@@ -22,11 +15,6 @@ extension CLI {
     func write(_ file: String, _ bytes: [UInt8], mode: Int = 0o600) throws {
         FileManager.default.createFile(atPath: directory + "/" + file, contents: Data(bytes), attributes: [.posixPermissions: mode])
     }
-}
-
-struct CLIImportError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
 }
 
 @Suite("portcullis keys import: keys made elsewhere", .serialized)

@@ -11,17 +11,7 @@ import Testing
 struct PostgresTLSTests {
     /// A CA and a server certificate for 127.0.0.1 (and a second, unrelated CA), as PEM files in `directory`.
     static func certificates(in directory: String) throws -> (certificate: String, key: String) {
-        func openssl(_ arguments: [String]) throws {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-            process.arguments = arguments
-            process.currentDirectoryURL = URL(fileURLWithPath: directory)
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            process.waitUntilExit()
-            guard process.terminationStatus == 0 else { throw CertificateError() }
-        }
+        func openssl(_ arguments: [String]) throws { try OpenSSLTool.run(arguments, in: directory) }
         for ca in ["ca", "other-ca"] {
             try openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "\(ca).key", "-out", "\(ca).crt",
                          "-days", "2", "-subj", "/CN=portcullis test \(ca)"])
@@ -31,8 +21,6 @@ struct PostgresTLSTests {
         try openssl(["x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-out", "server.crt", "-days", "2", "-extfile", "san.ext"])
         return (try String(contentsOfFile: directory + "/server.crt", encoding: .utf8), try String(contentsOfFile: directory + "/server.key", encoding: .utf8))
     }
-
-    struct CertificateError: Error {}
 
     static func open(_ url: String, tls: PostgresSettings.TLSMode, caFile: String?) async throws -> any StateStore {
         var settings = try PostgresSettings(url: url)
