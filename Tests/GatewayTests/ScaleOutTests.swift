@@ -155,6 +155,25 @@ struct ScaleOutTests {
         cluster.stop(secrets: [token])
     }
 
+    @Test("an account disabled with portcullis users disable on another host closes its socket on gateway B with 1008 \"account disabled\" within a second")
+    func disableReachesEveryGateway() async throws {
+        let cluster = try await ScaleOut()
+        defer { cluster.stop() }
+        let login = try await cluster.login(cluster.a, "bob")
+        let token = try #require(login["access_token"]), session = try #require(login["session_id"])
+        let url = cluster.b.replacingOccurrences(of: "http", with: "ws") + "/api/runtime/agent"
+        let transcript = try await AgentRelayTests.session(url, headers: [("Authorization", "Bearer " + token), ("X-Session-Id", session)]) { outbound, iterator, _ in
+            try await outbound.write(.text(#"{"type":"intent","request_id":"r1","intent_type":"echo","payload":{}}"#))
+            _ = try await AgentRelayTests.nextJSON(&iterator)
+            try cluster.cli(["users", "disable", "bob", "--tenant", "default"])
+        }
+        #expect(transcript.close?.closeCode == .policyViolation && transcript.close?.reason == "account disabled", "\(String(describing: transcript.close))")
+        #expect(transcript.secondsToClose < 1.0, "closed \(transcript.secondsToClose) s after the disable")
+        let refused = try await cluster.send(.GET, cluster.a + "/api/session/\(session)", bearer: token)
+        #expect(refused.status == 401, "\(refused.raw)")
+        cluster.stop(secrets: [token])
+    }
+
     @Test("a token revoked through gateway A is refused by gateway B within a second")
     func revocationReachesOtherGateway() async throws {
         let cluster = try await ScaleOut()
