@@ -167,6 +167,12 @@ enum OpenAPIDocument {
                   operationId: logout
                   requestBody:
                     session_id: "$response.body#/session_id"
+                RunIntent:
+                  operationId: runIntent
+                  requestBody:
+                    session_id: "$response.body#/session_id"
+                    intent_type: echo
+                    payload: {linked: true}
             "400": {$ref: "#/components/responses/BadRequest"}
             "401": {$ref: "#/components/responses/Unauthorized"}
             "403": {$ref: "#/components/responses/Forbidden"}
@@ -241,6 +247,10 @@ enum OpenAPIDocument {
               content:
                 application/json:
                   schema: {$ref: "#/components/schemas/Execution"}
+              links:
+                ReadExecution:
+                  operationId: readExecution
+                  parameters: {id: "$response.body#/execution_id"}
             "202":
               description: Accepted; read the execution for its result.
               content:
