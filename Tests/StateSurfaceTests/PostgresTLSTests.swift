@@ -26,7 +26,7 @@ struct PostgresTLSTests {
         var settings = try PostgresSettings(url: url)
         settings.tls = tls
         settings.caFile = caFile
-        settings.connectTimeout = 2
+        settings.connectTimeout = 10  // generous: sanitized builds under a parallel suite are slow (a TLS handshake included)
         var storage = StorageConfiguration()
         storage.postgres = settings
         var logger = Logger(label: "test.tls")
