@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdWebSocket
 import JOSE
 import RuntimeAPI
+import ServiceLifecycle
 import StateSurface
 
 /// The Runtime's internal API under `/runtime/v1`. Every route, the agent
@@ -136,18 +137,23 @@ public struct RuntimeRoutes: Sendable {
             return .upgrade([:])
         } onUpgrade: { inbound, outbound, _ in
             let streams = AgentLinkStreams(executions: executions, outbound: outbound)
-            await withDiscardingTaskGroup { group in
-                do {
-                    for try await message in inbound.messages(maxSize: maximumBody + AgentLinkFrame.overhead) {
-                        guard case .binary(let buffer) = message else { continue }
-                        if case .drain(let id) = await streams.receive(buffer) {
-                            group.addTask { await streams.drain(id) }
+            // A graceful shutdown ends the link (the gateway sees it close and ends its sockets
+            // with 1011): the gateway keeps its link open, so waiting for it would hold the
+            // Runtime's shutdown forever.
+            await cancelWhenGracefulShutdown {
+                await withDiscardingTaskGroup { group in
+                    do {
+                        for try await message in inbound.messages(maxSize: maximumBody + AgentLinkFrame.overhead) {
+                            guard case .binary(let buffer) = message else { continue }
+                            if case .drain(let id) = await streams.receive(buffer) {
+                                group.addTask { await streams.drain(id) }
+                            }
                         }
+                    } catch {
+                        // The link failed (too large a message or a broken connection): its streams end with it.
                     }
-                } catch {
-                    // The link failed (too large a message or a broken connection): its streams end with it.
+                    group.cancelAll()
                 }
-                group.cancelAll()
             }
         }
     }

@@ -51,6 +51,18 @@ final class PortcullisProcess: @unchecked Sendable {
             process.waitUntilExit()
         }
     }
+
+    /// SIGTERM, then whether it exited within `seconds` (if not, SIGKILL, so no test hangs on it).
+    func terminate(within seconds: Double) -> Bool {
+        guard process.isRunning else { return true }
+        kill(process.processIdentifier, SIGTERM)
+        let deadline = Date().addingTimeInterval(seconds)
+        while process.isRunning, Date() < deadline { usleep(50_000) }
+        guard process.isRunning else { return true }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        return false
+    }
 }
 
 func httpGet(_ url: String) async throws -> (String, Int) {
@@ -191,6 +203,8 @@ struct ProcessFaultTests {
             try await outbound.close(.normalClosure, reason: nil)
         }
         #expect(again.messages.first?["type"] == "pong")
+        // The gateway keeps its agent link open; SIGTERM must still stop the Runtime.
+        #expect(runtime.terminate(within: 15), "the Runtime did not stop within 15 s of SIGTERM with the gateway's agent link open")
     }
 }
 
