@@ -144,10 +144,10 @@ struct AgentRelayTests {
             #expect(answered == 24)
         }
         let count = links.value.withLock { $0 }
-        // Links (one per event loop) plus the HTTP client's pooled connections (the guard's session reads, the watcher's
-        // checks), which AsyncHTTPClient caps at 8 per host; a connection per socket would be 24 or more. (A sanitized run
-        // under the parallel suite opened more than 4 pooled ones.) The log line below counts the links exactly.
-        #expect(count >= 1 && count <= System.coreCount + 8, "\(count) connections to the Runtime for 24 sockets")
+        // The established connections to the Runtime are the links plus however many the HTTP client pooled for the
+        // guard's session reads (under a sanitized parallel suite, more than 10), so they only show a link exists;
+        // the log line below counts the links themselves: one per event loop at most, not one per socket.
+        #expect(count >= 1, "no connection to the Runtime while 24 sockets were open")
         #expect(fixture.log.text.components(separatedBy: "agent link: opening").count - 1 <= System.coreCount, "one link per event loop at most")
         let stopping = ContinuousClock.now
         try await fixture.stop()
