@@ -139,7 +139,7 @@ let package = Package(
         ),
         .testTarget(
             name: "JOSETests",
-            dependencies: ["JOSE"]
+            dependencies: ["JOSE", "PortcullisTestSupport"]
         ),
         .target(
             name: "PortcullisTestSupport",

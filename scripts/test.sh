@@ -4,7 +4,9 @@
 # the OpenAPI document.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-swift test
+# Every phase is bounded, so a hung test ends the run with its name on screen (the tests
+# started last, above) instead of using up CI's 90 minutes.
+scripts/bounded.sh 1800 swift test
 # 300 sockets through the full guard: each opens, a sample answers an intent, a logout closes all.
 PORTCULLIS_BIN=.build/debug/portcullis scripts/sockets.sh 300
 # The browser client and demo page in a real Chromium (skipped with a note when chromium is missing, never in CI).

@@ -8,33 +8,6 @@ import PortcullisTestSupport
 import Testing
 import TrafficCop
 
-/// Runs the real `portcullis` binary with `arguments` (and `input` on stdin) and
-/// waits for it without blocking a cooperative thread: the in-process servers
-/// under test need them.
-func runPortcullis(_ arguments: [String], input: String? = nil) async throws -> (status: Int32, output: String) {
-    let directory = NSTemporaryDirectory() + "portcullis-cli-" + UUID().uuidString
-    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(atPath: directory) }
-    let outputPath = directory + "/out.txt"
-    FileManager.default.createFile(atPath: outputPath, contents: nil)
-    let sink = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: PortcullisBinary.path)
-    process.arguments = arguments
-    process.standardOutput = sink
-    process.standardError = sink
-    let stdin = Pipe()
-    process.standardInput = input == nil ? FileHandle.nullDevice : stdin
-    try process.run()
-    if let input {
-        stdin.fileHandleForWriting.write(Data(input.utf8))
-        try stdin.fileHandleForWriting.close()
-    }
-    while process.isRunning { try await Task.sleep(for: .milliseconds(20)) }
-    try sink.close()
-    return (process.terminationStatus, (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "")
-}
-
 /// Runs blocking socket work on a thread of its own. Not on GCD's global queue:
 /// its few threads are shared with GRDB's queues, which the server under test
 /// needs to answer, so blocked reads there can starve the very answer they wait for.

@@ -10,100 +10,25 @@ import SecurityGuard
 import StateSurface
 import Testing
 
-/// A `portcullis` subcommand run as a real process in `directory`, output to a file.
-final class PortcullisProcess: @unchecked Sendable {
-    let process = Process()
-    let output: String
-
-    init(_ arguments: [String], directory: String, environment: [String: String] = [:], name: String) throws {
-        output = directory + "/\(name).log"
-        FileManager.default.createFile(atPath: output, contents: nil)
-        let sink = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
-        process.executableURL = URL(fileURLWithPath: PortcullisBinary.path)
-        process.arguments = arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: directory)
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        process.standardOutput = sink
-        process.standardError = sink
-        try process.run()
-        try sink.close()
-    }
-
-    var log: String { (try? String(contentsOfFile: output, encoding: .utf8)) ?? "" }
-
-    /// Waits until `probe` (an HTTP GET) answers 200.
-    func waitUntilReady(_ url: String) async throws {
-        for _ in 0..<200 {
-            if let (_, status) = try? await httpGet(url), status == 200 { return }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        throw FixtureError("not ready: \(url)\n\(log)")
-    }
-
-    func kill9() {
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-    }
-
-    func terminate() {
-        if process.isRunning {
-            kill(process.processIdentifier, SIGTERM)
-            process.waitUntilExit()
-        }
-    }
-
-    /// SIGTERM, then whether it exited within `seconds` (if not, SIGKILL, so no test hangs on it).
-    func terminate(within seconds: Double) -> Bool {
-        guard process.isRunning else { return true }
-        kill(process.processIdentifier, SIGTERM)
-        let deadline = Date().addingTimeInterval(seconds)
-        while process.isRunning, Date() < deadline { usleep(50_000) }
-        guard process.isRunning else { return true }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        return false
-    }
-}
-
-func httpGet(_ url: String) async throws -> (String, Int) {
-    var request = HTTPClientRequest(url: url)
-    request.method = .GET
-    let response = try await HTTPClient.shared.execute(request, timeout: .seconds(5))
-    let body = try await response.body.collect(upTo: 1 << 20)
-    return (String(buffer: body), Int(response.status.code))
-}
-
 @Suite("Faults with real processes and kill -9", .serialized)
 struct ProcessFaultTests {
     static let ports = (gateway: 18_480, runtime: 18_481)
 
-    func workspace() throws -> String {
+    func workspace() async throws -> String {
         let directory = NSTemporaryDirectory() + "portcullis-kill-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         _ = try KeyDirectory(path: directory + "/keys").generate(algorithm: .es256)
-        _ = try await_addUser(directory)
+        let added = try await runPortcullis(
+            ["users", "add", "alice", "--tenant", "default", "--password-stdin"], directory: directory, input: "correct horse battery")
+        guard added.status == 0 else { throw FixtureError("users add alice failed: \(added.output)") }
         return directory
-    }
-
-    func await_addUser(_ directory: String) throws {
-        let add = Process()
-        add.executableURL = URL(fileURLWithPath: PortcullisBinary.path)
-        add.arguments = ["users", "add", "alice", "--tenant", "default", "--password-stdin"]
-        add.currentDirectoryURL = URL(fileURLWithPath: directory)
-        let input = Pipe()
-        add.standardInput = input
-        add.standardOutput = FileHandle.nullDevice
-        try add.run()
-        input.fileHandleForWriting.write(Data("correct horse battery".utf8))
-        try input.fileHandleForWriting.close()
-        add.waitUntilExit()
     }
 
     static let environment = ["GATEWAY_PORT": String(ports.gateway), "ADMIN_ENABLED": "false", "RUNTIME_PORT": "0"]
 
     @Test("the gateway killed with -9 during a burst of logins and session creations: after restart every acknowledged session and refresh token is there, and the database passes its integrity check")
     func gatewayKilled() async throws {
-        let directory = try workspace()
+        let directory = try await workspace()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         var serve = try PortcullisProcess(["serve"], directory: directory, environment: Self.environment, name: "serve1")
         let base = "http://127.0.0.1:\(Self.ports.gateway)"
@@ -153,7 +78,7 @@ struct ProcessFaultTests {
 
     @Test("the Runtime killed with -9 while a socket is open and requests arrive: 1011 with a reason, 503 JSON, /readyz 503, the gateway stays up; all recovers when it returns")
     func runtimeKilled() async throws {
-        let directory = try workspace()
+        let directory = try await workspace()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let runtimeArguments = ["runtime", "--port", String(Self.ports.runtime)]
         var runtime = try PortcullisProcess(runtimeArguments, directory: directory, name: "runtime1")

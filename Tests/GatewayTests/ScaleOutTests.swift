@@ -41,45 +41,19 @@ final class ScaleOut: @unchecked Sendable {
             processes.append(try PortcullisProcess(["gateway"], directory: directory, environment: environment, name: "gateway\(index == 0 ? "A" : "B")"))
         }
         for port in gatewayPorts { try await processes[2].waitUntilReady("http://127.0.0.1:\(port)/readyz") }
-        for user in ["alice", "bob"] { try addUser(user) }
+        for user in ["alice", "bob"] { try await addUser(user) }
     }
 
-    func addUser(_ name: String) throws {
-        let add = Process()
-        add.executableURL = URL(fileURLWithPath: PortcullisBinary.path)
-        add.arguments = ["users", "add", name, "--tenant", "default", "--password-stdin"]
-        add.currentDirectoryURL = URL(fileURLWithPath: directory)
-        add.environment = ProcessInfo.processInfo.environment.merging(["STORAGE_POSTGRES_URL": databaseURL]) { $1 }
-        let input = Pipe()
-        add.standardInput = input
-        add.standardOutput = FileHandle.nullDevice
-        add.standardError = FileHandle.nullDevice
-        try add.run()
-        input.fileHandleForWriting.write(Data("correct horse battery".utf8))
-        try input.fileHandleForWriting.close()
-        add.waitUntilExit()
-        guard add.terminationStatus == 0 else { throw FixtureError("users add \(name) failed") }
+    func addUser(_ name: String) async throws {
+        try await cli(["users", "add", name, "--tenant", "default", "--password-stdin"], input: "correct horse battery")
     }
 
-    /// Runs `portcullis ARGS` in the cluster's directory against its database; its standard output.
+    /// Runs `portcullis ARGS` in the cluster's directory against its database; its output.
     @discardableResult
-    func cli(_ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: PortcullisBinary.path)
-        process.arguments = arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: directory)
-        process.environment = ProcessInfo.processInfo.environment.merging(["STORAGE_POSTGRES_URL": databaseURL]) { $1 }
-        let output = directory + "/cli-\(UUID().uuidString).out"
-        FileManager.default.createFile(atPath: output, contents: nil)
-        let sink = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
-        process.standardOutput = sink
-        process.standardError = sink
-        try process.run()
-        process.waitUntilExit()
-        try sink.close()
-        let text = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
-        guard process.terminationStatus == 0 else { throw FixtureError("portcullis \(arguments.joined(separator: " ")) failed: \(text)") }
-        return text
+    func cli(_ arguments: [String], input: String? = nil) async throws -> String {
+        let (status, output) = try await runPortcullis(arguments, directory: directory, environment: ["STORAGE_POSTGRES_URL": databaseURL], input: input)
+        guard status == 0 else { throw FixtureError("portcullis \(arguments.joined(separator: " ")) failed: \(output)") }
+        return output
     }
 
     var a: String { "http://127.0.0.1:\(gatewayPorts[0])" }
@@ -165,7 +139,7 @@ struct ScaleOutTests {
         let transcript = try await AgentRelayTests.session(url, headers: [("Authorization", "Bearer " + token), ("X-Session-Id", session)]) { outbound, iterator, _ in
             try await outbound.write(.text(#"{"type":"intent","request_id":"r1","intent_type":"echo","payload":{}}"#))
             _ = try await AgentRelayTests.nextJSON(&iterator)
-            try cluster.cli(["users", "disable", "bob", "--tenant", "default"])
+            try await cluster.cli(["users", "disable", "bob", "--tenant", "default"])
         }
         #expect(transcript.close?.closeCode == .policyViolation && transcript.close?.reason == "account disabled", "\(String(describing: transcript.close))")
         #expect(transcript.secondsToClose < 1.0, "closed \(transcript.secondsToClose) s after the disable")
@@ -224,10 +198,10 @@ struct ScaleOutTests {
     func keyRotationReachesEveryGateway() async throws {
         let cluster = try await ScaleOut()
         defer { cluster.stop() }
-        let generated = try cluster.cli(["keys", "generate", "--alg", "ES256", "--state", "next"])
+        let generated = try await cluster.cli(["keys", "generate", "--alg", "ES256", "--state", "next"])
         let kid = try #require(generated.split(separator: " ").dropFirst(3).first.map(String.init), "\(generated)")
         let start = ContinuousClock.now
-        let rotated = try cluster.cli(["keys", "rotate"])
+        let rotated = try await cluster.cli(["keys", "rotate"])
         #expect(rotated.contains("told the instances on postgresql://"), "\(rotated)")
         var seenAfter: Double? = nil
         while Self.seconds(since: start) < 6 {

@@ -3,6 +3,7 @@ import Foundation
 import Gateway
 import NIOCore
 import NIOSSL
+import PortcullisTestSupport
 import Testing
 
 @Suite("HTTPS on the public listener")
@@ -10,17 +11,10 @@ struct TLSTests {
     /// A self-signed P-256 certificate for 127.0.0.1, made by the openssl command line tool.
     static func makeCertificate(in directory: String) throws -> TLSFiles {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = [
+        try OpenSSLTool.run([
             "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
             "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", directory + "/tls.key", "-out", directory + "/tls.pem",
-        ]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw FixtureError("openssl req failed") }
+        ])
         return TLSFiles(certificatePath: directory + "/tls.pem", privateKeyPath: directory + "/tls.key")
     }
 

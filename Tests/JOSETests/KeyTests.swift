@@ -1,4 +1,5 @@
 import Foundation
+import PortcullisTestSupport
 import Testing
 
 @testable import JOSE
@@ -87,19 +88,7 @@ struct OpenSSLInteropTests {
     static let openssl: String? = ["/usr/bin/openssl", "/usr/local/bin/openssl"].first { FileManager.default.isExecutableFile(atPath: $0) }
 
     /// Runs `openssl ARGS` and returns its stdout.
-    static func run(_ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: openssl!)
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = Pipe()
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw KeyError(.libcrypto, "openssl \(arguments.joined(separator: " ")) failed") }
-        return String(decoding: data, as: UTF8.self)
-    }
+    static func run(_ arguments: [String]) throws -> String { try OpenSSLTool.run(arguments) }
 
     @Test("PKCS#8 files from `openssl genpkey` load, sign, and verify against the public key openssl derives",
           arguments: [

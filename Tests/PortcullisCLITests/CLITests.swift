@@ -27,25 +27,13 @@ struct CLI {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
-    /// Runs `portcullis ARGS` in the temporary directory, with `stdin` as input.
+    /// Runs `portcullis ARGS` in the temporary directory, with `stdin` as input (at most two minutes).
     @discardableResult
     func run(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:]) throws -> Result {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.arguments = arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: directory)
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let output = Pipe(), errors = Pipe(), input = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        process.standardInput = input
-        try process.run()
-        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
-        try input.fileHandleForWriting.close()
-        let out = output.fileHandleForReading.readDataToEndOfFile()
-        let err = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Result(status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self), stderr: String(decoding: err, as: UTF8.self))
+        let child = try ChildProcess(Self.binary, arguments, directory: directory, environment: environment, input: stdin, separateErrors: true)
+        defer { child.remove() }
+        let status = try child.waitForExit(within: 120)
+        return Result(status: status, stdout: child.output, stderr: child.errors)
     }
 }
 
@@ -240,14 +228,14 @@ struct RuntimeBinaryTests {
     /// A child's output, written to a file and read back on demand. (Not a pipe with
     /// a readability handler: on Linux that dispatch source can crash when the child exits.)
     /// Starts `portcullis runtime ARGS` in `cli`'s directory and waits until it says where it listens.
-    func startRuntime(_ cli: CLI, _ arguments: [String], environment: [String: String] = [:]) throws -> (Process, Int, OutputFile) {
+    func startRuntime(_ cli: CLI, _ arguments: [String], environment: [String: String] = [:]) throws -> (ChildProcess, Int, OutputFile) {
         let (process, output) = try ServerProcess.start(cli, ["runtime"] + arguments, environment: environment) { text in
             text.range(of: #"address=127\.0\.0\.1:(\d+)"#, options: .regularExpression).flatMap { Int(text[$0].split(separator: ":").last ?? "") }
         }
         return (process, output.port, output.file)
     }
 
-    func stop(_ process: Process) -> Bool { ServerProcess.stop(process) }
+    func stop(_ process: ChildProcess) -> Bool { ServerProcess.stop(process) }
 
     @Test("starts on a free port, refuses a call without an assertion, and exits cleanly on SIGTERM")
     func startsAndStops() throws {

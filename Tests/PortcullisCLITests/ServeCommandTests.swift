@@ -1,5 +1,6 @@
 import Foundation
 import JOSE
+import PortcullisTestSupport
 import Testing
 
 @Suite("portcullis serve (the real binary)", .serialized)
@@ -8,7 +9,7 @@ struct ServeCommandTests {
     static let environment = ["GATEWAY_PORT": "0", "ADMIN_PORT": "0", "RUNTIME_PORT": "0", "LOGGING_FORMAT": "json"]
 
     /// Starts `portcullis serve` and returns the gateway's port from its JSON log.
-    func startServe(_ cli: CLI, _ arguments: [String] = [], environment: [String: String] = environment) throws -> (Process, Int, OutputFile) {
+    func startServe(_ cli: CLI, _ arguments: [String] = [], environment: [String: String] = environment) throws -> (ChildProcess, Int, OutputFile) {
         let (process, output) = try ServerProcess.start(cli, ["serve"] + arguments, environment: environment) { text in
             for line in text.split(separator: "\n") where line.hasPrefix("{") {
                 guard let object = try? StrictJSONReader().parseObject(Array(line.utf8)), object["message"] == "gateway listening",

@@ -2,6 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import PortcullisTestSupport
 import Testing
 
 /// A file that collects a child process's output (a pipe's readability
@@ -23,19 +24,9 @@ enum ServerProcess {
     /// Starts `portcullis ARGS` in `cli`'s directory and waits until `ready` finds a port in its output.
     static func start(
         _ cli: CLI, _ arguments: [String], environment: [String: String] = [:], ready: (String) -> Int?
-    ) throws -> (Process, (port: Int, file: OutputFile)) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: CLI.binary)
-        process.arguments = arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: cli.directory)
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    ) throws -> (ChildProcess, (port: Int, file: OutputFile)) {
         let collector = OutputFile(path: cli.directory + "/\(arguments[0])-output.log")
-        FileManager.default.createFile(atPath: collector.path, contents: nil)
-        let sink = try FileHandle(forWritingTo: URL(fileURLWithPath: collector.path))
-        defer { try? sink.close() }
-        process.standardOutput = sink
-        process.standardError = sink
-        try process.run()
+        let process = try ChildProcess(CLI.binary, arguments, directory: cli.directory, environment: environment, output: collector.path)
         var port: Int?
         let deadline = Date().addingTimeInterval(30)
         while port == nil, Date() < deadline, process.isRunning {
@@ -43,22 +34,17 @@ enum ServerProcess {
             if port == nil { Thread.sleep(forTimeInterval: 0.05) }
         }
         guard let port else {
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            process.kill9()
+            process.remove()
             throw ServerProcessError(description: "portcullis \(arguments[0]) never said where it listens: \(collector.current)")
         }
         return (process, (port, collector))
     }
 
-    /// Sends `signal` and waits up to 15 s; true if the process exited with status 0.
-    static func stop(_ process: Process, signal: Int32 = SIGTERM) -> Bool {
-        kill(process.processIdentifier, signal)
-        let stopBy = Date().addingTimeInterval(15)
-        while process.isRunning, Date() < stopBy { Thread.sleep(forTimeInterval: 0.05) }
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            return false
-        }
-        return process.terminationStatus == 0
+    /// Sends `signal` and waits up to 15 s (then SIGKILL); true if the process exited by itself with status 0.
+    static func stop(_ process: ChildProcess, signal: Int32 = SIGTERM) -> Bool {
+        defer { process.remove() }
+        return process.terminate(signal: signal, within: 15) && process.exitStatus == 0
     }
 
     /// A blocking HTTP request with URLSession, for a test on its own thread.

@@ -118,33 +118,14 @@ public final class TestPostgres: Sendable {
         }
     }
 
-    /// Runs a program to its end with posix_spawn and waitpid; its output goes to a file.
-    ///
-    /// Not Foundation's `Process`: `pg_ctl start` leaves a server running, and waiting
-    /// through `Process` for the runuser/pg_ctl parent did not return here.
+    /// Runs a program to its end (at most two minutes: `pg_ctl` waits up to one); its output on failure.
     @discardableResult
     static func run(_ arguments: [String]) throws -> String {
-        let outputPath = NSTemporaryDirectory() + "portcullis-pg-output-" + UUID().uuidString
-        defer { unlink(outputPath) }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        let argv = arguments.map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        var pid = pid_t()
-        let spawned = posix_spawn(&pid, arguments[0], &actions, nil, argv, environ)
-        guard spawned == 0 else { throw TestPostgresError("cannot start \(arguments[0]): error \(spawned)") }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-        let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
-        let exited = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
-        guard exited == 0 else {
-            throw TestPostgresError("\((arguments[0] as NSString).lastPathComponent) failed (\(exited)): \(text)")
+        let (status, output) = try ChildProcess.run(arguments[0], Array(arguments.dropFirst()))
+        guard status == 0 else {
+            throw TestPostgresError("\((arguments[0] as NSString).lastPathComponent) failed (\(status)): \(output)")
         }
-        return text
+        return output
     }
 
     public static func freePort() throws -> Int {

@@ -8,31 +8,20 @@ struct DurabilityTests {
     @Test("every session a writer reported as committed is there after the writer is killed with SIGKILL")
     func killNine() async throws {
         let temp = TemporaryDatabase()
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: PortcullisBinary.probesPath)
-        process.arguments = ["state-writer", "--database", temp.path]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = Pipe()
-        try process.run()
+        let writer = try ChildProcess(PortcullisBinary.probesPath, ["state-writer", "--database", temp.path], separateErrors: true)
+        defer { writer.remove() }
 
-        // Read reported ids until enough have been committed, then kill mid-run.
+        // Read reported ids (one per line, each written after its commit) until enough are in, then kill mid-run.
         var reported: [String] = []
-        var pending = Data()
         let deadline = Date().addingTimeInterval(30)
-        let handle = output.fileHandleForReading
-        while reported.count < 300, Date() < deadline {
-            let chunk = handle.availableData
-            if chunk.isEmpty { break }
-            pending.append(chunk)
-            while let newline = pending.firstIndex(of: 0x0A) {
-                reported.append(String(decoding: pending[pending.startIndex..<newline], as: UTF8.self))
-                pending.removeSubrange(pending.startIndex...newline)
-            }
+        while Date() < deadline, writer.isRunning {
+            let lines = writer.output.split(separator: "\n", omittingEmptySubsequences: false)
+            reported = lines.dropLast().map(String.init)  // the last piece may be a line still being written
+            if reported.count >= 300 { break }
+            try await Task.sleep(for: .milliseconds(5))
         }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        #expect(process.terminationReason == .uncaughtSignal)
+        writer.kill9()
+        #expect(writer.exitStatus == 128 + SIGKILL, "the writer was still running when it was killed")
         #expect(reported.count >= 300, "the writer reported only \(reported.count) sessions")
 
         let state = try SQLiteStateSurface(path: temp.path)
@@ -45,15 +34,8 @@ struct DurabilityTests {
     @Test("sessions written by one process are read by the next")
     func crossProcessRestart() async throws {
         let temp = TemporaryDatabase()
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: PortcullisBinary.probesPath)
-        process.arguments = ["state-writer", "--database", temp.path, "--count", "3"]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        let (status, text) = try ChildProcess.run(PortcullisBinary.probesPath, ["state-writer", "--database", temp.path, "--count", "3"])
+        #expect(status == 0)
         let ids = text.split(separator: "\n").map(String.init)
         #expect(ids.count == 3)
         let state = try SQLiteStateSurface(path: temp.path)
