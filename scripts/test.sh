@@ -8,8 +8,8 @@ cd "$(dirname "$0")/.."
 # started last, above) instead of using up CI's 90 minutes.
 scripts/bounded.sh 1800 swift test
 # 300 sockets through the full guard: each opens, a sample answers an intent, a logout closes all.
-PORTCULLIS_BIN=.build/debug/portcullis scripts/sockets.sh 300
+PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 600 scripts/sockets.sh 300
 # The browser client and demo page in a real Chromium (skipped with a note when chromium is missing, never in CI).
-PORTCULLIS_BIN=.build/debug/portcullis scripts/browser-tests.sh
+PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 900 scripts/browser-tests.sh
 # schemathesis against docs/openapi.yaml as the gateway serves it (its own Python environment).
-PORTCULLIS_BIN=.build/debug/portcullis scripts/schemathesis.sh 60
+PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 900 scripts/schemathesis.sh 60

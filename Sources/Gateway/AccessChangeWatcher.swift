@@ -67,7 +67,7 @@ final class AccessChangeWatcher: Service, Sendable {
                     }
                 }
                 if let signals {
-                    group.addTask { [self] in
+                    group.addTask {
                         for await _ in signals { wake.yield(.signal) }
                     }
                 }

@@ -15,31 +15,17 @@ struct KeysCommand: AsyncParsableCommand {
     struct Generate: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Generate a key; the first becomes active, later ones next.")
 
-        @Option(help: "Algorithm: \(JWSAlgorithm.allValueStrings.joined(separator: ", ")).")
-        var alg: JWSAlgorithm
-
-        @Option(help: "The keys directory.")
-        var dir = "keys"
-
-        @Option(help: "Key id (default: the RFC 7638 thumbprint; a random id for HMAC keys).")
-        var kid: String?
-
-        @Option(help: "next or active (default: active if no key is, else next).")
-        var state: KeyStatus?
+        @OptionGroup var key: NewKeyOptions
 
         @Option(help: "RSA modulus size for RS*/PS* keys.")
         var bits = 2048
 
-        func validate() throws {
-            if state == .retired { throw ValidationError("--state must be next or active") }
-        }
-
         @OptionGroup var announcement: KeyRingAnnouncement
 
         func run() async throws {
-            let record = try KeyDirectory(path: dir).generate(algorithm: alg, kid: kid, status: state, rsaBits: bits)
-            let file = dir + "/" + record.kid + (alg.family == .hmac ? ".jwk" : ".pem")
-            print("generated \(alg.rawValue) key \(record.kid) (\(record.status.rawValue)) in \(file)")
+            let record = try KeyDirectory(path: key.dir).generate(algorithm: key.alg, kid: key.kid, status: key.state, rsaBits: bits)
+            let file = key.dir + "/" + record.kid + (key.alg.family == .hmac ? ".jwk" : ".pem")
+            print("generated \(key.alg.rawValue) key \(record.kid) (\(record.status.rawValue)) in \(file)")
             await announcement.announce()
         }
     }
@@ -58,28 +44,14 @@ struct KeysCommand: AsyncParsableCommand {
         @Argument(help: "The key file.")
         var file: String
 
-        @Option(help: "Algorithm the key is for: \(JWSAlgorithm.allValueStrings.joined(separator: ", ")).")
-        var alg: JWSAlgorithm
-
-        @Option(help: "The keys directory.")
-        var dir = "keys"
-
-        @Option(help: "Key id (default: the RFC 7638 thumbprint; a random id for HMAC secrets; a JWK's own kid).")
-        var kid: String?
-
-        @Option(help: "next or active (default: active if no key is, else next). A public key is always retired.")
-        var state: KeyStatus?
+        @OptionGroup var options: NewKeyOptions
 
         @OptionGroup var announcement: KeyRingAnnouncement
 
-        func validate() throws {
-            if state == .retired { throw ValidationError("--state must be next or active") }
-        }
-
         func run() async throws {
-            let key = try KeyFileImport(path: file).key(algorithm: alg, kid: kid)
-            let record = try KeyDirectory(path: dir).add(key, status: state)
-            print("imported \(record.algorithm.rawValue) key \(record.kid) (\(record.status.rawValue)) into \(dir)")
+            let key = try KeyFileImport(path: file).key(algorithm: options.alg, kid: options.kid)
+            let record = try KeyDirectory(path: options.dir).add(key, status: options.state)
+            print("imported \(record.algorithm.rawValue) key \(record.kid) (\(record.status.rawValue)) into \(options.dir)")
             await announcement.announce()
         }
     }
@@ -138,6 +110,25 @@ struct KeysCommand: AsyncParsableCommand {
             print("retired \(record.kid)")
             await announcement.announce()
         }
+    }
+}
+
+/// Where a new key (generated or imported) goes and what it is for.
+struct NewKeyOptions: ParsableArguments {
+    @Option(help: "Algorithm the key is for: \(JWSAlgorithm.allValueStrings.joined(separator: ", ")).")
+    var alg: JWSAlgorithm
+
+    @Option(help: "The keys directory.")
+    var dir = "keys"
+
+    @Option(help: "Key id (default: the RFC 7638 thumbprint; a random id for HMAC keys; an imported JWK's own kid).")
+    var kid: String?
+
+    @Option(help: "next or active (default: active if no key is, else next). An imported public key is always retired.")
+    var state: KeyStatus?
+
+    func validate() throws {
+        if state == .retired { throw ValidationError("--state must be next or active") }
     }
 }
 

@@ -69,6 +69,17 @@ final class ScaleOut: @unchecked Sendable {
         return try await send(.POST, base + "/api/auth/login", .object(body))
     }
 
+    /// Opens an agent socket on gateway B, sees one intent answered, runs `change` and
+    /// records how the socket ends (and how long after `change` began).
+    func socketOnB(token: String, session: String, change: @escaping @Sendable () async throws -> Void) async throws -> SocketTranscript {
+        let url = b.replacingOccurrences(of: "http", with: "ws") + "/api/runtime/agent"
+        return try await AgentRelayTests.session(url, headers: [("Authorization", "Bearer " + token), ("X-Session-Id", session)]) { outbound, iterator, _ in
+            try await outbound.write(.text(#"{"type":"intent","request_id":"r1","intent_type":"echo","payload":{}}"#))
+            _ = try await AgentRelayTests.nextJSON(&iterator)
+            try await change()
+        }
+    }
+
     /// Stops every process and checks no log holds a secret.
     func stop(secrets: [String] = []) {
         for process in processes { process.terminate() }
@@ -115,10 +126,7 @@ struct ScaleOutTests {
         defer { cluster.stop() }
         let login = try await cluster.login(cluster.a, "alice")
         let token = try #require(login["access_token"]), session = try #require(login["session_id"])
-        let url = cluster.b.replacingOccurrences(of: "http", with: "ws") + "/api/runtime/agent"
-        let transcript = try await AgentRelayTests.session(url, headers: [("Authorization", "Bearer " + token), ("X-Session-Id", session)]) { outbound, iterator, _ in
-            try await outbound.write(.text(#"{"type":"intent","request_id":"r1","intent_type":"echo","payload":{}}"#))
-            _ = try await AgentRelayTests.nextJSON(&iterator)
+        let transcript = try await cluster.socketOnB(token: token, session: session) {
             let logout = try await cluster.send(.POST, cluster.a + "/api/auth/logout", bearer: token, ["session_id": .string(session)])
             #expect(logout.status == 204)
         }
@@ -135,10 +143,7 @@ struct ScaleOutTests {
         defer { cluster.stop() }
         let login = try await cluster.login(cluster.a, "bob")
         let token = try #require(login["access_token"]), session = try #require(login["session_id"])
-        let url = cluster.b.replacingOccurrences(of: "http", with: "ws") + "/api/runtime/agent"
-        let transcript = try await AgentRelayTests.session(url, headers: [("Authorization", "Bearer " + token), ("X-Session-Id", session)]) { outbound, iterator, _ in
-            try await outbound.write(.text(#"{"type":"intent","request_id":"r1","intent_type":"echo","payload":{}}"#))
-            _ = try await AgentRelayTests.nextJSON(&iterator)
+        let transcript = try await cluster.socketOnB(token: token, session: session) {
             try await cluster.cli(["users", "disable", "bob", "--tenant", "default"])
         }
         #expect(transcript.close?.closeCode == .policyViolation && transcript.close?.reason == "account disabled", "\(String(describing: transcript.close))")

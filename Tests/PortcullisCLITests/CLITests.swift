@@ -185,6 +185,10 @@ struct CLITests {
         #expect(try cli.run(["keys", "retire", "nobody", "--dir", "keys"]).status == 2)
         #expect(try cli.run(["keys", "generate", "--alg", "ES256", "--dir", "keys", "--kid", "../evil"]).status == 2)
         #expect(!FileManager.default.fileExists(atPath: cli.directory + "/evil.pem"))
+        for command in ["generate", "import"] {
+            let retired = try cli.run(["keys", command] + (command == "import" ? ["keys/two.pem"] : []) + ["--alg", "ES256", "--dir", "keys", "--state", "retired"])
+            #expect(retired.status == 2 && retired.stderr.contains("--state must be next or active"), "keys \(command): \(retired.stderr)")
+        }
     }
 
     @Test("a missing key file, a bad PEM and a world-readable key get one clear line each")

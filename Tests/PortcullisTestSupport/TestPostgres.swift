@@ -67,7 +67,9 @@ public final class TestPostgres: Sendable {
         if let tls {
             for (name, pem) in [("server.crt", tls.certificate), ("server.key", tls.key)] {
                 let path = directory + "/data/" + name
-                FileManager.default.createFile(atPath: path, contents: Data(pem.utf8), attributes: [.posixPermissions: 0o600])
+                guard FileManager.default.createFile(atPath: path, contents: Data(pem.utf8), attributes: [.posixPermissions: 0o600]) else {
+                    throw TestPostgresError("cannot write \(path)")
+                }
                 if geteuid() == 0, let account = getpwnam("postgres") { chown(path, account.pointee.pw_uid, account.pointee.pw_gid) }
             }
             extraOptions = " -c ssl=on"
@@ -93,8 +95,15 @@ public final class TestPostgres: Sendable {
     /// A new, empty database on this server; its URL for `storage.postgres_url`.
     public func createDatabase() throws -> String {
         let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
-        try Self.run([binDirectory + "/psql", "-h", "127.0.0.1", "-p", "\(port)", "-U", "portcullis", "-d", "postgres", "-q", "-c", "CREATE DATABASE \(name)"])
+        try psql("CREATE DATABASE \(name)")
         return url(database: String(name))
+    }
+
+    /// Runs one SQL statement with `psql` in `database`; what it printed (unaligned, rows only), trimmed.
+    @discardableResult
+    public func psql(_ sql: String, database: String = "postgres") throws -> String {
+        try Self.run([binDirectory + "/psql", "-h", "127.0.0.1", "-p", "\(port)", "-U", "portcullis", "-d", database, "-qAt", "-c", sql])
+            .trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     public func url(database: String) -> String { "postgres://portcullis@127.0.0.1:\(port)/\(database)" }

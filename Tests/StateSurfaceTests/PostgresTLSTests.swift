@@ -47,6 +47,11 @@ struct PostgresTLSTests {
         let session = SessionRecord(id: try SessionID.generate(), state: .anonymous, createdAt: 1, lastSeenAt: 1, expiresAt: 4_000_000_000)
         try await verified.insertSession(session, maximumLiveForOwner: nil)
         #expect(try await verified.session(id: session.id) == session)
+        let signals = WakeCount(try #require(verified.accessChangeSignals()))
+        #expect(await signals.reach(1, within: 10), "the change listener connects with the same TLS settings")
+        let encrypted = try server.psql(
+            "SELECT bool_and(s.ssl) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE a.application_name = 'portcullis-listen'")
+        #expect(encrypted == "t", "the LISTEN connection is encrypted: \(encrypted)")
         await verified.shutdown()
 
         let required = try await Self.open(url, tls: .require, caFile: nil)

@@ -217,4 +217,25 @@ struct RepositoryContractTests {
         await writer.shutdown()
         await reader.shutdown()
     }
+
+    @Test("on PostgreSQL change notifications have one connection of their own: with a pool of one, two listeners wake and queries still answer")
+    func accessChangeListenerOutsideThePool() async throws {
+        guard TestPostgres.enabled else { return }
+        let store = try await TestStore(.postgres, poolSize: 1)
+        let writer = try await store.open(), reader = try await store.open()
+        let watcher = WakeCount(try #require(reader.accessChangeSignals()))
+        let reloader = WakeCount(try #require(reader.accessChangeSignals()))
+        #expect(await watcher.reach(1, within: 10), "the first listener is listening")
+        #expect(await reloader.reach(1, within: 10), "the second listener is listening")
+        #expect(try await reader.latestAccessChangeVersion() == 0, "the pool's one connection answers while both listen")
+        try await writer.revokeTokenID("jti-pool-of-one", expiresAt: now + 60, now: now)
+        let watcherWoke = await watcher.reach(2, within: 5), reloaderWoke = await reloader.reach(2, within: 5)
+        #expect(watcherWoke && reloaderWoke, "both listeners woke for the commit")
+        let database = try #require(store.configuration.postgres?.database)
+        let listening = try TestPostgres.shared().psql(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = '\(database)' AND application_name = 'portcullis-listen'")
+        #expect(listening == "1", "one LISTEN connection for the reader's two listeners (the writer has none): \(listening)")
+        await writer.shutdown()
+        await reader.shutdown()
+    }
 }

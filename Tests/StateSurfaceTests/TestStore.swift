@@ -33,7 +33,8 @@ final class TestStore: Sendable {
         }
     }()
 
-    init(_ kind: StoreKind) async throws {
+    /// - Parameter poolSize: PostgreSQL's `storage.postgres_pool_size` (ignored for SQLite).
+    init(_ kind: StoreKind, poolSize: Int = 8) async throws {
         self.kind = kind
         var configuration = StorageConfiguration()
         switch kind {
@@ -44,7 +45,7 @@ final class TestStore: Sendable {
             Self.files.withLock { $0.append(temp) }
         case .postgres:
             var settings = try PostgresSettings(url: try TestPostgres.shared().createDatabase())
-            settings.poolSize = 8
+            settings.poolSize = poolSize
             configuration.postgres = settings
         }
         self.configuration = configuration

@@ -37,31 +37,9 @@ extension PostgresStateSurface: AccessChangeFeed {
             }
     }
 
-    /// LISTENs on one pooled connection, reconnecting with backoff while the database is
-    /// away; yields once per notification and once after every (re)connection.
+    /// Yields once per notification and once after every (re)connection of the store's
+    /// one LISTEN (`PostgresChangeListener`, on a connection outside the pool).
     public func accessChangeSignals() -> AsyncStream<Void>? {
-        let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let task = Task { [client, logger] in
-            var delay = 0.25
-            while !Task.isCancelled {
-                do {
-                    try await client.withConnection { connection in
-                        try await connection.listen(on: Self.accessChannel) { notifications in
-                            delay = 0.25
-                            continuation.yield()  // caught up after a (re)connection
-                            for try await _ in notifications { continuation.yield() }
-                        }
-                    }
-                } catch {
-                    if Task.isCancelled { break }
-                    logger.warning("access-change LISTEN lost; polling until it is back", metadata: ["error_type": "\(type(of: error))"])
-                }
-                try? await Task.sleep(for: .milliseconds(Int64(delay * 1000)))
-                delay = min(delay * 2, 5)
-            }
-            continuation.finish()
-        }
-        continuation.onTermination = { _ in task.cancel() }
-        return stream
+        changeListener.subscribe()
     }
 }

@@ -19,6 +19,8 @@ public final class PostgresStateSurface: Sendable {
     let client: PostgresClient
     let logger: Logger
     private let runner: Task<Void, Never>
+    /// The store's one LISTEN, shared by every `accessChangeSignals()` stream.
+    let changeListener: PostgresChangeListener
 
     /// Connects (the pool runs until `shutdown()`) and applies pending migrations.
     ///
@@ -26,9 +28,10 @@ public final class PostgresStateSurface: Sendable {
     public init(settings: PostgresSettings, logger: Logger, migrate: Bool = true) async throws {
         self.settings = settings
         self.logger = logger
+        let tls = try Self.tlsConfiguration(settings)
         var configuration = PostgresClient.Configuration(
             host: settings.host, port: settings.port, username: settings.username, password: settings.password, database: settings.database,
-            tls: try Self.tls(settings))
+            tls: tls.map { .require($0) } ?? .disable)
         configuration.options.maximumConnections = settings.poolSize
         configuration.options.connectTimeout = .milliseconds(Int64(settings.connectTimeout * 1000))
         configuration.options.additionalStartupParameters = [
@@ -36,6 +39,19 @@ public final class PostgresStateSurface: Sendable {
         ]
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.client = client
+        var listening = PostgresConnection.Configuration(
+            host: settings.host, port: settings.port, username: settings.username, password: settings.password, database: settings.database,
+            tls: .disable)
+        if let tls {
+            do {
+                listening.tls = .require(try NIOSSLContext(configuration: tls))
+            } catch {
+                throw StateSurfaceError(.unavailable, "cannot set up TLS to \(settings.name): \(error)")
+            }
+        }
+        listening.options.connectTimeout = .milliseconds(Int64(settings.connectTimeout * 1000))
+        listening.options.additionalStartupParameters = [("application_name", "portcullis-listen")]
+        changeListener = PostgresChangeListener(configuration: listening, channel: Self.accessChannel, logger: logger)
         runner = Task { await client.run() }
         do {
             try await ping()
@@ -46,14 +62,15 @@ public final class PostgresStateSurface: Sendable {
         }
     }
 
-    static func tls(_ settings: PostgresSettings) throws -> PostgresClient.Configuration.TLS {
+    /// The TLS settings for `storage.postgres_tls`; nil for `disable`.
+    static func tlsConfiguration(_ settings: PostgresSettings) throws -> TLSConfiguration? {
         switch settings.tls {
         case .disable:
-            return .disable
+            return nil
         case .require:
             var tls = TLSConfiguration.makeClientConfiguration()
             tls.certificateVerification = .none
-            return .require(tls)
+            return tls
         case .verifyFull:
             var tls = TLSConfiguration.makeClientConfiguration()
             tls.certificateVerification = .fullVerification
@@ -64,13 +81,14 @@ public final class PostgresStateSurface: Sendable {
                     throw StateSurfaceError(.unavailable, "cannot read storage.postgres_ca_file \(caFile): \(error)")
                 }
             }
-            return .require(tls)
+            return tls
         }
     }
 
     public var name: String { settings.name }
 
     public func shutdown() async {
+        await changeListener.shutdown()
         runner.cancel()
         _ = await runner.value
     }
