@@ -306,7 +306,8 @@ enum OpenAPIDocument {
             valid, the session must exist and belong to the token's user and tenant. The
             socket closes with 1008 when the token expires without `auth.renew`, the session
             ends or the account is disabled. A plain GET (no upgrade) with the same
-            credentials answers the refusal the upgrade would get, or 426 when it would be admitted.
+            credentials answers the refusal the upgrade would get, 503 `upstream_unavailable` while
+            the Runtime behind the socket does not answer, or 426 when it would be admitted.
           security: [{bearer: []}]
           parameters:
             - name: X-Session-Id

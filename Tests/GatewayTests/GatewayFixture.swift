@@ -29,6 +29,24 @@ struct Answer {
 
     subscript(_ name: String) -> String? { json[name]?.stringValue }
     var error: String? { json["error"]?.stringValue }
+
+    /// Sends one request with the shared HTTP client (a JSON `body` when given) and reads the whole answer.
+    static func request(_ method: HTTPMethod, _ url: String, bearer: String? = nil, headers: [(String, String)] = [], body: String? = nil)
+        async throws -> Answer
+    {
+        var request = HTTPClientRequest(url: url)
+        request.method = method
+        if let bearer { request.headers.add(name: "Authorization", value: "Bearer " + bearer) }
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        if let body {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(string: body))
+        }
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        let bytes = try await response.body.collect(upTo: 1 << 20)
+        let json = (try? StrictJSONReader().parseObject(Array(bytes.readableBytesView))) ?? JSONObject()
+        return Answer(status: Int(response.status.code), headers: response.headers, json: json, raw: String(buffer: bytes))
+    }
 }
 
 /// A whole Portcullis (gateway, admin listener, embedded Runtime) on loopback
@@ -112,19 +130,7 @@ final class GatewayFixture: Sendable {
     func send(_ method: HTTPMethod, _ path: String, bearer: String? = nil, headers: [(String, String)] = [], body: String? = nil, port: Int? = nil)
         async throws -> Answer
     {
-        var request = HTTPClientRequest(url: "http://127.0.0.1:\(port ?? gatewayPort)" + path)
-        request.method = method
-        if let bearer { request.headers.add(name: "Authorization", value: "Bearer " + bearer) }
-        for (name, value) in headers { request.headers.add(name: name, value: value) }
-        if let body {
-            request.headers.add(name: "Content-Type", value: "application/json")
-            request.body = .bytes(ByteBuffer(string: body))
-        }
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
-        let bytes = try await response.body.collect(upTo: 1 << 20)
-        let raw = String(buffer: bytes)
-        let json = (try? StrictJSONReader().parseObject(Array(bytes.readableBytesView))) ?? JSONObject()
-        return Answer(status: Int(response.status.code), headers: response.headers, json: json, raw: raw)
+        try await Answer.request(method, "http://127.0.0.1:\(port ?? gatewayPort)" + path, bearer: bearer, headers: headers, body: body)
     }
 
     /// `POST` with a JSON object body.

@@ -322,16 +322,6 @@ final class LoadTally: Sendable {
 /// Plain requests to any instance.
 struct ScaleOutClient {
     func send(_ method: HTTPMethod, _ url: String, bearer: String? = nil, _ body: JSONValue? = nil) async throws -> Answer {
-        var request = HTTPClientRequest(url: url)
-        request.method = method
-        if let bearer { request.headers.add(name: "Authorization", value: "Bearer " + bearer) }
-        if let body {
-            request.headers.add(name: "Content-Type", value: "application/json")
-            request.body = .bytes(ByteBuffer(string: JSONWriter.string(body)))
-        }
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
-        let bytes = try await response.body.collect(upTo: 1 << 20)
-        let json = (try? StrictJSONReader().parseObject(Array(bytes.readableBytesView))) ?? JSONObject()
-        return Answer(status: Int(response.status.code), headers: response.headers, json: json, raw: String(buffer: bytes))
+        try await Answer.request(method, url, bearer: bearer, body: body.map(JSONWriter.string))
     }
 }
