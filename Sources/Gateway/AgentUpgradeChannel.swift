@@ -65,6 +65,7 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
             // Set by shouldUpgrade, read when the pipeline is rebuilt; one upgrade per connection.
             let decision = NIOLockedValueBox<Decision?>(nil)
             let guardian = self.guardian
+            let links = sockets.links
             let upgrader = NIOTypedWebSocketServerUpgrader<Outcome>(
                 maxFrameSize: maximumMessageBytes,
                 shouldUpgrade: { channel, head in
@@ -88,13 +89,27 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
                             return nil
                         }
                     }
+                    // Admitted, it answers 101 only with this loop's link to the Runtime open (at once
+                    // when it is); while the Runtime is away, 503 rather than a 101 and then 1011.
+                    let withLink = { @Sendable (headers: HTTPHeaders?) -> EventLoopFuture<HTTPHeaders?> in
+                        guard let headers else { return channel.eventLoop.makeSucceededFuture(nil) }
+                        let link = links.link(for: channel.eventLoop)
+                        if link.isOpen { return channel.eventLoop.makeSucceededFuture(headers) }
+                        return link.whenOpen().map { open in
+                            guard open else {
+                                decision.withLockedValue { $0 = .refused(.runtimeUnavailable("the Runtime behind the socket does not answer; try again in a moment")) }
+                                return nil
+                            }
+                            return headers
+                        }
+                    }
                     // On the event loop when the caches can answer; otherwise the store and the Runtime are asked.
                     if let result = guardian.admitUpgradeWithoutSuspending(request) {
-                        return channel.eventLoop.makeSucceededFuture(decide(result))
+                        return withLink(decide(result))
                     }
                     let promise = channel.eventLoop.makePromise(of: HTTPHeaders?.self)
                     promise.completeWithTask { decide(await guardian.admitUpgrade(request)) }
-                    return promise.futureResult
+                    return promise.futureResult.flatMap(withLink)
                 },
                 upgradePipelineHandler: { channel, _ in
                     channel.eventLoop.makeCompletedFuture {

@@ -303,11 +303,12 @@ enum OpenAPIDocument {
             `Sec-WebSocket-Protocol: portcullis.agent.v1, base64url.bearer.<token as base64url>,
             portcullis.session.<session id>` (browsers; the 101 selects `portcullis.agent.v1`
             only); or the `access_token` and `session_id` query parameters. The token must be
-            valid, the session must exist and belong to the token's user and tenant. The
+            valid, the session must exist and belong to the token's user and tenant, and the
+            Runtime behind the socket must answer (503 `upstream_unavailable` otherwise). The
             socket closes with 1008 when the token expires without `auth.renew`, the session
             ends or the account is disabled. A plain GET (no upgrade) with the same
-            credentials answers the refusal the upgrade would get, 503 `upstream_unavailable` while
-            the Runtime behind the socket does not answer, or 426 when it would be admitted.
+            credentials answers the refusal the upgrade would get (503 included), or 426 when it
+            would be admitted.
           security: [{bearer: []}]
           parameters:
             - name: X-Session-Id

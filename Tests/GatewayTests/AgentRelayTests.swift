@@ -243,7 +243,7 @@ struct AgentRelayTests {
         try await fixture.stop()
     }
 
-    @Test("the Runtime stopped mid-stream: the socket gets 1011 with a reason; a new socket works when it returns")
+    @Test("the Runtime stopped mid-stream: the socket gets 1011 with a reason, a new upgrade is refused with 503 while it is away, and a new socket works when it returns")
     func runtimeGoesAway() async throws {
         let directory = NSTemporaryDirectory() + "portcullis-relay-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -264,6 +264,12 @@ struct AgentRelayTests {
         }
         #expect(transcript.close?.closeCode == .unexpectedServerError, "\(String(describing: transcript.close))")
         #expect(transcript.close?.reason?.isEmpty == false)
+
+        // While the Runtime is away a new upgrade is refused with 503, not answered 101 and then closed.
+        let gatewayPort = fixture.gatewayPort
+        let target = "/api/runtime/agent?access_token=\(login.accessToken)&session_id=\(login.sessionID)"
+        let refused = try await offPool { try RawUpgrade.send(port: gatewayPort, target: target) }
+        #expect(refused.status == 503 && refused.error == "upstream_unavailable", "\(refused.head) \(refused.body)")
 
         let runtime = try await StandaloneRuntime.start(directory: directory, port: port)
         let again = try await Self.session(Self.url(fixture, login)) { outbound, iterator, transcript in

@@ -36,6 +36,8 @@ final class RuntimeAgentLink {
     private var flushPending = false
     /// False while the Runtime cannot take more: sockets stop reading their clients.
     private(set) var isWritable = true
+    /// Upgrades waiting for the link to open before they answer 101 (`whenOpen()`).
+    private var waiters: [EventLoopPromise<Bool>] = []
 
     init(eventLoop: any EventLoop, links: RuntimeAgentLinks) {
         self.eventLoop = eventLoop
@@ -49,6 +51,31 @@ final class RuntimeAgentLink {
         streams[nextStreamID] = socket
         send(.open(stream: nextStreamID, admitted.streamIdentity))
         return nextStreamID
+    }
+
+    /// True once the link is open (at once when it is), false when it cannot open.
+    ///
+    /// An upgrade asks before it answers 101, so while the Runtime is away a client
+    /// hears 503 instead of a 101 and then 1011. An open link answers without waiting.
+    func whenOpen() -> EventLoopFuture<Bool> {
+        switch state {
+        case .connected:
+            return eventLoop.makeSucceededFuture(true)
+        case .connecting:
+            let promise = eventLoop.makePromise(of: Bool.self)
+            waiters.append(promise)
+            return promise.futureResult
+        case .idle:
+            let promise = eventLoop.makePromise(of: Bool.self)
+            waiters.append(promise)
+            connect()
+            return promise.futureResult
+        }
+    }
+
+    var isOpen: Bool {
+        if case .connected = state { return true }
+        return false
     }
 
     /// Ends a stream from the gateway's side (the client closed or was closed).
@@ -168,6 +195,7 @@ final class RuntimeAgentLink {
         for frame in pending { write(frame, to: channel) }
         pending = []
         channel.flush()
+        answerWaiters(true)
         channel.closeFuture.assumeIsolated().whenComplete { [self] _ in
             guard case .connected(let current) = state, current === channel else { return }
             failed(reason: "the Runtime went away; reconnect shortly", gone: true)
@@ -183,6 +211,13 @@ final class RuntimeAgentLink {
         streams = [:]
         if gone, !ended.isEmpty { links.metrics.relayError(kind: "upstream_gone") }
         for socket in ended.values { socket.runtimeEnded(code: 1011, reason: reason) }
+        answerWaiters(false)
+    }
+
+    private func answerWaiters(_ open: Bool) {
+        let waiting = waiters
+        waiters = []
+        for promise in waiting { promise.succeed(open) }
     }
 
     // MARK: From the Runtime
