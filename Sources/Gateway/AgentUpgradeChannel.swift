@@ -97,7 +97,7 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
                         if link.isOpen { return channel.eventLoop.makeSucceededFuture(headers) }
                         return link.whenOpen().map { open in
                             guard open else {
-                                decision.withLockedValue { $0 = .refused(.runtimeUnavailable("the Runtime behind the socket does not answer; try again in a moment")) }
+                                decision.withLockedValue { $0 = .refused(RuntimeAgentLinks.unavailable) }
                                 return nil
                             }
                             return headers

@@ -25,24 +25,18 @@ public enum GatewayServer {
         BrowserClientRoutes(directory: services.configuration.clientDirectory, servesDemo: services.configuration.servesDemo, logger: services.logger)
             .register(on: router)
         services.proxyRoutes.register(on: router)
-        // Plain HTTP on the socket path: the guard's refusal, 503 while the Runtime behind the
-        // socket does not answer, or 426 when only the upgrade is missing. Clients ask this
-        // after an unexplained close: 426 must mean a socket opened now would work.
+        // Plain HTTP on the socket path: the guard's refusal, 503 while no link to the Runtime
+        // can open (as the upgrade would get), or 426 when only the upgrade is missing. Clients
+        // ask this after an unexplained close: 426 must mean a socket opened now would work.
         let socketGuard = services.socketGuard
-        let runtime = services.runtime
-        router.get(RouterPath(WebSocketGuard.path)) { request, _ -> Response in
+        let links = services.agentLinks
+        router.get(RouterPath(WebSocketGuard.path)) { request, context -> Response in
             let headers = request.headers.map { ($0.name.rawName, $0.value) }
             let uri = request.uri.query.map { request.uri.path + "?" + $0 } ?? request.uri.path
             if case .failure(let error) = await socketGuard.preview(UpgradeRequest(uri: uri, headers: headers)) {
                 throw error
             }
-            do {
-                try await runtime.checkHealth()
-            } catch let error as GatewayError {
-                throw error
-            } catch {
-                throw GatewayError.runtimeUnavailable("the Runtime behind the socket does not answer; try again in a moment")
-            }
+            guard try await links.whenOpen(on: context.eventLoop).get() else { throw RuntimeAgentLinks.unavailable }
             let error = GatewayError(.upgradeRequired, "upgrade_required", "open this path as a WebSocket, as the first request on a new connection")
             var response = error.response()
             response.headers[.upgrade] = "websocket"

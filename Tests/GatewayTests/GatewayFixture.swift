@@ -31,9 +31,9 @@ struct Answer {
     var error: String? { json["error"]?.stringValue }
 
     /// Sends one request with the shared HTTP client (a JSON `body` when given) and reads the whole answer.
-    static func request(_ method: HTTPMethod, _ url: String, bearer: String? = nil, headers: [(String, String)] = [], body: String? = nil)
-        async throws -> Answer
-    {
+    static func request(
+        _ method: HTTPMethod, _ url: String, bearer: String? = nil, headers: [(String, String)] = [], body: String? = nil, timeout: Int64 = 30
+    ) async throws -> Answer {
         var request = HTTPClientRequest(url: url)
         request.method = method
         if let bearer { request.headers.add(name: "Authorization", value: "Bearer " + bearer) }
@@ -42,7 +42,7 @@ struct Answer {
             request.headers.add(name: "Content-Type", value: "application/json")
             request.body = .bytes(ByteBuffer(string: body))
         }
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(timeout))
         let bytes = try await response.body.collect(upTo: 1 << 20)
         let json = (try? StrictJSONReader().parseObject(Array(bytes.readableBytesView))) ?? JSONObject()
         return Answer(status: Int(response.status.code), headers: response.headers, json: json, raw: String(buffer: bytes))

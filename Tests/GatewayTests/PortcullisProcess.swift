@@ -1,6 +1,4 @@
-import AsyncHTTPClient
 import Foundation
-import NIOCore
 import PortcullisTestSupport
 
 /// Runs the real `portcullis` binary with `arguments` (and `input` on stdin) to its end
@@ -53,10 +51,8 @@ final class PortcullisProcess: Sendable {
     }
 }
 
+/// A GET (at most 5 s): the body and the status.
 func httpGet(_ url: String) async throws -> (String, Int) {
-    var request = HTTPClientRequest(url: url)
-    request.method = .GET
-    let response = try await HTTPClient.shared.execute(request, timeout: .seconds(5))
-    let body = try await response.body.collect(upTo: 1 << 20)
-    return (String(buffer: body), Int(response.status.code))
+    let answer = try await Answer.request(.GET, url, timeout: 5)
+    return (answer.raw, answer.status)
 }

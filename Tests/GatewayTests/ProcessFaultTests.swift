@@ -117,19 +117,17 @@ struct ProcessFaultTests {
         #expect(String(buffer: try await down.body.collect(upTo: 1 << 16)).contains(#""error":"upstream_unavailable""#))
         #expect(try await httpGet(base + "/healthz").1 == 200, "the gateway stays up")
         // A client asking why its socket closed hears 503, not 426 ("would be admitted"), while the Runtime is away.
-        var diagnosis = HTTPClientRequest(url: base + "/api/runtime/agent")
-        diagnosis.headers.add(name: "Authorization", value: "Bearer \(token)")
-        diagnosis.headers.add(name: "X-Session-Id", value: sessionID)
-        let why = try await HTTPClient.shared.execute(diagnosis, timeout: .seconds(10))
-        #expect(why.status.code == 503, "the socket path's diagnosis while the Runtime is down: \(why.status.code)")
-        #expect(String(buffer: try await why.body.collect(upTo: 1 << 16)).contains(#""error":"upstream_unavailable""#))
+        let diagnose = { try await Answer.request(.GET, base + "/api/runtime/agent", bearer: token, headers: [("X-Session-Id", sessionID)]) }
+        let why = try await diagnose()
+        #expect(why.status == 503, "the socket path's diagnosis while the Runtime is down: \(why.status)")
+        #expect(why.raw.contains(#""error":"upstream_unavailable""#))
 
         runtime = try PortcullisProcess(runtimeArguments, directory: directory, name: "runtime2")
         defer { runtime.terminate() }
         try await serve.waitUntilReady(base + "/readyz")
         let up = try await HTTPClient.shared.execute(read, timeout: .seconds(10))
         #expect(up.status.code == 200)
-        #expect(try await HTTPClient.shared.execute(diagnosis, timeout: .seconds(10)).status.code == 426, "would be admitted again")
+        #expect(try await diagnose().status == 426, "would be admitted again")
         let again = try await AgentRelayTests.session(url) { outbound, iterator, transcript in
             try await outbound.write(.text(#"{"type":"ping"}"#))
             if case .text(let text)? = try await iterator.next() { transcript.messages.append(try StrictJSONReader().parseObject(Array(text.utf8))) }

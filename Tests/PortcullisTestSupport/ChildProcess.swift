@@ -146,8 +146,7 @@ public final class ChildProcess: Sendable {
     public func terminate(signal: Int32 = SIGTERM, within seconds: Double = 15) -> Bool {
         guard isRunning else { return true }
         kill(pid, signal)
-        if (try? waitForExit(within: seconds)) != nil { return true }
-        return false
+        return (try? waitForExit(within: seconds)) != nil
     }
 
     /// Removes the child's scratch files (its input, its separate errors, and its output unless given a path).

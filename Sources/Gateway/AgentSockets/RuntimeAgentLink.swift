@@ -58,19 +58,11 @@ final class RuntimeAgentLink {
     /// An upgrade asks before it answers 101, so while the Runtime is away a client
     /// hears 503 instead of a 101 and then 1011. An open link answers without waiting.
     func whenOpen() -> EventLoopFuture<Bool> {
-        switch state {
-        case .connected:
-            return eventLoop.makeSucceededFuture(true)
-        case .connecting:
-            let promise = eventLoop.makePromise(of: Bool.self)
-            waiters.append(promise)
-            return promise.futureResult
-        case .idle:
-            let promise = eventLoop.makePromise(of: Bool.self)
-            waiters.append(promise)
-            connect()
-            return promise.futureResult
-        }
+        if isOpen { return eventLoop.makeSucceededFuture(true) }
+        let promise = eventLoop.makePromise(of: Bool.self)
+        waiters.append(promise)
+        if case .idle = state { connect() }
+        return promise.futureResult
     }
 
     var isOpen: Bool {

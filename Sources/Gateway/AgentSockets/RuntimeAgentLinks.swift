@@ -29,6 +29,14 @@ final class RuntimeAgentLinks: Sendable {
         links.value(for: eventLoop) { RuntimeAgentLink(eventLoop: eventLoop, links: self) }
     }
 
+    /// Whether `eventLoop`'s link is open, or opens now (from any thread); see `RuntimeAgentLink.whenOpen()`.
+    func whenOpen(on eventLoop: any EventLoop) -> EventLoopFuture<Bool> {
+        eventLoop.flatSubmit { self.link(for: eventLoop).whenOpen() }
+    }
+
+    /// The refusal of a socket (its upgrade, or the plain GET that asks about one) while no link can open.
+    static let unavailable = GatewayError.runtimeUnavailable("the Runtime behind the socket does not answer; try again in a moment")
+
     /// Where and how to open a link now: the Runtime's address and a fresh assertion naming the gateway alone.
     struct Connection {
         let host: String

@@ -1,6 +1,5 @@
 import Foundation
 import Logging
-import NIOSSL
 import PostgresNIO
 import Synchronization
 

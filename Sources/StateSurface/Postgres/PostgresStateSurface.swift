@@ -39,19 +39,8 @@ public final class PostgresStateSurface: Sendable {
         ]
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.client = client
-        var listening = PostgresConnection.Configuration(
-            host: settings.host, port: settings.port, username: settings.username, password: settings.password, database: settings.database,
-            tls: .disable)
-        if let tls {
-            do {
-                listening.tls = .require(try NIOSSLContext(configuration: tls))
-            } catch {
-                throw StateSurfaceError(.unavailable, "cannot set up TLS to \(settings.name): \(error)")
-            }
-        }
-        listening.options.connectTimeout = .milliseconds(Int64(settings.connectTimeout * 1000))
-        listening.options.additionalStartupParameters = [("application_name", "portcullis-listen")]
-        changeListener = PostgresChangeListener(configuration: listening, channel: Self.accessChannel, logger: logger)
+        changeListener = PostgresChangeListener(
+            configuration: try Self.listenerConfiguration(settings, tls: tls), channel: Self.accessChannel, logger: logger)
         runner = Task { await client.run() }
         do {
             try await ping()
@@ -60,6 +49,23 @@ public final class PostgresStateSurface: Sendable {
             await shutdown()
             throw error
         }
+    }
+
+    /// The LISTEN connection's settings: the pool's address, account, TLS and connect timeout.
+    static func listenerConfiguration(_ settings: PostgresSettings, tls: TLSConfiguration?) throws -> PostgresConnection.Configuration {
+        var configuration = PostgresConnection.Configuration(
+            host: settings.host, port: settings.port, username: settings.username, password: settings.password, database: settings.database,
+            tls: .disable)
+        if let tls {
+            do {
+                configuration.tls = .require(try NIOSSLContext(configuration: tls))
+            } catch {
+                throw StateSurfaceError(.unavailable, "cannot set up TLS to \(settings.name): \(error)")
+            }
+        }
+        configuration.options.connectTimeout = .milliseconds(Int64(settings.connectTimeout * 1000))
+        configuration.options.additionalStartupParameters = [("application_name", "portcullis-listen")]
+        return configuration
     }
 
     /// The TLS settings for `storage.postgres_tls`; nil for `disable`.
