@@ -47,4 +47,11 @@ printf 'browser password 1\n' | (cd "$WORK" && "$BIN" users add browser --tenant
 PORTCULLIS_URL="http://127.0.0.1:$PORT" PORTCULLIS_USER=browser PORTCULLIS_PASSWORD='browser password 1' \
   PORTCULLIS_BROWSER_OUT="$ROOT/.build/browser" CHROMIUM="$CHROMIUM" PORTCULLIS_WORK="$WORK" \
   RUNTIME_PID="$RUNTIME_PID" RUNTIME_ARGS="$(printf '%s\n' "${RUNTIME_ARGS[@]}")" RUNTIME_PORT="$RUNTIME_PORT" \
-  "$VENV/bin/python" "${BROWSER_TEST:-$ROOT/Tests/Browser/test_demo.py}"
+  "$VENV/bin/python" "${BROWSER_TEST:-$ROOT/Tests/Browser/test_demo.py}" || {
+  status=$?
+  # The logs say what the servers saw (they never hold a token); WORK is removed on exit.
+  for log in serve.log runtime.log runtime-restarted.log; do
+    [ -f "$WORK/$log" ] && { echo "--- $log (last 30 lines)"; tail -30 "$WORK/$log"; }
+  done
+  exit "$status"
+}

@@ -36,20 +36,70 @@ def check(condition, rule):
     print(f"ok    {rule}")
 
 
+# Keeps every text the demo's socket state showed (with its close code), for describe().
+SOCKET_STATE_HISTORY = """
+    window.__socketStates = [];
+    document.addEventListener("DOMContentLoaded", () => {
+        const shown = document.getElementById("socket-state");
+        if (shown) new MutationObserver(() => window.__socketStates.push(shown.textContent))
+            .observe(shown, { childList: true, characterData: true, subtree: true });
+    });
+"""
+
+
+def describe(page):
+    """What the demo page shows (no token is ever on it), printed when a check fails."""
+    shown = {}
+    for element in ("session-state", "session-event", "socket-state", "intent-result", "intent-error", "login-error"):
+        try:
+            shown[element] = page.text_content(f"#{element}", timeout=1000)
+        except Exception as error:  # the page itself may be gone
+            shown[element] = f"<unreadable: {type(error).__name__}>"
+    try:
+        shown["socket states since the page loaded"] = page.evaluate("window.__socketStates")
+    except Exception as error:
+        shown["socket states since the page loaded"] = f"<unreadable: {type(error).__name__}>"
+    return shown
+
+
 class Network:
-    """What the page asked for: requests, WebSockets, their closes and the frames it sent."""
+    """What the page asked for: requests, WebSockets, their closes and the frames it sent.
+
+    Also a timeline of it all (answers, socket opens and closes, the type of every frame
+    sent, every frame received), printed when a check fails; it never holds a token.
+    """
 
     def __init__(self, page):
         self.requests, self.sockets, self.closed, self.sent = [], [], [], []
+        self.responses, self.timeline = [], []
+        self.started = time.time()
         page.on("request", lambda r: self.requests.append((r.method, r.url)))
-        self.responses = []
-        page.on("response", lambda r: self.responses.append((r.request.method, r.url[len(BASE):], r.status)))
+        page.on("response", self._response)
         page.on("websocket", self._socket)
+
+    def _note(self, text):
+        self.timeline.append(f"{time.time() - self.started:7.2f}s {text}")
+
+    def _response(self, response):
+        answer = (response.request.method, response.url[len(BASE):], response.status)
+        self.responses.append(answer)
+        self._note(f"{answer[0]} {answer[1]} -> {answer[2]}")
 
     def _socket(self, ws):
         self.sockets.append(ws.url)
-        ws.on("close", lambda _: self.closed.append(ws.url))
-        ws.on("framesent", lambda payload: self.sent.append(payload))
+        number = len(self.sockets)
+        self._note(f"socket {number} opening")
+        ws.on("close", lambda _: (self.closed.append(ws.url), self._note(f"socket {number} closed")))
+        ws.on("framesent", lambda payload: self._sent(number, payload))
+        ws.on("framereceived", lambda payload: self._note(f"socket {number} received {payload}"))
+
+    def _sent(self, number, payload):
+        self.sent.append(payload)
+        try:
+            kind = json.loads(payload).get("type")
+        except (TypeError, ValueError, AttributeError):
+            kind = "a non-JSON frame"
+        self._note(f"socket {number} sent {kind}")  # the type only: a renewal holds a token
 
     def creates(self):
         return [u for m, u in self.requests if m == "POST" and u.endswith("/api/session/create-anonymous")]
@@ -195,11 +245,22 @@ def main():
             browser = p.chromium.launch(executable_path=os.environ.get("CHROMIUM", "/usr/bin/chromium"), args=["--no-sandbox"])
             page = browser.new_page()
             net = Network(page)
-            first_visit_and_login(page, net)
-            outlives_token(page, net)
-            runtime_restart(page, net, runtime)
-            revoked_elsewhere(page, net)
-            logout(page, net)
+            page.add_init_script(SOCKET_STATE_HISTORY)
+            try:
+                first_visit_and_login(page, net)
+                outlives_token(page, net)
+                runtime_restart(page, net, runtime)
+                revoked_elsewhere(page, net)
+                logout(page, net)
+                states = page.evaluate("window.__socketStates")
+                check(not any("token expired" in state for state in states),
+                      "no socket closed for an expired token (the client renews in time, also on a socket that opened mid-refresh)")
+            except BaseException:
+                print(f"      the page showed: {describe(page)}")
+                print("      the last 40 events:")
+                for event in net.timeline[-40:]:
+                    print(f"        {event}")
+                raise
             urls = [u for _, u in net.requests] + net.sockets
             check(not any("eyJ" in u or "access_token" in u or "refresh_token" in u for u in urls), "no URL the browser requested contains a token")
             many_components(browser)

@@ -190,15 +190,21 @@ export class PortcullisClient extends EventTarget {
   // --- Tokens -----------------------------------------------------------
 
   _takeTokens(answer) {
+    // Refresh at about 80% of the token's life, at least a second before it ends.
+    const delay = Math.max(1000, Math.min(answer.expires_in * 800, answer.expires_in * 1000 - 1000));
     this._tokens = {
       accessToken: answer.access_token,
       refreshToken: answer.refresh_token,
       expiresAt: Date.now() + answer.expires_in * 1000,
+      refreshAt: Date.now() + delay,
     };
     clearTimeout(this._refreshTimer);
-    // Refresh at about 80% of the token's life, at least a second before it ends.
-    const delay = Math.max(1000, Math.min(answer.expires_in * 800, answer.expires_in * 1000 - 1000));
     if (!this._closed) this._refreshTimer = setTimeout(() => this.refresh().catch(() => {}), delay);
+  }
+
+  /** True when the access token is due for its refresh (or overdue: the refresh keeps failing). */
+  _tokenDue() {
+    return !this._tokens || Date.now() >= Math.min(this._tokens.refreshAt, this._tokens.expiresAt - 1000);
   }
 
   _forgetTokens() {
@@ -290,11 +296,15 @@ export class AgentSocket extends EventTarget {
     this.state = "connecting";
     const origin = c.baseUrl || globalThis.location.origin;
     const url = origin.replace(/^http/, "ws") + AGENT_PATH;
-    const protocols = [AGENT_PROTOCOL, `base64url.bearer.${base64url(c._tokens.accessToken)}`, `portcullis.session.${c.session.session_id}`];
+    const openedWith = c._tokens.accessToken;
+    const protocols = [AGENT_PROTOCOL, `base64url.bearer.${base64url(openedWith)}`, `portcullis.session.${c.session.session_id}`];
     const socket = new WebSocket(url, protocols);
     this.socket = socket;
     socket.onopen = () => {
       this.state = "open";
+      // Tokens refreshed while the socket was connecting were not renewed on it (it was not
+      // open): renew now, or the gateway closes it with 1008 when the older token expires.
+      if (c._tokens && c._tokens.accessToken !== openedWith) this._renew();
       // A socket that opens and drops at once (the Runtime is away) must not restart the backoff.
       this._stableTimer = setTimeout(() => {
         this._attempt = 0;
@@ -358,7 +368,17 @@ export class AgentSocket extends EventTarget {
         await c._call("GET", AGENT_PATH, { bearer: true, headers: { "X-Session-Id": c.session.session_id } });
       } catch (error) {
         if (error.code === "upgrade_required") {
-          // 426: the gateway would admit this socket now.
+          // 426: the gateway would admit this socket now. A token due for its refresh is
+          // refreshed first: the gateway closes a socket (1008) when its token expires, and
+          // after an outage the token may have moments left.
+          if (c._tokenDue()) {
+            try {
+              await c.refresh();
+            } catch (_) {
+              continue; // refused (the session ended; _ready() is false now) or unavailable: back off
+            }
+            if (this._stopped || !this._ready() || this.socket) return;
+          }
           this._connect();
           return;
         }
