@@ -32,6 +32,12 @@ final class AccessChangeWatcher: Service, Sendable {
     let interval: Double
     /// The last feed version applied; `nil` until the first read.
     private let cursor = Mutex<Int64?>(nil)
+    /// One warning per outage of each check below, not one per attempt.
+    private let failures: RecurringFailureLog
+
+    static let revocationSync = RecurringFailureLog.Check(name: "revocation sync", meanwhile: "checks go to the store until it recovers")
+    static let feedRead = RecurringFailureLog.Check(name: "access-change feed read", meanwhile: "the periodic sync carries on")
+    static let endedSessionCheck = RecurringFailureLog.Check(name: "ended-session check", meanwhile: "will retry")
 
     init(
         revocations: RevocationList, runtime: RuntimeClient, sockets: SocketRegistry, sessionOwners: SessionOwnershipView,
@@ -45,6 +51,7 @@ final class AccessChangeWatcher: Service, Sendable {
         self.clock = clock
         self.logger = logger
         self.interval = interval
+        self.failures = RecurringFailureLog(logger: logger)
     }
 
     enum Wake: Sendable {
@@ -89,8 +96,9 @@ final class AccessChangeWatcher: Service, Sendable {
             for account in try await revocations.sync() {
                 sockets.close(userID: account.userID, tenantID: account.tenantID, reason: "account disabled")
             }
+            failures.succeeded(Self.revocationSync)
         } catch {
-            logger.warning("revocation sync failed; checks go to the store until it recovers", metadata: ["error_type": "\(type(of: error))"])
+            failures.failed(Self.revocationSync, error: error)
         }
     }
 
@@ -102,6 +110,7 @@ final class AccessChangeWatcher: Service, Sendable {
             guard let start = cursor.withLock({ $0 }) else {
                 let latest = try await feed.latestAccessChangeVersion()
                 cursor.withLock { $0 = $0 ?? latest }
+                failures.succeeded(Self.feedRead)
                 return
             }
             var version = start
@@ -113,8 +122,9 @@ final class AccessChangeWatcher: Service, Sendable {
                 cursor.withLock { $0 = max($0 ?? 0, version) }
                 if changes.count < 1_000 { break }
             }
+            failures.succeeded(Self.feedRead)
         } catch {
-            logger.warning("access-change feed read failed; the periodic sync carries on", metadata: ["error_type": "\(type(of: error))"])
+            failures.failed(Self.feedRead, error: error)
         }
     }
 
@@ -156,8 +166,9 @@ final class AccessChangeWatcher: Service, Sendable {
             sessionOwners.forget(ended)
             sessionOwners.validated(at: checkedAt)
             for sessionID in ended { sockets.close(sessionID: sessionID, reason: "session ended") }
+            failures.succeeded(Self.endedSessionCheck)
         } catch {
-            logger.warning("ended-session check failed; will retry", metadata: ["error_type": "\(type(of: error))"])
+            failures.failed(Self.endedSessionCheck, error: error)
         }
     }
 }

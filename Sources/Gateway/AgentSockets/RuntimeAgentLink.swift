@@ -174,7 +174,10 @@ final class RuntimeAgentLink {
             guard case .success(let channel?) = result else {
                 connected.whenSuccess { $0.close(promise: nil) }
                 links.metrics.relayError(kind: "upstream")
-                links.logger.warning("agent link: the Runtime's agent link could not be opened")
+                // A failure to connect, or an answer that did not upgrade.
+                let error: any Error
+                if case .failure(let failure) = result { error = failure } else { error = RuntimeAgentLinks.unavailable }
+                links.failures.failed(RuntimeAgentLinks.opening, error: error)
                 return failed(reason: "the Runtime is unavailable; reconnect shortly")
             }
             opened(channel)
@@ -182,6 +185,7 @@ final class RuntimeAgentLink {
     }
 
     private func opened(_ channel: any Channel) {
+        links.failures.succeeded(RuntimeAgentLinks.opening)
         state = .connected(channel)
         isWritable = channel.isWritable
         for frame in pending { write(frame, to: channel) }

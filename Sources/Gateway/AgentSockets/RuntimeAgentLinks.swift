@@ -14,6 +14,10 @@ final class RuntimeAgentLinks: Sendable {
     /// How long opening a link may take (TCP, TLS and the upgrade).
     let timeout: TimeAmount
     private let links = EventLoopTable<RuntimeAgentLink>()
+    /// One warning per outage of the Runtime, not one per link that could not open.
+    let failures: RecurringFailureLog
+
+    static let opening = RecurringFailureLog.Check(name: "agent link: opening the Runtime's agent link", meanwhile: "sockets are refused with 503 until it opens")
     private let tls = NIOLockedValueBox<NIOSSLContext?>(nil)
 
     init(runtime: RuntimeClient, metrics: GatewayMetrics, logger: Logger, maximumMessageBytes: Int, timeout: Double) {
@@ -22,6 +26,7 @@ final class RuntimeAgentLinks: Sendable {
         self.logger = logger
         self.maximumMessageBytes = maximumMessageBytes
         self.timeout = .milliseconds(Int64(timeout * 1000))
+        self.failures = RecurringFailureLog(logger: logger)
     }
 
     /// The link of `eventLoop`; call it on that loop.
