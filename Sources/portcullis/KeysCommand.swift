@@ -15,7 +15,7 @@ struct KeysCommand: AsyncParsableCommand {
     struct Generate: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Generate a key; the first becomes active, later ones next.")
 
-        @OptionGroup var key: NewKeyOptions
+        @OptionGroup var options: NewKeyOptions
 
         @Option(help: "RSA modulus size for RS*/PS* keys.")
         var bits = 2048
@@ -23,9 +23,9 @@ struct KeysCommand: AsyncParsableCommand {
         @OptionGroup var announcement: KeyRingAnnouncement
 
         func run() async throws {
-            let record = try KeyDirectory(path: key.dir).generate(algorithm: key.alg, kid: key.kid, status: key.state, rsaBits: bits)
-            let file = key.dir + "/" + record.kid + (key.alg.family == .hmac ? ".jwk" : ".pem")
-            print("generated \(key.alg.rawValue) key \(record.kid) (\(record.status.rawValue)) in \(file)")
+            let record = try KeyDirectory(path: options.dir).generate(algorithm: options.alg, kid: options.kid, status: options.state, rsaBits: bits)
+            let file = options.dir + "/" + record.kid + (options.alg.family == .hmac ? ".jwk" : ".pem")
+            print("generated \(options.alg.rawValue) key \(record.kid) (\(record.status.rawValue)) in \(file)")
             await announcement.announce()
         }
     }

@@ -85,11 +85,6 @@ struct KeyTests {
 
 @Suite("Keys written by the openssl command")
 struct OpenSSLInteropTests {
-    static let openssl: String? = ["/usr/bin/openssl", "/usr/local/bin/openssl"].first { FileManager.default.isExecutableFile(atPath: $0) }
-
-    /// Runs `openssl ARGS` and returns its stdout.
-    static func run(_ arguments: [String]) throws -> String { try OpenSSLTool.run(arguments) }
-
     @Test("PKCS#8 files from `openssl genpkey` load, sign, and verify against the public key openssl derives",
           arguments: [
             (JWSAlgorithm.es256, ["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"]),
@@ -100,18 +95,18 @@ struct OpenSSLInteropTests {
             (.eddsa, ["-algorithm", "ED25519"]),
           ])
     func genpkey(algorithm: JWSAlgorithm, options: [String]) throws {
-        guard Self.openssl != nil else {
+        guard OpenSSLTool.enabled else {
             print("no openssl command on this machine: interop test skipped")
             return
         }
-        let pem = try Self.run(["genpkey"] + options)
+        let pem = try OpenSSLTool.run(["genpkey"] + options)
         #expect(pem.hasPrefix("-----BEGIN PRIVATE KEY-----"))
         let key = try JWSKey(pem: pem, algorithm: algorithm, kid: "ossl")
         #expect(key.canSign)
         let temp = try TemporaryDirectory()
         let file = temp.path + "/key.pem"
         try Data(pem.utf8).write(to: URL(fileURLWithPath: file))
-        let publicPEM = try Self.run(["pkey", "-in", file, "-pubout"])
+        let publicPEM = try OpenSSLTool.run(["pkey", "-in", file, "-pubout"])
         let publicKey = try JWSKey(pem: publicPEM, algorithm: algorithm, kid: "ossl")
         let message = Array("interop".utf8)
         #expect(publicKey.verify(signature: try key.sign(message), message: message))
@@ -120,11 +115,11 @@ struct OpenSSLInteropTests {
 
     @Test("an RSA-PSS-restricted key from openssl is refused with a message that says what to use instead")
     func restrictedPSSKey() throws {
-        guard Self.openssl != nil else {
+        guard OpenSSLTool.enabled else {
             print("no openssl command on this machine: interop test skipped")
             return
         }
-        let pem = try Self.run(["genpkey", "-algorithm", "RSA-PSS", "-pkeyopt", "rsa_keygen_bits:2048"])
+        let pem = try OpenSSLTool.run(["genpkey", "-algorithm", "RSA-PSS", "-pkeyopt", "rsa_keygen_bits:2048"])
         #expect { try JWSKey(pem: pem, algorithm: .ps256) } throws: { ($0 as? KeyError)?.message.contains("plain RSA key") == true }
     }
 }

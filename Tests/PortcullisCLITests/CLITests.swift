@@ -229,14 +229,11 @@ struct CLITests {
 
 @Suite("portcullis runtime (the real binary)", .serialized)
 struct RuntimeBinaryTests {
-    /// A child's output, written to a file and read back on demand. (Not a pipe with
-    /// a readability handler: on Linux that dispatch source can crash when the child exits.)
     /// Starts `portcullis runtime ARGS` in `cli`'s directory and waits until it says where it listens.
-    func startRuntime(_ cli: CLI, _ arguments: [String], environment: [String: String] = [:]) throws -> (ChildProcess, Int, OutputFile) {
-        let (process, output) = try ServerProcess.start(cli, ["runtime"] + arguments, environment: environment) { text in
+    func startRuntime(_ cli: CLI, _ arguments: [String], environment: [String: String] = [:]) throws -> (ChildProcess, Int) {
+        try ServerProcess.start(cli, ["runtime"] + arguments, environment: environment) { text in
             text.range(of: #"address=127\.0\.0\.1:(\d+)"#, options: .regularExpression).flatMap { Int(text[$0].split(separator: ":").last ?? "") }
         }
-        return (process, output.port, output.file)
     }
 
     func stop(_ process: ChildProcess) -> Bool { ServerProcess.stop(process) }
@@ -246,7 +243,7 @@ struct RuntimeBinaryTests {
         let cli = try CLI()
         defer { cli.remove() }
         try cli.run(["keys", "generate", "--alg", "ES256", "--dir", "keys"])
-        let (process, port, _) = try startRuntime(cli, ["--port", "0", "--keys", "keys", "--database", "data/runtime.sqlite"])
+        let (process, port) = try startRuntime(cli, ["--port", "0", "--keys", "keys", "--database", "data/runtime.sqlite"])
         #expect(FileManager.default.fileExists(atPath: cli.directory + "/data/runtime.sqlite"))
         let (data, response) = try fetch(URL(string: "http://127.0.0.1:\(port)/runtime/v1/sessions")!, method: "POST")
         #expect(response == 401)
@@ -261,11 +258,11 @@ struct RuntimeBinaryTests {
         try FileManager.default.createDirectory(atPath: cli.directory + "/config", withIntermediateDirectories: true)
         try Data("storage:\n  sqlite_path: state/from-file.sqlite\nruntime:\n  port: 1\n".utf8)
             .write(to: URL(fileURLWithPath: cli.directory + "/config/portcullis.yaml"))
-        let (process, port, output) = try startRuntime(cli, [], environment: ["RUNTIME_PORT": "0"])
+        let (process, port) = try startRuntime(cli, [], environment: ["RUNTIME_PORT": "0"])
         #expect(port != 1, "RUNTIME_PORT=0 should override the file's port 1")
         #expect(FileManager.default.fileExists(atPath: cli.directory + "/state/from-file.sqlite"))
         #expect(FileManager.default.fileExists(atPath: cli.directory + "/keys/keyring.json"))
-        #expect(output.current.contains("generated ES256 key"))
+        #expect(process.output.contains("generated ES256 key"))
         #expect(stop(process))
     }
 

@@ -9,8 +9,8 @@ struct ServeCommandTests {
     static let environment = ["GATEWAY_PORT": "0", "ADMIN_PORT": "0", "RUNTIME_PORT": "0", "LOGGING_FORMAT": "json"]
 
     /// Starts `portcullis serve` and returns the gateway's port from its JSON log.
-    func startServe(_ cli: CLI, _ arguments: [String] = [], environment: [String: String] = environment) throws -> (ChildProcess, Int, OutputFile) {
-        let (process, output) = try ServerProcess.start(cli, ["serve"] + arguments, environment: environment) { text in
+    func startServe(_ cli: CLI, _ arguments: [String] = [], environment: [String: String] = environment) throws -> (ChildProcess, Int) {
+        try ServerProcess.start(cli, ["serve"] + arguments, environment: environment) { text in
             for line in text.split(separator: "\n") where line.hasPrefix("{") {
                 guard let object = try? StrictJSONReader().parseObject(Array(line.utf8)), object["message"] == "gateway listening",
                     let url = object["url"]?.stringValue, let port = url.split(separator: ":").last.flatMap({ Int($0) })
@@ -19,7 +19,6 @@ struct ServeCommandTests {
             }
             return nil
         }
-        return (process, output.port, output.file)
     }
 
     func json(_ data: Data) -> JSONObject { (try? StrictJSONReader().parseObject(Array(data))) ?? JSONObject() }
@@ -28,13 +27,13 @@ struct ServeCommandTests {
     func freshCheckout() throws {
         let cli = try CLI()
         defer { cli.remove() }
-        let (process, port, output) = try startServe(cli)
+        let (process, port) = try startServe(cli)
         let keys = try FileManager.default.contentsOfDirectory(atPath: cli.directory + "/keys").filter { $0.hasSuffix(".pem") }
         #expect(keys.count == 1)
         let mode = try FileManager.default.attributesOfItem(atPath: cli.directory + "/keys/" + keys[0])[.posixPermissions] as? Int
         #expect(mode == 0o600)
-        #expect(output.current.contains("generated ES256 key"))
-        #expect(output.current.contains("portcullis users add NAME --tenant default"))
+        #expect(process.output.contains("generated ES256 key"))
+        #expect(process.output.contains("portcullis users add NAME --tenant default"))
         #expect(FileManager.default.fileExists(atPath: cli.directory + "/data/portcullis.sqlite"))
 
         let password = "correct horse battery staple"
@@ -59,7 +58,7 @@ struct ServeCommandTests {
         #expect(json(session)["state"] == "authenticated")
 
         #expect(ServerProcess.stop(process), "serve did not exit cleanly on SIGTERM")
-        let log = output.current
+        let log = process.output
         #expect(log.contains("\"message\":\"request\""))
         for secret in [password, accessToken, refreshToken] {
             #expect(!log.contains(secret), "a secret appears in serve's output")
@@ -70,7 +69,7 @@ struct ServeCommandTests {
     func sigint() throws {
         let cli = try CLI()
         defer { cli.remove() }
-        let (process, port, _) = try startServe(cli)
+        let (process, port) = try startServe(cli)
         let (_, status) = try ServerProcess.fetch(URL(string: "http://127.0.0.1:\(port)/readyz")!, method: "GET")
         #expect(status == 200)
         #expect(ServerProcess.stop(process, signal: SIGINT))
@@ -110,7 +109,7 @@ struct ServeCommandTests {
         let file = repository.appendingPathComponent("config/portcullis.yaml").path
         var environment = Self.environment
         environment["ADMIN_PORT"] = "0"
-        let (process, port, _) = try startServe(cli, ["--config", file], environment: environment)
+        let (process, port) = try startServe(cli, ["--config", file], environment: environment)
         let (metadata, status) = try ServerProcess.fetch(URL(string: "http://127.0.0.1:\(port)/.well-known/oauth-authorization-server")!, method: "GET")
         #expect(status == 200)
         #expect(json(metadata)["issuer"] == "http://127.0.0.1:8080")

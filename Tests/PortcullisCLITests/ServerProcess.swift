@@ -5,40 +5,31 @@ import FoundationNetworking
 import PortcullisTestSupport
 import Testing
 
-/// A file that collects a child process's output (a pipe's readability
-/// handler crashed libdispatch when the child exited, so tests use a file).
-struct OutputFile {
-    let path: String
-
-    var current: String {
-        (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
-    }
-}
-
 struct ServerProcessError: Error, CustomStringConvertible {
     let description: String
 }
 
 /// Starts and stops long-running `portcullis` subcommands for tests.
 enum ServerProcess {
-    /// Starts `portcullis ARGS` in `cli`'s directory and waits until `ready` finds a port in its output.
+    /// Starts `portcullis ARGS` in `cli`'s directory and waits until `ready` finds a port in its
+    /// output (`process.output`, a file in that directory, readable on demand and after the stop).
     static func start(
         _ cli: CLI, _ arguments: [String], environment: [String: String] = [:], ready: (String) -> Int?
-    ) throws -> (ChildProcess, (port: Int, file: OutputFile)) {
-        let collector = OutputFile(path: cli.directory + "/\(arguments[0])-output.log")
-        let process = try ChildProcess(CLI.binary, arguments, directory: cli.directory, environment: environment, output: collector.path)
+    ) throws -> (process: ChildProcess, port: Int) {
+        let process = try ChildProcess(
+            CLI.binary, arguments, directory: cli.directory, environment: environment, output: cli.directory + "/\(arguments[0])-output.log")
         var port: Int?
         let deadline = Date().addingTimeInterval(30)
         while port == nil, Date() < deadline, process.isRunning {
-            port = ready(collector.current)
+            port = ready(process.output)
             if port == nil { Thread.sleep(forTimeInterval: 0.05) }
         }
         guard let port else {
             process.kill9()
             process.remove()
-            throw ServerProcessError(description: "portcullis \(arguments[0]) never said where it listens: \(collector.current)")
+            throw ServerProcessError(description: "portcullis \(arguments[0]) never said where it listens: \(process.output)")
         }
-        return (process, (port, collector))
+        return (process, port)
     }
 
     /// Sends `signal` and waits up to 15 s (then SIGKILL); true if the process exited by itself with status 0.

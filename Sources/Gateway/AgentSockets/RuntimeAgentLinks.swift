@@ -16,8 +16,6 @@ final class RuntimeAgentLinks: Sendable {
     private let links = EventLoopTable<RuntimeAgentLink>()
     /// One warning per outage of the Runtime, not one per link that could not open.
     let failures: RecurringFailureLog
-
-    static let opening = RecurringFailureLog.Check(name: "agent link: opening the Runtime's agent link", meanwhile: "sockets are refused with 503 until it opens")
     private let tls = NIOLockedValueBox<NIOSSLContext?>(nil)
 
     init(runtime: RuntimeClient, metrics: GatewayMetrics, logger: Logger, maximumMessageBytes: Int, timeout: Double) {
@@ -41,6 +39,9 @@ final class RuntimeAgentLinks: Sendable {
 
     /// The refusal of a socket (its upgrade, or the plain GET that asks about one) while no link can open.
     static let unavailable = GatewayError.runtimeUnavailable("the Runtime behind the socket does not answer; try again in a moment")
+
+    /// Opening a link, as `failures` names it.
+    static let opening = RecurringFailureLog.Check(name: "agent link: opening the Runtime's agent link", meanwhile: "sockets are refused with 503 until it opens")
 
     /// Where and how to open a link now: the Runtime's address and a fresh assertion naming the gateway alone.
     struct Connection {
