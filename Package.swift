@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "StateSurface", targets: ["StateSurface"]),
         .library(name: "SecurityGuard", targets: ["SecurityGuard"]),
         .library(name: "TrafficCop", targets: ["TrafficCop"]),
+        .library(name: "TrustedIssuers", targets: ["TrustedIssuers"]),
         .library(name: "Runtime", targets: ["Runtime"]),
         .library(name: "Gateway", targets: ["Gateway"]),
         .executable(name: "portcullis", targets: ["portcullis"]),
@@ -30,6 +31,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
     ],
     targets: [
         .systemLibrary(
@@ -44,7 +46,8 @@ let package = Package(
         .target(
             name: "ConfigurationReading",
             dependencies: [
-                .product(name: "Configuration", package: "swift-configuration")
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "Yams", package: "Yams"),
             ]
         ),
         .target(
@@ -70,10 +73,22 @@ let package = Package(
             name: "TrafficCop"
         ),
         .target(
+            name: "TrustedIssuers",
+            dependencies: [
+                "ConfigurationReading",
+                "JOSE",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .target(
             name: "SecurityGuard",
             dependencies: [
                 "JOSE",
                 "StateSurface",
+                "TrustedIssuers",
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
@@ -103,6 +118,7 @@ let package = Package(
                 "StateSurface",
                 "SecurityGuard",
                 "TrafficCop",
+                "TrustedIssuers",
                 "Runtime",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -131,6 +147,7 @@ let package = Package(
                 "TrafficCop",
                 "Runtime",
                 "Gateway",
+                "TrustedIssuers",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -194,6 +211,7 @@ let package = Package(
                 "SecurityGuard",
                 "StateSurface",
                 "TrafficCop",
+                "TrustedIssuers",
                 "JOSE",
                 "portcullis",
                 "PortcullisTestSupport",
@@ -206,7 +224,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PortcullisCLITests",
-            dependencies: ["JOSE", "ConfigurationReading", "Gateway", "Runtime", "StateSurface", "portcullis", "PortcullisTestSupport"]
+            dependencies: ["JOSE", "ConfigurationReading", "Gateway", "Runtime", "StateSurface", "TrustedIssuers", "portcullis", "PortcullisTestSupport"]
         ),
     ],
     swiftLanguageModes: [.v6]

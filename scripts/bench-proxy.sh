@@ -2,7 +2,8 @@
 # The data-plane benchmark: an authenticated proxied GET through Portcullis
 # side by side with nginx as a plain proxy and HAProxy verifying the same
 # ES256 token on every request, all in front of the same nginx upstream, in
-# one run, rounds interleaved.
+# one run, rounds interleaved. One row uses a trusted identity provider's token
+# (trust.issuers, its JWKS served on loopback) for the same request as the local token.
 #
 #   scripts/bench-proxy.sh [ROUNDS] [SECONDS] [CONNECTIONS]     (default 3 8 50)
 #   PROFILE=1 scripts/bench-proxy.sh      also records `perf record -e cpu-clock -g` of the
@@ -64,7 +65,11 @@ http {
 CONF
   nginx -p "$WORK/$1" -c "$WORK/$1/nginx.conf" -g 'daemon off;' & PIDS+=($!)
 }
-nginx_conf upstream $UPSTREAM 'location / { default_type application/json; return 200 "{\"ok\":true,\"service\":\"bench upstream\"}"; }'
+# A trusted identity provider's keys (trust.issuers): an ES256 key of its own, its JWKS served by the upstream nginx.
+"$BIN" keys generate --alg ES256 --dir "$WORK/idp" >/dev/null
+"$BIN" jwks --keys "$WORK/idp" > "$WORK/idp/jwks.json"
+nginx_conf upstream $UPSTREAM "location = /idp/jwks.json { default_type application/json; alias $WORK/idp/jwks.json; }
+    location / { default_type application/json; return 200 '{\"ok\":true,\"service\":\"bench upstream\"}'; }"
 nginx_conf proxy $NGINX_PROXY 'location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; }'
 NGINX_PROXY_PID=${PIDS[-1]}
 
@@ -73,9 +78,20 @@ source "$ROOT/scripts/lib/gateway.sh"
 start_serve "$WORK/gateway" "$GATEWAY" "  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\"]" "rate_limits:
   intent_per_user:
     per_minute: 1000000
-    burst: 1000000"
+    burst: 1000000
+trust:
+  issuers:
+    - issuer: https://idp.bench.example
+      jwks_url: http://127.0.0.1:$UPSTREAM/idp/jwks.json
+      audiences: [portcullis-bench]
+      tenant: default"
 PIDS+=("$SERVE_PID"); GATEWAY_PID=$SERVE_PID
 login_bench_user "$WORK/gateway" "$GATEWAY"
+# The provider's token for the same kind of request (its keys are fetched at start; wait for them).
+EXT_TOKEN=$("$BIN" token issue --keys "$WORK/idp" --sub bench-external --issuer https://idp.bench.example --audience portcullis-bench --ttl 2h 2>/dev/null)
+for _ in $(seq 50); do
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $EXT_TOKEN" "127.0.0.1:$GATEWAY/api/bench/")" = 200 ] && break; sleep 0.2
+done
 
 # --- HAProxy verifying the same token (ES256, the gateway's public key) on every request ---
 KEY=$(ls "$WORK/gateway/keys/"*.pem | head -1)
@@ -112,6 +128,7 @@ EXPECT=401 check "127.0.0.1:$HAPROXY/"
 EXPECT=200 check -H "Authorization: Bearer $TOKEN" "127.0.0.1:$GATEWAY/api/bench/"
 EXPECT=401 check "127.0.0.1:$GATEWAY/api/bench/"
 EXPECT=200 check -H "Authorization: Bearer $TOKEN" -H "X-Session-Id: $SESSION" "127.0.0.1:$GATEWAY/api/bench/"
+EXPECT=200 check -H "Authorization: Bearer $EXT_TOKEN" "127.0.0.1:$GATEWAY/api/bench/"
 cat > "$WORK/intent.lua" <<LUA
 wrk.method = "POST"
 wrk.body = '{"session_id":"$SESSION","intent_type":"echo","payload":{"n":1}}'
@@ -129,7 +146,7 @@ run() {  # name pid url [wrk args...]
   local name=$1 pid=$2 url=$3; shift 3
   local before after out
   before=$(ticks "$pid")
-  out=$(wrk -t2 -c"$CONNECTIONS" -d"${SECONDS_PER_RUN}s" --latency -H "Authorization: Bearer $TOKEN" "$@" "$url")
+  out=$(wrk -t2 -c"$CONNECTIONS" -d"${SECONDS_PER_RUN}s" --latency -H "Authorization: Bearer ${AUTH_TOKEN:-$TOKEN}" "$@" "$url")
   printf '%s\n' "== $name, round $round" "$out" >> "$ROOT/.build/bench-proxy.wrk.log"
   after=$(ticks "$pid")
   python3 - "$name" "$round" "$((after - before))" "$HZ" "$(rss "$pid")" "$out" >> "$WORK/results.tsv" <<'PY'
@@ -155,6 +172,7 @@ for round in $(seq "$ROUNDS"); do
   run "HAProxy + ES256 jwt_verify" "$HAPROXY_PID" "http://127.0.0.1:$HAPROXY/"
   run "Portcullis gateway.routes" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/"
   run "Portcullis + X-Session-Id" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/" -H "X-Session-Id: $SESSION"
+  AUTH_TOKEN=$EXT_TOKEN run "Portcullis, a provider's token" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/"
   run "Portcullis POST /api/intent" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/intent" -s "$WORK/intent.lua"
 done
 

@@ -29,9 +29,10 @@ source "$ROOT/scripts/lib/gateway.sh"
 WORK=$(mktemp -d)
 PORT=18711
 RUNTIME_PORT=18712
-SERVE_PID= RUNTIME_PID=
+IDP_PORT=18713
+SERVE_PID= RUNTIME_PID= IDP_PID=
 cleanup() {
-  for pid in $SERVE_PID $RUNTIME_PID $(cat "$WORK/runtime.pid" 2>/dev/null); do kill "$pid" 2>/dev/null || true; done
+  for pid in $SERVE_PID $RUNTIME_PID $IDP_PID $(cat "$WORK/runtime.pid" 2>/dev/null); do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$WORK"
 }
@@ -40,13 +41,25 @@ trap cleanup EXIT
 RUNTIME_ARGS=("$BIN" runtime --host 127.0.0.1 --port "$RUNTIME_PORT" --issuer "http://127.0.0.1:$PORT")
 (cd "$WORK" && exec "${RUNTIME_ARGS[@]}" > runtime.log 2>&1) & RUNTIME_PID=$!
 for _ in $(seq 150); do [ -f "$WORK/keys/keyring.json" ] && curl -s -o /dev/null "127.0.0.1:$RUNTIME_PORT/" && break; sleep 0.2; done
+# A trusted identity provider for signInWithToken: a key of its own, its JWKS served on loopback.
+IDP_ISSUER=https://idp.browser.example
+"$BIN" keys generate --alg ES256 --dir "$WORK/idp" >/dev/null
+mkdir -p "$WORK/idp-web" && "$BIN" jwks --keys "$WORK/idp" > "$WORK/idp-web/jwks.json"
+python3 -m http.server "$IDP_PORT" --bind 127.0.0.1 --directory "$WORK/idp-web" > "$WORK/idp.log" 2>&1 & IDP_PID=$!
 start_serve "$WORK" "$PORT" "  client_directory: $ROOT/clients
   issuer: http://127.0.0.1:$PORT" "tokens:
-  access_token_lifetime_seconds: 6" "http://127.0.0.1:$RUNTIME_PORT"
+  access_token_lifetime_seconds: 6
+trust:
+  issuers:
+    - issuer: $IDP_ISSUER
+      jwks_url: http://127.0.0.1:$IDP_PORT/jwks.json
+      audiences: [portcullis-browser]
+      tenant: default" "http://127.0.0.1:$RUNTIME_PORT"
 printf 'browser password 1\n' | (cd "$WORK" && "$BIN" users add browser --tenant default --password-stdin >/dev/null)
 PORTCULLIS_URL="http://127.0.0.1:$PORT" PORTCULLIS_USER=browser PORTCULLIS_PASSWORD='browser password 1' \
   PORTCULLIS_BROWSER_OUT="$ROOT/.build/browser" CHROMIUM="$CHROMIUM" PORTCULLIS_WORK="$WORK" \
   RUNTIME_PID="$RUNTIME_PID" RUNTIME_ARGS="$(printf '%s\n' "${RUNTIME_ARGS[@]}")" RUNTIME_PORT="$RUNTIME_PORT" \
+  PORTCULLIS_BIN_PATH="$BIN" IDP_KEYS="$WORK/idp" IDP_ISSUER="$IDP_ISSUER" \
   "$VENV/bin/python" "${BROWSER_TEST:-$ROOT/Tests/Browser/test_demo.py}" || {
   status=$?
   # The logs say what the servers saw (they never hold a token); WORK is removed on exit.

@@ -5,7 +5,8 @@
 #
 # Targets: token (full access-token verification), json (strict JSON reader,
 # with a write/re-read oracle), base64url (canonical-encoding oracle),
-# session-id (SessionID.problem), agent-frame (the agent channel's frame parser).
+# session-id (SessionID.problem), agent-frame (the agent channel's frame parser),
+# request-target (the path normaliser and the query's credential filter).
 # Each is built with `swiftc -sanitize=fuzzer,address` against the real sources,
 # seeded from ../shared/vectors (PORTCULLIS_VECTORS) when present, and run for
 # SECONDS (default 60). A crash stops the script with exit 1 and leaves the
@@ -17,7 +18,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VECTORS=${PORTCULLIS_VECTORS:-$ROOT/../shared/vectors}
 OUT="$ROOT/.build/fuzz"
 TARGETS=("$@")
-[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(token json base64url session-id agent-frame)
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(token json base64url session-id agent-frame request-target)
 mkdir -p "$OUT/lib"
 FLAGS=(-sanitize=fuzzer,address -parse-as-library -O -g -I "$ROOT/Sources/CLibCrypto")
 
@@ -42,6 +43,8 @@ seed() {  # target
     json) printf '%s\n' "$tokens" | cut -d. -f1-2 | tr '.' '\n' | sort -u | head -300 | while read -r t; do
             [ -n "$t" ] && printf '%s' "$t" | tr '_-' '/+' | base64 -d 2>/dev/null > "$corpus/$(printf '%s' "$t" | sha1sum | cut -c1-16)" || true; done ;;
     session-id) for v in ses_AAAAAAAAAAAAAAAAAAAAAA ses_2w8cmNxD14TYILibe4MTmg rt_x eyJhbGciOiJub25lIn0.e30. ses_; do printf '%s' "$v" > "$corpus/$v"; done ;;
+    request-target) for v in '/api/v1/../admin?x=1&access_token=T' '//api//v1/%2e%2E/x' '/a/..;b/%252e?%61ccess_token=1;b=2' '/a%2fb' '/./..' '/%7Eu/%c3%a9/.'; do
+                      printf '%s' "$v" > "$corpus/$(printf '%s' "$v" | sha1sum | cut -c1-16)"; done ;;
     agent-frame) printf '%s' '{"type":"ping"}' > "$corpus/ping"
                  printf '%s' '{"type":"intent","request_id":"r1","intent_type":"echo","payload":{"a":[1,2,{"b":null}]},"idempotency_key":"k"}' > "$corpus/intent" ;;
   esac
@@ -58,6 +61,7 @@ for target in "${TARGETS[@]}"; do
     base64url) build base64url "$ROOT/Fuzz/FuzzBase64URL.swift" ;;
     session-id) build session-id "$ROOT/Fuzz/FuzzSessionID.swift" ;;
     agent-frame) build agent-frame "$ROOT/Sources/Runtime/AgentFrame.swift" "$ROOT/Fuzz/FuzzAgentFrame.swift" ;;
+    request-target) build request-target "$ROOT/Sources/TrafficCop/RequestTarget.swift" "$ROOT/Sources/TrafficCop/RequestTargetError.swift" "$ROOT/Fuzz/FuzzRequestTarget.swift" ;;
     *) echo "fuzz.sh: unknown target $target" >&2; exit 2 ;;
   esac
   seed "$target"

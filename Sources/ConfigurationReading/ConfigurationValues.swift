@@ -17,12 +17,15 @@ public final class ConfigurationValues: Sendable {
 
     let reader: ConfigReader
     let providers: [any ConfigProvider]
+    /// The lists of maps read from the file (`trust.issuers`), by key.
+    let maps: [String: [ConfigurationMap]]
     /// Where the values came from, for a start-up log line.
     public let source: String
     private let keysRead = Mutex<Set<String>>([])
 
-    init(providers: [any ConfigProvider], source: String) {
+    init(providers: [any ConfigProvider], source: String, maps: [String: [ConfigurationMap]] = [:]) {
         self.providers = providers
+        self.maps = maps
         // ConfigReader needs at least one provider; an empty one answers "absent" for every key.
         self.reader = ConfigReader(providers: providers.isEmpty ? [InMemoryProvider(values: [:])] : providers)
         self.source = source
@@ -48,15 +51,31 @@ public final class ConfigurationValues: Sendable {
                 let trimmed = line.trimmingCharacters(in: .whitespaces)
                 return !trimmed.isEmpty && !trimmed.hasPrefix("#")
             }
+            var maps: [String: [ConfigurationMap]] = [:]
             do {
-                if hasContent { providers.append(try await FileProvider<YAMLSnapshot>(filePath: FilePath(file))) }
+                if hasContent {
+                    // The lists of maps first (the library refuses them), then the rest through the library.
+                    maps = try MapListSections.read(text)
+                    providers.append(try await FileProvider<MapListFreeYAMLSnapshot>(filePath: FilePath(file)))
+                }
+            } catch let error as ConfigurationError {
+                throw error
             } catch {
                 let detail = "\(error)".split(separator: "\n").prefix(2).joined(separator: ": ")
                 throw ConfigurationError(file: file, "the configuration file \(file) is not valid YAML (\(detail))")
             }
             source = environment ? "\(file) and environment variables" : file
+            return ConfigurationValues(providers: providers, source: source, maps: maps)
         }
         return ConfigurationValues(providers: providers, source: source)
+    }
+
+    /// The list of maps at `key` (`trust.issuers`), from the file only; `nil` when absent.
+    ///
+    /// Only the keys in `MapListSections.keys` are read this way.
+    public func mapList(_ key: String) -> [ConfigurationMap]? {
+        keysRead.withLock { _ = $0.insert(key) }
+        return maps[key]
     }
 
     /// Every key read so far (a test checks the committed YAML names exactly these).
@@ -135,6 +154,12 @@ public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConver
     init(file: String, _ message: String) {
         key = nil
         self.message = message
+    }
+
+    /// A key read from the file only (an entry of a list of maps, which has no environment spelling).
+    public init(fileKey key: String, _ problem: String) {
+        self.key = key
+        message = "configuration key \(key) \(problem)"
     }
 
     /// `runtime.port` → `RUNTIME_PORT`.

@@ -132,6 +132,9 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
                 notUpgradingCompletionHandler: { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
+                        // First: every request's path in its one spelling, or a 400 (the router, the data plane
+                        // and every upstream see the same path).
+                        try channel.pipeline.syncOperations.addHandler(RequestTargetHandler(logger: logger))
                         try channel.pipeline.syncOperations.addHandler(
                             HTTPConnectionStateHandler(idleTimeout: .milliseconds(Int64(limits.idleTimeout * 1000)), logger: logger))
                         if let dataPlane { try channel.pipeline.syncOperations.addHandler(ProxyChannelHandler(plane: dataPlane)) }

@@ -1,5 +1,6 @@
 import HTTPTypes
 import Hummingbird
+import RuntimeAPI
 import SecurityGuard
 
 /// The Bearer token of a request, checked, with every refusal counted by reason.
@@ -35,6 +36,16 @@ struct CallerAuthentication: Sendable {
         case .revoked: metrics.tokenRejected(reason: "revoked")
         case .sessionIDGiven: metrics.tokenRejected(reason: "session_id_given")
         case .refreshTokenGiven: metrics.tokenRejected(reason: "refresh_token_given")
+        case .issuerUnavailable: metrics.tokenRejected(reason: "issuer_unavailable")
         }
+    }
+}
+
+extension RuntimeCaller {
+    /// The caller as an assertion names it: user, tenant, the session vouched for, and the identity provider's pair.
+    init(_ caller: AuthenticatedCaller, sessionID: String?) {
+        self.init(
+            userID: caller.userID, tenantID: caller.tenantID, sessionID: sessionID,
+            identityProvider: caller.external.map { ($0.issuer, $0.subject) })
     }
 }

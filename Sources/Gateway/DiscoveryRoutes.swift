@@ -2,6 +2,7 @@ import Hummingbird
 import JOSE
 import RuntimeAPI
 import StateSurface
+import TrustedIssuers
 
 /// `/.well-known/*` and the health probes.
 struct DiscoveryRoutes: Sendable {
@@ -11,6 +12,8 @@ struct DiscoveryRoutes: Sendable {
     /// The gateway's own store (accounts and credentials), for readiness.
     let store: any CredentialRepository
     let runtime: RuntimeClient
+    /// The trusted identity providers, named in readiness (a provider down leaves the gateway ready).
+    let trustedIssuers: TrustedIssuers?
 
     func register(on router: Router<GatewayRequestContext>) {
         router.get("/.well-known/jwks.json") { _, _ -> Response in
@@ -73,6 +76,15 @@ struct DiscoveryRoutes: Sendable {
         } catch {
             checks["runtime"] = .string((error as? GatewayError)?.code ?? "unavailable")
             ready = false
+        }
+        // Each trusted issuer's keys, by issuer: its users get 503 while its keys are missing or stale,
+        // but every other user is served, so the gateway stays ready.
+        if let trustedIssuers {
+            var issuers = JSONObject()
+            for status in trustedIssuers.statuses {
+                issuers[status.issuer] = .string(status.usable ? "ok" : "unavailable")
+            }
+            checks["issuers"] = .object(issuers)
         }
         if ready { return JSONBody.response(["status": "ready", "checks": .object(checks)]) }
         let message = storeProblem.map { "not ready: \($0)" } ?? "not ready: a dependency does not answer; see checks"

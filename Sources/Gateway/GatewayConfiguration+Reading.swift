@@ -2,6 +2,7 @@ import ConfigurationReading
 import Foundation
 import SecurityGuard
 import TrafficCop
+import TrustedIssuers
 
 extension GatewayConfiguration {
     /// Reads the gateway's keys (`gateway.*`, `admin.*`, `tokens.*`, `limits.*`,
@@ -57,7 +58,9 @@ extension GatewayConfiguration {
                 guard parts.count == 2, parts[0].hasPrefix("/"), let url = URL(string: parts[1]), ["http", "https"].contains(url.scheme ?? "") else {
                     throw ConfigurationError(key: "gateway.routes", "must list PREFIX=URL entries such as /api/billing=http://127.0.0.1:9000, not \"\(text)\"")
                 }
-                configuration.routes.append(ProxyRoute(prefix: parts[0], upstream: parts[1]))
+                let route = ProxyRoute(prefix: parts[0], upstream: parts[1])
+                if let problem = route.problem { throw ConfigurationError(key: "gateway.routes", problem) }
+                configuration.routes.append(route)
             }
         }
         if try values.bool("admin.enabled") == false { configuration.adminPort = nil }
@@ -89,6 +92,7 @@ extension GatewayConfiguration {
         if let value = try values.int("contracts.sessions_per_user", in: 1...100_000) { configuration.contract.maximumSessionsPerUser = value }
         if let value = try values.int("contracts.sockets_per_session", in: 1...1_000_000) { configuration.contract.maximumSocketsPerSession = value }
         if let value = try values.strings("contracts.anonymous_intents") { configuration.contract.anonymousIntents = Set(value) }
+        configuration.trust = try TrustConfiguration(reading: values, gatewayIssuer: configuration.issuer)
         self = configuration
     }
 

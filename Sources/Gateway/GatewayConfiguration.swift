@@ -1,5 +1,7 @@
 // Gateway: the Hummingbird application at the edge — public routes, error model, configuration, observability.
+import HTTPTypes
 import TrafficCop
+import TrustedIssuers
 
 /// How the gateway behaves. The defaults are the embedded deployment's:
 /// loopback listeners, the Runtime in-process, nothing exposed beyond this machine.
@@ -57,6 +59,8 @@ public struct GatewayConfiguration: Sendable, Equatable {
     public var clientDirectory: String = "clients"
     /// The demo page at `/demo/`: `auto` serves it when the public listener is on loopback.
     public var demo: DemoMode = .auto
+    /// Identity providers whose access tokens are accepted beside the gateway's own (`trust.issuers`).
+    public var trust = TrustConfiguration()
 
     /// Whether `/demo/` is served.
     public enum DemoMode: String, Sendable, Equatable, CaseIterable {
@@ -106,6 +110,23 @@ public struct ProxyRoute: Sendable, Equatable {
     var pathPrefix: String { prefix.trimmingTrailingSlash }
     /// The upstream URL without a trailing `/`: the base of upstream URLs and the `aud` of its assertions.
     var audience: String { upstream.trimmingTrailingSlash }
+
+    /// The methods a route forwards, on the data plane and the general path alike; any other is 405.
+    static let methods: [HTTPRequest.Method] = [.get, .head, .post, .put, .patch, .delete, .options]
+    /// `methods` as `Allow` lists them.
+    static let allowedMethodNames = methods.map(\.rawValue)
+
+    /// The part of a normalised `path` below `prefix` (a `pathPrefix`): empty for the
+    /// prefix itself, else starting with `/`; `nil` when the path is not under it.
+    ///
+    /// The upstream target is the base path plus this, never a count of characters cut
+    /// from a path spelled another way.
+    static func remainder(of path: Substring, under prefix: String) -> Substring? {
+        guard path.hasPrefix(prefix) else { return nil }
+        let rest = path.dropFirst(prefix.count)
+        guard rest.isEmpty || rest.first == "/" else { return nil }
+        return rest
+    }
 }
 
 extension String {

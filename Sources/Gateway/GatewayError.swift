@@ -20,6 +20,8 @@ public struct GatewayError: Error, Sendable, Equatable, HTTPResponseError {
     public var retryAfter: Int?
     /// Whether a token was presented (shapes `WWW-Authenticate`).
     public var tokenPresented = false
+    /// The methods the path answers, for 405 (`Allow`).
+    public var allow: String?
 
     public init(_ status: HTTPResponse.Status, _ code: String, _ message: String) {
         self.status = status
@@ -44,6 +46,7 @@ public struct GatewayError: Error, Sendable, Equatable, HTTPResponseError {
             }
         }
         if let retryAfter { headers[.retryAfter] = String(retryAfter) }
+        if let allow { headers[.allow] = allow }
         return headers
     }
 
@@ -59,6 +62,14 @@ public struct GatewayError: Error, Sendable, Equatable, HTTPResponseError {
 extension GatewayError {
     static func invalidRequest(_ message: String) -> GatewayError {
         GatewayError(.badRequest, "invalid_request", message)
+    }
+
+    /// 405 with `Allow`: `method` is not one `path` answers.
+    static func methodNotAllowed(_ method: String, path: String, allowed: some Sequence<String>) -> GatewayError {
+        let list = allowed.sorted().joined(separator: ", ")
+        var error = GatewayError(.methodNotAllowed, "method_not_allowed", "\(method) is not allowed on \(path); it answers \(list)")
+        error.allow = list
+        return error
     }
 
     static func unavailable(_ message: String) -> GatewayError {
@@ -95,6 +106,10 @@ extension GatewayError {
         case .revoked:
             self.init(.unauthorized, "token_revoked", failure.message)
             tokenPresented = true
+        case .issuerUnavailable:
+            // The provider is down, not the token bad: 503, never 401, so clients keep their token.
+            self.init(.serviceUnavailable, "issuer_unavailable", failure.message)
+            retryAfter = 5
         }
     }
 

@@ -8,6 +8,7 @@ import Runtime
 import SecurityGuard
 import ServiceLifecycle
 import StateSurface
+import TrustedIssuers
 
 /// Builds the gateway's applications: the public one and the admin one.
 public enum GatewayServer {
@@ -51,6 +52,9 @@ public enum GatewayServer {
         services: GatewayServices, onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws -> some ApplicationProtocol {
         let configuration = services.configuration
+        for route in configuration.routes {
+            if let problem = route.problem { throw GatewayStartupError("gateway.routes \(problem)") }
+        }
         let guardian = services.socketGuard
         let sockets = services.agentSockets
         let dataPlane = services.dataPlane
@@ -134,7 +138,7 @@ public struct PortcullisServer: Sendable {
     public init(
         gateway: GatewayConfiguration, runtime: RuntimeConfiguration, state: any StateStore, keys: LiveKeyRing,
         metrics: GatewayMetrics = GatewayMetrics(), passwordHasher: PasswordHasher = PasswordHasher(), clock: any TokenClock = SystemClock(),
-        logger: Logger
+        trustedIssuers: TrustedIssuers? = nil, logger: Logger
     ) {
         self.gateway = gateway
         var runtime = runtime
@@ -148,13 +152,15 @@ public struct PortcullisServer: Sendable {
         self.logger = logger
         services = GatewayServices(
             configuration: gateway, store: state, keys: keys, runtimeBaseURL: nil, metrics: metrics, passwordHasher: passwordHasher, clock: clock,
-            logger: logger)
+            trustedIssuers: trustedIssuers, logger: logger)
     }
 
     /// The services, in start order; a `ServiceGroup` stops them in reverse,
     /// so the public listener stops first and the Runtime last.
     public func makeServices(onListening: @escaping @Sendable (Listener, Int) async -> Void = { _, _ in }) throws -> [any Service] {
         var list: [any Service] = [KeyRingReloader(ring: keys, signals: state.accessChangeSignals(), logger: logger)]
+        // Trusted issuers' keys are fetched in the background from the start; nothing waits for them.
+        if let trusted = services.trustedIssuers { list.append(trusted) }
         let (state, clock) = (self.state, self.clock)
         list.append(Sweeper("expired refresh tokens and revoked token ids", every: 300, logger: logger) {
             try await state.deleteExpiredCredentials(before: clock.now())

@@ -6,6 +6,7 @@ import RuntimeAPI
 import SecurityGuard
 import StateSurface
 import TrafficCop
+import TrustedIssuers
 
 /// The gateway's parts, built once from its configuration: the composition
 /// root. Routes, the socket guard and the relay are each given the few parts
@@ -36,13 +37,18 @@ public struct GatewayServices: Sendable {
     public let sessionOwners: SessionOwnershipView
     public let clock: any TokenClock
     public let logger: Logger
+    /// The identity providers whose tokens count beside the gateway's (`nil`: none).
+    public let trustedIssuers: TrustedIssuers?
     let admission: Admission
 
+    /// - Parameter trustedIssuers: built from `configuration.trust` (`TrustedIssuers(configuration:...)`,
+    ///   which reads shared secrets and can fail, so it is made before).
     public init(
         configuration: GatewayConfiguration, store: any Store, keys: LiveKeyRing,
         runtimeBaseURL: String?, metrics: GatewayMetrics, passwordHasher: PasswordHasher = PasswordHasher(),
-        clock: any TokenClock = SystemClock(), logger: Logger
+        clock: any TokenClock = SystemClock(), trustedIssuers: TrustedIssuers? = nil, logger: Logger
     ) {
+        self.trustedIssuers = trustedIssuers
         self.configuration = configuration
         self.store = store
         self.keys = keys
@@ -56,7 +62,8 @@ public struct GatewayServices: Sendable {
             maximumLifetime: configuration.maximumTokenLifetime)
         revocations = RevocationList(store: store, clock: clock)
         authenticator = AccessTokenAuthenticator(
-            verifier: AccessTokenVerifier(keys: keys, policy: policy, clock: clock), revocations: revocations, cache: VerifiedTokenCache())
+            verifier: AccessTokenVerifier(keys: keys, policy: policy, clock: clock), revocations: revocations, cache: VerifiedTokenCache(),
+            trusted: trustedIssuers)
         issuer = AccessTokenIssuer(
             keys: keys, issuer: configuration.issuer, audience: configuration.audience, lifetime: configuration.accessTokenLifetime, clock: clock)
         runtime = RuntimeClient(
@@ -112,7 +119,8 @@ public struct GatewayServices: Sendable {
     }
 
     var discoveryRoutes: DiscoveryRoutes {
-        DiscoveryRoutes(keys: keys, issuer: configuration.issuer, jwksURL: configuration.jwksURL, store: store, runtime: runtime)
+        DiscoveryRoutes(
+            keys: keys, issuer: configuration.issuer, jwksURL: configuration.jwksURL, store: store, runtime: runtime, trustedIssuers: trustedIssuers)
     }
 
     var socketGuard: WebSocketGuard {

@@ -276,7 +276,8 @@ enum OpenAPIDocument {
             - name: id
               in: path
               required: true
-              schema: {type: string, minLength: 1, maxLength: 128}
+              description: An execution id as POST /api/intent returns it. Any path is normalised first; one the gateway will not route (an encoded slash or backslash, a `..` above the root) is 400.
+              schema: {type: string, pattern: "^exe_[A-Za-z0-9_-]{22}$"}
           responses:
             "200":
               description: The execution.
@@ -443,7 +444,7 @@ enum OpenAPIDocument {
           type: http
           scheme: bearer
           bearerFormat: JWT (RFC 9068 access token)
-          description: The access token from login or refresh. The session id is never a credential.
+          description: The access token from login or refresh, or an access token of a trusted identity provider (trust.issuers). The session id is never a credential.
       parameters:
         SessionIdPath:
           name: id
@@ -465,7 +466,7 @@ enum OpenAPIDocument {
             error:
               type: string
               pattern: "^[a-z][a-z0-9_]*$"
-              description: A stable code, such as invalid_request, token_missing, token_invalid, token_expired, token_revoked, invalid_credentials, session_not_found, session_forbidden, session_anonymous, session_conflict, limit_reached, rate_limited, payload_too_large, unavailable, upstream_unavailable, upstream_timeout.
+              description: A stable code, such as invalid_request, token_missing, token_invalid, token_expired, token_revoked, invalid_credentials, session_not_found, session_forbidden, session_anonymous, session_conflict, limit_reached, rate_limited, payload_too_large, unavailable, issuer_unavailable, upstream_unavailable, upstream_timeout.
             message:
               type: string
               description: One sentence a person can act on.
@@ -580,7 +581,7 @@ enum OpenAPIDocument {
             application/json:
               schema: {$ref: "#/components/schemas/Error"}
         Unavailable:
-          description: The store or the Runtime does not answer (unavailable, upstream_unavailable); try again shortly.
+          description: The store or the Runtime does not answer (unavailable, upstream_unavailable), or a trusted issuer's keys cannot be had (issuer_unavailable); try again shortly.
           content:
             application/json:
               schema: {$ref: "#/components/schemas/Error"}

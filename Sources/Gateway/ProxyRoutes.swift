@@ -44,14 +44,12 @@ struct ProxyRoutes: Sendable {
         let name: String
     }
 
-    static let methods: [HTTPRequest.Method] = [.get, .post, .put, .patch, .delete, .head, .options]
-
     func register(on router: Router<GatewayRequestContext>) {
         let upstreams = routes.map {
             Upstream(prefix: $0.pathPrefix, baseURL: $0.audience, audience: $0.audience, name: $0.prefix)
         }
         for upstream in upstreams {
-            for method in Self.methods {
+            for method in ProxyRoute.methods {
                 for path in [upstream.prefix, upstream.prefix + "/**"] {
                     router.on(RouterPath(path), method: method) { request, context in
                         try await proxy(request, context, to: upstream)
@@ -74,9 +72,13 @@ struct ProxyRoutes: Sendable {
             }
             sessionID = checked
         }
-        let rest = String(request.uri.path.dropFirst(upstream.prefix.count))
+        // The path is normalised already (RequestTargetHandler). The upstream URL is built from the
+        // part below the prefix only; a path the router matched some other way is no route here.
+        guard let rest = ProxyRoute.remainder(of: request.uri.path[...], under: upstream.prefix) else {
+            throw GatewayError(.notFound, "not_found", "no route answers \(request.method.rawValue) \(RequestObservationMiddleware.redactedPath(request.uri.path))")
+        }
         var url = upstream.baseURL + rest
-        if let query = Self.forwardedQuery(request.uri.query) { url += "?" + query }
+        if let query = RequestTarget.queryWithoutCredentials(request.uri.query?[...]) { url += "?" + query }
 
         var outbound = HTTPClientRequest(url: url)
         outbound.method = HTTPMethod(rawValue: request.method.rawValue)
@@ -87,7 +89,7 @@ struct ProxyRoutes: Sendable {
         let assertion: String
         do {
             assertion = try runtime.assertions.assertion(
-                audience: upstream.audience, caller: .init(userID: caller.userID, tenantID: caller.tenantID, sessionID: sessionID))
+                audience: upstream.audience, caller: RuntimeCaller(caller, sessionID: sessionID))
         } catch {
             throw GatewayError.noSigningKey
         }
@@ -127,13 +129,6 @@ struct ProxyRoutes: Sendable {
         return Response(
             status: HTTPResponse.Status(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase), headers: headers,
             body: ResponseBody(asyncSequence: response.body))
-    }
-
-    /// The query without credentials: `access_token` never travels upstream.
-    static func forwardedQuery(_ query: String?) -> String? {
-        guard let query, !query.isEmpty else { return nil }
-        let kept = query.split(separator: "&").filter { !$0.hasPrefix("access_token=") && $0 != "access_token" }
-        return kept.isEmpty ? nil : kept.joined(separator: "&")
     }
 
     static func tooLarge(_ limit: Int) -> GatewayError {

@@ -66,13 +66,7 @@ struct RequestObservationMiddleware: RouterMiddleware {
             case .notFound:
                 let allowed = knownRoutes?.methods(for: request.uri.path) ?? []
                 if !allowed.isEmpty {
-                    let list = allowed.sorted().joined(separator: ", ")
-                    var response = GatewayError(
-                        .methodNotAllowed, "method_not_allowed",
-                        "\(request.method.rawValue) is not allowed on \(redactedPath(request.uri.path)); it answers \(list)"
-                    ).response()
-                    response.headers[.allow] = list
-                    return response
+                    return GatewayError.methodNotAllowed(request.method.rawValue, path: redactedPath(request.uri.path), allowed: allowed).response()
                 }
                 (code, message) = ("not_found", "no route answers \(request.method.rawValue) \(redactedPath(request.uri.path)); see the API table in the README")
             case .contentTooLarge:

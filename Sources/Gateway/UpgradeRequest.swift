@@ -1,6 +1,7 @@
 import Foundation
 import JOSE
 import SecurityGuard
+import TrafficCop
 
 /// What the guard sees of an upgrade request: the path and query, the headers
 /// that carry credentials, and the subprotocols the client offered.
@@ -23,12 +24,15 @@ public struct UpgradeRequest: Sendable {
     static let bearerProtocolPrefix = "base64url.bearer."
     static let sessionProtocolPrefix = "portcullis.session."
 
+    /// - Parameter uri: the request target; its path is normalised as every request's is
+    ///   (`RequestTarget`). A path that cannot be is kept as it came: it names no route, and
+    ///   the request goes on as plain HTTP, where `RequestTargetHandler` refuses it.
     public init(uri: String, headers: [(String, String)]) {
-        let parts = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
-        path = String(parts.first ?? "")
+        let (rawPath, rawQuery) = RequestTarget.split(uri[...])
+        path = String((try? RequestTarget.normalizedPath(rawPath)) ?? rawPath)
         var query: [String: String] = [:]
-        if parts.count == 2 {
-            for pair in parts[1].split(separator: "&") {
+        if let rawQuery {
+            for pair in rawQuery.split(separator: "&") {
                 let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
                 let name = String(kv[0]).removingPercentEncoding ?? String(kv[0])
                 let value = kv.count == 2 ? (String(kv[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "") : ""

@@ -5,8 +5,17 @@
 public struct AccessTokenPolicy: Sendable {
     /// The exact `iss` required; `nil` checks only that `iss` is a string.
     public var issuer: String?
+    /// The audiences `aud` must contain one of; empty checks only its form.
+    public var audiences: [String]
     /// The audience that `aud` must contain; `nil` checks only its form.
-    public var audience: String?
+    public var audience: String? {
+        get { audiences.first }
+        set { audiences = newValue.map { [$0] } ?? [] }
+    }
+    /// Whether the header must carry `typ` (a provider's tokens may have none; the gateway's always do).
+    public var requiresType = true
+    /// Whether the header must carry `kid` (a provider signing with one key may leave it out).
+    public var requiresKeyID = true
     /// Clock skew tolerated on `exp`, `nbf` and `iat`, in seconds.
     public var leeway: Double
     /// Furthest `exp` may lie beyond the checking instant (and beyond `iat`), in seconds.
@@ -33,7 +42,7 @@ public struct AccessTokenPolicy: Sendable {
         maximumTokenBytes: Int = JWSCompact.defaultMaximumBytes, maximumJSONDepth: Int = 32
     ) {
         self.issuer = issuer
-        self.audience = audience
+        self.audiences = audience.map { [$0] } ?? []
         self.leeway = leeway
         self.maximumLifetime = maximumLifetime
         self.acceptedTypes = acceptedTypes
@@ -76,14 +85,19 @@ public struct AccessTokenPolicy: Sendable {
             default: continue
             }
         }
-        guard let typ else {
+        if let typ {
+            guard let type = typ.stringValue, acceptedTypes.contains(where: { $0 == type || $0.caseInsensitiveEquals(type) }) else {
+                let shown = typ.stringValue.map { "\"\(JSONValue.clip($0))\"" } ?? typ.typeDescription
+                throw TokenValidationError(.wrongType, "the token type is \(shown), not an access token (\"at+jwt\")")
+            }
+        } else if requiresType {
             throw TokenValidationError(.wrongType, "the header has no \"typ\"; access tokens are typed \"at+jwt\"")
         }
-        guard let type = typ.stringValue, acceptedTypes.contains(where: { $0 == type || $0.caseInsensitiveEquals(type) }) else {
-            let shown = typ.stringValue.map { "\"\(JSONValue.clip($0))\"" } ?? typ.typeDescription
-            throw TokenValidationError(.wrongType, "the token type is \(shown), not an access token (\"at+jwt\")")
+        guard let kidValue else {
+            // "" asks the key provider for its only key; a provider with several refuses it.
+            if !requiresKeyID { return "" }
+            throw TokenValidationError(.unknownKey, "the header has no \"kid\"")
         }
-        guard let kidValue else { throw TokenValidationError(.unknownKey, "the header has no \"kid\"") }
         guard let kid = kidValue.stringValue else { throw TokenValidationError(.unknownKey, "the header's \"kid\" is not a string") }
         return kid
     }
@@ -148,13 +162,13 @@ public struct AccessTokenPolicy: Sendable {
         for problem in typeProblems {
             if add(problem.reason, problem.message) { return found }
         }
-        var audienceMatches = audience == nil
+        var audienceMatches = audiences.isEmpty
         if let aud {
             switch aud {
             case .string(let single):
-                audienceMatches = audienceMatches || single == audience
+                audienceMatches = audienceMatches || audiences.contains(single)
             case .array(let list) where !list.isEmpty && list.allSatisfy({ $0.stringValue != nil }):
-                audienceMatches = audienceMatches || list.contains { $0.stringValue == audience }
+                audienceMatches = audienceMatches || list.contains { $0.stringValue.map(audiences.contains) ?? false }
             default:
                 audienceMatches = true  // reported as invalid just below; not also as wrong
                 if add(.invalidClaim, "the claim \"aud\" must be a string or a non-empty array of strings") { return found }
@@ -163,8 +177,9 @@ public struct AccessTokenPolicy: Sendable {
         if let issuer, let iss, iss != issuer {
             if add(.wrongIssuer, "the token was issued by \"\(JSONValue.clip(iss))\", not by the expected issuer") { return found }
         }
-        if let audience, aud != nil, !audienceMatches {
-            if add(.wrongAudience, "the token is not meant for the audience \"\(audience)\"") { return found }
+        if !audiences.isEmpty, aud != nil, !audienceMatches {
+            let expected = audiences.count == 1 ? "the audience \"\(audiences[0])\"" : "any of the audiences \(audiences.map { "\"\($0)\"" }.joined(separator: ", "))"
+            if add(.wrongAudience, "the token is not meant for \(expected)") { return found }
         }
         if let exp, exp <= now - leeway {
             if add(.expired, "the token expired \(Self.describe(now - exp)) ago") { return found }

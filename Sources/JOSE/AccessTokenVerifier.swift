@@ -12,6 +12,13 @@ public struct VerifiedAccessToken: Sendable {
     public let keyID: String
     public let algorithm: JWSAlgorithm
 
+    public init(header: JSONObject, claims: JSONObject, keyID: String, algorithm: JWSAlgorithm) {
+        self.header = header
+        self.claims = claims
+        self.keyID = keyID
+        self.algorithm = algorithm
+    }
+
     /// `sub`: who the token is about.
     public var subject: String { claims["sub"]?.stringValue ?? "" }
     /// `iss`.
@@ -39,7 +46,8 @@ public struct AccessTokenVerifier: Sendable {
     public let keys: any VerificationKeyProvider
     public let policy: AccessTokenPolicy
     public let clock: any TokenClock
-    private let reader: StrictJSONReader
+    /// The strict reader for header and claims (its depth limit from the policy).
+    public let reader: StrictJSONReader
 
     public init(keys: any VerificationKeyProvider, policy: AccessTokenPolicy, clock: any TokenClock = SystemClock()) {
         self.keys = keys

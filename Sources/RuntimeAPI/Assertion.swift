@@ -8,11 +8,19 @@ public struct RuntimeCaller: Sendable, Equatable {
     public let tenantID: String?
     /// The session the gateway verified for this call, if any.
     public let sessionID: String?
+    /// For a user of a trusted identity provider: its issuer (`idp_iss`) and subject (`idp_sub`).
+    public let identityProvider: (issuer: String, subject: String)?
 
-    public init(userID: String?, tenantID: String?, sessionID: String?) {
+    public init(userID: String?, tenantID: String?, sessionID: String?, identityProvider: (issuer: String, subject: String)? = nil) {
         self.userID = userID
         self.tenantID = tenantID
         self.sessionID = sessionID
+        self.identityProvider = identityProvider
+    }
+
+    public static func == (lhs: RuntimeCaller, rhs: RuntimeCaller) -> Bool {
+        lhs.userID == rhs.userID && lhs.tenantID == rhs.tenantID && lhs.sessionID == rhs.sessionID
+            && lhs.identityProvider?.issuer == rhs.identityProvider?.issuer && lhs.identityProvider?.subject == rhs.identityProvider?.subject
     }
 
     public var isAnonymous: Bool { userID == nil }
@@ -29,7 +37,9 @@ public enum AssertionHeader {
 ///
 /// A JWT with `typ: assertion+jwt`, at most 60 s of life, `aud` = the
 /// upstream's name, and `sub`, `tenant_id` and the verified `session_id` when
-/// there are any. Signed with the gateway's active key.
+/// there are any; for a user of a trusted identity provider also `idp_iss` and
+/// `idp_sub`, the provider's issuer and subject (`sub` is then `ext_...`, the
+/// gateway's id for that pair). Signed with the gateway's active key.
 public struct GatewayAssertionSigner: Sendable {
     public let keys: any SigningKeyProvider
     public let issuer: String
@@ -56,6 +66,10 @@ public struct GatewayAssertionSigner: Sendable {
             claims["tenant_id"] = .string(tenantID)
         }
         if let sessionID = caller.sessionID { claims["session_id"] = .string(sessionID) }
+        if let provider = caller.identityProvider {
+            claims["idp_iss"] = .string(provider.issuer)
+            claims["idp_sub"] = .string(provider.subject)
+        }
         let header: JSONObject = ["alg": .string(key.algorithm.rawValue), "typ": .string(AssertionHeader.type), "kid": .string(key.kid)]
         return try JWSCompact.sign(header: header, payload: JSONWriter.bytes(.object(claims)), key: key)
     }

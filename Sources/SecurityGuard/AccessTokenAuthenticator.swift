@@ -1,5 +1,6 @@
 import JOSE
 import StateSurface
+import TrustedIssuers
 
 /// Why a presented access token was not accepted.
 public enum AuthenticationFailure: Error, Sendable, Equatable {
@@ -13,6 +14,8 @@ public enum AuthenticationFailure: Error, Sendable, Equatable {
     case invalid(TokenValidationError)
     /// It was valid but has been revoked (logout, or its account was disabled).
     case revoked
+    /// Its issuer is trusted but its keys cannot be had now (never fetched, or too old): 503, not 401.
+    case issuerUnavailable(String)
 
     /// One sentence a person can act on; never repeats the token.
     public var message: String {
@@ -22,6 +25,7 @@ public enum AuthenticationFailure: Error, Sendable, Equatable {
         case .refreshTokenGiven: "a refresh token was sent where an access token is expected; exchange it at /api/auth/refresh"
         case .invalid(let error): "the access token was refused (\(error.reason.rawValue)): \(error.message)"
         case .revoked: "the access token was revoked (logged out, or the account was disabled); log in again"
+        case .issuerUnavailable(let why): "the token's issuer cannot be checked right now (\(why)); try again shortly"
         }
     }
 }
@@ -36,14 +40,37 @@ public struct AuthenticatedCaller: Sendable, Equatable {
     /// `iat`: compared with the account's not-before.
     public let issuedAt: Double
     public let expiresAt: Double
+    /// For a trusted issuer's token: who it speaks for there (`nil` for the gateway's own tokens).
+    public let external: ExternalIdentity?
 
-    public init(userID: String, tenantID: String, clientID: String?, tokenID: String, issuedAt: Double, expiresAt: Double) {
+    public init(
+        userID: String, tenantID: String, clientID: String?, tokenID: String, issuedAt: Double, expiresAt: Double, external: ExternalIdentity? = nil
+    ) {
         self.userID = userID
         self.tenantID = tenantID
         self.clientID = clientID
         self.tokenID = tokenID
         self.issuedAt = issuedAt
         self.expiresAt = expiresAt
+        self.external = external
+    }
+
+    /// The caller a trusted issuer's verified token proves.
+    ///
+    /// The user is the pair (issuer, subject), so the same `sub` from another issuer, or a
+    /// local account's id, is another user: `ext_` and 22 characters of SHA-256 over both.
+    /// The token id (for revocation at logout) is derived from the issuer and the `jti`,
+    /// or from the whole token when it has none, so two issuers' `jti`s never collide.
+    public init(_ identity: ExternalIdentity, token: VerifiedAccessToken, raw: String) throws {
+        let tokenID = token.tokenID.map { identity.issuer + "\n" + $0 } ?? identity.issuer + "\n" + raw
+        self.init(
+            userID: try Self.externalID(identity.issuer + "\n" + identity.subject), tenantID: identity.tenantID,
+            clientID: token.clientID ?? token.claims["azp"]?.stringValue, tokenID: try Self.externalID(tokenID),
+            issuedAt: token.claims["iat"]?.numberValue ?? token.claims["nbf"]?.numberValue ?? 0, expiresAt: token.expiresAt, external: identity)
+    }
+
+    static func externalID(_ text: String) throws -> String {
+        "ext_" + Base64URL.encode(Array(try Digest.sha256(Array(text.utf8)).prefix(16)))
     }
 }
 
@@ -54,11 +81,21 @@ public struct AccessTokenAuthenticator: Sendable {
     public let verifier: AccessTokenVerifier
     public let revocations: RevocationList
     public let cache: VerifiedTokenCache?
+    /// Identity providers whose tokens count too; a token's `iss` picks its issuer's keys.
+    public let trusted: TrustedIssuers?
 
-    public init(verifier: AccessTokenVerifier, revocations: RevocationList, cache: VerifiedTokenCache? = nil) {
+    public init(verifier: AccessTokenVerifier, revocations: RevocationList, cache: VerifiedTokenCache? = nil, trusted: TrustedIssuers? = nil) {
         self.verifier = verifier
         self.revocations = revocations
         self.cache = cache
+        self.trusted = trusted.flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    /// A token checked as far as the keys at hand allow.
+    enum Verification {
+        case caller(AuthenticatedCaller)
+        /// A trusted issuer's token whose kid its held keys lack; a fetch may bring it.
+        case awaitingKeys(issuer: String)
     }
 
     /// The token from an `Authorization` header value: `Bearer <token>` (scheme case-insensitive).
@@ -78,7 +115,18 @@ public struct AccessTokenAuthenticator: Sendable {
     /// - Throws: `AuthenticationFailure`; storage failures are rethrown as they are
     ///   (the caller answers 503 for them, never 401).
     public func authenticate(_ token: String?) async throws -> AuthenticatedCaller {
-        let caller = try verified(token)
+        var caller: AuthenticatedCaller
+        switch try verified(token) {
+        case .caller(let verified):
+            caller = verified
+        case .awaitingKeys(let issuer):
+            // Joins (or starts, once per cooldown) the issuer's fetch, then checks once more.
+            await trusted?.refreshForUnknownKey(issuer: issuer)
+            switch try verified(token, fetchedAgain: true) {
+            case .caller(let verified): caller = verified
+            case .awaitingKeys: throw AuthenticationFailure.invalid(TokenValidationError(.unknownKey, "the issuer publishes no key with the token's kid"))
+            }
+        }
         if try await revocations.isRevoked(caller) { throw AuthenticationFailure.revoked }
         return caller
     }
@@ -89,24 +137,51 @@ public struct AccessTokenAuthenticator: Sendable {
     /// - Returns: the caller, or `nil` when the mirror is stale and only the
     ///   store can say whether the token was revoked (use `authenticate`).
     public func authenticateInMemory(_ token: String?) throws(AuthenticationFailure) -> AuthenticatedCaller? {
-        let caller = try verified(token)
+        guard case .caller(let caller) = try verified(token) else { return nil }
         guard let revoked = revocations.isRevokedInMemory(caller) else { return nil }
         if revoked { throw .revoked }
         return caller
     }
 
-    /// The caller a token proves (cache or verifier), before revocation.
-    func verified(_ token: String?) throws(AuthenticationFailure) -> AuthenticatedCaller {
+    /// The caller a token proves (cache, a trusted issuer's keys, or the gateway's verifier), before revocation.
+    ///
+    /// - Parameter fetchedAgain: the issuer's keys were just fetched for this token; an unknown kid is final.
+    func verified(_ token: String?, fetchedAgain: Bool = false) throws(AuthenticationFailure) -> Verification {
         guard let token, !token.isEmpty else { throw .missing }
         if token.hasPrefix("ses_") { throw .sessionIDGiven }
         if token.hasPrefix(RefreshTokenService.prefix) { throw .refreshTokenGiven }
         let now = verifier.clock.now()
-        if let cached = cache?.caller(for: token, now: now) { return cached }
+        if let cached = cache?.caller(for: token, now: now) { return .caller(cached) }
         let verified: VerifiedAccessToken
         do {
-            verified = try verifier.verify(token)
-        } catch {
+            let jws = try JWSCompact.parse(token, maximumBytes: verifier.policy.maximumTokenBytes, reader: verifier.reader)
+            // `iss` as the token states it, before any check: it picks whose keys check the token, nothing more.
+            if let trusted, case let claims = try Self.claims(jws, reader: verifier.reader), let issuer = claims["iss"]?.stringValue,
+                trusted.handles(issuer: issuer)
+            {
+                switch trusted.verify(jws, claims: claims, issuer: issuer) {
+                case .verified(let identity, let external):
+                    guard let caller = try? AuthenticatedCaller(identity, token: external, raw: token) else {
+                        throw TokenValidationError(.malformed, "the token could not be read")
+                    }
+                    cache?.insert(caller, for: token, now: now)
+                    return .caller(caller)
+                case .refused(let error):
+                    throw error
+                case .unavailable(let why):
+                    throw AuthenticationFailure.issuerUnavailable(why)
+                case .keysMayHaveChanged:
+                    if fetchedAgain { throw TokenValidationError(.unknownKey, "\(issuer) publishes no key with the token's kid") }
+                    return .awaitingKeys(issuer: issuer)
+                }
+            }
+            verified = try verifier.verify(jws)
+        } catch let failure as AuthenticationFailure {
+            throw failure
+        } catch let error as TokenValidationError {
             throw .invalid(error)
+        } catch {
+            throw .invalid(TokenValidationError(.malformed, "the token could not be read"))
         }
         guard let tenantID = verified.tenantID, let tokenID = verified.tokenID, let issuedAt = verified.claims["iat"]?.numberValue else {
             throw .invalid(TokenValidationError(.missingClaim, "the access token lacks tenant_id, jti or iat"))
@@ -115,8 +190,18 @@ public struct AccessTokenAuthenticator: Sendable {
             userID: verified.subject, tenantID: tenantID, clientID: verified.clientID, tokenID: tokenID, issuedAt: issuedAt,
             expiresAt: verified.expiresAt)
         cache?.insert(caller, for: token, now: now)
-        return caller
+        return .caller(caller)
     }
+
+    /// The claims of a parsed token, strictly read (nothing is trusted yet).
+    static func claims(_ jws: JWSCompact, reader: StrictJSONReader) throws(TokenValidationError) -> JSONObject {
+        do {
+            return try reader.parseObject(jws.payload)
+        } catch {
+            throw TokenValidationError(.malformed, "the claims are not a strict JSON object: \(error.message)")
+        }
+    }
+
 }
 
 extension String {

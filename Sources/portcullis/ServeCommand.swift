@@ -7,6 +7,7 @@ import Logging
 import Runtime
 import ServiceLifecycle
 import StateSurface
+import TrustedIssuers
 
 /// `portcullis serve`: the gateway, its admin listener and the embedded Runtime.
 struct ServeCommand: AsyncParsableCommand {
@@ -52,6 +53,9 @@ struct ServeCommand: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "portcullis")
+        // Shared secrets are read (and refused when others can read them) before anything is created.
+        let trusted = gateway.trust.issuers.isEmpty
+            ? nil : try TrustedIssuers(configuration: gateway.trust, leeway: gateway.leeway, logger: logger)
 
         if !FileManager.default.fileExists(atPath: keysDirectory + "/keyring.json") {
             let record = try KeyDirectory(path: keysDirectory).generate(algorithm: .es256)
@@ -65,7 +69,7 @@ struct ServeCommand: AsyncParsableCommand {
                 "no user accounts yet: add one with `portcullis users add NAME --tenant \(gateway.defaultTenant)` (or `swift run portcullis users add ...`)")
         }
 
-        let server = PortcullisServer(gateway: gateway, runtime: runtime, state: state, keys: keys, logger: logger)
+        let server = PortcullisServer(gateway: gateway, runtime: runtime, state: state, keys: keys, trustedIssuers: trusted, logger: logger)
         let scheme = gateway.tls == nil ? "http" : "https"
         let services = try server.makeServices { listener, port in
             switch listener {

@@ -1,5 +1,7 @@
 import ArgumentParser
 import JOSE
+import Logging
+import TrustedIssuers
 
 struct TokenCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -168,10 +170,16 @@ struct Inspection {
     }
 }
 
-struct TokenVerifyCommand: ParsableCommand {
+struct TokenVerifyCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify",
-        abstract: "Check a token's signature and claims. Exit 0 valid, 1 rejected, 2 usage or configuration error."
+        abstract: "Check a token's signature and claims. Exit 0 valid, 1 rejected, 2 usage or configuration error.",
+        discussion: """
+            The keys come from --keys, --jwks, or an identity provider: --jwks-url URL, or --discovery ISSUER \
+            (its /.well-known/openid-configuration names the JWKS). A provider's token is checked as the gateway \
+            checks trusted issuers' tokens: typ JWT or at+jwt (or none), kid optional with one key, no session_id rule. \
+            Provider URLs must be https (http only to a loopback host); a JWKS that cannot be fetched is exit 2.
+            """
     )
 
     @Argument(help: "The token, or - (or nothing) to read it from stdin.")
@@ -182,6 +190,15 @@ struct TokenVerifyCommand: ParsableCommand {
 
     @Option(help: "A JWKS file; may hold symmetric keys. Each key's alg binds it.")
     var jwks: String?
+
+    @Option(name: .customLong("jwks-url"), help: "An identity provider's JWKS URL (https; http only to loopback).")
+    var jwksURL: String?
+
+    @Option(help: "An identity provider's issuer: its keys are found by OIDC discovery, and iss must equal it.")
+    var discovery: String?
+
+    @Option(name: .customLong("ca-file"), help: "A PEM CA bundle for the provider's HTTPS instead of the system's roots.")
+    var caFile: String?
 
     @Option(help: "Required issuer (exact). Without it, iss is only checked to be a string.")
     var issuer: String?
@@ -207,8 +224,11 @@ struct TokenVerifyCommand: ParsableCommand {
         if let at, !at.isFinite || at < 0 { throw ValidationError("--at must be a Unix time in seconds") }
     }
 
-    func run() throws {
+    func run() async throws {
         let text = try TokenInput.read(token)
+        if jwksURL != nil || discovery != nil {
+            return try await verifyWithProvider(text)
+        }
         let keySet = try KeySource.load(keysDirectory: keys, jwksFile: jwks)
         if !json {
             if issuer == nil { Terminal.note("iss is not checked against an expected issuer (no --issuer)") }
@@ -218,19 +238,84 @@ struct TokenVerifyCommand: ParsableCommand {
         let clock: any TokenClock = at.map { FixedClock($0) } ?? SystemClock()
         let verifier = AccessTokenVerifier(keys: keySet, policy: policy, clock: clock)
         do {
-            let verified = try verifier.verify(text)
-            if json {
-                print(JSONWriter.string(["valid": true, "header": .object(verified.header), "claims": .object(verified.claims)]))
-            } else {
-                print("valid: sub \(verified.subject), key \(verified.keyID) (\(verified.algorithm.rawValue)), \(TimeText.relative("exp", at: verified.expiresAt, now: clock.now()))")
-            }
+            printValid(try verifier.verify(text), clock: clock)
         } catch {
-            if json {
-                print(JSONWriter.string(["valid": false, "reason": .string(error.reason.rawValue), "message": .string(error.message)]))
-            } else {
-                print("rejected: \(error.reason.rawValue): \(error.message)")
-            }
-            throw ExitCode(1)
+            try printRejected(error)
+        }
+    }
+
+    /// `valid: ...` (or its JSON).
+    func printValid(_ verified: VerifiedAccessToken, clock: any TokenClock) {
+        if json {
+            print(JSONWriter.string(["valid": true, "header": .object(verified.header), "claims": .object(verified.claims)]))
+        } else {
+            print("valid: sub \(verified.subject), key \(verified.keyID) (\(verified.algorithm.rawValue)), \(TimeText.relative("exp", at: verified.expiresAt, now: clock.now()))")
+        }
+    }
+
+    /// `rejected: ...` (or its JSON), then exit 1.
+    func printRejected(_ error: TokenValidationError) throws -> Never {
+        if json {
+            print(JSONWriter.string(["valid": false, "reason": .string(error.reason.rawValue), "message": .string(error.message)]))
+        } else {
+            print("rejected: \(error.reason.rawValue): \(error.message)")
+        }
+        throw ExitCode(1)
+    }
+}
+
+extension TokenVerifyCommand {
+    /// Checks `text` against a provider's published keys, as the gateway checks a trusted issuer's tokens.
+    func verifyWithProvider(_ text: String) async throws {
+        guard keys == nil, jwks == nil, jwksURL == nil || discovery == nil else {
+            throw CLIError("give one source of keys: --keys, --jwks, --jwks-url or --discovery")
+        }
+        if let discovery, let issuer, issuer != discovery {
+            throw CLIError("--discovery names the issuer; --issuer \(issuer) differs from it")
+        }
+        let jws: JWSCompact
+        do {
+            jws = try JWSCompact.parse(text)
+        } catch {
+            return try report(.refused(error), clock: SystemClock())
+        }
+        // Without --issuer, the token's own iss selects nothing but itself (and a note says so).
+        let claimedIssuer = (try? StrictJSONReader().parseObject(jws.payload))?["iss"]?.stringValue
+        guard let expected = discovery ?? issuer ?? claimedIssuer else {
+            return try report(.refused(TokenValidationError(.missingClaim, "the token has no iss, and no --issuer was given")), clock: SystemClock())
+        }
+        if !json {
+            if discovery == nil, issuer == nil { Terminal.note("iss is not checked against an expected issuer (no --issuer)") }
+            if audience == nil { Terminal.note("aud is not checked against an expected audience (no --audience)") }
+        }
+        let source: TrustedIssuer.KeySource = jwksURL.map { .jwks(url: $0) } ?? .discovery
+        for url in [jwksURL, discovery] {
+            if let url, !TrustedIssuer.isFetchable(url) { throw CLIError("\(url) is not an https URL (plain http only to a loopback host)") }
+        }
+        var entry = TrustedIssuer(issuer: expected, keySource: source, audiences: audience.map { [$0] } ?? [], tenant: .fixed("-"))
+        entry.caFile = caFile
+        entry.maximumTokenLifetime = maxLifetime
+        let clock: any TokenClock = at.map { FixedClock($0) } ?? SystemClock()
+        let trusted = try TrustedIssuers(
+            configuration: TrustConfiguration(issuers: [entry]), leeway: leeway, clock: clock, logger: Logger(label: "portcullis.token-verify"))
+        await trusted.refreshAll()
+        if let status = trusted.statuses.first, !status.usable {
+            throw CLIError("cannot fetch the keys: \(status.lastError ?? "unknown error")")
+        }
+        let claims = (try? StrictJSONReader().parseObject(jws.payload)) ?? JSONObject()
+        try report(trusted.verify(jws, claims: claims, issuer: expected), clock: clock)
+    }
+
+    private func report(_ outcome: ExternalVerification, clock: any TokenClock) throws {
+        switch outcome {
+        case .verified(_, let verified):
+            printValid(verified, clock: clock)
+        case .refused(let error):
+            try printRejected(error)
+        case .keysMayHaveChanged:
+            return try report(.refused(TokenValidationError(.unknownKey, "the provider publishes no key with the token's kid")), clock: clock)
+        case .unavailable(let why):
+            throw CLIError("cannot check the token: \(why)")
         }
     }
 }

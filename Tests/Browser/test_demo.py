@@ -238,6 +238,52 @@ def many_components(browser):
     context.close()
 
 
+def provider_token(seconds):
+    """An access token of the trusted provider (minted with `portcullis token issue` and its key)."""
+    return subprocess.run(
+        [os.environ["PORTCULLIS_BIN_PATH"], "token", "issue", "--keys", os.environ["IDP_KEYS"], "--sub", "browser-external",
+         "--issuer", os.environ["IDP_ISSUER"], "--audience", "portcullis-browser", "--ttl", f"{seconds}s"],
+        check=True, capture_output=True, text=True).stdout.strip()
+
+
+def sign_in_with_token(browser):
+    # A page signs in with its identity provider's token: the anonymous session is upgraded in
+    # place, the socket opens and answers, nothing is refreshed, and the token's end is reported.
+    context = browser.new_context(bypass_csp=True)
+    page = context.new_page()
+    net = Network(page)
+    page.goto(BASE + "/demo/")
+    expect(page.locator("#session-state")).to_have_text("anonymous", timeout=10000)
+    lifetime = 8
+    result = page.evaluate("""async (token) => {
+        const { PortcullisClient } = await import("/client/portcullis.js");
+        const client = new PortcullisClient();
+        window.__provider = client;
+        window.__events = [];
+        client.addEventListener("session", (e) => window.__events.push([e.detail.reason, e.detail.session && e.detail.session.state]));
+        const anonymous = await client.start();
+        const upgraded = await client.signInWithToken(token);
+        const agent = client.agent();
+        await new Promise((resolve, reject) => {
+            agent.addEventListener("open", resolve, { once: true });
+            setTimeout(() => reject(new Error("no open")), 10000);
+        });
+        const answer = await agent.request("echo", { via: "provider" });
+        return { before: anonymous.session_id, after: upgraded.session_id, state: upgraded.state, tenant: upgraded.tenant_id,
+                 user: upgraded.user_id, answer };
+    }""", provider_token(lifetime))
+    check(result["before"] == result["after"] and result["state"] == "authenticated", "signInWithToken upgrades the page's anonymous session in place")
+    check(result["user"].startswith("ext_") and result["tenant"] == "default", "the session belongs to the provider's user (ext_...) in the configured tenant")
+    check(result["answer"] == {"via": "provider"}, "the socket opened with the provider's token answers an intent")
+    page.wait_for_timeout((lifetime + 2) * 1000)
+    events = page.evaluate("window.__events")
+    check(["token_expired", "anonymous"] in events, f"when the provider's token ends the client reports token_expired and starts anonymous again ({events})")
+    check(not any(u.endswith("/api/auth/refresh") for _, u in net.requests), "nothing is refreshed for a provider's token")
+    urls = [u for _, u in net.requests] + net.sockets
+    check(not any("eyJ" in u or "access_token" in u for u in urls), "no URL holds the provider's token")
+    context.close()
+
+
 def main():
     runtime = {"pid": int(os.environ["RUNTIME_PID"]), "process": None}
     try:
@@ -264,6 +310,7 @@ def main():
             urls = [u for _, u in net.requests] + net.sockets
             check(not any("eyJ" in u or "access_token" in u or "refresh_token" in u for u in urls), "no URL the browser requested contains a token")
             many_components(browser)
+            sign_in_with_token(browser)
             browser.close()
     finally:
         if runtime["process"]:

@@ -268,7 +268,7 @@ struct AgentRelayTests {
         // While the Runtime is away a new upgrade is refused with 503, not answered 101 and then closed.
         let gatewayPort = fixture.gatewayPort
         let target = "/api/runtime/agent?access_token=\(login.accessToken)&session_id=\(login.sessionID)"
-        let refused = try await offPool { try RawUpgrade.send(port: gatewayPort, target: target) }
+        let refused = try await onOwnThread { try RawUpgrade.send(port: gatewayPort, target: target) }
         #expect(refused.status == 503 && refused.error == "upstream_unavailable", "\(refused.head) \(refused.body)")
 
         let runtime = try await StandaloneRuntime.start(directory: directory, port: port)

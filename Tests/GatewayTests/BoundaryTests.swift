@@ -63,8 +63,10 @@ struct BoundaryTests {
             ("POST", "/runtime/v1/sessions"), ("GET", "/runtime/v1/sessions/\(alice.sessionID)"), ("POST", "/runtime/v1/sessions/\(anonymous)/upgrade"),
         ]
         for (method, target) in variants {
+            // 404 for a path that names no public route; 400 for one the normaliser refuses (an encoded slash).
             let answer = try await rawHTTP(port: fixture.gatewayPort, method, target, bearer: alice.accessToken)
-            #expect(answer.status == 404, "\(method) \(target) answered \(answer.status): \(answer.body)")
+            let expected = target.lowercased().contains("%2f") ? 400 : 404
+            #expect(answer.status == expected, "\(method) \(target) answered \(answer.status): \(answer.body)")
         }
         // The admitted operations with other methods: refused (405 on a listed path), never forwarded.
         for (method, target) in [("DELETE", "/api/intent"), ("PUT", "/api/intent"), ("GET", "/api/intent"), ("POST", "/api/runtime/executions/exe_x"),

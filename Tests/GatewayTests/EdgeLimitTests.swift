@@ -10,12 +10,6 @@ extension Array where Element == UInt8 {
     var text: String { String(decoding: self, as: UTF8.self) }
 }
 
-/// Runs blocking socket work off the cooperative pool (the gateway under test needs it).
-func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
-    }
-}
 
 @Suite("Limits at the edge: each exceeded limit gets its answer while other clients carry on")
 struct EdgeLimitTests {
@@ -23,7 +17,7 @@ struct EdgeLimitTests {
     func headerSize() async throws {
         let fixture = try await GatewayFixture { $0.limits.maximumHeaderBytes = 4096 }
         let port = fixture.gatewayPort
-        let answer = try await offPool {
+        let answer = try await onOwnThread {
             let connection = try RawConnection(port: port)
             defer { connection.close() }
             connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: \(String(repeating: "a", count: 8192))\r\n\r\n")
@@ -40,7 +34,7 @@ struct EdgeLimitTests {
         let fixture = try await GatewayFixture { $0.limits.requestHeadTimeout = 1 }
         let port = fixture.gatewayPort
         let started = ContinuousClock.now
-        async let slow: String = offPool {
+        async let slow: String = onOwnThread {
             let connection = try RawConnection(port: port)
             defer { connection.close() }
             connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n")
@@ -61,7 +55,7 @@ struct EdgeLimitTests {
     func idleKeepAlive() async throws {
         let fixture = try await GatewayFixture { $0.limits.idleTimeout = 1 }
         let port = fixture.gatewayPort
-        let (first, closedAfter) = try await offPool { () -> (String, Double) in
+        let (first, closedAfter) = try await onOwnThread { () -> (String, Double) in
             let connection = try RawConnection(port: port)
             defer { connection.close() }
             connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -79,9 +73,9 @@ struct EdgeLimitTests {
     func connectionLimit() async throws {
         let fixture = try await GatewayFixture { $0.limits.maximumConnections = 3 }
         let port = fixture.gatewayPort
-        let held = try await offPool { try (0..<3).map { _ in try RawConnection(port: port) } }
+        let held = try await onOwnThread { try (0..<3).map { _ in try RawConnection(port: port) } }
         try await Task.sleep(for: .milliseconds(200))
-        let refused = try await offPool { () -> String in
+        let refused = try await onOwnThread { () -> String in
             let connection = try RawConnection(port: port)
             defer { connection.close() }
             return connection.readAll().text
@@ -113,7 +107,7 @@ struct EdgeLimitTests {
         try await fixture.addUser("alice")
         let login = try await fixture.login("alice")
         let port = fixture.gatewayPort
-        let frames = try await offPool { () -> [UInt8] in
+        let frames = try await onOwnThread { () -> [UInt8] in
             // A raw client: it upgrades, then never answers anything.
             let descriptor = try RawUpgrade.connectAndRequest(
                 port: port, target: "/api/runtime/agent?access_token=\(login.accessToken)&session_id=\(login.sessionID)", headers: [])

@@ -64,7 +64,7 @@ struct FaultTests {
                         // Old tokens, and tokens minted as the rotation happens.
                         let token = round % 3 == 0 ? try await fixture.login("alice").accessToken : before.accessToken
                         let answer = try await fixture.send(.GET, "/api/session/\(before.sessionID)", bearer: token)
-                        if answer.status == 200 { served.increment() } else { refused.increment() }
+                        if answer.status == 200 { served.increment() } else { refused.increment(); Issue.record("refused during the rotation: \(answer.status) \(answer.raw)") }
                         if worker == 0 && round == 10 {
                             try directory.rotate()
                             try fixture.keys.reloadIfChanged()

@@ -11,6 +11,7 @@ import ServiceLifecycle
 import StateSurface
 import Synchronization
 import Testing
+import TrustedIssuers
 
 /// Log lines captured from a gateway under test.
 final class CapturedLog: LogSink {
@@ -74,7 +75,7 @@ final class GatewayFixture: Sendable {
     ///   - runtimeURL: a Runtime started elsewhere; `nil` embeds one.
     init(
         hasher: PasswordHasher = GatewayFixture.fastHashing, directory existing: String? = nil, runtimeURL: String? = nil, busyTimeout: Double = 5,
-        configure: (inout GatewayConfiguration) -> Void = { _ in }
+        trustClock: any TokenClock = SystemClock(), configure: (inout GatewayConfiguration) -> Void = { _ in }
     ) async throws {
         directory = existing ?? NSTemporaryDirectory() + "portcullis-gateway-" + UUID().uuidString
         state = try SQLiteStateSurface(path: directory + "/portcullis.sqlite", busyTimeout: busyTimeout)
@@ -93,7 +94,10 @@ final class GatewayFixture: Sendable {
         let log = self.log
         var logger = Logger(label: "portcullis.test") { label in JSONLogHandler(label: label, sink: log) }
         logger.logLevel = .trace
-        server = PortcullisServer(gateway: gateway, runtime: runtime, state: state, keys: keys, passwordHasher: hasher, logger: logger)
+        let trusted =
+            gateway.trust.issuers.isEmpty ? nil : try TrustedIssuers(configuration: gateway.trust, leeway: gateway.leeway, clock: trustClock, logger: logger)
+        server = PortcullisServer(
+            gateway: gateway, runtime: runtime, state: state, keys: keys, passwordHasher: hasher, trustedIssuers: trusted, logger: logger)
         let ports = AsyncStream<(PortcullisServer.Listener, Int)>.makeStream()
         let services = try server.makeServices { listener, port in ports.continuation.yield((listener, port)) }
         let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) }, logger: logger))

@@ -5,23 +5,33 @@ import JOSE
 import Logging
 import NIOHTTP1
 import ServiceLifecycle
+import Synchronization
 import Testing
 
 /// A real upstream on loopback that answers every request with what it received:
 /// method, path, query, headers (name and value, in order) and the body's length.
 enum RecordingUpstream {
-    static func start() async throws -> BackgroundServer {
+    /// The request targets an upstream received, in order (method and target, byte for byte).
+    final class Targets: Sendable {
+        private let list = Mutex<[String]>([])
+        func append(_ line: String) { list.withLock { $0.append(line) } }
+        var all: [String] { list.withLock { $0 } }
+    }
+
+    static func start(recording targets: Targets? = nil) async throws -> BackgroundServer {
         let router = Router()
         let handler: @Sendable (Request, BasicRequestContext) async throws -> Response = { request, _ in
+            targets?.append("\(request.method.rawValue) \(request.uri.description)")
             let body = try await request.body.collect(upTo: 1 << 20)
             let headers: [JSONValue] = request.headers.map { .array([.string($0.name.rawName), .string($0.value)]) }
             let record: JSONValue = [
                 "method": .string(request.method.rawValue), "path": .string(request.uri.path), "query": .string(request.uri.query ?? ""),
+                "target": .string(request.uri.description),
                 "headers": .array(headers), "body_bytes": .number(Double(body.readableBytes)),
             ]
             return Response(status: .ok, headers: [.contentType: "application/json", .init("X-Upstream")!: "recording"], body: .init(byteBuffer: ByteBuffer(bytes: JSONWriter.bytes(record))))
         }
-        for method in [HTTPRequest.Method.get, .post, .put, .patch, .delete] {
+        for method in [HTTPRequest.Method.get, .post, .put, .patch, .delete, .options] {
             router.on("/**", method: method, use: handler)
             router.on("/", method: method, use: handler)
         }

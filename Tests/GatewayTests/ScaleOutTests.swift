@@ -18,11 +18,13 @@ final class ScaleOut: @unchecked Sendable {
     let gatewayPorts: [Int]
     let runtimePorts: [Int]
 
-    init() async throws {
+    /// - Parameter configuration: YAML every instance reads as its config/portcullis.yaml (a trust section, say).
+    init(configuration: String? = nil) async throws {
         directory = NSTemporaryDirectory() + "portcullis-scale-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: directory + "/config", withIntermediateDirectories: true)
+        if let configuration { try configuration.write(toFile: directory + "/config/portcullis.yaml", atomically: true, encoding: .utf8) }
         _ = try KeyDirectory(path: directory + "/keys").generate(algorithm: .es256)
-        databaseURL = try TestPostgres.shared().createDatabase()
+        databaseURL = try await TestPostgres.shared().createDatabase()
         gatewayPorts = [try TestPostgres.freePort(), try TestPostgres.freePort()]
         runtimePorts = [try TestPostgres.freePort(), try TestPostgres.freePort()]
         let common = ["STORAGE_POSTGRES_URL": databaseURL, "LOGGING_LEVEL": "warning"]
@@ -148,9 +150,44 @@ struct ScaleOutTests {
         }
         #expect(transcript.close?.closeCode == .policyViolation && transcript.close?.reason == "account disabled", "\(String(describing: transcript.close))")
         #expect(transcript.secondsToClose < 1.0, "closed \(transcript.secondsToClose) s after the disable")
-        let refused = try await cluster.send(.GET, cluster.a + "/api/session/\(session)", bearer: token)
+        // A learns of the cut-off through the feed (milliseconds) and its sync (twice a second); until then the
+        // revoked session answers 404. Under the parallel suite that can take a moment: poll, bounded.
+        var refused = try await cluster.send(.GET, cluster.a + "/api/session/\(session)", bearer: token)
+        let asked = ContinuousClock.now
+        while refused.status == 404, ContinuousClock.now - asked < .seconds(5) {
+            try await Task.sleep(for: .milliseconds(50))
+            refused = try await cluster.send(.GET, cluster.a + "/api/session/\(session)", bearer: token)
+        }
         #expect(refused.status == 401, "\(refused.raw)")
         cluster.stop(secrets: [token])
+    }
+
+    @Test("a trusted provider's token: logout through gateway A closes its socket on gateway B with 1008 within a second and is refused on B")
+    func providerLogoutReachesOtherGateway() async throws {
+        let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "a")])
+        let cluster = try await ScaleOut(
+            configuration: "trust:\n  issuers:\n    - issuer: \(provider.issuer)\n      audiences: [portcullis-api]\n      tenant: acme\n")
+        defer { cluster.stop() }
+        let token = try provider.token(sub: "erin")
+        let created = try await cluster.send(.POST, cluster.a + "/api/session/create-anonymous")
+        let session = try #require(created["session_id"])
+        // Each gateway fetches the provider's keys as it starts; give them a moment under load.
+        var upgraded = try await cluster.send(.PATCH, cluster.a + "/api/session/\(session)/upgrade", bearer: token, .object([:]))
+        for _ in 0..<50 where upgraded.status == 503 {
+            try await Task.sleep(for: .milliseconds(100))
+            upgraded = try await cluster.send(.PATCH, cluster.a + "/api/session/\(session)/upgrade", bearer: token, .object([:]))
+        }
+        #expect(upgraded.status == 200, "\(upgraded.raw)")
+        let transcript = try await cluster.socketOnB(token: token, session: session) {
+            let logout = try await cluster.send(.POST, cluster.a + "/api/auth/logout", bearer: token, ["session_id": .string(session)])
+            #expect(logout.status == 204)
+        }
+        #expect(transcript.close?.closeCode == .policyViolation, "\(String(describing: transcript.close))")
+        #expect(transcript.secondsToClose < 1.0, "closed \(transcript.secondsToClose) s after the logout on A")
+        let refused = try await cluster.send(.GET, cluster.b + "/api/session/\(session)", bearer: token)
+        #expect(refused.status == 401 && refused["error"] == "token_revoked", "\(refused.raw)")
+        cluster.stop(secrets: [token])
+        try await provider.stop()
     }
 
     @Test("a token revoked through gateway A is refused by gateway B within a second")
@@ -230,7 +267,7 @@ struct PostgresFaultTests {
     func databaseStopped() async throws {
         let server = try TestPostgres()
         defer { server.stop() }
-        let database = try server.createDatabase()
+        let database = try await server.createDatabase()
         let directory = NSTemporaryDirectory() + "portcullis-pgdown-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }

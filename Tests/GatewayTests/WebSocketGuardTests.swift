@@ -31,7 +31,7 @@ struct WebSocketGuardTests {
         /// the gateway under test (two such tests in parallel take both threads of a 2-core machine).
         func upgrade(_ query: String, headers: [(String, String)] = []) async throws -> RawUpgrade.Answer {
             let port = fixture.gatewayPort
-            return try await offPool { try RawUpgrade.send(port: port, target: WebSocketGuardTests.path + query, headers: headers) }
+            return try await onOwnThread { try RawUpgrade.send(port: port, target: WebSocketGuardTests.path + query, headers: headers) }
         }
     }
 
@@ -126,7 +126,10 @@ struct WebSocketGuardTests {
         #expect(tokenAsSession.json["message"]?.stringValue?.contains("an access token was sent where a session_id is expected") == true)
 
         // The allowed origin passes; then the session is at its one-socket limit: 429.
-        let first = try WebSocketProbe.open(port: fixture.gatewayPort, query: "?access_token=\(alice.accessToken)&session_id=\(alice.sessionID)", headers: [("Origin", "https://app.example.com")])
+        // Off the cooperative pool: its blocking read for the 101 would starve the gateway under test.
+        let port = fixture.gatewayPort
+        let query = "?access_token=\(alice.accessToken)&session_id=\(alice.sessionID)"
+        let first = try await onOwnThread { try WebSocketProbe.open(port: port, query: query, headers: [("Origin", "https://app.example.com")]) }
         // Wait until the relay has registered the socket (a count, not a fixed time).
         for _ in 0..<200 where fixture.server.services.sockets.count(sessionID: alice.sessionID) < 1 { try await Task.sleep(for: .milliseconds(25)) }
         let second = try await world.upgrade("?access_token=\(alice.accessToken)&session_id=\(alice.sessionID)", headers: [("Origin", "https://app.example.com")])

@@ -4,6 +4,7 @@ import Gateway
 import Runtime
 import StateSurface
 import Testing
+import TrustedIssuers
 
 @testable import portcullis
 
@@ -15,7 +16,9 @@ struct ConfigurationDefaultsTests {
         .appendingPathComponent("config/portcullis.yaml").path
 
     /// Keys without a default (absent means "not used"); the YAML documents each in a comment.
-    static let optionalKeys: Set<String> = ["runtime.url", "storage.postgres_url", "keys.jwks_file", "gateway.tls.certificate_path", "gateway.tls.private_key_path"]
+    static let optionalKeys: Set<String> = [
+        "runtime.url", "storage.postgres_url", "keys.jwks_file", "gateway.tls.certificate_path", "gateway.tls.private_key_path", "trust.issuers",
+    ]
 
     /// Every configuration type, read from `values`.
     static func readAll(_ values: ConfigurationValues) throws -> (GatewayConfiguration, RuntimeConfiguration, StorageConfiguration, CommandLineSettings) {
@@ -87,5 +90,86 @@ struct ConfigurationDefaultsTests {
         let partial = try RuntimeConfiguration(reading: try await ConfigurationValues.load(path: directory + "/partial.yaml", environment: false))
         #expect(partial.name == "other")
         #expect(partial.port == RuntimeConfiguration().port)
+    }
+}
+
+@Suite("trust.issuers: a list of maps read from the file, checked entry by entry")
+struct TrustConfigurationTests {
+    static func load(_ yaml: String) async throws -> ConfigurationValues {
+        let directory = NSTemporaryDirectory() + "portcullis-trust-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try yaml.write(toFile: directory + "/trust.yaml", atomically: true, encoding: .utf8)
+        return try await ConfigurationValues.load(path: directory + "/trust.yaml", environment: false)
+    }
+
+    /// The commented example under `trust:` in config/portcullis.yaml, uncommented.
+    static func committedExample() throws -> String {
+        let text = try String(contentsOfFile: ConfigurationDefaultsTests.file, encoding: .utf8)
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        guard let start = lines.firstIndex(of: "trust:") else { throw TrustExampleMissing() }
+        var example = ["trust:"]
+        for line in lines[(start + 1)...] where line.hasPrefix("  # ") || line.hasPrefix("  #   ") {
+            let uncommented = "  " + line.dropFirst(4)
+            // Settings commented out inside the example stay comments.
+            example.append(String(uncommented))
+        }
+        return example.joined(separator: "\n") + "\n"
+    }
+
+    struct TrustExampleMissing: Error {}
+
+    @Test("the committed example reads, beside scalar keys the library still reads, and names every setting an entry has")
+    func committedExample() async throws {
+        let example = try Self.committedExample()
+        let values = try await Self.load("gateway:\n  port: 9999\n" + example)
+        let trust = try TrustConfiguration(reading: values, gatewayIssuer: "http://127.0.0.1:8080")
+        #expect(trust.issuers.map(\.issuer) == ["https://idp.example.com/realms/acme", "https://PROJECT.supabase.co/auth/v1"])
+        #expect(trust.issuers.first?.keySource == .discovery)
+        #expect(trust.issuers.first?.algorithms == [.rs256, .es256])
+        #expect(trust.issuers.first?.tenant == .fixed("acme"))
+        #expect(trust.issuers.last?.keySource == .secret(file: "keys/supabase.secret"))
+        #expect(try GatewayConfiguration(reading: values).port == 9999, "the rest of the file is still read by the library")
+        for name in TrustedIssuer.settingNames {
+            #expect(example.contains(" \(name):"), "\(name) is documented in config/portcullis.yaml")
+        }
+    }
+
+    @Test(
+        "a bad entry stops start with a message naming the entry and the key",
+        arguments: [
+            ("- audiences: [a]\n      tenant: t", "trust.issuers[0].issuer"),
+            ("- issuer: https://idp.example.com\n      tenant: t", "trust.issuers[0].audiences"),
+            ("- issuer: https://idp.example.com\n      audiences: []\n      tenant: t", "trust.issuers[0].audiences"),
+            ("- issuer: https://idp.example.com\n      audiences: [a]", "trust.issuers[0].tenant"),
+            ("- issuer: https://idp.example.com\n      audiences: [a]\n      tenant: t\n      algorithms: [none]", "trust.issuers[0].algorithms"),
+            ("- issuer: https://idp.example.com\n      audiences: [a]\n      tenant: t\n      algorithms: [HS256]", "trust.issuers[0].algorithms"),
+            ("- issuer: https://idp.example.com\n      audiences: [a]\n      tenant: t\n      secret_file: s\n      algorithms: [RS256]", "trust.issuers[0].algorithms"),
+            ("- issuer: https://idp.example.com\n      audiences: [a]\n      tenant: t\n      secret_file: s\n      jwks_url: https://idp.example.com/k", "trust.issuers[0].secret_file"),
+            ("- issuer: https://idp.example.com\n      audiences: [a]\n      tenant: t\n      jwks_url: http://idp.example.com/k", "trust.issuers[0].jwks_url"),
+            ("- issuer: http://idp.example.com\n      audiences: [a]\n      tenant: t", "trust.issuers[0].issuer"),
+            ("- issuer: https://idp.example.com\n      audiences: [a]\n      tenant: t\n      tenant_claim: org", "trust.issuers[0].tenant_claim"),
+            ("- issuer: https://idp.example.com\n      audiences: [a]\n      tenant: t\n      audience: [b]", "trust.issuers[0].audience"),
+            ("- issuer: https://idp.example.com\n      audiences: [a]\n      tenant: t\n      max_stale_seconds: 1", "trust.issuers[0].max_stale_seconds"),
+            ("- issuer: https://idp.example.com\n      audiences: [a]\n      tenant: t\n    - issuer: https://idp.example.com\n      audiences: [a]\n      tenant: t", "trust.issuers[1].issuer"),
+            ("- issuer: http://127.0.0.1:8080\n      audiences: [a]\n      tenant: t", "trust.issuers[0].issuer"),
+            ("- just-a-string", "trust.issuers[0]"),
+        ])
+    func badEntries(_ pair: (String, String)) async throws {
+        // The shape of the list is checked as the file is loaded; each entry's settings as the section is read.
+        do {
+            let values = try await Self.load("trust:\n  issuers:\n    " + pair.0 + "\n")
+            _ = try TrustConfiguration(reading: values, gatewayIssuer: "http://127.0.0.1:8080")
+            Issue.record("accepted: \(pair.0)")
+        } catch let error as ConfigurationError {
+            #expect(error.message.hasPrefix("configuration key \(pair.1) "), "\(error.message)")
+        }
+    }
+
+    @Test("loopback issuers may use plain http (for tests on one machine); nothing else may")
+    func loopbackHTTP() async throws {
+        let values = try await Self.load("trust:\n  issuers:\n    - issuer: http://127.0.0.1:9000/realms/x\n      audiences: [a]\n      tenant_claim: org\n")
+        let trust = try TrustConfiguration(reading: values, gatewayIssuer: "http://127.0.0.1:8080")
+        #expect(trust.issuers.first?.tenant == .claim("org"))
     }
 }

@@ -93,6 +93,23 @@ public final class TestPostgres: Sendable {
     }
 
     /// A new, empty database on this server; its URL for `storage.postgres_url`.
+    /// `shared()` without blocking a cooperative thread: the first call runs initdb and starts
+    /// the server, which takes seconds the in-process servers of other tests need.
+    public static func shared() async throws -> TestPostgres {
+        try await onThreadOfItsOwn { try shared() }
+    }
+
+    /// `createDatabase()` without blocking a cooperative thread (psql runs as a child process).
+    public func createDatabase() async throws -> String {
+        try await Self.onThreadOfItsOwn { try self.createDatabase() }
+    }
+
+    private static func onThreadOfItsOwn<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread { continuation.resume(with: Result { try body() }) }.start()
+        }
+    }
+
     public func createDatabase() throws -> String {
         let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
         try psql("CREATE DATABASE \(name)")
@@ -137,21 +154,31 @@ public final class TestPostgres: Sendable {
         return output
     }
 
+    /// A loopback port free now, below the kernel's ephemeral range (32768-60999 here), so no
+    /// outgoing connection of the parallel suite can take it before the server that asked binds
+    /// it; never the same port twice in one test run.
     public static func freePort() throws -> Int {
+        for _ in 0..<500 {
+            let candidate = Int.random(in: 20_000..<32_000)
+            guard handedOut.withLock({ $0.insert(candidate).inserted }) else { continue }
+            if canBind(candidate) { return candidate }
+        }
+        throw TestPostgresError("no free loopback port between 20000 and 32000")
+    }
+
+    private static let handedOut = Mutex<Set<Int>>([])
+
+    private static func canBind(_ port: Int) -> Bool {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { return false }
         defer { close(descriptor) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0
-            }
+        address.sin_port = UInt16(port).bigEndian
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
         }
-        guard bound else { throw TestPostgresError("no free loopback port") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }
 

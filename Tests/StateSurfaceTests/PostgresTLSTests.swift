@@ -41,7 +41,7 @@ struct PostgresTLSTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let server = try TestPostgres(tls: try Self.certificates(in: directory))
         defer { server.stop() }
-        let url = try server.createDatabase()
+        let url = try await server.createDatabase()
 
         let verified = try await Self.open(url, tls: .verifyFull, caFile: directory + "/ca.crt")
         let session = SessionRecord(id: try SessionID.generate(), state: .anonymous, createdAt: 1, lastSeenAt: 1, expiresAt: 4_000_000_000)

@@ -232,7 +232,7 @@ struct RepositoryContractTests {
         let watcherWoke = await watcher.reach(2, within: 5), reloaderWoke = await reloader.reach(2, within: 5)
         #expect(watcherWoke && reloaderWoke, "both listeners woke for the commit")
         let database = try #require(store.configuration.postgres?.database)
-        let listening = try TestPostgres.shared().psql(
+        let listening = try await TestPostgres.shared().psql(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = '\(database)' AND application_name = 'portcullis-listen'")
         #expect(listening == "1", "one LISTEN connection for the reader's two listeners (the writer has none): \(listening)")
         await writer.shutdown()

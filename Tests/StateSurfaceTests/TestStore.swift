@@ -44,8 +44,12 @@ final class TestStore: Sendable {
             _ = Self.removeAtExit
             Self.files.withLock { $0.append(temp) }
         case .postgres:
-            var settings = try PostgresSettings(url: try TestPostgres.shared().createDatabase())
+            var settings = try PostgresSettings(url: try await TestPostgres.shared().createDatabase())
             settings.poolSize = poolSize
+            // Generous: under AddressSanitizer beside the whole parallel suite, connecting and migrating
+            // a fresh database took longer than the production default's 15 s (no test here times these).
+            settings.connectTimeout = 20
+            settings.queryTimeout = 40
             configuration.postgres = settings
         }
         self.configuration = configuration

@@ -26,6 +26,17 @@ function base64url(text) {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** A token's `exp` in milliseconds (read, not trusted: the gateway verifies); now when unreadable. */
+function tokenExpiry(token) {
+  try {
+    const payload = token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
+    const exp = JSON.parse(atob(payload + "===".slice((payload.length + 3) % 4))).exp;
+    return typeof exp === "number" ? exp * 1000 : Date.now();
+  } catch (_) {
+    return Date.now();
+  }
+}
+
 /**
  * The session being started, per gateway and storage key, for the whole page:
  * however many clients (components) call start(), one anonymous session is made.
@@ -163,6 +174,35 @@ export class PortcullisClient extends EventTarget {
     return upgraded;
   }
 
+  /**
+   * Signs in with an access token the page got from its identity provider (an issuer the
+   * gateway trusts, `trust.issuers`): upgrades the current session in place, and the socket
+   * opens as after a login. Nothing is refreshed for such a token: call this again with a
+   * fresh one before it expires (an open socket is renewed with it). When it expires, or the
+   * gateway refuses it, the client emits `session` with reason `token_expired` and starts a
+   * new anonymous session. Rejects with a PortcullisError whose `.code` is the gateway's.
+   */
+  async signInWithToken(accessToken) {
+    const session = await this.start();
+    const previous = this._tokens;
+    this._takeProviderToken(accessToken);
+    let upgraded;
+    try {
+      upgraded = await this._call("PATCH", `/api/session/${encodeURIComponent(session.session_id)}/upgrade`, { body: {}, bearer: true });
+    } catch (error) {
+      if (previous) this._tokens = previous;
+      else this._forgetTokens();
+      throw error;
+    }
+    if (this.session?.state === "authenticated" && this.session.session_id === upgraded.session_id) {
+      this.session = upgraded;
+      this._agent?._renew(); // the same session with a fresher token: the open socket takes it
+    } else {
+      this._setSession(upgraded, "upgraded");
+    }
+    return upgraded;
+  }
+
   /** Logs out: the session ends, the socket closes with 1000 and does not reconnect, the session is forgotten. */
   async logout() {
     const session = this.session;
@@ -202,6 +242,16 @@ export class PortcullisClient extends EventTarget {
     if (!this._closed) this._refreshTimer = setTimeout(() => this.refresh().catch(() => {}), delay);
   }
 
+  /** A provider's token: no refresh token; the client's sign-in ends at its `exp`. */
+  _takeProviderToken(accessToken) {
+    const expiresAt = tokenExpiry(accessToken);
+    this._tokens = { accessToken, refreshToken: null, expiresAt, refreshAt: expiresAt, provider: true };
+    clearTimeout(this._refreshTimer);
+    // A second before exp (the gateway closes the socket at exp): the sign-in has ended.
+    const delay = Math.max(0, expiresAt - 1000 - Date.now());
+    if (!this._closed) this._refreshTimer = setTimeout(() => this._sessionEnded("token_expired").catch(() => {}), delay);
+  }
+
   /** True when the access token is due for its refresh (or overdue: the refresh keeps failing). */
   _tokenDue() {
     return !this._tokens || Date.now() >= Math.min(this._tokens.refreshAt, this._tokens.expiresAt - 1000);
@@ -217,6 +267,11 @@ export class PortcullisClient extends EventTarget {
     if (!this._refreshing) {
       this._refreshing = (async () => {
         if (!this._tokens) throw new PortcullisError("token_missing", "log in first");
+        if (this._tokens.provider) {
+          // Nothing to refresh: a provider's token ends here; the page signs in again with a fresh one.
+          await this._sessionEnded("token_expired");
+          throw new PortcullisError("token_expired", "the identity provider's token ended; sign in with a fresh one");
+        }
         try {
           const answer = await this._call("POST", "/api/auth/refresh", { body: { refresh_token: this._tokens.refreshToken } });
           this._takeTokens(answer);

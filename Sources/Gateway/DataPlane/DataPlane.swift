@@ -55,11 +55,11 @@ final class DataPlane: Sendable {
         self.allowedOrigins = Set(allowedOrigins)
     }
 
-    /// The route serving `path`, if one does (`PREFIX` itself or `PREFIX/...`).
-    func route(for path: Substring) -> Route? {
-        for route in routes where path.hasPrefix(route.prefix) {
-            let rest = path.dropFirst(route.prefix.count)
-            if rest.isEmpty || rest.first == "/" || rest.first == "?" { return route }
+    /// The route serving a normalised `path` (`PREFIX` itself or `PREFIX/...`), and the
+    /// part of the path below its prefix.
+    func route(for path: Substring) -> (route: Route, remainder: Substring)? {
+        for route in routes {
+            if let remainder = ProxyRoute.remainder(of: path, under: route.prefix) { return (route, remainder) }
         }
         return nil
     }

@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOHTTPTypes
+import TrafficCop
 
 /// Serves `gateway.routes` requests on the client connection's event loop,
 /// from request head to response end, with no hop to the Swift concurrency
@@ -13,7 +14,10 @@ import NIOHTTPTypes
 /// path is under a fast route is answered here (`ProxyExchange`); any other
 /// request passes through untouched. One request is in flight per connection:
 /// parts of a later request that arrive early (pipelining) wait in a queue
-/// until the current answer has ended, whoever gave it.
+/// until the current answer has ended, whoever gave it. While anything waits,
+/// the connection is not read (so a client that pipelines without reading the
+/// answers holds at most one read's worth here), and a queue past
+/// `maximumQueuedBytes` closes the connection.
 final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -34,8 +38,12 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var queued = CircularBuffer<HTTPRequestPart>()
     private(set) var context: ChannelHandlerContext?
     private(set) var pool: UpstreamPool?
+    /// Bytes of queued body parts.
+    private var queuedBytes = 0
     /// Reads held back while the upstream cannot take more of the request body.
     private var holdingReads = false
+    /// Reads held back while a pipelined request waits in the queue.
+    private var queueHoldsReads = false
     private var readPending = false
     /// Whether a deadline check is scheduled (one per connection at most).
     private var deadlineCheckScheduled = false
@@ -43,8 +51,13 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var requestIDPrefix = ""
     private var requestCount: UInt32 = 0
 
+    /// The most a connection's queue may hold before the connection is closed: more than
+    /// one read can bring only when a client keeps sending past what it was asked for.
+    let maximumQueuedBytes: Int
+
     init(plane: DataPlane) {
         self.plane = plane
+        maximumQueuedBytes = max(256 * 1024, plane.maximumBodyBytes)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -74,17 +87,20 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func handle(_ part: HTTPRequestPart, context: ChannelHandlerContext) {
         switch state {
         case .idle:
-            guard case .head(let head) = part, head.method != .options, let path = head.path, let route = plane.route(for: path[...]) else {
+            // The path is normalised already (RequestTargetHandler, before this handler).
+            guard case .head(let head) = part, head.method != .options, let target = head.path,
+                case let (path, query) = RequestTarget.split(target[...]), let (route, remainder) = plane.route(for: path)
+            else {
                 if case .head = part { state = .passthrough(requestDone: false, responseDone: false) }
                 context.fireChannelRead(wrapInboundOut(part))
                 return
             }
-            let exchange = ProxyExchange(handler: self, route: route, head: head, path: path)
+            let exchange = ProxyExchange(handler: self, route: route, head: head, path: path, remainder: remainder, query: query)
             state = .proxying(exchange)
             exchange.start()
         case .passthrough(let requestDone, let responseDone):
             if requestDone {
-                queued.append(part)
+                enqueue(part, context: context)
                 return
             }
             if case .end = part {
@@ -96,7 +112,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
             }
         case .proxying(let exchange):
             if exchange.requestEnded {
-                queued.append(part)
+                enqueue(part, context: context)
             } else {
                 exchange.clientRead(part)
             }
@@ -105,15 +121,38 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
+    /// Keeps a part of a request that came before the current one ended, and stops reading
+    /// until it has been taken; closes the connection when the queue grows past its bound.
+    private func enqueue(_ part: HTTPRequestPart, context: ChannelHandlerContext) {
+        if case .body(let buffer) = part { queuedBytes += buffer.readableBytes }
+        queued.append(part)
+        queueHoldsReads = true
+        if queuedBytes > maximumQueuedBytes || queued.count > Self.maximumQueuedParts {
+            plane.logger.info("pipelined requests past the connection's bound; closing it", metadata: ["queued_bytes": "\(queuedBytes)"])
+            queued.removeAll()
+            queuedBytes = 0
+            context.close(promise: nil)
+        }
+    }
+
+    /// Parts one connection may queue (heads and body chunks of pipelined requests).
+    static let maximumQueuedParts = 4_096
+
     /// The current request is over in both directions: take the next one, if it came already.
     private func becomeIdle() {
         state = .idle
-        guard let context, !queued.isEmpty else { return }
+        guard let context else { return }
+        guard !queued.isEmpty else {
+            releaseQueueHold()
+            return
+        }
         let parts = Array(queued)
         queued.removeAll()
+        queuedBytes = 0
         for part in parts { handle(part, context: context) }
         // Hummingbird's channel hands reads on at the end of a read cycle; these came outside one.
         context.fireChannelReadComplete()
+        if queued.isEmpty { releaseQueueHold() }
     }
 
     /// Called by the exchange once its answer has ended (or failed).
@@ -176,7 +215,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     // MARK: Back-pressure
 
     func read(context: ChannelHandlerContext) {
-        if holdingReads {
+        if holdingReads || queueHoldsReads {
             readPending = true
         } else {
             context.read()
@@ -191,10 +230,19 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func resumeReads() {
         guard holdingReads else { return }
         holdingReads = false
-        if readPending {
-            readPending = false
-            context?.read()
-        }
+        readIfPending()
+    }
+
+    private func releaseQueueHold() {
+        guard queueHoldsReads else { return }
+        queueHoldsReads = false
+        readIfPending()
+    }
+
+    private func readIfPending() {
+        guard readPending, !holdingReads, !queueHoldsReads else { return }
+        readPending = false
+        context?.read()
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
@@ -206,6 +254,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if case .proxying(let exchange) = state { exchange.clientGone() }
         state = .idle
         queued.removeAll()
+        queuedBytes = 0
         context.fireChannelInactive()
     }
 }

@@ -23,7 +23,11 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     unowned let handler: ProxyChannelHandler
     let route: DataPlane.Route
     let head: HTTPRequest
-    let path: String
+    /// The normalised path, without the query.
+    let path: Substring
+    /// The part of `path` below the route's prefix.
+    let remainder: Substring
+    let query: Substring?
     let requestID: String
     let started = ContinuousClock.now
     let plane: DataPlane
@@ -40,12 +44,14 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     /// When the upstream must have answered by (the handler's deadline check reads it).
     private(set) var deadline: NIODeadline?
 
-    init(handler: ProxyChannelHandler, route: DataPlane.Route, head: HTTPRequest, path: String) {
+    init(handler: ProxyChannelHandler, route: DataPlane.Route, head: HTTPRequest, path: Substring, remainder: Substring, query: Substring?) {
         self.handler = handler
         self.plane = handler.plane
         self.route = route
         self.head = head
         self.path = path
+        self.remainder = remainder
+        self.query = query
         requestID = handler.nextRequestID()
     }
 
@@ -60,6 +66,9 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     // MARK: Admission
 
     func start() {
+        guard ProxyRoute.methods.contains(head.method) else {
+            return fail(.methodNotAllowed(head.method.rawValue, path: RequestObservationMiddleware.redactedPath(String(path)), allowed: ProxyRoute.allowedMethodNames))
+        }
         if let length = head.headerFields[.contentLength].flatMap(Int.init), length > plane.maximumBodyBytes {
             return fail(Self.tooLarge(plane.maximumBodyBytes), closeClient: true)
         }
@@ -130,7 +139,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         let assertion: String
         do {
             assertion = try plane.runtime.assertions.assertion(
-                audience: route.audience, caller: RuntimeCaller(userID: caller.userID, tenantID: caller.tenantID, sessionID: sessionID))
+                audience: route.audience, caller: RuntimeCaller(caller, sessionID: sessionID))
         } catch {
             return fail(.noSigningKey)
         }
@@ -164,17 +173,14 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         }
     }
 
-    /// The upstream target: the route's base path, the rest of the client's path, the query without `access_token`.
-    /// The request for the prefix itself to an upstream without a base path is `/`, never an
-    /// empty request target (RFC 9112 §3.2.1; nginx answers an empty one with 400).
+    /// The upstream target: the route's base path, the normalised path below the prefix, the
+    /// query without `access_token`. The request for the prefix itself to an upstream without a
+    /// base path is `/`, never an empty request target (RFC 9112 §3.2.1; nginx answers an empty one with 400).
     private func target() -> String {
-        let rest = path.dropFirst(route.prefix.count)
-        let mark = rest.firstIndex(of: "?")
-        var target = route.origin.basePath + (mark.map { rest[..<$0] } ?? rest)
+        var target = route.origin.basePath + remainder
         if target.isEmpty { target = "/" }
-        guard let mark else { return target }
-        let query = ProxyRoutes.forwardedQuery(String(rest[rest.index(after: mark)...]))
-        return target + (query.map { "?" + $0 } ?? "")
+        guard let query = RequestTarget.queryWithoutCredentials(query) else { return target }
+        return target + "?" + query
     }
 
     private func connected(_ connection: UpstreamConnection) {
@@ -334,7 +340,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
                 "request",
                 metadata: [
                     "request_id": "\(requestID)", "method": "\(head.method.rawValue)", "route": "\(route.template)",
-                    "path": "\(RequestObservationMiddleware.redactedPath(String(path.prefix { $0 != "?" })))", "status": "\(status)",
+                    "path": "\(RequestObservationMiddleware.redactedPath(String(path)))", "status": "\(status)",
                     "duration_ms": "\(Double(nanoseconds / 1000) / 1000)",
                 ])
         }

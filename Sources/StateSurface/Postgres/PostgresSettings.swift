@@ -1,5 +1,8 @@
 import ConfigurationReading
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// How to reach the PostgreSQL database, read from `storage.postgres_url` and its companions.
 ///
@@ -54,7 +57,20 @@ public struct PostgresSettings: Sendable, Equatable {
     /// `postgresql://host:port/database`: no user, no password.
     public var name: String { "postgresql://\(host.contains(":") ? "[\(host)]" : host):\(port)/\(database)" }
 
+    /// Whether `host` is loopback by its spelling alone: `localhost`, an IPv4 literal in
+    /// 127.0.0.0/8, or `::1` (an IPv4-mapped 127/8 too). A DNS name such as
+    /// `127.db.example.com` is not, whatever it resolves to.
     static func isLoopback(_ host: String) -> Bool {
-        host == "localhost" || host == "::1" || host == "[::1]" || host.hasPrefix("127.")
+        if host.lowercased() == "localhost" { return true }
+        let literal = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        var v4 = in_addr()
+        if inet_pton(AF_INET, literal, &v4) == 1 {
+            return UInt32(bigEndian: v4.s_addr) >> 24 == 127
+        }
+        var v6 = in6_addr()
+        guard inet_pton(AF_INET6, literal, &v6) == 1 else { return false }
+        let bytes = withUnsafeBytes(of: v6) { Array($0) }
+        if bytes == Array(repeating: 0, count: 15) + [1] { return true }
+        return bytes.prefix(12) == (Array(repeating: 0, count: 10) + [0xFF, 0xFF])[...] && bytes[12] == 127
     }
 }

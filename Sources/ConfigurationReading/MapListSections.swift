@@ -1,0 +1,137 @@
+import Configuration
+import Foundation
+import Yams
+
+/// One map of a list of maps in the configuration file (an entry of `trust.issuers`).
+///
+/// The configuration library reads scalars and lists of scalars only ("Unexpected
+/// non-scalar value in array"), so these sections are read here, from the file,
+/// and kept out of what the library sees. Every value is a string or a list of
+/// strings as the YAML wrote it; the reads convert and name the entry and key
+/// when a value cannot be used.
+public struct ConfigurationMap: Sendable, Equatable {
+    public enum Value: Sendable, Equatable {
+        case scalar(String)
+        case list([String])
+        /// A nested map or a list holding one: never meaningful in these entries.
+        case nested
+    }
+
+    /// The entry's key for messages: `trust.issuers[0]`.
+    public let key: String
+    public let values: [String: Value]
+
+    public init(key: String, values: [String: Value]) {
+        self.key = key
+        self.values = values
+    }
+
+    /// The keys this entry sets.
+    public var names: Set<String> { Set(values.keys) }
+
+    private func error(_ name: String, _ problem: String) -> ConfigurationError {
+        ConfigurationError(fileKey: "\(key).\(name)", problem)
+    }
+
+    public func string(_ name: String) throws(ConfigurationError) -> String? {
+        switch values[name] {
+        case nil: return nil
+        case .scalar(let text)?:
+            guard !text.isEmpty else { throw error(name, "must not be empty") }
+            return text
+        default: throw error(name, "must be a string")
+        }
+    }
+
+    /// A list of strings; a single string counts as a list of one.
+    public func strings(_ name: String) throws(ConfigurationError) -> [String]? {
+        switch values[name] {
+        case nil: return nil
+        case .scalar(let text)?: return [text]
+        case .list(let list)?: return list
+        case .nested?: throw error(name, "must be a list of strings")
+        }
+    }
+
+    public func int(_ name: String, in range: ClosedRange<Int>) throws(ConfigurationError) -> Int? {
+        guard let text = try string(name) else { return nil }
+        guard let value = Int(text) else { throw error(name, "must be a whole number") }
+        guard range.contains(value) else { throw error(name, "must be from \(range.lowerBound) to \(range.upperBound), not \(value)") }
+        return value
+    }
+
+    /// An error about key `name` of this entry.
+    public func problem(_ name: String, _ problem: String) -> ConfigurationError {
+        error(name, problem)
+    }
+}
+
+/// The lists of maps the configuration holds, read from the file's text.
+enum MapListSections {
+    /// `section.list` keys read as lists of maps (kept from the library).
+    static let keys: [(section: String, list: String)] = [("trust", "issuers")]
+
+    /// The lists of maps in `text`, by their dotted key.
+    static func read(_ text: String) throws -> [String: [ConfigurationMap]] {
+        guard let root = try Yams.compose(yaml: text)?.mapping else { return [:] }
+        var result: [String: [ConfigurationMap]] = [:]
+        for (section, list) in keys {
+            guard let node = root[section]?.mapping?[list] else { continue }
+            let key = "\(section).\(list)"
+            guard let sequence = node.sequence else {
+                if node.scalar?.string.isEmpty == true || node.scalar?.string == "null" { continue }
+                throw ConfigurationError(fileKey: key, "must be a list of maps, one per entry (see config/portcullis.yaml)")
+            }
+            result[key] = try sequence.enumerated().map { index, entry in
+                guard let mapping = entry.mapping else {
+                    throw ConfigurationError(fileKey: "\(key)[\(index)]", "must be a map of settings (issuer: ..., audiences: [...])")
+                }
+                var values: [String: ConfigurationMap.Value] = [:]
+                for (name, value) in mapping {
+                    guard let name = name.string else { continue }
+                    if let scalar = value.scalar {
+                        values[name] = .scalar(scalar.string)
+                    } else if let items = value.sequence {
+                        let strings = items.compactMap(\.scalar?.string)
+                        values[name] = strings.count == items.count ? .list(strings) : .nested
+                    } else {
+                        values[name] = .nested
+                    }
+                }
+                return ConfigurationMap(key: "\(key)[\(index)]", values: values)
+            }
+        }
+        return result
+    }
+
+    /// `text` without the lists of maps (the rest of their sections stays), as YAML.
+    static func withoutMapLists(_ text: String) throws -> String {
+        guard let root = try Yams.compose(yaml: text), var mapping = root.mapping else { return text }
+        var changed = false
+        for (section, list) in keys {
+            guard var inner = mapping[section]?.mapping, inner[list] != nil else { continue }
+            inner[list] = nil
+            mapping[section] = inner.isEmpty ? nil : Node.mapping(inner)
+            changed = true
+        }
+        guard changed else { return text }
+        return mapping.isEmpty ? "{}\n" : try Yams.serialize(node: .mapping(mapping))
+    }
+}
+
+/// The configuration library's YAML snapshot of the file without its lists of maps.
+struct MapListFreeYAMLSnapshot: FileConfigSnapshot {
+    typealias ParsingOptions = YAMLSnapshot.ParsingOptions
+    let inner: YAMLSnapshot
+
+    init(data: RawSpan, providerName: String, parsingOptions: ParsingOptions) throws {
+        let text = data.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        let filtered = Array(try MapListSections.withoutMapLists(text).utf8)
+        inner = try YAMLSnapshot(data: filtered.span.bytes, providerName: providerName, parsingOptions: parsingOptions)
+    }
+
+    var providerName: String { inner.providerName }
+    func value(forKey key: AbsoluteConfigKey, type: ConfigType) throws -> LookupResult { try inner.value(forKey: key, type: type) }
+    var description: String { inner.description }
+    var debugDescription: String { inner.debugDescription }
+}

@@ -1,0 +1,218 @@
+import JOSE
+import Synchronization
+
+/// One trusted issuer's keys as held now, how they are verified against, and
+/// how they are fetched again.
+///
+/// Fetches are shared: while one runs, every caller that needs one awaits it.
+/// An unknown `kid` starts at most one fetch per `refresh_cooldown_seconds`.
+/// The last good keys keep working for `max_stale_seconds` after the last
+/// successful fetch; past that (or before any) the issuer is unavailable.
+final class IssuerKeys: Sendable {
+    let issuer: TrustedIssuer
+    let policy: AccessTokenPolicy
+    let clock: any TokenClock
+    private let fetcher: KeyFetcher?
+    private let state: Mutex<State>
+
+    struct State {
+        var keys: [String: JWSKey] = [:]
+        var fetchedAt: Double?
+        var refreshAt: Double = 0
+        var lastError: String?
+        var failures = 0
+        var missFetchAt: Double?
+        var inFlight: Task<Void, Never>?
+        var completedFetches = 0
+        var source: String
+        var skipped: [String] = []
+    }
+
+    /// - Parameter secret: the HMAC keys of a `secret_file` issuer (fixed; nothing is fetched).
+    init(issuer: TrustedIssuer, leeway: Double, clock: any TokenClock, fetcher: KeyFetcher?, secret: [JWSKey]?) {
+        self.issuer = issuer
+        self.clock = clock
+        self.fetcher = fetcher
+        var policy = AccessTokenPolicy(
+            issuer: issuer.issuer, audience: nil, leeway: leeway, maximumLifetime: issuer.maximumTokenLifetime,
+            acceptedTypes: ["at+jwt", "application/at+jwt", "JWT"],
+            requiredClaims: Array(Set(["iss", "aud", "exp", issuer.subjectClaim] + Self.tenantClaim(issuer))).sorted(), forbiddenClaims: [])
+        policy.audiences = issuer.audiences
+        policy.requiresType = false
+        policy.requiresKeyID = false
+        self.policy = policy
+        var initial = State(source: "secret_file")
+        switch issuer.keySource {
+        case .jwks(let url): initial.source = url
+        case .discovery: initial.source = issuer.discoveryURL
+        case .secret: break
+        }
+        if let secret {
+            initial.keys = Dictionary(uniqueKeysWithValues: secret.map { ($0.kid, $0) })
+            initial.fetchedAt = clock.now()
+            initial.refreshAt = .infinity
+        }
+        state = Mutex(initial)
+    }
+
+    private static func tenantClaim(_ issuer: TrustedIssuer) -> [String] {
+        if case .claim(let name) = issuer.tenant { return [name] }
+        return []
+    }
+
+    private var usesSecret: Bool {
+        if case .secret = issuer.keySource { return true }
+        return false
+    }
+
+    // MARK: Verification
+
+    /// Checks a parsed token of this issuer with the keys held now; never suspends.
+    func verify(_ jws: JWSCompact, claims: JSONObject) -> ExternalVerification {
+        let now = clock.now()
+        let (keys, fetchedAt, missFetchAt, fetching, lastError) = state.withLock { ($0.keys, $0.fetchedAt, $0.missFetchAt, $0.inFlight != nil, $0.lastError) }
+        guard let fetchedAt else {
+            return .unavailable("the keys of \(issuer.issuer) have not been fetched yet" + (lastError.map { ": \($0)" } ?? ""))
+        }
+        guard usesSecret || now - fetchedAt <= issuer.maximumStaleness else {
+            return .unavailable("the keys of \(issuer.issuer) could not be fetched for \(AccessTokenPolicy.describe(now - fetchedAt))")
+        }
+        do throws(TokenValidationError) {
+            let algorithm = try jws.algorithm()
+            let kid = try policy.checkHeader(jws.header)
+            let key: JWSKey
+            if usesSecret {
+                // One shared secret per algorithm: the kid, if any, names nothing here.
+                guard let secret = keys.values.first(where: { $0.algorithm == algorithm }) else {
+                    throw TokenValidationError(.algorithmMismatch, "\(issuer.issuer) signs with \(policy.acceptedAlgorithmsDescription(keys)), not \(algorithm.rawValue)")
+                }
+                key = secret
+            } else if kid.isEmpty {
+                guard keys.count == 1, let only = keys.values.first else {
+                    throw TokenValidationError(.unknownKey, "the header has no \"kid\" and \(issuer.issuer) publishes several keys")
+                }
+                key = only
+            } else if let known = keys[kid] {
+                key = known
+            } else {
+                let mayFetch = fetching || missFetchAt.map { now - $0 >= issuer.refreshCooldown } ?? true
+                if mayFetch { return .keysMayHaveChanged }
+                throw TokenValidationError(.unknownKey, "\(issuer.issuer) publishes no key with the kid \"\(JSONValue.clip(kid))\"")
+            }
+            try jws.verifySignature(with: key)
+            if let problem = policy.problems(in: claims, at: now, stopAtFirst: true).first { throw problem }
+            guard let subject = claims[issuer.subjectClaim]?.stringValue, !subject.isEmpty else {
+                throw TokenValidationError(.invalidClaim, "the claim \"\(issuer.subjectClaim)\" must be a non-empty string")
+            }
+            let tenantID: String
+            switch issuer.tenant {
+            case .fixed(let fixed): tenantID = fixed
+            case .claim(let name):
+                guard let value = claims[name]?.stringValue, Self.isTenantName(value) else {
+                    throw TokenValidationError(.invalidClaim, "the claim \"\(name)\" must name a tenant (1-64 letters, digits or . _ @ + -)")
+                }
+                tenantID = value
+            }
+            let verified = VerifiedAccessToken(header: jws.header, claims: claims, keyID: key.kid, algorithm: algorithm)
+            return .verified(ExternalIdentity(issuer: issuer.issuer, subject: subject, tenantID: tenantID), verified)
+        } catch {
+            return .refused(error)
+        }
+    }
+
+    static func isTenantName(_ text: String) -> Bool {
+        (1...64).contains(text.utf8.count) && text.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+            case UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "@"), UInt8(ascii: "+"), UInt8(ascii: "-"): true
+            default: false
+            }
+        }
+    }
+
+    // MARK: Fetching
+
+    /// Fetches now unless a fetch is running (then waits for it); for start-up and the background refresh.
+    func refresh() async {
+        if let (task, _) = startOrJoinFetch(forUnknownKey: false) { await task.value }
+    }
+
+    /// For an unknown kid: joins a running fetch, or starts one if the cooldown allows, and waits
+    /// for it (at most the fetch's own 10 s, as Envoy holds a request for its first JWKS fetch).
+    /// Only requests that arrive while that one fetch runs wait; the cooldown answers the rest at once.
+    func refreshForUnknownKey() async {
+        if let (task, _) = startOrJoinFetch(forUnknownKey: true) { await task.value }
+    }
+
+    /// The running fetch, or a new one (for an unknown kid only once per cooldown), and how many
+    /// fetches had completed before it; `nil` when none may start.
+    private func startOrJoinFetch(forUnknownKey: Bool) -> (Task<Void, Never>, Int)? {
+        guard let fetcher else { return nil }
+        let now = clock.now()
+        return state.withLock { state -> (Task<Void, Never>, Int)? in
+            if let running = state.inFlight { return (running, state.completedFetches) }
+            if forUnknownKey {
+                if let last = state.missFetchAt, now - last < issuer.refreshCooldown { return nil }
+                state.missFetchAt = now
+            }
+            let issuer = self.issuer
+            let task = Task { [self] in
+                let result: Result<FetchedKeys, KeyFetchError>
+                do throws(KeyFetchError) {
+                    result = .success(try await fetcher.fetchKeys(for: issuer))
+                } catch {
+                    result = .failure(error)
+                }
+                self.record(result)
+            }
+            state.inFlight = task
+            return (task, state.completedFetches)
+        }
+    }
+
+    private func record(_ result: Result<FetchedKeys, KeyFetchError>) {
+        let now = clock.now()
+        state.withLock { state in
+            state.inFlight = nil
+            state.completedFetches += 1
+            switch result {
+            case .success(let fetched):
+                state.keys = fetched.keys
+                state.skipped = fetched.skipped
+                state.source = fetched.jwksURL
+                state.fetchedAt = now
+                state.lastError = nil
+                state.failures = 0
+                // Before the max-age ends, and well before the keys would turn stale.
+                state.refreshAt = now + min(fetched.maximumAge * 0.9, issuer.maximumStaleness / 2)
+            case .failure(let error):
+                state.lastError = error.message
+                state.failures += 1
+                // Retry soon, backing off to a minute (sooner when the keys turn stale sooner); known keys keep working meanwhile.
+                state.refreshAt = now + min(60, Double(1 << min(state.failures, 6)), max(1, issuer.maximumStaleness / 4))
+            }
+        }
+    }
+
+    /// Whether the background refresh should fetch now.
+    func isDue(at now: Double) -> Bool {
+        fetcher != nil && state.withLock { $0.inFlight == nil && now >= $0.refreshAt }
+    }
+
+    var status: IssuerStatus {
+        let now = clock.now()
+        return state.withLock { state in
+            IssuerStatus(
+                issuer: issuer.issuer, source: state.source,
+                keys: state.keys.values.sorted { $0.kid < $1.kid }.map { ($0.kid, $0.algorithm.rawValue) },
+                age: state.fetchedAt.map { now - $0 }, lastError: state.lastError,
+                usable: state.fetchedAt.map { usesSecret || now - $0 <= issuer.maximumStaleness } ?? false, skipped: state.skipped)
+        }
+    }
+}
+
+extension AccessTokenPolicy {
+    fileprivate func acceptedAlgorithmsDescription(_ keys: [String: JWSKey]) -> String {
+        Set(keys.values.map(\.algorithm.rawValue)).sorted().joined(separator: ", ")
+    }
+}

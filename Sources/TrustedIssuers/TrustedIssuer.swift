@@ -1,0 +1,155 @@
+import ConfigurationReading
+import Foundation
+import JOSE
+
+/// One identity provider whose access tokens the gateway accepts (an entry of
+/// `trust.issuers`): where its keys come from and the rules its tokens meet.
+///
+/// Read from the configuration file only (a list of maps has no environment
+/// spelling), validated at start with errors that name the entry and the key.
+public struct TrustedIssuer: Sendable, Equatable {
+    /// Where the issuer's verification keys come from.
+    public enum KeySource: Sendable, Equatable {
+        /// A JWKS URL named in the configuration.
+        case jwks(url: String)
+        /// OIDC discovery: `<issuer>/.well-known/openid-configuration`, whose `jwks_uri` is fetched.
+        case discovery
+        /// A shared HMAC secret in a file (a legacy Supabase project secret, say).
+        case secret(file: String)
+    }
+
+    /// Which tenant an identity of this issuer belongs to.
+    public enum Tenant: Sendable, Equatable {
+        case fixed(String)
+        /// The claim naming it; a token without it is refused.
+        case claim(String)
+    }
+
+    /// The exact `iss`.
+    public var issuer: String
+    public var keySource: KeySource
+    /// `aud` must hold one of these.
+    public var audiences: [String]
+    /// The algorithms accepted; `nil` accepts the asymmetric algorithm each published key is bound to.
+    public var algorithms: [JWSAlgorithm]?
+    public var tenant: Tenant
+    /// The claim holding the subject (`sub` unless configured).
+    public var subjectClaim = "sub"
+    /// At most one fetch per this many seconds for an unknown `kid`.
+    public var refreshCooldown: Double = 30
+    /// How long the last good keys keep working while the provider cannot be reached.
+    public var maximumStaleness: Double = 86_400
+    /// A PEM CA bundle to verify the provider's HTTPS with, instead of the system's roots.
+    public var caFile: String?
+    /// Longest token lifetime accepted (`exp - iat`, and `exp - now`), in seconds.
+    public var maximumTokenLifetime: Double = 86_400
+
+    /// The keys an entry may set.
+    public static let settingNames: Set<String> = [
+        "issuer", "jwks_url", "audiences", "algorithms", "tenant", "tenant_claim", "subject_claim", "secret_file",
+        "refresh_cooldown_seconds", "max_stale_seconds", "ca_file", "max_token_lifetime_seconds",
+    ]
+
+    public init(issuer: String, keySource: KeySource, audiences: [String], algorithms: [JWSAlgorithm]? = nil, tenant: Tenant) {
+        self.issuer = issuer
+        self.keySource = keySource
+        self.audiences = audiences
+        self.algorithms = algorithms
+        self.tenant = tenant
+    }
+
+    /// The discovery document's URL.
+    public var discoveryURL: String {
+        var base = Substring(issuer)
+        while base.hasSuffix("/") { base = base.dropLast() }
+        return base + "/.well-known/openid-configuration"
+    }
+
+    /// Reads and checks one entry.
+    ///
+    /// - Throws: `ConfigurationError` naming `trust.issuers[N].KEY`.
+    public init(reading entry: ConfigurationMap) throws(ConfigurationError) {
+        if let unknown = entry.names.subtracting(Self.settingNames).sorted().first {
+            throw entry.problem(unknown, "is not a setting of a trusted issuer (known: \(Self.settingNames.sorted().joined(separator: ", ")))")
+        }
+        guard let issuer = try entry.string("issuer") else { throw entry.problem("issuer", "is required: the exact iss of the provider's tokens") }
+        guard let issuerURL = URL(string: issuer), let scheme = issuerURL.scheme?.lowercased(), ["http", "https"].contains(scheme), issuerURL.host != nil else {
+            throw entry.problem("issuer", "must be the provider's issuer URL, such as https://idp.example.com/realms/acme, not \"\(issuer)\"")
+        }
+        let jwksURL = try entry.string("jwks_url")
+        let secretFile = try entry.string("secret_file")
+        let source: KeySource
+        switch (jwksURL, secretFile) {
+        case (let url?, nil):
+            guard Self.isFetchable(url) else {
+                throw entry.problem("jwks_url", "must be an https:// URL (http:// only to a loopback host), not \"\(url)\"")
+            }
+            source = .jwks(url: url)
+        case (nil, let file?):
+            source = .secret(file: file)
+        case (nil, nil):
+            guard Self.isFetchable(issuer) else {
+                throw entry.problem("issuer", "is plain http on a host other than loopback, so its discovery document cannot be fetched; set jwks_url to an https:// URL")
+            }
+            source = .discovery
+        case (_?, _?):
+            throw entry.problem("secret_file", "and jwks_url cannot both be set: an issuer's keys come from one place")
+        }
+        guard let audiences = try entry.strings("audiences"), !audiences.isEmpty, !audiences.contains(where: \.isEmpty) else {
+            throw entry.problem("audiences", "is required: the aud values this gateway accepts from this issuer, such as [portcullis-api]")
+        }
+        var algorithms: [JWSAlgorithm]?
+        if let names = try entry.strings("algorithms") {
+            guard !names.isEmpty else { throw entry.problem("algorithms", "must list at least one algorithm, or be left out") }
+            algorithms = try names.map { name throws(ConfigurationError) in
+                guard let algorithm = JWSAlgorithm(rawValue: name) else {
+                    throw entry.problem("algorithms", "lists \"\(name)\", which is not a JWS algorithm Portcullis verifies (\(JWSAlgorithm.allCases.map(\.rawValue).joined(separator: ", ")); never none)")
+                }
+                return algorithm
+            }
+        }
+        if case .secret = source {
+            let chosen = algorithms ?? [.hs256]
+            guard chosen.allSatisfy({ $0.family == .hmac }) else {
+                throw entry.problem("algorithms", "must be HMAC algorithms (HS256, HS384, HS512) with secret_file")
+            }
+            algorithms = chosen
+        } else if let chosen = algorithms, chosen.contains(where: { $0.family == .hmac }) {
+            throw entry.problem("algorithms", "lists an HMAC algorithm, which is accepted only with a shared secret (secret_file), never from a JWKS")
+        }
+        let tenant: Tenant
+        switch (try entry.string("tenant"), try entry.string("tenant_claim")) {
+        case (let fixed?, nil): tenant = .fixed(fixed)
+        case (nil, let claim?): tenant = .claim(claim)
+        case (nil, nil): throw entry.problem("tenant", "or tenant_claim is required: the tenant this issuer's users belong to, or the claim naming it")
+        case (_?, _?): throw entry.problem("tenant_claim", "and tenant cannot both be set")
+        }
+        self.init(issuer: issuer, keySource: source, audiences: audiences, algorithms: algorithms, tenant: tenant)
+        if let claim = try entry.string("subject_claim") { subjectClaim = claim }
+        if let value = try entry.int("refresh_cooldown_seconds", in: 1...3_600) { refreshCooldown = Double(value) }
+        if let value = try entry.int("max_stale_seconds", in: 60...(30 * 86_400)) { maximumStaleness = Double(value) }
+        if let value = try entry.int("max_token_lifetime_seconds", in: 60...(7 * 86_400)) { maximumTokenLifetime = Double(value) }
+        if let file = try entry.string("ca_file") {
+            guard FileManager.default.isReadableFile(atPath: file) else { throw entry.problem("ca_file", "names \(file), which cannot be read") }
+            caFile = file
+        }
+    }
+
+    /// An `https://` URL, or `http://` to a loopback host (for tests on one machine).
+    public static func isFetchable(_ text: String) -> Bool {
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty else { return false }
+        if scheme == "https" { return true }
+        return scheme == "http" && LoopbackHost.contains(host)
+    }
+}
+
+/// Host names that are loopback by their spelling alone: `localhost`, 127.0.0.0/8, `::1`.
+enum LoopbackHost {
+    static func contains(_ host: String) -> Bool {
+        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        if bare.lowercased() == "localhost" || bare == "::1" { return true }
+        let octets = bare.split(separator: ".", omittingEmptySubsequences: false)
+        guard octets.count == 4, octets.allSatisfy({ !$0.isEmpty && $0.count <= 3 && $0.allSatisfy(\.isASCII) && (Int($0) ?? 256) <= 255 }) else { return false }
+        return octets[0] == "127"
+    }
+}

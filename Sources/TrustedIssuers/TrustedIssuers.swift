@@ -1,0 +1,123 @@
+import ConfigurationReading
+import Foundation
+import JOSE
+import Logging
+import ServiceLifecycle
+
+/// The trusted identity providers at run time: each one's keys, fetched off the
+/// hot path, and the check of a token against the keys of the issuer its `iss`
+/// names, and no other.
+///
+/// A token's `iss` selects its issuer's keys and nothing else: one issuer's key
+/// never verifies another's token, and the gateway's own keys are never here
+/// (no trusted issuer may claim the gateway's issuer). As a `Service`, it
+/// fetches every issuer's keys at start (start does not wait for them, and
+/// does not fail while a provider is down) and refreshes them before their
+/// max-age ends, backing off while a provider fails.
+public final class TrustedIssuers: Service, Sendable {
+    public let configuration: TrustConfiguration
+    private let byIssuer: [String: IssuerKeys]
+    private let clock: any TokenClock
+    private let logger: Logger
+
+    /// Loads the shared secrets and prepares the fetchers; fetches nothing yet.
+    ///
+    /// - Throws: `ConfigurationError` naming `trust.issuers[N].secret_file` when a secret
+    ///   cannot be used (readable by others, a trailing newline, too short for its algorithm).
+    public init(configuration: TrustConfiguration, leeway: Double, clock: any TokenClock = SystemClock(), logger: Logger) throws {
+        self.configuration = configuration
+        self.logger = logger
+        self.clock = clock
+        var byIssuer: [String: IssuerKeys] = [:]
+        var fetchers: [String: KeyFetcher] = [:]
+        for (index, issuer) in configuration.issuers.enumerated() {
+            var secret: [JWSKey]?
+            var fetcher: KeyFetcher?
+            if case .secret(let file) = issuer.keySource {
+                secret = try Self.loadSecret(file, algorithms: issuer.algorithms ?? [.hs256], key: "trust.issuers[\(index)].secret_file")
+            } else {
+                let caKey = issuer.caFile ?? ""
+                if fetchers[caKey] == nil { fetchers[caKey] = KeyFetcher(caFile: issuer.caFile) }
+                fetcher = fetchers[caKey]
+            }
+            byIssuer[issuer.issuer] = IssuerKeys(issuer: issuer, leeway: leeway, clock: clock, fetcher: fetcher, secret: secret)
+        }
+        self.byIssuer = byIssuer
+    }
+
+    /// Whether tokens whose `iss` is `issuer` are this registry's to check.
+    public func handles(issuer: String) -> Bool { byIssuer[issuer] != nil }
+
+    public var isEmpty: Bool { byIssuer.isEmpty }
+
+    /// Checks a parsed token whose (unverified) `iss` is `issuer` with that issuer's keys as held now.
+    public func verify(_ jws: JWSCompact, claims: JSONObject, issuer: String) -> ExternalVerification {
+        guard let keys = byIssuer[issuer] else { return .refused(TokenValidationError(.wrongIssuer, "the issuer is not trusted")) }
+        return keys.verify(jws, claims: claims)
+    }
+
+    /// After `.keysMayHaveChanged`: joins the issuer's running fetch, or starts one if its cooldown allows.
+    public func refreshForUnknownKey(issuer: String) async {
+        await byIssuer[issuer]?.refreshForUnknownKey()
+    }
+
+    /// Fetches every issuer's keys now (concurrently), waiting for all.
+    public func refreshAll() async {
+        await withTaskGroup(of: Void.self) { group in
+            for keys in byIssuer.values { group.addTask { await keys.refresh() } }
+        }
+    }
+
+    /// Every issuer's key state, in configuration order.
+    public var statuses: [IssuerStatus] {
+        configuration.issuers.compactMap { byIssuer[$0.issuer]?.status }
+    }
+
+    /// Fetches at start, then refreshes whatever is due, four times a second, until the service group stops.
+    public func run() async throws {
+        var failing: Set<String> = []
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            let now = clock.now()
+            let due = byIssuer.values.filter { $0.isDue(at: now) }
+            if !due.isEmpty {
+                await withTaskGroup(of: Void.self) { group in
+                    for keys in due { group.addTask { await keys.refresh() } }
+                }
+                for keys in due {
+                    let status = keys.status
+                    if let error = status.lastError {
+                        if failing.insert(status.issuer).inserted {
+                            logger.warning("trusted issuer keys cannot be fetched; known keys keep working up to max_stale_seconds", metadata: ["issuer": "\(status.issuer)", "error": "\(error)"])
+                        }
+                    } else {
+                        if failing.remove(status.issuer) != nil { logger.info("trusted issuer keys fetched again", metadata: ["issuer": "\(status.issuer)"]) }
+                        for skipped in status.skipped { logger.debug("a key of a trusted issuer's JWKS was left out", metadata: ["issuer": "\(status.issuer)", "key": "\(skipped)"]) }
+                    }
+                }
+            }
+            try? await Task.sleep(for: .milliseconds(250))
+        }
+    }
+
+    /// Reads a shared HMAC secret as `keys import` would: private to its owner, no trailing newline, long enough.
+    static func loadSecret(_ path: String, algorithms: [JWSAlgorithm], key: String) throws(ConfigurationError) -> [JWSKey] {
+        let mode = (try? FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int) ?? -1
+        guard mode >= 0, let data = FileManager.default.contents(atPath: path) else {
+            throw ConfigurationError(fileKey: key, "names \(path), which cannot be read")
+        }
+        guard mode & 0o077 == 0 else {
+            throw ConfigurationError(fileKey: key, "names \(path), which others can read (mode \(String(mode, radix: 8))); run chmod 600 \(path)")
+        }
+        let secret = [UInt8](data)
+        guard secret.last != UInt8(ascii: "\n") else {
+            throw ConfigurationError(fileKey: key, "names \(path), which ends with a newline; write the secret's bytes alone (printf '%s' \"$SECRET\" > \(path))")
+        }
+        do {
+            return try algorithms.map { algorithm in try JWSKey(hmacSecret: secret, algorithm: algorithm, kid: "secret-" + algorithm.rawValue) }
+        } catch let error as KeyError {
+            throw ConfigurationError(fileKey: key, "names \(path): \(error.message)")
+        } catch {
+            throw ConfigurationError(fileKey: key, "names \(path), whose secret cannot be used")
+        }
+    }
+}
