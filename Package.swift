@@ -40,8 +40,12 @@ let package = Package(
             providers: [.apt(["libssl-dev"])]
         ),
         .target(
-            name: "JOSE",
+            name: "CLibCryptoSetup",
             dependencies: ["CLibCrypto"]
+        ),
+        .target(
+            name: "JOSE",
+            dependencies: ["CLibCrypto", "CLibCryptoSetup"]
         ),
         .target(
             name: "ConfigurationReading",
@@ -153,6 +157,17 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Configuration", package: "swift-configuration"),
             ]
+        ),
+        // The benchmark's floor (scripts/bench-proxy.sh): a minimal SwiftNIO reverse proxy, no product.
+        .executableTarget(
+            name: "floor-proxy",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Benchmarks/FloorProxy",
+            swiftSettings: [.swiftLanguageMode(.v5)]
         ),
         .testTarget(
             name: "JOSETests",

@@ -20,7 +20,11 @@ OUT="$ROOT/.build/fuzz"
 TARGETS=("$@")
 [ ${#TARGETS[@]} -eq 0 ] && TARGETS=(token json base64url session-id agent-frame request-target)
 mkdir -p "$OUT/lib"
-FLAGS=(-sanitize=fuzzer,address -parse-as-library -O -g -I "$ROOT/Sources/CLibCrypto")
+FLAGS=(-sanitize=fuzzer,address -parse-as-library -O -g -I "$ROOT/Sources/CLibCrypto" -I "$ROOT/Sources/CLibCryptoSetup/include")
+
+# libcrypto's set-up before main (a C constructor), archived beside JOSE.
+clang -c -O1 -I "$ROOT/Sources/CLibCryptoSetup/include" "$ROOT/Sources/CLibCryptoSetup/setup.c" -o "$OUT/lib/setup.o"
+ar rcs "$OUT/lib/libCLibCryptoSetup.a" "$OUT/lib/setup.o"
 
 # JOSE once, as a static library module with coverage instrumentation.
 swiftc "${FLAGS[@]}" -emit-library -static -emit-module -module-name JOSE -emit-module-path "$OUT/lib/JOSE.swiftmodule" \
@@ -31,7 +35,7 @@ swiftc "${FLAGS[@]}" -I "$OUT/lib" -emit-library -static -emit-module -module-na
 
 build() {  # target, extra sources...
   local target=$1; shift
-  swiftc "${FLAGS[@]}" -I "$OUT/lib" -L "$OUT/lib" -lRuntimeAPI -lJOSE -lcrypto -module-name "Fuzz_${target//-/_}" "$@" -o "$OUT/$target/fuzz"
+  swiftc "${FLAGS[@]}" -I "$OUT/lib" -L "$OUT/lib" -lRuntimeAPI -lJOSE -lCLibCryptoSetup -lcrypto -module-name "Fuzz_${target//-/_}" "$@" -o "$OUT/$target/fuzz"
 }
 
 seed() {  # target

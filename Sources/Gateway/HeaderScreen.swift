@@ -7,10 +7,11 @@ import NIOHTTP1
 /// already holds; only a name containing `_` or `.` (rare: a spoofing attempt
 /// such as `X_Portcullis_Assertion`) is folded to `-` before the comparison.
 enum HeaderScreen {
-    /// Hop-by-hop headers (RFC 9110 7.6.1) and those the client may not choose.
+    /// Hop-by-hop headers (RFC 9110 7.6.1) and those the client may not choose; `Expect`
+    /// because the gateway answers `100-continue` itself once the request is admitted.
     static let neverForwarded: Set<String> = [
         "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te", "trailer",
-        "transfer-encoding", "upgrade", "host", "authorization", "content-length",
+        "transfer-encoding", "upgrade", "host", "authorization", "content-length", "expect",
     ]
 
     /// Identity headers the gateway sets or a service might trust; anything starting `x-portcullis-` too.

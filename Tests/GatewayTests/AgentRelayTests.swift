@@ -204,16 +204,25 @@ struct AgentRelayTests {
         #expect(expired.close?.closeCode == .policyViolation)
         #expect(expired.close?.reason == "token expired")
 
+        // The renewal half times from the token's own exp, so a slow (sanitized) set-up cannot
+        // let the first token expire before the renew frame arrives: it lives 10 s, not 4.
         let second = try await fixture.login("alice", sessionID: login.sessionID)
-        let issuer = AccessTokenIssuer(keys: fixture.keys, issuer: "http://127.0.0.1:8080", audience: "portcullis", lifetime: 600)
-        let claims = try AccessTokenVerifier(keys: fixture.keys, policy: .gateway(issuer: "http://127.0.0.1:8080", audience: "portcullis")).verify(second.accessToken)
-        let longer = try issuer.issue(subject: claims.subject, tenantID: "default", clientID: "test").token
+        let verifier = AccessTokenVerifier(keys: fixture.keys, policy: .gateway(issuer: "http://127.0.0.1:8080", audience: "portcullis"))
+        let subject = try verifier.verify(second.accessToken).subject
+        let shortIssuer = AccessTokenIssuer(keys: fixture.keys, issuer: "http://127.0.0.1:8080", audience: "portcullis", lifetime: 10)
+        let issued = try shortIssuer.issue(subject: subject, tenantID: "default", clientID: "test")
+        let first = issued.token
+        let longer = try AccessTokenIssuer(keys: fixture.keys, issuer: "http://127.0.0.1:8080", audience: "portcullis", lifetime: 600)
+            .issue(subject: subject, tenantID: "default", clientID: "test").token
+        fixture.remember(first)
         fixture.remember(longer)
-        let renewed = try await Self.session(Self.url(fixture, second)) { outbound, iterator, transcript in
+        let renewed = try await Self.session(Self.url(fixture, second, token: first)) { outbound, iterator, transcript in
             try await outbound.write(.text(#"{"type":"auth.renew","access_token":"\#(longer)"}"#))
             let ack = try await Self.nextJSON(&iterator)
             #expect(ack["type"] == "auth.renewed")
-            try await Task.sleep(for: .seconds(5))  // past the first token's expiry
+            // Past the first token's expiry (whole seconds) by a margin the expiry watcher needs.
+            let remaining = issued.expiresAt - Date().timeIntervalSince1970
+            try await Task.sleep(for: .seconds(max(0, remaining) + 2))
             try await outbound.write(.text(#"{"type":"ping"}"#))
             transcript.messages.append(try await Self.nextJSON(&iterator))
             try await outbound.close(.normalClosure, reason: "done")

@@ -103,6 +103,63 @@ struct DataPlaneTests {
         try await upstream.stop()
     }
 
+    @Test("Expect: 100-continue is answered 100 Continue once the request is admitted and never forwarded; a refused one gets its 401 and no 100; any other expectation is 417")
+    func expectContinue() async throws {
+        let targets = RecordingUpstream.Targets()
+        let upstream = try await RecordingUpstream.start(recording: targets)
+        let fixture = try await Self.fixture(upstream)
+        try await fixture.addUser("alice")
+        let login = try await fixture.login("alice")
+        let port = fixture.gatewayPort
+        let token = login.accessToken
+        let (interim, final) = try await onOwnThread { () -> (String, String) in
+            let connection = try RawConnection(port: port, receiveTimeout: 5)
+            defer { connection.close() }
+            connection.send("POST /api/echo/upload HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\nExpect: 100-Continue\r\nContent-Length: 5\r\n\r\n")
+            var interim: [UInt8] = []
+            while !interim.text.contains("\r\n\r\n") {
+                let more = connection.readSome()
+                if more.isEmpty { break }
+                interim += more
+            }
+            connection.send("hello")
+            var final: [UInt8] = []
+            while !final.text.contains("body_bytes") {
+                let more = connection.readSome()
+                if more.isEmpty { break }
+                final += more
+            }
+            return (interim.text, final.text)
+        }
+        #expect(interim == "HTTP/1.1 100 Continue\r\n\r\n", "the body is asked for before any answer: \(interim.prefix(80))")
+        #expect(final.hasPrefix("HTTP/1.1 200"), "\(final.prefix(80))")
+        let record = try StrictJSONReader().parseObject(Array((final.components(separatedBy: "\r\n\r\n").last ?? "").utf8))
+        #expect(record["body_bytes"] == .number(5))
+        guard case .array(let pairs)? = record["headers"] else { Issue.record("no headers recorded"); return }
+        let names = pairs.compactMap { pair -> String? in
+            guard case .array(let parts) = pair else { return nil }
+            return parts.first?.stringValue?.lowercased()
+        }
+        #expect(!names.isEmpty && !names.contains("expect"), "the gateway answered the expectation; the upstream never sees it")
+
+        let refused = try await onOwnThread { () -> String in
+            let connection = try RawConnection(port: port, receiveTimeout: 5)
+            defer { connection.close() }
+            connection.send("POST /api/echo/upload HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n")
+            return connection.readAll().text  // returns when the gateway closes
+        }
+        #expect(refused.hasPrefix("HTTP/1.1 401"), "\(refused.prefix(80))")
+        #expect(!refused.contains("100 Continue"))
+        #expect(refused.lowercased().contains("connection: close"), "the unasked body may still come: the connection ends after the answer")
+
+        let other = try await fixture.send(.POST, "/api/echo/upload", bearer: token, headers: [("Expect", "something-else")], body: "hello")
+        #expect(other.status == 417)
+        #expect(other.error == "expectation_failed")
+        #expect(targets.all == ["POST /upload"], "only the admitted request reached the upstream")
+        try await fixture.stop()
+        try await upstream.stop()
+    }
+
     @Test("X-Session-Id is vouched for from the local view; a logout here withdraws it at once, a revocation elsewhere within a second")
     func sessionView() async throws {
         let upstream = try await RecordingUpstream.start()

@@ -39,6 +39,10 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     private var upstreamHead: HTTPRequestHead?
     private var upstreamKeepAlive = false
     private var responseStarted = false
+    /// The client sent `Expect: 100-continue` and waits for the gateway's word before its body.
+    private var expectsContinue = false
+    /// The upstream sent an informational (1xx) head whose end is still to come; neither goes to the client.
+    private var skippingInformational = false
     private var finished = false
     private var status = 0
     /// When the upstream must have answered by (the handler's deadline check reads it).
@@ -71,6 +75,15 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         }
         if let length = head.headerFields[.contentLength].flatMap(Int.init), length > plane.maximumBodyBytes {
             return fail(Self.tooLarge(plane.maximumBodyBytes), closeClient: true)
+        }
+        if let expectation = head.headerFields[.expect] {
+            // The gateway answers the expectation itself (after admission, in `proceed`) and never forwards it.
+            guard expectation.lowercased() == "100-continue" else {
+                return fail(
+                    GatewayError(.expectationFailed, "expectation_failed", "only Expect: 100-continue is supported; send the request without that Expect header"),
+                    closeClient: true)
+            }
+            expectsContinue = true
         }
         let token: String?
         do {
@@ -163,6 +176,10 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             headers.add(name: "Transfer-Encoding", value: "chunked")
         }
         upstreamHead = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: head.method.rawValue), uri: target(), headers: headers)
+        if expectsContinue && !requestEnded && bodyBytes == 0 {
+            // Admitted: the client may send its body now (RFC 9110 §10.1.1), as nginx answers it.
+            handler.writeToClient(.head(HTTPResponse(status: .continue)), flush: true)
+        }
         deadline = .now() + plane.upstreamTimeout
         handler.watchDeadline()
         pool.acquire(route.origin) { [self] result in
@@ -231,6 +248,10 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     func upstreamRead(_ part: HTTPClientResponsePart) {
         guard !finished else { return }
         switch part {
+        case .head(let response) where response.status.code < 200:
+            skippingInformational = true  // 1xx from the upstream (103 Early Hints, say): not relayed, as nginx does
+        case .end where skippingInformational:
+            skippingInformational = false
         case .head(let response):
             responseStarted = true
             deadline = nil
@@ -317,6 +338,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         if responseStarted {
             return finish(closeClient: true)
         }
+        // A refused request whose client waits for 100 Continue: its body may still come, unasked; close after the answer.
+        let closeClient = closeClient || (expectsContinue && !requestEnded)
         status = Int(error.status.code)
         var fields = error.headers
         let body = ByteBuffer(bytes: JSONWriter.bytes(error.json))

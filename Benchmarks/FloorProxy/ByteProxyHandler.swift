@@ -1,0 +1,143 @@
+import NIOCore
+import NIOPosix
+
+/// The byte-framing floor: finds each request head in the raw bytes and forwards it as one
+/// buffer with the added header; the response is streamed back as it arrives, its end found
+/// from its head's Content-Length.
+final class ByteProxyHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private static let headEnd: [UInt8] = Array("\r\n\r\n".utf8)
+    private static let addedHeader = ByteBuffer(string: "\(assertionHeaderName): \(assertionHeaderValue)\r\n\r\n")
+
+    private let upstreamAddress: SocketAddress
+    private var upstream: Channel?
+    private var connecting = false
+    private var received = ByteBuffer()
+    private var queued = ByteBuffer()
+
+    init(upstream: SocketAddress) { self.upstreamAddress = upstream }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var bytes = unwrapInboundIn(data)
+        received.writeBuffer(&bytes)
+        while let length = received.readableBytesView.firstRange(of: Self.headEnd)?.upperBound {
+            let headLength = length - received.readerIndex
+            guard let head = received.readSlice(length: headLength) else { return }
+            if Self.hasBody(head) {
+                context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: "HTTP/1.1 501 Not Implemented\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")))
+                    .whenComplete { _ in context.close(promise: nil) }
+                return
+            }
+            var out = ByteBuffer()
+            out.reserveCapacity(headLength + Self.addedHeader.readableBytes)
+            out.writeImmutableBuffer(head.getSlice(at: head.readerIndex, length: headLength - 2)!)  // up to the last header's CRLF
+            out.writeImmutableBuffer(Self.addedHeader)
+            forward(out, context: context)
+        }
+        if received.readableBytes == 0 { received.clear() }
+        if received.readableBytes > 16_384 { context.close(promise: nil) }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        upstream?.flush()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        upstream?.close(promise: nil)
+        context.fireChannelInactive()
+    }
+
+    /// Whether the head announces a body (Content-Length other than 0, or Transfer-Encoding).
+    static func hasBody(_ head: ByteBuffer) -> Bool {
+        let text = String(buffer: head).lowercased()
+        return text.contains("\r\ntransfer-encoding:") || (text.contains("\r\ncontent-length:") && !text.contains("\r\ncontent-length: 0\r\n"))
+    }
+
+    private func forward(_ request: ByteBuffer, context: ChannelHandlerContext) {
+        if let upstream {
+            upstream.write(request, promise: nil)
+            return
+        }
+        var request = request
+        queued.writeBuffer(&request)
+        guard !connecting else { return }
+        connecting = true
+        let client = context.channel
+        ClientBootstrap(group: context.eventLoop)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(ByteUpstreamHandler(client: client))
+                }
+            }
+            .connect(to: upstreamAddress)
+            .whenComplete { result in
+                switch result {
+                case .success(let channel):
+                    self.upstream = channel
+                    channel.writeAndFlush(self.queued, promise: nil)
+                    self.queued = ByteBuffer()
+                case .failure:
+                    client.close(promise: nil)
+                }
+            }
+    }
+}
+
+/// Streams the upstream's bytes to the client, tracking where each response ends.
+final class ByteUpstreamHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+
+    private static let headEnd: [UInt8] = Array("\r\n\r\n".utf8)
+    private let client: Channel
+    private var head = ByteBuffer()
+    private var remainingBody = 0
+
+    init(client: Channel) { self.client = client }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var bytes = unwrapInboundIn(data)
+        client.write(bytes, promise: nil)
+        while bytes.readableBytes > 0 {
+            if remainingBody > 0 {
+                let step = min(remainingBody, bytes.readableBytes)
+                bytes.moveReaderIndex(forwardBy: step)
+                remainingBody -= step
+                continue
+            }
+            head.writeBuffer(&bytes)
+            guard let end = head.readableBytesView.firstRange(of: Self.headEnd)?.upperBound else { return }
+            let headLength = end - head.readerIndex
+            remainingBody = Self.contentLength(head.getString(at: head.readerIndex, length: headLength) ?? "")
+            head.moveReaderIndex(forwardBy: headLength)
+            bytes = head
+            head = ByteBuffer()
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        client.flush()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        client.close(promise: nil)
+    }
+
+    static func contentLength(_ head: String) -> Int {
+        for line in head.split(separator: "\r\n") where line.lowercased().hasPrefix("content-length:") {
+            return Int(line.dropFirst("content-length:".count).trimmingCharacters(in: " ")) ?? 0
+        }
+        return 0
+    }
+}
+
+extension Substring {
+    func trimmingCharacters(in character: Character) -> Substring {
+        var result = self
+        while result.first == character { result = result.dropFirst() }
+        while result.last == character { result = result.dropLast() }
+        return result
+    }
+}

@@ -1,0 +1,64 @@
+// floor-proxy: the stack's floor for scripts/bench-proxy.sh. A minimal SwiftNIO reverse proxy
+// with no authentication, built from the same packages as Portcullis, so every benchmark report
+// separates what SwiftNIO itself costs from what the gateway adds. Not part of the product.
+//
+//   floor-proxy --listen PORT --upstream PORT [--codec nio|bytes] [--threads N]
+//
+// Each client connection gets one keep-alive upstream connection on its own event loop, and
+// every forwarded request carries one added 200-byte header (the size of an upstream assertion).
+//   --codec nio    NIOHTTP1's server and client codecs (typed parts through the pipeline)
+//   --codec bytes  HTTP/1.1 framed over the raw bytes: the head is found and forwarded as one
+//                  buffer, the response streamed back counting its Content-Length
+// Requests with a body or a chunked response are outside what the floor measures: they get 501.
+#if canImport(Glibc)
+import Glibc
+#endif
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+struct Options {
+    var listen = 18405
+    var upstream = 18401
+    var codec = "bytes"
+    var threads = 2
+
+    init(_ arguments: [String]) {
+        var iterator = arguments.dropFirst().makeIterator()
+        while let name = iterator.next() {
+            let value = iterator.next() ?? ""
+            switch name {
+            case "--listen": listen = Int(value) ?? listen
+            case "--upstream": upstream = Int(value) ?? upstream
+            case "--codec": codec = value
+            case "--threads": threads = Int(value) ?? threads
+            default: print("floor-proxy: unknown option \(name)"); exit(2)
+            }
+        }
+    }
+}
+
+let assertionHeaderName = "X-Floor-Assertion"
+let assertionHeaderValue = String(repeating: "a", count: 200 - assertionHeaderName.count - 4)
+
+let options = Options(CommandLine.arguments)
+let group = MultiThreadedEventLoopGroup(numberOfThreads: options.threads)
+let upstream = try SocketAddress(ipAddress: "127.0.0.1", port: options.upstream)
+let bootstrap = ServerBootstrap(group: group)
+    .serverChannelOption(.backlog, value: 1024)
+    .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+    .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+    .childChannelInitializer { channel in
+        channel.eventLoop.makeCompletedFuture {
+            switch options.codec {
+            case "nio":
+                try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                try channel.pipeline.syncOperations.addHandler(CodecProxyHandler(upstream: upstream))
+            default:
+                try channel.pipeline.syncOperations.addHandler(ByteProxyHandler(upstream: upstream))
+            }
+        }
+    }
+let server = try await bootstrap.bind(host: "127.0.0.1", port: options.listen).get()
+print("floor-proxy (\(options.codec)) listening on 127.0.0.1:\(options.listen), upstream 127.0.0.1:\(options.upstream)")
+try await server.closeFuture.get()
