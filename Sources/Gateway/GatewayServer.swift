@@ -18,7 +18,7 @@ public enum GatewayServer {
         let router = Router(context: GatewayRequestContext.self)
         router.add(middleware: OriginPolicyMiddleware(allowedOrigins: Set(services.configuration.allowedOrigins)))
         let knownRoutes = KnownRoutes()
-        router.add(middleware: RequestObservationMiddleware(logger: services.logger, metrics: services.metrics, knownRoutes: knownRoutes))
+        router.add(middleware: RequestObservationMiddleware(logger: services.logger, accessLogger: services.accessLogger, metrics: services.metrics, knownRoutes: knownRoutes))
         services.authRoutes.register(on: router)
         services.sessionRoutes.register(on: router)
         services.intentRoutes.register(on: router)
@@ -132,15 +132,18 @@ public struct PortcullisServer: Sendable {
     public let clock: any TokenClock
     public let logger: Logger
     public let services: GatewayServices
+    /// The buffered access log, flushed by a service of its own (`nil`: lines are written as they come).
+    public let accessLog: BufferedLogSink?
 
     /// - Parameter runtime: the embedded Runtime's settings; its issuer and name
     ///   are taken from `gateway` so the two always agree.
     public init(
         gateway: GatewayConfiguration, runtime: RuntimeConfiguration, state: any StateStore, keys: LiveKeyRing,
         metrics: GatewayMetrics = GatewayMetrics(), passwordHasher: PasswordHasher = PasswordHasher(), clock: any TokenClock = SystemClock(),
-        trustedIssuers: TrustedIssuers? = nil, logger: Logger
+        trustedIssuers: TrustedIssuers? = nil, logger: Logger, accessLog: (logger: Logger, sink: BufferedLogSink)? = nil
     ) {
         self.gateway = gateway
+        self.accessLog = accessLog?.sink
         var runtime = runtime
         runtime.assertionIssuer = gateway.issuer
         runtime.name = gateway.runtimeName
@@ -152,13 +155,16 @@ public struct PortcullisServer: Sendable {
         self.logger = logger
         services = GatewayServices(
             configuration: gateway, store: state, keys: keys, runtimeBaseURL: nil, metrics: metrics, passwordHasher: passwordHasher, clock: clock,
-            trustedIssuers: trustedIssuers, logger: logger)
+            trustedIssuers: trustedIssuers, logger: logger, accessLogger: accessLog?.logger)
     }
 
     /// The services, in start order; a `ServiceGroup` stops them in reverse,
     /// so the public listener stops first and the Runtime last.
     public func makeServices(onListening: @escaping @Sendable (Listener, Int) async -> Void = { _, _ in }) throws -> [any Service] {
-        var list: [any Service] = [KeyRingReloader(ring: keys, signals: state.accessChangeSignals(), logger: logger)]
+        var list: [any Service] = []
+        // First, so it stops last: its final flush comes after the listeners have stopped.
+        if let accessLog { list.append(AccessLogFlusher(sink: accessLog)) }
+        list.append(KeyRingReloader(ring: keys, signals: state.accessChangeSignals(), logger: logger))
         // Trusted issuers' keys are fetched in the background from the start; nothing waits for them.
         if let trusted = services.trustedIssuers { list.append(trusted) }
         let (state, clock) = (self.state, self.clock)

@@ -37,6 +37,8 @@ public struct GatewayServices: Sendable {
     public let sessionOwners: SessionOwnershipView
     public let clock: any TokenClock
     public let logger: Logger
+    /// Where the one line per request goes (`logger` unless serve gives it the buffered access log).
+    public let accessLogger: Logger
     /// The identity providers whose tokens count beside the gateway's (`nil`: none).
     public let trustedIssuers: TrustedIssuers?
     let admission: Admission
@@ -46,9 +48,10 @@ public struct GatewayServices: Sendable {
     public init(
         configuration: GatewayConfiguration, store: any Store, keys: LiveKeyRing,
         runtimeBaseURL: String?, metrics: GatewayMetrics, passwordHasher: PasswordHasher = PasswordHasher(),
-        clock: any TokenClock = SystemClock(), trustedIssuers: TrustedIssuers? = nil, logger: Logger
+        clock: any TokenClock = SystemClock(), trustedIssuers: TrustedIssuers? = nil, logger: Logger, accessLogger: Logger? = nil
     ) {
         self.trustedIssuers = trustedIssuers
+        self.accessLogger = accessLogger ?? logger
         self.configuration = configuration
         self.store = store
         self.keys = keys
@@ -114,7 +117,7 @@ public struct GatewayServices: Sendable {
     var dataPlane: DataPlane {
         DataPlane(
             routes: configuration.routes, authenticator: authenticator, sessions: sessionOwners, runtime: runtime, admission: admission,
-            metrics: metrics, logger: logger, maximumBodyBytes: configuration.maximumBodyBytes, upstreamTimeout: configuration.runtimeTimeout,
+            metrics: metrics, logger: logger, accessLogger: accessLogger, maximumBodyBytes: configuration.maximumBodyBytes, upstreamTimeout: configuration.runtimeTimeout,
             forwardedProto: configuration.forwardedProto, allowedOrigins: configuration.allowedOrigins)
     }
 

@@ -17,6 +17,8 @@ struct RequestObservationMiddleware: RouterMiddleware {
     typealias Context = GatewayRequestContext
 
     let logger: Logger
+    /// The one line per request (the buffered access log under serve).
+    let accessLogger: Logger
     let metrics: GatewayMetrics
     /// Paths and their methods, for 405 instead of 404 on a known path.
     var knownRoutes: KnownRoutes? = nil
@@ -35,7 +37,7 @@ struct RequestObservationMiddleware: RouterMiddleware {
         let nanoseconds = elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000
         let route = context.endpointPath ?? "unmatched"
         metrics.request(route: route, method: request.method.rawValue, status: response.status.code, nanoseconds: nanoseconds)
-        logger.info(
+        accessLogger.info(
             "request",
             metadata: [
                 "request_id": "\(requestID)", "method": "\(request.method.rawValue)", "route": "\(route)", "path": "\(Self.redactedPath(request.uri.path))",

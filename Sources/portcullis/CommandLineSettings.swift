@@ -13,6 +13,9 @@ struct CommandLineSettings: Sendable, Equatable {
     var logFormat = LogFormat.text
     /// `logging.level`.
     var logLevel = "info"
+    /// `logging.access_buffer_bytes`: the access log (one line per request) is gathered per thread up
+    /// to this many bytes and written on a one-second timer; 0 writes each line as it comes.
+    var accessBufferBytes = 64 * 1024
 
     init() {}
 
@@ -29,5 +32,6 @@ struct CommandLineSettings: Sendable, Equatable {
             }
             logLevel = value
         }
+        if let value = try values.int("logging.access_buffer_bytes", in: 0...(16 << 20)) { accessBufferBytes = value }
     }
 }

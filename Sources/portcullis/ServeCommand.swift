@@ -46,13 +46,21 @@ struct ServeCommand: AsyncParsableCommand {
         let keysDirectory = settings.keysDirectory
         if let tls = gateway.tls { _ = try GatewayServer.tlsConfiguration(tls) }  // unreadable files stop start-up here
         let level = Logger.Level(rawValue: settings.logLevel) ?? .info
+        // The access log is buffered (as nginx's access_log buffer=) when its lines are written at all.
+        let accessSink = settings.accessBufferBytes > 0 && level <= .info ? BufferedLogSink(capacity: settings.accessBufferBytes) : nil
         LoggingSystem.bootstrap { label in
-            var handler: any LogHandler =
-                settings.logFormat == .json ? JSONLogHandler(label: label) : StreamLogHandler.standardError(label: label)
+            var handler: any LogHandler
+            switch (settings.logFormat, label == Self.accessLogLabel ? accessSink : nil) {
+            case (.json, let sink?): handler = JSONLogHandler(label: label, sink: sink)
+            case (.text, let sink?): handler = TextLogHandler(label: label, sink: sink)
+            case (.json, nil): handler = JSONLogHandler(label: label)
+            case (.text, nil): handler = StreamLogHandler.standardError(label: label)
+            }
             handler.logLevel = level
             return handler
         }
         let logger = Logger(label: "portcullis")
+        let accessLog = accessSink.map { (logger: Logger(label: Self.accessLogLabel), sink: $0) }
         // Shared secrets are read (and refused when others can read them) before anything is created.
         let trusted = gateway.trust.issuers.isEmpty
             ? nil : try TrustedIssuers(configuration: gateway.trust, leeway: gateway.leeway, logger: logger)
@@ -69,7 +77,7 @@ struct ServeCommand: AsyncParsableCommand {
                 "no user accounts yet: add one with `portcullis users add NAME --tenant \(gateway.defaultTenant)` (or `swift run portcullis users add ...`)")
         }
 
-        let server = PortcullisServer(gateway: gateway, runtime: runtime, state: state, keys: keys, trustedIssuers: trusted, logger: logger)
+        let server = PortcullisServer(gateway: gateway, runtime: runtime, state: state, keys: keys, trustedIssuers: trusted, logger: logger, accessLog: accessLog)
         let scheme = gateway.tls == nil ? "http" : "https"
         let services = try server.makeServices { listener, port in
             switch listener {
@@ -81,5 +89,9 @@ struct ServeCommand: AsyncParsableCommand {
         let group = ServiceGroup(
             configuration: .init(services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await state.closing { try await group.run() }
+        accessSink?.flush()  // what was logged after the flusher's last pass
     }
+
+    /// The logger label of the one line per request.
+    static let accessLogLabel = "portcullis.access"
 }

@@ -65,6 +65,24 @@ struct ServeCommandTests {
         }
     }
 
+    @Test("the access log is buffered: a request's line is written within about a second without a stop, and a line logged just before SIGTERM is not lost")
+    func bufferedAccessLog() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let (process, port) = try startServe(cli)
+        let base = "http://127.0.0.1:\(port)"
+        let lines = { (path: String) in
+            process.output.split(separator: "\n").filter { $0.contains(#""message":"request""#) && $0.contains(#""path":"\#(path)""#) }.count
+        }
+        for _ in 0..<3 { _ = try ServerProcess.fetch(URL(string: base + "/healthz")!, method: "GET") }
+        let started = Date()
+        while lines("/healthz") < 3 && Date().timeIntervalSince(started) < 10 { Thread.sleep(forTimeInterval: 0.05) }
+        #expect(lines("/healthz") == 3, "the timer writes the buffered lines while serve runs")
+        _ = try ServerProcess.fetch(URL(string: base + "/readyz")!, method: "GET")
+        #expect(ServerProcess.stop(process), "serve did not exit cleanly on SIGTERM")
+        #expect(lines("/readyz") == 1, "the stop flushes the last lines")
+    }
+
     @Test("SIGINT stops serve cleanly too")
     func sigint() throws {
         let cli = try CLI()
@@ -93,6 +111,7 @@ struct ServeCommandTests {
         ("tokens:\n  access_token_lifetime_seconds: 7200\n", [:], "tokens.access_token_lifetime_seconds"),
         ("contracts:\n  sessions_per_user: 0\n", [:], "contracts.sessions_per_user"),
         ("logging:\n  format: xml\n", [:], "logging.format"),
+        ("", ["LOGGING_ACCESS_BUFFER_BYTES": "-1"], "logging.access_buffer_bytes"),
         ("runtime:\n  url: ftp://example.com\n", [:], "runtime.url"),
     ])
     func badConfiguration(yaml: String, environment: [String: String], expected: String) throws {

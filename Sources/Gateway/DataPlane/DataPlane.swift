@@ -28,6 +28,8 @@ final class DataPlane: Sendable {
     let admission: Admission
     let metrics: GatewayMetrics
     let logger: Logger
+    /// The one line per proxied request.
+    let accessLogger: Logger
     let maximumBodyBytes: Int
     let upstreamTimeout: TimeAmount
     let forwardedProto: String
@@ -36,7 +38,7 @@ final class DataPlane: Sendable {
 
     init(
         routes: [ProxyRoute], authenticator: AccessTokenAuthenticator, sessions: SessionOwnershipView, runtime: RuntimeClient,
-        admission: Admission, metrics: GatewayMetrics, logger: Logger, maximumBodyBytes: Int, upstreamTimeout: Double, forwardedProto: String,
+        admission: Admission, metrics: GatewayMetrics, logger: Logger, accessLogger: Logger, maximumBodyBytes: Int, upstreamTimeout: Double, forwardedProto: String,
         allowedOrigins: [String]
     ) {
         self.routes = routes.compactMap { route in
@@ -49,6 +51,7 @@ final class DataPlane: Sendable {
         self.admission = admission
         self.metrics = metrics
         self.logger = logger
+        self.accessLogger = accessLogger
         self.maximumBodyBytes = maximumBodyBytes
         self.upstreamTimeout = .milliseconds(Int64(upstreamTimeout * 1000))
         self.forwardedProto = forwardedProto

@@ -358,8 +358,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         let elapsed = ContinuousClock.now - started
         let nanoseconds = elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000
         plane.metrics.request(route: route.template, method: head.method.rawValue, status: status, nanoseconds: nanoseconds)
-        if plane.logger.logLevel <= .info {
-            plane.logger.info(
+        if plane.accessLogger.logLevel <= .info {
+            plane.accessLogger.info(
                 "request",
                 metadata: [
                     "request_id": "\(requestID)", "method": "\(head.method.rawValue)", "route": "\(route.template)",
