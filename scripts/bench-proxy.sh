@@ -5,6 +5,13 @@
 # one run, rounds interleaved. One row uses a trusted identity provider's token
 # (trust.issuers, its JWKS served on loopback) for the same request as the local token.
 #
+# The floor: two rows of floor-proxy (Benchmarks/FloorProxy), a minimal SwiftNIO reverse
+# proxy without authentication built from the same packages, one on NIOHTTP1's codecs and
+# one framing HTTP/1.1 bytes itself, so a report separates what the stack costs from what
+# the gateway adds. The access log: the silent rows run nginx with access_log off and the
+# gateway at logging.level warning; the logged pair runs nginx with access_log buffer=64k
+# and a second gateway at info (its access log buffered, logging.access_buffer_bytes).
+#
 #   scripts/bench-proxy.sh [ROUNDS] [SECONDS] [CONNECTIONS]     (default 3 8 50)
 #   PROFILE=1 scripts/bench-proxy.sh      also records `perf record -e cpu-clock -g` of the
 #                                         gateway during one extra gateway.routes run (perf report -i FILE)
@@ -32,8 +39,10 @@ else
   (cd "$ROOT" && swift build -c release --product portcullis >/dev/null)
   BIN="$ROOT/.build/release/portcullis"
 fi
+(cd "$ROOT" && swift build -c release --product floor-proxy >/dev/null)
+FLOOR_BIN="$ROOT/.build/release/floor-proxy"
 WORK=$(mktemp -d)
-UPSTREAM=18401 NGINX_PROXY=18402 HAPROXY=18403 GATEWAY=18404
+UPSTREAM=18401 NGINX_PROXY=18402 HAPROXY=18403 GATEWAY=18404 FLOOR_NIO=18405 FLOOR_BYTES=18406 NGINX_LOGGED=18407 GATEWAY_INFO=18408
 PIDS=()
 cleanup() {
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -52,7 +61,7 @@ pid $WORK/$1/nginx.pid;
 error_log $WORK/$1/logs/error.log warn;
 events { worker_connections 4096; }
 http {
-  access_log off;
+  ${ACCESS_LOG:-access_log off;}
   client_body_temp_path $WORK/$1/body; proxy_temp_path $WORK/$1/proxy;
   fastcgi_temp_path $WORK/$1/fcgi; uwsgi_temp_path $WORK/$1/uwsgi; scgi_temp_path $WORK/$1/scgi;
   keepalive_requests 1000000;
@@ -72,6 +81,13 @@ nginx_conf upstream $UPSTREAM "location = /idp/jwks.json { default_type applicat
     location / { default_type application/json; return 200 '{\"ok\":true,\"service\":\"bench upstream\"}'; }"
 nginx_conf proxy $NGINX_PROXY 'location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; }'
 NGINX_PROXY_PID=${PIDS[-1]}
+ACCESS_LOG="access_log $WORK/logged/logs/access.log combined buffer=64k;" \
+  nginx_conf logged $NGINX_LOGGED 'location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; }'
+NGINX_LOGGED_PID=${PIDS[-1]}
+
+# --- the floor: floor-proxy on NIOHTTP1's codecs, and framing bytes itself (2 threads each) ---
+"$FLOOR_BIN" --listen $FLOOR_NIO --upstream $UPSTREAM --codec nio --threads 2 > "$WORK/floor-nio.log" 2>&1 & PIDS+=($!); FLOOR_NIO_PID=$!
+"$FLOOR_BIN" --listen $FLOOR_BYTES --upstream $UPSTREAM --codec bytes --threads 2 > "$WORK/floor-bytes.log" 2>&1 & PIDS+=($!); FLOOR_BYTES_PID=$!
 
 # --- Portcullis: serve with a route to the same upstream ---
 source "$ROOT/scripts/lib/gateway.sh"
@@ -86,6 +102,11 @@ trust:
       audiences: [portcullis-bench]
       tenant: default"
 PIDS+=("$SERVE_PID"); GATEWAY_PID=$SERVE_PID
+# A second gateway, logging a line per request at info (buffered), for the pair with nginx's buffered access_log.
+LOGGING_LEVEL=info start_serve "$WORK/gateway-info" "$GATEWAY_INFO" "  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\"]" ""
+PIDS+=("$SERVE_PID"); GATEWAY_INFO_PID=$SERVE_PID
+login_bench_user "$WORK/gateway-info" "$GATEWAY_INFO"
+TOKEN_INFO=$TOKEN
 login_bench_user "$WORK/gateway" "$GATEWAY"
 # The provider's token for the same kind of request (its keys are fetched at start; wait for them).
 EXT_TOKEN=$("$BIN" token issue --keys "$WORK/idp" --sub bench-external --issuer https://idp.bench.example --audience portcullis-bench --ttl 2h 2>/dev/null)
@@ -123,6 +144,10 @@ sleep 1
 # (The failure message names the URL only: the token is a secret.)
 check() { local got; got=$(curl -s -o /dev/null -w '%{http_code}' "$@" || true); [ "$got" = "$EXPECT" ] || { echo "check failed: ${*: -1} answered $got, expected $EXPECT" >&2; [ -f "$WORK/haproxy.log" ] && tail -5 "$WORK/haproxy.log" >&2; exit 1; }; }
 EXPECT=200 check -H "Authorization: Bearer $TOKEN" "127.0.0.1:$NGINX_PROXY/"
+EXPECT=200 check -H "Authorization: Bearer $TOKEN" "127.0.0.1:$NGINX_LOGGED/"
+EXPECT=200 check -H "Authorization: Bearer $TOKEN" "127.0.0.1:$FLOOR_NIO/"
+EXPECT=200 check -H "Authorization: Bearer $TOKEN" "127.0.0.1:$FLOOR_BYTES/"
+EXPECT=200 check -H "Authorization: Bearer $TOKEN_INFO" "127.0.0.1:$GATEWAY_INFO/api/bench/"
 EXPECT=200 check -H "Authorization: Bearer $TOKEN" "127.0.0.1:$HAPROXY/"
 EXPECT=401 check "127.0.0.1:$HAPROXY/"
 EXPECT=200 check -H "Authorization: Bearer $TOKEN" "127.0.0.1:$GATEWAY/api/bench/"
@@ -169,11 +194,15 @@ PY
 : > "$ROOT/.build/bench-proxy.wrk.log"
 for round in $(seq "$ROUNDS"); do
   run "nginx plain proxy" "$NGINX_PROXY_PID" "http://127.0.0.1:$NGINX_PROXY/"
+  run "floor: NIO proxy, NIOHTTP1 codecs" "$FLOOR_NIO_PID" "http://127.0.0.1:$FLOOR_NIO/"
+  run "floor: NIO proxy, byte framing" "$FLOOR_BYTES_PID" "http://127.0.0.1:$FLOOR_BYTES/"
   run "HAProxy + ES256 jwt_verify" "$HAPROXY_PID" "http://127.0.0.1:$HAPROXY/"
   run "Portcullis gateway.routes" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/"
   run "Portcullis + X-Session-Id" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/" -H "X-Session-Id: $SESSION"
   AUTH_TOKEN=$EXT_TOKEN run "Portcullis, a provider's token" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/"
   run "Portcullis POST /api/intent" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/intent" -s "$WORK/intent.lua"
+  run "nginx proxy, access_log buffer=64k" "$NGINX_LOGGED_PID" "http://127.0.0.1:$NGINX_LOGGED/"
+  AUTH_TOKEN=$TOKEN_INFO run "Portcullis gateway.routes, access log at info" "$GATEWAY_INFO_PID" "http://127.0.0.1:$GATEWAY_INFO/api/bench/"
 done
 
 if [ "${PROFILE:-}" = 1 ]; then
@@ -192,14 +221,17 @@ names = list(dict.fromkeys(r[0] for r in rows))
 by = {(r[0], r[1]): r for r in rows}
 rounds = sorted({r[1] for r in rows}, key=int)
 base = "nginx plain proxy"
-print(f"wrk -t2 -c{sys.argv[4]} -d{sys.argv[3]}s, {sys.argv[2]} interleaved rounds, medians; ratio = median of same-round req/s ratios to {base}")
-print(f"| target | req/s | vs nginx proxy | p99 ms | p99 vs nginx | server CPU us/req | RSS MB | non-2xx |")
-print("|---|---|---|---|---|---|---|---|")
+floor = "floor: NIO proxy, byte framing"
+print(f"wrk -t2 -c{sys.argv[4]} -d{sys.argv[3]}s, {sys.argv[2]} interleaved rounds, medians; ratios = medians of same-round ratios")
+print(f"| target | req/s | vs nginx proxy | p99 ms | p99 vs nginx | server CPU us/req | CPU vs nginx | CPU vs byte floor | RSS MB | non-2xx |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+def same_round(name, other, column):
+    if not all((other, r) in by for r in rounds): return float("nan")
+    return statistics.median(float(by[(name, r)][column]) / max(float(by[(other, r)][column]), 0.001) for r in rounds)
 for name in names:
     mine = [by[(name, r)] for r in rounds]
     med = lambda i: statistics.median(float(x[i]) for x in mine)
-    ratio = statistics.median(float(by[(name, r)][2]) / float(by[(base, r)][2]) for r in rounds)
-    p99ratio = statistics.median(float(by[(name, r)][3]) / max(float(by[(base, r)][3]), 0.001) for r in rounds)
     errors = sum(int(x[6]) for x in mine)
-    print(f"| {name} | {med(2):,.0f} | {ratio:.2f}x | {med(3):.2f} | {p99ratio:.2f}x | {med(4):.0f} | {med(5):.0f} | {errors} |")
+    print(f"| {name} | {med(2):,.0f} | {same_round(name, base, 2):.2f}x | {med(3):.2f} | {same_round(name, base, 3):.2f}x | {med(4):.0f} | "
+          f"{same_round(name, base, 4):.2f}x | {same_round(name, floor, 4):.2f}x | {med(5):.0f} | {errors} |")
 PY
