@@ -220,6 +220,7 @@ let package = Package(
         .testTarget(
             name: "GatewayTests",
             dependencies: [
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
                 "Gateway",
                 "RuntimeAPI",
                 "Runtime",

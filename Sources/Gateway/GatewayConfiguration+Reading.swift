@@ -51,6 +51,7 @@ extension GatewayConfiguration {
         case (nil, _): throw ConfigurationError(key: "gateway.tls.certificate_path", "is required when gateway.tls.private_key_path is set")
         case (_, nil): throw ConfigurationError(key: "gateway.tls.private_key_path", "is required when gateway.tls.certificate_path is set")
         }
+        configuration.upstreamCAFile = try values.string("gateway.upstream_ca_file")
         if let routes = try values.strings("gateway.routes") {
             configuration.routes = []
             for text in routes {

@@ -54,6 +54,8 @@ public struct GatewayConfiguration: Sendable, Equatable {
     public var limits = EdgeLimits()
     /// Extra upstreams: requests under `prefix` are proxied to `upstream`.
     public var routes: [ProxyRoute] = []
+    /// CA certificates (PEM) trusted for `https://` upstreams beside the system's; `nil`: the system's only.
+    public var upstreamCAFile: String? = nil
     /// Where the browser client and the demo page are read from at start-up
     /// (`js/portcullis.js`, `demo/index.html`), relative to the working directory.
     public var clientDirectory: String = "clients"
@@ -111,7 +113,7 @@ public struct ProxyRoute: Sendable, Equatable {
     /// The upstream URL without a trailing `/`: the base of upstream URLs and the `aud` of its assertions.
     var audience: String { upstream.trimmingTrailingSlash }
 
-    /// The methods a route forwards, on the data plane and the general path alike; any other is 405.
+    /// The methods a route forwards; any other is 405.
     static let methods: [HTTPRequest.Method] = [.get, .head, .post, .put, .patch, .delete, .options]
     /// `methods` as `Allow` lists them.
     static let allowedMethodNames = methods.map(\.rawValue)

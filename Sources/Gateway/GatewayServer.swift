@@ -25,7 +25,6 @@ public enum GatewayServer {
         services.discoveryRoutes.register(on: router)
         BrowserClientRoutes(directory: services.configuration.clientDirectory, servesDemo: services.configuration.servesDemo, logger: services.logger)
             .register(on: router)
-        services.proxyRoutes.register(on: router)
         // Plain HTTP on the socket path: the guard's refusal, 503 while no link to the Runtime
         // can open (as the upgrade would get), or 426 when only the upgrade is missing. Clients
         // ask this after an unexplained close: 426 must mean a socket opened now would work.
@@ -57,7 +56,7 @@ public enum GatewayServer {
         }
         let guardian = services.socketGuard
         let sockets = services.agentSockets
-        let dataPlane = services.dataPlane
+        let dataPlane = try services.makeDataPlane()
         let base = HTTPServerBuilder.http1WithAgentSocket(
             guardian: guardian, sockets: sockets, dataPlane: dataPlane.routes.isEmpty ? nil : dataPlane,
             maximumMessageBytes: configuration.maximumMessageBytes, limits: configuration.limits)
@@ -91,6 +90,12 @@ public enum GatewayServer {
             throw GatewayStartupError("gateway.tls.private_key_path: cannot read a PEM private key from \(files.privateKeyPath)")
         }
         return TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
+    }
+
+    /// Reads `gateway.upstream_ca_file` as the data plane will, so a bad file stops start-up
+    /// before anything is created.
+    public static func checkUpstreamTLS(_ configuration: GatewayConfiguration) throws {
+        if configuration.upstreamCAFile != nil { _ = try DataPlane.upstreamTLSContext(caFile: configuration.upstreamCAFile) }
     }
 
     /// The admin listener: `GET /metrics` (Prometheus text format), loopback by default.

@@ -106,19 +106,15 @@ public struct GatewayServices: Sendable {
         IntentRoutes(authentication: authentication, admission: admission, runtime: runtime, body: jsonBody)
     }
 
-    var proxyRoutes: ProxyRoutes {
-        ProxyRoutes(
-            authentication: authentication, admission: admission, runtime: runtime, http: runtime.http, metrics: metrics,
-            routes: configuration.routes, maximumBodyBytes: configuration.maximumBodyBytes, upstreamTimeout: configuration.runtimeTimeout,
-            forwardedProto: configuration.forwardedProto)
-    }
-
-    /// The event-loop proxy path for `gateway.routes` with plain-HTTP upstreams.
-    var dataPlane: DataPlane {
-        DataPlane(
+    /// The proxy for `gateway.routes`, on the event loop; it reads `gateway.upstream_ca_file`
+    /// when a route is `https://` (and so can fail).
+    func makeDataPlane() throws -> DataPlane {
+        let usesTLS = configuration.routes.contains { $0.upstream.lowercased().hasPrefix("https://") }
+        return DataPlane(
             routes: configuration.routes, authenticator: authenticator, sessions: sessionOwners, runtime: runtime, admission: admission,
             metrics: metrics, logger: logger, accessLogger: accessLogger, maximumBodyBytes: configuration.maximumBodyBytes, upstreamTimeout: configuration.runtimeTimeout,
-            forwardedProto: configuration.forwardedProto, allowedOrigins: configuration.allowedOrigins)
+            forwardedProto: configuration.forwardedProto, allowedOrigins: configuration.allowedOrigins,
+            upstreamTLS: usesTLS ? try DataPlane.upstreamTLSContext(caFile: configuration.upstreamCAFile) : nil)
     }
 
     var discoveryRoutes: DiscoveryRoutes {

@@ -45,6 +45,7 @@ struct ServeCommand: AsyncParsableCommand {
         let settings = try CommandLineSettings(reading: file)
         let keysDirectory = settings.keysDirectory
         if let tls = gateway.tls { _ = try GatewayServer.tlsConfiguration(tls) }  // unreadable files stop start-up here
+        try GatewayServer.checkUpstreamTLS(gateway)
         let level = Logger.Level(rawValue: settings.logLevel) ?? .info
         // The access log is buffered (as nginx's access_log buffer=) when its lines are written at all.
         let accessSink = settings.accessBufferBytes > 0 && level <= .info ? BufferedLogSink(capacity: settings.accessBufferBytes) : nil

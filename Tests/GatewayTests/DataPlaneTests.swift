@@ -4,10 +4,11 @@ import GRDB
 import Gateway
 import Glibc
 import JOSE
+import NIOSSL
 import Testing
 
 /// The event-loop proxy path for `gateway.routes` (DataPlane): what it must keep
-/// doing exactly as the general path did, and what it adds (the ownership view,
+/// doing exactly as the retired general path (ProxyRoutes) did, and what it adds (the ownership view,
 /// reused assertions, one in-flight request per connection).
 @Suite("The data plane: gateway.routes proxied on the event loop")
 struct DataPlaneTests {
@@ -157,6 +158,46 @@ struct DataPlaneTests {
         #expect(other.error == "expectation_failed")
         #expect(targets.all == ["POST /upload"], "only the admitted request reached the upstream")
         try await fixture.stop()
+        try await upstream.stop()
+    }
+
+    @Test("an https:// upstream is proxied on the data plane over TLS with its certificate verified: trusted through gateway.upstream_ca_file it answers; without that CA it is 502 naming the certificate, and hears nothing")
+    func httpsUpstream() async throws {
+        let certificates = NSTemporaryDirectory() + "portcullis-upstream-tls-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: certificates) }
+        let files = try TLSTests.makeCertificate(in: certificates)
+        let serverTLS = TLSConfiguration.makeServerConfiguration(
+            certificateChain: try NIOSSLCertificate.fromPEMFile(files.certificatePath).map { .certificate($0) },
+            privateKey: .privateKey(try NIOSSLPrivateKey(file: files.privateKeyPath, format: .pem)))
+        let targets = RecordingUpstream.Targets()
+        let upstream = try await RecordingUpstream.start(recording: targets, tls: serverTLS)
+        let route = ProxyRoute(prefix: "/api/secure", upstream: "https://127.0.0.1:\(upstream.port)/base")
+
+        let trusting = try await GatewayFixture {
+            $0.routes = [route]
+            $0.upstreamCAFile = files.certificatePath
+        }
+        try await trusting.addUser("alice")
+        let login = try await trusting.login("alice")
+        let answer = try await trusting.send(.OPTIONS, "/api/secure/things?x=1", bearer: login.accessToken)
+        #expect(answer.status == 200, "\(answer.status) \(answer.raw.prefix(200))")
+        #expect(answer["target"] == "/base/things?x=1")
+        #expect(answer["authority"] == "127.0.0.1:\(upstream.port)")
+        #expect(answer.receivedHeaders["x-portcullis-assertion"]?.count == 1)
+        #expect(answer.receivedHeaders["x-forwarded-proto"] == ["http"])
+        let lines = trusting.log.text.split(separator: "\n").filter { $0.contains("\"route\":\"/api/secure/**\"") && $0.contains("\"status\":\"200\"") }
+        #expect(lines.count == 1, "the data plane logged it")
+        try await trusting.stop()
+
+        let untrusting = try await GatewayFixture { $0.routes = [route] }
+        try await untrusting.addUser("alice")
+        let other = try await untrusting.login("alice")
+        let refused = try await untrusting.send(.GET, "/api/secure/things", bearer: other.accessToken)
+        #expect(refused.status == 502 && refused.error == "upstream_unavailable", "\(refused.status) \(refused.raw.prefix(200))")
+        #expect(refused["message"]?.contains("TLS certificate") == true, "\(refused.raw.prefix(200))")
+        #expect(untrusting.log.text.contains("upstream TLS handshake failed"), "the operator is told why")
+        try await untrusting.stop()
+        #expect(targets.all == ["OPTIONS /base/things?x=1"], "the unverified upstream never received a request")
         try await upstream.stop()
     }
 

@@ -1,9 +1,12 @@
 import Foundation
 import Gateway
 import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
 import JOSE
 import Logging
 import NIOHTTP1
+import NIOSSL
 import ServiceLifecycle
 import Synchronization
 import Testing
@@ -18,7 +21,8 @@ enum RecordingUpstream {
         var all: [String] { list.withLock { $0 } }
     }
 
-    static func start(recording targets: Targets? = nil) async throws -> BackgroundServer {
+    /// - Parameter tls: serve HTTPS with this configuration instead of plain HTTP.
+    static func start(recording targets: Targets? = nil, tls: TLSConfiguration? = nil) async throws -> BackgroundServer {
         let router = Router()
         let handler: @Sendable (Request, BasicRequestContext) async throws -> Response = { request, _ in
             targets?.append("\(request.method.rawValue) \(request.uri.description)")
@@ -26,7 +30,7 @@ enum RecordingUpstream {
             let headers: [JSONValue] = request.headers.map { .array([.string($0.name.rawName), .string($0.value)]) }
             let record: JSONValue = [
                 "method": .string(request.method.rawValue), "path": .string(request.uri.path), "query": .string(request.uri.query ?? ""),
-                "target": .string(request.uri.description),
+                "target": .string(request.uri.description), "authority": .string(request.head.authority ?? ""),
                 "headers": .array(headers), "body_bytes": .number(Double(body.readableBytes)),
             ]
             return Response(status: .ok, headers: [.contentType: "application/json", .init("X-Upstream")!: "recording"], body: .init(byteBuffer: ByteBuffer(bytes: JSONWriter.bytes(record))))
@@ -35,9 +39,10 @@ enum RecordingUpstream {
             router.on("/**", method: method, use: handler)
             router.on("/", method: method, use: handler)
         }
+        let server: HTTPServerBuilder = try tls.map { try .tls(.http1(), tlsConfiguration: $0) } ?? .http1()
         return try await BackgroundServer.start { onPort in
             Application(
-                router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                router: router, server: server, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
                 onServerRunning: { await onPort($0.localAddress?.port ?? 0) }, logger: Logger(label: "test.upstream"))
         }
     }

@@ -75,7 +75,7 @@ struct RequestTargetTests {
 
     @Test(
         "every spelling of a path under a route reaches that route's upstream with the normalised path, never another port or base, on both proxy paths",
-        arguments: ["GET", "OPTIONS"])  // GET: the data plane; OPTIONS: the general path (ProxyRoutes)
+        arguments: ["GET", "OPTIONS"])  // OPTIONS once took a second proxy path; both now take the data plane
     func forwardedNormalised(method: String) async throws {
         let setup = try await Setup.start()
         for (sent, expected) in Self.forwarded {

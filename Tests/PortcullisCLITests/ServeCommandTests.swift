@@ -101,6 +101,7 @@ struct ServeCommandTests {
         ("gateway:\n  tls:\n    certificate_path: cert.pem\n", [:], "gateway.tls.private_key_path"),
         ("gateway:\n  tls:\n    certificate_path: missing.pem\n    private_key_path: missing.key\n", [:], "gateway.tls.certificate_path"),
         ("gateway:\n  routes: [nonsense]\n", [:], "gateway.routes"),
+        ("gateway:\n  upstream_ca_file: missing-ca.pem\n", [:], "gateway.upstream_ca_file"),
         ("gateway:\n  routes: [\"/api=http://127.0.0.1:9000\"]\n", [:], "overlaps the gateway's own /api/auth"),
         ("gateway:\n  routes: [\"/=http://127.0.0.1:9000\"]\n", [:], "gateway.routes"),
         ("gateway:\n  routes: [\"/api/v1/../admin=http://127.0.0.1:9000\"]\n", [:], "not a normalised path"),

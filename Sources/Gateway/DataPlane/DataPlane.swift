@@ -1,14 +1,16 @@
 import HTTPTypes
 import Logging
 import NIOCore
+import NIOSSL
 import SecurityGuard
 import TrafficCop
 
 /// Everything the event-loop proxy path needs, shared by every connection.
 ///
-/// `gateway.routes` with a plain-HTTP upstream are served here, in
-/// `ProxyChannelHandler`, on the client connection's event loop from request
-/// head to response end; the rest of the API stays on Hummingbird.
+/// Every `gateway.routes` request (`http://` and `https://` upstreams, every
+/// method) is served here, in `ProxyChannelHandler`, on the client connection's
+/// event loop from request head to response end; the rest of the API stays on
+/// Hummingbird. It is the only proxy path.
 final class DataPlane: Sendable {
     /// One `gateway.routes` entry served on the event loop.
     struct Route: Sendable {
@@ -34,13 +36,16 @@ final class DataPlane: Sendable {
     let upstreamTimeout: TimeAmount
     let forwardedProto: String
     let allowedOrigins: Set<String>
+    /// TLS for `https://` upstreams: the system's trust roots plus `gateway.upstream_ca_file`.
+    let upstreamTLS: NIOSSLContext?
     private let pools = EventLoopTable<UpstreamPool>()
 
     init(
         routes: [ProxyRoute], authenticator: AccessTokenAuthenticator, sessions: SessionOwnershipView, runtime: RuntimeClient,
         admission: Admission, metrics: GatewayMetrics, logger: Logger, accessLogger: Logger, maximumBodyBytes: Int, upstreamTimeout: Double, forwardedProto: String,
-        allowedOrigins: [String]
+        allowedOrigins: [String], upstreamTLS: NIOSSLContext?
     ) {
+        self.upstreamTLS = upstreamTLS
         self.routes = routes.compactMap { route in
             guard let origin = UpstreamOrigin(url: route.upstream) else { return nil }
             return Route(prefix: route.pathPrefix, origin: origin, audience: route.audience, template: route.pathPrefix + "/**", name: route.prefix)
@@ -67,8 +72,36 @@ final class DataPlane: Sendable {
         return nil
     }
 
+    /// Whether `head` is a CORS preflight (OPTIONS with `Access-Control-Request-Method`) from an
+    /// origin in `gateway.allowed_origins`: those are answered by `OriginPolicyMiddleware`.
+    func isAllowedPreflight(_ head: HTTPRequest) -> Bool {
+        guard head.method == .options, head.headerFields[.accessControlRequestMethod] != nil, let origin = head.headerFields[.origin] else { return false }
+        return allowedOrigins.contains(origin)
+    }
+
     /// The pool of `eventLoop` (made on first use).
     func pool(for eventLoop: any EventLoop) -> UpstreamPool {
-        pools.value(for: eventLoop) { UpstreamPool(eventLoop: eventLoop) }
+        pools.value(for: eventLoop) { UpstreamPool(eventLoop: eventLoop, tls: upstreamTLS) }
+    }
+
+    /// The TLS context for `https://` upstreams, with full certificate verification: the
+    /// system's trust roots, and the CA certificates of `caFile` (PEM) when given.
+    static func upstreamTLSContext(caFile: String?) throws -> NIOSSLContext {
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        if let caFile {
+            let certificates: [NIOSSLCertificate]
+            do {
+                certificates = try NIOSSLCertificate.fromPEMFile(caFile)
+            } catch {
+                throw GatewayStartupError("gateway.upstream_ca_file: cannot read PEM CA certificates from \(caFile)")
+            }
+            guard !certificates.isEmpty else { throw GatewayStartupError("gateway.upstream_ca_file: \(caFile) holds no PEM certificate") }
+            configuration.additionalTrustRoots = [.certificates(certificates)]
+        }
+        do {
+            return try NIOSSLContext(configuration: configuration)
+        } catch {
+            throw GatewayStartupError("cannot set up TLS for https upstreams: \(error)")
+        }
     }
 }

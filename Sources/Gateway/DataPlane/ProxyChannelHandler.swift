@@ -88,7 +88,9 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         switch state {
         case .idle:
             // The path is normalised already (RequestTargetHandler, before this handler).
-            guard case .head(let head) = part, head.method != .options, let target = head.path,
+            // A CORS preflight from an allowed origin is answered by the API's origin policy; any other
+            // request under a route (OPTIONS too) is proxied, and refused here when not admitted.
+            guard case .head(let head) = part, !plane.isAllowedPreflight(head), let target = head.path,
                 case let (path, query) = RequestTarget.split(target[...]), let (route, remainder) = plane.route(for: path)
             else {
                 if case .head = part { state = .passthrough(requestDone: false, responseDone: false) }

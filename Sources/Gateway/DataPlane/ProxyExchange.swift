@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOHTTPTypes
+import NIOSSL
 import RuntimeAPI
 import SecurityGuard
 import TrafficCop
@@ -12,11 +13,13 @@ import TrafficCop
 /// session, sign (or reuse) the assertion, stream the request to a pooled
 /// upstream connection and the answer back, with back-pressure both ways.
 ///
-/// The same rules as the general proxy (`ProxyRoutes`): Bearer required;
-/// hop-by-hop, `Authorization`, `Host` and every identity header variant
+/// The proxy's rules, on its only path: Bearer required; hop-by-hop,
+/// `Authorization`, `Host`, `Expect` and every identity header variant
 /// removed; the assertion and `X-Forwarded-*` added; `access_token` removed
-/// from the query; 413 on size; JSON 503/504 with the same codes; a request
-/// id, one log line and the metrics. Token checks suspend only when the
+/// from the query; 405 on a method no route answers, 413 on size; JSON
+/// 502/503/504; a request id, one log line and the metrics. These upstreams
+/// are other services, never the Runtime (whose public operations are each
+/// admitted by the Traffic Cop). Token checks suspend only when the
 /// revocation mirror is stale, session checks only when the ownership view
 /// does not know the session.
 final class ProxyExchange: UpstreamConnectionDelegate {
@@ -296,6 +299,15 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         } else {
             fail(GatewayError(.badGateway, "upstream_unavailable", "the upstream closed the connection without answering; try again"), upstreamStatus: 502)
         }
+    }
+
+    func upstreamFailed(_ error: any Error) {
+        guard !finished, !responseStarted, error is NIOSSLError || error is BoringSSLError else { return }
+        // The operator needs the reason; the client gets the status and what it means.
+        plane.logger.warning("upstream TLS handshake failed", metadata: ["upstream": "\(route.name)", "error": "\(error)"])
+        fail(
+            GatewayError(.badGateway, "upstream_unavailable", "the upstream's TLS certificate could not be verified; the gateway's operator must fix its trust"),
+            upstreamStatus: 502)
     }
 
     func clientGone() {

@@ -1,17 +1,27 @@
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 
-/// Where a `gateway.routes` upstream is: plain HTTP host and port, and the path its URL starts with.
+/// Where a `gateway.routes` upstream is: host and port, whether it speaks TLS, and the path its URL starts with.
 struct UpstreamOrigin: Hashable, Sendable {
     let host: String
     let port: Int
     let basePath: String
+    /// `https://`: the connection is TLS, its certificate verified for `host`.
+    let usesTLS: Bool
 
-    /// `http://host[:port][/base]`; `nil` for anything else (https upstreams stay on the general path).
+    /// `http://host[:port][/base]` or `https://...`; `nil` for anything else.
     init?(url: String) {
-        guard url.lowercased().hasPrefix("http://") else { return nil }
-        let rest = url.dropFirst("http://".count)
+        let lowered = url.lowercased()
+        if lowered.hasPrefix("http://") {
+            usesTLS = false
+        } else if lowered.hasPrefix("https://") {
+            usesTLS = true
+        } else {
+            return nil
+        }
+        let rest = url.dropFirst(usesTLS ? "https://".count : "http://".count)
         let authority = rest.prefix { $0 != "/" }
         var base = String(rest.dropFirst(authority.count))
         while base.hasSuffix("/") { base.removeLast() }
@@ -35,13 +45,25 @@ struct UpstreamOrigin: Hashable, Sendable {
             guard let value = Int(portPart), (1...65_535).contains(value) else { return nil }
             port = value
         } else {
-            port = 80
+            port = usesTLS ? 443 : 80
         }
         basePath = base
     }
 
-    /// The `Host` header for requests to it.
-    var hostHeader: String { port == 80 ? host : (host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)") }
+    /// The `Host` header for requests to it: the port only when it is not the scheme's, an IPv6 address in brackets.
+    var hostHeader: String {
+        let name = host.contains(":") ? "[\(host)]" : host
+        return port == (usesTLS ? 443 : 80) ? name : "\(name):\(port)"
+    }
+
+    /// The name TLS verifies the certificate for and sends as SNI; `nil` for an IP address
+    /// (NIOSSL then checks the certificate against the address connected to).
+    var serverHostname: String? {
+        var address4 = in_addr()
+        var address6 = in6_addr()
+        if inet_pton(AF_INET, host, &address4) == 1 || inet_pton(AF_INET6, host, &address6) == 1 { return nil }
+        return host
+    }
 }
 
 /// What an upstream connection reports to the exchange using it.
@@ -50,6 +72,8 @@ protocol UpstreamConnectionDelegate: AnyObject {
     func upstreamReadComplete()
     func upstreamClosed()
     func upstreamWritabilityChanged(_ writable: Bool)
+    /// The connection failed (a TLS handshake refused, say); it is closed next.
+    func upstreamFailed(_ error: any Error)
 }
 
 /// The last handler of an upstream connection: passes response parts to the exchange using it.
@@ -83,6 +107,7 @@ final class UpstreamConnectionHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        delegate?.upstreamFailed(error)
         context.close(promise: nil)
     }
 }
@@ -107,10 +132,13 @@ final class UpstreamPool: @unchecked Sendable {  // loop-bound: every method che
     let eventLoop: any EventLoop
     let connectTimeout: TimeAmount
     let maximumIdle: Int
+    /// For `https://` upstreams (`nil` when no route has one).
+    let tls: NIOSSLContext?
     private var idle: [UpstreamOrigin: [UpstreamConnection]] = [:]
 
-    init(eventLoop: any EventLoop, connectTimeout: TimeAmount = .seconds(2), maximumIdle: Int = 64) {
+    init(eventLoop: any EventLoop, tls: NIOSSLContext?, connectTimeout: TimeAmount = .seconds(2), maximumIdle: Int = 64) {
         self.eventLoop = eventLoop
+        self.tls = tls
         self.connectTimeout = connectTimeout
         self.maximumIdle = maximumIdle
     }
@@ -121,11 +149,16 @@ final class UpstreamPool: @unchecked Sendable {  // loop-bound: every method che
         while let connection = idle[origin]?.popLast() {
             if connection.channel.isActive { return done(.success(connection)) }
         }
+        let tls = origin.usesTLS ? self.tls : nil
+        if origin.usesTLS && tls == nil { return done(.failure(ChannelError.inappropriateOperationForState)) }
         ClientBootstrap(group: eventLoop)
             .connectTimeout(connectTimeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    if let tls {
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: origin.serverHostname))
+                    }
                     try channel.pipeline.syncOperations.addHTTPClientHandlers()
                     try channel.pipeline.syncOperations.addHandler(UpstreamConnectionHandler())
                 }
