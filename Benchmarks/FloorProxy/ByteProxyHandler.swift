@@ -65,24 +65,13 @@ final class ByteProxyHandler: ChannelInboundHandler {
         guard !connecting else { return }
         connecting = true
         let client = context.channel
-        ClientBootstrap(group: context.eventLoop)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(ByteUpstreamHandler(client: client))
-                }
-            }
-            .connect(to: upstreamAddress)
-            .whenComplete { result in
-                switch result {
-                case .success(let channel):
-                    self.upstream = channel
-                    channel.writeAndFlush(self.queued, promise: nil)
-                    self.queued = ByteBuffer()
-                case .failure:
-                    client.close(promise: nil)
-                }
-            }
+        connectUpstream(upstreamAddress, for: client, { pipeline in
+            try pipeline.addHandler(ByteUpstreamHandler(client: client))
+        }) { channel in
+            self.upstream = channel
+            channel.writeAndFlush(self.queued, promise: nil)
+            self.queued = ByteBuffer()
+        }
     }
 }
 

@@ -41,26 +41,15 @@ final class CodecProxyHandler: ChannelInboundHandler {
         guard !connecting else { return }
         connecting = true
         let client = context.channel
-        ClientBootstrap(group: context.eventLoop)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                    try channel.pipeline.syncOperations.addHandler(CodecUpstreamHandler(client: client))
-                }
-            }
-            .connect(to: upstreamAddress)
-            .whenComplete { result in
-                switch result {
-                case .success(let channel):
-                    self.upstream = channel
-                    for part in self.queued { channel.write(part, promise: nil) }
-                    self.queued = []
-                    channel.flush()
-                case .failure:
-                    client.close(promise: nil)
-                }
-            }
+        connectUpstream(upstreamAddress, for: client, { pipeline in
+            try pipeline.addHTTPClientHandlers()
+            try pipeline.addHandler(CodecUpstreamHandler(client: client))
+        }) { channel in
+            self.upstream = channel
+            for part in self.queued { channel.write(part, promise: nil) }
+            self.queued = []
+            channel.flush()
+        }
     }
 }
 

@@ -41,6 +41,24 @@ struct Options {
 let assertionHeaderName = "X-Floor-Assertion"
 let assertionHeaderValue = String(repeating: "a", count: 200 - assertionHeaderName.count - 4)
 
+/// Opens the keep-alive upstream connection for `client` on its event loop; `connected` runs
+/// there with it, and a failed connection closes the client.
+func connectUpstream(
+    _ address: SocketAddress, for client: Channel, _ handlers: @escaping (ChannelPipeline.SynchronousOperations) throws -> Void,
+    connected: @escaping (Channel) -> Void
+) {
+    ClientBootstrap(group: client.eventLoop)
+        .channelOption(.socketOption(.tcp_nodelay), value: 1)
+        .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try handlers(channel.pipeline.syncOperations) } }
+        .connect(to: address)
+        .whenComplete { result in
+            switch result {
+            case .success(let channel): connected(channel)
+            case .failure: client.close(promise: nil)
+            }
+        }
+}
+
 let options = Options(CommandLine.arguments)
 let group = MultiThreadedEventLoopGroup(numberOfThreads: options.threads)
 let upstream = try SocketAddress(ipAddress: "127.0.0.1", port: options.upstream)

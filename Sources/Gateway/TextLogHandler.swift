@@ -21,11 +21,8 @@ public struct TextLogHandler: LogHandler {
     }
 
     public func log(event: LogEvent) {
-        var merged = metadata
-        if let provided = metadataProvider?.get() { merged.merge(provided) { _, new in new } }
-        if let extra = event.metadata { merged.merge(extra) { _, new in new } }
         var line = Date.now.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: false)) + " \(event.level) \(label) :"
-        for (key, value) in merged.sorted(by: { $0.key < $1.key }) { line += " \(key)=\(value)" }
+        for (key, value) in mergedMetadata(event).sorted(by: { $0.key < $1.key }) { line += " \(key)=\(value)" }
         line += " \(event.message)"
         sink.write(line)
     }
