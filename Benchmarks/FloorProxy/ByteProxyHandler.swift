@@ -8,7 +8,6 @@ final class ByteProxyHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    private static let headEnd: [UInt8] = Array("\r\n\r\n".utf8)
     private static let addedHeader = ByteBuffer(string: "\(assertionHeaderName): \(assertionHeaderValue)\r\n\r\n")
 
     private let upstreamAddress: SocketAddress
@@ -22,8 +21,7 @@ final class ByteProxyHandler: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var bytes = unwrapInboundIn(data)
         received.writeBuffer(&bytes)
-        while let length = received.readableBytesView.firstRange(of: Self.headEnd)?.upperBound {
-            let headLength = length - received.readerIndex
+        while let headLength = HeadScan.headLength(received) {
             guard let head = received.readSlice(length: headLength) else { return }
             if Self.hasBody(head) {
                 context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: "HTTP/1.1 501 Not Implemented\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")))
@@ -32,7 +30,7 @@ final class ByteProxyHandler: ChannelInboundHandler {
             }
             var out = ByteBuffer()
             out.reserveCapacity(headLength + Self.addedHeader.readableBytes)
-            out.writeImmutableBuffer(head.getSlice(at: head.readerIndex, length: headLength - 2)!)  // up to the last header's CRLF
+            out.writeBytes(head.readableBytesView.dropLast(2))  // up to the last header's CRLF
             out.writeImmutableBuffer(Self.addedHeader)
             forward(out, context: context)
         }
@@ -51,8 +49,7 @@ final class ByteProxyHandler: ChannelInboundHandler {
 
     /// Whether the head announces a body (Content-Length other than 0, or Transfer-Encoding).
     static func hasBody(_ head: ByteBuffer) -> Bool {
-        let text = String(buffer: head).lowercased()
-        return text.contains("\r\ntransfer-encoding:") || (text.contains("\r\ncontent-length:") && !text.contains("\r\ncontent-length: 0\r\n"))
+        HeadScan.number(of: "transfer-encoding:", in: head) != nil || (HeadScan.number(of: "content-length:", in: head) ?? 0) != 0
     }
 
     private func forward(_ request: ByteBuffer, context: ChannelHandlerContext) {
@@ -79,7 +76,6 @@ final class ByteProxyHandler: ChannelInboundHandler {
 final class ByteUpstreamHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
 
-    private static let headEnd: [UInt8] = Array("\r\n\r\n".utf8)
     private let client: Channel
     private var head = ByteBuffer()
     private var remainingBody = 0
@@ -97,9 +93,8 @@ final class ByteUpstreamHandler: ChannelInboundHandler {
                 continue
             }
             head.writeBuffer(&bytes)
-            guard let end = head.readableBytesView.firstRange(of: Self.headEnd)?.upperBound else { return }
-            let headLength = end - head.readerIndex
-            remainingBody = Self.contentLength(head.getString(at: head.readerIndex, length: headLength) ?? "")
+            guard let headLength = HeadScan.headLength(head) else { return }
+            remainingBody = max(0, HeadScan.number(of: "content-length:", in: head.getSlice(at: head.readerIndex, length: headLength) ?? head) ?? 0)
             head.moveReaderIndex(forwardBy: headLength)
             bytes = head
             head = ByteBuffer()
@@ -112,21 +107,5 @@ final class ByteUpstreamHandler: ChannelInboundHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         client.close(promise: nil)
-    }
-
-    static func contentLength(_ head: String) -> Int {
-        for line in head.split(separator: "\r\n") where line.lowercased().hasPrefix("content-length:") {
-            return Int(line.dropFirst("content-length:".count).trimmingCharacters(in: " ")) ?? 0
-        }
-        return 0
-    }
-}
-
-extension Substring {
-    func trimmingCharacters(in character: Character) -> Substring {
-        var result = self
-        while result.first == character { result = result.dropFirst() }
-        while result.last == character { result = result.dropLast() }
-        return result
     }
 }

@@ -18,7 +18,7 @@ public enum GatewayServer {
         let router = Router(context: GatewayRequestContext.self)
         router.add(middleware: OriginPolicyMiddleware(allowedOrigins: Set(services.configuration.allowedOrigins)))
         let knownRoutes = KnownRoutes()
-        router.add(middleware: RequestObservationMiddleware(logger: services.logger, accessLogger: services.accessLogger, metrics: services.metrics, knownRoutes: knownRoutes))
+        router.add(middleware: RequestObservationMiddleware(logger: services.logger, accessLog: services.accessLog, metrics: services.metrics, knownRoutes: knownRoutes))
         services.authRoutes.register(on: router)
         services.sessionRoutes.register(on: router)
         services.intentRoutes.register(on: router)
@@ -145,7 +145,7 @@ public struct PortcullisServer: Sendable {
     public init(
         gateway: GatewayConfiguration, runtime: RuntimeConfiguration, state: any StateStore, keys: LiveKeyRing,
         metrics: GatewayMetrics = GatewayMetrics(), passwordHasher: PasswordHasher = PasswordHasher(), clock: any TokenClock = SystemClock(),
-        trustedIssuers: TrustedIssuers? = nil, logger: Logger, accessLog: (logger: Logger, sink: BufferedLogSink)? = nil
+        trustedIssuers: TrustedIssuers? = nil, logger: Logger, accessLog: (sink: BufferedLogSink, format: LogFormat)? = nil
     ) {
         self.gateway = gateway
         self.accessLog = accessLog?.sink
@@ -160,7 +160,7 @@ public struct PortcullisServer: Sendable {
         self.logger = logger
         services = GatewayServices(
             configuration: gateway, store: state, keys: keys, runtimeBaseURL: nil, metrics: metrics, passwordHasher: passwordHasher, clock: clock,
-            trustedIssuers: trustedIssuers, logger: logger, accessLogger: accessLog?.logger)
+            trustedIssuers: trustedIssuers, logger: logger, accessLog: accessLog.map { AccessLog(sink: $0.sink, format: $0.format) })
     }
 
     /// The services, in start order; a `ServiceGroup` stops them in reverse,

@@ -37,8 +37,8 @@ public struct GatewayServices: Sendable {
     public let sessionOwners: SessionOwnershipView
     public let clock: any TokenClock
     public let logger: Logger
-    /// Where the one line per request goes (`logger` unless serve gives it the buffered access log).
-    public let accessLogger: Logger
+    /// The one line per request (through `logger` unless serve gives it the buffered access log).
+    public let accessLog: AccessLog
     /// The identity providers whose tokens count beside the gateway's (`nil`: none).
     public let trustedIssuers: TrustedIssuers?
     let admission: Admission
@@ -48,10 +48,10 @@ public struct GatewayServices: Sendable {
     public init(
         configuration: GatewayConfiguration, store: any Store, keys: LiveKeyRing,
         runtimeBaseURL: String?, metrics: GatewayMetrics, passwordHasher: PasswordHasher = PasswordHasher(),
-        clock: any TokenClock = SystemClock(), trustedIssuers: TrustedIssuers? = nil, logger: Logger, accessLogger: Logger? = nil
+        clock: any TokenClock = SystemClock(), trustedIssuers: TrustedIssuers? = nil, logger: Logger, accessLog: AccessLog? = nil
     ) {
         self.trustedIssuers = trustedIssuers
-        self.accessLogger = accessLogger ?? logger
+        self.accessLog = accessLog ?? AccessLog(logger: logger)
         self.configuration = configuration
         self.store = store
         self.keys = keys
@@ -112,7 +112,7 @@ public struct GatewayServices: Sendable {
         let usesTLS = configuration.routes.contains { $0.upstream.lowercased().hasPrefix("https://") }
         return DataPlane(
             routes: configuration.routes, authenticator: authenticator, sessions: sessionOwners, runtime: runtime, admission: admission,
-            metrics: metrics, logger: logger, accessLogger: accessLogger, maximumBodyBytes: configuration.maximumBodyBytes, upstreamTimeout: configuration.runtimeTimeout,
+            metrics: metrics, logger: logger, accessLog: accessLog, maximumBodyBytes: configuration.maximumBodyBytes, upstreamTimeout: configuration.runtimeTimeout,
             forwardedProto: configuration.forwardedProto, allowedOrigins: configuration.allowedOrigins,
             upstreamTLS: usesTLS ? try DataPlane.upstreamTLSContext(caFile: configuration.upstreamCAFile) : nil)
     }

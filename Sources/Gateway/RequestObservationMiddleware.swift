@@ -18,7 +18,7 @@ struct RequestObservationMiddleware: RouterMiddleware {
 
     let logger: Logger
     /// The one line per request (the buffered access log under serve).
-    let accessLogger: Logger
+    let accessLog: AccessLog
     let metrics: GatewayMetrics
     /// Paths and their methods, for 405 instead of 404 on a known path.
     var knownRoutes: KnownRoutes? = nil
@@ -37,12 +37,9 @@ struct RequestObservationMiddleware: RouterMiddleware {
         let nanoseconds = elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000
         let route = context.endpointPath ?? "unmatched"
         metrics.request(route: route, method: request.method.rawValue, status: response.status.code, nanoseconds: nanoseconds)
-        accessLogger.info(
-            "request",
-            metadata: [
-                "request_id": "\(requestID)", "method": "\(request.method.rawValue)", "route": "\(route)", "path": "\(Self.redactedPath(request.uri.path))",
-                "status": "\(response.status.code)", "duration_ms": "\(Double(nanoseconds / 1000) / 1000)",
-            ])
+        accessLog.record(
+            requestID: requestID, method: request.method.rawValue, route: route, path: Self.redactedPath(request.uri.path),
+            status: Int(response.status.code), nanoseconds: nanoseconds)
         return response
     }
 

@@ -50,18 +50,13 @@ struct ServeCommand: AsyncParsableCommand {
         // The access log is buffered (as nginx's access_log buffer=) when its lines are written at all.
         let accessSink = settings.accessBufferBytes > 0 && level <= .info ? BufferedLogSink(capacity: settings.accessBufferBytes) : nil
         LoggingSystem.bootstrap { label in
-            var handler: any LogHandler
-            switch (settings.logFormat, label == Self.accessLogLabel ? accessSink : nil) {
-            case (.json, let sink?): handler = JSONLogHandler(label: label, sink: sink)
-            case (.text, let sink?): handler = TextLogHandler(label: label, sink: sink)
-            case (.json, nil): handler = JSONLogHandler(label: label)
-            case (.text, nil): handler = StreamLogHandler.standardError(label: label)
-            }
+            var handler: any LogHandler =
+                settings.logFormat == .json ? JSONLogHandler(label: label) : StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler
         }
         let logger = Logger(label: "portcullis")
-        let accessLog = accessSink.map { (logger: Logger(label: Self.accessLogLabel), sink: $0) }
+        let accessLog = accessSink.map { (sink: $0, format: settings.logFormat) }
         // Shared secrets are read (and refused when others can read them) before anything is created.
         let trusted = gateway.trust.issuers.isEmpty
             ? nil : try TrustedIssuers(configuration: gateway.trust, leeway: gateway.leeway, logger: logger)
@@ -93,6 +88,4 @@ struct ServeCommand: AsyncParsableCommand {
         accessSink?.flush()  // what was logged after the flusher's last pass
     }
 
-    /// The logger label of the one line per request.
-    static let accessLogLabel = "portcullis.access"
 }

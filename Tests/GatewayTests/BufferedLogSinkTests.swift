@@ -1,5 +1,6 @@
 import Foundation
 import Gateway
+import JOSE
 import Synchronization
 import Testing
 
@@ -49,5 +50,41 @@ struct BufferedLogSinkTests {
         #expect(batches.all.allSatisfy { $0.count >= 100 && $0.count < 110 })
         sink.flush()
         #expect(batches.lines == (0..<30).map { "line \($0)" })
+    }
+
+    @Test("an access line written straight to the sink is the JSON line the log handler would write: every field, the path escaped, a UTC timestamp of now")
+    func accessLineAsJSON() throws {
+        let batches = Batches()
+        let sink = BufferedLogSink(capacity: 1 << 20) { batches.append($0) }
+        let log = AccessLog(sink: sink, format: .json)
+        log.record(requestID: "abc", method: "GET", route: "/api/x/**", path: #"/api/x/a"b\c"#, status: 200, nanoseconds: 1_234_567)
+        sink.flush()
+        let line = try #require(batches.lines.first)
+        let object = try StrictJSONReader().parseObject(Array(line.utf8))
+        #expect(object["message"] == "request")
+        #expect(object["level"] == "info")
+        #expect(object["label"] == "portcullis.access")
+        #expect(object["path"] == .string(#"/api/x/a"b\c"#))
+        #expect(object["route"] == "/api/x/**")
+        #expect(object["request_id"] == "abc")
+        #expect(object["method"] == "GET")
+        #expect(object["status"] == "200")
+        #expect(object["duration_ms"] == "1.234")
+        let stamp = try #require(object["ts"]?.stringValue)
+        let parsed = try #require(try? Date(stamp, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)), "\(stamp)")
+        #expect(abs(parsed.timeIntervalSinceNow) < 5, "\(stamp) is now, in UTC")
+    }
+
+    @Test("in text format the access line has swift-log's shape: timestamp, level, label, key=value pairs by name, message")
+    func accessLineAsText() throws {
+        let batches = Batches()
+        let sink = BufferedLogSink(capacity: 1 << 20) { batches.append($0) }
+        AccessLog(sink: sink, format: .text).record(requestID: "abc", method: "POST", route: "/api/intent", path: "/api/intent", status: 201, nanoseconds: 2_000_000)
+        sink.flush()
+        let line = try #require(batches.lines.first)
+        let parts = line.split(separator: " ", maxSplits: 1)
+        let stamp = String(parts[0])
+        #expect((try? Date(stamp, strategy: Date.ISO8601FormatStyle())) != nil, "\(stamp)")
+        #expect(parts[1] == "info portcullis.access : duration_ms=2.0 method=POST path=/api/intent request_id=abc route=/api/intent status=201 request")
     }
 }

@@ -31,7 +31,7 @@ final class DataPlane: Sendable {
     let metrics: GatewayMetrics
     let logger: Logger
     /// The one line per proxied request.
-    let accessLogger: Logger
+    let accessLog: AccessLog
     let maximumBodyBytes: Int
     let upstreamTimeout: TimeAmount
     let forwardedProto: String
@@ -42,7 +42,7 @@ final class DataPlane: Sendable {
 
     init(
         routes: [ProxyRoute], authenticator: AccessTokenAuthenticator, sessions: SessionOwnershipView, runtime: RuntimeClient,
-        admission: Admission, metrics: GatewayMetrics, logger: Logger, accessLogger: Logger, maximumBodyBytes: Int, upstreamTimeout: Double, forwardedProto: String,
+        admission: Admission, metrics: GatewayMetrics, logger: Logger, accessLog: AccessLog, maximumBodyBytes: Int, upstreamTimeout: Double, forwardedProto: String,
         allowedOrigins: [String], upstreamTLS: NIOSSLContext?
     ) {
         self.upstreamTLS = upstreamTLS
@@ -56,7 +56,7 @@ final class DataPlane: Sendable {
         self.admission = admission
         self.metrics = metrics
         self.logger = logger
-        self.accessLogger = accessLogger
+        self.accessLog = accessLog
         self.maximumBodyBytes = maximumBodyBytes
         self.upstreamTimeout = .milliseconds(Int64(upstreamTimeout * 1000))
         self.forwardedProto = forwardedProto
