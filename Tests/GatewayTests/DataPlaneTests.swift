@@ -117,20 +117,9 @@ struct DataPlaneTests {
             let connection = try RawConnection(port: port, receiveTimeout: 5)
             defer { connection.close() }
             connection.send("POST /api/echo/upload HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\nExpect: 100-Continue\r\nContent-Length: 5\r\n\r\n")
-            var interim: [UInt8] = []
-            while !interim.text.contains("\r\n\r\n") {
-                let more = connection.readSome()
-                if more.isEmpty { break }
-                interim += more
-            }
+            let interim = connection.readUntil("\r\n\r\n")
             connection.send("hello")
-            var final: [UInt8] = []
-            while !final.text.contains("body_bytes") {
-                let more = connection.readSome()
-                if more.isEmpty { break }
-                final += more
-            }
-            return (interim.text, final.text)
+            return (interim.text, connection.readUntil("body_bytes").text)
         }
         #expect(interim == "HTTP/1.1 100 Continue\r\n\r\n", "the body is asked for before any answer: \(interim.prefix(80))")
         #expect(final.hasPrefix("HTTP/1.1 200"), "\(final.prefix(80))")

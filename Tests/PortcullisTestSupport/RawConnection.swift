@@ -41,6 +41,17 @@ public struct RawConnection: Sendable {
         return received
     }
 
+    /// Reads until what has arrived contains `marker` (or the peer closes, or the receive timeout passes).
+    public func readUntil(_ marker: String) -> [UInt8] {
+        var received: [UInt8] = []
+        while !String(decoding: received, as: UTF8.self).contains(marker) {
+            let more = readSome()
+            if more.isEmpty { break }
+            received += more
+        }
+        return received
+    }
+
     /// One read (what has arrived so far).
     public func readSome() -> [UInt8] {
         var buffer = [UInt8](repeating: 0, count: 65_536)
