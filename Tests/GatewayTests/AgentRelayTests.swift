@@ -195,27 +195,30 @@ struct AgentRelayTests {
 
     @Test("token expiry closes a live socket with 1008 \"token expired\"; a renew frame keeps it open; another user's token closes it")
     func continuousAuthorization() async throws {
-        let fixture = try await GatewayFixture { $0.accessTokenLifetime = 4 }  // short, with room for a slow sanitized set-up
+        // Logins get the fixture's usual lifetime; each half that needs a token to expire issues its
+        // own, timed from its own exp, so a slow (sanitized) set-up cannot expire a token early.
+        let fixture = try await GatewayFixture()
         try await fixture.addUser("alice")
         try await fixture.addUser("bob")
         let login = try await fixture.login("alice")
+        let verifier = AccessTokenVerifier(keys: fixture.keys, policy: .gateway(issuer: "http://127.0.0.1:8080", audience: "portcullis"))
+        let subject = try verifier.verify(login.accessToken).subject
+        let issue = { (lifetime: Double) throws -> IssuedAccessToken in
+            let issued = try AccessTokenIssuer(keys: fixture.keys, issuer: "http://127.0.0.1:8080", audience: "portcullis", lifetime: lifetime)
+                .issue(subject: subject, tenantID: "default", clientID: "test")
+            fixture.remember(issued.token)
+            return issued
+        }
 
-        let expired = try await Self.session(Self.url(fixture, login)) { _, _, _ in }
+        let expiring = try issue(6)
+        let expired = try await Self.session(Self.url(fixture, login, token: expiring.token)) { _, _, _ in }
         #expect(expired.close?.closeCode == .policyViolation)
         #expect(expired.close?.reason == "token expired")
 
-        // The renewal half times from the token's own exp, so a slow (sanitized) set-up cannot
-        // let the first token expire before the renew frame arrives: it lives 10 s, not 4.
         let second = try await fixture.login("alice", sessionID: login.sessionID)
-        let verifier = AccessTokenVerifier(keys: fixture.keys, policy: .gateway(issuer: "http://127.0.0.1:8080", audience: "portcullis"))
-        let subject = try verifier.verify(second.accessToken).subject
-        let shortIssuer = AccessTokenIssuer(keys: fixture.keys, issuer: "http://127.0.0.1:8080", audience: "portcullis", lifetime: 10)
-        let issued = try shortIssuer.issue(subject: subject, tenantID: "default", clientID: "test")
+        let issued = try issue(10)
         let first = issued.token
-        let longer = try AccessTokenIssuer(keys: fixture.keys, issuer: "http://127.0.0.1:8080", audience: "portcullis", lifetime: 600)
-            .issue(subject: subject, tenantID: "default", clientID: "test").token
-        fixture.remember(first)
-        fixture.remember(longer)
+        let longer = try issue(600).token
         let renewed = try await Self.session(Self.url(fixture, second, token: first)) { outbound, iterator, transcript in
             try await outbound.write(.text(#"{"type":"auth.renew","access_token":"\#(longer)"}"#))
             let ack = try await Self.nextJSON(&iterator)
