@@ -36,9 +36,11 @@ public struct AccessLog: Sendable {
     public static let label = "portcullis.access"
     private var label = AccessLog.label
 
-    /// Writes the line for one answered request; `path` must be loggable already (no query, credentials redacted).
-    public func record(requestID: String, method: String, route: String, path: String, status: Int, nanoseconds: Int64) {
+    /// Writes the line for one answered request; `path` without its query (credential-looking
+    /// segments are redacted here, and nothing is done when the log is off).
+    public func record(requestID: String, method: String, route: String, path: some StringProtocol, status: Int, nanoseconds: Int64) {
         guard isEnabled else { return }
+        let path = RequestObservationMiddleware.redactedPath(String(path))
         let duration = "\(Double(nanoseconds / 1000) / 1000)"
         switch output {
         case .logger(let logger):

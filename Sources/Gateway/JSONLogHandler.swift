@@ -46,20 +46,13 @@ public struct JSONLogHandler: LogHandler {
             "ts": .string(Date.now.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))),
             "level": .string(event.level.rawValue), "label": .string(label), "message": .string(event.message.description),
         ]
-        for (key, value) in mergedMetadata(event).sorted(by: { $0.key < $1.key }) where object[key] == nil {
-            object[key] = .string(value.description)
-        }
-        sink.write(JSONWriter.string(.object(object)))
-    }
-}
-
-extension LogHandler {
-    /// The handler's metadata, then its provider's, then the event's, later ones winning.
-    func mergedMetadata(_ event: LogEvent) -> Logger.Metadata {
         var merged = metadata
         if let provided = metadataProvider?.get() { merged.merge(provided) { _, new in new } }
         if let extra = event.metadata { merged.merge(extra) { _, new in new } }
-        return merged
+        for (key, value) in merged.sorted(by: { $0.key < $1.key }) where object[key] == nil {
+            object[key] = .string(value.description)
+        }
+        sink.write(JSONWriter.string(.object(object)))
     }
 }
 

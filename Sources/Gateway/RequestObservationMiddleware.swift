@@ -38,7 +38,7 @@ struct RequestObservationMiddleware: RouterMiddleware {
         let route = context.endpointPath ?? "unmatched"
         metrics.request(route: route, method: request.method.rawValue, status: response.status.code, nanoseconds: nanoseconds)
         accessLog.record(
-            requestID: requestID, method: request.method.rawValue, route: route, path: Self.redactedPath(request.uri.path),
+            requestID: requestID, method: request.method.rawValue, route: route, path: request.uri.path,
             status: Int(response.status.code), nanoseconds: nanoseconds)
         return response
     }

@@ -370,11 +370,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         let elapsed = ContinuousClock.now - started
         let nanoseconds = elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000
         plane.metrics.request(route: route.template, method: head.method.rawValue, status: status, nanoseconds: nanoseconds)
-        if plane.accessLog.isEnabled {
-            plane.accessLog.record(
-                requestID: requestID, method: head.method.rawValue, route: route.template,
-                path: RequestObservationMiddleware.redactedPath(String(path)), status: status, nanoseconds: nanoseconds)
-        }
+        plane.accessLog.record(
+            requestID: requestID, method: head.method.rawValue, route: route.template, path: path, status: status, nanoseconds: nanoseconds)
         handler.exchangeFinished(requestEnded: requestEnded, closeConnection: closeClient)
     }
 
