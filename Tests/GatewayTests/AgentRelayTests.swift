@@ -4,6 +4,7 @@ import HummingbirdWSClient
 import JOSE
 import Logging
 import NIOCore
+import PortcullisTestSupport
 import SecurityGuard
 import Synchronization
 import Testing
@@ -82,7 +83,7 @@ struct AgentRelayTests {
         #expect(reply["status"] == "completed")
         #expect(reply["result"] == ["hello": "runtime"])
         #expect(transcript.close?.closeCode == .policyViolation)
-        #expect(transcript.secondsToClose < 1.0, "closed \(transcript.secondsToClose) s after logout")
+        #expect(transcript.secondsToClose < TimeBounds.seconds(1), "closed \(transcript.secondsToClose) s after logout")
         try await fixture.stop()
     }
 
@@ -189,7 +190,7 @@ struct AgentRelayTests {
         }
         #expect(transcript.close?.closeCode == .policyViolation)
         // The watcher polls once a second; the bound leaves room for a slow sanitized run.
-        #expect(transcript.secondsToClose < 3, "closed \(transcript.secondsToClose) s after the revocation")
+        #expect(transcript.secondsToClose < TimeBounds.seconds(3), "closed \(transcript.secondsToClose) s after the revocation")
         try await fixture.stop()
     }
 

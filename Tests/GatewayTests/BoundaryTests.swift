@@ -136,7 +136,7 @@ struct BoundaryTests {
         #expect(transcript.close?.closeCode == .policyViolation)
         #expect(transcript.close?.reason == "account disabled")
         // Two sync periods of 0.5 s bound it; the test leaves room for a slow sanitized run.
-        #expect(transcript.secondsToClose < 3, "closed \(transcript.secondsToClose) s after the disable")
+        #expect(transcript.secondsToClose < TimeBounds.seconds(3), "closed \(transcript.secondsToClose) s after the disable")
 
         let refresh = try await fixture.refresh(login.refreshToken)
         #expect(refresh.status == 401)

@@ -5,6 +5,7 @@ import JOSE
 import Logging
 import NIOCore
 import NIOHTTP1
+import PortcullisTestSupport
 import Runtime
 import SecurityGuard
 import ServiceLifecycle
@@ -19,6 +20,17 @@ final class CapturedLog: LogSink {
     func write(_ line: String) { lines.withLock { $0.append(line) } }
     var text: String { lines.withLock { $0.joined(separator: "\n") } }
     var count: Int { lines.withLock { $0.count } }
+
+    /// The lines that contain every one of `fragments`, once at least `count` are there or a second
+    /// has passed: a request's line is written after its answer, so a client may read the answer first.
+    func lines(containing fragments: String..., atLeast count: Int = 1) async -> [String] {
+        let deadline = ContinuousClock.now + .seconds(TimeBounds.seconds(1))
+        while true {
+            let matching = lines.withLock { $0.filter { line in fragments.allSatisfy { line.contains($0) } } }
+            if matching.count >= count || ContinuousClock.now >= deadline { return matching }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+    }
 }
 
 /// An answer from the gateway: status, headers and the JSON body (empty object when there is none).

@@ -133,7 +133,7 @@ struct ScaleOutTests {
             #expect(logout.status == 204)
         }
         #expect(transcript.close?.closeCode == .policyViolation)
-        #expect(transcript.secondsToClose < 1.0, "closed \(transcript.secondsToClose) s after the logout on A")
+        #expect(transcript.secondsToClose < TimeBounds.seconds(1), "closed \(transcript.secondsToClose) s after the logout on A")
         let refused = try await cluster.send(.GET, cluster.b + "/api/session/\(session)", bearer: token)
         #expect(refused.status == 401 && refused["error"] == "token_revoked", "\(refused.raw)")
         cluster.stop(secrets: [token])
@@ -149,7 +149,7 @@ struct ScaleOutTests {
             try await cluster.cli(["users", "disable", "bob", "--tenant", "default"])
         }
         #expect(transcript.close?.closeCode == .policyViolation && transcript.close?.reason == "account disabled", "\(String(describing: transcript.close))")
-        #expect(transcript.secondsToClose < 1.0, "closed \(transcript.secondsToClose) s after the disable")
+        #expect(transcript.secondsToClose < TimeBounds.seconds(1), "closed \(transcript.secondsToClose) s after the disable")
         // A learns of the cut-off through the feed (milliseconds) and its sync (twice a second); until then the
         // revoked session answers 404. Under the parallel suite that can take a moment: poll, bounded.
         var refused = try await cluster.send(.GET, cluster.a + "/api/session/\(session)", bearer: token)
@@ -183,8 +183,15 @@ struct ScaleOutTests {
             #expect(logout.status == 204)
         }
         #expect(transcript.close?.closeCode == .policyViolation, "\(String(describing: transcript.close))")
-        #expect(transcript.secondsToClose < 1.0, "closed \(transcript.secondsToClose) s after the logout on A")
-        let refused = try await cluster.send(.GET, cluster.b + "/api/session/\(session)", bearer: token)
+        #expect(transcript.secondsToClose < TimeBounds.seconds(1), "closed \(transcript.secondsToClose) s after the logout on A")
+        // The session's end and the token's revocation are two entries of the feed: B may see the
+        // first a moment before the second; the token is refused within a second of the logout.
+        var refused = try await cluster.send(.GET, cluster.b + "/api/session/\(session)", bearer: token)
+        let deadline = ContinuousClock.now + .seconds(TimeBounds.seconds(1))
+        while refused.status != 401, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+            refused = try await cluster.send(.GET, cluster.b + "/api/session/\(session)", bearer: token)
+        }
         #expect(refused.status == 401 && refused["error"] == "token_revoked", "\(refused.raw)")
         cluster.stop(secrets: [token])
         try await provider.stop()
@@ -211,7 +218,7 @@ struct ScaleOutTests {
             try await Task.sleep(for: .milliseconds(20))
         }
         let seconds = try #require(refusedAfter, "B still accepted the token 3 s after the revocation")
-        #expect(seconds < 1.0, "refused \(seconds) s after the revocation")
+        #expect(seconds < TimeBounds.seconds(1), "refused \(seconds) s after the revocation")
         cluster.stop(secrets: [token])
     }
 
@@ -257,7 +264,7 @@ struct ScaleOutTests {
             try await Task.sleep(for: .milliseconds(50))
         }
         let seconds = try #require(seenAfter, "gateway B still signed with the old key 6 s after the rotation")
-        #expect(seconds < 2.0, "gateway B signed with the new key \(seconds) s after the rotation")
+        #expect(seconds < TimeBounds.seconds(2), "gateway B signed with the new key \(seconds) s after the rotation")
     }
 }
 

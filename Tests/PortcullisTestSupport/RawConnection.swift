@@ -8,9 +8,10 @@ public struct RawConnection: Sendable {
     /// Wraps a descriptor that is already connected (one taken from another connection, say).
     public init(descriptor: Int32) { self.descriptor = descriptor }
 
+    /// `receiveTimeout` is stretched in a sanitized run (`TimeBounds`).
     public init(port: Int, receiveTimeout seconds: Int = 10) throws {
         descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
+        var timeout = timeval(tv_sec: Int(TimeBounds.seconds(Double(seconds))), tv_usec: 0)
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)

@@ -13,7 +13,7 @@ struct DurabilityTests {
 
         // Read reported ids (one per line, each written after its commit) until enough are in, then kill mid-run.
         var reported: [String] = []
-        let deadline = Date().addingTimeInterval(30)
+        let deadline = Date().addingTimeInterval(TimeBounds.seconds(30))
         while Date() < deadline, writer.isRunning {
             let lines = writer.output.split(separator: "\n", omittingEmptySubsequences: false)
             reported = lines.dropLast().map(String.init)  // the last piece may be a line still being written

@@ -212,7 +212,7 @@ struct RepositoryContractTests {
         let woke: Void? = await iterator.next()
         let elapsed = ContinuousClock.now - committed
         #expect(woke != nil)
-        #expect(elapsed < .seconds(1), "woke \(elapsed) after the commit")
+        #expect(elapsed < .seconds(TimeBounds.seconds(1)), "woke \(elapsed) after the commit")
         #expect(try await reader.accessChanges(after: 0, limit: 10).map(\.change) == [.tokenRevoked(jti: "jti-signal", expiresAt: now + 60)])
         await writer.shutdown()
         await reader.shutdown()
