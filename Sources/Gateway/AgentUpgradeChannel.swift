@@ -131,13 +131,19 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
                 upgraders: [upgrader],
                 notUpgradingCompletionHandler: { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
+                        let idleMilliseconds = Int64(limits.idleTimeout * 1000)
                         // First: every request's path in its one spelling, or a 400 (the router, the data plane
                         // and every upstream see the same path).
                         try channel.pipeline.syncOperations.addHandler(RequestTargetHandler(logger: logger))
+                        // The data plane takes its requests in NIO's HTTP/1 types, before any conversion; it keeps
+                        // the connection's idle timeout and graceful close, since the handlers after it see only
+                        // the requests it passes on.
+                        if let dataPlane {
+                            try channel.pipeline.syncOperations.addHandler(ProxyChannelHandler(plane: dataPlane, idleTimeout: .milliseconds(idleMilliseconds)))
+                        }
+                        try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
                         try channel.pipeline.syncOperations.addHandler(
-                            HTTPConnectionStateHandler(idleTimeout: .milliseconds(Int64(limits.idleTimeout * 1000)), logger: logger))
-                        if let dataPlane { try channel.pipeline.syncOperations.addHandler(ProxyChannelHandler(plane: dataPlane)) }
+                            HTTPConnectionStateHandler(idleTimeout: dataPlane == nil ? .milliseconds(idleMilliseconds) : nil, logger: logger))
                         let asyncChannel = try NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>(
                             wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
                         if case .refused(let error) = decision.withLockedValue({ $0 }) {

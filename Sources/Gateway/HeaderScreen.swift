@@ -1,11 +1,10 @@
-import HTTPTypes
 import NIOHTTP1
 
 /// Which headers may cross the proxy, decided without a folded copy of every name.
 ///
-/// Names are compared in their canonical (lower-case) form, which `HTTPField.Name`
-/// already holds; only a name containing `_` or `.` (rare: a spoofing attempt
-/// such as `X_Portcullis_Assertion`) is folded to `-` before the comparison.
+/// Names are compared lower-cased, with `_` and `.` folded to `-` (so a spoofing
+/// attempt such as `X_Portcullis_Assertion` is caught as `x-portcullis-assertion`);
+/// a name already in that form is compared as it is.
 enum HeaderScreen {
     /// Hop-by-hop headers (RFC 9110 7.6.1) and those the client may not choose; `Expect`
     /// because the gateway answers `100-continue` itself once the request is admitted.
@@ -24,6 +23,8 @@ enum HeaderScreen {
     ]
 
     /// `name` lower-cased with `_` and `.` as `-`; the same string when there is nothing to fold.
+    /// Written in place, with no intermediate array: a name of up to 15 bytes (most) stays a
+    /// small string, with no allocation at all.
     static func folded(_ name: String) -> String {
         var needsWork = false
         for byte in name.utf8 where byte == UInt8(ascii: "_") || byte == UInt8(ascii: ".") || (byte >= 0x41 && byte <= 0x5A) {
@@ -31,32 +32,31 @@ enum HeaderScreen {
             break
         }
         guard needsWork else { return name }
-        return String(decoding: name.utf8.map { byte -> UInt8 in
-            if byte == UInt8(ascii: "_") || byte == UInt8(ascii: ".") { return UInt8(ascii: "-") }
-            return (byte >= 0x41 && byte <= 0x5A) ? byte + 32 : byte
-        }, as: UTF8.self)
-    }
-
-    /// The names a `Connection` header lists (they are hop-by-hop for this message).
-    static func connectionListed(_ fields: HTTPFields) -> Set<String> {
-        var listed = Set<String>()
-        for value in fields[values: .connection] {
-            for token in value.split(separator: ",") {
-                let trimmed = token.trimmingCharacters(in: .whitespaces)
-                if !trimmed.isEmpty { listed.insert(folded(trimmed)) }
+        let utf8 = name.utf8
+        return String(unsafeUninitializedCapacity: utf8.count) { buffer in
+            var index = 0
+            for byte in utf8 {
+                if byte == UInt8(ascii: "_") || byte == UInt8(ascii: ".") {
+                    buffer[index] = UInt8(ascii: "-")
+                } else {
+                    buffer[index] = (byte >= 0x41 && byte <= 0x5A) ? byte + 32 : byte
+                }
+                index += 1
             }
+            return index
         }
-        return listed
     }
 
-    /// The names an upstream response's `Connection` header lists.
+    /// The names a message's `Connection` header lists (they are hop-by-hop for it); none, with
+    /// nothing allocated, when it has no such header.
     static func connectionListed(_ headers: HTTPHeaders) -> Set<String> {
-        Set(headers[canonicalForm: "connection"].map { folded(String($0)) })
+        guard headers.contains(name: "connection") else { return [] }
+        return Set(headers[canonicalForm: "connection"].map { folded(String($0)) })
     }
 
-    /// Whether a client header may go upstream.
-    static func isForwardable(_ name: HTTPField.Name, connectionListed: Set<String>) -> Bool {
-        let canonical = folded(name.canonicalName)
+    /// Whether a client header, named as it came, may go upstream.
+    static func isForwardable(_ name: String, connectionListed: Set<String>) -> Bool {
+        let canonical = folded(name)
         return !neverForwarded.contains(canonical) && !identityHeaders.contains(canonical) && !canonical.hasPrefix("x-portcullis-")
             && (connectionListed.isEmpty || !connectionListed.contains(canonical))
     }
@@ -65,5 +65,18 @@ enum HeaderScreen {
     static func isReturnable(_ name: String, connectionListed: Set<String>) -> Bool {
         let canonical = folded(name)
         return !neverForwarded.contains(canonical) && (connectionListed.isEmpty || !connectionListed.contains(canonical))
+    }
+}
+
+extension HTTPHeaders {
+    /// Every value of `name` as one field value (RFC 9110 §5.3: joined with ", "), as HTTPTypes
+    /// reads a repeated field; `nil` when there is none. One value is returned as it is.
+    func combined(_ name: String) -> String? {
+        let values = self[name]
+        switch values.count {
+        case 0: return nil
+        case 1: return values[0]
+        default: return values.joined(separator: ", ")
+        }
     }
 }

@@ -2,28 +2,30 @@ import HTTPTypes
 import JOSE
 import Logging
 import NIOCore
-import NIOHTTPTypes
+import NIOHTTP1
 import TrafficCop
 
 /// The first step of every HTTP request on the public listener: the request
 /// target in its one normalised spelling (`RequestTarget`), and request
 /// framing the gateway can forward faithfully.
 ///
-/// Sits right after the HTTP/1 codec, before Hummingbird's connection handler
-/// and the data plane, so the router, `gateway.routes` and every upstream see
-/// the same path. A head it refuses is answered 400 `invalid_request` in turn
-/// (after the answers to requests already passed on) and the connection is
-/// closed: nothing more is read from it.
+/// Sits right after NIO's HTTP/1 decoder, before the data plane and the
+/// conversion to HTTPTypes for Hummingbird, so the router, `gateway.routes`
+/// and every upstream see the same path. A head it refuses is answered 400
+/// `invalid_request` in turn (after the answers to requests already passed
+/// on) and the connection is closed: nothing more is read from it.
 ///
-/// Refused: a path `RequestTarget` will not route, a `Transfer-Encoding`
-/// other than exactly `chunked` (`gzip, chunked` would reach an upstream
-/// re-framed as plain `chunked`, its bytes read as something they are not),
-/// and `CONNECT` (the gateway is no forward proxy).
+/// Refused: a path `RequestTarget` will not route, more than one `Host`
+/// (RFC 9112 §3.2), a `Transfer-Encoding` other than exactly `chunked`
+/// (`gzip, chunked` would reach an upstream re-framed as plain `chunked`, its
+/// bytes read as something they are not), and `CONNECT` (the gateway is no
+/// forward proxy). An absolute-form target (`http://host/path`) is served as
+/// its path, as before this handler moved ahead of the HTTPTypes conversion.
 final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPRequestPart
-    typealias InboundOut = HTTPRequestPart
-    typealias OutboundIn = HTTPResponsePart
-    typealias OutboundOut = HTTPResponsePart
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
 
     let logger: Logger
     /// Requests passed on whose answers have not ended yet.
@@ -70,31 +72,36 @@ final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// Writes the refusal and closes the connection.
     private func refuse(context: ChannelHandlerContext) {
         guard let error = refusal else { return }
-        var fields = error.headers
         let body = ByteBuffer(bytes: JSONWriter.bytes(error.json))
-        fields[.contentLength] = String(body.readableBytes)
-        fields[.connection] = "close"
-        context.write(wrapOutboundOut(.head(HTTPResponse(status: error.status, headerFields: fields))), promise: nil)
-        context.write(wrapOutboundOut(.body(body)), promise: nil)
+        context.write(wrapOutboundOut(.head(error.responseHead(contentLength: body.readableBytes, close: true))), promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
         let channel = context.channel
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
         logger.info("request", metadata: ["route": "-", "status": "\(error.status.code)", "error": "\(error.code)", "message": "\(error.message)"])
     }
 
-    /// Puts `head`'s path in its normalised spelling (untouched when it is already),
+    /// Puts `head`'s target in its normalised spelling (untouched when it is already),
     /// or throws the 400 that refuses the request.
-    static func screen(_ head: inout HTTPRequest) throws(GatewayError) {
+    static func screen(_ head: inout HTTPRequestHead) throws(GatewayError) {
         // The HTTP parser stops reading a connection after CONNECT (the rest is a tunnel), and an
         // answer to it has no body: refused here, the connection closed, rather than left hanging.
-        if head.method == .connect {
+        if head.method == .CONNECT {
             throw .invalidRequest("CONNECT is not served here: the gateway is not a forward proxy")
         }
-        let codings = head.headerFields[values: .transferEncoding]
+        var hosts = 0
+        var codings: [String] = []
+        for header in head.headers {
+            if header.name.utf8.count == 4, header.name.lowercased() == "host" { hosts += 1 }
+            if header.name.utf8.count == 17, header.name.lowercased() == "transfer-encoding" { codings.append(header.value) }
+        }
+        if hosts > 1 {
+            throw .invalidRequest("a request has one Host header; send it once")
+        }
         if !codings.isEmpty, !Self.isChunkedOnly(codings) {
             throw .invalidRequest("the only transfer coding accepted in a request is chunked; send the body with Content-Length or Transfer-Encoding: chunked")
         }
-        guard let target = head.path else { throw .invalidRequest(RequestTargetError.notOriginForm.message) }
-        let (path, query) = RequestTarget.split(target[...])
+        let target = Self.originForm(head.uri)
+        let (path, query) = RequestTarget.split(target)
         let normalized: Substring
         do {
             normalized = try RequestTarget.normalizedPath(path)
@@ -102,8 +109,22 @@ final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannelHandler 
             throw .invalidRequest(error.message)
         }
         // Unchanged (the common case): the head is left as it is, nothing allocated.
-        guard normalized != path else { return }
-        head.path = query.map { normalized + "?" + $0 } ?? String(normalized)
+        guard normalized != path || target.count != head.uri.count else { return }
+        head.uri = query.map { normalized + "?" + $0 } ?? String(normalized)
+    }
+
+    /// The path and query of an absolute-form target (`http://host/p?q` is `/p?q`, `http://host` is `/`);
+    /// any other target as it is (a target that is neither is refused by `RequestTarget`).
+    static func originForm(_ uri: String) -> Substring {
+        let target = uri[...]
+        guard target.utf8.first != UInt8(ascii: "/") else { return target }
+        let lowered = target.prefix(8).lowercased()
+        let scheme = lowered.hasPrefix("http://") ? 7 : lowered.hasPrefix("https://") ? 8 : 0
+        guard scheme > 0 else { return target }
+        let rest = target.utf8.dropFirst(scheme)
+        guard let start = rest.firstIndex(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }) else { return "/" }
+        let tail = target[start...]
+        return tail.utf8.first == UInt8(ascii: "/") ? tail : Substring("/" + tail)
     }
 
     /// Exactly one coding, `chunked` (in any case, with optional whitespace).

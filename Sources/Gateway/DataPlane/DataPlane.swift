@@ -1,6 +1,7 @@
 import HTTPTypes
 import Logging
 import NIOCore
+import NIOHTTP1
 import NIOSSL
 import SecurityGuard
 import TrafficCop
@@ -74,8 +75,9 @@ final class DataPlane: Sendable {
 
     /// Whether `head` is a CORS preflight (OPTIONS with `Access-Control-Request-Method`) from an
     /// origin in `gateway.allowed_origins`: those are answered by `OriginPolicyMiddleware`.
-    func isAllowedPreflight(_ head: HTTPRequest) -> Bool {
-        guard head.method == .options, head.headerFields[.accessControlRequestMethod] != nil, let origin = head.headerFields[.origin] else { return false }
+    func isAllowedPreflight(_ head: HTTPRequestHead) -> Bool {
+        guard head.method == .OPTIONS, head.headers.contains(name: "access-control-request-method"), let origin = head.headers.first(name: "origin")
+        else { return false }
         return allowedOrigins.contains(origin)
     }
 

@@ -1,28 +1,30 @@
-import HTTPTypes
 import JOSE
 import Logging
 import NIOCore
 import NIOHTTP1
-import NIOHTTPTypes
 import TrafficCop
 
 /// Serves `gateway.routes` requests on the client connection's event loop,
 /// from request head to response end, with no hop to the Swift concurrency
 /// pool on the common path.
 ///
-/// Sits in the HTTP pipeline before Hummingbird's channel: a request whose
-/// path is under a fast route is answered here (`ProxyExchange`); any other
-/// request passes through untouched. One request is in flight per connection:
+/// Sits right after NIO's HTTP/1 codec and the request-target screen, before
+/// the conversion to HTTPTypes and Hummingbird's channel: a request whose path
+/// is under a fast route is answered here (`ProxyExchange`), in NIO's own
+/// HTTP/1 types, with no conversion; any other request passes through
+/// untouched. Since Hummingbird's connection-state handler sees only the
+/// requests passed on, this handler keeps the connection's idle timeout and
+/// its graceful close (quiesce) for all of them. One request is in flight per connection:
 /// parts of a later request that arrive early (pipelining) wait in a queue
 /// until the current answer has ended, whoever gave it. While anything waits,
 /// the connection is not read (so a client that pipelines without reading the
 /// answers holds at most one read's worth here), and a queue past
 /// `maximumQueuedBytes` closes the connection.
 final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPRequestPart
-    typealias InboundOut = HTTPRequestPart
-    typealias OutboundIn = HTTPResponsePart
-    typealias OutboundOut = HTTPResponsePart
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
 
     enum State {
         case idle
@@ -35,7 +37,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     let plane: DataPlane
     private(set) var state = State.idle
-    private var queued = CircularBuffer<HTTPRequestPart>()
+    private var queued = CircularBuffer<HTTPServerRequestPart>()
     private(set) var context: ChannelHandlerContext?
     private(set) var pool: UpstreamPool?
     /// Bytes of queued body parts.
@@ -47,6 +49,14 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var readPending = false
     /// Whether a deadline check is scheduled (one per connection at most).
     private var deadlineCheckScheduled = false
+    /// How long a connection may sit with no request in progress (`gateway.idle_timeout_seconds`).
+    let idleTimeout: TimeAmount
+    /// When the connection last had a request in progress; the idle check measures from here.
+    private var lastActive = NIODeadline.now()
+    /// Whether the idle check is scheduled (one per connection, re-armed only when it fires).
+    private var idleCheckScheduled = false
+    /// A graceful shutdown asked this connection to close once its current request is answered.
+    private var closeWhenIdle = false
     /// Request ids: 8 characters drawn from the CSPRNG once per connection, then a counter.
     private var requestIDPrefix = ""
     private var requestCount: UInt32 = 0
@@ -55,8 +65,9 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// one read can bring only when a client keeps sending past what it was asked for.
     let maximumQueuedBytes: Int
 
-    init(plane: DataPlane) {
+    init(plane: DataPlane, idleTimeout: TimeAmount) {
         self.plane = plane
+        self.idleTimeout = idleTimeout
         maximumQueuedBytes = max(256 * 1024, plane.maximumBodyBytes)
     }
 
@@ -64,6 +75,8 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.context = context
         pool = plane.pool(for: context.eventLoop)
         requestIDPrefix = (try? SecureRandom.identifier(bytes: 6)) ?? "unknown0"
+        lastActive = .now()
+        scheduleIdleCheck(at: lastActive + idleTimeout)
     }
 
     /// The next request id on this connection: 12 base64url characters, like the API's, without a
@@ -84,14 +97,15 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         handle(unwrapInboundIn(data), context: context)
     }
 
-    private func handle(_ part: HTTPRequestPart, context: ChannelHandlerContext) {
+    private func handle(_ part: HTTPServerRequestPart, context: ChannelHandlerContext) {
         switch state {
         case .idle:
+            lastActive = .now()
             // The path is normalised already (RequestTargetHandler, before this handler).
             // A CORS preflight from an allowed origin is answered by the API's origin policy; any other
             // request under a route (OPTIONS too) is proxied, and refused here when not admitted.
-            guard case .head(let head) = part, !plane.isAllowedPreflight(head), let target = head.path,
-                case let (path, query) = RequestTarget.split(target[...]), let (route, remainder) = plane.route(for: path)
+            guard case .head(let head) = part, !plane.isAllowedPreflight(head),
+                case let (path, query) = RequestTarget.split(head.uri[...]), let (route, remainder) = plane.route(for: path)
             else {
                 if case .head = part { state = .passthrough(requestDone: false, responseDone: false) }
                 context.fireChannelRead(wrapInboundOut(part))
@@ -125,7 +139,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Keeps a part of a request that came before the current one ended, and stops reading
     /// until it has been taken; closes the connection when the queue grows past its bound.
-    private func enqueue(_ part: HTTPRequestPart, context: ChannelHandlerContext) {
+    private func enqueue(_ part: HTTPServerRequestPart, context: ChannelHandlerContext) {
         if case .body(let buffer) = part { queuedBytes += buffer.readableBytes }
         queued.append(part)
         queueHoldsReads = true
@@ -143,7 +157,14 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// The current request is over in both directions: take the next one, if it came already.
     private func becomeIdle() {
         state = .idle
+        lastActive = .now()
         guard let context else { return }
+        if closeWhenIdle {
+            // The answer's end may still wait for its flush: out first, then the close.
+            context.flush()
+            context.close(promise: nil)
+            return
+        }
         guard !queued.isEmpty else {
             releaseQueueHold()
             return
@@ -179,7 +200,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// Writes an answer part of the current exchange to the client.
-    func writeToClient(_ part: HTTPResponsePart, flush: Bool = false) {
+    func writeToClient(_ part: HTTPServerResponsePart, flush: Bool = false) {
         guard let context else { return }
         if flush {
             context.writeAndFlush(wrapOutboundOut(part), promise: nil)
@@ -193,6 +214,39 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     var clientIsWritable: Bool { context?.channel.isWritable ?? false }
+
+    // MARK: Idle timeout and graceful close
+
+    /// Closes the connection once it has had no request in progress for `idleTimeout`. The check is
+    /// scheduled once and re-armed only when it fires: a busy connection schedules nothing per request.
+    private func scheduleIdleCheck(at deadline: NIODeadline) {
+        guard !idleCheckScheduled, let context else { return }
+        idleCheckScheduled = true
+        context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [weak self] in
+            guard let self, let context = self.context else { return }
+            self.idleCheckScheduled = false
+            guard case .idle = self.state, self.queued.isEmpty else {
+                // A request is in progress: its own deadlines apply; look again a whole timeout later.
+                return self.scheduleIdleCheck(at: .now() + self.idleTimeout)
+            }
+            let due = self.lastActive + self.idleTimeout
+            if due <= .now() {
+                context.close(promise: nil)
+            } else {
+                self.scheduleIdleCheck(at: due)
+            }
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard event is ChannelShouldQuiesceEvent else { return context.fireUserInboundEventTriggered(event) }
+        // Hummingbird's state handler sees only the requests passed on; this handler sees them all.
+        if case .idle = state, queued.isEmpty {
+            context.close(promise: nil)
+        } else {
+            closeWhenIdle = true
+        }
+    }
 
     // MARK: Upstream deadlines
 

@@ -3,7 +3,6 @@ import JOSE
 import Logging
 import NIOCore
 import NIOHTTP1
-import NIOHTTPTypes
 import NIOSSL
 import RuntimeAPI
 import SecurityGuard
@@ -25,7 +24,8 @@ import TrafficCop
 final class ProxyExchange: UpstreamConnectionDelegate {
     unowned let handler: ProxyChannelHandler
     let route: DataPlane.Route
-    let head: HTTPRequest
+    /// The request head as NIO's decoder gave it (the target normalised): never converted.
+    let head: HTTPRequestHead
     /// The normalised path, without the query.
     let path: Substring
     /// The part of `path` below the route's prefix.
@@ -51,7 +51,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     /// When the upstream must have answered by (the handler's deadline check reads it).
     private(set) var deadline: NIODeadline?
 
-    init(handler: ProxyChannelHandler, route: DataPlane.Route, head: HTTPRequest, path: Substring, remainder: Substring, query: Substring?) {
+    init(handler: ProxyChannelHandler, route: DataPlane.Route, head: HTTPRequestHead, path: Substring, remainder: Substring, query: Substring?) {
         self.handler = handler
         self.plane = handler.plane
         self.route = route
@@ -73,13 +73,13 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     // MARK: Admission
 
     func start() {
-        guard ProxyRoute.methods.contains(head.method) else {
+        guard Self.methods.contains(head.method) else {
             return fail(.methodNotAllowed(head.method.rawValue, path: RequestObservationMiddleware.redactedPath(String(path)), allowed: ProxyRoute.allowedMethodNames))
         }
-        if let length = head.headerFields[.contentLength].flatMap(Int.init), length > plane.maximumBodyBytes {
+        if let length = head.headers.first(name: "content-length").flatMap(Int.init), length > plane.maximumBodyBytes {
             return fail(Self.tooLarge(plane.maximumBodyBytes), closeClient: true)
         }
-        if let expectation = head.headerFields[.expect] {
+        if let expectation = head.headers.combined("expect") {
             // The gateway answers the expectation itself (after admission, in `proceed`) and never forwards it.
             guard expectation.lowercased() == "100-continue" else {
                 return fail(
@@ -90,7 +90,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         }
         let token: String?
         do {
-            token = try AccessTokenAuthenticator.bearerToken(fromAuthorization: head.headerFields[.authorization])
+            token = try AccessTokenAuthenticator.bearerToken(fromAuthorization: head.headers.combined("authorization"))
             if let caller = try plane.authenticator.authenticateInMemory(token) {
                 return authenticated(caller)
             }
@@ -116,7 +116,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
 
     private func authenticated(_ caller: AuthenticatedCaller) {
         guard !finished else { return }
-        guard let named = head.headerFields[Self.sessionHeader] else { return proceed(caller, sessionID: nil) }
+        guard let named = head.headers.combined("x-session-id") else { return proceed(caller, sessionID: nil) }
         let sessionID: String
         do {
             sessionID = try GatewayError.checkedSessionID(named)
@@ -160,28 +160,28 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             return fail(.noSigningKey)
         }
         var headers = HTTPHeaders()
-        headers.reserveCapacity(head.headerFields.count + 6)
-        let listed = HeaderScreen.connectionListed(head.headerFields)
-        for field in head.headerFields where HeaderScreen.isForwardable(field.name, connectionListed: listed) {
-            headers.add(name: field.name.rawName, value: field.value)
+        headers.reserveCapacity(head.headers.count + 6)
+        let listed = HeaderScreen.connectionListed(head.headers)
+        for (name, value) in head.headers where HeaderScreen.isForwardable(name, connectionListed: listed) {
+            headers.add(name: name, value: value)
         }
         headers.add(name: "Host", value: route.origin.hostHeader)
         headers.add(name: AssertionHeader.name, value: assertion)
         let peer = context.channel.remoteAddress?.ipAddress
         headers.add(
             name: "X-Forwarded-For",
-            value: plane.admission.clientAddresses.clientAddress(peer: peer, forwardedFor: head.headerFields[values: Self.forwardedForHeader]))
+            value: plane.admission.clientAddresses.clientAddress(peer: peer, forwardedFor: head.headers["x-forwarded-for"]))
         headers.add(name: "X-Forwarded-Proto", value: plane.forwardedProto)
-        if let authority = head.authority { headers.add(name: "X-Forwarded-Host", value: authority) }
-        if let length = head.headerFields[.contentLength] {
+        if let authority = head.headers.first(name: "host") { headers.add(name: "X-Forwarded-Host", value: authority) }
+        if let length = head.headers.first(name: "content-length") {
             headers.add(name: "Content-Length", value: length)
-        } else if head.headerFields[.transferEncoding] != nil {
+        } else if head.headers.contains(name: "transfer-encoding") {
             headers.add(name: "Transfer-Encoding", value: "chunked")
         }
-        upstreamHead = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: head.method.rawValue), uri: target(), headers: headers)
+        upstreamHead = HTTPRequestHead(version: .http1_1, method: head.method, uri: target(), headers: headers)
         if expectsContinue && !requestEnded && bodyBytes == 0 {
             // Admitted: the client may send its body now (RFC 9110 §10.1.1), as nginx answers it.
-            handler.writeToClient(.head(HTTPResponse(status: .continue)), flush: true)
+            handler.writeToClient(.head(HTTPResponseHead(version: .http1_1, status: .continue)), flush: true)
         }
         deadline = .now() + plane.upstreamTimeout
         handler.watchDeadline()
@@ -220,7 +220,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     }
 
     /// A part of the client's request body (or its end).
-    func clientRead(_ part: HTTPRequestPart) {
+    func clientRead(_ part: HTTPServerRequestPart) {
         switch part {
         case .head:
             break  // the handler queues a new request's head; never here
@@ -261,16 +261,16 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             status = Int(response.status.code)
             upstreamKeepAlive = response.isKeepAlive
             let listed = HeaderScreen.connectionListed(response.headers)
-            var fields = HTTPFields()
-            fields.reserveCapacity(response.headers.count + 3)
+            var headers = HTTPHeaders()
+            headers.reserveCapacity(response.headers.count + 3)
             for (name, value) in response.headers where HeaderScreen.isReturnable(name, connectionListed: listed) {
-                if let fieldName = HTTPField.Name(name) { fields.append(HTTPField(name: fieldName, value: value)) }
+                headers.add(name: name, value: value)
             }
-            if let length = response.headers.first(name: "content-length") { fields[.contentLength] = length }
-            decorate(&fields)
-            handler.writeToClient(.head(HTTPResponse(status: .init(code: status, reasonPhrase: response.status.reasonPhrase), headerFields: fields)))
+            if let length = response.headers.first(name: "content-length") { headers.add(name: "Content-Length", value: length) }
+            decorate(&headers)
+            handler.writeToClient(.head(HTTPResponseHead(version: .http1_1, status: response.status, headers: headers)))
         case .body(let buffer):
-            handler.writeToClient(.body(buffer))
+            handler.writeToClient(.body(.byteBuffer(buffer)))
             if !handler.clientIsWritable { upstream?.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in } }
         case .end:
             handler.writeToClient(.end(nil), flush: true)
@@ -353,13 +353,9 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         // A refused request whose client waits for 100 Continue: its body may still come, unasked; close after the answer.
         let closeClient = closeClient || (expectsContinue && !requestEnded)
         status = Int(error.status.code)
-        var fields = error.headers
         let body = ByteBuffer(bytes: JSONWriter.bytes(error.json))
-        fields[.contentLength] = String(body.readableBytes)
-        if closeClient { fields[.connection] = "close" }
-        decorate(&fields)
-        handler.writeToClient(.head(HTTPResponse(status: error.status, headerFields: fields)))
-        handler.writeToClient(.body(body))
+        handler.writeToClient(.head(error.responseHead(contentLength: body.readableBytes, close: closeClient) { decorate(&$0) }))
+        handler.writeToClient(.body(.byteBuffer(body)))
         handler.writeToClient(.end(nil), flush: true)
         finish(closeClient: closeClient || Self.wantsClose(head))
     }
@@ -376,23 +372,25 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     }
 
     /// The request id, and the CORS answer for an allowed origin.
-    private func decorate(_ fields: inout HTTPFields) {
-        fields[Self.requestIDHeader] = requestID
-        if let origin = head.headerFields[.origin], plane.allowedOrigins.contains(origin) {
-            fields[.accessControlAllowOrigin] = origin
-            fields[.vary] = "Origin"
+    private func decorate(_ headers: inout HTTPHeaders) {
+        // Set, not added: an upstream's own request id or CORS answer gives way to the gateway's.
+        headers.replaceOrAdd(name: "X-Request-Id", value: requestID)
+        if let origin = head.headers.combined("origin"), plane.allowedOrigins.contains(origin) {
+            headers.replaceOrAdd(name: "Access-Control-Allow-Origin", value: origin)
+            headers.replaceOrAdd(name: "Vary", value: "Origin")
         }
     }
 
-    static func wantsClose(_ head: HTTPRequest) -> Bool {
-        head.headerFields[values: .connection].contains { $0.lowercased().contains("close") }
+    /// The client asked to close after this answer (`Connection: close`, or HTTP/1.0 without keep-alive).
+    static func wantsClose(_ head: HTTPRequestHead) -> Bool {
+        !head.isKeepAlive
     }
+
+    /// The methods a route forwards, in NIO's spelling.
+    static let methods = ProxyRoute.methods.map { HTTPMethod(rawValue: $0.rawValue) }
 
     static func tooLarge(_ limit: Int) -> GatewayError {
         GatewayError(.contentTooLarge, "payload_too_large", "the request body is limited to \(limit) bytes")
     }
 
-    static let sessionHeader = HTTPField.Name("X-Session-Id")!
-    static let forwardedForHeader = HTTPField.Name("X-Forwarded-For")!
-    static let requestIDHeader = HTTPField.Name("X-Request-Id")!
 }
