@@ -62,6 +62,54 @@ struct DataPlaneTests {
         try await upstream.stop()
     }
 
+    @Test("with routes, an idle keep-alive connection still closes after limits.idle_timeout_seconds, but never while its proxied request waits on a slow upstream")
+    func idleTimeoutSparesProxiedRequests() async throws {
+        let upstream = try await RecordingUpstream.start()
+        let fixture = try await GatewayFixture {
+            $0.routes = [ProxyRoute(prefix: "/api/echo", upstream: "http://127.0.0.1:\(upstream.port)")]
+            $0.limits.idleTimeout = 1
+        }
+        try await fixture.addUser("alice")
+        let login = try await fixture.login("alice")
+        let port = fixture.gatewayPort
+        let token = login.accessToken
+        let (answer, closedAfter) = try await onOwnThread { () -> (String, Double) in
+            let connection = try RawConnection(port: port, receiveTimeout: 10)
+            defer { connection.close() }
+            // The upstream answers after 2.5 s: two and a half idle timeouts with the request in progress.
+            connection.send("GET /api/echo/slow?delay_ms=2500 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\n\r\n")
+            let answer = connection.readUntil("\"body_bytes\"").text
+            let answered = Date()
+            _ = connection.readAll()  // returns when the server closes the idle connection
+            return (answer, Date().timeIntervalSince(answered))
+        }
+        #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer.prefix(60))")
+        #expect(closedAfter >= 0.8 && closedAfter < TimeBounds.seconds(5), "closed \(closedAfter) s after the answer")
+        try await fixture.stop()
+        try await upstream.stop()
+    }
+
+    @Test("a graceful stop lets a proxied answer in flight finish, then closes its connection")
+    func gracefulStopFinishesProxiedAnswer() async throws {
+        let upstream = try await RecordingUpstream.start()
+        let fixture = try await Self.fixture(upstream)
+        try await fixture.addUser("alice")
+        let login = try await fixture.login("alice")
+        let port = fixture.gatewayPort
+        let token = login.accessToken
+        async let reading = onOwnThread { () -> String in
+            let connection = try RawConnection(port: port, receiveTimeout: 10)
+            defer { connection.close() }
+            connection.send("GET /api/echo/slow?delay_ms=1500 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\n\r\n")
+            return connection.readAll().text  // the answer, then the close
+        }
+        try await Task.sleep(for: .milliseconds(500))
+        try await fixture.stop()
+        let answer = try await reading
+        #expect(answer.hasPrefix("HTTP/1.1 200") && answer.contains("\"/slow?delay_ms=1500\""), "\(answer.prefix(60))")
+        try await upstream.stop()
+    }
+
     @Test("the route's prefix itself, alone or with a query, reaches an upstream without a base path as / (never an empty request target)")
     func prefixItself() async throws {
         let upstream = try await RecordingUpstream.start()

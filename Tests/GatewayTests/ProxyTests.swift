@@ -13,6 +13,7 @@ import Testing
 
 /// A real upstream on loopback that answers every request with what it received:
 /// method, path, query, headers (name and value, in order) and the body's length.
+/// A query `delay_ms=N` makes it wait N milliseconds before answering (a slow upstream).
 enum RecordingUpstream {
     /// The request targets an upstream received, in order (method and target, byte for byte).
     final class Targets: Sendable {
@@ -27,6 +28,7 @@ enum RecordingUpstream {
         let handler: @Sendable (Request, BasicRequestContext) async throws -> Response = { request, _ in
             targets?.append("\(request.method.rawValue) \(request.uri.description)")
             let body = try await request.body.collect(upTo: 1 << 20)
+            if let delay = request.uri.queryParameters.get("delay_ms", as: Int.self) { try await Task.sleep(for: .milliseconds(delay)) }
             let headers: [JSONValue] = request.headers.map { .array([.string($0.name.rawName), .string($0.value)]) }
             let record: JSONValue = [
                 "method": .string(request.method.rawValue), "path": .string(request.uri.path), "query": .string(request.uri.query ?? ""),

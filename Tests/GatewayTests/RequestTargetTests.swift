@@ -196,6 +196,24 @@ struct RequestTargetTests {
         try await setup.stop()
     }
 
+    @Test("an absolute-form target is routed and forwarded as its path; a request with two Host headers is 400 on a route and on the API")
+    func absoluteFormAndHosts() async throws {
+        let setup = try await Setup.start()
+        let port = setup.fixture.gatewayPort
+        for (sent, expected) in [("http://127.0.0.1/api/v1/x/../y?q=1", "GET /y?q=1"), ("HTTPS://example.com/api/billing//z", "GET /base/z")] {
+            let answer = try await Self.raw(port, "GET", sent, bearer: setup.token)
+            #expect(answer.status == 200, "\(sent): \(answer.status) \(answer.body.prefix(120))")
+            #expect(setup.received.last == expected, "\(sent) reached \(setup.received.last ?? "nothing")")
+        }
+        let heard = setup.received.count
+        for path in ["/api/v1/x", "/healthz"] {
+            let answer = try await Self.raw(port, "GET", path, bearer: setup.token, extra: "Host: other.example\r\n")
+            #expect(answer.status == 400 && answer.body.contains("\"invalid_request\"") && answer.body.contains("Host"), "\(path): \(answer.status) \(answer.body)")
+        }
+        #expect(setup.received.count == heard, "no upstream heard a request with two Host headers")
+        try await setup.stop()
+    }
+
     @Test("a refused request after an accepted one on the same connection is answered in turn, then the connection closes")
     func refusalInTurn() async throws {
         let setup = try await Setup.start()
