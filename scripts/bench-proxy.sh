@@ -16,6 +16,8 @@
 #   PROFILE=1 scripts/bench-proxy.sh      also records `perf record -e cpu-clock -g` of the
 #                                         gateway during one extra gateway.routes run (perf report -i FILE)
 #   PORTCULLIS_BIN=path                   benchmark another portcullis binary (e.g. an older build)
+#   COMPARE_BIN=path                      also run a gateway from this binary (an older build, say) beside
+#                                         it: one more row, interleaved in the same rounds (A/B of a change)
 #
 # Needs Debian's nginx, haproxy and wrk (apt-get install nginx-light haproxy wrk).
 # Loopback only; every process it starts is stopped by its PID on exit.
@@ -42,7 +44,7 @@ fi
 (cd "$ROOT" && swift build -c release --product floor-proxy >/dev/null)
 FLOOR_BIN="$ROOT/.build/release/floor-proxy"
 WORK=$(mktemp -d)
-UPSTREAM=18401 NGINX_PROXY=18402 HAPROXY=18403 GATEWAY=18404 FLOOR_NIO=18405 FLOOR_BYTES=18406 NGINX_LOGGED=18407 GATEWAY_INFO=18408
+UPSTREAM=18401 NGINX_PROXY=18402 HAPROXY=18403 GATEWAY=18404 FLOOR_NIO=18405 FLOOR_BYTES=18406 NGINX_LOGGED=18407 GATEWAY_INFO=18408 GATEWAY_COMPARE=18409
 PIDS=()
 cleanup() {
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -107,6 +109,15 @@ LOGGING_LEVEL=info start_serve "$WORK/gateway-info" "$GATEWAY_INFO" "  routes: [
 PIDS+=("$SERVE_PID"); GATEWAY_INFO_PID=$SERVE_PID
 login_bench_user "$WORK/gateway-info" "$GATEWAY_INFO"
 TOKEN_INFO=$TOKEN
+if [ -n "${COMPARE_BIN:-}" ]; then
+  # The same gateway.routes set-up from another binary (BIN is what start_serve and the login run).
+  MAIN_BIN=$BIN; BIN=$(realpath "$COMPARE_BIN")
+  start_serve "$WORK/gateway-compare" "$GATEWAY_COMPARE" "  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\"]" ""
+  PIDS+=("$SERVE_PID"); GATEWAY_COMPARE_PID=$SERVE_PID
+  login_bench_user "$WORK/gateway-compare" "$GATEWAY_COMPARE"
+  TOKEN_COMPARE=$TOKEN
+  BIN=$MAIN_BIN
+fi
 login_bench_user "$WORK/gateway" "$GATEWAY"
 # The provider's token for the same kind of request (its keys are fetched at start; wait for them).
 EXT_TOKEN=$("$BIN" token issue --keys "$WORK/idp" --sub bench-external --issuer https://idp.bench.example --audience portcullis-bench --ttl 2h 2>/dev/null)
@@ -148,6 +159,7 @@ EXPECT=200 check -H "Authorization: Bearer $TOKEN" "127.0.0.1:$NGINX_LOGGED/"
 EXPECT=200 check -H "Authorization: Bearer $TOKEN" "127.0.0.1:$FLOOR_NIO/"
 EXPECT=200 check -H "Authorization: Bearer $TOKEN" "127.0.0.1:$FLOOR_BYTES/"
 EXPECT=200 check -H "Authorization: Bearer $TOKEN_INFO" "127.0.0.1:$GATEWAY_INFO/api/bench/"
+if [ -n "${COMPARE_BIN:-}" ]; then EXPECT=200 check -H "Authorization: Bearer $TOKEN_COMPARE" "127.0.0.1:$GATEWAY_COMPARE/api/bench/"; fi
 EXPECT=200 check -H "Authorization: Bearer $TOKEN" "127.0.0.1:$HAPROXY/"
 EXPECT=401 check "127.0.0.1:$HAPROXY/"
 EXPECT=200 check -H "Authorization: Bearer $TOKEN" "127.0.0.1:$GATEWAY/api/bench/"
@@ -198,6 +210,9 @@ for round in $(seq "$ROUNDS"); do
   run "floor: NIO proxy, byte framing" "$FLOOR_BYTES_PID" "http://127.0.0.1:$FLOOR_BYTES/"
   run "HAProxy + ES256 jwt_verify" "$HAPROXY_PID" "http://127.0.0.1:$HAPROXY/"
   run "Portcullis gateway.routes" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/"
+  if [ -n "${COMPARE_BIN:-}" ]; then
+    AUTH_TOKEN=$TOKEN_COMPARE run "Portcullis gateway.routes, COMPARE_BIN" "$GATEWAY_COMPARE_PID" "http://127.0.0.1:$GATEWAY_COMPARE/api/bench/"
+  fi
   run "Portcullis + X-Session-Id" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/" -H "X-Session-Id: $SESSION"
   AUTH_TOKEN=$EXT_TOKEN run "Portcullis, a provider's token" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/"
   run "Portcullis POST /api/intent" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/intent" -s "$WORK/intent.lua"
