@@ -49,9 +49,23 @@ enum HeaderScreen {
 
     /// The names a message's `Connection` header lists (they are hop-by-hop for it); none, with
     /// nothing allocated, when it has no such header.
+    /// `keep-alive` and `close`, the usual tokens, are hop-by-hop anyway and are left out of the set.
     static func connectionListed(_ headers: HTTPHeaders) -> Set<String> {
         guard headers.contains(name: "connection") else { return [] }
-        return Set(headers[canonicalForm: "connection"].map { folded(String($0)) })
+        var listed = Set<String>()
+        for token in headers[canonicalForm: "connection"] where !isKeepAliveOrClose(token) {
+            listed.insert(folded(String(token)))
+        }
+        return listed
+    }
+
+    /// `keep-alive` or `close`, in any case.
+    static func isKeepAliveOrClose(_ token: Substring) -> Bool {
+        let bytes = token.utf8
+        for word in ["keep-alive", "close"] where bytes.count == word.utf8.count {
+            if zip(bytes, word.utf8).allSatisfy({ (($0 >= 0x41 && $0 <= 0x5A) ? $0 + 32 : $0) == $1 }) { return true }
+        }
+        return false
     }
 
     /// Whether a client header, named as it came, may go upstream.

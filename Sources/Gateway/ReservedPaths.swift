@@ -47,6 +47,9 @@ extension ProxyRoute {
         else {
             return "must name an http or https upstream with a host and no credentials, query or fragment, not \"\(upstream)\""
         }
+        guard UpstreamOrigin(url: upstream) != nil else {
+            return "must name an upstream host of letters, digits, '-', '.' and '_' (or an IP address) and a port from 1 to 65535, not \"\(upstream)\""
+        }
         return nil
     }
 }

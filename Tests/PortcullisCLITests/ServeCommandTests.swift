@@ -105,6 +105,7 @@ struct ServeCommandTests {
         ("gateway:\n  routes: [\"/api=http://127.0.0.1:9000\"]\n", [:], "overlaps the gateway's own /api/auth"),
         ("gateway:\n  routes: [\"/=http://127.0.0.1:9000\"]\n", [:], "gateway.routes"),
         ("gateway:\n  routes: [\"/api/v1/../admin=http://127.0.0.1:9000\"]\n", [:], "not a normalised path"),
+        ("gateway:\n  routes: [\"/api/v1=http://up!stream:9000\"]\n", [:], "must name an upstream host of letters"),
         ("trust:\n  issuers:\n    - issuer: https://idp.example.com\n      tenant: t\n", [:], "trust.issuers[0].audiences"),
         ("trust:\n  issuers:\n    - issuer: https://idp.example.com\n      audiences: [a]\n      tenant: t\n      secret_file: missing.secret\n", [:],
          "trust.issuers[0].secret_file"),
