@@ -51,21 +51,30 @@ enum HeaderScreen {
     /// nothing allocated, when it has no such header.
     /// `keep-alive` and `close`, the usual tokens, are hop-by-hop anyway and are left out of the set.
     static func connectionListed(_ headers: HTTPHeaders) -> Set<String> {
-        guard headers.contains(name: "connection") else { return [] }
         var listed = Set<String>()
-        for token in headers[canonicalForm: "connection"] where !isKeepAliveOrClose(token) {
-            listed.insert(folded(String(token)))
+        for (name, value) in headers where equalsLowercased(name.utf8[...], "connection") {
+            // Comma-separated tokens, each trimmed of spaces and tabs.
+            var rest = value.utf8[...]
+            while !rest.isEmpty {
+                let comma = rest.firstIndex(of: UInt8(ascii: ",")) ?? rest.endIndex
+                var token = rest[..<comma]
+                while let first = token.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") { token = token.dropFirst() }
+                while let last = token.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") { token = token.dropLast() }
+                if !token.isEmpty, !equalsLowercased(token, "keep-alive"), !equalsLowercased(token, "close") {
+                    listed.insert(folded(String(Substring(token))))
+                }
+                rest = comma == rest.endIndex ? rest[comma...] : rest[rest.index(after: comma)...]
+            }
         }
         return listed
     }
 
-    /// `keep-alive` or `close`, in any case.
-    static func isKeepAliveOrClose(_ token: Substring) -> Bool {
-        let bytes = token.utf8
-        for word in ["keep-alive", "close"] where bytes.count == word.utf8.count {
-            if zip(bytes, word.utf8).allSatisfy({ (($0 >= 0x41 && $0 <= 0x5A) ? $0 + 32 : $0) == $1 }) { return true }
+    /// Whether `bytes`, lower-cased (ASCII), are `lowercased`.
+    static func equalsLowercased(_ bytes: Substring.UTF8View, _ lowercased: StaticString) -> Bool {
+        guard bytes.count == lowercased.utf8CodeUnitCount else { return false }
+        return lowercased.withUTF8Buffer { word in
+            zip(bytes, word).allSatisfy { (($0 >= 0x41 && $0 <= 0x5A) ? $0 + 32 : $0) == $1 }
         }
-        return false
     }
 
     /// Whether a client header, named as it came, may go upstream.
@@ -85,12 +94,17 @@ enum HeaderScreen {
 extension HTTPHeaders {
     /// Every value of `name` as one field value (RFC 9110 §5.3: joined with ", "), as HTTPTypes
     /// reads a repeated field; `nil` when there is none. One value is returned as it is.
-    func combined(_ name: String) -> String? {
-        let values = self[name]
-        switch values.count {
-        case 0: return nil
-        case 1: return values[0]
-        default: return values.joined(separator: ", ")
+    /// Allocates nothing for a field that appears at most once (the usual case).
+    func combined(_ name: StaticString) -> String? {
+        var found: String?
+        var joined: String?
+        for (field, value) in self where HeaderScreen.equalsLowercased(field.utf8[...], name) {
+            if let first = found {
+                joined = (joined ?? first) + ", " + value
+            } else {
+                found = value
+            }
         }
+        return joined ?? found
     }
 }

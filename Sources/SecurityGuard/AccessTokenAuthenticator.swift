@@ -103,11 +103,26 @@ public struct AccessTokenAuthenticator: Sendable {
     /// - Returns: `nil` when there is no header; throws `.invalid` for another scheme.
     public static func bearerToken(fromAuthorization value: String?) throws(AuthenticationFailure) -> String? {
         guard let value, !value.isEmpty else { return nil }
-        let parts = value.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
+        // Over the bytes, on every request: leading spaces, the scheme up to the first space (`Bearer`
+        // in any case), then the rest without its trailing spaces and tabs; one copy, of the token.
+        let bytes = value.utf8
+        let space = UInt8(ascii: " ")
+        guard let start = bytes.firstIndex(where: { $0 != space }), let gap = bytes[start...].firstIndex(of: space),
+            bytes.distance(from: start, to: gap) == 6,
+            zip(bytes[start..<gap], "bearer".utf8).allSatisfy({ (($0 >= 0x41 && $0 <= 0x5A) ? $0 + 32 : $0) == $1 })
+        else {
             throw .invalid(TokenValidationError(.malformed, "the Authorization header must be \"Bearer <access_token>\""))
         }
-        return String(parts[1]).trimmingSpaces()
+        let rest = bytes[bytes.index(after: gap)...]
+        // "Bearer " alone: no credential after the scheme.
+        guard !rest.isEmpty else {
+            throw .invalid(TokenValidationError(.malformed, "the Authorization header must be \"Bearer <access_token>\""))
+        }
+        var end = rest.endIndex
+        while end > rest.startIndex, case let last = bytes[bytes.index(before: end)], last == space || last == UInt8(ascii: "\t") {
+            end = bytes.index(before: end)
+        }
+        return String(Substring(value.utf8[rest.startIndex..<end]))
     }
 
     /// Verifies `token` and checks it is not revoked.
@@ -200,14 +215,5 @@ public struct AccessTokenAuthenticator: Sendable {
         } catch {
             throw TokenValidationError(.malformed, "the claims are not a strict JSON object: \(error.message)")
         }
-    }
-
-}
-
-extension String {
-    fileprivate func trimmingSpaces() -> String {
-        var slice = Substring(self)
-        while slice.last == " " || slice.last == "\t" { slice = slice.dropLast() }
-        return String(slice)
     }
 }

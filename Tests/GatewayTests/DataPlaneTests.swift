@@ -89,6 +89,27 @@ struct DataPlaneTests {
         try await upstream.stop()
     }
 
+    @Test("a repeated Authorization header is one field value (RFC 9110 §5.3) and refused 401, never one of its tokens picked; the upstream hears nothing")
+    func repeatedAuthorization() async throws {
+        let targets = RecordingUpstream.Targets()
+        let upstream = try await RecordingUpstream.start(recording: targets)
+        let fixture = try await Self.fixture(upstream)
+        try await fixture.addUser("alice")
+        let login = try await fixture.login("alice")
+        let port = fixture.gatewayPort
+        let token = login.accessToken
+        let answer = try await onOwnThread { () -> String in
+            let connection = try RawConnection(port: port)
+            defer { connection.close() }
+            connection.send("GET /api/echo/x HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\nAuthorization: Bearer \(token)\r\nConnection: close\r\n\r\n")
+            return connection.readAll().text
+        }
+        #expect(answer.hasPrefix("HTTP/1.1 401"), "\(answer.prefix(40))")
+        #expect(targets.all.isEmpty)
+        try await fixture.stop()
+        try await upstream.stop()
+    }
+
     @Test("a graceful stop lets a proxied answer in flight finish, then closes its connection")
     func gracefulStopFinishesProxiedAnswer() async throws {
         let upstream = try await RecordingUpstream.start()
