@@ -16,6 +16,29 @@ struct DataPlaneTests {
         try await GatewayFixture { $0.routes = [ProxyRoute(prefix: "/api/echo", upstream: "http://127.0.0.1:\(upstream.port)")] }
     }
 
+    /// A gateway with the `/api/echo` route to a recording upstream, and a logged-in user's token.
+    struct World {
+        let fixture: GatewayFixture
+        let upstream: BackgroundServer
+        let targets: RecordingUpstream.Targets
+        let token: String
+        var port: Int { fixture.gatewayPort }
+
+        static func start() async throws -> World {
+            let targets = RecordingUpstream.Targets()
+            let upstream = try await RecordingUpstream.start(recording: targets)
+            let fixture = try await DataPlaneTests.fixture(upstream)
+            try await fixture.addUser("alice")
+            let login = try await fixture.login("alice")
+            return World(fixture: fixture, upstream: upstream, targets: targets, token: login.accessToken)
+        }
+
+        func stop() async throws {
+            try await fixture.stop()
+            try await upstream.stop()
+        }
+    }
+
     /// The answers on one raw connection, in order: status and body of each.
     static func answers(_ bytes: [UInt8], count: Int) -> [(status: Int, body: String)] {
         var text = bytes.text[...]
@@ -91,13 +114,8 @@ struct DataPlaneTests {
 
     @Test("a repeated Authorization header is one field value (RFC 9110 §5.3) and refused 401, never one of its tokens picked; the upstream hears nothing")
     func repeatedAuthorization() async throws {
-        let targets = RecordingUpstream.Targets()
-        let upstream = try await RecordingUpstream.start(recording: targets)
-        let fixture = try await Self.fixture(upstream)
-        try await fixture.addUser("alice")
-        let login = try await fixture.login("alice")
-        let port = fixture.gatewayPort
-        let token = login.accessToken
+        let world = try await World.start()
+        let (port, token) = (world.port, world.token)
         let answer = try await onOwnThread { () -> String in
             let connection = try RawConnection(port: port)
             defer { connection.close() }
@@ -105,19 +123,14 @@ struct DataPlaneTests {
             return connection.readAll().text
         }
         #expect(answer.hasPrefix("HTTP/1.1 401"), "\(answer.prefix(40))")
-        #expect(targets.all.isEmpty)
-        try await fixture.stop()
-        try await upstream.stop()
+        #expect(world.targets.all.isEmpty)
+        try await world.stop()
     }
 
     @Test("a graceful stop lets a proxied answer in flight finish, then closes its connection")
     func gracefulStopFinishesProxiedAnswer() async throws {
-        let upstream = try await RecordingUpstream.start()
-        let fixture = try await Self.fixture(upstream)
-        try await fixture.addUser("alice")
-        let login = try await fixture.login("alice")
-        let port = fixture.gatewayPort
-        let token = login.accessToken
+        let world = try await World.start()
+        let (port, token) = (world.port, world.token)
         async let reading = onOwnThread { () -> String in
             let connection = try RawConnection(port: port, receiveTimeout: 10)
             defer { connection.close() }
@@ -125,10 +138,10 @@ struct DataPlaneTests {
             return connection.readAll().text  // the answer, then the close
         }
         try await Task.sleep(for: .milliseconds(500))
-        try await fixture.stop()
+        try await world.fixture.stop()
         let answer = try await reading
         #expect(answer.hasPrefix("HTTP/1.1 200") && answer.contains("\"/slow?delay_ms=1500\""), "\(answer.prefix(60))")
-        try await upstream.stop()
+        try await world.upstream.stop()
     }
 
     @Test("the route's prefix itself, alone or with a query, reaches an upstream without a base path as / (never an empty request target)")
@@ -175,13 +188,8 @@ struct DataPlaneTests {
 
     @Test("Expect: 100-continue is answered 100 Continue once the request is admitted and never forwarded; a refused one gets its 401 and no 100; any other expectation is 417")
     func expectContinue() async throws {
-        let targets = RecordingUpstream.Targets()
-        let upstream = try await RecordingUpstream.start(recording: targets)
-        let fixture = try await Self.fixture(upstream)
-        try await fixture.addUser("alice")
-        let login = try await fixture.login("alice")
-        let port = fixture.gatewayPort
-        let token = login.accessToken
+        let world = try await World.start()
+        let (fixture, targets, port, token) = (world.fixture, world.targets, world.port, world.token)
         let (interim, final) = try await onOwnThread { () -> (String, String) in
             let connection = try RawConnection(port: port, receiveTimeout: 5)
             defer { connection.close() }
@@ -215,8 +223,7 @@ struct DataPlaneTests {
         #expect(other.status == 417)
         #expect(other.error == "expectation_failed")
         #expect(targets.all == ["POST /upload"], "only the admitted request reached the upstream")
-        try await fixture.stop()
-        try await upstream.stop()
+        try await world.stop()
     }
 
     @Test("an https:// upstream is proxied on the data plane over TLS with its certificate verified: trusted through gateway.upstream_ca_file it answers; without that CA it is 502 naming the certificate, and hears nothing")
