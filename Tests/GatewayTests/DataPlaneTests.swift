@@ -112,6 +112,31 @@ struct DataPlaneTests {
         try await upstream.stop()
     }
 
+    @Test("with routes, a request body that stops coming is cut off after limits.idle_timeout_seconds of silence, answered or not")
+    func stalledBodyIsCutOff() async throws {
+        let upstream = try await RecordingUpstream.start()
+        let fixture = try await GatewayFixture {
+            $0.routes = [ProxyRoute(prefix: "/api/echo", upstream: "http://127.0.0.1:\(upstream.port)")]
+            $0.limits.idleTimeout = 1
+        }
+        try await fixture.addUser("alice")
+        let login = try await fixture.login("alice")
+        let port = fixture.gatewayPort
+        for bearer in ["Authorization: Bearer \(login.accessToken)\r\n", ""] {  // admitted and forwarded; refused (401) and drained
+            let closedAfter = try await onOwnThread { () -> Double in
+                let connection = try RawConnection(port: port, receiveTimeout: 10)
+                defer { connection.close() }
+                connection.send("POST /api/echo/upload HTTP/1.1\r\nHost: x\r\n\(bearer)Content-Length: 100\r\n\r\n0123456789")
+                let sent = Date()
+                _ = connection.readAll()  // returns when the server closes
+                return Date().timeIntervalSince(sent)
+            }
+            #expect(closedAfter >= 0.8 && closedAfter < TimeBounds.seconds(5), "\(bearer.isEmpty ? "refused" : "admitted"): closed \(closedAfter) s after the last byte")
+        }
+        try await fixture.stop()
+        try await upstream.stop()
+    }
+
     @Test("a repeated Authorization header is one field value (RFC 9110 §5.3) and refused 401, never one of its tokens picked; the upstream hears nothing")
     func repeatedAuthorization() async throws {
         let world = try await World.start()

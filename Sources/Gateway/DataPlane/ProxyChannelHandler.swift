@@ -51,7 +51,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var deadlineCheckScheduled = false
     /// How long a connection may sit with no request in progress (`gateway.idle_timeout_seconds`).
     let idleTimeout: TimeAmount
-    /// When the connection last had a request in progress; the idle check measures from here.
+    /// When the client last sent a part of a request, or the last answer ended; the idle check measures from here.
     private var lastActive = NIODeadline.now()
     /// Whether the idle check is scheduled (one per connection, re-armed only when it fires).
     private var idleCheckScheduled = false
@@ -94,13 +94,13 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     // MARK: Inbound: request parts
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        lastActive = .now()
         handle(unwrapInboundIn(data), context: context)
     }
 
     private func handle(_ part: HTTPServerRequestPart, context: ChannelHandlerContext) {
         switch state {
         case .idle:
-            lastActive = .now()
             // The path is normalised already (RequestTargetHandler, before this handler).
             // A CORS preflight from an allowed origin is answered by the API's origin policy; any other
             // request under a route (OPTIONS too) is proxied, and refused here when not admitted.
@@ -217,16 +217,18 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     // MARK: Idle timeout and graceful close
 
-    /// Closes the connection once it has had no request in progress for `idleTimeout`. The check is
-    /// scheduled once and re-armed only when it fires: a busy connection schedules nothing per request.
+    /// Closes the connection after `idleTimeout` with nothing from the client: between requests, or
+    /// in the middle of one it is still sending (a body that stops coming), as Hummingbird's state
+    /// handler does. A request sent whole and waiting for its answer is left to its own deadlines.
+    /// The check is scheduled once and re-armed only when it fires: a busy connection schedules
+    /// nothing per request.
     private func scheduleIdleCheck(at deadline: NIODeadline) {
         guard !idleCheckScheduled, let context else { return }
         idleCheckScheduled = true
         context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [weak self] in
             guard let self, let context = self.context else { return }
             self.idleCheckScheduled = false
-            guard case .idle = self.state, self.queued.isEmpty else {
-                // A request is in progress: its own deadlines apply; look again a whole timeout later.
+            guard !self.isAwaitingAnswer else {
                 return self.scheduleIdleCheck(at: .now() + self.idleTimeout)
             }
             let due = self.lastActive + self.idleTimeout
@@ -235,6 +237,15 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
             } else {
                 self.scheduleIdleCheck(at: due)
             }
+        }
+    }
+
+    /// The current request has been read whole and its answer has not ended.
+    private var isAwaitingAnswer: Bool {
+        switch state {
+        case .idle, .draining: false
+        case .passthrough(let requestDone, let responseDone): requestDone && !responseDone
+        case .proxying(let exchange): exchange.requestEnded
         }
     }
 
