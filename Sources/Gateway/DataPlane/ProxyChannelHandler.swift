@@ -49,7 +49,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var readPending = false
     /// Whether a deadline check is scheduled (one per connection at most).
     private var deadlineCheckScheduled = false
-    /// How long a connection may sit with no request in progress (`gateway.idle_timeout_seconds`).
+    /// How long the client may send nothing, between requests or within one (`limits.idle_timeout_seconds`).
     let idleTimeout: TimeAmount
     /// When the client last sent a part of a request, or the last answer ended; the idle check measures from here.
     private var lastActive = NIODeadline.now()
