@@ -47,9 +47,8 @@ enum HeaderScreen {
         }
     }
 
-    /// The names a message's `Connection` header lists (they are hop-by-hop for it); none, with
-    /// nothing allocated, when it has no such header.
-    /// `keep-alive` and `close`, the usual tokens, are hop-by-hop anyway and are left out of the set.
+    /// The names a message's `Connection` header lists (they are hop-by-hop for it), except
+    /// `keep-alive` and `close`, which are hop-by-hop anyway: for the usual message nothing is allocated.
     static func connectionListed(_ headers: HTTPHeaders) -> Set<String> {
         var listed = Set<String>()
         for (name, value) in headers where equalsLowercased(name.utf8[...], "connection") {

@@ -91,8 +91,8 @@ final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannelHandler 
         var hosts = 0
         var codings: [String] = []
         for header in head.headers {
-            if header.name.utf8.count == 4, header.name.lowercased() == "host" { hosts += 1 }
-            if header.name.utf8.count == 17, header.name.lowercased() == "transfer-encoding" { codings.append(header.value) }
+            if HeaderScreen.equalsLowercased(header.name.utf8[...], "host") { hosts += 1 }
+            if HeaderScreen.equalsLowercased(header.name.utf8[...], "transfer-encoding") { codings.append(header.value) }
         }
         if hosts > 1 {
             throw .invalidRequest("a request has one Host header; send it once")
@@ -136,7 +136,7 @@ final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannelHandler 
                 var text = coding
                 while let first = text.first, first == " " || first == "\t" { text = text.dropFirst() }
                 while let last = text.last, last == " " || last == "\t" { text = text.dropLast() }
-                guard text.lowercased() == "chunked" else { return false }
+                guard HeaderScreen.equalsLowercased(text.utf8, "chunked") else { return false }
             }
         }
         return count == 1

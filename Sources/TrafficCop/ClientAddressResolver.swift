@@ -79,12 +79,13 @@ public struct ClientAddressResolver: Sendable {
 
     /// - Parameters:
     ///   - peer: the socket peer's IP address, if known.
-    ///   - forwardedFor: every `X-Forwarded-For` value, in order.
-    public func clientAddress(peer: String?, forwardedFor: [String]) -> String {
+    ///   - forwardedFor: every `X-Forwarded-For` value, in order; read only when the peer is a
+    ///     trusted proxy (no header lookup for anybody else, on every request).
+    public func clientAddress(peer: String?, forwardedFor: @autoclosure () -> [String]) -> String {
         guard let peer else { return "unknown" }
         guard isTrusted(peer) else { return peer }
         var hops: [String] = []
-        for value in forwardedFor {
+        for value in forwardedFor() {
             for hop in value.split(separator: ",") { hops.append(String(hop).trimmingCharacters(in: " \t")) }
         }
         var client = peer

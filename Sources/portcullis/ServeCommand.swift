@@ -87,5 +87,4 @@ struct ServeCommand: AsyncParsableCommand {
         try await state.closing { try await group.run() }
         accessSink?.flush()  // what was logged after the flusher's last pass
     }
-
 }

@@ -12,8 +12,11 @@ import Testing
 /// reused assertions, one in-flight request per connection).
 @Suite("The data plane: gateway.routes proxied on the event loop")
 struct DataPlaneTests {
-    static func fixture(_ upstream: BackgroundServer) async throws -> GatewayFixture {
-        try await GatewayFixture { $0.routes = [ProxyRoute(prefix: "/api/echo", upstream: "http://127.0.0.1:\(upstream.port)")] }
+    static func fixture(_ upstream: BackgroundServer, _ configure: (inout GatewayConfiguration) -> Void = { _ in }) async throws -> GatewayFixture {
+        try await GatewayFixture {
+            $0.routes = [ProxyRoute(prefix: "/api/echo", upstream: "http://127.0.0.1:\(upstream.port)")]
+            configure(&$0)
+        }
     }
 
     /// A gateway with the `/api/echo` route to a recording upstream, and a logged-in user's token.
@@ -24,10 +27,10 @@ struct DataPlaneTests {
         let token: String
         var port: Int { fixture.gatewayPort }
 
-        static func start() async throws -> World {
+        static func start(_ configure: (inout GatewayConfiguration) -> Void = { _ in }) async throws -> World {
             let targets = RecordingUpstream.Targets()
             let upstream = try await RecordingUpstream.start(recording: targets)
-            let fixture = try await DataPlaneTests.fixture(upstream)
+            let fixture = try await DataPlaneTests.fixture(upstream, configure)
             try await fixture.addUser("alice")
             let login = try await fixture.login("alice")
             return World(fixture: fixture, upstream: upstream, targets: targets, token: login.accessToken)
@@ -87,15 +90,8 @@ struct DataPlaneTests {
 
     @Test("with routes, an idle keep-alive connection still closes after limits.idle_timeout_seconds, but never while its proxied request waits on a slow upstream")
     func idleTimeoutSparesProxiedRequests() async throws {
-        let upstream = try await RecordingUpstream.start()
-        let fixture = try await GatewayFixture {
-            $0.routes = [ProxyRoute(prefix: "/api/echo", upstream: "http://127.0.0.1:\(upstream.port)")]
-            $0.limits.idleTimeout = 1
-        }
-        try await fixture.addUser("alice")
-        let login = try await fixture.login("alice")
-        let port = fixture.gatewayPort
-        let token = login.accessToken
+        let world = try await World.start { $0.limits.idleTimeout = 1 }
+        let (port, token) = (world.port, world.token)
         let (answer, closedAfter) = try await onOwnThread { () -> (String, Double) in
             let connection = try RawConnection(port: port, receiveTimeout: 10)
             defer { connection.close() }
@@ -108,21 +104,14 @@ struct DataPlaneTests {
         }
         #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer.prefix(60))")
         #expect(closedAfter >= 0.8 && closedAfter < TimeBounds.seconds(5), "closed \(closedAfter) s after the answer")
-        try await fixture.stop()
-        try await upstream.stop()
+        try await world.stop()
     }
 
     @Test("with routes, a request body that stops coming is cut off after limits.idle_timeout_seconds of silence, answered or not")
     func stalledBodyIsCutOff() async throws {
-        let upstream = try await RecordingUpstream.start()
-        let fixture = try await GatewayFixture {
-            $0.routes = [ProxyRoute(prefix: "/api/echo", upstream: "http://127.0.0.1:\(upstream.port)")]
-            $0.limits.idleTimeout = 1
-        }
-        try await fixture.addUser("alice")
-        let login = try await fixture.login("alice")
-        let port = fixture.gatewayPort
-        for bearer in ["Authorization: Bearer \(login.accessToken)\r\n", ""] {  // admitted and forwarded; refused (401) and drained
+        let world = try await World.start { $0.limits.idleTimeout = 1 }
+        let port = world.port
+        for bearer in ["Authorization: Bearer \(world.token)\r\n", ""] {  // admitted and forwarded; refused (401) and drained
             let closedAfter = try await onOwnThread { () -> Double in
                 let connection = try RawConnection(port: port, receiveTimeout: 10)
                 defer { connection.close() }
@@ -133,8 +122,7 @@ struct DataPlaneTests {
             }
             #expect(closedAfter >= 0.8 && closedAfter < TimeBounds.seconds(5), "\(bearer.isEmpty ? "refused" : "admitted"): closed \(closedAfter) s after the last byte")
         }
-        try await fixture.stop()
-        try await upstream.stop()
+        try await world.stop()
     }
 
     @Test("a repeated Authorization header is one field value (RFC 9110 §5.3) and refused 401, never one of its tokens picked; the upstream hears nothing")

@@ -170,8 +170,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         let peer = context.channel.remoteAddress?.ipAddress
         headers.add(
             name: "X-Forwarded-For",
-            value: plane.admission.clientAddresses.clientAddress(
-                peer: peer, forwardedFor: plane.admission.clientAddresses.trustedProxies.isEmpty ? [] : head.headers["x-forwarded-for"]))
+            value: plane.admission.clientAddresses.clientAddress(peer: peer, forwardedFor: head.headers["x-forwarded-for"]))
         headers.add(name: "X-Forwarded-Proto", value: plane.forwardedProto)
         if let authority = head.headers.first(name: "host") { headers.add(name: "X-Forwarded-Host", value: authority) }
         if let length = head.headers.first(name: "content-length") {
@@ -393,5 +392,4 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     static func tooLarge(_ limit: Int) -> GatewayError {
         GatewayError(.contentTooLarge, "payload_too_large", "the request body is limited to \(limit) bytes")
     }
-
 }
