@@ -63,8 +63,12 @@ let package = Package(
             dependencies: ["RuntimeAPI", .product(name: "NIOCore", package: "swift-nio")]
         ),
         .target(
+            name: "Resilience"
+        ),
+        .target(
             name: "StateSurface",
             dependencies: [
+                "Resilience",
                 "ConfigurationReading",
                 "RuntimeAPI",
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -99,6 +103,7 @@ let package = Package(
         .target(
             name: "Runtime",
             dependencies: [
+                "Resilience",
                 "ConfigurationReading",
                 "JOSE",
                 "RuntimeAPI",
@@ -116,6 +121,7 @@ let package = Package(
             name: "Gateway",
             dependencies: [
                 "ConfigurationReading",
+                "Resilience",
                 "JOSE",
                 "RuntimeAPI",
                 "AgentLink",

@@ -6,7 +6,7 @@ import TrustedIssuers
 
 extension GatewayConfiguration {
     /// Reads the gateway's keys (`gateway.*`, `admin.*`, `tokens.*`, `limits.*`,
-    /// `runtime.name`, `runtime.url`, `runtime.timeout_seconds`, `rate_limits.*`,
+    /// `runtime.name`, `runtime.url`, `runtime.timeout_seconds`, `runtime.max_waiters`, `rate_limits.*`,
     /// `contracts.*`) on top of the defaults declared above.
     ///
     /// - Throws: `ConfigurationError` naming the first key whose value cannot be used.
@@ -86,6 +86,7 @@ extension GatewayConfiguration {
         if let value = try values.string("runtime.name") { configuration.runtimeName = value }
         configuration.runtimeURL = try values.url("runtime.url")
         if let value = try values.int("runtime.timeout_seconds", in: 1...300) { configuration.runtimeTimeout = Double(value) }
+        if let value = try values.int("runtime.max_waiters", in: 1...1_000_000) { configuration.runtimeMaximumWaiters = value }
 
         for rule in AdmissionRateLimits.Rule.allCases {
             configuration.rateLimits[rule] = try Self.rateLimit(values, "rate_limits." + rule.rawValue, default: configuration.rateLimits[rule])

@@ -36,6 +36,8 @@ public struct GatewayConfiguration: Sendable, Equatable {
     public var runtimeURL: String? = nil
     /// How long a call to the Runtime may take, in seconds, before 504.
     public var runtimeTimeout: Double = 10
+    /// Runtime calls waiting at once, at most (`runtime.max_waiters`): past it a request is 503 `runtime_busy` at once.
+    public var runtimeMaximumWaiters: Int = 1_000
     /// Rate limits of the public routes.
     public var rateLimits = AdmissionRateLimits.Settings()
     /// Execution contract: sessions per user, sockets per session, anonymous intents.

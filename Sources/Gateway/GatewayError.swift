@@ -1,4 +1,5 @@
 import Hummingbird
+import Resilience
 import JOSE
 import RuntimeAPI
 import SecurityGuard
@@ -146,8 +147,16 @@ extension GatewayError {
         case let refusal as RuntimeRefusal: self.init(refusal)
         case let refusal as AdmissionRefusal: self.init(refusal)
         case let failure as AuthenticationFailure: self.init(failure)
+        case let refusal as DependencyCircuit.Refusal: self.init(refusal)
         default: self = .unavailable("the gateway could not complete the request (storage or internal failure); try again shortly")
         }
+    }
+
+    /// A request refused at once because a dependency it needs is known down (`store_unavailable`,
+    /// `runtime_unavailable`) or has too many waiting already (`store_busy`, `runtime_busy`): 503 with `Retry-After`.
+    init(_ refusal: DependencyCircuit.Refusal) {
+        self.init(.serviceUnavailable, "\(refusal.dependency)_\(refusal.reason == .open ? "unavailable" : "busy")", refusal.message)
+        retryAfter = refusal.retryAfter
     }
 
     static func runtimeUnavailable(_ message: String) -> GatewayError {

@@ -79,6 +79,21 @@ public struct GatewayMetrics: Sendable {
         }.recordNanoseconds(elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
     }
 
+    /// Whether a dependency passed its last background check (1) or not (0).
+    func dependencyUp(_ dependency: String, _ up: Bool) {
+        Gauge(label: "portcullis_dependency_up", dimensions: [("dependency", dependency)], factory: factory).record(up ? 1 : 0)
+    }
+
+    /// Whether a dependency's circuit is open (1: requests that need it are refused at once).
+    func circuitOpen(_ dependency: String, _ open: Bool) {
+        Gauge(label: "portcullis_circuit_open", dimensions: [("dependency", dependency)], factory: factory).record(open ? 1 : 0)
+    }
+
+    /// Requests refused at once because a dependency's circuit was open or full.
+    func refusedFast(_ dependency: String, count: Int) {
+        Counter(label: "portcullis_requests_refused_fast_total", dimensions: [("dependency", dependency)], factory: factory).increment(by: count)
+    }
+
     /// The Prometheus text exposition.
     public func exposition() -> String { registry.emitToString() }
 }

@@ -98,11 +98,17 @@ public enum GatewayServer {
         if configuration.upstreamCAFile != nil { _ = try DataPlane.upstreamTLSContext(caFile: configuration.upstreamCAFile) }
     }
 
-    /// The admin listener: `GET /metrics` (Prometheus text format), loopback by default.
+    /// The admin listener: `GET /metrics` (Prometheus text format) and `GET /readyz` with each
+    /// failure's detail (the database's address, say), loopback by default.
     public static func makeAdminApplication(
-        metrics: GatewayMetrics, host: String, port: Int, logger: Logger, onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+        metrics: GatewayMetrics, services: GatewayServices? = nil, host: String, port: Int, logger: Logger,
+        onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> some ApplicationProtocol {
         let router = Router()
+        if let services {
+            let readiness = Readiness(monitor: services.monitor, trustedIssuers: services.trustedIssuers)
+            router.get("/readyz") { _, _ -> Response in readiness.response(detailed: true) }
+        }
         router.get("/metrics") { _, _ -> Response in
             Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
@@ -177,13 +183,16 @@ public struct PortcullisServer: Sendable {
             try await state.deleteExpiredCredentials(before: clock.now())
         })
         if gateway.runtimeURL == nil {
-            let client = services.runtime
+            let (client, monitor) = (services.runtime, services.monitor)
             let host = runtime.host.contains(":") ? "[\(runtime.host)]" : runtime.host
             list.append(
                 RuntimeServer.makeApplication(
                     configuration: runtime, state: state, keys: keys, clock: clock, logger: logger,
                     onServerRunning: { port in
                         client.setBaseURL("http://\(host):\(port)")
+                        // Readiness learns at once that the Runtime is there (not awaited: the server
+                        // serves only once this closure returns).
+                        Task { await monitor.checkOnce() }
                         await onListening(.runtime, port)
                     }))
         }
@@ -193,8 +202,10 @@ public struct PortcullisServer: Sendable {
         if let adminPort = gateway.adminPort {
             list.append(
                 GatewayServer.makeAdminApplication(
-                    metrics: metrics, host: gateway.adminHost, port: adminPort, logger: logger, onServerRunning: { await onListening(.admin, $0) }))
+                    metrics: metrics, services: services, host: gateway.adminHost, port: adminPort, logger: logger, onServerRunning: { await onListening(.admin, $0) }))
         }
+        // Before the listeners: readiness answers from its results.
+        list.append(services.monitor)
         list.append(
             AccessChangeWatcher(
                 revocations: services.revocations, runtime: services.runtime, sockets: services.sockets, sessionOwners: services.sessionOwners,

@@ -35,6 +35,8 @@ public struct GatewayServices: Sendable {
     let agentLinks: RuntimeAgentLinks
     /// Who owns the sessions proxied requests name (kept fresh by `AccessChangeWatcher`).
     public let sessionOwners: SessionOwnershipView
+    /// The dependencies' background checks, which readiness answers from.
+    public let monitor: DependencyMonitor
     public let clock: any TokenClock
     public let logger: Logger
     /// The one line per request (through `logger` unless serve gives it the buffered access log).
@@ -72,8 +74,9 @@ public struct GatewayServices: Sendable {
         runtime = RuntimeClient(
             baseURL: runtimeBaseURL ?? configuration.runtimeURL, audience: configuration.runtimeName,
             signer: GatewayAssertionSigner(keys: keys, issuer: configuration.issuer, clock: clock), timeout: configuration.runtimeTimeout,
-            http: makeUpstreamHTTPClient())
+            http: makeUpstreamHTTPClient(), maximumWaiters: configuration.runtimeMaximumWaiters)
         sessionOwners = SessionOwnershipView(clock: clock)
+        monitor = DependencyMonitor(store: store, runtime: runtime, trustedIssuers: trustedIssuers, metrics: metrics, logger: logger)
         agentLinks = RuntimeAgentLinks(
             runtime: runtime, metrics: metrics, logger: logger, maximumMessageBytes: configuration.maximumMessageBytes,
             timeout: configuration.runtimeTimeout)
@@ -119,7 +122,7 @@ public struct GatewayServices: Sendable {
 
     var discoveryRoutes: DiscoveryRoutes {
         DiscoveryRoutes(
-            keys: keys, issuer: configuration.issuer, jwksURL: configuration.jwksURL, store: store, runtime: runtime, trustedIssuers: trustedIssuers)
+            keys: keys, issuer: configuration.issuer, jwksURL: configuration.jwksURL, readiness: Readiness(monitor: monitor, trustedIssuers: trustedIssuers))
     }
 
     var socketGuard: WebSocketGuard {

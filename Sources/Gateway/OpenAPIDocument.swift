@@ -466,7 +466,7 @@ enum OpenAPIDocument {
             error:
               type: string
               pattern: "^[a-z][a-z0-9_]*$"
-              description: A stable code, such as invalid_request, token_missing, token_invalid, token_expired, token_revoked, invalid_credentials, session_not_found, session_forbidden, session_anonymous, session_conflict, limit_reached, rate_limited, payload_too_large, unavailable, issuer_unavailable, upstream_unavailable, upstream_timeout.
+              description: A stable code, such as invalid_request, token_missing, token_invalid, token_expired, token_revoked, invalid_credentials, session_not_found, session_forbidden, session_anonymous, session_conflict, limit_reached, rate_limited, payload_too_large, unavailable, store_unavailable, store_busy, runtime_unavailable, runtime_busy, issuer_unavailable, upstream_unavailable, upstream_timeout.
             message:
               type: string
               description: One sentence a person can act on.
@@ -581,7 +581,7 @@ enum OpenAPIDocument {
             application/json:
               schema: {$ref: "#/components/schemas/Error"}
         Unavailable:
-          description: The store or the Runtime does not answer (unavailable, upstream_unavailable), or a trusted issuer's keys cannot be had (issuer_unavailable); try again shortly.
+          description: The store or the Runtime does not answer (unavailable, upstream_unavailable), is known down or has too many requests waiting (store_unavailable, runtime_unavailable, store_busy, runtime_busy; with Retry-After), or a trusted issuer's keys cannot be had (issuer_unavailable); try again shortly.
           content:
             application/json:
               schema: {$ref: "#/components/schemas/Error"}

@@ -2,6 +2,7 @@ import HTTPTypes
 import Hummingbird
 import JOSE
 import Logging
+import Resilience
 import NIOCore
 import RuntimeAPI
 import SecurityGuard
@@ -56,7 +57,7 @@ struct RequestObservationMiddleware: RouterMiddleware {
     /// The JSON error for anything a route threw.
     static func response(for error: any Error, request: Request, logger: Logger, requestID: String, knownRoutes: KnownRoutes? = nil) -> Response {
         switch error {
-        case is GatewayError, is RuntimeRefusal, is AdmissionRefusal, is AuthenticationFailure:
+        case is GatewayError, is RuntimeRefusal, is AdmissionRefusal, is AuthenticationFailure, is DependencyCircuit.Refusal:
             return GatewayError(answering: error).response()
         case let error as HTTPError:
             let code: String

@@ -4,6 +4,7 @@ import JOSE
 import NIOCore
 import NIOHTTP1
 import HTTPTypes
+import Resilience
 import RuntimeAPI
 import ServiceLifecycle
 import Synchronization
@@ -47,11 +48,17 @@ public final class RuntimeClient: Sendable {
     let audience: String
     let timeout: Double
     private let base: Mutex<String?>
+    /// Open while the Runtime cannot be reached: its callers are refused at once (503 with
+    /// `Retry-After`) until the background health check reaches it again.
+    public let circuit: DependencyCircuit
 
     /// - Parameter baseURL: `http://host:port`; `nil` until `setBaseURL` is called
     ///   (the embedded Runtime reports its port once it listens).
-    public init(baseURL: String?, audience: String, signer: GatewayAssertionSigner, timeout: Double, http: HTTPClient) {
+    public init(
+        baseURL: String?, audience: String, signer: GatewayAssertionSigner, timeout: Double, http: HTTPClient, maximumWaiters: Int = 1_000
+    ) {
         self.base = Mutex(baseURL?.trimmingTrailingSlash)
+        circuit = DependencyCircuit(name: "runtime", maximumWaiters: maximumWaiters)
         self.audience = audience
         self.assertions = AssertionCache(signer: signer)
         self.timeout = timeout
@@ -131,6 +138,24 @@ public final class RuntimeClient: Sendable {
         _ = try await call(.GET, RuntimeEndpoint.health, caller: RuntimeCaller(userID: nil, tenantID: nil, sessionID: nil), body: nil)
     }
 
+    /// The background check: the Runtime's health whatever the circuit says. An answer of any
+    /// kind closes the circuit (the Runtime is there, even if its store is not); a failed
+    /// connect or a timeout opens it.
+    func probeHealth() async throws {
+        do {
+            _ = try await exchange(.GET, RuntimeEndpoint.health, caller: RuntimeCaller(userID: nil, tenantID: nil, sessionID: nil), body: nil)
+            circuit.recordRecovery()
+        } catch let error as Unreachable {
+            circuit.recordOutage(error.error.message)
+            throw error.error
+        } catch is CancellationError {
+            throw CancellationError()  // the check's own time ran out: no news either way
+        } catch {
+            circuit.recordRecovery()
+            throw error
+        }
+    }
+
 
     static func sessionID(_ intent: SessionIntent) throws -> String {
         guard let sessionID = intent.sessionID else { throw GatewayError(.badRequest, "session_missing", "a session_id is required") }
@@ -147,7 +172,25 @@ public final class RuntimeClient: Sendable {
         }
     }
 
+    /// One call through the circuit: refused at once while the Runtime is known unreachable,
+    /// and opening the circuit when it cannot be reached or does not answer in time.
     func call(_ method: HTTPMethod, _ path: String, caller: RuntimeCaller, body: JSONValue?) async throws -> JSONObject {
+        try circuit.enter()
+        defer { circuit.leave() }
+        do {
+            return try await exchange(method, path, caller: caller, body: body)
+        } catch let error as Unreachable {
+            circuit.recordOutage(error.error.message)
+            throw error.error
+        }
+    }
+
+    /// The Runtime could not be reached or did not answer in time (`error` is the public answer).
+    struct Unreachable: Error {
+        let error: GatewayError
+    }
+
+    private func exchange(_ method: HTTPMethod, _ path: String, caller: RuntimeCaller, body: JSONValue?) async throws -> JSONObject {
         guard let base = baseURL else {
             throw GatewayError.runtimeUnavailable("the Runtime is not listening yet; try again in a moment")
         }
@@ -165,9 +208,13 @@ public final class RuntimeClient: Sendable {
             status = response.status
             bytes = try await response.body.collect(upTo: 1 << 20)
         } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
-            throw GatewayError(.gatewayTimeout, "upstream_timeout", "the Runtime did not answer within \(Int(timeout)) s; try again")
+            throw Unreachable(error: GatewayError(.gatewayTimeout, "upstream_timeout", "the Runtime did not answer within \(Int(timeout)) s; try again"))
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch let error as HTTPClientError where error == .cancelled {
+            throw CancellationError()
         } catch {
-            throw GatewayError.runtimeUnavailable("the Runtime cannot be reached; try again shortly")
+            throw Unreachable(error: GatewayError.runtimeUnavailable("the Runtime cannot be reached; try again shortly"))
         }
         let object = try? StrictJSONReader().parseObject(Array(bytes.readableBytesView))
         if (200..<300).contains(status.code) {

@@ -5,6 +5,7 @@ import HummingbirdWebSocket
 import JOSE
 import RuntimeAPI
 import Logging
+import Resilience
 import ServiceLifecycle
 import StateSurface
 
@@ -93,6 +94,9 @@ struct StorageFailureMiddleware<Context: RequestContext>: RouterMiddleware {
             return try await next(request, context)
         } catch let error as any HTTPResponseError {
             throw error
+        } catch let refusal as DependencyCircuit.Refusal {
+            // The store is known down (its circuit logged that once): refused at once, not logged per request.
+            throw RuntimeError(.serviceUnavailable, .unavailable, refusal.message)
         } catch {
             logger.error("runtime request failed", metadata: ["error_type": "\(String(reflecting: type(of: error)))"])
             throw RuntimeError(.serviceUnavailable, .unavailable, "the Runtime's store did not answer in time; try again shortly")

@@ -86,10 +86,14 @@ public struct StateSurfaceError: Error, Sendable, CustomStringConvertible {
 
     public let code: Code
     public let message: String
+    /// The database could not be reached at all (a refused or timed-out connect, a call past its
+    /// deadline, a server shutting down), as opposed to a statement it refused: opens the store's circuit.
+    public let isOutage: Bool
 
-    public init(_ code: Code, _ message: String) {
+    public init(_ code: Code, _ message: String, isOutage: Bool = false) {
         self.code = code
         self.message = message
+        self.isOutage = isOutage
     }
 
     public var description: String { message }

@@ -1,4 +1,5 @@
 import Logging
+import Resilience
 
 /// The whole State Surface as one value: sessions, executions, accounts and credentials.
 ///
@@ -9,12 +10,17 @@ public protocol StateStore: SessionRepository, ExecutionRepository, UserReposito
     /// What to call the store in logs, errors and readiness: the SQLite file, or the
     /// database as `postgresql://host:port/name` (never a user or a password).
     var name: String { get }
+    /// The circuit of a store reached over the network, open while it cannot be reached
+    /// (`nil` for the SQLite file: a local file has no outage to wait out).
+    var outageCircuit: DependencyCircuit? { get }
     /// Closes the store's connections; later calls fail.
     func shutdown() async
 }
 
 extension SQLiteStateSurface: StateStore {
     public var name: String { "sqlite:\(path)" }
+
+    public var outageCircuit: DependencyCircuit? { nil }
 
     /// GRDB closes the pool when the last reference goes; nothing to wait for.
     public func shutdown() async {}

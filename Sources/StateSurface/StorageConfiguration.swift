@@ -13,7 +13,7 @@ public struct StorageConfiguration: Sendable, Equatable {
 
     /// Reads `storage.sqlite_path`, `storage.busy_timeout_seconds` and, when
     /// `storage.postgres_url` (env `STORAGE_POSTGRES_URL`) is set, the PostgreSQL
-    /// settings: `storage.postgres_pool_size`, `storage.postgres_connect_timeout_seconds`,
+    /// settings: `storage.postgres_pool_size`, `storage.postgres_max_waiters`, `storage.postgres_connect_timeout_seconds`,
     /// `storage.postgres_query_timeout_seconds`, `storage.postgres_tls`, `storage.postgres_ca_file`.
     public init(reading values: ConfigurationValues) throws(ConfigurationError) {
         self.init()
@@ -22,6 +22,7 @@ public struct StorageConfiguration: Sendable, Equatable {
         if let url = try values.string("storage.postgres_url"), !url.isEmpty {
             var settings = try PostgresSettings(url: url, key: "storage.postgres_url")
             if let value = try values.int("storage.postgres_pool_size", in: 1...500) { settings.poolSize = value }
+            if let value = try values.int("storage.postgres_max_waiters", in: 1...1_000_000) { settings.maximumWaiters = value }
             if let value = try values.int("storage.postgres_connect_timeout_seconds", in: 1...120) { settings.connectTimeout = Double(value) }
             if let value = try values.int("storage.postgres_query_timeout_seconds", in: 1...600) { settings.queryTimeout = Double(value) }
             if let value = try values.string("storage.postgres_tls") {

@@ -60,6 +60,18 @@ struct Answer {
         let json = (try? StrictJSONReader().parseObject(Array(bytes.readableBytesView))) ?? JSONObject()
         return Answer(status: Int(response.status.code), headers: response.headers, json: json, raw: String(buffer: bytes))
     }
+
+    /// Asks again every 100 ms until an answer passes `until` or `seconds` have passed; the last answer.
+    /// For what the gateway learns in the background (readiness, a circuit closing), never for a request's own answer.
+    static func eventually(within seconds: Double, _ ask: () async throws -> Answer, until: (Answer) -> Bool) async throws -> Answer {
+        let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
+        var answer = try await ask()
+        while !until(answer), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+            answer = try await ask()
+        }
+        return answer
+    }
 }
 
 /// A whole Portcullis (gateway, admin listener, embedded Runtime) on loopback
@@ -124,6 +136,13 @@ final class GatewayFixture: Sendable {
         gatewayPort = found[.gateway]!
         adminPort = found[.admin]!
         runtimePort = found[.runtime]
+        // Readiness answers from background checks: wait for the first to pass, as a load balancer would.
+        let monitor = server.services.monitor
+        for _ in 0..<200 {
+            let results = monitor.results
+            if results.store?.ok == true, results.runtime?.ok == true { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
     }
 
     /// Stops the services, checks the log for secrets, and removes the files unless `keepFiles`.

@@ -107,20 +107,20 @@ struct ProcessFaultTests {
         #expect(transcript.close?.closeCode == .unexpectedServerError, "\(String(describing: transcript.close))")
         #expect(transcript.close?.reason?.isEmpty == false)
 
-        let (readyBody, readyStatus) = try await httpGet(base + "/readyz")
-        #expect(readyStatus == 503)
-        #expect(readyBody.contains("upstream_unavailable"))
+        let ready = try await Answer.eventually(within: TimeBounds.seconds(5)) { try await Answer.request(.GET, base + "/readyz") } until: { $0.status == 503 }
+        #expect(ready.status == 503)
+        #expect(ready.raw.contains("upstream_unavailable"))
         var read = HTTPClientRequest(url: base + "/api/session/\(sessionID)")
         read.headers.add(name: "Authorization", value: "Bearer \(token)")
         let down = try await HTTPClient.shared.execute(read, timeout: .seconds(10))
         #expect(down.status.code == 503)
-        #expect(String(buffer: try await down.body.collect(upTo: 1 << 16)).contains(#""error":"upstream_unavailable""#))
+        #expect(String(buffer: try await down.body.collect(upTo: 1 << 16)).contains(#""error":"runtime_unavailable""#), "the Runtime's circuit is open")
         #expect(try await httpGet(base + "/healthz").1 == 200, "the gateway stays up")
         // A client asking why its socket closed hears 503, not 426 ("would be admitted"), while the Runtime is away.
         let diagnose = { try await Answer.request(.GET, base + "/api/runtime/agent", bearer: token, headers: [("X-Session-Id", sessionID)]) }
         let why = try await diagnose()
         #expect(why.status == 503, "the socket path's diagnosis while the Runtime is down: \(why.status)")
-        #expect(why.raw.contains(#""error":"upstream_unavailable""#))
+        #expect(why.raw.contains(#""error":"runtime_unavailable""#))
 
         runtime = try PortcullisProcess(runtimeArguments, directory: directory, name: "runtime2")
         defer { runtime.terminate() }

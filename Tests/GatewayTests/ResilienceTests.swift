@@ -3,6 +3,7 @@ import Glibc
 import Gateway
 import JOSE
 import Logging
+import PortcullisTestSupport
 import Runtime
 import ServiceLifecycle
 import StateSurface
@@ -91,13 +92,15 @@ struct ResilienceTests {
         #expect(try await fixture.send(.GET, "/readyz").status == 200)
 
         try await runtime.stop()
-        let ready = try await fixture.send(.GET, "/readyz")
+        // Readiness answers from the background checks: it turns within a round (0.5 s while failing, 2 s otherwise).
+        let ready = try await Answer.eventually(within: TimeBounds.seconds(5)) { try await fixture.send(.GET, "/readyz") } until: { $0.status == 503 }
         #expect(ready.status == 503)
         #expect(ready.json["checks"]?.objectValue?["runtime"] == "upstream_unavailable")
         #expect(ready.json["checks"]?.objectValue?["store"] == "ok")
         let read = try await fixture.send(.GET, "/api/session/\(login.sessionID)", bearer: login.accessToken)
         #expect(read.status == 503)
-        #expect(read.error == "upstream_unavailable")
+        // The first call that finds the Runtime gone opens its circuit; later ones are refused at once.
+        #expect(["upstream_unavailable", "runtime_unavailable"].contains(read.error))
         let create = try await fixture.post("/api/session/create-anonymous")
         #expect(create.status == 503)
         #expect(create.headers.first(name: "Content-Type") == "application/json")
@@ -106,11 +109,13 @@ struct ResilienceTests {
         let intent = #"{"session_id":"\#(login.sessionID)","intent_type":"echo","payload":{}}"#
         let proxied = try await fixture.send(.POST, "/api/intent", bearer: login.accessToken, body: intent)
         #expect(proxied.status == 503)
-        #expect(proxied.error == "upstream_unavailable")
+        #expect(proxied.error == "runtime_unavailable", "refused at once while the circuit is open: \(proxied.raw)")
+        #expect(proxied.headers.first(name: "Retry-After") != nil)
         #expect(try await fixture.send(.GET, "/healthz").status == 200)
 
         runtime = try await StandaloneRuntime.start(directory: directory, port: port)
-        #expect(try await fixture.send(.GET, "/readyz").status == 200)
+        let back = try await Answer.eventually(within: TimeBounds.seconds(2)) { try await fixture.send(.GET, "/readyz") } until: { $0.status == 200 }
+        #expect(back.status == 200, "ready within 2 s of the Runtime's return")
         let again = try await fixture.send(.GET, "/api/session/\(login.sessionID)", bearer: login.accessToken)
         #expect(again.status == 200)
         #expect(again["session_id"] == login.sessionID)
@@ -121,14 +126,20 @@ struct ResilienceTests {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
-    @Test("a Runtime that accepts the connection but never answers: 504 upstream_timeout after runtime.timeout_seconds")
+    @Test("a Runtime that accepts the connection but never answers: a call past runtime.timeout_seconds is 504 upstream_timeout and opens the circuit; then every call is 503 runtime_unavailable at once")
     func runtimeTimeout() async throws {
         let silent = try SilentListener()
         defer { silent.close() }
         let fixture = try await GatewayFixture(runtimeURL: "http://127.0.0.1:\(silent.port)") { $0.runtimeTimeout = 1 }
+        // The background health check may have timed out first (and opened the circuit) while the fixture waited.
+        let first = try await fixture.post("/api/session/create-anonymous")
+        #expect((first.status, first.error) == (504, "upstream_timeout") || (first.status, first.error) == (503, "runtime_unavailable"), "\(first.raw)")
+        let asked = ContinuousClock.now
         let answer = try await fixture.post("/api/session/create-anonymous")
-        #expect(answer.status == 504)
-        #expect(answer.error == "upstream_timeout")
+        let elapsed = ContinuousClock.now - asked
+        #expect(answer.status == 503 && answer.error == "runtime_unavailable", "\(answer.raw)")
+        #expect(answer.headers.first(name: "Retry-After") == "5")
+        #expect(elapsed < .milliseconds(Int64(TimeBounds.seconds(0.9) * 1000)), "refused at once, not after the 1 s timeout: \(elapsed)")
         try await fixture.stop()
     }
 

@@ -27,6 +27,8 @@ public struct PostgresSettings: Sendable, Equatable {
     public var database: String
     /// Connections in the pool, at most.
     public var poolSize: Int = 10
+    /// Calls waiting on the database at once, at most: past it a call is refused at once (503) rather than queued.
+    public var maximumWaiters: Int = 1_000
     public var connectTimeout: Double = 5
     /// The server cancels a statement running longer than this (`statement_timeout`).
     public var queryTimeout: Double = 10

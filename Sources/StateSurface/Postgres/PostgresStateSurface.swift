@@ -2,7 +2,9 @@ import Foundation
 import Logging
 import NIOSSL
 import PostgresNIO
+import Resilience
 import RuntimeAPI
+import Synchronization
 
 /// The State Surface on PostgreSQL, shared by several gateways and Runtimes.
 ///
@@ -14,13 +16,51 @@ import RuntimeAPI
 /// rest on the table's unique constraint. Every call is bounded by the connect
 /// and query timeouts: an unreachable database is `StateSurfaceError.unavailable`
 /// naming it (a 503 upstream), never a hang.
+///
+/// A call that finds the database unreachable opens the store's `circuit`:
+/// until a probe (its own connection, every half second) reaches the database
+/// again, every call is refused at once with `DependencyCircuit.Refusal`
+/// instead of waiting out its timeout. When the probe succeeds the pool is
+/// replaced by a fresh one, so no connection waits out a reconnect backoff
+/// grown during the outage.
 public final class PostgresStateSurface: Sendable {
     public let settings: PostgresSettings
-    let client: PostgresClient
+    /// Open while the database is known unreachable (readiness and metrics read it).
+    public let circuit: DependencyCircuit
     let logger: Logger
-    private let runner: Task<Void, Never>
+    private let pool: Mutex<Pool>
+    /// Whether a probe task is running (one at most).
+    private let probing = Mutex(false)
     /// The store's one LISTEN, shared by every `accessChangeSignals()` stream.
     let changeListener: PostgresChangeListener
+    private let listenerConfiguration: PostgresConnection.Configuration
+
+    /// The query connections and the task that runs them.
+    private struct Pool: Sendable {
+        let client: PostgresClient
+        let runner: Task<Void, Never>
+
+        init(settings: PostgresSettings, tls: TLSConfiguration?, logger: Logger) {
+            var configuration = PostgresClient.Configuration(
+                host: settings.host, port: settings.port, username: settings.username, password: settings.password, database: settings.database,
+                tls: tls.map { .require($0) } ?? .disable)
+            configuration.options.maximumConnections = settings.poolSize
+            configuration.options.connectTimeout = .milliseconds(Int64(settings.connectTimeout * 1000))
+            configuration.options.additionalStartupParameters = [
+                ("statement_timeout", "\(Int(settings.queryTimeout * 1000))"), ("application_name", "portcullis"),
+            ]
+            let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+            self.client = client
+            runner = Task { await client.run() }
+        }
+
+        func shutdown() async {
+            runner.cancel()
+            _ = await runner.value
+        }
+    }
+
+    var client: PostgresClient { pool.withLock { $0.client } }
 
     /// Connects (the pool runs until `shutdown()`) and applies pending migrations.
     ///
@@ -28,20 +68,11 @@ public final class PostgresStateSurface: Sendable {
     public init(settings: PostgresSettings, logger: Logger, migrate: Bool = true) async throws {
         self.settings = settings
         self.logger = logger
+        circuit = DependencyCircuit(name: "store", maximumWaiters: settings.maximumWaiters)
         let tls = try Self.tlsConfiguration(settings)
-        var configuration = PostgresClient.Configuration(
-            host: settings.host, port: settings.port, username: settings.username, password: settings.password, database: settings.database,
-            tls: tls.map { .require($0) } ?? .disable)
-        configuration.options.maximumConnections = settings.poolSize
-        configuration.options.connectTimeout = .milliseconds(Int64(settings.connectTimeout * 1000))
-        configuration.options.additionalStartupParameters = [
-            ("statement_timeout", "\(Int(settings.queryTimeout * 1000))"), ("application_name", "portcullis"),
-        ]
-        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
-        self.client = client
-        changeListener = PostgresChangeListener(
-            configuration: try Self.listenerConfiguration(settings, tls: tls), channel: Self.accessChannel, logger: logger)
-        runner = Task { await client.run() }
+        pool = Mutex(Pool(settings: settings, tls: tls, logger: logger))
+        listenerConfiguration = try Self.listenerConfiguration(settings, tls: tls)
+        changeListener = PostgresChangeListener(configuration: listenerConfiguration, channel: Self.accessChannel, logger: logger)
         do {
             try await ping()
             if migrate { _ = try await migrateSchema() }
@@ -93,10 +124,60 @@ public final class PostgresStateSurface: Sendable {
 
     public var name: String { settings.name }
 
+    public var outageCircuit: DependencyCircuit? { circuit }
+
     public func shutdown() async {
         await changeListener.shutdown()
-        runner.cancel()
-        _ = await runner.value
+        await pool.withLock { $0 }.shutdown()
+    }
+
+    // MARK: The circuit
+
+    /// Opens the circuit, and starts the probe that closes it.
+    private func opened(by error: StateSurfaceError) {
+        if circuit.recordOutage(error.message) {
+            logger.warning("store down: requests that need it are refused at once until it answers", metadata: ["store": "\(name)", "error": "\(error.message)"])
+        }
+        startProbe()
+    }
+
+    private func startProbe() {
+        guard probing.withLock({ running in
+            defer { running = true }
+            return !running
+        }) else { return }
+        Task { [self] in
+            while circuit.isOpen && !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(500))
+                if await probe() { break }
+            }
+            probing.withLock { $0 = false }
+        }
+    }
+
+    /// One connection of its own (not the pool's, which may be backing off) and `SELECT 1`;
+    /// on success the pool is replaced and the circuit closed.
+    @discardableResult
+    func probe() async -> Bool {
+        do {
+            try await bounded(within: settings.connectTimeout + 1, probe: true) { [listenerConfiguration, logger] in
+                let connection = try await PostgresConnection.connect(configuration: listenerConfiguration, id: 0, logger: logger)
+                defer { Task { try? await connection.close() } }
+                _ = try await connection.query("SELECT 1", logger: logger).collect()
+            }
+        } catch {
+            return false
+        }
+        let old = pool.withLock { pool in
+            let old = pool
+            pool = Pool(settings: settings, tls: try? Self.tlsConfiguration(settings), logger: logger)
+            return old
+        }
+        Task { await old.shutdown() }
+        if circuit.recordRecovery() {
+            logger.notice("store answers again: serving requests that need it", metadata: ["store": "\(name)"])
+        }
+        return true
     }
 
     // MARK: Running statements
@@ -132,8 +213,22 @@ public final class PostgresStateSurface: Sendable {
         }
     }
 
-    /// `body` within the deadline, with the database's errors made `StateSurfaceError`.
-    private func bounded<T: Sendable>(within seconds: Double? = nil, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    /// `body` within the deadline, with the database's errors made `StateSurfaceError`; refused at
+    /// once while the circuit is open (`DependencyCircuit.Refusal`), and opening it when the database
+    /// cannot be reached. A `probe` goes to the database whatever the circuit says.
+    private func bounded<T: Sendable>(within seconds: Double? = nil, probe: Bool = false, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        guard !probe else { return try await mapped(within: seconds, body) }
+        try circuit.enter()
+        defer { circuit.leave() }
+        do {
+            return try await mapped(within: seconds, body)
+        } catch let error as StateSurfaceError where error.isOutage {
+            opened(by: error)
+            throw error
+        }
+    }
+
+    private func mapped<T: Sendable>(within seconds: Double?, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
         let deadline = seconds ?? self.deadline
         do {
             return try await withThrowingTaskGroup(of: T?.self) { group in
@@ -144,7 +239,8 @@ public final class PostgresStateSurface: Sendable {
                 }
                 defer { group.cancelAll() }
                 guard let first = try await group.next(), let value = first else {
-                    throw StateSurfaceError(.unavailable, "PostgreSQL at \(name) did not answer within \(Int(deadline)) s; check that it runs and is reachable")
+                    throw StateSurfaceError(
+                        .unavailable, "PostgreSQL at \(name) did not answer within \(Int(deadline)) s; check that it runs and is reachable", isOutage: true)
                 }
                 return value
             }
@@ -153,13 +249,18 @@ public final class PostgresStateSurface: Sendable {
         } catch let error as PSQLError {
             if let state = error.serverInfo?[.sqlState] {
                 if state == "23505" { throw StateSurfaceError(.conflict, "a row with that key exists already") }
+                // Class 08 (connection exception) and 57P01-57P03 (shutting down, cannot connect now): the server is going away.
+                if state.hasPrefix("08") || state.hasPrefix("57P") {
+                    throw StateSurfaceError(.unavailable, "PostgreSQL at \(name) is shutting down or dropped the connection (SQLSTATE \(state))", isOutage: true)
+                }
                 throw StateSurfaceError(.unavailable, "PostgreSQL at \(name) refused a statement (SQLSTATE \(state))")
             }
-            throw StateSurfaceError(.unavailable, "PostgreSQL at \(name) cannot be reached (\(error.code)); check that it runs and is reachable")
+            throw StateSurfaceError(.unavailable, "PostgreSQL at \(name) cannot be reached (\(error.code)); check that it runs and is reachable", isOutage: true)
         } catch is CancellationError {
             throw CancellationError()
         } catch {
-            throw StateSurfaceError(.unavailable, "PostgreSQL at \(name) cannot be reached (\(type(of: error))); check that it runs and is reachable")
+            throw StateSurfaceError(
+                .unavailable, "PostgreSQL at \(name) cannot be reached (\(type(of: error))); check that it runs and is reachable", isOutage: true)
         }
     }
 
@@ -218,7 +319,12 @@ public final class PostgresStateSurface: Sendable {
     }
 
     /// `SELECT 1`, given the connect timeout and a second: readiness must not wait for the query timeout.
+    /// While the circuit is open it probes the database instead (its own connection), and so may close it.
     public func ping() async throws {
+        if circuit.isOpen {
+            guard await probe() else { throw StateSurfaceError(.unavailable, circuit.snapshot.detail ?? "PostgreSQL at \(name) cannot be reached") }
+            return
+        }
         _ = try await rows("SELECT 1", within: settings.connectTimeout + 1)
     }
 

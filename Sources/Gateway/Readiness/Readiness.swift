@@ -1,0 +1,55 @@
+import Hummingbird
+import JOSE
+import TrustedIssuers
+
+/// `/readyz`: the background checks' last results, answered at once.
+///
+/// 200 when the store and the Runtime passed their last check, else 503
+/// `unavailable` naming what is down by name (`store`, `runtime`). A trusted
+/// issuer whose keys are missing is named under `checks.issuers` but leaves the
+/// gateway ready: only its own users are refused. The public listener never
+/// says where a dependency is; the admin listener (`detailed`) adds each
+/// failure in the dependency's own words (the database's address, say) and how
+/// long it has lasted.
+struct Readiness: Sendable {
+    let monitor: DependencyMonitor
+    let trustedIssuers: TrustedIssuers?
+
+    func response(detailed: Bool) -> Response {
+        let results = monitor.results
+        let now = ContinuousClock.now
+        var checks = JSONObject()
+        var down: [String] = []
+        for (name, check) in [("store", results.store), ("runtime", results.runtime)] {
+            guard let check else {
+                checks[name] = "pending"
+                down.append(name)
+                continue
+            }
+            checks[name] = .string(check.state)
+            if !check.ok { down.append(name) }
+            if detailed, !check.ok {
+                checks[name + "_error"] = .string(check.detail ?? check.state)
+                checks[name + "_down_seconds"] = .number(Double(Int((now - check.since).components.seconds)))
+            }
+        }
+        if let trustedIssuers {
+            var issuers = JSONObject()
+            for status in trustedIssuers.statuses {
+                issuers[status.issuer] = .string(status.usable ? "ok" : "unavailable")
+            }
+            checks["issuers"] = .object(issuers)
+        }
+        if down.isEmpty { return JSONBody.response(["status": "ready", "checks": .object(checks)]) }
+        let message =
+            results.checkedAt == nil
+            ? "not ready: the first checks of the store and the Runtime have not finished; try again in a moment"
+            : "not ready: the \(down.joined(separator: " and the ")) \(down.count == 1 ? "is" : "are") unavailable; see checks"
+        var body = GatewayError(.serviceUnavailable, "unavailable", message).json
+        if case .object(var object) = body {
+            object["checks"] = .object(checks)
+            body = .object(object)
+        }
+        return JSONBody.response(body, status: .serviceUnavailable)
+    }
+}
