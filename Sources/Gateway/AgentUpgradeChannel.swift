@@ -139,7 +139,9 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
                         // the connection's idle timeout and graceful close, since the handlers after it see only
                         // the requests it passes on.
                         if let dataPlane {
-                            try channel.pipeline.syncOperations.addHandler(ProxyChannelHandler(plane: dataPlane, idleTimeout: .milliseconds(idleMilliseconds)))
+                            try channel.pipeline.syncOperations.addHandler(ProxyChannelHandler(
+                                    plane: dataPlane, idleTimeout: .milliseconds(idleMilliseconds),
+                                    requestTimeout: .milliseconds(Int64(limits.requestTimeout * 1000))))
                         }
                         try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
                         try channel.pipeline.syncOperations.addHandler(
@@ -158,6 +160,8 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
             pipeline.enableErrorHandling = false
             pipeline.enableResponseHeaderValidation = false
             pipeline.decoderConfiguration.maxHeaderListSize = limits.maximumHeaderBytes
+            pipeline.decoderConfiguration.maxHeaderFieldCount = limits.maximumHeaderCount
+            pipeline.decoderConfiguration.maxHeaderFieldSize = limits.maximumHeaderFieldBytes
             let outcome = try channel.pipeline.syncOperations.configureUpgradableHTTPServerPipeline(configuration: pipeline)
             try channel.pipeline.syncOperations.addHandler(HTTPParseErrorResponder(), name: HTTPParseErrorResponder.name)
             return Value(outcome: outcome, channel: channel)

@@ -7,10 +7,17 @@ import Synchronization
 public struct EdgeLimits: Sendable, Equatable {
     /// Largest request head (request line and headers), in bytes: 431 beyond.
     public var maximumHeaderBytes: Int = 16 * 1024
+    /// Most header fields in one request: 431 beyond (Envoy's `max_headers_count` is 100 too).
+    public var maximumHeaderCount: Int = 100
+    /// Longest header name, and longest header value, in bytes: 431 beyond (nginx's buffer for one line is 8 KB).
+    public var maximumHeaderFieldBytes: Int = 8 * 1024
     /// Time to receive a connection's first request head, in seconds: 408 and close beyond (slow clients).
     public var requestHeadTimeout: Double = 10
     /// Idle time allowed between requests on a keep-alive connection, in seconds.
     public var idleTimeout: Double = 60
+    /// Time to receive a whole request, head and body, from its head, in seconds: a body that
+    /// trickles in is answered 408 (or the connection closed, if its answer began) beyond.
+    public var requestTimeout: Double = 30
     /// Open connections at once on the public listener: 503 and close beyond.
     public var maximumConnections: Int = 25_000
     /// WebSocket messages a client may send per second (sustained; bursts of twice that): 1008 beyond.
@@ -18,6 +25,9 @@ public struct EdgeLimits: Sendable, Equatable {
     /// Seconds between the gateway's pings on an idle socket; a socket that does not
     /// answer within another interval is closed with 1001.
     public var webSocketPingInterval: Double = 30
+    /// Seconds an agent socket may stay unwritable (its client takes in nothing while messages wait)
+    /// before it is closed with 1008; meanwhile the client is not read.
+    public var webSocketSendTimeout: Double = 10
 
     public init() {}
 }
@@ -116,7 +126,12 @@ final class HTTPParseErrorResponder: ChannelInboundHandler, RemovableChannelHand
         }
         let (status, error): (HTTPResponseStatus, GatewayError) =
             parseError == .headerOverflow
-            ? (.requestHeaderFieldsTooLarge, GatewayError(.requestHeaderFieldsTooLarge, "headers_too_large", "the request headers are too large"))
+            ? (
+                .requestHeaderFieldsTooLarge,
+                GatewayError(
+                    .requestHeaderFieldsTooLarge, "headers_too_large",
+                    "the request headers are too large (too many fields, a field too long, or too many bytes in all); send fewer or shorter headers")
+            )
             : (.badRequest, GatewayError.invalidRequest("the request is not valid HTTP/1.1"))
         let body = ByteBuffer(bytes: JSONWriter.bytes(error.json))
         let headers = HTTPHeaders([("Content-Type", "application/json"), ("Connection", "close"), ("Content-Length", String(body.readableBytes))])

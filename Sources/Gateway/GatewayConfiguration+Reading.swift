@@ -69,6 +69,7 @@ extension GatewayConfiguration {
         if configuration.adminPort != nil, let value = try values.int("admin.port", in: 0...65_535) { configuration.adminPort = value }
 
         if let value = try values.seconds("tokens.access_token_lifetime_seconds") { configuration.accessTokenLifetime = value }
+        if let value = try values.int("tokens.revocation_outage_grace_seconds", in: 0...3_600) { configuration.revocationOutageGrace = Double(value) }
         if let value = try values.seconds("tokens.refresh_token_lifetime_seconds") { configuration.refreshTokenLifetime = value }
         if let value = try values.int("tokens.leeway_seconds", in: 0...600) { configuration.leeway = Double(value) }
         if let value = try values.seconds("tokens.max_lifetime_seconds") { configuration.maximumTokenLifetime = value }
@@ -77,11 +78,15 @@ extension GatewayConfiguration {
         }
 
         if let value = try values.int("limits.max_header_bytes", in: 1_024...(1 << 20)) { configuration.limits.maximumHeaderBytes = value }
+        if let value = try values.int("limits.max_header_count", in: 8...10_000) { configuration.limits.maximumHeaderCount = value }
+        if let value = try values.int("limits.max_header_field_bytes", in: 256...(1 << 20)) { configuration.limits.maximumHeaderFieldBytes = value }
         if let value = try values.int("limits.request_head_timeout_seconds", in: 1...300) { configuration.limits.requestHeadTimeout = Double(value) }
         if let value = try values.int("limits.idle_timeout_seconds", in: 1...3_600) { configuration.limits.idleTimeout = Double(value) }
+        if let value = try values.int("limits.request_timeout_seconds", in: 1...3_600) { configuration.limits.requestTimeout = Double(value) }
         if let value = try values.int("limits.max_connections", in: 1...1_000_000) { configuration.limits.maximumConnections = value }
         if let value = try values.int("limits.ws_messages_per_second", in: 1...100_000) { configuration.limits.webSocketMessagesPerSecond = Double(value) }
         if let value = try values.int("limits.ws_ping_interval_seconds", in: 1...3_600) { configuration.limits.webSocketPingInterval = Double(value) }
+        if let value = try values.int("limits.ws_send_timeout_seconds", in: 1...3_600) { configuration.limits.webSocketSendTimeout = Double(value) }
 
         if let value = try values.string("runtime.name") { configuration.runtimeName = value }
         configuration.runtimeURL = try values.url("runtime.url")

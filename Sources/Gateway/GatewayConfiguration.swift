@@ -22,6 +22,9 @@ public struct GatewayConfiguration: Sendable, Equatable {
     public var clientID: String = "portcullis"
     /// Access-token lifetime in seconds (15 minutes).
     public var accessTokenLifetime: Double = 900
+    /// While the store is known unreachable, how long after its last sync the revocation mirror
+    /// still answers (`tokens.revocation_outage_grace_seconds`; 0: every check needs the store).
+    public var revocationOutageGrace: Double = 300
     /// Refresh-token lifetime in seconds (30 days); each rotation starts a new one.
     public var refreshTokenLifetime: Double = 30 * 86_400
     /// Clock skew tolerated on token times, in seconds.

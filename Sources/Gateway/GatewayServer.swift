@@ -58,7 +58,7 @@ public enum GatewayServer {
         let sockets = services.agentSockets
         let dataPlane = try services.makeDataPlane()
         let base = HTTPServerBuilder.http1WithAgentSocket(
-            guardian: guardian, sockets: sockets, dataPlane: dataPlane.routes.isEmpty ? nil : dataPlane,
+            guardian: guardian, sockets: sockets, dataPlane: dataPlane,
             maximumMessageBytes: configuration.maximumMessageBytes, limits: configuration.limits)
         let server: HTTPServerBuilder
         if let tls = configuration.tls {

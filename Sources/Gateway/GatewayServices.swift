@@ -2,6 +2,7 @@ import HTTPTypes
 import Hummingbird
 import JOSE
 import Logging
+import Resilience
 import RuntimeAPI
 import SecurityGuard
 import StateSurface
@@ -65,7 +66,9 @@ public struct GatewayServices: Sendable {
         let policy = AccessTokenPolicy.gateway(
             issuer: configuration.issuer, audience: configuration.audience, leeway: configuration.leeway,
             maximumLifetime: configuration.maximumTokenLifetime)
-        revocations = RevocationList(store: store, clock: clock)
+        let storeCircuit = (store as? any StateStore)?.outageCircuit
+        revocations = RevocationList(
+            store: store, clock: clock, outageGrace: configuration.revocationOutageGrace, storeIsDown: { storeCircuit?.isOpen ?? false })
         authenticator = AccessTokenAuthenticator(
             verifier: AccessTokenVerifier(keys: keys, policy: policy, clock: clock), revocations: revocations, cache: VerifiedTokenCache(),
             trusted: trustedIssuers)

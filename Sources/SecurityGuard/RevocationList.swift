@@ -13,6 +13,14 @@ import Synchronization
 /// next `sync()`, run twice a second. If the mirror has not synced for
 /// `maximumStaleness` seconds (the store is failing), every check goes to the
 /// store, so a store failure becomes a 503 rather than a stale "not revoked".
+///
+/// One exception, bounded: while the store is known unreachable (its circuit
+/// is open, `storeIsDown`), nobody can record a revocation in it through this
+/// gateway, and every other instance on the same database is as cut off as
+/// this one unless the network is split. The mirror then keeps answering for
+/// up to `outageGrace` seconds after its last sync (`tokens.revocation_outage_grace_seconds`),
+/// so requests that need nothing else from the store (a proxied request with a
+/// verified token) keep being served through an outage. 0 turns it off.
 public final class RevocationList: Sendable {
     public typealias Store = CredentialRepository & UserRepository
 
@@ -28,12 +36,21 @@ public final class RevocationList: Sendable {
     let store: any Store
     let clock: any TokenClock
     let maximumStaleness: Double
+    /// How long after its last sync the mirror still answers while `storeIsDown`.
+    let outageGrace: Double
+    /// Whether the store is known unreachable now (its circuit is open).
+    let storeIsDown: @Sendable () -> Bool
     private let state = Mutex(State())
 
-    public init(store: any Store, clock: any TokenClock = SystemClock(), maximumStaleness: Double = 5) {
+    public init(
+        store: any Store, clock: any TokenClock = SystemClock(), maximumStaleness: Double = 5, outageGrace: Double = 0,
+        storeIsDown: @escaping @Sendable () -> Bool = { false }
+    ) {
         self.store = store
         self.clock = clock
         self.maximumStaleness = maximumStaleness
+        self.outageGrace = outageGrace
+        self.storeIsDown = storeIsDown
     }
 
     /// An account, as the mirror keys it (no string is built per check).
@@ -56,8 +73,10 @@ public final class RevocationList: Sendable {
     public func isRevokedInMemory(_ caller: AuthenticatedCaller) -> Bool? {
         let now = clock.now()
         let key = Self.accountKey(userID: caller.userID, tenantID: caller.tenantID)
+        let storeIsDown = self.storeIsDown
         return state.withLock { state -> Bool? in
-            guard now - state.lastSync <= maximumStaleness else { return nil }
+            let age = now - state.lastSync
+            guard age <= maximumStaleness || (age <= outageGrace && storeIsDown()) else { return nil }
             return state.ids[caller.tokenID] != nil || Self.isCutOff(issuedAt: caller.issuedAt, notBefore: state.cutoffs[key])
         }
     }

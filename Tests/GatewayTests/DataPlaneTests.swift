@@ -125,6 +125,64 @@ struct DataPlaneTests {
         try await world.stop()
     }
 
+    @Test("a body that trickles in (a byte every 200 ms, never silent for the idle timeout) gets 408 request_timeout after limits.request_timeout_seconds, on a route admitted or refused and on the API; a refused body past 64 KiB is not read to its end", arguments: [
+        ("/api/echo/upload", true), ("/api/echo/upload", false), ("/api/auth/login", false),
+    ])
+    func tricklingBodyGetsRequestTimeout(path: String, bearer: Bool) async throws {
+        let refusedFirst = !bearer && path.hasPrefix("/api/echo")
+        let world = try await World.start {
+            $0.limits.idleTimeout = 5
+            $0.limits.requestTimeout = 1
+        }
+        let (port, token) = (world.port, world.token)
+        let (answer, seconds) = try await onOwnThread { () -> (String, Double) in
+            let connection = try RawConnection(port: port, receiveTimeout: 15)
+            defer { connection.close() }
+            let authorization = bearer ? "Authorization: Bearer \(token)\r\n" : ""
+            connection.send("POST \(path) HTTP/1.1\r\nHost: x\r\n\(authorization)Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+            let started = Date()
+            // A route refuses a request without a token at its head, before the body: that answer first.
+            var answer = refusedFirst ? connection.readUntil("}").text : ""
+            // One byte a chunk, every 200 ms, for up to 10 s: the idle timeout never fires, the request deadline must.
+            for _ in 0..<50 {
+                if refusedFirst ? connection.isClosedByPeer : connection.isReadable() { break }
+                connection.send("1\r\n{\r\n")
+                Thread.sleep(forTimeInterval: 0.2)
+            }
+            if !refusedFirst { answer = connection.readAll().text }
+            return (answer, Date().timeIntervalSince(started))
+        }
+        if refusedFirst {
+            // Refused at its head (401) before the deadline: the rest is dropped, and the deadline still closes it.
+            #expect(answer.hasPrefix("HTTP/1.1 401"), "\(answer.prefix(80))")
+        } else {
+            #expect(answer.hasPrefix("HTTP/1.1 408") && answer.contains(#""error":"request_timeout""#), "\(answer.prefix(200))")
+        }
+        #expect(seconds >= 0.8 && seconds < TimeBounds.seconds(5), "closed \(seconds) s after the head (deadline 1 s)")
+        try await world.stop()
+    }
+
+    @Test("a refused request's body is read and dropped up to 64 KiB, then the connection is closed rather than drained")
+    func refusedBodyIsNotDrainedWithoutBound() async throws {
+        let world = try await World.start { $0.maximumBodyBytes = 1 << 20 }
+        let port = world.port
+        let (answer, closed) = try await onOwnThread { () -> (String, Bool) in
+            let connection = try RawConnection(port: port, receiveTimeout: 10)
+            defer { connection.close() }
+            connection.send("POST /api/echo/upload HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n")
+            let text = connection.readUntil("}").text  // the 401, at the head
+            let chunk = String(repeating: "a", count: 16 * 1024)
+            for _ in 0..<32 where !connection.isClosedByPeer {
+                connection.send(chunk)
+                Thread.sleep(forTimeInterval: 0.05)
+            }
+            return (text, connection.isClosedByPeer)
+        }
+        #expect(answer.hasPrefix("HTTP/1.1 401"), "\(answer.prefix(80))")
+        #expect(closed, "closed after at most 64 KiB of a refused body, not read to its 1 MB end")
+        try await world.stop()
+    }
+
     @Test("a repeated Authorization header is one field value (RFC 9110 §5.3) and refused 401, never one of its tokens picked; the upstream hears nothing")
     func repeatedAuthorization() async throws {
         let world = try await World.start()

@@ -29,6 +29,36 @@ struct EdgeLimitTests {
         try await fixture.stop()
     }
 
+    @Test("more header fields than limits.max_header_count, or a header name or value over limits.max_header_field_bytes, gets 431 headers_too_large; at the limits the request is served", arguments: [
+        ("count", true), ("count", false), ("field", true), ("field", false),
+    ])
+    func headerCountAndField(kind: String, over: Bool) async throws {
+        let fixture = try await GatewayFixture {
+            $0.limits.maximumHeaderCount = 20
+            $0.limits.maximumHeaderFieldBytes = 1024
+        }
+        let port = fixture.gatewayPort
+        // `Host` and `Connection` are two fields; with the extra ones, 20 in all at the limit, 21 over it.
+        // The limit bounds a field's name and its value each: a value of 1,024 bytes at the limit, 1,025 over it.
+        let extra: String =
+            kind == "count"
+            ? (0..<(over ? 19 : 18)).map { "X-F\($0): v\r\n" }.joined()
+            : "X-Long: \(String(repeating: "a", count: over ? 1025 : 1024))\r\n"
+        let answer = try await onOwnThread {
+            let connection = try RawConnection(port: port)
+            defer { connection.close() }
+            connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\(extra)\r\n")
+            return connection.readAll().text
+        }
+        if over {
+            #expect(answer.hasPrefix("HTTP/1.1 431"), "\(answer.prefix(200))")
+            #expect(answer.contains(#""error":"headers_too_large""#))
+        } else {
+            #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer.prefix(200))")
+        }
+        try await fixture.stop()
+    }
+
     @Test("a client trickling its request head (slowloris) gets 408 request_timeout after limits.request_head_timeout_seconds; others are served meanwhile")
     func slowHead() async throws {
         let fixture = try await GatewayFixture { $0.limits.requestHeadTimeout = 1 }

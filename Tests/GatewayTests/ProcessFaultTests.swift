@@ -107,7 +107,7 @@ struct ProcessFaultTests {
         #expect(transcript.close?.closeCode == .unexpectedServerError, "\(String(describing: transcript.close))")
         #expect(transcript.close?.reason?.isEmpty == false)
 
-        let ready = try await Answer.eventually(within: TimeBounds.seconds(5)) { try await Answer.request(.GET, base + "/readyz") } until: { $0.status == 503 }
+        let ready = try await Answer.eventually(within: TimeBounds.seconds(15)) { try await Answer.request(.GET, base + "/readyz") } until: { $0.status == 503 }
         #expect(ready.status == 503)
         #expect(ready.raw.contains("upstream_unavailable"))
         var read = HTTPClientRequest(url: base + "/api/session/\(sessionID)")

@@ -279,6 +279,14 @@ struct PostgresFaultTests {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let (port, adminPort) = (try TestPostgres.freePort(), try TestPostgres.freePort())
+        // A route to an upstream: proxied requests need nothing from the store once the token is verified.
+        let upstream = try await RecordingUpstream.start()
+        try FileManager.default.createDirectory(atPath: directory + "/config", withIntermediateDirectories: true)
+        try "gateway:\n  routes: [\"/api/v1=http://127.0.0.1:\(upstream.port)\"]\n".write(toFile: directory + "/config/portcullis.yaml", atomically: true, encoding: .utf8)
+        let (added, output) = try await runPortcullis(
+            ["users", "add", "alice", "--tenant", "default", "--password-stdin"], directory: directory, environment: ["STORAGE_POSTGRES_URL": database],
+            input: "correct horse battery")
+        try #require(added == 0, "\(output)")
         let serve = try PortcullisProcess(
             ["serve"], directory: directory,
             environment: [
@@ -294,12 +302,15 @@ struct PostgresFaultTests {
             let created = try await cluster.send(.POST, base + "/api/session/create-anonymous")
             acknowledged.append(try #require(created["session_id"]))
         }
+        let login = try await cluster.send(.POST, base + "/api/auth/login", ["username": "alice", "password": "correct horse battery"])
+        let token = try #require(login["access_token"], "\(login.raw)")
+        #expect(try await cluster.send(.GET, base + "/api/v1/orders", bearer: token).status == 200)
 
         server.stop()
         let outage = ContinuousClock.now
         // Readiness turns within a round of the background checks, and every answer comes at once.
         var ready = try await cluster.send(.GET, base + "/readyz")
-        while ready.status != 503, ContinuousClock.now - outage < .seconds(TimeBounds.seconds(5)) {
+        while ready.status != 503, ContinuousClock.now - outage < .seconds(TimeBounds.seconds(15)) {
             let asked = ContinuousClock.now
             ready = try await cluster.send(.GET, base + "/readyz")
             // Generous beside the whole suite on two cores; alone it answers in milliseconds.
@@ -323,6 +334,12 @@ struct PostgresFaultTests {
             let refused = try await cluster.send(.POST, base + "/api/session/create-anonymous")
             #expect(refused.status == 503 && ["unavailable", "upstream_unavailable"].contains(refused["error"]), "\(refused.status) \(refused.raw)")
             #expect(!refused.raw.contains(named), "a public answer does not name the internal database")
+            // What does not need the store keeps working: a proxied request with a verified token (the revocation
+            // mirror answers through the outage, tokens.revocation_outage_grace_seconds), JWKS and discovery.
+            let proxied = try await cluster.send(.GET, base + "/api/v1/orders", bearer: token)
+            #expect(proxied.status == 200, "a proxied request during the outage: \(proxied.status) \(proxied.raw)")
+            #expect(try await cluster.send(.GET, base + "/.well-known/jwks.json").status == 200)
+            #expect(try await cluster.send(.GET, base + "/.well-known/oauth-authorization-server").status == 200)
             try await Task.sleep(for: .seconds(5))
         } while ContinuousClock.now - outage < .seconds(65)
         let metrics = try await cluster.send(.GET, "http://127.0.0.1:\(adminPort)/metrics")
@@ -341,6 +358,112 @@ struct PostgresFaultTests {
         for id in acknowledged {
             #expect(try await cluster.send(.GET, base + "/api/session/\(id)").status == 200, "acknowledged session \(id) is there")
         }
+        try await upstream.stop()
+    }
+
+    @Test("kill -9 of PostgreSQL in the middle of a burst of logins, refreshes and logouts: after it restarts, every login answered 200 has its session and refresh token, every logout answered 204 stays logged out")
+    func databaseKilledUnderBurst() async throws {
+        let server = try TestPostgres()
+        defer { server.stop() }
+        let database = try await server.createDatabase()
+        let directory = NSTemporaryDirectory() + "portcullis-pgkill-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let users = ["u0", "u1", "u2", "u3"]
+        for user in users {
+            let (status, output) = try await runPortcullis(
+                ["users", "add", user, "--tenant", "default", "--password-stdin"], directory: directory, environment: ["STORAGE_POSTGRES_URL": database],
+                input: "correct horse battery")
+            try #require(status == 0, "\(output)")
+        }
+        let port = try TestPostgres.freePort()
+        let serve = try PortcullisProcess(
+            ["serve"], directory: directory,
+            environment: [
+                "STORAGE_POSTGRES_URL": database, "GATEWAY_PORT": "\(port)", "ADMIN_ENABLED": "false", "RUNTIME_PORT": "0",
+                "STORAGE_POSTGRES_CONNECT_TIMEOUT_SECONDS": "1", "STORAGE_POSTGRES_QUERY_TIMEOUT_SECONDS": "2",
+                "RATE_LIMITS_LOGIN_PER_CLIENT_PER_MINUTE": "100000", "RATE_LIMITS_LOGIN_PER_CLIENT_BURST": "100000",
+                "RATE_LIMITS_LOGIN_PER_USERNAME_PER_MINUTE": "100000", "RATE_LIMITS_LOGIN_PER_USERNAME_BURST": "100000",
+            ], name: "serve")
+        defer { serve.terminate() }
+        let base = "http://127.0.0.1:\(port)"
+        try await serve.waitUntilReady(base + "/readyz")
+
+        let tally = BurstTally()
+        let client = ScaleOutClient()
+        let workers = Task {
+            await withTaskGroup(of: Void.self) { group in
+                for user in users {
+                    group.addTask {
+                        while !tally.stop.load(ordering: .relaxed) {
+                            guard let login = try? await client.send(.POST, base + "/api/auth/login", ["username": .string(user), "password": "correct horse battery"]),
+                                login.status == 200, let session = login["session_id"], let access = login["access_token"], let refresh = login["refresh_token"]
+                            else { try? await Task.sleep(for: .milliseconds(50)); continue }
+                            var chain = BurstTally.Chain(sessionID: session, accessToken: access, refreshToken: refresh)
+                            let index = tally.chains.withLock { $0.append(chain); return $0.count - 1 }
+                            // A refresh: only an answered one moves the chain on; after any other outcome it stops here.
+                            guard let refreshed = try? await client.send(.POST, base + "/api/auth/refresh", ["refresh_token": .string(refresh)]) else { continue }
+                            guard refreshed.status == 200, let next = refreshed["refresh_token"], let nextAccess = refreshed["access_token"] else {
+                                if refreshed.status != 503 { tally.chains.withLock { $0.remove(at: index) } }  // refused for another reason: not this test's
+                                else { tally.chains.withLock { $0[index].refreshToken = "" } }  // unknown outcome: its token is not checked
+                                continue
+                            }
+                            chain.refreshToken = next
+                            chain.accessToken = nextAccess
+                            tally.chains.withLock { $0[index] = chain }
+                            // Every other chain is logged out.
+                            guard index % 2 == 0 else { continue }
+                            let logout = try? await client.send(.POST, base + "/api/auth/logout", bearer: nextAccess, ["session_id": .string(session)])
+                            if logout?.status == 204 {
+                                tally.chains.withLock { $0[index].loggedOut = true }
+                            } else {
+                                tally.chains.withLock { $0[index].refreshToken = "" }  // unknown outcome
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let began = ContinuousClock.now
+        let report = ProcessInfo.processInfo.environment["PORTCULLIS_REPORT"] != nil
+        for _ in 0..<600 where tally.chains.withLock({ $0.count }) < 24 { try await Task.sleep(for: .milliseconds(20)) }
+        if report { print("burst: \(tally.chains.withLock { $0.count }) logins acknowledged after \(ContinuousClock.now - began); kill -9") }
+        try server.kill9()
+        try await Task.sleep(for: .seconds(1))
+        tally.stop.store(true, ordering: .relaxed)
+        await workers.value
+        var restarted = false
+        for _ in 0..<20 where !restarted {
+            restarted = (try? server.start()) != nil
+            if !restarted { try await Task.sleep(for: .milliseconds(500)) }
+        }
+        try #require(restarted, "PostgreSQL restarts after kill -9 (crash recovery)")
+        if report { print("burst: restarted after \(ContinuousClock.now - began)") }
+        try await serve.waitUntilReady(base + "/readyz")
+        if report { print("burst: ready after \(ContinuousClock.now - began)") }
+
+        let chains = tally.chains.withLock { $0 }
+        #expect(chains.count >= 24, "logins acknowledged before the kill: \(chains.count)")
+        var checkedActive = 0
+        var checkedLoggedOut = 0
+        for chain in chains {
+            if chain.loggedOut {
+                let refreshed = try await client.send(.POST, base + "/api/auth/refresh", ["refresh_token": .string(chain.refreshToken)])
+                #expect(refreshed.status == 401, "a logout answered 204 stays logged out: refresh \(refreshed.status) \(refreshed.raw)")
+                let read = try await client.send(.GET, base + "/api/session/\(chain.sessionID)", bearer: chain.accessToken)
+                #expect(read.status == 401 || read.status == 404, "a logged-out session's token: \(read.status) \(read.raw)")
+                checkedLoggedOut += 1
+            } else if !chain.refreshToken.isEmpty {
+                let read = try await client.send(.GET, base + "/api/session/\(chain.sessionID)", bearer: chain.accessToken)
+                #expect(read.status == 200, "a login answered 200 has its session: \(read.status) \(read.raw)")
+                let refreshed = try await client.send(.POST, base + "/api/auth/refresh", ["refresh_token": .string(chain.refreshToken)])
+                #expect(refreshed.status == 200, "and its last refresh token answered: \(refreshed.status) \(refreshed.raw)")
+                checkedActive += 1
+            }
+        }
+        if report { print(serve.log.split(separator: "\n").suffix(40).joined(separator: "\n")) }
+        if report { print("burst: checked \(checkedActive) active and \(checkedLoggedOut) logged-out chains after \(ContinuousClock.now - began)") }
+        #expect(checkedActive > 0 && checkedLoggedOut > 0, "both kinds checked: \(checkedActive) active, \(checkedLoggedOut) logged out")
     }
 
     @Test("kill -9 of one gateway under load: the other carries on, and every session either acknowledged is there")
@@ -379,6 +502,20 @@ struct PostgresFaultTests {
             #expect(read.status == 200, "acknowledged session \(id) is missing")
         }
     }
+}
+
+/// What a burst of logins, refreshes and logouts was told, chain by chain.
+final class BurstTally: Sendable {
+    /// One login's chain, up to its last answered step (an empty `refreshToken`: an unanswered step, not checked).
+    struct Chain: Sendable {
+        var sessionID: String
+        var accessToken: String
+        var refreshToken: String
+        var loggedOut = false
+    }
+
+    let chains = Mutex<[Chain]>([])
+    let stop = Atomic<Bool>(false)
 }
 
 /// What a load against two gateways saw.

@@ -92,6 +92,36 @@ public final class TestPostgres: Sendable {
         try? runAsServerAccount([binDirectory + "/pg_ctl", "-D", directory + "/data", "-m", "fast", "-w", "-t", "60", "stop"])
     }
 
+    /// Kills the server with SIGKILL, the postmaster and every backend at once, as a crash or
+    /// an OOM kill would: no shutdown, no checkpoint. `start()` then runs crash recovery.
+    public func kill9() throws {
+        guard running.withLock({ let was = $0; $0 = false; return was }) else { return }
+        let pidFile = try String(contentsOfFile: directory + "/data/postmaster.pid", encoding: .utf8)
+        guard let postmaster = pidFile.split(separator: "\n").first.flatMap({ Int32($0) }) else {
+            throw TestPostgresError("cannot read the postmaster's pid from \(directory)/data/postmaster.pid")
+        }
+        let children = Self.children(of: postmaster)
+        kill(postmaster, SIGKILL)
+        for child in children { kill(child, SIGKILL) }
+        // Wait until every one is gone, so the next start finds no shared memory in use.
+        for _ in 0..<100 where ([postmaster] + children).contains(where: { kill($0, 0) == 0 }) {
+            usleep(50_000)
+        }
+    }
+
+    /// The processes whose parent is `pid` (from /proc).
+    static func children(of pid: Int32) -> [Int32] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap(Int32.init).filter { candidate in
+            guard let stat = try? String(contentsOfFile: "/proc/\(candidate)/stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")")
+            else { return false }
+            // After "(name)": state, then the parent's pid.
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            return fields.count > 1 && Int32(fields[1]) == pid
+        }
+    }
+
     /// A new, empty database on this server; its URL for `storage.postgres_url`.
     /// `shared()` without blocking a cooperative thread: the first call runs initdb and starts
     /// the server, which takes seconds the in-process servers of other tests need.

@@ -2,6 +2,7 @@ import Foundation
 import JOSE
 import SecurityGuard
 import StateSurface
+import Synchronization
 import Testing
 
 @Suite("Revoked token ids in memory, and the verified-token cache")
@@ -29,6 +30,28 @@ struct RevocationTests {
         clock.advance(1_000)
         try await list.sync()
         #expect(list.count == 0)
+    }
+
+    @Test("while the store is known down, the mirror keeps answering for the outage grace after its last sync, and only then; with the store up, stale means ask the store")
+    func outageGrace() async throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let state = try SQLiteStateSurface(path: directory + "/s.sqlite")
+        let clock = MutableClock(3_000_000)
+        let down = Mutex(false)
+        let list = RevocationList(store: state, clock: clock, maximumStaleness: 5, outageGrace: 300, storeIsDown: { down.withLock { $0 } })
+        try await list.sync()
+        try await list.revoke("known", expiresAt: clock.now() + 900)
+        clock.advance(60)
+        #expect(list.isRevokedInMemory(token("fine", clock)) == nil, "stale and the store up: only the store may answer")
+        down.withLock { $0 = true }
+        #expect(list.isRevokedInMemory(token("fine", clock)) == false, "the store down, within the grace: the mirror answers")
+        #expect(list.isRevokedInMemory(token("known", clock)) == true, "and still refuses what it knows is revoked")
+        clock.advance(241)
+        #expect(list.isRevokedInMemory(token("fine", clock)) == nil, "past the grace: the store must answer (and cannot: 503)")
+        let strict = RevocationList(store: state, clock: clock, maximumStaleness: 5, storeIsDown: { true })
+        try await strict.sync()
+        clock.advance(6)
+        #expect(strict.isRevokedInMemory(token("fine", clock)) == nil, "no grace by default")
     }
 
     func token(_ jti: String, _ clock: MutableClock, userID: String = "usr_a", issuedAt: Double? = nil) -> AuthenticatedCaller {

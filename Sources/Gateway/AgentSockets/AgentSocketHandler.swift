@@ -21,6 +21,11 @@ import SecurityGuard
 ///   stream for an ended session, 1008 passed on; a Runtime that goes away, 1011.
 /// - A client silent for a ping interval is pinged, and closed with 1001 if
 ///   it is still silent one interval later.
+/// - A client that does not read: while its connection is unwritable (answers
+///   wait in the gateway), the client is not read, so it cannot ask for more;
+///   unwritable for `limits.ws_send_timeout_seconds`, or with more than
+///   `maximumUnreadBytes` waiting, it is closed with 1008 at once. Pings and
+///   pongs from the client count in its message rate.
 ///
 /// One deadline per socket, in its event loop's `SocketTimers`, serves the
 /// expiry, the ping and the close grace; an idle socket holds no task and no buffer.
@@ -45,6 +50,8 @@ final class AgentSocketHandler: ChannelDuplexHandler {
     private var timers: SocketTimers?
     private var readPending = false
     private var registered = false
+    /// Since when the connection has been unwritable (the client is not taking in what it is sent).
+    private var unwritableSince: NIODeadline?
 
     init(sockets: AgentSockets, admitted: AdmittedSocket) {
         self.sockets = sockets
@@ -123,8 +130,14 @@ final class AgentSocketHandler: ChannelDuplexHandler {
             }
             guard !closeSent, stream != 0 else { return }
             link?.send(frame.opcode == .text ? .text(stream: stream, message) : .binary(stream: stream, message))
-        case .ping:
-            guard !closeSent else { return }
+        case .ping, .pong:
+            // Control frames count in the rate too: a flood of pings would otherwise be answered without bound.
+            guard withinRate() else {
+                return close(
+                    code: 1008, reason: "message rate exceeded (limit \(Int(sockets.limits.webSocketMessagesPerSecond)) per second)",
+                    runtimeReason: "client socket closed by the gateway")
+            }
+            guard frame.opcode == .ping, !closeSent else { return }
             context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData)), promise: nil)
         case .connectionClose:
             var data = frame.unmaskedData
@@ -227,6 +240,38 @@ final class AgentSocketHandler: ChannelDuplexHandler {
     func runtimeSent(_ opcode: WebSocketOpcode, _ message: ByteBuffer) {
         guard let context, !closeSent else { return }
         context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: opcode, data: message)), promise: nil)
+        if !context.channel.isWritable, let waiting = try? context.channel.syncOptions?.getOption(.bufferedWritableBytes),
+            waiting > maximumUnreadBytes
+        {
+            closeUnread(context: context)
+        }
+    }
+
+    /// The most the gateway holds for a client that does not read before closing it.
+    var maximumUnreadBytes: Int { max(1 << 20, 4 * sockets.maximumMessageBytes) }
+
+    var sendTimeout: TimeAmount { .milliseconds(Int64(sockets.limits.webSocketSendTimeout * 1000)) }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            unwritableSince = nil
+            resumeReading()
+        } else if unwritableSince == nil {
+            unwritableSince = .now()
+            scheduleCheck()
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    /// The client has taken in nothing for too long, or too much waits for it: 1008, closed at once
+    /// (a close handshake would wait behind everything it has not read).
+    private func closeUnread(context: ChannelHandlerContext) {
+        guard !closeSent else { return }
+        sockets.logger.warning(
+            "agent socket closed: its client does not read what it is sent",
+            metadata: ["session_id": "\(admitted.sessionID)", "waiting_seconds": "\(unwritableSince.map { Double((NIODeadline.now() - $0).nanoseconds) / 1e9 } ?? 0)"])
+        close(code: 1008, reason: "the client does not read its messages", runtimeReason: "client stopped reading")
+        context.close(promise: nil)
     }
 
     /// The Runtime ended the stream (or the link went away): the client is told why.
@@ -262,6 +307,7 @@ final class AgentSocketHandler: ChannelDuplexHandler {
         let untilExpiry = max(0, expiresAt - sockets.clock.now())
         var next = NIODeadline.now() + .milliseconds(Int64(min(untilExpiry, 86_400) * 1000))
         next = min(next, (pingSent ?? lastHeard) + pingInterval)
+        if let unwritableSince { next = min(next, unwritableSince + sendTimeout) }
         timers?.schedule(self, at: next)
     }
 
@@ -281,6 +327,9 @@ final class AgentSocketHandler: ChannelDuplexHandler {
             return close(code: 1008, reason: "token expired", runtimeReason: "client token expired")
         }
         let now = NIODeadline.now()
+        if let unwritableSince, now - unwritableSince >= sendTimeout {
+            return closeUnread(context: context)
+        }
         if let pingSent {
             if now - pingSent >= pingInterval {
                 return close(code: 1001, reason: "no answer to ping", runtimeReason: "client stopped answering")
@@ -295,16 +344,16 @@ final class AgentSocketHandler: ChannelDuplexHandler {
     // MARK: Back-pressure toward the Runtime
 
     func read(context: ChannelHandlerContext) {
-        if link?.isWritable == false {
+        if link?.isWritable == false || unwritableSince != nil {
             readPending = true
         } else {
             context.read()
         }
     }
 
-    /// The link can take more: read the client again.
+    /// The link can take more, or the client's connection can: read the client again (when both can).
     func resumeReading() {
-        guard readPending, let context else { return }
+        guard readPending, link?.isWritable != false, unwritableSince == nil, let context else { return }
         readPending = false
         context.read()
     }

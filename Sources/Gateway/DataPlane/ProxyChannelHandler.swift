@@ -20,6 +20,13 @@ import TrafficCop
 /// the connection is not read (so a client that pipelines without reading the
 /// answers holds at most one read's worth here), and a queue past
 /// `maximumQueuedBytes` closes the connection.
+///
+/// Every request, proxied or not, must arrive whole within `requestTimeout` of
+/// its head (`limits.request_timeout_seconds`): a body that trickles in is
+/// answered 408 `request_timeout` (or the connection closed, if its answer has
+/// begun) however often its bytes come, which the idle timeout alone cannot do.
+/// The rest of a request refused before its body ended is read and dropped up
+/// to `maximumDrainBytes`, then the connection is closed.
 final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
@@ -31,8 +38,8 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         /// A request Hummingbird answers; the next starts when both halves have ended.
         case passthrough(requestDone: Bool, responseDone: Bool)
         case proxying(ProxyExchange)
-        /// Answered already: the rest of the request is read and dropped.
-        case draining
+        /// Answered already: the rest of the request is read and dropped (up to `maximumDrainBytes`).
+        case draining(bytes: Int)
     }
 
     let plane: DataPlane
@@ -57,6 +64,16 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var idleCheckScheduled = false
     /// A graceful shutdown asked this connection to close once its current request is answered.
     private var closeWhenIdle = false
+    /// How long a whole request may take to arrive, from its head (`limits.request_timeout_seconds`).
+    let requestTimeout: TimeAmount
+    /// When the request being read began; `nil` once its end has been read.
+    private var requestStartedAt: NIODeadline?
+    /// Whether the request-deadline check is scheduled (one per connection, re-armed only when it fires).
+    private var requestCheckScheduled = false
+    /// A passthrough answer has begun (its head was written).
+    private var passthroughAnswerStarted = false
+    /// Hummingbird's writes are dropped: the gateway answered the request itself (a request timeout).
+    private var droppingWrites = false
     /// Request ids: 8 characters drawn from the CSPRNG once per connection, then a counter.
     private var requestIDPrefix = ""
     private var requestCount: UInt32 = 0
@@ -65,9 +82,14 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// one read can bring only when a client keeps sending past what it was asked for.
     let maximumQueuedBytes: Int
 
-    init(plane: DataPlane, idleTimeout: TimeAmount) {
+    /// The most of a refused request's body read and dropped before the connection is closed
+    /// instead (the answer was sent; reading a little lets the client see it rather than a reset).
+    static let maximumDrainBytes = 64 * 1024
+
+    init(plane: DataPlane, idleTimeout: TimeAmount, requestTimeout: TimeAmount = .seconds(30)) {
         self.plane = plane
         self.idleTimeout = idleTimeout
+        self.requestTimeout = requestTimeout
         maximumQueuedBytes = max(256 * 1024, plane.maximumBodyBytes)
     }
 
@@ -107,12 +129,17 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
             guard case .head(let head) = part, !plane.isAllowedPreflight(head),
                 case let (path, query) = RequestTarget.split(head.uri[...]), let (route, remainder) = plane.route(for: path)
             else {
-                if case .head = part { state = .passthrough(requestDone: false, responseDone: false) }
+                if case .head = part {
+                    state = .passthrough(requestDone: false, responseDone: false)
+                    passthroughAnswerStarted = false
+                    requestStarted()
+                }
                 context.fireChannelRead(wrapInboundOut(part))
                 return
             }
             let exchange = ProxyExchange(handler: self, route: route, head: head, path: path, remainder: remainder, query: query)
             state = .proxying(exchange)
+            requestStarted()
             exchange.start()
         case .passthrough(let requestDone, let responseDone):
             if requestDone {
@@ -121,6 +148,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
             }
             if case .end = part {
                 state = .passthrough(requestDone: true, responseDone: responseDone)
+                requestStartedAt = nil
                 context.fireChannelRead(wrapInboundOut(part))
                 if responseDone { becomeIdle() }
             } else {
@@ -130,10 +158,21 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
             if exchange.requestEnded {
                 enqueue(part, context: context)
             } else {
+                if case .end = part { requestStartedAt = nil }
                 exchange.clientRead(part)
             }
-        case .draining:
-            if case .end = part { becomeIdle() }
+        case .draining(let bytes):
+            switch part {
+            case .end:
+                becomeIdle()
+            case .body(let buffer) where bytes + buffer.readableBytes > Self.maximumDrainBytes:
+                // More than a refused request deserves: close rather than read on.
+                context.close(promise: nil)
+            case .body(let buffer):
+                state = .draining(bytes: bytes + buffer.readableBytes)
+            case .head:
+                break
+            }
         }
     }
 
@@ -157,6 +196,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// The current request is over in both directions: take the next one, if it came already.
     private func becomeIdle() {
         state = .idle
+        requestStartedAt = nil
         lastActive = .now()
         guard let context else { return }
         if closeWhenIdle {
@@ -185,12 +225,17 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
             context?.close(promise: nil)
             return
         }
-        if requestEnded { becomeIdle() } else { state = .draining }
+        if requestEnded { becomeIdle() } else { state = .draining(bytes: 0) }
     }
 
     // MARK: Outbound: Hummingbird's answers pass through; the end of one frees the connection
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if droppingWrites {
+            promise?.fail(ChannelError.ioOnClosedChannel)
+            return
+        }
+        if case .passthrough = state, case .head = unwrapOutboundIn(data) { passthroughAnswerStarted = true }
         if case .passthrough(let requestDone, false) = state, case .end = unwrapOutboundIn(data) {
             context.write(data, promise: promise)
             if requestDone { becomeIdle() } else { state = .passthrough(requestDone: false, responseDone: true) }
@@ -237,6 +282,54 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
             } else {
                 self.scheduleIdleCheck(at: due)
             }
+        }
+    }
+
+    // MARK: The whole-request deadline
+
+    private func requestStarted() {
+        let started = NIODeadline.now()
+        requestStartedAt = started
+        if !requestCheckScheduled { scheduleRequestCheck(at: started + requestTimeout) }
+    }
+
+    /// Checks the request being read against its deadline. Scheduled once and re-armed only
+    /// when it fires: a connection whose requests arrive whole schedules one check per `requestTimeout`.
+    private func scheduleRequestCheck(at deadline: NIODeadline) {
+        guard let context else { return }
+        requestCheckScheduled = true
+        context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [weak self] in
+            guard let self, self.context != nil else { return }
+            self.requestCheckScheduled = false
+            guard let started = self.requestStartedAt else { return }
+            let due = started + self.requestTimeout
+            if due <= .now() {
+                self.requestTimedOut()
+            } else {
+                self.scheduleRequestCheck(at: due)
+            }
+        }
+    }
+
+    /// The request did not arrive whole in time: 408 `request_timeout` if its answer has not begun, then close.
+    private func requestTimedOut() {
+        guard let context else { return }
+        let error = GatewayError(
+            .requestTimeout, "request_timeout",
+            "the request did not arrive whole within \(requestTimeout.nanoseconds / 1_000_000_000) s; send its body without pauses")
+        switch state {
+        case .proxying(let exchange):
+            exchange.requestTimedOut(error)  // answers (or not, if it began) and closes
+        case .passthrough where !passthroughAnswerStarted:
+            // Hummingbird's handler still waits for the body: the gateway answers, and drops what it might write later.
+            let body = ByteBuffer(bytes: JSONWriter.bytes(error.json))
+            context.write(wrapOutboundOut(.head(error.responseHead(contentLength: body.readableBytes, close: true))), promise: nil)
+            context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+            droppingWrites = true
+            context.close(promise: nil)
+        default:
+            context.close(promise: nil)
         }
     }
 

@@ -320,6 +320,12 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         }
     }
 
+    /// The client did not send the whole request in time: `error` (408) if nothing was sent yet, and close.
+    func requestTimedOut(_ error: GatewayError) {
+        guard !finished else { return }
+        fail(error, closeClient: true)
+    }
+
     /// The deadline passed without an answer: 504.
     func timedOut() {
         guard !finished, !responseStarted else { return }

@@ -31,6 +31,11 @@ public final class PostgresStateSurface: Sendable {
     private let pool: Mutex<Pool>
     /// Whether a probe task is running (one at most).
     private let probing = Mutex(false)
+    /// Set by `shutdown()`: no probe starts or goes on after it.
+    private let isShutDown = Mutex(false)
+    /// Whether a probe's connection attempt is under way (one at a time: two that succeed
+    /// together would each replace the pool, the second failing what the first had begun).
+    private let probeInFlight = Mutex(false)
     /// The store's one LISTEN, shared by every `accessChangeSignals()` stream.
     let changeListener: PostgresChangeListener
     private let listenerConfiguration: PostgresConnection.Configuration
@@ -127,6 +132,7 @@ public final class PostgresStateSurface: Sendable {
     public var outageCircuit: DependencyCircuit? { circuit }
 
     public func shutdown() async {
+        isShutDown.withLock { $0 = true }
         await changeListener.shutdown()
         await pool.withLock { $0 }.shutdown()
     }
@@ -147,7 +153,7 @@ public final class PostgresStateSurface: Sendable {
             return !running
         }) else { return }
         Task { [self] in
-            while circuit.isOpen && !Task.isCancelled {
+            while circuit.isOpen, !isShutDown.withLock({ $0 }) {
                 try? await Task.sleep(for: .milliseconds(500))
                 if await probe() { break }
             }
@@ -156,9 +162,17 @@ public final class PostgresStateSurface: Sendable {
     }
 
     /// One connection of its own (not the pool's, which may be backing off) and `SELECT 1`;
-    /// on success the pool is replaced and the circuit closed.
+    /// on success the pool is replaced and the circuit closed. While another probe is under
+    /// way it reports what the circuit says instead of trying at the same time.
     @discardableResult
     func probe() async -> Bool {
+        guard probeInFlight.withLock({ running in
+            defer { running = true }
+            return !running
+        }) else { return !circuit.isOpen }
+        defer { probeInFlight.withLock { $0 = false } }
+        guard circuit.isOpen else { return true }
+        guard !isShutDown.withLock({ $0 }) else { return false }
         do {
             try await bounded(within: settings.connectTimeout + 1, probe: true) { [listenerConfiguration, logger] in
                 let connection = try await PostgresConnection.connect(configuration: listenerConfiguration, id: 0, logger: logger)

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Hostile idle connections (not run in CI): N connections that each send the start of a
+# request head and then nothing (or one more header byte every 5 s: slowloris), against
+# `portcullis serve` (release build) on loopback. Measures the gateway's resident memory
+# before, with all N open, and after the head timeout has closed them, and the latency of
+# an ordinary client (GET /healthz) while they are open.
+#
+#   scripts/half-open.sh [N] [HEAD_TIMEOUT_SECONDS]     (default 10000 10)
+#   PORTCULLIS_BIN=path                                 another portcullis binary
+#
+# Every process it starts is stopped by its PID on exit.
+set -euo pipefail
+N=${1:-10000}
+HEAD_TIMEOUT=${2:-10}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ulimit -n "$(ulimit -Hn)"
+[ "$(ulimit -n)" -gt $((N + 200)) ] || { echo "half-open.sh: ulimit -n is $(ulimit -n); N=$N needs more" >&2; exit 2; }
+if [ -n "${PORTCULLIS_BIN:-}" ]; then BIN=$(realpath "$PORTCULLIS_BIN"); else
+  (cd "$ROOT" && swift build -c release --product portcullis >/dev/null); BIN="$ROOT/.build/release/portcullis"; fi
+WORK=$(mktemp -d)
+GATEWAY_PORT=18295
+SERVE_PID=""
+cleanup() { [ -n "$SERVE_PID" ] && kill "$SERVE_PID" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$WORK"; }
+trap cleanup EXIT
+source "$ROOT/scripts/lib/gateway.sh"
+start_serve "$WORK" $GATEWAY_PORT "" "limits:
+  request_head_timeout_seconds: $HEAD_TIMEOUT
+  max_connections: $((N + 1000))"
+python3 - "$GATEWAY_PORT" "$SERVE_PID" "$N" "$HEAD_TIMEOUT" <<'PY'
+import socket, sys, time, statistics, http.client
+port, pid, n, head_timeout = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+def rss_mb():
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"): return int(line.split()[1]) / 1024
+def fds():
+    import os; return len(os.listdir(f"/proc/{pid}/fd"))
+def latency_ms(samples=50):
+    times = []
+    for _ in range(samples):
+        started = time.perf_counter()
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10); c.request("GET", "/healthz"); c.getresponse().read(); c.close()
+        times.append((time.perf_counter() - started) * 1000)
+    times.sort(); return statistics.median(times), times[int(len(times) * 0.99) - 1]
+before, fds_before = rss_mb(), fds()
+quiet = latency_ms()
+conns, started = [], time.time()
+for i in range(n):
+    s = socket.create_connection(("127.0.0.1", port)); s.setblocking(False)
+    s.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n"); conns.append(s)
+opened = time.time() - started
+time.sleep(1)
+peak, fds_peak = rss_mb(), fds()
+busy = latency_ms()
+# slowloris: one more header byte every 5 s on each until the head timeout closes them
+closed_at = None
+while time.time() - started < head_timeout + 15:
+    alive = 0
+    for s in conns:
+        try: s.send(b"X"); alive += 1
+        except OSError: pass
+    if alive == 0: closed_at = time.time() - started; break
+    time.sleep(5)
+after, fds_after = rss_mb(), fds()
+print(f"{n} half-open connections opened in {opened:.1f} s; gateway RSS {before:.1f} MB before, {peak:.1f} MB with all open "
+      f"(+{(peak - before) * 1024 / n:.2f} KB each), {after:.1f} MB after they were closed; descriptors {fds_before} / {fds_peak} / {fds_after}")
+print(f"GET /healthz latency median/p99: {quiet[0]:.2f}/{quiet[1]:.2f} ms alone, {busy[0]:.2f}/{busy[1]:.2f} ms with them open")
+print("all closed by the gateway " + (f"{closed_at:.0f} s after the first opened (head timeout {head_timeout:.0f} s, checked every 5 s)" if closed_at else "NOT within the bound"))
+for s in conns: s.close()
+PY
