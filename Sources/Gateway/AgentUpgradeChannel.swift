@@ -74,6 +74,14 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
                         decision.withLockedValue { $0 = .notAgentPath }
                         return channel.eventLoop.makeSucceededFuture(nil)
                     }
+                    // The opening handshake has no body (RFC 6455 §4.1); NIO's upgrader would wait for the end of
+                    // one that never comes, with no deadline: refused before anything else.
+                    if head.headers.contains(name: "transfer-encoding") || head.headers["content-length"].contains(where: { $0 != "0" }) {
+                        decision.withLockedValue {
+                            $0 = .refused(.invalidRequest("a WebSocket upgrade request has no body; send it without Content-Length or Transfer-Encoding"))
+                        }
+                        return channel.eventLoop.makeSucceededFuture(nil)
+                    }
                     let registry = guardian.registry
                     let decide = { @Sendable (result: Result<AdmittedSocket, GatewayError>) -> HTTPHeaders? in
                         switch result {

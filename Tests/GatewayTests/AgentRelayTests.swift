@@ -330,6 +330,14 @@ struct AgentRelayTests {
         // Within 2 s when the machine is not busy (the PostgreSQL outage test holds that bound); generous here beside the whole suite.
         let back = try await Answer.eventually(within: TimeBounds.seconds(15)) { try await fixture.send(.GET, "/readyz") } until: { $0.status == 200 }
         #expect(back.status == 200, "ready again after the Runtime's return")
+        // The agent link to the new Runtime opens on its own schedule: upgrades are answered 101 again soon after.
+        var upgraded = 0
+        let returned = ContinuousClock.now
+        while upgraded != 101, ContinuousClock.now - returned < .seconds(TimeBounds.seconds(15)) {
+            upgraded = try await onOwnThread { try RawUpgrade.send(port: gatewayPort, target: target) }.status
+            if upgraded != 101 { try await Task.sleep(for: .milliseconds(200)) }
+        }
+        #expect(upgraded == 101, "upgrades are admitted again after the Runtime's return")
         let again = try await Self.session(Self.url(fixture, login)) { outbound, iterator, transcript in
             try await outbound.write(.text(#"{"type":"ping"}"#))
             transcript.messages.append(try await Self.nextJSON(&iterator))

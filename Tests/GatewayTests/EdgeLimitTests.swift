@@ -59,6 +59,23 @@ struct EdgeLimitTests {
         try await fixture.stop()
     }
 
+    @Test("an admitted WebSocket upgrade that announces a body it never sends is refused 400 at once, never left waiting for the body", arguments: ["Content-Length: 10", "Transfer-Encoding: chunked"])
+    func upgradeWithBodyNeverWaits(framing: String) async throws {
+        let fixture = try await GatewayFixture()
+        try await fixture.addUser("alice")
+        let login = try await fixture.login("alice")
+        let port = fixture.gatewayPort
+        let (answer, seconds) = try await onOwnThread { () -> (String, Double) in
+            let started = Date()
+            let answer = try RawUpgrade.send(
+                port: port, target: "/api/runtime/agent", headers: [("Authorization", "Bearer \(login.accessToken)"), ("X-Session-Id", login.sessionID), (String(framing.split(separator: ":")[0]), String(framing.split(separator: " ")[1]))])
+            return ("\(answer.status) \(answer.error ?? "-")", Date().timeIntervalSince(started))
+        }
+        #expect(answer == "400 invalid_request", "\(answer)")
+        #expect(seconds < TimeBounds.seconds(5), "answered after \(seconds) s")
+        try await fixture.stop()
+    }
+
     @Test("a client trickling its request head (slowloris) gets 408 request_timeout after limits.request_head_timeout_seconds; others are served meanwhile")
     func slowHead() async throws {
         let fixture = try await GatewayFixture { $0.limits.requestHeadTimeout = 1 }
