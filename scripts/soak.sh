@@ -102,14 +102,24 @@ async def main():
     start = time.monotonic()
     deadline = start + minutes * 60
     samples = {"start": rss_mb()}
+    series = []  # (minute, RSS MB, open descriptors), once a minute
     async def sampler():
-        await asyncio.sleep(minutes * 30); samples["middle"] = rss_mb()
+        minute = 0
+        while time.monotonic() < deadline - 30:
+            await asyncio.sleep(60); minute += 1
+            series.append((minute, rss_mb(), len(os.listdir(f"/proc/{pid}/fd"))))
+            if minute == round(minutes / 2): samples["middle"] = series[-1][1]
     await asyncio.gather(sampler(), *(user_loop(n, deadline) for n in range(concurrency)))
     samples["end"] = rss_mb()
     elapsed = time.monotonic() - start
     print(f"soak: {minutes} min, {concurrency} clients: {done} requests ({done/elapsed:.0f}/s), {unexpected} unexpected answers")
     print("by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
     print(f"gateway RSS: start {samples['start']:.1f} MB, middle {samples.get('middle', 0):.1f} MB, end {samples['end']:.1f} MB")
+    if series:
+        print("by minute (RSS MB / descriptors): " + ", ".join(f"{m}: {r:.0f}/{d}" for m, r, d in series))
+        settled = [(r, d) for m, r, d in series if m >= 10] or [(r, d) for _, r, d in series]
+        low, high = min(r for r, _ in settled), max(r for r, _ in settled)
+        print(f"from minute 10: RSS {low:.1f}-{high:.1f} MB (spread {(high - low) / low * 100:.1f}%), descriptors {min(d for _, d in settled)}-{max(d for _, d in settled)}")
     sys.exit(1 if unexpected else 0)
 asyncio.run(main())
 PY

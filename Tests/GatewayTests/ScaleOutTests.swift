@@ -270,6 +270,14 @@ struct ScaleOutTests {
 
 @Suite("PostgreSQL faults under the gateway", .serialized, .enabled(if: TestPostgres.enabled, "PostgreSQL is not installed (apt-get install postgresql)"))
 struct PostgresFaultTests {
+    /// `portcullis users add NAME` (password "correct horse battery") on `database`, as an operator would.
+    static func addUser(_ name: String, directory: String, database: String) async throws {
+        let (status, output) = try await runPortcullis(
+            ["users", "add", name, "--tenant", "default", "--password-stdin"], directory: directory, environment: ["STORAGE_POSTGRES_URL": database],
+            input: "correct horse battery")
+        try #require(status == 0, "\(output)")
+    }
+
     @Test("PostgreSQL stopped for over a minute: readiness answers at once naming the store (its address on the admin listener only), requests that need it are 503 at once with Retry-After, and all serves again within 2 s of its return with nothing acknowledged lost")
     func databaseStopped() async throws {
         let server = try TestPostgres()
@@ -283,10 +291,7 @@ struct PostgresFaultTests {
         let upstream = try await RecordingUpstream.start()
         try FileManager.default.createDirectory(atPath: directory + "/config", withIntermediateDirectories: true)
         try "gateway:\n  routes: [\"/api/v1=http://127.0.0.1:\(upstream.port)\"]\n".write(toFile: directory + "/config/portcullis.yaml", atomically: true, encoding: .utf8)
-        let (added, output) = try await runPortcullis(
-            ["users", "add", "alice", "--tenant", "default", "--password-stdin"], directory: directory, environment: ["STORAGE_POSTGRES_URL": database],
-            input: "correct horse battery")
-        try #require(added == 0, "\(output)")
+        try await Self.addUser("alice", directory: directory, database: database)
         let serve = try PortcullisProcess(
             ["serve"], directory: directory,
             environment: [
@@ -370,12 +375,7 @@ struct PostgresFaultTests {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let users = ["u0", "u1", "u2", "u3"]
-        for user in users {
-            let (status, output) = try await runPortcullis(
-                ["users", "add", user, "--tenant", "default", "--password-stdin"], directory: directory, environment: ["STORAGE_POSTGRES_URL": database],
-                input: "correct horse battery")
-            try #require(status == 0, "\(output)")
-        }
+        for user in users { try await Self.addUser(user, directory: directory, database: database) }
         let port = try TestPostgres.freePort()
         let serve = try PortcullisProcess(
             ["serve"], directory: directory,
