@@ -235,13 +235,20 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
             promise?.fail(ChannelError.ioOnClosedChannel)
             return
         }
-        if case .passthrough = state, case .head = unwrapOutboundIn(data) { passthroughAnswerStarted = true }
-        if case .passthrough(let requestDone, false) = state, case .end = unwrapOutboundIn(data) {
+        guard case .passthrough(let requestDone, let responseDone) = state else {
             context.write(data, promise: promise)
-            if requestDone { becomeIdle() } else { state = .passthrough(requestDone: false, responseDone: true) }
             return
         }
-        context.write(data, promise: promise)
+        switch unwrapOutboundIn(data) {
+        case .head:
+            passthroughAnswerStarted = true
+            context.write(data, promise: promise)
+        case .end where !responseDone:
+            context.write(data, promise: promise)
+            if requestDone { becomeIdle() } else { state = .passthrough(requestDone: false, responseDone: true) }
+        default:
+            context.write(data, promise: promise)
+        }
     }
 
     /// Writes an answer part of the current exchange to the client.
