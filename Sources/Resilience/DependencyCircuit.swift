@@ -30,6 +30,12 @@ public final class DependencyCircuit: Sendable {
         /// Seconds a client should wait before trying again.
         public let retryAfter: Int
 
+        public init(dependency: String, reason: Reason, retryAfter: Int) {
+            self.dependency = dependency
+            self.reason = reason
+            self.retryAfter = retryAfter
+        }
+
         /// One sentence a person can act on; names the dependency, never its address.
         public var message: String {
             switch reason {
