@@ -313,14 +313,17 @@ struct PostgresFaultTests {
 
         server.stop()
         let outage = ContinuousClock.now
+        var slowest = (readiness: 0.0, login: 0.0)
         // Readiness turns within a round of the background checks, and every answer comes at once.
         var ready = try await cluster.send(.GET, base + "/readyz")
         while ready.status != 503, ContinuousClock.now - outage < .seconds(TimeBounds.seconds(15)) {
             let asked = ContinuousClock.now
             ready = try await cluster.send(.GET, base + "/readyz")
+            slowest.readiness = max(slowest.readiness, ScaleOutTests.seconds(since: asked))
             // Generous beside the whole suite on two cores; alone it answers in milliseconds.
             #expect(ScaleOutTests.seconds(since: asked) < TimeBounds.seconds(3), "readiness answered in \(ScaleOutTests.seconds(since: asked)) s")
         }
+        let turned = ScaleOutTests.seconds(since: outage)
         #expect(ready.status == 503 && ready["error"] == "unavailable", "\(ready.raw)")
         #expect(ready.raw.contains(#""store":"unavailable""#), "readiness names the store: \(ready.raw)")
         let named = "postgresql://127.0.0.1:\(server.port)/"
@@ -332,6 +335,7 @@ struct PostgresFaultTests {
         repeat {
             let asked = ContinuousClock.now
             let login = try await cluster.send(.POST, base + "/api/auth/login", ["username": "nobody", "password": "whatever it is"])
+            slowest.login = max(slowest.login, ScaleOutTests.seconds(since: asked))
             #expect(ScaleOutTests.seconds(since: asked) < TimeBounds.seconds(3), "a login while the store is down took \(ScaleOutTests.seconds(since: asked)) s (it waited 6 s and more before the circuit)")
             #expect(login.status == 503 && login["error"] == "store_unavailable", "a login while the store is down: \(login.status) \(login.raw)")
             #expect(login.headers.first(name: "Retry-After") != nil)
@@ -358,6 +362,9 @@ struct PostgresFaultTests {
             if !recovered { try await Task.sleep(for: .milliseconds(50)) }
         }
         let recovery = ScaleOutTests.seconds(since: returned)
+        if ProcessInfo.processInfo.environment["PORTCULLIS_REPORT"] != nil {
+            print("outage: readiness 503 \(turned) s after pg_ctl stop returned; slowest readiness answer \(slowest.readiness) s, slowest login \(slowest.login) s; ready \(recovery) s after pg_ctl start returned")
+        }
         #expect(recovered && recovery < TimeBounds.seconds(2), "ready again \(recovery) s after PostgreSQL's return (at most 2 s)")
         #expect(try await cluster.send(.POST, base + "/api/session/create-anonymous").status == 201)
         for id in acknowledged {
