@@ -79,7 +79,7 @@ public struct GatewayServices: Sendable {
             signer: GatewayAssertionSigner(keys: keys, issuer: configuration.issuer, clock: clock), timeout: configuration.runtimeTimeout,
             http: makeUpstreamHTTPClient(), maximumWaiters: configuration.runtimeMaximumWaiters)
         sessionOwners = SessionOwnershipView(clock: clock)
-        monitor = DependencyMonitor(store: store, runtime: runtime, trustedIssuers: trustedIssuers, metrics: metrics, logger: logger)
+        monitor = DependencyMonitor(store: store, storeCircuit: storeCircuit, runtime: runtime, metrics: metrics, logger: logger)
         agentLinks = RuntimeAgentLinks(
             runtime: runtime, metrics: metrics, logger: logger, maximumMessageBytes: configuration.maximumMessageBytes,
             timeout: configuration.runtimeTimeout)

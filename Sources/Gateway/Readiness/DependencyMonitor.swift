@@ -4,7 +4,6 @@ import RuntimeAPI
 import ServiceLifecycle
 import StateSurface
 import Synchronization
-import TrustedIssuers
 
 /// Checks the gateway's dependencies in the background, each with its own
 /// timeout, so that readiness answers from the last results at once and never
@@ -41,7 +40,6 @@ public final class DependencyMonitor: Service, Sendable {
     let storeName: String
     let storeCircuit: DependencyCircuit?
     let runtime: RuntimeClient
-    let trustedIssuers: TrustedIssuers?
     let metrics: GatewayMetrics
     let logger: Logger
     /// Time between two rounds of checks while every dependency passes; a quarter of it while one fails,
@@ -54,14 +52,13 @@ public final class DependencyMonitor: Service, Sendable {
     private let reportedRefusals = Mutex<[String: Int]>([:])
 
     init(
-        store: any CredentialRepository, runtime: RuntimeClient, trustedIssuers: TrustedIssuers?, metrics: GatewayMetrics, logger: Logger,
+        store: any CredentialRepository, storeCircuit: DependencyCircuit?, runtime: RuntimeClient, metrics: GatewayMetrics, logger: Logger,
         interval: Duration = .seconds(2), timeout: Duration = .milliseconds(1_500)
     ) {
         self.store = store
         storeName = (store as? any StateStore)?.name ?? "the store"
-        storeCircuit = (store as? any StateStore)?.outageCircuit
+        self.storeCircuit = storeCircuit
         self.runtime = runtime
-        self.trustedIssuers = trustedIssuers
         self.metrics = metrics
         self.logger = logger
         self.interval = interval
