@@ -46,8 +46,8 @@ IDP_ISSUER=https://idp.browser.example
 "$BIN" keys generate --alg ES256 --dir "$WORK/idp" >/dev/null
 mkdir -p "$WORK/idp-web" && "$BIN" jwks --keys "$WORK/idp" > "$WORK/idp-web/jwks.json"
 python3 -m http.server "$IDP_PORT" --bind 127.0.0.1 --directory "$WORK/idp-web" > "$WORK/idp.log" 2>&1 & IDP_PID=$!
-start_serve "$WORK" "$PORT" "  client_directory: $ROOT/clients
-  issuer: http://127.0.0.1:$PORT" "tokens:
+# The client and the demo page are the ones built into the binary (as a user gets them).
+start_serve "$WORK" "$PORT" "  issuer: http://127.0.0.1:$PORT" "tokens:
   access_token_lifetime_seconds: 6
 trust:
   issuers:

@@ -12,8 +12,18 @@ struct StaticAsset: Sendable {
 
     /// Reads `path`; `nil` when it cannot be read.
     init?(path: String, contentType: String) {
-        guard let data = FileManager.default.contents(atPath: path), let digest = try? Digest.sha256(Array(data)) else { return nil }
-        body = ByteBuffer(bytes: data)
+        guard let data = FileManager.default.contents(atPath: path) else { return nil }
+        self.init(bytes: Array(data), contentType: contentType)
+    }
+
+    /// A file compiled into the binary (`Embedded/`); `nil` only if libcrypto cannot hash.
+    init?(text: String, contentType: String) {
+        self.init(bytes: Array(text.utf8), contentType: contentType)
+    }
+
+    private init?(bytes: [UInt8], contentType: String) {
+        guard let digest = try? Digest.sha256(bytes) else { return nil }
+        body = ByteBuffer(bytes: bytes)
         self.contentType = contentType
         etag = "\"sha256-" + Base64URL.encode(digest.prefix(16)) + "\""
     }
@@ -33,20 +43,31 @@ struct StaticAsset: Sendable {
 /// `GET /client/portcullis.js` (the browser client module) and `GET /demo/`
 /// (the demo page, served when `gateway.demo` allows it).
 ///
-/// Both are read from `gateway.client_directory` once, at start-up; a file
-/// that is missing is answered with a JSON 404 that says where it was looked
-/// for, and logged once.
+/// Both are compiled into the binary (`Embedded/`, generated from `clients/`),
+/// so the gateway serves them from whatever directory it runs in. With
+/// `gateway.client_directory` set, they are read from that directory once, at
+/// start-up, instead (a modified client); a file missing there is answered
+/// with a JSON 404 that says where it was looked for, and logged once.
 struct BrowserClientRoutes: Sendable {
     let client: StaticAsset?
     let demo: StaticAsset?
-    let directory: String
+    /// The override directory; `nil`: the embedded files.
+    let directory: String?
     let servesDemo: Bool
 
-    init(directory: String, servesDemo: Bool, logger: Logger) {
+    static let clientType = "text/javascript; charset=utf-8"
+    static let demoType = "text/html; charset=utf-8"
+
+    init(directory: String?, servesDemo: Bool, logger: Logger) {
         self.directory = directory
         self.servesDemo = servesDemo
-        client = StaticAsset(path: directory + "/js/portcullis.js", contentType: "text/javascript; charset=utf-8")
-        demo = servesDemo ? StaticAsset(path: directory + "/demo/index.html", contentType: "text/html; charset=utf-8") : nil
+        guard let directory else {
+            client = StaticAsset(text: BrowserClientModule.text, contentType: Self.clientType)
+            demo = servesDemo ? StaticAsset(text: DemoPage.text, contentType: Self.demoType) : nil
+            return
+        }
+        client = StaticAsset(path: directory + "/js/portcullis.js", contentType: Self.clientType)
+        demo = servesDemo ? StaticAsset(path: directory + "/demo/index.html", contentType: Self.demoType) : nil
         if client == nil { logger.warning("the browser client is not served: \(directory)/js/portcullis.js cannot be read (gateway.client_directory)") }
         if servesDemo, demo == nil { logger.warning("the demo page is not served: \(directory)/demo/index.html cannot be read (gateway.client_directory)") }
     }
@@ -70,6 +91,6 @@ struct BrowserClientRoutes: Sendable {
     }
 
     private func missing(_ file: String) -> GatewayError {
-        GatewayError(.notFound, "not_found", "this gateway has no \(file) in gateway.client_directory (\(directory)); install the clients/ folder there")
+        GatewayError(.notFound, "not_found", "this gateway has no \(file) in gateway.client_directory (\(directory ?? "")); put the file there or remove the setting to serve the built-in one")
     }
 }

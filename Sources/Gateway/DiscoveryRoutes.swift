@@ -22,7 +22,7 @@ struct DiscoveryRoutes: Sendable {
         router.get("/.well-known/openapi.yaml") { _, _ -> Response in
             Response(
                 status: .ok, headers: [.contentType: "application/yaml; charset=utf-8", .cacheControl: "public, max-age=300"],
-                body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.yaml)))
+                body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.text)))
         }
         router.get("/healthz") { _, _ -> Response in JSONBody.response(["status": "ok"]) }
         router.get("/readyz") { _, _ -> Response in readiness.response(detailed: false) }

@@ -22,7 +22,8 @@ extension GatewayConfiguration {
             configuration.defaultTenant = value
         }
         if let value = try values.int("gateway.max_body_bytes", in: 1_024...(64 << 20)) { configuration.maximumBodyBytes = value }
-        if let value = try values.string("gateway.client_directory") { configuration.clientDirectory = value }
+        if let value = try values.string("gateway.client_directory") { configuration.clientDirectory = value.isEmpty ? nil : value }
+        if let value = try values.bool("gateway.query_credentials") { configuration.acceptsQueryCredentials = value }
         if let value = try values.string("gateway.demo") {
             guard let mode = DemoMode(rawValue: value) else { throw ConfigurationError(key: "gateway.demo", "must be auto (on when the listener is loopback), on or off, not \"\(value)\"") }
             configuration.demo = mode

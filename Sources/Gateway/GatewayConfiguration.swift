@@ -61,9 +61,14 @@ public struct GatewayConfiguration: Sendable, Equatable {
     public var routes: [ProxyRoute] = []
     /// CA certificates (PEM) trusted for `https://` upstreams beside the system's; `nil`: the system's only.
     public var upstreamCAFile: String? = nil
-    /// Where the browser client and the demo page are read from at start-up
-    /// (`js/portcullis.js`, `demo/index.html`), relative to the working directory.
-    public var clientDirectory: String = "clients"
+    /// A directory to read the browser client and the demo page from at start-up
+    /// (`js/portcullis.js`, `demo/index.html`) instead of the copies built into the
+    /// binary; for people who serve a modified client. `nil`: the built-in copies.
+    public var clientDirectory: String? = nil
+    /// Whether an agent-socket upgrade may carry its access token as `access_token` in the
+    /// URL (old clients); `false` answers such an upgrade 400 `token_in_url`. `true` for now,
+    /// for compatibility; the project's client sends it in `Sec-WebSocket-Protocol`.
+    public var acceptsQueryCredentials: Bool = true
     /// The demo page at `/demo/`: `auto` serves it when the public listener is on loopback.
     public var demo: DemoMode = .auto
     /// Identity providers whose access tokens are accepted beside the gateway's own (`trust.issuers`).
@@ -75,7 +80,7 @@ public struct GatewayConfiguration: Sendable, Equatable {
     }
 
     /// `auto` resolved against the listener: on for a loopback host only.
-    var servesDemo: Bool {
+    public var servesDemo: Bool {
         switch demo {
         case .on: true
         case .off: false

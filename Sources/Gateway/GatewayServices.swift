@@ -131,7 +131,7 @@ public struct GatewayServices: Sendable {
     var socketGuard: WebSocketGuard {
         WebSocketGuard(
             authenticator: authenticator, runtime: runtime, sessions: sessionOwners, admission: admission, registry: sockets,
-            allowedOrigins: configuration.allowedOrigins,
+            allowedOrigins: configuration.allowedOrigins, acceptsQueryCredentials: configuration.acceptsQueryCredentials,
             metrics: metrics)
     }
 

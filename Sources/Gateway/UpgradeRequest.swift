@@ -63,10 +63,15 @@ public struct UpgradeRequest: Sendable {
 
     /// The bearer token: the `Authorization` header, else the bearer subprotocol, else `access_token` in the query.
     ///
+    /// - Parameter acceptingQuery: `gateway.query_credentials`; when `false`, a URL that carries
+    ///   `access_token` is refused whatever else the request carries (a token in a URL ends up in
+    ///   proxies' and browsers' logs; RFC 6750 section 5.3).
     /// - Throws: `AuthenticationFailure` for an Authorization header that is not a Bearer credential;
     ///   `GatewayError` 400 for credentials in subprotocols without `portcullis.agent.v1` beside them
-    ///   (a browser would refuse the 101 anyway, since the server could select none of them).
-    func token() throws -> String? {
+    ///   (a browser would refuse the 101 anyway, since the server could select none of them), and
+    ///   400 `token_in_url` for a token in the URL that is not accepted.
+    func token(acceptingQuery: Bool = true) throws -> String? {
+        if !acceptingQuery, query["access_token"] != nil { throw Self.tokenInURL }
         if let header = try AccessTokenAuthenticator.bearerToken(fromAuthorization: headers["authorization"]) { return header }
         if let encoded = offered(Self.bearerProtocolPrefix) {
             guard offersAgentProtocol else {
@@ -77,6 +82,10 @@ public struct UpgradeRequest: Sendable {
         }
         return query["access_token"]
     }
+
+    static let tokenInURL = GatewayError(
+        .badRequest, "token_in_url",
+        "this gateway does not accept access_token in the URL (gateway.query_credentials is false); send it in the Authorization header or the base64url.bearer subprotocol")
 
     /// The session id: `X-Session-Id`, else the session subprotocol, else `session_id` in the query.
     var sessionID: String? {

@@ -52,6 +52,8 @@ public struct WebSocketGuard: Sendable {
     let admission: Admission
     let registry: SocketRegistry
     let allowedOrigins: [String]
+    /// `gateway.query_credentials`: whether `access_token` in the socket URL is accepted (old clients).
+    let acceptsQueryCredentials: Bool
     let metrics: GatewayMetrics
 
     /// Checks an upgrade and registers the socket, or says why not, as the HTTP error to answer with.
@@ -79,7 +81,7 @@ public struct WebSocketGuard: Sendable {
     /// sockets already open.
     public func admitUpgradeWithoutSuspending(_ request: UpgradeRequest) -> Result<AdmittedSocket, GatewayError>? {
         do {
-            guard let caller = try authenticator.authenticateInMemory(try request.token()) else { return nil }
+            guard let caller = try authenticator.authenticateInMemory(try request.token(acceptingQuery: acceptsQueryCredentials)) else { return nil }
             let sessionID = try GatewayError.checkedSessionID(request.sessionID)
             guard let owned = sessions.isOwned(sessionID, by: caller.userID, tenantID: caller.tenantID) else { return nil }
             guard owned else { throw Self.forbidden }
@@ -121,7 +123,7 @@ public struct WebSocketGuard: Sendable {
         // 1. The token: Authorization header, the bearer subprotocol (browsers), or access_token in the query (old clients).
         let token: String?
         do {
-            token = try request.token()
+            token = try request.token(acceptingQuery: acceptsQueryCredentials)
         } catch let error as AuthenticationFailure {
             throw GatewayError(error)
         }

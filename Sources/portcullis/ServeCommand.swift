@@ -77,7 +77,10 @@ struct ServeCommand: AsyncParsableCommand {
         let scheme = gateway.tls == nil ? "http" : "https"
         let services = try server.makeServices { listener, port in
             switch listener {
-            case .gateway: logger.info("gateway listening", metadata: ["url": "\(scheme)://\(gateway.host):\(port)", "config": "\(file.source)"])
+            case .gateway:
+                let base = "\(scheme)://\(gateway.host.contains(":") ? "[\(gateway.host)]" : gateway.host):\(port)"
+                logger.info("gateway listening", metadata: ["url": "\(base)", "config": "\(file.source)"])
+                if gateway.servesDemo { logger.info("demo page", metadata: ["url": "\(base)/demo/"]) }
             case .admin: logger.info("metrics listening", metadata: ["url": "http://\(gateway.adminHost):\(port)/metrics"])
             case .runtime: logger.info("embedded runtime listening", metadata: ["address": "\(runtime.host):\(port)", "store": "\(state.name)"])
             }

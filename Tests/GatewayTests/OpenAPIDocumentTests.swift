@@ -52,14 +52,14 @@ struct OpenAPIDocumentTests {
         try await fixture.stop()
     }
 
-    @Test("the gateway serves docs/openapi.yaml as it is at /.well-known/openapi.yaml (run scripts/embed-openapi.sh after editing it)")
+    @Test("the gateway serves docs/openapi.yaml as it is at /.well-known/openapi.yaml (run scripts/embed-files.sh after editing it)")
     func servedAsWritten() async throws {
         let fixture = try await GatewayFixture()
         let answer = try await fixture.send(.GET, "/.well-known/openapi.yaml")
         #expect(answer.status == 200)
         #expect(answer.headers.first(name: "Content-Type")?.hasPrefix("application/yaml") == true)
         let written = try String(contentsOfFile: Self.documentPath, encoding: .utf8)
-        #expect(answer.raw == written, "the embedded document differs from docs/openapi.yaml: run scripts/embed-openapi.sh")
+        #expect(answer.raw == written, "the embedded document differs from docs/openapi.yaml: run scripts/embed-files.sh")
         try await fixture.stop()
     }
 }

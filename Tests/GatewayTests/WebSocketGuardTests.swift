@@ -45,6 +45,34 @@ struct WebSocketGuardTests {
         try await world.fixture.stop()
     }
 
+    @Test("gateway.query_credentials false: access_token in the socket URL is a 400 token_in_url, even beside a good header; the subprotocol and headers still work")
+    func queryCredentialsRefused() async throws {
+        let world = try await World.make { $0.acceptsQueryCredentials = false }
+        let alice = world.alice
+        let refused: [(String, [(String, String)])] = [
+            ("?access_token=\(alice.accessToken)&session_id=\(alice.sessionID)", []),
+            ("?access_token=\(alice.accessToken)", [("X-Session-Id", alice.sessionID)]),
+            ("?access_token=&session_id=\(alice.sessionID)", [("Authorization", "Bearer \(alice.accessToken)")]),
+            ("?x=1&access%5Ftoken=\(alice.accessToken)&session_id=\(alice.sessionID)", []),
+        ]
+        for (query, headers) in refused {
+            let answer = try await world.upgrade(query, headers: headers)
+            #expect(answer.status == 400 && answer.error == "token_in_url", "\(answer.status) \(answer.error ?? "-")")
+            #expect(answer.body.contains("gateway.query_credentials"))
+            #expect(!answer.body.contains(alice.accessToken) && !answer.head.contains(alice.accessToken))
+        }
+        let plain = try await world.fixture.send(.GET, Self.path + "?access_token=\(alice.accessToken)&session_id=\(alice.sessionID)")
+        #expect(plain.status == 400 && plain.error == "token_in_url", "a plain GET (would it be admitted?) gets the same answer")
+        let byHeaders = try await world.upgrade("", headers: [("Authorization", "Bearer \(alice.accessToken)"), ("X-Session-Id", alice.sessionID)])
+        #expect(byHeaders.status == 101)
+        let bearer = "base64url.bearer." + Base64URL.encode(Array(alice.accessToken.utf8))
+        let bySubprotocol = try await world.upgrade(
+            "?session_id=\(alice.sessionID)", headers: [("Sec-WebSocket-Protocol", "portcullis.agent.v1, \(bearer)")])
+        #expect(bySubprotocol.status == 101, "session_id in the URL is not a secret and stays accepted")
+        #expect(!world.fixture.log.text.contains(alice.accessToken))
+        try await world.fixture.stop()
+    }
+
     @Test("credentials in Sec-WebSocket-Protocol: the 101 selects portcullis.agent.v1 and echoes no credential; a bad one is refused like a bad header")
     func subprotocolCredentials() async throws {
         let world = try await World.make()

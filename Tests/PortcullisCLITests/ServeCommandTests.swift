@@ -65,6 +65,24 @@ struct ServeCommandTests {
         }
     }
 
+    @Test("from an empty directory, serve serves the browser client, the demo page and the OpenAPI document as they are in the repository, and prints the demo page's URL")
+    func standsAlone() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: cli.directory).isEmpty, "the binary runs where nothing of the checkout is")
+        let (process, port) = try startServe(cli)
+        let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let base = "http://127.0.0.1:\(port)"
+        for (path, file) in [("/client/portcullis.js", "clients/js/portcullis.js"), ("/demo/", "clients/demo/index.html"), ("/.well-known/openapi.yaml", "docs/openapi.yaml")] {
+            let (body, status) = try ServerProcess.fetch(URL(string: base + path)!, method: "GET")
+            #expect(status == 200, "\(path)")
+            #expect(body == (try Data(contentsOf: repository.appendingPathComponent(file))), "\(path) differs from \(file): run scripts/embed-files.sh and rebuild")
+        }
+        let demoLine = process.output.split(separator: "\n").first { $0.contains(#""message":"demo page""#) }
+        #expect(demoLine?.contains(#""url":"\#(base)/demo/""#) == true, "\(demoLine ?? "no demo page line")")
+        #expect(ServerProcess.stop(process))
+    }
+
     @Test("the access log is buffered: a request's line is written within about a second without a stop, and a line logged just before SIGTERM is not lost")
     func bufferedAccessLog() throws {
         let cli = try CLI()
