@@ -23,6 +23,9 @@ struct AuthRoutes: Sendable {
     let defaultTenant: String
     /// `client_id` of the tokens minted here.
     let clientID: String
+    /// `runtime.outage_refresh_grace_seconds`: how stale the ownership view may be when a
+    /// refresh is answered from it because the Runtime is down.
+    let runtimeOutageRefreshGrace: Double
 
     func register(on router: Router<GatewayRequestContext>) {
         router.post("/api/auth/login") { request, context in try await login(request, context) }
@@ -50,7 +53,9 @@ struct AuthRoutes: Sendable {
         // The given anonymous session is upgraded in place; without one, a new owned
         // session. Both count against the contract's sessions per user in the Runtime.
         let intent = sessionID.map { SessionIntent(.upgrade, principal: principal, sessionID: $0) } ?? SessionIntent(.createOwned, principal: principal)
-        let grantedSessionID = try await runtime.session(admission.admit(intent)).sessionID
+        let granted = try await runtime.session(admission.admit(intent))
+        let grantedSessionID = granted.sessionID
+        sessionOwners.remember(granted)  // so that a refresh can be answered while the Runtime is down
         let refresh = try await refreshTokens.issue(sessionID: grantedSessionID, userID: user.id, tenantID: user.tenantID)
         logger.info("login", metadata: ["user_id": "\(user.id)", "tenant_id": "\(user.tenantID)", "session_id": "\(grantedSessionID)"])
         return try tokenResponse(principal: principal, sessionID: grantedSessionID, refreshToken: refresh.token)
@@ -91,10 +96,21 @@ struct AuthRoutes: Sendable {
             }
             let principal = Principal(userID: presented.userID, tenantID: presented.tenantID)
             do {
-                _ = try await runtime.session(admission.admit(SessionIntent(.read, principal: principal, sessionID: presented.sessionID)))
+                sessionOwners.remember(try await runtime.session(admission.admit(SessionIntent(.read, principal: principal, sessionID: presented.sessionID))))
             } catch let refusal as RuntimeRefusal where refusal.code == .sessionNotFound || refusal.code == .sessionForbidden {
                 try await refreshTokens.revoke(sessionID: presented.sessionID)
                 throw Self.refreshRefused("session_ended", "the session of this refresh token has ended; log in again")
+            } catch where runtime.circuit.isOpen {
+                // The Runtime is down: nobody can end a session through it, so the session as this
+                // gateway last saw it (live, owned by this user, not expired, checked within the grace)
+                // stands in for the read. A session the view does not know keeps the outage's 503.
+                guard runtimeOutageRefreshGrace > 0,
+                    let owned = sessionOwners.lastKnownOwnership(
+                        presented.sessionID, by: presented.userID, tenantID: presented.tenantID, within: runtimeOutageRefreshGrace)
+                else { throw error }
+                guard owned else { throw Self.refreshRefused("session_ended", "the session of this refresh token has ended; log in again") }
+                metrics.refreshedDuringRuntimeOutage()
+                logger.notice("refresh answered from the last known session: the Runtime is down", metadata: ["session_id": "\(presented.sessionID)"])
             }
             let next = try await refreshTokens.rotate(token)
             return try tokenResponse(principal: principal, sessionID: next.record.sessionID, refreshToken: next.token)

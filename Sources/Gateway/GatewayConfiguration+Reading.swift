@@ -6,7 +6,7 @@ import TrustedIssuers
 
 extension GatewayConfiguration {
     /// Reads the gateway's keys (`gateway.*`, `admin.*`, `tokens.*`, `limits.*`,
-    /// `runtime.name`, `runtime.url`, `runtime.timeout_seconds`, `runtime.max_waiters`, `rate_limits.*`,
+    /// `runtime.name`, `runtime.url`, `runtime.timeout_seconds`, `runtime.max_waiters`, `runtime.outage_refresh_grace_seconds`, `rate_limits.*`,
     /// `contracts.*`) on top of the defaults declared above.
     ///
     /// - Throws: `ConfigurationError` naming the first key whose value cannot be used.
@@ -93,6 +93,7 @@ extension GatewayConfiguration {
         configuration.runtimeURL = try values.url("runtime.url")
         if let value = try values.int("runtime.timeout_seconds", in: 1...300) { configuration.runtimeTimeout = Double(value) }
         if let value = try values.int("runtime.max_waiters", in: 1...1_000_000) { configuration.runtimeMaximumWaiters = value }
+        if let value = try values.int("runtime.outage_refresh_grace_seconds", in: 0...3_600) { configuration.runtimeOutageRefreshGrace = Double(value) }
 
         for rule in AdmissionRateLimits.Rule.allCases {
             configuration.rateLimits[rule] = try Self.rateLimit(values, "rate_limits." + rule.rawValue, default: configuration.rateLimits[rule])

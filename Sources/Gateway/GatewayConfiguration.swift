@@ -41,6 +41,10 @@ public struct GatewayConfiguration: Sendable, Equatable {
     public var runtimeTimeout: Double = 10
     /// Runtime calls waiting at once, at most (`runtime.max_waiters`): past it a request is 503 `runtime_busy` at once.
     public var runtimeMaximumWaiters: Int = 1_000
+    /// While the Runtime is known unreachable, a refresh of a session this gateway last saw live
+    /// and owned is answered from that view, for up to this long after the view was last checked
+    /// (`runtime.outage_refresh_grace_seconds`; 0: a refresh needs the Runtime).
+    public var runtimeOutageRefreshGrace: Double = 300
     /// Rate limits of the public routes.
     public var rateLimits = AdmissionRateLimits.Settings()
     /// Execution contract: sessions per user, sockets per session, anonymous intents.

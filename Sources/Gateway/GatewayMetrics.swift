@@ -52,6 +52,11 @@ public struct GatewayMetrics: Sendable {
         Counter(label: "portcullis_login_failures_total", dimensions: [], factory: factory).increment()
     }
 
+    /// A refresh answered from the ownership view because the Runtime was down.
+    func refreshedDuringRuntimeOutage() {
+        Counter(label: "portcullis_refreshes_during_runtime_outage_total", dimensions: [], factory: factory).increment()
+    }
+
     /// A WebSocket upgrade refused before the 101, by error code or token reason.
     func upgradeRefused(reason: String) {
         Counter(label: "portcullis_ws_upgrades_refused_total", dimensions: [("reason", reason)], factory: factory).increment()

@@ -101,7 +101,7 @@ public struct GatewayServices: Sendable {
             authentication: authentication, admission: admission, runtime: runtime, body: jsonBody, accounts: accounts,
             refreshTokens: refreshTokens, revocations: revocations, issuer: issuer, sockets: sockets, sessionOwners: sessionOwners,
             metrics: metrics, logger: logger,
-            defaultTenant: configuration.defaultTenant, clientID: configuration.clientID)
+            defaultTenant: configuration.defaultTenant, clientID: configuration.clientID, runtimeOutageRefreshGrace: configuration.runtimeOutageRefreshGrace)
     }
 
     var sessionRoutes: SessionRoutes {

@@ -1,10 +1,11 @@
 import Foundation
 import Glibc
-import Gateway
+@testable import Gateway
 import JOSE
 import Logging
 import PortcullisTestSupport
 import Runtime
+import RuntimeAPI
 import ServiceLifecycle
 import StateSurface
 import Testing
@@ -127,6 +128,52 @@ struct ResilienceTests {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
+    @Test("Runtime stopped: a refresh of a session this gateway saw live is answered from its view (rotated, the spent token refused); login and an unknown session stay 503; runtime.outage_refresh_grace_seconds 0 turns it off")
+    func refreshDuringRuntimeOutage() async throws {
+        for grace in [300.0, 0] {
+            let directory = NSTemporaryDirectory() + "portcullis-outage-refresh-" + UUID().uuidString
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            _ = try KeyDirectory(path: directory + "/keys").generate(algorithm: .es256)
+            let runtime = try await StandaloneRuntime.start(directory: directory)
+            let fixture = try await GatewayFixture(directory: directory, runtimeURL: "http://127.0.0.1:\(runtime.port)") { $0.runtimeOutageRefreshGrace = grace }
+            try await fixture.addUser("alice")
+            try await fixture.addUser("bob")
+            let alice = try await fixture.login("alice")
+            let bob = try await fixture.login("bob")
+            // Bob's session as if another gateway had made it: this one never saw it.
+            fixture.server.services.sessionOwners.forget([bob.sessionID])
+
+            try await runtime.stop()
+            _ = try await Answer.eventually(within: TimeBounds.seconds(15)) { try await fixture.send(.GET, "/readyz") } until: { $0.status == 503 }
+            // The first call that finds the Runtime gone opens its circuit (its own answer may be the slow one).
+            _ = try await fixture.send(.GET, "/api/session/\(alice.sessionID)", bearer: alice.accessToken)
+
+            let refreshed = try await fixture.refresh(alice.refreshToken)
+            let unknown = try await fixture.refresh(bob.refreshToken)
+            #expect(unknown.status == 503 && unknown.error == "runtime_unavailable", "a session this gateway never saw needs the Runtime: \(unknown.raw)")
+            #expect(unknown.headers.first(name: "Retry-After") != nil)
+            let relogin = try await fixture.loginAnswer("alice", password: "correct horse battery")
+            #expect(relogin.status == 503 && relogin.error == "runtime_unavailable", "login makes or upgrades a session, which only the Runtime can: \(relogin.raw)")
+            if grace > 0 {
+                #expect(refreshed.status == 200, "\(refreshed.raw)")
+                #expect(refreshed["session_id"] == alice.sessionID)
+                let next = try #require(refreshed["refresh_token"])
+                #expect(next != alice.refreshToken, "the refresh token is rotated as always")
+                let access = try #require(refreshed["access_token"])
+                // The new access token verifies: the read gets past authentication and is refused only for the Runtime's absence.
+                let read = try await fixture.send(.GET, "/api/session/\(alice.sessionID)", bearer: access)
+                #expect(read.status == 503 && read.error == "runtime_unavailable", "\(read.raw)")
+                let spent = try await fixture.refresh(alice.refreshToken)
+                #expect(spent.status == 401 && spent["reason"] == "refresh_reused", "the spent token is refused as reuse: \(spent.raw)")
+                #expect(fixture.log.text.contains("refresh answered from the last known session"))
+            } else {
+                #expect(refreshed.status == 503 && refreshed.error == "runtime_unavailable", "grace 0: a refresh needs the Runtime: \(refreshed.raw)")
+            }
+            try await fixture.stop()
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+    }
+
     @Test("a Runtime that accepts the connection but never answers: a call past runtime.timeout_seconds is 504 upstream_timeout and opens the circuit; then every call is 503 runtime_unavailable at once")
     func runtimeTimeout() async throws {
         let silent = try SilentListener()
@@ -158,5 +205,34 @@ struct ResilienceTests {
         try await fixture.stop()
         try await runtime.stop()
         try? FileManager.default.removeItem(atPath: runtimeDirectory)
+    }
+}
+
+@Suite("The session ownership view during a Runtime outage")
+struct SessionOwnershipViewTests {
+    static func session(_ id: String, user: String = "u1", expiresIn: Double = 3_600) -> SessionView {
+        SessionView(
+            sessionID: id, state: .authenticated, userID: user, tenantID: "t", createdAt: SystemClock().now(), upgradedAt: nil,
+            expiresAt: SystemClock().now() + expiresIn, metadata: JSONObject())
+    }
+
+    @Test("lastKnownOwnership answers from a view checked within the given staleness only, never for an expired session, and says false for another owner")
+    func lastKnownOwnershipHasItsBounds() {
+        let clock = ShiftedClock()
+        let view = SessionOwnershipView(clock: clock, maximumStaleness: 2)
+        view.remember(Self.session("s1"))
+        view.remember(Self.session("s2", expiresIn: 100))
+        #expect(view.lastKnownOwnership("s1", by: "u1", tenantID: "t", within: 300) == nil, "never checked: nothing to stand on")
+        view.validated(at: clock.now())
+        #expect(view.isOwned("s1", by: "u1", tenantID: "t") == true)
+        #expect(view.lastKnownOwnership("s1", by: "u2", tenantID: "t", within: 300) == false)
+        clock.advance(by: 60)
+        #expect(view.isOwned("s1", by: "u1", tenantID: "t") == nil, "the usual answer needs a check within 2 s")
+        #expect(view.lastKnownOwnership("s1", by: "u1", tenantID: "t", within: 300) == true)
+        clock.advance(by: 60)
+        #expect(view.lastKnownOwnership("s2", by: "u1", tenantID: "t", within: 300) == nil, "expired sessions are never vouched for")
+        clock.advance(by: 200)
+        #expect(view.lastKnownOwnership("s1", by: "u1", tenantID: "t", within: 300) == nil, "past the grace")
+        #expect(view.lastKnownOwnership("nope", by: "u1", tenantID: "t", within: 300) == nil)
     }
 }

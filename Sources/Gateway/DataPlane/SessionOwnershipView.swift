@@ -34,9 +34,16 @@ public final class SessionOwnershipView: Sendable {
 
     /// `true` owned by that user and tenant, `false` owned by someone else, `nil` unknown (ask the Runtime).
     public func isOwned(_ sessionID: String, by userID: String, tenantID: String) -> Bool? {
+        lastKnownOwnership(sessionID, by: userID, tenantID: tenantID, within: maximumStaleness)
+    }
+
+    /// `isOwned` from a view checked up to `staleness` seconds ago: for when the Runtime cannot be
+    /// asked at all (its outage), so that no session can have ended through it since the check.
+    /// A session past its `expires_at` is never answered.
+    public func lastKnownOwnership(_ sessionID: String, by userID: String, tenantID: String, within staleness: Double) -> Bool? {
         let now = clock.now()
         return state.withLock { state -> Bool? in
-            guard now - state.validatedAt <= maximumStaleness, let owner = state.owners[sessionID], owner.expiresAt > now else { return nil }
+            guard now - state.validatedAt <= staleness, let owner = state.owners[sessionID], owner.expiresAt > now else { return nil }
             return owner.userID == userID && owner.tenantID == tenantID
         }
     }
