@@ -95,6 +95,7 @@ let package = Package(
             name: "SecurityGuard",
             dependencies: [
                 "JOSE",
+                "Resilience",
                 "StateSurface",
                 "TrustedIssuers",
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -1,4 +1,5 @@
 import JOSE
+import Resilience
 import RuntimeAPI
 import Synchronization
 
@@ -10,7 +11,7 @@ import Synchronization
 /// 30 s leaves every upstream at least 30 s of validity to check it in, and a
 /// caller's identity, session and audience are all part of the key, so a
 /// reused assertion never says anything the gateway did not verify for this
-/// request. Bounded: beyond `capacity` entries, stale ones go, then all.
+/// request. Bounded: beyond `capacity` entries, the oldest goes (`BoundedDictionary`).
 public final class AssertionCache: Sendable {
     struct Key: Hashable {
         let userID: String?
@@ -23,11 +24,12 @@ public final class AssertionCache: Sendable {
     let capacity: Int
     /// How long one assertion is reused: half its lifetime.
     let reuseFor: Double
-    private let entries = Mutex<[Key: (assertion: String, signedAt: Double)]>([:])
+    private let entries: Mutex<BoundedDictionary<Key, (assertion: String, signedAt: Double)>>
 
     public init(signer: GatewayAssertionSigner, capacity: Int = 10_000) {
         self.signer = signer
         self.capacity = capacity
+        entries = Mutex(BoundedDictionary(capacity: capacity))
         self.reuseFor = signer.lifetime / 2
     }
 
@@ -39,14 +41,8 @@ public final class AssertionCache: Sendable {
             return cached.assertion
         }
         let assertion = try signer.assertion(audience: audience, caller: caller)
-        entries.withLock { entries in
-            if entries.count >= capacity {
-                entries = entries.filter { now - $0.value.signedAt < reuseFor }
-                if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
-            }
-            // iat is whole seconds: reuse counts from the claim's second, never longer.
-            entries[key] = (assertion, now.rounded(.down))
-        }
+        // iat is whole seconds: reuse counts from the claim's second, never longer.
+        entries.withLock { $0.insert((assertion, now.rounded(.down)), for: key) }
         return assertion
     }
 }

@@ -1,3 +1,4 @@
+import Resilience
 import Synchronization
 
 /// Remembers access tokens that passed the signature and claim checks, for
@@ -6,22 +7,23 @@ import Synchronization
 ///
 /// Keyed by the whole token, so a token that differs in any byte is verified
 /// afresh. Revocation is not cached here: it is checked on every use.
-/// Bounded: beyond `capacity` entries, expired ones are dropped, then all.
+/// Bounded: beyond `capacity` entries, the oldest goes (`BoundedDictionary`).
 public final class VerifiedTokenCache: Sendable {
     public let capacity: Int
     public let maximumAge: Double
-    private let entries = Mutex<[String: (caller: AuthenticatedCaller, validUntil: Double)]>([:])
+    private let entries: Mutex<BoundedDictionary<String, (caller: AuthenticatedCaller, validUntil: Double)>>
 
     public init(capacity: Int = 10_000, maximumAge: Double = 30) {
         self.capacity = capacity
         self.maximumAge = maximumAge
+        entries = Mutex(BoundedDictionary(capacity: capacity))
     }
 
     func caller(for token: String, now: Double) -> AuthenticatedCaller? {
         entries.withLock { entries in
             guard let entry = entries[token] else { return nil }
             if entry.validUntil > now { return entry.caller }
-            entries[token] = nil
+            entries.removeValue(forKey: token)
             return nil
         }
     }
@@ -29,12 +31,6 @@ public final class VerifiedTokenCache: Sendable {
     func insert(_ caller: AuthenticatedCaller, for token: String, now: Double) {
         let validUntil = min(caller.expiresAt, now + maximumAge)
         guard validUntil > now else { return }
-        entries.withLock { entries in
-            if entries.count >= capacity {
-                entries = entries.filter { $0.value.validUntil > now }
-                if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
-            }
-            entries[token] = (caller, validUntil)
-        }
+        entries.withLock { $0.insert((caller, validUntil), for: token) }
     }
 }

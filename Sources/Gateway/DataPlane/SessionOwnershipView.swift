@@ -1,4 +1,5 @@
 import JOSE
+import Resilience
 import RuntimeAPI
 import Synchronization
 
@@ -24,12 +25,14 @@ public final class SessionOwnershipView: Sendable {
     let clock: any TokenClock
     let capacity: Int
     let maximumStaleness: Double
-    private let state = Mutex<(owners: [String: Owner], validatedAt: Double)>(([:], -.infinity))
+    private let state: Mutex<(owners: BoundedDictionary<String, Owner>, validatedAt: Double)>
 
+    /// - Parameter capacity: sessions remembered at most; beyond it the oldest remembered is forgotten (it is then asked of the Runtime).
     public init(clock: any TokenClock, capacity: Int = 100_000, maximumStaleness: Double = 2) {
         self.clock = clock
         self.capacity = capacity
         self.maximumStaleness = maximumStaleness
+        state = Mutex((BoundedDictionary(capacity: capacity), -.infinity))
     }
 
     /// `true` owned by that user and tenant, `false` owned by someone else, `nil` unknown (ask the Runtime).
@@ -52,19 +55,14 @@ public final class SessionOwnershipView: Sendable {
     public func remember(_ session: SessionView) {
         guard session.state == .authenticated, let userID = session.userID, let tenantID = session.tenantID else { return }
         let now = clock.now()
-        state.withLock { state in
-            if state.owners.count >= capacity {
-                state.owners = state.owners.filter { $0.value.expiresAt > now }
-                if state.owners.count >= capacity { state.owners.removeAll(keepingCapacity: true) }
-            }
-            state.owners[session.sessionID] = Owner(userID: userID, tenantID: tenantID, expiresAt: session.expiresAt)
-        }
+        guard session.expiresAt > now else { return }
+        state.withLock { $0.owners.insert(Owner(userID: userID, tenantID: tenantID, expiresAt: session.expiresAt), for: session.sessionID) }
     }
 
     /// Forgets sessions that ended.
     public func forget<S: Sequence>(_ sessionIDs: S) where S.Element == String {
         state.withLock { state in
-            for id in sessionIDs { state.owners[id] = nil }
+            for id in sessionIDs { state.owners.removeValue(forKey: id) }
         }
     }
 
@@ -72,7 +70,7 @@ public final class SessionOwnershipView: Sendable {
     var sessionIDs: [String] {
         let now = clock.now()
         return state.withLock { state in
-            state.owners = state.owners.filter { $0.value.expiresAt > now }
+            state.owners.removeAll { $0.expiresAt <= now }
             return Array(state.owners.keys)
         }
     }

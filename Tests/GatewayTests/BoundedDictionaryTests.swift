@@ -1,0 +1,43 @@
+import Resilience
+import Testing
+
+@Suite("BoundedDictionary: a cache's memory stays steady when it is full")
+struct BoundedDictionaryTests {
+    @Test("past capacity, each insertion removes the oldest one only, never the whole map")
+    func evictsOldestOneAtATime() {
+        var map = BoundedDictionary<Int, String>(capacity: 3)
+        for key in 1...3 { map.insert("v\(key)", for: key) }
+        map.insert("v4", for: 4)
+        #expect(map.count == 3)
+        #expect(map[1] == nil && map[2] == "v2" && map[3] == "v3" && map[4] == "v4")
+        for key in 5...1_000 { map.insert("v\(key)", for: key) }
+        #expect(map.count == 3)
+        #expect(Set(map.keys) == [998, 999, 1_000])
+    }
+
+    @Test("replacing a key's value makes it the youngest; removed and expired entries free their places")
+    func replaceAndRemove() {
+        var map = BoundedDictionary<String, Int>(capacity: 2)
+        map.insert(1, for: "a")
+        map.insert(2, for: "b")
+        map.insert(10, for: "a")  // a is now younger than b
+        map.insert(3, for: "c")
+        #expect(map["b"] == nil && map["a"] == 10 && map["c"] == 3)
+        map.removeValue(forKey: "a")
+        map.insert(4, for: "d")
+        #expect(map.count == 2 && map["c"] == 3 && map["d"] == 4, "a removed entry's place is used without evicting another")
+        map.removeAll { $0 < 4 }
+        #expect(map.count == 1 && map["d"] == 4)
+    }
+
+    @Test("keys replaced a million times keep one entry each, and the oldest insertions still go first")
+    func replacementsDoNotGrow() {
+        var map = BoundedDictionary<Int, Int>(capacity: 10)
+        for value in 0..<1_000_000 { map.insert(value, for: value % 5) }
+        #expect(map.count == 5)
+        #expect(map[4] == 999_999)
+        for key in 100..<110 { map.insert(key, for: key) }
+        #expect(map.count == 10)
+        #expect(Set(map.keys) == Set(100..<110), "the oldest (the replaced keys) went first")
+    }
+}
