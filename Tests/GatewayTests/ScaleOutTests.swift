@@ -373,6 +373,66 @@ struct PostgresFaultTests {
         try await upstream.stop()
     }
 
+    @Test("PostgreSQL (the gateway's store) stopped while an agent socket is open and the Runtime's own store is up: the socket stays open and its intents are answered through the outage; a new login is 503 store_unavailable")
+    func agentSocketThroughDatabaseOutage() async throws {
+        let server = try TestPostgres()
+        defer { server.stop() }
+        let database = try await server.createDatabase()
+        let directory = NSTemporaryDirectory() + "portcullis-pgdown-socket-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        _ = try KeyDirectory(path: directory + "/keys").generate(algorithm: .es256)
+        try await Self.addUser("alice", directory: directory, database: database)
+        let (port, runtimePort) = (try TestPostgres.freePort(), try TestPostgres.freePort())
+        let issuer = "http://127.0.0.1:\(port)"
+        // The Runtime on its own SQLite file (data/portcullis.sqlite), the gateway on PostgreSQL; one keys directory.
+        let runtime = try PortcullisProcess(["runtime", "--host", "127.0.0.1", "--port", "\(runtimePort)", "--issuer", issuer], directory: directory, environment: [:], name: "runtime")
+        defer { runtime.terminate() }
+        let gateway = try PortcullisProcess(
+            ["gateway"], directory: directory,
+            environment: [
+                "STORAGE_POSTGRES_URL": database, "GATEWAY_PORT": "\(port)", "GATEWAY_ISSUER": issuer, "ADMIN_ENABLED": "false",
+                "RUNTIME_URL": "http://127.0.0.1:\(runtimePort)", "STORAGE_POSTGRES_CONNECT_TIMEOUT_SECONDS": "1", "STORAGE_POSTGRES_QUERY_TIMEOUT_SECONDS": "2",
+            ], name: "gateway")
+        defer { gateway.terminate() }
+        let base = "http://127.0.0.1:\(port)"
+        try await gateway.waitUntilReady(base + "/readyz")
+        let cluster = ScaleOutClient()
+        let login = try await cluster.send(.POST, base + "/api/auth/login", ["username": "alice", "password": "correct horse battery"])
+        let token = try #require(login["access_token"], "\(login.raw)")
+        let session = try #require(login["session_id"])
+
+        let answered = Mutex(0)
+        let url = "ws://127.0.0.1:\(port)/api/runtime/agent"
+        let transcript = try await AgentRelayTests.session(url, headers: [("Authorization", "Bearer " + token), ("X-Session-Id", session)]) { outbound, iterator, transcript in
+            try await outbound.write(.text(#"{"type":"intent","request_id":"before","intent_type":"echo","payload":{"n":0}}"#))
+            let first = try await AgentRelayTests.nextJSON(&iterator)
+            #expect(first["request_id"] == "before" && first["status"] == "completed", "\(first)")
+
+            server.stop()
+            // The outage as the gateway sees it: its store's circuit opens (readiness names the store).
+            let down = try await Answer.eventually(within: TimeBounds.seconds(15)) { try await cluster.send(.GET, base + "/readyz") } until: {
+                $0.status == 503 && $0.raw.contains(#""store":"unavailable""#)
+            }
+            #expect(down.status == 503, "\(down.raw)")
+            let refused = try await cluster.send(.POST, base + "/api/auth/login", ["username": "alice", "password": "correct horse battery"])
+            #expect(refused.status == 503 && refused["error"] == "store_unavailable", "\(refused.raw)")
+            // Intents on the open socket for several seconds of the outage (past the revocation mirror's
+            // 5-second freshness, so the grace is what answers the token's checks).
+            for index in 1...8 {
+                try await outbound.write(.text(#"{"type":"intent","request_id":"during-\#(index)","intent_type":"echo","payload":{"n":\#(index)}}"#))
+                let result = try await AgentRelayTests.nextJSON(&iterator)
+                #expect(result["request_id"] == .string("during-\(index)") && result["status"] == "completed", "\(result)")
+                if result["status"] == "completed" { answered.withLock { $0 += 1 } }
+                try await Task.sleep(for: .seconds(1))
+            }
+            try await outbound.close(.normalClosure, reason: "done")
+        }
+        #expect(answered.withLock { $0 } == 8, "every intent during the outage was answered")
+        #expect(transcript.close == nil || transcript.close?.closeCode == .normalClosure, "the socket was not closed by the gateway: \(String(describing: transcript.close))")
+        #expect(!gateway.log.contains(token) && !runtime.log.contains(token))
+    }
+
     @Test("kill -9 of PostgreSQL in the middle of a burst of logins, refreshes and logouts: after it restarts, every login answered 200 has its session and refresh token, every logout answered 204 stays logged out")
     func databaseKilledUnderBurst() async throws {
         let server = try TestPostgres()
