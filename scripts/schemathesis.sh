@@ -49,7 +49,7 @@ status=0
 curl -sf "http://127.0.0.1:$PORT/.well-known/openapi.yaml" -o "$WORK/openapi.yaml"
 OPERATIONS=$(grep -cE '^    (get|put|post|patch|delete|head|options):$' "$WORK/openapi.yaml")
 PYTHONPATH="$ROOT/Tests/Schemathesis" SCHEMATHESIS_HOOKS=portcullis_hooks PORTCULLIS_URL="http://127.0.0.1:$PORT" PORTCULLIS_PASSWORD="$PASSWORD" \
-  timeout 900 "$VENV/bin/schemathesis" run "$WORK/openapi.yaml" --url "http://127.0.0.1:$PORT" \
+  timeout 900 "$VENV/bin/schemathesis" --config-file "$ROOT/Tests/Schemathesis/schemathesis.toml" run "$WORK/openapi.yaml" --url "http://127.0.0.1:$PORT" \
   --checks all --max-examples "$MAX_EXAMPLES" --workers 1 --seed 1 --request-timeout 10 --suppress-health-check all \
   --report junit --report-dir "$ROOT/.build/schemathesis" --no-color > "$WORK/run.txt" 2>&1 || status=$?
 # The run's output may quote requests: every JWT-shaped value is replaced before anything is shown.

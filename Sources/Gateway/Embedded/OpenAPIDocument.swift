@@ -174,6 +174,9 @@ enum OpenAPIDocument {
                     session_id: "$response.body#/session_id"
                     intent_type: echo
                     payload: {linked: true}
+                AskAboutSocket:
+                  operationId: agentSocket
+                  parameters: {header.X-Session-Id: "$response.body#/session_id"}
             "400": {$ref: "#/components/responses/BadRequest"}
             "401": {$ref: "#/components/responses/Unauthorized"}
             "403": {$ref: "#/components/responses/Forbidden"}
@@ -304,7 +307,8 @@ enum OpenAPIDocument {
             preference: `Authorization: Bearer` and `X-Session-Id` headers; or
             `Sec-WebSocket-Protocol: portcullis.agent.v1, base64url.bearer.<token as base64url>,
             portcullis.session.<session id>` (browsers; the 101 selects `portcullis.agent.v1`
-            only); or the `access_token` and `session_id` query parameters. The token must be
+            only); or, for old clients only, the `access_token` and `session_id` query parameters
+            (400 `token_in_url` when `gateway.query_credentials` is false). The token must be
             valid, the session must exist and belong to the token's user and tenant, and the
             Runtime behind the socket must answer (503 `upstream_unavailable` otherwise). The
             socket closes with 1008 when the token expires without `auth.renew`, the session
@@ -493,6 +497,7 @@ enum OpenAPIDocument {
           type: object
           properties:
             metadata: {type: object, description: "At most runtime.max_metadata_bytes of JSON."}
+            session_id: {not: {}, description: "Never sent: sessions are made by the server, and a body that names one is 400 invalid_request."}
         LoginRequest:
           type: object
           required: [username, password]
