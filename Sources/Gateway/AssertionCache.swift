@@ -21,14 +21,12 @@ public final class AssertionCache: Sendable {
     }
 
     let signer: GatewayAssertionSigner
-    let capacity: Int
     /// How long one assertion is reused: half its lifetime.
     let reuseFor: Double
     private let entries: Mutex<BoundedDictionary<Key, (assertion: String, signedAt: Double)>>
 
     public init(signer: GatewayAssertionSigner, capacity: Int = 10_000) {
         self.signer = signer
-        self.capacity = capacity
         entries = Mutex(BoundedDictionary(capacity: capacity))
         self.reuseFor = signer.lifetime / 2
     }

@@ -95,8 +95,10 @@ struct AuthRoutes: Sendable {
                 throw RefreshFailure.revoked
             }
             let principal = Principal(userID: presented.userID, tenantID: presented.tenantID)
+            // Admitted before the call, so that only the Runtime's absence (below) can stand in for it.
+            let read = try admission.admit(SessionIntent(.read, principal: principal, sessionID: presented.sessionID))
             do {
-                sessionOwners.remember(try await runtime.session(admission.admit(SessionIntent(.read, principal: principal, sessionID: presented.sessionID))))
+                sessionOwners.remember(try await runtime.session(read))
             } catch let refusal as RuntimeRefusal where refusal.code == .sessionNotFound || refusal.code == .sessionForbidden {
                 try await refreshTokens.revoke(sessionID: presented.sessionID)
                 throw Self.refreshRefused("session_ended", "the session of this refresh token has ended; log in again")

@@ -70,7 +70,7 @@ public struct UpgradeRequest: Sendable {
     ///   `GatewayError` 400 for credentials in subprotocols without `portcullis.agent.v1` beside them
     ///   (a browser would refuse the 101 anyway, since the server could select none of them), and
     ///   400 `token_in_url` for a token in the URL that is not accepted.
-    func token(acceptingQuery: Bool = true) throws -> String? {
+    func token(acceptingQuery: Bool) throws -> String? {
         if !acceptingQuery, query["access_token"] != nil { throw Self.tokenInURL }
         if let header = try AccessTokenAuthenticator.bearerToken(fromAuthorization: headers["authorization"]) { return header }
         if let encoded = offered(Self.bearerProtocolPrefix) {

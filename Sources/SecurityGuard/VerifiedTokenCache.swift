@@ -9,12 +9,10 @@ import Synchronization
 /// afresh. Revocation is not cached here: it is checked on every use.
 /// Bounded: beyond `capacity` entries, the oldest goes (`BoundedDictionary`).
 public final class VerifiedTokenCache: Sendable {
-    public let capacity: Int
     public let maximumAge: Double
     private let entries: Mutex<BoundedDictionary<String, (caller: AuthenticatedCaller, validUntil: Double)>>
 
     public init(capacity: Int = 10_000, maximumAge: Double = 30) {
-        self.capacity = capacity
         self.maximumAge = maximumAge
         entries = Mutex(BoundedDictionary(capacity: capacity))
     }

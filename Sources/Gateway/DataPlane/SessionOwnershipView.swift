@@ -23,14 +23,12 @@ public final class SessionOwnershipView: Sendable {
     }
 
     let clock: any TokenClock
-    let capacity: Int
     let maximumStaleness: Double
     private let state: Mutex<(owners: BoundedDictionary<String, Owner>, validatedAt: Double)>
 
     /// - Parameter capacity: sessions remembered at most; beyond it the oldest remembered is forgotten (it is then asked of the Runtime).
     public init(clock: any TokenClock, capacity: Int = 100_000, maximumStaleness: Double = 2) {
         self.clock = clock
-        self.capacity = capacity
         self.maximumStaleness = maximumStaleness
         state = Mutex((BoundedDictionary(capacity: capacity), -.infinity))
     }
