@@ -2,6 +2,7 @@
 # Soak test (not run in CI): a mixed load on loopback for MINUTES, checking every answer.
 #
 #   scripts/soak.sh [MINUTES] [CONCURRENCY]
+#   SOAK_SAMPLE_SECONDS=10 scripts/soak.sh 10   (memory sampled every 10 s instead of every minute)
 #
 # Release build; `portcullis serve` plus a plain upstream (`portcullis-probes upstream`).
 # Mix: anonymous sessions, logins (with the anonymous session), refreshes, proxied
@@ -15,7 +16,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 (cd "$ROOT" && swift build -c release >/dev/null 2>&1)
 BIN="$ROOT/.build/release/portcullis"
 WORK=$(mktemp -d)
-GATEWAY_PORT=18280 UPSTREAM_PORT=18290
+# SOAK_PORT moves both ports (two soaks side by side, one with other malloc settings, say).
+GATEWAY_PORT=${SOAK_PORT:-18280} UPSTREAM_PORT=$(( ${SOAK_PORT:-18280} + 10 ))
 SERVE_PID="" UPSTREAM_PID=""
 cleanup() { kill $SERVE_PID $UPSTREAM_PID 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"; }
 trap cleanup EXIT
@@ -33,9 +35,10 @@ rate_limits:
 cd "$WORK"
 for i in $(seq 0 7); do echo "soak-password-$i" | "$BIN" users add "soak$i" --tenant default --password-stdin >/dev/null; done
 
-python3 - "$GATEWAY_PORT" "$SERVE_PID" "$MINUTES" "$CONCURRENCY" <<'PY'
+python3 - "$GATEWAY_PORT" "$SERVE_PID" "$MINUTES" "$CONCURRENCY" "${SOAK_SAMPLE_SECONDS:-60}" <<'PY'
 import asyncio, base64, json, os, random, sys, time
 port, pid, minutes, concurrency = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+interval = float(sys.argv[5])
 done, unexpected, kinds = 0, 0, {}
 def rss_mb():
     with open(f"/proc/{pid}/status") as f:
@@ -102,13 +105,13 @@ async def main():
     start = time.monotonic()
     deadline = start + minutes * 60
     samples = {"start": rss_mb()}
-    series = []  # (minute, RSS MB, open descriptors), once a minute
+    series = []  # (minute, RSS MB, open descriptors), every `interval` seconds
     async def sampler():
-        minute = 0
-        while time.monotonic() < deadline - 30:
-            await asyncio.sleep(60); minute += 1
+        while time.monotonic() < deadline - min(30, interval / 2):
+            await asyncio.sleep(interval)
+            minute = (time.monotonic() - start) / 60
             series.append((minute, rss_mb(), len(os.listdir(f"/proc/{pid}/fd"))))
-            if minute == round(minutes / 2): samples["middle"] = series[-1][1]
+            if "middle" not in samples and minute >= minutes / 2: samples["middle"] = series[-1][1]
     await asyncio.gather(sampler(), *(user_loop(n, deadline) for n in range(concurrency)))
     samples["end"] = rss_mb()
     elapsed = time.monotonic() - start
@@ -116,10 +119,12 @@ async def main():
     print("by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
     print(f"gateway RSS: start {samples['start']:.1f} MB, middle {samples.get('middle', 0):.1f} MB, end {samples['end']:.1f} MB")
     if series:
-        print("by minute (RSS MB / descriptors): " + ", ".join(f"{m}: {r:.0f}/{d}" for m, r, d in series))
-        settled = [(r, d) for m, r, d in series if m >= 10] or [(r, d) for _, r, d in series]
+        print("by minute (RSS MB / descriptors): " + ", ".join(f"{m:.{0 if interval >= 60 else 1}f}: {r:.0f}/{d}" for m, r, d in series))
+        # Settled: from minute 10 in a long run, from the first third in a shorter one.
+        since = min(10, minutes / 3)
+        settled = [(r, d) for m, r, d in series if m >= since - 1e-6] or [(r, d) for _, r, d in series]
         low, high = min(r for r, _ in settled), max(r for r, _ in settled)
-        print(f"from minute 10: RSS {low:.1f}-{high:.1f} MB (spread {(high - low) / low * 100:.1f}%), descriptors {min(d for _, d in settled)}-{max(d for _, d in settled)}")
+        print(f"from minute {since:g}: RSS {low:.1f}-{high:.1f} MB (spread {(high - low) / low * 100:.1f}%), descriptors {min(d for _, d in settled)}-{max(d for _, d in settled)}")
     sys.exit(1 if unexpected else 0)
 asyncio.run(main())
 PY

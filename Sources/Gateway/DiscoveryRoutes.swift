@@ -19,14 +19,17 @@ struct DiscoveryRoutes: Sendable {
         router.get("/.well-known/oauth-authorization-server") { _, _ -> Response in
             JSONBody.response(metadata())
         }
-        router.get("/.well-known/openapi.yaml") { _, _ -> Response in
-            Response(
-                status: .ok, headers: [.contentType: "application/yaml; charset=utf-8", .cacheControl: "public, max-age=300"],
-                body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.text)))
+        let document = Self.openAPIDocument
+        router.get("/.well-known/openapi.yaml") { request, _ -> Response in
+            guard let document else { throw GatewayError(.internalServerError, "internal_error", "the OpenAPI document could not be prepared; see the gateway's log") }
+            return document.response(for: request)
         }
         router.get("/healthz") { _, _ -> Response in JSONBody.response(["status": "ok"]) }
         router.get("/readyz") { _, _ -> Response in readiness.response(detailed: false) }
     }
+
+    /// The embedded document, its bytes and ETag made once (`nil` only if libcrypto cannot hash).
+    static let openAPIDocument = StaticAsset(text: OpenAPIDocument.text, contentType: "application/yaml; charset=utf-8", cacheControl: "public, max-age=300")
 
     /// RFC 8414 subset. The endpoints take JSON bodies, not OAuth form posts;
     /// the `portcullis_*` members name them plainly.

@@ -26,6 +26,9 @@ public struct RuntimeConfiguration: Sendable, Equatable {
     public var maximumMessageBytes: Int = 64 * 1024
     /// How often ended sessions are swept from storage, in seconds.
     public var sweepInterval: Double = 60
+    /// How long into a graceful stop a connection to the Runtime may stay open, in seconds:
+    /// the command line's `limits.shutdown_timeout_seconds` (not a `runtime.*` key).
+    public var shutdownTimeout: Double = 30
 
     public init() {}
 }

@@ -1,6 +1,8 @@
 // Runtime: owns sessions, executes intents and serves the agent channel on its own internal listener.
 import AgentLink
 import Hummingbird
+import HummingbirdCore
+import NIOCore
 import HummingbirdWebSocket
 import JOSE
 import RuntimeAPI
@@ -38,9 +40,7 @@ public enum RuntimeServer {
         routes.register(on: router)
         return Application(
             router: router,
-            server: .http1WebSocketUpgrade(
-                webSocketRouter: router,
-                configuration: .init(ws: .init(maxFrameSize: configuration.maximumMessageBytes + AgentLinkFrame.overhead))),
+            server: Self.listener(router: router, configuration: configuration),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: nil),
             services: [
                 Sweeper("ended sessions", every: configuration.sweepInterval, logger: logger) {
@@ -50,6 +50,21 @@ public enum RuntimeServer {
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
             logger: logger
         )
+    }
+}
+
+extension RuntimeServer {
+    /// HTTP/1 with the agent link's WebSocket upgrade, each connection behind a `QuiesceRelay`.
+    static func listener(router: Router<BasicWebSocketRequestContext>, configuration: RuntimeConfiguration) -> HTTPServerBuilder {
+        let webSocketResponder = router.buildResponder()
+        let shutdownTimeout = TimeAmount.milliseconds(Int64(configuration.shutdownTimeout * 1000))
+        let channelConfiguration = HTTP1WebSocketUpgradeChannel.Configuration(
+            ws: .init(maxFrameSize: configuration.maximumMessageBytes + AgentLinkFrame.overhead))
+        return HTTPServerBuilder { responder in
+            RuntimeChildChannel(
+                upgradeChannel: HTTP1WebSocketUpgradeChannel(responder: responder, webSocketResponder: webSocketResponder, configuration: channelConfiguration),
+                shutdownTimeout: shutdownTimeout)
+        }
     }
 }
 

@@ -15,7 +15,9 @@ struct RuntimeCommand: AsyncParsableCommand {
         discussion: """
             Every request must carry X-Portcullis-Assertion, signed by the gateway with a key \
             from --keys (or --jwks). Settings come from config/portcullis.yaml (or --config), \
-            then environment variables (runtime.port is RUNTIME_PORT), then these flags.
+            then environment variables (runtime.port is RUNTIME_PORT), then these flags. \
+            SIGTERM or SIGINT stops accepting, finishes what is in flight (for at most \
+            limits.shutdown_timeout_seconds, then closes what is left) and exits.
             """
     )
 
@@ -54,6 +56,7 @@ struct RuntimeCommand: AsyncParsableCommand {
             configuration.port = port
         }
         if let name { configuration.name = name }
+        configuration.shutdownTimeout = Double(settings.shutdownTimeout)
         if let issuer { configuration.assertionIssuer = issuer }
         if let database { storage.sqlitePath = database }
         let jwks = self.jwks ?? settings.jwksFile
@@ -80,6 +83,8 @@ struct RuntimeCommand: AsyncParsableCommand {
         let app = RuntimeServer.makeApplication(
             configuration: configuration, state: state, keys: verificationKeys, logger: logger, services: services,
             onServerRunning: { port in logger.info("runtime listening", metadata: ["address": "\(host):\(port)", "store": "\(state.name)"]) })
-        try await state.closing { try await app.runService() }
+        // Not app.runService(): its group has no bound on graceful shutdown.
+        let group = ServiceGroup(configuration: settings.serviceGroup([app], logger: logger))
+        try await state.closing { try await group.run() }
     }
 }

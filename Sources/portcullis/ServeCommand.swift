@@ -19,7 +19,8 @@ struct ServeCommand: AsyncParsableCommand {
             the Runtime on 127.0.0.1:8081, SQLite at data/portcullis.sqlite, and an ES256 key \
             generated into keys/ when it has none. Settings come from config/portcullis.yaml \
             (or --config), then environment variables (gateway.port is GATEWAY_PORT). \
-            SIGTERM or SIGINT stops accepting, finishes what is in flight and exits.
+            SIGTERM or SIGINT stops accepting, finishes what is in flight (for at most \
+            limits.shutdown_timeout_seconds, then closes what is left) and exits.
             """
     )
 
@@ -40,9 +41,11 @@ struct ServeCommand: AsyncParsableCommand {
                 "portcullis gateway needs runtime.url (env RUNTIME_URL): the Runtime it sends sessions and intents to; for one process with the Runtime inside, run portcullis serve"
             )
         }
-        let runtime = try RuntimeConfiguration(reading: file)
+        var runtimeSettings = try RuntimeConfiguration(reading: file)
         let storage = try StorageConfiguration(reading: file)
         let settings = try CommandLineSettings(reading: file)
+        runtimeSettings.shutdownTimeout = Double(settings.shutdownTimeout)
+        let runtime = runtimeSettings
         let keysDirectory = settings.keysDirectory
         if let tls = gateway.tls { _ = try GatewayServer.tlsConfiguration(tls) }  // unreadable files stop start-up here
         try GatewayServer.checkUpstreamTLS(gateway)
@@ -85,8 +88,7 @@ struct ServeCommand: AsyncParsableCommand {
             case .runtime: logger.info("embedded runtime listening", metadata: ["address": "\(runtime.host):\(port)", "store": "\(state.name)"])
             }
         }
-        let group = ServiceGroup(
-            configuration: .init(services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        let group = ServiceGroup(configuration: settings.serviceGroup(services, logger: logger))
         try await state.closing { try await group.run() }
         accessSink?.flush()  // what was logged after the flusher's last pass
     }

@@ -122,19 +122,17 @@ final class GatewayFixture: Sendable {
             gateway.trust.issuers.isEmpty ? nil : try TrustedIssuers(configuration: gateway.trust, leeway: gateway.leeway, clock: trustClock, logger: logger)
         server = PortcullisServer(
             gateway: gateway, runtime: runtime, state: state, keys: keys, passwordHasher: hasher, trustedIssuers: trusted, logger: logger)
-        let ports = AsyncStream<(PortcullisServer.Listener, Int)>.makeStream()
-        let services = try server.makeServices { listener, port in ports.continuation.yield((listener, port)) }
-        let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) }, logger: logger))
+        let start = ServiceGroupStart<PortcullisServer.Listener>()
+        let services = try server.makeServices { listener, port in start.report(listener, port) }
+        var groupConfiguration = ServiceGroupConfiguration(services: services.map { .init(service: $0) }, logger: logger)
+        groupConfiguration.maximumGracefulShutdownDuration = .seconds(10)  // as limits.shutdown_timeout_seconds bounds serve's
+        let group = ServiceGroup(configuration: groupConfiguration)
         self.group = group
-        task = Task { try await group.run() }
-        var found: [PortcullisServer.Listener: Int] = [:]
-        let expected = runtimeURL == nil ? 3 : 2
-        for await (listener, port) in ports.stream {
-            found[listener] = port
-            if found.count == expected { break }
-        }
-        gatewayPort = found[.gateway]!
-        adminPort = found[.admin]!
+        let (task, found) = try await start.run(group, expected: runtimeURL == nil ? 3 : 2)
+        self.task = task
+        guard let gateway = found[.gateway], let admin = found[.admin] else { throw FixtureError("the gateway or admin listener reported no port") }
+        gatewayPort = gateway
+        adminPort = admin
         runtimePort = found[.runtime]
         // Readiness answers from background checks: wait for the first to pass, as a load balancer would.
         let monitor = server.services.monitor

@@ -62,4 +62,22 @@ struct OpenAPIDocumentTests {
         #expect(answer.raw == written, "the embedded document differs from docs/openapi.yaml: run scripts/embed-files.sh")
         try await fixture.stop()
     }
+
+    @Test("the document has a strong ETag: If-None-Match with it (or *, spaced or not) is a 304 without the body; another version gets the document")
+    func revalidated() async throws {
+        let fixture = try await GatewayFixture()
+        let first = try await fixture.send(.GET, "/.well-known/openapi.yaml")
+        let etag = try #require(first.headers.first(name: "ETag"))
+        #expect(etag.hasPrefix("\"sha256-") && etag.hasSuffix("\""))
+        #expect(first.headers.first(name: "Cache-Control") == "public, max-age=300")
+        for match in [etag, " \(etag) ", "\"other\", \(etag)", "*", " *"] {
+            let again = try await fixture.send(.GET, "/.well-known/openapi.yaml", headers: [("If-None-Match", match)])
+            #expect(again.status == 304, "If-None-Match: \(match)")
+            #expect(again.raw.isEmpty)
+            #expect(again.headers.first(name: "ETag") == etag)
+        }
+        let stale = try await fixture.send(.GET, "/.well-known/openapi.yaml", headers: [("If-None-Match", "\"sha256-AAAAAAAAAAAAAAAAAAAAAA\"")])
+        #expect(stale.status == 200 && stale.raw == first.raw)
+        try await fixture.stop()
+    }
 }

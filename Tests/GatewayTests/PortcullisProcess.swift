@@ -26,13 +26,16 @@ final class PortcullisProcess: Sendable {
 
     var log: String { (try? String(contentsOfFile: output, encoding: .utf8)) ?? "" }
 
-    /// Waits until `url` (an HTTP GET) answers 200.
-    func waitUntilReady(_ url: String) async throws {
-        for _ in 0..<200 {
+    /// Waits until `url` (an HTTP GET) answers 200: at most `seconds` in all, however slowly each
+    /// attempt fails (a count of attempts alone, at up to 5 s each, once meant 17 minutes).
+    func waitUntilReady(_ url: String, within seconds: Int = 60) async throws {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while ContinuousClock.now < deadline {
             if let (_, status) = try? await httpGet(url), status == 200 { return }
+            guard child.isRunning else { throw FixtureError("exited (\(child.exitStatus ?? -1)) before \(url) answered 200:\n\(log)") }
             try await Task.sleep(for: .milliseconds(50))
         }
-        throw FixtureError("not ready: \(url)\n\(log)")
+        throw FixtureError("not ready within \(seconds) s: \(url)\n\(log)")
     }
 
     func kill9() {

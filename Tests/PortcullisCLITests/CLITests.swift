@@ -251,6 +251,30 @@ struct RuntimeBinaryTests {
         #expect(stop(process), "the runtime did not exit cleanly on SIGTERM")
     }
 
+    @Test("SIGTERM while clients hold a connection with no request, and one with half a request head: the runtime closes both and exits within limits.shutdown_timeout_seconds, not never")
+    func boundedShutdown() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.run(["keys", "generate", "--alg", "ES256", "--dir", "keys"])
+        let (process, port) = try startRuntime(
+            cli, ["--port", "0", "--keys", "keys", "--database", "data/runtime.sqlite"], environment: ["LIMITS_SHUTDOWN_TIMEOUT_SECONDS": "2"])
+        let silent = try RawConnection(port: port, receiveTimeout: 30)
+        defer { silent.close() }
+        let halfHead = try RawConnection(port: port, receiveTimeout: 30)
+        defer { halfHead.close() }
+        halfHead.send("GET /runtime/v1/health HTTP/1.1\r\nHost: runtime\r\n")
+        usleep(300_000)  // both accepted; neither request will ever be whole
+        let start = ContinuousClock.now
+        kill(process.pid, SIGTERM)
+        let status = try process.waitForExit(within: 25)
+        let elapsed = ContinuousClock.now - start
+        #expect(status == 0, "\(process.output.suffix(2000))")
+        #expect(elapsed < .seconds(TimeBounds.seconds(12)), "exited \(elapsed) after SIGTERM with a 2-second bound")
+        #expect(silent.readAll().isEmpty, "the silent connection is closed, with nothing written to it")
+        #expect(halfHead.readAll().isEmpty, "the half-sent request is closed, with nothing written to it")
+        process.remove()
+    }
+
     @Test("reads config/portcullis.yaml, lets environment variables override it, and generates a key when keys/ is empty")
     func configurationFile() throws {
         let cli = try CLI()

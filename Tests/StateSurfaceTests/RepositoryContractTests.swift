@@ -212,7 +212,8 @@ struct RepositoryContractTests {
         let woke: Void? = await iterator.next()
         let elapsed = ContinuousClock.now - committed
         #expect(woke != nil)
-        #expect(elapsed < .seconds(TimeBounds.seconds(1)), "woke \(elapsed) after the commit")
+        // Well under the 5-second poll; 2 s leaves room for a loaded two-core machine (1.4 s seen under the full suite).
+        #expect(elapsed < .seconds(TimeBounds.seconds(2)), "woke \(elapsed) after the commit")
         #expect(try await reader.accessChanges(after: 0, limit: 10).map(\.change) == [.tokenRevoked(jti: "jti-signal", expiresAt: now + 60)])
         await writer.shutdown()
         await reader.shutdown()

@@ -375,7 +375,12 @@ enum OpenAPIDocument {
         get:
           tags: [discovery]
           operationId: openapi
-          summary: This document.
+          summary: This document (strong ETag; cacheable for five minutes, then revalidated).
+          parameters:
+            - name: If-None-Match
+              in: header
+              required: false
+              schema: {type: string}
           responses:
             "200":
               description: OpenAPI 3.1, YAML (docs/openapi.yaml, built into the binary). Described as a client that parses YAML sees it.
@@ -388,6 +393,8 @@ enum OpenAPIDocument {
                       openapi: {type: string, pattern: "^3\\.1\\.[0-9]+$"}
                       info: {type: object, required: [title, version]}
                       paths: {type: object, minProperties: 1}
+            "304":
+              description: Not modified (If-None-Match named this version).
       /healthz:
         get:
           tags: [discovery]
@@ -441,13 +448,20 @@ enum OpenAPIDocument {
         get:
           tags: [browser]
           operationId: demoPage
-          summary: The demo page (served on a loopback listener unless gateway.demo says otherwise).
+          summary: The demo page (served on a loopback listener unless gateway.demo says otherwise; strong ETag, revalidated).
+          parameters:
+            - name: If-None-Match
+              in: header
+              required: false
+              schema: {type: string}
           responses:
             "200":
               description: The page.
               content:
                 text/html:
                   schema: {type: string}
+            "304":
+              description: Not modified.
             "404": {$ref: "#/components/responses/NotFound"}
     components:
       securitySchemes:
