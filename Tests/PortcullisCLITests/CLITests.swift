@@ -236,14 +236,19 @@ struct RuntimeBinaryTests {
         }
     }
 
+    /// A generated ES256 key in keys/, then `portcullis runtime` on a free port with it and data/runtime.sqlite.
+    func startRuntimeOnItsKeys(_ cli: CLI, environment: [String: String] = [:]) throws -> (ChildProcess, Int) {
+        try cli.run(["keys", "generate", "--alg", "ES256", "--dir", "keys"])
+        return try startRuntime(cli, ["--port", "0", "--keys", "keys", "--database", "data/runtime.sqlite"], environment: environment)
+    }
+
     func stop(_ process: ChildProcess) -> Bool { ServerProcess.stop(process) }
 
     @Test("starts on a free port, refuses a call without an assertion, and exits cleanly on SIGTERM")
     func startsAndStops() throws {
         let cli = try CLI()
         defer { cli.remove() }
-        try cli.run(["keys", "generate", "--alg", "ES256", "--dir", "keys"])
-        let (process, port) = try startRuntime(cli, ["--port", "0", "--keys", "keys", "--database", "data/runtime.sqlite"])
+        let (process, port) = try startRuntimeOnItsKeys(cli)
         #expect(FileManager.default.fileExists(atPath: cli.directory + "/data/runtime.sqlite"))
         let (data, response) = try fetch(URL(string: "http://127.0.0.1:\(port)/runtime/v1/sessions")!, method: "POST")
         #expect(response == 401)
@@ -255,9 +260,7 @@ struct RuntimeBinaryTests {
     func boundedShutdown() throws {
         let cli = try CLI()
         defer { cli.remove() }
-        try cli.run(["keys", "generate", "--alg", "ES256", "--dir", "keys"])
-        let (process, port) = try startRuntime(
-            cli, ["--port", "0", "--keys", "keys", "--database", "data/runtime.sqlite"], environment: ["LIMITS_SHUTDOWN_TIMEOUT_SECONDS": "2"])
+        let (process, port) = try startRuntimeOnItsKeys(cli, environment: ["LIMITS_SHUTDOWN_TIMEOUT_SECONDS": "2"])
         let silent = try RawConnection(port: port, receiveTimeout: 30)
         defer { silent.close() }
         let halfHead = try RawConnection(port: port, receiveTimeout: 30)
@@ -272,6 +275,27 @@ struct RuntimeBinaryTests {
         #expect(elapsed < .seconds(TimeBounds.seconds(12)), "exited \(elapsed) after SIGTERM with a 2-second bound")
         #expect(silent.readAll().isEmpty, "the silent connection is closed, with nothing written to it")
         #expect(halfHead.readAll().isEmpty, "the half-sent request is closed, with nothing written to it")
+        process.remove()
+    }
+
+    @Test("a request whose head is completed after SIGTERM is answered, and its connection then closed rather than kept alive until the bound")
+    func requestFinishedDuringShutdown() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let (process, port) = try startRuntimeOnItsKeys(cli, environment: ["LIMITS_SHUTDOWN_TIMEOUT_SECONDS": "30"])
+        let connection = try RawConnection(port: port, receiveTimeout: 30)
+        defer { connection.close() }
+        connection.send("GET /runtime/v1/health HTTP/1.1\r\nHost: runtime\r\n")
+        usleep(300_000)
+        let start = ContinuousClock.now
+        kill(process.pid, SIGTERM)
+        usleep(300_000)  // the stop has begun: the listener is closed, this connection is not
+        connection.send("\r\n")
+        let answer = String(decoding: connection.readAll(), as: UTF8.self)
+        let closedAfter = ContinuousClock.now - start
+        #expect(answer.hasPrefix("HTTP/1.1 "), "answered: \(answer.prefix(200))")
+        #expect(closedAfter < .seconds(TimeBounds.seconds(10)), "closed \(closedAfter) after SIGTERM, against a 30-second bound")
+        #expect(try process.waitForExit(within: 25) == 0)
         process.remove()
     }
 

@@ -11,8 +11,10 @@ import NIOCore
 /// never-classified connection ignores task cancellation too). This handler:
 ///
 /// - closes at once a connection that has sent nothing when the stop begins;
-/// - otherwise repeats the event on every later read and write, so the handlers added
-///   meanwhile act on it (close after the answer in flight);
+/// - otherwise repeats the event after every later read and write (on the next turn of
+///   the event loop, so an answer being written and flushed is never cut by a close in the
+///   middle of its write), so the handlers added meanwhile act on it (close after the
+///   answer in flight);
 /// - and closes the connection `closeAfter` into the stop whatever it is doing, which
 ///   makes `limits.shutdown_timeout_seconds` hold for every connection.
 final class QuiesceRelay: ChannelDuplexHandler, RemovableChannelHandler {
@@ -25,6 +27,8 @@ final class QuiesceRelay: ChannelDuplexHandler, RemovableChannelHandler {
     private var sawBytes = false
     private var quiescing = false
     private var forcedClose: Scheduled<Void>?
+    /// A repeat of the quiesce event is scheduled for the next turn of the loop.
+    private var relayScheduled = false
 
     /// - Parameter closeAfter: how long into a graceful stop the connection may stay open.
     init(closeAfter: TimeAmount) {
@@ -45,12 +49,23 @@ final class QuiesceRelay: ChannelDuplexHandler, RemovableChannelHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         sawBytes = true
         context.fireChannelRead(data)
-        if quiescing { context.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent()) }
+        relayLater(context: context)
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         context.write(data, promise: promise)
-        if quiescing { context.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent()) }
+        relayLater(context: context)
+    }
+
+    /// Repeats the quiesce event on the next turn of the loop, once, while the stop goes on.
+    private func relayLater(context: ChannelHandlerContext) {
+        guard quiescing, !relayScheduled else { return }
+        relayScheduled = true
+        context.eventLoop.assumeIsolated().execute { [weak self, weak context] in
+            guard let self, let context else { return }
+            self.relayScheduled = false
+            context.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
+        }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
