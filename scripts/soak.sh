@@ -40,10 +40,10 @@ import asyncio, base64, json, os, random, sys, time
 port, pid, minutes, concurrency = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
 interval = float(sys.argv[5])
 done, unexpected, kinds = 0, 0, {}
-def rss_mb():
+def rss_mb(field="VmRSS:"):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"): return int(line.split()[1]) / 1024
+            if line.startswith(field): return int(line.split()[1]) / 1024
 # scrypt's work area: one anonymous mapping of 128*r*N bytes plus a few KiB per password hash in
 # flight (32 MiB + 4 KiB at ln=15, r=8: 32,772 kB), mapped and unmapped by each login. At most
 # one per thread of the hashing pool is resident at a time; it is counted apart from the rest.
@@ -120,12 +120,14 @@ async def main():
     start = time.monotonic()
     deadline = start + minutes * 60
     samples = {"start": rss_mb()}
-    series = []  # (minute, RSS MB, open descriptors), every `interval` seconds
+    series = []  # (minute, RSS MB, open descriptors, scrypt's MB), every `interval` seconds
+    files = []  # of the RSS, file-backed MB (the binary, libraries, mapped database files)
     async def sampler():
         while time.monotonic() < deadline - min(30, interval / 2):
             await asyncio.sleep(interval)
             minute = (time.monotonic() - start) / 60
             series.append((minute, rss_mb(), len(os.listdir(f"/proc/{pid}/fd")), hashing_mb()))
+            files.append(rss_mb("RssFile:"))
             if "middle" not in samples and minute >= minutes / 2: samples["middle"] = series[-1][1]
     await asyncio.gather(sampler(), *(user_loop(n, deadline) for n in range(concurrency)))
     samples["end"] = rss_mb()
@@ -144,7 +146,8 @@ async def main():
             return f"{low:.1f}-{high:.1f} MB (spread {(high - low) / low * 100:.1f}%)"
         print(f"from minute {since:g}: RSS {spread([r for _, r, _, _ in settled])}; "
               f"RSS less scrypt's work areas {spread([r - h for _, r, _, h in settled])}; "
-              f"descriptors {min(d for _, _, d, _ in settled)}-{max(d for _, _, d, _ in settled)}")
+              f"descriptors {min(d for _, _, d, _ in settled)}-{max(d for _, _, d, _ in settled)}; "
+              f"file-backed {files[len(series) - len(settled)]:.1f} MB then {files[-1]:.1f} MB")
     sys.exit(1 if unexpected else 0)
 asyncio.run(main())
 PY

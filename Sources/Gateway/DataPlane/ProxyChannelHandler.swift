@@ -56,6 +56,10 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var readPending = false
     /// Whether a deadline check is scheduled (one per connection at most).
     private var deadlineCheckScheduled = false
+    /// The checks scheduled on the event loop (idle, request deadline, upstream deadline), cancelled
+    /// when the connection goes: a closed connection's check would otherwise stay in the loop's
+    /// timer heap until it fired (up to `idleTimeout` later), a cost per connection opened.
+    private var scheduledChecks: (idle: Scheduled<Void>?, request: Scheduled<Void>?, upstream: Scheduled<Void>?) = (nil, nil, nil)
     /// How long the client may send nothing, between requests or within one (`limits.idle_timeout_seconds`).
     let idleTimeout: TimeAmount
     /// When the client last sent a part of a request, or the last answer ended; the idle check measures from here.
@@ -111,6 +115,10 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
+        scheduledChecks.idle?.cancel()
+        scheduledChecks.request?.cancel()
+        scheduledChecks.upstream?.cancel()
+        scheduledChecks = (nil, nil, nil)
     }
 
     // MARK: Inbound: request parts
@@ -277,7 +285,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func scheduleIdleCheck(at deadline: NIODeadline) {
         guard !idleCheckScheduled, let context else { return }
         idleCheckScheduled = true
-        context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [weak self] in
+        scheduledChecks.idle = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [weak self] in
             guard let self, let context = self.context else { return }
             self.idleCheckScheduled = false
             guard !self.isAwaitingAnswer else {
@@ -305,7 +313,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func scheduleRequestCheck(at deadline: NIODeadline) {
         guard let context else { return }
         requestCheckScheduled = true
-        context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [weak self] in
+        scheduledChecks.request = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [weak self] in
             guard let self, self.context != nil else { return }
             self.requestCheckScheduled = false
             guard let started = self.requestStartedAt else { return }
@@ -367,7 +375,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func watchDeadline() {
         guard !deadlineCheckScheduled, case .proxying(let exchange) = state, let deadline = exchange.deadline, let context else { return }
         deadlineCheckScheduled = true
-        context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [weak self] in
+        scheduledChecks.upstream = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [weak self] in
             guard let self else { return }
             self.deadlineCheckScheduled = false
             guard case .proxying(let exchange) = self.state, let deadline = exchange.deadline else { return }
