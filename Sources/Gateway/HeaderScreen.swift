@@ -52,6 +52,23 @@ enum HeaderScreen {
     static func connectionListed(_ headers: HTTPHeaders) -> Set<String> {
         var listed = Set<String>()
         for (name, value) in headers where equalsLowercased(name.utf8[...], "connection") {
+            insertListed(value, into: &listed)
+        }
+        return listed
+    }
+
+    /// The names an upstream answer's `Connection` header lists, as `connectionListed(_:)` does for NIO's headers.
+    static func connectionListed(_ response: UpstreamResponseHead) -> Set<String> {
+        var listed = Set<String>()
+        for field in response.fields where response.name(of: field, is: "connection") {
+            insertListed(response.valueString(of: field), into: &listed)
+        }
+        return listed
+    }
+
+    /// The tokens of one `Connection` value, folded, into `listed`.
+    private static func insertListed(_ value: String, into listed: inout Set<String>) {
+        do {
             // Comma-separated tokens, each trimmed of spaces and tabs.
             var rest = value.utf8[...]
             while !rest.isEmpty {
@@ -65,7 +82,6 @@ enum HeaderScreen {
                 rest = comma == rest.endIndex ? rest[comma...] : rest[rest.index(after: comma)...]
             }
         }
-        return listed
     }
 
     /// Whether `bytes`, lower-cased (ASCII), are `lowercased`.
@@ -87,6 +103,16 @@ enum HeaderScreen {
     static func isReturnable(_ name: String, connectionListed: Set<String>) -> Bool {
         let canonical = folded(name)
         return !neverForwarded.contains(canonical) && (connectionListed.isEmpty || !connectionListed.contains(canonical))
+    }
+
+    /// The longest name in `neverForwarded`: a longer one is returnable unless its answer's `Connection` lists it.
+    static let longestNeverForwarded = neverForwarded.map(\.utf8.count).max() ?? 0
+
+    /// Whether a field of an upstream's answer may go back to the client; a long name is decided
+    /// without making a string of it.
+    static func isReturnable(_ response: UpstreamResponseHead, _ field: UpstreamResponseHead.Field, connectionListed: Set<String>) -> Bool {
+        if field.name.count > longestNeverForwarded && connectionListed.isEmpty { return true }
+        return isReturnable(response.nameString(of: field), connectionListed: connectionListed)
     }
 }
 

@@ -46,6 +46,9 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private(set) var state = State.idle
     private var queued = CircularBuffer<HTTPServerRequestPart>()
     private(set) var context: ChannelHandlerContext?
+    /// The context of NIO's response encoder: a write through it goes past the encoder, straight
+    /// toward the socket, so a relayed answer is written as the bytes `ProxyExchange` framed.
+    private var byteOutlet: ChannelHandlerContext?
     private(set) var pool: UpstreamPool?
     /// Bytes of queued body parts.
     private var queuedBytes = 0
@@ -99,6 +102,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        byteOutlet = try? context.pipeline.syncOperations.context(handlerType: HTTPResponseEncoder.self)
         pool = plane.pool(for: context.eventLoop)
         requestIDPrefix = (try? SecureRandom.identifier(bytes: 6)) ?? "unknown0"
         lastActive = .now()
@@ -115,6 +119,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
+        byteOutlet = nil
         scheduledChecks.idle?.cancel()
         scheduledChecks.request?.cancel()
         scheduledChecks.upstream?.cancel()
@@ -267,6 +272,16 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         } else {
             context.write(wrapOutboundOut(part), promise: nil)
         }
+    }
+
+    /// Writes bytes of the current exchange's answer, framed already, past NIO's response encoder.
+    /// Without the encoder in the pipeline (never, as the gateway builds it) the connection is closed.
+    func writeBytesToClient(_ buffer: ByteBuffer) {
+        guard let byteOutlet else {
+            context?.close(promise: nil)
+            return
+        }
+        byteOutlet.write(NIOAny(buffer), promise: nil)
     }
 
     func flushClient() {

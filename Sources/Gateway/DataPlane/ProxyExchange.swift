@@ -39,13 +39,18 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     private var pendingBody: [ByteBuffer] = []
     private var bodyBytes = 0
     private var upstream: UpstreamConnection?
-    private var upstreamHead: HTTPRequestHead?
+    /// The request head for the upstream, as bytes, until a connection takes it.
+    private var upstreamRequest: ByteBuffer?
+    /// The body goes upstream in chunks (the client's did: its length is not known).
+    private var upstreamChunked = false
     private var upstreamKeepAlive = false
     private var responseStarted = false
+    /// The answer's body goes to the client in chunks (the upstream's length is not known, the client speaks HTTP/1.1).
+    private var relayChunked = false
+    /// The client's connection closes after this answer.
+    private var closesClient = false
     /// The client sent `Expect: 100-continue` and waits for the gateway's word before its body.
     private var expectsContinue = false
-    /// The upstream sent an informational (1xx) head whose end is still to come; neither goes to the client.
-    private var skippingInformational = false
     private var finished = false
     private var status = 0
     /// When the upstream must have answered by (the handler's deadline check reads it).
@@ -159,26 +164,33 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         } catch {
             return fail(.noSigningKey)
         }
-        var headers = HTTPHeaders()
-        headers.reserveCapacity(head.headers.count + 6)
+        // The request head as one buffer: request line, the client's forwardable fields as they came,
+        // then the gateway's own (no HTTPHeaders built, no codec).
+        var request = context.channel.allocator.buffer(capacity: 256 + assertion.utf8.count + 48 * head.headers.count)
+        request.writeString(head.method.rawValue)
+        request.writeStaticString(" ")
+        writeTarget(into: &request)
+        request.writeStaticString(" HTTP/1.1\r\n")
         let listed = HeaderScreen.connectionListed(head.headers)
         for (name, value) in head.headers where HeaderScreen.isForwardable(name, connectionListed: listed) {
-            headers.add(name: name, value: value)
+            HTTP1Bytes.writeField(name, value, into: &request)
         }
-        headers.add(name: "Host", value: route.origin.hostHeader)
-        headers.add(name: AssertionHeader.name, value: assertion)
+        HTTP1Bytes.writeField("Host", route.origin.hostHeader, into: &request)
+        HTTP1Bytes.writeField(AssertionHeader.name, assertion, into: &request)
         let peer = context.channel.remoteAddress?.ipAddress
-        headers.add(
-            name: "X-Forwarded-For",
-            value: plane.admission.clientAddresses.clientAddress(peer: peer, forwardedFor: head.headers["x-forwarded-for"]))
-        headers.add(name: "X-Forwarded-Proto", value: plane.forwardedProto)
-        if let authority = head.headers.first(name: "host") { headers.add(name: "X-Forwarded-Host", value: authority) }
+        HTTP1Bytes.writeField(
+            "X-Forwarded-For", plane.admission.clientAddresses.clientAddress(peer: peer, forwardedFor: head.headers["x-forwarded-for"]),
+            into: &request)
+        HTTP1Bytes.writeField("X-Forwarded-Proto", plane.forwardedProto, into: &request)
+        if let authority = head.headers.first(name: "host") { HTTP1Bytes.writeField("X-Forwarded-Host", authority, into: &request) }
         if let length = head.headers.first(name: "content-length") {
-            headers.add(name: "Content-Length", value: length)
+            HTTP1Bytes.writeField("Content-Length", length, into: &request)
         } else if head.headers.contains(name: "transfer-encoding") {
-            headers.add(name: "Transfer-Encoding", value: "chunked")
+            request.writeStaticString("Transfer-Encoding: chunked\r\n")
+            upstreamChunked = true
         }
-        upstreamHead = HTTPRequestHead(version: .http1_1, method: head.method, uri: target(), headers: headers)
+        request.writeStaticString("\r\n")
+        upstreamRequest = request
         if expectsContinue && !requestEnded && bodyBytes == 0 {
             // Admitted: the client may send its body now (RFC 9110 §10.1.1), as nginx answers it.
             handler.writeToClient(.head(HTTPResponseHead(version: .http1_1, status: .continue)), flush: true)
@@ -196,25 +208,29 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     /// The upstream target: the route's base path, the normalised path below the prefix, the
     /// query without `access_token`. The request for the prefix itself to an upstream without a
     /// base path is `/`, never an empty request target (RFC 9112 §3.2.1; nginx answers an empty one with 400).
-    private func target() -> String {
-        var target = route.origin.basePath + remainder
-        if target.isEmpty { target = "/" }
-        guard let query = RequestTarget.queryWithoutCredentials(query) else { return target }
-        return target + "?" + query
+    private func writeTarget(into buffer: inout ByteBuffer) {
+        buffer.writeString(route.origin.basePath)
+        buffer.writeSubstring(remainder)
+        if route.origin.basePath.isEmpty && remainder.isEmpty { buffer.writeStaticString("/") }
+        guard let query = RequestTarget.queryWithoutCredentials(query) else { return }
+        buffer.writeStaticString("?")
+        buffer.writeSubstring(query)
     }
 
     private func connected(_ connection: UpstreamConnection) {
-        guard !finished, let upstreamHead else {
+        guard !finished, let upstreamRequest else {
             handler.pool?.release(connection, to: route.origin, reusable: !finished)
             return
         }
+        self.upstreamRequest = nil
         upstream = connection
         connection.handler.delegate = self
+        connection.handler.expectResponse(toHEAD: head.method == .HEAD)
         let channel = connection.channel
-        channel.write(HTTPClientRequestPart.head(upstreamHead), promise: nil)
-        for buffer in pendingBody { channel.write(HTTPClientRequestPart.body(.byteBuffer(buffer)), promise: nil) }
+        channel.write(upstreamRequest, promise: nil)
+        for buffer in pendingBody { writeBodyUpstream(buffer, on: channel) }
         pendingBody = []
-        if requestEnded { channel.write(HTTPClientRequestPart.end(nil), promise: nil) }
+        if requestEnded && upstreamChunked { channel.write(HTTP1Bytes.lastChunk, promise: nil) }
         channel.flush()
         if !channel.isWritable { handler.holdReads() }
     }
@@ -231,7 +247,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             }
             guard !finished else { return }
             if let upstream {
-                upstream.channel.writeAndFlush(HTTPClientRequestPart.body(.byteBuffer(buffer)), promise: nil)
+                writeBodyUpstream(buffer, on: upstream.channel)
+                upstream.channel.flush()
                 if !upstream.channel.isWritable { handler.holdReads() }
             } else {
                 pendingBody.append(buffer)
@@ -241,41 +258,88 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             if finished {
                 handler.exchangeFinished(requestEnded: true, closeConnection: false)
             } else {
-                upstream?.channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
+                if upstreamChunked { upstream?.channel.writeAndFlush(HTTP1Bytes.lastChunk, promise: nil) }
             }
         }
     }
 
+    /// A piece of the request body, in a chunk of its own when the body goes upstream chunked.
+    private func writeBodyUpstream(_ buffer: ByteBuffer, on channel: any Channel) {
+        guard upstreamChunked else { return channel.write(buffer, promise: nil) }
+        guard buffer.readableBytes > 0 else { return }  // a zero-size chunk would end the body
+        channel.write(HTTP1Bytes.chunkHeader(buffer.readableBytes, allocator: channel.allocator), promise: nil)
+        channel.write(buffer, promise: nil)
+        channel.write(HTTP1Bytes.crlf, promise: nil)
+    }
+
     // MARK: The answer
 
-    func upstreamRead(_ part: HTTPClientResponsePart) {
+    func upstreamRead(_ part: UpstreamResponsePart) {
         guard !finished else { return }
         switch part {
-        case .head(let response) where response.status.code < 200:
-            skippingInformational = true  // 1xx from the upstream (103 Early Hints, say): not relayed, as nginx does
-        case .end where skippingInformational:
-            skippingInformational = false
         case .head(let response):
             responseStarted = true
             deadline = nil
-            status = Int(response.status.code)
-            upstreamKeepAlive = response.isKeepAlive
-            let listed = HeaderScreen.connectionListed(response.headers)
-            var headers = HTTPHeaders()
-            headers.reserveCapacity(response.headers.count + 3)
-            for (name, value) in response.headers where HeaderScreen.isReturnable(name, connectionListed: listed) {
-                headers.add(name: name, value: value)
-            }
-            if let length = response.headers.first(name: "content-length") { headers.add(name: "Content-Length", value: length) }
-            decorate(&headers)
-            handler.writeToClient(.head(HTTPResponseHead(version: .http1_1, status: response.status, headers: headers)))
+            status = response.status
+            upstreamKeepAlive = response.keepAlive
+            handler.writeBytesToClient(clientHead(for: response))
         case .body(let buffer):
-            handler.writeToClient(.body(.byteBuffer(buffer)))
+            if relayChunked {
+                guard buffer.readableBytes > 0 else { return }
+                handler.writeBytesToClient(HTTP1Bytes.chunkHeader(buffer.readableBytes, allocator: ByteBufferAllocator()))
+                handler.writeBytesToClient(buffer)
+                handler.writeBytesToClient(HTTP1Bytes.crlf)
+            } else {
+                handler.writeBytesToClient(buffer)
+            }
             if !handler.clientIsWritable { upstream?.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in } }
         case .end:
-            handler.writeToClient(.end(nil), flush: true)
+            if relayChunked { handler.writeBytesToClient(HTTP1Bytes.lastChunk) }
+            handler.flushClient()
             complete()
         }
+    }
+
+    /// The client's answer head, as bytes: the upstream's status line and the fields that may go
+    /// back as they came, the framing for the client, the request id and the CORS answer.
+    private func clientHead(for response: UpstreamResponseHead) -> ByteBuffer {
+        var out = ByteBufferAllocator().buffer(capacity: response.bytes.count + 160)
+        out.writeStaticString("HTTP/1.1 ")
+        HTTP1Bytes.writeDecimal(response.status, into: &out)
+        out.writeStaticString(" ")
+        out.writeBytes(response.bytes[response.reason])
+        out.writeStaticString("\r\n")
+        let origin = head.headers.combined("origin").flatMap { plane.allowedOrigins.contains($0) ? $0 : nil }
+        let listed = HeaderScreen.connectionListed(response)
+        for field in response.fields where HeaderScreen.isReturnable(response, field, connectionListed: listed) {
+            // Set, not added: an upstream's own request id or CORS answer gives way to the gateway's.
+            if response.name(of: field, is: "x-request-id") { continue }
+            if origin != nil && (response.name(of: field, is: "access-control-allow-origin") || response.name(of: field, is: "vary")) { continue }
+            out.writeBytes(response.bytes[field.name])
+            out.writeStaticString(": ")
+            out.writeBytes(response.bytes[field.value])
+            out.writeStaticString("\r\n")
+        }
+        closesClient = Self.wantsClose(head)
+        switch response.framing {
+        case .none, .length:
+            if let length = response.contentLength { HTTP1Bytes.writeField("Content-Length", number: length, into: &out) }
+        case .chunked, .untilClose:
+            if head.version.minor >= 1 && head.version.major == 1 {
+                relayChunked = true
+                out.writeStaticString("Transfer-Encoding: chunked\r\n")
+            } else {
+                closesClient = true  // an HTTP/1.0 client reads the body until the connection closes
+            }
+        }
+        HTTP1Bytes.writeField("X-Request-Id", requestID, into: &out)
+        if let origin {
+            HTTP1Bytes.writeField("Access-Control-Allow-Origin", origin, into: &out)
+            out.writeStaticString("Vary: Origin\r\n")
+        }
+        if closesClient { out.writeStaticString("Connection: close\r\n") }
+        out.writeStaticString("\r\n")
+        return out
     }
 
     func upstreamReadComplete() {
@@ -302,7 +366,14 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     }
 
     func upstreamFailed(_ error: any Error) {
-        guard !finished, !responseStarted, error is NIOSSLError || error is BoringSSLError else { return }
+        guard !finished, !responseStarted else { return }
+        if let error = error as? UpstreamResponseError {
+            plane.logger.warning("upstream answer refused", metadata: ["upstream": "\(route.name)", "error": "\(error)"])
+            return fail(
+                GatewayError(.badGateway, "upstream_unavailable", "the upstream's answer was not valid HTTP/1.1; its operator must fix it"),
+                upstreamStatus: 502)
+        }
+        guard error is NIOSSLError || error is BoringSSLError else { return }
         // The operator needs the reason; the client gets the status and what it means.
         plane.logger.warning("upstream TLS handshake failed", metadata: ["upstream": "\(route.name)", "error": "\(error)"])
         fail(
@@ -341,7 +412,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         handler.pool?.release(upstream, to: route.origin, reusable: upstreamKeepAlive && requestEnded)
         self.upstream = nil
         plane.metrics.proxied(upstream: route.name, status: status, since: started)
-        finish(closeClient: Self.wantsClose(head))
+        finish(closeClient: closesClient)
     }
 
     /// Answers with `error` (if nothing was sent yet) and ends the exchange.

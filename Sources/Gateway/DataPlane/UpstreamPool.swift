@@ -1,5 +1,4 @@
 import NIOCore
-import NIOHTTP1
 import NIOPosix
 import NIOSSL
 
@@ -86,63 +85,6 @@ struct UpstreamOrigin: Hashable, Sendable {
     }
 }
 
-/// What an upstream connection reports to the exchange using it.
-protocol UpstreamConnectionDelegate: AnyObject {
-    func upstreamRead(_ part: HTTPClientResponsePart)
-    func upstreamReadComplete()
-    func upstreamClosed()
-    func upstreamWritabilityChanged(_ writable: Bool)
-    /// The connection failed (a TLS handshake refused, say); it is closed next.
-    func upstreamFailed(_ error: any Error)
-}
-
-/// The last handler of an upstream connection: passes response parts to the exchange using it.
-final class UpstreamConnectionHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTPClientResponsePart
-
-    weak var delegate: (any UpstreamConnectionDelegate)?
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard let delegate else {
-            // Nothing is waiting for an answer on an idle connection: it cannot be reused.
-            context.close(promise: nil)
-            return
-        }
-        delegate.upstreamRead(unwrapInboundIn(data))
-    }
-
-    func channelReadComplete(context: ChannelHandlerContext) {
-        delegate?.upstreamReadComplete()
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        delegate?.upstreamClosed()
-        delegate = nil
-        context.fireChannelInactive()
-    }
-
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
-        delegate?.upstreamWritabilityChanged(context.channel.isWritable)
-        context.fireChannelWritabilityChanged()
-    }
-
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        delegate?.upstreamFailed(error)
-        context.close(promise: nil)
-    }
-}
-
-/// One keep-alive connection to an upstream.
-final class UpstreamConnection {
-    let channel: any Channel
-    let handler: UpstreamConnectionHandler
-
-    init(channel: any Channel, handler: UpstreamConnectionHandler) {
-        self.channel = channel
-        self.handler = handler
-    }
-}
-
 /// Idle keep-alive connections to the upstreams, one pool per event loop.
 ///
 /// Only its own event loop touches it: a request and the connection it uses
@@ -179,9 +121,8 @@ final class UpstreamPool: @unchecked Sendable {  // loop-bound: every method che
                     if let tls {
                         try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: origin.serverHostname))
                     }
-                    // No second validation of the request's headers: each is a value NIO's parser took from
-                    // the client (it refuses CR, LF and other controls in names and values) or the gateway's own.
-                    try channel.pipeline.syncOperations.addHTTPClientHandlers(enableOutboundHeaderValidation: false)
+                    // No HTTP codec: the exchange writes its request as bytes (HTTP1Bytes) and the handler
+                    // frames the answer itself (UpstreamResponseParser).
                     try channel.pipeline.syncOperations.addHandler(UpstreamConnectionHandler())
                 }
             }
@@ -198,7 +139,7 @@ final class UpstreamPool: @unchecked Sendable {  // loop-bound: every method che
     func release(_ connection: UpstreamConnection, to origin: UpstreamOrigin, reusable: Bool) {
         eventLoop.preconditionInEventLoop()
         connection.handler.delegate = nil
-        guard reusable, connection.channel.isActive, (idle[origin]?.count ?? 0) < maximumIdle else {
+        guard reusable, connection.handler.isReusable, connection.channel.isActive, (idle[origin]?.count ?? 0) < maximumIdle else {
             connection.channel.close(promise: nil)
             return
         }
