@@ -6,7 +6,8 @@
 # Targets: token (full access-token verification), json (strict JSON reader,
 # with a write/re-read oracle), base64url (canonical-encoding oracle),
 # session-id (SessionID.problem), agent-frame (the agent channel's frame parser),
-# request-target (the path normaliser and the query's credential filter).
+# request-target (the path normaliser and the query's credential filter),
+# upstream-response (the data plane's framing of an upstream's answers, split two ways).
 # Each is built with `swiftc -sanitize=fuzzer,address` against the real sources,
 # seeded from ../shared/vectors (PORTCULLIS_VECTORS) when present, and run for
 # SECONDS (default 60). A crash stops the script with exit 1 and leaves the
@@ -18,7 +19,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VECTORS=${PORTCULLIS_VECTORS:-$ROOT/../shared/vectors}
 OUT="$ROOT/.build/fuzz"
 TARGETS=("$@")
-[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(token json base64url session-id agent-frame request-target)
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(token json base64url session-id agent-frame request-target upstream-response)
 mkdir -p "$OUT/lib"
 FLAGS=(-sanitize=fuzzer,address -parse-as-library -O -g -I "$ROOT/Sources/CLibCrypto" -I "$ROOT/Sources/CLibCryptoSetup/include")
 
@@ -49,6 +50,9 @@ seed() {  # target
     session-id) for v in ses_AAAAAAAAAAAAAAAAAAAAAA ses_2w8cmNxD14TYILibe4MTmg rt_x eyJhbGciOiJub25lIn0.e30. ses_; do printf '%s' "$v" > "$corpus/$v"; done ;;
     request-target) for v in '/api/v1/../admin?x=1&access_token=T' '//api//v1/%2e%2E/x' '/a/..;b/%252e?%61ccess_token=1;b=2' '/a%2fb' '/./..' '/%7Eu/%c3%a9/.'; do
                       printf '%s' "$v" > "$corpus/$(printf '%s' "$v" | sha1sum | cut -c1-16)"; done ;;
+    upstream-response) printf '\x05HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello' > "$corpus/sized"
+                 printf '\x21HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;e=1\r\nhello\r\n0\r\nT: 1\r\n\r\n' > "$corpus/chunked"
+                 printf '\x90HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 3\r\n\r\n' > "$corpus/head" ;;
     agent-frame) printf '%s' '{"type":"ping"}' > "$corpus/ping"
                  printf '%s' '{"type":"intent","request_id":"r1","intent_type":"echo","payload":{"a":[1,2,{"b":null}]},"idempotency_key":"k"}' > "$corpus/intent" ;;
   esac
@@ -66,6 +70,7 @@ for target in "${TARGETS[@]}"; do
     session-id) build session-id "$ROOT/Fuzz/FuzzSessionID.swift" ;;
     agent-frame) build agent-frame "$ROOT/Sources/Runtime/AgentFrame.swift" "$ROOT/Fuzz/FuzzAgentFrame.swift" ;;
     request-target) build request-target "$ROOT/Sources/TrafficCop/RequestTarget.swift" "$ROOT/Sources/TrafficCop/RequestTargetError.swift" "$ROOT/Fuzz/FuzzRequestTarget.swift" ;;
+    upstream-response) build upstream-response "$ROOT"/Sources/Gateway/DataPlane/UpstreamResponse{Parser,Head,Error}.swift "$ROOT/Fuzz/FuzzUpstreamResponse.swift" ;;
     *) echo "fuzz.sh: unknown target $target" >&2; exit 2 ;;
   esac
   seed "$target"

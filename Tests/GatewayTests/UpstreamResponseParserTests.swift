@@ -142,6 +142,7 @@ struct UpstreamResponseParserTests {
         ("HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999\r\n\r\n", "invalid_content_length"),
         ("HTTP/1.1 200 OK\r\nContent-Length: \r\n\r\n", "invalid_content_length"),
         ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1000000000000000\r\n", "invalid_chunk"),
+        ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + String(repeating: "B", count: 120) + "\r\n", "invalid_chunk"),  // found by the fuzzer: overflowed
         ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "invalid_chunk"),
         ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\n", "invalid_chunk"),
         ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n", "invalid_chunk"),

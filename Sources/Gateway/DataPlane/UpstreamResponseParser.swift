@@ -302,11 +302,13 @@ struct UpstreamResponseParser {
         var digits = 0
         var index = 0
         while index < line.count, let value = hexValue(line[index]) {
+            // Counted before multiplying: a long run of digits must not overflow.
+            guard digits < 15 else { throw UpstreamResponseError.invalidChunk }
             size = size * 16 + value
             digits += 1
             index += 1
         }
-        guard digits > 0, digits <= 15 else { throw UpstreamResponseError.invalidChunk }
+        guard digits > 0 else { throw UpstreamResponseError.invalidChunk }
         while index < line.count && isWhitespace(line[index]) { index += 1 }
         guard index == line.count || line[index] == UInt8(ascii: ";") else { throw UpstreamResponseError.invalidChunk }
         for byte in line[index...] where !isFieldValueByte(byte) { throw UpstreamResponseError.invalidChunk }
