@@ -28,13 +28,24 @@ public struct GatewayMetrics: Sendable {
 
     /// One answered request.
     func request(route: String, method: String, status: Int, nanoseconds: Int64) {
+        requestCounter(route: route, method: method, status: status).increment()
+        requestTimer(route: route, method: method).recordNanoseconds(nanoseconds)
+    }
+
+    /// The counter of answered requests with these labels (made once).
+    func requestCounter(route: String, method: String, status: Int) -> Metrics.Counter {
         let factory = self.factory
-        handles.counter(MetricHandles.Key(route, method, status)) {
+        return handles.counter(MetricHandles.Key(route, method, status)) {
             Metrics.Counter(label: "portcullis_http_requests_total", dimensions: [("route", route), ("method", method), ("status", String(status))], factory: factory)
-        }.increment()
-        handles.timer(MetricHandles.Key(route, method, 0)) {
+        }
+    }
+
+    /// The timer of answered requests with these labels (made once).
+    func requestTimer(route: String, method: String) -> Metrics.Timer {
+        let factory = self.factory
+        return handles.timer(MetricHandles.Key(route, method, 0)) {
             Metrics.Timer(label: "portcullis_http_request_duration_seconds", dimensions: [("route", route), ("method", method)], factory: factory)
-        }.recordNanoseconds(nanoseconds)
+        }
     }
 
     /// An access token refused, by the verifier's reason (or `missing`, `revoked`).
@@ -74,14 +85,24 @@ public struct GatewayMetrics: Sendable {
 
     /// A proxied request: its upstream, the status the client got, and the upstream's latency.
     func proxied(upstream: String, status: Int, since started: ContinuousClock.Instant) {
+        proxiedCounter(upstream: upstream, status: status).increment()
+        upstreamTimer(upstream: upstream).recordNanoseconds((ContinuousClock.now - started).nanoseconds)
+    }
+
+    /// The counter of proxied requests to `upstream` answered `status` (made once).
+    func proxiedCounter(upstream: String, status: Int) -> Metrics.Counter {
         let factory = self.factory
-        handles.counter(MetricHandles.Key("proxy", upstream, status)) {
+        return handles.counter(MetricHandles.Key("proxy", upstream, status)) {
             Metrics.Counter(label: "portcullis_proxy_requests_total", dimensions: [("upstream", upstream), ("status", String(status))], factory: factory)
-        }.increment()
-        let elapsed = ContinuousClock.now - started
-        handles.timer(MetricHandles.Key("proxy", upstream, 0)) {
+        }
+    }
+
+    /// The timer of `upstream`'s answers (made once).
+    func upstreamTimer(upstream: String) -> Metrics.Timer {
+        let factory = self.factory
+        return handles.timer(MetricHandles.Key("proxy", upstream, 0)) {
             Metrics.Timer(label: "portcullis_proxy_upstream_duration_seconds", dimensions: [("upstream", upstream)], factory: factory)
-        }.recordNanoseconds(elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
+        }
     }
 
     /// Whether a dependency passed its last background check (1) or not (0).
@@ -132,5 +153,12 @@ final class MetricHandles: Sendable {
         let timer = make()
         timers.withLock { $0[key] = timer }
         return timer
+    }
+}
+
+extension Duration {
+    /// The duration in whole nanoseconds.
+    var nanoseconds: Int64 {
+        components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000
     }
 }

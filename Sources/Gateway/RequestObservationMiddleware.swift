@@ -35,7 +35,7 @@ struct RequestObservationMiddleware: RouterMiddleware {
         }
         response.headers[HTTPField.Name("X-Request-Id")!] = requestID
         let elapsed = ContinuousClock.now - started
-        let nanoseconds = elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000
+        let nanoseconds = elapsed.nanoseconds
         let route = context.endpointPath ?? "unmatched"
         metrics.request(route: route, method: request.method.rawValue, status: response.status.code, nanoseconds: nanoseconds)
         accessLog.record(

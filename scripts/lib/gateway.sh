@@ -4,7 +4,8 @@
 #   Writes WORK/config/portcullis.yaml (the gateway on GATEWAY_PORT plus
 #   GATEWAY_LINES under `gateway:`, admin off, the embedded Runtime on a free
 #   port, or the Runtime at RUNTIME_URL when given, quiet logs, plus EXTRA_YAML),
-#   starts `portcullis serve` in WORK, sets SERVE_PID, and waits until /readyz answers.
+#   starts `portcullis serve` in WORK (under $SERVE_WRAPPER when set: a profiler, say),
+#   sets SERVE_PID, and waits until /readyz answers.
 start_serve() {
   local work=$1 gateway_port=$2 gateway_lines=$3 extra=$4 runtime_line="  port: 0"
   [ -n "${5:-}" ] && runtime_line="  url: $5"
@@ -21,7 +22,8 @@ logging:
   level: warning
 $extra
 YAML
-  (cd "$work" && exec "$BIN" serve > serve.log 2>&1) & SERVE_PID=$!
+  # shellcheck disable=SC2086  # the wrapper is a command with its arguments
+  (cd "$work" && exec ${SERVE_WRAPPER:-} "$BIN" serve > serve.log 2>&1) & SERVE_PID=$!
   for _ in $(seq 150); do curl -sf "127.0.0.1:$gateway_port/readyz" >/dev/null && return 0; sleep 0.2; done
   echo "the gateway did not become ready:" >&2; cat "$work/serve.log" >&2; return 1
 }

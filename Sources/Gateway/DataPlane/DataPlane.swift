@@ -22,6 +22,8 @@ final class DataPlane: Sendable {
         /// The route template in logs and metrics.
         let template: String
         let name: String
+        /// Its place in `routes` (the metric handles' key).
+        let index: Int
     }
 
     let routes: [Route]
@@ -40,6 +42,7 @@ final class DataPlane: Sendable {
     /// TLS for `https://` upstreams: the system's trust roots plus `gateway.upstream_ca_file`.
     let upstreamTLS: NIOSSLContext?
     private let pools = EventLoopTable<UpstreamPool>()
+    private let metricTables = EventLoopTable<ProxyMetricHandles>()
 
     init(
         routes: [ProxyRoute], authenticator: AccessTokenAuthenticator, sessions: SessionOwnershipView, runtime: RuntimeClient,
@@ -47,9 +50,12 @@ final class DataPlane: Sendable {
         allowedOrigins: [String], upstreamTLS: NIOSSLContext?
     ) {
         self.upstreamTLS = upstreamTLS
-        self.routes = routes.compactMap { route in
-            guard let origin = UpstreamOrigin(url: route.upstream) else { return nil }
-            return Route(prefix: route.pathPrefix, origin: origin, audience: route.audience, template: route.pathPrefix + "/**", name: route.prefix)
+        self.routes = routes.compactMap { route -> (ProxyRoute, UpstreamOrigin)? in
+            UpstreamOrigin(url: route.upstream).map { (route, $0) }
+        }.enumerated().map { index, pair in
+            let (route, origin) = pair
+            return Route(
+                prefix: route.pathPrefix, origin: origin, audience: route.audience, template: route.pathPrefix + "/**", name: route.prefix, index: index)
         }
         self.authenticator = authenticator
         self.sessions = sessions
@@ -79,6 +85,11 @@ final class DataPlane: Sendable {
         guard head.method == .OPTIONS, head.headers.contains(name: "access-control-request-method"), let origin = head.headers.first(name: "origin")
         else { return false }
         return allowedOrigins.contains(origin)
+    }
+
+    /// The metric handles of `eventLoop` (made on first use).
+    func metricHandles(for eventLoop: any EventLoop) -> ProxyMetricHandles {
+        metricTables.value(for: eventLoop) { ProxyMetricHandles(metrics: metrics) }
     }
 
     /// The pool of `eventLoop` (made on first use).

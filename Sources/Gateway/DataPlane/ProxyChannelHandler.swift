@@ -50,6 +50,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// toward the socket, so a relayed answer is written as the bytes `ProxyExchange` framed.
     private var byteOutlet: ChannelHandlerContext?
     private(set) var pool: UpstreamPool?
+    private(set) var metricHandles: ProxyMetricHandles?
     /// Bytes of queued body parts.
     private var queuedBytes = 0
     /// Reads held back while the upstream cannot take more of the request body.
@@ -84,6 +85,10 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// Request ids: 8 characters drawn from the CSPRNG once per connection, then a counter.
     private var requestIDPrefix = ""
     private var requestCount: UInt32 = 0
+    /// Something was passed on to Hummingbird's handlers since the last end of a read cycle.
+    private var passedOn = false
+    /// The client's address as text, made once per connection (for `X-Forwarded-For`).
+    private(set) lazy var peerAddress: String? = context?.channel.remoteAddress?.ipAddress
 
     /// The most a connection's queue may hold before the connection is closed: more than
     /// one read can bring only when a client keeps sending past what it was asked for.
@@ -104,6 +109,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.context = context
         byteOutlet = try? context.pipeline.syncOperations.context(handlerType: HTTPResponseEncoder.self)
         pool = plane.pool(for: context.eventLoop)
+        metricHandles = plane.metricHandles(for: context.eventLoop)
         requestIDPrefix = (try? SecureRandom.identifier(bytes: 6)) ?? "unknown0"
         lastActive = .now()
         scheduleIdleCheck(at: lastActive + idleTimeout)
@@ -114,8 +120,17 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func nextRequestID() -> String {
         requestCount &+= 1
         let count = requestCount & 0xFF_FFFF
-        return requestIDPrefix + Base64URL.encode([UInt8(count >> 16), UInt8((count >> 8) & 0xFF), UInt8(count & 0xFF)])
+        // The counter's 24 bits as 4 base64url characters after the prefix's 8: 12 ASCII bytes, a
+        // string stored inline (no allocation).
+        var id = requestIDPrefix
+        for shift in stride(from: 18, through: 0, by: -6) {
+            id.unicodeScalars.append(Unicode.Scalar(Self.base64URLDigits[Int((count >> UInt32(shift)) & 0x3F)]))
+        }
+        return id
     }
+
+    /// The base64url alphabet (RFC 4648 §5).
+    static let base64URLDigits = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
@@ -127,6 +142,14 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     // MARK: Inbound: request parts
+
+    /// The end of a read cycle reaches Hummingbird's handlers only when a part of this cycle did:
+    /// a cycle of proxied requests is none of their business.
+    func channelReadComplete(context: ChannelHandlerContext) {
+        guard passedOn else { return }
+        passedOn = false
+        context.fireChannelReadComplete()
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         lastActive = .now()
@@ -147,6 +170,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
                     passthroughAnswerStarted = false
                     requestStarted()
                 }
+                passedOn = true
                 context.fireChannelRead(wrapInboundOut(part))
                 return
             }
@@ -162,9 +186,11 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
             if case .end = part {
                 state = .passthrough(requestDone: true, responseDone: responseDone)
                 requestStartedAt = nil
+                passedOn = true
                 context.fireChannelRead(wrapInboundOut(part))
                 if responseDone { becomeIdle() }
             } else {
+                passedOn = true
                 context.fireChannelRead(wrapInboundOut(part))
             }
         case .proxying(let exchange):
@@ -227,6 +253,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         queuedBytes = 0
         for part in parts { handle(part, context: context) }
         // Hummingbird's channel hands reads on at the end of a read cycle; these came outside one.
+        passedOn = false
         context.fireChannelReadComplete()
         if queued.isEmpty { releaseQueueHold() }
     }

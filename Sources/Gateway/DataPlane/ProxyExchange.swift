@@ -53,6 +53,9 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     private var expectsContinue = false
     private var finished = false
     private var status = 0
+    /// The upstream's answer (or 502/503/504 for its failure), for the proxied-request metrics; `nil` when it was never asked.
+    private var upstreamStatus: Int?
+    private var upstreamNanoseconds: Int64 = 0
     /// When the upstream must have answered by (the handler's deadline check reads it).
     private(set) var deadline: NIODeadline?
 
@@ -177,9 +180,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         }
         HTTP1Bytes.writeField("Host", route.origin.hostHeader, into: &request)
         HTTP1Bytes.writeField(AssertionHeader.name, assertion, into: &request)
-        let peer = context.channel.remoteAddress?.ipAddress
         HTTP1Bytes.writeField(
-            "X-Forwarded-For", plane.admission.clientAddresses.clientAddress(peer: peer, forwardedFor: head.headers["x-forwarded-for"]),
+            "X-Forwarded-For", plane.admission.clientAddresses.clientAddress(peer: handler.peerAddress, forwardedFor: head.headers["x-forwarded-for"]),
             into: &request)
         HTTP1Bytes.writeField("X-Forwarded-Proto", plane.forwardedProto, into: &request)
         if let authority = head.headers.first(name: "host") { HTTP1Bytes.writeField("X-Forwarded-Host", authority, into: &request) }
@@ -197,6 +199,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         }
         deadline = .now() + plane.upstreamTimeout
         handler.watchDeadline()
+        if let connection = pool.idleConnection(to: route.origin) { return connected(connection) }
         pool.acquire(route.origin) { [self] result in
             switch result {
             case .success(let connection): connected(connection)
@@ -411,8 +414,14 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         guard let upstream else { return }
         handler.pool?.release(upstream, to: route.origin, reusable: upstreamKeepAlive && requestEnded)
         self.upstream = nil
-        plane.metrics.proxied(upstream: route.name, status: status, since: started)
+        recordUpstream(status)
         finish(closeClient: closesClient)
+    }
+
+    /// The upstream's part in the metrics, recorded with the request's when the exchange finishes.
+    private func recordUpstream(_ status: Int) {
+        upstreamStatus = status
+        upstreamNanoseconds = (ContinuousClock.now - started).nanoseconds
     }
 
     /// Answers with `error` (if nothing was sent yet) and ends the exchange.
@@ -423,7 +432,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             upstream.channel.close(promise: nil)
             self.upstream = nil
         }
-        if let upstreamStatus { plane.metrics.proxied(upstream: route.name, status: upstreamStatus, since: started) }
+        if let upstreamStatus { recordUpstream(upstreamStatus) }
         if responseStarted {
             return finish(closeClient: true)
         }
@@ -440,9 +449,10 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     private func finish(closeClient: Bool) {
         finished = true
         deadline = nil
-        let elapsed = ContinuousClock.now - started
-        let nanoseconds = elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000
-        plane.metrics.request(route: route.template, method: head.method.rawValue, status: status, nanoseconds: nanoseconds)
+        let nanoseconds = (ContinuousClock.now - started).nanoseconds
+        handler.metricHandles?.record(
+            route: route, method: head.method, status: status, nanoseconds: nanoseconds, upstreamStatus: upstreamStatus,
+            upstreamNanoseconds: upstreamNanoseconds)
         plane.accessLog.record(
             requestID: requestID, method: head.method.rawValue, route: route.template, path: path, status: status, nanoseconds: nanoseconds)
         handler.exchangeFinished(requestEnded: requestEnded, closeConnection: closeClient)

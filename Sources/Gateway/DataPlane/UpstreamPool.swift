@@ -96,7 +96,13 @@ final class UpstreamPool: @unchecked Sendable {  // loop-bound: every method che
     let maximumIdle: Int
     /// For `https://` upstreams (`nil` when no route has one).
     let tls: NIOSSLContext?
-    private var idle: [UpstreamOrigin: [UpstreamConnection]] = [:]
+    /// Per origin, a list object: taking a connection reads the dictionary and changes the list,
+    /// never the dictionary (whose in-place modification allocates on every call).
+    private var idle: [UpstreamOrigin: IdleConnections] = [:]
+
+    private final class IdleConnections {
+        var connections: [UpstreamConnection] = []
+    }
 
     init(eventLoop: any EventLoop, tls: NIOSSLContext?, connectTimeout: TimeAmount = .seconds(2), maximumIdle: Int = 64) {
         self.eventLoop = eventLoop
@@ -105,12 +111,19 @@ final class UpstreamPool: @unchecked Sendable {  // loop-bound: every method che
         self.maximumIdle = maximumIdle
     }
 
+    /// An idle connection to `origin` still open, if there is one (the common case: no closure, no future).
+    func idleConnection(to origin: UpstreamOrigin) -> UpstreamConnection? {
+        eventLoop.preconditionInEventLoop()
+        guard let list = idle[origin] else { return nil }
+        while let connection = list.connections.popLast() {
+            if connection.channel.isActive { return connection }
+        }
+        return nil
+    }
+
     /// An idle connection to `origin`, or a new one; `done` runs on the pool's event loop.
     func acquire(_ origin: UpstreamOrigin, _ done: @escaping (Result<UpstreamConnection, any Error>) -> Void) {
-        eventLoop.preconditionInEventLoop()
-        while let connection = idle[origin]?.popLast() {
-            if connection.channel.isActive { return done(.success(connection)) }
-        }
+        if let connection = idleConnection(to: origin) { return done(.success(connection)) }
         let tls = origin.usesTLS ? self.tls : nil
         if origin.usesTLS && tls == nil { return done(.failure(ChannelError.inappropriateOperationForState)) }
         ClientBootstrap(group: eventLoop)
@@ -139,10 +152,16 @@ final class UpstreamPool: @unchecked Sendable {  // loop-bound: every method che
     func release(_ connection: UpstreamConnection, to origin: UpstreamOrigin, reusable: Bool) {
         eventLoop.preconditionInEventLoop()
         connection.handler.delegate = nil
-        guard reusable, connection.handler.isReusable, connection.channel.isActive, (idle[origin]?.count ?? 0) < maximumIdle else {
+        guard reusable, connection.handler.isReusable, connection.channel.isActive, (idle[origin]?.connections.count ?? 0) < maximumIdle else {
             connection.channel.close(promise: nil)
             return
         }
-        idle[origin, default: []].append(connection)
+        if let list = idle[origin] {
+            list.connections.append(connection)
+        } else {
+            let list = IdleConnections()
+            list.connections.append(connection)
+            idle[origin] = list
+        }
     }
 }

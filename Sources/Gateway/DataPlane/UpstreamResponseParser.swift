@@ -186,48 +186,56 @@ struct UpstreamResponseParser {
         }
     }
 
-    /// The status line and fields of `bytes` (a whole head through its blank line), checked.
+    /// The status line and fields of `bytes` (a whole head through its blank line), checked in one pass.
     private func parseHead(_ bytes: [UInt8]) throws(UpstreamResponseError) -> UpstreamResponseHead {
-        var lines: [Range<Int>] = []
-        var lineStart = 0
-        for position in bytes.indices where bytes[position] == 0x0A {
-            var end = position
-            if end > lineStart && bytes[end - 1] == 0x0D { end -= 1 }
-            lines.append(lineStart..<end)
-            lineStart = position + 1
-        }
-        lines.removeLast()  // the blank line
-        guard let statusLine = lines.first else { throw UpstreamResponseError.invalidStatusLine }
-        let (minorVersion, status, reason) = try Self.statusLine(bytes, statusLine)
-        guard lines.count - 1 <= maximumFieldCount else { throw UpstreamResponseError.tooManyFields }
-
+        var status = 0
+        var minorVersion = 0
+        var reason = 0..<0
         var fields: [UpstreamResponseHead.Field] = []
-        fields.reserveCapacity(lines.count - 1)
+        fields.reserveCapacity(16)
         var contentLength: Int?
+        var lengthSent = false
         var transferCodings = false
         var lastCodingIsChunked = false
         var closes = false
         var keepAliveToken = false
-        var lengthSent = false
-        for line in lines.dropFirst() {
+        var lineStart = 0
+        var sawStatusLine = false
+        for position in bytes.indices where bytes[position] == 0x0A {
+            var end = position
+            if end > lineStart && bytes[end - 1] == 0x0D { end -= 1 }
+            let line = lineStart..<end
+            lineStart = position + 1
+            guard sawStatusLine else {
+                (minorVersion, status, reason) = try Self.statusLine(bytes, line)
+                sawStatusLine = true
+                continue
+            }
+            if line.isEmpty { break }  // the blank line: the end of the head
+            guard fields.count < maximumFieldCount else { throw UpstreamResponseError.tooManyFields }
             let field = try Self.field(bytes, line)
             fields.append(field)
             let name = bytes[field.name]
             if Self.equalsLowercased(name, "content-length") {
                 lengthSent = true
-                let length = try Self.contentLength(bytes[field.value])
+                let length = try Self.contentLength(bytes, field.value)
                 guard contentLength == nil || contentLength == length else { throw UpstreamResponseError.invalidContentLength }
                 contentLength = length
             } else if Self.equalsLowercased(name, "transfer-encoding") {
                 transferCodings = true
-                if let last = Self.tokens(bytes[field.value]).last { lastCodingIsChunked = Self.equalsLowercased(last, "chunked") }
+                var index = field.value.lowerBound
+                var last: ArraySlice<UInt8>?
+                while let token = Self.nextToken(bytes, field.value, &index) { last = token }
+                lastCodingIsChunked = last.map { Self.equalsLowercased($0, "chunked") } ?? false
             } else if Self.equalsLowercased(name, "connection") {
-                for token in Self.tokens(bytes[field.value]) {
+                var index = field.value.lowerBound
+                while let token = Self.nextToken(bytes, field.value, &index) {
                     if Self.equalsLowercased(token, "close") { closes = true }
                     if Self.equalsLowercased(token, "keep-alive") { keepAliveToken = true }
                 }
             }
         }
+        guard sawStatusLine else { throw UpstreamResponseError.invalidStatusLine }
         // A transfer coding overrides a length (RFC 9112 §6.3); the pair is a sign of smuggling,
         // so such a connection is never reused, and the length is not relayed.
         if transferCodings { contentLength = nil }
@@ -284,9 +292,10 @@ struct UpstreamResponseParser {
     }
 
     /// A `Content-Length` value: one decimal number, or a list of the same number repeated (RFC 9110 §8.6).
-    private static func contentLength(_ value: ArraySlice<UInt8>) throws(UpstreamResponseError) -> Int {
+    private static func contentLength(_ bytes: [UInt8], _ value: Range<Int>) throws(UpstreamResponseError) -> Int {
         var result: Int?
-        for token in tokens(value) {
+        var index = value.lowerBound
+        while let token = nextToken(bytes, value, &index) {
             guard !token.isEmpty, token.count <= 18, token.allSatisfy(isDigit) else { throw UpstreamResponseError.invalidContentLength }
             let number = token.reduce(0) { $0 * 10 + Int($1 - 0x30) }
             guard result == nil || result == number else { throw UpstreamResponseError.invalidContentLength }
@@ -339,14 +348,18 @@ struct UpstreamResponseParser {
 
     // MARK: Bytes
 
-    /// The comma-separated elements of a field value, each trimmed of spaces and tabs.
-    static func tokens(_ value: ArraySlice<UInt8>) -> [ArraySlice<UInt8>] {
-        value.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false).map { token in
-            var token = token
-            while let first = token.first, isWhitespace(first) { token = token.dropFirst() }
-            while let last = token.last, isWhitespace(last) { token = token.dropLast() }
-            return token
-        }
+    /// The next comma-separated element of the field value at `value` in `bytes`, trimmed of spaces
+    /// and tabs (possibly empty), from `index` on; `nil` after the last. Allocates nothing.
+    static func nextToken(_ bytes: [UInt8], _ value: Range<Int>, _ index: inout Int) -> ArraySlice<UInt8>? {
+        guard index <= value.upperBound else { return nil }
+        var start = index
+        var end = start
+        while end < value.upperBound && bytes[end] != UInt8(ascii: ",") { end += 1 }
+        index = end + 1
+        var last = end
+        while start < last && isWhitespace(bytes[start]) { start += 1 }
+        while last > start && isWhitespace(bytes[last - 1]) { last -= 1 }
+        return bytes[start..<last]
     }
 
     /// Whether `bytes`, lower-cased (ASCII), are `lowercased`.

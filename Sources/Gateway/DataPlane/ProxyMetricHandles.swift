@@ -1,0 +1,58 @@
+import Metrics
+import NIOHTTP1
+
+/// The metric handles of proxied requests, found without a lock or a string hash: one table per
+/// event loop (only its loop touches it), keyed by route, method and status as one number.
+///
+/// A miss takes the handles from `GatewayMetrics`' shared table (made there once per label set),
+/// so every loop records into the same series.
+final class ProxyMetricHandles {
+    private struct Handles {
+        let requests: Counter
+        /// `nil` for an exchange that never asked the upstream (refused at the gateway).
+        let proxied: Counter?
+    }
+
+    private let metrics: GatewayMetrics
+    private var byKey: [Int: Handles] = [:]
+    private var timers: [Int: (request: Metrics.Timer, upstream: Metrics.Timer)] = [:]
+
+    init(metrics: GatewayMetrics) {
+        self.metrics = metrics
+    }
+
+    /// Records one finished exchange: its request (by route, method, status) and, when the
+    /// upstream was reached or found down (`upstreamStatus`), the proxied request.
+    func record(
+        route: DataPlane.Route, method: HTTPMethod, status: Int, nanoseconds: Int64, upstreamStatus: Int?, upstreamNanoseconds: Int64
+    ) {
+        let methodIndex = ProxyExchange.methods.firstIndex(of: method) ?? ProxyExchange.methods.count
+        let timerKey = route.index &* 64 &+ methodIndex
+        let timer =
+            timers[timerKey]
+            ?? {
+                let made = (
+                    request: metrics.requestTimer(route: route.template, method: method.rawValue),
+                    upstream: metrics.upstreamTimer(upstream: route.name)
+                )
+                timers[timerKey] = made
+                return made
+            }()
+        let key = (timerKey &* 1_024 &+ status) &* 1_024 &+ (upstreamStatus ?? 0)
+        let handles =
+            byKey[key]
+            ?? {
+                let made = Handles(
+                    requests: metrics.requestCounter(route: route.template, method: method.rawValue, status: status),
+                    proxied: upstreamStatus.map { metrics.proxiedCounter(upstream: route.name, status: $0) })
+                byKey[key] = made
+                return made
+            }()
+        handles.requests.increment()
+        timer.request.recordNanoseconds(nanoseconds)
+        if let proxied = handles.proxied {
+            proxied.increment()
+            timer.upstream.recordNanoseconds(upstreamNanoseconds)
+        }
+    }
+}
