@@ -138,9 +138,12 @@ public struct ProxyRoute: Sendable, Equatable {
     /// The upstream target is the base path plus this, never a count of characters cut
     /// from a path spelled another way.
     static func remainder(of path: Substring, under prefix: String) -> Substring? {
-        guard path.hasPrefix(prefix) else { return nil }
-        let rest = path.dropFirst(prefix.count)
-        guard rest.isEmpty || rest.first == "/" else { return nil }
+        // Byte for byte: a path is matched as the bytes it is, never by Unicode equivalence (and
+        // without counting characters on every request).
+        let bytes = path.utf8
+        guard bytes.starts(with: prefix.utf8) else { return nil }
+        let rest = path[bytes.index(bytes.startIndex, offsetBy: prefix.utf8.count)...]
+        guard rest.utf8.isEmpty || rest.utf8.first == UInt8(ascii: "/") else { return nil }
         return rest
     }
 }

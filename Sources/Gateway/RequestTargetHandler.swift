@@ -59,13 +59,27 @@ final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannelHandler 
         context.read()
     }
 
+    /// An answer written as bytes past NIO's encoder (a relayed upstream answer, `ProxyExchange`)
+    /// has ended: it counts as the `.end` this handler would otherwise have seen go by.
+    struct AnswerEnded {}
+
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         guard case .end = unwrapOutboundIn(data) else {
             context.write(data, promise: promise)
             return
         }
-        unanswered = max(0, unanswered - 1)
         context.write(data, promise: promise)
+        answerEnded(context: context)
+    }
+
+    func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
+        guard event is AnswerEnded else { return context.triggerUserOutboundEvent(event, promise: promise) }
+        promise?.succeed(())
+        answerEnded(context: context)
+    }
+
+    private func answerEnded(context: ChannelHandlerContext) {
+        unanswered = max(0, unanswered - 1)
         if unanswered == 0, refusal != nil { refuse(context: context) }
     }
 
@@ -109,7 +123,7 @@ final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannelHandler 
             throw .invalidRequest(error.message)
         }
         // Unchanged (the common case): the head is left as it is, nothing allocated.
-        guard normalized != path || target.count != head.uri.count else { return }
+        guard !normalized.utf8.elementsEqual(path.utf8) || target.utf8.count != head.uri.utf8.count else { return }
         head.uri = query.map { normalized + "?" + $0 } ?? String(normalized)
     }
 

@@ -311,6 +311,12 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         byteOutlet.write(NIOAny(buffer), promise: nil)
     }
 
+    /// The answer written with `writeBytesToClient` has ended: the handlers before this one, which
+    /// count answers by the `.end` they see, are told so.
+    func bytesAnswerEnded() {
+        context?.triggerUserOutboundEvent(RequestTargetHandler.AnswerEnded(), promise: nil)
+    }
+
     func flushClient() {
         context?.flush()
     }

@@ -298,6 +298,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             if !handler.clientIsWritable { upstream?.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in } }
         case .end:
             if relayChunked { handler.writeBytesToClient(HTTP1Bytes.lastChunk) }
+            handler.bytesAnswerEnded()
             handler.flushClient()
             complete()
         }
