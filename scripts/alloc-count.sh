@@ -28,23 +28,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-mkdir -p "$WORK/nginx/logs"
-cat > "$WORK/nginx/nginx.conf" <<CONF
-worker_processes 1;
-user root;
-pid $WORK/nginx/nginx.pid;
-error_log $WORK/nginx/logs/error.log warn;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path $WORK/nginx/body; proxy_temp_path $WORK/nginx/proxy;
-  fastcgi_temp_path $WORK/nginx/fcgi; uwsgi_temp_path $WORK/nginx/uwsgi; scgi_temp_path $WORK/nginx/scgi;
-  keepalive_requests 1000000;
-  server { listen 127.0.0.1:$UPSTREAM; location / { default_type application/json; return 200 '{"ok":true}'; } }
-}
-CONF
-nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -g 'daemon off;' & PIDS+=($!)
 source "$ROOT/scripts/lib/gateway.sh"
+start_nginx_upstream "$WORK/nginx" "$UPSTREAM"; PIDS+=("$NGINX_PID")
 
 # allocations BIN SECONDS: prints "requests allocation-calls" of one heaptracked run.
 allocations() {

@@ -57,22 +57,8 @@ as_postgres "$PGBIN/pg_ctl" -D "$WORK/pg/data" -l "$WORK/pg/server.log" -w \
 PG_PID=$(head -1 "$WORK/pg/data/postmaster.pid")
 
 # --- the upstream: nginx answering 200 with a small body ---
-mkdir -p "$WORK/nginx/logs"
-cat > "$WORK/nginx/nginx.conf" <<CONF
-worker_processes 1;
-user root;
-pid $WORK/nginx/nginx.pid;
-error_log $WORK/nginx/logs/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $WORK/nginx/body; proxy_temp_path $WORK/nginx/proxy;
-  fastcgi_temp_path $WORK/nginx/fcgi; uwsgi_temp_path $WORK/nginx/uwsgi; scgi_temp_path $WORK/nginx/scgi;
-  keepalive_requests 1000000;
-  server { listen 127.0.0.1:$UPSTREAM; location / { return 200 '{"ok":true}'; } }
-}
-CONF
-nginx -c "$WORK/nginx/nginx.conf" -g "daemon off;" & PIDS+=($!)
+source "$ROOT/scripts/lib/gateway.sh"
+start_nginx_upstream "$WORK/nginx" "$UPSTREAM"; PIDS+=("$NGINX_PID")
 
 # --- one configuration per instance pair; shared keys and database ---
 DB="postgres://portcullis@127.0.0.1:$PG_PORT/postgres"

@@ -90,6 +90,11 @@ struct UpstreamFramingTests {
         #expect(Self.dechunk(body) == "hello, world", "\(body.debugDescription)")
         #expect(second.hasPrefix("HTTP/1.1 200 OK\r\n") && second.contains("Content-Length: 9\r\n") && second.hasSuffix("\r\n\r\nsized-end"))
         #expect(world.upstream.connectionsAccepted == 1)
+        // The request head the gateway wrote as bytes: request line, Host, the assertion, no credential.
+        let heard = try #require(world.upstream.requestHeads.first)
+        #expect(heard.hasPrefix("GET /early HTTP/1.1\r\n"), "\(heard.prefix(40))")
+        #expect(heard.contains("\r\nHost: 127.0.0.1:\(world.upstream.port)\r\n") && heard.contains("\r\nX-Portcullis-Assertion: "))
+        #expect(!heard.lowercased().contains("authorization") && heard.hasSuffix("\r\n\r\n"))
         try await world.stop()
     }
 

@@ -47,3 +47,26 @@ login_bench_user() {
   TOKEN=$(printf '%s' "$login" | python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
   SESSION=$(printf '%s' "$login" | python3 -c 'import json,sys; print(json.load(sys.stdin)["session_id"])')
 }
+
+# start_nginx_upstream DIR PORT
+#   nginx (one worker) answering every request 200 with a small JSON body on 127.0.0.1:PORT,
+#   its files in DIR; sets NGINX_PID.
+start_nginx_upstream() {
+  local dir=$1 port=$2
+  mkdir -p "$dir/logs"
+  cat > "$dir/nginx.conf" <<CONF
+worker_processes 1;
+user root;
+pid $dir/nginx.pid;
+error_log $dir/logs/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $dir/body; proxy_temp_path $dir/proxy;
+  fastcgi_temp_path $dir/fcgi; uwsgi_temp_path $dir/uwsgi; scgi_temp_path $dir/scgi;
+  keepalive_requests 1000000;
+  server { listen 127.0.0.1:$port; location / { default_type application/json; return 200 '{"ok":true}'; } }
+}
+CONF
+  nginx -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' & NGINX_PID=$!
+}
