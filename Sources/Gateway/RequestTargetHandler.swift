@@ -119,6 +119,7 @@ final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannelHandler 
         let normalized: Substring
         do {
             normalized = try RequestTarget.normalizedPath(path)
+            try RequestTarget.checkQuery(query)
         } catch {
             throw .invalidRequest(error.message)
         }

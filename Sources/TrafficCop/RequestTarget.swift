@@ -126,6 +126,17 @@ public enum RequestTarget {
 
     // MARK: The query
 
+    /// Throws unless every byte of `query` is printable ASCII other than `#`, as RFC 3986
+    /// spells a query: a raw non-ASCII byte or control is refused, never passed on.
+    ///
+    /// Why: the gateway splits a query at the ASCII `&` and `;` bytes only, while a
+    /// server that decodes and normalises raw UTF-8 first may split elsewhere (U+037E
+    /// is canonically `;`), and so read a parameter the gateway never saw.
+    public static func checkQuery(_ query: Substring?) throws(RequestTargetError) {
+        guard let query else { return }
+        for byte in query.utf8 where !isAllowedRaw(byte) { throw .invalidQueryCharacter }
+    }
+
     /// The query without any `access_token` parameter, or `nil` when nothing is left.
     ///
     /// The name is compared after percent-decoding and without regard to case

@@ -12,11 +12,12 @@ public enum RequestTargetError: String, Error, Sendable, CaseIterable {
     case dotSegmentWithParameters = "dot_segment_with_parameters"
     case malformedEscape = "malformed_escape"
     case invalidCharacter = "invalid_character"
+    case invalidQueryCharacter = "invalid_query_character"
 
     /// The stable code.
     public var code: String { rawValue }
 
-    /// One sentence saying what is wrong with the path and what to send instead.
+    /// One sentence saying what is wrong with the target and what to send instead.
     public var message: String {
         switch self {
         case .notOriginForm: "the request target must be a path starting with /"
@@ -28,6 +29,7 @@ public enum RequestTargetError: String, Error, Sendable, CaseIterable {
         case .dotSegmentWithParameters: "the path holds a . or .. segment with parameters (such as ..;x), which some servers read as .."
         case .malformedEscape: "the path holds a % that is not followed by two hexadecimal digits"
         case .invalidCharacter: "the path holds a character that must be percent-encoded (a control, space, #, or non-ASCII byte)"
+        case .invalidQueryCharacter: "the query holds a character that must be percent-encoded (a control, space, #, or non-ASCII byte)"
         }
     }
 }

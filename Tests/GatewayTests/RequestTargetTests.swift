@@ -101,6 +101,9 @@ struct RequestTargetTests {
         ("/api/v1/..%2Fadmin", 400), ("/api/v1/..%5cadmin", 400), ("/api/v1/x%5C..%5Cadmin", 400), ("/api/v1/..;/admin", 400),
         ("/api/v1/%2e%2e;x/admin", 400), ("/api/v1/x%00", 400), ("/api/v1/x%zz", 400), ("/./.././", 400), ("/..", 400), ("/api/v1x", 404),
         ("/api/v1/%2e%2e%2f%2e%2e%2fadmin", 400), ("/api/v1/%%32%65", 400),
+        // A query byte that must be percent-encoded (U+037E is canonically `;`: a server that normalises
+        // raw UTF-8 before splitting would read an access_token parameter the gateway never saw).
+        ("/api/v1/x?a=caf\u{e9}", 400), ("/api/v1/x?a=1&access_token\u{37E}=T", 400), ("/api/v1/x?a=\u{7f}", 400),
     ]
 
     @Test(

@@ -67,6 +67,20 @@ struct RequestTargetTests {
         #expect(RequestTarget.queryWithoutCredentials(pair.0[...]).map(String.init) == pair.1, "\(pair.0)")
     }
 
+    @Test(
+        "a query byte outside printable ASCII, or #, is refused; printable ASCII and escapes pass",
+        arguments: [
+            ("a=caf\u{e9}", false), ("access_token\u{37E}=T", false), ("a=\u{7f}", false), ("a= b", false), ("a=\tb", false), ("a=1#f", false),
+            ("a=caf%C3%A9&b=%3B", true), ("a=[1]|{2}\\^`", true), ("", true),
+        ])
+    func queryBytes(_ pair: (String, Bool)) {
+        let accepted = (try? RequestTarget.checkQuery(pair.0[...])) != nil
+        #expect(accepted == pair.1, "\(pair.0)")
+        if !pair.1 {
+            #expect(throws: RequestTargetError.invalidQueryCharacter) { try RequestTarget.checkQuery(pair.0[...]) }
+        }
+    }
+
     @Test("the target splits at the first question mark")
     func split() {
         let (path, query) = RequestTarget.split("/a/b?c=d?e"[...])
