@@ -40,4 +40,29 @@ struct BoundedDictionaryTests {
         #expect(map.count == 10)
         #expect(Set(map.keys) == Set(100..<110), "the oldest (the replaced keys) went first")
     }
+
+    /// A key whose release can be observed.
+    final class ObservedKey: Hashable {
+        let id: Int
+        init(_ id: Int) { self.id = id }
+        static func == (a: ObservedKey, b: ObservedKey) -> Bool { a.id == b.id }
+        func hash(into hasher: inout Hasher) { hasher.combine(id) }
+    }
+
+    @Test("a full map evicting one key per insertion for ever releases every evicted key: nothing grows")
+    func evictedKeysAreReleased() {
+        var map = BoundedDictionary<ObservedKey, Int>(capacity: 100)
+        weak var first: ObservedKey?
+        var evicted: [() -> ObservedKey?] = []
+        for id in 0..<100_000 {
+            let key = ObservedKey(id)
+            if id == 0 { first = key }
+            if id % 1_000 == 1 { evicted.append { [weak key] in key } }
+            map.insert(id, for: key)
+        }
+        #expect(map.count == 100)
+        #expect(first == nil, "the first key, evicted long ago, is still referenced")
+        #expect(evicted.dropLast().allSatisfy { $0() == nil }, "evicted keys are still referenced")
+        #expect(map.queuedKeys <= 2 * map.count + 64, "the insertion queue holds \(map.queuedKeys) keys for \(map.count) entries")
+    }
 }
