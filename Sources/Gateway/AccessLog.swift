@@ -40,27 +40,90 @@ public struct AccessLog: Sendable {
     /// segments are redacted here, and nothing is done when the log is off).
     public func record(requestID: String, method: String, route: String, path: some StringProtocol, status: Int, nanoseconds: Int64) {
         guard isEnabled else { return }
-        let path = RequestObservationMiddleware.redactedPath(String(path))
-        let duration = "\(Double(nanoseconds / 1000) / 1000)"
         switch output {
         case .logger(let logger):
             logger.info(
                 "request",
                 metadata: [
-                    "request_id": "\(requestID)", "method": "\(method)", "route": "\(route)", "path": "\(path)", "status": "\(status)",
-                    "duration_ms": "\(duration)",
+                    "request_id": "\(requestID)", "method": "\(method)", "route": "\(route)",
+                    "path": "\(RequestObservationMiddleware.redactedPath(String(path)))", "status": "\(status)",
+                    "duration_ms": "\(Double(nanoseconds / 1000) / 1000)",
                 ])
         case .sink(let sink, .json):
             // The fields in JSONLogHandler's order: ts, level, label, message, then the metadata by name.
-            var line = #"{"ts":""# + UTCTimestamp.now(fractional: true) + #"","level":"info","label":"# + JSONWriter.string(.string(label))
-            line += #","message":"request","duration_ms":""# + duration + #"","method":"# + JSONWriter.string(.string(method))
-            line += #","path":"# + JSONWriter.string(.string(path)) + #","request_id":"# + JSONWriter.string(.string(requestID))
-            line += #","route":"# + JSONWriter.string(.string(route)) + #","status":""# + String(status) + #""}"#
-            sink.write(line)
+            let label = self.label
+            sink.writeLine { line in
+                line.append(contentsOf: #"{"ts":""#.utf8)
+                UTCTimestamp.append(to: &line, fractional: true)
+                line.append(contentsOf: #"","level":"info","label":"#.utf8)
+                JSONWriter.appendString(label, to: &line)
+                line.append(contentsOf: #","message":"request","duration_ms":""#.utf8)
+                Self.appendMilliseconds(nanoseconds, to: &line)
+                line.append(contentsOf: #"","method":"#.utf8)
+                JSONWriter.appendString(method, to: &line)
+                line.append(contentsOf: #","path":"#.utf8)
+                RequestObservationMiddleware.appendRedactedPath(path, to: &line, json: true)
+                line.append(contentsOf: #","request_id":"#.utf8)
+                JSONWriter.appendString(requestID, to: &line)
+                line.append(contentsOf: #","route":"#.utf8)
+                JSONWriter.appendString(route, to: &line)
+                line.append(contentsOf: #","status":""#.utf8)
+                Self.appendDecimal(status, to: &line)
+                line.append(contentsOf: #""}"#.utf8)
+            }
         case .sink(let sink, .text):
-            sink.write(
-                UTCTimestamp.now(fractional: false) + " info \(label) : duration_ms=\(duration) method=\(method) path=\(path) request_id=\(requestID)"
-                    + " route=\(route) status=\(status) request")
+            let label = self.label
+            sink.writeLine { line in
+                UTCTimestamp.append(to: &line, fractional: false)
+                line.append(contentsOf: " info ".utf8)
+                line.append(contentsOf: label.utf8)
+                line.append(contentsOf: " : duration_ms=".utf8)
+                Self.appendMilliseconds(nanoseconds, to: &line)
+                line.append(contentsOf: " method=".utf8)
+                line.append(contentsOf: method.utf8)
+                line.append(contentsOf: " path=".utf8)
+                RequestObservationMiddleware.appendRedactedPath(path, to: &line)
+                line.append(contentsOf: " request_id=".utf8)
+                line.append(contentsOf: requestID.utf8)
+                line.append(contentsOf: " route=".utf8)
+                line.append(contentsOf: route.utf8)
+                line.append(contentsOf: " status=".utf8)
+                Self.appendDecimal(status, to: &line)
+                line.append(contentsOf: " request".utf8)
+            }
+        }
+    }
+
+    /// A duration in milliseconds as `Double`'s description writes whole microseconds / 1000
+    /// (`1.234`, `0.5`, `2.0`), without making a `Double` or a `String`.
+    static func appendMilliseconds(_ nanoseconds: Int64, to line: inout [UInt8]) {
+        let microseconds = max(0, nanoseconds / 1000)
+        appendDecimal(Int(microseconds / 1000), to: &line)
+        line.append(UInt8(ascii: "."))
+        var fraction = Int(microseconds % 1000)
+        var digits = 3
+        while digits > 1, fraction % 10 == 0 {  // trailing zeros go, one digit stays
+            fraction /= 10
+            digits -= 1
+        }
+        var divisor = 1
+        for _ in 1..<digits { divisor *= 10 }
+        while divisor > 0 {
+            line.append(UInt8(ascii: "0") + UInt8(fraction / divisor % 10))
+            divisor /= 10
+        }
+    }
+
+    /// A non-negative integer in decimal.
+    static func appendDecimal(_ value: Int, to line: inout [UInt8]) {
+        guard value > 0 else { return line.append(UInt8(ascii: "0")) }
+        var divisor = 1
+        while divisor <= value / 10 { divisor *= 10 }
+        var rest = value
+        while divisor > 0 {
+            line.append(UInt8(ascii: "0") + UInt8(rest / divisor))
+            rest %= divisor
+            divisor /= 10
         }
     }
 }
@@ -69,13 +132,19 @@ public struct AccessLog: Sendable {
 /// `gmtime_r`: the access log writes one per request, and Foundation's formatter costs microseconds.
 enum UTCTimestamp {
     static func now(fractional: Bool) -> String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(24)
+        append(to: &bytes, fractional: fractional)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends the current time to `bytes`.
+    static func append(to bytes: inout [UInt8], fractional: Bool) {
         var spec = timespec()
         clock_gettime(CLOCK_REALTIME, &spec)
         var seconds = spec.tv_sec
         var parts = tm()
         gmtime_r(&seconds, &parts)
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(24)
         func digits(_ value: Int, _ count: Int) {
             var divisor = 1
             for _ in 1..<count { divisor *= 10 }
@@ -102,6 +171,5 @@ enum UTCTimestamp {
             digits(Int(spec.tv_nsec) / 1_000_000, 3)
         }
         bytes.append(UInt8(ascii: "Z"))
-        return String(decoding: bytes, as: UTF8.self)
     }
 }

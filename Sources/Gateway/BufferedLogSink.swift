@@ -31,9 +31,14 @@ public final class BufferedLogSink: LogSink, Sendable {
     }
 
     public func write(_ line: String) {
+        writeLine { $0.append(contentsOf: line.utf8) }
+    }
+
+    /// Appends the line straight to this thread's buffer: nothing is allocated for it.
+    public func writeLine(_ build: (inout [UInt8]) -> Void) {
         let pending = pendingForThisThread()
         let full = pending.bytes.withLock { bytes -> [UInt8]? in
-            bytes.append(contentsOf: line.utf8)
+            build(&bytes)
             bytes.append(0x0A)
             guard bytes.count >= capacity else { return nil }
             defer { bytes.removeAll(keepingCapacity: true) }

@@ -6,6 +6,19 @@ import Synchronization
 /// Where log lines go: standard error by default; tests capture them.
 public protocol LogSink: Sendable {
     func write(_ line: String)
+    /// Writes one line that `build` appends as bytes (without its newline).
+    ///
+    /// A sink that gathers bytes (`BufferedLogSink`) lets `build` append to its buffer
+    /// directly; the default makes a `String` and calls `write(_:)`.
+    func writeLine(_ build: (inout [UInt8]) -> Void)
+}
+
+extension LogSink {
+    public func writeLine(_ build: (inout [UInt8]) -> Void) {
+        var bytes: [UInt8] = []
+        build(&bytes)
+        write(String(decoding: bytes, as: UTF8.self))
+    }
 }
 
 /// Writes each line to standard error in one `write(2)`.

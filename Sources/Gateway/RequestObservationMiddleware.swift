@@ -48,10 +48,43 @@ struct RequestObservationMiddleware: RouterMiddleware {
     /// JWT, a refresh token, or anything over 64 bytes) is replaced by `[redacted]`,
     /// for clients that put a token where a session id belongs.
     static func redactedPath(_ path: String) -> String {
-        path.split(separator: "/", omittingEmptySubsequences: false).map { segment -> String in
-            let looksLikeJWT = segment.hasPrefix("eyJ") || segment.filter({ $0 == "." }).count >= 2
-            return looksLikeJWT || segment.hasPrefix("rt_") || segment.utf8.count > 64 ? "[redacted]" : String(segment)
-        }.joined(separator: "/")
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(path.utf8.count)
+        appendRedactedPath(path, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends `redactedPath(path)` to `out`, as a quoted and escaped JSON string when `json`:
+    /// the access log's form, with no string or array made per segment.
+    static func appendRedactedPath(_ path: some StringProtocol, to out: inout [UInt8], json: Bool = false) {
+        let bytes = path.utf8
+        if json { out.append(UInt8(ascii: "\"")) }
+        var start = bytes.startIndex
+        var index = start
+        while true {
+            let atEnd = index == bytes.endIndex
+            if atEnd || bytes[index] == UInt8(ascii: "/") {
+                let segment = bytes[start..<index]
+                if looksLikeCredential(segment) {
+                    out.append(contentsOf: "[redacted]".utf8)
+                } else if json {
+                    JSONWriter.appendEscaped(segment, to: &out)
+                } else {
+                    out.append(contentsOf: segment)
+                }
+                if atEnd { break }
+                out.append(UInt8(ascii: "/"))
+                start = bytes.index(after: index)
+            }
+            index = bytes.index(after: index)
+        }
+        if json { out.append(UInt8(ascii: "\"")) }
+    }
+
+    /// A JWT (`eyJ` first, or two dots or more), a refresh token (`rt_`), or over 64 bytes.
+    private static func looksLikeCredential<Bytes: Collection<UInt8>>(_ segment: Bytes) -> Bool {
+        segment.starts(with: "eyJ".utf8) || segment.starts(with: "rt_".utf8) || segment.count > 64
+            || segment.lazy.filter { $0 == UInt8(ascii: ".") }.count >= 2
     }
 
     /// The JSON error for anything a route threw.

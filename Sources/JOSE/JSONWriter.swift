@@ -68,8 +68,20 @@ public enum JSONWriter {
     private static let hex: [UInt8] = Array("0123456789abcdef".utf8)
 
     private static func writeString(_ text: String, into out: inout [UInt8]) {
+        appendString(text, to: &out)
+    }
+
+    /// Appends `text` as a JSON string literal (quoted and escaped) to `out`: for lines
+    /// built as bytes (the access log), without a `JSONValue` or a `String` in between.
+    public static func appendString(_ text: some StringProtocol, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
-        for byte in text.utf8 {
+        appendEscaped(text.utf8, to: &out)
+        out.append(UInt8(ascii: "\""))
+    }
+
+    /// Appends UTF-8 `bytes` escaped as inside a JSON string literal, without the quotes.
+    public static func appendEscaped(_ bytes: some Sequence<UInt8>, to out: inout [UInt8]) {
+        for byte in bytes {
             switch byte {
             case UInt8(ascii: "\""): out.append(contentsOf: [0x5C, 0x22])
             case UInt8(ascii: "\\"): out.append(contentsOf: [0x5C, 0x5C])
@@ -81,6 +93,5 @@ public enum JSONWriter {
             default: out.append(byte)
             }
         }
-        out.append(UInt8(ascii: "\""))
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
-import Gateway
+@testable import Gateway
 import JOSE
+import Logging
 import Synchronization
 import Testing
 
@@ -86,5 +87,35 @@ struct BufferedLogSinkTests {
         let stamp = String(parts[0])
         #expect((try? Date(stamp, strategy: Date.ISO8601FormatStyle())) != nil, "\(stamp)")
         #expect(parts[1] == "info portcullis.access : duration_ms=2.0 method=POST path=/api/intent request_id=abc route=/api/intent status=201 request")
+    }
+
+    /// A sink that keeps whole lines (for the log handler's side of a comparison).
+    final class Lines: LogSink {
+        private let list = Mutex<[String]>([])
+        func write(_ line: String) { list.withLock { $0.append(line) } }
+        var all: [String] { list.withLock { $0 } }
+    }
+
+    @Test(
+        "an access line built as bytes says what the log handler's line says: redacted and escaped path, duration as Double prints it",
+        arguments: [
+            ("/api/x/eyJhbGciOiJFUzI1NiJ9.e30.sig/y", Int64(1_234_567)), ("/api/session/rt_abcdef", 0), (#"/a"b\c/\u{1}/é"#, 999),
+            ("/a/b.c.d/" + String(repeating: "z", count: 65) + "/", 1_000), ("/", 12_000_000), ("//x//", 1_500_000), ("", 123_456_789_012),
+        ] as [(String, Int64)])
+    func bytesLineMatchesHandler(path: String, nanoseconds: Int64) throws {
+        let batches = Batches()
+        let sink = BufferedLogSink(capacity: 1 << 20) { batches.append($0) }
+        AccessLog(sink: sink, format: .json).record(requestID: "r\"1", method: "GET", route: "/api/**", path: path, status: 404, nanoseconds: nanoseconds)
+        sink.flush()
+        let handlerLines = Lines()
+        var logger = Logger(label: AccessLog.label) { JSONLogHandler(label: $0, sink: handlerLines) }
+        logger.logLevel = .info
+        AccessLog(logger: logger).record(requestID: "r\"1", method: "GET", route: "/api/**", path: path, status: 404, nanoseconds: nanoseconds)
+        let bytesLine = try StrictJSONReader().parseObject(Array(try #require(batches.lines.first).utf8))
+        let handlerLine = try StrictJSONReader().parseObject(Array(try #require(handlerLines.all.first).utf8))
+        #expect(bytesLine["ts"] != nil && handlerLine["ts"] != nil)
+        #expect(bytesLine.members.filter { $0.name != "ts" } == handlerLine.members.filter { $0.name != "ts" }, "\(path)")
+        #expect(bytesLine["path"]?.stringValue == RequestObservationMiddleware.redactedPath(path))
+        #expect(!(batches.lines.first ?? "").contains("eyJ") && !(batches.lines.first ?? "").contains("rt_"), "a credential-looking segment is never written")
     }
 }

@@ -71,6 +71,19 @@ final class ScaleOut: @unchecked Sendable {
         return try await send(.POST, base + "/api/auth/login", .object(body))
     }
 
+    /// Gateway B's answer to a read of `session` with `token`, asked again until it is 401 or a
+    /// second (the contract's bound) has passed: the session's end and the token's revocation are
+    /// two entries of the feed, and B may see the first a moment before the second.
+    func readOnBUntilRefused(session: String, token: String) async throws -> Answer {
+        var answer = try await send(.GET, b + "/api/session/\(session)", bearer: token)
+        let deadline = ContinuousClock.now + .seconds(TimeBounds.seconds(1))
+        while answer.status != 401, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+            answer = try await send(.GET, b + "/api/session/\(session)", bearer: token)
+        }
+        return answer
+    }
+
     /// Opens an agent socket on gateway B, sees one intent answered, runs `change` and
     /// records how the socket ends (and how long after `change` began).
     func socketOnB(token: String, session: String, change: @escaping @Sendable () async throws -> Void) async throws -> SocketTranscript {
@@ -134,7 +147,7 @@ struct ScaleOutTests {
         }
         #expect(transcript.close?.closeCode == .policyViolation)
         #expect(transcript.secondsToClose < TimeBounds.seconds(1), "closed \(transcript.secondsToClose) s after the logout on A")
-        let refused = try await cluster.send(.GET, cluster.b + "/api/session/\(session)", bearer: token)
+        let refused = try await cluster.readOnBUntilRefused(session: session, token: token)
         #expect(refused.status == 401 && refused["error"] == "token_revoked", "\(refused.raw)")
         cluster.stop(secrets: [token])
     }
@@ -184,14 +197,7 @@ struct ScaleOutTests {
         }
         #expect(transcript.close?.closeCode == .policyViolation, "\(String(describing: transcript.close))")
         #expect(transcript.secondsToClose < TimeBounds.seconds(1), "closed \(transcript.secondsToClose) s after the logout on A")
-        // The session's end and the token's revocation are two entries of the feed: B may see the
-        // first a moment before the second; the token is refused within a second of the logout.
-        var refused = try await cluster.send(.GET, cluster.b + "/api/session/\(session)", bearer: token)
-        let deadline = ContinuousClock.now + .seconds(TimeBounds.seconds(1))
-        while refused.status != 401, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
-            refused = try await cluster.send(.GET, cluster.b + "/api/session/\(session)", bearer: token)
-        }
+        let refused = try await cluster.readOnBUntilRefused(session: session, token: token)
         #expect(refused.status == 401 && refused["error"] == "token_revoked", "\(refused.raw)")
         cluster.stop(secrets: [token])
         try await provider.stop()
