@@ -168,6 +168,7 @@ extension GatewayError {
         if let problem = SessionID.problem(with: value) {
             throw GatewayError(.badRequest, problem == .missing ? "session_missing" : "session_malformed", problem.message)
         }
-        return value!
+        guard let value else { throw GatewayError(.badRequest, "session_missing", SessionID.Problem.missing.message) }
+        return value
     }
 }

@@ -174,7 +174,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 context.fireChannelRead(wrapInboundOut(part))
                 return
             }
-            let exchange = ProxyExchange(handler: self, route: route, head: head, path: path, remainder: remainder, query: query)
+            let exchange = ProxyExchange(handler: self, eventLoop: context.eventLoop, route: route, head: head, path: path, remainder: remainder, query: query)
             state = .proxying(exchange)
             requestStarted()
             exchange.start()

@@ -59,8 +59,12 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     /// When the upstream must have answered by (the handler's deadline check reads it).
     private(set) var deadline: NIODeadline?
 
-    init(handler: ProxyChannelHandler, route: DataPlane.Route, head: HTTPRequestHead, path: Substring, remainder: Substring, query: Substring?) {
+    init(
+        handler: ProxyChannelHandler, eventLoop: any EventLoop, route: DataPlane.Route, head: HTTPRequestHead, path: Substring, remainder: Substring,
+        query: Substring?
+    ) {
         self.handler = handler
+        self.eventLoop = eventLoop
         self.plane = handler.plane
         self.route = route
         self.head = head
@@ -70,7 +74,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         requestID = handler.nextRequestID()
     }
 
-    var eventLoop: any EventLoop { handler.context!.eventLoop }
+    /// The connection's loop, where the exchange lives (kept here: the handler's context is gone once it is removed).
+    let eventLoop: any EventLoop
 
     /// Runs `body` on the event loop with this exchange once `future` completes
     /// (the exchange, like its handler, lives on that loop only).
