@@ -18,6 +18,7 @@
 #   PORTCULLIS_BIN=path                   benchmark another portcullis binary (e.g. an older build)
 #   COMPARE_BIN=path                      also run a gateway from this binary (an older build, say) beside
 #                                         it: one more row, interleaved in the same rounds (A/B of a change)
+#   COMPARE_LEVEL=info                    run that gateway at this logging level (default: as quiet as the main row)
 #
 # Needs Debian's nginx, haproxy and wrk (apt-get install nginx-light haproxy wrk).
 # Loopback only; every process it starts is stopped by its PID on exit.
@@ -112,7 +113,12 @@ TOKEN_INFO=$TOKEN
 if [ -n "${COMPARE_BIN:-}" ]; then
   # The same gateway.routes set-up from another binary (BIN is what start_serve and the login run).
   MAIN_BIN=$BIN; BIN=$(realpath "$COMPARE_BIN")
-  start_serve "$WORK/gateway-compare" "$GATEWAY_COMPARE" "  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\"]" ""
+  compare_routes="  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\"]"
+  if [ -n "${COMPARE_LEVEL:-}" ]; then
+    LOGGING_LEVEL=$COMPARE_LEVEL start_serve "$WORK/gateway-compare" "$GATEWAY_COMPARE" "$compare_routes" ""
+  else
+    start_serve "$WORK/gateway-compare" "$GATEWAY_COMPARE" "$compare_routes" ""
+  fi
   PIDS+=("$SERVE_PID"); GATEWAY_COMPARE_PID=$SERVE_PID
   login_bench_user "$WORK/gateway-compare" "$GATEWAY_COMPARE"
   TOKEN_COMPARE=$TOKEN
@@ -211,7 +217,7 @@ for round in $(seq "$ROUNDS"); do
   run "HAProxy + ES256 jwt_verify" "$HAPROXY_PID" "http://127.0.0.1:$HAPROXY/"
   run "Portcullis gateway.routes" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/"
   if [ -n "${COMPARE_BIN:-}" ]; then
-    AUTH_TOKEN=$TOKEN_COMPARE run "Portcullis gateway.routes, COMPARE_BIN" "$GATEWAY_COMPARE_PID" "http://127.0.0.1:$GATEWAY_COMPARE/api/bench/"
+    AUTH_TOKEN=$TOKEN_COMPARE run "Portcullis gateway.routes, COMPARE_BIN${COMPARE_LEVEL:+ at $COMPARE_LEVEL}" "$GATEWAY_COMPARE_PID" "http://127.0.0.1:$GATEWAY_COMPARE/api/bench/"
   fi
   run "Portcullis + X-Session-Id" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/" -H "X-Session-Id: $SESSION"
   AUTH_TOKEN=$EXT_TOKEN run "Portcullis, a provider's token" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/"
