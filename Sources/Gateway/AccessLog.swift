@@ -97,32 +97,35 @@ public struct AccessLog: Sendable {
     /// A duration in milliseconds as `Double`'s description writes whole microseconds / 1000
     /// (`1.234`, `0.5`, `2.0`), without making a `Double` or a `String`.
     static func appendMilliseconds(_ nanoseconds: Int64, to line: inout [UInt8]) {
-        let microseconds = max(0, nanoseconds / 1000)
-        appendDecimal(Int(microseconds / 1000), to: &line)
+        let microseconds = Int(max(0, nanoseconds / 1000))
+        appendDecimal(microseconds / 1000, to: &line)
         line.append(UInt8(ascii: "."))
-        var fraction = Int(microseconds % 1000)
-        var digits = 3
-        while digits > 1, fraction % 10 == 0 {  // trailing zeros go, one digit stays
+        var fraction = microseconds % 1000
+        var width = 3
+        while width > 1, fraction % 10 == 0 {  // trailing zeros go, one digit stays
             fraction /= 10
-            digits -= 1
+            width -= 1
         }
-        var divisor = 1
-        for _ in 1..<digits { divisor *= 10 }
-        while divisor > 0 {
-            line.append(UInt8(ascii: "0") + UInt8(fraction / divisor % 10))
-            divisor /= 10
-        }
+        appendDigits(fraction, width: width, to: &line)
     }
 
-    /// A non-negative integer in decimal.
+    /// A non-negative integer in decimal, as short as it goes.
     static func appendDecimal(_ value: Int, to line: inout [UInt8]) {
-        guard value > 0 else { return line.append(UInt8(ascii: "0")) }
+        var width = 1
+        var rest = value / 10
+        while rest > 0 {
+            width += 1
+            rest /= 10
+        }
+        appendDigits(value, width: width, to: &line)
+    }
+
+    /// The last `width` decimal digits of a non-negative `value`, zero-padded.
+    static func appendDigits(_ value: Int, width: Int, to line: inout [UInt8]) {
         var divisor = 1
-        while divisor <= value / 10 { divisor *= 10 }
-        var rest = value
+        for _ in 1..<width { divisor *= 10 }
         while divisor > 0 {
-            line.append(UInt8(ascii: "0") + UInt8(rest / divisor))
-            rest %= divisor
+            line.append(UInt8(ascii: "0") + UInt8(value / divisor % 10))
             divisor /= 10
         }
     }
@@ -145,16 +148,7 @@ enum UTCTimestamp {
         var seconds = spec.tv_sec
         var parts = tm()
         gmtime_r(&seconds, &parts)
-        func digits(_ value: Int, _ count: Int) {
-            var divisor = 1
-            for _ in 1..<count { divisor *= 10 }
-            var rest = value
-            while divisor > 0 {
-                bytes.append(UInt8(ascii: "0") + UInt8(rest / divisor % 10))
-                rest %= divisor
-                divisor /= 10
-            }
-        }
+        func digits(_ value: Int, _ width: Int) { AccessLog.appendDigits(value, width: width, to: &bytes) }
         digits(Int(parts.tm_year) + 1900, 4)
         bytes.append(UInt8(ascii: "-"))
         digits(Int(parts.tm_mon) + 1, 2)

@@ -68,7 +68,7 @@ public struct BoundedDictionary<Key: Hashable, Value> {
     }
 
     /// Keys the insertion queue references, live or not (at most about twice `count`, plus a little).
-    public var queuedKeys: Int { order.count }
+    var queuedKeys: Int { order.count }
 }
 
 extension BoundedDictionary: Sendable where Key: Sendable, Value: Sendable {}

@@ -1,4 +1,4 @@
-import Resilience
+@testable import Resilience
 import Testing
 
 @Suite("BoundedDictionary: a cache's memory stays steady when it is full")
