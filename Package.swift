@@ -98,6 +98,7 @@ let package = Package(
                 "Resilience",
                 "StateSurface",
                 "TrustedIssuers",
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),

@@ -7,10 +7,17 @@
 #include "CLibCryptoSetup.h"
 
 static int setup_result = 0;
+static int areas_result = 0;
+
+int portcullis_scrypt_areas_install(void);
 
 __attribute__((constructor))
 static void portcullis_libcrypto_setup(void) {
+    // The allocator first: libcrypto accepts a replacement only before it has allocated anything.
+    areas_result = portcullis_scrypt_areas_install();
     setup_result = OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL);
 }
 
 int portcullis_libcrypto_setup_result(void) { return setup_result; }
+
+int portcullis_scrypt_areas_result(void) { return areas_result; }

@@ -5,6 +5,7 @@ import Gateway
 import JOSE
 import Logging
 import Runtime
+import SecurityGuard
 import ServiceLifecycle
 import StateSurface
 import TrustedIssuers
@@ -59,6 +60,9 @@ struct ServeCommand: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "portcullis")
+        if !PasswordHasher.keepWorkAreas() {
+            logger.notice("scrypt work areas are not kept: each password check maps its own 32 MiB (libcrypto refused the allocator)")
+        }
         let accessLog = accessSink.map { (sink: $0, format: settings.logFormat) }
         // Shared secrets are read (and refused when others can read them) before anything is created.
         let trusted = gateway.trust.issuers.isEmpty

@@ -65,6 +65,42 @@ struct ServeCommandTests {
         }
     }
 
+    /// The anonymous mappings of `pid` the size of one scrypt work area at the default parameters
+    /// (32 MiB + 1 KiB, rounded up to pages; malloc's own mapping of that block is the same size).
+    static func scryptAreaMappings(_ pid: pid_t) throws -> Int {
+        let maps = try String(contentsOfFile: "/proc/\(pid)/maps", encoding: .utf8)
+        let bytes = Int(Scrypt.Parameters.interactive.workAreaBytes)
+        return maps.split(separator: "\n").filter { line in
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard fields.count == 5, fields[4] == "0", let dash = fields[0].firstIndex(of: "-"),
+                let start = Int(fields[0][..<dash], radix: 16), let end = Int(fields[0][fields[0].index(after: dash)...], radix: 16)
+            else { return false }  // a file, a named region ([heap], [stack]) or another device
+            return (bytes...(bytes + 65_536)).contains(end - start)
+        }.count
+    }
+
+    @Test("serve keeps scrypt's work area: after a login its 32 MiB stays mapped, and six more checks in turn (right and wrong passwords, an unknown user) reuse it")
+    func keepsScryptWorkArea() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let (process, port) = try startServe(cli)
+        defer { _ = ServerProcess.stop(process) }
+        let password = "correct horse battery staple"
+        #expect(try cli.run(["users", "add", "alice", "--tenant", "default", "--password-stdin"], stdin: password).status == 0)
+        let login = URL(string: "http://127.0.0.1:\(port)/api/auth/login")!
+        func logIn(_ username: String, _ password: String) throws -> Int {
+            try ServerProcess.fetch(login, method: "POST", headers: ["Content-Type": "application/json"],
+                body: #"{"username":"\#(username)","password":"\#(password)"}"#).1
+        }
+        #expect(try Self.scryptAreaMappings(process.pid) == 0)
+        #expect(try logIn("alice", password) == 200)
+        #expect(try Self.scryptAreaMappings(process.pid) == 1, "the work area was returned after the check (or more than one was made)")
+        for (username, attempt, status) in [("alice", password, 200), ("alice", "wrong", 401), ("nobody", password, 401)] {
+            for _ in 0..<2 { #expect(try logIn(username, attempt) == status) }
+        }
+        #expect(try Self.scryptAreaMappings(process.pid) == 1, "checks in turn made more areas instead of reusing the one kept")
+    }
+
     @Test("from an empty directory, serve serves the browser client, the demo page and the OpenAPI document as they are in the repository, and prints the demo page's URL")
     func standsAlone() throws {
         let cli = try CLI()

@@ -28,6 +28,28 @@ struct PasswordTests {
             """))
     }
 
+    @Test("scrypt's work areas, kept: the RFC 7914 vector comes out the same from a kept area, every derivation passes the wrapper, and no more areas are made than asked")
+    func keptWorkAreas() throws {
+        #expect(ScryptWorkAreas.isAvailable, "libcrypto refused the allocator wrapper: it must be installed before libcrypto's first allocation")
+        #expect(Scrypt.Parameters.interactive.workAreaBytes == 33_557_504)  // 32 MiB + 1 KiB, as EVP_PBE_scrypt asks at N = 2^15, r = 8
+        #expect(PasswordHasher.keepWorkAreas())
+        #expect(!ScryptWorkAreas.keep(1, for: .init(logN: 12, r: 8, p: 1)), "areas of another size were accepted after the first")
+        #expect(!ScryptWorkAreas.keep(65, for: .interactive))
+        let before = ScryptWorkAreas.counts
+        for _ in 0..<3 {
+            // 16 MiB + 2 KiB: more than half an area, so the wrapper looks at it.
+            let third = try Scrypt.derive(password: Array("pleaseletmein".utf8), salt: Array("SodiumChloride".utf8), parameters: .init(logN: 14, r: 8, p: 1), length: 64)
+            #expect(third == hex("""
+                70 23 bd cb 3a fd 73 48 46 1c 06 cd 81 fd 38 eb fd a8 fb ba 90 4f 8e 3e a9 b5 43 f6 54 5d a1 f2
+                d5 43 29 55 61 3f 0f cf 62 d4 97 05 24 2a 9a f9 e6 1e 85 dc 0d 65 1e 40 df cf 01 7b 45 57 58 87
+                """))
+        }
+        let after = ScryptWorkAreas.counts
+        #expect(after.served + after.declined >= before.served + before.declined + 3)
+        #expect(after.served > before.served)
+        #expect((1...PasswordHasher.workAreaLimit).contains(after.made))
+    }
+
     @Test("a hash names its parameters, verifies the right password only, and round-trips through its text form")
     func hashAndVerify() async throws {
         let hasher = PasswordHasher(parameters: .init(logN: 12, r: 8, p: 1))
