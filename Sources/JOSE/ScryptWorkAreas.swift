@@ -15,11 +15,12 @@ public enum ScryptWorkAreas {
     public static var isAvailable: Bool { portcullis_scrypt_areas_result() == 1 }
 
     /// Keeps up to `count` areas sized for `parameters` (the first call sets the size for the process).
-    /// - Returns: false when the allocator is not wrapped, the count is out of 0...64, or areas of another size are already kept.
+    /// - Returns: false when the allocator is not wrapped, the count is out of 0...64 (the C side's bound), or
+    ///   areas of another size are already kept.
     @discardableResult
     public static func keep(_ count: Int, for parameters: Scrypt.Parameters) -> Bool {
-        guard isAvailable, (0...64).contains(count), parameters.isWithinLimits else { return false }
-        return portcullis_scrypt_areas_keep(Int32(count), Int(parameters.workAreaBytes)) == 1
+        guard isAvailable, parameters.isWithinLimits, let count = Int32(exactly: count) else { return false }
+        return portcullis_scrypt_areas_keep(count, Int(parameters.workAreaBytes)) == 1
     }
 
     /// What the kept areas have done so far in this process.

@@ -2,10 +2,10 @@
 #ifndef PORTCULLIS_CLIBCRYPTO_SETUP_H
 #define PORTCULLIS_CLIBCRYPTO_SETUP_H
 
+#include <stddef.h>
+
 /// 1 when libcrypto was initialised before main without its exit-time cleanup, 0 when that failed.
 int portcullis_libcrypto_setup_result(void);
-
-#include <stddef.h>
 
 /// 1 when libcrypto's allocator was wrapped for kept scrypt work areas (before its first allocation), 0 when it refused.
 int portcullis_scrypt_areas_result(void);
