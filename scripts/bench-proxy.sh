@@ -5,9 +5,10 @@
 # one run, rounds interleaved. One row uses a trusted identity provider's token
 # (trust.issuers, its JWKS served on loopback) for the same request as the local token.
 #
-# The floor: two rows of floor-proxy (Benchmarks/FloorProxy), a minimal SwiftNIO reverse
-# proxy without authentication built from the same packages, one on NIOHTTP1's codecs and
-# one framing HTTP/1.1 bytes itself, so a report separates what the stack costs from what
+# The floor: three rows of floor-proxy (Benchmarks/FloorProxy), a minimal SwiftNIO reverse
+# proxy without authentication built from the same packages, one on NIOHTTP1's codecs, one
+# on NIO's request decoder with the rest framed as bytes (the data plane's shape), and one
+# framing HTTP/1.1 bytes itself, so a report separates what the stack costs from what
 # the gateway adds. The access log: the silent rows run nginx with access_log off and the
 # gateway at logging.level warning; the logged pair runs nginx with access_log buffer=64k
 # and a second gateway at info (its access log buffered, logging.access_buffer_bytes).
@@ -19,6 +20,8 @@
 #   COMPARE_BIN=path                      also run a gateway from this binary (an older build, say) beside
 #                                         it: one more row, interleaved in the same rounds (A/B of a change)
 #   COMPARE_LEVEL=info                    run that gateway at this logging level (default: as quiet as the main row)
+#   ONLY=regex                            only the rows whose names match (plus nginx's plain proxy and the
+#                                         byte floor, the ratios' bases): ONLY='floor|routes$' for a quick A/B
 #
 # Needs Debian's nginx, haproxy and wrk (apt-get install nginx-light haproxy wrk).
 # Loopback only; every process it starts is stopped by its PID on exit.
@@ -46,6 +49,7 @@ fi
 FLOOR_BIN="$ROOT/.build/release/floor-proxy"
 WORK=$(mktemp -d)
 UPSTREAM=18401 NGINX_PROXY=18402 HAPROXY=18403 GATEWAY=18404 FLOOR_NIO=18405 FLOOR_BYTES=18406 NGINX_LOGGED=18407 GATEWAY_INFO=18408 GATEWAY_COMPARE=18409
+FLOOR_DECODER=18410
 PIDS=()
 cleanup() {
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -88,8 +92,9 @@ ACCESS_LOG="access_log $WORK/logged/logs/access.log combined buffer=64k;" \
   nginx_conf logged $NGINX_LOGGED 'location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; }'
 NGINX_LOGGED_PID=${PIDS[-1]}
 
-# --- the floor: floor-proxy on NIOHTTP1's codecs, and framing bytes itself (2 threads each) ---
+# --- the floor: floor-proxy on NIOHTTP1's codecs, on NIO's request decoder only, and framing bytes itself (2 threads each) ---
 "$FLOOR_BIN" --listen $FLOOR_NIO --upstream $UPSTREAM --codec nio --threads 2 > "$WORK/floor-nio.log" 2>&1 & PIDS+=($!); FLOOR_NIO_PID=$!
+"$FLOOR_BIN" --listen $FLOOR_DECODER --upstream $UPSTREAM --codec decoder --threads 2 > "$WORK/floor-decoder.log" 2>&1 & PIDS+=($!); FLOOR_DECODER_PID=$!
 "$FLOOR_BIN" --listen $FLOOR_BYTES --upstream $UPSTREAM --codec bytes --threads 2 > "$WORK/floor-bytes.log" 2>&1 & PIDS+=($!); FLOOR_BYTES_PID=$!
 
 # --- Portcullis: serve with a route to the same upstream ---
@@ -187,6 +192,8 @@ HZ=$(getconf CLK_TCK)
 
 run() {  # name pid url [wrk args...]
   local name=$1 pid=$2 url=$3; shift 3
+  # ONLY=regex: the rows whose names match it, and nginx's plain proxy and the byte floor (the ratios' bases)
+  if [ -n "${ONLY:-}" ] && ! [[ $name =~ $ONLY|^nginx\ plain\ proxy$|byte\ framing$ ]]; then return 0; fi
   local before after out
   before=$(ticks "$pid")
   out=$(wrk -t2 -c"$CONNECTIONS" -d"${SECONDS_PER_RUN}s" --latency -H "Authorization: Bearer ${AUTH_TOKEN:-$TOKEN}" "$@" "$url")
@@ -213,6 +220,7 @@ PY
 for round in $(seq "$ROUNDS"); do
   run "nginx plain proxy" "$NGINX_PROXY_PID" "http://127.0.0.1:$NGINX_PROXY/"
   run "floor: NIO proxy, NIOHTTP1 codecs" "$FLOOR_NIO_PID" "http://127.0.0.1:$FLOOR_NIO/"
+  run "floor: NIO proxy, NIO's request decoder, the rest bytes" "$FLOOR_DECODER_PID" "http://127.0.0.1:$FLOOR_DECODER/"
   run "floor: NIO proxy, byte framing" "$FLOOR_BYTES_PID" "http://127.0.0.1:$FLOOR_BYTES/"
   run "HAProxy + ES256 jwt_verify" "$HAPROXY_PID" "http://127.0.0.1:$HAPROXY/"
   run "Portcullis gateway.routes" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/"

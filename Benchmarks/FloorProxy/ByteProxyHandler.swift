@@ -77,14 +77,21 @@ final class ByteUpstreamHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
 
     private let client: Channel
+    private let write: (ByteBuffer) -> Void
+    private let flush: () -> Void
     private var head = ByteBuffer()
     private var remainingBody = 0
 
-    init(client: Channel) { self.client = client }
+    /// `write` and `flush` reach the client (by default its channel's tail).
+    init(client: Channel, write: ((ByteBuffer) -> Void)? = nil, flush: (() -> Void)? = nil) {
+        self.client = client
+        self.write = write ?? { client.write($0, promise: nil) }
+        self.flush = flush ?? { client.flush() }
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var bytes = unwrapInboundIn(data)
-        client.write(bytes, promise: nil)
+        write(bytes)
         while bytes.readableBytes > 0 {
             if remainingBody > 0 {
                 let step = min(remainingBody, bytes.readableBytes)
@@ -102,7 +109,7 @@ final class ByteUpstreamHandler: ChannelInboundHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        client.flush()
+        flush()
     }
 
     func channelInactive(context: ChannelHandlerContext) {

@@ -7,6 +7,8 @@
 // Each client connection gets one keep-alive upstream connection on its own event loop, and
 // every forwarded request carries one added 200-byte header (the size of an upstream assertion).
 //   --codec nio    NIOHTTP1's server and client codecs (typed parts through the pipeline)
+//   --codec decoder NIO's request decoder on the client side, the rest framed as bytes (the
+//                  gateway's data plane's shape)
 //   --codec bytes  HTTP/1.1 framed over the raw bytes: the head is found and forwarded as one
 //                  buffer, the response streamed back counting its Content-Length
 // Requests with a body or a chunked response are outside what the floor measures: they get 501.
@@ -72,6 +74,9 @@ let bootstrap = ServerBootstrap(group: group)
             case "nio":
                 try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                 try channel.pipeline.syncOperations.addHandler(CodecProxyHandler(upstream: upstream))
+            case "decoder":
+                try channel.pipeline.syncOperations.configureHTTPServerPipeline(withPipeliningAssistance: false, withErrorHandling: false)
+                try channel.pipeline.syncOperations.addHandler(DecoderProxyHandler(upstream: upstream))
             default:
                 try channel.pipeline.syncOperations.addHandler(ByteProxyHandler(upstream: upstream))
             }
