@@ -7,7 +7,8 @@
 # with a write/re-read oracle), base64url (canonical-encoding oracle),
 # session-id (SessionID.problem), agent-frame (the agent channel's frame parser),
 # request-target (the path normaliser and the query's credential filter),
-# upstream-response (the data plane's framing of an upstream's answers, split two ways).
+# upstream-response (the data plane's framing of an upstream's answers, split two ways),
+# plain-request (the data plane's front: request heads read without NIO's decoder).
 # Each is built with `swiftc -sanitize=fuzzer,address` against the real sources,
 # seeded from ../shared/vectors (PORTCULLIS_VECTORS) when present, and run for
 # SECONDS (default 60). A crash stops the script with exit 1 and leaves the
@@ -19,7 +20,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VECTORS=${PORTCULLIS_VECTORS:-$ROOT/../shared/vectors}
 OUT="$ROOT/.build/fuzz"
 TARGETS=("$@")
-[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(token json base64url session-id agent-frame request-target upstream-response)
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(token json base64url session-id agent-frame request-target upstream-response plain-request)
 mkdir -p "$OUT/lib"
 FLAGS=(-sanitize=fuzzer,address -parse-as-library -O -g -I "$ROOT/Sources/CLibCrypto" -I "$ROOT/Sources/CLibCryptoSetup/include")
 
@@ -53,6 +54,9 @@ seed() {  # target
     upstream-response) printf '\x05HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello' > "$corpus/sized"
                  printf '\x21HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;e=1\r\nhello\r\n0\r\nT: 1\r\n\r\n' > "$corpus/chunked"
                  printf '\x90HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 3\r\n\r\n' > "$corpus/head" ;;
+    plain-request) printf 'GET /api/v1/x?a=1 HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer a.b.c\r\nConnection: keep-alive\r\n\r\n' > "$corpus/get"
+                 printf 'POST /a HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi' > "$corpus/post"
+                 printf 'HEAD /a HTTP/1.1\r\nX-A:\t1\r\nX-B:\r\n\r\nGET /b HTTP/1.1\r\n\r\n' > "$corpus/pipelined" ;;
     agent-frame) printf '%s' '{"type":"ping"}' > "$corpus/ping"
                  printf '%s' '{"type":"intent","request_id":"r1","intent_type":"echo","payload":{"a":[1,2,{"b":null}]},"idempotency_key":"k"}' > "$corpus/intent" ;;
   esac
@@ -70,6 +74,7 @@ for target in "${TARGETS[@]}"; do
     session-id) build session-id "$ROOT/Fuzz/FuzzSessionID.swift" ;;
     agent-frame) build agent-frame "$ROOT/Sources/Runtime/AgentFrame.swift" "$ROOT/Fuzz/FuzzAgentFrame.swift" ;;
     request-target) build request-target "$ROOT/Sources/TrafficCop/RequestTarget.swift" "$ROOT/Sources/TrafficCop/RequestTargetError.swift" "$ROOT/Fuzz/FuzzRequestTarget.swift" ;;
+    plain-request) build plain-request "$ROOT/Sources/Gateway/DataPlane/PlainRequestHead.swift" "$ROOT/Fuzz/FuzzPlainRequest.swift" ;;
     upstream-response) build upstream-response "$ROOT"/Sources/Gateway/DataPlane/UpstreamResponse{Parser,Head,Error}.swift "$ROOT/Fuzz/FuzzUpstreamResponse.swift" ;;
     *) echo "fuzz.sh: unknown target $target" >&2; exit 2 ;;
   esac

@@ -62,6 +62,17 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
         channel.closeFuture.whenComplete { _ in connections.release() }
         return channel.eventLoop.makeCompletedFuture {
             try channel.pipeline.syncOperations.addHandler(RequestHeadTimeoutHandler(timeout: .milliseconds(Int64(limits.requestHeadTimeout * 1000))))
+            // Plain route requests are served from the bytes, ahead of NIO's decoder; the first other
+            // request hands the connection to the pipeline configured below.
+            if let dataPlane {
+                try channel.pipeline.syncOperations.addHandler(
+                    ProxyFrontHandler(
+                        plane: dataPlane,
+                        limits: .init(
+                            maximumHeadBytes: limits.maximumHeaderBytes, maximumFieldCount: limits.maximumHeaderCount,
+                            maximumFieldBytes: limits.maximumHeaderFieldBytes),
+                        idleTimeout: .milliseconds(Int64(limits.idleTimeout * 1000)), headTimeout: .milliseconds(Int64(limits.requestHeadTimeout * 1000))))
+            }
             // Set by shouldUpgrade, read when the pipeline is rebuilt; one upgrade per connection.
             let decision = NIOLockedValueBox<Decision?>(nil)
             let guardian = self.guardian

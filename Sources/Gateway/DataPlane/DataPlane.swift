@@ -9,9 +9,10 @@ import TrafficCop
 /// Everything the event-loop proxy path needs, shared by every connection.
 ///
 /// Every `gateway.routes` request (`http://` and `https://` upstreams, every
-/// method) is served here, in `ProxyChannelHandler`, on the client connection's
-/// event loop from request head to response end; the rest of the API stays on
-/// Hummingbird. It is the only proxy path.
+/// method) is served here, by a `ProxyExchange` on the client connection's event
+/// loop from request head to response end: plain ones straight from the bytes
+/// (`ProxyFrontHandler`), the rest after NIO's decoder (`ProxyChannelHandler`);
+/// the rest of the API stays on Hummingbird. It is the only proxy path.
 final class DataPlane: Sendable {
     /// One `gateway.routes` entry served on the event loop.
     struct Route: Sendable {

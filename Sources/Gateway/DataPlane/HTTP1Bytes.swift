@@ -1,10 +1,12 @@
 import NIOCore
+import NIOHTTP1
 
 /// HTTP/1.1 written as bytes by the proxy: field lines and chunked framing, straight into
 /// `ByteBuffer`s, for the request head it sends upstream and the answer it relays.
 ///
 /// Every name and value written here was checked before: taken from NIO's parser (which refuses
-/// CR, LF and other controls), from `UpstreamResponseParser` (the same), or the gateway's own.
+/// CR, LF and other controls), from `PlainRequestHead` (visible ASCII only), from
+/// `UpstreamResponseParser` (no CR, LF or other controls), or the gateway's own.
 enum HTTP1Bytes {
     /// The blank line that ends a head, and the end of a chunked body (the last chunk, no trailers).
     static let crlf = ByteBuffer(string: "\r\n")
@@ -36,6 +38,19 @@ enum HTTP1Bytes {
             rest %= divisor
             divisor /= 10
         }
+    }
+
+    /// A response head written by the gateway (a refusal, 100 Continue): status line, fields, blank line.
+    static func responseHead(_ head: HTTPResponseHead, allocator: ByteBufferAllocator) -> ByteBuffer {
+        var buffer = allocator.buffer(capacity: 64 + 40 * head.headers.count)
+        buffer.writeStaticString("HTTP/1.1 ")
+        writeDecimal(Int(head.status.code), into: &buffer)
+        buffer.writeStaticString(" ")
+        buffer.writeString(head.status.reasonPhrase)
+        buffer.writeStaticString("\r\n")
+        for (name, value) in head.headers { writeField(name, value, into: &buffer) }
+        buffer.writeStaticString("\r\n")
+        return buffer
     }
 
     /// A chunk's size line: the size in hex and CRLF.

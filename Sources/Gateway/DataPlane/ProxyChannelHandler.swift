@@ -8,7 +8,8 @@ import TrafficCop
 /// from request head to response end, with no hop to the Swift concurrency
 /// pool on the common path.
 ///
-/// Sits right after NIO's HTTP/1 codec and the request-target screen, before
+/// Serves what the front (`ProxyFrontHandler`) hands on: from the first request that is not plain
+/// to the end of the connection. Sits right after NIO's HTTP/1 codec and the request-target screen, before
 /// the conversion to HTTPTypes and Hummingbird's channel: a request whose path
 /// is under a fast route is answered here (`ProxyExchange`), in NIO's own
 /// HTTP/1 types, with no conversion; any other request passes through
@@ -27,7 +28,7 @@ import TrafficCop
 /// begun) however often its bytes come, which the idle timeout alone cannot do.
 /// The rest of a request refused before its body ended is read and dropped up
 /// to `maximumDrainBytes`, then the connection is closed.
-final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
+final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler, ProxyExchangeHost {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
     typealias OutboundIn = HTTPServerResponsePart
@@ -82,9 +83,8 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var passthroughAnswerStarted = false
     /// Hummingbird's writes are dropped: the gateway answered the request itself (a request timeout).
     private var droppingWrites = false
-    /// Request ids: 8 characters drawn from the CSPRNG once per connection, then a counter.
-    private var requestIDPrefix = ""
-    private var requestCount: UInt32 = 0
+    /// Request ids: a prefix from the CSPRNG once per connection, then a counter.
+    private var requestIDs = ConnectionRequestIDs()
     /// Something was passed on to Hummingbird's handlers since the last end of a read cycle.
     private var passedOn = false
     /// The client's address as text, made once per connection (for `X-Forwarded-For`).
@@ -110,27 +110,13 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
         byteOutlet = try? context.pipeline.syncOperations.context(handlerType: HTTPResponseEncoder.self)
         pool = plane.pool(for: context.eventLoop)
         metricHandles = plane.metricHandles(for: context.eventLoop)
-        requestIDPrefix = (try? SecureRandom.identifier(bytes: 6)) ?? "unknown0"
         lastActive = .now()
         scheduleIdleCheck(at: lastActive + idleTimeout)
     }
 
-    /// The next request id on this connection: 12 base64url characters, like the API's, without a
-    /// libcrypto call (and its `getpid`) per request.
     func nextRequestID() -> String {
-        requestCount &+= 1
-        let count = requestCount & 0xFF_FFFF
-        // The counter's 24 bits as 4 base64url characters after the prefix's 8: 12 ASCII bytes, a
-        // string stored inline (no allocation).
-        var id = requestIDPrefix
-        for shift in stride(from: 18, through: 0, by: -6) {
-            id.unicodeScalars.append(Unicode.Scalar(Self.base64URLDigits[Int((count >> UInt32(shift)) & 0x3F)]))
-        }
-        return id
+        requestIDs.next()
     }
-
-    /// The base64url alphabet (RFC 4648 §5).
-    static let base64URLDigits = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
@@ -292,7 +278,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// Writes an answer part of the current exchange to the client.
-    func writeToClient(_ part: HTTPServerResponsePart, flush: Bool = false) {
+    func writeToClient(_ part: HTTPServerResponsePart, flush: Bool) {
         guard let context else { return }
         if flush {
             context.writeAndFlush(wrapOutboundOut(part), promise: nil)

@@ -22,9 +22,9 @@ import TrafficCop
 /// revocation mirror is stale, session checks only when the ownership view
 /// does not know the session.
 final class ProxyExchange: UpstreamConnectionDelegate {
-    unowned let handler: ProxyChannelHandler
+    unowned let handler: any ProxyExchangeHost
     let route: DataPlane.Route
-    /// The request head as NIO's decoder gave it (the target normalised): never converted.
+    /// The request head as NIO's decoder or the front (`PlainRequestHead`) read it (the target normalised): never converted.
     let head: HTTPRequestHead
     /// The normalised path, without the query.
     let path: Substring
@@ -60,7 +60,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     private(set) var deadline: NIODeadline?
 
     init(
-        handler: ProxyChannelHandler, eventLoop: any EventLoop, route: DataPlane.Route, head: HTTPRequestHead, path: Substring, remainder: Substring,
+        handler: any ProxyExchangeHost, eventLoop: any EventLoop, route: DataPlane.Route, head: HTTPRequestHead, path: Substring, remainder: Substring,
         query: Substring?
     ) {
         self.handler = handler

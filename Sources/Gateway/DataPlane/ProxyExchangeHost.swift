@@ -1,0 +1,67 @@
+import JOSE
+import NIOCore
+import NIOHTTP1
+
+/// The client connection a `ProxyExchange` answers on: what the exchange needs of the channel
+/// handler that started it.
+///
+/// Two handlers host exchanges: `ProxyFrontHandler`, which reads plain requests straight from the
+/// socket's bytes, and `ProxyChannelHandler`, which takes every other request from NIO's decoder.
+/// Both live on the connection's event loop, as the exchange does.
+protocol ProxyExchangeHost: AnyObject {
+    var plane: DataPlane { get }
+    /// The handler's context while it is in the pipeline.
+    var context: ChannelHandlerContext? { get }
+    /// This event loop's upstream connections.
+    var pool: UpstreamPool? { get }
+    var metricHandles: ProxyMetricHandles? { get }
+    /// The client's address as text (for `X-Forwarded-For`).
+    var peerAddress: String? { get }
+    var clientIsWritable: Bool { get }
+    /// The next request id on this connection.
+    func nextRequestID() -> String
+    /// Writes a part of a gateway-made answer (a refusal, 100 Continue).
+    func writeToClient(_ part: HTTPServerResponsePart, flush: Bool)
+    /// Writes bytes of a relayed answer, framed already.
+    func writeBytesToClient(_ buffer: ByteBuffer)
+    /// The answer written with `writeBytesToClient` has ended.
+    func bytesAnswerEnded()
+    func flushClient()
+    /// Stops reading the client (the upstream cannot take more yet), until `resumeReads`.
+    func holdReads()
+    func resumeReads()
+    /// Makes sure a check runs at the current exchange's upstream deadline.
+    func watchDeadline()
+    /// The exchange's answer has ended (or failed).
+    func exchangeFinished(requestEnded: Bool, closeConnection: Bool)
+}
+
+extension ProxyExchangeHost {
+    func writeToClient(_ part: HTTPServerResponsePart) { writeToClient(part, flush: false) }
+}
+
+/// Request ids of one connection: 8 characters drawn from the CSPRNG once per connection, then a
+/// counter; 12 base64url characters like the API's, without a libcrypto call (and its `getpid`) per request.
+struct ConnectionRequestIDs {
+    private let prefix: String
+    private var count: UInt32 = 0
+
+    init() {
+        prefix = (try? SecureRandom.identifier(bytes: 6)) ?? "unknown0"
+    }
+
+    mutating func next() -> String {
+        count &+= 1
+        let value = count & 0xFF_FFFF
+        // The counter's 24 bits as 4 base64url characters after the prefix's 8: 12 ASCII bytes, a
+        // string stored inline (no allocation).
+        var id = prefix
+        for shift in stride(from: 18, through: 0, by: -6) {
+            id.unicodeScalars.append(Unicode.Scalar(Self.base64URLDigits[Int((value >> UInt32(shift)) & 0x3F)]))
+        }
+        return id
+    }
+
+    /// The base64url alphabet (RFC 4648 §5).
+    static let base64URLDigits = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+}

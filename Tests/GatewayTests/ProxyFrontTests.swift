@@ -1,0 +1,80 @@
+import Foundation
+import PortcullisTestSupport
+import Testing
+
+/// The data plane's front (`ProxyFrontHandler`): plain route requests served from the bytes, and
+/// the connection handed to NIO's decoder, whole and in order, at the first other request.
+@Suite("The data plane's front: plain requests from the bytes, the rest of the connection to NIO")
+struct ProxyFrontTests {
+    @Test("plain requests sent together, then a request with a body, then plain ones again, on one connection: each is answered once, in order")
+    func handOnKeepsOrder() async throws {
+        let world = try await DataPlaneTests.World.start()
+        let (port, token) = (world.port, world.token)
+        let bytes = try await onOwnThread { () -> [UInt8] in
+            let connection = try RawConnection(port: port, receiveTimeout: 5)
+            defer { connection.close() }
+            let bearer = "Authorization: Bearer \(token)\r\n"
+            connection.send(
+                "GET /api/echo/p1 HTTP/1.1\r\nHost: x\r\n\(bearer)\r\n" + "GET /api/echo/p2 HTTP/1.1\r\nHost: x\r\n\(bearer)\r\n"
+                    + "POST /api/echo/body HTTP/1.1\r\nHost: x\r\n\(bearer)Content-Length: 5\r\n\r\nhello"
+                    + "GET /api/echo/p3 HTTP/1.1\r\nHost: x\r\n\(bearer)\r\n"
+                    + "GET /api/echo/last HTTP/1.1\r\nHost: x\r\n\(bearer)Connection: close\r\n\r\n")
+            return connection.readAll()
+        }
+        let answers = DataPlaneTests.answers(bytes, count: 6)
+        #expect(answers.map(\.status) == [200, 200, 200, 200, 200])
+        let paths = ["/p1", "/p2", "/body", "/p3", "/last"]
+        #expect(answers.count == 5 && zip(answers, paths).allSatisfy { $0.body.contains("\"\($1)\"") })
+        #expect(answers.count == 5 && answers[2].body.contains("\"body_bytes\":5"))
+        #expect(world.targets.all.count == 5)
+        try await world.stop()
+    }
+
+    @Test("a plain request refused at once (no token) and the requests after it on the same connection (a GET, a HEAD, the API's) are answered in turn")
+    func refusalThenNext() async throws {
+        let world = try await DataPlaneTests.World.start()
+        let (port, token) = (world.port, world.token)
+        let bytes = try await onOwnThread { () -> [UInt8] in
+            let connection = try RawConnection(port: port, receiveTimeout: 5)
+            defer { connection.close() }
+            connection.send(
+                "GET /api/echo/anonymous HTTP/1.1\r\nHost: x\r\n\r\n" + "GET /api/echo/mine HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\n\r\n"
+                    + "HEAD /api/echo/head HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\n\r\n"
+                    + "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            return connection.readAll()
+        }
+        let text = bytes.text
+        // Each status line, wherever the body before it ended.
+        let statuses = text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { String($0.prefix(3)) }
+        // The recording upstream routes no HEAD: its 404 is relayed without a body, and the next answer follows it.
+        #expect(statuses == ["401", "200", "404", "200"], "\(statuses)")
+        #expect(text.contains("\"/mine\""))
+        #expect(world.targets.all == ["GET /mine"])
+        try await world.stop()
+    }
+
+    @Test("a head left unfinished after plain requests were served is answered 408 request_timeout after limits.header_timeout_seconds, not left open until the idle timeout")
+    func unfinishedHeadAfterHandOn() async throws {
+        let world = try await DataPlaneTests.World.start {
+            $0.limits.requestHeadTimeout = 1
+            $0.limits.idleTimeout = 30
+        }
+        let (port, token) = (world.port, world.token)
+        let (first, rest, waited) = try await onOwnThread { () -> (String, String, Double) in
+            let connection = try RawConnection(port: port, receiveTimeout: 20)
+            defer { connection.close() }
+            connection.send("GET /api/echo/served HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\n\r\n")
+            let first = connection.readUntil("\"body_bytes\"").text
+            let sent = Date()
+            connection.send("GET /api/echo/slow HTTP/1.1\r\nHost: x\r\nAuthori")
+            let rest = connection.readAll().text
+            return (first, rest, Date().timeIntervalSince(sent))
+        }
+        #expect(first.hasPrefix("HTTP/1.1 200"))
+        #expect(rest.hasPrefix("HTTP/1.1 408"), "\(rest.prefix(40))")
+        #expect(rest.contains("request_timeout"))
+        #expect(waited >= 0.8 && waited < TimeBounds.seconds(10), "closed after \(waited) s")
+        #expect(world.targets.all == ["GET /served"])
+        try await world.stop()
+    }
+}
