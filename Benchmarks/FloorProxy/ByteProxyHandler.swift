@@ -10,13 +10,10 @@ final class ByteProxyHandler: ChannelInboundHandler {
 
     private static let addedHeader = ByteBuffer(string: "\(assertionHeaderName): \(assertionHeaderValue)\r\n\r\n")
 
-    private let upstreamAddress: SocketAddress
-    private var upstream: Channel?
-    private var connecting = false
+    private let upstream: UpstreamLink
     private var received = ByteBuffer()
-    private var queued = ByteBuffer()
 
-    init(upstream: SocketAddress) { self.upstreamAddress = upstream }
+    init(upstream: SocketAddress) { self.upstream = UpstreamLink(address: upstream) }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var bytes = unwrapInboundIn(data)
@@ -32,43 +29,25 @@ final class ByteProxyHandler: ChannelInboundHandler {
             out.reserveCapacity(headLength + Self.addedHeader.readableBytes)
             out.writeBytes(head.readableBytesView.dropLast(2))  // up to the last header's CRLF
             out.writeImmutableBuffer(Self.addedHeader)
-            forward(out, context: context)
+            let client = context.channel
+            upstream.forward(out, client: client) { ByteUpstreamHandler(client: client) }
         }
         if received.readableBytes == 0 { received.clear() }
         if received.readableBytes > 16_384 { context.close(promise: nil) }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        upstream?.flush()
+        upstream.flush()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        upstream?.close(promise: nil)
+        upstream.close()
         context.fireChannelInactive()
     }
 
     /// Whether the head announces a body (Content-Length other than 0, or Transfer-Encoding).
     static func hasBody(_ head: ByteBuffer) -> Bool {
         HeadScan.number(of: "transfer-encoding:", in: head) != nil || (HeadScan.number(of: "content-length:", in: head) ?? 0) != 0
-    }
-
-    private func forward(_ request: ByteBuffer, context: ChannelHandlerContext) {
-        if let upstream {
-            upstream.write(request, promise: nil)
-            return
-        }
-        var request = request
-        queued.writeBuffer(&request)
-        guard !connecting else { return }
-        connecting = true
-        let client = context.channel
-        connectUpstream(upstreamAddress, for: client, { pipeline in
-            try pipeline.addHandler(ByteUpstreamHandler(client: client))
-        }) { channel in
-            self.upstream = channel
-            channel.writeAndFlush(self.queued, promise: nil)
-            self.queued = ByteBuffer()
-        }
     }
 }
 

@@ -9,14 +9,11 @@ import NIOPosix
 final class DecoderProxyHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
 
-    private let upstreamAddress: SocketAddress
-    private var upstream: Channel?
-    private var connecting = false
-    private var queued = ByteBuffer()
+    private let upstream: UpstreamLink
     /// The response encoder's context: writes through it go past the encoder as bytes.
     private var outlet: ChannelHandlerContext?
 
-    init(upstream: SocketAddress) { self.upstreamAddress = upstream }
+    init(upstream: SocketAddress) { self.upstream = UpstreamLink(address: upstream) }
 
     func handlerAdded(context: ChannelHandlerContext) {
         outlet = try? context.pipeline.syncOperations.context(handlerType: HTTPResponseEncoder.self)
@@ -37,35 +34,20 @@ final class DecoderProxyHandler: ChannelInboundHandler {
                 out.writeStaticString("\r\n")
             }
             out.writeString("\(assertionHeaderName): \(assertionHeaderValue)\r\n\r\n")
-            forward(out, context: context)
+            guard let outlet else { return context.close(promise: nil) }
+            let client = context.channel
+            upstream.forward(out, client: client) {
+                ByteUpstreamHandler(client: client, write: { outlet.write(NIOAny($0), promise: nil) }, flush: { outlet.flush() })
+            }
         case .body:
             context.close(promise: nil)
         case .end:
-            upstream?.flush()
+            upstream.flush()
         }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        upstream?.close(promise: nil)
+        upstream.close()
         context.fireChannelInactive()
-    }
-
-    private func forward(_ request: ByteBuffer, context: ChannelHandlerContext) {
-        if let upstream {
-            upstream.write(request, promise: nil)
-            return
-        }
-        var request = request
-        queued.writeBuffer(&request)
-        guard !connecting, let outlet else { return }
-        connecting = true
-        let client = context.channel
-        connectUpstream(upstreamAddress, for: client, { pipeline in
-            try pipeline.addHandler(ByteUpstreamHandler(client: client, write: { outlet.write(NIOAny($0), promise: nil) }, flush: { outlet.flush() }))
-        }) { channel in
-            self.upstream = channel
-            channel.writeAndFlush(self.queued, promise: nil)
-            self.queued = ByteBuffer()
-        }
     }
 }

@@ -46,6 +46,25 @@ public struct BoundedDictionary<Key: Hashable, Value> {
         entries[key] = nil
     }
 
+    /// Removes the oldest entries, in insertion order, while the oldest is `isStale`; stops at the
+    /// first that is not.
+    ///
+    /// For a cache whose entries age from their insertion: its expired entries are its oldest,
+    /// so calling this on each insertion keeps it holding what is live rather than filling to
+    /// `capacity` with what has expired (the 60-minute soak's RSS rose for 20 minutes as two
+    /// caches of 10,000 filled with expired tokens and assertions, then stayed flat).
+    public mutating func removeOldest(while isStale: (Value) -> Bool) {
+        while head < order.count {
+            let oldest = order[head]
+            if let entry = entries[oldest.key], entry.stamp == oldest.stamp {
+                guard isStale(entry.value) else { break }
+                entries[oldest.key] = nil
+            }
+            head += 1
+        }
+        compactIfSparse()
+    }
+
     /// Removes every entry whose value matches `shouldRemove` (expired ones, say).
     public mutating func removeAll(where shouldRemove: (Value) -> Bool) {
         entries = entries.filter { !shouldRemove($0.value.value) }

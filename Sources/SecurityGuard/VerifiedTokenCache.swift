@@ -29,6 +29,10 @@ public final class VerifiedTokenCache: Sendable {
     func insert(_ caller: AuthenticatedCaller, for token: String, now: Double) {
         let validUntil = min(caller.expiresAt, now + maximumAge)
         guard validUntil > now else { return }
-        entries.withLock { $0.insert((caller, validUntil), for: token) }
+        entries.withLock {
+            // Expired entries go as new ones come: the cache holds the live tokens, not `capacity` old ones.
+            $0.removeOldest { $0.validUntil <= now }
+            $0.insert((caller, validUntil), for: token)
+        }
     }
 }

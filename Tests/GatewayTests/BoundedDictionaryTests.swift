@@ -30,6 +30,30 @@ struct BoundedDictionaryTests {
         #expect(map.count == 1 && map["d"] == 4)
     }
 
+    @Test("the oldest entries go while they are stale, in insertion order, stopping at the first that is not; a replaced key's old place is skipped")
+    func removeOldestWhileStale() {
+        var map = BoundedDictionary<Int, Double>(capacity: 1_000)
+        // Values are insertion times; entries older than 30 s are stale.
+        for key in 0..<100 { map.insert(Double(key), for: key) }
+        map.insert(95, for: 3)  // key 3 replaced: now among the youngest
+        map.removeOldest { 100 - $0 > 30 }  // stale: inserted before time 70
+        #expect(map.count == 31, "70 stale entries gone, key 3 (replaced at 95) kept")
+        #expect(map[69] == nil && map[70] == 70 && map[3] == 95)
+        map.removeOldest { _ in false }
+        #expect(map.count == 31)
+        // A stale entry behind a live one stays until the live one goes.
+        map.insert(200, for: 500)
+        map.insert(10, for: 501)
+        map.removeOldest { 220 - $0 > 30 }
+        #expect(map.count == 2 && map[500] == 200 && map[501] == 10)
+        // The drained queue does not keep evicted keys referenced.
+        for round in 0..<100 {
+            for key in 0..<100 { map.insert(Double(round * 100 + key), for: 10_000 + key) }
+            map.removeOldest { Double(round * 100 + 100) - $0 > 50 }
+        }
+        #expect(map.queuedKeys <= 2 * map.count + 64)
+    }
+
     @Test("keys replaced a million times keep one entry each, and the oldest insertions still go first")
     func replacementsDoNotGrow() {
         var map = BoundedDictionary<Int, Int>(capacity: 10)

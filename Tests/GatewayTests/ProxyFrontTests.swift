@@ -53,7 +53,7 @@ struct ProxyFrontTests {
         try await world.stop()
     }
 
-    @Test("a head left unfinished after plain requests were served is answered 408 request_timeout after limits.header_timeout_seconds, not left open until the idle timeout")
+    @Test("a head left unfinished after plain requests were served is answered 408 request_timeout after limits.request_head_timeout_seconds, not left open until the idle timeout")
     func unfinishedHeadAfterHandOn() async throws {
         let world = try await DataPlaneTests.World.start {
             $0.limits.requestHeadTimeout = 1

@@ -88,6 +88,10 @@ final class DataPlane: Sendable {
         return allowedOrigins.contains(origin)
     }
 
+    /// The most bytes of pipelined requests a connection may hold while one is answered before it
+    /// is closed: more than one read can bring only when a client keeps sending past what it was asked for.
+    var maximumQueuedBytes: Int { max(256 * 1024, maximumBodyBytes) }
+
     /// The metric handles of `eventLoop` (made on first use).
     func metricHandles(for eventLoop: any EventLoop) -> ProxyMetricHandles {
         metricTables.value(for: eventLoop) { ProxyMetricHandles(metrics: metrics) }

@@ -102,7 +102,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler, 
         self.plane = plane
         self.idleTimeout = idleTimeout
         self.requestTimeout = requestTimeout
-        maximumQueuedBytes = max(256 * 1024, plane.maximumBodyBytes)
+        maximumQueuedBytes = plane.maximumQueuedBytes
     }
 
     func handlerAdded(context: ChannelHandlerContext) {

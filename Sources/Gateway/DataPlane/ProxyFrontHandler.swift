@@ -24,7 +24,7 @@ final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHandler, Pr
     let limits: PlainRequestHead.Limits
     /// How long the client may send nothing between requests (`limits.idle_timeout_seconds`).
     let idleTimeout: TimeAmount
-    /// How long a head handed to NIO may take to arrive whole (`limits.header_timeout_seconds`).
+    /// How long a head handed to NIO may take to arrive whole (`limits.request_head_timeout_seconds`).
     let headTimeout: TimeAmount
     /// The most bytes that may wait behind a request in flight before the connection is closed.
     let maximumQueuedBytes: Int
@@ -58,7 +58,7 @@ final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHandler, Pr
         self.limits = limits
         self.idleTimeout = idleTimeout
         self.headTimeout = headTimeout
-        maximumQueuedBytes = max(256 * 1024, plane.maximumBodyBytes)
+        maximumQueuedBytes = plane.maximumQueuedBytes
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
