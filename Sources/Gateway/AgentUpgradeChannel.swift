@@ -63,8 +63,8 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
         return channel.eventLoop.makeCompletedFuture {
             try channel.pipeline.syncOperations.addHandler(RequestHeadTimeoutHandler(timeout: .milliseconds(Int64(limits.requestHeadTimeout * 1000))))
             // Plain route requests are served from the bytes, ahead of NIO's decoder; the first other
-            // request hands the connection to the pipeline configured below.
-            if let dataPlane {
+            // request hands the connection to the pipeline configured below. Without routes, nothing to serve.
+            if let dataPlane, !dataPlane.routes.isEmpty {
                 try channel.pipeline.syncOperations.addHandler(
                     ProxyFrontHandler(
                         plane: dataPlane,
