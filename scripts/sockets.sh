@@ -7,6 +7,9 @@
 #   PORTCULLIS_BIN=path                 benchmark another portcullis binary
 #   END=expiry                          end the sockets by token expiry instead of a logout
 #   PROBE_THREADS=2                     event-loop threads of the probe (default 1; the machine's cores are shared)
+#   ROUTES=1                            the gateway also has a gateway.routes entry, so every
+#                                       connection starts at the data plane's front (ProxyFrontHandler),
+#                                       which hands each upgrade on (its cost on upgrades)
 #   PROFILE=1                           perf record -e cpu-clock -g of the gateway during the
 #                                       last N's run (.build/sockets.perf.data; perf report -i FILE)
 #
@@ -54,7 +57,9 @@ trap cleanup EXIT
 for n in "${COUNTS[@]}"; do
   DIR="$WORK/gateway-$n"
   LIFETIME=900; [ "$END" = expiry ] && LIFETIME=$((30 + n / 1000))
-  start_serve "$DIR" "$GATEWAY" "" "tokens:
+  # With ROUTES=1 a route (never asked here) puts the front ahead of every connection.
+  ROUTE_LINES=""; [ "${ROUTES:-}" = 1 ] && ROUTE_LINES="  routes: [\"/api/bench=http://127.0.0.1:9\"]"
+  start_serve "$DIR" "$GATEWAY" "$ROUTE_LINES" "tokens:
   access_token_lifetime_seconds: $LIFETIME
 limits:
   max_connections: $((n + 100))

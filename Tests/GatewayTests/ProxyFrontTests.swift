@@ -1,4 +1,5 @@
 import Foundation
+import Gateway
 import PortcullisTestSupport
 import Testing
 
@@ -75,6 +76,37 @@ struct ProxyFrontTests {
         #expect(rest.contains("request_timeout"))
         #expect(waited >= 0.8 && waited < TimeBounds.seconds(10), "closed after \(waited) s")
         #expect(world.targets.all == ["GET /served"])
+        try await world.stop()
+    }
+
+    @Test("a request on a kept-alive connection whose upstream hangs gets its 504 upstream_timeout at its own deadline, after an earlier request on that connection was answered in time")
+    func deadlineAfterAnsweredRequest() async throws {
+        let silent = try SilentListener()
+        defer { silent.close() }
+        let world = try await DataPlaneTests.World.start {
+            $0.runtimeTimeout = 1
+            $0.routes.append(ProxyRoute(prefix: "/api/hung", upstream: "http://127.0.0.1:\(silent.port)"))
+        }
+        let (port, token) = (world.port, world.token)
+        let (first, second, waited) = try await onOwnThread { () -> (String, String, Double) in
+            let connection = try RawConnection(port: port, receiveTimeout: 20)
+            defer { connection.close() }
+            let bearer = "Authorization: Bearer \(token)\r\n"
+            connection.send("GET /api/echo/answered HTTP/1.1\r\nHost: x\r\n\(bearer)\r\n")
+            let first = connection.readUntil("\"body_bytes\"").text
+            // Half the timeout later: the first request's deadline passes while the second is in flight.
+            Thread.sleep(forTimeInterval: 0.5)
+            let sent = Date()
+            // Plain (no Connection: close), so the front serves it.
+            connection.send("GET /api/hung/x HTTP/1.1\r\nHost: x\r\n\(bearer)\r\n")
+            let second = connection.readUntil("upstream_timeout").text
+            return (first, second, Date().timeIntervalSince(sent))
+        }
+        #expect(first.hasPrefix("HTTP/1.1 200"))
+        #expect(second.hasPrefix("HTTP/1.1 504"), "\(second.prefix(40))")
+        #expect(second.contains("upstream_timeout"))
+        // Not at the first request's deadline (0.5 s after sending), and not never.
+        #expect(waited >= 0.8 && waited < TimeBounds.seconds(10), "answered after \(waited) s")
         try await world.stop()
     }
 }

@@ -125,7 +125,8 @@ final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHandler, Pr
             started.start()
         }
         guard !handedOn else { return }
-        if received.readableBytes == 0 { received.clear() }
+        // Read whole, `received` is left as it is (not cleared: clearing a buffer NIO's read pool
+        // still shares allocates a new one); the next read replaces it.
         if exchange == nil {
             releaseReads()
         } else if received.readableBytes > 0 {
@@ -234,8 +235,7 @@ final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHandler, Pr
 
     func exchangeFinished(requestEnded: Bool, closeConnection: Bool) {
         exchange = nil
-        deadlineCheck?.cancel()
-        deadlineCheck = nil
+        // The deadline check stays scheduled: the next request's deadline is later, and the check re-arms for it.
         lastActive = .now()
         guard let context else { return }
         if closeConnection || closeWhenIdle {
@@ -249,6 +249,8 @@ final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHandler, Pr
         serve(context: context)
     }
 
+    /// Makes sure a check runs at the current exchange's deadline. One check per connection at a
+    /// time, re-armed only when it fires: a request answered in time schedules and cancels nothing.
     func watchDeadline() {
         guard deadlineCheck == nil, let deadline = exchange?.deadline, let context else { return }
         deadlineCheck = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [weak self] in

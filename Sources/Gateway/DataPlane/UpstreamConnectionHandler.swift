@@ -26,7 +26,10 @@ protocol UpstreamConnectionDelegate: AnyObject {
 final class UpstreamConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
 
-    weak var delegate: (any UpstreamConnectionDelegate)?
+    /// The exchange using the connection. Strong, and cleared by every path that ends an exchange
+    /// (the pool's release, the exchange's failure or its client's departure, the connection's
+    /// close): a weak reference would allocate a side table for every exchange.
+    var delegate: (any UpstreamConnectionDelegate)?
     private var parser = UpstreamResponseParser()
     /// The parts of the current read, reused from read to read.
     private var parts: [UpstreamResponsePart] = []

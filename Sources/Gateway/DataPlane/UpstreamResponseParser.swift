@@ -47,6 +47,11 @@ struct UpstreamResponseParser {
     /// The bytes of the line being read, counting a CR; whether its last byte was a CR.
     private var lineLength = 0
     private var lastWasCR = false
+    /// The last head's bytes and fields, kept so the next head on the connection is read into
+    /// the same storage once the exchange has let go of the last one (no allocation per answer;
+    /// while it still holds them, new storage is made).
+    private var spareBytes: [UInt8] = []
+    private var spareFields: [UpstreamResponseHead.Field] = []
 
     init(maximumHeadBytes: Int = 64 * 1_024, maximumFieldCount: Int = 256) {
         self.maximumHeadBytes = maximumHeadBytes
@@ -148,10 +153,12 @@ struct UpstreamResponseParser {
                 lastWasCR = false
                 if content == 0 {
                     guard pending.count + (position - start) <= maximumHeadBytes else { throw UpstreamResponseError.headTooLarge }
-                    var head = pending
+                    var head = Self.take(&spareBytes)
+                    head.append(contentsOf: pending)
                     pending.removeAll(keepingCapacity: true)
                     head.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[start..<position]))
                     index = position
+                    spareBytes = head
                     return try parseHead(head)
                 }
             } else {
@@ -187,11 +194,11 @@ struct UpstreamResponseParser {
     }
 
     /// The status line and fields of `bytes` (a whole head through its blank line), checked in one pass.
-    private func parseHead(_ bytes: [UInt8]) throws(UpstreamResponseError) -> UpstreamResponseHead {
+    private mutating func parseHead(_ bytes: [UInt8]) throws(UpstreamResponseError) -> UpstreamResponseHead {
         var status = 0
         var minorVersion = 0
         var reason = 0..<0
-        var fields: [UpstreamResponseHead.Field] = []
+        var fields = Self.take(&spareFields)
         fields.reserveCapacity(16)
         var contentLength: Int?
         var lengthSent = false
@@ -251,8 +258,18 @@ struct UpstreamResponseParser {
         }
         let persistent = minorVersion >= 1 ? !closes : (keepAliveToken && !closes)
         let keepAlive = persistent && !(transferCodings && lengthSent) && framing != .untilClose
+        spareFields = fields
         return UpstreamResponseHead(
             bytes: bytes, status: status, reason: reason, fields: fields, framing: framing, keepAlive: keepAlive, contentLength: contentLength)
+    }
+
+    /// `spare`'s storage, emptied, leaving `spare` empty: unique (so written in place) once no
+    /// head made from it is held any more.
+    private static func take<Element>(_ spare: inout [Element]) -> [Element] {
+        var taken: [Element] = []
+        swap(&taken, &spare)
+        taken.removeAll(keepingCapacity: true)
+        return taken
     }
 
     /// `HTTP/1.x SP 3DIGIT [SP reason]`: the minor version, the status and the reason's range.
