@@ -3,6 +3,8 @@
 #
 #   scripts/soak.sh [MINUTES] [CONCURRENCY]
 #   SOAK_SAMPLE_SECONDS=10 scripts/soak.sh 10   (memory sampled every 10 s instead of every minute)
+#   SOAK_BIN=/tmp/copy/portcullis scripts/soak.sh 60   (that binary and its -probes beside it; builds nothing,
+#                                                       so a rebuild during the soak cannot swap it)
 #
 # Release build; `portcullis serve` plus a plain upstream (`portcullis-probes upstream`).
 # Mix: anonymous sessions, logins (with the anonymous session), refreshes, proxied
@@ -13,8 +15,10 @@ set -euo pipefail
 MINUTES=${1:-5}
 CONCURRENCY=${2:-16}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-(cd "$ROOT" && swift build -c release >/dev/null 2>&1)
-BIN="$ROOT/.build/release/portcullis"
+if [ -n "${SOAK_BIN:-}" ]; then BIN=$SOAK_BIN; else
+  (cd "$ROOT" && swift build -c release >/dev/null 2>&1)
+  BIN="$ROOT/.build/release/portcullis"
+fi
 WORK=$(mktemp -d)
 # SOAK_PORT moves both ports (two soaks side by side, one with other malloc settings, say).
 GATEWAY_PORT=${SOAK_PORT:-18280} UPSTREAM_PORT=$(( ${SOAK_PORT:-18280} + 10 ))

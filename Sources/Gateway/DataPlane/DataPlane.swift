@@ -44,6 +44,7 @@ final class DataPlane: Sendable {
     let upstreamTLS: NIOSSLContext?
     private let pools = EventLoopTable<UpstreamPool>()
     private let metricTables = EventLoopTable<ProxyMetricHandles>()
+    private let headBufferTables = EventLoopTable<HeadBuffers>()
 
     init(
         routes: [ProxyRoute], authenticator: AccessTokenAuthenticator, sessions: SessionOwnershipView, runtime: RuntimeClient,
@@ -95,6 +96,11 @@ final class DataPlane: Sendable {
     /// The metric handles of `eventLoop` (made on first use).
     func metricHandles(for eventLoop: any EventLoop) -> ProxyMetricHandles {
         metricTables.value(for: eventLoop) { ProxyMetricHandles(metrics: metrics) }
+    }
+
+    /// The head buffers of `eventLoop` (made on first use).
+    func headBuffers(for eventLoop: any EventLoop) -> HeadBuffers {
+        headBufferTables.value(for: eventLoop) { HeadBuffers() }
     }
 
     /// The pool of `eventLoop` (made on first use).

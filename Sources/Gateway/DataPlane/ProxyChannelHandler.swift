@@ -52,6 +52,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler, 
     private var byteOutlet: ChannelHandlerContext?
     private(set) var pool: UpstreamPool?
     private(set) var metricHandles: ProxyMetricHandles?
+    private(set) var headBuffers: HeadBuffers?
     /// Bytes of queued body parts.
     private var queuedBytes = 0
     /// Reads held back while the upstream cannot take more of the request body.
@@ -59,12 +60,15 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler, 
     /// Reads held back while a pipelined request waits in the queue.
     private var queueHoldsReads = false
     private var readPending = false
-    /// Whether a deadline check is scheduled (one per connection at most).
-    private var deadlineCheckScheduled = false
-    /// The checks scheduled on the event loop (idle, request deadline, upstream deadline), cancelled
-    /// when the connection goes: a closed connection's check would otherwise stay in the loop's
-    /// timer heap until it fired (up to `idleTimeout` later), a cost per connection opened.
-    private var scheduledChecks: (idle: Scheduled<Void>?, request: Scheduled<Void>?, upstream: Scheduled<Void>?) = (nil, nil, nil)
+    /// The checks scheduled on the event loop (idle, request deadline; the upstream deadline's is
+    /// `upstreamDeadlineCheck`), cancelled when the connection goes: a closed connection's check would
+    /// otherwise stay in the loop's timer heap until it fired (up to `idleTimeout` later), a cost per connection opened.
+    private var scheduledChecks: (idle: Scheduled<Void>?, request: Scheduled<Void>?) = (nil, nil)
+    var upstreamDeadlineCheck: Scheduled<Void>?
+    var currentExchange: ProxyExchange? {
+        guard case .proxying(let exchange) = state else { return nil }
+        return exchange
+    }
     /// How long the client may send nothing, between requests or within one (`limits.idle_timeout_seconds`).
     let idleTimeout: TimeAmount
     /// When the client last sent a part of a request, or the last answer ended; the idle check measures from here.
@@ -110,6 +114,7 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler, 
         byteOutlet = try? context.pipeline.syncOperations.context(handlerType: HTTPResponseEncoder.self)
         pool = plane.pool(for: context.eventLoop)
         metricHandles = plane.metricHandles(for: context.eventLoop)
+        headBuffers = plane.headBuffers(for: context.eventLoop)
         lastActive = .now()
         scheduleIdleCheck(at: lastActive + idleTimeout)
     }
@@ -123,8 +128,9 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler, 
         byteOutlet = nil
         scheduledChecks.idle?.cancel()
         scheduledChecks.request?.cancel()
-        scheduledChecks.upstream?.cancel()
-        scheduledChecks = (nil, nil, nil)
+        upstreamDeadlineCheck?.cancel()
+        scheduledChecks = (nil, nil)
+        upstreamDeadlineCheck = nil
     }
 
     // MARK: Inbound: request parts
@@ -402,24 +408,6 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler, 
     }
 
     // MARK: Upstream deadlines
-
-    /// Makes sure a check runs at the current exchange's deadline. One check per
-    /// connection at a time, re-armed only when it fires: a request answered in
-    /// time schedules and cancels nothing.
-    func watchDeadline() {
-        guard !deadlineCheckScheduled, case .proxying(let exchange) = state, let deadline = exchange.deadline, let context else { return }
-        deadlineCheckScheduled = true
-        scheduledChecks.upstream = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [weak self] in
-            guard let self else { return }
-            self.deadlineCheckScheduled = false
-            guard case .proxying(let exchange) = self.state, let deadline = exchange.deadline else { return }
-            if deadline <= .now() {
-                exchange.timedOut()
-            } else {
-                self.watchDeadline()
-            }
-        }
-    }
 
     // MARK: Back-pressure
 

@@ -164,7 +164,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     // MARK: Upstream
 
     private func proceed(_ caller: AuthenticatedCaller, sessionID: String?) {
-        guard !finished, let context = handler.context, let pool = handler.pool else { return }
+        guard !finished, handler.context != nil, let pool = handler.pool, let headBuffers = handler.headBuffers else { return }
         let assertion: String
         do {
             assertion = try plane.runtime.assertions.assertion(
@@ -174,7 +174,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         }
         // The request head as one buffer: request line, the client's forwardable fields as they came,
         // then the gateway's own (no HTTPHeaders built, no codec).
-        var request = context.channel.allocator.buffer(capacity: 256 + assertion.utf8.count + 48 * head.headers.count)
+        var request = headBuffers.upstreamRequest.take(minimumCapacity: 256 + assertion.utf8.count + 48 * head.headers.count)
         request.writeString(head.method.rawValue)
         request.writeStaticString(" ")
         writeTarget(into: &request)
@@ -236,6 +236,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         connection.handler.expectResponse(toHEAD: head.method == .HEAD)
         let channel = connection.channel
         channel.write(upstreamRequest, promise: nil)
+        handler.headBuffers?.upstreamRequest.keep(upstreamRequest)
         for buffer in pendingBody { writeBodyUpstream(buffer, on: channel) }
         pendingBody = []
         if requestEnded && upstreamChunked { channel.write(HTTP1Bytes.lastChunk, promise: nil) }
@@ -290,7 +291,9 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             deadline = nil
             status = response.status
             upstreamKeepAlive = response.keepAlive
-            handler.writeBytesToClient(clientHead(for: response))
+            let answerHead = clientHead(for: response)
+            handler.writeBytesToClient(answerHead)
+            handler.headBuffers?.clientAnswer.keep(answerHead)
         case .body(let buffer):
             if relayChunked {
                 guard buffer.readableBytes > 0 else { return }
@@ -312,7 +315,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     /// The client's answer head, as bytes: the upstream's status line and the fields that may go
     /// back as they came, the framing for the client, the request id and the CORS answer.
     private func clientHead(for response: UpstreamResponseHead) -> ByteBuffer {
-        var out = ByteBufferAllocator().buffer(capacity: response.bytes.count + 160)
+        var out = handler.headBuffers?.clientAnswer.take(minimumCapacity: response.bytes.count + 160)
+            ?? ByteBufferAllocator().buffer(capacity: response.bytes.count + 160)
         out.writeStaticString("HTTP/1.1 ")
         HTTP1Bytes.writeDecimal(response.status, into: &out)
         out.writeStaticString(" ")

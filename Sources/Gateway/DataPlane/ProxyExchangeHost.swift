@@ -15,6 +15,8 @@ protocol ProxyExchangeHost: AnyObject {
     /// This event loop's upstream connections.
     var pool: UpstreamPool? { get }
     var metricHandles: ProxyMetricHandles? { get }
+    /// This event loop's storage for request and answer heads.
+    var headBuffers: HeadBuffers? { get }
     /// The client's address as text (for `X-Forwarded-For`).
     var peerAddress: String? { get }
     var clientIsWritable: Bool { get }
@@ -30,14 +32,33 @@ protocol ProxyExchangeHost: AnyObject {
     /// Stops reading the client (the upstream cannot take more yet), until `resumeReads`.
     func holdReads()
     func resumeReads()
-    /// Makes sure a check runs at the current exchange's upstream deadline.
-    func watchDeadline()
+    /// The exchange in flight on this connection, if any.
+    var currentExchange: ProxyExchange? { get }
+    /// The scheduled check of the current exchange's upstream deadline (`watchDeadline`); `nil` when none is.
+    var upstreamDeadlineCheck: Scheduled<Void>? { get set }
     /// The exchange's answer has ended (or failed).
     func exchangeFinished(requestEnded: Bool, closeConnection: Bool)
 }
 
 extension ProxyExchangeHost {
     func writeToClient(_ part: HTTPServerResponsePart) { writeToClient(part, flush: false) }
+
+    /// Makes sure a check runs at the current exchange's upstream deadline. One check per
+    /// connection at a time, re-armed only when it fires: a request answered in time schedules
+    /// and cancels nothing, and a later request's deadline (always later) is met by re-arming.
+    func watchDeadline() {
+        guard upstreamDeadlineCheck == nil, let deadline = currentExchange?.deadline, let context else { return }
+        upstreamDeadlineCheck = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [weak self] in
+            guard let self else { return }
+            self.upstreamDeadlineCheck = nil
+            guard let exchange = self.currentExchange, let deadline = exchange.deadline else { return }
+            if deadline <= .now() {
+                exchange.timedOut()
+            } else {
+                self.watchDeadline()
+            }
+        }
+    }
 }
 
 /// Request ids of one connection: 8 characters drawn from the CSPRNG once per connection, then a

@@ -32,6 +32,7 @@ final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHandler, Pr
     private(set) var context: ChannelHandlerContext?
     private(set) var pool: UpstreamPool?
     private(set) var metricHandles: ProxyMetricHandles?
+    private(set) var headBuffers: HeadBuffers?
     private(set) lazy var peerAddress: String? = context?.channel.remoteAddress?.ipAddress
     private var requestIDs = ConnectionRequestIDs()
 
@@ -51,7 +52,8 @@ final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHandler, Pr
     private var closeWhenIdle = false
     private var lastActive = NIODeadline.now()
     private var idleCheck: Scheduled<Void>?
-    private var deadlineCheck: Scheduled<Void>?
+    var upstreamDeadlineCheck: Scheduled<Void>?
+    var currentExchange: ProxyExchange? { exchange }
 
     init(plane: DataPlane, limits: PlainRequestHead.Limits, idleTimeout: TimeAmount, headTimeout: TimeAmount) {
         self.plane = plane
@@ -65,6 +67,7 @@ final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHandler, Pr
         self.context = context
         pool = plane.pool(for: context.eventLoop)
         metricHandles = plane.metricHandles(for: context.eventLoop)
+        headBuffers = plane.headBuffers(for: context.eventLoop)
         lastActive = .now()
         scheduleIdleCheck(at: lastActive + idleTimeout)
     }
@@ -72,9 +75,9 @@ final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHandler, Pr
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
         idleCheck?.cancel()
-        deadlineCheck?.cancel()
+        upstreamDeadlineCheck?.cancel()
         idleCheck = nil
-        deadlineCheck = nil
+        upstreamDeadlineCheck = nil
     }
 
     // MARK: Inbound
@@ -247,22 +250,6 @@ final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHandler, Pr
         }
         // Requests that came while this one was in flight; inside `serve` its loop takes them.
         serve(context: context)
-    }
-
-    /// Makes sure a check runs at the current exchange's deadline. One check per connection at a
-    /// time, re-armed only when it fires: a request answered in time schedules and cancels nothing.
-    func watchDeadline() {
-        guard deadlineCheck == nil, let deadline = exchange?.deadline, let context else { return }
-        deadlineCheck = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [weak self] in
-            guard let self else { return }
-            self.deadlineCheck = nil
-            guard let exchange = self.exchange, let deadline = exchange.deadline else { return }
-            if deadline <= .now() {
-                exchange.timedOut()
-            } else {
-                self.watchDeadline()
-            }
-        }
     }
 
     // MARK: Reads and the idle timeout
