@@ -79,8 +79,15 @@ struct ProxyFrontTests {
         try await world.stop()
     }
 
-    @Test("a request on a kept-alive connection whose upstream hangs gets its 504 upstream_timeout at its own deadline, after an earlier request on that connection was answered in time")
-    func deadlineAfterAnsweredRequest() async throws {
+    @Test(
+        "a request on a kept-alive connection whose upstream hangs gets its 504 upstream_timeout at its own deadline, after an earlier request on that connection was answered in time, whether the front serves it or NIO's decoder does",
+        arguments: [
+            // Plain (no body, no Connection: close): the front serves it.
+            "GET /api/hung/x HTTP/1.1\r\nHost: x\r\n",
+            // A body: the front hands the connection to NIO's decoder, and ProxyChannelHandler serves it.
+            "POST /api/hung/x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n",
+        ])
+    func deadlineAfterAnsweredRequest(hungRequest: String) async throws {
         let silent = try SilentListener()
         defer { silent.close() }
         let world = try await DataPlaneTests.World.start {
@@ -97,8 +104,7 @@ struct ProxyFrontTests {
             // Half the timeout later: the first request's deadline passes while the second is in flight.
             Thread.sleep(forTimeInterval: 0.5)
             let sent = Date()
-            // Plain (no Connection: close), so the front serves it.
-            connection.send("GET /api/hung/x HTTP/1.1\r\nHost: x\r\n\(bearer)\r\n")
+            connection.send(hungRequest + bearer + "\r\n" + (hungRequest.hasPrefix("POST") ? "{}" : ""))
             let second = connection.readUntil("upstream_timeout").text
             return (first, second, Date().timeIntervalSince(sent))
         }
