@@ -16,6 +16,7 @@
 #   scripts/bench-proxy.sh [ROUNDS] [SECONDS] [CONNECTIONS]     (default 3 8 50)
 #   PROFILE=1 scripts/bench-proxy.sh      also records `perf record -e cpu-clock -g` of the
 #                                         gateway during one extra gateway.routes run (perf report -i FILE)
+#   PROFILE=session scripts/bench-proxy.sh  the same, with X-Session-Id on every request
 #   PORTCULLIS_BIN=path                   benchmark another portcullis binary (e.g. an older build)
 #   COMPARE_BIN=path                      also run a gateway from this binary (an older build, say) beside
 #                                         it: one more row, interleaved in the same rounds (A/B of a change)
@@ -234,11 +235,16 @@ for round in $(seq "$ROUNDS"); do
   AUTH_TOKEN=$TOKEN_INFO run "Portcullis gateway.routes, access log at info" "$GATEWAY_INFO_PID" "http://127.0.0.1:$GATEWAY_INFO/api/bench/"
 done
 
-if [ "${PROFILE:-}" = 1 ]; then
+if [ "${PROFILE:-}" = 1 ] || [ "${PROFILE:-}" = session ]; then
   PERF_OUT="$ROOT/.build/bench-proxy.perf.data"
+  PROFILED_HEADERS=(-H "Authorization: Bearer $TOKEN")
+  if [ "$PROFILE" = session ]; then
+    PERF_OUT="$ROOT/.build/bench-proxy.session.perf.data"
+    PROFILED_HEADERS+=(-H "X-Session-Id: $SESSION")
+  fi
   perf record -e cpu-clock -g -p "$GATEWAY_PID" -o "$PERF_OUT" -- sleep "$SECONDS_PER_RUN" >/dev/null 2>&1 &
   PERF_PID=$!
-  wrk -t2 -c"$CONNECTIONS" -d"${SECONDS_PER_RUN}s" -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$GATEWAY/api/bench/" >/dev/null
+  wrk -t2 -c"$CONNECTIONS" -d"${SECONDS_PER_RUN}s" "${PROFILED_HEADERS[@]}" "http://127.0.0.1:$GATEWAY/api/bench/" >/dev/null
   wait $PERF_PID || true
   echo "profile of the gateway under load: perf report -i $PERF_OUT"
 fi

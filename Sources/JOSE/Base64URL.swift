@@ -17,12 +17,30 @@ public enum Base64URL {
         return UnsafePointer(table)
     }()
 
-    /// Encodes bytes without padding.
     /// True for a byte of the base64url alphabet (`A-Z a-z 0-9 - _`).
     public static func isAlphabet(_ byte: UInt8) -> Bool {
         (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x30 && byte <= 0x39) || byte == 0x2D || byte == 0x5F
     }
 
+    /// Whether `characters` are canonical, unpadded base64url: exactly what `decode` accepts, checked
+    /// without decoding (no buffer is made; for identifiers checked on every request).
+    public static func isCanonical<Characters: Collection>(_ characters: Characters) -> Bool where Characters.Element == UInt8 {
+        let table = decodeTable
+        var last: UInt8 = 0
+        for character in characters {
+            last = table[Int(character)]
+            if last & 0xC0 != 0 { return false }
+        }
+        // The unused low bits of the last character must be zero: 4 of them after 2 characters of a group, 2 after 3.
+        switch characters.count % 4 {
+        case 0: return true
+        case 2: return last & 0x0F == 0
+        case 3: return last & 0x03 == 0
+        default: return false
+        }
+    }
+
+    /// Encodes bytes without padding.
     public static func encode<Bytes: Collection>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
         String(decoding: encodeBytes(bytes), as: UTF8.self)
     }

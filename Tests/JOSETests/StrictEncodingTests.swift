@@ -29,6 +29,27 @@ struct Base64URLTests {
     }
 }
 
+extension Base64URLTests {
+    @Test("isCanonical accepts exactly what decode accepts: every length to 12 over the alphabet's edges, padding, the standard alphabet and other bytes, and trailing-bit variants")
+    func isCanonicalMatchesDecode() {
+        let characters = Array("AQRZaz09-_+/= .\u{0}\u{FF}".utf8) + [0xC3, 0x80]
+        var generator = SystemRandomNumberGenerator()
+        var checked = 0
+        for length in 0...12 {
+            for _ in 0..<400 {
+                let text = (0..<length).map { _ in characters.randomElement(using: &generator)! }
+                let decoded = text.withUnsafeBytes { Base64URL.decode($0) }
+                #expect(Base64URL.isCanonical(text) == (decoded != nil), "\(text)")
+                checked += decoded == nil ? 0 : 1
+            }
+        }
+        #expect(checked > 100, "some canonical strings were among those checked")
+        for text in ["QQ", "QR", "QUI", "QUJ", "QUJD", "QUJD="] {
+            #expect(Base64URL.isCanonical(Array(text.utf8)) == (Base64URL.decode(text) != nil), "\(text)")
+        }
+    }
+}
+
 @Suite("Strict JSON reader")
 struct StrictJSONReaderTests {
     func read(_ text: String) throws(JSONReadError) -> JSONValue {
