@@ -249,6 +249,8 @@ if [ "${PROFILE:-}" = 1 ] || [ "${PROFILE:-}" = session ]; then
   echo "profile of the gateway under load: perf report -i $PERF_OUT"
 fi
 
+# Every run's figures (target, round, req/s, p99 ms, CPU us/req, RSS MB, non-2xx), for same-round comparisons.
+cp "$WORK/results.tsv" "$ROOT/.build/bench-proxy.results.tsv"
 python3 - "$WORK/results.tsv" "$ROUNDS" "$SECONDS_PER_RUN" "$CONNECTIONS" <<'PY'
 import statistics, sys
 rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1])]
