@@ -17,6 +17,10 @@
 #   PROFILE=1 scripts/bench-proxy.sh      also records `perf record -e cpu-clock -g` of the
 #                                         gateway during one extra gateway.routes run (perf report -i FILE)
 #   PROFILE=session scripts/bench-proxy.sh  the same, with X-Session-Id on every request
+#   PROFILE=floor scripts/bench-proxy.sh    the same, of the byte floor (to set the gateway's profile beside)
+#   SYSCALLS=1 scripts/bench-proxy.sh     also counts the system calls per request (strace -c on every
+#                                         thread) of the byte floor, nginx's proxy and the gateway, one
+#                                         run each: a count that does not move with the machine's noise
 #   PORTCULLIS_BIN=path                   benchmark another portcullis binary (e.g. an older build)
 #   COMPARE_BIN=path                      also run a gateway from this binary (an older build, say) beside
 #                                         it: one more row, interleaved in the same rounds (A/B of a change)
@@ -235,18 +239,52 @@ for round in $(seq "$ROUNDS"); do
   AUTH_TOKEN=$TOKEN_INFO run "Portcullis gateway.routes, access log at info" "$GATEWAY_INFO_PID" "http://127.0.0.1:$GATEWAY_INFO/api/bench/"
 done
 
-if [ "${PROFILE:-}" = 1 ] || [ "${PROFILE:-}" = session ]; then
+if [ "${PROFILE:-}" = 1 ] || [ "${PROFILE:-}" = session ] || [ "${PROFILE:-}" = floor ]; then
   PERF_OUT="$ROOT/.build/bench-proxy.perf.data"
   PROFILED_HEADERS=(-H "Authorization: Bearer $TOKEN")
+  PROFILED_PID=$GATEWAY_PID PROFILED_URL="http://127.0.0.1:$GATEWAY/api/bench/"
+  if [ "$PROFILE" = floor ]; then
+    PERF_OUT="$ROOT/.build/bench-proxy.floor.perf.data"
+    PROFILED_PID=$FLOOR_BYTES_PID PROFILED_URL="http://127.0.0.1:$FLOOR_BYTES/"
+  fi
   if [ "$PROFILE" = session ]; then
     PERF_OUT="$ROOT/.build/bench-proxy.session.perf.data"
     PROFILED_HEADERS+=(-H "X-Session-Id: $SESSION")
   fi
-  perf record -e cpu-clock -g -p "$GATEWAY_PID" -o "$PERF_OUT" -- sleep "$SECONDS_PER_RUN" >/dev/null 2>&1 &
+  perf record -e cpu-clock -g -p "$PROFILED_PID" -o "$PERF_OUT" -- sleep "$SECONDS_PER_RUN" >/dev/null 2>&1 &
   PERF_PID=$!
-  wrk -t2 -c"$CONNECTIONS" -d"${SECONDS_PER_RUN}s" "${PROFILED_HEADERS[@]}" "http://127.0.0.1:$GATEWAY/api/bench/" >/dev/null
+  wrk -t2 -c"$CONNECTIONS" -d"${SECONDS_PER_RUN}s" "${PROFILED_HEADERS[@]}" "$PROFILED_URL" >/dev/null
   wait $PERF_PID || true
-  echo "profile of the gateway under load: perf report -i $PERF_OUT"
+  echo "profile under load: perf report -i $PERF_OUT"
+fi
+
+if [ "${SYSCALLS:-}" = 1 ]; then
+  command -v strace >/dev/null || { echo "bench-proxy.sh: SYSCALLS=1 needs strace (apt-get install strace)" >&2; exit 2; }
+  syscalls() {  # name pid url: system calls per request, by call, during one wrk run on every thread of pid and its children
+    local name=$1 pid=$2 url=$3 tids="" out total
+    for p in $pid $(pgrep -P "$pid" || true); do tids="$tids $(ls /proc/$p/task | tr '\n' ' ')"; done
+    local trace=() ; for t in $tids; do trace+=(-p "$t"); done
+    strace -c -o "$WORK/strace.out" "${trace[@]}" 2>/dev/null & local strace_pid=$!
+    sleep 1
+    out=$(wrk -t2 -c"$CONNECTIONS" -d"${SECONDS_PER_RUN}s" -H "Authorization: Bearer $TOKEN" "$url")
+    kill -INT $strace_pid; wait $strace_pid 2>/dev/null || true
+    total=$(sed -n 's/^ *\([0-9]*\) requests in.*/\1/p' <<<"$out")
+    python3 - "$name" "$total" "$WORK/strace.out" <<'PY2'
+import re, sys
+name, total, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+calls = {}
+for line in open(path):
+    f = line.split()
+    if len(f) >= 5 and f[0][0].isdigit() and f[-1] != "total":
+        calls[f[-1]] = int(f[3])
+top = sorted(calls.items(), key=lambda kv: -kv[1])[:8]
+print(f"{name}: {sum(calls.values()) / max(total, 1):.2f} system calls per request ({total} requests): "
+      + ", ".join(f"{k} {v / max(total, 1):.2f}" for k, v in top))
+PY2
+  }
+  syscalls "nginx plain proxy" "$NGINX_PROXY_PID" "http://127.0.0.1:$NGINX_PROXY/"
+  syscalls "floor: NIO proxy, byte framing" "$FLOOR_BYTES_PID" "http://127.0.0.1:$FLOOR_BYTES/"
+  syscalls "Portcullis gateway.routes" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/"
 fi
 
 # Every run's figures (target, round, req/s, p99 ms, CPU us/req, RSS MB, non-2xx), for same-round comparisons.

@@ -47,12 +47,64 @@ enum HeaderScreen {
         }
     }
 
+    /// What the screen makes of a header name.
+    enum Verdict: Equatable {
+        /// In `neverForwarded`: crosses the proxy in neither direction.
+        case neverForwarded
+        /// In `identityHeaders` or starting `x-portcullis-`: never taken from a client.
+        case identity
+        /// Neither: crosses unless the message's `Connection` header lists it.
+        case ordinary
+    }
+
+    /// The names of both sets as bytes, grouped by length (index = length): a name is compared,
+    /// folded byte by byte, with the few of its own length, with no string made and nothing hashed.
+    private static let namesByLength: [[(name: [UInt8], verdict: Verdict)]] = {
+        let all = neverForwarded.map { (Array($0.utf8), Verdict.neverForwarded) } + identityHeaders.map { (Array($0.utf8), Verdict.identity) }
+        var table = Array(repeating: [(name: [UInt8], verdict: Verdict)](), count: (all.map(\.0.count).max() ?? 0) + 1)
+        for (name, verdict) in all { table[name.count].append((name, verdict)) }
+        return table
+    }()
+
+    private static let portcullisPrefix = Array("x-portcullis-".utf8)
+
+    /// The screen's verdict on a name, given as the bytes it came as (any case, `_` or `.` for `-`).
+    static func verdict(_ name: UnsafeRawBufferPointer) -> Verdict {
+        if name.count < namesByLength.count {
+            for candidate in namesByLength[name.count] where equalsFolded(name, candidate.name) { return candidate.verdict }
+        }
+        if name.count >= portcullisPrefix.count, equalsFolded(UnsafeRawBufferPointer(rebasing: name[..<portcullisPrefix.count]), portcullisPrefix) {
+            return .identity
+        }
+        return .ordinary
+    }
+
+    /// The screen's verdict on a name held as a string.
+    static func verdict(_ name: String) -> Verdict {
+        if let verdict = name.utf8.withContiguousStorageIfAvailable({ verdict(UnsafeRawBufferPointer($0)) }) { return verdict }
+        return Array(name.utf8).withUnsafeBytes { verdict($0) }
+    }
+
+    /// Whether `bytes`, folded as `folded(_:)` folds a name, are `folded` (already in that form).
+    private static func equalsFolded(_ bytes: UnsafeRawBufferPointer, _ folded: [UInt8]) -> Bool {
+        guard bytes.count == folded.count else { return false }
+        for index in 0..<bytes.count where fold(bytes[index]) != folded[index] { return false }
+        return true
+    }
+
+    /// One byte of a name as `folded(_:)` writes it.
+    @inline(__always)
+    private static func fold(_ byte: UInt8) -> UInt8 {
+        if byte == UInt8(ascii: "_") || byte == UInt8(ascii: ".") { return UInt8(ascii: "-") }
+        return (byte >= 0x41 && byte <= 0x5A) ? byte + 32 : byte
+    }
+
     /// The names a message's `Connection` header lists (they are hop-by-hop for it), except
     /// `keep-alive` and `close`, which are hop-by-hop anyway: for the usual message nothing is allocated.
     static func connectionListed(_ headers: HTTPHeaders) -> Set<String> {
         var listed = Set<String>()
         for (name, value) in headers where equalsLowercased(name.utf8[...], "connection") {
-            insertListed(value, into: &listed)
+            insertListed(value.utf8[...], into: &listed)
         }
         return listed
     }
@@ -61,31 +113,31 @@ enum HeaderScreen {
     static func connectionListed(_ response: UpstreamResponseHead) -> Set<String> {
         var listed = Set<String>()
         for field in response.fields where response.name(of: field, is: "connection") {
-            insertListed(response.valueString(of: field), into: &listed)
+            insertListed(response.bytes[field.value], into: &listed)
         }
         return listed
     }
 
-    /// The tokens of one `Connection` value, folded, into `listed`.
-    private static func insertListed(_ value: String, into listed: inout Set<String>) {
-        do {
-            // Comma-separated tokens, each trimmed of spaces and tabs.
-            var rest = value.utf8[...]
-            while !rest.isEmpty {
-                let comma = rest.firstIndex(of: UInt8(ascii: ",")) ?? rest.endIndex
-                var token = rest[..<comma]
-                while let first = token.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") { token = token.dropFirst() }
-                while let last = token.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") { token = token.dropLast() }
-                if !token.isEmpty, !equalsLowercased(token, "keep-alive"), !equalsLowercased(token, "close") {
-                    listed.insert(folded(String(Substring(token))))
-                }
-                rest = comma == rest.endIndex ? rest[comma...] : rest[rest.index(after: comma)...]
+    /// The tokens of one `Connection` value, folded, into `listed`; a string is made only for a
+    /// token other than `keep-alive` and `close`.
+    private static func insertListed<Bytes: BidirectionalCollection<UInt8>>(_ value: Bytes, into listed: inout Set<String>)
+    where Bytes.SubSequence == Bytes {
+        // Comma-separated tokens, each trimmed of spaces and tabs.
+        var rest = value
+        while !rest.isEmpty {
+            let comma = rest.firstIndex(of: UInt8(ascii: ",")) ?? rest.endIndex
+            var token = rest[..<comma]
+            while let first = token.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") { token = token.dropFirst() }
+            while let last = token.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") { token = token.dropLast() }
+            if !token.isEmpty, !equalsLowercased(token, "keep-alive"), !equalsLowercased(token, "close") {
+                listed.insert(folded(String(decoding: token, as: UTF8.self)))
             }
+            rest = comma == rest.endIndex ? rest[comma...] : rest[rest.index(after: comma)...]
         }
     }
 
     /// Whether `bytes`, lower-cased (ASCII), are `lowercased`.
-    static func equalsLowercased(_ bytes: Substring.UTF8View, _ lowercased: StaticString) -> Bool {
+    static func equalsLowercased<Bytes: Collection<UInt8>>(_ bytes: Bytes, _ lowercased: StaticString) -> Bool {
         guard bytes.count == lowercased.utf8CodeUnitCount else { return false }
         return lowercased.withUTF8Buffer { word in
             zip(bytes, word).allSatisfy { (($0 >= 0x41 && $0 <= 0x5A) ? $0 + 32 : $0) == $1 }
@@ -94,25 +146,14 @@ enum HeaderScreen {
 
     /// Whether a client header, named as it came, may go upstream.
     static func isForwardable(_ name: String, connectionListed: Set<String>) -> Bool {
-        let canonical = folded(name)
-        return !neverForwarded.contains(canonical) && !identityHeaders.contains(canonical) && !canonical.hasPrefix("x-portcullis-")
-            && (connectionListed.isEmpty || !connectionListed.contains(canonical))
+        verdict(name) == .ordinary && (connectionListed.isEmpty || !connectionListed.contains(folded(name)))
     }
 
-    /// Whether an upstream response header may go back to the client.
-    static func isReturnable(_ name: String, connectionListed: Set<String>) -> Bool {
-        let canonical = folded(name)
-        return !neverForwarded.contains(canonical) && (connectionListed.isEmpty || !connectionListed.contains(canonical))
-    }
-
-    /// The longest name in `neverForwarded`: a longer one is returnable unless its answer's `Connection` lists it.
-    static let longestNeverForwarded = neverForwarded.map(\.utf8.count).max() ?? 0
-
-    /// Whether a field of an upstream's answer may go back to the client; a long name is decided
-    /// without making a string of it.
+    /// Whether a field of an upstream's answer may go back to the client, decided over its bytes.
     static func isReturnable(_ response: UpstreamResponseHead, _ field: UpstreamResponseHead.Field, connectionListed: Set<String>) -> Bool {
-        if field.name.count > longestNeverForwarded && connectionListed.isEmpty { return true }
-        return isReturnable(response.nameString(of: field), connectionListed: connectionListed)
+        let screened = response.bytes.withUnsafeBytes { verdict(UnsafeRawBufferPointer(rebasing: $0[field.name])) }
+        guard screened != .neverForwarded else { return false }
+        return connectionListed.isEmpty || !connectionListed.contains(folded(response.nameString(of: field)))
     }
 }
 
