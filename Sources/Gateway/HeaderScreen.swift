@@ -99,17 +99,8 @@ enum HeaderScreen {
         return (byte >= 0x41 && byte <= 0x5A) ? byte + 32 : byte
     }
 
-    /// The names a message's `Connection` header lists (they are hop-by-hop for it), except
-    /// `keep-alive` and `close`, which are hop-by-hop anyway: for the usual message nothing is allocated.
-    static func connectionListed(_ headers: HTTPHeaders) -> Set<String> {
-        var listed = Set<String>()
-        for (name, value) in headers where equalsLowercased(name.utf8[...], "connection") {
-            insertListed(value.utf8[...], into: &listed)
-        }
-        return listed
-    }
-
-    /// The names an upstream answer's `Connection` header lists, as `connectionListed(_:)` does for NIO's headers.
+    /// The names an upstream answer's `Connection` header lists (they are hop-by-hop for it), except
+    /// `keep-alive` and `close`, which are hop-by-hop anyway: for the usual answer nothing is allocated.
     static func connectionListed(_ response: UpstreamResponseHead) -> Set<String> {
         var listed = Set<String>()
         for field in response.fields where response.name(of: field, is: "connection") {
@@ -120,7 +111,7 @@ enum HeaderScreen {
 
     /// The tokens of one `Connection` value, folded, into `listed`; a string is made only for a
     /// token other than `keep-alive` and `close`.
-    private static func insertListed<Bytes: BidirectionalCollection<UInt8>>(_ value: Bytes, into listed: inout Set<String>)
+    static func insertListed<Bytes: BidirectionalCollection<UInt8>>(_ value: Bytes, into listed: inout Set<String>)
     where Bytes.SubSequence == Bytes {
         // Comma-separated tokens, each trimmed of spaces and tabs.
         var rest = value
@@ -154,23 +145,5 @@ enum HeaderScreen {
         let screened = response.bytes.withUnsafeBytes { verdict(UnsafeRawBufferPointer(rebasing: $0[field.name])) }
         guard screened != .neverForwarded else { return false }
         return connectionListed.isEmpty || !connectionListed.contains(folded(response.nameString(of: field)))
-    }
-}
-
-extension HTTPHeaders {
-    /// Every value of `name` as one field value (RFC 9110 §5.3: joined with ", "), as HTTPTypes
-    /// reads a repeated field; `nil` when there is none. One value is returned as it is.
-    /// Allocates nothing for a field that appears at most once (the usual case).
-    func combined(_ name: StaticString) -> String? {
-        var found: String?
-        var joined: String?
-        for (field, value) in self where HeaderScreen.equalsLowercased(field.utf8[...], name) {
-            if let first = found {
-                joined = (joined ?? first) + ", " + value
-            } else {
-                found = value
-            }
-        }
-        return joined ?? found
     }
 }

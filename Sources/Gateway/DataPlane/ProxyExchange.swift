@@ -26,6 +26,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     let route: DataPlane.Route
     /// The request head as NIO's decoder or the front (`PlainRequestHead`) read it (the target normalised): never converted.
     let head: HTTPRequestHead
+    /// The fields of `head` the exchange acts on, read once.
+    let fields: RequestFields
     /// The normalised path, without the query.
     let path: Substring
     /// The part of `path` below the route's prefix.
@@ -68,6 +70,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         self.plane = handler.plane
         self.route = route
         self.head = head
+        fields = RequestFields(head.headers)
         self.path = path
         self.remainder = remainder
         self.query = query
@@ -89,10 +92,10 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         guard Self.methods.contains(head.method) else {
             return fail(.methodNotAllowed(head.method.rawValue, path: RequestObservationMiddleware.redactedPath(String(path)), allowed: ProxyRoute.allowedMethodNames))
         }
-        if let length = head.headers.first(name: "content-length").flatMap(Int.init), length > plane.maximumBodyBytes {
+        if let length = fields.contentLength.flatMap(Int.init), length > plane.maximumBodyBytes {
             return fail(Self.tooLarge(plane.maximumBodyBytes), closeClient: true)
         }
-        if let expectation = head.headers.combined("expect") {
+        if let expectation = fields.expect {
             // The gateway answers the expectation itself (after admission, in `proceed`) and never forwards it.
             guard expectation.lowercased() == "100-continue" else {
                 return fail(
@@ -103,7 +106,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         }
         let token: String?
         do {
-            token = try AccessTokenAuthenticator.bearerToken(fromAuthorization: head.headers.combined("authorization"))
+            token = try AccessTokenAuthenticator.bearerToken(fromAuthorization: fields.authorization)
             if let caller = try plane.authenticator.authenticateInMemory(token) {
                 return authenticated(caller)
             }
@@ -129,7 +132,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
 
     private func authenticated(_ caller: AuthenticatedCaller) {
         guard !finished else { return }
-        guard let named = head.headers.combined("x-session-id") else { return proceed(caller, sessionID: nil) }
+        guard let named = fields.sessionID else { return proceed(caller, sessionID: nil) }
         let sessionID: String
         do {
             sessionID = try GatewayError.checkedSessionID(named)
@@ -179,8 +182,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         request.writeStaticString(" ")
         writeTarget(into: &request)
         request.writeStaticString(" HTTP/1.1\r\n")
-        let listed = HeaderScreen.connectionListed(head.headers)
-        for (name, value) in head.headers where HeaderScreen.isForwardable(name, connectionListed: listed) {
+        for (name, value) in head.headers where HeaderScreen.isForwardable(name, connectionListed: fields.connectionListed) {
             HTTP1Bytes.writeField(name, value, into: &request)
         }
         HTTP1Bytes.writeField("Host", route.origin.hostHeader, into: &request)
@@ -189,10 +191,10 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             "X-Forwarded-For", plane.admission.clientAddresses.clientAddress(peer: handler.peerAddress, forwardedFor: head.headers["x-forwarded-for"]),
             into: &request)
         HTTP1Bytes.writeField("X-Forwarded-Proto", plane.forwardedProto, into: &request)
-        if let authority = head.headers.first(name: "host") { HTTP1Bytes.writeField("X-Forwarded-Host", authority, into: &request) }
-        if let length = head.headers.first(name: "content-length") {
+        if let authority = fields.host { HTTP1Bytes.writeField("X-Forwarded-Host", authority, into: &request) }
+        if let length = fields.contentLength {
             HTTP1Bytes.writeField("Content-Length", length, into: &request)
-        } else if head.headers.contains(name: "transfer-encoding") {
+        } else if fields.hasTransferEncoding {
             request.writeStaticString("Transfer-Encoding: chunked\r\n")
             upstreamChunked = true
         }
@@ -322,7 +324,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         out.writeStaticString(" ")
         out.writeBytes(response.bytes[response.reason])
         out.writeStaticString("\r\n")
-        let origin = head.headers.combined("origin").flatMap { plane.allowedOrigins.contains($0) ? $0 : nil }
+        let origin = fields.origin.flatMap { plane.allowedOrigins.contains($0) ? $0 : nil }
         let listed = HeaderScreen.connectionListed(response)
         for field in response.fields where HeaderScreen.isReturnable(response, field, connectionListed: listed) {
             // Set, not added: an upstream's own request id or CORS answer gives way to the gateway's.
@@ -472,7 +474,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     private func decorate(_ headers: inout HTTPHeaders) {
         // Set, not added: an upstream's own request id or CORS answer gives way to the gateway's.
         headers.replaceOrAdd(name: "X-Request-Id", value: requestID)
-        if let origin = head.headers.combined("origin"), plane.allowedOrigins.contains(origin) {
+        if let origin = fields.origin, plane.allowedOrigins.contains(origin) {
             headers.replaceOrAdd(name: "Access-Control-Allow-Origin", value: origin)
             headers.replaceOrAdd(name: "Vary", value: "Origin")
         }
