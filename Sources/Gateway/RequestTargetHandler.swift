@@ -105,8 +105,12 @@ final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannelHandler 
         var hosts = 0
         var codings: [String] = []
         for header in head.headers {
-            if HeaderScreen.equalsLowercased(header.name.utf8[...], "host") { hosts += 1 }
-            if HeaderScreen.equalsLowercased(header.name.utf8[...], "transfer-encoding") { codings.append(header.value) }
+            // The length first: most names are neither, and are passed over after one comparison.
+            switch header.name.utf8.count {
+            case 4 where HeaderScreen.equalsLowercased(header.name.utf8, "host"): hosts += 1
+            case 17 where HeaderScreen.equalsLowercased(header.name.utf8, "transfer-encoding"): codings.append(header.value)
+            default: break
+            }
         }
         if hosts > 1 {
             throw .invalidRequest("a request has one Host header; send it once")

@@ -407,8 +407,6 @@ final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler, 
         }
     }
 
-    // MARK: Upstream deadlines
-
     // MARK: Back-pressure
 
     func read(context: ChannelHandlerContext) {

@@ -293,9 +293,11 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             deadline = nil
             status = response.status
             upstreamKeepAlive = response.keepAlive
-            let answerHead = clientHead(for: response)
+            // The host has its loop's head buffers from the moment it joins the pipeline; without them, no answer can start.
+            guard let headBuffers = handler.headBuffers else { return finish(closeClient: true) }
+            let answerHead = clientHead(for: response, into: headBuffers.clientAnswer.take(minimumCapacity: response.bytes.count + 160))
             handler.writeBytesToClient(answerHead)
-            handler.headBuffers?.clientAnswer.keep(answerHead)
+            headBuffers.clientAnswer.keep(answerHead)
         case .body(let buffer):
             if relayChunked {
                 guard buffer.readableBytes > 0 else { return }
@@ -314,11 +316,10 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         }
     }
 
-    /// The client's answer head, as bytes: the upstream's status line and the fields that may go
-    /// back as they came, the framing for the client, the request id and the CORS answer.
-    private func clientHead(for response: UpstreamResponseHead) -> ByteBuffer {
-        var out = handler.headBuffers?.clientAnswer.take(minimumCapacity: response.bytes.count + 160)
-            ?? ByteBufferAllocator().buffer(capacity: response.bytes.count + 160)
+    /// The client's answer head, as bytes written into `out` (empty): the upstream's status line and the
+    /// fields that may go back as they came, the framing for the client, the request id and the CORS answer.
+    private func clientHead(for response: UpstreamResponseHead, into out: ByteBuffer) -> ByteBuffer {
+        var out = out
         out.writeStaticString("HTTP/1.1 ")
         HTTP1Bytes.writeDecimal(response.status, into: &out)
         out.writeStaticString(" ")
