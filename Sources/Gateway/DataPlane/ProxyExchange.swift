@@ -175,9 +175,28 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         } catch {
             return fail(.noSigningKey)
         }
-        // The request head as one buffer: request line, the client's forwardable fields as they came,
-        // then the gateway's own (no HTTPHeaders built, no codec).
-        var request = headBuffers.upstreamRequest.take(minimumCapacity: 256 + assertion.utf8.count + 48 * head.headers.count)
+        // The request head as one buffer, in the loop's kept storage.
+        upstreamRequest = headBuffers.upstreamRequest.write(minimumCapacity: 256 + assertion.utf8.count + 48 * head.headers.count) { request in
+            writeUpstreamHead(assertion: assertion, into: &request)
+        }
+        if expectsContinue && !requestEnded && bodyBytes == 0 {
+            // Admitted: the client may send its body now (RFC 9110 §10.1.1), as nginx answers it.
+            handler.writeToClient(.head(HTTPResponseHead(version: .http1_1, status: .continue)), flush: true)
+        }
+        deadline = .now() + plane.upstreamTimeout
+        handler.watchDeadline()
+        if let connection = pool.idleConnection(to: route.origin) { return connected(connection) }
+        pool.acquire(route.origin) { [self] result in
+            switch result {
+            case .success(let connection): connected(connection)
+            case .failure: fail(GatewayError(.serviceUnavailable, "upstream_unavailable", "the upstream cannot be reached; try again shortly"), upstreamStatus: 503)
+            }
+        }
+    }
+
+    /// The request head for the upstream, written into `request` (empty): request line, the client's
+    /// forwardable fields as they came, then the gateway's own (no HTTPHeaders built, no codec).
+    private func writeUpstreamHead(assertion: String, into request: inout ByteBuffer) {
         request.writeString(head.method.rawValue)
         request.writeStaticString(" ")
         writeTarget(into: &request)
@@ -199,20 +218,6 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             upstreamChunked = true
         }
         request.writeStaticString("\r\n")
-        upstreamRequest = request
-        if expectsContinue && !requestEnded && bodyBytes == 0 {
-            // Admitted: the client may send its body now (RFC 9110 §10.1.1), as nginx answers it.
-            handler.writeToClient(.head(HTTPResponseHead(version: .http1_1, status: .continue)), flush: true)
-        }
-        deadline = .now() + plane.upstreamTimeout
-        handler.watchDeadline()
-        if let connection = pool.idleConnection(to: route.origin) { return connected(connection) }
-        pool.acquire(route.origin) { [self] result in
-            switch result {
-            case .success(let connection): connected(connection)
-            case .failure: fail(GatewayError(.serviceUnavailable, "upstream_unavailable", "the upstream cannot be reached; try again shortly"), upstreamStatus: 503)
-            }
-        }
     }
 
     /// The upstream target: the route's base path, the normalised path below the prefix, the
@@ -238,7 +243,6 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         connection.handler.expectResponse(toHEAD: head.method == .HEAD)
         let channel = connection.channel
         channel.write(upstreamRequest, promise: nil)
-        handler.headBuffers?.upstreamRequest.keep(upstreamRequest)
         for buffer in pendingBody { writeBodyUpstream(buffer, on: channel) }
         pendingBody = []
         if requestEnded && upstreamChunked { channel.write(HTTP1Bytes.lastChunk, promise: nil) }
@@ -295,9 +299,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             upstreamKeepAlive = response.keepAlive
             // The host has its loop's head buffers from the moment it joins the pipeline; without them, no answer can start.
             guard let headBuffers = handler.headBuffers else { return finish(closeClient: true) }
-            let answerHead = clientHead(for: response, into: headBuffers.clientAnswer.take(minimumCapacity: response.bytes.count + 160))
+            let answerHead = headBuffers.clientAnswer.write(minimumCapacity: response.bytes.count + 160) { writeClientHead(for: response, into: &$0) }
             handler.writeBytesToClient(answerHead)
-            headBuffers.clientAnswer.keep(answerHead)
         case .body(let buffer):
             if relayChunked {
                 guard buffer.readableBytes > 0 else { return }
@@ -318,8 +321,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
 
     /// The client's answer head, as bytes written into `out` (empty): the upstream's status line and the
     /// fields that may go back as they came, the framing for the client, the request id and the CORS answer.
-    private func clientHead(for response: UpstreamResponseHead, into out: ByteBuffer) -> ByteBuffer {
-        var out = out
+    private func writeClientHead(for response: UpstreamResponseHead, into out: inout ByteBuffer) {
         out.writeStaticString("HTTP/1.1 ")
         HTTP1Bytes.writeDecimal(response.status, into: &out)
         out.writeStaticString(" ")
@@ -355,7 +357,6 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         }
         if closesClient { out.writeStaticString("Connection: close\r\n") }
         out.writeStaticString("\r\n")
-        return out
     }
 
     func upstreamReadComplete() {
