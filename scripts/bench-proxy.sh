@@ -287,7 +287,8 @@ PY2
   syscalls "Portcullis gateway.routes" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/"
 fi
 
-# Every run's figures (target, round, req/s, p99 ms, CPU us/req, RSS MB, non-2xx), for same-round comparisons.
+# This run's figures round by round (target, round, req/s, p99 ms, CPU us/req, RSS MB, non-2xx), for same-round
+# comparisons; the next run writes the file anew.
 cp "$WORK/results.tsv" "$ROOT/.build/bench-proxy.results.tsv"
 python3 - "$WORK/results.tsv" "$ROUNDS" "$SECONDS_PER_RUN" "$CONNECTIONS" <<'PY'
 import statistics, sys

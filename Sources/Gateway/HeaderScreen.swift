@@ -36,11 +36,7 @@ enum HeaderScreen {
         return String(unsafeUninitializedCapacity: utf8.count) { buffer in
             var index = 0
             for byte in utf8 {
-                if byte == UInt8(ascii: "_") || byte == UInt8(ascii: ".") {
-                    buffer[index] = UInt8(ascii: "-")
-                } else {
-                    buffer[index] = (byte >= 0x41 && byte <= 0x5A) ? byte + 32 : byte
-                }
+                buffer[index] = fold(byte)
                 index += 1
             }
             return index
