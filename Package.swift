@@ -239,6 +239,7 @@ let package = Package(
                 "TrustedIssuers",
                 "JOSE",
                 "portcullis",
+                "portcullis-probes",
                 "PortcullisTestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),

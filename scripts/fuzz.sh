@@ -8,7 +8,11 @@
 # session-id (SessionID.problem), agent-frame (the agent channel's frame parser),
 # request-target (the path normaliser and the query's credential filter),
 # upstream-response (the data plane's framing of an upstream's answers, split two ways),
-# plain-request (the data plane's front: request heads read without NIO's decoder).
+# plain-request (the data plane's front: request heads read without NIO's decoder),
+# answer-framing (mixed request sequences on one connection to a live gateway, every answer
+# read strictly for its own request; the books of owed answers against a model).
+# answer-framing runs `portcullis serve` (PORTCULLIS_BIN, default the debug build, built
+# when missing) with a route to `portcullis-probes framing-upstream`, both stopped by PID.
 # Each is built with `swiftc -sanitize=fuzzer,address` against the real sources,
 # seeded from ../shared/vectors (PORTCULLIS_VECTORS) when present, and run for
 # SECONDS (default 60). A crash stops the script with exit 1 and leaves the
@@ -20,7 +24,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VECTORS=${PORTCULLIS_VECTORS:-$ROOT/../shared/vectors}
 OUT="$ROOT/.build/fuzz"
 TARGETS=("$@")
-[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(token json base64url session-id agent-frame request-target upstream-response plain-request)
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(token json base64url session-id agent-frame request-target upstream-response plain-request answer-framing)
 mkdir -p "$OUT/lib"
 FLAGS=(-sanitize=fuzzer,address -parse-as-library -O -g -I "$ROOT/Sources/CLibCrypto" -I "$ROOT/Sources/CLibCryptoSetup/include")
 
@@ -57,6 +61,9 @@ seed() {  # target
     plain-request) printf 'GET /api/v1/x?a=1 HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer a.b.c\r\nConnection: keep-alive\r\n\r\n' > "$corpus/get"
                  printf 'POST /a HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi' > "$corpus/post"
                  printf 'HEAD /a HTTP/1.1\r\nX-A:\t1\r\nX-B:\r\n\r\nGET /b HTTP/1.1\r\n\r\n' > "$corpus/pipelined" ;;
+    answer-framing) printf '\x01\x00\x01\x0a\x0b\x06\x0c' > "$corpus/pipelined-mix"
+                 printf '\x00\x0e\x01\x07\x0f\x03\x02\x04' > "$corpus/one-by-one-mix"
+                 printf '\x03\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b' > "$corpus/refused-target" ;;
     agent-frame) printf '%s' '{"type":"ping"}' > "$corpus/ping"
                  printf '%s' '{"type":"intent","request_id":"r1","intent_type":"echo","payload":{"a":[1,2,{"b":null}]},"idempotency_key":"k"}' > "$corpus/intent" ;;
   esac
@@ -64,6 +71,34 @@ seed() {  # target
 }
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}  # process-lifetime globals (the fixed key ring) are not leaks
+
+# answer-framing's gateway: `portcullis serve` on loopback with the route /api/svc to the framing upstream.
+FRAMING_WORK=
+SERVE_PID=
+UPSTREAM_PID=
+stop_framing_gateway() {
+  [ -n "$SERVE_PID" ] && kill "$SERVE_PID" 2>/dev/null && wait "$SERVE_PID" 2>/dev/null || true
+  [ -n "$UPSTREAM_PID" ] && kill "$UPSTREAM_PID" 2>/dev/null && wait "$UPSTREAM_PID" 2>/dev/null || true
+  SERVE_PID= UPSTREAM_PID=
+  [ -n "$FRAMING_WORK" ] && rm -rf "$FRAMING_WORK"
+  FRAMING_WORK=
+}
+trap stop_framing_gateway EXIT
+start_framing_gateway() {
+  BIN=${PORTCULLIS_BIN:-$ROOT/.build/debug/portcullis}
+  if [ ! -x "$BIN" ] || [ ! -x "$(dirname "$BIN")/portcullis-probes" ]; then
+    (cd "$ROOT" && swift build --product portcullis >/dev/null && swift build --product portcullis-probes >/dev/null)
+  fi
+  source "$ROOT/scripts/lib/gateway.sh"
+  FRAMING_WORK=$(mktemp -d)
+  local upstream_port=18611 gateway_port=18612
+  "$(dirname "$BIN")/portcullis-probes" framing-upstream --port $upstream_port > "$FRAMING_WORK/upstream.log" 2>&1 & UPSTREAM_PID=$!
+  start_serve "$FRAMING_WORK/gateway" $gateway_port "  routes: [\"/api/svc=http://127.0.0.1:$upstream_port\"]" "tokens:
+  access_token_lifetime_seconds: 3600"
+  login_bench_user "$FRAMING_WORK/gateway" $gateway_port
+  export PORTCULLIS_FRAMING_PORT=$gateway_port PORTCULLIS_FRAMING_TOKEN=$TOKEN
+}
+
 status=0
 for target in "${TARGETS[@]}"; do
   mkdir -p "$OUT/$target"
@@ -75,6 +110,9 @@ for target in "${TARGETS[@]}"; do
     agent-frame) build agent-frame "$ROOT/Sources/Runtime/AgentFrame.swift" "$ROOT/Fuzz/FuzzAgentFrame.swift" ;;
     request-target) build request-target "$ROOT/Sources/TrafficCop/RequestTarget.swift" "$ROOT/Sources/TrafficCop/RequestTargetError.swift" "$ROOT/Fuzz/FuzzRequestTarget.swift" ;;
     plain-request) build plain-request "$ROOT/Sources/Gateway/DataPlane/PlainRequestHead.swift" "$ROOT/Fuzz/FuzzPlainRequest.swift" ;;
+    answer-framing) build answer-framing "$ROOT/Sources/Gateway/OwedAnswers.swift" "$ROOT"/Tests/PortcullisTestSupport/{StrictAnswerReader,MixedRequests}.swift \
+                      "$ROOT/Fuzz/FuzzAnswerFraming.swift"
+                    start_framing_gateway ;;
     upstream-response) build upstream-response "$ROOT"/Sources/Gateway/DataPlane/UpstreamResponse{Parser,Head,Error}.swift "$ROOT/Fuzz/FuzzUpstreamResponse.swift" ;;
     *) echo "fuzz.sh: unknown target $target" >&2; exit 2 ;;
   esac

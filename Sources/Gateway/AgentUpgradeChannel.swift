@@ -151,6 +151,8 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
                 notUpgradingCompletionHandler: { channel in
                     channel.eventLoop.makeCompletedFuture {
                         let idleMilliseconds = Int64(limits.idleTimeout * 1000)
+                        // From here RequestTargetHandler answers parse errors, in turn after the answers owed.
+                        _ = channel.pipeline.syncOperations.removeHandler(name: HTTPParseErrorResponder.name)
                         // First: every request's path in its one spelling, or a 400 (the router, the data plane
                         // and every upstream see the same path).
                         try channel.pipeline.syncOperations.addHandler(RequestTargetHandler(logger: logger))
@@ -174,17 +176,38 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
                     }
                 }
             )
-            var pipeline = NIOUpgradableHTTPServerPipelineConfiguration<Outcome>(upgradeConfiguration: configuration)
-            pipeline.enablePipelining = false
-            pipeline.enableErrorHandling = false
-            pipeline.enableResponseHeaderValidation = false
-            pipeline.decoderConfiguration.maxHeaderListSize = limits.maximumHeaderBytes
-            pipeline.decoderConfiguration.maxHeaderFieldCount = limits.maximumHeaderCount
-            pipeline.decoderConfiguration.maxHeaderFieldSize = limits.maximumHeaderFieldBytes
-            let outcome = try channel.pipeline.syncOperations.configureUpgradableHTTPServerPipeline(configuration: pipeline)
+            let outcome = try Self.configureHTTPPipeline(on: channel, limits: limits, upgrades: configuration)
+            // Parse errors of the first head (before the upgrade is decided); RequestTargetHandler answers them after.
             try channel.pipeline.syncOperations.addHandler(HTTPParseErrorResponder(), name: HTTPParseErrorResponder.name)
             return Value(outcome: outcome, channel: channel)
         }
+    }
+
+    /// NIO's HTTP/1 server codec and the upgrade handler, as `configureUpgradableHTTPServerPipeline`
+    /// assembles them but with the request decoder unpaired from the response encoder.
+    ///
+    /// Paired, the encoder takes one decoded request's method back for every answer head it
+    /// writes, to frame answers to `HEAD` without a body; relayed answers are written past it
+    /// (`ProxyChannelHandler.writeBytesToClient`), so from the first one on, every answer it wrote
+    /// was framed for an earlier request. Unpaired, it frames by status alone, and
+    /// `RequestTargetHandler` frames answers to `HEAD` from its own books, which every answer settles.
+    /// No pipelining handler (the data plane queues pipelined requests itself), no NIO error
+    /// handler (`HTTPParseErrorResponder` and `RequestTargetHandler` answer in JSON), no outbound
+    /// header validation (every answer's fields are the gateway's or screened).
+    static func configureHTTPPipeline(
+        on channel: any Channel, limits: EdgeLimits, upgrades: NIOTypedHTTPServerUpgradeConfiguration<Outcome>
+    ) throws -> EventLoopFuture<Outcome> {
+        var decoderLimits = NIOHTTPDecoderLimitConfiguration()
+        decoderLimits.maxHeaderListSize = limits.maximumHeaderBytes
+        decoderLimits.maxHeaderFieldCount = limits.maximumHeaderCount
+        decoderLimits.maxHeaderFieldSize = limits.maximumHeaderFieldBytes
+        let encoder = HTTPResponseEncoder(configuration: .init())
+        let decoder = ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes, limitConfiguration: decoderLimits))
+        try channel.pipeline.syncOperations.addHandler(encoder)
+        try channel.pipeline.syncOperations.addHandler(decoder)
+        let upgrader = NIOTypedHTTPServerUpgradeHandler(httpEncoder: encoder, extraHTTPHandlers: [decoder], upgradeConfiguration: upgrades)
+        try channel.pipeline.syncOperations.addHandler(upgrader)
+        return upgrader.upgradeResultFuture
     }
 
     func handle(value: Value, logger: Logger) async {

@@ -124,20 +124,22 @@ final class HTTPParseErrorResponder: ChannelInboundHandler, RemovableChannelHand
             context.fireErrorCaught(error)
             return
         }
-        let (status, error): (HTTPResponseStatus, GatewayError) =
-            parseError == .headerOverflow
-            ? (
-                .requestHeaderFieldsTooLarge,
-                GatewayError(
-                    .requestHeaderFieldsTooLarge, "headers_too_large",
-                    "the request headers are too large (too many fields, a field too long, or too many bytes in all); send fewer or shorter headers")
-            )
-            : (.badRequest, GatewayError.invalidRequest("the request is not valid HTTP/1.1"))
+        let error = Self.answer(to: parseError)
         let body = ByteBuffer(bytes: JSONWriter.bytes(error.json))
-        let headers = HTTPHeaders([("Content-Type", "application/json"), ("Connection", "close"), ("Content-Length", String(body.readableBytes))])
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
+        context.write(wrapOutboundOut(.head(error.responseHead(contentLength: body.readableBytes, close: true))), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in context.close(promise: nil) }
+    }
+}
+
+extension HTTPParseErrorResponder {
+    /// The answer to a head NIO's decoder could not parse: 431 for one over the limits, 400 otherwise.
+    static func answer(to parseError: HTTPParserError) -> GatewayError {
+        parseError == .headerOverflow
+            ? GatewayError(
+                .requestHeaderFieldsTooLarge, "headers_too_large",
+                "the request headers are too large (too many fields, a field too long, or too many bytes in all); send fewer or shorter headers")
+            : GatewayError.invalidRequest("the request is not valid HTTP/1.1")
     }
 }
 

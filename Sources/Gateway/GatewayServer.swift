@@ -15,7 +15,8 @@ public enum GatewayServer {
     /// The public router: every route of the API table, behind the origin
     /// policy and the observation middleware (request id, JSON errors, logs, metrics).
     public static func makeRouter(services: GatewayServices) -> Router<GatewayRequestContext> {
-        let router = Router(context: GatewayRequestContext.self)
+        // HEAD on every GET route answers as GET without the body (RFC 9110 §9.3.2): load balancers health-check with HEAD.
+        let router = Router(context: GatewayRequestContext.self, options: .autoGenerateHeadEndpoints)
         router.add(middleware: OriginPolicyMiddleware(allowedOrigins: Set(services.configuration.allowedOrigins)))
         let knownRoutes = KnownRoutes()
         router.add(middleware: RequestObservationMiddleware(logger: services.logger, accessLog: services.accessLog, metrics: services.metrics, knownRoutes: knownRoutes))
@@ -104,7 +105,7 @@ public enum GatewayServer {
         metrics: GatewayMetrics, services: GatewayServices? = nil, host: String, port: Int, logger: Logger,
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> some ApplicationProtocol {
-        let router = Router()
+        let router = Router(options: .autoGenerateHeadEndpoints)
         if let services {
             let readiness = Readiness(monitor: services.monitor, trustedIssuers: services.trustedIssuers)
             router.get("/readyz") { _, _ -> Response in readiness.response(detailed: true) }

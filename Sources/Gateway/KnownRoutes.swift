@@ -15,10 +15,12 @@ final class KnownRoutes: Sendable {
     private let routes = Mutex<[Route]>([])
 
     /// Takes the router's routes (`Router.routes`): `:name` matches one segment, `*` one, `**` the rest.
+    /// A path that answers GET answers HEAD too (the router generates it: `autoGenerateHeadEndpoints`).
     func record(_ descriptions: [(method: String, path: String)]) {
         var table: [String: Route] = [:]
         for (method, path) in descriptions {
             table[path, default: Route(segments: Self.segments(path), methods: [])].methods.insert(method)
+            if method == "GET" { table[path]?.methods.insert("HEAD") }
         }
         routes.withLock { $0 = Array(table.values) }
     }

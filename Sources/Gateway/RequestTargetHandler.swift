@@ -21,6 +21,15 @@ import TrafficCop
 /// bytes read as something they are not), and `CONNECT` (the gateway is no
 /// forward proxy). An absolute-form target (`http://host/path`) is served as
 /// its path, as before this handler moved ahead of the HTTPTypes conversion.
+///
+/// It also keeps the connection's books of owed answers (`OwedAnswers`): each
+/// answer is framed for its own request, whoever writes it. An answer to a
+/// `HEAD` that passes through here (Hummingbird's, a gateway-made refusal)
+/// loses its body and its chunked terminator, keeping the head's framing
+/// fields (RFC 9110 §9.3.2); a relayed answer, framed by `ProxyExchange` and
+/// written past NIO's encoder, settles its request with `AnswerEnded`. A head
+/// NIO's decoder cannot parse is answered (431 or 400) like a refused head: in
+/// turn, after the answers owed before it.
 final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
@@ -28,10 +37,14 @@ final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannelHandler 
     typealias OutboundOut = HTTPServerResponsePart
 
     let logger: Logger
-    /// Requests passed on whose answers have not ended yet.
-    private var unanswered = 0
+    /// Requests passed on whose answers have not ended yet, oldest first.
+    private var owed = OwedAnswers()
+    /// The answer being written answers a `HEAD`: its body parts are dropped.
+    private var suppressingBody = false
     /// A refusal waiting for the answers before it; once set, nothing more is read or passed on.
     private var refusal: GatewayError?
+    /// The refused request was a `HEAD`: its refusal goes without a body.
+    private var refusalAnswersHEAD = false
 
     init(logger: Logger) {
         self.logger = logger
@@ -46,12 +59,25 @@ final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannelHandler 
         do {
             try Self.screen(&head)
         } catch {
-            refusal = error
-            if unanswered == 0 { refuse(context: context) }
+            refuse(error, answeringHEAD: head.method == .HEAD, context: context)
             return
         }
-        unanswered += 1
+        owed.owe(isHEAD: head.method == .HEAD)
         context.fireChannelRead(wrapInboundOut(.head(head)))
+    }
+
+    /// A head NIO's decoder could not parse (the decoder reads no further): answered in turn, then closed.
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard let parseError = error as? HTTPParserError else { return context.fireErrorCaught(error) }
+        guard refusal == nil else { return }
+        refuse(HTTPParseErrorResponder.answer(to: parseError), answeringHEAD: false, context: context)
+    }
+
+    /// Refuses the request being read: at once when no answer is owed, else once the owed ones have ended.
+    private func refuse(_ error: GatewayError, answeringHEAD: Bool, context: ChannelHandlerContext) {
+        refusal = error
+        refusalAnswersHEAD = answeringHEAD
+        if owed.count == 0 { writeRefusal(context: context) }
     }
 
     func read(context: ChannelHandlerContext) {
@@ -64,12 +90,26 @@ final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannelHandler 
     struct AnswerEnded {}
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        guard case .end = unwrapOutboundIn(data) else {
+        switch unwrapOutboundIn(data) {
+        case .head(let head):
+            // An interim answer (100 Continue) is followed by the final one, which the request still awaits.
+            if head.status.code >= 200 || head.status == .switchingProtocols { suppressingBody = owed.currentAnswersHEAD }
             context.write(data, promise: promise)
-            return
+        case .body where suppressingBody:
+            // Nothing goes out; an empty write completes the promise in order.
+            context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer()))), promise: promise)
+        case .body:
+            context.write(data, promise: promise)
+        case .end:
+            if suppressingBody {
+                // Not `.end`: NIO's encoder would end a chunked head with the last chunk, a body a HEAD answer has none of.
+                context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer()))), promise: promise)
+                suppressingBody = false
+            } else {
+                context.write(data, promise: promise)
+            }
+            answerEnded(context: context)
         }
-        context.write(data, promise: promise)
-        answerEnded(context: context)
     }
 
     func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
@@ -79,16 +119,16 @@ final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     private func answerEnded(context: ChannelHandlerContext) {
-        unanswered = max(0, unanswered - 1)
-        if unanswered == 0, refusal != nil { refuse(context: context) }
+        owed.settle()
+        if owed.count == 0, refusal != nil { writeRefusal(context: context) }
     }
 
     /// Writes the refusal and closes the connection.
-    private func refuse(context: ChannelHandlerContext) {
+    private func writeRefusal(context: ChannelHandlerContext) {
         guard let error = refusal else { return }
         let body = ByteBuffer(bytes: JSONWriter.bytes(error.json))
         context.write(wrapOutboundOut(.head(error.responseHead(contentLength: body.readableBytes, close: true))), promise: nil)
-        context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+        if !refusalAnswersHEAD { context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil) }
         let channel = context.channel
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
         logger.info("request", metadata: ["route": "-", "status": "\(error.status.code)", "error": "\(error.code)", "message": "\(error.message)"])

@@ -10,14 +10,15 @@ struct MethodNotAllowedTests {
         let fixture = try await GatewayFixture()
         let trace = try await fixture.send(.RAW(value: "TRACE"), "/readyz")
         #expect(trace.status == 405 && trace["error"] == "method_not_allowed")
-        #expect(trace.headers.first(name: "Allow") == "GET")
+        // A GET route answers HEAD too (RFC 9110 §9.3.2).
+        #expect(trace.headers.first(name: "Allow") == "GET, HEAD")
         let delete = try await fixture.send(.DELETE, "/api/auth/login")
         #expect(delete.status == 405 && delete.headers.first(name: "Allow") == "POST")
         // The literal route wins over /api/session/:id, as in the router: create answers POST only.
         let get = try await fixture.send(.GET, "/api/session/create")
         #expect(get.status == 405 && get.headers.first(name: "Allow") == "POST", "\(get.status) \(get.headers.first(name: "Allow") ?? "-")")
         let session = try await fixture.send(.DELETE, "/api/session/ses_AAAAAAAAAAAAAAAAAAAAAA")
-        #expect(session.status == 405 && session.headers.first(name: "Allow") == "GET")
+        #expect(session.status == 405 && session.headers.first(name: "Allow") == "GET, HEAD")
         let unknown = try await fixture.send(.GET, "/api/nothing-here")
         #expect(unknown.status == 404 && unknown["error"] == "not_found")
         try await fixture.stop()

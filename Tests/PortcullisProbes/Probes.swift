@@ -14,7 +14,7 @@ struct Probes: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "portcullis-probes",
         abstract: "Probes for the test suite and the load scripts.",
-        subcommands: [StateWriter.self, Upstream.self, SocketLoad.self, CrossRevocation.self]
+        subcommands: [StateWriter.self, Upstream.self, FramingUpstream.self, SocketLoad.self, CrossRevocation.self]
     )
 
     /// A plain upstream for `scripts/load.sh`: answers every GET with a small

@@ -455,7 +455,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         status = Int(error.status.code)
         let body = ByteBuffer(bytes: JSONWriter.bytes(error.json))
         handler.writeToClient(.head(error.responseHead(contentLength: body.readableBytes, close: closeClient) { decorate(&$0) }))
-        handler.writeToClient(.body(.byteBuffer(body)))
+        // An answer to HEAD has the head alone (RFC 9110 §9.3.2): the front writes these bytes as they are.
+        if head.method != .HEAD { handler.writeToClient(.body(.byteBuffer(body))) }
         handler.writeToClient(.end(nil), flush: true)
         finish(closeClient: closeClient || Self.wantsClose(head))
     }

@@ -1,0 +1,178 @@
+import Foundation
+import Gateway
+import Hummingbird
+import Logging
+import PortcullisTestSupport
+import Testing
+@testable import portcullis_probes
+
+/// Every answer on a connection is framed for its own request (issue 35): relayed answers,
+/// the gateway's refusals, Hummingbird's answers, to GET and to HEAD, one by one and pipelined,
+/// on the front and after NIO's decoder, read by a strict parser told each request's method.
+@Suite("Every answer is framed for its own request, in any mix on one connection")
+struct AnswerFramingTests {
+    /// The upstream `MixedRequest` expects (the fuzz target's, run here in-process).
+    static func startUpstream() async throws -> BackgroundServer {
+        try await BackgroundServer.start { onPort in
+            Application(
+                router: Probes.FramingUpstream.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                onServerRunning: { await onPort($0.localAddress?.port ?? 0) }, logger: Logger(label: "test.framing-upstream"))
+        }
+    }
+
+    struct World {
+        let fixture: GatewayFixture
+        let upstream: BackgroundServer
+        let token: String
+
+        static func start() async throws -> World {
+            let upstream = try await AnswerFramingTests.startUpstream()
+            let fixture = try await GatewayFixture { $0.routes = [ProxyRoute(prefix: "/api/svc", upstream: "http://127.0.0.1:\(upstream.port)")] }
+            try await fixture.addUser("alice")
+            let login = try await fixture.login("alice")
+            return World(fixture: fixture, upstream: upstream, token: login.accessToken)
+        }
+
+        func stop() async throws {
+            try await fixture.stop()
+            try await upstream.stop()
+        }
+
+        /// Sends `sequence` on one new connection and reads every answer strictly; the first problem, or `nil`.
+        func problem(with sequence: MixedSequence) async throws -> String? {
+            let (port, token) = (fixture.gatewayPort, self.token)
+            return try await onOwnThread { () -> String? in
+                let connection = try RawConnection(port: port, receiveTimeout: 10)
+                defer { connection.close() }
+                var bytes: [UInt8] = []
+                var answers: [StrictAnswerReader.Answer] = []
+                do throws(StrictAnswerReader.Failure) {
+                    if sequence.pipelined {
+                        connection.send(sequence.requests.map { $0.bytes(token: token) }.joined() + sequence.ending.bytes)
+                        bytes = connection.readAll()
+                        answers = try StrictAnswerReader.readAll(bytes, methods: sequence.methods)
+                    } else {
+                        var position = 0
+                        for (index, text) in (sequence.requests.map { $0.bytes(token: token) } + [sequence.ending.bytes]).enumerated() {
+                            connection.send(text)
+                            let method = sequence.methods[index]
+                            while true {
+                                if let (answer, next) = try StrictAnswerReader.read(bytes, at: position, method: method, closed: false) {
+                                    answers.append(answer)
+                                    position = next
+                                    break
+                                }
+                                let more = connection.readSome()
+                                if more.isEmpty {
+                                    if let (answer, next) = try StrictAnswerReader.read(bytes, at: position, method: method, closed: true) {
+                                        answers.append(answer)
+                                        position = next
+                                    }
+                                    break
+                                }
+                                bytes += more
+                            }
+                        }
+                        // Nothing after the last answer, and the connection closed.
+                        bytes += connection.readAll()
+                        if position < bytes.count {
+                            return "\(bytes.count - position) stray bytes after the last answer"
+                        }
+                    }
+                } catch {
+                    return "\(error) (answers so far: \(answers.map(\.status)))"
+                }
+                return sequence.problem(with: answers)
+            }
+        }
+    }
+
+    @Test("the issue's first case: after a request through NIO's decoder and a relayed HEAD answer, a refusal to GET has its body and /healthz its own answer")
+    func refusalAfterRelayedHEAD() async throws {
+        let world = try await World.start()
+        for pipelined in [false, true] {
+            let sequence = MixedSequence(requests: [.badLogin, .relayedHEAD, .refusedGET], ending: .close, pipelined: pipelined)
+            let problem = try await world.problem(with: sequence)
+            #expect(problem == nil, "\(sequence): \(problem ?? "")")
+        }
+        try await world.stop()
+    }
+
+    @Test("the issue's second case: after a relayed GET answer, a refusal to HEAD has no body and /healthz's answer has its own")
+    func headRefusalAfterRelayedGET() async throws {
+        let world = try await World.start()
+        for pipelined in [false, true] {
+            let sequence = MixedSequence(requests: [.badLogin, .relayedGET, .refusedHEAD], ending: .close, pipelined: pipelined)
+            let problem = try await world.problem(with: sequence)
+            #expect(problem == nil, "\(sequence): \(problem ?? "")")
+        }
+        try await world.stop()
+    }
+
+    @Test(
+        "every kind of request, after every other kind, one by one and pipelined, ended each way: each answer framed for its own request",
+        arguments: MixedEnding.allCases)
+    func everyPairInTurn(ending: MixedEnding) async throws {
+        let world = try await World.start()
+        // Each kind follows each other kind at least once: a walk through all pairs.
+        var walk: [MixedRequest] = []
+        for first in MixedRequest.allCases {
+            for second in MixedRequest.allCases { walk += [first, second] }
+        }
+        for pipelined in [false, true] {
+            // In pieces of 32, so a failure names a short sequence.
+            for start in stride(from: 0, to: walk.count, by: 32) {
+                let sequence = MixedSequence(requests: Array(walk[start..<min(start + 32, walk.count)]), ending: ending, pipelined: pipelined)
+                let problem = try await world.problem(with: sequence)
+                #expect(problem == nil, "\(sequence): \(problem ?? "")")
+                if problem != nil { break }
+            }
+        }
+        try await world.stop()
+    }
+
+    @Test("property: random sequences of mixed requests on one connection, one by one or pipelined, get every answer framed for its own request")
+    func randomSequences() async throws {
+        let world = try await World.start()
+        let seed = UInt64(ProcessInfo.processInfo.environment["PORTCULLIS_FRAMING_SEED"] ?? "") ?? UInt64.random(in: 1...UInt64.max)
+        var generator = SeededGenerator(seed: seed)
+        for round in 0..<60 {
+            let sequence = MixedSequence(using: &generator)
+            let problem = try await world.problem(with: sequence)
+            #expect(problem == nil, "seed \(seed) (PORTCULLIS_FRAMING_SEED), round \(round), \(sequence): \(problem ?? "")")
+            if problem != nil { break }
+        }
+        try await world.stop()
+    }
+
+    @Test(
+        "HEAD on every GET route of the gateway itself answers as GET does, without the body",
+        arguments: ["/healthz", "/readyz", "/.well-known/jwks.json", "/.well-known/oauth-authorization-server", "/.well-known/openapi.yaml", "/client/portcullis.js", "/demo/"])
+    func headOnGatewayRoutes(path: String) async throws {
+        let fixture = try await GatewayFixture()
+        let port = fixture.gatewayPort
+        let (get, head) = try await onOwnThread { () throws -> (StrictAnswerReader.Answer, StrictAnswerReader.Answer) in
+            let connection = try RawConnection(port: port, receiveTimeout: 10)
+            defer { connection.close() }
+            connection.send("GET \(path) HTTP/1.1\r\nHost: gw\r\n\r\nHEAD \(path) HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n")
+            let answers = try StrictAnswerReader.readAll(connection.readAll(), methods: ["GET", "HEAD"])
+            guard answers.count == 2 else { throw StrictAnswerReader.Failure(message: "\(answers.count) answers", offset: 0) }
+            return (answers[0], answers[1])
+        }
+        #expect(get.status == 200 && head.status == 200, "GET \(get.status), HEAD \(head.status)")
+        #expect(!get.body.isEmpty)
+        #expect(head.body.isEmpty)
+        #expect(head.field("content-type") == get.field("content-type"), "\(head.field("content-type") ?? "none") vs \(get.field("content-type") ?? "none")")
+        #expect(head.field("content-length") == get.field("content-length") || get.field("transfer-encoding") != nil)
+        try await fixture.stop()
+    }
+
+    @Test("a HEAD refused on the data plane's front (the connection's first request, no token) is answered 401 without a body, and the request after it in turn")
+    func headRefusedOnTheFront() async throws {
+        let world = try await World.start()
+        let sequence = MixedSequence(requests: [.refusedHEAD, .relayedGET, .refusedHEAD, .relayedChunkedHEAD, .relayedGET], ending: .close, pipelined: true)
+        let problem = try await world.problem(with: sequence)
+        #expect(problem == nil, "\(sequence): \(problem ?? "")")
+        try await world.stop()
+    }
+}
