@@ -45,14 +45,20 @@ final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannelHandler 
     private var refusal: GatewayError?
     /// The refused request was a `HEAD`: its refusal goes without a body.
     private var refusalAnswersHEAD = false
+    /// A request passed on closes the connection after its answer (`Connection: close`): what
+    /// follows it is not read, answered or refused (RFC 9112 §9.6; NIO's parser reads nothing after it).
+    private var closingAfterOwed = false
+    /// The request being read asked to close after its answer; `closingAfterOwed` from its end.
+    private var requestAsksClose = false
 
     init(logger: Logger) {
         self.logger = logger
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard refusal == nil else { return }
+        guard refusal == nil, !closingAfterOwed else { return }
         guard case .head(var head) = unwrapInboundIn(data) else {
+            if case .end = unwrapInboundIn(data), requestAsksClose { closingAfterOwed = true }
             context.fireChannelRead(data)
             return
         }
@@ -63,13 +69,14 @@ final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannelHandler 
             return
         }
         owed.owe(isHEAD: head.method == .HEAD)
+        requestAsksClose = !head.isKeepAlive
         context.fireChannelRead(wrapInboundOut(.head(head)))
     }
 
     /// A head NIO's decoder could not parse (the decoder reads no further): answered in turn, then closed.
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         guard let parseError = error as? HTTPParserError else { return context.fireErrorCaught(error) }
-        guard refusal == nil else { return }
+        guard refusal == nil, !closingAfterOwed else { return }
         refuse(HTTPParseErrorResponder.answer(to: parseError), answeringHEAD: false, context: context)
     }
 
@@ -81,7 +88,7 @@ final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     func read(context: ChannelHandlerContext) {
-        guard refusal == nil else { return }
+        guard refusal == nil, !closingAfterOwed else { return }
         context.read()
     }
 
@@ -144,14 +151,20 @@ final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannelHandler 
         }
         var hosts = 0
         var codings: [String] = []
+        var proxyConnectionClose = false
         for header in head.headers {
-            // The length first: most names are neither, and are passed over after one comparison.
+            // The length first: most names are none of these, and are passed over after one comparison.
             switch header.name.utf8.count {
             case 4 where HeaderScreen.equalsLowercased(header.name.utf8, "host"): hosts += 1
             case 17 where HeaderScreen.equalsLowercased(header.name.utf8, "transfer-encoding"): codings.append(header.value)
+            case 16 where HeaderScreen.equalsLowercased(header.name.utf8, "proxy-connection"):
+                proxyConnectionClose = proxyConnectionClose || Self.listsClose(header.value)
             default: break
             }
         }
+        // NIO's parser (llhttp) reads `Proxy-Connection: close` as `Connection: close` and parses nothing
+        // after that request: so does everything after this handler, which reads `Connection` alone.
+        if proxyConnectionClose { head.headers.add(name: "Connection", value: "close") }
         if hosts > 1 {
             throw .invalidRequest("a request has one Host header; send it once")
         }
@@ -186,18 +199,32 @@ final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannelHandler 
         return tail.utf8.first == UInt8(ascii: "/") ? tail : Substring("/" + tail)
     }
 
+    /// Whether a comma-separated field value lists the token `close` (in any case).
+    static func listsClose(_ value: String) -> Bool {
+        value.split(separator: ",").contains { token in
+            HeaderScreen.equalsLowercased(token.trimmingWhitespace.utf8, "close")
+        }
+    }
+
     /// Exactly one coding, `chunked` (in any case, with optional whitespace).
     static func isChunkedOnly(_ values: [String]) -> Bool {
         var count = 0
         for value in values {
             for coding in value.split(separator: ",", omittingEmptySubsequences: false) {
                 count += 1
-                var text = coding
-                while let first = text.first, first == " " || first == "\t" { text = text.dropFirst() }
-                while let last = text.last, last == " " || last == "\t" { text = text.dropLast() }
-                guard HeaderScreen.equalsLowercased(text.utf8, "chunked") else { return false }
+                guard HeaderScreen.equalsLowercased(coding.trimmingWhitespace.utf8, "chunked") else { return false }
             }
         }
         return count == 1
+    }
+}
+
+extension Substring {
+    /// Without the spaces and tabs at either end (a field value's optional whitespace, RFC 9110 §5.6.3).
+    var trimmingWhitespace: Substring {
+        var text = self
+        while let first = text.first, first == " " || first == "\t" { text = text.dropFirst() }
+        while let last = text.last, last == " " || last == "\t" { text = text.dropLast() }
+        return text
     }
 }

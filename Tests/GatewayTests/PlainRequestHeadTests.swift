@@ -2,6 +2,7 @@
 import NIOCore
 import NIOEmbedded
 import NIOHTTP1
+import PortcullisTestSupport
 import Testing
 
 /// The data plane's reader of plain request heads (`PlainRequestHead`): it takes only what NIO's
@@ -94,6 +95,9 @@ struct PlainRequestHeadTests {
             "PUT /a HTTP/1.1\r\nExpect: 100-continue\r\n\r\n",
             "GET /a HTTP/1.1\r\nConnection: close\r\n\r\n",
             "GET /a HTTP/1.1\r\nConnection: keep-alive, te\r\n\r\n",
+            // NIO's parser closes after an answer to Proxy-Connection: close, as it does for Connection: close.
+            "GET /a HTTP/1.1\r\nProxy-Connection: close\r\n\r\n",
+            "GET /a HTTP/1.1\r\nproxy-connection: keep-alive\r\n\r\n",
             "GET /a HTTP/1.0\r\n\r\n",
             "GET /a HTTP/1.10\r\n\r\n",
             "get /a HTTP/1.1\r\n\r\n",
@@ -154,13 +158,35 @@ struct PlainRequestHeadTests {
         #expect(Self.nio(many, limits: total) == nil)
     }
 
+    @Test("a target longer than a field may be, or a head past its bound with no field to count, is left to NIO, which answers 431; at the bounds both read it")
+    func targetLengthIsBounded() {
+        let limits = PlainRequestHead.Limits(maximumHeadBytes: 200, maximumFieldCount: 10, maximumFieldBytes: 64)
+        // The target alone, one byte past a field's bound: NIO counts the URL as a field.
+        let longTarget = Array("GET /\(String(repeating: "a", count: 64)) HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        #expect(Self.parse(longTarget, limits: limits) == .notPlain)
+        #expect(Self.nio(longTarget, limits: limits) == nil)
+        let atBound = Array("GET /\(String(repeating: "a", count: 63)) HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        guard case .complete = Self.parse(atBound, limits: limits) else {
+            Issue.record("a target at the bound was not read")
+            return
+        }
+        #expect(Self.nio(atBound, limits: limits) != nil)
+        // The target and the fields together past the head's bound, each within its own.
+        let wide = PlainRequestHead.Limits(maximumHeadBytes: 100, maximumFieldCount: 10, maximumFieldBytes: 64)
+        let together = Array("GET /\(String(repeating: "a", count: 60)) HTTP/1.1\r\nA: \(String(repeating: "v", count: 40))\r\n\r\n".utf8)
+        #expect(Self.parse(together, limits: wide) == .notPlain)
+        #expect(Self.nio(together, limits: wide) == nil)
+        // A target past a field's bound, its read ending before " HTTP/1.1": not plain, not incomplete.
+        #expect(Self.parse(Array("GET /\(String(repeating: "a", count: 70))".utf8), limits: limits) == .notPlain)
+    }
+
     @Test("differential: 20,000 generated and mutated heads; every one read as plain is what NIO's decoder reads from the same bytes")
     func differentialAgainstNIO() {
-        var random = SplitMix(seed: 0x5EED_2026_1125)
+        var random = SeededGenerator(seed: 0x5EED_2026_1125)
         let pieces: [String] = [
             "GET", "POST", "HEAD", "DELETE", "PUT", "PATCH", "OPTIONS", "get", " ", "  ", "\t", "/", "/api/v1/x", "?a=b&c=%41", "%2F", "..", "#", ";",
             " HTTP/1.1", " HTTP/1.0", "\r\n", "\n", "\r", "Host", "host", "Content-Length", "Transfer-Encoding", "Connection", "keep-alive", "close",
-            "Upgrade", "Expect", ":", ": ", ":\t", "value", "Bearer x.y.z", "chunked", "0", "12", "X-A", "x_b", "\u{0}", "\u{7F}", "é", "\"", "@", "~",
+            "Upgrade", "Expect", "Proxy-Connection", ":", ": ", ":\t", "value", "Bearer x.y.z", "chunked", "0", "12", "X-A", "x_b", "\u{0}", "\u{7F}", "é", "\"", "@", "~",
         ]
         for _ in 0..<20_000 {
             var bytes: [UInt8]
@@ -188,18 +214,5 @@ struct PlainRequestHeadTests {
             }
             Self.checkAgainstNIO(bytes)
         }
-    }
-}
-
-/// A small deterministic generator (SplitMix64), so a failing case can be replayed.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1330_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -115,4 +115,44 @@ struct ProxyFrontTests {
         #expect(waited >= 0.8 && waited < TimeBounds.seconds(10), "answered after \(waited) s")
         try await world.stop()
     }
+
+    @Test(
+        "a target longer than limits.max_header_field_bytes is 431 headers_too_large on both paths (the front's and NIO's), and never reaches the upstream",
+        arguments: [false, true])
+    func longTargetIs431(afterHandOn: Bool) async throws {
+        let world = try await DataPlaneTests.World.start()
+        let (port, token) = (world.port, world.token)
+        let target = "/api/echo/" + String(repeating: "a", count: 9_000)  // past the default 8 KB, within the 16 KB head
+        let text = try await onOwnThread { () -> String in
+            let connection = try RawConnection(port: port, receiveTimeout: 5)
+            defer { connection.close() }
+            let bearer = "Authorization: Bearer \(token)\r\n"
+            // A request with a body first hands the connection to NIO's decoder.
+            let first = afterHandOn ? "POST /api/echo/first HTTP/1.1\r\nHost: x\r\n\(bearer)Content-Length: 2\r\n\r\nhi" : ""
+            connection.send(first + "GET \(target) HTTP/1.1\r\nHost: x\r\n\(bearer)\r\n")
+            return connection.readAll().text
+        }
+        let statuses = text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { String($0.prefix(3)) }
+        #expect(statuses == (afterHandOn ? ["200", "431"] : ["431"]), "\(statuses)")
+        #expect(text.contains("headers_too_large"))
+        #expect(world.targets.all == (afterHandOn ? ["POST /first"] : []))
+        try await world.stop()
+    }
+
+    @Test("Proxy-Connection: close closes the connection after its answer on both paths, as NIO's parser reads it")
+    func proxyConnectionClose() async throws {
+        let world = try await DataPlaneTests.World.start()
+        let (port, token) = (world.port, world.token)
+        let text = try await onOwnThread { () -> String in
+            let connection = try RawConnection(port: port, receiveTimeout: 5)
+            defer { connection.close() }
+            let bearer = "Authorization: Bearer \(token)\r\n"
+            connection.send("GET /api/echo/one HTTP/1.1\r\nHost: x\r\n\(bearer)Proxy-Connection: close\r\n\r\n" + "GET /api/echo/two HTTP/1.1\r\nHost: x\r\n\(bearer)\r\n")
+            return connection.readAll().text  // returns at the close (or the 5 s timeout, which fails below)
+        }
+        let statuses = text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { String($0.prefix(3)) }
+        #expect(statuses == ["200"], "\(statuses)")
+        #expect(world.targets.all == ["GET /one"])
+        try await world.stop()
+    }
 }

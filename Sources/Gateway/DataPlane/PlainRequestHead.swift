@@ -4,8 +4,9 @@
 /// "Plain" is deliberately narrow: an HTTP/1.1 request line with a route method and an
 /// origin-form target of unreserved bytes, then fields whose names are tokens and whose
 /// values are visible ASCII with single spaces or tabs, every line ended by CRLF, no body
-/// (no `Content-Length`, no `Transfer-Encoding`), no `Upgrade`, no `Expect`, and no
-/// `Connection` other than `keep-alive`. Whatever is not plain is `.notPlain`, never an
+/// (no `Content-Length`, no `Transfer-Encoding`), no `Upgrade`, no `Expect`, no
+/// `Proxy-Connection`, and no `Connection` other than `keep-alive`; the target no longer
+/// than a field may be and the whole head within its bound, as NIO's decoder counts them. Whatever is not plain is `.notPlain`, never an
 /// error: the caller hands those bytes to NIO's decoder, which decides (and refuses) as it
 /// does for every other request. So this reader can only ever take fewer requests than NIO,
 /// and every head it takes is the head NIO's decoder gives for the same bytes (the
@@ -57,24 +58,27 @@ struct PlainRequestHead: Equatable {
         let targetStart = index
         guard index < bytes.count else { return .incomplete }
         guard bytes[index] == UInt8(ascii: "/") else { return .notPlain }
+        // NIO's decoder counts the target as a field: no longer than one, and part of the head's bytes.
         while index < bytes.count, bytes[index] != 0x20 {
-            guard isTargetByte(bytes[index]) else { return .notPlain }
+            guard isTargetByte(bytes[index]), index - targetStart < limits.maximumFieldBytes else { return .notPlain }
             index += 1
         }
         let targetEnd = index
-        guard index + 11 <= bytes.count else { return index - targetStart > limits.maximumHeadBytes ? .notPlain : .incomplete }
+        guard index + 11 <= bytes.count else { return .incomplete }
         guard matches(bytes, at: index, " HTTP/1.1\r\n") else { return .notPlain }
         index += 11
 
         // The fields, up to the blank line.
         var fields: [(String, String)] = []
-        var fieldBytes = 0
+        var fieldBytes = targetEnd - targetStart
         while true {
             guard index < bytes.count else { return index > limits.maximumHeadBytes ? .notPlain : .incomplete }
             if bytes[index] == 0x0D {
                 guard index + 1 < bytes.count else { return .incomplete }
                 guard bytes[index + 1] == 0x0A else { return .notPlain }
                 index += 2
+                // The whole head within its bound, however few fields it has.
+                guard index <= limits.maximumHeadBytes else { return .notPlain }
                 break
             }
             let nameStart = index
@@ -132,8 +136,9 @@ struct PlainRequestHead: Equatable {
     /// for an interim answer, and `Connection` only as `keep-alive`.
     private static func isPlainField(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) -> Bool {
         if equalsLowercased(name, "connection") { return equalsLowercased(value, "keep-alive") }
+        // NIO's parser reads Proxy-Connection as it reads Connection (close after the answer): left to it.
         return !(equalsLowercased(name, "content-length") || equalsLowercased(name, "transfer-encoding") || equalsLowercased(name, "upgrade")
-            || equalsLowercased(name, "expect"))
+            || equalsLowercased(name, "expect") || equalsLowercased(name, "proxy-connection"))
     }
 
     /// Whether `bytes` at `offset` start with `text`, byte for byte.
