@@ -137,9 +137,26 @@ enum HeaderScreen {
     }
 
     /// Whether a field of an upstream's answer may go back to the client, decided over its bytes.
+    /// Identity fields never do: an upstream that echoes the assertion or an `X-Forwarded-*` it was
+    /// sent would hand the client what the gateway vouched for upstream.
     static func isReturnable(_ response: UpstreamResponseHead, _ field: UpstreamResponseHead.Field, connectionListed: Set<String>) -> Bool {
         let screened = response.bytes.withUnsafeBytes { verdict(UnsafeRawBufferPointer(rebasing: $0[field.name])) }
-        guard screened != .neverForwarded else { return false }
+        guard screened == .ordinary else { return false }
         return connectionListed.isEmpty || !connectionListed.contains(folded(response.nameString(of: field)))
+    }
+
+    /// Whether a comma-separated field value lists `lowercased` (in any case) or `*`.
+    static func listsTokenOrStar<Bytes: BidirectionalCollection<UInt8>>(_ value: Bytes, _ lowercased: StaticString) -> Bool
+    where Bytes.SubSequence == Bytes {
+        var rest = value
+        while !rest.isEmpty {
+            let comma = rest.firstIndex(of: UInt8(ascii: ",")) ?? rest.endIndex
+            var token = rest[..<comma]
+            while let first = token.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") { token = token.dropFirst() }
+            while let last = token.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") { token = token.dropLast() }
+            if equalsLowercased(token, lowercased) || (token.count == 1 && token.first == UInt8(ascii: "*")) { return true }
+            rest = comma == rest.endIndex ? rest[comma...] : rest[rest.index(after: comma)...]
+        }
+        return false
     }
 }

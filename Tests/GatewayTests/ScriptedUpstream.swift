@@ -13,10 +13,13 @@ final class ScriptedUpstream: Sendable {
         let bytes: [UInt8]
         /// Close the connection after writing the answer (a body read until the close needs it).
         let close: Bool
+        /// Close it with a reset (RST) rather than an orderly close: an answer cut off mid-body.
+        let reset: Bool
 
-        init(_ text: String, close: Bool = false) {
+        init(_ text: String, close: Bool = false, reset: Bool = false) {
             bytes = Array(text.utf8)
-            self.close = close
+            self.close = close || reset
+            self.reset = reset
         }
     }
 
@@ -72,6 +75,13 @@ final class ScriptedUpstream: Sendable {
             let path = head.split(separator: " ").dropFirst().first.map(String.init) ?? ""
             guard let answer = answers[path] else { return }
             let sent = answer.bytes.withUnsafeBufferPointer { send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if answer.reset {
+                // A zero linger time: close sends RST, and the peer reads ECONNRESET.
+                Thread.sleep(forTimeInterval: 0.1)  // the bytes sent go out first
+                var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+                setsockopt(connection, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+                return
+            }
             guard sent == answer.bytes.count, !answer.close else { return }
         }
     }

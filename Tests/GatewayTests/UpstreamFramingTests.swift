@@ -18,6 +18,13 @@ struct UpstreamFramingTests {
         "/head": .init("HTTP/1.1 200 OK\r\nContent-Length: 1234\r\n\r\n"),
         "/folded": .init("HTTP/1.1 200 OK\r\nX-A: 1\r\n folded\r\nContent-Length: 0\r\n\r\n"),
         "/two-lengths": .init("HTTP/1.1 200 OK\r\nContent-Length: 4\r\nContent-Length: 5\r\n\r\nabcde"),
+        "/cut-chunked": .init("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n", reset: true),
+        "/cut-until-close": .init("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\npartial", reset: true),
+        "/cut-sized": .init("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial", close: true),
+        "/echoes": .init(
+            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Portcullis-Assertion: eyJ.echoed.sig\r\nX_Portcullis_User: u\r\nX-Forwarded-For: 10.0.0.1\r\n"
+                + "X-Auth-Request-User: alice\r\nX-Session-Id: ses_x\r\nX-Kept: k\r\nVary: Accept-Encoding\r\n\r\nok"),
+        "/vary-origin": .init("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nVary: accept-encoding, ORIGIN\r\n\r\nok"),
         "/big": .init("HTTP/1.1 200 OK\r\nContent-Length: 300000\r\n\r\n" + String(repeating: "0123456789", count: 30_000)),
     ]
 
@@ -26,10 +33,11 @@ struct UpstreamFramingTests {
         let upstream: ScriptedUpstream
         let token: String
 
-        static func start() async throws -> World {
+        static func start(_ configure: @escaping (inout GatewayConfiguration) -> Void = { _ in }) async throws -> World {
             let upstream = try ScriptedUpstream(answers: UpstreamFramingTests.answers)
             let fixture = try await GatewayFixture {
                 $0.routes = [ProxyRoute(prefix: "/api/s", upstream: "http://127.0.0.1:\(upstream.port)")]
+                configure(&$0)
             }
             try await fixture.addUser("alice")
             let login = try await fixture.login("alice")
@@ -152,6 +160,75 @@ struct UpstreamFramingTests {
         #expect(world.upstream.connectionsAccepted == 2)
         let lines = await world.fixture.log.lines(containing: "upstream answer refused", atLeast: 1)
         #expect(lines.count == 1)
+        try await world.stop()
+    }
+
+    @Test(
+        "an answer the upstream cuts off mid-body (a reset in a chunked or read-until-close body, a sized body short at the close) ends the client's connection without the last chunk, and is logged",
+        arguments: ["/cut-chunked", "/cut-until-close", "/cut-sized"])
+    func cutOffAnswer(path: String) async throws {
+        let world = try await World.start()
+        let text = try await onOwnThread { [world] () -> String in
+            let connection = try RawConnection(port: world.fixture.gatewayPort, receiveTimeout: 5)
+            defer { connection.close() }
+            connection.send(world.request(path))
+            return connection.readAll().text  // returns at the close (a 5 s timeout would leave the checks below failing)
+        }
+        let (head, body) = Self.split(text)
+        #expect(head.hasPrefix("HTTP/1.1 200"), "\(head.prefix(40))")
+        #expect(!body.hasSuffix("0\r\n\r\n"), "the cut body was ended as if whole: \(body.debugDescription)")
+        if head.lowercased().contains("transfer-encoding: chunked") {
+            #expect(Self.dechunk(body) == nil, "a complete chunked body: \(body.debugDescription)")
+        } else {
+            #expect(body.utf8.count < 100)
+        }
+        #expect(await world.fixture.log.lines(containing: "upstream answer cut off").count == 1)
+        try await world.stop()
+    }
+
+    @Test("identity fields an upstream echoes (the assertion, X-Forwarded-*, X-Auth-Request-*, X-Session-Id, in any spelling) never reach the client; other fields do")
+    func identityFieldsStrippedFromAnswers() async throws {
+        let world = try await World.start()
+        let text = try await onOwnThread { [world] () -> String in
+            let connection = try RawConnection(port: world.fixture.gatewayPort, receiveTimeout: 5)
+            defer { connection.close() }
+            connection.send(world.request("/echoes", close: true))
+            return connection.readAll().text
+        }
+        let head = Self.split(text).head.lowercased()
+        #expect(head.hasPrefix("http/1.1 200"))
+        for name in ["x-portcullis-assertion", "x_portcullis_user", "x-forwarded-for", "x-auth-request-user", "x-session-id"] {
+            #expect(!head.contains(name + ":"), "\(name) came back")
+        }
+        #expect(head.contains("x-kept: k"))
+        #expect(head.contains("x-request-id:"))  // the gateway's own
+        try await world.stop()
+    }
+
+    @Test("with an allowed Origin, the upstream's Vary is kept and Origin added to it (once, not when it is listed already); without one, Vary passes as it came")
+    func varyKeepsTheUpstreams() async throws {
+        let origin = "https://app.example.com"
+        let world = try await World.start { $0.allowedOrigins = [origin] }
+        let heads = try await onOwnThread { [world] () -> [String] in
+            var heads: [String] = []
+            for (path, sendOrigin) in [("/echoes", true), ("/vary-origin", true), ("/echoes", false)] {
+                let connection = try RawConnection(port: world.fixture.gatewayPort, receiveTimeout: 5)
+                defer { connection.close() }
+                let request = world.request(path, close: true)
+                connection.send(sendOrigin ? request.replacingOccurrences(of: "Host: x\r\n", with: "Host: x\r\nOrigin: \(origin)\r\n") : request)
+                heads.append(Self.split(connection.readAll().text).head.lowercased())
+            }
+            return heads
+        }
+        func varies(_ head: String) -> [String] {
+            head.components(separatedBy: "\r\n").filter { $0.hasPrefix("vary:") }.map { String($0.dropFirst(5)).trimmingCharacters(in: .whitespaces) }
+        }
+        #expect(heads.count == 3)
+        guard heads.count == 3 else { return }
+        #expect(heads[0].contains("access-control-allow-origin: \(origin)"))
+        #expect(varies(heads[0]) == ["accept-encoding", "origin"])
+        #expect(varies(heads[1]) == ["accept-encoding, origin"])
+        #expect(varies(heads[2]) == ["accept-encoding"])
         try await world.stop()
     }
 }

@@ -329,10 +329,14 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         out.writeStaticString("\r\n")
         let origin = fields.origin.flatMap { plane.allowedOrigins.contains($0) ? $0 : nil }
         let listed = HeaderScreen.connectionListed(response)
+        // The upstream's Vary is kept (a shared cache keys its variants by it); Origin is added unless listed.
+        var varyCoversOrigin = false
         for field in response.fields where HeaderScreen.isReturnable(response, field, connectionListed: listed) {
-            // Set, not added: an upstream's own request id or CORS answer gives way to the gateway's.
-            if response.name(of: field, is: "x-request-id") { continue }
-            if origin != nil && (response.name(of: field, is: "access-control-allow-origin") || response.name(of: field, is: "vary")) { continue }
+            // Set, not added: an upstream's own CORS answer gives way to the gateway's (its request id is an identity field).
+            if origin != nil && response.name(of: field, is: "access-control-allow-origin") { continue }
+            if origin != nil, response.name(of: field, is: "vary"), HeaderScreen.listsTokenOrStar(response.bytes[field.value], "origin") {
+                varyCoversOrigin = true
+            }
             out.writeBytes(response.bytes[field.name])
             out.writeStaticString(": ")
             out.writeBytes(response.bytes[field.value])
@@ -353,7 +357,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         HTTP1Bytes.writeField("X-Request-Id", requestID, into: &out)
         if let origin {
             HTTP1Bytes.writeField("Access-Control-Allow-Origin", origin, into: &out)
-            out.writeStaticString("Vary: Origin\r\n")
+            if !varyCoversOrigin { out.writeStaticString("Vary: Origin\r\n") }
         }
         if closesClient { out.writeStaticString("Connection: close\r\n") }
         out.writeStaticString("\r\n")
@@ -375,7 +379,10 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         guard !finished else { return }
         upstream = nil
         if responseStarted {
-            // Part of an answer went out: the client cannot be told cleanly.
+            // Part of an answer went out: the client cannot be told cleanly. Its connection closes without
+            // the last chunk (as nginx does), so no client takes a cut body for a whole one.
+            plane.logger.warning(
+                "upstream answer cut off", metadata: ["upstream": "\(route.name)", "request_id": "\(requestID)", "status": "\(status)"])
             finish(closeClient: true)
         } else {
             fail(GatewayError(.badGateway, "upstream_unavailable", "the upstream closed the connection without answering; try again"), upstreamStatus: 502)

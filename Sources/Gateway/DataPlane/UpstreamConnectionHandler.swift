@@ -35,6 +35,8 @@ final class UpstreamConnectionHandler: ChannelInboundHandler {
     private var parts: [UpstreamResponsePart] = []
     /// No error was seen: the connection may carry another exchange once its answer has ended.
     private(set) var isReusable = true
+    /// The connection failed (a reset, a TLS error): its close ends no answer, even one read until the close.
+    private var failed = false
 
     /// A request is about to be written: the next bytes are its answer.
     func expectResponse(toHEAD: Bool) {
@@ -82,7 +84,8 @@ final class UpstreamConnectionHandler: ChannelInboundHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         isReusable = false
-        if parser.connectionClosed() { delegate?.upstreamRead(.end) }
+        // Only an orderly close ends a body read until the close; after a reset the body was cut off.
+        if !failed, parser.connectionClosed() { delegate?.upstreamRead(.end) }
         delegate?.upstreamClosed()
         delegate = nil
         context.fireChannelInactive()
@@ -95,6 +98,7 @@ final class UpstreamConnectionHandler: ChannelInboundHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         isReusable = false
+        failed = true
         delegate?.upstreamFailed(error)
         context.close(promise: nil)
     }
