@@ -37,6 +37,7 @@ struct CallerAuthentication: Sendable {
         case .sessionIDGiven: metrics.tokenRejected(reason: "session_id_given")
         case .refreshTokenGiven: metrics.tokenRejected(reason: "refresh_token_given")
         case .issuerUnavailable: metrics.tokenRejected(reason: "issuer_unavailable")
+        case .tenantNotAllowed: metrics.tokenRejected(reason: "tenant_forbidden")
         }
     }
 }

@@ -111,6 +111,9 @@ extension GatewayError {
             // The provider is down, not the token bad: 503, never 401, so clients keep their token.
             self.init(.serviceUnavailable, "issuer_unavailable", failure.message)
             retryAfter = 5
+        case .tenantNotAllowed:
+            self.init(.forbidden, "tenant_forbidden", failure.message)
+            tokenPresented = true
         }
     }
 

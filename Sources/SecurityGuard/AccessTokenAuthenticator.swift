@@ -14,8 +14,11 @@ public enum AuthenticationFailure: Error, Sendable, Equatable {
     case invalid(TokenValidationError)
     /// It was valid but has been revoked (logout, or its account was disabled).
     case revoked
-    /// Its issuer is trusted but its keys cannot be had now (never fetched, or too old): 503, not 401.
+    /// Its issuer is trusted but its keys cannot be had now (never fetched, too old, or not fetched
+    /// in time for a new kid): 503, not 401.
     case issuerUnavailable(String)
+    /// Valid, but it names a tenant its issuer may not produce: 403.
+    case tenantNotAllowed(String)
 
     /// One sentence a person can act on; never repeats the token.
     public var message: String {
@@ -26,6 +29,7 @@ public enum AuthenticationFailure: Error, Sendable, Equatable {
         case .invalid(let error): "the access token was refused (\(error.reason.rawValue)): \(error.message)"
         case .revoked: "the access token was revoked (logged out, or the account was disabled); log in again"
         case .issuerUnavailable(let why): "the token's issuer cannot be checked right now (\(why)); try again shortly"
+        case .tenantNotAllowed(let why): "the token's tenant is not one its issuer may name: \(why)"
         }
     }
 }
@@ -135,8 +139,11 @@ public struct AccessTokenAuthenticator: Sendable {
         case .caller(let verified):
             caller = verified
         case .awaitingKeys(let issuer):
-            // Joins (or starts, once per cooldown) the issuer's fetch, then checks once more.
-            await trusted?.refreshForUnknownKey(issuer: issuer)
+            // Joins (or starts, once per cooldown) the issuer's fetch, then checks once more; a fetch
+            // that has not ended within its few seconds is the issuer's outage, not the token's fault.
+            guard await trusted?.refreshForUnknownKey(issuer: issuer) ?? true else {
+                throw AuthenticationFailure.issuerUnavailable("the keys of \(issuer) could not be fetched in time")
+            }
             switch try verified(token, fetchedAgain: true) {
             case .caller(let verified): caller = verified
             case .awaitingKeys: throw AuthenticationFailure.invalid(TokenValidationError(.unknownKey, "the issuer publishes no key with the token's kid"))
@@ -185,6 +192,8 @@ public struct AccessTokenAuthenticator: Sendable {
                     throw error
                 case .unavailable(let why):
                     throw AuthenticationFailure.issuerUnavailable(why)
+                case .tenantNotAllowed(let why):
+                    throw AuthenticationFailure.tenantNotAllowed(why)
                 case .keysMayHaveChanged:
                     if fetchedAgain { throw TokenValidationError(.unknownKey, "\(issuer) publishes no key with the token's kid") }
                     return .awaitingKeys(issuer: issuer)

@@ -22,6 +22,8 @@ public enum ExternalVerification: Sendable {
     case refused(TokenValidationError)
     /// The issuer's keys are not at hand (never fetched, or older than `max_stale_seconds`): 503.
     case unavailable(String)
+    /// Valid, but it names a tenant its issuer may not produce (`trust.issuers[N].tenants`): 403.
+    case tenantNotAllowed(String)
     /// The `kid` is not among the keys held, and a fetch now may bring it: call
     /// `TrustedIssuers.refreshForUnknownKey(issuer:)`, then verify once more.
     case keysMayHaveChanged

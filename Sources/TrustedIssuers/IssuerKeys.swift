@@ -56,7 +56,7 @@ final class IssuerKeys: Sendable {
     }
 
     private static func tenantClaim(_ issuer: TrustedIssuer) -> [String] {
-        if case .claim(let name) = issuer.tenant { return [name] }
+        if case .claim(let name, _) = issuer.tenant { return [name] }
         return []
     }
 
@@ -70,9 +70,11 @@ final class IssuerKeys: Sendable {
     /// Checks a parsed token of this issuer with the keys held now; never suspends.
     func verify(_ jws: JWSCompact, claims: JSONObject) -> ExternalVerification {
         let now = clock.now()
-        let (keys, fetchedAt, missFetchAt, fetching, lastError) = state.withLock { ($0.keys, $0.fetchedAt, $0.missFetchAt, $0.inFlight != nil, $0.lastError) }
+        let (keys, fetchedAt, missFetchAt, fetching) = state.withLock { ($0.keys, $0.fetchedAt, $0.missFetchAt, $0.inFlight != nil) }
+        // The public answer names the issuer only; why its keys cannot be had (a URL, an error) goes to
+        // the log and the admin listener's /readyz, never to whoever sent a token naming it.
         guard let fetchedAt else {
-            return .unavailable("the keys of \(issuer.issuer) have not been fetched yet" + (lastError.map { ": \($0)" } ?? ""))
+            return .unavailable("the keys of \(issuer.issuer) have not been fetched yet")
         }
         guard usesSecret || now - fetchedAt <= issuer.maximumStaleness else {
             return .unavailable("the keys of \(issuer.issuer) could not be fetched for \(AccessTokenPolicy.describe(now - fetchedAt))")
@@ -107,9 +109,12 @@ final class IssuerKeys: Sendable {
             let tenantID: String
             switch issuer.tenant {
             case .fixed(let fixed): tenantID = fixed
-            case .claim(let name):
+            case .claim(let name, let tenants):
                 guard let value = claims[name]?.stringValue, Self.isTenantName(value) else {
                     throw TokenValidationError(.invalidClaim, "the claim \"\(name)\" must name a tenant (1-64 letters, digits or . _ @ + -)")
+                }
+                guard tenants.contains(value) else {
+                    return .tenantNotAllowed("\(issuer.issuer) may not name the tenant \"\(value)\" (its tenants are listed in trust.issuers)")
                 }
                 tenantID = value
             }
@@ -137,11 +142,30 @@ final class IssuerKeys: Sendable {
         if let (task, _) = startOrJoinFetch(forUnknownKey: false) { await task.value }
     }
 
+    /// How long a request with an unknown kid waits for the fetch it joined, discovery, JWKS and
+    /// redirects together; past it the request is answered (503) and the fetch goes on alone.
+    static let unknownKeyWait: Duration = .seconds(3)
+
     /// For an unknown kid: joins a running fetch, or starts one if the cooldown allows, and waits
-    /// for it (at most the fetch's own 10 s, as Envoy holds a request for its first JWKS fetch).
-    /// Only requests that arrive while that one fetch runs wait; the cooldown answers the rest at once.
-    func refreshForUnknownKey() async {
-        if let (task, _) = startOrJoinFetch(forUnknownKey: true) { await task.value }
+    /// for it, at most `unknownKeyWait`. Only requests that arrive while that one fetch runs wait;
+    /// the cooldown answers the rest at once.
+    ///
+    /// - Returns: `false` when the wait ended before the fetch did.
+    func refreshForUnknownKey(within wait: Duration = unknownKeyWait) async -> Bool {
+        guard let (task, _) = startOrJoinFetch(forUnknownKey: true) else { return true }
+        // The first of the fetch's end and the deadline resumes the request; the other finds it resumed.
+        let outcome = FirstOutcome()
+        return await withCheckedContinuation { continuation in
+            outcome.install(continuation)
+            Task {
+                await task.value
+                outcome.resume(with: true)
+            }
+            Task {
+                try? await Task.sleep(for: wait)
+                outcome.resume(with: false)
+            }
+        }
     }
 
     /// The running fetch, or a new one (for an unknown kid only once per cooldown), and how many
@@ -214,5 +238,21 @@ final class IssuerKeys: Sendable {
 extension AccessTokenPolicy {
     fileprivate func acceptedAlgorithmsDescription(_ keys: [String: JWSKey]) -> String {
         Set(keys.values.map(\.algorithm.rawValue)).sorted().joined(separator: ", ")
+    }
+}
+
+/// A continuation resumed once, by whichever of its racers comes first.
+private final class FirstOutcome: Sendable {
+    private let continuation = Mutex<CheckedContinuation<Bool, Never>?>(nil)
+
+    func install(_ continuation: CheckedContinuation<Bool, Never>) {
+        self.continuation.withLock { $0 = continuation }
+    }
+
+    func resume(with value: Bool) {
+        continuation.withLock { pending in
+            pending?.resume(returning: value)
+            pending = nil
+        }
     }
 }

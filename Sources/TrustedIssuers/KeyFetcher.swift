@@ -136,11 +136,27 @@ final class KeyFetcher: Sendable {
         return "\(scheme)://\(host):\(url.port ?? (scheme == "https" ? 443 : 80))"
     }
 
-    /// The answer's `max-age`, clamped to 5 minutes..24 hours; an hour without one.
+    /// The answer's `max-age`, clamped to 5 minutes..24 hours; an hour without one, or with one
+    /// that is not delta-seconds.
+    ///
+    /// Delta-seconds are digits only (RFC 9111 §1.2.2): `nan`, `inf`, a sign, a fraction or an
+    /// exponent is not one, and a number too large to hold counts as 2^31 (then 24 hours). Read
+    /// as a `Double`, `max-age=nan` had made the next refresh time NaN, and refreshes stopped.
     static func maximumAge(_ cacheControl: String?) -> Double {
         let directive = cacheControl?.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.first { $0.hasPrefix("max-age=") }
-        let seconds = directive.flatMap { Double($0.dropFirst("max-age=".count)) } ?? 3_600
+        let seconds = directive.flatMap { deltaSeconds($0.dropFirst("max-age=".count)) } ?? 3_600
         return min(max(seconds, 300), 86_400)
+    }
+
+    /// `text` as delta-seconds: one or more ASCII digits; past 2^31, 2^31.
+    static func deltaSeconds(_ text: Substring) -> Double? {
+        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
+        var value = 0
+        for digit in text.utf8 {
+            value = value * 10 + Int(digit - UInt8(ascii: "0"))
+            if value >= 1 << 31 { return Double(1 << 31) }
+        }
+        return Double(value)
     }
 
     private static func describe(_ error: any Error) -> String {

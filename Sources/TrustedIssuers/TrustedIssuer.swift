@@ -21,8 +21,9 @@ public struct TrustedIssuer: Sendable, Equatable {
     /// Which tenant an identity of this issuer belongs to.
     public enum Tenant: Sendable, Equatable {
         case fixed(String)
-        /// The claim naming it; a token without it is refused.
-        case claim(String)
+        /// The claim naming it, and the tenants it may name; a token without it is refused (401),
+        /// one naming another tenant is forbidden (403): no issuer's users can join another's tenant.
+        case claim(String, tenants: Set<String>)
     }
 
     /// The exact `iss`.
@@ -46,7 +47,7 @@ public struct TrustedIssuer: Sendable, Equatable {
 
     /// The keys an entry may set.
     public static let settingNames: Set<String> = [
-        "issuer", "jwks_url", "audiences", "algorithms", "tenant", "tenant_claim", "subject_claim", "secret_file",
+        "issuer", "jwks_url", "audiences", "algorithms", "tenant", "tenant_claim", "tenants", "subject_claim", "secret_file",
         "refresh_cooldown_seconds", "max_stale_seconds", "ca_file", "max_token_lifetime_seconds",
     ]
 
@@ -120,9 +121,20 @@ public struct TrustedIssuer: Sendable, Equatable {
         let tenant: Tenant
         switch (try entry.string("tenant"), try entry.string("tenant_claim")) {
         case (let fixed?, nil): tenant = .fixed(fixed)
-        case (nil, let claim?): tenant = .claim(claim)
+        case (nil, let claim?):
+            guard let tenants = try entry.strings("tenants"), !tenants.isEmpty else {
+                throw entry.problem(
+                    "tenants", "is required with tenant_claim: list the tenants this issuer's tokens may name, so that no issuer's users can name another's tenant")
+            }
+            if let bad = tenants.first(where: { !IssuerKeys.isTenantName($0) }) {
+                throw entry.problem("tenants", "lists \"\(bad)\", which is not a tenant name (1-64 letters, digits or . _ @ + -)")
+            }
+            tenant = .claim(claim, tenants: Set(tenants))
         case (nil, nil): throw entry.problem("tenant", "or tenant_claim is required: the tenant this issuer's users belong to, or the claim naming it")
         case (_?, _?): throw entry.problem("tenant_claim", "and tenant cannot both be set")
+        }
+        if case .fixed = tenant, try entry.strings("tenants") != nil {
+            throw entry.problem("tenants", "goes with tenant_claim only; with a fixed tenant there is nothing to choose from")
         }
         self.init(issuer: issuer, keySource: source, audiences: audiences, algorithms: algorithms, tenant: tenant)
         if let claim = try entry.string("subject_claim") { subjectClaim = claim }

@@ -56,9 +56,19 @@ public final class TrustedIssuers: Service, Sendable {
         return keys.verify(jws, claims: claims)
     }
 
-    /// After `.keysMayHaveChanged`: joins the issuer's running fetch, or starts one if its cooldown allows.
-    public func refreshForUnknownKey(issuer: String) async {
-        await byIssuer[issuer]?.refreshForUnknownKey()
+    /// After `.keysMayHaveChanged`: joins the issuer's running fetch, or starts one if its cooldown
+    /// allows, and waits for it a few seconds at most (`IssuerKeys.unknownKeyWait`).
+    ///
+    /// - Returns: `false` when the fetch had not ended by then (the caller answers 503 `issuer_unavailable`).
+    public func refreshForUnknownKey(issuer: String) async -> Bool {
+        guard let keys = byIssuer[issuer] else { return true }
+        let fetched = await keys.refreshForUnknownKey()
+        if !fetched {
+            logger.warning(
+                "a trusted issuer's keys were not fetched in time for a token with a new kid; it was answered 503",
+                metadata: ["issuer": "\(issuer)", "waited_seconds": "\(IssuerKeys.unknownKeyWait.components.seconds)"])
+        }
+        return fetched
     }
 
     /// Fetches every issuer's keys now (concurrently), waiting for all.

@@ -316,6 +316,8 @@ extension TokenVerifyCommand {
             return try report(.refused(TokenValidationError(.unknownKey, "the provider publishes no key with the token's kid")), clock: clock)
         case .unavailable(let why):
             throw CLIError("cannot check the token: \(why)")
+        case .tenantNotAllowed(let why):
+            return try report(.refused(TokenValidationError(.invalidClaim, why)), clock: clock)
         }
     }
 }

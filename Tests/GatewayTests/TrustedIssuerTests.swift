@@ -4,7 +4,7 @@ import Gateway
 import JOSE
 import PortcullisTestSupport
 import Testing
-import TrustedIssuers
+@testable import TrustedIssuers
 
 /// Trusted issuers (issue 21): a provider's access token is a credential like the
 /// gateway's own, checked with that provider's keys only, fetched off the hot path.
@@ -218,7 +218,8 @@ struct TrustedIssuerTests {
         // An unknown kid asks for a fetch; it fails, and a token with the known key still works.
         let unknown = try provider.token(header: ["kid": "rotated"])
         let refused = try await fixture.send(.GET, "/api/session/\(try await fixture.createAnonymousSession())", bearer: unknown)
-        #expect(refused.status == 401)
+        // A slow JWKS holds the request for the few seconds of the unknown-kid wait, then 503: the provider's fault.
+        #expect(refused.status == (mode == .slow ? 503 : 401), "\(refused.raw)")
         for _ in 0..<300 where trusted.statuses.first?.lastError == nil { try await Task.sleep(for: .milliseconds(50)) }
         let error = try #require(trusted.statuses.first?.lastError)
         switch mode {
@@ -227,6 +228,77 @@ struct TrustedIssuerTests {
         default: #expect(error.contains("did not answer within"), "\(error)")
         }
         #expect(try await fixture.send(.GET, "/api/session/\(try await fixture.createAnonymousSession())", bearer: try provider.token()).status == 200)
+        try await fixture.stop()
+        try await provider.stop()
+    }
+}
+
+@Suite("Trusted issuers: what a provider's outage and its tokens cannot do")
+struct TrustedIssuerHardeningTests {
+    @Test("a Cache-Control max-age is delta-seconds (digits only): nan, inf, a sign, a fraction or an exponent is the default hour; 20 digits is the 24-hour ceiling")
+    func maximumAgeIsDeltaSeconds() {
+        let cases: [(String?, Double)] = [
+            ("max-age=600", 600), ("public, MAX-AGE=7200", 7_200), ("max-age=1", 300), (nil, 3_600), ("no-store", 3_600),
+            ("max-age=nan", 3_600), ("max-age=NaN", 3_600), ("max-age=inf", 3_600), ("max-age=infinity", 3_600), ("max-age=-600", 3_600),
+            ("max-age=+600", 3_600), ("max-age=600.5", 3_600), ("max-age=6e2", 3_600), ("max-age=0x258", 3_600), ("max-age=", 3_600),
+            ("max-age=\"600\"", 3_600), ("max-age=99999999999999999999", 86_400),
+        ]
+        for (header, seconds) in cases {
+            let age = KeyFetcher.maximumAge(header)
+            #expect(age == seconds, "\(header ?? "none"): \(age)")
+        }
+    }
+
+    @Test("the 503 issuer_unavailable names the issuer only: the provider's URL and fetch error stay in the log and the admin listener's readiness")
+    func unavailableBodyHasNoDetail() async throws {
+        let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "a")])
+        provider.set(.down)
+        let fixture = try await GatewayFixture { $0.trust = TrustConfiguration(issuers: [provider.trust()]) }
+        let trusted = try #require(fixture.server.services.trustedIssuers)
+        for _ in 0..<200 where trusted.statuses.first?.lastError == nil { try await Task.sleep(for: .milliseconds(25)) }
+        // An unsigned token (any signature) naming the issuer is enough to ask.
+        let forged = try provider.token(key: try JWSKey.generate(algorithm: .es256, kid: "a"))
+        let answer = try await fixture.send(.GET, "/api/session/ses_AAAAAAAAAAAAAAAAAAAAAA", bearer: forged)
+        #expect(answer.status == 503 && answer.error == "issuer_unavailable", "\(answer.raw)")
+        #expect(answer.raw.contains(provider.issuer))
+        for detail in ["/certs", "openid-configuration", "answered 503", "cannot be reached"] {
+            #expect(!answer.raw.contains(detail), "\(detail) in \(answer.raw)")
+        }
+        #expect(trusted.statuses.first?.lastError?.contains("answered 503") == true)
+        let readiness = try await Answer.request(.GET, "http://127.0.0.1:\(fixture.adminPort)/readyz")
+        #expect(readiness.raw.contains("answered 503"), "\(readiness.raw)")
+        try await fixture.stop()
+        try await provider.stop()
+    }
+
+    @Test("a token with an unknown kid waits a few seconds at most for the provider's keys (discovery and JWKS together): a JWKS that hangs is 503 issuer_unavailable after them, not a request held for the fetch's own timeouts")
+    func unknownKeyWaitIsBounded() async throws {
+        let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "a")])
+        let fixture = try await TrustedIssuerTests.gateway([provider])
+        let session = try await fixture.createAnonymousSession()
+        provider.set(.slow)  // the JWKS answers after 15 s
+        let started = ContinuousClock.now
+        let answer = try await fixture.send(.GET, "/api/session/\(session)", bearer: try provider.token(key: try JWSKey.generate(algorithm: .es256, kid: "new")))
+        let waited = ContinuousClock.now - started
+        #expect(answer.status == 503 && answer.error == "issuer_unavailable", "\(answer.raw)")
+        #expect(waited >= .seconds(2.5) && waited < .seconds(TimeBounds.seconds(6)), "answered after \(waited)")
+        #expect(await fixture.log.lines(containing: "not fetched in time").count == 1)
+        try await fixture.stop()
+        try await provider.stop()
+    }
+
+    @Test("an issuer's tenant_claim may name only the tenants listed beside it: another tenant (one another issuer maps to) is 403 tenant_forbidden; a listed one works")
+    func tenantClaimIsTiedToItsIssuer() async throws {
+        let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "a")])
+        var entry = provider.trust()
+        entry.tenant = .claim("org", tenants: ["globex"])
+        let fixture = try await TrustedIssuerTests.gateway([provider], entries: [entry])
+        let session = try await fixture.createAnonymousSession()
+        let foreign = try await fixture.send(.GET, "/api/session/\(session)", bearer: try provider.token(claims: ["org": "acme"]))
+        #expect(foreign.status == 403 && foreign.error == "tenant_forbidden", "\(foreign.raw)")
+        let own = try await fixture.send(.PATCH, "/api/session/\(session)/upgrade", bearer: try provider.token(claims: ["org": "globex"]), body: "{}")
+        #expect(own.status == 200, "\(own.raw)")
+        #expect(own["tenant_id"] == "globex")
         try await fixture.stop()
         try await provider.stop()
     }

@@ -155,6 +155,11 @@ struct TrustConfigurationTests {
             ("- issuer: https://idp.example.com\n      audiences: [a]\n      tenant: t\n    - issuer: https://idp.example.com\n      audiences: [a]\n      tenant: t", "trust.issuers[1].issuer"),
             ("- issuer: http://127.0.0.1:8080\n      audiences: [a]\n      tenant: t", "trust.issuers[0].issuer"),
             ("- just-a-string", "trust.issuers[0]"),
+            // A tenant_claim names the tenants it may produce; tenants go with tenant_claim only.
+            ("- issuer: https://idp.example.com\n      audiences: [a]\n      tenant_claim: org", "trust.issuers[0].tenants"),
+            ("- issuer: https://idp.example.com\n      audiences: [a]\n      tenant_claim: org\n      tenants: []", "trust.issuers[0].tenants"),
+            ("- issuer: https://idp.example.com\n      audiences: [a]\n      tenant_claim: org\n      tenants: [a b]", "trust.issuers[0].tenants"),
+            ("- issuer: https://idp.example.com\n      audiences: [a]\n      tenant: t\n      tenants: [t]", "trust.issuers[0].tenants"),
         ])
     func badEntries(_ pair: (String, String)) async throws {
         // The shape of the list is checked as the file is loaded; each entry's settings as the section is read.
@@ -169,8 +174,9 @@ struct TrustConfigurationTests {
 
     @Test("loopback issuers may use plain http (for tests on one machine); nothing else may")
     func loopbackHTTP() async throws {
-        let values = try await Self.load("trust:\n  issuers:\n    - issuer: http://127.0.0.1:9000/realms/x\n      audiences: [a]\n      tenant_claim: org\n")
+        let values = try await Self.load(
+            "trust:\n  issuers:\n    - issuer: http://127.0.0.1:9000/realms/x\n      audiences: [a]\n      tenant_claim: org\n      tenants: [acme, globex]\n")
         let trust = try TrustConfiguration(reading: values, gatewayIssuer: "http://127.0.0.1:8080")
-        #expect(trust.issuers.first?.tenant == .claim("org"))
+        #expect(trust.issuers.first?.tenant == .claim("org", tenants: ["acme", "globex"]))
     }
 }

@@ -10,7 +10,7 @@ import TrustedIssuers
 /// gateway ready: only its own users are refused. The public listener never
 /// says where a dependency is; the admin listener (`detailed`) adds each
 /// failure in the dependency's own words (the database's address, say) and how
-/// long it has lasted.
+/// long it has lasted, and each trusted issuer's last fetch error (`issuer_errors`).
 struct Readiness: Sendable {
     let monitor: DependencyMonitor
     let trustedIssuers: TrustedIssuers?
@@ -35,10 +35,14 @@ struct Readiness: Sendable {
         }
         if let trustedIssuers {
             var issuers = JSONObject()
+            var errors = JSONObject()
             for status in trustedIssuers.statuses {
                 issuers[status.issuer] = .string(status.usable ? "ok" : "unavailable")
+                // Why a provider's keys cannot be fetched (its URL, the error) is the operator's to read, here only.
+                if detailed, let error = status.lastError { errors[status.issuer] = .string(error) }
             }
             checks["issuers"] = .object(issuers)
+            if detailed, !errors.members.isEmpty { checks["issuer_errors"] = .object(errors) }
         }
         if down.isEmpty { return JSONBody.response(["status": "ready", "checks": .object(checks)]) }
         let message =
