@@ -1,3 +1,4 @@
+import Foundation
 import Hummingbird
 import HummingbirdCore
 import HummingbirdTLS
@@ -84,6 +85,12 @@ public enum GatewayServer {
             chain = try NIOSSLCertificate.fromPEMFile(files.certificatePath)
         } catch {
             throw GatewayStartupError("gateway.tls.certificate_path: cannot read a PEM certificate chain from \(files.certificatePath)")
+        }
+        // A private key others can read is refused, as keys/ and a trusted issuer's secret_file are.
+        let mode = (try? FileManager.default.attributesOfItem(atPath: files.privateKeyPath)[.posixPermissions] as? Int) ?? 0
+        guard mode & 0o077 == 0 else {
+            throw GatewayStartupError(
+                "gateway.tls.private_key_path: \(files.privateKeyPath) can be read by other users (mode \(String(mode, radix: 8))); run chmod 600 \(files.privateKeyPath)")
         }
         do {
             key = try NIOSSLPrivateKey(file: files.privateKeyPath, format: .pem)
