@@ -86,7 +86,7 @@ public enum GatewayServer {
         } catch {
             throw GatewayStartupError("gateway.tls.certificate_path: cannot read a PEM certificate chain from \(files.certificatePath)")
         }
-        // A private key others can read is refused, as keys/ and a trusted issuer's secret_file are.
+        // A private key others can read is refused, as `keys import` and a trusted issuer's secret_file refuse one.
         let mode = (try? FileManager.default.attributesOfItem(atPath: files.privateKeyPath)[.posixPermissions] as? Int) ?? 0
         guard mode & 0o077 == 0 else {
             throw GatewayStartupError(
