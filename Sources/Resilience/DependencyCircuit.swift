@@ -59,12 +59,50 @@ public final class DependencyCircuit: Sendable {
     }
 
     private let state: Mutex<Snapshot>
+    /// Callers in `untilOpen()`, by ticket: `nil` until the caller waits (issued, not yet waiting).
+    private let watchers = Mutex<(tickets: [Int: CheckedContinuation<String?, Never>?], next: Int)>(([:], 0))
 
     public init(name: String, maximumWaiters: Int = 1_000) {
         self.name = name
         self.maximumWaiters = max(1, maximumWaiters)
         state = Mutex(Snapshot(isOpen: false, detail: nil, openedAt: nil, waiters: 0, refusedFast: 0))
     }
+
+    /// Returns when the circuit opens, with the failure's detail (at once if it is open), or `nil`
+    /// when the waiting task is cancelled.
+    ///
+    /// A call in flight races its own work against this, so that when any call (or a check) finds
+    /// the dependency down, every call still waiting on it is answered then, not at its own timeout.
+    public func untilOpen() async -> String? {
+        if let detail = openDetail { return detail }
+        let ticket = watchers.withLock { watchers in
+            watchers.next += 1
+            watchers.tickets[watchers.next] = .some(nil)
+            return watchers.next
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<String?, Never>) in
+                let early: String?? = watchers.withLock { watchers in
+                    // Cancelled before it waited: its ticket is gone.
+                    guard watchers.tickets[ticket] != nil else { return .some(nil) }
+                    // Opened between the check above and now: answered at once.
+                    if let detail = openDetail {
+                        watchers.tickets[ticket] = nil
+                        return .some(detail)
+                    }
+                    watchers.tickets[ticket] = .some(continuation)
+                    return nil
+                }
+                if let early { continuation.resume(returning: early) }
+            }
+        } onCancel: {
+            let waiting = watchers.withLock { $0.tickets.removeValue(forKey: ticket) }
+            waiting??.resume(returning: nil)
+        }
+    }
+
+    /// The failure's detail while the circuit is open.
+    private var openDetail: String? { state.withLock { $0.isOpen ? ($0.detail ?? "") : nil } }
 
     public var snapshot: Snapshot { state.withLock { $0 } }
 
@@ -95,13 +133,26 @@ public final class DependencyCircuit: Sendable {
     /// Returns whether it was closed before (the moment to log the outage once).
     @discardableResult
     public func recordOutage(_ detail: String) -> Bool {
-        state.withLock { state in
-            let wasClosed = !state.isOpen
-            state.isOpen = true
-            state.detail = detail
-            if wasClosed { state.openedAt = .now }
-            return wasClosed
+        // The waiters are taken under the same lock order as `untilOpen` (watchers, then state).
+        let (wasClosed, waiting) = watchers.withLock { watchers in
+            let wasClosed = state.withLock { state in
+                let wasClosed = !state.isOpen
+                state.isOpen = true
+                state.detail = detail
+                if wasClosed { state.openedAt = .now }
+                return wasClosed
+            }
+            // Those waiting are answered; those issued but not yet waiting find the circuit open when they do.
+            var waiting: [CheckedContinuation<String?, Never>] = []
+            for (ticket, continuation) in watchers.tickets {
+                guard let continuation else { continue }
+                waiting.append(continuation)
+                watchers.tickets[ticket] = nil
+            }
+            return (wasClosed, waiting)
         }
+        for continuation in waiting { continuation.resume(returning: detail) }
+        return wasClosed
     }
 
     /// The dependency answered: the circuit closes. Returns whether it was open before.

@@ -44,4 +44,23 @@ struct DependencyCircuitTests {
         #expect(DependencyCircuit.Refusal(dependency: "store", reason: .open, retryAfter: 5).message.contains("the store is down"))
         #expect(DependencyCircuit.Refusal(dependency: "runtime", reason: .busy, retryAfter: 1).message.contains("too many requests are waiting on the runtime"))
     }
+
+    @Test("calls waiting on a dependency are answered when its circuit opens (every waiter, with the detail); a waiter cancelled first gets nothing; an open circuit answers at once")
+    func waitersAreAnsweredWhenItOpens() async throws {
+        let circuit = DependencyCircuit(name: "store")
+        let waiters = (0..<20).map { _ in Task { await circuit.untilOpen() } }
+        let cancelled = Task { await circuit.untilOpen() }
+        try await Task.sleep(for: .milliseconds(50))
+        cancelled.cancel()
+        #expect(await cancelled.value == nil)
+        circuit.recordOutage("PostgreSQL at db:5432 cannot be reached")
+        for waiter in waiters { #expect(await waiter.value == "PostgreSQL at db:5432 cannot be reached") }
+        #expect(await circuit.untilOpen() == "PostgreSQL at db:5432 cannot be reached")
+        // Closed again: a new waiter waits for the next outage, not the last one.
+        circuit.recordRecovery()
+        let next = Task { await circuit.untilOpen() }
+        try await Task.sleep(for: .milliseconds(50))
+        circuit.recordOutage("again")
+        #expect(await next.value == "again")
+    }
 }

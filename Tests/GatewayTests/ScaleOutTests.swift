@@ -379,6 +379,76 @@ struct PostgresFaultTests {
         try await upstream.stop()
     }
 
+    @Test("the gateway and the Runtime as separate processes on PostgreSQL: once PostgreSQL refuses connections, every session read and login is answered 503 JSON within a second (never 504), from the first request on, and both serve again when it returns")
+    func separateProcessesAnswerWithinASecond() async throws {
+        let server = try TestPostgres()
+        defer { server.stop() }
+        let database = try await server.createDatabase()
+        let directory = NSTemporaryDirectory() + "portcullis-split-outage-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        _ = try KeyDirectory(path: directory + "/keys").generate(algorithm: .es256)
+        let (gatewayPort, runtimePort) = (try TestPostgres.freePort(), try TestPostgres.freePort())
+        let issuer = "http://portcullis.test"
+        // The defaults for the timeouts (5 s connect, 1 s query): what an operator runs.
+        let common = ["STORAGE_POSTGRES_URL": database, "LOGGING_LEVEL": "warning"]
+        let runtime = try PortcullisProcess(
+            ["runtime", "--host", "127.0.0.1", "--port", "\(runtimePort)", "--issuer", issuer], directory: directory, environment: common, name: "runtime")
+        defer { runtime.terminate() }
+        let gateway = try PortcullisProcess(
+            ["gateway"], directory: directory,
+            environment: common.merging([
+                "GATEWAY_PORT": "\(gatewayPort)", "GATEWAY_ISSUER": issuer, "ADMIN_ENABLED": "false", "RUNTIME_URL": "http://127.0.0.1:\(runtimePort)",
+                // Every login here is asked of the store, not stopped by the login limits first.
+                "RATE_LIMITS_LOGIN_PER_CLIENT_PER_MINUTE": "100000", "RATE_LIMITS_LOGIN_PER_CLIENT_BURST": "100000",
+                "RATE_LIMITS_LOGIN_PER_USERNAME_PER_MINUTE": "100000", "RATE_LIMITS_LOGIN_PER_USERNAME_BURST": "100000",
+            ]) { $1 },
+            name: "gateway")
+        defer { gateway.terminate() }
+        let base = "http://127.0.0.1:\(gatewayPort)"
+        try await gateway.waitUntilReady(base + "/readyz")
+        try await Self.addUser("alice", directory: directory, database: database)
+        let client = ScaleOutClient()
+        let created = try await client.send(.POST, base + "/api/session/create-anonymous")
+        let session = try #require(created["session_id"], "\(created.raw)")
+        #expect(try await client.send(.GET, base + "/api/session/\(session)").status == 200)
+
+        server.stop()
+        // From the first request after PostgreSQL went away: reads through the Runtime's store, logins through the gateway's.
+        var answers: [(what: String, status: Int, error: String?, seconds: Double)] = []
+        let outage = ContinuousClock.now
+        while ContinuousClock.now - outage < .seconds(4) {
+            for (what, method, path, body) in [
+                ("session read", HTTPMethod.GET, "/api/session/\(session)", nil as JSONValue?),
+                ("login", .POST, "/api/auth/login", ["username": "alice", "password": "correct horse battery"]),
+            ] {
+                let asked = ContinuousClock.now
+                let answer = try await client.send(method, base + path, body)
+                answers.append((what, answer.status, answer.error, ScaleOutTests.seconds(since: asked)))
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let slowest = answers.map(\.seconds).max() ?? 0
+        if ProcessInfo.processInfo.environment["PORTCULLIS_REPORT"] != nil {
+            print("split outage: \(answers.count) answers in 4 s, slowest \(slowest) s, statuses \(Set(answers.map(\.status)).sorted())")
+        }
+        for answer in answers {
+            #expect(answer.seconds < TimeBounds.seconds(1), "a \(answer.what) took \(answer.seconds) s")
+            #expect(answer.status == 503, "a \(answer.what) was \(answer.status) \(answer.error ?? "")")
+            #expect(answer.error != nil, "a \(answer.what)'s 503 has no JSON error code")
+        }
+        #expect(answers.count >= 8)
+
+        try server.start()
+        var back = 0
+        let returned = ContinuousClock.now
+        while back != 200, ScaleOutTests.seconds(since: returned) < TimeBounds.seconds(10) {
+            back = (try? await client.send(.GET, base + "/api/session/\(session)"))?.status ?? 0
+            if back != 200 { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(back == 200, "the session is read again once PostgreSQL is back")
+    }
+
     @Test("PostgreSQL (the gateway's store) stopped while an agent socket is open and the Runtime's own store is up: the socket stays open and its intents are answered through the outage; a new login is 503 store_unavailable")
     func agentSocketThroughDatabaseOutage() async throws {
         let server = try TestPostgres()

@@ -23,6 +23,14 @@ import Synchronization
 /// instead of waiting out its timeout. When the probe succeeds the pool is
 /// replaced by a fresh one, so no connection waits out a reconnect backoff
 /// grown during the outage.
+///
+/// The pool does not fail the calls waiting for a connection when its connects
+/// are refused (it backs off and tries again), so a call still waiting after
+/// `reachabilityCheckDelay` asks, once for all of them, whether the database
+/// takes a connection of its own (`checkReachable`): a refused (or timed-out)
+/// connect opens the circuit, and every call waiting is answered then
+/// (`DependencyCircuit.untilOpen`), within a second of the database going away
+/// rather than at the connect and query timeouts.
 public final class PostgresStateSurface: Sendable {
     public let settings: PostgresSettings
     /// Open while the database is known unreachable (readiness and metrics read it).
@@ -36,6 +44,12 @@ public final class PostgresStateSurface: Sendable {
     /// Whether a probe's connection attempt is under way (one at a time: two that succeed
     /// together would each replace the pool, the second failing what the first had begun).
     private let probeInFlight = Mutex(false)
+    /// The reachability check: whether one is under way, and when the last began (one per `reachabilityCheckInterval`).
+    private let reachability = Mutex<(inFlight: Bool, startedAt: ContinuousClock.Instant?)>((false, nil))
+    /// How long a call waits on the pool before a reachability check is asked for.
+    static let reachabilityCheckDelay: Duration = .milliseconds(250)
+    /// The least time between two reachability checks.
+    static let reachabilityCheckInterval: Duration = .milliseconds(500)
     /// The store's one LISTEN, shared by every `accessChangeSignals()` stream.
     let changeListener: PostgresChangeListener
     private let listenerConfiguration: PostgresConnection.Configuration
@@ -231,32 +245,57 @@ public final class PostgresStateSurface: Sendable {
     /// once while the circuit is open (`DependencyCircuit.Refusal`), and opening it when the database
     /// cannot be reached. A `probe` goes to the database whatever the circuit says.
     private func bounded<T: Sendable>(within seconds: Double? = nil, probe: Bool = false, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
-        guard !probe else { return try await mapped(within: seconds, body) }
+        guard !probe else { return try await mapped(within: seconds, watching: false, body) }
         try circuit.enter()
         defer { circuit.leave() }
         do {
-            return try await mapped(within: seconds, body)
+            return try await mapped(within: seconds, watching: true, body)
         } catch let error as StateSurfaceError where error.isOutage {
             opened(by: error)
             throw error
         }
     }
 
-    private func mapped<T: Sendable>(within seconds: Double?, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    /// How a call's race ended.
+    private enum Outcome<T: Sendable>: Sendable {
+        case value(T)
+        case deadline
+        /// The circuit opened (this call's own failure, another's, or a reachability check).
+        case outage(String)
+        /// The watcher was cancelled: the call ended another way.
+        case unwatched
+    }
+
+    /// `body` raced against the deadline and, when `watching`, against the circuit opening (after
+    /// `reachabilityCheckDelay`, a reachability check is asked for); errors made `StateSurfaceError`.
+    private func mapped<T: Sendable>(within seconds: Double?, watching: Bool, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
         let deadline = seconds ?? self.deadline
         do {
-            return try await withThrowingTaskGroup(of: T?.self) { group in
-                group.addTask { try await body() }
+            return try await withThrowingTaskGroup(of: Outcome<T>.self) { group in
+                group.addTask { .value(try await body()) }
                 group.addTask {
                     try await Task.sleep(for: .milliseconds(Int64(deadline * 1000)))
-                    return nil
+                    return .deadline
+                }
+                if watching {
+                    group.addTask { [self] in
+                        if (try? await Task.sleep(for: Self.reachabilityCheckDelay)) != nil { checkReachable() }
+                        guard let detail = await circuit.untilOpen() else { return .unwatched }
+                        return .outage(detail)
+                    }
                 }
                 defer { group.cancelAll() }
-                guard let first = try await group.next(), let value = first else {
-                    throw StateSurfaceError(
-                        .unavailable, "PostgreSQL at \(name) did not answer within \(Int(deadline)) s; check that it runs and is reachable", isOutage: true)
+                while let outcome = try await group.next() {
+                    switch outcome {
+                    case .value(let value): return value
+                    case .deadline:
+                        throw StateSurfaceError(
+                            .unavailable, "PostgreSQL at \(name) did not answer within \(Int(deadline)) s; check that it runs and is reachable", isOutage: true)
+                    case .outage(let detail): throw StateSurfaceError(.unavailable, detail, isOutage: true)
+                    case .unwatched: continue
+                    }
                 }
-                return value
+                throw CancellationError()
             }
         } catch let error as StateSurfaceError {
             throw error
@@ -275,6 +314,31 @@ public final class PostgresStateSurface: Sendable {
         } catch {
             throw StateSurfaceError(
                 .unavailable, "PostgreSQL at \(name) cannot be reached (\(type(of: error))); check that it runs and is reachable", isOutage: true)
+        }
+    }
+
+    /// Asks, once for every call waiting on the pool, whether the database takes a connection at
+    /// all: a connection of its own (as the probe's), at most one at a time and one per
+    /// `reachabilityCheckInterval`. A connect refused or timed out opens the circuit; a database
+    /// that answers (busy, not down) changes nothing.
+    private func checkReachable() {
+        guard !circuit.isOpen, !isShutDown.withLock({ $0 }) else { return }
+        let now = ContinuousClock.now
+        guard reachability.withLock({ check in
+            guard !check.inFlight, check.startedAt.map({ now - $0 >= Self.reachabilityCheckInterval }) ?? true else { return false }
+            check = (true, now)
+            return true
+        }) else { return }
+        Task { [self] in
+            defer { reachability.withLock { $0.inFlight = false } }
+            do {
+                try await mapped(within: settings.connectTimeout + 1, watching: false) { [listenerConfiguration, logger] in
+                    let connection = try await PostgresConnection.connect(configuration: listenerConfiguration, id: 0, logger: logger)
+                    try? await connection.close()
+                }
+            } catch let error as StateSurfaceError where error.isOutage {
+                opened(by: error)
+            } catch {}
         }
     }
 
