@@ -109,18 +109,37 @@ enum HeaderScreen {
     /// token other than `keep-alive` and `close`.
     static func insertListed<Bytes: BidirectionalCollection<UInt8>>(_ value: Bytes, into listed: inout Set<String>)
     where Bytes.SubSequence == Bytes {
-        // Comma-separated tokens, each trimmed of spaces and tabs.
+        forEachListToken(value) { token in
+            if !equalsLowercased(token, "keep-alive"), !equalsLowercased(token, "close") {
+                listed.insert(folded(String(decoding: token, as: UTF8.self)))
+            }
+            return true
+        }
+    }
+
+    /// Each comma-separated token of a field value (RFC 9110 §5.6.1), trimmed of spaces and tabs,
+    /// empty ones passed over, until `body` returns `false`.
+    static func forEachListToken<Bytes: BidirectionalCollection<UInt8>>(_ value: Bytes, _ body: (Bytes) -> Bool) where Bytes.SubSequence == Bytes {
         var rest = value
         while !rest.isEmpty {
             let comma = rest.firstIndex(of: UInt8(ascii: ",")) ?? rest.endIndex
             var token = rest[..<comma]
             while let first = token.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") { token = token.dropFirst() }
             while let last = token.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") { token = token.dropLast() }
-            if !token.isEmpty, !equalsLowercased(token, "keep-alive"), !equalsLowercased(token, "close") {
-                listed.insert(folded(String(decoding: token, as: UTF8.self)))
-            }
+            if !token.isEmpty, !body(token) { return }
             rest = comma == rest.endIndex ? rest[comma...] : rest[rest.index(after: comma)...]
         }
+    }
+
+    /// Whether a comma-separated field value lists `lowercased` (in any case), or `*` when `orStar`.
+    static func listsToken<Bytes: BidirectionalCollection<UInt8>>(_ value: Bytes, _ lowercased: StaticString, orStar: Bool = false) -> Bool
+    where Bytes.SubSequence == Bytes {
+        var found = false
+        forEachListToken(value) { token in
+            found = equalsLowercased(token, lowercased) || (orStar && token.count == 1 && token.first == UInt8(ascii: "*"))
+            return !found
+        }
+        return found
     }
 
     /// Whether `bytes`, lower-cased (ASCII), are `lowercased`.
@@ -145,18 +164,4 @@ enum HeaderScreen {
         return connectionListed.isEmpty || !connectionListed.contains(folded(response.nameString(of: field)))
     }
 
-    /// Whether a comma-separated field value lists `lowercased` (in any case) or `*`.
-    static func listsTokenOrStar<Bytes: BidirectionalCollection<UInt8>>(_ value: Bytes, _ lowercased: StaticString) -> Bool
-    where Bytes.SubSequence == Bytes {
-        var rest = value
-        while !rest.isEmpty {
-            let comma = rest.firstIndex(of: UInt8(ascii: ",")) ?? rest.endIndex
-            var token = rest[..<comma]
-            while let first = token.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") { token = token.dropFirst() }
-            while let last = token.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") { token = token.dropLast() }
-            if equalsLowercased(token, lowercased) || (token.count == 1 && token.first == UInt8(ascii: "*")) { return true }
-            rest = comma == rest.endIndex ? rest[comma...] : rest[rest.index(after: comma)...]
-        }
-        return false
-    }
 }

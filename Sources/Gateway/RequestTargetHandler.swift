@@ -158,7 +158,7 @@ final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannelHandler 
             case 4 where HeaderScreen.equalsLowercased(header.name.utf8, "host"): hosts += 1
             case 17 where HeaderScreen.equalsLowercased(header.name.utf8, "transfer-encoding"): codings.append(header.value)
             case 16 where HeaderScreen.equalsLowercased(header.name.utf8, "proxy-connection"):
-                proxyConnectionClose = proxyConnectionClose || Self.listsClose(header.value)
+                proxyConnectionClose = proxyConnectionClose || HeaderScreen.listsToken(header.value.utf8[...], "close")
             default: break
             }
         }
@@ -197,13 +197,6 @@ final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannelHandler 
         guard let start = rest.firstIndex(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }) else { return "/" }
         let tail = target[start...]
         return tail.utf8.first == UInt8(ascii: "/") ? tail : Substring("/" + tail)
-    }
-
-    /// Whether a comma-separated field value lists the token `close` (in any case).
-    static func listsClose(_ value: String) -> Bool {
-        value.split(separator: ",").contains { token in
-            HeaderScreen.equalsLowercased(token.trimmingWhitespace.utf8, "close")
-        }
     }
 
     /// Exactly one coding, `chunked` (in any case, with optional whitespace).

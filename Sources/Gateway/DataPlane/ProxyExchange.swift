@@ -334,7 +334,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         for field in response.fields where HeaderScreen.isReturnable(response, field, connectionListed: listed) {
             // Set, not added: an upstream's own CORS answer gives way to the gateway's (its request id is an identity field).
             if origin != nil && response.name(of: field, is: "access-control-allow-origin") { continue }
-            if origin != nil, response.name(of: field, is: "vary"), HeaderScreen.listsTokenOrStar(response.bytes[field.value], "origin") {
+            if origin != nil, response.name(of: field, is: "vary"), HeaderScreen.listsToken(response.bytes[field.value], "origin", orStar: true) {
                 varyCoversOrigin = true
             }
             out.writeBytes(response.bytes[field.name])
