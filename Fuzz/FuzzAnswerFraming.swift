@@ -42,50 +42,7 @@ func problem(with sequence: MixedSequence) -> String? {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
     }
     guard connected == 0 else { fatalError("cannot connect to the gateway on 127.0.0.1:\(port)") }
-    func send(_ text: String) {
-        _ = text.utf8CString.withUnsafeBufferPointer { Glibc.send(descriptor, $0.baseAddress, $0.count - 1, Int32(MSG_NOSIGNAL)) }
-    }
-    func readSome() -> [UInt8] {
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        let count = read(descriptor, &buffer, buffer.count)
-        return count > 0 ? Array(buffer[0..<count]) : []
-    }
-    let texts = sequence.requests.map { $0.bytes(token: token) } + [sequence.ending.bytes]
-    var bytes: [UInt8] = []
-    var answers: [StrictAnswerReader.Answer] = []
-    do throws(StrictAnswerReader.Failure) {
-        if sequence.pipelined {
-            send(texts.joined())
-            while case let more = readSome(), !more.isEmpty { bytes += more }
-            answers = try StrictAnswerReader.readAll(bytes, methods: sequence.methods)
-        } else {
-            var position = 0
-            for (index, text) in texts.enumerated() {
-                send(text)
-                while true {
-                    if let (answer, next) = try StrictAnswerReader.read(bytes, at: position, method: sequence.methods[index], closed: false) {
-                        answers.append(answer)
-                        position = next
-                        break
-                    }
-                    let more = readSome()
-                    if more.isEmpty {
-                        if let (answer, next) = try StrictAnswerReader.read(bytes, at: position, method: sequence.methods[index], closed: true) {
-                            answers.append(answer)
-                            position = next
-                        }
-                        break
-                    }
-                    bytes += more
-                }
-            }
-            while case let more = readSome(), !more.isEmpty { bytes += more }
-            if position < bytes.count { return "\(bytes.count - position) stray bytes after the last answer" }
-        }
-    } catch {
-        return "\(error) (answers so far: \(answers.map(\.status)))"
-    }
-    return sequence.problem(with: answers)
+    return sequence.problem(sentOn: descriptor, token: token)
 }
 
 @_cdecl("LLVMFuzzerTestOneInput")

@@ -152,3 +152,54 @@ public struct SeededGenerator: RandomNumberGenerator, Sendable {
         return z ^ (z >> 31)
     }
 }
+
+#if canImport(Glibc)
+import Glibc
+
+extension MixedSequence {
+    /// Sends the sequence on a connected socket (its receive timeout set by the caller) as
+    /// `pipelined` says, reads every answer strictly until the peer closes, and checks them:
+    /// the first problem, or `nil`. `token` is a valid access token for the relayed kinds.
+    public func problem(sentOn descriptor: Int32, token: String) -> String? {
+        func send(_ text: String) {
+            _ = text.utf8CString.withUnsafeBufferPointer { Glibc.send(descriptor, $0.baseAddress, $0.count - 1, Int32(MSG_NOSIGNAL)) }
+        }
+        func readSome() -> [UInt8] {
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            let count = read(descriptor, &buffer, buffer.count)
+            return count > 0 ? Array(buffer[0..<count]) : []
+        }
+        let texts = requests.map { $0.bytes(token: token) } + [ending.bytes]
+        var bytes: [UInt8] = []
+        var answers: [StrictAnswerReader.Answer] = []
+        do throws(StrictAnswerReader.Failure) {
+            if pipelined {
+                send(texts.joined())
+                while case let more = readSome(), !more.isEmpty { bytes += more }
+                answers = try StrictAnswerReader.readAll(bytes, methods: methods)
+            } else {
+                var position = 0
+                for (index, text) in texts.enumerated() {
+                    send(text)
+                    // Reads until this request's answer is whole (or the peer closes).
+                    while true {
+                        let more = readSome()
+                        bytes += more
+                        if let (answer, next) = try StrictAnswerReader.read(bytes, at: position, method: methods[index], closed: more.isEmpty) {
+                            answers.append(answer)
+                            position = next
+                            break
+                        }
+                        if more.isEmpty { break }
+                    }
+                }
+                while case let more = readSome(), !more.isEmpty { bytes += more }
+                if position < bytes.count { return "\(bytes.count - position) stray bytes after the last answer" }
+            }
+        } catch {
+            return "\(error) (answers so far: \(answers.map(\.status)))"
+        }
+        return problem(with: answers)
+    }
+}
+#endif
