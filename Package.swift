@@ -16,19 +16,21 @@ let package = Package(
         .executable(name: "portcullis", targets: ["portcullis"]),
     ],
     dependencies: [
+        // swift-nio, swift-nio-extras and Hummingbird up to the next minor version only: the data plane
+        // relies on how their HTTP/1 handling behaves (DependencyBehaviourTests); README, "Updating the dependencies".
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
-        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", .upToNextMinor(from: "2.28.1")),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
-        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio", .upToNextMinor(from: "2.101.2")),
         .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0", traits: [.defaults, "YAML"]),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
-        .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
+        .package(url: "https://github.com/apple/swift-nio-extras", .upToNextMinor(from: "1.35.2")),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
@@ -120,10 +122,15 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
+        // The files the gateway serves as they were at build time (scripts/embed-files.sh writes it).
+        .target(
+            name: "EmbeddedAssets"
+        ),
         .target(
             name: "Gateway",
             dependencies: [
                 "ConfigurationReading",
+                "EmbeddedAssets",
                 "Resilience",
                 "JOSE",
                 "RuntimeAPI",

@@ -1,3 +1,4 @@
+import EmbeddedAssets
 import Foundation
 import Hummingbird
 import JOSE

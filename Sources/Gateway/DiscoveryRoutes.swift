@@ -1,3 +1,4 @@
+import EmbeddedAssets
 import Hummingbird
 import JOSE
 import RuntimeAPI
