@@ -122,6 +122,18 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
+        // Logs, the access log and metrics: what every part of the edge reports through.
+        .target(
+            name: "Observability",
+            dependencies: [
+                "JOSE",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
         // The files the gateway serves as they were at build time (scripts/embed-files.sh writes it).
         .target(
             name: "EmbeddedAssets"
@@ -131,6 +143,7 @@ let package = Package(
             dependencies: [
                 "ConfigurationReading",
                 "EmbeddedAssets",
+                "Observability",
                 "Resilience",
                 "JOSE",
                 "RuntimeAPI",
@@ -167,6 +180,7 @@ let package = Package(
                 "TrafficCop",
                 "Runtime",
                 "Gateway",
+                "Observability",
                 "TrustedIssuers",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -238,6 +252,7 @@ let package = Package(
             dependencies: [
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 "Gateway",
+                "Observability",
                 "RuntimeAPI",
                 "Runtime",
                 "SecurityGuard",

@@ -1,5 +1,6 @@
 import JOSE
 import Logging
+import Observability
 import Runtime
 import SecurityGuard
 import ServiceLifecycle

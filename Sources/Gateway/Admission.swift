@@ -1,5 +1,6 @@
 import HTTPTypes
 import Hummingbird
+import Observability
 import TrafficCop
 
 /// The Traffic Cop as the routes use it: rate limits by rule and key, and

@@ -1,6 +1,7 @@
 import Hummingbird
 import JOSE
 import Logging
+import Observability
 import RuntimeAPI
 import SecurityGuard
 import TrafficCop

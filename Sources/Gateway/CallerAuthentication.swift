@@ -1,5 +1,6 @@
 import HTTPTypes
 import Hummingbird
+import Observability
 import RuntimeAPI
 import SecurityGuard
 

@@ -5,6 +5,7 @@ import HummingbirdTLS
 import JOSE
 import Logging
 import NIOSSL
+import Observability
 import Runtime
 import SecurityGuard
 import ServiceLifecycle

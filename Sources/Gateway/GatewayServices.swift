@@ -2,6 +2,7 @@ import HTTPTypes
 import Hummingbird
 import JOSE
 import Logging
+import Observability
 import Resilience
 import RuntimeAPI
 import SecurityGuard

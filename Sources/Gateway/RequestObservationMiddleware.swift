@@ -2,6 +2,7 @@ import HTTPTypes
 import Hummingbird
 import JOSE
 import Logging
+import Observability
 import Resilience
 import NIOCore
 import RuntimeAPI
@@ -44,49 +45,6 @@ struct RequestObservationMiddleware: RouterMiddleware {
         return response
     }
 
-    /// The path as it may be logged: a segment that looks like a credential (a
-    /// JWT, a refresh token, or anything over 64 bytes) is replaced by `[redacted]`,
-    /// for clients that put a token where a session id belongs.
-    static func redactedPath(_ path: String) -> String {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(path.utf8.count)
-        appendRedactedPath(path, to: &bytes)
-        return String(decoding: bytes, as: UTF8.self)
-    }
-
-    /// Appends `redactedPath(path)` to `out`, as a quoted and escaped JSON string when `json`:
-    /// the access log's form, with no string or array made per segment.
-    static func appendRedactedPath(_ path: some StringProtocol, to out: inout [UInt8], json: Bool = false) {
-        let bytes = path.utf8
-        if json { out.append(UInt8(ascii: "\"")) }
-        var start = bytes.startIndex
-        var index = start
-        while true {
-            let atEnd = index == bytes.endIndex
-            if atEnd || bytes[index] == UInt8(ascii: "/") {
-                let segment = bytes[start..<index]
-                if looksLikeCredential(segment) {
-                    out.append(contentsOf: "[redacted]".utf8)
-                } else if json {
-                    JSONWriter.appendEscaped(segment, to: &out)
-                } else {
-                    out.append(contentsOf: segment)
-                }
-                if atEnd { break }
-                out.append(UInt8(ascii: "/"))
-                start = bytes.index(after: index)
-            }
-            index = bytes.index(after: index)
-        }
-        if json { out.append(UInt8(ascii: "\"")) }
-    }
-
-    /// A JWT (`eyJ` first, or two dots or more), a refresh token (`rt_`), or over 64 bytes.
-    private static func looksLikeCredential<Bytes: Collection<UInt8>>(_ segment: Bytes) -> Bool {
-        segment.starts(with: "eyJ".utf8) || segment.starts(with: "rt_".utf8) || segment.count > 64
-            || segment.lazy.filter { $0 == UInt8(ascii: ".") }.count >= 2
-    }
-
     /// The JSON error for anything a route threw.
     static func response(for error: any Error, request: Request, logger: Logger, requestID: String, knownRoutes: KnownRoutes? = nil) -> Response {
         switch error {
@@ -99,13 +57,13 @@ struct RequestObservationMiddleware: RouterMiddleware {
             case .notFound:
                 let allowed = knownRoutes?.methods(for: request.uri.path) ?? []
                 if !allowed.isEmpty {
-                    return GatewayError.methodNotAllowed(request.method.rawValue, path: redactedPath(request.uri.path), allowed: allowed).response()
+                    return GatewayError.methodNotAllowed(request.method.rawValue, path: PathRedaction.redactedPath(request.uri.path), allowed: allowed).response()
                 }
-                (code, message) = ("not_found", "no route answers \(request.method.rawValue) \(redactedPath(request.uri.path)); see the API table in the README")
+                (code, message) = ("not_found", "no route answers \(request.method.rawValue) \(PathRedaction.redactedPath(request.uri.path)); see the API table in the README")
             case .contentTooLarge:
                 (code, message) = ("payload_too_large", "the request body is too large")
             case .methodNotAllowed:
-                (code, message) = ("method_not_allowed", "\(request.method.rawValue) is not allowed on \(redactedPath(request.uri.path))")
+                (code, message) = ("method_not_allowed", "\(request.method.rawValue) is not allowed on \(PathRedaction.redactedPath(request.uri.path))")
             default:
                 (code, message) = ("invalid_request", "the request could not be read")
             }

@@ -73,8 +73,12 @@ final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannelHandler 
         context.fireChannelRead(wrapInboundOut(.head(head)))
     }
 
-    /// A head NIO's decoder could not parse (the decoder reads no further): answered in turn, then closed.
+    /// A head NIO's decoder could not parse: answered in turn, then closed. The decoder reads no
+    /// further; what comes after (the rest of that read) is reported as `dataReceivedInErrorState`,
+    /// which must not reach the handlers behind: they would close the connection on it, before the
+    /// answers owed were written (and under an exchange still in flight).
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if case ByteToMessageDecoderError.dataReceivedInErrorState = error { return }
         guard let parseError = error as? HTTPParserError else { return context.fireErrorCaught(error) }
         guard refusal == nil, !closingAfterOwed else { return }
         refuse(HTTPParseErrorResponder.answer(to: parseError), answeringHEAD: false, context: context)

@@ -1,6 +1,7 @@
 import AgentLink
 import Foundation
 import JOSE
+import Observability
 import RuntimeAPI
 import SecurityGuard
 import TrafficCop

@@ -1,6 +1,7 @@
 import ConfigurationReading
 import Gateway
 import Logging
+import Observability
 import ServiceLifecycle
 
 /// The command line's own settings: where the keys are, and how it logs.

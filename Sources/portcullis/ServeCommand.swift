@@ -4,6 +4,7 @@ import Foundation
 import Gateway
 import JOSE
 import Logging
+import Observability
 import Runtime
 import SecurityGuard
 import ServiceLifecycle

@@ -128,4 +128,17 @@ struct AnswerFramingTests {
         #expect(problem == nil, "\(sequence): \(problem ?? "")")
         try await world.stop()
     }
+
+    @Test("found by the property test (seed 5145563922295242127): an unparsable head pipelined behind relayed and API requests is answered 400 after every earlier answer, and the rest of its read does not close the connection under them")
+    func unparsableBehindRelayedRequests() async throws {
+        let world = try await World.start()
+        let sequence = MixedSequence(
+            requests: [.jwksHEAD, .relayedGET, .badLogin, .relayedHEAD, .methodNotAllowed, .healthHEAD, .relayedHEAD, .methodNotAllowed, .notFoundGET, .badLogin],
+            ending: .unparsable, pipelined: true)
+        for attempt in 0..<5 {
+            let problem = try await world.problem(with: sequence)
+            #expect(problem == nil, "attempt \(attempt): \(problem ?? "")")
+        }
+        try await world.stop()
+    }
 }

@@ -2,6 +2,7 @@ import Foundation
 @testable import Gateway
 import JOSE
 import Logging
+import Observability
 import Synchronization
 import Testing
 
@@ -115,7 +116,7 @@ struct BufferedLogSinkTests {
         let handlerLine = try StrictJSONReader().parseObject(Array(try #require(handlerLines.all.first).utf8))
         #expect(bytesLine["ts"] != nil && handlerLine["ts"] != nil)
         #expect(bytesLine.members.filter { $0.name != "ts" } == handlerLine.members.filter { $0.name != "ts" }, "\(path)")
-        #expect(bytesLine["path"]?.stringValue == RequestObservationMiddleware.redactedPath(path))
+        #expect(bytesLine["path"]?.stringValue == PathRedaction.redactedPath(path))
         #expect(!(batches.lines.first ?? "").contains("eyJ") && !(batches.lines.first ?? "").contains("rt_"), "a credential-looking segment is never written")
     }
 }

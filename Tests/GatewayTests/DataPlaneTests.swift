@@ -393,4 +393,29 @@ struct DataPlaneTests {
         try await fixture.stop()
         try await upstream.stop()
     }
+
+    @Test("clients that send a routed request and reset the connection at once, 200 of them together (each needing a new upstream connection), leave the gateway serving: an upstream connection made after its client left goes back to the pool")
+    func clientsGoneBeforeTheUpstreamConnects() async throws {
+        let world = try await World.start()
+        let (port, token) = (world.port, world.token)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<200 {
+                group.addTask {
+                    _ = try await onOwnThread {
+                        let connection = try RawConnection(port: port, receiveTimeout: 5)
+                        connection.send("GET /api/echo/gone-\(index) HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\n\r\n")
+                        // A zero linger time: close sends RST at once, the gateway sees the client gone.
+                        var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+                        setsockopt(connection.descriptor, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+                        connection.close()
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        // Still serving, on a connection of its own.
+        let answer = try await world.fixture.send(.GET, "/api/echo/after", bearer: token)
+        #expect(answer.status == 200, "\(answer.raw)")
+        try await world.stop()
+    }
 }

@@ -5,6 +5,7 @@ import JOSE
 import Logging
 import NIOCore
 import NIOHTTP1
+import Observability
 import PortcullisTestSupport
 import Runtime
 import SecurityGuard

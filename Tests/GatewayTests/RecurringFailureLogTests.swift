@@ -1,5 +1,6 @@
 import JOSE
 import Logging
+import Observability
 import Testing
 
 @testable import Gateway

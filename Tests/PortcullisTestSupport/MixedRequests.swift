@@ -199,7 +199,7 @@ extension MixedSequence {
         } catch {
             return "\(error) (answers so far: \(answers.map(\.status)))"
         }
-        return problem(with: answers)
+        return problem(with: answers).map { "\($0) (\(bytes.count) bytes read, the last: \(StrictAnswerReader.printable(bytes.suffix(120))))" }
     }
 }
 #endif

@@ -207,7 +207,7 @@ public enum StrictAnswerReader {
     }
 
     /// Bytes as text with CR and LF visible, for a failure's message.
-    static func printable<C: Collection>(_ bytes: C) -> String where C.Element == UInt8 {
+    public static func printable<C: Collection>(_ bytes: C) -> String where C.Element == UInt8 {
         var text = ""
         for byte in bytes {
             switch byte {

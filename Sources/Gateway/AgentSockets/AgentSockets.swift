@@ -1,6 +1,7 @@
 import JOSE
 import Logging
 import NIOCore
+import Observability
 import SecurityGuard
 
 /// What every agent socket's handler shares: the links to the Runtime, the

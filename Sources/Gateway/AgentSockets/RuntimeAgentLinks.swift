@@ -2,6 +2,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOSSL
+import Observability
 import RuntimeAPI
 
 /// The gateway's agent links to the Runtime: one per event loop, each made

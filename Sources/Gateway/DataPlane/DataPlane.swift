@@ -3,6 +3,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOSSL
+import Observability
 import SecurityGuard
 import TrafficCop
 

@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOSSL
+import Observability
 import RuntimeAPI
 import SecurityGuard
 import TrafficCop
@@ -41,6 +42,9 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     private var pendingBody: [ByteBuffer] = []
     private var bodyBytes = 0
     private var upstream: UpstreamConnection?
+    /// The loop's upstream pool, held here: a connection that arrives after the client left goes back
+    /// to it without touching the handler (unowned, and gone with the client's connection).
+    private var pool: UpstreamPool?
     /// The request head for the upstream, as bytes, until a connection takes it.
     private var upstreamRequest: ByteBuffer?
     /// The body goes upstream in chunks (the client's did: its length is not known).
@@ -90,7 +94,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
 
     func start() {
         guard Self.methods.contains(head.method) else {
-            return fail(.methodNotAllowed(head.method.rawValue, path: RequestObservationMiddleware.redactedPath(String(path)), allowed: ProxyRoute.allowedMethodNames))
+            return fail(.methodNotAllowed(head.method.rawValue, path: PathRedaction.redactedPath(String(path)), allowed: ProxyRoute.allowedMethodNames))
         }
         if let length = fields.contentLength.flatMap(Int.init), length > plane.maximumBodyBytes {
             return fail(Self.tooLarge(plane.maximumBodyBytes), closeClient: true)
@@ -168,6 +172,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
 
     private func proceed(_ caller: AuthenticatedCaller, sessionID: String?) {
         guard !finished, handler.context != nil, let pool = handler.pool, let headBuffers = handler.headBuffers else { return }
+        self.pool = pool
         let assertion: String
         do {
             assertion = try plane.runtime.assertions.assertion(
@@ -234,7 +239,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
 
     private func connected(_ connection: UpstreamConnection) {
         guard !finished, let upstreamRequest else {
-            handler.pool?.release(connection, to: route.origin, reusable: !finished)
+            // The client may have gone (`clientGone`) while the connection was made: the handler with it.
+            pool?.release(connection, to: route.origin, reusable: !finished)
             return
         }
         self.upstreamRequest = nil
@@ -433,7 +439,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
 
     private func complete() {
         guard let upstream else { return }
-        handler.pool?.release(upstream, to: route.origin, reusable: upstreamKeepAlive && requestEnded)
+        pool?.release(upstream, to: route.origin, reusable: upstreamKeepAlive && requestEnded)
         self.upstream = nil
         recordUpstream(status)
         finish(closeClient: closesClient)

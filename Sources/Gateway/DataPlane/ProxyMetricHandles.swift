@@ -1,5 +1,6 @@
 import Metrics
 import NIOHTTP1
+import Observability
 
 /// The metric handles of proxied requests, found without a lock or a string hash: one table per
 /// event loop (only its loop touches it), keyed by route, method and status as one number.

@@ -1,4 +1,5 @@
 import Logging
+import Observability
 import Resilience
 import RuntimeAPI
 import ServiceLifecycle

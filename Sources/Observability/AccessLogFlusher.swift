@@ -5,8 +5,8 @@ import ServiceLifecycle
 /// Started first among the gateway's services, so it stops last: the final flush comes
 /// after the listeners have stopped answering.
 public struct AccessLogFlusher: Service {
-    let sink: BufferedLogSink
-    let interval: Duration
+    package let sink: BufferedLogSink
+    package let interval: Duration
 
     public init(sink: BufferedLogSink, interval: Duration = .seconds(1)) {
         self.sink = sink

@@ -10,12 +10,12 @@ import Logging
 /// its merge and sort, or Foundation's date formatting, which cost more than the rest of a
 /// proxied request's logging. Elsewhere (tests, embedders) it goes through a `Logger`.
 public struct AccessLog: Sendable {
-    enum Output: Sendable {
+    package enum Output: Sendable {
         case logger(Logger)
         case sink(any LogSink, LogFormat)
     }
 
-    let output: Output
+    package let output: Output
     /// Whether lines are written at all (the level is `info` or finer).
     public let isEnabled: Bool
 
@@ -46,7 +46,7 @@ public struct AccessLog: Sendable {
                 "request",
                 metadata: [
                     "request_id": "\(requestID)", "method": "\(method)", "route": "\(route)",
-                    "path": "\(RequestObservationMiddleware.redactedPath(String(path)))", "status": "\(status)",
+                    "path": "\(PathRedaction.redactedPath(String(path)))", "status": "\(status)",
                     "duration_ms": "\(Double(nanoseconds / 1000) / 1000)",
                 ])
         case .sink(let sink, .json):
@@ -62,7 +62,7 @@ public struct AccessLog: Sendable {
                 line.append(contentsOf: #"","method":"#.utf8)
                 JSONWriter.appendString(method, to: &line)
                 line.append(contentsOf: #","path":"#.utf8)
-                RequestObservationMiddleware.appendRedactedPath(path, to: &line, json: true)
+                PathRedaction.appendRedactedPath(path, to: &line, json: true)
                 line.append(contentsOf: #","request_id":"#.utf8)
                 JSONWriter.appendString(requestID, to: &line)
                 line.append(contentsOf: #","route":"#.utf8)
@@ -82,7 +82,7 @@ public struct AccessLog: Sendable {
                 line.append(contentsOf: " method=".utf8)
                 line.append(contentsOf: method.utf8)
                 line.append(contentsOf: " path=".utf8)
-                RequestObservationMiddleware.appendRedactedPath(path, to: &line)
+                PathRedaction.appendRedactedPath(path, to: &line)
                 line.append(contentsOf: " request_id=".utf8)
                 line.append(contentsOf: requestID.utf8)
                 line.append(contentsOf: " route=".utf8)
@@ -96,7 +96,7 @@ public struct AccessLog: Sendable {
 
     /// A duration in milliseconds as `Double`'s description writes whole microseconds / 1000
     /// (`1.234`, `0.5`, `2.0`), without making a `Double` or a `String`.
-    static func appendMilliseconds(_ nanoseconds: Int64, to line: inout [UInt8]) {
+    package static func appendMilliseconds(_ nanoseconds: Int64, to line: inout [UInt8]) {
         let microseconds = Int(max(0, nanoseconds / 1000))
         appendDecimal(microseconds / 1000, to: &line)
         line.append(UInt8(ascii: "."))
@@ -110,7 +110,7 @@ public struct AccessLog: Sendable {
     }
 
     /// A non-negative integer in decimal, as short as it goes.
-    static func appendDecimal(_ value: Int, to line: inout [UInt8]) {
+    package static func appendDecimal(_ value: Int, to line: inout [UInt8]) {
         var width = 1
         var rest = value / 10
         while rest > 0 {
@@ -121,7 +121,7 @@ public struct AccessLog: Sendable {
     }
 
     /// The last `width` decimal digits of a non-negative `value`, zero-padded.
-    static func appendDigits(_ value: Int, width: Int, to line: inout [UInt8]) {
+    package static func appendDigits(_ value: Int, width: Int, to line: inout [UInt8]) {
         var divisor = 1
         for _ in 1..<width { divisor *= 10 }
         while divisor > 0 {
@@ -133,8 +133,8 @@ public struct AccessLog: Sendable {
 
 /// The current time as ISO 8601 in UTC (`2026-11-23T11:12:13.456Z`), from `clock_gettime` and
 /// `gmtime_r`: the access log writes one per request, and Foundation's formatter costs microseconds.
-enum UTCTimestamp {
-    static func now(fractional: Bool) -> String {
+package enum UTCTimestamp {
+    package static func now(fractional: Bool) -> String {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(24)
         append(to: &bytes, fractional: fractional)
@@ -142,7 +142,7 @@ enum UTCTimestamp {
     }
 
     /// Appends the current time to `bytes`.
-    static func append(to bytes: inout [UInt8], fractional: Bool) {
+    package static func append(to bytes: inout [UInt8], fractional: Bool) {
         var spec = timespec()
         clock_gettime(CLOCK_REALTIME, &spec)
         var seconds = spec.tv_sec

@@ -9,11 +9,11 @@ import Synchronization
 /// admin listener. Labels are bounded: route templates, never raw paths.
 public struct GatewayMetrics: Sendable {
     public let registry: PrometheusCollectorRegistry
-    let factory: PrometheusMetricsFactory
+    package let factory: PrometheusMetricsFactory
     /// Handles made once per label set: the request path must not re-create (and re-validate) metrics.
-    let handles = MetricHandles()
+    package let handles = MetricHandles()
     /// Sockets open now: changed twice per socket, so made once (20,000 sockets closing at once would otherwise make 20,000).
-    let openSocketsMeter: Meter
+    package let openSocketsMeter: Meter
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -27,13 +27,13 @@ public struct GatewayMetrics: Sendable {
     }
 
     /// One answered request.
-    func request(route: String, method: String, status: Int, nanoseconds: Int64) {
+    package func request(route: String, method: String, status: Int, nanoseconds: Int64) {
         requestCounter(route: route, method: method, status: status).increment()
         requestTimer(route: route, method: method).recordNanoseconds(nanoseconds)
     }
 
     /// The counter of answered requests with these labels (made once).
-    func requestCounter(route: String, method: String, status: Int) -> Metrics.Counter {
+    package func requestCounter(route: String, method: String, status: Int) -> Metrics.Counter {
         let factory = self.factory
         return handles.counter(MetricHandles.Key(route, method, status)) {
             Metrics.Counter(label: "portcullis_http_requests_total", dimensions: [("route", route), ("method", method), ("status", String(status))], factory: factory)
@@ -41,7 +41,7 @@ public struct GatewayMetrics: Sendable {
     }
 
     /// The timer of answered requests with these labels (made once).
-    func requestTimer(route: String, method: String) -> Metrics.Timer {
+    package func requestTimer(route: String, method: String) -> Metrics.Timer {
         let factory = self.factory
         return handles.timer(MetricHandles.Key(route, method, 0)) {
             Metrics.Timer(label: "portcullis_http_request_duration_seconds", dimensions: [("route", route), ("method", method)], factory: factory)
@@ -49,48 +49,48 @@ public struct GatewayMetrics: Sendable {
     }
 
     /// An access token refused, by the verifier's reason (or `missing`, `revoked`).
-    func tokenRejected(reason: String) {
+    package func tokenRejected(reason: String) {
         Counter(label: "portcullis_token_rejections_total", dimensions: [("reason", reason)], factory: factory).increment()
     }
 
     /// A request refused by a rate limit.
-    func rateLimited(rule: String) {
+    package func rateLimited(rule: String) {
         Counter(label: "portcullis_rate_limited_total", dimensions: [("rule", rule)], factory: factory).increment()
     }
 
     /// A login refused for its credentials.
-    func loginFailed() {
+    package func loginFailed() {
         Counter(label: "portcullis_login_failures_total", dimensions: [], factory: factory).increment()
     }
 
     /// A refresh answered from the ownership view because the Runtime was down.
-    func refreshedDuringRuntimeOutage() {
+    package func refreshedDuringRuntimeOutage() {
         Counter(label: "portcullis_refreshes_during_runtime_outage_total", dimensions: [], factory: factory).increment()
     }
 
     /// A WebSocket upgrade refused before the 101, by error code or token reason.
-    func upgradeRefused(reason: String) {
+    package func upgradeRefused(reason: String) {
         Counter(label: "portcullis_ws_upgrades_refused_total", dimensions: [("reason", reason)], factory: factory).increment()
     }
 
     /// Sockets open now (+1 on open, -1 on close).
-    func openSockets(_ delta: Int) {
+    package func openSockets(_ delta: Int) {
         openSocketsMeter.increment(by: Double(delta))
     }
 
     /// A relay failure (the Runtime went away, a frame could not be passed on).
-    func relayError(kind: String) {
+    package func relayError(kind: String) {
         Counter(label: "portcullis_ws_relay_errors_total", dimensions: [("kind", kind)], factory: factory).increment()
     }
 
     /// A proxied request: its upstream, the status the client got, and the upstream's latency.
-    func proxied(upstream: String, status: Int, since started: ContinuousClock.Instant) {
+    package func proxied(upstream: String, status: Int, since started: ContinuousClock.Instant) {
         proxiedCounter(upstream: upstream, status: status).increment()
         upstreamTimer(upstream: upstream).recordNanoseconds((ContinuousClock.now - started).nanoseconds)
     }
 
     /// The counter of proxied requests to `upstream` answered `status` (made once).
-    func proxiedCounter(upstream: String, status: Int) -> Metrics.Counter {
+    package func proxiedCounter(upstream: String, status: Int) -> Metrics.Counter {
         let factory = self.factory
         return handles.counter(MetricHandles.Key("proxy", upstream, status)) {
             Metrics.Counter(label: "portcullis_proxy_requests_total", dimensions: [("upstream", upstream), ("status", String(status))], factory: factory)
@@ -98,7 +98,7 @@ public struct GatewayMetrics: Sendable {
     }
 
     /// The timer of `upstream`'s answers (made once).
-    func upstreamTimer(upstream: String) -> Metrics.Timer {
+    package func upstreamTimer(upstream: String) -> Metrics.Timer {
         let factory = self.factory
         return handles.timer(MetricHandles.Key("proxy", upstream, 0)) {
             Metrics.Timer(label: "portcullis_proxy_upstream_duration_seconds", dimensions: [("upstream", upstream)], factory: factory)
@@ -106,17 +106,17 @@ public struct GatewayMetrics: Sendable {
     }
 
     /// Whether a dependency passed its last background check (1) or not (0).
-    func dependencyUp(_ dependency: String, _ up: Bool) {
+    package func dependencyUp(_ dependency: String, _ up: Bool) {
         Gauge(label: "portcullis_dependency_up", dimensions: [("dependency", dependency)], factory: factory).record(up ? 1 : 0)
     }
 
     /// Whether a dependency's circuit is open (1: requests that need it are refused at once).
-    func circuitOpen(_ dependency: String, _ open: Bool) {
+    package func circuitOpen(_ dependency: String, _ open: Bool) {
         Gauge(label: "portcullis_circuit_open", dimensions: [("dependency", dependency)], factory: factory).record(open ? 1 : 0)
     }
 
     /// Requests refused at once because a dependency's circuit was open or full.
-    func refusedFast(_ dependency: String, count: Int) {
+    package func refusedFast(_ dependency: String, count: Int) {
         Counter(label: "portcullis_requests_refused_fast_total", dimensions: [("dependency", dependency)], factory: factory).increment(by: count)
     }
 
@@ -125,9 +125,9 @@ public struct GatewayMetrics: Sendable {
 }
 
 /// Metric handles by label set, made on first use.
-final class MetricHandles: Sendable {
+package final class MetricHandles: Sendable {
     /// A label set: two strings and a number (route, method, status; or "proxy", upstream, status).
-    struct Key: Hashable, Sendable {
+    package struct Key: Hashable, Sendable {
         let first: String
         let second: String
         let number: Int
@@ -141,14 +141,14 @@ final class MetricHandles: Sendable {
     private let counters = Mutex<[Key: Metrics.Counter]>([:])
     private let timers = Mutex<[Key: Metrics.Timer]>([:])
 
-    func counter(_ key: Key, make: () -> Metrics.Counter) -> Metrics.Counter {
+    package func counter(_ key: Key, make: () -> Metrics.Counter) -> Metrics.Counter {
         if let counter = counters.withLock({ $0[key] }) { return counter }
         let counter = make()
         counters.withLock { $0[key] = counter }
         return counter
     }
 
-    func timer(_ key: Key, make: () -> Metrics.Timer) -> Metrics.Timer {
+    package func timer(_ key: Key, make: () -> Metrics.Timer) -> Metrics.Timer {
         if let timer = timers.withLock({ $0[key] }) { return timer }
         let timer = make()
         timers.withLock { $0[key] = timer }
@@ -158,7 +158,7 @@ final class MetricHandles: Sendable {
 
 extension Duration {
     /// The duration in whole nanoseconds.
-    var nanoseconds: Int64 {
+    package var nanoseconds: Int64 {
         components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000
     }
 }

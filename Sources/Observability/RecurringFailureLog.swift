@@ -7,23 +7,28 @@ import Synchronization
 /// failures go to debug; its first success after them is logged as a recovery.
 /// A Runtime or a database away for a minute is then two lines at warning and
 /// info, not 120 warnings that bury what else happened.
-final class RecurringFailureLog: Sendable {
+package final class RecurringFailureLog: Sendable {
     /// A background check, named in the log lines.
-    struct Check: Hashable, Sendable {
+    package struct Check: Hashable, Sendable {
         let name: String
         /// What goes on while it fails (for instance "will retry").
         let meanwhile: String
+
+        package init(name: String, meanwhile: String) {
+            self.name = name
+            self.meanwhile = meanwhile
+        }
     }
 
-    let logger: Logger
+    package let logger: Logger
     private let failing = Mutex<Set<Check>>([])
 
-    init(logger: Logger) {
+    package init(logger: Logger) {
         self.logger = logger
     }
 
     /// Records a failure of `check`: a warning when it starts a streak, debug after that.
-    func failed(_ check: Check, error: any Error) {
+    package func failed(_ check: Check, error: any Error) {
         let first = failing.withLock { $0.insert(check).inserted }
         let metadata: Logger.Metadata = ["error_type": "\(type(of: error))"]
         if first {
@@ -34,7 +39,7 @@ final class RecurringFailureLog: Sendable {
     }
 
     /// Records a success of `check`: the end of a streak of failures is logged once.
-    func succeeded(_ check: Check) {
+    package func succeeded(_ check: Check) {
         guard failing.withLock({ $0.remove(check) != nil }) else { return }
         logger.info("\(check.name) recovered")
     }

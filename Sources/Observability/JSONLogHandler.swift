@@ -41,8 +41,8 @@ public struct JSONLogHandler: LogHandler {
     public var metadata: Logger.Metadata = [:]
     public var metadataProvider: Logger.MetadataProvider?
     public var logLevel: Logger.Level = .info
-    let label: String
-    let sink: any LogSink
+    package let label: String
+    package let sink: any LogSink
 
     public init(label: String, sink: any LogSink = StandardErrorSink()) {
         self.label = label
