@@ -109,11 +109,11 @@ for target in "${TARGETS[@]}"; do
     session-id) build session-id "$ROOT/Fuzz/FuzzSessionID.swift" ;;
     agent-frame) build agent-frame "$ROOT/Sources/Runtime/AgentFrame.swift" "$ROOT/Fuzz/FuzzAgentFrame.swift" ;;
     request-target) build request-target "$ROOT/Sources/TrafficCop/RequestTarget.swift" "$ROOT/Sources/TrafficCop/RequestTargetError.swift" "$ROOT/Fuzz/FuzzRequestTarget.swift" ;;
-    plain-request) build plain-request "$ROOT/Sources/Gateway/DataPlane/PlainRequestHead.swift" "$ROOT/Fuzz/FuzzPlainRequest.swift" ;;
-    answer-framing) build answer-framing "$ROOT/Sources/Gateway/OwedAnswers.swift" "$ROOT"/Tests/PortcullisTestSupport/{StrictAnswerReader,MixedRequests}.swift \
+    plain-request) build plain-request "$ROOT/Sources/Gateway/DataPlane/Front/PlainRequestHead.swift" "$ROOT/Fuzz/FuzzPlainRequest.swift" ;;
+    answer-framing) build answer-framing "$ROOT/Sources/Gateway/Connection/OwedAnswers.swift" "$ROOT"/Tests/PortcullisTestSupport/{StrictAnswerReader,MixedRequests}.swift \
                       "$ROOT/Fuzz/FuzzAnswerFraming.swift"
                     start_framing_gateway ;;
-    upstream-response) build upstream-response "$ROOT"/Sources/Gateway/DataPlane/UpstreamResponse{Parser,Head,Error}.swift "$ROOT/Fuzz/FuzzUpstreamResponse.swift" ;;
+    upstream-response) build upstream-response "$ROOT"/Sources/Gateway/DataPlane/Upstream/UpstreamResponse{Parser,Head,Error}.swift "$ROOT/Fuzz/FuzzUpstreamResponse.swift" ;;
     *) echo "fuzz.sh: unknown target $target" >&2; exit 2 ;;
   esac
   seed "$target"

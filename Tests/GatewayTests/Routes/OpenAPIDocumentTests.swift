@@ -7,7 +7,7 @@ import Testing
 /// serves, and the gateway serves exactly that document.
 @Suite("docs/openapi.yaml and the gateway's routes")
 struct OpenAPIDocumentTests {
-    static let documentPath = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let documentPath = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("docs/openapi.yaml").path
 
     /// `METHOD /path` for every operation: the path keys under `paths:` (two spaces) and

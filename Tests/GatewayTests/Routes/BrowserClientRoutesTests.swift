@@ -5,7 +5,7 @@ import Testing
 @Suite("The browser client and the demo page, served by the gateway")
 struct BrowserClientRoutesTests {
     /// The repository's `clients/` folder.
-    static let clients = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let clients = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("clients").path
 
     @Test("GET /client/portcullis.js is clients/js/portcullis.js as built in, as JavaScript with a strong ETag; If-None-Match with it is a 304 without a body (run scripts/embed-files.sh after editing it)")
