@@ -38,7 +38,19 @@ public struct AccessLog: Sendable {
 
     /// Writes the line for one answered request; `path` without its query (credential-looking
     /// segments are redacted here, and nothing is done when the log is off).
-    public func record(requestID: String, method: String, route: String, path: some StringProtocol, status: Int, nanoseconds: Int64) {
+    ///
+    /// Concrete for the two spellings callers have (the data plane's `Substring`, the API's
+    /// `String`): a generic entry point called from another module would run unspecialised.
+    public func record(requestID: String, method: String, route: String, path: Substring, status: Int, nanoseconds: Int64) {
+        recordLine(requestID: requestID, method: method, route: route, path: path, status: status, nanoseconds: nanoseconds)
+    }
+
+    /// `record` for a path held as a `String`.
+    public func record(requestID: String, method: String, route: String, path: String, status: Int, nanoseconds: Int64) {
+        recordLine(requestID: requestID, method: method, route: route, path: path, status: status, nanoseconds: nanoseconds)
+    }
+
+    private func recordLine(requestID: String, method: String, route: String, path: some StringProtocol, status: Int, nanoseconds: Int64) {
         guard isEnabled else { return }
         switch output {
         case .logger(let logger):
