@@ -24,6 +24,8 @@ final class IssuerKeys: Sendable {
         var missFetchAt: Double?
         var inFlight: Task<Void, Never>?
         var completedFetches = 0
+        /// The fetch (by `completedFetches` when it ran) whose slowness was already reported.
+        var slowFetchReported: Int?
         var source: String
         var skipped: [String] = []
     }
@@ -157,13 +159,14 @@ final class IssuerKeys: Sendable {
         let outcome = FirstOutcome()
         return await withCheckedContinuation { continuation in
             outcome.install(continuation)
+            let deadline = Task {
+                try? await Task.sleep(for: wait)
+                outcome.resume(with: false)
+            }
             Task {
                 await task.value
                 outcome.resume(with: true)
-            }
-            Task {
-                try? await Task.sleep(for: wait)
-                outcome.resume(with: false)
+                deadline.cancel()  // the fetch came first: nothing left for the deadline to do
             }
         }
     }
@@ -191,6 +194,16 @@ final class IssuerKeys: Sendable {
             }
             state.inFlight = task
             return (task, state.completedFetches)
+        }
+    }
+
+    /// Whether the caller is the first to find the running fetch too slow (so it is reported once
+    /// per fetch, not once per request that waited for it).
+    func isFirstToReportSlowFetch() -> Bool {
+        state.withLock { state in
+            guard state.slowFetchReported != state.completedFetches else { return false }
+            state.slowFetchReported = state.completedFetches
+            return true
         }
     }
 

@@ -63,7 +63,8 @@ public final class TrustedIssuers: Service, Sendable {
     public func refreshForUnknownKey(issuer: String) async -> Bool {
         guard let keys = byIssuer[issuer] else { return true }
         let fetched = await keys.refreshForUnknownKey()
-        if !fetched {
+        // Once per fetch: a burst of requests waiting on one slow fetch is one line.
+        if !fetched, keys.isFirstToReportSlowFetch() {
             logger.warning(
                 "a trusted issuer's keys were not fetched in time for a token with a new kid; it was answered 503",
                 metadata: ["issuer": "\(issuer)", "waited_seconds": "\(IssuerKeys.unknownKeyWait.components.seconds)"])

@@ -163,5 +163,4 @@ enum HeaderScreen {
         guard screened == .ordinary else { return false }
         return connectionListed.isEmpty || !connectionListed.contains(folded(response.nameString(of: field)))
     }
-
 }

@@ -9,7 +9,7 @@
 /// answer, however written, settles its own request, so the books hold exactly the requests still
 /// unanswered: nothing per request outlives its answer.
 ///
-/// Depends on nothing but the standard library (the fuzz target `owed-answers` compiles it alone).
+/// Depends on nothing but the standard library (the fuzz target `answer-framing` compiles it alone).
 /// Nothing is allocated while at most one request is owed; pipelined requests use one array,
 /// reused.
 struct OwedAnswers {

@@ -6,8 +6,9 @@
 /// values are visible ASCII with single spaces or tabs, every line ended by CRLF, no body
 /// (no `Content-Length`, no `Transfer-Encoding`), no `Upgrade`, no `Expect`, no
 /// `Proxy-Connection`, and no `Connection` other than `keep-alive`; the target no longer
-/// than a field may be and the whole head within its bound, as NIO's decoder counts them. Whatever is not plain is `.notPlain`, never an
-/// error: the caller hands those bytes to NIO's decoder, which decides (and refuses) as it
+/// than a field may be and the whole head within its bound, as NIO's decoder counts them.
+/// Whatever is not plain is `.notPlain`, never an error: the caller hands those bytes to
+/// NIO's decoder, which decides (and refuses) as it
 /// does for every other request. So this reader can only ever take fewer requests than NIO,
 /// and every head it takes is the head NIO's decoder gives for the same bytes (the
 /// differential tests against NIO's decoder check that). Depends on nothing but the
