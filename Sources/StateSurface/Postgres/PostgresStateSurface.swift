@@ -52,7 +52,9 @@ public final class PostgresStateSurface: Sendable {
     static let reachabilityCheckInterval: Duration = .milliseconds(500)
     /// The store's one LISTEN, shared by every `accessChangeSignals()` stream.
     let changeListener: PostgresChangeListener
-    private let listenerConfiguration: PostgresConnection.Configuration
+    /// The settings of the probe's and the reachability check's short connections: the LISTEN's,
+    /// under another `application_name`, so `pg_stat_activity` tells a check from the LISTEN.
+    private let checkConfiguration: PostgresConnection.Configuration
 
     /// The query connections and the task that runs them.
     private struct Pool: Sendable {
@@ -90,8 +92,10 @@ public final class PostgresStateSurface: Sendable {
         circuit = DependencyCircuit(name: "store", maximumWaiters: settings.maximumWaiters)
         let tls = try Self.tlsConfiguration(settings)
         pool = Mutex(Pool(settings: settings, tls: tls, logger: logger))
-        listenerConfiguration = try Self.listenerConfiguration(settings, tls: tls)
-        changeListener = PostgresChangeListener(configuration: listenerConfiguration, channel: Self.accessChannel, logger: logger)
+        checkConfiguration = try Self.singleConnectionConfiguration(settings, tls: tls, applicationName: "portcullis-check")
+        changeListener = PostgresChangeListener(
+            configuration: try Self.singleConnectionConfiguration(settings, tls: tls, applicationName: "portcullis-listen"),
+            channel: Self.accessChannel, logger: logger)
         do {
             try await ping()
             if migrate { _ = try await migrateSchema() }
@@ -101,8 +105,11 @@ public final class PostgresStateSurface: Sendable {
         }
     }
 
-    /// The LISTEN connection's settings: the pool's address, account, TLS and connect timeout.
-    static func listenerConfiguration(_ settings: PostgresSettings, tls: TLSConfiguration?) throws -> PostgresConnection.Configuration {
+    /// A connection outside the pool: the pool's address, account, TLS and connect timeout,
+    /// named `applicationName` in `pg_stat_activity`.
+    static func singleConnectionConfiguration(
+        _ settings: PostgresSettings, tls: TLSConfiguration?, applicationName: String
+    ) throws -> PostgresConnection.Configuration {
         var configuration = PostgresConnection.Configuration(
             host: settings.host, port: settings.port, username: settings.username, password: settings.password, database: settings.database,
             tls: .disable)
@@ -114,7 +121,7 @@ public final class PostgresStateSurface: Sendable {
             }
         }
         configuration.options.connectTimeout = .milliseconds(Int64(settings.connectTimeout * 1000))
-        configuration.options.additionalStartupParameters = [("application_name", "portcullis-listen")]
+        configuration.options.additionalStartupParameters = [("application_name", applicationName)]
         return configuration
     }
 
@@ -188,8 +195,8 @@ public final class PostgresStateSurface: Sendable {
         guard circuit.isOpen else { return true }
         guard !isShutDown.withLock({ $0 }) else { return false }
         do {
-            try await bounded(within: settings.connectTimeout + 1, probe: true) { [listenerConfiguration, logger] in
-                let connection = try await PostgresConnection.connect(configuration: listenerConfiguration, id: 0, logger: logger)
+            try await bounded(within: settings.connectTimeout + 1, probe: true) { [checkConfiguration, logger] in
+                let connection = try await PostgresConnection.connect(configuration: checkConfiguration, id: 0, logger: logger)
                 defer { Task { try? await connection.close() } }
                 _ = try await connection.query("SELECT 1", logger: logger).collect()
             }
@@ -332,8 +339,8 @@ public final class PostgresStateSurface: Sendable {
         Task { [self] in
             defer { reachability.withLock { $0.inFlight = false } }
             do {
-                try await mapped(within: settings.connectTimeout + 1, watching: false) { [listenerConfiguration, logger] in
-                    let connection = try await PostgresConnection.connect(configuration: listenerConfiguration, id: 0, logger: logger)
+                try await mapped(within: settings.connectTimeout + 1, watching: false) { [checkConfiguration, logger] in
+                    let connection = try await PostgresConnection.connect(configuration: checkConfiguration, id: 0, logger: logger)
                     try? await connection.close()
                 }
             } catch let error as StateSurfaceError where error.isOutage {
