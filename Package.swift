@@ -138,12 +138,72 @@ let package = Package(
         .target(
             name: "EmbeddedAssets"
         ),
+        // HTTP/1 at the edge connection, beneath both the API and the data plane: the error model and
+        // its answers, request-target and header screening, the answers-owed books, the edge limits.
+        .target(
+            name: "EdgeHTTP",
+            dependencies: [
+                "JOSE",
+                "Resilience",
+                "RuntimeAPI",
+                "SecurityGuard",
+                "TrafficCop",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
+        // The gateway's side of the Runtime: its client and circuit, assertions, admission, the
+        // caller's token and the session-ownership view.
+        .target(
+            name: "RuntimeAccess",
+            dependencies: [
+                "EdgeHTTP",
+                "JOSE",
+                "Observability",
+                "Resilience",
+                "RuntimeAPI",
+                "SecurityGuard",
+                "TrafficCop",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
+        // The proxy path of gateway.routes on the event loop, front to upstream; no Hummingbird.
+        .target(
+            name: "DataPlane",
+            dependencies: [
+                "EdgeHTTP",
+                "RuntimeAccess",
+                "JOSE",
+                "Observability",
+                "Resilience",
+                "RuntimeAPI",
+                "SecurityGuard",
+                "TrafficCop",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ]
+        ),
+        // The public API's routes, the agent sockets and the composition root (`portcullis serve`).
         .target(
             name: "Gateway",
             dependencies: [
                 "ConfigurationReading",
+                "DataPlane",
+                "EdgeHTTP",
                 "EmbeddedAssets",
                 "Observability",
+                "RuntimeAccess",
                 "Resilience",
                 "JOSE",
                 "RuntimeAPI",
@@ -173,6 +233,7 @@ let package = Package(
             name: "portcullis",
             dependencies: [
                 "ConfigurationReading",
+                "EdgeHTTP",
                 "JOSE",
                 "RuntimeAPI",
                 "StateSurface",
@@ -252,6 +313,9 @@ let package = Package(
             dependencies: [
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 "Gateway",
+                "DataPlane",
+                "EdgeHTTP",
+                "RuntimeAccess",
                 "Observability",
                 "RuntimeAPI",
                 "Runtime",
@@ -268,6 +332,17 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
+            name: "DataPlaneTests",
+            dependencies: [
+                "DataPlane",
+                "EdgeHTTP",
+                "PortcullisTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -26,7 +26,7 @@ OUT="$ROOT/.build/fuzz"
 TARGETS=("$@")
 [ ${#TARGETS[@]} -eq 0 ] && TARGETS=(token json base64url session-id agent-frame request-target upstream-response plain-request answer-framing)
 mkdir -p "$OUT/lib"
-FLAGS=(-sanitize=fuzzer,address -parse-as-library -O -g -I "$ROOT/Sources/CLibCrypto" -I "$ROOT/Sources/CLibCryptoSetup/include")
+FLAGS=(-sanitize=fuzzer,address -parse-as-library -O -g -package-name portcullis -I "$ROOT/Sources/CLibCrypto" -I "$ROOT/Sources/CLibCryptoSetup/include")
 
 # libcrypto's set-up before main (a C constructor), archived beside JOSE.
 clang -c -O1 -I "$ROOT/Sources/CLibCryptoSetup/include" "$ROOT/Sources/CLibCryptoSetup/setup.c" -o "$OUT/lib/setup.o"
@@ -109,11 +109,11 @@ for target in "${TARGETS[@]}"; do
     session-id) build session-id "$ROOT/Fuzz/FuzzSessionID.swift" ;;
     agent-frame) build agent-frame "$ROOT/Sources/Runtime/AgentFrame.swift" "$ROOT/Fuzz/FuzzAgentFrame.swift" ;;
     request-target) build request-target "$ROOT/Sources/TrafficCop/RequestTarget.swift" "$ROOT/Sources/TrafficCop/RequestTargetError.swift" "$ROOT/Fuzz/FuzzRequestTarget.swift" ;;
-    plain-request) build plain-request "$ROOT/Sources/Gateway/DataPlane/Front/PlainRequestHead.swift" "$ROOT/Fuzz/FuzzPlainRequest.swift" ;;
-    answer-framing) build answer-framing "$ROOT/Sources/Gateway/Connection/OwedAnswers.swift" "$ROOT"/Tests/PortcullisTestSupport/{StrictAnswerReader,MixedRequests}.swift \
+    plain-request) build plain-request "$ROOT/Sources/DataPlane/Front/PlainRequestHead.swift" "$ROOT/Fuzz/FuzzPlainRequest.swift" ;;
+    answer-framing) build answer-framing "$ROOT/Sources/EdgeHTTP/OwedAnswers.swift" "$ROOT"/Tests/PortcullisTestSupport/{StrictAnswerReader,MixedRequests}.swift \
                       "$ROOT/Fuzz/FuzzAnswerFraming.swift"
                     start_framing_gateway ;;
-    upstream-response) build upstream-response "$ROOT"/Sources/Gateway/DataPlane/Upstream/UpstreamResponse{Parser,Head,Error}.swift "$ROOT/Fuzz/FuzzUpstreamResponse.swift" ;;
+    upstream-response) build upstream-response "$ROOT"/Sources/DataPlane/Upstream/UpstreamResponse{Parser,Head,Error}.swift "$ROOT/Fuzz/FuzzUpstreamResponse.swift" ;;
     *) echo "fuzz.sh: unknown target $target" >&2; exit 2 ;;
   esac
   seed "$target"

@@ -1,7 +1,9 @@
+import DataPlane
 import JOSE
 import Logging
 import Observability
 import Runtime
+import RuntimeAccess
 import SecurityGuard
 import ServiceLifecycle
 import StateSurface

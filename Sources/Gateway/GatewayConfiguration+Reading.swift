@@ -1,5 +1,7 @@
 import ConfigurationReading
+import DataPlane
 import Foundation
+import RuntimeAccess
 import SecurityGuard
 import TrafficCop
 import TrustedIssuers

@@ -1,3 +1,7 @@
+import DataPlane
+import EdgeHTTP
+import RuntimeAccess
+
 // Gateway: the Hummingbird application at the edge — public routes, error model, configuration, observability.
 import HTTPTypes
 import TrafficCop
@@ -109,49 +113,5 @@ public struct TLSFiles: Sendable, Equatable {
     public init(certificatePath: String, privateKeyPath: String) {
         self.certificatePath = certificatePath
         self.privateKeyPath = privateKeyPath
-    }
-}
-
-/// One configured upstream: a path prefix and the URL it is proxied to.
-public struct ProxyRoute: Sendable, Equatable {
-    public var prefix: String
-    public var upstream: String
-
-    public init(prefix: String, upstream: String) {
-        self.prefix = prefix
-        self.upstream = upstream
-    }
-
-    /// The prefix without a trailing `/`: requests to it and below it are proxied.
-    var pathPrefix: String { prefix.trimmingTrailingSlash }
-    /// The upstream URL without a trailing `/`: the base of upstream URLs and the `aud` of its assertions.
-    var audience: String { upstream.trimmingTrailingSlash }
-
-    /// The methods a route forwards; any other is 405.
-    static let methods: [HTTPRequest.Method] = [.get, .head, .post, .put, .patch, .delete, .options]
-    /// `methods` as `Allow` lists them.
-    static let allowedMethodNames = methods.map(\.rawValue)
-
-    /// The part of a normalised `path` below `prefix` (a `pathPrefix`): empty for the
-    /// prefix itself, else starting with `/`; `nil` when the path is not under it.
-    ///
-    /// The upstream target is the base path plus this, never a count of characters cut
-    /// from a path spelled another way.
-    static func remainder(of path: Substring, under prefix: String) -> Substring? {
-        // Byte for byte: a path is matched as the bytes it is, never by Unicode equivalence (and
-        // without counting characters on every request).
-        let bytes = path.utf8
-        guard bytes.starts(with: prefix.utf8) else { return nil }
-        let rest = path[bytes.index(bytes.startIndex, offsetBy: prefix.utf8.count)...]
-        guard rest.utf8.isEmpty || rest.utf8.first == UInt8(ascii: "/") else { return nil }
-        return rest
-    }
-}
-
-extension String {
-    var trimmingTrailingSlash: String {
-        var text = Substring(self)
-        while text.hasSuffix("/") { text = text.dropLast() }
-        return String(text)
     }
 }

@@ -1,3 +1,5 @@
+import DataPlane
+import EdgeHTTP
 import Foundation
 import Hummingbird
 import HummingbirdCore
@@ -7,6 +9,7 @@ import Logging
 import NIOSSL
 import Observability
 import Runtime
+import RuntimeAccess
 import SecurityGuard
 import ServiceLifecycle
 import StateSurface
@@ -127,13 +130,6 @@ public enum GatewayServer {
             router: router, configuration: .init(address: .hostname(host, port: port), serverName: nil),
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) }, logger: logger)
     }
-}
-
-/// A problem found while starting: names the configuration key.
-public struct GatewayStartupError: Error, Sendable, CustomStringConvertible {
-    public let message: String
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
 }
 
 /// The whole of `portcullis serve`: the gateway, its admin listener, the

@@ -1,3 +1,4 @@
+import DataPlane
 import HTTPTypes
 import Hummingbird
 import JOSE
@@ -5,6 +6,7 @@ import Logging
 import Observability
 import Resilience
 import RuntimeAPI
+import RuntimeAccess
 import SecurityGuard
 import StateSurface
 import TrafficCop

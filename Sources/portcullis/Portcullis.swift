@@ -1,6 +1,9 @@
 // portcullis: the command-line tool (the gateway, keys, JWKS, tokens, accounts, the Runtime, benchmark).
 import ArgumentParser
 import ConfigurationReading
+import EdgeHTTP
+import DataPlane
+import EdgeHTTP
 import Gateway
 import JOSE
 import StateSurface

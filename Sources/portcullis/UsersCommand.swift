@@ -1,9 +1,9 @@
 import ArgumentParser
 import ConfigurationReading
 import Foundation
+import Gateway
 import Runtime
 import SecurityGuard
-import Gateway
 import StateSurface
 
 #if canImport(Glibc)

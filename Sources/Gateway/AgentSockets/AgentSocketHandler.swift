@@ -1,4 +1,6 @@
 import AgentLink
+import DataPlane
+import EdgeHTTP
 import JOSE
 import NIOCore
 import NIOWebSocket

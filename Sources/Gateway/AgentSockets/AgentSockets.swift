@@ -1,3 +1,5 @@
+import DataPlane
+import EdgeHTTP
 import JOSE
 import Logging
 import NIOCore

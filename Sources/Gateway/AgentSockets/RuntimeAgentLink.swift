@@ -1,4 +1,5 @@
 import AgentLink
+import DataPlane
 import Foundation
 import JOSE
 import Logging
@@ -8,6 +9,7 @@ import NIOPosix
 import NIOSSL
 import NIOWebSocket
 import RuntimeAPI
+import RuntimeAccess
 
 /// One event loop's connection to the Runtime's agent link, carrying every
 /// agent socket of that loop as a stream (`AgentLinkFrame`).

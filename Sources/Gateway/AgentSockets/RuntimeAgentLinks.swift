@@ -1,9 +1,12 @@
+import DataPlane
+import EdgeHTTP
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOSSL
 import Observability
 import RuntimeAPI
+import RuntimeAccess
 
 /// The gateway's agent links to the Runtime: one per event loop, each made
 /// on first use (see `RuntimeAgentLink`).

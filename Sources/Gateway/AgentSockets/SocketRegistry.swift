@@ -1,4 +1,6 @@
+import DataPlane
 import NIOCore
+import RuntimeAccess
 import Synchronization
 
 /// Why the gateway is closing a live socket.

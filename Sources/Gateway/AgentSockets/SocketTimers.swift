@@ -1,3 +1,4 @@
+import DataPlane
 import NIOCore
 
 /// The deadlines of one event loop's agent sockets (token expiry, the idle

@@ -1,8 +1,11 @@
 import AgentLink
+import DataPlane
+import EdgeHTTP
 import Foundation
 import JOSE
 import Observability
 import RuntimeAPI
+import RuntimeAccess
 import SecurityGuard
 import TrafficCop
 

@@ -1,7 +1,9 @@
+import DataPlane
+import EdgeHTTP
 import HTTPTypes
-import JOSE
 import Hummingbird
 import HummingbirdCore
+import JOSE
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore

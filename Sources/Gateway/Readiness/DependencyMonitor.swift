@@ -1,7 +1,10 @@
+import DataPlane
+import EdgeHTTP
 import Logging
 import Observability
 import Resilience
 import RuntimeAPI
+import RuntimeAccess
 import ServiceLifecycle
 import StateSurface
 import Synchronization

@@ -1,5 +1,8 @@
+import DataPlane
+import EdgeHTTP
 import Hummingbird
 import JOSE
+import RuntimeAccess
 import TrustedIssuers
 
 /// `/readyz`: the background checks' last results, answered at once.

@@ -1,8 +1,11 @@
+import DataPlane
+import EdgeHTTP
 import Hummingbird
 import JOSE
 import Logging
 import Observability
 import RuntimeAPI
+import RuntimeAccess
 import SecurityGuard
 import TrafficCop
 

@@ -1,3 +1,5 @@
+import DataPlane
+import EdgeHTTP
 import EmbeddedAssets
 import Foundation
 import Hummingbird

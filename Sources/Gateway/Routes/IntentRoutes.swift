@@ -1,6 +1,9 @@
+import DataPlane
+import EdgeHTTP
 import Hummingbird
 import JOSE
 import RuntimeAPI
+import RuntimeAccess
 import TrafficCop
 
 /// The Runtime operations a client calls directly: `POST /api/intent` and

@@ -1,3 +1,5 @@
+import DataPlane
+import EdgeHTTP
 import HTTPTypes
 import Hummingbird
 import JOSE

@@ -1,3 +1,4 @@
+import DataPlane
 import Hummingbird
 import Synchronization
 

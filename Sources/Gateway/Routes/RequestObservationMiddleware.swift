@@ -1,10 +1,12 @@
+import DataPlane
+import EdgeHTTP
 import HTTPTypes
 import Hummingbird
 import JOSE
 import Logging
+import NIOCore
 import Observability
 import Resilience
-import NIOCore
 import RuntimeAPI
 import SecurityGuard
 import TrafficCop

@@ -1,4 +1,6 @@
+import DataPlane
 import Foundation
+import RuntimeAccess
 import TrafficCop
 
 /// The path namespaces the gateway answers itself; a `gateway.routes` prefix may

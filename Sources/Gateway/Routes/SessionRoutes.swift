@@ -1,6 +1,9 @@
+import DataPlane
+import EdgeHTTP
 import Hummingbird
 import JOSE
 import RuntimeAPI
+import RuntimeAccess
 import SecurityGuard
 import TrafficCop
 

@@ -1,3 +1,4 @@
+import DataPlane
 import Foundation
 import Hummingbird
 import JOSE

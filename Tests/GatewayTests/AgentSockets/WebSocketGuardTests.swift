@@ -1,8 +1,8 @@
 import Foundation
 import Gateway
+import Glibc
 import JOSE
 import SecurityGuard
-import Glibc
 import Testing
 
 @Suite("The WebSocket guard on /api/runtime/agent: every check before the 101")

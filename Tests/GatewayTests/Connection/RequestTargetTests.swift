@@ -1,3 +1,5 @@
+import DataPlane
+import EdgeHTTP
 import Foundation
 import Gateway
 import JOSE

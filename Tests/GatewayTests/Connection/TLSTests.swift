@@ -1,4 +1,6 @@
 import AsyncHTTPClient
+import DataPlane
+import EdgeHTTP
 import Foundation
 import Gateway
 import NIOCore

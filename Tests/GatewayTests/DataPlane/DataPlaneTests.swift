@@ -1,10 +1,12 @@
+import DataPlane
+import EdgeHTTP
 import Foundation
-import PortcullisTestSupport
 import GRDB
 import Gateway
 import Glibc
 import JOSE
 import NIOSSL
+import PortcullisTestSupport
 import Testing
 
 /// The event-loop proxy path for `gateway.routes` (DataPlane): what it must keep

@@ -1,8 +1,11 @@
+@testable import DataPlane
+@testable import EdgeHTTP
 import Foundation
 @testable import Gateway
 import JOSE
 import Logging
 import Observability
+@testable import RuntimeAccess
 import Synchronization
 import Testing
 

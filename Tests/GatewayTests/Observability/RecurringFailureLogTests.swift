@@ -1,9 +1,11 @@
+@testable import DataPlane
+@testable import EdgeHTTP
+@testable import Gateway
 import JOSE
 import Logging
 import Observability
+@testable import RuntimeAccess
 import Testing
-
-@testable import Gateway
 
 @Suite("Recurring failures in the log")
 struct RecurringFailureLogTests {

@@ -1,6 +1,6 @@
 import Foundation
-import Gateway
 import GRDB
+import Gateway
 import JOSE
 import Synchronization
 import Testing

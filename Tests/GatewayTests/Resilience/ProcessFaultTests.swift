@@ -1,10 +1,10 @@
+import AsyncHTTPClient
 import Foundation
 import Gateway
-import AsyncHTTPClient
 import HummingbirdWSClient
-import NIOCore
 import JOSE
 import Logging
+import NIOCore
 import PortcullisTestSupport
 import SecurityGuard
 import StateSurface

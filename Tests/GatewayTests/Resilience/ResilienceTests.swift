@@ -1,11 +1,14 @@
+@testable import DataPlane
+@testable import EdgeHTTP
 import Foundation
-import Glibc
 @testable import Gateway
+import Glibc
 import JOSE
 import Logging
 import PortcullisTestSupport
 import Runtime
 import RuntimeAPI
+@testable import RuntimeAccess
 import ServiceLifecycle
 import StateSurface
 import Testing

@@ -1,7 +1,7 @@
 import Foundation
-import PortcullisTestSupport
 import Glibc
 import JOSE
+import PortcullisTestSupport
 
 /// Sends one WebSocket upgrade request over a plain TCP socket and reads the
 /// whole answer: the refusal tests need the real status line and body, which a

@@ -1,4 +1,6 @@
 import ConfigurationReading
+import DataPlane
+import EdgeHTTP
 import Foundation
 import Gateway
 import JOSE

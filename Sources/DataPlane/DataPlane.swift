@@ -1,0 +1,134 @@
+import EdgeHTTP
+import HTTPTypes
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+import Observability
+import RuntimeAccess
+import SecurityGuard
+import TrafficCop
+
+/// Everything the event-loop proxy path needs, shared by every connection.
+///
+/// Every `gateway.routes` request (`http://` and `https://` upstreams, every
+/// method) is served here, by a `ProxyExchange` on the client connection's event
+/// loop from request head to response end: plain ones straight from the bytes
+/// (`ProxyFrontHandler`), the rest after NIO's decoder (`ProxyChannelHandler`);
+/// the rest of the API stays on Hummingbird. It is the only proxy path.
+package final class DataPlane: Sendable {
+    /// One `gateway.routes` entry served on the event loop.
+    package struct Route: Sendable {
+        package let prefix: String
+        package let origin: UpstreamOrigin
+        /// The `aud` of its assertions: the upstream URL as configured.
+        package let audience: String
+        /// The route template in logs and metrics.
+        package let template: String
+        package let name: String
+        /// Its place in `routes` (the metric handles' key).
+        package let index: Int
+    }
+
+    package let routes: [Route]
+    let authenticator: AccessTokenAuthenticator
+    let sessions: SessionOwnershipView
+    let runtime: RuntimeClient
+    let admission: Admission
+    let metrics: GatewayMetrics
+    let logger: Logger
+    /// The one line per proxied request.
+    let accessLog: AccessLog
+    let maximumBodyBytes: Int
+    let upstreamTimeout: TimeAmount
+    let forwardedProto: String
+    let allowedOrigins: Set<String>
+    /// TLS for `https://` upstreams: the system's trust roots plus `gateway.upstream_ca_file`.
+    let upstreamTLS: NIOSSLContext?
+    private let pools = EventLoopTable<UpstreamPool>()
+    private let metricTables = EventLoopTable<ProxyMetricHandles>()
+    private let headBufferTables = EventLoopTable<HeadBuffers>()
+
+    package init(
+        routes: [ProxyRoute], authenticator: AccessTokenAuthenticator, sessions: SessionOwnershipView, runtime: RuntimeClient,
+        admission: Admission, metrics: GatewayMetrics, logger: Logger, accessLog: AccessLog, maximumBodyBytes: Int, upstreamTimeout: Double, forwardedProto: String,
+        allowedOrigins: [String], upstreamTLS: NIOSSLContext?
+    ) {
+        self.upstreamTLS = upstreamTLS
+        self.routes = routes.compactMap { route -> (ProxyRoute, UpstreamOrigin)? in
+            UpstreamOrigin(url: route.upstream).map { (route, $0) }
+        }.enumerated().map { index, pair in
+            let (route, origin) = pair
+            return Route(
+                prefix: route.pathPrefix, origin: origin, audience: route.audience, template: route.pathPrefix + "/**", name: route.prefix, index: index)
+        }
+        self.authenticator = authenticator
+        self.sessions = sessions
+        self.runtime = runtime
+        self.admission = admission
+        self.metrics = metrics
+        self.logger = logger
+        self.accessLog = accessLog
+        self.maximumBodyBytes = maximumBodyBytes
+        self.upstreamTimeout = .milliseconds(Int64(upstreamTimeout * 1000))
+        self.forwardedProto = forwardedProto
+        self.allowedOrigins = Set(allowedOrigins)
+    }
+
+    /// The route serving a normalised `path` (`PREFIX` itself or `PREFIX/...`), and the
+    /// part of the path below its prefix.
+    func route(for path: Substring) -> (route: Route, remainder: Substring)? {
+        for route in routes {
+            if let remainder = ProxyRoute.remainder(of: path, under: route.prefix) { return (route, remainder) }
+        }
+        return nil
+    }
+
+    /// Whether `head` is a CORS preflight (OPTIONS with `Access-Control-Request-Method`) from an
+    /// origin in `gateway.allowed_origins`: those are answered by `OriginPolicyMiddleware`.
+    func isAllowedPreflight(_ head: HTTPRequestHead) -> Bool {
+        guard head.method == .OPTIONS, head.headers.contains(name: "access-control-request-method"), let origin = head.headers.first(name: "origin")
+        else { return false }
+        return allowedOrigins.contains(origin)
+    }
+
+    /// The most bytes of pipelined requests a connection may hold while one is answered before it
+    /// is closed: more than one read can bring only when a client keeps sending past what it was asked for.
+    var maximumQueuedBytes: Int { max(256 * 1024, maximumBodyBytes) }
+
+    /// The metric handles of `eventLoop` (made on first use).
+    func metricHandles(for eventLoop: any EventLoop) -> ProxyMetricHandles {
+        metricTables.value(for: eventLoop) { ProxyMetricHandles(metrics: metrics) }
+    }
+
+    /// The head buffers of `eventLoop` (made on first use).
+    func headBuffers(for eventLoop: any EventLoop) -> HeadBuffers {
+        headBufferTables.value(for: eventLoop) { HeadBuffers() }
+    }
+
+    /// The pool of `eventLoop` (made on first use).
+    func pool(for eventLoop: any EventLoop) -> UpstreamPool {
+        pools.value(for: eventLoop) { UpstreamPool(eventLoop: eventLoop, tls: upstreamTLS) }
+    }
+
+    /// The TLS context for `https://` upstreams, with full certificate verification: the
+    /// system's trust roots, and the CA certificates of `caFile` (PEM) when given.
+    package static func upstreamTLSContext(caFile: String?) throws -> NIOSSLContext {
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        if let caFile {
+            let certificates: [NIOSSLCertificate]
+            do {
+                certificates = try NIOSSLCertificate.fromPEMFile(caFile)
+            } catch {
+                throw GatewayStartupError("gateway.upstream_ca_file: cannot read PEM CA certificates from \(caFile)")
+            }
+            guard !certificates.isEmpty else { throw GatewayStartupError("gateway.upstream_ca_file: \(caFile) holds no PEM certificate") }
+            configuration.additionalTrustRoots = [.certificates(certificates)]
+        }
+        do {
+            return try NIOSSLContext(configuration: configuration)
+        } catch {
+            throw GatewayStartupError("cannot set up TLS for https upstreams: \(error)")
+        }
+    }
+}

@@ -1,0 +1,288 @@
+import EdgeHTTP
+import NIOCore
+import NIOHTTP1
+import TrafficCop
+
+/// Serves plain `gateway.routes` requests straight from the connection's bytes, ahead of NIO's
+/// HTTP/1 decoder, and hands the connection to the decoder at the first request it does not serve.
+///
+/// The common proxied request (a bodyless request to a route whose head arrives whole; see
+/// `PlainRequestHead` for exactly what "plain" admits) costs NIO's decoder, the upgrade check,
+/// the target screen and a handler hop per part when it goes the general way; here it is read
+/// in one pass and handed to its `ProxyExchange` at once. Everything else (a body, an upgrade,
+/// a path no route serves, a head split across reads, anything unusual) goes to the pipeline
+/// behind this handler from that request's first byte, and this handler leaves the pipeline:
+/// the rest of the connection is NIO's, with the head timeout re-armed for the head it was handed.
+/// Answers keep their order: bytes that follow a request wait (and the connection is not read)
+/// until its answer has ended.
+package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHandler, ProxyExchangeHost {
+    package typealias InboundIn = ByteBuffer
+    package typealias InboundOut = ByteBuffer
+    package typealias OutboundIn = ByteBuffer
+    package typealias OutboundOut = ByteBuffer
+
+    let plane: DataPlane
+    let limits: PlainRequestHead.Limits
+    /// How long the client may send nothing between requests (`limits.idle_timeout_seconds`).
+    let idleTimeout: TimeAmount
+    /// How long a head handed to NIO may take to arrive whole (`limits.request_head_timeout_seconds`).
+    let headTimeout: TimeAmount
+    /// The most bytes that may wait behind a request in flight before the connection is closed.
+    let maximumQueuedBytes: Int
+
+    private(set) var context: ChannelHandlerContext?
+    private(set) var pool: UpstreamPool?
+    private(set) var metricHandles: ProxyMetricHandles?
+    private(set) var headBuffers: HeadBuffers?
+    private(set) lazy var peerAddress: String? = context?.channel.remoteAddress?.ipAddress
+    private var requestIDs = ConnectionRequestIDs()
+
+    /// Bytes read and not yet served or handed on.
+    private var received = ByteBuffer()
+    private var exchange: ProxyExchange?
+    /// Serving requests from `received` now (an exchange that finishes at once must not start the next itself).
+    private var serving = false
+    private var handedOn = false
+    /// The connection is closing: nothing more is served.
+    private var closing = false
+    /// Inside a read cycle: bytes handed on now are followed by the cycle's own end.
+    private var inReadCycle = false
+    private var holdingReads = false
+    private var readPending = false
+    /// A graceful shutdown asked this connection to close once its current request is answered.
+    private var closeWhenIdle = false
+    private var lastActive = NIODeadline.now()
+    private var idleCheck: Scheduled<Void>?
+    var upstreamDeadlineCheck: Scheduled<Void>?
+    var currentExchange: ProxyExchange? { exchange }
+
+    package init(plane: DataPlane, limits: PlainRequestHead.Limits, idleTimeout: TimeAmount, headTimeout: TimeAmount) {
+        self.plane = plane
+        self.limits = limits
+        self.idleTimeout = idleTimeout
+        self.headTimeout = headTimeout
+        maximumQueuedBytes = plane.maximumQueuedBytes
+    }
+
+    package func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        pool = plane.pool(for: context.eventLoop)
+        metricHandles = plane.metricHandles(for: context.eventLoop)
+        headBuffers = plane.headBuffers(for: context.eventLoop)
+        lastActive = .now()
+        scheduleIdleCheck(at: lastActive + idleTimeout)
+    }
+
+    package func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+        idleCheck?.cancel()
+        upstreamDeadlineCheck?.cancel()
+        idleCheck = nil
+        upstreamDeadlineCheck = nil
+    }
+
+    // MARK: Inbound
+
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !handedOn else { return context.fireChannelRead(data) }
+        inReadCycle = true
+        lastActive = .now()
+        var bytes = unwrapInboundIn(data)
+        if received.readableBytes == 0 {
+            received = bytes
+        } else {
+            received.writeBuffer(&bytes)
+        }
+        if exchange != nil {
+            // Behind a request in flight: waits, unread further, within its bound.
+            holdingReads = true
+            if received.readableBytes > maximumQueuedBytes {
+                plane.logger.info("pipelined requests past the connection's bound; closing it", metadata: ["queued_bytes": "\(received.readableBytes)"])
+                context.close(promise: nil)
+            }
+            return
+        }
+        serve(context: context)
+    }
+
+    package func channelReadComplete(context: ChannelHandlerContext) {
+        inReadCycle = false
+        if handedOn { context.fireChannelReadComplete() }
+    }
+
+    /// Serves the plain requests at the start of `received`, one at a time, until one is in
+    /// flight, the bytes run out, or a request is not plain (then the connection is handed on).
+    private func serve(context: ChannelHandlerContext) {
+        guard !serving else { return }
+        serving = true
+        defer { serving = false }
+        while exchange == nil, !handedOn, !closing, received.readableBytes > 0, self.context != nil {
+            let outcome = received.withUnsafeReadableBytes { PlainRequestHead.parse($0, limits: limits) }
+            guard case .complete(let plain) = outcome, let started = start(plain, context: context) else {
+                // Not plain, or not whole in what came: NIO's decoder takes it from its first byte.
+                return handOn(context: context)
+            }
+            received.moveReaderIndex(forwardBy: plain.length)
+            exchange = started
+            // No body: the request has ended before its exchange starts.
+            started.clientRead(.end(nil))
+            started.start()
+        }
+        guard !handedOn else { return }
+        // Read whole, `received` is left as it is (not cleared: clearing a buffer NIO's read pool
+        // still shares allocates a new one); the next read replaces it.
+        if exchange == nil {
+            releaseReads()
+        } else if received.readableBytes > 0 {
+            holdingReads = true  // the next request waits for this one's answer
+        }
+    }
+
+    /// The exchange for `plain`, when its target is in its normalised spelling and under a route.
+    private func start(_ plain: PlainRequestHead, context: ChannelHandlerContext) -> ProxyExchange? {
+        var head = HTTPRequestHead(
+            version: .http1_1, method: HTTPMethod(rawValue: plain.method.rawValue), uri: plain.uri, headers: HTTPHeaders(plain.fields))
+        // The same screen as every request NIO decodes; one it refuses is answered by that path.
+        guard (try? RequestTargetHandler.screen(&head)) != nil else { return nil }
+        let (path, query) = RequestTarget.split(head.uri[...])
+        guard let (route, remainder) = plane.route(for: path) else { return nil }
+        return ProxyExchange(handler: self, eventLoop: context.eventLoop, route: route, head: head, path: path, remainder: remainder, query: query)
+    }
+
+    /// Hands the connection to the pipeline behind this handler from the first byte not served,
+    /// with the head timeout re-armed for the head those bytes begin, and leaves the pipeline.
+    private func handOn(context: ChannelHandlerContext) {
+        handedOn = true
+        idleCheck?.cancel()
+        idleCheck = nil
+        let rest = received
+        received = ByteBuffer()
+        // The connection's first head may still be on its way, under the timeout armed when it opened.
+        if (try? context.pipeline.syncOperations.context(handlerType: RequestHeadTimeoutHandler.self)) == nil {
+            do {
+                try context.pipeline.syncOperations.addHandler(RequestHeadTimeoutHandler(timeout: headTimeout), position: .after(self))
+            } catch {
+                return context.close(promise: nil)
+            }
+        }
+        if rest.readableBytes > 0 {
+            context.fireChannelRead(wrapInboundOut(rest))
+            // Outside a read cycle (bytes that waited behind an answer), the handlers behind are told the cycle ended.
+            if !inReadCycle { context.fireChannelReadComplete() }
+        }
+        let wantedRead = readPending
+        holdingReads = false
+        readPending = false
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+        if wantedRead { context.read() }
+    }
+
+    package func channelWritabilityChanged(context: ChannelHandlerContext) {
+        exchange?.clientWritabilityChanged(context.channel.isWritable)
+        context.fireChannelWritabilityChanged()
+    }
+
+    package func channelInactive(context: ChannelHandlerContext) {
+        exchange?.clientGone()
+        exchange = nil
+        received = ByteBuffer()
+        context.fireChannelInactive()
+    }
+
+    package func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard !handedOn, event is ChannelShouldQuiesceEvent else { return context.fireUserInboundEventTriggered(event) }
+        if exchange == nil {
+            context.close(promise: nil)
+        } else {
+            closeWhenIdle = true
+        }
+    }
+
+    // MARK: ProxyExchangeHost
+
+    func nextRequestID() -> String {
+        requestIDs.next()
+    }
+
+    func writeToClient(_ part: HTTPServerResponsePart, flush: Bool) {
+        guard let context else { return }
+        switch part {
+        case .head(let head): context.write(wrapOutboundOut(HTTP1Bytes.responseHead(head, allocator: context.channel.allocator)), promise: nil)
+        case .body(.byteBuffer(let buffer)): context.write(wrapOutboundOut(buffer), promise: nil)
+        case .body(.fileRegion): return context.close(promise: nil)  // never written by an exchange
+        case .end: break
+        }
+        if flush { context.flush() }
+    }
+
+    func writeBytesToClient(_ buffer: ByteBuffer) {
+        context?.write(wrapOutboundOut(buffer), promise: nil)
+    }
+
+    /// Nothing behind this handler counts answers while it serves.
+    func bytesAnswerEnded() {}
+
+    func flushClient() {
+        context?.flush()
+    }
+
+    var clientIsWritable: Bool { context?.channel.isWritable ?? false }
+
+    func holdReads() {
+        holdingReads = true
+    }
+
+    func resumeReads() {
+        guard exchange == nil || received.readableBytes == 0 else { return }
+        releaseReads()
+    }
+
+    func exchangeFinished(requestEnded: Bool, closeConnection: Bool) {
+        exchange = nil
+        // The deadline check stays scheduled: the next request's deadline is later, and the check re-arms for it.
+        lastActive = .now()
+        guard let context else { return }
+        if closeConnection || closeWhenIdle {
+            closing = true
+            // The answer's end may still wait for its flush: out first, then the close.
+            context.flush()
+            context.close(promise: nil)
+            return
+        }
+        // Requests that came while this one was in flight; inside `serve` its loop takes them.
+        serve(context: context)
+    }
+
+    // MARK: Reads and the idle timeout
+
+    package func read(context: ChannelHandlerContext) {
+        if holdingReads && !handedOn {
+            readPending = true
+        } else {
+            context.read()
+        }
+    }
+
+    private func releaseReads() {
+        holdingReads = false
+        guard readPending else { return }
+        readPending = false
+        context?.read()
+    }
+
+    /// Closes the connection after `idleTimeout` with nothing from the client and no request in
+    /// flight. Scheduled once and re-armed only when it fires: a busy connection schedules nothing per request.
+    private func scheduleIdleCheck(at deadline: NIODeadline) {
+        guard let context else { return }
+        idleCheck = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [weak self] in
+            guard let self, let context = self.context, !self.handedOn else { return }
+            guard self.exchange == nil else { return self.scheduleIdleCheck(at: .now() + self.idleTimeout) }
+            let due = self.lastActive + self.idleTimeout
+            if due <= .now() {
+                context.close(promise: nil)
+            } else {
+                self.scheduleIdleCheck(at: due)
+            }
+        }
+    }
+}

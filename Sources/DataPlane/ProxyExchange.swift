@@ -1,0 +1,512 @@
+import EdgeHTTP
+import HTTPTypes
+import JOSE
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+import Observability
+import RuntimeAPI
+import RuntimeAccess
+import SecurityGuard
+import TrafficCop
+
+/// One proxied request on the event loop: authenticate, vouch for the named
+/// session, sign (or reuse) the assertion, stream the request to a pooled
+/// upstream connection and the answer back, with back-pressure both ways.
+///
+/// The proxy's rules, on its only path: Bearer required; hop-by-hop,
+/// `Authorization`, `Host`, `Expect` and every identity header variant
+/// removed; the assertion and `X-Forwarded-*` added; `access_token` removed
+/// from the query; 405 on a method no route answers, 413 on size; JSON
+/// 502/503/504; a request id, one log line and the metrics. These upstreams
+/// are other services, never the Runtime (whose public operations are each
+/// admitted by the Traffic Cop). Token checks suspend only when the
+/// revocation mirror is stale, session checks only when the ownership view
+/// does not know the session.
+final class ProxyExchange: UpstreamConnectionDelegate {
+    unowned let handler: any ProxyExchangeHost
+    let route: DataPlane.Route
+    /// The request head as NIO's decoder or the front (`PlainRequestHead`) read it (the target normalised): never converted.
+    let head: HTTPRequestHead
+    /// The fields of `head` the exchange acts on, read once.
+    let fields: RequestFields
+    /// The normalised path, without the query.
+    let path: Substring
+    /// The part of `path` below the route's prefix.
+    let remainder: Substring
+    let query: Substring?
+    let requestID: String
+    let started = ContinuousClock.now
+    let plane: DataPlane
+
+    private(set) var requestEnded = false
+    private var pendingBody: [ByteBuffer] = []
+    private var bodyBytes = 0
+    private var upstream: UpstreamConnection?
+    /// The loop's upstream pool, held here: a connection that arrives after the client left goes back
+    /// to it without touching the handler (unowned, and gone with the client's connection).
+    private var pool: UpstreamPool?
+    /// The request head for the upstream, as bytes, until a connection takes it.
+    private var upstreamRequest: ByteBuffer?
+    /// The body goes upstream in chunks (the client's did: its length is not known).
+    private var upstreamChunked = false
+    private var upstreamKeepAlive = false
+    private var responseStarted = false
+    /// The answer's body goes to the client in chunks (the upstream's length is not known, the client speaks HTTP/1.1).
+    private var relayChunked = false
+    /// The client's connection closes after this answer.
+    private var closesClient = false
+    /// The client sent `Expect: 100-continue` and waits for the gateway's word before its body.
+    private var expectsContinue = false
+    private var finished = false
+    private var status = 0
+    /// The upstream's answer (or 502/503/504 for its failure), for the proxied-request metrics; `nil` when it was never asked.
+    private var upstreamStatus: Int?
+    private var upstreamNanoseconds: Int64 = 0
+    /// When the upstream must have answered by (the handler's deadline check reads it).
+    private(set) var deadline: NIODeadline?
+
+    init(
+        handler: any ProxyExchangeHost, eventLoop: any EventLoop, route: DataPlane.Route, head: HTTPRequestHead, path: Substring, remainder: Substring,
+        query: Substring?
+    ) {
+        self.handler = handler
+        self.eventLoop = eventLoop
+        self.plane = handler.plane
+        self.route = route
+        self.head = head
+        fields = RequestFields(head.headers)
+        self.path = path
+        self.remainder = remainder
+        self.query = query
+        requestID = handler.nextRequestID()
+    }
+
+    /// The connection's loop, where the exchange lives (kept here: the handler's context is gone once it is removed).
+    let eventLoop: any EventLoop
+
+    /// Runs `body` on the event loop with this exchange once `future` completes
+    /// (the exchange, like its handler, lives on that loop only).
+    private func then<T: Sendable>(_ future: EventLoopFuture<T>, _ body: @escaping (ProxyExchange, Result<T, any Error>) -> Void) {
+        future.assumeIsolated().whenComplete { [self] result in body(self, result) }
+    }
+
+    // MARK: Admission
+
+    func start() {
+        guard Self.methods.contains(head.method) else {
+            return fail(.methodNotAllowed(head.method.rawValue, path: PathRedaction.redactedPath(String(path)), allowed: ProxyRoute.allowedMethodNames))
+        }
+        if let length = fields.contentLength.flatMap(Int.init), length > plane.maximumBodyBytes {
+            return fail(Self.tooLarge(plane.maximumBodyBytes), closeClient: true)
+        }
+        if let expectation = fields.expect {
+            // The gateway answers the expectation itself (after admission, in `proceed`) and never forwards it.
+            guard expectation.lowercased() == "100-continue" else {
+                return fail(
+                    GatewayError(.expectationFailed, "expectation_failed", "only Expect: 100-continue is supported; send the request without that Expect header"),
+                    closeClient: true)
+            }
+            expectsContinue = true
+        }
+        let token: String?
+        do {
+            token = try AccessTokenAuthenticator.bearerToken(fromAuthorization: fields.authorization)
+            if let caller = try plane.authenticator.authenticateInMemory(token) {
+                return authenticated(caller)
+            }
+        } catch {
+            return refused(error)
+        }
+        // The revocation mirror is stale: only the store can answer.
+        let authenticator = plane.authenticator
+        then(eventLoop.makeFutureWithTask { try await authenticator.authenticate(token) }) { exchange, result in
+            switch result {
+            case .success(let caller): exchange.authenticated(caller)
+            case .failure(let error): exchange.refused(error)
+            }
+        }
+    }
+
+    private func refused(_ error: any Error) {
+        if let failure = error as? AuthenticationFailure {
+            CallerAuthentication.record(failure, in: plane.metrics)
+        }
+        fail(GatewayError(answering: error))
+    }
+
+    private func authenticated(_ caller: AuthenticatedCaller) {
+        guard !finished else { return }
+        guard let named = fields.sessionID else { return proceed(caller, sessionID: nil) }
+        let sessionID: String
+        do {
+            sessionID = try GatewayError.checkedSessionID(named)
+        } catch {
+            return fail(GatewayError(answering: error))
+        }
+        switch plane.sessions.isOwned(sessionID, by: caller.userID, tenantID: caller.tenantID) {
+        case true?:
+            proceed(caller, sessionID: sessionID)
+        case false?:
+            fail(GatewayError(.forbidden, "session_forbidden", "the session belongs to another user or tenant"))
+        case nil:
+            // Not in the local view: the Runtime answers, through an admitted read.
+            let (runtime, admission, sessions) = (plane.runtime, plane.admission, plane.sessions)
+            let intent = SessionIntent(.read, principal: Principal(userID: caller.userID, tenantID: caller.tenantID), sessionID: sessionID)
+            let read = eventLoop.makeFutureWithTask { () -> Bool in
+                let session = try await runtime.session(admission.admit(intent))
+                sessions.remember(session)
+                return session.isOwned(by: caller.userID, tenantID: caller.tenantID)
+            }
+            then(read) { exchange, result in
+                switch result {
+                case .success(true): exchange.proceed(caller, sessionID: sessionID)
+                case .success(false):
+                    exchange.fail(GatewayError(.forbidden, "session_anonymous", "the named session is anonymous; log in with it before using it here"))
+                case .failure(let error): exchange.fail(GatewayError(answering: error))
+                }
+            }
+        }
+    }
+
+    // MARK: Upstream
+
+    private func proceed(_ caller: AuthenticatedCaller, sessionID: String?) {
+        guard !finished, handler.context != nil, let pool = handler.pool, let headBuffers = handler.headBuffers else { return }
+        self.pool = pool
+        let assertion: String
+        do {
+            assertion = try plane.runtime.assertions.assertion(
+                audience: route.audience, caller: RuntimeCaller(caller, sessionID: sessionID))
+        } catch {
+            return fail(.noSigningKey)
+        }
+        // The request head as one buffer, in the loop's kept storage.
+        upstreamRequest = headBuffers.upstreamRequest.write(minimumCapacity: 256 + assertion.utf8.count + 48 * head.headers.count) { request in
+            writeUpstreamHead(assertion: assertion, into: &request)
+        }
+        if expectsContinue && !requestEnded && bodyBytes == 0 {
+            // Admitted: the client may send its body now (RFC 9110 §10.1.1), as nginx answers it.
+            handler.writeToClient(.head(HTTPResponseHead(version: .http1_1, status: .continue)), flush: true)
+        }
+        deadline = .now() + plane.upstreamTimeout
+        handler.watchDeadline()
+        if let connection = pool.idleConnection(to: route.origin) { return connected(connection) }
+        pool.acquire(route.origin) { [self] result in
+            switch result {
+            case .success(let connection): connected(connection)
+            case .failure: fail(GatewayError(.serviceUnavailable, "upstream_unavailable", "the upstream cannot be reached; try again shortly"), upstreamStatus: 503)
+            }
+        }
+    }
+
+    /// The request head for the upstream, written into `request` (empty): request line, the client's
+    /// forwardable fields as they came, then the gateway's own (no HTTPHeaders built, no codec).
+    private func writeUpstreamHead(assertion: String, into request: inout ByteBuffer) {
+        request.writeString(head.method.rawValue)
+        request.writeStaticString(" ")
+        writeTarget(into: &request)
+        request.writeStaticString(" HTTP/1.1\r\n")
+        for (name, value) in head.headers where HeaderScreen.isForwardable(name, connectionListed: fields.connectionListed) {
+            HTTP1Bytes.writeField(name, value, into: &request)
+        }
+        HTTP1Bytes.writeField("Host", route.origin.hostHeader, into: &request)
+        HTTP1Bytes.writeField(AssertionHeader.name, assertion, into: &request)
+        HTTP1Bytes.writeField(
+            "X-Forwarded-For", plane.admission.clientAddresses.clientAddress(peer: handler.peerAddress, forwardedFor: head.headers["x-forwarded-for"]),
+            into: &request)
+        HTTP1Bytes.writeField("X-Forwarded-Proto", plane.forwardedProto, into: &request)
+        if let authority = fields.host { HTTP1Bytes.writeField("X-Forwarded-Host", authority, into: &request) }
+        if let length = fields.contentLength {
+            HTTP1Bytes.writeField("Content-Length", length, into: &request)
+        } else if fields.hasTransferEncoding {
+            request.writeStaticString("Transfer-Encoding: chunked\r\n")
+            upstreamChunked = true
+        }
+        request.writeStaticString("\r\n")
+    }
+
+    /// The upstream target: the route's base path, the normalised path below the prefix, the
+    /// query without `access_token`. The request for the prefix itself to an upstream without a
+    /// base path is `/`, never an empty request target (RFC 9112 §3.2.1; nginx answers an empty one with 400).
+    private func writeTarget(into buffer: inout ByteBuffer) {
+        buffer.writeString(route.origin.basePath)
+        buffer.writeSubstring(remainder)
+        if route.origin.basePath.isEmpty && remainder.isEmpty { buffer.writeStaticString("/") }
+        guard let query = RequestTarget.queryWithoutCredentials(query) else { return }
+        buffer.writeStaticString("?")
+        buffer.writeSubstring(query)
+    }
+
+    private func connected(_ connection: UpstreamConnection) {
+        guard !finished, let upstreamRequest else {
+            // The client may have gone (`clientGone`) while the connection was made: the handler with it.
+            pool?.release(connection, to: route.origin, reusable: !finished)
+            return
+        }
+        self.upstreamRequest = nil
+        upstream = connection
+        connection.handler.delegate = self
+        connection.handler.expectResponse(toHEAD: head.method == .HEAD)
+        let channel = connection.channel
+        channel.write(upstreamRequest, promise: nil)
+        for buffer in pendingBody { writeBodyUpstream(buffer, on: channel) }
+        pendingBody = []
+        if requestEnded && upstreamChunked { channel.write(HTTP1Bytes.lastChunk, promise: nil) }
+        channel.flush()
+        if !channel.isWritable { handler.holdReads() }
+    }
+
+    /// A part of the client's request body (or its end).
+    func clientRead(_ part: HTTPServerRequestPart) {
+        switch part {
+        case .head:
+            break  // the handler queues a new request's head; never here
+        case .body(let buffer):
+            bodyBytes += buffer.readableBytes
+            guard bodyBytes <= plane.maximumBodyBytes else {
+                return fail(Self.tooLarge(plane.maximumBodyBytes), closeClient: true)
+            }
+            guard !finished else { return }
+            if let upstream {
+                writeBodyUpstream(buffer, on: upstream.channel)
+                upstream.channel.flush()
+                if !upstream.channel.isWritable { handler.holdReads() }
+            } else {
+                pendingBody.append(buffer)
+            }
+        case .end:
+            requestEnded = true
+            if finished {
+                handler.exchangeFinished(requestEnded: true, closeConnection: false)
+            } else {
+                if upstreamChunked { upstream?.channel.writeAndFlush(HTTP1Bytes.lastChunk, promise: nil) }
+            }
+        }
+    }
+
+    /// A piece of the request body, in a chunk of its own when the body goes upstream chunked.
+    private func writeBodyUpstream(_ buffer: ByteBuffer, on channel: any Channel) {
+        guard upstreamChunked else { return channel.write(buffer, promise: nil) }
+        guard buffer.readableBytes > 0 else { return }  // a zero-size chunk would end the body
+        channel.write(HTTP1Bytes.chunkHeader(buffer.readableBytes, allocator: channel.allocator), promise: nil)
+        channel.write(buffer, promise: nil)
+        channel.write(HTTP1Bytes.crlf, promise: nil)
+    }
+
+    // MARK: The answer
+
+    func upstreamRead(_ part: UpstreamResponsePart) {
+        guard !finished else { return }
+        switch part {
+        case .head(let response):
+            responseStarted = true
+            deadline = nil
+            status = response.status
+            upstreamKeepAlive = response.keepAlive
+            // The host has its loop's head buffers from the moment it joins the pipeline; without them, no answer can start.
+            guard let headBuffers = handler.headBuffers else { return finish(closeClient: true) }
+            let answerHead = headBuffers.clientAnswer.write(minimumCapacity: response.bytes.count + 160) { writeClientHead(for: response, into: &$0) }
+            handler.writeBytesToClient(answerHead)
+        case .body(let buffer):
+            if relayChunked {
+                guard buffer.readableBytes > 0 else { return }
+                handler.writeBytesToClient(HTTP1Bytes.chunkHeader(buffer.readableBytes, allocator: ByteBufferAllocator()))
+                handler.writeBytesToClient(buffer)
+                handler.writeBytesToClient(HTTP1Bytes.crlf)
+            } else {
+                handler.writeBytesToClient(buffer)
+            }
+            if !handler.clientIsWritable { upstream?.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in } }
+        case .end:
+            if relayChunked { handler.writeBytesToClient(HTTP1Bytes.lastChunk) }
+            handler.bytesAnswerEnded()
+            handler.flushClient()
+            complete()
+        }
+    }
+
+    /// The client's answer head, as bytes written into `out` (empty): the upstream's status line and the
+    /// fields that may go back as they came, the framing for the client, the request id and the CORS answer.
+    private func writeClientHead(for response: UpstreamResponseHead, into out: inout ByteBuffer) {
+        out.writeStaticString("HTTP/1.1 ")
+        HTTP1Bytes.writeDecimal(response.status, into: &out)
+        out.writeStaticString(" ")
+        out.writeBytes(response.bytes[response.reason])
+        out.writeStaticString("\r\n")
+        let origin = fields.origin.flatMap { plane.allowedOrigins.contains($0) ? $0 : nil }
+        let listed = HeaderScreen.connectionListed(response)
+        // The upstream's Vary is kept (a shared cache keys its variants by it); Origin is added unless listed.
+        var varyCoversOrigin = false
+        for field in response.fields where HeaderScreen.isReturnable(response, field, connectionListed: listed) {
+            // Set, not added: an upstream's own CORS answer gives way to the gateway's (its request id is an identity field).
+            if origin != nil && response.name(of: field, is: "access-control-allow-origin") { continue }
+            if origin != nil, response.name(of: field, is: "vary"), HeaderScreen.listsToken(response.bytes[field.value], "origin", orStar: true) {
+                varyCoversOrigin = true
+            }
+            out.writeBytes(response.bytes[field.name])
+            out.writeStaticString(": ")
+            out.writeBytes(response.bytes[field.value])
+            out.writeStaticString("\r\n")
+        }
+        closesClient = Self.wantsClose(head)
+        switch response.framing {
+        case .none, .length:
+            if let length = response.contentLength { HTTP1Bytes.writeField("Content-Length", number: length, into: &out) }
+        case .chunked, .untilClose:
+            if head.version.minor >= 1 && head.version.major == 1 {
+                relayChunked = true
+                out.writeStaticString("Transfer-Encoding: chunked\r\n")
+            } else {
+                closesClient = true  // an HTTP/1.0 client reads the body until the connection closes
+            }
+        }
+        HTTP1Bytes.writeField("X-Request-Id", requestID, into: &out)
+        if let origin {
+            HTTP1Bytes.writeField("Access-Control-Allow-Origin", origin, into: &out)
+            if !varyCoversOrigin { out.writeStaticString("Vary: Origin\r\n") }
+        }
+        if closesClient { out.writeStaticString("Connection: close\r\n") }
+        out.writeStaticString("\r\n")
+    }
+
+    func upstreamReadComplete() {
+        handler.flushClient()
+    }
+
+    func upstreamWritabilityChanged(_ writable: Bool) {
+        if writable { handler.resumeReads() }
+    }
+
+    func clientWritabilityChanged(_ writable: Bool) {
+        if writable { upstream?.channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in } }
+    }
+
+    func upstreamClosed() {
+        guard !finished else { return }
+        upstream = nil
+        if responseStarted {
+            // Part of an answer went out: the client cannot be told cleanly. Its connection closes without
+            // the last chunk (as nginx does), so no client takes a cut body for a whole one.
+            plane.logger.warning(
+                "upstream answer cut off", metadata: ["upstream": "\(route.name)", "request_id": "\(requestID)", "status": "\(status)"])
+            finish(closeClient: true)
+        } else {
+            fail(GatewayError(.badGateway, "upstream_unavailable", "the upstream closed the connection without answering; try again"), upstreamStatus: 502)
+        }
+    }
+
+    func upstreamFailed(_ error: any Error) {
+        guard !finished, !responseStarted else { return }
+        if let error = error as? UpstreamResponseError {
+            plane.logger.warning("upstream answer refused", metadata: ["upstream": "\(route.name)", "error": "\(error)"])
+            return fail(
+                GatewayError(.badGateway, "upstream_unavailable", "the upstream's answer was not valid HTTP/1.1; its operator must fix it"),
+                upstreamStatus: 502)
+        }
+        guard error is NIOSSLError || error is BoringSSLError else { return }
+        // The operator needs the reason; the client gets the status and what it means.
+        plane.logger.warning("upstream TLS handshake failed", metadata: ["upstream": "\(route.name)", "error": "\(error)"])
+        fail(
+            GatewayError(.badGateway, "upstream_unavailable", "the upstream's TLS certificate could not be verified; the gateway's operator must fix its trust"),
+            upstreamStatus: 502)
+    }
+
+    func clientGone() {
+        guard !finished else { return }
+        finished = true
+        deadline = nil
+        if let upstream {
+            upstream.handler.delegate = nil
+            upstream.channel.close(promise: nil)
+        }
+    }
+
+    /// The client did not send the whole request in time: `error` (408) if nothing was sent yet, and close.
+    func requestTimedOut(_ error: GatewayError) {
+        guard !finished else { return }
+        fail(error, closeClient: true)
+    }
+
+    /// The deadline passed without an answer: 504.
+    func timedOut() {
+        guard !finished, !responseStarted else { return }
+        fail(
+            GatewayError(.gatewayTimeout, "upstream_timeout", "the upstream did not answer within \(plane.upstreamTimeout.nanoseconds / 1_000_000_000) s; try again"),
+            upstreamStatus: 504)
+    }
+
+    // MARK: Ending
+
+    private func complete() {
+        guard let upstream else { return }
+        pool?.release(upstream, to: route.origin, reusable: upstreamKeepAlive && requestEnded)
+        self.upstream = nil
+        recordUpstream(status)
+        finish(closeClient: closesClient)
+    }
+
+    /// The upstream's part in the metrics, recorded with the request's when the exchange finishes.
+    private func recordUpstream(_ status: Int) {
+        upstreamStatus = status
+        upstreamNanoseconds = (ContinuousClock.now - started).nanoseconds
+    }
+
+    /// Answers with `error` (if nothing was sent yet) and ends the exchange.
+    private func fail(_ error: GatewayError, closeClient: Bool = false, upstreamStatus: Int? = nil) {
+        guard !finished else { return }
+        if let upstream {
+            upstream.handler.delegate = nil
+            upstream.channel.close(promise: nil)
+            self.upstream = nil
+        }
+        if let upstreamStatus { recordUpstream(upstreamStatus) }
+        if responseStarted {
+            return finish(closeClient: true)
+        }
+        // A refused request whose client waits for 100 Continue: its body may still come, unasked; close after the answer.
+        let closeClient = closeClient || (expectsContinue && !requestEnded)
+        status = Int(error.status.code)
+        let body = ByteBuffer(bytes: JSONWriter.bytes(error.json))
+        handler.writeToClient(.head(error.responseHead(contentLength: body.readableBytes, close: closeClient) { decorate(&$0) }))
+        // An answer to HEAD has the head alone (RFC 9110 §9.3.2): the front writes these bytes as they are.
+        if head.method != .HEAD { handler.writeToClient(.body(.byteBuffer(body))) }
+        handler.writeToClient(.end(nil), flush: true)
+        finish(closeClient: closeClient || Self.wantsClose(head))
+    }
+
+    private func finish(closeClient: Bool) {
+        finished = true
+        deadline = nil
+        let nanoseconds = (ContinuousClock.now - started).nanoseconds
+        handler.metricHandles?.record(
+            route: route, method: head.method, status: status, nanoseconds: nanoseconds, upstreamStatus: upstreamStatus,
+            upstreamNanoseconds: upstreamNanoseconds)
+        plane.accessLog.record(
+            requestID: requestID, method: head.method.rawValue, route: route.template, path: path, status: status, nanoseconds: nanoseconds)
+        handler.exchangeFinished(requestEnded: requestEnded, closeConnection: closeClient)
+    }
+
+    /// The request id, and the CORS answer for an allowed origin.
+    private func decorate(_ headers: inout HTTPHeaders) {
+        // Set, not added: an upstream's own request id or CORS answer gives way to the gateway's.
+        headers.replaceOrAdd(name: "X-Request-Id", value: requestID)
+        if let origin = fields.origin, plane.allowedOrigins.contains(origin) {
+            headers.replaceOrAdd(name: "Access-Control-Allow-Origin", value: origin)
+            headers.replaceOrAdd(name: "Vary", value: "Origin")
+        }
+    }
+
+    /// The client asked to close after this answer (`Connection: close`, or HTTP/1.0 without keep-alive).
+    static func wantsClose(_ head: HTTPRequestHead) -> Bool {
+        !head.isKeepAlive
+    }
+
+    /// The methods a route forwards, in NIO's spelling.
+    static let methods = ProxyRoute.methods.map { HTTPMethod(rawValue: $0.rawValue) }
+
+    static func tooLarge(_ limit: Int) -> GatewayError {
+        GatewayError(.contentTooLarge, "payload_too_large", "the request body is limited to \(limit) bytes")
+    }
+}
