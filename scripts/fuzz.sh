@@ -34,7 +34,7 @@ ar rcs "$OUT/lib/libCLibCryptoSetup.a" "$OUT/lib/setup.o"
 
 # JOSE once, as a static library module with coverage instrumentation.
 swiftc "${FLAGS[@]}" -emit-library -static -emit-module -module-name JOSE -emit-module-path "$OUT/lib/JOSE.swiftmodule" \
-  "$ROOT"/Sources/JOSE/*.swift -o "$OUT/lib/libJOSE.a"
+  $(find "$ROOT/Sources/JOSE" -name "*.swift") -o "$OUT/lib/libJOSE.a"
 # RuntimeAPI (session ids, intent requests) on top of it, the same way.
 swiftc "${FLAGS[@]}" -I "$OUT/lib" -emit-library -static -emit-module -module-name RuntimeAPI -emit-module-path "$OUT/lib/RuntimeAPI.swiftmodule" \
   "$ROOT"/Sources/RuntimeAPI/*.swift -o "$OUT/lib/libRuntimeAPI.a"
