@@ -194,6 +194,16 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
+        // Signing the browser in through a trusted provider (the OpenID Connect code flow) and the
+        // provider's back-channel logout.
+        .target(
+            name: "ProviderLogin",
+            dependencies: [
+                "ConfigurationReading",
+                "JOSE",
+                "TrustedIssuers",
+            ]
+        ),
         // The public API's routes, the agent sockets and the composition root (`portcullis serve`).
         .target(
             name: "Gateway",
@@ -203,6 +213,7 @@ let package = Package(
                 "EdgeHTTP",
                 "EmbeddedAssets",
                 "Observability",
+                "ProviderLogin",
                 "RuntimeAccess",
                 "Resilience",
                 "JOSE",
@@ -242,6 +253,7 @@ let package = Package(
                 "Runtime",
                 "Gateway",
                 "Observability",
+                "ProviderLogin",
                 "TrustedIssuers",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -315,6 +327,7 @@ let package = Package(
                 "Gateway",
                 "DataPlane",
                 "EdgeHTTP",
+                "ProviderLogin",
                 "RuntimeAccess",
                 "Observability",
                 "RuntimeAPI",

@@ -13,7 +13,9 @@ public struct ConfigurationMap: Sendable, Equatable {
     public enum Value: Sendable, Equatable {
         case scalar(String)
         case list([String])
-        /// A nested map or a list holding one: never meaningful in these entries.
+        /// A map inside the entry (`login:` of a trusted issuer).
+        case map(ConfigurationMap)
+        /// Anything else (a list holding maps or lists): never meaningful in these entries.
         case nested
     }
 
@@ -49,7 +51,16 @@ public struct ConfigurationMap: Sendable, Equatable {
         case nil: return nil
         case .scalar(let text)?: return [text]
         case .list(let list)?: return list
-        case .nested?: throw error(name, "must be a list of strings")
+        case .nested?, .map?: throw error(name, "must be a list of strings")
+        }
+    }
+
+    /// A map inside this entry, its keys named `KEY.name.inner` in messages.
+    public func map(_ name: String) throws(ConfigurationError) -> ConfigurationMap? {
+        switch values[name] {
+        case nil: return nil
+        case .map(let map)?: return map
+        default: throw error(name, "must be a map of settings")
         }
     }
 
@@ -86,22 +97,29 @@ enum MapListSections {
                 guard let mapping = entry.mapping else {
                     throw ConfigurationError(fileKey: "\(key)[\(index)]", "must be a map of settings (issuer: ..., audiences: [...])")
                 }
-                var values: [String: ConfigurationMap.Value] = [:]
-                for (name, value) in mapping {
-                    guard let name = name.string else { continue }
-                    if let scalar = value.scalar {
-                        values[name] = .scalar(scalar.string)
-                    } else if let items = value.sequence {
-                        let strings = items.compactMap(\.scalar?.string)
-                        values[name] = strings.count == items.count ? .list(strings) : .nested
-                    } else {
-                        values[name] = .nested
-                    }
-                }
-                return ConfigurationMap(key: "\(key)[\(index)]", values: values)
+                return map(mapping, key: "\(key)[\(index)]")
             }
         }
         return result
+    }
+
+    /// One map's values, a map inside it read the same way (as `KEY.name`).
+    static func map(_ mapping: Node.Mapping, key: String) -> ConfigurationMap {
+        var values: [String: ConfigurationMap.Value] = [:]
+        for (name, value) in mapping {
+            guard let name = name.string else { continue }
+            if let scalar = value.scalar {
+                values[name] = .scalar(scalar.string)
+            } else if let items = value.sequence {
+                let strings = items.compactMap(\.scalar?.string)
+                values[name] = strings.count == items.count ? .list(strings) : .nested
+            } else if let inner = value.mapping {
+                values[name] = .map(map(inner, key: "\(key).\(name)"))
+            } else {
+                values[name] = .nested
+            }
+        }
+        return ConfigurationMap(key: key, values: values)
     }
 
     /// `text` without the lists of maps (the rest of their sections stays), as YAML.

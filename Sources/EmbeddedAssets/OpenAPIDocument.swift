@@ -234,6 +234,34 @@ package enum OpenAPIDocument {
             "502": {$ref: "#/components/responses/BadGateway"}
             "503": {$ref: "#/components/responses/Unavailable"}
             "504": {$ref: "#/components/responses/Timeout"}
+      /api/auth/providers:
+        get:
+          tags: [auth]
+          operationId: listProviders
+          summary: The identity providers users may sign in through (trust.issuers entries with login), in configuration order.
+          description: |
+            An empty list when none is configured. Each provider's `name` is the one in the sign-in
+            paths; `issuer` is its exact `iss`. No credential or file name is ever listed.
+          responses:
+            "200":
+              description: The providers.
+              content:
+                application/json:
+                  schema:
+                    type: object
+                    required: [providers]
+                    additionalProperties: false
+                    properties:
+                      providers:
+                        type: array
+                        items:
+                          type: object
+                          required: [name, display_name, issuer]
+                          additionalProperties: false
+                          properties:
+                            name: {type: string, pattern: "^[a-z0-9-]{1,32}$"}
+                            display_name: {type: string}
+                            issuer: {type: string, format: uri}
       /api/intent:
         post:
           tags: [runtime]

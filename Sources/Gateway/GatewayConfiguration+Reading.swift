@@ -31,14 +31,9 @@ extension GatewayConfiguration {
             configuration.demo = mode
         }
         if let value = try values.int("gateway.max_message_bytes", in: 1_024...(16 << 20)) { configuration.maximumMessageBytes = value }
-        if let origins = try values.strings("gateway.allowed_origins") {
-            for origin in origins {
-                guard let url = URL(string: origin), let scheme = url.scheme, ["http", "https"].contains(scheme), url.host != nil,
-                    url.path.isEmpty, url.query == nil
-                else { throw ConfigurationError(key: "gateway.allowed_origins", "must list origins such as https://app.example.com (scheme, host, port; no path), not \"\(origin)\"") }
-            }
-            configuration.allowedOrigins = origins
-        }
+        if let origins = try Self.origins(values, "gateway.allowed_origins") { configuration.allowedOrigins = origins }
+        if let value = try values.url("gateway.public_url") { configuration.publicURL = value }
+        if let origins = try Self.origins(values, "gateway.login_return_origins") { configuration.loginReturnOrigins = origins }
         if let proxies = try values.strings("gateway.trusted_proxies") {
             configuration.trustedProxies = []
             for text in proxies {
@@ -105,6 +100,17 @@ extension GatewayConfiguration {
         if let value = try values.strings("contracts.anonymous_intents") { configuration.contract.anonymousIntents = Set(value) }
         configuration.trust = try TrustConfiguration(reading: values, gatewayIssuer: configuration.issuer)
         self = configuration
+    }
+
+    /// A list of exact origins (`https://app.example.com`: scheme, host, port; no path).
+    static func origins(_ values: ConfigurationValues, _ key: String) throws(ConfigurationError) -> [String]? {
+        guard let origins = try values.strings(key) else { return nil }
+        for origin in origins {
+            guard let url = URL(string: origin), let scheme = url.scheme, ["http", "https"].contains(scheme), url.host != nil,
+                url.path.isEmpty, url.query == nil
+            else { throw ConfigurationError(key: key, "must list origins such as https://app.example.com (scheme, host, port; no path), not \"\(origin)\"") }
+        }
+        return origins
     }
 
     static func rateLimit(_ values: ConfigurationValues, _ key: String, default fallback: RateLimit) throws(ConfigurationError) -> RateLimit {

@@ -1,3 +1,4 @@
+import Foundation
 import DataPlane
 import EdgeHTTP
 import RuntimeAccess
@@ -55,6 +56,30 @@ public struct GatewayConfiguration: Sendable, Equatable {
     public var contract = ExecutionContract()
     /// Browser origins allowed to call the API (CORS) and to open sockets; empty: no cross-origin use.
     public var allowedOrigins: [String] = []
+    /// The gateway's address as browsers and providers reach it (`gateway.public_url`): the base of
+    /// the login redirect URI and the back-channel logout URI; `nil`: `issuer`.
+    public var publicURL: String?
+    /// Where a provider login may return to (`gateway.login_return_origins`), exact origins; empty: the public URL's own origin.
+    public var loginReturnOrigins: [String] = []
+
+    /// `public_url`, else `issuer`, without a trailing `/`.
+    public var effectivePublicURL: String { (publicURL ?? issuer).trimmingTrailingSlash }
+    /// The redirect URI registered at every provider users sign in through.
+    public var loginRedirectURI: String { effectivePublicURL + "/api/auth/oidc/callback" }
+    /// The back-channel logout URI registered at every provider users sign in through.
+    public var backChannelLogoutURI: String { effectivePublicURL + "/api/auth/oidc/backchannel-logout" }
+    /// The origins a login may return to: `login_return_origins`, or the public URL's own.
+    public var effectiveLoginReturnOrigins: [String] {
+        loginReturnOrigins.isEmpty ? [GatewayConfiguration.origin(of: effectivePublicURL)].compactMap { $0 } : loginReturnOrigins
+    }
+
+    /// `scheme://host[:port]` of an http(s) URL, lower-cased as origins compare; `nil` for anything else.
+    public static func origin(of text: String) -> String? {
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), let host = url.host?.lowercased(), !host.isEmpty
+        else { return nil }
+        let bracketed = host.contains(":") ? "[\(host)]" : host
+        return url.port.map { "\(scheme)://\(bracketed):\($0)" } ?? "\(scheme)://\(bracketed)"
+    }
     /// Proxies whose `X-Forwarded-For` is believed (addresses or CIDR networks).
     public var trustedProxies: [IPNetwork] = []
     /// Serve HTTPS with these PEM files; `nil` serves plain HTTP (fine on loopback).

@@ -8,6 +8,7 @@ import JOSE
 import Logging
 import NIOSSL
 import Observability
+import ProviderLogin
 import Runtime
 import RuntimeAccess
 import SecurityGuard
@@ -26,6 +27,7 @@ public enum GatewayServer {
         let knownRoutes = KnownRoutes()
         router.add(middleware: RequestObservationMiddleware(logger: services.logger, accessLog: services.accessLog, metrics: services.metrics, knownRoutes: knownRoutes))
         services.authRoutes.register(on: router)
+        services.providerLoginRoutes.register(on: router)
         services.sessionRoutes.register(on: router)
         services.intentRoutes.register(on: router)
         services.discoveryRoutes.register(on: router)
@@ -156,7 +158,8 @@ public struct PortcullisServer: Sendable {
     public init(
         gateway: GatewayConfiguration, runtime: RuntimeConfiguration, state: any StateStore, keys: LiveKeyRing,
         metrics: GatewayMetrics = GatewayMetrics(), passwordHasher: PasswordHasher = PasswordHasher(), clock: any TokenClock = SystemClock(),
-        trustedIssuers: TrustedIssuers? = nil, logger: Logger, accessLog: (sink: BufferedLogSink, format: LogFormat)? = nil
+        trustedIssuers: TrustedIssuers? = nil, providers: ProviderDirectory = .none, logger: Logger,
+        accessLog: (sink: BufferedLogSink, format: LogFormat)? = nil
     ) {
         self.gateway = gateway
         self.accessLog = accessLog?.sink
@@ -171,7 +174,7 @@ public struct PortcullisServer: Sendable {
         self.logger = logger
         services = GatewayServices(
             configuration: gateway, store: state, keys: keys, runtimeBaseURL: nil, metrics: metrics, passwordHasher: passwordHasher, clock: clock,
-            trustedIssuers: trustedIssuers, logger: logger, accessLog: accessLog.map { AccessLog(sink: $0.sink, format: $0.format) })
+            trustedIssuers: trustedIssuers, providers: providers, logger: logger, accessLog: accessLog.map { AccessLog(sink: $0.sink, format: $0.format) })
     }
 
     /// The services, in start order; a `ServiceGroup` stops them in reverse,

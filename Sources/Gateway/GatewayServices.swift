@@ -4,6 +4,7 @@ import Hummingbird
 import JOSE
 import Logging
 import Observability
+import ProviderLogin
 import Resilience
 import RuntimeAPI
 import RuntimeAccess
@@ -47,16 +48,23 @@ public struct GatewayServices: Sendable {
     public let accessLog: AccessLog
     /// The identity providers whose tokens count beside the gateway's (`nil`: none).
     public let trustedIssuers: TrustedIssuers?
+    /// The providers users sign in through (`trust.issuers` entries with `login`).
+    public let providers: ProviderDirectory
     let admission: Admission
 
-    /// - Parameter trustedIssuers: built from `configuration.trust` (`TrustedIssuers(configuration:...)`,
-    ///   which reads shared secrets and can fail, so it is made before).
+    /// - Parameters:
+    ///   - trustedIssuers: built from `configuration.trust` (`TrustedIssuers(configuration:...)`,
+    ///     which reads shared secrets and can fail, so it is made before).
+    ///   - providers: built from `configuration.trust` too (`ProviderDirectory(trust:)`, which reads
+    ///     the client credentials and can fail).
     public init(
         configuration: GatewayConfiguration, store: any Store, keys: LiveKeyRing,
         runtimeBaseURL: String?, metrics: GatewayMetrics, passwordHasher: PasswordHasher = PasswordHasher(),
-        clock: any TokenClock = SystemClock(), trustedIssuers: TrustedIssuers? = nil, logger: Logger, accessLog: AccessLog? = nil
+        clock: any TokenClock = SystemClock(), trustedIssuers: TrustedIssuers? = nil, providers: ProviderDirectory = .none, logger: Logger,
+        accessLog: AccessLog? = nil
     ) {
         self.trustedIssuers = trustedIssuers
+        self.providers = providers
         self.accessLog = accessLog ?? AccessLog(logger: logger)
         self.configuration = configuration
         self.store = store
@@ -105,6 +113,10 @@ public struct GatewayServices: Sendable {
             refreshTokens: refreshTokens, revocations: revocations, issuer: issuer, sockets: sockets, sessionOwners: sessionOwners,
             metrics: metrics, logger: logger,
             defaultTenant: configuration.defaultTenant, clientID: configuration.clientID, runtimeOutageRefreshGrace: configuration.runtimeOutageRefreshGrace)
+    }
+
+    var providerLoginRoutes: ProviderLoginRoutes {
+        ProviderLoginRoutes(directory: providers)
     }
 
     var sessionRoutes: SessionRoutes {

@@ -42,4 +42,6 @@ public struct IssuerStatus: Sendable {
     public let usable: Bool
     /// Keys of the last JWKS left out, with the reason.
     public let skipped: [String]
+    /// The login endpoints of the last discovery document, or why it names none; `nil` without discovery or before a fetch.
+    public var endpoints: Result<ProviderEndpoints, KeyFetchError>? = nil
 }

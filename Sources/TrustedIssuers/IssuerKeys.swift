@@ -28,6 +28,8 @@ final class IssuerKeys: Sendable {
         var slowFetchReported: Int?
         var source: String
         var skipped: [String] = []
+        /// The login endpoints of the last discovery document (or why it names none).
+        var endpoints: Result<ProviderEndpoints, KeyFetchError>?
     }
 
     /// - Parameter secret: the HMAC keys of a `secret_file` issuer (fixed; nothing is fetched).
@@ -217,6 +219,7 @@ final class IssuerKeys: Sendable {
                 state.keys = fetched.keys
                 state.skipped = fetched.skipped
                 state.source = fetched.jwksURL
+                state.endpoints = fetched.endpoints
                 state.fetchedAt = now
                 state.lastError = nil
                 state.failures = 0
@@ -228,6 +231,14 @@ final class IssuerKeys: Sendable {
                 // Retry soon, backing off to a minute (sooner when the keys turn stale sooner); known keys keep working meanwhile.
                 state.refreshAt = now + min(60, Double(1 << min(state.failures, 6)), max(1, issuer.maximumStaleness / 4))
             }
+        }
+    }
+
+    /// The login endpoints as the last discovery document named them; `nil` before a fetch or when it named none.
+    var endpoints: ProviderEndpoints? {
+        state.withLock { state in
+            guard case .success(let endpoints)? = state.endpoints else { return nil }
+            return endpoints
         }
     }
 
@@ -243,7 +254,8 @@ final class IssuerKeys: Sendable {
                 issuer: issuer.issuer, source: state.source,
                 keys: state.keys.values.sorted { $0.kid < $1.kid }.map { ($0.kid, $0.algorithm.rawValue) },
                 age: state.fetchedAt.map { now - $0 }, lastError: state.lastError,
-                usable: state.fetchedAt.map { usesSecret || now - $0 <= issuer.maximumStaleness } ?? false, skipped: state.skipped)
+                usable: state.fetchedAt.map { usesSecret || now - $0 <= issuer.maximumStaleness } ?? false, skipped: state.skipped,
+                endpoints: state.endpoints)
         }
     }
 }

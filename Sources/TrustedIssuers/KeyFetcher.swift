@@ -13,6 +13,9 @@ struct FetchedKeys: Sendable {
     let jwksURL: String
     /// Seconds until they should be fetched again: the answer's max-age, clamped to 5 min..24 h.
     let maximumAge: Double
+    /// The login endpoints of a discovery document: `nil` without discovery, the sentence saying
+    /// what is missing when the document names no code flow.
+    var endpoints: Result<ProviderEndpoints, KeyFetchError>? = nil
 }
 
 /// A fetch that failed, in one sentence naming the URL (never a token).
@@ -60,6 +63,7 @@ final class KeyFetcher: Sendable {
 
     private func fetchKeys(for issuer: TrustedIssuer, with client: HTTPClient) async throws(KeyFetchError) -> FetchedKeys {
         let jwksURL: String
+        var endpoints: Result<ProviderEndpoints, KeyFetchError>?
         switch issuer.keySource {
         case .jwks(let url):
             jwksURL = url
@@ -78,13 +82,14 @@ final class KeyFetcher: Sendable {
                 throw KeyFetchError("the discovery document at \(issuer.discoveryURL) has no https jwks_uri")
             }
             jwksURL = url
+            endpoints = ProviderEndpoints.read(document)
         case .secret:
             throw KeyFetchError("the issuer \(issuer.issuer) uses a shared secret; nothing to fetch")
         }
         let (body, maximumAge) = try await get(jwksURL, with: client)
         do {
             let jwks = try ProviderJWKS(body, allowed: issuer.algorithms)
-            return FetchedKeys(keys: jwks.keys, skipped: jwks.skipped, jwksURL: jwksURL, maximumAge: maximumAge)
+            return FetchedKeys(keys: jwks.keys, skipped: jwks.skipped, jwksURL: jwksURL, maximumAge: maximumAge, endpoints: endpoints)
         } catch let error as KeyError {
             throw KeyFetchError("the JWKS at \(jwksURL): \(error.message)")
         } catch {

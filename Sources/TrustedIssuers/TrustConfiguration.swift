@@ -8,6 +8,9 @@ public struct TrustConfiguration: Sendable, Equatable {
         self.issuers = issuers
     }
 
+    /// The issuers users may sign in through, in configuration order.
+    public var loginIssuers: [TrustedIssuer] { issuers.filter { $0.login != nil } }
+
     /// Reads `trust.issuers` from the configuration file.
     ///
     /// - Parameter gatewayIssuer: the gateway's own `iss`, which no trusted issuer may claim
@@ -16,6 +19,7 @@ public struct TrustConfiguration: Sendable, Equatable {
     public init(reading values: ConfigurationValues, gatewayIssuer: String) throws(ConfigurationError) {
         guard let entries = values.mapList("trust.issuers") else { return }
         var seen: Set<String> = []
+        var loginNames: Set<String> = []
         for entry in entries {
             let issuer = try TrustedIssuer(reading: entry)
             guard issuer.issuer != gatewayIssuer else {
@@ -23,6 +27,9 @@ public struct TrustConfiguration: Sendable, Equatable {
             }
             guard seen.insert(issuer.issuer).inserted else {
                 throw entry.problem("issuer", "repeats \(issuer.issuer), which an earlier entry names already")
+            }
+            if let login = issuer.login, !loginNames.insert(login.name).inserted {
+                throw ConfigurationError(fileKey: "\(entry.key).login.name", "repeats \(login.name), which an earlier issuer's login names already")
             }
             issuers.append(issuer)
         }

@@ -44,11 +44,13 @@ public struct TrustedIssuer: Sendable, Equatable {
     public var caFile: String?
     /// Longest token lifetime accepted (`exp - iat`, and `exp - now`), in seconds.
     public var maximumTokenLifetime: Double = 86_400
+    /// Signing users in through this provider (`login`); `nil`: its tokens are accepted, nobody signs in through it.
+    public var login: ProviderLoginSettings?
 
     /// The keys an entry may set.
     public static let settingNames: Set<String> = [
         "issuer", "jwks_url", "audiences", "algorithms", "tenant", "tenant_claim", "tenants", "subject_claim", "secret_file",
-        "refresh_cooldown_seconds", "max_stale_seconds", "ca_file", "max_token_lifetime_seconds",
+        "refresh_cooldown_seconds", "max_stale_seconds", "ca_file", "max_token_lifetime_seconds", "login",
     ]
 
     public init(issuer: String, keySource: KeySource, audiences: [String], algorithms: [JWSAlgorithm]? = nil, tenant: Tenant) {
@@ -144,6 +146,13 @@ public struct TrustedIssuer: Sendable, Equatable {
         if let file = try entry.string("ca_file") {
             guard FileManager.default.isReadableFile(atPath: file) else { throw entry.problem("ca_file", "names \(file), which cannot be read") }
             caFile = file
+        }
+        if let map = try entry.map("login") {
+            guard source == .discovery else {
+                throw entry.problem(
+                    "login", "needs OIDC discovery (the authorization and token endpoints come from the issuer's discovery document); remove jwks_url and secret_file")
+            }
+            login = try ProviderLoginSettings(reading: map)
         }
     }
 

@@ -79,6 +79,12 @@ public final class TrustedIssuers: Service, Sendable {
         }
     }
 
+    /// The login endpoints of `issuer` as its discovery document last named them; `nil` before
+    /// the first fetch, or when the document names no code flow (`IssuerStatus.endpoints` says why).
+    public func endpoints(issuer: String) -> ProviderEndpoints? {
+        byIssuer[issuer]?.endpoints
+    }
+
     /// Every issuer's key state, in configuration order.
     public var statuses: [IssuerStatus] {
         configuration.issuers.compactMap { byIssuer[$0.issuer]?.status }
@@ -112,14 +118,7 @@ public final class TrustedIssuers: Service, Sendable {
 
     /// Reads a shared HMAC secret as `keys import` would: private to its owner, no trailing newline, long enough.
     static func loadSecret(_ path: String, algorithms: [JWSAlgorithm], key: String) throws(ConfigurationError) -> [JWSKey] {
-        let mode = (try? FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int) ?? -1
-        guard mode >= 0, let data = FileManager.default.contents(atPath: path) else {
-            throw ConfigurationError(fileKey: key, "names \(path), which cannot be read")
-        }
-        guard mode & 0o077 == 0 else {
-            throw ConfigurationError(fileKey: key, "names \(path), which others can read (mode \(String(mode, radix: 8))); run chmod 600 \(path)")
-        }
-        let secret = [UInt8](data)
+        let secret = try OwnerOnlyFile.read(path, key: key)
         guard secret.last != UInt8(ascii: "\n") else {
             throw ConfigurationError(fileKey: key, "names \(path), which ends with a newline; write the secret's bytes alone (printf '%s' \"$SECRET\" > \(path))")
         }

@@ -5,6 +5,7 @@ import Gateway
 import JOSE
 import Logging
 import Observability
+import ProviderLogin
 import Runtime
 import SecurityGuard
 import ServiceLifecycle
@@ -68,6 +69,7 @@ struct ServeCommand: AsyncParsableCommand {
         // Shared secrets are read (and refused when others can read them) before anything is created.
         let trusted = gateway.trust.issuers.isEmpty
             ? nil : try TrustedIssuers(configuration: gateway.trust, leeway: gateway.leeway, logger: logger)
+        let providers = gateway.trust.loginIssuers.isEmpty ? ProviderDirectory.none : try ProviderDirectory(trust: gateway.trust)
 
         if !FileManager.default.fileExists(atPath: keysDirectory + "/keyring.json") {
             let record = try KeyDirectory(path: keysDirectory).generate(algorithm: .es256)
@@ -81,7 +83,7 @@ struct ServeCommand: AsyncParsableCommand {
                 "no user accounts yet: add one with `portcullis users add NAME --tenant \(gateway.defaultTenant)` (or `swift run portcullis users add ...`)")
         }
 
-        let server = PortcullisServer(gateway: gateway, runtime: runtime, state: state, keys: keys, trustedIssuers: trusted, logger: logger, accessLog: accessLog)
+        let server = PortcullisServer(gateway: gateway, runtime: runtime, state: state, keys: keys, trustedIssuers: trusted, providers: providers, logger: logger, accessLog: accessLog)
         let scheme = gateway.tls == nil ? "http" : "https"
         let services = try server.makeServices { listener, port in
             switch listener {

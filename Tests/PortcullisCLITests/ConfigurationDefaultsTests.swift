@@ -18,7 +18,7 @@ struct ConfigurationDefaultsTests {
     /// Keys without a default (absent means "not used"); the YAML documents each in a comment.
     static let optionalKeys: Set<String> = [
         "runtime.url", "storage.postgres_url", "keys.jwks_file", "gateway.tls.certificate_path", "gateway.tls.private_key_path", "trust.issuers",
-        "gateway.upstream_ca_file", "gateway.client_directory",
+        "gateway.upstream_ca_file", "gateway.client_directory", "gateway.public_url",
     ]
 
     /// Every configuration type, read from `values`.
@@ -131,9 +131,11 @@ struct TrustConfigurationTests {
         #expect(trust.issuers.first?.tenant == .fixed("acme"))
         #expect(trust.issuers.last?.keySource == .secret(file: "keys/supabase.secret"))
         #expect(try GatewayConfiguration(reading: values).port == 9999, "the rest of the file is still read by the library")
-        for name in TrustedIssuer.settingNames {
+        for name in TrustedIssuer.settingNames.union(ProviderLoginSettings.settingNames) {
             #expect(example.contains(" \(name):"), "\(name) is documented in config/portcullis.yaml")
         }
+        #expect(trust.issuers.first?.login == ProviderLoginSettings(
+            name: "acme", displayName: "Acme SSO", clientID: "portcullis", authentication: .secretBasic(file: "keys/acme.secret")))
     }
 
     @Test(
@@ -160,6 +162,19 @@ struct TrustConfigurationTests {
             ("- issuer: https://idp.example.com\n      audiences: [a]\n      tenant_claim: org\n      tenants: []", "trust.issuers[0].tenants"),
             ("- issuer: https://idp.example.com\n      audiences: [a]\n      tenant_claim: org\n      tenants: [a b]", "trust.issuers[0].tenants"),
             ("- issuer: https://idp.example.com\n      audiences: [a]\n      tenant: t\n      tenants: [t]", "trust.issuers[0].tenants"),
+            // A login: a map of its own settings, checked key by key; it needs discovery; names are unique.
+            (TrustConfigurationTests.withLogin("client_id: c\n        client_secret_file: s"), "trust.issuers[0].login.name"),
+            (TrustConfigurationTests.withLogin("name: Acme\n        client_id: c\n        client_secret_file: s"), "trust.issuers[0].login.name"),
+            (TrustConfigurationTests.withLogin("name: a/b\n        client_id: c\n        client_secret_file: s"), "trust.issuers[0].login.name"),
+            (TrustConfigurationTests.withLogin("name: acme\n        client_secret_file: s"), "trust.issuers[0].login.client_id"),
+            (TrustConfigurationTests.withLogin("name: acme\n        client_id: c"), "trust.issuers[0].login.client_secret_file"),
+            (TrustConfigurationTests.withLogin("name: acme\n        client_id: c\n        client_secret_file: s\n        private_key_file: k"), "trust.issuers[0].login.private_key_file"),
+            (TrustConfigurationTests.withLogin("name: acme\n        client_id: c\n        client_secret_file: s\n        scopes: [profile]"), "trust.issuers[0].login.scopes"),
+            (TrustConfigurationTests.withLogin("name: acme\n        client_id: c\n        client_secret_file: s\n        scopes: [\"open id\"]"), "trust.issuers[0].login.scopes"),
+            (TrustConfigurationTests.withLogin("name: acme\n        client_id: c\n        client_secret_file: s\n        redirect_uri: x"), "trust.issuers[0].login.redirect_uri"),
+            ("- issuer: https://idp.example.com\n      audiences: [a]\n      tenant: t\n      login: acme", "trust.issuers[0].login"),
+            ("- issuer: https://idp.example.com\n      audiences: [a]\n      tenant: t\n      jwks_url: https://idp.example.com/k\n      login:\n        name: acme\n        client_id: c\n        client_secret_file: s", "trust.issuers[0].login"),
+            (TrustConfigurationTests.withLogin("name: acme\n        client_id: c\n        client_secret_file: s") + "\n    - issuer: https://other.example.com\n      audiences: [a]\n      tenant: t\n      login:\n        name: acme\n        client_id: c\n        client_secret_file: s", "trust.issuers[1].login.name"),
         ])
     func badEntries(_ pair: (String, String)) async throws {
         // The shape of the list is checked as the file is loaded; each entry's settings as the section is read.
@@ -170,6 +185,11 @@ struct TrustConfigurationTests {
         } catch let error as ConfigurationError {
             #expect(error.message.hasPrefix("configuration key \(pair.1) "), "\(error.message)")
         }
+    }
+
+    /// An issuer entry with a `login` map holding `settings` (indented as the map's lines).
+    static func withLogin(_ settings: String) -> String {
+        "- issuer: https://idp.example.com\n      audiences: [a]\n      tenant: t\n      login:\n        " + settings
     }
 
     @Test("loopback issuers may use plain http (for tests on one machine); nothing else may")

@@ -15,6 +15,7 @@ final class FakeProvider: Sendable {
 
     let server: BackgroundServer
     private let state: Mutex<(keys: [JWSKey], mode: Mode, jwks: Int, discovery: Int)>
+    private let codeFlow = Mutex(true)
 
     var port: Int { server.port }
     var issuer: String { "http://127.0.0.1:\(port)/realms/acme" }
@@ -34,8 +35,16 @@ final class FakeProvider: Sendable {
         router.get("/realms/acme/.well-known/openid-configuration") { _, context -> Response in
             guard let provider = box.provider else { return Response(status: .serviceUnavailable) }
             provider.state.withLock { $0.discovery += 1 }
-            let document: JSONValue = ["issuer": .string(provider.issuer), "jwks_uri": .string(provider.jwksURL)]
-            return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: JSONWriter.bytes(document))))
+            var document: JSONObject = ["issuer": .string(provider.issuer), "jwks_uri": .string(provider.jwksURL)]
+            if provider.publishesCodeFlow {
+                // Keycloak's paths; the flow's routes are served as the login issue builds them.
+                document["authorization_endpoint"] = .string(provider.issuer + "/protocol/openid-connect/auth")
+                document["token_endpoint"] = .string(provider.issuer + "/protocol/openid-connect/token")
+                document["end_session_endpoint"] = .string(provider.issuer + "/protocol/openid-connect/logout")
+                document["backchannel_logout_supported"] = true
+                document["authorization_response_iss_parameter_supported"] = true
+            }
+            return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: JSONWriter.bytes(.object(document)))))
         }
         router.get("/realms/acme/certs") { _, _ -> Response in
             guard let provider = box.provider else { return Response(status: .serviceUnavailable) }
@@ -68,6 +77,11 @@ final class FakeProvider: Sendable {
     }
 
     func publish(_ keys: [JWSKey]) { state.withLock { $0.keys = keys } }
+    /// Whether discovery names the code flow's endpoints (authorization, token, end session).
+    var publishesCodeFlow: Bool {
+        get { codeFlow.withLock { $0 } }
+        set { codeFlow.withLock { $0 = newValue } }
+    }
     func set(_ mode: Mode) { state.withLock { $0.mode = mode } }
     func stop() async throws { try await server.stop() }
 

@@ -7,6 +7,7 @@ import NIOCore
 import NIOHTTP1
 import Observability
 import PortcullisTestSupport
+import ProviderLogin
 import Runtime
 import SecurityGuard
 import ServiceLifecycle
@@ -122,7 +123,8 @@ final class GatewayFixture: Sendable {
         let trusted =
             gateway.trust.issuers.isEmpty ? nil : try TrustedIssuers(configuration: gateway.trust, leeway: gateway.leeway, clock: trustClock, logger: logger)
         server = PortcullisServer(
-            gateway: gateway, runtime: runtime, state: state, keys: keys, passwordHasher: hasher, trustedIssuers: trusted, logger: logger)
+            gateway: gateway, runtime: runtime, state: state, keys: keys, passwordHasher: hasher, trustedIssuers: trusted,
+            providers: gateway.trust.loginIssuers.isEmpty ? .none : try ProviderDirectory(trust: gateway.trust), logger: logger)
         let start = ServiceGroupStart<PortcullisServer.Listener>()
         let services = try server.makeServices { listener, port in start.report(listener, port) }
         var groupConfiguration = ServiceGroupConfiguration(services: services.map { .init(service: $0) }, logger: logger)

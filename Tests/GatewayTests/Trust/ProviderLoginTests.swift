@@ -1,0 +1,150 @@
+import ConfigurationReading
+import Foundation
+import Gateway
+import JOSE
+import PortcullisTestSupport
+import ProviderLogin
+import Testing
+import TrustedIssuers
+
+/// Signing in through a trusted provider (issue 37): what is built so far is the
+/// configuration, the provider list, the client credentials read at start and
+/// `trust check`'s report of what to register at the provider.
+@Suite("Provider login: the providers users sign in through")
+struct ProviderLoginTests {
+    static func clientSecret(_ text: String = "s3cret-of-the-client", mode: Int = 0o600) throws -> String {
+        try TrustedIssuerSecretTests.secretFile(Array(text.utf8), mode: mode)
+    }
+
+    static func login(_ name: String, secretFile: String, displayName: String? = nil) -> ProviderLoginSettings {
+        ProviderLoginSettings(name: name, displayName: displayName, clientID: "portcullis", authentication: .secretBasic(file: secretFile))
+    }
+
+    @Test("GET /api/auth/providers lists every provider users sign in through, in configuration order, and no issuer without login; HEAD answers as GET, POST is 405")
+    func providersAreListed() async throws {
+        let acme = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
+        let secret = try Self.clientSecret()
+        defer { try? FileManager.default.removeItem(atPath: secret) }
+        var withLogin = acme.trust()
+        withLogin.login = Self.login("acme", secretFile: secret, displayName: "Acme SSO")
+        let tokensOnly = TrustedIssuer(issuer: "https://tokens-only.example.com", keySource: .discovery, audiences: ["a"], tenant: .fixed("t"))
+        let fixture = try await GatewayFixture { configuration in
+            configuration.trust = TrustConfiguration(issuers: [tokensOnly, withLogin])
+        }
+        let listed = try await fixture.send(.GET, "/api/auth/providers")
+        #expect(listed.status == 200)
+        #expect(listed.json["providers"] == [["name": "acme", "display_name": "Acme SSO", "issuer": .string(acme.issuer)]])
+        #expect(!listed.raw.contains("s3cret") && !listed.raw.contains(secret), "no credential and no file name reaches the client")
+        let head = try await fixture.send(.HEAD, "/api/auth/providers")
+        #expect(head.status == 200 && head.raw.isEmpty)
+        let post = try await fixture.send(.POST, "/api/auth/providers", body: "{}")
+        #expect(post.status == 405 && post.headers["Allow"].first?.contains("GET") == true)
+        try await fixture.stop()
+        try await acme.stop()
+
+        let none = try await GatewayFixture()
+        #expect(try await none.send(.GET, "/api/auth/providers").json["providers"] == .array([]), "without login providers the list is empty, not 404")
+        try await none.stop()
+    }
+
+    @Test("a client secret file others can read, an empty one, one holding only a newline, or a private key file without a key stops start naming the key")
+    func credentialFilesAreChecked() throws {
+        let cases: [(bytes: String, mode: Int, privateKey: Bool, expected: String)] = [
+            ("secret", 0o644, false, "others can read"),
+            ("", 0o600, false, "empty"),
+            ("\n", 0o600, false, "only a newline"),
+            ("not a key", 0o600, true, "no PEM private key"),
+        ]
+        for item in cases {
+            let path = try TrustedIssuerSecretTests.secretFile(Array(item.bytes.utf8), mode: item.mode)
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            var entry = TrustedIssuer(issuer: "https://idp.example.com", keySource: .discovery, audiences: ["a"], tenant: .fixed("t"))
+            entry.login = ProviderLoginSettings(
+                name: "idp", clientID: "c", authentication: item.privateKey ? .privateKeyJWT(file: path) : .secretBasic(file: path))
+            let key = "trust.issuers[1].login." + (item.privateKey ? "private_key_file" : "client_secret_file")
+            let other = TrustedIssuer(issuer: "https://other.example.com", keySource: .discovery, audiences: ["a"], tenant: .fixed("t"))
+            #expect {
+                _ = try ProviderDirectory(trust: TrustConfiguration(issuers: [other, entry]))
+            } throws: { error in
+                let message = (error as? ConfigurationError)?.message ?? ""
+                return message.contains(key) && message.contains(item.expected) && !message.contains("secret\n")
+            }
+        }
+    }
+
+    @Test("a client secret's trailing newline is not part of it; a PEM private key signs (private_key_jwt)")
+    func credentialsAreRead() throws {
+        let secret = try Self.clientSecret("abc\n")
+        defer { try? FileManager.default.removeItem(atPath: secret) }
+        let keyPath = try TrustedIssuerSecretTests.secretFile(Array(try JWSKey.generate(algorithm: .es256).privatePEM().utf8), mode: 0o600)
+        defer { try? FileManager.default.removeItem(atPath: keyPath) }
+        var first = TrustedIssuer(issuer: "https://one.example.com", keySource: .discovery, audiences: ["a"], tenant: .fixed("t"))
+        first.login = Self.login("one", secretFile: secret)
+        var second = TrustedIssuer(issuer: "https://two.example.com", keySource: .discovery, audiences: ["a"], tenant: .fixed("t"))
+        second.login = ProviderLoginSettings(name: "two", clientID: "c", authentication: .privateKeyJWT(file: keyPath))
+        let directory = try ProviderDirectory(trust: TrustConfiguration(issuers: [first, second]))
+        guard case .secret(let bytes)? = directory.provider(named: "one")?.credential else {
+            Issue.record("the client secret was not read")
+            return
+        }
+        #expect(bytes == Array("abc".utf8))
+        guard case .privateKey(let key)? = directory.provider(named: "two")?.credential else {
+            Issue.record("the private key was not read")
+            return
+        }
+        #expect(key.algorithm == .es256 && key.canSign)
+        #expect(directory.provider(named: "three") == nil && directory.providers.map(\.name) == ["one", "two"])
+    }
+
+    @Test("trust check prints the redirect URI and back-channel logout URI to register and the discovered endpoints; a discovery without a token endpoint exits 1 naming it")
+    func trustCheckReportsLogin() async throws {
+        let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
+        let directory = NSTemporaryDirectory() + "portcullis-logincheck-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        guard FileManager.default.createFile(atPath: directory + "/acme.secret", contents: Data("s3cret".utf8), attributes: [.posixPermissions: 0o600]) else {
+            throw FixtureError("cannot write the secret")
+        }
+        let yaml = """
+            gateway:
+              public_url: https://auth.example.com/
+            trust:
+              issuers:
+                - issuer: \(provider.issuer)
+                  audiences: [portcullis-api]
+                  tenant: acme
+                  login:
+                    name: acme
+                    display_name: Acme SSO
+                    client_id: portcullis
+                    client_secret_file: acme.secret
+
+            """
+        try yaml.write(toFile: directory + "/login.yaml", atomically: true, encoding: .utf8)
+        let up = try await runPortcullis(["trust", "check", "--config", "login.yaml"], directory: directory)
+        #expect(up.status == 0, "\(up.output)")
+        #expect(up.output.contains("redirect URI to register: https://auth.example.com/api/auth/oidc/callback"), "\(up.output)")
+        #expect(up.output.contains("back-channel logout URI to register: https://auth.example.com/api/auth/oidc/backchannel-logout"))
+        #expect(up.output.contains("token endpoint: \(provider.issuer)/protocol/openid-connect/token"))
+        #expect(up.output.contains("back-channel logout: supported"))
+        #expect(!up.output.contains("s3cret"), "the client secret is never printed")
+        provider.publishesCodeFlow = false
+        let broken = try await runPortcullis(["trust", "check", "--config", "login.yaml", "--json"], directory: directory)
+        #expect(broken.status == 1, "\(broken.output)")
+        #expect(broken.output.contains("names no https authorization_endpoint") && broken.output.contains(#""redirect_uri":"https://auth.example.com/api/auth/oidc/callback""#), "\(broken.output)")
+        try await provider.stop()
+    }
+
+    @Test("gateway.public_url is the base of both URIs (gateway.issuer when unset), and a login returns to the public URL's own origin unless login_return_origins lists others")
+    func publicURLAndReturnOrigins() {
+        var configuration = GatewayConfiguration()
+        configuration.issuer = "http://127.0.0.1:8080/"
+        #expect(configuration.loginRedirectURI == "http://127.0.0.1:8080/api/auth/oidc/callback")
+        #expect(configuration.effectiveLoginReturnOrigins == ["http://127.0.0.1:8080"])
+        configuration.publicURL = "https://Auth.Example.com/edge"
+        #expect(configuration.backChannelLogoutURI == "https://Auth.Example.com/edge/api/auth/oidc/backchannel-logout")
+        #expect(configuration.effectiveLoginReturnOrigins == ["https://auth.example.com"], "an origin is scheme, host and port, lower-cased")
+        configuration.loginReturnOrigins = ["https://app.example.com"]
+        #expect(configuration.effectiveLoginReturnOrigins == ["https://app.example.com"])
+    }
+}
