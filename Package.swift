@@ -201,6 +201,7 @@ let package = Package(
             dependencies: [
                 "ConfigurationReading",
                 "JOSE",
+                "StateSurface",
                 "TrustedIssuers",
             ]
         ),

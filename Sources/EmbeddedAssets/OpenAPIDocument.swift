@@ -262,6 +262,49 @@ package enum OpenAPIDocument {
                             name: {type: string, pattern: "^[a-z0-9-]{1,32}$"}
                             display_name: {type: string}
                             issuer: {type: string, format: uri}
+      /api/auth/oidc/{name}/start:
+        post:
+          tags: [auth]
+          operationId: startProviderLogin
+          summary: Start signing in through a provider; answers the provider's authorization URL for the browser to navigate to.
+          description: |
+            The code flow with PKCE (S256) always. `state`, `nonce` and the PKCE verifier are made
+            from the CSPRNG and kept in the State Surface for 10 minutes (the state by its hash), so
+            the callback may reach any instance. The session id never enters a URL. `return_to`'s
+            origin must be one of `gateway.login_return_origins` (default: `gateway.public_url`'s).
+            Shares the per-client bucket of `POST /api/auth/login`.
+          parameters:
+            - name: name
+              in: path
+              required: true
+              description: The provider's name, as GET /api/auth/providers lists it.
+              schema: {type: string}
+          requestBody:
+            required: true
+            content:
+              application/json:
+                schema: {$ref: "#/components/schemas/ProviderLoginStartRequest"}
+          responses:
+            "200":
+              description: Where the browser goes next.
+              headers:
+                Cache-Control: {schema: {type: string, const: no-store}}
+              content:
+                application/json:
+                  schema:
+                    type: object
+                    required: [authorization_url]
+                    additionalProperties: false
+                    properties:
+                      authorization_url: {type: string, format: uri}
+            "400": {$ref: "#/components/responses/BadRequest"}
+            "404": {$ref: "#/components/responses/NotFound"}
+            "409": {$ref: "#/components/responses/Conflict"}
+            "413": {$ref: "#/components/responses/PayloadTooLarge"}
+            "429": {$ref: "#/components/responses/RateLimited"}
+            "502": {$ref: "#/components/responses/BadGateway"}
+            "503": {$ref: "#/components/responses/Unavailable"}
+            "504": {$ref: "#/components/responses/Timeout"}
       /api/intent:
         post:
           tags: [runtime]
@@ -519,7 +562,7 @@ package enum OpenAPIDocument {
             error:
               type: string
               pattern: "^[a-z][a-z0-9_]*$"
-              description: A stable code, such as invalid_request, token_missing, token_invalid, token_expired, token_revoked, invalid_credentials, session_not_found, session_forbidden, session_anonymous, session_conflict, limit_reached, rate_limited, payload_too_large, unavailable, store_unavailable, store_busy, runtime_unavailable, runtime_busy, issuer_unavailable, upstream_unavailable, upstream_timeout.
+              description: A stable code, such as invalid_request, token_missing, token_invalid, token_expired, token_revoked, invalid_credentials, session_not_found, session_forbidden, session_anonymous, session_conflict, provider_not_found, limit_reached, rate_limited, payload_too_large, unavailable, store_unavailable, store_busy, runtime_unavailable, runtime_busy, issuer_unavailable, upstream_unavailable, upstream_timeout.
             message:
               type: string
               description: One sentence a person can act on.
@@ -548,6 +591,13 @@ package enum OpenAPIDocument {
             password: {type: string, minLength: 1}
             tenant: {type: string, description: "The account's tenant; gateway.default_tenant when absent."}
             session_id: {$ref: "#/components/schemas/SessionId"}
+        ProviderLoginStartRequest:
+          type: object
+          required: [session_id, return_to, login_challenge]
+          properties:
+            session_id: {$ref: "#/components/schemas/SessionId"}
+            return_to: {type: string, format: uri, description: "Where the browser returns after the provider; its origin must be allowed."}
+            login_challenge: {type: string, pattern: "^[A-Za-z0-9_-]{43}$", description: "The base64url SHA-256 of a verifier the browser keeps until it completes the sign-in."}
         RefreshRequest:
           type: object
           required: [refresh_token]

@@ -1,10 +1,8 @@
-import Foundation
 import DataPlane
 import EdgeHTTP
-import RuntimeAccess
-
-// Gateway: the Hummingbird application at the edge — public routes, error model, configuration, observability.
+import Foundation
 import HTTPTypes
+import ProviderLogin
 import TrafficCop
 import TrustedIssuers
 
@@ -68,17 +66,9 @@ public struct GatewayConfiguration: Sendable, Equatable {
     public var loginRedirectURI: String { effectivePublicURL + "/api/auth/oidc/callback" }
     /// The back-channel logout URI registered at every provider users sign in through.
     public var backChannelLogoutURI: String { effectivePublicURL + "/api/auth/oidc/backchannel-logout" }
-    /// The origins a login may return to: `login_return_origins`, or the public URL's own.
+    /// The origins a login may return to: `login_return_origins`, or the public URL's own, as `ReturnTarget` spells origins.
     public var effectiveLoginReturnOrigins: [String] {
-        loginReturnOrigins.isEmpty ? [GatewayConfiguration.origin(of: effectivePublicURL)].compactMap { $0 } : loginReturnOrigins
-    }
-
-    /// `scheme://host[:port]` of an http(s) URL, lower-cased as origins compare; `nil` for anything else.
-    public static func origin(of text: String) -> String? {
-        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), let host = url.host?.lowercased(), !host.isEmpty
-        else { return nil }
-        let bracketed = host.contains(":") ? "[\(host)]" : host
-        return url.port.map { "\(scheme)://\(bracketed):\($0)" } ?? "\(scheme)://\(bracketed)"
+        (loginReturnOrigins.isEmpty ? [effectivePublicURL] : loginReturnOrigins).compactMap(ReturnTarget.origin(of:))
     }
     /// Proxies whose `X-Forwarded-For` is believed (addresses or CIDR networks).
     public var trustedProxies: [IPNetwork] = []

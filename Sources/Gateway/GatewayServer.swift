@@ -190,6 +190,9 @@ public struct PortcullisServer: Sendable {
         list.append(Sweeper("expired refresh tokens and revoked token ids", every: 300, logger: logger) {
             try await state.deleteExpiredCredentials(before: clock.now())
         })
+        list.append(Sweeper("expired provider sign-ins", every: 300, logger: logger) {
+            try await state.deleteExpiredLoginFlows(before: clock.now())
+        })
         if gateway.runtimeURL == nil {
             let (client, monitor) = (services.runtime, services.monitor)
             let host = runtime.host.contains(":") ? "[\(runtime.host)]" : runtime.host

@@ -20,7 +20,7 @@ import TrustedIssuers
 /// The gateway's own store holds accounts and credentials only; sessions and
 /// executions belong to the Runtime and are reached through `runtime`.
 public struct GatewayServices: Sendable {
-    public typealias Store = UserRepository & CredentialRepository
+    public typealias Store = UserRepository & CredentialRepository & LoginFlowRepository
 
     public let configuration: GatewayConfiguration
     public let store: any Store
@@ -116,7 +116,9 @@ public struct GatewayServices: Sendable {
     }
 
     var providerLoginRoutes: ProviderLoginRoutes {
-        ProviderLoginRoutes(directory: providers)
+        ProviderLoginRoutes(
+            directory: providers, trustedIssuers: trustedIssuers, flows: store, admission: admission, runtime: runtime, body: jsonBody, clock: clock,
+            logger: logger, redirectURI: configuration.loginRedirectURI, returnOrigins: configuration.effectiveLoginReturnOrigins)
     }
 
     var sessionRoutes: SessionRoutes {

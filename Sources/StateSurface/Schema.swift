@@ -116,5 +116,27 @@ struct SchemaMigration: Sendable {
                 );
                 CREATE INDEX access_changes_by_time ON access_changes (at);
                 """),
+        SchemaMigration(
+            name: "v4: login flows",
+            sqlite: loginFlows(real: "REAL"),
+            postgres: loginFlows(real: "DOUBLE PRECISION")),
     ]
+
+    /// Sign-ins through a provider between start and callback, by the hash of their state.
+    static func loginFlows(real: String) -> String {
+        """
+        CREATE TABLE login_flows (
+            state_hash TEXT PRIMARY KEY NOT NULL,
+            provider TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            nonce TEXT NOT NULL,
+            code_verifier TEXT NOT NULL,
+            return_to TEXT NOT NULL,
+            login_challenge TEXT NOT NULL,
+            created_at \(real) NOT NULL,
+            expires_at \(real) NOT NULL
+        );
+        CREATE INDEX login_flows_by_expiry ON login_flows (expires_at);
+        """
+    }
 }

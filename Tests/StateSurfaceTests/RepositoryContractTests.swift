@@ -26,6 +26,33 @@ struct RepositoryContractTests {
         #expect(try await state.session(id: session.id) == session)
     }
 
+    @Test("a provider sign-in's flow is taken once: of ten callbacks racing with one state exactly one gets it; an expired one is nobody's, and the sweep forgets it", arguments: StoreKind.available)
+    func loginFlowTakenOnce(kind: StoreKind) async throws {
+        let state = try await TestStore(kind).open()
+        let flow = LoginFlowRecord(
+            stateHash: "hash-1", provider: "acme", sessionID: try SessionID.generate(), nonce: "n", codeVerifier: "v", returnTo: "https://app.example.com/",
+            loginChallenge: "c", createdAt: now, expiresAt: now + 600)
+        try await state.insertLoginFlow(flow)
+        let now = self.now
+        let taken = try await withThrowingTaskGroup(of: LoginFlowRecord?.self) { group in
+            for _ in 0..<10 { group.addTask { try await state.takeLoginFlow(stateHash: "hash-1", now: now) } }
+            return try await group.reduce(into: [LoginFlowRecord]()) { if let record = $1 { $0.append(record) } }
+        }
+        #expect(taken == [flow])
+        #expect(try await state.takeLoginFlow(stateHash: "hash-1", now: now) == nil, "a replayed state finds nothing")
+        var expired = flow
+        expired.stateHash = "hash-2"
+        expired.expiresAt = now - 1
+        try await state.insertLoginFlow(expired)
+        #expect(try await state.takeLoginFlow(stateHash: "hash-2", now: now) == nil, "an expired flow is nobody's (and is gone)")
+        var stale = flow
+        stale.stateHash = "hash-3"
+        stale.expiresAt = now - 10
+        try await state.insertLoginFlow(stale)
+        #expect(try await state.deleteExpiredLoginFlows(before: now) == 1)
+        await state.shutdown()
+    }
+
     @Test("an owner's live-session limit holds when ten of its sessions are upgraded at once", arguments: StoreKind.available)
     func limitUnderConcurrency(kind: StoreKind) async throws {
         let state = try await TestStore(kind).open()

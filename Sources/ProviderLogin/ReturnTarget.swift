@@ -1,0 +1,16 @@
+import Foundation
+
+/// Where a sign-in returns the browser to, checked by its origin only.
+public enum ReturnTarget {
+    /// `scheme://host[:port]` of an absolute http(s) URL, lower-cased; `nil` for anything else
+    /// (a relative path, another scheme, user information, a backslash or a control character:
+    /// spellings browsers and parsers read differently).
+    public static func origin(of text: String) -> String? {
+        guard text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\\") }),
+            let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            let host = url.host?.lowercased(), !host.isEmpty, url.user == nil, url.password == nil
+        else { return nil }
+        let bracketed = host.contains(":") ? "[\(host)]" : host
+        return url.port.map { "\(scheme)://\(bracketed):\($0)" } ?? "\(scheme)://\(bracketed)"
+    }
+}
