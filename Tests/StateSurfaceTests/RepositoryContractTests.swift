@@ -197,7 +197,7 @@ struct RepositoryContractTests {
         #expect(named.tls == .verifyFull, "TLS is verified by default beyond loopback")
         let report = try await StateStores.migrate(store.configuration)
         #expect(report.appliedNow.isEmpty)
-        #expect(report.applied.count == 3)
+        #expect(report.applied.count == 4 && report.applied.last == "v4: login flows")
     }
 
     @Test("revoked tokens, disabled accounts and revoked sessions enter the access-change feed once each, in order", arguments: StoreKind.available)
