@@ -71,8 +71,20 @@ final class IssuerKeys: Sendable {
 
     // MARK: Verification
 
-    /// Checks a parsed token of this issuer with the keys held now; never suspends.
-    func verify(_ jws: JWSCompact, claims: JSONObject) -> ExternalVerification {
+    /// The rules of an ID token this issuer returns to the gateway's sign-in: `aud` is the
+    /// gateway's `client_id` (not the access tokens' audiences), `iat` required, any `typ`.
+    func idTokenPolicy(clientID: String) -> AccessTokenPolicy {
+        var idPolicy = policy
+        idPolicy.audiences = [clientID]
+        idPolicy.requiredClaims = Array(Set(policy.requiredClaims + ["iat"])).sorted()
+        idPolicy.acceptedTypes = ["JWT"]
+        return idPolicy
+    }
+
+    /// Checks a parsed token of this issuer with the keys held now, by `policy` (the access
+    /// tokens' unless given); never suspends.
+    func verify(_ jws: JWSCompact, claims: JSONObject, policy given: AccessTokenPolicy? = nil) -> ExternalVerification {
+        let policy = given ?? self.policy
         let now = clock.now()
         let (keys, fetchedAt, missFetchAt, fetching) = state.withLock { ($0.keys, $0.fetchedAt, $0.missFetchAt, $0.inFlight != nil) }
         // The public answer names the issuer only; why its keys cannot be had (a URL, an error) goes to

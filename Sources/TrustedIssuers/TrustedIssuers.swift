@@ -45,6 +45,9 @@ public final class TrustedIssuers: Service, Sendable {
         self.byIssuer = byIssuer
     }
 
+    /// The key state of `issuer`; `nil` for an issuer not configured.
+    func keys(of issuer: String) -> IssuerKeys? { byIssuer[issuer] }
+
     /// Whether tokens whose `iss` is `issuer` are this registry's to check.
     public func handles(issuer: String) -> Bool { byIssuer[issuer] != nil }
 

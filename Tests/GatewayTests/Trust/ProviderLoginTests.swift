@@ -267,3 +267,41 @@ struct ProviderLoginTests {
         try await provider.stop()
     }
 }
+
+@Suite("Provider login: the ID token, checked as OpenID Connect Core 3.1.3.7 says")
+struct IDTokenVerificationTests {
+    @Test("an ID token passes only with this gateway's client_id as aud (azp when several), this sign-in's nonce, the issuer's key, iat and an unexpired exp; an access token (typ at+jwt) never passes")
+    func idTokenRules() async throws {
+        let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
+        let trusted = try TrustedIssuers(configuration: TrustConfiguration(issuers: [provider.trust()]), leeway: 30, logger: .init(label: "test"))
+        await trusted.refreshAll()
+        let stranger = try JWSKey.generate(algorithm: .es256, kid: "ec-1")
+        func check(_ token: String) async -> IDTokenVerification {
+            await trusted.verifyIDToken(token, issuer: provider.issuer, clientID: "portcullis", nonce: "n-1")
+        }
+        func reason(_ outcome: IDTokenVerification) -> String? {
+            if case .refused(let error) = outcome { return error.reason.rawValue }
+            return nil
+        }
+        let good = try provider.token(sub: "u-7", aud: "portcullis", claims: ["nonce": "n-1", "sid": "ps-1"])
+        guard case .verified(let verified) = await check(good) else {
+            Issue.record("a good ID token was refused: \(await check(good))")
+            return
+        }
+        #expect(verified.identity == ExternalIdentity(issuer: provider.issuer, subject: "u-7", tenantID: "acme") && verified.providerSessionID == "ps-1")
+        #expect(reason(await check(try provider.token(aud: "portcullis", claims: ["nonce": "n-2"]))) == "invalid_claim", "another sign-in's nonce")
+        #expect(reason(await check(try provider.token(aud: "portcullis"))) == "missing_claim", "no nonce")
+        #expect(reason(await check(try provider.token(aud: "portcullis-api", claims: ["nonce": "n-1"]))) == "wrong_audience", "the access tokens' audience is not the client")
+        #expect(reason(await check(try provider.token(aud: ["portcullis", "other"], claims: ["nonce": "n-1"]))) == "missing_claim", "several audiences, no azp")
+        #expect(reason(await check(try provider.token(aud: ["portcullis", "other"], claims: ["nonce": "n-1", "azp": "other"]))) == "invalid_claim")
+        if case .verified = await check(try provider.token(aud: ["portcullis", "other"], claims: ["nonce": "n-1", "azp": "portcullis"])) {} else {
+            Issue.record("several audiences with azp = the client are fine")
+        }
+        #expect(reason(await check(try provider.token(aud: "portcullis", lifetime: -120, claims: ["nonce": "n-1"]))) == "expired")
+        #expect(reason(await check(try provider.token(aud: "portcullis", key: stranger, claims: ["nonce": "n-1"]))) == "bad_signature")
+        #expect(reason(await check(try provider.token(aud: "portcullis", header: ["typ": "at+jwt"], claims: ["nonce": "n-1"]))) == "wrong_type")
+        #expect(reason(await check(try provider.token(aud: "portcullis", issuer: "https://other.example.com", claims: ["nonce": "n-1"]))) == "wrong_issuer")
+        #expect(reason(await check("not.a.token")) != nil)
+        try await provider.stop()
+    }
+}
