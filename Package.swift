@@ -194,6 +194,28 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
+        // The guarded agent sockets: the WebSocket guard (token, session, owner, origin, limits before
+        // any 101), each socket's handler, the agent links to the Runtime per event loop, the registry.
+        .target(
+            name: "SocketGuard",
+            dependencies: [
+                "AgentLink",
+                "DataPlane",
+                "EdgeHTTP",
+                "JOSE",
+                "Observability",
+                "RuntimeAPI",
+                "RuntimeAccess",
+                "SecurityGuard",
+                "TrafficCop",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ]
+        ),
         // Signing the browser in through a trusted provider (the OpenID Connect code flow) and the
         // provider's back-channel logout.
         .target(
@@ -216,6 +238,7 @@ let package = Package(
                 "Observability",
                 "ProviderLogin",
                 "RuntimeAccess",
+                "SocketGuard",
                 "Resilience",
                 "JOSE",
                 "RuntimeAPI",
@@ -330,6 +353,7 @@ let package = Package(
                 "EdgeHTTP",
                 "ProviderLogin",
                 "RuntimeAccess",
+                "SocketGuard",
                 "Observability",
                 "RuntimeAPI",
                 "Runtime",

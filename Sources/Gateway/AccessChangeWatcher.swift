@@ -6,6 +6,7 @@ import Runtime
 import RuntimeAccess
 import SecurityGuard
 import ServiceLifecycle
+import SocketGuard
 import StateSurface
 import Synchronization
 

@@ -13,6 +13,7 @@ import Runtime
 import RuntimeAccess
 import SecurityGuard
 import ServiceLifecycle
+import SocketGuard
 import StateSurface
 import TrustedIssuers
 

@@ -9,6 +9,7 @@ import Resilience
 import RuntimeAPI
 import RuntimeAccess
 import SecurityGuard
+import SocketGuard
 import StateSurface
 import TrafficCop
 import TrustedIssuers

@@ -11,6 +11,7 @@ import NIOHTTP1
 import NIOHTTPTypes
 import NIOHTTPTypesHTTP1
 import NIOWebSocket
+import SocketGuard
 
 /// The gateway's HTTP/1 child channel with a guarded WebSocket upgrade.
 ///

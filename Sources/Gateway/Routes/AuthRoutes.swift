@@ -7,6 +7,7 @@ import Observability
 import RuntimeAPI
 import RuntimeAccess
 import SecurityGuard
+import SocketGuard
 import TrafficCop
 
 /// `/api/auth`: login (upgrading the session in place), refresh, logout.

@@ -5,6 +5,7 @@ import Glibc
 import HummingbirdWSClient
 import JOSE
 import PortcullisTestSupport
+import SocketGuard
 import Testing
 import TrafficCop
 

@@ -9,7 +9,7 @@ import NIOCore
 /// once (a logout) cancelled in O(n^2). Here a deadline is a bucket of 100 ms:
 /// setting, moving or dropping one is a dictionary operation, and the loop
 /// wakes ten times a second only while it has sockets.
-final class SocketTimers {
+package final class SocketTimers {
     /// The granularity of every deadline.
     static let tick = TimeAmount.milliseconds(100)
 

@@ -1,6 +1,5 @@
 import DataPlane
 import NIOCore
-import RuntimeAccess
 import Synchronization
 
 /// Why the gateway is closing a live socket.
@@ -11,7 +10,7 @@ public struct SocketCloseRequest: Sendable, Equatable {
 }
 
 /// One registered socket: its place in the registry and where close requests for it go.
-struct SocketRegistration: Sendable {
+package struct SocketRegistration: Sendable {
     let id: UInt64
     let sessionID: String
     let target: SocketCloseTarget
@@ -23,7 +22,7 @@ struct SocketRegistration: Sendable {
 /// handler that serves it exists; a request that arrives in between is kept
 /// and delivered when the handler attaches. Only the first request counts (a
 /// later one never replaces the first reason).
-final class SocketCloseTarget: Sendable {
+package final class SocketCloseTarget: Sendable {
     typealias Delivery = @Sendable (SocketCloseRequest) -> Void
 
     private enum State {
@@ -121,7 +120,7 @@ public final class SocketRegistry: Sendable {
     }
 
     /// Removes a socket; removing one twice is harmless.
-    func unregister(_ registration: SocketRegistration) {
+    package func unregister(_ registration: SocketRegistration) {
         state.withLock { state in
             state.sessions[registration.sessionID]?.sockets.removeValue(forKey: registration.id)
             if state.sessions[registration.sessionID]?.sockets.isEmpty == true { state.sessions[registration.sessionID] = nil }
@@ -160,5 +159,5 @@ public final class SocketRegistry: Sendable {
     }
 
     /// The sessions that have sockets open now.
-    var sessionIDs: [String] { state.withLock { Array($0.sessions.keys) } }
+    package var sessionIDs: [String] { state.withLock { Array($0.sessions.keys) } }
 }

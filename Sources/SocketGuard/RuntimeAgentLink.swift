@@ -9,7 +9,6 @@ import NIOPosix
 import NIOSSL
 import NIOWebSocket
 import RuntimeAPI
-import RuntimeAccess
 
 /// One event loop's connection to the Runtime's agent link, carrying every
 /// agent socket of that loop as a stream (`AgentLinkFrame`).
@@ -19,7 +18,7 @@ import RuntimeAccess
 /// link is opened when the first socket needs it, with one assertion naming
 /// the gateway; when it drops, every stream on it ends with 1011 and the next
 /// socket opens a new one.
-final class RuntimeAgentLink {
+package final class RuntimeAgentLink {
     private enum State {
         case idle
         case connecting
@@ -59,7 +58,7 @@ final class RuntimeAgentLink {
     ///
     /// An upgrade asks before it answers 101, so while the Runtime is away a client
     /// hears 503 instead of a 101 and then 1011. An open link answers without waiting.
-    func whenOpen() -> EventLoopFuture<Bool> {
+    package func whenOpen() -> EventLoopFuture<Bool> {
         if isOpen { return eventLoop.makeSucceededFuture(true) }
         let promise = eventLoop.makePromise(of: Bool.self)
         waiters.append(promise)
@@ -67,7 +66,7 @@ final class RuntimeAgentLink {
         return promise.futureResult
     }
 
-    var isOpen: Bool {
+    package var isOpen: Bool {
         if case .connected = state { return true }
         return false
     }
@@ -248,9 +247,9 @@ final class RuntimeAgentLink {
 }
 
 /// The last handler of a link connection: hands the Runtime's frames to the loop's link.
-final class RuntimeAgentLinkHandler: ChannelInboundHandler {
-    typealias InboundIn = WebSocketFrame
-    typealias OutboundOut = WebSocketFrame
+package final class RuntimeAgentLinkHandler: ChannelInboundHandler {
+    package typealias InboundIn = WebSocketFrame
+    package typealias OutboundOut = WebSocketFrame
 
     let links: RuntimeAgentLinks
     private var link: RuntimeAgentLink?
@@ -259,11 +258,11 @@ final class RuntimeAgentLinkHandler: ChannelInboundHandler {
         self.links = links
     }
 
-    func handlerAdded(context: ChannelHandlerContext) {
+    package func handlerAdded(context: ChannelHandlerContext) {
         link = links.link(for: context.eventLoop)
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
         switch frame.opcode {
         case .binary:
@@ -278,12 +277,12 @@ final class RuntimeAgentLinkHandler: ChannelInboundHandler {
         }
     }
 
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
+    package func channelWritabilityChanged(context: ChannelHandlerContext) {
         link?.writabilityChanged(context.channel.isWritable)
         context.fireChannelWritabilityChanged()
     }
 
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+    package func errorCaught(context: ChannelHandlerContext, error: any Error) {
         context.close(promise: nil)
     }
 }

@@ -31,10 +31,10 @@ import SecurityGuard
 ///
 /// One deadline per socket, in its event loop's `SocketTimers`, serves the
 /// expiry, the ping and the close grace; an idle socket holds no task and no buffer.
-final class AgentSocketHandler: ChannelDuplexHandler {
-    typealias InboundIn = WebSocketFrame
-    typealias OutboundIn = WebSocketFrame
-    typealias OutboundOut = WebSocketFrame
+package final class AgentSocketHandler: ChannelDuplexHandler {
+    package typealias InboundIn = WebSocketFrame
+    package typealias OutboundIn = WebSocketFrame
+    package typealias OutboundOut = WebSocketFrame
 
     let sockets: AgentSockets
     let admitted: AdmittedSocket
@@ -55,7 +55,7 @@ final class AgentSocketHandler: ChannelDuplexHandler {
     /// Since when the connection has been unwritable (the client is not taking in what it is sent).
     private var unwritableSince: NIODeadline?
 
-    init(sockets: AgentSockets, admitted: AdmittedSocket) {
+    package init(sockets: AgentSockets, admitted: AdmittedSocket) {
         self.sockets = sockets
         self.admitted = admitted
         expiresAt = admitted.caller.expiresAt
@@ -66,7 +66,7 @@ final class AgentSocketHandler: ChannelDuplexHandler {
 
     // MARK: Lifecycle
 
-    func handlerAdded(context: ChannelHandlerContext) {
+    package func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         registered = true
         sockets.metrics.openSockets(1)
@@ -82,13 +82,13 @@ final class AgentSocketHandler: ChannelDuplexHandler {
         scheduleCheck()
     }
 
-    func channelInactive(context: ChannelHandlerContext) {
+    package func channelInactive(context: ChannelHandlerContext) {
         end(runtimeReason: "client went away")
         context.fireChannelInactive()
     }
 
     /// Graceful shutdown: the client is told (1001) and given the close grace to answer.
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+    package func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is ChannelShouldQuiesceEvent {
             close(code: 1001, reason: "the gateway is shutting down; reconnect shortly", runtimeReason: "gateway shutting down")
         } else {
@@ -96,7 +96,7 @@ final class AgentSocketHandler: ChannelDuplexHandler {
         }
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) {
+    package func handlerRemoved(context: ChannelHandlerContext) {
         end(runtimeReason: "client went away")
         self.context = nil
     }
@@ -115,7 +115,7 @@ final class AgentSocketHandler: ChannelDuplexHandler {
 
     // MARK: From the client
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
         lastHeard = .now()
         pingSent = nil
@@ -163,7 +163,7 @@ final class AgentSocketHandler: ChannelDuplexHandler {
         }
     }
 
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+    package func errorCaught(context: ChannelHandlerContext, error: any Error) {
         if let error = error as? NIOWebSocketError, error == .invalidFrameLength {
             close(code: 1009, reason: "message too large (limit \(sockets.maximumMessageBytes) bytes)", runtimeReason: "client went away")
         } else {
@@ -254,7 +254,7 @@ final class AgentSocketHandler: ChannelDuplexHandler {
 
     var sendTimeout: TimeAmount { .milliseconds(Int64(sockets.limits.webSocketSendTimeout * 1000)) }
 
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
+    package func channelWritabilityChanged(context: ChannelHandlerContext) {
         if context.channel.isWritable {
             unwritableSince = nil
             resumeReading()
@@ -345,7 +345,7 @@ final class AgentSocketHandler: ChannelDuplexHandler {
 
     // MARK: Back-pressure toward the Runtime
 
-    func read(context: ChannelHandlerContext) {
+    package func read(context: ChannelHandlerContext) {
         if link?.isWritable == false || unwritableSince != nil {
             readPending = true
         } else {

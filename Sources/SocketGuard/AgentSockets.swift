@@ -12,8 +12,8 @@ import SecurityGuard
 /// Replaces a relay of tasks per socket: an admitted socket is served by one
 /// `AgentSocketHandler` on its event loop, and its messages travel to the
 /// Runtime as a stream of its loop's `RuntimeAgentLink`.
-struct AgentSockets: Sendable {
-    let links: RuntimeAgentLinks
+package struct AgentSockets: Sendable {
+    package let links: RuntimeAgentLinks
     let authenticator: AccessTokenAuthenticator
     let registry: SocketRegistry
     let metrics: GatewayMetrics
@@ -21,6 +21,20 @@ struct AgentSockets: Sendable {
     let maximumMessageBytes: Int
     let limits: EdgeLimits
     let logger: Logger
+
+    package init(
+        links: RuntimeAgentLinks, authenticator: AccessTokenAuthenticator, registry: SocketRegistry, metrics: GatewayMetrics, clock: any TokenClock,
+        maximumMessageBytes: Int, limits: EdgeLimits, logger: Logger
+    ) {
+        self.links = links
+        self.authenticator = authenticator
+        self.registry = registry
+        self.metrics = metrics
+        self.clock = clock
+        self.maximumMessageBytes = maximumMessageBytes
+        self.limits = limits
+        self.logger = logger
+    }
     /// The sockets' deadlines, one table per event loop.
     let timers = EventLoopTable<SocketTimers>()
 

@@ -10,7 +10,7 @@ import RuntimeAccess
 
 /// The gateway's agent links to the Runtime: one per event loop, each made
 /// on first use (see `RuntimeAgentLink`).
-final class RuntimeAgentLinks: Sendable {
+package final class RuntimeAgentLinks: Sendable {
     let runtime: RuntimeClient
     let metrics: GatewayMetrics
     let logger: Logger
@@ -22,7 +22,7 @@ final class RuntimeAgentLinks: Sendable {
     let failures: RecurringFailureLog
     private let tls = NIOLockedValueBox<NIOSSLContext?>(nil)
 
-    init(runtime: RuntimeClient, metrics: GatewayMetrics, logger: Logger, maximumMessageBytes: Int, timeout: Double) {
+    package init(runtime: RuntimeClient, metrics: GatewayMetrics, logger: Logger, maximumMessageBytes: Int, timeout: Double) {
         self.runtime = runtime
         self.metrics = metrics
         self.logger = logger
@@ -32,17 +32,17 @@ final class RuntimeAgentLinks: Sendable {
     }
 
     /// The link of `eventLoop`; call it on that loop.
-    func link(for eventLoop: any EventLoop) -> RuntimeAgentLink {
+    package func link(for eventLoop: any EventLoop) -> RuntimeAgentLink {
         links.value(for: eventLoop) { RuntimeAgentLink(eventLoop: eventLoop, links: self) }
     }
 
     /// Whether `eventLoop`'s link is open, or opens now (from any thread); see `RuntimeAgentLink.whenOpen()`.
-    func whenOpen(on eventLoop: any EventLoop) -> EventLoopFuture<Bool> {
+    package func whenOpen(on eventLoop: any EventLoop) -> EventLoopFuture<Bool> {
         eventLoop.flatSubmit { self.link(for: eventLoop).whenOpen() }
     }
 
     /// The refusal of a socket (its upgrade, or the plain GET that asks about one) while no link can open.
-    static let unavailable = GatewayError.runtimeUnavailable("the Runtime behind the socket does not answer; try again in a moment")
+    package static let unavailable = GatewayError.runtimeUnavailable("the Runtime behind the socket does not answer; try again in a moment")
 
     /// Opening a link, as `failures` names it.
     static let opening = RecurringFailureLog.Check(name: "agent link: opening the Runtime's agent link", meanwhile: "sockets are refused with 503 until it opens")

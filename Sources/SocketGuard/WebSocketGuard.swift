@@ -23,7 +23,7 @@ public struct CheckedSocket: Sendable {
 public struct AdmittedSocket: Sendable {
     public let caller: AuthenticatedCaller
     public let sessionID: String
-    let registration: SocketRegistration
+    package let registration: SocketRegistration
     /// The Traffic Cop's admission of this socket.
     let admission: AdmittedSessionIntent
 
@@ -54,11 +54,25 @@ public struct WebSocketGuard: Sendable {
     /// Owned sessions as the Runtime last said (kept fresh by `AccessChangeWatcher`).
     let sessions: SessionOwnershipView
     let admission: Admission
-    let registry: SocketRegistry
+    package let registry: SocketRegistry
     let allowedOrigins: [String]
     /// `gateway.query_credentials`: whether `access_token` in the socket URL is accepted (old clients).
     let acceptsQueryCredentials: Bool
     let metrics: GatewayMetrics
+
+    package init(
+        authenticator: AccessTokenAuthenticator, runtime: RuntimeClient, sessions: SessionOwnershipView, admission: Admission, registry: SocketRegistry,
+        allowedOrigins: [String], acceptsQueryCredentials: Bool, metrics: GatewayMetrics
+    ) {
+        self.authenticator = authenticator
+        self.runtime = runtime
+        self.sessions = sessions
+        self.admission = admission
+        self.registry = registry
+        self.allowedOrigins = allowedOrigins
+        self.acceptsQueryCredentials = acceptsQueryCredentials
+        self.metrics = metrics
+    }
 
     /// Checks an upgrade and registers the socket, or says why not, as the HTTP error to answer with.
     public func admitUpgrade(_ request: UpgradeRequest) async -> Result<AdmittedSocket, GatewayError> {
