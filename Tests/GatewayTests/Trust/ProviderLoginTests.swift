@@ -162,6 +162,18 @@ struct ProviderLoginTests {
         }, entries: [entry])
     }
 
+    /// Runs `body` against a gateway whose provider `acme` users sign in through (`loginGateway`), then stops both.
+    static func withLoginGateway(publishingCodeFlow: Bool = true, _ body: (FakeProvider, GatewayFixture) async throws -> Void) async throws {
+        let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
+        provider.publishesCodeFlow = publishingCodeFlow
+        let secret = try Self.clientSecret()
+        defer { try? FileManager.default.removeItem(atPath: secret) }
+        let fixture = try await Self.loginGateway(provider, secretFile: secret)
+        try await body(provider, fixture)
+        try await fixture.stop()
+        try await provider.stop()
+    }
+
     /// A browser's login challenge: the base64url SHA-256 of a verifier it keeps.
     static func challenge(_ verifier: String = "the-browser-keeps-this-verifier") throws -> String {
         Base64URL.encode(try Digest.sha256(Array(verifier.utf8)))
@@ -175,96 +187,83 @@ struct ProviderLoginTests {
 
     @Test("start answers the provider's authorization URL with response_type=code, client_id, redirect_uri, scope, state, nonce and an S256 PKCE challenge; the session id never enters it; the flow is kept by its state's hash, once")
     func startBuildsTheAuthorizationURL() async throws {
-        let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
-        let secret = try Self.clientSecret()
-        defer { try? FileManager.default.removeItem(atPath: secret) }
-        let fixture = try await Self.loginGateway(provider, secretFile: secret)
-        let session = try await fixture.createAnonymousSession()
-        let answer = try await fixture.post(
-            "/api/auth/oidc/acme/start",
-            ["session_id": .string(session), "return_to": "https://app.example.com/after?x=1", "login_challenge": .string(try Self.challenge())])
-        #expect(answer.status == 200, "\(answer.raw)")
-        #expect(answer.headers["Cache-Control"].first == "no-store")
-        let url = try #require(answer["authorization_url"])
-        #expect(url.hasPrefix(provider.issuer + "/protocol/openid-connect/auth?"))
-        #expect(!url.contains(session), "the session id never goes into a URL")
-        let query = Self.query(url)
-        #expect(query["response_type"] == "code" && query["client_id"] == "portcullis" && query["code_challenge_method"] == "S256")
-        #expect(query["redirect_uri"] == fixture.server.gateway.loginRedirectURI)
-        #expect(query["scope"] == "openid profile email")
-        let state = try #require(query["state"]), nonce = try #require(query["nonce"]), codeChallenge = try #require(query["code_challenge"])
-        #expect(state.utf8.count == 43 && nonce.utf8.count == 43 && state != nonce, "256 random bits each")
-        let flow = try #require(try await fixture.state.takeLoginFlow(stateHash: LoginStart.hash(state), now: Date().timeIntervalSince1970))
-        #expect(flow.sessionID == session && flow.nonce == nonce && flow.provider == "acme" && flow.returnTo == "https://app.example.com/after?x=1")
-        #expect(codeChallenge == Base64URL.encode(try Digest.sha256(Array(flow.codeVerifier.utf8))), "the challenge is S256 of the kept verifier")
-        #expect(flow.expiresAt - flow.createdAt == 600)
-        #expect(try await fixture.state.takeLoginFlow(stateHash: LoginStart.hash(state), now: Date().timeIntervalSince1970) == nil, "taken once")
-        // A second start for the same session is a second flow with its own state.
-        let again = try await fixture.post(
-            "/api/auth/oidc/acme/start",
-            ["session_id": .string(session), "return_to": "https://app.example.com/", "login_challenge": .string(try Self.challenge())])
-        #expect(Self.query(again["authorization_url"] ?? "")["state"] != state)
-        fixture.remember(flow.codeVerifier)
-        fixture.remember(nonce)
-        try await fixture.stop()
-        try await provider.stop()
+        try await Self.withLoginGateway { provider, fixture in
+            let session = try await fixture.createAnonymousSession()
+            let answer = try await fixture.post(
+                "/api/auth/oidc/acme/start",
+                ["session_id": .string(session), "return_to": "https://app.example.com/after?x=1", "login_challenge": .string(try Self.challenge())])
+            #expect(answer.status == 200, "\(answer.raw)")
+            #expect(answer.headers["Cache-Control"].first == "no-store")
+            let url = try #require(answer["authorization_url"])
+            #expect(url.hasPrefix(provider.issuer + "/protocol/openid-connect/auth?"))
+            #expect(!url.contains(session), "the session id never goes into a URL")
+            let query = Self.query(url)
+            #expect(query["response_type"] == "code" && query["client_id"] == "portcullis" && query["code_challenge_method"] == "S256")
+            #expect(query["redirect_uri"] == fixture.server.gateway.loginRedirectURI)
+            #expect(query["scope"] == "openid profile email")
+            let state = try #require(query["state"]), nonce = try #require(query["nonce"]), codeChallenge = try #require(query["code_challenge"])
+            #expect(state.utf8.count == 43 && nonce.utf8.count == 43 && state != nonce, "256 random bits each")
+            let flow = try #require(try await fixture.state.takeLoginFlow(stateHash: LoginStart.hash(state), now: Date().timeIntervalSince1970))
+            #expect(flow.sessionID == session && flow.nonce == nonce && flow.provider == "acme" && flow.returnTo == "https://app.example.com/after?x=1")
+            #expect(codeChallenge == Base64URL.encode(try Digest.sha256(Array(flow.codeVerifier.utf8))), "the challenge is S256 of the kept verifier")
+            #expect(flow.expiresAt - flow.createdAt == 600)
+            #expect(try await fixture.state.takeLoginFlow(stateHash: LoginStart.hash(state), now: Date().timeIntervalSince1970) == nil, "taken once")
+            // A second start for the same session is a second flow with its own state.
+            let again = try await fixture.post(
+                "/api/auth/oidc/acme/start",
+                ["session_id": .string(session), "return_to": "https://app.example.com/", "login_challenge": .string(try Self.challenge())])
+            #expect(Self.query(again["authorization_url"] ?? "")["state"] != state)
+            fixture.remember(flow.codeVerifier)
+            fixture.remember(nonce)
+        }
     }
 
     @Test("start refuses, and keeps nothing for: an unknown provider (404), a return_to off the allowed origins in any spelling (400), a malformed login_challenge or session id (400), an unknown session (404), a signed-in session (409)")
     func startRefusals() async throws {
-        let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
-        let secret = try Self.clientSecret()
-        defer { try? FileManager.default.removeItem(atPath: secret) }
-        let fixture = try await Self.loginGateway(provider, secretFile: secret)
-        let session = try await fixture.createAnonymousSession()
-        let challenge = try Self.challenge()
-        func start(_ name: String = "acme", session: String? = nil, returnTo: String = "https://app.example.com/", loginChallenge: String? = nil) async throws -> Answer {
-            var body: JSONObject = ["return_to": .string(returnTo), "login_challenge": .string(loginChallenge ?? challenge)]
-            if let session { body["session_id"] = .string(session) }
-            return try await fixture.post("/api/auth/oidc/\(name)/start", .object(body))
+        try await Self.withLoginGateway { provider, fixture in
+            let session = try await fixture.createAnonymousSession()
+            let challenge = try Self.challenge()
+            func start(_ name: String = "acme", session: String? = nil, returnTo: String = "https://app.example.com/", loginChallenge: String? = nil) async throws -> Answer {
+                var body: JSONObject = ["return_to": .string(returnTo), "login_challenge": .string(loginChallenge ?? challenge)]
+                if let session { body["session_id"] = .string(session) }
+                return try await fixture.post("/api/auth/oidc/\(name)/start", .object(body))
+            }
+            let unknown = try await start("globex", session: session)
+            #expect(unknown.status == 404 && unknown.error == "provider_not_found")
+            for returnTo in [
+                "https://evil.example.com/", "//app.example.com/x", "/relative", "https://app.example.com@evil.example.com/", "https://app.example.com.evil.example.com/",
+                "http://app.example.com/", "https://app.example.com:444/", "javascript:alert(1)", "https://app.example.com\\@evil.example.com/",
+                "https://app.example.com/\u{0}x",
+            ] {
+                let answer = try await start(session: session, returnTo: returnTo)
+                #expect(answer.status == 400 && answer.error == "invalid_request" && answer.raw.contains("return_to"), "\(returnTo): \(answer.raw)")
+            }
+            #expect(try await start(session: session, returnTo: "HTTPS://APP.EXAMPLE.COM/Back").status == 200, "an origin compares without case")
+            for bad in ["", "short", String(repeating: "A", count: 44), String(repeating: "A", count: 42) + "B", "abc+/=" + String(repeating: "A", count: 37)] {
+                let answer = try await start(session: session, loginChallenge: bad)
+                #expect(answer.status == 400 && answer.raw.contains("login_challenge"), "\(bad): \(answer.raw)")
+            }
+            #expect(try await start().error == "session_missing")
+            #expect(try await start(session: "not-a-session").error == "session_malformed")
+            #expect(try await start(session: try SessionID.generate()).status == 404)
+            try await fixture.addUser("alice")
+            let owned = try await fixture.login("alice", sessionID: try await fixture.createAnonymousSession())
+            let signedIn = try await start(session: owned.sessionID)
+            #expect(signedIn.status == 409 && signedIn.error == "session_conflict")
+            let count = try await fixture.state.deleteExpiredLoginFlows(before: Date().timeIntervalSince1970 + 3600)
+            #expect(count == 1, "only the one accepted start kept a flow")
         }
-        let unknown = try await start("globex", session: session)
-        #expect(unknown.status == 404 && unknown.error == "provider_not_found")
-        for returnTo in [
-            "https://evil.example.com/", "//app.example.com/x", "/relative", "https://app.example.com@evil.example.com/", "https://app.example.com.evil.example.com/",
-            "http://app.example.com/", "https://app.example.com:444/", "javascript:alert(1)", "https://app.example.com\\@evil.example.com/",
-            "https://app.example.com/\u{0}x",
-        ] {
-            let answer = try await start(session: session, returnTo: returnTo)
-            #expect(answer.status == 400 && answer.error == "invalid_request" && answer.raw.contains("return_to"), "\(returnTo): \(answer.raw)")
-        }
-        #expect(try await start(session: session, returnTo: "HTTPS://APP.EXAMPLE.COM/Back").status == 200, "an origin compares without case")
-        for bad in ["", "short", String(repeating: "A", count: 44), String(repeating: "A", count: 42) + "B", "abc+/=" + String(repeating: "A", count: 37)] {
-            let answer = try await start(session: session, loginChallenge: bad)
-            #expect(answer.status == 400 && answer.raw.contains("login_challenge"), "\(bad): \(answer.raw)")
-        }
-        #expect(try await start().error == "session_missing")
-        #expect(try await start(session: "not-a-session").error == "session_malformed")
-        #expect(try await start(session: try SessionID.generate()).status == 404)
-        try await fixture.addUser("alice")
-        let owned = try await fixture.login("alice", sessionID: try await fixture.createAnonymousSession())
-        let signedIn = try await start(session: owned.sessionID)
-        #expect(signedIn.status == 409 && signedIn.error == "session_conflict")
-        let count = try await fixture.state.deleteExpiredLoginFlows(before: Date().timeIntervalSince1970 + 3600)
-        #expect(count == 1, "only the one accepted start kept a flow")
-        try await fixture.stop()
-        try await provider.stop()
     }
 
     @Test("while the provider's discovery names no sign-in endpoints, start is 503 issuer_unavailable with Retry-After, and the provider is still listed")
     func startWithoutEndpoints() async throws {
-        let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
-        provider.publishesCodeFlow = false
-        let secret = try Self.clientSecret()
-        defer { try? FileManager.default.removeItem(atPath: secret) }
-        let fixture = try await Self.loginGateway(provider, secretFile: secret)
-        let session = try await fixture.createAnonymousSession()
-        let answer = try await fixture.post(
-            "/api/auth/oidc/acme/start", ["session_id": .string(session), "return_to": "https://app.example.com/", "login_challenge": .string(try Self.challenge())])
-        #expect(answer.status == 503 && answer.error == "issuer_unavailable" && answer.headers["Retry-After"].first == "5", "\(answer.raw)")
-        #expect(try await fixture.send(.GET, "/api/auth/providers").raw.contains("acme"))
-        try await fixture.stop()
-        try await provider.stop()
+        try await Self.withLoginGateway(publishingCodeFlow: false) { _, fixture in
+            let session = try await fixture.createAnonymousSession()
+            let answer = try await fixture.post(
+                "/api/auth/oidc/acme/start", ["session_id": .string(session), "return_to": "https://app.example.com/", "login_challenge": .string(try Self.challenge())])
+            #expect(answer.status == 503 && answer.error == "issuer_unavailable" && answer.headers["Retry-After"].first == "5", "\(answer.raw)")
+            #expect(try await fixture.send(.GET, "/api/auth/providers").raw.contains("acme"))
+        }
     }
 }
 
