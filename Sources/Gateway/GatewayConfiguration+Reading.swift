@@ -1,7 +1,6 @@
 import ConfigurationReading
 import DataPlane
 import Foundation
-import RuntimeAccess
 import SecurityGuard
 import TrafficCop
 import TrustedIssuers

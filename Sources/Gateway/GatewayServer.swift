@@ -1,3 +1,4 @@
+import ConfigurationReading
 import DataPlane
 import EdgeHTTP
 import Foundation
@@ -94,10 +95,9 @@ public enum GatewayServer {
             throw GatewayStartupError("gateway.tls.certificate_path: cannot read a PEM certificate chain from \(files.certificatePath)")
         }
         // A private key others can read is refused, as `keys import` and a trusted issuer's secret_file refuse one.
-        let mode = (try? FileManager.default.attributesOfItem(atPath: files.privateKeyPath)[.posixPermissions] as? Int) ?? 0
-        guard mode & 0o077 == 0 else {
+        if let mode = OwnerOnlyFile.modeOthersCanRead(files.privateKeyPath) {
             throw GatewayStartupError(
-                "gateway.tls.private_key_path: \(files.privateKeyPath) can be read by other users (mode \(String(mode, radix: 8))); run chmod 600 \(files.privateKeyPath)")
+                "gateway.tls.private_key_path: \(files.privateKeyPath) can be read by other users (mode \(mode)); run chmod 600 \(files.privateKeyPath)")
         }
         do {
             key = try NIOSSLPrivateKey(file: files.privateKeyPath, format: .pem)

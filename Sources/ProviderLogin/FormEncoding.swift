@@ -1,6 +1,8 @@
 /// Percent-encoding of a query or form value: every byte but RFC 3986's unreserved
 /// characters (`A-Z a-z 0-9 - . _ ~`) as `%XX`, a space included (as `%20`, never `+`).
 enum FormEncoding {
+    private static let hexDigits = Array("0123456789ABCDEF".utf8)
+
     static func encode(_ text: String) -> String {
         var out = ""
         out.reserveCapacity(text.utf8.count)
@@ -10,10 +12,9 @@ enum FormEncoding {
                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
                 out.unicodeScalars.append(Unicode.Scalar(byte))
             default:
-                let hex = Array("0123456789ABCDEF".utf8)
                 out.unicodeScalars.append("%")
-                out.unicodeScalars.append(Unicode.Scalar(hex[Int(byte >> 4)]))
-                out.unicodeScalars.append(Unicode.Scalar(hex[Int(byte & 0x0F)]))
+                out.unicodeScalars.append(Unicode.Scalar(hexDigits[Int(byte >> 4)]))
+                out.unicodeScalars.append(Unicode.Scalar(hexDigits[Int(byte & 0x0F)]))
             }
         }
         return out

@@ -1,3 +1,4 @@
+import ConfigurationReading
 import Foundation
 import JOSE
 
@@ -55,9 +56,8 @@ struct KeyFileImport {
 
     /// A file holding a private key or a secret must be readable by its owner alone.
     private func requirePrivateMode() throws {
-        let mode = (try? FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int) ?? 0
-        guard mode & 0o077 == 0 else {
-            throw CLIError("\(path) holds a private key and other users can read it (mode \(String(mode, radix: 8))); run chmod 600 \(path) and import again")
+        if let mode = OwnerOnlyFile.modeOthersCanRead(path) {
+            throw CLIError("\(path) holds a private key and other users can read it (mode \(mode)); run chmod 600 \(path) and import again")
         }
     }
 }

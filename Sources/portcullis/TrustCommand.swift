@@ -42,10 +42,10 @@ struct TrustCheckCommand: AsyncParsableCommand {
         }
         let trusted = try TrustedIssuers(configuration: gateway.trust, leeway: gateway.leeway, logger: Logger(label: "portcullis.trust-check"))
         // The client credentials as serve reads them: a file others can read is an error here too.
-        _ = try ProviderDirectory(trust: gateway.trust)
+        let directory = try ProviderDirectory(trust: gateway.trust)
         await trusted.refreshAll()
         let statuses = trusted.statuses
-        let logins = Dictionary(gateway.trust.issuers.compactMap { issuer in issuer.login.map { (issuer.issuer, $0) } }, uniquingKeysWith: { first, _ in first })
+        let logins = Dictionary(uniqueKeysWithValues: directory.providers.map { ($0.issuer, $0.settings) })
         if json {
             print(JSONWriter.string(.array(statuses.map { Self.json($0, login: logins[$0.issuer], gateway: gateway) })))
         } else {
