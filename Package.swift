@@ -225,6 +225,8 @@ let package = Package(
                 "JOSE",
                 "StateSurface",
                 "TrustedIssuers",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // The public API's routes, the agent sockets and the composition root (`portcullis serve`).

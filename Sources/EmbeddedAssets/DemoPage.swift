@@ -47,6 +47,7 @@ package enum DemoPage {
         <div><label for="tenant">Tenant</label> <input id="tenant" name="tenant" placeholder="default"></div>
         <p><button id="login" type="submit">Sign in</button> <span class="error" id="login-error"></span></p>
       </form>
+      <div id="providers"></div>
     </section>
 
     <section>
@@ -60,7 +61,8 @@ package enum DemoPage {
       <pre id="intent-result"></pre>
     </section>
 
-    <p><button id="logout" disabled>Log out</button></p>
+    <p><button id="logout" disabled>Log out</button>
+       <button id="logout-provider" disabled hidden>Log out here and at the provider</button></p>
 
     <script type="module">
     import { PortcullisClient } from "/client/portcullis.js";
@@ -75,6 +77,7 @@ package enum DemoPage {
       const signedIn = session?.state === "authenticated";
       $("login-box").hidden = signedIn;
       $("logout").disabled = !signedIn;
+      $("logout-provider").disabled = !signedIn;
       if (signedIn && !agent) watchAgent(client.agent());
     }
 
@@ -137,6 +140,25 @@ package enum DemoPage {
       }
     });
 
+    // One "Sign in with ..." button per provider the gateway lists.
+    client.providers().then((providers) => {
+      for (const provider of providers) {
+        const button = document.createElement("button");
+        button.type = "button";
+        button.id = `provider-${provider.name}`;
+        button.textContent = `Sign in with ${provider.display_name}`;
+        button.addEventListener("click", () => {
+          client.loginWithProvider(provider.name).catch((error) => { $("login-error").textContent = `${error.code}: ${error.message}`; });
+        });
+        $("providers").append(button, " ");
+      }
+      $("logout-provider").hidden = providers.length === 0;
+    }).catch(() => {});
+
+    $("logout-provider").addEventListener("click", async () => {
+      await client.logout({ provider: true });
+    });
+
     $("logout").addEventListener("click", async () => {
       await client.logout();
       agent = null;
@@ -145,7 +167,9 @@ package enum DemoPage {
       await client.start();
     });
 
-    client.start().catch((error) => { $("session-state").textContent = `unavailable: ${error.message}`; });
+    client.start().then(() => {
+      if (client.loginError) $("login-error").textContent = `sign-in through the provider failed: ${client.loginError}`;
+    }).catch((error) => { $("session-state").textContent = `unavailable: ${error.message}`; });
     </script>
     </body>
     </html>

@@ -223,6 +223,21 @@ package enum OpenAPIDocument {
               application/json:
                 schema: {$ref: "#/components/schemas/LogoutRequest"}
           responses:
+            "200":
+              description: |
+                Logged out of a session a provider sign-in made, whose provider has an end-session
+                endpoint: the browser may navigate to `end_session_url` (OpenID Connect RP-Initiated
+                Logout: `id_token_hint`, `client_id`, `post_logout_redirect_uri`) to end the provider's session too.
+              headers:
+                Cache-Control: {schema: {type: string, const: no-store}}
+              content:
+                application/json:
+                  schema:
+                    type: object
+                    required: [end_session_url]
+                    additionalProperties: false
+                    properties:
+                      end_session_url: {type: string, format: uri}
             "204":
               description: Logged out.
             "400": {$ref: "#/components/responses/BadRequest"}
@@ -305,6 +320,92 @@ package enum OpenAPIDocument {
             "502": {$ref: "#/components/responses/BadGateway"}
             "503": {$ref: "#/components/responses/Unavailable"}
             "504": {$ref: "#/components/responses/Timeout"}
+      /api/auth/oidc/callback:
+        get:
+          tags: [auth]
+          operationId: providerLoginCallback
+          summary: The provider's redirect back (the redirect URI to register); sends the browser to return_to with a login code or an error in the fragment.
+          description: |
+            Takes the flow `state` names (once, on any instance), checks `iss` (RFC 9207), exchanges
+            the code at the provider's token endpoint with the PKCE verifier and the client's
+            credential, and verifies the ID token (OpenID Connect Core 3.1.3.7). Then 303 to the
+            flow's `return_to` with `#portcullis_login=<code>` (60 s, single use), or with
+            `#portcullis_error=<code>` (access_denied, provider_error, issuer_mismatch, code_refused,
+            id_token_invalid, tenant_not_allowed, provider_unavailable). A state that is unknown,
+            used or expired is 400: there is nowhere safe to send the browser.
+          parameters:
+            - {name: state, in: query, required: true, schema: {type: string, maxLength: 512}}
+            - {name: code, in: query, required: false, schema: {type: string, maxLength: 4096}}
+            - {name: iss, in: query, required: false, schema: {type: string}}
+            - {name: error, in: query, required: false, schema: {type: string}}
+          responses:
+            "303":
+              description: Back to return_to, the outcome in the fragment.
+              headers:
+                Location: {schema: {type: string, format: uri}}
+                Cache-Control: {schema: {type: string, const: no-store}}
+            "400": {$ref: "#/components/responses/BadRequest"}
+            "429": {$ref: "#/components/responses/RateLimited"}
+            "503": {$ref: "#/components/responses/Unavailable"}
+      /api/auth/oidc/complete:
+        post:
+          tags: [auth]
+          operationId: completeProviderLogin
+          summary: Redeem a login code for its session; answers exactly as POST /api/auth/login.
+          description: |
+            The code is taken once, whoever presents it: with another session or a verifier whose
+            SHA-256 is not the start's `login_challenge` it is spent and refused. The session is
+            upgraded in place with the same compare-and-set as a password login; the user is the
+            provider's (issuer, sub), `ext_...`, in the issuer's tenant.
+          requestBody:
+            required: true
+            content:
+              application/json:
+                schema: {$ref: "#/components/schemas/ProviderLoginCompleteRequest"}
+          responses:
+            "200":
+              description: The gateway's tokens; the same session, now authenticated.
+              headers:
+                Cache-Control: {schema: {type: string, const: no-store}}
+              content:
+                application/json:
+                  schema: {$ref: "#/components/schemas/TokenResponse"}
+            "400": {$ref: "#/components/responses/BadRequest"}
+            "403": {$ref: "#/components/responses/Forbidden"}
+            "404": {$ref: "#/components/responses/NotFound"}
+            "409": {$ref: "#/components/responses/Conflict"}
+            "413": {$ref: "#/components/responses/PayloadTooLarge"}
+            "429": {$ref: "#/components/responses/RateLimited"}
+            "502": {$ref: "#/components/responses/BadGateway"}
+            "503": {$ref: "#/components/responses/Unavailable"}
+            "504": {$ref: "#/components/responses/Timeout"}
+      /api/auth/oidc/backchannel-logout:
+        post:
+          tags: [auth]
+          operationId: backChannelLogout
+          summary: OpenID Connect Back-Channel Logout 1.0 (the URI to register); ends every gateway session of the provider's session or user.
+          description: |
+            The logout token is checked as the specification's section 2.6 says (the issuer's keys,
+            `aud` the client id, `iat` within 5 minutes, `jti` never seen before on any instance,
+            the back-channel logout event, `sid` and/or `sub`, no `nonce`). Each session it names ends
+            on every instance: refresh and access tokens revoked, sockets closed with 1008.
+          requestBody:
+            required: true
+            content:
+              application/x-www-form-urlencoded:
+                schema:
+                  type: object
+                  required: [logout_token]
+                  properties:
+                    logout_token: {type: string}
+          responses:
+            "200":
+              description: Done (also when no session was signed in through that provider session).
+              headers:
+                Cache-Control: {schema: {type: string, const: no-store}}
+            "400": {$ref: "#/components/responses/BadRequest"}
+            "413": {$ref: "#/components/responses/PayloadTooLarge"}
+            "503": {$ref: "#/components/responses/Unavailable"}
       /api/intent:
         post:
           tags: [runtime]
@@ -598,6 +699,13 @@ package enum OpenAPIDocument {
             session_id: {$ref: "#/components/schemas/SessionId"}
             return_to: {type: string, format: uri, description: "Where the browser returns after the provider; its origin must be allowed."}
             login_challenge: {type: string, pattern: "^[A-Za-z0-9_-]{43}$", description: "The base64url SHA-256 of a verifier the browser keeps until it completes the sign-in."}
+        ProviderLoginCompleteRequest:
+          type: object
+          required: [login_code, session_id, login_verifier]
+          properties:
+            login_code: {type: string, description: "The code from #portcullis_login=."}
+            session_id: {$ref: "#/components/schemas/SessionId"}
+            login_verifier: {type: string, minLength: 1, maxLength: 256, description: "The verifier whose base64url SHA-256 was the start's login_challenge."}
         RefreshRequest:
           type: object
           required: [refresh_token]

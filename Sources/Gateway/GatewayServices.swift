@@ -21,7 +21,7 @@ import TrustedIssuers
 /// The gateway's own store holds accounts and credentials only; sessions and
 /// executions belong to the Runtime and are reached through `runtime`.
 public struct GatewayServices: Sendable {
-    public typealias Store = UserRepository & CredentialRepository & LoginFlowRepository
+    public typealias Store = UserRepository & CredentialRepository & LoginFlowRepository & ProviderSessionRepository
 
     public let configuration: GatewayConfiguration
     public let store: any Store
@@ -113,13 +113,23 @@ public struct GatewayServices: Sendable {
             authentication: authentication, admission: admission, runtime: runtime, body: jsonBody, accounts: accounts,
             refreshTokens: refreshTokens, revocations: revocations, issuer: issuer, sockets: sockets, sessionOwners: sessionOwners,
             metrics: metrics, logger: logger,
-            defaultTenant: configuration.defaultTenant, clientID: configuration.clientID, runtimeOutageRefreshGrace: configuration.runtimeOutageRefreshGrace)
+            defaultTenant: configuration.defaultTenant, clientID: configuration.clientID, runtimeOutageRefreshGrace: configuration.runtimeOutageRefreshGrace,
+            providerSessions: store, signIn: providerSignIn, postLogoutRedirectURI: (configuration.effectiveLoginReturnOrigins.first ?? configuration.effectivePublicURL) + "/")
+    }
+
+    /// The code flow's callback, completion and provider refresh; `nil` without a provider for sign-in.
+    var providerSignIn: ProviderSignIn? {
+        guard !providers.isEmpty, let vault = providers.vault else { return nil }
+        return ProviderSignIn(
+            directory: providers, trusted: trustedIssuers, store: store, vault: vault, redirectURI: configuration.loginRedirectURI, clock: clock, logger: logger)
     }
 
     var providerLoginRoutes: ProviderLoginRoutes {
-        ProviderLoginRoutes(
-            directory: providers, trustedIssuers: trustedIssuers, flows: store, admission: admission, runtime: runtime, body: jsonBody, clock: clock,
-            logger: logger, redirectURI: configuration.loginRedirectURI, returnOrigins: configuration.effectiveLoginReturnOrigins)
+        let auth = authRoutes
+        return ProviderLoginRoutes(
+            directory: providers, trustedIssuers: trustedIssuers, signIn: providerSignIn, store: store, admission: admission, runtime: runtime, body: jsonBody,
+            auth: auth, ending: auth.providerEnding, clock: clock, logger: logger, redirectURI: configuration.loginRedirectURI,
+            returnOrigins: configuration.effectiveLoginReturnOrigins, sessionLifetime: configuration.refreshTokenLifetime)
     }
 
     var sessionRoutes: SessionRoutes {

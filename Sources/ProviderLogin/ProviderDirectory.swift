@@ -24,16 +24,21 @@ public struct ProviderDirectory: Sendable {
     private init(providers: [Provider]) {
         self.providers = providers
         byName = [:]
+        vault = nil
     }
 
     /// In configuration order.
     public let providers: [Provider]
+    /// Seals the providers' tokens kept at rest; `nil` when no keys directory was given (`trust check`).
+    public let vault: ProviderTokenVault?
     private let byName: [String: Provider]
 
-    /// Reads every provider's client credential (the files are owner-only, as every credential file).
+    /// Reads every provider's client credential (the files are owner-only, as every credential file)
+    /// and, given the keys directory, the key that seals the providers' tokens (made on first start).
     ///
-    /// - Throws: `ConfigurationError` naming `trust.issuers[N].login.KEY` when a credential cannot be used.
-    public init(trust: TrustConfiguration) throws(ConfigurationError) {
+    /// - Throws: `ConfigurationError` naming `trust.issuers[N].login.KEY` when a credential cannot be used,
+    ///   or `keys.directory` when the sealing key cannot be read or made.
+    public init(trust: TrustConfiguration, keysDirectory: String? = nil) throws(ConfigurationError) {
         var providers: [Provider] = []
         for (index, issuer) in trust.issuers.enumerated() {
             guard let login = issuer.login else { continue }
@@ -42,6 +47,9 @@ public struct ProviderDirectory: Sendable {
                 Provider(name: login.name, displayName: login.displayName, issuer: issuer.issuer, settings: login, trust: issuer, credential: credential))
         }
         self.providers = providers
+        vault = try keysDirectory.flatMap { directory throws(ConfigurationError) in
+            providers.isEmpty ? nil : try ProviderTokenVault.load(keysDirectory: directory)
+        }
         byName = Dictionary(providers.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
     }
 

@@ -73,6 +73,11 @@ public struct AuthenticatedCaller: Sendable, Equatable {
             issuedAt: token.claims["iat"]?.numberValue ?? token.claims["nbf"]?.numberValue ?? 0, expiresAt: token.expiresAt, external: identity)
     }
 
+    /// The gateway's user id for `subject` at `issuer`: `ext_` and 22 characters of SHA-256 over both.
+    public static func externalUserID(issuer: String, subject: String) throws -> String {
+        try externalID(issuer + "\n" + subject)
+    }
+
     static func externalID(_ text: String) throws -> String {
         "ext_" + Base64URL.encode(Array(try Digest.sha256(Array(text.utf8)).prefix(16)))
     }
@@ -210,9 +215,18 @@ public struct AccessTokenAuthenticator: Sendable {
         guard let tenantID = verified.tenantID, let tokenID = verified.tokenID, let issuedAt = verified.claims["iat"]?.numberValue else {
             throw .invalid(TokenValidationError(.missingClaim, "the access token lacks tenant_id, jti or iat"))
         }
+        // A token the gateway issued after a provider sign-in names the provider's user too; it counts
+        // only when `sub` is the gateway's id for that pair (as a provider token's caller would be).
+        var external: ExternalIdentity? = nil
+        if let idpIssuer = verified.claims["idp_iss"]?.stringValue, let idpSubject = verified.claims["idp_sub"]?.stringValue {
+            guard (try? AuthenticatedCaller.externalUserID(issuer: idpIssuer, subject: idpSubject)) == verified.subject else {
+                throw .invalid(TokenValidationError(.invalidClaim, "the access token's idp_iss and idp_sub do not name its sub"))
+            }
+            external = ExternalIdentity(issuer: idpIssuer, subject: idpSubject, tenantID: tenantID)
+        }
         let caller = AuthenticatedCaller(
             userID: verified.subject, tenantID: tenantID, clientID: verified.clientID, tokenID: tokenID, issuedAt: issuedAt,
-            expiresAt: verified.expiresAt)
+            expiresAt: verified.expiresAt, external: external)
         cache?.insert(caller, for: token, now: now)
         return .caller(caller)
     }

@@ -120,6 +120,10 @@ struct SchemaMigration: Sendable {
             name: "v4: login flows",
             sqlite: loginFlows(real: "REAL"),
             postgres: loginFlows(real: "DOUBLE PRECISION")),
+        SchemaMigration(
+            name: "v5: provider sessions",
+            sqlite: providerSessions(real: "REAL"),
+            postgres: providerSessions(real: "DOUBLE PRECISION")),
     ]
 
     /// Sign-ins through a provider between start and callback, by the hash of their state.
@@ -137,6 +141,59 @@ struct SchemaMigration: Sendable {
             expires_at \(real) NOT NULL
         );
         CREATE INDEX login_flows_by_expiry ON login_flows (expires_at);
+        """
+    }
+
+    /// Login codes between callback and completion, the sessions a provider sign-in made, the
+    /// access tokens issued to them, and the ids of logout tokens already used.
+    static func providerSessions(real: String) -> String {
+        """
+        CREATE TABLE login_codes (
+            code_hash TEXT PRIMARY KEY NOT NULL,
+            session_id TEXT NOT NULL,
+            login_challenge TEXT NOT NULL,
+            provider TEXT NOT NULL,
+            issuer TEXT NOT NULL,
+            subject TEXT NOT NULL,
+            tenant_id TEXT NOT NULL,
+            provider_sid TEXT,
+            id_token TEXT NOT NULL,
+            refresh_token TEXT,
+            created_at \(real) NOT NULL,
+            expires_at \(real) NOT NULL
+        );
+        CREATE INDEX login_codes_by_expiry ON login_codes (expires_at);
+
+        CREATE TABLE provider_sessions (
+            session_id TEXT PRIMARY KEY NOT NULL,
+            user_id TEXT NOT NULL,
+            provider TEXT NOT NULL,
+            issuer TEXT NOT NULL,
+            subject TEXT NOT NULL,
+            tenant_id TEXT NOT NULL,
+            provider_sid TEXT,
+            id_token TEXT NOT NULL,
+            refresh_token TEXT,
+            created_at \(real) NOT NULL,
+            expires_at \(real) NOT NULL
+        );
+        CREATE INDEX provider_sessions_by_sid ON provider_sessions (issuer, provider_sid);
+        CREATE INDEX provider_sessions_by_subject ON provider_sessions (issuer, subject);
+        CREATE INDEX provider_sessions_by_expiry ON provider_sessions (expires_at);
+
+        CREATE TABLE session_access_tokens (
+            token_id TEXT PRIMARY KEY NOT NULL,
+            session_id TEXT NOT NULL,
+            expires_at \(real) NOT NULL
+        );
+        CREATE INDEX session_access_tokens_by_session ON session_access_tokens (session_id);
+        CREATE INDEX session_access_tokens_by_expiry ON session_access_tokens (expires_at);
+
+        CREATE TABLE logout_token_ids (
+            id TEXT PRIMARY KEY NOT NULL,
+            expires_at \(real) NOT NULL
+        );
+        CREATE INDEX logout_token_ids_by_expiry ON logout_token_ids (expires_at);
         """
     }
 }

@@ -81,9 +81,25 @@ final class IssuerKeys: Sendable {
         return idPolicy
     }
 
+    /// The rules of a back-channel logout token (OpenID Connect Back-Channel Logout 1.0, 2.4 and
+    /// 2.6): `aud` the gateway's `client_id`; `iss`, `iat` and `jti` required, `exp` when present;
+    /// no `nonce`; `typ` `logout+jwt`, `JWT` or none, as providers in the field send.
+    func logoutTokenPolicy(clientID: String) -> AccessTokenPolicy {
+        var logoutPolicy = policy
+        logoutPolicy.audiences = [clientID]
+        logoutPolicy.requiredClaims = ["iss", "aud", "iat", "jti"]
+        logoutPolicy.forbiddenClaims = ["nonce"]
+        logoutPolicy.acceptedTypes = ["logout+jwt", "application/logout+jwt", "JWT"]
+        logoutPolicy.requiresType = false
+        return logoutPolicy
+    }
+
     /// Checks a parsed token of this issuer with the keys held now, by `policy` (the access
     /// tokens' unless given); never suspends.
-    func verify(_ jws: JWSCompact, claims: JSONObject, policy given: AccessTokenPolicy? = nil) -> ExternalVerification {
+    ///
+    /// - Parameter identity: whether the token must name a user and a tenant; a logout token
+    ///   may name only the provider's session (its identity then has an empty subject and tenant).
+    func verify(_ jws: JWSCompact, claims: JSONObject, policy given: AccessTokenPolicy? = nil, identity: Bool = true) -> ExternalVerification {
         let policy = given ?? self.policy
         let now = clock.now()
         let (keys, fetchedAt, missFetchAt, fetching) = state.withLock { ($0.keys, $0.fetchedAt, $0.missFetchAt, $0.inFlight != nil) }
@@ -119,6 +135,10 @@ final class IssuerKeys: Sendable {
             }
             try jws.verifySignature(with: key)
             if let problem = policy.problems(in: claims, at: now, stopAtFirst: true).first { throw problem }
+            guard identity else {
+                let verified = VerifiedAccessToken(header: jws.header, claims: claims, keyID: key.kid, algorithm: algorithm)
+                return .verified(ExternalIdentity(issuer: issuer.issuer, subject: claims["sub"]?.stringValue ?? "", tenantID: ""), verified)
+            }
             guard let subject = claims[issuer.subjectClaim]?.stringValue, !subject.isEmpty else {
                 throw TokenValidationError(.invalidClaim, "the claim \"\(issuer.subjectClaim)\" must be a non-empty string")
             }

@@ -34,18 +34,24 @@ public struct KeyFetchError: Error, Sendable, Equatable, CustomStringConvertible
 /// Each fetch has an HTTP client of its own, shut down when the fetch ends:
 /// fetches are minutes apart, and nothing is left to shut down when the
 /// gateway stops (or fails to start) between them.
-final class KeyFetcher: Sendable {
+package final class KeyFetcher: Sendable {
     static let maximumBytes = 1 << 20
     static let timeout: TimeAmount = .seconds(10)
     let configuration: HTTPClient.Configuration
 
     init(caFile: String?) {
+        configuration = Self.clientConfiguration(caFile: caFile)
+    }
+
+    /// The HTTP client settings for talking to a provider: its CA file when configured, no
+    /// redirects followed by the client, 5 s to connect and 10 s to read, HTTP/1.1.
+    package static func clientConfiguration(caFile: String?) -> HTTPClient.Configuration {
         var tls = TLSConfiguration.makeClientConfiguration()
         if let caFile { tls.trustRoots = .file(caFile) }
         var configuration = HTTPClient.Configuration(
             tlsConfiguration: tls, redirectConfiguration: .disallow, timeout: .init(connect: .seconds(5), read: .seconds(10)))
         configuration.httpVersion = .http1Only
-        self.configuration = configuration
+        return configuration
     }
 
     /// The issuer's keys, by discovery or from its JWKS URL.
@@ -136,7 +142,7 @@ final class KeyFetcher: Sendable {
     }
 
     /// scheme://host:port, lower-cased.
-    static func origin(_ text: String) -> String? {
+    package static func origin(_ text: String) -> String? {
         guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased() else { return nil }
         return "\(scheme)://\(host):\(url.port ?? (scheme == "https" ? 443 : 80))"
     }

@@ -69,7 +69,7 @@ struct ServeCommand: AsyncParsableCommand {
         // Shared secrets are read (and refused when others can read them) before anything is created.
         let trusted = gateway.trust.issuers.isEmpty
             ? nil : try TrustedIssuers(configuration: gateway.trust, leeway: gateway.leeway, logger: logger)
-        let providers = gateway.trust.loginIssuers.isEmpty ? ProviderDirectory.none : try ProviderDirectory(trust: gateway.trust)
+        let providers = gateway.trust.loginIssuers.isEmpty ? ProviderDirectory.none : try ProviderDirectory(trust: gateway.trust, keysDirectory: keysDirectory)
 
         if !FileManager.default.fileExists(atPath: keysDirectory + "/keyring.json") {
             let record = try KeyDirectory(path: keysDirectory).generate(algorithm: .es256)

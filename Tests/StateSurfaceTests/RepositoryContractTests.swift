@@ -53,6 +53,70 @@ struct RepositoryContractTests {
         await state.shutdown()
     }
 
+    @Test("a login code is taken once by ten racing completions; provider sessions are found by sid, by sub or both, updated in place, and forgotten with their access-token ids; a logout token's id is new once until it expires", arguments: StoreKind.available)
+    func providerSessionsContract(kind: StoreKind) async throws {
+        let state = try await TestStore(kind).open()
+        let now = self.now
+        let identity = ProviderIdentityRecord(
+            provider: "acme", issuer: "https://idp.example.com", subject: "user-1", tenantID: "acme", providerSessionID: "sid-1", sealedIDToken: "sealed-id",
+            sealedRefreshToken: nil)
+        let code = LoginCodeRecord(codeHash: "code-1", sessionID: "ses_a", loginChallenge: "c", provider: identity, createdAt: now, expiresAt: now + 60)
+        try await state.insertLoginCode(code)
+        let taken = try await withThrowingTaskGroup(of: LoginCodeRecord?.self) { group in
+            for _ in 0..<10 { group.addTask { try await state.takeLoginCode(codeHash: "code-1", now: now) } }
+            return try await group.reduce(into: [LoginCodeRecord]()) { if let record = $1 { $0.append(record) } }
+        }
+        #expect(taken == [code])
+        var expired = code
+        expired.codeHash = "code-2"
+        expired.expiresAt = now - 1
+        try await state.insertLoginCode(expired)
+        #expect(try await state.takeLoginCode(codeHash: "code-2", now: now) == nil, "an expired code is nobody's")
+
+        let first = ProviderSessionRecord(sessionID: "ses_a", userID: "ext_a", identity: identity, createdAt: now, expiresAt: now + 100)
+        var secondIdentity = identity
+        secondIdentity.providerSessionID = "sid-2"
+        secondIdentity.sealedRefreshToken = "sealed-refresh"
+        let second = ProviderSessionRecord(sessionID: "ses_b", userID: "ext_a", identity: secondIdentity, createdAt: now, expiresAt: now + 100)
+        var otherUser = identity
+        otherUser.subject = "user-2"
+        otherUser.providerSessionID = nil
+        let third = ProviderSessionRecord(sessionID: "ses_c", userID: "ext_c", identity: otherUser, createdAt: now, expiresAt: now - 5)
+        for record in [first, second, third] { try await state.saveProviderSession(record) }
+        #expect(try await state.providerSession(sessionID: "ses_b") == second)
+        let bySID = try await state.providerSessions(issuer: identity.issuer, providerSessionID: "sid-1", subject: nil)
+        #expect(bySID.map(\.sessionID) == ["ses_a"])
+        let bySubject = try await state.providerSessions(issuer: identity.issuer, providerSessionID: nil, subject: "user-1")
+        #expect(Set(bySubject.map(\.sessionID)) == ["ses_a", "ses_b"])
+        #expect(try await state.providerSessions(issuer: identity.issuer, providerSessionID: "sid-2", subject: "user-2").isEmpty, "both must hold")
+        #expect(try await state.providerSessions(issuer: "https://other.example.com", providerSessionID: "sid-1", subject: nil).isEmpty)
+        #expect(try await state.providerSessions(issuer: identity.issuer, providerSessionID: nil, subject: nil).isEmpty, "naming nobody ends nobody")
+        var rotated = second
+        rotated.identity.sealedRefreshToken = "sealed-refresh-2"
+        try await state.saveProviderSession(rotated)
+        #expect(try await state.providerSession(sessionID: "ses_b")?.identity.sealedRefreshToken == "sealed-refresh-2")
+
+        try await state.recordSessionAccessToken(sessionID: "ses_a", tokenID: "jti-1", expiresAt: now + 900)
+        try await state.recordSessionAccessToken(sessionID: "ses_a", tokenID: "jti-old", expiresAt: now - 1)
+        #expect(try await state.sessionAccessTokens(sessionID: "ses_a", now: now).map(\.tokenID) == ["jti-1"])
+        try await state.deleteProviderSession(sessionID: "ses_a")
+        #expect(try await state.providerSession(sessionID: "ses_a") == nil)
+        #expect(try await state.sessionAccessTokens(sessionID: "ses_a", now: now).isEmpty)
+
+        #expect(try await state.rememberLogoutToken(id: "lt-1", expiresAt: now + 300, now: now))
+        let replays = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for _ in 0..<10 { group.addTask { try await state.rememberLogoutToken(id: "lt-1", expiresAt: now + 300, now: now) } }
+            return try await group.reduce(into: 0) { $0 += $1 ? 1 : 0 }
+        }
+        #expect(replays == 0, "a logout token id is new once")
+        #expect(try await state.rememberLogoutToken(id: "lt-1", expiresAt: now + 900, now: now + 301), "after it expired it may be recorded again")
+        // The sweep forgets the expired session (ses_c); the expired code went when it was asked for.
+        #expect(try await state.deleteExpiredProviderSignIns(before: now) == 1)
+        #expect(try await state.providerSession(sessionID: "ses_c") == nil)
+        #expect(try await state.providerSession(sessionID: "ses_b") != nil)
+        await state.shutdown()
+    }
+
     @Test("an owner's live-session limit holds when ten of its sessions are upgraded at once", arguments: StoreKind.available)
     func limitUnderConcurrency(kind: StoreKind) async throws {
         let state = try await TestStore(kind).open()
@@ -197,7 +261,7 @@ struct RepositoryContractTests {
         #expect(named.tls == .verifyFull, "TLS is verified by default beyond loopback")
         let report = try await StateStores.migrate(store.configuration)
         #expect(report.appliedNow.isEmpty)
-        #expect(report.applied.count == 4 && report.applied.last == "v4: login flows")
+        #expect(report.applied.count == 5 && report.applied.last == "v5: provider sessions")
     }
 
     @Test("revoked tokens, disabled accounts and revoked sessions enter the access-change feed once each, in order", arguments: StoreKind.available)

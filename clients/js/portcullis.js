@@ -17,8 +17,9 @@ export class PortcullisError extends Error {
   }
 }
 
+/** base64url without padding, of a string's UTF-8 or of bytes. */
 function base64url(text) {
-  const bytes = new TextEncoder().encode(text);
+  const bytes = typeof text === "string" ? new TextEncoder().encode(text) : text;
   let binary = "";
   for (const byte of bytes) binary += String.fromCharCode(byte);
   return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
@@ -135,6 +136,8 @@ export class PortcullisClient extends EventTarget {
   }
 
   async _start() {
+    const completed = await this._completeProviderLogin();
+    if (completed) return completed;
     const stored = this.storage?.getItem(this.storageKey);
     if (stored) {
       try {
@@ -174,6 +177,73 @@ export class PortcullisClient extends EventTarget {
     return upgraded;
   }
 
+  // --- Signing in through a provider ------------------------------------
+
+  /** The providers users may sign in through: [{name, display_name, issuer}]. */
+  async providers() {
+    const answer = await this._call("GET", "/api/auth/providers");
+    return answer?.providers ?? [];
+  }
+
+  /**
+   * Signs in through the provider `name` (OpenID Connect code flow with PKCE, run by the
+   * gateway): keeps a fresh verifier in sessionStorage for the round trip only, asks the
+   * gateway to start, and navigates to the provider. The page comes back to `returnTo` (this
+   * page by default), where start() completes the sign-in.
+   */
+  async loginWithProvider(name, { returnTo } = {}) {
+    const session = await this.start();
+    const bytes = new Uint8Array(32);
+    globalThis.crypto.getRandomValues(bytes);
+    const verifier = base64url(bytes);
+    const challenge = base64url(new Uint8Array(await globalThis.crypto.subtle.digest("SHA-256", new TextEncoder().encode(verifier))));
+    const back = returnTo ?? globalThis.location.href.split("#")[0];
+    const answer = await this._call("POST", `/api/auth/oidc/${encodeURIComponent(name)}/start`, {
+      body: { session_id: session.session_id, return_to: back, login_challenge: challenge },
+    });
+    this.storage?.setItem(this._verifierKey(), verifier);
+    globalThis.location.assign(answer.authorization_url);
+  }
+
+  _verifierKey() {
+    return `${this.storageKey}.login_verifier`;
+  }
+
+  /**
+   * A sign-in the provider sent back in the location's fragment (#portcullis_login= or
+   * #portcullis_error=): the fragment leaves the address bar and history at once, the verifier
+   * leaves storage, and the code is redeemed for this session. `null` when there is none.
+   */
+  async _completeProviderLogin() {
+    const location = globalThis.location;
+    if (!location || !location.hash) return null;
+    const fields = new URLSearchParams(location.hash.slice(1));
+    const code = fields.get("portcullis_login");
+    const error = fields.get("portcullis_error");
+    if (!code && !error) return null;
+    globalThis.history?.replaceState(globalThis.history.state, "", location.href.split("#")[0]);
+    const verifier = this.storage?.getItem(this._verifierKey());
+    this.storage?.removeItem(this._verifierKey());
+    const stored = this.storage?.getItem(this.storageKey);
+    if (error || !verifier || !stored) {
+      this.loginError = error || "login_state_missing";
+      return null; // the stored anonymous session carries on
+    }
+    try {
+      const answer = await this._call("POST", "/api/auth/oidc/complete", {
+        body: { login_code: code, session_id: stored, login_verifier: verifier },
+      });
+      this._takeTokens(answer);
+      const session = await this._call("GET", `/api/session/${encodeURIComponent(answer.session_id)}`, { bearer: true });
+      return { session, reason: "upgraded" };
+    } catch (failure) {
+      if (failure.code === "network_error") throw failure;
+      this._forgetTokens();
+      this.loginError = failure.code;
+      return null;
+    }
+  }
+
   /**
    * Signs in with an access token the page got from its identity provider (an issuer the
    * gateway trusts, `trust.issuers`): upgrades the current session in place, and the socket
@@ -203,13 +273,18 @@ export class PortcullisClient extends EventTarget {
     return upgraded;
   }
 
-  /** Logs out: the session ends, the socket closes with 1000 and does not reconnect, the session is forgotten. */
-  async logout() {
+  /**
+   * Logs out: the session ends, the socket closes with 1000 and does not reconnect, the session
+   * is forgotten. With `{ provider: true }`, a session signed in through a provider with an
+   * end-session endpoint also navigates there, ending the provider's session.
+   */
+  async logout({ provider = false } = {}) {
     const session = this.session;
     this._agent?._stop(1000, "logged out");
+    let answer = null;
     if (session && this._tokens) {
       try {
-        await this._call("POST", "/api/auth/logout", { body: { session_id: session.session_id }, bearer: true });
+        answer = await this._call("POST", "/api/auth/logout", { body: { session_id: session.session_id }, bearer: true });
       } catch (error) {
         if (error.code !== "token_revoked" && error.code !== "session_not_found") throw error;
       }
@@ -218,6 +293,7 @@ export class PortcullisClient extends EventTarget {
     this._starting = null;
     pageStarts.delete(this._pageKey());
     this._setSession(null, "ended");
+    if (provider && answer?.end_session_url) globalThis.location.assign(answer.end_session_url);
   }
 
   /** Stops timers and the socket; no network call. */

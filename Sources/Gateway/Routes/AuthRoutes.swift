@@ -4,6 +4,9 @@ import Hummingbird
 import JOSE
 import Logging
 import Observability
+import ProviderLogin
+import StateSurface
+import TrustedIssuers
 import RuntimeAPI
 import RuntimeAccess
 import SecurityGuard
@@ -31,6 +34,12 @@ struct AuthRoutes: Sendable {
     /// `runtime.outage_refresh_grace_seconds`: how stale the ownership view may be when a
     /// refresh is answered from it because the Runtime is down.
     let runtimeOutageRefreshGrace: Double
+    /// The sessions provider sign-ins made, and the access tokens issued to them.
+    let providerSessions: any ProviderSessionRepository
+    /// `nil` when no provider is configured for sign-in.
+    let signIn: ProviderSignIn?
+    /// Where a provider's end-session page sends the browser back to (the first login return origin).
+    let postLogoutRedirectURI: String
 
     func register(on router: Router<GatewayRequestContext>) {
         router.post("/api/auth/login") { request, context in try await login(request, context) }
@@ -63,16 +72,24 @@ struct AuthRoutes: Sendable {
         sessionOwners.remember(granted)  // so that a refresh can be answered while the Runtime is down
         let refresh = try await refreshTokens.issue(sessionID: grantedSessionID, userID: user.id, tenantID: user.tenantID)
         logger.info("login", metadata: ["user_id": "\(user.id)", "tenant_id": "\(user.tenantID)", "session_id": "\(grantedSessionID)"])
-        return try tokenResponse(principal: principal, sessionID: grantedSessionID, refreshToken: refresh.token)
+        return try await tokenResponse(principal: principal, sessionID: grantedSessionID, refreshToken: refresh.token)
     }
 
     /// `{access_token, token_type, expires_in, refresh_token, session_id}`, never cached.
-    func tokenResponse(principal: Principal, sessionID: String, refreshToken: String) throws -> Response {
+    ///
+    /// - Parameter external: for a session a provider sign-in made, the provider's user: the
+    ///   token carries `idp_iss` and `idp_sub`, and its id is kept with the session so that a
+    ///   back-channel logout can revoke it.
+    func tokenResponse(principal: Principal, sessionID: String, refreshToken: String, external: ExternalIdentity? = nil) async throws -> Response {
         let access: IssuedAccessToken
         do {
-            access = try issuer.issue(subject: principal.userID, tenantID: principal.tenantID, clientID: clientID)
+            let claims: JSONObject = external.map { ["idp_iss": .string($0.issuer), "idp_sub": .string($0.subject)] } ?? [:]
+            access = try issuer.issue(subject: principal.userID, tenantID: principal.tenantID, clientID: clientID, additionalClaims: claims)
         } catch {
             throw GatewayError.noSigningKey
+        }
+        if external != nil {
+            try await providerSessions.recordSessionAccessToken(sessionID: sessionID, tokenID: access.tokenID, expiresAt: access.expiresAt)
         }
         return JSONBody.response(
             [
@@ -95,9 +112,18 @@ struct AuthRoutes: Sendable {
             // The session first, without spending the token: when two refreshes race,
             // the winner's answer must not depend on the loser's reuse revocation.
             let presented = try await refreshTokens.peek(token)
-            // A disabled account refreshes nothing (its families were revoked too; this holds even if a write was lost).
-            guard try await accounts.isActive(userID: presented.userID, tenantID: presented.tenantID) else {
-                throw RefreshFailure.revoked
+            // A provider's user has no account here: the provider sign-in behind the session stands in for it.
+            let providerSession = try await providerSessions.providerSession(sessionID: presented.sessionID)
+            if presented.userID.hasPrefix("ext_") {
+                guard providerSession?.userID == presented.userID else {
+                    try await refreshTokens.revoke(sessionID: presented.sessionID)
+                    throw Self.refreshRefused("session_ended", "the session of this refresh token has ended; log in again")
+                }
+            } else {
+                // A disabled account refreshes nothing (its families were revoked too; this holds even if a write was lost).
+                guard try await accounts.isActive(userID: presented.userID, tenantID: presented.tenantID) else {
+                    throw RefreshFailure.revoked
+                }
             }
             let principal = Principal(userID: presented.userID, tenantID: presented.tenantID)
             // Admitted before the call, so that only the Runtime's absence (below) can stand in for it.
@@ -119,8 +145,13 @@ struct AuthRoutes: Sendable {
                 metrics.refreshedDuringRuntimeOutage()
                 logger.notice("refresh answered from the last known session: the Runtime is down", metadata: ["session_id": "\(presented.sessionID)"])
             }
+            var external: ExternalIdentity? = nil
+            if let providerSession, presented.userID.hasPrefix("ext_") {
+                try await refreshThroughProvider(providerSession)
+                external = ExternalIdentity(issuer: providerSession.identity.issuer, subject: providerSession.identity.subject, tenantID: presented.tenantID)
+            }
             let next = try await refreshTokens.rotate(token)
-            return try tokenResponse(principal: principal, sessionID: next.record.sessionID, refreshToken: next.token)
+            return try await tokenResponse(principal: principal, sessionID: next.record.sessionID, refreshToken: next.token, external: external)
         } catch let failure as RefreshFailure {
             switch failure {
             case .unknown: throw Self.refreshRefused("unknown", "the refresh token is not known; log in again")
@@ -135,6 +166,31 @@ struct AuthRoutes: Sendable {
                 throw Self.refreshRefused("reused", "the refresh token was already used; its session has been ended for safety; log in again")
             }
         }
+    }
+
+    /// Asks the provider too, with the session's provider refresh token (when it gave one): a
+    /// user the provider refuses (`invalid_grant`) is signed out here, sockets and all; a provider
+    /// that cannot be asked is a 503, and the gateway's refresh token is not spent.
+    func refreshThroughProvider(_ session: ProviderSessionRecord) async throws {
+        guard let signIn, session.identity.sealedRefreshToken != nil else { return }
+        switch await signIn.refresh(session) {
+        case .success(var next):
+            next.expiresAt = max(next.expiresAt, signIn.clock.now() + refreshTokens.lifetime)
+            if next != session { try await providerSessions.saveProviderSession(next) }
+        case .failure(.refused):
+            try await providerEnding.end(session, reason: "signed out at the provider")
+            throw Self.refreshRefused("provider_refused", "the identity provider no longer accepts this sign-in; sign in again")
+        case .failure(.unavailable):
+            var error = GatewayError(.serviceUnavailable, "issuer_unavailable", "the identity provider cannot confirm the sign-in right now; try again shortly")
+            error.retryAfter = 5
+            throw error
+        }
+    }
+
+    var providerEnding: ProviderSessionEnd {
+        ProviderSessionEnd(
+            admission: admission, runtime: runtime, refreshTokens: refreshTokens, revocations: revocations, store: providerSessions, sockets: sockets,
+            sessionOwners: sessionOwners, clock: issuer.clock, logger: logger)
     }
 
     /// A session this gateway ended: the ownership view forgets it and its sockets close (1008, `reason`).
@@ -165,6 +221,12 @@ struct AuthRoutes: Sendable {
         try await revocations.revoke(caller.tokenID, expiresAt: caller.expiresAt)
         sessionEnded(sessionID, reason: "logged out")
         logger.info("logout", metadata: ["user_id": "\(caller.userID)", "session_id": "\(sessionID)"])
+        // A provider's sign-in: its other access tokens go too, and the browser may end the provider's session.
+        if let session = try await providerSessions.providerSession(sessionID: sessionID), session.userID == caller.userID {
+            let endSession = signIn?.endSessionURL(session, postLogoutRedirectURI: postLogoutRedirectURI)
+            try await providerEnding.end(session, reason: "logged out")
+            if let endSession { return JSONBody.response(["end_session_url": .string(endSession)], noStore: true) }
+        }
         return Response(status: .noContent, headers: [.cacheControl: "no-store"])
     }
 }

@@ -16,6 +16,8 @@ final class FakeProvider: Sendable {
     let server: BackgroundServer
     private let state: Mutex<(keys: [JWSKey], mode: Mode, jwks: Int, discovery: Int)>
     private let codeFlow = Mutex(true)
+    /// The code flow's books: codes and refresh tokens issued, and what the next sign-in does.
+    let flow = Mutex(CodeFlow())
 
     var port: Int { server.port }
     var issuer: String { "http://127.0.0.1:\(port)/realms/acme" }
@@ -66,6 +68,7 @@ final class FakeProvider: Sendable {
             return Response(
                 status: .ok, headers: [.contentType: "application/json", .cacheControl: "max-age=300"], body: .init(byteBuffer: ByteBuffer(bytes: body)))
         }
+        addCodeFlowRoutes(router, box: box)
         let server = try await BackgroundServer.start { onPort in
             Application(
                 router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
@@ -112,7 +115,7 @@ final class FakeProvider: Sendable {
     }
 
     /// Lets the routes find the provider made after them.
-    private final class Box: Sendable {
+    final class Box: Sendable {
         private let value = Mutex<FakeProvider?>(nil)
         var provider: FakeProvider? { value.withLock { $0 } }
         func set(_ provider: FakeProvider) { value.withLock { $0 = provider } }

@@ -47,21 +47,26 @@ struct Answer {
 
     /// Sends one request with the shared HTTP client (a JSON `body` when given) and reads the whole answer.
     static func request(
-        _ method: HTTPMethod, _ url: String, bearer: String? = nil, headers: [(String, String)] = [], body: String? = nil, timeout: Int64 = 30
+        _ method: HTTPMethod, _ url: String, bearer: String? = nil, headers: [(String, String)] = [], body: String? = nil, timeout: Int64 = 30,
+        followRedirects: Bool = true
     ) async throws -> Answer {
         var request = HTTPClientRequest(url: url)
         request.method = method
         if let bearer { request.headers.add(name: "Authorization", value: "Bearer " + bearer) }
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         if let body {
-            request.headers.add(name: "Content-Type", value: "application/json")
+            if !headers.contains(where: { $0.0.lowercased() == "content-type" }) { request.headers.add(name: "Content-Type", value: "application/json") }
             request.body = .bytes(ByteBuffer(string: body))
         }
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(timeout))
+        let response = try await (followRedirects ? HTTPClient.shared : Self.withoutRedirects).execute(request, timeout: .seconds(timeout))
         let bytes = try await response.body.collect(upTo: 1 << 20)
         let json = (try? StrictJSONReader().parseObject(Array(bytes.readableBytesView))) ?? JSONObject()
         return Answer(status: Int(response.status.code), headers: response.headers, json: json, raw: String(buffer: bytes))
     }
+
+    /// A client that hands a redirect back instead of following it; never shut down (it lives as long as the tests).
+    static let withoutRedirects = HTTPClient(
+        eventLoopGroupProvider: .singleton, configuration: HTTPClient.Configuration(redirectConfiguration: .disallow))
 
     /// Asks again every 100 ms until an answer passes `until` or `seconds` have passed; the last answer.
     /// For what the gateway learns in the background (readiness, a circuit closing), never for a request's own answer.
@@ -124,7 +129,7 @@ final class GatewayFixture: Sendable {
             gateway.trust.issuers.isEmpty ? nil : try TrustedIssuers(configuration: gateway.trust, leeway: gateway.leeway, clock: trustClock, logger: logger)
         server = PortcullisServer(
             gateway: gateway, runtime: runtime, state: state, keys: keys, passwordHasher: hasher, trustedIssuers: trusted,
-            providers: gateway.trust.loginIssuers.isEmpty ? .none : try ProviderDirectory(trust: gateway.trust), logger: logger)
+            providers: gateway.trust.loginIssuers.isEmpty ? .none : try ProviderDirectory(trust: gateway.trust, keysDirectory: keyDirectory.path), logger: logger)
         let start = ServiceGroupStart<PortcullisServer.Listener>()
         let services = try server.makeServices { listener, port in start.report(listener, port) }
         var groupConfiguration = ServiceGroupConfiguration(services: services.map { .init(service: $0) }, logger: logger)

@@ -1,0 +1,124 @@
+import PostgresNIO
+
+extension PostgresStateSurface: ProviderSessionRepository {
+    public func insertLoginCode(_ record: LoginCodeRecord) async throws {
+        let identity = record.provider
+        _ = try await rows(
+            """
+            INSERT INTO login_codes (code_hash, session_id, login_challenge, provider, issuer, subject, tenant_id, provider_sid,
+                                     id_token, refresh_token, created_at, expires_at)
+            VALUES (\(record.codeHash), \(record.sessionID), \(record.loginChallenge), \(identity.provider), \(identity.issuer), \(identity.subject),
+                    \(identity.tenantID), \(identity.providerSessionID), \(identity.sealedIDToken), \(identity.sealedRefreshToken),
+                    \(record.createdAt), \(record.expiresAt))
+            """)
+    }
+
+    public func takeLoginCode(codeHash: String, now: Double) async throws -> LoginCodeRecord? {
+        // DELETE ... RETURNING in one statement: of two completions with one code (on any instance), one gets the row.
+        let found = try await rows(
+            """
+            DELETE FROM login_codes WHERE code_hash = \(codeHash)
+            RETURNING code_hash, session_id, login_challenge, created_at, expires_at,
+                      provider, issuer, subject, tenant_id, provider_sid, id_token, refresh_token
+            """)
+        guard let row = found.first else { return nil }
+        let (hash, session, challenge, createdAt, expiresAt) = try row.decode((String, String, String, Double, Double).self)
+        let record = LoginCodeRecord(
+            codeHash: hash, sessionID: session, loginChallenge: challenge, provider: try Self.identity(row, from: 5), createdAt: createdAt,
+            expiresAt: expiresAt)
+        return record.expiresAt > now ? record : nil
+    }
+
+    public func saveProviderSession(_ record: ProviderSessionRecord) async throws {
+        let identity = record.identity
+        _ = try await rows(
+            """
+            INSERT INTO provider_sessions (session_id, user_id, created_at, expires_at, provider, issuer, subject, tenant_id, provider_sid,
+                                           id_token, refresh_token)
+            VALUES (\(record.sessionID), \(record.userID), \(record.createdAt), \(record.expiresAt), \(identity.provider), \(identity.issuer),
+                    \(identity.subject), \(identity.tenantID), \(identity.providerSessionID), \(identity.sealedIDToken), \(identity.sealedRefreshToken))
+            ON CONFLICT (session_id) DO UPDATE SET
+                user_id = excluded.user_id, created_at = excluded.created_at, expires_at = excluded.expires_at, provider = excluded.provider,
+                issuer = excluded.issuer, subject = excluded.subject, tenant_id = excluded.tenant_id, provider_sid = excluded.provider_sid,
+                id_token = excluded.id_token, refresh_token = excluded.refresh_token
+            """)
+    }
+
+    public func providerSession(sessionID: String) async throws -> ProviderSessionRecord? {
+        try await rows(
+            """
+            SELECT session_id, user_id, created_at, expires_at, provider, issuer, subject, tenant_id, provider_sid, id_token, refresh_token
+            FROM provider_sessions WHERE session_id = \(sessionID)
+            """
+        ).first.map(Self.providerSession)
+    }
+
+    public func providerSessions(issuer: String, providerSessionID: String?, subject: String?) async throws -> [ProviderSessionRecord] {
+        guard providerSessionID != nil || subject != nil else { return [] }
+        return try await rows(
+            """
+            SELECT session_id, user_id, created_at, expires_at, provider, issuer, subject, tenant_id, provider_sid, id_token, refresh_token
+            FROM provider_sessions
+            WHERE issuer = \(issuer) AND (\(providerSessionID)::text IS NULL OR provider_sid = \(providerSessionID))
+              AND (\(subject)::text IS NULL OR subject = \(subject))
+            """
+        ).map(Self.providerSession)
+    }
+
+    public func deleteProviderSession(sessionID: String) async throws {
+        _ = try await rows("DELETE FROM provider_sessions WHERE session_id = \(sessionID)")
+        _ = try await rows("DELETE FROM session_access_tokens WHERE session_id = \(sessionID)")
+    }
+
+    public func recordSessionAccessToken(sessionID: String, tokenID: String, expiresAt: Double) async throws {
+        _ = try await rows(
+            """
+            INSERT INTO session_access_tokens (token_id, session_id, expires_at) VALUES (\(tokenID), \(sessionID), \(expiresAt))
+            ON CONFLICT (token_id) DO NOTHING
+            """)
+    }
+
+    public func sessionAccessTokens(sessionID: String, now: Double) async throws -> [(tokenID: String, expiresAt: Double)] {
+        try await rows("SELECT token_id, expires_at FROM session_access_tokens WHERE session_id = \(sessionID) AND expires_at > \(now)").map { row in
+            let (id, expiresAt) = try row.decode((String, Double).self)
+            return (tokenID: id, expiresAt: expiresAt)
+        }
+    }
+
+    public func rememberLogoutToken(id: String, expiresAt: Double, now: Double) async throws -> Bool {
+        // A new id is inserted; a known one is taken over only once it has expired. One statement, so
+        // two instances receiving the same token cannot both see it as new.
+        try await !rows(
+            """
+            INSERT INTO logout_token_ids (id, expires_at) VALUES (\(id), \(expiresAt))
+            ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at WHERE logout_token_ids.expires_at <= \(now)
+            RETURNING 1
+            """
+        ).isEmpty
+    }
+
+    public func deleteExpiredProviderSignIns(before cutoff: Double) async throws -> Int {
+        var count = 0
+        count += try await rows("DELETE FROM login_codes WHERE expires_at < \(cutoff) RETURNING 1").count
+        count += try await rows("DELETE FROM provider_sessions WHERE expires_at < \(cutoff) RETURNING 1").count
+        count += try await rows("DELETE FROM session_access_tokens WHERE expires_at < \(cutoff) RETURNING 1").count
+        count += try await rows("DELETE FROM logout_token_ids WHERE expires_at < \(cutoff) RETURNING 1").count
+        return count
+    }
+
+    /// The seven identity columns from column `first` on: provider, issuer, subject, tenant_id, provider_sid, id_token, refresh_token.
+    static func identity(_ row: PostgresRow, from first: Int) throws -> ProviderIdentityRecord {
+        let columns = Array(row)
+        func text(_ offset: Int) throws -> String? { try columns[first + offset].decode(String?.self) }
+        return ProviderIdentityRecord(
+            provider: try text(0) ?? "", issuer: try text(1) ?? "", subject: try text(2) ?? "", tenantID: try text(3) ?? "",
+            providerSessionID: try text(4), sealedIDToken: try text(5) ?? "", sealedRefreshToken: try text(6))
+    }
+
+    static func providerSession(_ row: PostgresRow) throws -> ProviderSessionRecord {
+        let columns = Array(row)
+        return ProviderSessionRecord(
+            sessionID: try columns[0].decode(String.self), userID: try columns[1].decode(String.self), identity: try identity(row, from: 4),
+            createdAt: try columns[2].decode(Double.self), expiresAt: try columns[3].decode(Double.self))
+    }
+}

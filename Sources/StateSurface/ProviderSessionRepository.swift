@@ -1,0 +1,104 @@
+/// A sign-in the provider confirmed, between the callback and `POST /api/auth/oidc/complete`
+/// (`login_codes`, at most 60 s).
+///
+/// Kept by the hash of its code (the code itself travels only in the browser's fragment). The
+/// provider's tokens are sealed (AES-256-GCM) before they are stored here.
+public struct LoginCodeRecord: Sendable, Equatable {
+    /// SHA-256 of the login code, base64url.
+    public var codeHash: String
+    /// The anonymous session the flow was started from: the code completes only with it.
+    public var sessionID: String
+    /// The base64url SHA-256 of the verifier the browser kept: the code completes only with that verifier.
+    public var loginChallenge: String
+    public var provider: ProviderIdentityRecord
+    public var createdAt: Double
+    public var expiresAt: Double
+
+    public init(codeHash: String, sessionID: String, loginChallenge: String, provider: ProviderIdentityRecord, createdAt: Double, expiresAt: Double) {
+        self.codeHash = codeHash
+        self.sessionID = sessionID
+        self.loginChallenge = loginChallenge
+        self.provider = provider
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+    }
+}
+
+/// Who a provider said signed in, and the provider's tokens for them (sealed).
+public struct ProviderIdentityRecord: Sendable, Equatable {
+    /// The provider's name (`trust.issuers[N].login.name`).
+    public var provider: String
+    /// The provider's `iss` and the user's `sub` there.
+    public var issuer: String
+    public var subject: String
+    public var tenantID: String
+    /// The provider's session (`sid` of the ID token), which a back-channel logout may name.
+    public var providerSessionID: String?
+    /// The ID token, sealed: the `id_token_hint` of the provider's end-session URL.
+    public var sealedIDToken: String
+    /// The provider's refresh token, sealed, when it gave one.
+    public var sealedRefreshToken: String?
+
+    public init(
+        provider: String, issuer: String, subject: String, tenantID: String, providerSessionID: String?, sealedIDToken: String, sealedRefreshToken: String?
+    ) {
+        self.provider = provider
+        self.issuer = issuer
+        self.subject = subject
+        self.tenantID = tenantID
+        self.providerSessionID = providerSessionID
+        self.sealedIDToken = sealedIDToken
+        self.sealedRefreshToken = sealedRefreshToken
+    }
+}
+
+/// A gateway session made by a provider sign-in (`provider_sessions`).
+public struct ProviderSessionRecord: Sendable, Equatable {
+    /// The gateway's session.
+    public var sessionID: String
+    /// The gateway's user (`ext_...`).
+    public var userID: String
+    public var identity: ProviderIdentityRecord
+    public var createdAt: Double
+    /// Forgotten after this (the gateway's refresh tokens of the session have expired by then).
+    public var expiresAt: Double
+
+    public init(sessionID: String, userID: String, identity: ProviderIdentityRecord, createdAt: Double, expiresAt: Double) {
+        self.sessionID = sessionID
+        self.userID = userID
+        self.identity = identity
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+    }
+}
+
+/// What a provider sign-in leaves behind: login codes, the sessions it made, the access
+/// tokens issued to them, and the logout tokens already used.
+public protocol ProviderSessionRepository: Sendable {
+    func insertLoginCode(_ record: LoginCodeRecord) async throws
+    /// Removes the code with `codeHash` and returns it when it had not expired at `now`: a
+    /// code is taken once, whoever presents it (a wrong session or verifier spends it too).
+    func takeLoginCode(codeHash: String, now: Double) async throws -> LoginCodeRecord?
+
+    /// Records (or replaces) the provider behind a session.
+    func saveProviderSession(_ record: ProviderSessionRecord) async throws
+    func providerSession(sessionID: String) async throws -> ProviderSessionRecord?
+    /// The sessions of `issuer`'s provider session `providerSessionID`, or of its user `subject`,
+    /// or of both when both are given (a back-channel logout's `sid` and `sub`).
+    func providerSessions(issuer: String, providerSessionID: String?, subject: String?) async throws -> [ProviderSessionRecord]
+    /// Forgets the provider behind a session, and the access tokens issued to it.
+    func deleteProviderSession(sessionID: String) async throws
+
+    /// Remembers an access token issued to a provider session, so that a back-channel logout can revoke it.
+    func recordSessionAccessToken(sessionID: String, tokenID: String, expiresAt: Double) async throws
+    /// The ids and expiries of the session's access tokens still live at `now`.
+    func sessionAccessTokens(sessionID: String, now: Double) async throws -> [(tokenID: String, expiresAt: Double)]
+
+    /// Records a logout token's id; `false` when it was already recorded and has not expired
+    /// (a replay), whichever instance recorded it.
+    func rememberLogoutToken(id: String, expiresAt: Double, now: Double) async throws -> Bool
+
+    /// Forgets expired login codes, provider sessions, access-token ids and logout-token ids.
+    @discardableResult
+    func deleteExpiredProviderSignIns(before cutoff: Double) async throws -> Int
+}

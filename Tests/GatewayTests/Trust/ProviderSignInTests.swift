@@ -1,0 +1,275 @@
+import Foundation
+import JOSE
+import PortcullisTestSupport
+import ProviderLogin
+import SecurityGuard
+import StateSurface
+import Testing
+
+/// Signing in through a provider after the start (issue 37): the callback, the completion,
+/// refresh through the provider, logout's end-session URL and back-channel logout, through
+/// the real gateway and the fake provider's code flow.
+@Suite("Provider sign-in: callback, completion, refresh, logout")
+struct ProviderSignInTests {
+    static let verifier = "the-browser-keeps-this-verifier"
+
+    /// A started sign-in: the session and the provider's authorization URL.
+    struct Started {
+        let session: String
+        let authorizationURL: String
+    }
+
+    static func start(_ fixture: GatewayFixture, session given: String? = nil, returnTo: String = "https://app.example.com/after") async throws -> Started {
+        var session = given ?? ""
+        if given == nil { session = try await fixture.createAnonymousSession() }
+        let answer = try await fixture.post(
+            "/api/auth/oidc/acme/start",
+            ["session_id": .string(session), "return_to": .string(returnTo), "login_challenge": .string(try ProviderLoginTests.challenge(verifier))])
+        guard answer.status == 200, let url = answer["authorization_url"] else { throw FixtureError("start answered \(answer.status): \(answer.raw)") }
+        return Started(session: session, authorizationURL: url)
+    }
+
+    /// The provider's login page approved: the gateway's callback URL the browser is sent to.
+    static func approve(_ provider: FakeProvider, _ started: Started) async throws -> String {
+        let approval = try await Answer.request(.GET, provider.approvalURL(for: started.authorizationURL), followRedirects: false)
+        guard approval.status == 302, let location = approval.headers["Location"].first else {
+            throw FixtureError("the provider's approval answered \(approval.status)")
+        }
+        return location
+    }
+
+    /// Sends the browser to the gateway's callback: the answer (303 expected).
+    static func callback(_ fixture: GatewayFixture, _ location: String) async throws -> Answer {
+        // The redirect URI is on gateway.public_url; the fixture's gateway listens on loopback.
+        guard let at = location.range(of: "/api/auth/oidc/callback") else { throw FixtureError("not a callback: \(location)") }
+        let path = String(location[at.lowerBound...])
+        return try await Answer.request(.GET, fixture.baseURL + path, followRedirects: false)
+    }
+
+    /// The fragment value `name` of a 303's Location.
+    static func fragment(_ answer: Answer, _ name: String) -> String? {
+        guard let location = answer.headers["Location"].first, let hash = location.firstIndex(of: "#") else { return nil }
+        return FormEncoding.fields(location[location.index(after: hash)...])?[name]
+    }
+
+    static func complete(_ fixture: GatewayFixture, code: String, session: String, verifier: String = verifier) async throws -> Answer {
+        let answer = try await fixture.post(
+            "/api/auth/oidc/complete", ["login_code": .string(code), "session_id": .string(session), "login_verifier": .string(verifier)])
+        answer["access_token"].map(fixture.remember)
+        answer["refresh_token"].map(fixture.remember)
+        return answer
+    }
+
+    /// A whole sign-in: start, approve, callback, complete.
+    static func signIn(_ fixture: GatewayFixture, _ provider: FakeProvider) async throws -> GatewayFixture.Login {
+        let started = try await start(fixture)
+        let back = try await callback(fixture, try await approve(provider, started))
+        guard let code = fragment(back, "portcullis_login") else { throw FixtureError("the callback answered \(back.status) \(back.headers["Location"])") }
+        fixture.remember(code)
+        let done = try await complete(fixture, code: code, session: started.session)
+        guard done.status == 200, let access = done["access_token"], let refresh = done["refresh_token"] else {
+            throw FixtureError("complete answered \(done.status): \(done.raw)")
+        }
+        return GatewayFixture.Login(accessToken: access, refreshToken: refresh, sessionID: started.session)
+    }
+
+    static func claims(_ token: String) throws -> JSONObject {
+        try StrictJSONReader().parseObject(try JWSCompact.parse(token).payload)
+    }
+
+    @Test("the code flow end to end: the callback exchanges the code with the PKCE verifier and client secret and 303s to return_to with a login code in the fragment; complete upgrades the same session and answers the gateway's tokens, whose sub is the provider user's ext_ id with idp_iss and idp_sub")
+    func codeFlowSignsIn() async throws {
+        try await ProviderLoginTests.withLoginGateway { provider, fixture in
+            let started = try await Self.start(fixture)
+            let back = try await Self.callback(fixture, try await Self.approve(provider, started))
+            #expect(back.status == 303)
+            #expect(back.headers["Cache-Control"].first == "no-store" && back.headers["Referrer-Policy"].first == "no-referrer")
+            let location = try #require(back.headers["Location"].first)
+            #expect(location.hasPrefix("https://app.example.com/after#portcullis_login="), "\(location)")
+            let sent = provider.flow.withLock { ($0.lastForm, $0.lastAuthorization) }
+            #expect(sent.0["grant_type"] == "authorization_code" && sent.0["redirect_uri"] == fixture.server.gateway.loginRedirectURI)
+            #expect(sent.0["code_verifier"]?.utf8.count == 43 && sent.1?.hasPrefix("Basic ") == true, "PKCE verifier and client_secret_basic")
+            let code = try #require(Self.fragment(back, "portcullis_login"))
+            let done = try await Self.complete(fixture, code: code, session: started.session)
+            #expect(done.status == 200, "\(done.raw)")
+            #expect(done["session_id"] == started.session && done["token_type"] == "Bearer" && done.headers["Cache-Control"].first == "no-store")
+            let claims = try Self.claims(try #require(done["access_token"]))
+            let expected = try AuthenticatedCaller.externalUserID(issuer: provider.issuer, subject: "user-1")
+            #expect(claims["sub"]?.stringValue == expected && expected.hasPrefix("ext_"))
+            #expect(claims["idp_iss"]?.stringValue == provider.issuer && claims["idp_sub"] == "user-1" && claims["tenant_id"] == "acme")
+            #expect(claims["session_id"] == nil, "the session id stays out of the token")
+            // The session is now the provider user's: it reads with the token.
+            let session = try await fixture.send(.GET, "/api/session/\(started.session)", bearer: done["access_token"])
+            #expect(session.status == 200 && session["state"] == "authenticated", "\(session.raw)")
+            // The same code again, and the callback again, change nothing.
+            #expect(try await Self.complete(fixture, code: code, session: started.session).error == "login_code_invalid")
+            let replay = try await Self.callback(fixture, try await Self.approve(provider, started))
+            #expect(replay.status == 400 && replay.error == "state_invalid")
+            // Stopping the fixture checks that none of these reached the log.
+            fixture.remember(code)
+            fixture.remember(started.authorizationURL)
+        }
+    }
+
+    @Test("a login code completes only once, only with its own session and only with the verifier whose challenge started the flow; a wrong attempt spends it")
+    func loginCodeIsBound() async throws {
+        try await ProviderLoginTests.withLoginGateway { provider, fixture in
+            for wrong in ["session", "verifier", "format"] {
+                let started = try await Self.start(fixture)
+                let back = try await Self.callback(fixture, try await Self.approve(provider, started))
+                let code = try #require(Self.fragment(back, "portcullis_login"))
+                let other = try await fixture.createAnonymousSession()
+                let answer: Answer
+                switch wrong {
+                case "session": answer = try await Self.complete(fixture, code: code, session: other)
+                case "verifier": answer = try await Self.complete(fixture, code: code, session: started.session, verifier: "another-verifier")
+                default: answer = try await Self.complete(fixture, code: code + "x", session: started.session)
+                }
+                #expect(answer.status == 400 && answer.error == "login_code_invalid", "\(wrong): \(answer.raw)")
+                if wrong != "format" {
+                    let after = try await Self.complete(fixture, code: code, session: started.session)
+                    #expect(after.status == 400, "\(wrong): a code tried wrongly is spent")
+                }
+                let session = try await fixture.send(.GET, "/api/session/\(started.session)")
+                #expect(session["state"] == "anonymous", "\(wrong): the session was not upgraded")
+            }
+        }
+    }
+
+    @Test("the callback sends the browser back with #portcullis_error for a denied sign-in, an ID token with a wrong nonce, audience or signature or expired, a missing or foreign iss where the provider advertises it; none signs in, and the flow is spent")
+    func callbackRefusals() async throws {
+        try await ProviderLoginTests.withLoginGateway { provider, fixture in
+            let cases: [(String, (inout FakeProvider.CodeFlow) -> Void, String)] = [
+                ("denied", { $0.deniesAccess = true }, "access_denied"),
+                ("nonce", { $0.fault = .wrongNonce }, "id_token_invalid"),
+                ("audience", { $0.fault = .wrongAudience }, "id_token_invalid"),
+                ("signature", { $0.fault = .badSignature }, "id_token_invalid"),
+                ("expired", { $0.fault = .expired }, "id_token_invalid"),
+                ("no iss", { $0.sendsIssuer = false }, "issuer_mismatch"),
+            ]
+            for (name, setUp, expected) in cases {
+                provider.flow.withLock { state in
+                    state = FakeProvider.CodeFlow()
+                    setUp(&state)
+                }
+                let started = try await Self.start(fixture)
+                let location = try await Self.approve(provider, started)
+                let back = try await Self.callback(fixture, location)
+                #expect(back.status == 303, "\(name)")
+                #expect(Self.fragment(back, "portcullis_error") == expected && Self.fragment(back, "portcullis_login") == nil, "\(name): \(back.headers["Location"])")
+                #expect(try await Self.callback(fixture, location).error == "state_invalid", "\(name): the flow is spent")
+                #expect(try await fixture.send(.GET, "/api/session/\(started.session)")["state"] == "anonymous", "\(name)")
+            }
+            provider.flow.withLock { $0 = FakeProvider.CodeFlow() }
+            // A foreign iss: the same answer with iss replaced.
+            let started = try await Self.start(fixture)
+            let location = try await Self.approve(provider, started)
+            let foreign = location.replacingOccurrences(of: "iss=" + provider.issuer, with: "iss=" + FormEncoding.encode("https://evil.example.com"))
+            #expect(foreign != location)
+            #expect(Self.fragment(try await Self.callback(fixture, foreign), "portcullis_error") == "issuer_mismatch")
+            // No state, a forged state, a state named twice: 400, nowhere to send the browser.
+            for query in ["code=x", "code=x&state=forged", "code=x&state=a&state=b", "state=%zz"] {
+                let answer = try await Answer.request(.GET, fixture.baseURL + "/api/auth/oidc/callback?" + query, followRedirects: false)
+                #expect(answer.status == 400 && answer.headers["Location"].isEmpty, "\(query): \(answer.raw)")
+            }
+        }
+    }
+
+    @Test("a refresh of a provider session uses the provider's refresh token; when the provider refuses it (invalid_grant) the refresh is 401, the session ends and its access token is revoked")
+    func refreshGoesThroughProvider() async throws {
+        try await ProviderLoginTests.withLoginGateway { provider, fixture in
+            let login = try await Self.signIn(fixture, provider)
+            let sealed = try #require(try await fixture.state.providerSession(sessionID: login.sessionID)?.identity.sealedRefreshToken)
+            #expect(!sealed.hasPrefix("rt-") && !sealed.contains("rt-"), "the provider's refresh token is kept sealed")
+            let before = provider.flow.withLock { $0.refreshRequests }
+            let refreshed = try await fixture.refresh(login.refreshToken)
+            #expect(refreshed.status == 200, "\(refreshed.raw)")
+            #expect(provider.flow.withLock { $0.refreshRequests } == before + 1)
+            let access = try #require(refreshed["access_token"])
+            #expect(try Self.claims(access)["idp_sub"] == "user-1")
+            provider.revokeRefreshTokens(of: "user-1")
+            let refused = try await fixture.refresh(try #require(refreshed["refresh_token"]))
+            #expect(refused.status == 401 && refused.json["reason"] == "refresh_provider_refused", "\(refused.raw)")
+            #expect(try await fixture.send(.GET, "/api/session/\(login.sessionID)", bearer: access).status == 401, "its access token is revoked")
+            #expect(try await fixture.state.providerSession(sessionID: login.sessionID) == nil)
+        }
+    }
+
+    @Test("logout of a provider session answers 200 with the provider's end-session URL (id_token_hint, client_id, post_logout_redirect_uri) and revokes the session's access tokens")
+    func logoutNamesEndSession() async throws {
+        try await ProviderLoginTests.withLoginGateway { provider, fixture in
+            let login = try await Self.signIn(fixture, provider)
+            let refreshed = try await fixture.refresh(login.refreshToken)
+            let second = try #require(refreshed["access_token"])
+            let answer = try await fixture.post("/api/auth/logout", bearer: second, ["session_id": .string(login.sessionID)])
+            #expect(answer.status == 200, "\(answer.raw)")
+            let url = try #require(answer["end_session_url"])
+            #expect(url.hasPrefix(provider.issuer + "/protocol/openid-connect/logout?"))
+            let query = ProviderLoginTests.query(url)
+            #expect(query["client_id"] == "portcullis" && query["post_logout_redirect_uri"] == "https://app.example.com/")
+            #expect(try Self.claims(try #require(query["id_token_hint"]))["sub"] == "user-1")
+            #expect(try await fixture.send(.GET, "/api/session/\(login.sessionID)", bearer: login.accessToken).status == 401, "the first access token too")
+        }
+    }
+
+    @Test("back-channel logout: a valid logout token ends the provider session's gateway session, closes its socket with 1008 within a second and revokes its tokens; the same token again is 400")
+    func backChannelLogoutEndsSessions() async throws {
+        try await ProviderLoginTests.withLoginGateway { provider, fixture in
+            let login = try await Self.signIn(fixture, provider)
+            let token = try provider.logoutToken(sid: "sid-1", sub: nil)
+            let transcript = try await AgentRelayTests.session(AgentRelayTests.url(fixture, login)) { outbound, iterator, transcript in
+                try await outbound.write(.text(#"{"type":"intent","request_id":"r1","intent_type":"echo","payload":{}}"#))
+                transcript.messages.append(try await AgentRelayTests.nextJSON(&iterator))
+                let answer = try await Self.backChannel(fixture, token)
+                #expect(answer.status == 200, "\(answer.raw)")
+            }
+            #expect(transcript.messages.first?["type"] == "result")
+            #expect(transcript.close?.closeCode == .policyViolation)
+            #expect(transcript.secondsToClose < TimeBounds.seconds(1))
+            #expect(try await fixture.refresh(login.refreshToken).status == 401)
+            #expect(try await fixture.send(.GET, "/api/session/\(login.sessionID)", bearer: login.accessToken).status == 401)
+            let again = try await Self.backChannel(fixture, token)
+            #expect(again.status == 400 && again.error == "invalid_request" && again.raw.contains("used already"))
+        }
+    }
+
+    static func backChannel(_ fixture: GatewayFixture, _ token: String, contentType: String = "application/x-www-form-urlencoded") async throws -> Answer {
+        try await Answer.request(
+            .POST, fixture.baseURL + "/api/auth/oidc/backchannel-logout", headers: [("Content-Type", contentType)],
+            body: "logout_token=" + FormEncoding.encode(token))
+    }
+
+    @Test("back-channel logout refuses (400 invalid_request, nothing ends) a token with a nonce, another audience, no events, neither sid nor sub, an old iat, a foreign signature, an ID token, a JSON body; typ logout+jwt, JWT or none passes; sub alone ends every session of the user")
+    func backChannelLogoutRules() async throws {
+        try await ProviderLoginTests.withLoginGateway { provider, fixture in
+            let login = try await Self.signIn(fixture, provider)
+            let bad: [(String, String)] = [
+                ("nonce", try provider.logoutToken(more: ["nonce": "n"])),
+                ("audience", try provider.logoutToken(aud: "someone-else")),
+                ("events", try provider.logoutToken(events: ["http://example.com/other": [:]])),
+                ("sid and sub", try provider.logoutToken(sid: nil, sub: nil)),
+                ("old", try provider.logoutToken(issuedAgo: 3_600)),
+                ("signature", try provider.logoutToken(key: try JWSKey.generate(algorithm: .es256, kid: "ec-1"))),
+                ("typ", try provider.logoutToken(typ: "at+jwt")),
+                ("id token", try provider.token(aud: "portcullis", claims: ["nonce": "n", "sid": "sid-1"])),
+            ]
+            for (name, token) in bad {
+                let answer = try await Self.backChannel(fixture, token)
+                #expect(answer.status == 400 && answer.error == "invalid_request", "\(name): \(answer.raw)")
+            }
+            let json = try await Self.backChannel(fixture, try provider.logoutToken(), contentType: "application/json")
+            #expect(json.status == 400)
+            #expect(try await fixture.send(.GET, "/api/session/\(login.sessionID)", bearer: login.accessToken).status == 200, "nothing ended")
+            // typ JWT, and none: pass (and end nothing for an unknown sid).
+            #expect(try await Self.backChannel(fixture, try provider.logoutToken(sid: "sid-other", sub: nil, typ: "JWT")).status == 200)
+            #expect(try await Self.backChannel(fixture, try provider.logoutToken(sid: "sid-other", sub: nil, typ: nil)).status == 200)
+            #expect(try await fixture.send(.GET, "/api/session/\(login.sessionID)", bearer: login.accessToken).status == 200)
+            // A second sign-in of the same user; `sub` alone ends both.
+            let other = try await Self.signIn(fixture, provider)
+            #expect(try await Self.backChannel(fixture, try provider.logoutToken(sid: nil, sub: "user-1")).status == 200)
+            for session in [login, other] {
+                #expect(try await fixture.refresh(session.refreshToken).status == 401)
+            }
+        }
+    }
+}
