@@ -23,6 +23,8 @@ extension FakeProvider {
 
     struct CodeFlow: Sendable {
         var clientSecret = "s3cret-of-the-client"
+        /// When set, the client authenticates with private_key_jwt signed by this key instead of the secret.
+        var clientKey: JWSKey?
         /// Who signs in at the login page.
         var subject = "user-1"
         var sid = "sid-1"
@@ -123,13 +125,17 @@ extension FakeProvider {
         func error(_ code: String, status: HTTPResponse.Status = .badRequest) -> Response {
             Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: #"{"error":"\#(code)"}"#)))
         }
-        let secret = flow.withLock { state in
+        let (secret, clientKey) = flow.withLock { state in
             state.tokenRequests += 1
             state.lastForm = form
             state.lastAuthorization = authorization
-            return state.clientSecret
+            return (state.clientSecret, state.clientKey)
         }
-        guard authorization == "Basic " + Data("portcullis:\(secret)".utf8).base64EncodedString() else { return error("invalid_client", status: .unauthorized) }
+        if let clientKey {
+            guard authorization == nil, clientAssertionHolds(form, key: clientKey) else { return error("invalid_client", status: .unauthorized) }
+        } else {
+            guard authorization == "Basic " + Data("portcullis:\(secret)".utf8).base64EncodedString() else { return error("invalid_client", status: .unauthorized) }
+        }
         switch form["grant_type"] {
         case "authorization_code":
             guard let code = form["code"], let issued = flow.withLock({ $0.codes.removeValue(forKey: code) }) else { return error("invalid_grant") }
@@ -149,6 +155,18 @@ extension FakeProvider {
         default:
             return error("unsupported_grant_type")
         }
+    }
+
+    /// RFC 7523's client assertion: this type, signed by the client's key, `iss` = `sub` = the client id,
+    /// `aud` the token endpoint, unexpired, with a `jti`.
+    private func clientAssertionHolds(_ form: [String: String], key: JWSKey) -> Bool {
+        guard form["client_assertion_type"] == "urn:ietf:params:oauth:client-assertion-type:jwt-bearer", form["client_id"] == "portcullis",
+            let assertion = form["client_assertion"], let jws = try? JWSCompact.parse(assertion), (try? jws.verifySignature(with: key)) != nil,
+            let claims = try? StrictJSONReader().parseObject(jws.payload)
+        else { return false }
+        let now = Date().timeIntervalSince1970
+        return claims["iss"] == "portcullis" && claims["sub"] == "portcullis" && claims["aud"]?.stringValue == issuer + "/protocol/openid-connect/token"
+            && (claims["exp"]?.numberValue ?? 0) > now && claims["jti"]?.stringValue != nil
     }
 
     private func tokens(subject: String, sid: String, nonce: String?) throws -> Response {

@@ -3,6 +3,7 @@ import JOSE
 import PortcullisTestSupport
 import ProviderLogin
 import SecurityGuard
+import TrustedIssuers
 import StateSurface
 import Testing
 
@@ -175,6 +176,28 @@ struct ProviderSignInTests {
         }
     }
 
+    @Test("with private_key_file the gateway authenticates at the token endpoint with private_key_jwt (RFC 7523: iss = sub = client_id, aud = the token endpoint) and no Authorization header")
+    func privateKeyJWT() async throws {
+        let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
+        let clientKey = try JWSKey.generate(algorithm: .es256, kid: "client-1")
+        provider.flow.withLock { $0.clientKey = clientKey }
+        let keyFile = try TrustedIssuerSecretTests.secretFile(Array(try clientKey.privatePEM().utf8), mode: 0o600)
+        defer { try? FileManager.default.removeItem(atPath: keyFile) }
+        var entry = provider.trust()
+        entry.login = ProviderLoginSettings(name: "acme", clientID: "portcullis", authentication: .privateKeyJWT(file: keyFile))
+        let fixture = try await TrustedIssuerTests.gateway([provider], configure: { $0.loginReturnOrigins = ["https://app.example.com"] }, entries: [entry])
+        let login = try await Self.signIn(fixture, provider)
+        #expect(login.sessionID.hasPrefix("ses_"))
+        let sent = provider.flow.withLock { ($0.lastForm, $0.lastAuthorization) }
+        #expect(sent.1 == nil && sent.0["client_assertion"] != nil)
+        provider.flow.withLock { $0.clientKey = try? JWSKey.generate(algorithm: .es256, kid: "client-1") }
+        let started = try await Self.start(fixture)
+        let refused = try await Self.callback(fixture, try await Self.approve(provider, started))
+        #expect(Self.fragment(refused, "portcullis_error") == "code_refused", "a key the provider does not know: invalid_client")
+        try await fixture.stop()
+        try await provider.stop()
+    }
+
     @Test("a refresh of a provider session uses the provider's refresh token; when the provider refuses it (invalid_grant) the refresh is 401, the session ends and its access token is revoked")
     func refreshGoesThroughProvider() async throws {
         try await ProviderLoginTests.withLoginGateway { provider, fixture in
@@ -271,5 +294,72 @@ struct ProviderSignInTests {
                 #expect(try await fixture.refresh(session.refreshToken).status == 401)
             }
         }
+    }
+}
+
+@Suite("Provider sign-in across instances on PostgreSQL", .serialized, .enabled(if: TestPostgres.enabled, "PostgreSQL is not installed (apt-get install postgresql)"))
+struct ProviderSignInScaleOutTests {
+    @Test("two gateways on one PostgreSQL: a sign-in started on A completes through B's callback; a back-channel logout sent to A closes the socket held by B with 1008 within a second")
+    func acrossInstances() async throws {
+        let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
+        let secret = try ProviderLoginTests.clientSecret()
+        defer { try? FileManager.default.removeItem(atPath: secret) }
+        let cluster = try await ScaleOut(
+            configuration: """
+                gateway:
+                  login_return_origins: [https://app.example.com]
+                trust:
+                  issuers:
+                    - issuer: \(provider.issuer)
+                      audiences: [portcullis-api]
+                      tenant: acme
+                      login:
+                        name: acme
+                        client_id: portcullis
+                        client_secret_file: \(secret)
+
+                """)
+        var secrets: [String] = []
+        do {
+            let created = try await cluster.send(.POST, cluster.a + "/api/session/create-anonymous")
+            let session = try #require(created["session_id"])
+            let started = try await cluster.send(
+                .POST, cluster.a + "/api/auth/oidc/acme/start",
+                ["session_id": .string(session), "return_to": "https://app.example.com/", "login_challenge": .string(try ProviderLoginTests.challenge(ProviderSignInTests.verifier))])
+            #expect(started.status == 200, "\(started.raw)")
+            let url = try #require(started["authorization_url"])
+            let location = try await ProviderSignInTests.approve(provider, ProviderSignInTests.Started(session: session, authorizationURL: url))
+            let path = String(location[try #require(location.range(of: "/api/auth/oidc/callback")).lowerBound...])
+            let back = try await Answer.request(.GET, cluster.b + path, followRedirects: false)
+            #expect(back.status == 303, "\(back.raw)")
+            let code = try #require(ProviderSignInTests.fragment(back, "portcullis_login"))
+            let done = try await cluster.send(
+                .POST, cluster.b + "/api/auth/oidc/complete",
+                ["login_code": .string(code), "session_id": .string(session), "login_verifier": .string(ProviderSignInTests.verifier)])
+            #expect(done.status == 200, "\(done.raw)")
+            let access = try #require(done["access_token"])
+            secrets = [code, access, try #require(done["refresh_token"])]
+            let logoutToken = try provider.logoutToken(sid: "sid-1", sub: nil)
+            let transcript = try await cluster.socketOnB(token: access, session: session) {
+                let answer = try await Answer.request(
+                    .POST, cluster.a + "/api/auth/oidc/backchannel-logout", headers: [("Content-Type", "application/x-www-form-urlencoded")],
+                    body: "logout_token=" + logoutToken)
+                #expect(answer.status == 200, "\(answer.raw)")
+            }
+            #expect(transcript.close?.closeCode == .policyViolation)
+            #expect(transcript.secondsToClose < TimeBounds.seconds(1), "closed \(transcript.secondsToClose) s after the logout")
+            #expect(try await cluster.readOnBUntilRefused(session: session, token: access).status == 401, "B refuses the revoked access token")
+            // The same logout token at B: already used (remembered in the shared store).
+            let replay = try await Answer.request(
+                .POST, cluster.b + "/api/auth/oidc/backchannel-logout", headers: [("Content-Type", "application/x-www-form-urlencoded")],
+                body: "logout_token=" + logoutToken)
+            #expect(replay.status == 400, "\(replay.raw)")
+        } catch {
+            cluster.stop(secrets: secrets)
+            try await provider.stop()
+            throw error
+        }
+        cluster.stop(secrets: secrets)
+        try await provider.stop()
     }
 }
