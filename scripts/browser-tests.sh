@@ -20,9 +20,9 @@ if [ -z "$CHROMIUM" ]; then
   exit 0
 fi
 VENV="$ROOT/.build/browser-venv"
-if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import playwright" 2>/dev/null; then
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import playwright, cryptography" 2>/dev/null; then
   python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q playwright
+  "$VENV/bin/pip" install -q playwright cryptography
 fi
 BIN=$(realpath "${PORTCULLIS_BIN:-$ROOT/.build/debug/portcullis}")
 source "$ROOT/scripts/lib/gateway.sh"
@@ -30,9 +30,10 @@ WORK=$(mktemp -d)
 PORT=18711
 RUNTIME_PORT=18712
 IDP_PORT=18713
-SERVE_PID= RUNTIME_PID= IDP_PID=
+SSO_PORT=18714
+SERVE_PID= RUNTIME_PID= IDP_PID= SSO_PID=
 cleanup() {
-  for pid in $SERVE_PID $RUNTIME_PID $IDP_PID $(cat "$WORK/runtime.pid" 2>/dev/null); do kill "$pid" 2>/dev/null || true; done
+  for pid in $SERVE_PID $RUNTIME_PID $IDP_PID $SSO_PID $(cat "$WORK/runtime.pid" 2>/dev/null); do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$WORK"
 }
@@ -46,6 +47,11 @@ IDP_ISSUER=https://idp.browser.example
 "$BIN" keys generate --alg ES256 --dir "$WORK/idp" >/dev/null
 mkdir -p "$WORK/idp-web" && "$BIN" jwks --keys "$WORK/idp" > "$WORK/idp-web/jwks.json"
 python3 -m http.server "$IDP_PORT" --bind 127.0.0.1 --directory "$WORK/idp-web" > "$WORK/idp.log" 2>&1 & IDP_PID=$!
+# A provider users sign in through (the code flow, back-channel logout): Tests/Browser/fake_idp.py.
+(umask 077 && printf 'browser-client-secret\n' > "$WORK/sso.secret")
+"$VENV/bin/python" "$ROOT/Tests/Browser/fake_idp.py" "$SSO_PORT" "$WORK/sso.secret" \
+  "http://127.0.0.1:$PORT/api/auth/oidc/backchannel-logout" > "$WORK/sso.log" 2>&1 & SSO_PID=$!
+for _ in $(seq 100); do curl -sf -o /dev/null "127.0.0.1:$SSO_PORT/jwks" && break; sleep 0.1; done
 # The client and the demo page are the ones built into the binary (as a user gets them).
 start_serve "$WORK" "$PORT" "  issuer: http://127.0.0.1:$PORT" "tokens:
   access_token_lifetime_seconds: 6
@@ -54,16 +60,24 @@ trust:
     - issuer: $IDP_ISSUER
       jwks_url: http://127.0.0.1:$IDP_PORT/jwks.json
       audiences: [portcullis-browser]
-      tenant: default" "http://127.0.0.1:$RUNTIME_PORT"
+      tenant: default
+    - issuer: http://127.0.0.1:$SSO_PORT
+      audiences: [portcullis-browser]
+      tenant: sso
+      login:
+        name: fake
+        display_name: Fake IdP
+        client_id: portcullis
+        client_secret_file: $WORK/sso.secret" "http://127.0.0.1:$RUNTIME_PORT"
 printf 'browser password 1\n' | (cd "$WORK" && "$BIN" users add browser --tenant default --password-stdin >/dev/null)
 PORTCULLIS_URL="http://127.0.0.1:$PORT" PORTCULLIS_USER=browser PORTCULLIS_PASSWORD='browser password 1' \
   PORTCULLIS_BROWSER_OUT="$ROOT/.build/browser" CHROMIUM="$CHROMIUM" PORTCULLIS_WORK="$WORK" \
   RUNTIME_PID="$RUNTIME_PID" RUNTIME_ARGS="$(printf '%s\n' "${RUNTIME_ARGS[@]}")" RUNTIME_PORT="$RUNTIME_PORT" \
-  PORTCULLIS_BIN_PATH="$BIN" IDP_KEYS="$WORK/idp" IDP_ISSUER="$IDP_ISSUER" \
+  PORTCULLIS_BIN_PATH="$BIN" IDP_KEYS="$WORK/idp" IDP_ISSUER="$IDP_ISSUER" SSO_URL="http://127.0.0.1:$SSO_PORT" \
   "$VENV/bin/python" "${BROWSER_TEST:-$ROOT/Tests/Browser/test_demo.py}" || {
   status=$?
   # The logs say what the servers saw (they never hold a token); WORK is removed on exit.
-  for log in serve.log runtime.log runtime-restarted.log; do
+  for log in serve.log runtime.log runtime-restarted.log sso.log; do
     [ -f "$WORK/$log" ] && { echo "--- $log (last 30 lines)"; tail -30 "$WORK/$log"; }
   done
   exit "$status"

@@ -284,6 +284,53 @@ def sign_in_with_token(browser):
     context.close()
 
 
+def provider_sign_in(browser):
+    # The demo page's "Sign in with Fake IdP": the provider's login page, back to the demo with
+    # the session upgraded in place, the socket open; the provider's back-channel logout closes
+    # it with 1008; logging out at the provider goes to its end-session page.
+    context = browser.new_context()  # the demo's own content security policy applies
+    page = context.new_page()
+    net = Network(page)
+    page.add_init_script(SOCKET_STATE_HISTORY)
+    page.goto(BASE + "/demo/")
+    expect(page.locator("#session-state")).to_have_text("anonymous", timeout=10000)
+    before = page.text_content("#session-id")
+    page.click("#provider-fake")
+    page.wait_for_url(re.compile(re.escape(os.environ["SSO_URL"]) + "/auth"), timeout=10000)
+    check("session" not in page.url and before not in page.url, "the provider's URL carries no session id")
+    page.click("#approve")
+    expect(page.locator("#session-state")).to_have_text("authenticated", timeout=10000)
+    expect(page.locator("#socket-state")).to_have_text("open", timeout=10000)
+    check(page.text_content("#session-id") == before, "the sign-in through the provider upgraded the page's anonymous session in place")
+    check("#" not in page.url and page.evaluate("location.hash") == "", "the login code's fragment is gone from the address bar")
+    check(page.evaluate("sessionStorage.getItem('portcullis.session_id.login_verifier')") is None, "the verifier left storage once used")
+    answer = send_intent(page, {"via": "sso"})
+    check(answer == {"via": "sso"}, "the socket opened after the provider sign-in answers an intent")
+    callbacks = [u for _, u in net.requests if "/api/auth/oidc/callback" in u]
+    check(len(callbacks) == 1, "the browser went through the gateway's callback once")
+    urls = [u for _, u in net.requests] + net.sockets
+    check(not any("eyJ" in u or "access_token" in u or "refresh_token" in u for u in urls), "no URL holds a token")
+    # The provider ends the user's session: its back-channel logout reaches the gateway.
+    closed_before = len(net.closed)
+    with urllib.request.urlopen(urllib.request.Request(os.environ["SSO_URL"] + "/test/backchannel-logout", data=b"", method="POST"),
+                                timeout=10) as response:
+        sent = json.loads(response.read())
+    check(sent["gateway_status"] == 200, "the gateway accepted the provider's logout token")
+    started = time.time()
+    expect(page.locator("#socket-state")).to_have_text(re.compile("1008"), timeout=5000)
+    check(time.time() - started < 2 and len(net.closed) > closed_before, "the socket closed with 1008 when the provider logged the user out")
+    expect(page.locator("#session-state")).to_have_text("anonymous", timeout=10000)
+    # Again, then "Log out here and at the provider" navigates to the provider's end-session page.
+    page.click("#provider-fake")
+    page.click("#approve")
+    expect(page.locator("#session-state")).to_have_text("authenticated", timeout=10000)
+    page.click("#logout-provider")
+    page.wait_for_url(re.compile(re.escape(os.environ["SSO_URL"]) + "/logout"), timeout=10000)
+    check("id_token_hint=" in page.url and "post_logout_redirect_uri=" in page.url, "logout at the provider names id_token_hint and post_logout_redirect_uri")
+    expect(page.locator("#signed-out")).to_be_visible(timeout=5000)
+    context.close()
+
+
 def main():
     runtime = {"pid": int(os.environ["RUNTIME_PID"]), "process": None}
     try:
@@ -311,6 +358,7 @@ def main():
             check(not any("eyJ" in u or "access_token" in u or "refresh_token" in u for u in urls), "no URL the browser requested contains a token")
             many_components(browser)
             sign_in_with_token(browser)
+            provider_sign_in(browser)
             browser.close()
     finally:
         if runtime["process"]:
