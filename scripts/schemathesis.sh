@@ -25,15 +25,37 @@ BIN=$(realpath "${PORTCULLIS_BIN:-$ROOT/.build/debug/portcullis}")
 source "$ROOT/scripts/lib/gateway.sh"
 WORK=$(mktemp -d)
 PORT=18731
-SERVE_PID=
+IDP_PORT=18732
+SERVE_PID= IDP_PID=
 cleanup() {
   [ -n "$SERVE_PID" ] && kill "$SERVE_PID" 2>/dev/null || true
+  [ -n "$IDP_PID" ] && kill "$IDP_PID" 2>/dev/null || true
   wait 2>/dev/null || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
+# A provider users sign in through (`acme`), so that the sign-in routes are explored past "no such
+# provider": its discovery and JWKS as static files on loopback; its token endpoint answers nothing.
+IDP="http://127.0.0.1:$IDP_PORT"
+"$BIN" keys generate --alg ES256 --dir "$WORK/idp-keys" >/dev/null
+mkdir -p "$WORK/idp/.well-known" && "$BIN" jwks --keys "$WORK/idp-keys" > "$WORK/idp/jwks.json"
+printf '{"issuer":"%s","jwks_uri":"%s/jwks.json","authorization_endpoint":"%s/auth","token_endpoint":"%s/token","end_session_endpoint":"%s/logout"}' \
+  "$IDP" "$IDP" "$IDP" "$IDP" "$IDP" > "$WORK/idp/.well-known/openid-configuration"
+python3 -m http.server "$IDP_PORT" --bind 127.0.0.1 --directory "$WORK/idp" > "$WORK/idp.log" 2>&1 & IDP_PID=$!
+(umask 077 && printf 'schemathesis-client-secret\n' > "$WORK/acme.secret")
+for _ in $(seq 100); do curl -sf -o /dev/null "$IDP/jwks.json" && break; sleep 0.1; done
 # Generous rate limits: the run sends thousands of requests from one address.
-start_serve "$WORK" "$PORT" "  issuer: http://127.0.0.1:$PORT" "rate_limits:
+start_serve "$WORK" "$PORT" "  issuer: http://127.0.0.1:$PORT" "trust:
+  issuers:
+    - issuer: $IDP
+      audiences: [portcullis-api]
+      tenant: acme
+      login:
+        name: acme
+        display_name: Acme SSO
+        client_id: portcullis
+        client_secret_file: $WORK/acme.secret
+rate_limits:
   anonymous_session_per_client: {per_minute: 1000000, burst: 1000000}
   login_per_client: {per_minute: 1000000, burst: 1000000}
   login_per_username: {per_minute: 1000000, burst: 1000000}

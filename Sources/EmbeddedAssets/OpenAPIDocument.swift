@@ -293,7 +293,7 @@ package enum OpenAPIDocument {
               in: path
               required: true
               description: The provider's name, as GET /api/auth/providers lists it.
-              schema: {type: string}
+              schema: {type: string, examples: [acme]}
           requestBody:
             required: true
             content:
@@ -346,6 +346,7 @@ package enum OpenAPIDocument {
                 Cache-Control: {schema: {type: string, const: no-store}}
             "400": {$ref: "#/components/responses/BadRequest"}
             "429": {$ref: "#/components/responses/RateLimited"}
+            "431": {$ref: "#/components/responses/HeadersTooLarge"}
             "503": {$ref: "#/components/responses/Unavailable"}
       /api/auth/oidc/complete:
         post:

@@ -32,6 +32,10 @@ public struct ProviderTokenVault: Sendable {
     public static func load(keysDirectory directory: String) throws(ConfigurationError) -> ProviderTokenVault {
         let path = directory + "/" + fileName
         if !FileManager.default.fileExists(atPath: path) {
+            // On a first start the keys directory may not exist yet (the signing key is made after the configuration is read).
+            if !FileManager.default.fileExists(atPath: directory) {
+                try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            }
             guard let made = try? SealingKey.generate(), let bytes = try? made.exportedText() else {
                 throw ConfigurationError(fileKey: "keys.directory", "names a directory where \(path) cannot be made: the CSPRNG failed")
             }
