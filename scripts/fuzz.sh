@@ -9,6 +9,7 @@
 # request-target (the path normaliser and the query's credential filter),
 # upstream-response (the data plane's framing of an upstream's answers, split two ways),
 # plain-request (the data plane's front: request heads read without NIO's decoder),
+# form-fields (the sign-in callback's query and the back-channel logout's form: FormEncoding),
 # answer-framing (mixed request sequences on one connection to a live gateway, every answer
 # read strictly for its own request; the books of owed answers against a model).
 # answer-framing runs `portcullis serve` (PORTCULLIS_BIN, default the debug build, built
@@ -24,7 +25,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VECTORS=${PORTCULLIS_VECTORS:-$ROOT/../shared/vectors}
 OUT="$ROOT/.build/fuzz"
 TARGETS=("$@")
-[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(token json base64url session-id agent-frame request-target upstream-response plain-request answer-framing)
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(token json base64url session-id agent-frame request-target upstream-response plain-request form-fields answer-framing)
 mkdir -p "$OUT/lib"
 FLAGS=(-sanitize=fuzzer,address -parse-as-library -O -g -package-name portcullis -I "$ROOT/Sources/CLibCrypto" -I "$ROOT/Sources/CLibCryptoSetup/include")
 
@@ -64,6 +65,8 @@ seed() {  # target
     answer-framing) printf '\x01\x00\x01\x0a\x0b\x06\x0c' > "$corpus/pipelined-mix"
                  printf '\x00\x0e\x01\x07\x0f\x03\x02\x04' > "$corpus/one-by-one-mix"
                  printf '\x03\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b' > "$corpus/refused-target" ;;
+    form-fields) printf '%s' 'code=a%2Fb&state=s+t&iss=http%3A%2F%2F127.0.0.1' > "$corpus/callback"
+                 printf '%s' 'logout_token=eyJ.eyJ.x&x=%C3%A9&=&a' > "$corpus/form" ;;
     agent-frame) printf '%s' '{"type":"ping"}' > "$corpus/ping"
                  printf '%s' '{"type":"intent","request_id":"r1","intent_type":"echo","payload":{"a":[1,2,{"b":null}]},"idempotency_key":"k"}' > "$corpus/intent" ;;
   esac
@@ -110,6 +113,7 @@ for target in "${TARGETS[@]}"; do
     agent-frame) build agent-frame "$ROOT/Sources/Runtime/AgentFrame.swift" "$ROOT/Fuzz/FuzzAgentFrame.swift" ;;
     request-target) build request-target "$ROOT/Sources/TrafficCop/RequestTarget.swift" "$ROOT/Sources/TrafficCop/RequestTargetError.swift" "$ROOT/Fuzz/FuzzRequestTarget.swift" ;;
     plain-request) build plain-request "$ROOT/Sources/DataPlane/Front/PlainRequestHead.swift" "$ROOT/Fuzz/FuzzPlainRequest.swift" ;;
+    form-fields) build form-fields "$ROOT/Sources/ProviderLogin/FormEncoding.swift" "$ROOT/Fuzz/FuzzFormFields.swift" ;;
     answer-framing) build answer-framing "$ROOT/Sources/EdgeHTTP/OwedAnswers.swift" "$ROOT"/Tests/PortcullisTestSupport/{StrictAnswerReader,MixedRequests}.swift \
                       "$ROOT/Fuzz/FuzzAnswerFraming.swift"
                     start_framing_gateway ;;

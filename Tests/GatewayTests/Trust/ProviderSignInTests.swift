@@ -137,6 +137,23 @@ struct ProviderSignInTests {
         }
     }
 
+    @Test("a session upgraded meanwhile (a password login between the callback and the completion) is not upgraded again: complete is 409 session_conflict and the session keeps its owner")
+    func upgradedMeanwhileConflicts() async throws {
+        try await ProviderLoginTests.withLoginGateway { provider, fixture in
+            try await fixture.addUser("alice", tenant: "acme")
+            let started = try await Self.start(fixture)
+            let back = try await Self.callback(fixture, try await Self.approve(provider, started))
+            let code = try #require(Self.fragment(back, "portcullis_login"))
+            fixture.remember(code)
+            let password = try await fixture.login("alice", tenant: "acme", sessionID: started.session)
+            let late = try await Self.complete(fixture, code: code, session: started.session)
+            #expect(late.status == 409 && late.error == "session_conflict", "\(late.raw)")
+            let session = try await fixture.send(.GET, "/api/session/\(started.session)", bearer: password.accessToken)
+            #expect(session.status == 200 && session["user_id"]?.hasPrefix("usr_") == true, "the password login's owner stays")
+            #expect(try await fixture.state.providerSession(sessionID: started.session) == nil, "no provider record for a session the provider did not sign in")
+        }
+    }
+
     @Test("the callback sends the browser back with #portcullis_error for a denied sign-in, an ID token with a wrong nonce, audience or signature or expired, a missing or foreign iss where the provider advertises it; none signs in, and the flow is spent")
     func callbackRefusals() async throws {
         try await ProviderLoginTests.withLoginGateway { provider, fixture in
