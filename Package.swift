@@ -80,7 +80,8 @@ let package = Package(
             ]
         ),
         .target(
-            name: "TrafficCop"
+            name: "TrafficCop",
+            dependencies: ["JOSE"]
         ),
         .target(
             name: "TrustedIssuers",

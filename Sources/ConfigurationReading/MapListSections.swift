@@ -15,6 +15,8 @@ public struct ConfigurationMap: Sendable, Equatable {
         case list([String])
         /// A map inside the entry (`login:` of a trusted issuer).
         case map(ConfigurationMap)
+        /// A list of maps inside the entry (`any_of:` of a route's `require`).
+        case maps([ConfigurationMap])
         /// Anything else (a list holding maps or lists): never meaningful in these entries.
         case nested
     }
@@ -22,10 +24,13 @@ public struct ConfigurationMap: Sendable, Equatable {
     /// The entry's key for messages: `trust.issuers[0]`.
     public let key: String
     public let values: [String: Value]
+    /// For a list that takes strings beside maps (`gateway.routes`): the entry when it is a string.
+    public let scalar: String?
 
-    public init(key: String, values: [String: Value]) {
+    public init(key: String, values: [String: Value], scalar: String? = nil) {
         self.key = key
         self.values = values
+        self.scalar = scalar
     }
 
     /// The keys this entry sets.
@@ -51,7 +56,7 @@ public struct ConfigurationMap: Sendable, Equatable {
         case nil: return nil
         case .scalar(let text)?: return [text]
         case .list(let list)?: return list
-        case .nested?, .map?: throw error(name, "must be a list of strings")
+        case .nested?, .map?, .maps?: throw error(name, "must be a list of strings")
         }
     }
 
@@ -61,6 +66,15 @@ public struct ConfigurationMap: Sendable, Equatable {
         case nil: return nil
         case .map(let map)?: return map
         default: throw error(name, "must be a map of settings")
+        }
+    }
+
+    /// A list of maps inside this entry, each named `KEY.name[N]` in messages.
+    public func maps(_ name: String) throws(ConfigurationError) -> [ConfigurationMap]? {
+        switch values[name] {
+        case nil: return nil
+        case .maps(let maps)?: return maps
+        default: throw error(name, "must be a list of maps")
         }
     }
 
@@ -80,7 +94,9 @@ public struct ConfigurationMap: Sendable, Equatable {
 /// The lists of maps the configuration holds, read from the file's text.
 enum MapListSections {
     /// `section.list` keys read as lists of maps (kept from the library).
-    static let keys: [(section: String, list: String)] = [("trust", "issuers")]
+    static let keys: [(section: String, list: String)] = [("trust", "issuers"), ("gateway", "routes")]
+    /// Lists whose entries may also be strings (the short form `PREFIX=URL`).
+    static let takingStrings: Set<String> = ["gateway.routes"]
 
     /// The lists of maps in `text`, by their dotted key.
     static func read(_ text: String) throws -> [String: [ConfigurationMap]] {
@@ -94,6 +110,9 @@ enum MapListSections {
                 throw ConfigurationError(fileKey: key, "must be a list of maps, one per entry (see config/portcullis.yaml)")
             }
             result[key] = try sequence.enumerated().map { index, entry in
+                if takingStrings.contains(key), let scalar = entry.scalar {
+                    return ConfigurationMap(key: "\(key)[\(index)]", values: [:], scalar: scalar.string)
+                }
                 guard let mapping = entry.mapping else {
                     throw ConfigurationError(fileKey: "\(key)[\(index)]", "must be a map of settings (issuer: ..., audiences: [...])")
                 }
@@ -112,7 +131,14 @@ enum MapListSections {
                 values[name] = .scalar(scalar.string)
             } else if let items = value.sequence {
                 let strings = items.compactMap(\.scalar?.string)
-                values[name] = strings.count == items.count ? .list(strings) : .nested
+                let mappings = items.compactMap(\.mapping)
+                if strings.count == items.count {
+                    values[name] = .list(strings)
+                } else if mappings.count == items.count {
+                    values[name] = .maps(mappings.enumerated().map { map($1, key: "\(key).\(name)[\($0)]") })
+                } else {
+                    values[name] = .nested
+                }
             } else if let inner = value.mapping {
                 values[name] = .map(map(inner, key: "\(key).\(name)"))
             } else {

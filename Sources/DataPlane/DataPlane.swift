@@ -28,6 +28,12 @@ package final class DataPlane: Sendable {
         package let name: String
         /// Its place in `routes` (the metric handles' key).
         package let index: Int
+        /// The methods it forwards, in NIO's spelling, and as `Allow` lists them.
+        package let methods: [HTTPMethod]
+        package let allowedMethodNames: [String]
+        /// `false` for `auth: none`.
+        package let requiresToken: Bool
+        package let policy: RoutePolicy?
     }
 
     package let routes: [Route]
@@ -59,8 +65,11 @@ package final class DataPlane: Sendable {
             UpstreamOrigin(url: route.upstream).map { (route, $0) }
         }.enumerated().map { index, pair in
             let (route, origin) = pair
+            let methods = route.methods ?? ProxyRoute.methods
             return Route(
-                prefix: route.pathPrefix, origin: origin, audience: route.audience, template: route.pathPrefix + "/**", name: route.prefix, index: index)
+                prefix: route.pathPrefix, origin: origin, audience: route.audience, template: route.pathPrefix + "/**", name: route.prefix, index: index,
+                methods: methods.map { HTTPMethod(rawValue: $0.rawValue) }, allowedMethodNames: methods.map(\.rawValue), requiresToken: route.requiresToken,
+                policy: route.policy)
         }
         self.authenticator = authenticator
         self.sessions = sessions

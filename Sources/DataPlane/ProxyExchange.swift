@@ -95,8 +95,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     // MARK: Admission
 
     func start() {
-        guard Self.methods.contains(head.method) else {
-            return fail(.methodNotAllowed(head.method.rawValue, path: PathRedaction.redactedPath(String(path)), allowed: ProxyRoute.allowedMethodNames))
+        guard route.methods.contains(head.method) else {
+            return fail(.methodNotAllowed(head.method.rawValue, path: PathRedaction.redactedPath(String(path)), allowed: route.allowedMethodNames))
         }
         if let length = fields.contentLength.flatMap(Int.init), length > plane.maximumBodyBytes {
             return fail(Self.tooLarge(plane.maximumBodyBytes), closeClient: true)
@@ -113,6 +113,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         let token: String?
         do {
             token = try AccessTokenAuthenticator.bearerToken(fromAuthorization: fields.authorization)
+            // `auth: none`: a request without a token goes on as anonymous; one that sends a token has it checked.
+            if token == nil, !route.requiresToken { return proceed(nil, sessionID: nil) }
             if let caller = try plane.authenticator.authenticateInMemory(token) {
                 return authenticated(caller)
             }
@@ -138,6 +140,13 @@ final class ProxyExchange: UpstreamConnectionDelegate {
 
     private func authenticated(_ caller: AuthenticatedCaller) {
         guard !finished else { return }
+        // The route's policy, from the verified token's claims (the cache holds them): before any session read.
+        if let policy = route.policy,
+            let refusal = policy.refusal(claims: caller.claims, tenantID: caller.tenantID, issuer: caller.external?.issuer, hasSession: fields.sessionID != nil)
+        {
+            plane.metrics.policyRefused()
+            return fail(GatewayError(refusedBy: refusal))
+        }
         guard let named = fields.sessionID else { return proceed(caller, sessionID: nil) }
         let sessionID: String
         do {
@@ -172,13 +181,15 @@ final class ProxyExchange: UpstreamConnectionDelegate {
 
     // MARK: Upstream
 
-    private func proceed(_ caller: AuthenticatedCaller, sessionID: String?) {
+    /// Forwards the request; `caller` is `nil` only on an `auth: none` route asked without a token
+    /// (its assertion then names no user).
+    private func proceed(_ caller: AuthenticatedCaller?, sessionID: String?) {
         guard !finished, handler.context != nil, let pool = handler.pool, let headBuffers = handler.headBuffers else { return }
         self.pool = pool
         let assertion: String
         do {
             assertion = try plane.runtime.assertions.assertion(
-                audience: route.audience, caller: RuntimeCaller(caller, sessionID: sessionID))
+                audience: route.audience, caller: caller.map { RuntimeCaller($0, sessionID: sessionID) } ?? RuntimeCaller(userID: nil, tenantID: nil, sessionID: nil))
         } catch {
             return fail(.noSigningKey)
         }

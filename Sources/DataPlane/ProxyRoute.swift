@@ -1,15 +1,25 @@
 import EdgeHTTP
 import HTTPTypes
 import RuntimeAccess
+import TrafficCop
 
-/// One configured upstream: a path prefix and the URL it is proxied to.
+/// One configured upstream: a path prefix, the URL it is proxied to, and who may reach it.
 public struct ProxyRoute: Sendable, Equatable {
     public var prefix: String
     public var upstream: String
+    /// The methods it forwards (`nil`: every method in `ProxyRoute.methods`); another is 405 with `Allow`.
+    public var methods: [HTTPRequest.Method]?
+    /// `false` (`auth: none`): no token needed; a token that is sent is still checked, and stripped.
+    public var requiresToken: Bool
+    /// What a caller's token must hold (`require`); `nil`: any valid token.
+    public var policy: RoutePolicy?
 
-    public init(prefix: String, upstream: String) {
+    public init(prefix: String, upstream: String, methods: [HTTPRequest.Method]? = nil, requiresToken: Bool = true, policy: RoutePolicy? = nil) {
         self.prefix = prefix
         self.upstream = upstream
+        self.methods = methods
+        self.requiresToken = requiresToken
+        self.policy = policy
     }
 
     /// The prefix without a trailing `/`: requests to it and below it are proxied.

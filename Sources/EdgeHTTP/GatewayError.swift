@@ -24,6 +24,9 @@ public struct GatewayError: Error, Sendable, Equatable {
     public var tokenPresented = false
     /// The methods the path answers, for 405 (`Allow`).
     public var allow: String?
+    /// A route policy's refusal: `WWW-Authenticate: Bearer error="insufficient_scope"`, with
+    /// `scope=` these scopes when not empty.
+    public var insufficientScope: String?
 
     public init(_ status: HTTPResponse.Status, _ code: String, _ message: String) {
         self.status = status
@@ -46,6 +49,11 @@ public struct GatewayError: Error, Sendable, Equatable {
             } else {
                 headers[.wwwAuthenticate] = "Bearer realm=\"portcullis\""
             }
+        }
+        if let insufficientScope {
+            // RFC 6750 3.1: the scopes the route needs, when it was scopes that failed.
+            headers[.wwwAuthenticate] =
+                "Bearer realm=\"portcullis\", error=\"insufficient_scope\"" + (insufficientScope.isEmpty ? "" : ", scope=\"\(insufficientScope)\"")
         }
         if let retryAfter { headers[.retryAfter] = String(retryAfter) }
         if let allow { headers[.allow] = allow }
@@ -167,5 +175,15 @@ extension GatewayError {
         }
         guard let value else { throw GatewayError(.badRequest, "session_missing", SessionID.Problem.missing.message) }
         return value
+    }
+}
+
+extension GatewayError {
+    /// 403 `insufficient_scope` for a route policy's refusal: `reason` names the requirement
+    /// that failed (`scopes`, `any_of`, `tenants`, `issuers`, `session`), never the caller's claims.
+    package init(refusedBy refusal: RoutePolicy.Refusal) {
+        self.init(.forbidden, "insufficient_scope", refusal.message)
+        reason = refusal.requirement
+        insufficientScope = refusal.scopes.joined(separator: " ")
     }
 }

@@ -49,16 +49,17 @@ extension GatewayConfiguration {
         case (_, nil): throw ConfigurationError(key: "gateway.tls.private_key_path", "is required when gateway.tls.certificate_path is set")
         }
         configuration.upstreamCAFile = try values.string("gateway.upstream_ca_file")
+        // The environment's GATEWAY_ROUTES (short forms) over the file's list (strings or maps).
         if let routes = try values.strings("gateway.routes") {
-            configuration.routes = []
-            for text in routes {
-                let parts = text.split(separator: "=", maxSplits: 1).map(String.init)
-                guard parts.count == 2, parts[0].hasPrefix("/"), let url = URL(string: parts[1]), ["http", "https"].contains(url.scheme ?? "") else {
-                    throw ConfigurationError(key: "gateway.routes", "must list PREFIX=URL entries such as /api/billing=http://127.0.0.1:9000, not \"\(text)\"")
-                }
-                let route = ProxyRoute(prefix: parts[0], upstream: parts[1])
-                if let problem = route.problem { throw ConfigurationError(key: "gateway.routes", problem) }
-                configuration.routes.append(route)
+            configuration.routes = try routes.map { text throws(ConfigurationError) in try ProxyRoute.reading(short: text, key: "gateway.routes") }
+        } else if let entries = values.mapList("gateway.routes") {
+            configuration.routes = try entries.map { entry throws(ConfigurationError) in try ProxyRoute(reading: entry) }
+        }
+        for (index, route) in configuration.routes.enumerated() {
+            if let earlier = configuration.routes[..<index].first(where: { ProxyRoute.overlaps($0, route) }) {
+                throw ConfigurationError(
+                    key: "gateway.routes[\(index)]",
+                    "has the prefix \(route.prefix), which overlaps \(earlier.prefix) of an earlier route; give each upstream a prefix of its own")
             }
         }
         if try values.bool("admin.enabled") == false { configuration.adminPort = nil }

@@ -58,6 +58,11 @@ public struct GatewayMetrics: Sendable {
         Counter(label: "portcullis_rate_limited_total", dimensions: [("rule", rule)], factory: factory).increment()
     }
 
+    /// A proxied request refused by its route's policy (403 `insufficient_scope`).
+    package func policyRefused() {
+        Counter(label: "portcullis_policy_refusals_total", dimensions: [], factory: factory).increment()
+    }
+
     /// A login refused for its credentials.
     package func loginFailed() {
         Counter(label: "portcullis_login_failures_total", dimensions: [], factory: factory).increment()

@@ -46,9 +46,12 @@ public struct AuthenticatedCaller: Sendable, Equatable {
     public let expiresAt: Double
     /// For a trusted issuer's token: who it speaks for there (`nil` for the gateway's own tokens).
     public let external: ExternalIdentity?
+    /// The verified token's claims, for route policies (kept with the caller in the verified-token cache).
+    public let claims: JSONObject
 
     public init(
-        userID: String, tenantID: String, clientID: String?, tokenID: String, issuedAt: Double, expiresAt: Double, external: ExternalIdentity? = nil
+        userID: String, tenantID: String, clientID: String?, tokenID: String, issuedAt: Double, expiresAt: Double, external: ExternalIdentity? = nil,
+        claims: JSONObject = [:]
     ) {
         self.userID = userID
         self.tenantID = tenantID
@@ -57,6 +60,7 @@ public struct AuthenticatedCaller: Sendable, Equatable {
         self.issuedAt = issuedAt
         self.expiresAt = expiresAt
         self.external = external
+        self.claims = claims
     }
 
     /// The caller a trusted issuer's verified token proves.
@@ -70,7 +74,8 @@ public struct AuthenticatedCaller: Sendable, Equatable {
         self.init(
             userID: try Self.externalID(identity.issuer + "\n" + identity.subject), tenantID: identity.tenantID,
             clientID: token.clientID ?? token.claims["azp"]?.stringValue, tokenID: try Self.externalID(tokenID),
-            issuedAt: token.claims["iat"]?.numberValue ?? token.claims["nbf"]?.numberValue ?? 0, expiresAt: token.expiresAt, external: identity)
+            issuedAt: token.claims["iat"]?.numberValue ?? token.claims["nbf"]?.numberValue ?? 0, expiresAt: token.expiresAt, external: identity,
+            claims: token.claims)
     }
 
     /// The gateway's user id for `subject` at `issuer`: `ext_` and 22 characters of SHA-256 over both.
@@ -226,7 +231,7 @@ public struct AccessTokenAuthenticator: Sendable {
         }
         let caller = AuthenticatedCaller(
             userID: verified.subject, tenantID: tenantID, clientID: verified.clientID, tokenID: tokenID, issuedAt: issuedAt,
-            expiresAt: verified.expiresAt, external: external)
+            expiresAt: verified.expiresAt, external: external, claims: verified.claims)
         cache?.insert(caller, for: token, now: now)
         return .caller(caller)
     }

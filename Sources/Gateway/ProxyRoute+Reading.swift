@@ -1,0 +1,115 @@
+import ConfigurationReading
+import DataPlane
+import Foundation
+import HTTPTypes
+import TrafficCop
+
+extension ProxyRoute {
+    /// The keys of a route map in `gateway.routes`.
+    static let settingNames: Set<String> = ["prefix", "upstream", "methods", "auth", "require"]
+    /// The keys of a route's `require`.
+    static let requirementNames: Set<String> = ["scopes", "any_of", "tenants", "issuers", "session"]
+    /// The keys of one `any_of` rule.
+    static let claimRuleNames: Set<String> = ["claim", "contains"]
+
+    /// The short form, `PREFIX=URL`: any valid token, every method.
+    static func reading(short text: String, key: String) throws(ConfigurationError) -> ProxyRoute {
+        let parts = text.split(separator: "=", maxSplits: 1).map(String.init)
+        guard parts.count == 2, parts[0].hasPrefix("/"), let url = URL(string: parts[1]), ["http", "https"].contains(url.scheme ?? "") else {
+            throw ConfigurationError(key: key, "must list PREFIX=URL entries such as /api/billing=http://127.0.0.1:9000, or maps with prefix and upstream, not \"\(text)\"")
+        }
+        let route = ProxyRoute(prefix: parts[0], upstream: parts[1])
+        if let problem = route.problem { throw ConfigurationError(key: key, problem) }
+        return route
+    }
+
+    /// One entry of `gateway.routes` in the file: a string (the short form) or a map.
+    ///
+    /// - Throws: `ConfigurationError` naming `gateway.routes[N].KEY` for an unknown key, a
+    ///   method not forwarded, an `auth` other than `bearer` or `none`, an empty rule, or a bad claim path.
+    init(reading entry: ConfigurationMap) throws(ConfigurationError) {
+        if let text = entry.scalar {
+            self = try Self.reading(short: text, key: entry.key)
+            return
+        }
+        if let unknown = entry.names.subtracting(Self.settingNames).sorted().first {
+            throw entry.problem(unknown, "is not a setting of a route (known: \(Self.settingNames.sorted().joined(separator: ", ")))")
+        }
+        guard let prefix = try entry.string("prefix") else { throw entry.problem("prefix", "is required: the path prefix proxied, such as /api/billing") }
+        guard let upstream = try entry.string("upstream") else { throw entry.problem("upstream", "is required: the upstream URL, such as http://billing.internal:8080") }
+        self.init(prefix: prefix, upstream: upstream)
+        if let problem { throw entry.problem("prefix", problem) }
+        if let names = try entry.strings("methods") {
+            guard !names.isEmpty else { throw entry.problem("methods", "must name at least one method (leave it out for every method)") }
+            let known = Self.methods.map(\.rawValue)
+            var methods: [HTTPRequest.Method] = []
+            for name in names {
+                guard let method = Self.methods.first(where: { $0.rawValue == name.uppercased() }) else {
+                    throw entry.problem("methods", "names \(name), which a route does not forward (known: \(known.joined(separator: ", ")))")
+                }
+                if !methods.contains(method) { methods.append(method) }
+            }
+            // A route that answers GET answers HEAD too (RFC 9110 9.3.2), as every GET route of the gateway.
+            if methods.contains(.get), !methods.contains(.head) { methods.append(.head) }
+            self.methods = methods
+        }
+        switch try entry.string("auth") {
+        case nil, "bearer"?: requiresToken = true
+        case "none"?: requiresToken = false
+        case let other?: throw entry.problem("auth", "must be bearer (a valid token, the default) or none, not \"\(other)\"")
+        }
+        if let require = try entry.map("require") {
+            guard requiresToken else { throw entry.problem("require", "cannot be set with auth: none (there is no token to check)") }
+            policy = try Self.policy(reading: require)
+        }
+    }
+
+    static func policy(reading map: ConfigurationMap) throws(ConfigurationError) -> RoutePolicy {
+        if let unknown = map.names.subtracting(requirementNames).sorted().first {
+            throw map.problem(unknown, "is not a requirement of a route (known: \(requirementNames.sorted().joined(separator: ", ")))")
+        }
+        guard !map.names.isEmpty else { throw map.problem("scopes", "is missing: a require with no rule; leave require out for any valid token") }
+        var policy = RoutePolicy()
+        if let scopes = try map.strings("scopes") {
+            guard !scopes.isEmpty, scopes.allSatisfy({ !$0.isEmpty && !$0.contains(" ") && !$0.contains("\"") && !$0.contains("\\") }) else {
+                throw map.problem("scopes", "must list one or more scopes, each without spaces or quotes")
+            }
+            policy.scopes = scopes
+        }
+        if let rules = try map.maps("any_of") {
+            guard !rules.isEmpty else { throw map.problem("any_of", "must list at least one rule") }
+            policy.anyOf = try rules.map { rule throws(ConfigurationError) in
+                if let unknown = rule.names.subtracting(claimRuleNames).sorted().first {
+                    throw rule.problem(unknown, "is not part of a claim rule (known: claim, contains)")
+                }
+                guard let claim = try rule.string("claim") else { throw rule.problem("claim", "is required: a dotted path into the token's claims, such as realm_access.roles") }
+                guard let value = try rule.string("contains") else { throw rule.problem("contains", "is required: the value the claim must hold") }
+                guard let compiled = RoutePolicy.ClaimRule(path: claim, contains: value) else {
+                    throw rule.problem("claim", "must be 1-8 claim names joined by dots, none empty, not \"\(claim)\"")
+                }
+                return compiled
+            }
+        }
+        if let tenants = try map.strings("tenants") {
+            guard !tenants.isEmpty else { throw map.problem("tenants", "must list at least one tenant") }
+            policy.tenants = Set(tenants)
+        }
+        if let issuers = try map.strings("issuers") {
+            guard !issuers.isEmpty else { throw map.problem("issuers", "must list at least one issuer (local for the gateway's own accounts)") }
+            policy.issuers = Set(issuers)
+        }
+        switch try map.string("session") {
+        case nil: break
+        case "live"?: policy.requiresLiveSession = true
+        case let other?: throw map.problem("session", "must be live (X-Session-Id naming a live session the caller owns), not \"\(other)\"")
+        }
+        return policy
+    }
+
+    /// Whether one prefix is the other or lies below it (`/api` and `/api/billing`): which route
+    /// serves a path would then depend on the list's order.
+    static func overlaps(_ a: ProxyRoute, _ b: ProxyRoute) -> Bool {
+        let (x, y) = (a.pathPrefix, b.pathPrefix)
+        return x == y || remainder(of: y[...], under: x) != nil || remainder(of: x[...], under: y) != nil
+    }
+}

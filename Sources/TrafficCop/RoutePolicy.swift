@@ -1,0 +1,105 @@
+import JOSE
+
+/// Who may reach one `gateway.routes` upstream: the `require` of a route, compiled when the
+/// configuration is read and evaluated against a verified token's claims on every request.
+///
+/// Every rule given must hold: all of `scopes`, at least one of `anyOf`, the tenant in
+/// `tenants`, the issuer in `issuers`, and a live owned session when `requiresLiveSession`.
+/// A claim that is absent or of another type fails its rule; nothing here throws.
+public struct RoutePolicy: Sendable, Equatable {
+    /// Scopes the token's space-separated `scope` claim must all hold.
+    public var scopes: [String]
+    /// At least one must hold (empty: no such rule).
+    public var anyOf: [ClaimRule]
+    /// The tenants allowed (`nil`: any).
+    public var tenants: Set<String>?
+    /// The issuers allowed, `local` standing for the gateway's own accounts (`nil`: any).
+    public var issuers: Set<String>?
+    /// `X-Session-Id` must name a live session the caller owns.
+    public var requiresLiveSession: Bool
+
+    /// The issuer name of the gateway's own accounts in `issuers`.
+    public static let localIssuer = "local"
+
+    public init(scopes: [String] = [], anyOf: [ClaimRule] = [], tenants: Set<String>? = nil, issuers: Set<String>? = nil, requiresLiveSession: Bool = false) {
+        self.scopes = scopes
+        self.anyOf = anyOf
+        self.tenants = tenants
+        self.issuers = issuers
+        self.requiresLiveSession = requiresLiveSession
+    }
+
+    /// One claim rule: the value at a dotted `path` into the claims holds `value`.
+    public struct ClaimRule: Sendable, Equatable {
+        /// The claim names along the path (`realm_access.roles` is `["realm_access", "roles"]`).
+        public let path: [String]
+        public let value: String
+
+        /// - Returns: `nil` for a path with an empty segment or more than 8 segments.
+        public init?(path text: String, contains value: String) {
+            let segments = text.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+            guard (1...8).contains(segments.count), segments.allSatisfy({ !$0.isEmpty }) else { return nil }
+            path = segments
+            self.value = value
+        }
+
+        /// The path as written.
+        public var claim: String { path.joined(separator: ".") }
+
+        /// Whether `claims` hold the value at the path: an array with an equal string element,
+        /// or a string equal to it or listing it among its space-separated items (as `scope`).
+        public func holds(in claims: JSONObject) -> Bool {
+            var current: JSONValue? = nil
+            var object: JSONObject? = claims
+            for segment in path {
+                guard let here = object?[segment] else { return false }
+                current = here
+                object = here.objectValue
+            }
+            switch current {
+            case .array(let items)?: return items.contains { $0.stringValue == value }
+            case .string(let text)?: return text == value || text.split(separator: " ").contains { $0 == value }
+            default: return false
+            }
+        }
+    }
+
+    /// Why a caller was refused: the requirement that failed, never the caller's claims.
+    public struct Refusal: Error, Sendable, Equatable {
+        /// `scopes`, `any_of`, `tenants`, `issuers` or `session`.
+        public let requirement: String
+        /// For `scopes`: the route's scopes (RFC 6750 3.1's `scope=`).
+        public let scopes: [String]
+        public let message: String
+    }
+
+    /// The first rule the caller fails, or `nil` when every rule holds.
+    ///
+    /// - Parameters:
+    ///   - claims: the verified token's claims.
+    ///   - issuer: the caller's identity provider's issuer, `nil` for the gateway's own accounts.
+    ///   - hasSession: whether the request names a session (its ownership is the data plane's check).
+    public func refusal(claims: JSONObject, tenantID: String, issuer: String?, hasSession: Bool) -> Refusal? {
+        if !scopes.isEmpty {
+            let granted = claims["scope"]?.stringValue?.split(separator: " ") ?? []
+            if !scopes.allSatisfy({ scope in granted.contains { $0 == scope } }) {
+                return Refusal(requirement: "scopes", scopes: scopes, message: "this route needs the scopes \(scopes.joined(separator: " ")) in the token")
+            }
+        }
+        if !anyOf.isEmpty, !anyOf.contains(where: { $0.holds(in: claims) }) {
+            return Refusal(
+                requirement: "any_of", scopes: [],
+                message: "this route needs one of: " + anyOf.map { "\($0.claim) containing \($0.value)" }.joined(separator: ", "))
+        }
+        if let tenants, !tenants.contains(tenantID) {
+            return Refusal(requirement: "tenants", scopes: [], message: "this route is not open to the token's tenant")
+        }
+        if let issuers, !issuers.contains(issuer ?? Self.localIssuer) {
+            return Refusal(requirement: "issuers", scopes: [], message: "this route is not open to users of the token's issuer")
+        }
+        if requiresLiveSession, !hasSession {
+            return Refusal(requirement: "session", scopes: [], message: "this route needs X-Session-Id naming a live session of the caller's")
+        }
+        return nil
+    }
+}
