@@ -104,7 +104,9 @@ NGINX_LOGGED_PID=${PIDS[-1]}
 
 # --- Portcullis: serve with a route to the same upstream ---
 source "$ROOT/scripts/lib/gateway.sh"
-start_serve "$WORK/gateway" "$GATEWAY" "  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\"]" "rate_limits:
+# A second route to the same upstream with a policy (a scope, a claim rule and a tenant), for the
+# provider's token that holds them: its row beside the provider's token on the route without one.
+start_serve "$WORK/gateway" "$GATEWAY" "  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\", {prefix: /api/policy, upstream: \"http://127.0.0.1:$UPSTREAM\", require: {scopes: [bench:read], any_of: [{claim: groups, contains: bench}], tenants: [default]}}]" "rate_limits:
   intent_per_user:
     per_minute: 1000000
     burst: 1000000
@@ -136,10 +138,13 @@ if [ -n "${COMPARE_BIN:-}" ]; then
 fi
 login_bench_user "$WORK/gateway" "$GATEWAY"
 # The provider's token for the same kind of request (its keys are fetched at start; wait for them).
-EXT_TOKEN=$("$BIN" token issue --keys "$WORK/idp" --sub bench-external --issuer https://idp.bench.example --audience portcullis-bench --ttl 2h 2>/dev/null)
+# It holds what the policy route asks (a scope, a group): the two provider rows differ by the policy alone.
+EXT_TOKEN=$("$BIN" token issue --keys "$WORK/idp" --sub bench-external --issuer https://idp.bench.example --audience portcullis-bench --ttl 2h \
+  --scope "openid bench:read" --claim 'groups=["staff","bench"]' 2>/dev/null)
 for _ in $(seq 50); do
   [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $EXT_TOKEN" "127.0.0.1:$GATEWAY/api/bench/")" = 200 ] && break; sleep 0.2
 done
+UNSCOPED_TOKEN=$("$BIN" token issue --keys "$WORK/idp" --sub bench-external --issuer https://idp.bench.example --audience portcullis-bench --ttl 2h 2>/dev/null)
 
 # --- HAProxy verifying the same token (ES256, the gateway's public key) on every request ---
 KEY=$(ls "$WORK/gateway/keys/"*.pem | head -1)
@@ -182,6 +187,8 @@ EXPECT=200 check -H "Authorization: Bearer $TOKEN" "127.0.0.1:$GATEWAY/api/bench
 EXPECT=401 check "127.0.0.1:$GATEWAY/api/bench/"
 EXPECT=200 check -H "Authorization: Bearer $TOKEN" -H "X-Session-Id: $SESSION" "127.0.0.1:$GATEWAY/api/bench/"
 EXPECT=200 check -H "Authorization: Bearer $EXT_TOKEN" "127.0.0.1:$GATEWAY/api/bench/"
+EXPECT=200 check -H "Authorization: Bearer $EXT_TOKEN" "127.0.0.1:$GATEWAY/api/policy/"
+EXPECT=403 check -H "Authorization: Bearer $UNSCOPED_TOKEN" "127.0.0.1:$GATEWAY/api/policy/"
 cat > "$WORK/intent.lua" <<LUA
 wrk.method = "POST"
 wrk.body = '{"session_id":"$SESSION","intent_type":"echo","payload":{"n":1}}'
@@ -234,6 +241,7 @@ for round in $(seq "$ROUNDS"); do
   fi
   run "Portcullis + X-Session-Id" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/" -H "X-Session-Id: $SESSION"
   AUTH_TOKEN=$EXT_TOKEN run "Portcullis, a provider's token" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/"
+  AUTH_TOKEN=$EXT_TOKEN run "Portcullis, a provider's token, a route policy" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/policy/"
   run "Portcullis POST /api/intent" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/intent" -s "$WORK/intent.lua"
   run "nginx proxy, access_log buffer=64k" "$NGINX_LOGGED_PID" "http://127.0.0.1:$NGINX_LOGGED/"
   AUTH_TOKEN=$TOKEN_INFO run "Portcullis gateway.routes, access log at info" "$GATEWAY_INFO_PID" "http://127.0.0.1:$GATEWAY_INFO/api/bench/"

@@ -58,7 +58,7 @@ public struct RoutePolicy: Sendable, Equatable {
             }
             switch current {
             case .array(let items)?: return items.contains { $0.stringValue == value }
-            case .string(let text)?: return text == value || text.split(separator: " ").contains { $0 == value }
+            case .string(let text)?: return RoutePolicy.spaceSeparated(text, holds: value)
             default: return false
             }
         }
@@ -73,6 +73,20 @@ public struct RoutePolicy: Sendable, Equatable {
         public let message: String
     }
 
+    /// Whether the space-separated `list` has `item` as one of its items, read over the bytes in
+    /// place (on every proxied request: no array of the items is made).
+    static func spaceSeparated(_ list: String, holds item: String) -> Bool {
+        let bytes = list.utf8
+        let wanted = item.utf8
+        var start = bytes.startIndex
+        while start < bytes.endIndex {
+            let end = bytes[start...].firstIndex(of: UInt8(ascii: " ")) ?? bytes.endIndex
+            if bytes[start..<end].elementsEqual(wanted) { return true }
+            start = end < bytes.endIndex ? bytes.index(after: end) : end
+        }
+        return false
+    }
+
     /// The first rule the caller fails, or `nil` when every rule holds.
     ///
     /// - Parameters:
@@ -81,8 +95,8 @@ public struct RoutePolicy: Sendable, Equatable {
     ///   - hasSession: whether the request names a session (its ownership is the data plane's check).
     public func refusal(claims: JSONObject, tenantID: String, issuer: String?, hasSession: Bool) -> Refusal? {
         if !scopes.isEmpty {
-            let granted = claims["scope"]?.stringValue?.split(separator: " ") ?? []
-            if !scopes.allSatisfy({ scope in granted.contains { $0 == scope } }) {
+            let granted = claims["scope"]?.stringValue ?? ""
+            if !scopes.allSatisfy({ Self.spaceSeparated(granted, holds: $0) }) {
                 return Refusal(requirement: "scopes", scopes: scopes, message: "this route needs the scopes \(scopes.joined(separator: " ")) in the token")
             }
         }
