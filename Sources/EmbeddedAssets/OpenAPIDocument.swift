@@ -407,6 +407,266 @@ package enum OpenAPIDocument {
             "400": {$ref: "#/components/responses/BadRequest"}
             "413": {$ref: "#/components/responses/PayloadTooLarge"}
             "503": {$ref: "#/components/responses/Unavailable"}
+      /api/auth/verify:
+        get:
+          tags: [auth]
+          operationId: verifyForwardGet
+          summary: Forward-auth (GET); the decision a proxied request to the original URI would get.
+          description: |
+            For a proxy in front (nginx `auth_request`, Caddy `forward_auth`, Traefik `forwardAuth`).
+            The original request is read from `X-Original-URI`/`X-Original-Method` (nginx) or
+            `X-Forwarded-Uri`/`X-Forwarded-Method` (Caddy, Traefik), normalised as a request's own
+            path, matched against `gateway.routes` and their policies; the credentials are this
+            request's `Authorization` and `X-Session-Id` (a token in the original URI is 400
+            `token_in_url`). Every answer is `Cache-Control: no-store`.
+          security: [{bearer: []}, {}]
+          parameters:
+            - {name: X-Original-URI, in: header, required: false, schema: {type: string}}
+            - {name: X-Original-Method, in: header, required: false, schema: {type: string}}
+            - {name: X-Forwarded-Uri, in: header, required: false, schema: {type: string}}
+            - {name: X-Forwarded-Method, in: header, required: false, schema: {type: string}}
+          responses:
+            "200":
+              description: Allowed; the identity to pass on.
+              headers:
+                X-Portcullis-Assertion: {schema: {type: string}}
+                X-Auth-Request-User: {schema: {type: string}}
+                X-Auth-Request-Tenant: {schema: {type: string}}
+                X-Auth-Request-Email: {schema: {type: string}}
+                X-Auth-Request-Groups: {schema: {type: string}}
+                Cache-Control: {schema: {type: string, const: no-store}}
+            "400": {$ref: "#/components/responses/BadRequest"}
+            "401": {$ref: "#/components/responses/Unauthorized"}
+            "403": {$ref: "#/components/responses/Forbidden"}
+            "404": {$ref: "#/components/responses/NotFound"}
+            "405": {$ref: "#/components/responses/MethodNotAllowed"}
+            "429": {$ref: "#/components/responses/RateLimited"}
+            "431": {$ref: "#/components/responses/HeadersTooLarge"}
+            "502": {$ref: "#/components/responses/BadGateway"}
+            "503": {$ref: "#/components/responses/Unavailable"}
+            "504": {$ref: "#/components/responses/Timeout"}
+        head:
+          tags: [auth]
+          operationId: verifyForwardHead
+          summary: Forward-auth (HEAD); the decision a proxied request to the original URI would get.
+          description: |
+            For a proxy in front (nginx `auth_request`, Caddy `forward_auth`, Traefik `forwardAuth`).
+            The original request is read from `X-Original-URI`/`X-Original-Method` (nginx) or
+            `X-Forwarded-Uri`/`X-Forwarded-Method` (Caddy, Traefik), normalised as a request's own
+            path, matched against `gateway.routes` and their policies; the credentials are this
+            request's `Authorization` and `X-Session-Id` (a token in the original URI is 400
+            `token_in_url`). Every answer is `Cache-Control: no-store`.
+          security: [{bearer: []}, {}]
+          parameters:
+            - {name: X-Original-URI, in: header, required: false, schema: {type: string}}
+            - {name: X-Original-Method, in: header, required: false, schema: {type: string}}
+            - {name: X-Forwarded-Uri, in: header, required: false, schema: {type: string}}
+            - {name: X-Forwarded-Method, in: header, required: false, schema: {type: string}}
+          responses:
+            "200":
+              description: Allowed; the identity to pass on.
+              headers:
+                X-Portcullis-Assertion: {schema: {type: string}}
+                X-Auth-Request-User: {schema: {type: string}}
+                X-Auth-Request-Tenant: {schema: {type: string}}
+                X-Auth-Request-Email: {schema: {type: string}}
+                X-Auth-Request-Groups: {schema: {type: string}}
+                Cache-Control: {schema: {type: string, const: no-store}}
+            "400": {$ref: "#/components/responses/BadRequest"}
+            "401": {$ref: "#/components/responses/Unauthorized"}
+            "403": {$ref: "#/components/responses/Forbidden"}
+            "404": {$ref: "#/components/responses/NotFound"}
+            "405": {$ref: "#/components/responses/MethodNotAllowed"}
+            "429": {$ref: "#/components/responses/RateLimited"}
+            "431": {$ref: "#/components/responses/HeadersTooLarge"}
+            "502": {$ref: "#/components/responses/BadGateway"}
+            "503": {$ref: "#/components/responses/Unavailable"}
+            "504": {$ref: "#/components/responses/Timeout"}
+        post:
+          tags: [auth]
+          operationId: verifyForwardPost
+          summary: Forward-auth (POST); the decision a proxied request to the original URI would get.
+          description: |
+            For a proxy in front (nginx `auth_request`, Caddy `forward_auth`, Traefik `forwardAuth`).
+            The original request is read from `X-Original-URI`/`X-Original-Method` (nginx) or
+            `X-Forwarded-Uri`/`X-Forwarded-Method` (Caddy, Traefik), normalised as a request's own
+            path, matched against `gateway.routes` and their policies; the credentials are this
+            request's `Authorization` and `X-Session-Id` (a token in the original URI is 400
+            `token_in_url`). Every answer is `Cache-Control: no-store`.
+          security: [{bearer: []}, {}]
+          parameters:
+            - {name: X-Original-URI, in: header, required: false, schema: {type: string}}
+            - {name: X-Original-Method, in: header, required: false, schema: {type: string}}
+            - {name: X-Forwarded-Uri, in: header, required: false, schema: {type: string}}
+            - {name: X-Forwarded-Method, in: header, required: false, schema: {type: string}}
+          responses:
+            "200":
+              description: Allowed; the identity to pass on.
+              headers:
+                X-Portcullis-Assertion: {schema: {type: string}}
+                X-Auth-Request-User: {schema: {type: string}}
+                X-Auth-Request-Tenant: {schema: {type: string}}
+                X-Auth-Request-Email: {schema: {type: string}}
+                X-Auth-Request-Groups: {schema: {type: string}}
+                Cache-Control: {schema: {type: string, const: no-store}}
+            "400": {$ref: "#/components/responses/BadRequest"}
+            "401": {$ref: "#/components/responses/Unauthorized"}
+            "403": {$ref: "#/components/responses/Forbidden"}
+            "404": {$ref: "#/components/responses/NotFound"}
+            "405": {$ref: "#/components/responses/MethodNotAllowed"}
+            "429": {$ref: "#/components/responses/RateLimited"}
+            "431": {$ref: "#/components/responses/HeadersTooLarge"}
+            "502": {$ref: "#/components/responses/BadGateway"}
+            "503": {$ref: "#/components/responses/Unavailable"}
+            "504": {$ref: "#/components/responses/Timeout"}
+        put:
+          tags: [auth]
+          operationId: verifyForwardPut
+          summary: Forward-auth (PUT); the decision a proxied request to the original URI would get.
+          description: |
+            For a proxy in front (nginx `auth_request`, Caddy `forward_auth`, Traefik `forwardAuth`).
+            The original request is read from `X-Original-URI`/`X-Original-Method` (nginx) or
+            `X-Forwarded-Uri`/`X-Forwarded-Method` (Caddy, Traefik), normalised as a request's own
+            path, matched against `gateway.routes` and their policies; the credentials are this
+            request's `Authorization` and `X-Session-Id` (a token in the original URI is 400
+            `token_in_url`). Every answer is `Cache-Control: no-store`.
+          security: [{bearer: []}, {}]
+          parameters:
+            - {name: X-Original-URI, in: header, required: false, schema: {type: string}}
+            - {name: X-Original-Method, in: header, required: false, schema: {type: string}}
+            - {name: X-Forwarded-Uri, in: header, required: false, schema: {type: string}}
+            - {name: X-Forwarded-Method, in: header, required: false, schema: {type: string}}
+          responses:
+            "200":
+              description: Allowed; the identity to pass on.
+              headers:
+                X-Portcullis-Assertion: {schema: {type: string}}
+                X-Auth-Request-User: {schema: {type: string}}
+                X-Auth-Request-Tenant: {schema: {type: string}}
+                X-Auth-Request-Email: {schema: {type: string}}
+                X-Auth-Request-Groups: {schema: {type: string}}
+                Cache-Control: {schema: {type: string, const: no-store}}
+            "400": {$ref: "#/components/responses/BadRequest"}
+            "401": {$ref: "#/components/responses/Unauthorized"}
+            "403": {$ref: "#/components/responses/Forbidden"}
+            "404": {$ref: "#/components/responses/NotFound"}
+            "405": {$ref: "#/components/responses/MethodNotAllowed"}
+            "429": {$ref: "#/components/responses/RateLimited"}
+            "431": {$ref: "#/components/responses/HeadersTooLarge"}
+            "502": {$ref: "#/components/responses/BadGateway"}
+            "503": {$ref: "#/components/responses/Unavailable"}
+            "504": {$ref: "#/components/responses/Timeout"}
+        patch:
+          tags: [auth]
+          operationId: verifyForwardPatch
+          summary: Forward-auth (PATCH); the decision a proxied request to the original URI would get.
+          description: |
+            For a proxy in front (nginx `auth_request`, Caddy `forward_auth`, Traefik `forwardAuth`).
+            The original request is read from `X-Original-URI`/`X-Original-Method` (nginx) or
+            `X-Forwarded-Uri`/`X-Forwarded-Method` (Caddy, Traefik), normalised as a request's own
+            path, matched against `gateway.routes` and their policies; the credentials are this
+            request's `Authorization` and `X-Session-Id` (a token in the original URI is 400
+            `token_in_url`). Every answer is `Cache-Control: no-store`.
+          security: [{bearer: []}, {}]
+          parameters:
+            - {name: X-Original-URI, in: header, required: false, schema: {type: string}}
+            - {name: X-Original-Method, in: header, required: false, schema: {type: string}}
+            - {name: X-Forwarded-Uri, in: header, required: false, schema: {type: string}}
+            - {name: X-Forwarded-Method, in: header, required: false, schema: {type: string}}
+          responses:
+            "200":
+              description: Allowed; the identity to pass on.
+              headers:
+                X-Portcullis-Assertion: {schema: {type: string}}
+                X-Auth-Request-User: {schema: {type: string}}
+                X-Auth-Request-Tenant: {schema: {type: string}}
+                X-Auth-Request-Email: {schema: {type: string}}
+                X-Auth-Request-Groups: {schema: {type: string}}
+                Cache-Control: {schema: {type: string, const: no-store}}
+            "400": {$ref: "#/components/responses/BadRequest"}
+            "401": {$ref: "#/components/responses/Unauthorized"}
+            "403": {$ref: "#/components/responses/Forbidden"}
+            "404": {$ref: "#/components/responses/NotFound"}
+            "405": {$ref: "#/components/responses/MethodNotAllowed"}
+            "429": {$ref: "#/components/responses/RateLimited"}
+            "431": {$ref: "#/components/responses/HeadersTooLarge"}
+            "502": {$ref: "#/components/responses/BadGateway"}
+            "503": {$ref: "#/components/responses/Unavailable"}
+            "504": {$ref: "#/components/responses/Timeout"}
+        delete:
+          tags: [auth]
+          operationId: verifyForwardDelete
+          summary: Forward-auth (DELETE); the decision a proxied request to the original URI would get.
+          description: |
+            For a proxy in front (nginx `auth_request`, Caddy `forward_auth`, Traefik `forwardAuth`).
+            The original request is read from `X-Original-URI`/`X-Original-Method` (nginx) or
+            `X-Forwarded-Uri`/`X-Forwarded-Method` (Caddy, Traefik), normalised as a request's own
+            path, matched against `gateway.routes` and their policies; the credentials are this
+            request's `Authorization` and `X-Session-Id` (a token in the original URI is 400
+            `token_in_url`). Every answer is `Cache-Control: no-store`.
+          security: [{bearer: []}, {}]
+          parameters:
+            - {name: X-Original-URI, in: header, required: false, schema: {type: string}}
+            - {name: X-Original-Method, in: header, required: false, schema: {type: string}}
+            - {name: X-Forwarded-Uri, in: header, required: false, schema: {type: string}}
+            - {name: X-Forwarded-Method, in: header, required: false, schema: {type: string}}
+          responses:
+            "200":
+              description: Allowed; the identity to pass on.
+              headers:
+                X-Portcullis-Assertion: {schema: {type: string}}
+                X-Auth-Request-User: {schema: {type: string}}
+                X-Auth-Request-Tenant: {schema: {type: string}}
+                X-Auth-Request-Email: {schema: {type: string}}
+                X-Auth-Request-Groups: {schema: {type: string}}
+                Cache-Control: {schema: {type: string, const: no-store}}
+            "400": {$ref: "#/components/responses/BadRequest"}
+            "401": {$ref: "#/components/responses/Unauthorized"}
+            "403": {$ref: "#/components/responses/Forbidden"}
+            "404": {$ref: "#/components/responses/NotFound"}
+            "405": {$ref: "#/components/responses/MethodNotAllowed"}
+            "429": {$ref: "#/components/responses/RateLimited"}
+            "431": {$ref: "#/components/responses/HeadersTooLarge"}
+            "502": {$ref: "#/components/responses/BadGateway"}
+            "503": {$ref: "#/components/responses/Unavailable"}
+            "504": {$ref: "#/components/responses/Timeout"}
+        options:
+          tags: [auth]
+          operationId: verifyForwardOptions
+          summary: Forward-auth (OPTIONS); the decision a proxied request to the original URI would get.
+          description: |
+            For a proxy in front (nginx `auth_request`, Caddy `forward_auth`, Traefik `forwardAuth`).
+            The original request is read from `X-Original-URI`/`X-Original-Method` (nginx) or
+            `X-Forwarded-Uri`/`X-Forwarded-Method` (Caddy, Traefik), normalised as a request's own
+            path, matched against `gateway.routes` and their policies; the credentials are this
+            request's `Authorization` and `X-Session-Id` (a token in the original URI is 400
+            `token_in_url`). Every answer is `Cache-Control: no-store`.
+          security: [{bearer: []}, {}]
+          parameters:
+            - {name: X-Original-URI, in: header, required: false, schema: {type: string}}
+            - {name: X-Original-Method, in: header, required: false, schema: {type: string}}
+            - {name: X-Forwarded-Uri, in: header, required: false, schema: {type: string}}
+            - {name: X-Forwarded-Method, in: header, required: false, schema: {type: string}}
+          responses:
+            "200":
+              description: Allowed; the identity to pass on.
+              headers:
+                X-Portcullis-Assertion: {schema: {type: string}}
+                X-Auth-Request-User: {schema: {type: string}}
+                X-Auth-Request-Tenant: {schema: {type: string}}
+                X-Auth-Request-Email: {schema: {type: string}}
+                X-Auth-Request-Groups: {schema: {type: string}}
+                Cache-Control: {schema: {type: string, const: no-store}}
+            "400": {$ref: "#/components/responses/BadRequest"}
+            "401": {$ref: "#/components/responses/Unauthorized"}
+            "403": {$ref: "#/components/responses/Forbidden"}
+            "404": {$ref: "#/components/responses/NotFound"}
+            "405": {$ref: "#/components/responses/MethodNotAllowed"}
+            "429": {$ref: "#/components/responses/RateLimited"}
+            "431": {$ref: "#/components/responses/HeadersTooLarge"}
+            "502": {$ref: "#/components/responses/BadGateway"}
+            "503": {$ref: "#/components/responses/Unavailable"}
+            "504": {$ref: "#/components/responses/Timeout"}
       /api/intent:
         post:
           tags: [runtime]
@@ -763,6 +1023,13 @@ package enum OpenAPIDocument {
               schema: {$ref: "#/components/schemas/Error"}
         NotFound:
           description: No such session, execution or resource (session_not_found, execution_not_found, not_found).
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/Error"}
+        MethodNotAllowed:
+          description: The method is not one this path, or the original request's route, answers (method_not_allowed); Allow lists those it does.
+          headers:
+            Allow: {schema: {type: string}}
           content:
             application/json:
               schema: {$ref: "#/components/schemas/Error"}

@@ -30,6 +30,7 @@ public enum GatewayServer {
         router.add(middleware: RequestObservationMiddleware(logger: services.logger, accessLog: services.accessLog, metrics: services.metrics, knownRoutes: knownRoutes))
         services.authRoutes.register(on: router)
         services.providerLoginRoutes.register(on: router)
+        services.forwardAuthRoutes.register(on: router)
         services.sessionRoutes.register(on: router)
         services.intentRoutes.register(on: router)
         services.discoveryRoutes.register(on: router)

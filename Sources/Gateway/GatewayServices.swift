@@ -132,6 +132,12 @@ public struct GatewayServices: Sendable {
             returnOrigins: configuration.effectiveLoginReturnOrigins, sessionLifetime: configuration.refreshTokenLifetime)
     }
 
+    var forwardAuthRoutes: ForwardAuthRoutes {
+        ForwardAuthRoutes(
+            routes: configuration.routes, authentication: authentication, admission: admission, runtime: runtime, sessionOwners: sessionOwners,
+            metrics: metrics)
+    }
+
     var sessionRoutes: SessionRoutes {
         SessionRoutes(authentication: authentication, admission: admission, runtime: runtime, body: jsonBody)
     }

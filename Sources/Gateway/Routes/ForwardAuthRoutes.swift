@@ -1,0 +1,123 @@
+import DataPlane
+import EdgeHTTP
+import HTTPTypes
+import Hummingbird
+import JOSE
+import Observability
+import RuntimeAPI
+import RuntimeAccess
+import SecurityGuard
+import TrafficCop
+
+/// `/api/auth/verify`: forward-auth for a proxy in front (nginx `auth_request`, Caddy
+/// `forward_auth`, Traefik `forwardAuth`): the decision a proxied request would get, for a
+/// request described by the proxy's headers, without forwarding anything.
+struct ForwardAuthRoutes: Sendable {
+    let routes: [ProxyRoute]
+    let authentication: CallerAuthentication
+    let admission: Admission
+    let runtime: RuntimeClient
+    let sessionOwners: SessionOwnershipView
+    let metrics: GatewayMetrics
+
+    static let path = "/api/auth/verify"
+
+    func register(on router: Router<GatewayRequestContext>) {
+        // Any method: nginx's auth_request sends the original method's subrequest as GET; Caddy and Traefik keep it.
+        for method in [HTTPRequest.Method.get, .head, .post, .put, .patch, .delete, .options] {
+            router.on(RouterPath(Self.path), method: method) { request, _ in try await verify(request) }
+        }
+    }
+
+    /// The original request: `X-Original-URI` and `X-Original-Method` (nginx), else `X-Forwarded-Uri`
+    /// and `X-Forwarded-Method` (Caddy, Traefik); GET when no method is named.
+    static func original(_ headers: HTTPFields) throws -> (path: Substring, method: HTTPRequest.Method) {
+        guard let uri = headers[HTTPField.Name("X-Original-URI")!] ?? headers[HTTPField.Name("X-Forwarded-Uri")!], !uri.isEmpty else {
+            throw GatewayError.invalidRequest("name the original request in X-Original-URI (nginx) or X-Forwarded-Uri (Caddy, Traefik)")
+        }
+        let methodName = headers[HTTPField.Name("X-Original-Method")!] ?? headers[HTTPField.Name("X-Forwarded-Method")!] ?? "GET"
+        guard let method = ProxyRoute.methods.first(where: { $0.rawValue == methodName.uppercased() }) else {
+            throw GatewayError(.methodNotAllowed, "method_not_allowed", "the original method \(JSONValue.clip(methodName)) is not one a route forwards")
+        }
+        let (rawPath, query) = RequestTarget.split(uri[...])
+        let path: Substring
+        do {
+            path = try RequestTarget.normalizedPath(rawPath)
+            try RequestTarget.checkQuery(query)
+        } catch {
+            throw GatewayError.invalidRequest(error.message)
+        }
+        // A token in the URI is never read (it would sit in every log on the way); saying so beats ignoring it.
+        if let query, RequestTarget.queryWithoutCredentials(query) != query {
+            throw GatewayError(.badRequest, "token_in_url", "the original URI carries access_token; send the token in Authorization instead")
+        }
+        return (path, method)
+    }
+
+    /// 200 with the identity for the proxy to pass on, or the refusal the route itself would answer.
+    func verify(_ request: Request) async throws -> Response {
+        let (path, method) = try Self.original(request.headers)
+        guard let (route, _) = routes.lazy.compactMap({ route in ProxyRoute.remainder(of: path, under: route.pathPrefix).map { _ in (route, ()) } }).first
+        else {
+            throw GatewayError(.notFound, "not_found", "no gateway.routes prefix serves \(PathRedaction.redactedPath(String(path)))")
+        }
+        let methods = route.methods ?? ProxyRoute.methods
+        guard methods.contains(method) else {
+            throw GatewayError.methodNotAllowed(method.rawValue, path: PathRedaction.redactedPath(String(path)), allowed: methods.map(\.rawValue))
+        }
+        let token = try AccessTokenAuthenticator.bearerToken(fromAuthorization: request.headers[.authorization])
+        if token == nil, !route.requiresToken {
+            let assertion = try assertion(for: route, caller: RuntimeCaller(userID: nil, tenantID: nil, sessionID: nil))
+            return Response(status: .ok, headers: [.cacheControl: "no-store", Self.assertionHeader: assertion])
+        }
+        let caller = try await authentication.requireCaller(request)
+        let sessionHeader = request.headers[HTTPField.Name("X-Session-Id")!]
+        if let policy = route.policy,
+            let refusal = policy.refusal(claims: caller.claims, tenantID: caller.tenantID, issuer: caller.external?.issuer, hasSession: sessionHeader != nil)
+        {
+            metrics.policyRefused()
+            throw GatewayError(refusedBy: refusal)
+        }
+        var sessionID: String? = nil
+        if let sessionHeader {
+            let checked = try GatewayError.checkedSessionID(sessionHeader)
+            let owned: Bool
+            if let known = sessionOwners.isOwned(checked, by: caller.userID, tenantID: caller.tenantID) {
+                owned = known
+            } else {
+                let intent = SessionIntent(.read, principal: Principal(userID: caller.userID, tenantID: caller.tenantID), sessionID: checked)
+                let session = try await runtime.session(admission.admit(intent))
+                sessionOwners.remember(session)
+                owned = session.isOwned(by: caller.userID, tenantID: caller.tenantID)
+            }
+            guard owned else { throw GatewayError(.forbidden, "session_forbidden", "the session belongs to another user or tenant") }
+            sessionID = checked
+        }
+        let assertion = try assertion(for: route, caller: RuntimeCaller(caller, sessionID: sessionID))
+        var headers: HTTPFields = [.cacheControl: "no-store", Self.assertionHeader: assertion]
+        // oauth2-proxy's names, so that existing proxy configurations carry over.
+        headers[HTTPField.Name("X-Auth-Request-User")!] = caller.userID
+        headers[HTTPField.Name("X-Auth-Request-Tenant")!] = caller.tenantID
+        if let email = caller.claims["email"]?.stringValue, Self.isHeaderSafe(email) { headers[HTTPField.Name("X-Auth-Request-Email")!] = email }
+        if case .array(let groups)? = caller.claims["groups"] {
+            let names = groups.compactMap(\.stringValue).filter { Self.isHeaderSafe($0) && !$0.contains(",") }
+            if !names.isEmpty { headers[HTTPField.Name("X-Auth-Request-Groups")!] = names.joined(separator: ",") }
+        }
+        return Response(status: .ok, headers: headers)
+    }
+
+    static let assertionHeader = HTTPField.Name(AssertionHeader.name)!
+
+    private func assertion(for route: ProxyRoute, caller: RuntimeCaller) throws -> String {
+        do {
+            return try runtime.assertions.assertion(audience: route.audience, caller: caller)
+        } catch {
+            throw GatewayError.noSigningKey
+        }
+    }
+
+    /// Visible ASCII and spaces only: a claim copied into a header must not bend it.
+    static func isHeaderSafe(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 512 && text.utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F }
+    }
+}
