@@ -3,7 +3,9 @@
 # side by side with nginx as a plain proxy and HAProxy verifying the same
 # ES256 token on every request, all in front of the same nginx upstream, in
 # one run, rounds interleaved. One row uses a trusted identity provider's token
-# (trust.issuers, its JWKS served on loopback) for the same request as the local token.
+# (trust.issuers, its JWKS served on loopback) for the same request as the local token;
+# one the same token on a route with a policy (issue 38), and one forward-auth's decision
+# for that request (/api/auth/verify, as nginx's auth_request would ask it).
 #
 # The floor: three rows of floor-proxy (Benchmarks/FloorProxy), a minimal SwiftNIO reverse
 # proxy without authentication built from the same packages, one on NIOHTTP1's codecs, one
@@ -189,6 +191,8 @@ EXPECT=200 check -H "Authorization: Bearer $TOKEN" -H "X-Session-Id: $SESSION" "
 EXPECT=200 check -H "Authorization: Bearer $EXT_TOKEN" "127.0.0.1:$GATEWAY/api/bench/"
 EXPECT=200 check -H "Authorization: Bearer $EXT_TOKEN" "127.0.0.1:$GATEWAY/api/policy/"
 EXPECT=403 check -H "Authorization: Bearer $UNSCOPED_TOKEN" "127.0.0.1:$GATEWAY/api/policy/"
+EXPECT=200 check -H "Authorization: Bearer $EXT_TOKEN" -H "X-Original-URI: /api/policy/" "127.0.0.1:$GATEWAY/api/auth/verify"
+EXPECT=403 check -H "Authorization: Bearer $UNSCOPED_TOKEN" -H "X-Original-URI: /api/policy/" "127.0.0.1:$GATEWAY/api/auth/verify"
 cat > "$WORK/intent.lua" <<LUA
 wrk.method = "POST"
 wrk.body = '{"session_id":"$SESSION","intent_type":"echo","payload":{"n":1}}'
@@ -242,6 +246,9 @@ for round in $(seq "$ROUNDS"); do
   run "Portcullis + X-Session-Id" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/" -H "X-Session-Id: $SESSION"
   AUTH_TOKEN=$EXT_TOKEN run "Portcullis, a provider's token" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/"
   AUTH_TOKEN=$EXT_TOKEN run "Portcullis, a provider's token, a route policy" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/policy/"
+  # Forward-auth: the decision for the same request as the policy row, asked by a proxy in front (nothing forwarded).
+  AUTH_TOKEN=$EXT_TOKEN run "Portcullis forward-auth decision, a route policy" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/auth/verify" \
+    -H "X-Original-URI: /api/policy/" -H "X-Original-Method: GET"
   run "Portcullis POST /api/intent" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/intent" -s "$WORK/intent.lua"
   run "nginx proxy, access_log buffer=64k" "$NGINX_LOGGED_PID" "http://127.0.0.1:$NGINX_LOGGED/"
   AUTH_TOKEN=$TOKEN_INFO run "Portcullis gateway.routes, access log at info" "$GATEWAY_INFO_PID" "http://127.0.0.1:$GATEWAY_INFO/api/bench/"

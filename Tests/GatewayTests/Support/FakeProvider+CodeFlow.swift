@@ -68,7 +68,8 @@ extension FakeProvider {
         ]
         if let sid { claims["sid"] = .string(sid) }
         if let sub { claims["sub"] = .string(sub) }
-        for member in more.members { claims[member.name] = member.value }
+        // A null in `more` leaves the claim out (an older provider's token without exp, say).
+        for member in more.members { claims[member.name] = member.value == .null ? JSONValue?.none : member.value }
         var header: JSONObject = ["alg": .string(key.algorithm.rawValue), "kid": .string(key.kid)]
         if let typ { header["typ"] = .string(typ) }
         return try JWSCompact.sign(header: header, payload: JSONWriter.bytes(.object(claims)), key: key)

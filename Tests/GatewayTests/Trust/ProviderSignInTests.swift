@@ -304,6 +304,14 @@ struct ProviderSignInTests {
             #expect(try await Self.backChannel(fixture, try provider.logoutToken(sid: "sid-other", sub: nil, typ: "JWT")).status == 200)
             #expect(try await Self.backChannel(fixture, try provider.logoutToken(sid: "sid-other", sub: nil, typ: nil)).status == 200)
             #expect(try await fixture.send(.GET, "/api/session/\(login.sessionID)", bearer: login.accessToken).status == 200)
+            // An older provider's token without exp passes on its iat, and is remembered: sent again, it is refused.
+            let withoutExp = try provider.logoutToken(sid: "sid-other", sub: nil, more: ["exp": .null])
+            let passed = try await Self.backChannel(fixture, withoutExp)
+            #expect(passed.status == 200, "\(passed.raw)")
+            #expect(try await Self.backChannel(fixture, withoutExp).status == 400, "its jti is remembered for iat + 5 minutes")
+            // A body over 16 KiB is refused before it is read.
+            let huge = try await Self.backChannel(fixture, String(repeating: "a", count: 20_000))
+            #expect(huge.status == 413 || huge.status == 400, "\(huge.status)")
             // A second sign-in of the same user; `sub` alone ends both.
             let other = try await Self.signIn(fixture, provider)
             #expect(try await Self.backChannel(fixture, try provider.logoutToken(sid: nil, sub: "user-1")).status == 200)
