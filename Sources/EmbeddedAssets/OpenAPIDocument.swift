@@ -418,23 +418,15 @@ package enum OpenAPIDocument {
             `X-Forwarded-Uri`/`X-Forwarded-Method` (Caddy, Traefik), normalised as a request's own
             path, matched against `gateway.routes` and their policies; the credentials are this
             request's `Authorization` and `X-Session-Id` (a token in the original URI is 400
-            `token_in_url`). Every answer is `Cache-Control: no-store`.
+            `token_in_url`). Every answer is `Cache-Control: no-store`. The same on every method.
           security: [{bearer: []}, {}]
           parameters:
-            - {name: X-Original-URI, in: header, required: false, schema: {type: string}}
-            - {name: X-Original-Method, in: header, required: false, schema: {type: string}}
-            - {name: X-Forwarded-Uri, in: header, required: false, schema: {type: string}}
-            - {name: X-Forwarded-Method, in: header, required: false, schema: {type: string}}
+            - {$ref: "#/components/parameters/OriginalURI"}
+            - {$ref: "#/components/parameters/OriginalMethod"}
+            - {$ref: "#/components/parameters/ForwardedURI"}
+            - {$ref: "#/components/parameters/ForwardedMethod"}
           responses:
-            "200":
-              description: Allowed; the identity to pass on.
-              headers:
-                X-Portcullis-Assertion: {schema: {type: string}}
-                X-Auth-Request-User: {schema: {type: string}}
-                X-Auth-Request-Tenant: {schema: {type: string}}
-                X-Auth-Request-Email: {schema: {type: string}}
-                X-Auth-Request-Groups: {schema: {type: string}}
-                Cache-Control: {schema: {type: string, const: no-store}}
+            "200": {$ref: "#/components/responses/ForwardAuthAllowed"}
             "400": {$ref: "#/components/responses/BadRequest"}
             "401": {$ref: "#/components/responses/Unauthorized"}
             "403": {$ref: "#/components/responses/Forbidden"}
@@ -449,29 +441,14 @@ package enum OpenAPIDocument {
           tags: [auth]
           operationId: verifyForwardHead
           summary: Forward-auth (HEAD); the decision a proxied request to the original URI would get.
-          description: |
-            For a proxy in front (nginx `auth_request`, Caddy `forward_auth`, Traefik `forwardAuth`).
-            The original request is read from `X-Original-URI`/`X-Original-Method` (nginx) or
-            `X-Forwarded-Uri`/`X-Forwarded-Method` (Caddy, Traefik), normalised as a request's own
-            path, matched against `gateway.routes` and their policies; the credentials are this
-            request's `Authorization` and `X-Session-Id` (a token in the original URI is 400
-            `token_in_url`). Every answer is `Cache-Control: no-store`.
           security: [{bearer: []}, {}]
           parameters:
-            - {name: X-Original-URI, in: header, required: false, schema: {type: string}}
-            - {name: X-Original-Method, in: header, required: false, schema: {type: string}}
-            - {name: X-Forwarded-Uri, in: header, required: false, schema: {type: string}}
-            - {name: X-Forwarded-Method, in: header, required: false, schema: {type: string}}
+            - {$ref: "#/components/parameters/OriginalURI"}
+            - {$ref: "#/components/parameters/OriginalMethod"}
+            - {$ref: "#/components/parameters/ForwardedURI"}
+            - {$ref: "#/components/parameters/ForwardedMethod"}
           responses:
-            "200":
-              description: Allowed; the identity to pass on.
-              headers:
-                X-Portcullis-Assertion: {schema: {type: string}}
-                X-Auth-Request-User: {schema: {type: string}}
-                X-Auth-Request-Tenant: {schema: {type: string}}
-                X-Auth-Request-Email: {schema: {type: string}}
-                X-Auth-Request-Groups: {schema: {type: string}}
-                Cache-Control: {schema: {type: string, const: no-store}}
+            "200": {$ref: "#/components/responses/ForwardAuthAllowed"}
             "400": {$ref: "#/components/responses/BadRequest"}
             "401": {$ref: "#/components/responses/Unauthorized"}
             "403": {$ref: "#/components/responses/Forbidden"}
@@ -486,29 +463,14 @@ package enum OpenAPIDocument {
           tags: [auth]
           operationId: verifyForwardPost
           summary: Forward-auth (POST); the decision a proxied request to the original URI would get.
-          description: |
-            For a proxy in front (nginx `auth_request`, Caddy `forward_auth`, Traefik `forwardAuth`).
-            The original request is read from `X-Original-URI`/`X-Original-Method` (nginx) or
-            `X-Forwarded-Uri`/`X-Forwarded-Method` (Caddy, Traefik), normalised as a request's own
-            path, matched against `gateway.routes` and their policies; the credentials are this
-            request's `Authorization` and `X-Session-Id` (a token in the original URI is 400
-            `token_in_url`). Every answer is `Cache-Control: no-store`.
           security: [{bearer: []}, {}]
           parameters:
-            - {name: X-Original-URI, in: header, required: false, schema: {type: string}}
-            - {name: X-Original-Method, in: header, required: false, schema: {type: string}}
-            - {name: X-Forwarded-Uri, in: header, required: false, schema: {type: string}}
-            - {name: X-Forwarded-Method, in: header, required: false, schema: {type: string}}
+            - {$ref: "#/components/parameters/OriginalURI"}
+            - {$ref: "#/components/parameters/OriginalMethod"}
+            - {$ref: "#/components/parameters/ForwardedURI"}
+            - {$ref: "#/components/parameters/ForwardedMethod"}
           responses:
-            "200":
-              description: Allowed; the identity to pass on.
-              headers:
-                X-Portcullis-Assertion: {schema: {type: string}}
-                X-Auth-Request-User: {schema: {type: string}}
-                X-Auth-Request-Tenant: {schema: {type: string}}
-                X-Auth-Request-Email: {schema: {type: string}}
-                X-Auth-Request-Groups: {schema: {type: string}}
-                Cache-Control: {schema: {type: string, const: no-store}}
+            "200": {$ref: "#/components/responses/ForwardAuthAllowed"}
             "400": {$ref: "#/components/responses/BadRequest"}
             "401": {$ref: "#/components/responses/Unauthorized"}
             "403": {$ref: "#/components/responses/Forbidden"}
@@ -523,29 +485,14 @@ package enum OpenAPIDocument {
           tags: [auth]
           operationId: verifyForwardPut
           summary: Forward-auth (PUT); the decision a proxied request to the original URI would get.
-          description: |
-            For a proxy in front (nginx `auth_request`, Caddy `forward_auth`, Traefik `forwardAuth`).
-            The original request is read from `X-Original-URI`/`X-Original-Method` (nginx) or
-            `X-Forwarded-Uri`/`X-Forwarded-Method` (Caddy, Traefik), normalised as a request's own
-            path, matched against `gateway.routes` and their policies; the credentials are this
-            request's `Authorization` and `X-Session-Id` (a token in the original URI is 400
-            `token_in_url`). Every answer is `Cache-Control: no-store`.
           security: [{bearer: []}, {}]
           parameters:
-            - {name: X-Original-URI, in: header, required: false, schema: {type: string}}
-            - {name: X-Original-Method, in: header, required: false, schema: {type: string}}
-            - {name: X-Forwarded-Uri, in: header, required: false, schema: {type: string}}
-            - {name: X-Forwarded-Method, in: header, required: false, schema: {type: string}}
+            - {$ref: "#/components/parameters/OriginalURI"}
+            - {$ref: "#/components/parameters/OriginalMethod"}
+            - {$ref: "#/components/parameters/ForwardedURI"}
+            - {$ref: "#/components/parameters/ForwardedMethod"}
           responses:
-            "200":
-              description: Allowed; the identity to pass on.
-              headers:
-                X-Portcullis-Assertion: {schema: {type: string}}
-                X-Auth-Request-User: {schema: {type: string}}
-                X-Auth-Request-Tenant: {schema: {type: string}}
-                X-Auth-Request-Email: {schema: {type: string}}
-                X-Auth-Request-Groups: {schema: {type: string}}
-                Cache-Control: {schema: {type: string, const: no-store}}
+            "200": {$ref: "#/components/responses/ForwardAuthAllowed"}
             "400": {$ref: "#/components/responses/BadRequest"}
             "401": {$ref: "#/components/responses/Unauthorized"}
             "403": {$ref: "#/components/responses/Forbidden"}
@@ -560,29 +507,14 @@ package enum OpenAPIDocument {
           tags: [auth]
           operationId: verifyForwardPatch
           summary: Forward-auth (PATCH); the decision a proxied request to the original URI would get.
-          description: |
-            For a proxy in front (nginx `auth_request`, Caddy `forward_auth`, Traefik `forwardAuth`).
-            The original request is read from `X-Original-URI`/`X-Original-Method` (nginx) or
-            `X-Forwarded-Uri`/`X-Forwarded-Method` (Caddy, Traefik), normalised as a request's own
-            path, matched against `gateway.routes` and their policies; the credentials are this
-            request's `Authorization` and `X-Session-Id` (a token in the original URI is 400
-            `token_in_url`). Every answer is `Cache-Control: no-store`.
           security: [{bearer: []}, {}]
           parameters:
-            - {name: X-Original-URI, in: header, required: false, schema: {type: string}}
-            - {name: X-Original-Method, in: header, required: false, schema: {type: string}}
-            - {name: X-Forwarded-Uri, in: header, required: false, schema: {type: string}}
-            - {name: X-Forwarded-Method, in: header, required: false, schema: {type: string}}
+            - {$ref: "#/components/parameters/OriginalURI"}
+            - {$ref: "#/components/parameters/OriginalMethod"}
+            - {$ref: "#/components/parameters/ForwardedURI"}
+            - {$ref: "#/components/parameters/ForwardedMethod"}
           responses:
-            "200":
-              description: Allowed; the identity to pass on.
-              headers:
-                X-Portcullis-Assertion: {schema: {type: string}}
-                X-Auth-Request-User: {schema: {type: string}}
-                X-Auth-Request-Tenant: {schema: {type: string}}
-                X-Auth-Request-Email: {schema: {type: string}}
-                X-Auth-Request-Groups: {schema: {type: string}}
-                Cache-Control: {schema: {type: string, const: no-store}}
+            "200": {$ref: "#/components/responses/ForwardAuthAllowed"}
             "400": {$ref: "#/components/responses/BadRequest"}
             "401": {$ref: "#/components/responses/Unauthorized"}
             "403": {$ref: "#/components/responses/Forbidden"}
@@ -597,29 +529,14 @@ package enum OpenAPIDocument {
           tags: [auth]
           operationId: verifyForwardDelete
           summary: Forward-auth (DELETE); the decision a proxied request to the original URI would get.
-          description: |
-            For a proxy in front (nginx `auth_request`, Caddy `forward_auth`, Traefik `forwardAuth`).
-            The original request is read from `X-Original-URI`/`X-Original-Method` (nginx) or
-            `X-Forwarded-Uri`/`X-Forwarded-Method` (Caddy, Traefik), normalised as a request's own
-            path, matched against `gateway.routes` and their policies; the credentials are this
-            request's `Authorization` and `X-Session-Id` (a token in the original URI is 400
-            `token_in_url`). Every answer is `Cache-Control: no-store`.
           security: [{bearer: []}, {}]
           parameters:
-            - {name: X-Original-URI, in: header, required: false, schema: {type: string}}
-            - {name: X-Original-Method, in: header, required: false, schema: {type: string}}
-            - {name: X-Forwarded-Uri, in: header, required: false, schema: {type: string}}
-            - {name: X-Forwarded-Method, in: header, required: false, schema: {type: string}}
+            - {$ref: "#/components/parameters/OriginalURI"}
+            - {$ref: "#/components/parameters/OriginalMethod"}
+            - {$ref: "#/components/parameters/ForwardedURI"}
+            - {$ref: "#/components/parameters/ForwardedMethod"}
           responses:
-            "200":
-              description: Allowed; the identity to pass on.
-              headers:
-                X-Portcullis-Assertion: {schema: {type: string}}
-                X-Auth-Request-User: {schema: {type: string}}
-                X-Auth-Request-Tenant: {schema: {type: string}}
-                X-Auth-Request-Email: {schema: {type: string}}
-                X-Auth-Request-Groups: {schema: {type: string}}
-                Cache-Control: {schema: {type: string, const: no-store}}
+            "200": {$ref: "#/components/responses/ForwardAuthAllowed"}
             "400": {$ref: "#/components/responses/BadRequest"}
             "401": {$ref: "#/components/responses/Unauthorized"}
             "403": {$ref: "#/components/responses/Forbidden"}
@@ -634,29 +551,14 @@ package enum OpenAPIDocument {
           tags: [auth]
           operationId: verifyForwardOptions
           summary: Forward-auth (OPTIONS); the decision a proxied request to the original URI would get.
-          description: |
-            For a proxy in front (nginx `auth_request`, Caddy `forward_auth`, Traefik `forwardAuth`).
-            The original request is read from `X-Original-URI`/`X-Original-Method` (nginx) or
-            `X-Forwarded-Uri`/`X-Forwarded-Method` (Caddy, Traefik), normalised as a request's own
-            path, matched against `gateway.routes` and their policies; the credentials are this
-            request's `Authorization` and `X-Session-Id` (a token in the original URI is 400
-            `token_in_url`). Every answer is `Cache-Control: no-store`.
           security: [{bearer: []}, {}]
           parameters:
-            - {name: X-Original-URI, in: header, required: false, schema: {type: string}}
-            - {name: X-Original-Method, in: header, required: false, schema: {type: string}}
-            - {name: X-Forwarded-Uri, in: header, required: false, schema: {type: string}}
-            - {name: X-Forwarded-Method, in: header, required: false, schema: {type: string}}
+            - {$ref: "#/components/parameters/OriginalURI"}
+            - {$ref: "#/components/parameters/OriginalMethod"}
+            - {$ref: "#/components/parameters/ForwardedURI"}
+            - {$ref: "#/components/parameters/ForwardedMethod"}
           responses:
-            "200":
-              description: Allowed; the identity to pass on.
-              headers:
-                X-Portcullis-Assertion: {schema: {type: string}}
-                X-Auth-Request-User: {schema: {type: string}}
-                X-Auth-Request-Tenant: {schema: {type: string}}
-                X-Auth-Request-Email: {schema: {type: string}}
-                X-Auth-Request-Groups: {schema: {type: string}}
-                Cache-Control: {schema: {type: string, const: no-store}}
+            "200": {$ref: "#/components/responses/ForwardAuthAllowed"}
             "400": {$ref: "#/components/responses/BadRequest"}
             "401": {$ref: "#/components/responses/Unauthorized"}
             "403": {$ref: "#/components/responses/Forbidden"}
@@ -904,6 +806,10 @@ package enum OpenAPIDocument {
           bearerFormat: JWT (RFC 9068 access token)
           description: The access token from login or refresh, or an access token of a trusted identity provider (trust.issuers). The session id is never a credential.
       parameters:
+        OriginalURI: {name: X-Original-URI, in: header, required: false, description: "The original request's URI (nginx).", schema: {type: string}}
+        OriginalMethod: {name: X-Original-Method, in: header, required: false, description: "The original request's method (nginx); GET when absent.", schema: {type: string}}
+        ForwardedURI: {name: X-Forwarded-Uri, in: header, required: false, description: "The original request's URI (Caddy, Traefik).", schema: {type: string}}
+        ForwardedMethod: {name: X-Forwarded-Method, in: header, required: false, description: "The original request's method (Caddy, Traefik).", schema: {type: string}}
         SessionIdPath:
           name: id
           in: path
@@ -1004,6 +910,15 @@ package enum OpenAPIDocument {
             error: {description: "The failure, once failed."}
             replayed: {type: boolean, const: true}
       responses:
+        ForwardAuthAllowed:
+          description: Allowed; the identity for the proxy to pass on.
+          headers:
+            X-Portcullis-Assertion: {schema: {type: string}}
+            X-Auth-Request-User: {schema: {type: string}}
+            X-Auth-Request-Tenant: {schema: {type: string}}
+            X-Auth-Request-Email: {schema: {type: string}}
+            X-Auth-Request-Groups: {schema: {type: string}}
+            Cache-Control: {schema: {type: string, const: no-store}}
         BadRequest:
           description: The request is not what this route takes (invalid_request, session_missing, session_malformed, ...).
           content:
