@@ -162,12 +162,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         case nil:
             // Not in the local view: the Runtime answers, through an admitted read.
             let (runtime, admission, sessions) = (plane.runtime, plane.admission, plane.sessions)
-            let intent = SessionIntent(.read, principal: Principal(userID: caller.userID, tenantID: caller.tenantID), sessionID: sessionID)
-            let read = eventLoop.makeFutureWithTask { () -> Bool in
-                let session = try await runtime.session(admission.admit(intent))
-                sessions.remember(session)
-                return session.isOwned(by: caller.userID, tenantID: caller.tenantID)
-            }
+            let principal = Principal(userID: caller.userID, tenantID: caller.tenantID)
+            let read = eventLoop.makeFutureWithTask { try await sessions.askRuntime(sessionID, by: principal, runtime: runtime, admission: admission) }
             then(read) { exchange, result in
                 switch result {
                 case .success(true): exchange.proceed(caller, sessionID: sessionID)

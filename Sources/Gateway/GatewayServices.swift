@@ -125,10 +125,9 @@ public struct GatewayServices: Sendable {
     }
 
     var providerLoginRoutes: ProviderLoginRoutes {
-        let auth = authRoutes
-        return ProviderLoginRoutes(
+        ProviderLoginRoutes(
             directory: providers, trustedIssuers: trustedIssuers, signIn: providerSignIn, store: store, admission: admission, runtime: runtime, body: jsonBody,
-            auth: auth, ending: auth.providerEnding, clock: clock, logger: logger, redirectURI: configuration.loginRedirectURI,
+            auth: authRoutes, clock: clock, logger: logger, redirectURI: configuration.loginRedirectURI,
             returnOrigins: configuration.effectiveLoginReturnOrigins, sessionLifetime: configuration.refreshTokenLifetime)
     }
 

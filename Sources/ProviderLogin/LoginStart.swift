@@ -45,7 +45,7 @@ public struct LoginStart: Sendable {
         let nonce = Base64URL.encode(try SecureRandom.bytes(32))
         // 43 characters of base64url: RFC 7636's verifier alphabet, 256 bits.
         let verifier = Base64URL.encode(try SecureRandom.bytes(32))
-        let challenge = Base64URL.encode(try Digest.sha256(Array(verifier.utf8)))
+        let challenge = try Digest.sha256Base64URL(verifier)
         flow = LoginFlowRecord(
             stateHash: try Self.hash(state), provider: provider.name, sessionID: sessionID, nonce: nonce, codeVerifier: verifier,
             returnTo: returnTo, loginChallenge: loginChallenge, createdAt: now, expiresAt: now + Self.lifetime)
@@ -60,6 +60,6 @@ public struct LoginStart: Sendable {
 
     /// How a `state` is kept: SHA-256, base64url.
     public static func hash(_ state: String) throws -> String {
-        Base64URL.encode(try Digest.sha256(Array(state.utf8)))
+        try Digest.sha256Base64URL(state)
     }
 }

@@ -143,7 +143,7 @@ public struct ProviderSignIn: Sendable {
         guard record.sessionID == sessionID else {
             throw Refusal(code: "login_code_invalid", message: "the login code was issued to another session; sign in again from this one")
         }
-        guard (1...256).contains(loginVerifier.utf8.count), Self.constantTimeEqual(try LoginStart.hash(loginVerifier), record.loginChallenge) else {
+        guard (1...256).contains(loginVerifier.utf8.count), Scrypt.constantTimeEquals(Array(try LoginStart.hash(loginVerifier).utf8), Array(record.loginChallenge.utf8)) else {
             throw Refusal(code: "login_code_invalid", message: "the login_verifier does not match the login_challenge the sign-in started with; sign in again")
         }
         return record.provider
@@ -205,11 +205,5 @@ public struct ProviderSignIn: Sendable {
 
     static func withoutFragment(_ url: String) -> String {
         url.firstIndex(of: "#").map { String(url[..<$0]) } ?? url
-    }
-
-    static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
-        let (x, y) = (Array(a.utf8), Array(b.utf8))
-        guard x.count == y.count else { return false }
-        return zip(x, y).reduce(0) { $0 | ($1.0 ^ $1.1) } == 0
     }
 }

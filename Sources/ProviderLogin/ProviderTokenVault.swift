@@ -1,6 +1,5 @@
 import ConfigurationReading
 import Foundation
-import Glibc
 import JOSE
 
 /// Seals the provider's tokens kept at rest (a refresh token, the ID token), AES-256-GCM under
@@ -33,24 +32,15 @@ public struct ProviderTokenVault: Sendable {
         let path = directory + "/" + fileName
         if !FileManager.default.fileExists(atPath: path) {
             // On a first start the keys directory may not exist yet (the signing key is made after the configuration is read).
-            if !FileManager.default.fileExists(atPath: directory) {
-                try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            }
-            guard let made = try? SealingKey.generate(), let bytes = try? made.exportedText() else {
-                throw ConfigurationError(fileKey: "keys.directory", "names a directory where \(path) cannot be made: the CSPRNG failed")
-            }
-            let descriptor = Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
-            if descriptor >= 0 {
-                let text = Array((bytes + "\n").utf8)
-                let written = text.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
-                let synced = fsync(descriptor)
-                close(descriptor)
-                guard written == text.count, synced == 0 else {
-                    unlink(path)
-                    throw ConfigurationError(fileKey: "keys.directory", "names a directory where \(path) cannot be written: \(String(cString: strerror(errno)))")
+            try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            do {
+                let made = try SealingKey.generate()
+                try KeyDirectory.writeNewFile(path, Array((try made.exportedText() + "\n").utf8), mode: 0o600)
+            } catch {
+                // Another instance starting at the same moment made it first (O_EXCL): read that one.
+                guard FileManager.default.fileExists(atPath: path) else {
+                    throw ConfigurationError(fileKey: "keys.directory", "names a directory where \(path) cannot be made: \(error)")
                 }
-            } else if errno != EEXIST {
-                throw ConfigurationError(fileKey: "keys.directory", "names a directory where \(path) cannot be created: \(String(cString: strerror(errno)))")
             }
         }
         let text = String(decoding: try OwnerOnlyFile.read(path, key: "keys.directory"), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)

@@ -34,7 +34,7 @@ public struct RefreshTokenService: Sendable {
 
     /// The stored form of a token: SHA-256, base64url.
     public static func hash(_ token: String) throws -> String {
-        Base64URL.encode(try Digest.sha256(Array(token.utf8)))
+        try Digest.sha256Base64URL(token)
     }
 
     func mint(sessionID: String, userID: String, tenantID: String, familyID: String) throws -> IssuedRefreshToken {

@@ -113,8 +113,9 @@ struct AuthRoutes: Sendable {
             // the winner's answer must not depend on the loser's reuse revocation.
             let presented = try await refreshTokens.peek(token)
             // A provider's user has no account here: the provider sign-in behind the session stands in for it.
-            let providerSession = try await providerSessions.providerSession(sessionID: presented.sessionID)
+            var providerSession: ProviderSessionRecord? = nil
             if presented.userID.hasPrefix("ext_") {
+                providerSession = try await providerSessions.providerSession(sessionID: presented.sessionID)
                 guard providerSession?.userID == presented.userID else {
                     try await refreshTokens.revoke(sessionID: presented.sessionID)
                     throw Self.refreshRefused("session_ended", "the session of this refresh token has ended; log in again")
@@ -146,7 +147,7 @@ struct AuthRoutes: Sendable {
                 logger.notice("refresh answered from the last known session: the Runtime is down", metadata: ["session_id": "\(presented.sessionID)"])
             }
             var external: ExternalIdentity? = nil
-            if let providerSession, presented.userID.hasPrefix("ext_") {
+            if let providerSession {
                 try await refreshThroughProvider(providerSession)
                 external = ExternalIdentity(issuer: providerSession.identity.issuer, subject: providerSession.identity.subject, tenantID: presented.tenantID)
             }
@@ -171,20 +172,25 @@ struct AuthRoutes: Sendable {
     /// Asks the provider too, with the session's provider refresh token (when it gave one): a
     /// user the provider refuses (`invalid_grant`) is signed out here, sockets and all; a provider
     /// that cannot be asked is a 503, and the gateway's refresh token is not spent.
+    ///
+    /// The session's record is kept as long as the refresh token issued now lives: each
+    /// rotation starts a new lifetime, so the record's moves with it.
     func refreshThroughProvider(_ session: ProviderSessionRecord) async throws {
-        guard let signIn, session.identity.sealedRefreshToken != nil else { return }
-        switch await signIn.refresh(session) {
-        case .success(var next):
-            next.expiresAt = max(next.expiresAt, signIn.clock.now() + refreshTokens.lifetime)
-            if next != session { try await providerSessions.saveProviderSession(next) }
-        case .failure(.refused):
-            try await providerEnding.end(session, reason: "signed out at the provider")
-            throw Self.refreshRefused("provider_refused", "the identity provider no longer accepts this sign-in; sign in again")
-        case .failure(.unavailable):
-            var error = GatewayError(.serviceUnavailable, "issuer_unavailable", "the identity provider cannot confirm the sign-in right now; try again shortly")
-            error.retryAfter = 5
-            throw error
+        var next = session
+        if let signIn, session.identity.sealedRefreshToken != nil {
+            switch await signIn.refresh(session) {
+            case .success(let refreshed): next = refreshed
+            case .failure(.refused):
+                try await providerEnding.end(session, reason: "signed out at the provider")
+                throw Self.refreshRefused("provider_refused", "the identity provider no longer accepts this sign-in; sign in again")
+            case .failure(.unavailable):
+                var error = GatewayError(.serviceUnavailable, "issuer_unavailable", "the identity provider cannot confirm the sign-in right now; try again shortly")
+                error.retryAfter = 5
+                throw error
+            }
         }
+        next.expiresAt = issuer.clock.now() + refreshTokens.lifetime
+        try await providerSessions.saveProviderSession(next)
     }
 
     var providerEnding: ProviderSessionEnd {
@@ -222,7 +228,7 @@ struct AuthRoutes: Sendable {
         sessionEnded(sessionID, reason: "logged out")
         logger.info("logout", metadata: ["user_id": "\(caller.userID)", "session_id": "\(sessionID)"])
         // A provider's sign-in: its other access tokens go too, and the browser may end the provider's session.
-        if let session = try await providerSessions.providerSession(sessionID: sessionID), session.userID == caller.userID {
+        if caller.userID.hasPrefix("ext_"), let session = try await providerSessions.providerSession(sessionID: sessionID), session.userID == caller.userID {
             let endSession = signIn?.endSessionURL(session, postLogoutRedirectURI: postLogoutRedirectURI)
             try await providerEnding.end(session, reason: "logged out")
             if let endSession { return JSONBody.response(["end_session_url": .string(endSession)], noStore: true) }

@@ -32,10 +32,10 @@ struct ForwardAuthRoutes: Sendable {
     /// The original request: `X-Original-URI` and `X-Original-Method` (nginx), else `X-Forwarded-Uri`
     /// and `X-Forwarded-Method` (Caddy, Traefik); GET when no method is named.
     static func original(_ headers: HTTPFields) throws -> (path: Substring, method: HTTPRequest.Method) {
-        guard let uri = headers[HTTPField.Name("X-Original-URI")!] ?? headers[HTTPField.Name("X-Forwarded-Uri")!], !uri.isEmpty else {
+        guard let uri = headers[Header.originalURI] ?? headers[Header.forwardedURI], !uri.isEmpty else {
             throw GatewayError.invalidRequest("name the original request in X-Original-URI (nginx) or X-Forwarded-Uri (Caddy, Traefik)")
         }
-        let methodName = headers[HTTPField.Name("X-Original-Method")!] ?? headers[HTTPField.Name("X-Forwarded-Method")!] ?? "GET"
+        let methodName = headers[Header.originalMethod] ?? headers[Header.forwardedMethod] ?? "GET"
         guard let method = ProxyRoute.methods.first(where: { $0.rawValue == methodName.uppercased() }) else {
             throw GatewayError(.methodNotAllowed, "method_not_allowed", "the original method \(JSONValue.clip(methodName)) is not one a route forwards")
         }
@@ -57,8 +57,8 @@ struct ForwardAuthRoutes: Sendable {
     /// 200 with the identity for the proxy to pass on, or the refusal the route itself would answer.
     func verify(_ request: Request) async throws -> Response {
         let (path, method) = try Self.original(request.headers)
-        guard let (route, _) = routes.lazy.compactMap({ route in ProxyRoute.remainder(of: path, under: route.pathPrefix).map { _ in (route, ()) } }).first
-        else {
+        // As the data plane matches: the route whose prefix is the path or lies above it (prefixes never overlap).
+        guard let route = routes.first(where: { ProxyRoute.remainder(of: path, under: $0.pathPrefix) != nil }) else {
             throw GatewayError(.notFound, "not_found", "no gateway.routes prefix serves \(PathRedaction.redactedPath(String(path)))")
         }
         let methods = route.methods ?? ProxyRoute.methods
@@ -71,7 +71,7 @@ struct ForwardAuthRoutes: Sendable {
             return Response(status: .ok, headers: [.cacheControl: "no-store", Self.assertionHeader: assertion])
         }
         let caller = try await authentication.requireCaller(request)
-        let sessionHeader = request.headers[HTTPField.Name("X-Session-Id")!]
+        let sessionHeader = request.headers[Header.sessionID]
         if let policy = route.policy,
             let refusal = policy.refusal(claims: caller.claims, tenantID: caller.tenantID, issuer: caller.external?.issuer, hasSession: sessionHeader != nil)
         {
@@ -81,32 +81,41 @@ struct ForwardAuthRoutes: Sendable {
         var sessionID: String? = nil
         if let sessionHeader {
             let checked = try GatewayError.checkedSessionID(sessionHeader)
-            let owned: Bool
-            if let known = sessionOwners.isOwned(checked, by: caller.userID, tenantID: caller.tenantID) {
-                owned = known
-            } else {
-                let intent = SessionIntent(.read, principal: Principal(userID: caller.userID, tenantID: caller.tenantID), sessionID: checked)
-                let session = try await runtime.session(admission.admit(intent))
-                sessionOwners.remember(session)
-                owned = session.isOwned(by: caller.userID, tenantID: caller.tenantID)
+            var owned = sessionOwners.isOwned(checked, by: caller.userID, tenantID: caller.tenantID)
+            if owned == nil {
+                let principal = Principal(userID: caller.userID, tenantID: caller.tenantID)
+                owned = try await sessionOwners.askRuntime(checked, by: principal, runtime: runtime, admission: admission)
             }
-            guard owned else { throw GatewayError(.forbidden, "session_forbidden", "the session belongs to another user or tenant") }
+            guard owned == true else { throw GatewayError(.forbidden, "session_forbidden", "the session belongs to another user or tenant") }
             sessionID = checked
         }
         let assertion = try assertion(for: route, caller: RuntimeCaller(caller, sessionID: sessionID))
         var headers: HTTPFields = [.cacheControl: "no-store", Self.assertionHeader: assertion]
         // oauth2-proxy's names, so that existing proxy configurations carry over.
-        headers[HTTPField.Name("X-Auth-Request-User")!] = caller.userID
-        headers[HTTPField.Name("X-Auth-Request-Tenant")!] = caller.tenantID
-        if let email = caller.claims["email"]?.stringValue, Self.isHeaderSafe(email) { headers[HTTPField.Name("X-Auth-Request-Email")!] = email }
+        headers[Header.user] = caller.userID
+        headers[Header.tenant] = caller.tenantID
+        if let email = caller.claims["email"]?.stringValue, Self.isHeaderSafe(email) { headers[Header.email] = email }
         if case .array(let groups)? = caller.claims["groups"] {
             let names = groups.compactMap(\.stringValue).filter { Self.isHeaderSafe($0) && !$0.contains(",") }
-            if !names.isEmpty { headers[HTTPField.Name("X-Auth-Request-Groups")!] = names.joined(separator: ",") }
+            if !names.isEmpty { headers[Header.groups] = names.joined(separator: ",") }
         }
         return Response(status: .ok, headers: headers)
     }
 
     static let assertionHeader = HTTPField.Name(AssertionHeader.name)!
+
+    /// The header names read and written here (valid field names: the unwraps cannot fail).
+    enum Header {
+        static let originalURI = HTTPField.Name("X-Original-URI")!
+        static let originalMethod = HTTPField.Name("X-Original-Method")!
+        static let forwardedURI = HTTPField.Name("X-Forwarded-Uri")!
+        static let forwardedMethod = HTTPField.Name("X-Forwarded-Method")!
+        static let sessionID = HTTPField.Name("X-Session-Id")!
+        static let user = HTTPField.Name("X-Auth-Request-User")!
+        static let tenant = HTTPField.Name("X-Auth-Request-Tenant")!
+        static let email = HTTPField.Name("X-Auth-Request-Email")!
+        static let groups = HTTPField.Name("X-Auth-Request-Groups")!
+    }
 
     private func assertion(for route: ProxyRoute, caller: RuntimeCaller) throws -> String {
         do {

@@ -24,7 +24,6 @@ struct ProviderLoginRoutes: Sendable {
     let runtime: RuntimeClient
     let body: JSONBody
     let auth: AuthRoutes
-    let ending: ProviderSessionEnd
     let clock: any TokenClock
     let logger: Logger
     /// `{public_url}/api/auth/oidc/callback`.
@@ -106,8 +105,11 @@ struct ProviderLoginRoutes: Sendable {
             throw GatewayError(.badRequest, refusal.code, refusal.message)
         }
         // The code is in the fragment, which no server sees; no-store and no referrer keep it out of caches and other sites' logs.
-        return Response(status: .seeOther, headers: [.location: location, .cacheControl: "no-store", HTTPField.Name("Referrer-Policy")!: "no-referrer"])
+        return Response(status: .seeOther, headers: [.location: location, .cacheControl: "no-store", Self.referrerPolicy: "no-referrer"])
     }
+
+    /// A valid field name: the unwrap cannot fail.
+    static let referrerPolicy = HTTPField.Name("Referrer-Policy")!
 
     static func stateInvalid(_ why: String) -> GatewayError {
         GatewayError(.badRequest, "state_invalid", "this sign-in is unknown, was used already or has expired (\(why)); start the sign-in again")
@@ -188,6 +190,7 @@ struct ProviderLoginRoutes: Sendable {
             throw refused("this logout token was used already")
         }
         let sessions = try await store.providerSessions(issuer: issuer, providerSessionID: verified.providerSessionID, subject: verified.subject)
+        let ending = auth.providerEnding
         for session in sessions { try await ending.end(session, reason: "signed out at the provider") }
         logger.info("back-channel logout", metadata: ["provider": "\(provider.name)", "sessions": "\(sessions.count)"])
         return Response(status: .ok, headers: [.cacheControl: "no-store"])

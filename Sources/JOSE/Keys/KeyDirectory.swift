@@ -167,7 +167,7 @@ public struct KeyDirectory: Sendable {
             key.algorithm.family == .hmac
             ? JSONWriter.bytes(.object(try key.secretJWK())) + [0x0A]
             : Array(try (key.canSign ? key.privatePEM() : key.publicPEM()).utf8)
-        try writeNewFile(file(for: record), contents, mode: 0o600)
+        try Self.writeNewFile(file(for: record), contents, mode: 0o600)
         records.append(record)
         try writeRecords(records)
         return record
@@ -217,7 +217,8 @@ public struct KeyDirectory: Sendable {
     func readFile(_ path: String) throws -> [UInt8] { try Self.readFile(path) }
 
     /// Creates a file that must not exist yet, with `mode` from the start (never briefly world-readable).
-    func writeNewFile(_ path: String, _ bytes: [UInt8], mode: mode_t) throws {
+    /// Creates `path` (it must not exist: `O_EXCL`) with `bytes` and `mode`, synced; a partial file is removed.
+    package static func writeNewFile(_ path: String, _ bytes: [UInt8], mode: mode_t) throws(KeyError) {
         let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL, mode)
         guard descriptor >= 0 else { throw KeyError(.invalidKey, "cannot create \(path): \(String(cString: strerror(errno)))") }
         defer { close(descriptor) }
@@ -231,7 +232,7 @@ public struct KeyDirectory: Sendable {
     func writeFileAtomically(_ path: String, _ bytes: [UInt8], mode: mode_t) throws {
         let temporary = path + ".tmp-\(getpid())"
         unlink(temporary)
-        try writeNewFile(temporary, bytes, mode: mode)
+        try Self.writeNewFile(temporary, bytes, mode: mode)
         guard rename(temporary, path) == 0 else {
             unlink(temporary)
             throw KeyError(.invalidKey, "cannot replace \(path): \(String(cString: strerror(errno)))")

@@ -14,4 +14,9 @@ public enum Digest {
         guard rc == 1, length == 32 else { throw LibCryptoError.drain("EVP_Digest") }
         return out
     }
+
+    /// SHA-256 of `text`'s UTF-8, base64url: how opaque tokens, states and codes are kept.
+    public static func sha256Base64URL(_ text: String) throws -> String {
+        Base64URL.encode(try sha256(Array(text.utf8)))
+    }
 }

@@ -225,6 +225,10 @@ struct ProviderSignInTests {
             let refreshed = try await fixture.refresh(login.refreshToken)
             #expect(refreshed.status == 200, "\(refreshed.raw)")
             #expect(provider.flow.withLock { $0.refreshRequests } == before + 1)
+            // The provider session's record moves with the refresh token just issued (it slides with each rotation).
+            let kept = try #require(try await fixture.state.providerSession(sessionID: login.sessionID))
+            #expect(kept.expiresAt >= Date().timeIntervalSince1970 + fixture.server.gateway.refreshTokenLifetime - 60)
+            #expect(kept.identity.sealedRefreshToken != sealed, "the rotated provider refresh token is kept, sealed anew")
             let access = try #require(refreshed["access_token"])
             #expect(try Self.claims(access)["idp_sub"] == "user-1")
             provider.revokeRefreshTokens(of: "user-1")
