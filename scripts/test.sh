@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command (README): the Swift suite, the agent-socket benchmark at a small N
 # on the debug build it made, the browser suite in Chromium, forward-auth through real
-# nginx and Caddy, and schemathesis against the OpenAPI document.
+# nginx and Caddy, configuration reloads under load, and schemathesis against the OpenAPI document.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Every phase is bounded, so a hung test ends the run with its name on screen (the tests
@@ -13,5 +13,7 @@ PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 600 scripts/sockets.sh
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 900 scripts/browser-tests.sh
 # Forward-auth with Debian's nginx and Caddy in front, on the README's configurations (skipped with a note when missing, never in CI).
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 300 scripts/forward-auth.sh
+# SIGHUP reloads under wrk's load: no failed request, every signal a reload, an agent socket kept open (CI=true: wrk must be there).
+PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 120 scripts/reload-under-load.sh 8
 # schemathesis against docs/openapi.yaml as the gateway serves it (its own Python environment).
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 900 scripts/schemathesis.sh 60

@@ -81,6 +81,23 @@ public final class ConfigurationValues: Sendable {
     /// Every key read so far (a test checks the committed YAML names exactly these).
     public var readKeys: Set<String> { keysRead.withLock { $0 } }
 
+    /// The keys read from both whose values differ between `self` and `other` (a key set in one
+    /// and absent from the other included), sorted: what a reload changes.
+    public func changedKeys(from other: ConfigurationValues) -> [String] {
+        readKeys.union(other.readKeys).filter { rawValue($0) != other.rawValue($0) }.sorted()
+    }
+
+    /// `key`'s value as its first provider holds it, compared as text; `nil` when absent.
+    private func rawValue(_ key: String) -> String? {
+        if let list = maps[key] { return String(describing: list) }
+        let absolute = AbsoluteConfigKey(key.split(separator: ".").map(String.init))
+        for provider in providers {
+            if let value = try? provider.value(forKey: absolute, type: .string).value { return String(describing: value) }
+            if let value = try? provider.value(forKey: absolute, type: .stringArray).value { return String(describing: value) }
+        }
+        return nil
+    }
+
     /// True when some provider has a value for `key` (a value of the wrong type counts as present).
     func isPresent(_ key: String) -> Bool {
         let absolute = AbsoluteConfigKey(key.split(separator: ".").map(String.init))

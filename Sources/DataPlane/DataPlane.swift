@@ -26,17 +26,21 @@ package final class DataPlane: Sendable {
         /// The route template in logs and metrics.
         package let template: String
         package let name: String
-        /// Its place in `routes` (the metric handles' key).
+        /// Its place in its table's `routes`, and the table's generation (the metric handles' key).
         package let index: Int
+        package let generation: Int
         /// The methods it forwards, in NIO's spelling, and as `Allow` lists them.
         package let methods: [HTTPMethod]
         package let allowedMethodNames: [String]
         /// `false` for `auth: none`.
         package let requiresToken: Bool
         package let policy: RoutePolicy?
+        /// `gateway.allowed_origins` as the route's table holds them (CORS on its answers).
+        package let allowedOrigins: Set<String>
     }
 
-    package let routes: [Route]
+    /// The routes and origins in force (a reload replaces them).
+    package let table: LiveRouteTable
     let authenticator: AccessTokenAuthenticator
     let sessions: SessionOwnershipView
     let runtime: RuntimeClient
@@ -48,7 +52,6 @@ package final class DataPlane: Sendable {
     let maximumBodyBytes: Int
     let upstreamTimeout: TimeAmount
     let forwardedProto: String
-    let allowedOrigins: Set<String>
     /// TLS for `https://` upstreams: the system's trust roots plus `gateway.upstream_ca_file`.
     let upstreamTLS: NIOSSLContext?
     private let pools = EventLoopTable<UpstreamPool>()
@@ -56,21 +59,12 @@ package final class DataPlane: Sendable {
     private let headBufferTables = EventLoopTable<HeadBuffers>()
 
     package init(
-        routes: [ProxyRoute], authenticator: AccessTokenAuthenticator, sessions: SessionOwnershipView, runtime: RuntimeClient,
+        table: LiveRouteTable, authenticator: AccessTokenAuthenticator, sessions: SessionOwnershipView, runtime: RuntimeClient,
         admission: Admission, metrics: GatewayMetrics, logger: Logger, accessLog: AccessLog, maximumBodyBytes: Int, upstreamTimeout: Double, forwardedProto: String,
-        allowedOrigins: [String], upstreamTLS: NIOSSLContext?
+        upstreamTLS: NIOSSLContext?
     ) {
         self.upstreamTLS = upstreamTLS
-        self.routes = routes.compactMap { route -> (ProxyRoute, UpstreamOrigin)? in
-            UpstreamOrigin(url: route.upstream).map { (route, $0) }
-        }.enumerated().map { index, pair in
-            let (route, origin) = pair
-            let methods = route.methods ?? ProxyRoute.methods
-            return Route(
-                prefix: route.pathPrefix, origin: origin, audience: route.audience, template: route.pathPrefix + "/**", name: route.prefix, index: index,
-                methods: methods.map { HTTPMethod(rawValue: $0.rawValue) }, allowedMethodNames: methods.map(\.rawValue), requiresToken: route.requiresToken,
-                policy: route.policy)
-        }
+        self.table = table
         self.authenticator = authenticator
         self.sessions = sessions
         self.runtime = runtime
@@ -81,24 +75,6 @@ package final class DataPlane: Sendable {
         self.maximumBodyBytes = maximumBodyBytes
         self.upstreamTimeout = .milliseconds(Int64(upstreamTimeout * 1000))
         self.forwardedProto = forwardedProto
-        self.allowedOrigins = Set(allowedOrigins)
-    }
-
-    /// The route serving a normalised `path` (`PREFIX` itself or `PREFIX/...`), and the
-    /// part of the path below its prefix.
-    func route(for path: Substring) -> (route: Route, remainder: Substring)? {
-        for route in routes {
-            if let remainder = ProxyRoute.remainder(of: path, under: route.prefix) { return (route, remainder) }
-        }
-        return nil
-    }
-
-    /// Whether `head` is a CORS preflight (OPTIONS with `Access-Control-Request-Method`) from an
-    /// origin in `gateway.allowed_origins`: those are answered by `OriginPolicyMiddleware`.
-    func isAllowedPreflight(_ head: HTTPRequestHead) -> Bool {
-        guard head.method == .OPTIONS, head.headers.contains(name: "access-control-request-method"), let origin = head.headers.first(name: "origin")
-        else { return false }
-        return allowedOrigins.contains(origin)
     }
 
     /// The most bytes of pipelined requests a connection may hold while one is answered before it

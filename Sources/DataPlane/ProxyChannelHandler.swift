@@ -155,8 +155,8 @@ package final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelH
             // The path is normalised already (RequestTargetHandler, before this handler).
             // A CORS preflight from an allowed origin is answered by the API's origin policy; any other
             // request under a route (OPTIONS too) is proxied, and refused here when not admitted.
-            guard case .head(let head) = part, !plane.isAllowedPreflight(head),
-                case let (path, query) = RequestTarget.split(head.uri[...]), let (route, remainder) = plane.route(for: path)
+            guard case .head(let head) = part, case let table = plane.table.current, !table.isAllowedPreflight(head),
+                case let (path, query) = RequestTarget.split(head.uri[...]), let (route, remainder) = table.route(for: path)
             else {
                 if case .head = part {
                     state = .passthrough(requestDone: false, responseDone: false)

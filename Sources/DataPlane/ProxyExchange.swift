@@ -342,7 +342,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         out.writeStaticString(" ")
         out.writeBytes(response.bytes[response.reason])
         out.writeStaticString("\r\n")
-        let origin = fields.origin.flatMap { plane.allowedOrigins.contains($0) ? $0 : nil }
+        let origin = fields.origin.flatMap { route.allowedOrigins.contains($0) ? $0 : nil }
         let listed = HeaderScreen.connectionListed(response)
         // The upstream's Vary is kept (a shared cache keys its variants by it); Origin is added unless listed.
         var varyCoversOrigin = false
@@ -499,7 +499,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     private func decorate(_ headers: inout HTTPHeaders) {
         // Set, not added: an upstream's own request id or CORS answer gives way to the gateway's.
         headers.replaceOrAdd(name: "X-Request-Id", value: requestID)
-        if let origin = fields.origin, plane.allowedOrigins.contains(origin) {
+        if let origin = fields.origin, route.allowedOrigins.contains(origin) {
             headers.replaceOrAdd(name: "Access-Control-Allow-Origin", value: origin)
             headers.replaceOrAdd(name: "Vary", value: "Origin")
         }

@@ -17,6 +17,8 @@ final class ProxyMetricHandles {
     private let metrics: GatewayMetrics
     private var byKey: [Int: Handles] = [:]
     private var timers: [Int: (request: Metrics.Timer, upstream: Metrics.Timer)] = [:]
+    /// The route table the handles are kept for: a reload's new table starts them afresh.
+    private var generation = 0
 
     init(metrics: GatewayMetrics) {
         self.metrics = metrics
@@ -27,6 +29,15 @@ final class ProxyMetricHandles {
     func record(
         route: DataPlane.Route, method: HTTPMethod, status: Int, nanoseconds: Int64, upstreamStatus: Int?, upstreamNanoseconds: Int64
     ) {
+        if route.generation != generation {
+            guard route.generation > generation else {
+                // A request that started under the table before a reload: recorded, not kept.
+                return Self.recordUncached(metrics, route: route, method: method, status: status, nanoseconds: nanoseconds, upstreamStatus: upstreamStatus, upstreamNanoseconds: upstreamNanoseconds)
+            }
+            byKey.removeAll()
+            timers.removeAll()
+            generation = route.generation
+        }
         let methodIndex = ProxyExchange.methods.firstIndex(of: method) ?? ProxyExchange.methods.count
         let timerKey = route.index &* 64 &+ methodIndex
         let timer =
@@ -54,6 +65,17 @@ final class ProxyMetricHandles {
         if let proxied = handles.proxied {
             proxied.increment()
             timer.upstream.recordNanoseconds(upstreamNanoseconds)
+        }
+    }
+
+    private static func recordUncached(
+        _ metrics: GatewayMetrics, route: DataPlane.Route, method: HTTPMethod, status: Int, nanoseconds: Int64, upstreamStatus: Int?, upstreamNanoseconds: Int64
+    ) {
+        metrics.requestCounter(route: route.template, method: method.rawValue, status: status).increment()
+        metrics.requestTimer(route: route.template, method: method.rawValue).recordNanoseconds(nanoseconds)
+        if let upstreamStatus {
+            metrics.proxiedCounter(upstream: route.name, status: upstreamStatus).increment()
+            metrics.upstreamTimer(upstream: route.name).recordNanoseconds(upstreamNanoseconds)
         }
     }
 }

@@ -25,7 +25,7 @@ public enum GatewayServer {
     public static func makeRouter(services: GatewayServices) -> Router<GatewayRequestContext> {
         // HEAD on every GET route answers as GET without the body (RFC 9110 §9.3.2): load balancers health-check with HEAD.
         let router = Router(context: GatewayRequestContext.self, options: .autoGenerateHeadEndpoints)
-        router.add(middleware: OriginPolicyMiddleware(allowedOrigins: Set(services.configuration.allowedOrigins)))
+        router.add(middleware: OriginPolicyMiddleware(table: services.routeTable))
         let knownRoutes = KnownRoutes()
         router.add(middleware: RequestObservationMiddleware(logger: services.logger, accessLog: services.accessLog, metrics: services.metrics, knownRoutes: knownRoutes))
         services.authRoutes.register(on: router)
@@ -122,7 +122,7 @@ public enum GatewayServer {
     ) -> some ApplicationProtocol {
         let router = Router(options: .autoGenerateHeadEndpoints)
         if let services {
-            let readiness = Readiness(monitor: services.monitor, trustedIssuers: services.trustedIssuers)
+            let readiness = Readiness(monitor: services.monitor, trustedIssuers: services.trustedIssuers, reloads: services.reloads)
             router.get("/readyz") { _, _ -> Response in readiness.response(detailed: true) }
         }
         router.get("/metrics") { _, _ -> Response in

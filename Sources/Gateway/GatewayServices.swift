@@ -52,6 +52,11 @@ public struct GatewayServices: Sendable {
     /// The providers users sign in through (`trust.issuers` entries with `login`).
     public let providers: ProviderDirectory
     let admission: Admission
+    /// The routes and CORS origins in force: the data plane, forward-auth and the origin policy
+    /// read them per request, and a reload replaces them (`ConfigurationReloader`).
+    let routeTable: LiveRouteTable
+    /// How the last configuration reload ended (the admin `/readyz` says).
+    public let reloads = ReloadStatus()
 
     /// - Parameters:
     ///   - trustedIssuers: built from `configuration.trust` (`TrustedIssuers(configuration:...)`,
@@ -65,6 +70,7 @@ public struct GatewayServices: Sendable {
         accessLog: AccessLog? = nil
     ) {
         self.trustedIssuers = trustedIssuers
+        routeTable = LiveRouteTable(RouteTable(routes: configuration.routes, allowedOrigins: configuration.allowedOrigins))
         self.providers = providers
         self.accessLog = accessLog ?? AccessLog(logger: logger)
         self.configuration = configuration
@@ -133,7 +139,7 @@ public struct GatewayServices: Sendable {
 
     var forwardAuthRoutes: ForwardAuthRoutes {
         ForwardAuthRoutes(
-            routes: configuration.routes, authentication: authentication, admission: admission, runtime: runtime, sessionOwners: sessionOwners,
+            table: routeTable, authentication: authentication, admission: admission, runtime: runtime, sessionOwners: sessionOwners,
             metrics: metrics)
     }
 
@@ -146,14 +152,12 @@ public struct GatewayServices: Sendable {
     }
 
     /// The proxy for `gateway.routes`, on the event loop; it reads `gateway.upstream_ca_file`
-    /// when a route is `https://` (and so can fail).
+    /// (and so can fail). Its TLS context is made whether or not a route is `https://` now: a reload may add one.
     func makeDataPlane() throws -> DataPlane {
-        let usesTLS = configuration.routes.contains { $0.upstream.lowercased().hasPrefix("https://") }
-        return DataPlane(
-            routes: configuration.routes, authenticator: authenticator, sessions: sessionOwners, runtime: runtime, admission: admission,
+        DataPlane(
+            table: routeTable, authenticator: authenticator, sessions: sessionOwners, runtime: runtime, admission: admission,
             metrics: metrics, logger: logger, accessLog: accessLog, maximumBodyBytes: configuration.maximumBodyBytes, upstreamTimeout: configuration.runtimeTimeout,
-            forwardedProto: configuration.forwardedProto, allowedOrigins: configuration.allowedOrigins,
-            upstreamTLS: usesTLS ? try DataPlane.upstreamTLSContext(caFile: configuration.upstreamCAFile) : nil)
+            forwardedProto: configuration.forwardedProto, upstreamTLS: try DataPlane.upstreamTLSContext(caFile: configuration.upstreamCAFile))
     }
 
     var discoveryRoutes: DiscoveryRoutes {
@@ -164,7 +168,7 @@ public struct GatewayServices: Sendable {
     var socketGuard: WebSocketGuard {
         WebSocketGuard(
             authenticator: authenticator, runtime: runtime, sessions: sessionOwners, admission: admission, registry: sockets,
-            allowedOrigins: configuration.allowedOrigins, acceptsQueryCredentials: configuration.acceptsQueryCredentials,
+            allowedOrigins: { [routeTable] in routeTable.current.allowedOrigins }, acceptsQueryCredentials: configuration.acceptsQueryCredentials,
             metrics: metrics)
     }
 

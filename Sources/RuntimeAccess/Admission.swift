@@ -18,6 +18,11 @@ package struct Admission: Sendable {
         self.metrics = metrics
     }
 
+    /// Puts reloaded rate limits in force; the buckets are kept.
+    package func apply(rateLimits settings: AdmissionRateLimits.Settings) {
+        rateLimits.apply(settings)
+    }
+
     /// Takes a token from `rule`'s bucket for `key`, or throws 429.
     package func limit(_ rule: AdmissionRateLimits.Rule, key: String) throws {
         let decision = rateLimits.admit(rule, key: key)

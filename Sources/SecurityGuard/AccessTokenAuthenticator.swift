@@ -102,7 +102,7 @@ public struct AccessTokenAuthenticator: Sendable {
         self.verifier = verifier
         self.revocations = revocations
         self.cache = cache
-        self.trusted = trusted.flatMap { $0.isEmpty ? nil : $0 }
+        self.trusted = trusted
     }
 
     /// A token checked as far as the keys at hand allow.
@@ -188,7 +188,8 @@ public struct AccessTokenAuthenticator: Sendable {
         do {
             let jws = try JWSCompact.parse(token, maximumBytes: verifier.policy.maximumTokenBytes, reader: verifier.reader)
             // `iss` as the token states it, before any check: it picks whose keys check the token, nothing more.
-            if let trusted, case let claims = try Self.claims(jws, reader: verifier.reader), let issuer = claims["iss"]?.stringValue,
+            // (Kept while empty: a reload may add issuers.)
+            if let trusted, !trusted.isEmpty, case let claims = try Self.claims(jws, reader: verifier.reader), let issuer = claims["iss"]?.stringValue,
                 trusted.handles(issuer: issuer)
             {
                 switch trusted.verify(jws, claims: claims, issuer: issuer) {

@@ -26,6 +26,11 @@ public final class VerifiedTokenCache: Sendable {
         }
     }
 
+    /// Forgets every token (a reload changed whose tokens count, or how they are read).
+    public func removeAll() {
+        entries.withLock { $0.removeAll { _ in true } }
+    }
+
     func insert(_ caller: AuthenticatedCaller, for token: String, now: Double) {
         let validUntil = min(caller.expiresAt, now + maximumAge)
         guard validUntil > now else { return }

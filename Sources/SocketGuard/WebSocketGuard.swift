@@ -55,14 +55,15 @@ public struct WebSocketGuard: Sendable {
     let sessions: SessionOwnershipView
     let admission: Admission
     package let registry: SocketRegistry
-    let allowedOrigins: [String]
+    /// `gateway.allowed_origins` as in force now (a reload may change them); empty: any origin.
+    let allowedOrigins: @Sendable () -> Set<String>
     /// `gateway.query_credentials`: whether `access_token` in the socket URL is accepted (old clients).
     let acceptsQueryCredentials: Bool
     let metrics: GatewayMetrics
 
     package init(
         authenticator: AccessTokenAuthenticator, runtime: RuntimeClient, sessions: SessionOwnershipView, admission: Admission, registry: SocketRegistry,
-        allowedOrigins: [String], acceptsQueryCredentials: Bool, metrics: GatewayMetrics
+        allowedOrigins: @escaping @Sendable () -> Set<String>, acceptsQueryCredentials: Bool, metrics: GatewayMetrics
     ) {
         self.authenticator = authenticator
         self.runtime = runtime
@@ -166,7 +167,7 @@ public struct WebSocketGuard: Sendable {
 
     /// 5. Origin, then the Traffic Cop's admission (the contract's sockets per session are enforced when registering).
     private func admitted(caller: AuthenticatedCaller, sessionID: String, request: UpgradeRequest) throws -> CheckedSocket {
-        if !allowedOrigins.isEmpty, let origin = request.headers["origin"], !allowedOrigins.contains(origin) {
+        if let origin = request.headers["origin"], case let allowed = allowedOrigins(), !allowed.isEmpty, !allowed.contains(origin) {
             throw GatewayError(.forbidden, "origin_forbidden", "this origin may not open sockets here; it is not in gateway.allowed_origins")
         }
         let principal = Principal(userID: caller.userID, tenantID: caller.tenantID)

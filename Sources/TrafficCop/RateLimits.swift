@@ -69,6 +69,14 @@ public struct AdmissionRateLimits: Sendable {
         self.limiters = limiters
     }
 
+    /// Puts `settings` in force (a configuration reload); every key's bucket is kept.
+    public func apply(_ settings: Settings) {
+        for rule in Rule.allCases {
+            let limit = settings[rule]
+            limiters[rule]?.reconfigure(ratePerSecond: limit.perMinute / 60, burst: limit.burst)
+        }
+    }
+
     /// Takes one request from `rule`'s bucket for `key`.
     public func admit(_ rule: Rule, key: String) -> TokenBucketLimiter.Decision {
         limiters[rule]!.admit(key)

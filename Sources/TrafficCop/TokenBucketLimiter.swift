@@ -15,27 +15,41 @@ public final class TokenBucketLimiter: Sendable {
         public let retryAfter: Double
     }
 
-    public let ratePerSecond: Double
-    public let burst: Double
     public let maximumKeys: Int
     private let clock: @Sendable () -> Double
-    private let buckets: Mutex<[String: (tokens: Double, updated: Double)]>
+    /// The rate and burst in force (changed by a reload) with the buckets they fill.
+    private let state: Mutex<(ratePerSecond: Double, burst: Double, buckets: [String: (tokens: Double, updated: Double)])>
 
     /// - Parameter clock: seconds from any fixed origin (monotonic in production).
     public init(ratePerSecond: Double, burst: Int, maximumKeys: Int = 100_000, clock: @escaping @Sendable () -> Double) {
         precondition(ratePerSecond > 0 && burst > 0, "a rate limit needs a positive rate and burst")
-        self.ratePerSecond = ratePerSecond
-        self.burst = Double(burst)
         self.maximumKeys = maximumKeys
         self.clock = clock
-        self.buckets = Mutex([:])
+        self.state = Mutex((ratePerSecond, Double(burst), [:]))
+    }
+
+    /// The sustained rate in force.
+    public var ratePerSecond: Double { state.withLock { $0.ratePerSecond } }
+    /// The burst in force.
+    public var burst: Double { state.withLock { $0.burst } }
+
+    /// Puts a new rate and burst in force (a configuration reload); the buckets are kept, each
+    /// held to the new burst, so a reload neither forgives nor punishes anyone.
+    public func reconfigure(ratePerSecond: Double, burst: Int) {
+        guard ratePerSecond > 0, burst > 0 else { return }
+        state.withLock { state in
+            state.ratePerSecond = ratePerSecond
+            state.burst = Double(burst)
+            state.buckets = state.buckets.mapValues { (tokens: min($0.tokens, Double(burst)), updated: $0.updated) }
+        }
     }
 
     /// Takes one token for `key`, or says how long to wait.
     public func admit(_ key: String) -> Decision {
         let now = clock()
-        return buckets.withLock { buckets in
-            var bucket = buckets[key] ?? (tokens: burst, updated: now)
+        return state.withLock { state in
+            let (ratePerSecond, burst) = (state.ratePerSecond, state.burst)
+            var bucket = state.buckets[key] ?? (tokens: burst, updated: now)
             bucket.tokens = min(burst, bucket.tokens + (now - bucket.updated) * ratePerSecond)
             bucket.updated = now
             let decision: Decision
@@ -45,8 +59,10 @@ public final class TokenBucketLimiter: Sendable {
             } else {
                 decision = Decision(allowed: false, retryAfter: (1 - bucket.tokens) / ratePerSecond)
             }
-            if buckets.count >= maximumKeys, buckets[key] == nil { Self.evict(&buckets, now: now, refillTime: burst / ratePerSecond) }
-            buckets[key] = bucket
+            if state.buckets.count >= maximumKeys, state.buckets[key] == nil {
+                Self.evict(&state.buckets, now: now, refillTime: burst / ratePerSecond)
+            }
+            state.buckets[key] = bucket
             return decision
         }
     }
@@ -63,5 +79,5 @@ public final class TokenBucketLimiter: Sendable {
     }
 
     /// How many keys are tracked (for tests and metrics).
-    public var trackedKeys: Int { buckets.withLock { $0.count } }
+    public var trackedKeys: Int { state.withLock { $0.buckets.count } }
 }

@@ -59,6 +59,22 @@ final class IssuerKeys: Sendable {
         state = Mutex(initial)
     }
 
+    /// Takes over the keys `previous` fetched, when both fetch from the same place (a reload that
+    /// changed another setting of the issuer): its users are not refused while the keys are fetched again.
+    func adoptKeys(of previous: IssuerKeys) {
+        guard !usesSecret, previous.issuer.keySource == issuer.keySource, previous.issuer.caFile == issuer.caFile else { return }
+        let held = previous.state.withLock { $0 }
+        state.withLock { state in
+            state.keys = held.keys
+            state.fetchedAt = held.fetchedAt
+            state.refreshAt = held.refreshAt
+            state.lastError = held.lastError
+            state.failures = held.failures
+            state.skipped = held.skipped
+            state.endpoints = held.endpoints
+        }
+    }
+
     private static func tenantClaim(_ issuer: TrustedIssuer) -> [String] {
         if case .claim(let name, _) = issuer.tenant { return [name] }
         return []

@@ -3,6 +3,7 @@ import Foundation
 import JOSE
 import Logging
 import ServiceLifecycle
+import Synchronization
 
 /// The trusted identity providers at run time: each one's keys, fetched off the
 /// hot path, and the check of a token against the keys of the issuer its `iss`
@@ -15,8 +16,16 @@ import ServiceLifecycle
 /// does not fail while a provider is down) and refreshes them before their
 /// max-age ends, backing off while a provider fails.
 public final class TrustedIssuers: Service, Sendable {
-    public let configuration: TrustConfiguration
-    private let byIssuer: [String: IssuerKeys]
+    /// The issuers in force and their key state; a reload (`apply`) replaces both at once.
+    private struct Registry: Sendable {
+        var configuration: TrustConfiguration
+        var byIssuer: [String: IssuerKeys]
+        /// One JWKS fetcher per CA file (its HTTP client), shared by the issuers that name it.
+        var fetchers: [String: KeyFetcher]
+    }
+
+    private let registry: Mutex<Registry>
+    private let leeway: Double
     private let clock: any TokenClock
     private let logger: Logger
 
@@ -25,12 +34,51 @@ public final class TrustedIssuers: Service, Sendable {
     /// - Throws: `ConfigurationError` naming `trust.issuers[N].secret_file` when a secret
     ///   cannot be used (readable by others, a trailing newline, too short for its algorithm).
     public init(configuration: TrustConfiguration, leeway: Double, clock: any TokenClock = SystemClock(), logger: Logger) throws {
-        self.configuration = configuration
         self.logger = logger
         self.clock = clock
-        var byIssuer: [String: IssuerKeys] = [:]
+        self.leeway = leeway
         var fetchers: [String: KeyFetcher] = [:]
+        let byIssuer = try Self.keys(for: configuration, keeping: [:], fetchers: &fetchers, leeway: leeway, clock: clock)
+        registry = Mutex(Registry(configuration: configuration, byIssuer: byIssuer, fetchers: fetchers))
+    }
+
+    /// The issuers in force.
+    public var configuration: TrustConfiguration { registry.withLock { $0.configuration } }
+
+    /// Puts `configuration` in force (a configuration reload): an issuer configured as before keeps
+    /// its key state; a changed one keeps the keys it fetched when it fetches from the same place;
+    /// a new one starts without keys and is fetched by `run` at once; a removed one is forgotten
+    /// (its tokens are refused from the next request on).
+    ///
+    /// - Returns: whether anything changed (the caller forgets tokens it verified before).
+    /// - Throws: `ConfigurationError` as `init` does; nothing changes then.
+    @discardableResult
+    public func apply(_ configuration: TrustConfiguration) throws -> Bool {
+        let (current, kept) = registry.withLock { ($0.configuration, $0) }
+        guard current != configuration else { return false }
+        var fetchers = kept.fetchers
+        let previous = Dictionary(current.issuers.map { ($0.issuer, $0) }, uniquingKeysWith: { first, _ in first })
+        let unchanged = kept.byIssuer.filter { previous[$0.key].map { old in configuration.issuers.contains(old) } ?? false }
+        let byIssuer = try Self.keys(for: configuration, keeping: unchanged, fetchers: &fetchers, leeway: leeway, clock: clock)
+        // A changed issuer that fetches from the same place starts with the keys it held.
+        for (name, keys) in byIssuer where unchanged[name] == nil {
+            if let before = kept.byIssuer[name] { keys.adoptKeys(of: before) }
+        }
+        registry.withLock { $0 = Registry(configuration: configuration, byIssuer: byIssuer, fetchers: fetchers) }
+        return true
+    }
+
+    /// The key state of each issuer of `configuration`: the one in `keeping` when there is one,
+    /// else a new one (its shared secret read now).
+    private static func keys(
+        for configuration: TrustConfiguration, keeping: [String: IssuerKeys], fetchers: inout [String: KeyFetcher], leeway: Double, clock: any TokenClock
+    ) throws -> [String: IssuerKeys] {
+        var byIssuer: [String: IssuerKeys] = [:]
         for (index, issuer) in configuration.issuers.enumerated() {
+            if let kept = keeping[issuer.issuer] {
+                byIssuer[issuer.issuer] = kept
+                continue
+            }
             var secret: [JWSKey]?
             var fetcher: KeyFetcher?
             if case .secret(let file) = issuer.keySource {
@@ -42,8 +90,10 @@ public final class TrustedIssuers: Service, Sendable {
             }
             byIssuer[issuer.issuer] = IssuerKeys(issuer: issuer, leeway: leeway, clock: clock, fetcher: fetcher, secret: secret)
         }
-        self.byIssuer = byIssuer
+        return byIssuer
     }
+
+    private var byIssuer: [String: IssuerKeys] { registry.withLock { $0.byIssuer } }
 
     /// The key state of `issuer`; `nil` for an issuer not configured.
     func keys(of issuer: String) -> IssuerKeys? { byIssuer[issuer] }
@@ -90,7 +140,8 @@ public final class TrustedIssuers: Service, Sendable {
 
     /// Every issuer's key state, in configuration order.
     public var statuses: [IssuerStatus] {
-        configuration.issuers.compactMap { byIssuer[$0.issuer]?.status }
+        let (configuration, byIssuer) = registry.withLock { ($0.configuration, $0.byIssuer) }
+        return configuration.issuers.compactMap { byIssuer[$0.issuer]?.status }
     }
 
     /// Fetches at start, then refreshes whatever is due, four times a second, until the service group stops.

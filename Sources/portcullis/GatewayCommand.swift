@@ -12,7 +12,8 @@ struct GatewayCommand: AsyncParsableCommand {
             disabled account on one instance reaches the others' token checks and sockets within a \
             second. Settings come from config/portcullis.yaml (or --config), then environment \
             variables (runtime.url is RUNTIME_URL). SIGTERM or SIGINT stops accepting, finishes \
-            what is in flight (for at most limits.shutdown_timeout_seconds) and exits.
+            what is in flight (for at most limits.shutdown_timeout_seconds) and exits. SIGHUP \
+            reloads the configuration (routes, CORS origins, trusted issuers, rate limits).
             """
     )
 

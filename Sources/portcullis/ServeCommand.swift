@@ -23,7 +23,8 @@ struct ServeCommand: AsyncParsableCommand {
             generated into keys/ when it has none. Settings come from config/portcullis.yaml \
             (or --config), then environment variables (gateway.port is GATEWAY_PORT). \
             SIGTERM or SIGINT stops accepting, finishes what is in flight (for at most \
-            limits.shutdown_timeout_seconds, then closes what is left) and exits.
+            limits.shutdown_timeout_seconds, then closes what is left) and exits. SIGHUP \
+            reloads the configuration (routes, CORS origins, trusted issuers, rate limits).
             """
     )
 
@@ -34,19 +35,28 @@ struct ServeCommand: AsyncParsableCommand {
         try await Self.runGateway(config: config, alone: false)
     }
 
+    /// Every setting serve reads, read in one go, so a reload refuses whatever start-up would.
+    static func readSettings(config: String?) async throws -> (
+        values: ConfigurationValues, gateway: GatewayConfiguration, runtime: RuntimeConfiguration, storage: StorageConfiguration,
+        settings: CommandLineSettings
+    ) {
+        let values = try await ConfigurationValues.load(path: config)
+        return (
+            values, try GatewayConfiguration(reading: values), try RuntimeConfiguration(reading: values), try StorageConfiguration(reading: values),
+            try CommandLineSettings(reading: values)
+        )
+    }
+
     /// Runs the gateway; with `alone`, a remote Runtime (`runtime.url`) is required and
     /// none is embedded (`portcullis gateway`).
     static func runGateway(config: String?, alone: Bool) async throws {
-        let file = try await ConfigurationValues.load(path: config)
-        let gateway = try GatewayConfiguration(reading: file)
+        let (file, gateway, runtimeRead, storage, settings) = try await readSettings(config: config)
         if alone, gateway.runtimeURL == nil {
             throw CLIError(
                 "portcullis gateway needs runtime.url (env RUNTIME_URL): the Runtime it sends sessions and intents to; for one process with the Runtime inside, run portcullis serve"
             )
         }
-        var runtimeSettings = try RuntimeConfiguration(reading: file)
-        let storage = try StorageConfiguration(reading: file)
-        let settings = try CommandLineSettings(reading: file)
+        var runtimeSettings = runtimeRead
         runtimeSettings.shutdownTimeout = Double(settings.shutdownTimeout)
         let runtime = runtimeSettings
         let keysDirectory = settings.keysDirectory
@@ -67,8 +77,8 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let accessLog = accessSink.map { (sink: $0, format: settings.logFormat) }
         // Shared secrets are read (and refused when others can read them) before anything is created.
-        let trusted = gateway.trust.issuers.isEmpty
-            ? nil : try TrustedIssuers(configuration: gateway.trust, leeway: gateway.leeway, logger: logger)
+        // Made even with no issuers: a reload may add some.
+        let trusted = try TrustedIssuers(configuration: gateway.trust, leeway: gateway.leeway, logger: logger)
         let providers = gateway.trust.loginIssuers.isEmpty ? ProviderDirectory.none : try ProviderDirectory(trust: gateway.trust, keysDirectory: keysDirectory)
 
         if !FileManager.default.fileExists(atPath: keysDirectory + "/keyring.json") {
@@ -85,7 +95,7 @@ struct ServeCommand: AsyncParsableCommand {
 
         let server = PortcullisServer(gateway: gateway, runtime: runtime, state: state, keys: keys, trustedIssuers: trusted, providers: providers, logger: logger, accessLog: accessLog)
         let scheme = gateway.tls == nil ? "http" : "https"
-        let services = try server.makeServices { listener, port in
+        var services = try server.makeServices { listener, port in
             switch listener {
             case .gateway:
                 let base = "\(scheme)://\(gateway.host.contains(":") ? "[\(gateway.host)]" : gateway.host):\(port)"
@@ -95,6 +105,12 @@ struct ServeCommand: AsyncParsableCommand {
             case .runtime: logger.info("embedded runtime listening", metadata: ["address": "\(runtime.host):\(port)", "store": "\(state.name)"])
             }
         }
+        // SIGHUP: the file read again whole, compared with start-up's values.
+        services.append(
+            ConfigurationReloader(services: server.services, logger: logger) {
+                let (values, gateway, _, _, _) = try await readSettings(config: config)
+                return ReloadedConfiguration(gateway: gateway, changedKeys: values.changedKeys(from: file))
+            })
         let group = ServiceGroup(configuration: settings.serviceGroup(services, logger: logger))
         try await state.closing { try await group.run() }
         accessSink?.flush()  // what was logged after the flusher's last pass

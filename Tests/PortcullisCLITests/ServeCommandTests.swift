@@ -140,6 +140,54 @@ struct ServeCommandTests {
         #expect(lines("/readyz") == 1, "the stop flushes the last lines")
     }
 
+    @Test("SIGHUP reloads the file: one with an error is refused whole (logged with its key, the admin /readyz says so, serving goes on); a good one puts a new route in force, and a key that needs a restart is named")
+    func sighupReload() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let file = URL(fileURLWithPath: cli.directory + "/custom.yaml")
+        try Data("gateway:\n  allowed_origins: [https://one.example]\n".utf8).write(to: file)
+        let (process, port) = try startServe(cli, ["--config", "custom.yaml"])
+        let adminLine = process.output.split(separator: "\n").first { $0.contains(#""message":"metrics listening""#) } ?? ""
+        let adminPort = try #require(adminLine.split(separator: ":").last.flatMap { Int($0.prefix { $0.isNumber }) })
+        let logged = { (message: String) in process.output.split(separator: "\n").filter { $0.contains(#""message":"\#(message)"#) } }
+        let waitFor = { (message: String, count: Int) in
+            let started = Date()
+            while logged(message).count < count && Date().timeIntervalSince(started) < 10 { Thread.sleep(forTimeInterval: 0.05) }
+        }
+        let lastReload = { () throws -> JSONObject? in
+            let (body, _) = try ServerProcess.fetch(URL(string: "http://127.0.0.1:\(adminPort)/readyz")!, method: "GET")
+            return json(body)["checks"]?.objectValue?["last_reload"]?.objectValue
+        }
+
+        try Data("gateway:\n  routes: [nonsense]\n".utf8).write(to: file)
+        kill(process.pid, SIGHUP)
+        waitFor("configuration reload refused; the configuration in force is unchanged", 1)
+        #expect(logged("configuration reload refused; the configuration in force is unchanged").first?.contains("gateway.routes") == true, "\(process.output)")
+        #expect(try lastReload()?["status"] == "failed")
+        #expect(try ServerProcess.fetch(URL(string: "http://127.0.0.1:\(port)/healthz")!, method: "GET").1 == 200, "still serving")
+
+        let yaml = """
+            gateway:
+              allowed_origins: [https://two.example]
+              routes:
+                - {prefix: /m, upstream: "http://127.0.0.1:\(adminPort)", auth: none}
+            limits:
+              idle_timeout_seconds: 31
+
+            """
+        try Data(yaml.utf8).write(to: file)
+        #expect(try ServerProcess.fetch(URL(string: "http://127.0.0.1:\(port)/m/metrics")!, method: "GET").1 == 404, "no route before the reload")
+        kill(process.pid, SIGHUP)
+        waitFor("configuration reloaded: routes, their policies, CORS origins, trusted issuers and rate limits in force", 1)
+        #expect(try lastReload()?["status"] == "applied")
+        #expect(try lastReload()?["restart_needed_for"] == ["limits.idle_timeout_seconds"])
+        let restart = logged("configuration keys changed that take effect only on a restart; the running values stay")
+        #expect(restart.count == 1 && restart.first?.contains("limits.idle_timeout_seconds") == true, "\(restart)")
+        let (metrics, status) = try ServerProcess.fetch(URL(string: "http://127.0.0.1:\(port)/m/metrics")!, method: "GET")
+        #expect(status == 200 && String(decoding: metrics, as: UTF8.self).contains("portcullis_"), "the new route reaches its upstream")
+        #expect(ServerProcess.stop(process))
+    }
+
     @Test("SIGINT stops serve cleanly too")
     func sigint() throws {
         let cli = try CLI()

@@ -36,6 +36,22 @@ struct TokenBucketLimiterTests {
         #expect(!limiter.admit("k").allowed)
     }
 
+    @Test("a reload's new rate and burst: a key's bucket is kept, held to the new burst, and refills at the new rate")
+    func reconfigureKeepsBuckets() {
+        let time = FakeTime()
+        let limiter = TokenBucketLimiter(ratePerSecond: 1, burst: 10) { time.now }
+        for _ in 0..<4 { #expect(limiter.admit("k").allowed) }  // six left
+        limiter.reconfigure(ratePerSecond: 0.5, burst: 2)
+        #expect(limiter.burst == 2 && limiter.ratePerSecond == 0.5)
+        #expect(limiter.admit("k").allowed && limiter.admit("k").allowed, "held to the new burst of two")
+        let refused = limiter.admit("k")
+        #expect(!refused.allowed && refused.retryAfter == 2, "the new rate: one token every two seconds")
+        limiter.reconfigure(ratePerSecond: 100, burst: 50)
+        #expect(!limiter.admit("k").allowed, "a larger burst forgives nothing: the bucket is still empty")
+        limiter.reconfigure(ratePerSecond: 0, burst: 5)
+        #expect(limiter.ratePerSecond == 100, "a rate of zero is not put in force")
+    }
+
     @Test("the number of tracked keys stays bounded under a flood of distinct keys")
     func boundedMemory() {
         let time = FakeTime()

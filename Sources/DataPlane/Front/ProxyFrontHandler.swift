@@ -145,7 +145,7 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         // The same screen as every request NIO decodes; one it refuses is answered by that path.
         guard (try? RequestTargetHandler.screen(&head)) != nil else { return nil }
         let (path, query) = RequestTarget.split(head.uri[...])
-        guard let (route, remainder) = plane.route(for: path) else { return nil }
+        guard let (route, remainder) = plane.table.current.route(for: path) else { return nil }
         return ProxyExchange(handler: self, eventLoop: context.eventLoop, route: route, head: head, path: path, remainder: remainder, query: query)
     }
 

@@ -67,7 +67,7 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
             try channel.pipeline.syncOperations.addHandler(RequestHeadTimeoutHandler(timeout: .milliseconds(Int64(limits.requestHeadTimeout * 1000))))
             // Plain route requests are served from the bytes, ahead of NIO's decoder; the first other
             // request hands the connection to the pipeline configured below. Without routes, nothing to serve.
-            if let dataPlane, !dataPlane.routes.isEmpty {
+            if let dataPlane, !dataPlane.table.current.routes.isEmpty {
                 try channel.pipeline.syncOperations.addHandler(
                     ProxyFrontHandler(
                         plane: dataPlane,

@@ -2,6 +2,7 @@ import DataPlane
 import EdgeHTTP
 import Hummingbird
 import JOSE
+import RuntimeAPI
 import RuntimeAccess
 import TrustedIssuers
 
@@ -17,6 +18,8 @@ import TrustedIssuers
 struct Readiness: Sendable {
     let monitor: DependencyMonitor
     let trustedIssuers: TrustedIssuers?
+    /// The admin listener's answer says how the last reload ended (`nil`: not said).
+    var reloads: ReloadStatus? = nil
 
     func response(detailed: Bool) -> Response {
         let results = monitor.results
@@ -36,7 +39,7 @@ struct Readiness: Sendable {
                 checks[name + "_down_seconds"] = .number(Double(Int((now - check.since).components.seconds)))
             }
         }
-        if let trustedIssuers {
+        if let trustedIssuers, !trustedIssuers.isEmpty {
             var issuers = JSONObject()
             var errors = JSONObject()
             for status in trustedIssuers.statuses {
@@ -46,6 +49,13 @@ struct Readiness: Sendable {
             }
             checks["issuers"] = .object(issuers)
             if detailed, !errors.members.isEmpty { checks["issuer_errors"] = .object(errors) }
+        }
+        // A reload the gateway refused leaves it serving the configuration before: ready, but the operator must know.
+        if detailed, let last = reloads?.last {
+            var reload: JSONObject = ["status": .string(last.succeeded ? "applied" : "failed"), "at": .string(RFC3339.format(last.at))]
+            if let error = last.error { reload["error"] = .string(error) }
+            if !last.restartKeys.isEmpty { reload["restart_needed_for"] = .array(last.restartKeys.map { .string($0) }) }
+            checks["last_reload"] = .object(reload)
         }
         if down.isEmpty { return JSONBody.response(["status": "ready", "checks": .object(checks)]) }
         let message =

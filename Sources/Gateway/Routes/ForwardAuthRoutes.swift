@@ -13,7 +13,8 @@ import TrafficCop
 /// `forward_auth`, Traefik `forwardAuth`): the decision a proxied request would get, for a
 /// request described by the proxy's headers, without forwarding anything.
 struct ForwardAuthRoutes: Sendable {
-    let routes: [ProxyRoute]
+    /// The routes in force (a reload may change them), read once per decision.
+    let table: LiveRouteTable
     let authentication: CallerAuthentication
     let admission: Admission
     let runtime: RuntimeClient
@@ -58,7 +59,7 @@ struct ForwardAuthRoutes: Sendable {
     func verify(_ request: Request) async throws -> Response {
         let (path, method) = try Self.original(request.headers)
         // As the data plane matches: the route whose prefix is the path or lies above it (prefixes never overlap).
-        guard let route = routes.first(where: { ProxyRoute.remainder(of: path, under: $0.pathPrefix) != nil }) else {
+        guard let route = table.current.configured.first(where: { ProxyRoute.remainder(of: path, under: $0.pathPrefix) != nil }) else {
             throw GatewayError(.notFound, "not_found", "no gateway.routes prefix serves \(PathRedaction.redactedPath(String(path)))")
         }
         let methods = route.methods ?? ProxyRoute.methods

@@ -84,10 +84,11 @@ struct RequestObservationMiddleware: RouterMiddleware {
 /// so browsers keep other origins out.
 struct OriginPolicyMiddleware: RouterMiddleware {
     typealias Context = GatewayRequestContext
-    let allowedOrigins: Set<String>
+    /// Its `allowedOrigins` are read once per request (a reload may change them).
+    let table: LiveRouteTable
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard let origin = request.headers[.origin], allowedOrigins.contains(origin) else {
+        guard let origin = request.headers[.origin], table.current.allowedOrigins.contains(origin) else {
             return try await next(request, context)
         }
         var response: Response

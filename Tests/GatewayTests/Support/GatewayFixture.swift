@@ -125,8 +125,8 @@ final class GatewayFixture: Sendable {
         let log = self.log
         var logger = Logger(label: "portcullis.test") { label in JSONLogHandler(label: label, sink: log) }
         logger.logLevel = .trace
-        let trusted =
-            gateway.trust.issuers.isEmpty ? nil : try TrustedIssuers(configuration: gateway.trust, leeway: gateway.leeway, clock: trustClock, logger: logger)
+        // Made even with no issuers, as serve does: a reload may add some.
+        let trusted = try TrustedIssuers(configuration: gateway.trust, leeway: gateway.leeway, clock: trustClock, logger: logger)
         server = PortcullisServer(
             gateway: gateway, runtime: runtime, state: state, keys: keys, passwordHasher: hasher, trustedIssuers: trusted,
             providers: gateway.trust.loginIssuers.isEmpty ? .none : try ProviderDirectory(trust: gateway.trust, keysDirectory: keyDirectory.path), logger: logger)
