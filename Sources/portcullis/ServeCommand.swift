@@ -50,6 +50,9 @@ struct ServeCommand: AsyncParsableCommand {
     /// Runs the gateway; with `alone`, a remote Runtime (`runtime.url`) is required and
     /// none is embedded (`portcullis gateway`).
     static func runGateway(config: String?, alone: Bool) async throws {
+        // SIGHUP reloads once the reloader runs; one that comes before (while the store opens, say)
+        // is ignored rather than ending the process, its default action.
+        signal(SIGHUP, SIG_IGN)
         let (file, gateway, runtimeRead, storage, settings) = try await readSettings(config: config)
         if alone, gateway.runtimeURL == nil {
             throw CLIError(
@@ -105,10 +108,12 @@ struct ServeCommand: AsyncParsableCommand {
             case .runtime: logger.info("embedded runtime listening", metadata: ["address": "\(runtime.host):\(port)", "store": "\(state.name)"])
             }
         }
-        // SIGHUP: the file read again whole, compared with start-up's values.
+        // SIGHUP: the file read again whole, compared with start-up's values. The file start-up read
+        // is named, so a reload after it is gone is refused rather than falling back to the defaults.
+        let startedFrom = config ?? (FileManager.default.fileExists(atPath: ConfigurationValues.defaultPath) ? ConfigurationValues.defaultPath : nil)
         services.append(
             ConfigurationReloader(services: server.services, logger: logger) {
-                let (values, gateway, _, _, _) = try await readSettings(config: config)
+                let (values, gateway, _, _, _) = try await readSettings(config: startedFrom)
                 return ReloadedConfiguration(gateway: gateway, changedKeys: values.changedKeys(from: file))
             })
         let group = ServiceGroup(configuration: settings.serviceGroup(services, logger: logger))

@@ -166,6 +166,12 @@ struct ServeCommandTests {
         #expect(try lastReload()?["status"] == "failed")
         #expect(try ServerProcess.fetch(URL(string: "http://127.0.0.1:\(port)/healthz")!, method: "GET").1 == 200, "still serving")
 
+        // A file gone is refused too, never read as "no file, the defaults".
+        try FileManager.default.removeItem(at: file)
+        kill(process.pid, SIGHUP)
+        waitFor("configuration reload refused; the configuration in force is unchanged", 2)
+        #expect(logged("configuration reload refused; the configuration in force is unchanged").last?.contains("does not exist") == true, "\(process.output)")
+
         let yaml = """
             gateway:
               allowed_origins: [https://two.example]
