@@ -53,6 +53,8 @@ package final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelH
     private var byteOutlet: ChannelHandlerContext?
     private(set) var pool: UpstreamPool?
     private(set) var metricHandles: ProxyMetricHandles?
+    /// This connection's copy of the routes in force (`LiveRouteTable.refresh` before each request).
+    private var routeTable: RouteTable
     private(set) var headBuffers: HeadBuffers?
     /// Bytes of queued body parts.
     private var queuedBytes = 0
@@ -108,6 +110,7 @@ package final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelH
         self.idleTimeout = idleTimeout
         self.requestTimeout = requestTimeout
         maximumQueuedBytes = plane.maximumQueuedBytes
+        routeTable = plane.table.current
     }
 
     package func handlerAdded(context: ChannelHandlerContext) {
@@ -155,8 +158,9 @@ package final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelH
             // The path is normalised already (RequestTargetHandler, before this handler).
             // A CORS preflight from an allowed origin is answered by the API's origin policy; any other
             // request under a route (OPTIONS too) is proxied, and refused here when not admitted.
-            guard case .head(let head) = part, case let table = plane.table.current, !table.isAllowedPreflight(head),
-                case let (path, query) = RequestTarget.split(head.uri[...]), let (route, remainder) = table.route(for: path)
+            if case .head = part { plane.table.refresh(&routeTable) }
+            guard case .head(let head) = part, !routeTable.isAllowedPreflight(head),
+                case let (path, query) = RequestTarget.split(head.uri[...]), let (route, remainder) = routeTable.route(for: path)
             else {
                 if case .head = part {
                     state = .passthrough(requestDone: false, responseDone: false)

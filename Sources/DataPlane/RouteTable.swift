@@ -49,18 +49,32 @@ package struct RouteTable: Sendable {
 }
 
 /// The route table in force, shared by the data plane, forward-auth and the origin policy.
+///
+/// The data plane's connections keep a copy each and compare its generation with the one in
+/// force (`refresh`): one atomic load per request, no lock taken on a line both loops write.
 package final class LiveRouteTable: Sendable {
     private let table: Mutex<RouteTable>
+    private let generation = Atomic<Int>(0)
 
     package init(_ table: RouteTable) {
         self.table = Mutex(table)
+        generation.store(table.generation, ordering: .releasing)
     }
 
     /// The table in force now; read it once per request.
     package var current: RouteTable { table.withLock { $0 } }
 
+    /// Replaces `copy` with the table in force when a reload has put another in force since.
+    package func refresh(_ copy: inout RouteTable) {
+        if copy.generation != generation.load(ordering: .acquiring) { copy = current }
+    }
+
     /// Puts new routes and origins in force for the requests that start from now on.
     package func replace(routes: [ProxyRoute], allowedOrigins: [String]) {
-        table.withLock { $0 = RouteTable(routes: routes, allowedOrigins: allowedOrigins, generation: $0.generation + 1) }
+        let next = table.withLock { table in
+            table = RouteTable(routes: routes, allowedOrigins: allowedOrigins, generation: table.generation + 1)
+            return table.generation
+        }
+        generation.store(next, ordering: .releasing)
     }
 }

@@ -33,6 +33,8 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
     private(set) var context: ChannelHandlerContext?
     private(set) var pool: UpstreamPool?
     private(set) var metricHandles: ProxyMetricHandles?
+    /// This connection's copy of the routes in force (`LiveRouteTable.refresh` before each request).
+    private var routeTable: RouteTable
     private(set) var headBuffers: HeadBuffers?
     private(set) lazy var peerAddress: String? = context?.channel.remoteAddress?.ipAddress
     private var requestIDs = ConnectionRequestIDs()
@@ -62,6 +64,7 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         self.idleTimeout = idleTimeout
         self.headTimeout = headTimeout
         maximumQueuedBytes = plane.maximumQueuedBytes
+        routeTable = plane.table.current
     }
 
     package func handlerAdded(context: ChannelHandlerContext) {
@@ -145,7 +148,8 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         // The same screen as every request NIO decodes; one it refuses is answered by that path.
         guard (try? RequestTargetHandler.screen(&head)) != nil else { return nil }
         let (path, query) = RequestTarget.split(head.uri[...])
-        guard let (route, remainder) = plane.table.current.route(for: path) else { return nil }
+        plane.table.refresh(&routeTable)
+        guard let (route, remainder) = routeTable.route(for: path) else { return nil }
         return ProxyExchange(handler: self, eventLoop: context.eventLoop, route: route, head: head, path: path, remainder: remainder, query: query)
     }
 
