@@ -33,7 +33,8 @@ struct ConfigurationReloadTests {
 
     @Test("a reload puts new routes and their policies, CORS origins and rate limits in force for the next request; a connection opened before stays open and its next request is under the new routes; the admin /readyz says it was applied and which keys wait for a restart")
     func reloadAppliesLiveParts() async throws {
-        let upstream = try await RecordingUpstream.start()
+        let targets = RecordingUpstream.Targets()
+        let upstream = try await RecordingUpstream.start(recording: targets)
         let fixture = try await GatewayFixture { $0.routes = [ProxyRoute(prefix: "/api/a", upstream: "http://127.0.0.1:\(upstream.port)")] }
         try await fixture.addUser("alice")
         let alice = try await fixture.login("alice")
@@ -43,6 +44,8 @@ struct ConfigurationReloadTests {
         let before = try Self.exchange(connection, request("/api/a/x"))
         #expect(before.status == 200 && before.field("access-control-allow-origin") == nil)
         #expect(try Self.exchange(connection, request("/api/b/x")).status == 404)
+        let decide = { (path: String) in try await fixture.send(.GET, "/api/auth/verify", bearer: alice.accessToken, headers: [("X-Original-URI", path)]) }
+        #expect(try await decide("/api/b/x").status == 404, "forward-auth decides by the same routes")
 
         var next = fixture.server.gateway
         next.routes = [
@@ -55,11 +58,17 @@ struct ConfigurationReloadTests {
         #expect(applied)
 
         // The same connection, still open: its next requests are under the new table.
+        let reached = targets.all.count
         #expect(try Self.exchange(connection, request("/api/a/x")).status == 404, "a removed route serves nothing")
+        #expect(targets.all.count == reached, "and its upstream never hears of the request")
         let moved = try Self.exchange(connection, request("/api/b/x"))
         #expect(moved.status == 200 && moved.field("access-control-allow-origin") == "https://app.example", "\(moved.status)")
+        let beforeRefusal = targets.all.count
         let refused = try Self.exchange(connection, request("/api/admins/x"))
         #expect(refused.status == 403 && refused.field("www-authenticate")?.contains("scope=\"admin\"") == true, "a new route's policy holds at once")
+        #expect(targets.all.count == beforeRefusal, "the refused request never reached the upstream")
+        #expect(try await decide("/api/b/x").status == 200, "forward-auth too")
+        #expect(try await decide("/api/admins/x").status == 403)
         let health = try await fixture.send(.GET, "/healthz", headers: [("Origin", "https://app.example")])
         #expect(health.headers["Access-Control-Allow-Origin"].first == "https://app.example", "the API's origin policy too")
         // The rate limit: the bucket held to the new burst of one.
