@@ -63,6 +63,12 @@ public struct GatewayMetrics: Sendable {
         Counter(label: "portcullis_policy_refusals_total", dimensions: [], factory: factory).increment()
     }
 
+    /// A configuration reload's end: counted by result, and whether the last one was applied (1) or refused (0).
+    package func reloaded(applied: Bool) {
+        Counter(label: "portcullis_config_reloads_total", dimensions: [("result", applied ? "applied" : "refused")], factory: factory).increment()
+        Gauge(label: "portcullis_config_last_reload_successful", dimensions: [], factory: factory).record(applied ? 1 : 0)
+    }
+
     /// A login refused for its credentials.
     package func loginFailed() {
         Counter(label: "portcullis_login_failures_total", dimensions: [], factory: factory).increment()

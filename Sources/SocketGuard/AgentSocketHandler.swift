@@ -2,6 +2,7 @@ import AgentLink
 import DataPlane
 import EdgeHTTP
 import JOSE
+import Logging
 import NIOCore
 import NIOWebSocket
 import RuntimeAPI
@@ -47,6 +48,8 @@ package final class AgentSocketHandler: ChannelDuplexHandler {
     private var pingSent: NIODeadline?
     private var closeSent = false
     private var closeCode: UInt16 = 0
+    /// Why the gateway (or the Runtime, through it) closed the socket; `nil` when the client did.
+    private var closeReason: String?
     private var allowance: Double
     private var lastRefill = NIODeadline.now()
     private var timers: SocketTimers?
@@ -110,7 +113,9 @@ package final class AgentSocketHandler: ChannelDuplexHandler {
         stream = 0
         sockets.registry.unregister(admitted.registration)
         sockets.metrics.openSockets(-1)
-        sockets.logger.info("agent socket closed", metadata: ["session_id": "\(admitted.sessionID)", "code": "\(closeCode)"])
+        var metadata: Logger.Metadata = ["session_id": "\(admitted.sessionID)", "code": "\(closeCode)"]
+        if let closeReason { metadata["reason"] = "\(closeReason)" }
+        sockets.logger.info("agent socket closed", metadata: metadata)
     }
 
     // MARK: From the client
@@ -291,6 +296,7 @@ package final class AgentSocketHandler: ChannelDuplexHandler {
         guard let context, !closeSent else { return }
         closeSent = true
         closeCode = code
+        closeReason = reason
         if stream != 0, let runtimeReason { link?.close(stream: stream, code: 1000, reason: runtimeReason) }
         stream = 0
         var data = context.channel.allocator.buffer(capacity: 2 + min(reason.utf8.count, 123))

@@ -40,9 +40,11 @@ public struct ConfigurationReloader: Service {
             let message = (error as? ConfigurationError)?.message ?? String(describing: error)
             logger.error("configuration reload refused; the configuration in force is unchanged", metadata: ["error": "\(message)"])
             services.reloads.record(succeeded: false, error: message)
+            services.metrics.reloaded(applied: false)
             return false
         }
         services.reloads.record(succeeded: true, restartKeys: restartKeys)
+        services.metrics.reloaded(applied: true)
         let table = services.routeTable.current
         logger.notice(
             "configuration reloaded: routes, their policies, CORS origins, trusted issuers and rate limits in force",

@@ -79,6 +79,8 @@ struct ConfigurationReloadTests {
         let last = ready.json["checks"]?.objectValue?["last_reload"]?.objectValue
         #expect(last?["status"] == "applied", "\(ready.raw)")
         #expect(last?["restart_needed_for"] == ["gateway.port", "storage.sqlite_path"], "\(ready.raw)")
+        let metrics = try await fixture.send(.GET, "/metrics", port: fixture.adminPort).raw
+        #expect(metrics.contains("portcullis_config_reloads_total{result=\"applied\"} 1") && metrics.contains("portcullis_config_last_reload_successful 1"), "\(metrics)")
         let public_ = try await fixture.send(.GET, "/readyz")
         #expect(!public_.raw.contains("last_reload"), "the public listener does not say")
         try await fixture.stop()
@@ -161,6 +163,8 @@ struct ConfigurationReloadTests {
         let last = ready.json["checks"]?.objectValue?["last_reload"]?.objectValue
         #expect(last?["status"] == "failed" && last?["error"]?.stringValue?.contains("trust.issuers") == true, "\(ready.raw)")
         #expect(fixture.log.text.contains("configuration reload refused"))
+        let metrics = try await fixture.send(.GET, "/metrics", port: fixture.adminPort).raw
+        #expect(metrics.contains("portcullis_config_reloads_total{result=\"refused\"} 1") && metrics.contains("portcullis_config_last_reload_successful 0"), "\(metrics)")
         try await fixture.stop()
     }
 }
