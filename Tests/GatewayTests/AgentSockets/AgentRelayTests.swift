@@ -249,9 +249,7 @@ struct AgentRelayTests {
     func clientThatDoesNotRead() async throws {
         let fixture = try await GatewayFixture {
             $0.limits.webSocketSendTimeout = 1
-            // Far above the 20 a second sent: reading resumes in bursts (the frames the kernel held while
-            // the socket was unwritable), and a rate close is another rule's test.
-            $0.limits.webSocketMessagesPerSecond = 10_000
+            $0.limits.webSocketMessagesPerSecond = 100
         }
         try await fixture.addUser("alice")
         let login = try await fixture.login("alice")
@@ -271,15 +269,13 @@ struct AgentRelayTests {
             guard String(decoding: connection.readUntil("\r\n\r\n"), as: UTF8.self).hasPrefix("HTTP/1.1 101") else { return (nil, 0) }
             let started = Date()
             var sent = 0
-            // 20 intents a second of 60 KB each, never reading an answer. How soon the answers fill the
+            // 45 intents a second of 60 KB each, never reading an answer. How soon the answers fill the
             // connection depends on how fast the Runtime echoes (slow beside the whole suite): up to 30 s.
-            // At 45 a second a Runtime slowed by the suite fell 256 messages behind in CI and closed the
-            // stream itself (1008 "too many messages waiting") before the send timeout could.
             while Date().timeIntervalSince(started) < TimeBounds.seconds(30) {
                 if connection.isClosedByPeer { return (Date().timeIntervalSince(started), sent) }
                 _ = connection.send(bytes: RawConnection.maskedFrame(opcode: 0x1, intent))
                 sent += 1
-                Thread.sleep(forTimeInterval: 1.0 / 20)
+                Thread.sleep(forTimeInterval: 1.0 / 45)
             }
             return (nil, sent)
         }
@@ -287,6 +283,8 @@ struct AgentRelayTests {
         #expect(closed > 1, "not before the send timeout: closed \(closed) s after the client stopped reading")
         let unread = await fixture.log.lines(containing: "does not read what it is sent")
         let closes = unread.isEmpty ? await fixture.log.lines(containing: "agent socket closed") : []
+        // Another close (the Runtime's "too many messages waiting" when something starves its
+        // concurrency pool, say) is named by its logged reason.
         #expect(!unread.isEmpty, "closed for another reason: \(closes)")
         try await fixture.stop()
     }

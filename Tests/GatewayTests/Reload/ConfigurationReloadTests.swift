@@ -19,15 +19,18 @@ struct ConfigurationReloadTests {
         }
     }
 
-    /// Sends `request` on `connection` and reads its one answer strictly.
-    static func exchange(_ connection: RawConnection, _ request: String, method: String = "GET") throws -> StrictAnswerReader.Answer {
-        connection.send(request)
-        var bytes: [UInt8] = []
-        while true {
-            if let (answer, _) = try StrictAnswerReader.read(bytes, at: 0, method: method, closed: false) { return answer }
-            let more = connection.readSome()
-            guard !more.isEmpty else { throw FixtureError("the connection ended before the answer did") }
-            bytes += more
+    /// Sends `request` on `connection` and reads its one answer strictly, on a thread of its own
+    /// (a blocking read on the concurrency pool would starve the gateway's routes and other tests).
+    static func exchange(_ connection: RawConnection, _ request: String, method: String = "GET") async throws -> StrictAnswerReader.Answer {
+        try await onOwnThread {
+            connection.send(request)
+            var bytes: [UInt8] = []
+            while true {
+                if let (answer, _) = try StrictAnswerReader.read(bytes, at: 0, method: method, closed: false) { return answer }
+                let more = connection.readSome()
+                guard !more.isEmpty else { throw FixtureError("the connection ended before the answer did") }
+                bytes += more
+            }
         }
     }
 
@@ -41,9 +44,9 @@ struct ConfigurationReloadTests {
         let connection = try RawConnection(port: fixture.gatewayPort)
         defer { connection.close() }
         let request = { (path: String) in "GET \(path) HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer \(alice.accessToken)\r\nOrigin: https://app.example\r\n\r\n" }
-        let before = try Self.exchange(connection, request("/api/a/x"))
+        let before = try await Self.exchange(connection, request("/api/a/x"))
         #expect(before.status == 200 && before.field("access-control-allow-origin") == nil)
-        #expect(try Self.exchange(connection, request("/api/b/x")).status == 404)
+        #expect(try await Self.exchange(connection, request("/api/b/x")).status == 404)
         let decide = { (path: String) in try await fixture.send(.GET, "/api/auth/verify", bearer: alice.accessToken, headers: [("X-Original-URI", path)]) }
         #expect(try await decide("/api/b/x").status == 404, "forward-auth decides by the same routes")
 
@@ -59,12 +62,12 @@ struct ConfigurationReloadTests {
 
         // The same connection, still open: its next requests are under the new table.
         let reached = targets.all.count
-        #expect(try Self.exchange(connection, request("/api/a/x")).status == 404, "a removed route serves nothing")
+        #expect(try await Self.exchange(connection, request("/api/a/x")).status == 404, "a removed route serves nothing")
         #expect(targets.all.count == reached, "and its upstream never hears of the request")
-        let moved = try Self.exchange(connection, request("/api/b/x"))
+        let moved = try await Self.exchange(connection, request("/api/b/x"))
         #expect(moved.status == 200 && moved.field("access-control-allow-origin") == "https://app.example", "\(moved.status)")
         let beforeRefusal = targets.all.count
-        let refused = try Self.exchange(connection, request("/api/admins/x"))
+        let refused = try await Self.exchange(connection, request("/api/admins/x"))
         #expect(refused.status == 403 && refused.field("www-authenticate")?.contains("scope=\"admin\"") == true, "a new route's policy holds at once")
         #expect(targets.all.count == beforeRefusal, "the refused request never reached the upstream")
         #expect(try await decide("/api/b/x").status == 200, "forward-auth too")
