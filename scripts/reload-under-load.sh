@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Configuration reloads under load: `portcullis serve` proxies wrk's requests to a route while
 # the configuration file is rewritten and SIGHUP sent every half second, alternating between two
-# files (another route beside, other CORS origins, other rate limits). Checks that no request
-# failed (every answer 2xx, no socket error), that every SIGHUP was answered by a reload, none
-# refused, and that an agent WebSocket opened before the first reload is still open after the last.
+# files (another route beside, other CORS origins, other rate limits), each signal's reload
+# awaited before the next. Checks that no request failed (every answer 2xx, no socket error),
+# that every SIGHUP was answered by a reload within 5 s, none refused, that the routes changed, and that an agent WebSocket opened before the first reload is still open after the last.
 #
 #   scripts/reload-under-load.sh [SECONDS]     uses .build/debug/portcullis (swift test builds it)
 #   PORTCULLIS_BIN=path                        another binary (its portcullis-probes beside it)
@@ -83,16 +83,22 @@ PY
 for _ in $(seq 100); do [ -s "$WORK/socket.result" ] && break; sleep 0.1; done
 [ "$(cat "$WORK/socket.result" 2>/dev/null)" = open ] || { echo "reload-under-load.sh: the agent socket did not open: $(cat "$WORK/socket.result" 2>/dev/null)" >&2; exit 1; }
 
+# One file put in force: written whole (never half a file), SIGHUP, then its reload line awaited (5 s at most).
+other_status() { curl -s -o /dev/null -w '%{http_code}' "127.0.0.1:$GATEWAY/api/other/hello"; }
+reload_to() {  # FILE: put it in force and wait for its reload line
+  local before; before=$(grep -c 'configuration reloaded' "$WORK/serve.log" || true)
+  cp "$1" "$CONFIG.new"; mv "$CONFIG.new" "$CONFIG"; kill -HUP "$SERVE_PID"
+  for _ in $(seq 100); do [ "$(grep -c 'configuration reloaded' "$WORK/serve.log" || true)" -gt "$before" ] && return 0; sleep 0.05; done
+}
+
 wrk -t2 -c16 -d"${DURATION}s" -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$GATEWAY/api/bench/hello" > "$WORK/wrk.out" 2>&1 & WRK_PID=$!
 sleep 0.5
 SENT=0
 deadline=$(( $(date +%s) + DURATION - 1 ))
 while [ "$(date +%s)" -lt "$deadline" ]; do
-  if [ $((SENT % 2)) -eq 0 ]; then cp "$WORK/b.yaml" "$CONFIG.new"; else cp "$WORK/a.yaml" "$CONFIG.new"; fi
-  mv "$CONFIG.new" "$CONFIG"  # whole, never a half-written file
-  kill -HUP "$SERVE_PID"
+  if [ $((SENT % 2)) -eq 0 ]; then reload_to "$WORK/b.yaml"; else reload_to "$WORK/a.yaml"; fi
   SENT=$((SENT + 1))
-  sleep 0.5
+  sleep 0.4
 done
 wait "$WRK_PID"; WRK_PID=
 sleep 1
@@ -100,12 +106,6 @@ echo close > "$WORK/socket.result"
 wait "$SOCKET_PID" || true; SOCKET_PID=
 
 # The reloads took effect: /api/other is routed under the second file only.
-other_status() { curl -s -o /dev/null -w '%{http_code}' "127.0.0.1:$GATEWAY/api/other/hello"; }
-reload_to() {  # FILE: put it in force and wait for its reload line
-  local before; before=$(grep -c 'configuration reloaded' "$WORK/serve.log" || true)
-  cp "$1" "$CONFIG.new"; mv "$CONFIG.new" "$CONFIG"; kill -HUP "$SERVE_PID"
-  for _ in $(seq 100); do [ "$(grep -c 'configuration reloaded' "$WORK/serve.log" || true)" -gt "$before" ] && return 0; sleep 0.05; done
-}
 reload_to "$WORK/b.yaml"; UNDER_B=$(other_status)
 reload_to "$WORK/a.yaml"; UNDER_A=$(other_status)
 SENT=$((SENT + 2))

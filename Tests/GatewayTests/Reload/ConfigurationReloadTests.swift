@@ -91,12 +91,17 @@ struct ConfigurationReloadTests {
 
     @Test("a request in flight during a reload finishes under the route it started with; the next one is refused under the new table")
     func inFlightFinishesUnderItsConfiguration() async throws {
-        let upstream = try await RecordingUpstream.start()
+        let targets = RecordingUpstream.Targets()
+        let upstream = try await RecordingUpstream.start(recording: targets)
         let fixture = try await GatewayFixture { $0.routes = [ProxyRoute(prefix: "/api/a", upstream: "http://127.0.0.1:\(upstream.port)")] }
         try await fixture.addUser("alice")
         let token = try await fixture.login("alice").accessToken
-        let slow = Task { try await fixture.send(.GET, "/api/a/slow?delay_ms=700", bearer: token) }
-        try await Task.sleep(for: .milliseconds(200))
+        let slow = Task { try await fixture.send(.GET, "/api/a/slow?delay_ms=1500", bearer: token) }
+        // In flight: the upstream has it (and holds it 1.5 s) before the reload comes.
+        for _ in 0..<400 where !targets.all.contains(where: { $0.contains("/slow") }) {
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        try #require(targets.all.contains { $0.contains("/slow") }, "the slow request never reached the upstream")
         var next = fixture.server.gateway
         next.routes = [ProxyRoute(prefix: "/api/a", upstream: "http://127.0.0.1:\(upstream.port)", policy: RoutePolicy(scopes: ["nobody-has-this"]))]
         #expect(await Self.reloader(fixture, next).reload())
