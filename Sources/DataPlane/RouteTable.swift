@@ -6,8 +6,6 @@ import Synchronization
 package struct RouteTable: Sendable {
     /// The routes in configuration order (prefixes never overlap: the configuration refuses it).
     package let routes: [DataPlane.Route]
-    /// The routes as configured (forward-auth decides by them).
-    package let configured: [ProxyRoute]
     /// `gateway.allowed_origins`.
     package let allowedOrigins: Set<String>
     /// Counts the tables put in force (0 at start); metric handles are kept per generation.
@@ -15,7 +13,6 @@ package struct RouteTable: Sendable {
 
     package init(routes: [ProxyRoute], allowedOrigins: [String], generation: Int = 0) {
         let origins = Set(allowedOrigins)
-        configured = routes
         self.allowedOrigins = origins
         self.generation = generation
         self.routes = routes.compactMap { route -> (ProxyRoute, UpstreamOrigin)? in

@@ -58,13 +58,12 @@ struct ForwardAuthRoutes: Sendable {
     /// 200 with the identity for the proxy to pass on, or the refusal the route itself would answer.
     func verify(_ request: Request) async throws -> Response {
         let (path, method) = try Self.original(request.headers)
-        // As the data plane matches: the route whose prefix is the path or lies above it (prefixes never overlap).
-        guard let route = table.current.configured.first(where: { ProxyRoute.remainder(of: path, under: $0.pathPrefix) != nil }) else {
+        // The data plane's own match, on the same table.
+        guard let (route, _) = table.current.route(for: path) else {
             throw GatewayError(.notFound, "not_found", "no gateway.routes prefix serves \(PathRedaction.redactedPath(String(path)))")
         }
-        let methods = route.methods ?? ProxyRoute.methods
-        guard methods.contains(method) else {
-            throw GatewayError.methodNotAllowed(method.rawValue, path: PathRedaction.redactedPath(String(path)), allowed: methods.map(\.rawValue))
+        guard route.allowedMethodNames.contains(method.rawValue) else {
+            throw GatewayError.methodNotAllowed(method.rawValue, path: PathRedaction.redactedPath(String(path)), allowed: route.allowedMethodNames)
         }
         let token = try AccessTokenAuthenticator.bearerToken(fromAuthorization: request.headers[.authorization])
         if token == nil, !route.requiresToken {
@@ -118,7 +117,7 @@ struct ForwardAuthRoutes: Sendable {
         static let groups = HTTPField.Name("X-Auth-Request-Groups")!
     }
 
-    private func assertion(for route: ProxyRoute, caller: RuntimeCaller) throws -> String {
+    private func assertion(for route: DataPlane.Route, caller: RuntimeCaller) throws -> String {
         do {
             return try runtime.assertions.assertion(audience: route.audience, caller: caller)
         } catch {
