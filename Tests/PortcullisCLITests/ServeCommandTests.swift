@@ -141,7 +141,7 @@ struct ServeCommandTests {
     }
 
     @Test("SIGHUP reloads the file: one with an error is refused whole (logged with its key, the admin /readyz says so, serving goes on); a good one puts a new route in force, and a key that needs a restart is named")
-    func sighupReload() throws {
+    func sighupReload() async throws {
         let cli = try CLI()
         defer { cli.remove() }
         let file = URL(fileURLWithPath: cli.directory + "/custom.yaml")
@@ -150,9 +150,10 @@ struct ServeCommandTests {
         let adminLine = process.output.split(separator: "\n").first { $0.contains(#""message":"metrics listening""#) } ?? ""
         let adminPort = try #require(adminLine.split(separator: ":").last.flatMap { Int($0.prefix { $0.isNumber }) })
         let logged = { (message: String) in process.output.split(separator: "\n").filter { $0.contains(#""message":"\#(message)"#) } }
-        let waitFor = { (message: String, count: Int) in
+        // Awaited, not slept: a test that holds a thread of the concurrency pool starves the in-process servers of other tests.
+        let waitFor = { (message: String, count: Int) async in
             let started = Date()
-            while logged(message).count < count && Date().timeIntervalSince(started) < 10 { Thread.sleep(forTimeInterval: 0.05) }
+            while logged(message).count < count && Date().timeIntervalSince(started) < 10 { try? await Task.sleep(for: .milliseconds(50)) }
         }
         let lastReload = { () throws -> JSONObject? in
             let (body, _) = try ServerProcess.fetch(URL(string: "http://127.0.0.1:\(adminPort)/readyz")!, method: "GET")
@@ -161,7 +162,7 @@ struct ServeCommandTests {
 
         try Data("gateway:\n  routes: [nonsense]\n".utf8).write(to: file)
         kill(process.pid, SIGHUP)
-        waitFor("configuration reload refused; the configuration in force is unchanged", 1)
+        await waitFor("configuration reload refused; the configuration in force is unchanged", 1)
         #expect(logged("configuration reload refused; the configuration in force is unchanged").first?.contains("gateway.routes") == true, "\(process.output)")
         #expect(try lastReload()?["status"] == "failed")
         #expect(try ServerProcess.fetch(URL(string: "http://127.0.0.1:\(port)/healthz")!, method: "GET").1 == 200, "still serving")
@@ -169,7 +170,7 @@ struct ServeCommandTests {
         // A file gone is refused too, never read as "no file, the defaults".
         try FileManager.default.removeItem(at: file)
         kill(process.pid, SIGHUP)
-        waitFor("configuration reload refused; the configuration in force is unchanged", 2)
+        await waitFor("configuration reload refused; the configuration in force is unchanged", 2)
         #expect(logged("configuration reload refused; the configuration in force is unchanged").last?.contains("does not exist") == true, "\(process.output)")
 
         let yaml = """
@@ -184,7 +185,7 @@ struct ServeCommandTests {
         try Data(yaml.utf8).write(to: file)
         #expect(try ServerProcess.fetch(URL(string: "http://127.0.0.1:\(port)/m/metrics")!, method: "GET").1 == 404, "no route before the reload")
         kill(process.pid, SIGHUP)
-        waitFor("configuration reloaded: routes, their policies, CORS origins, trusted issuers and rate limits in force", 1)
+        await waitFor("configuration reloaded: routes, their policies, CORS origins, trusted issuers and rate limits in force", 1)
         #expect(try lastReload()?["status"] == "applied")
         #expect(try lastReload()?["restart_needed_for"] == ["limits.idle_timeout_seconds"])
         let restart = logged("configuration keys changed that take effect only on a restart; the running values stay")

@@ -99,7 +99,8 @@ struct DependencyBehaviourTests {
         }
         let port = server.port
         let answers = try await onOwnThread { () throws -> [StrictAnswerReader.Answer] in
-            let connection = try RawConnection(port: port, receiveTimeout: 5)
+            // 30 s: Hummingbird answers on the concurrency pool, which other tests' blocking work can hold a while (CI).
+            let connection = try RawConnection(port: port, receiveTimeout: 30)
             defer { connection.close() }
             connection.send("HEAD /thing HTTP/1.1\r\nHost: x\r\n\r\nHEAD /nothing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             return try StrictAnswerReader.readAll(connection.readAll(), methods: ["HEAD", "HEAD"])
