@@ -108,7 +108,8 @@ NGINX_LOGGED_PID=${PIDS[-1]}
 source "$ROOT/scripts/lib/gateway.sh"
 # A second route to the same upstream with a policy (a scope, a claim rule and a tenant), for the
 # provider's token that holds them: its row beside the provider's token on the route without one.
-start_serve "$WORK/gateway" "$GATEWAY" "  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\", {prefix: /api/policy, upstream: \"http://127.0.0.1:$UPSTREAM\", require: {scopes: [bench:read], any_of: [{claim: groups, contains: bench}], tenants: [default]}}]" "rate_limits:
+start_serve "$WORK/gateway" "$GATEWAY" "  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\", {prefix: /api/policy, upstream: \"http://127.0.0.1:$UPSTREAM\", require: {scopes: [bench:read], any_of: [{claim: groups, contains: bench}], tenants: [default]}}]
+  trusted_proxies: [127.0.0.1]" "rate_limits:
   intent_per_user:
     per_minute: 1000000
     burst: 1000000

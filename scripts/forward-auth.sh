@@ -6,10 +6,17 @@
 #   scripts/forward-auth.sh            uses .build/debug/portcullis (swift test builds it)
 #   PORTCULLIS_BIN=path                another binary
 #
+# Each proxy asks a gateway of its own: nginx's reads X-Original-URI/-Method (gateway.forward_auth.headers:
+# nginx), Caddy's X-Forwarded-Uri/-Method (forwarded); each lists 127.0.0.1 in gateway.trusted_proxies.
+#
 # Checks, through each proxy: an allowed token reaches the upstream with the gateway's assertion
 # (aud = the route's upstream) and without the client's Authorization; a token without the
-# route's scope, no token, a path climbing above / and a token in the query are refused, and
-# never reach the upstream. Without nginx or caddy it says what to install and exits 0, except in
+# route's scope, no token, a path climbing above / and a token in the query are refused; a client
+# naming another original request in either header family (another route, an auth: none route,
+# another method), a path in any spelling but the normalised one (.., %2e%2e, //, ;, # fragments)
+# and a route matched against its query are refused; none of these reach the upstream; identity
+# fields a client sends (X-Auth-Request-*, also with underscores) never reach it, and every field
+# the gateway answers does. Without nginx or caddy it says what to install and exits 0, except in
 # CI (CI=true), where both must run. Loopback only; every process it starts is stopped by its PID.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,27 +31,28 @@ fi
 BIN=$(realpath "${PORTCULLIS_BIN:-$ROOT/.build/debug/portcullis}")
 source "$ROOT/scripts/lib/gateway.sh"
 WORK=$(mktemp -d)
-GATEWAY=18751 UPSTREAM=18752 NGINX=18753 CADDY=18754 IDP=18755
-SERVE_PID= UPSTREAM_PID= NGINX_PID= CADDY_PID= IDP_PID=
+GATEWAY=18751 UPSTREAM=18752 NGINX=18753 CADDY=18754 IDP=18755 CADDY_GATEWAY=18756
+SERVE_PID= NGINX_SERVE_PID= CADDY_SERVE_PID= UPSTREAM_PID= NGINX_PID= CADDY_PID= IDP_PID=
 cleanup() {
-  for pid in $SERVE_PID $UPSTREAM_PID $CADDY_PID $IDP_PID; do kill "$pid" 2>/dev/null || true; done
+  for pid in $NGINX_SERVE_PID $CADDY_SERVE_PID $UPSTREAM_PID $CADDY_PID $IDP_PID; do kill "$pid" 2>/dev/null || true; done
   [ -f "$WORK/nginx.pid" ] && kill "$(cat "$WORK/nginx.pid")" 2>/dev/null || true
   wait 2>/dev/null || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
 
-# The upstream: answers 200 with the headers it received, and records each request's path.
+# The upstream: answers 200 with the headers it received (names as they came), and records each request's method and path.
 cat > "$WORK/upstream.py" <<'PY'
 import json, sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class H(BaseHTTPRequestHandler):
     def log_message(self, *a): pass
-    def do_GET(self):
-        open(sys.argv[2], "a").write(self.path + "\n")
-        body = json.dumps({k.lower(): v for k, v in self.headers.items()}).encode()
+    def answer(self):
+        open(sys.argv[2], "a").write(self.command + " " + self.path + "\n")
+        body = json.dumps([[k, v] for k, v in self.headers.items()]).encode()
         self.send_response(200); self.send_header("Content-Type", "application/json"); self.send_header("Content-Length", str(len(body))); self.end_headers()
         self.wfile.write(body)
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = answer
 ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 PY
 python3 "$WORK/upstream.py" "$UPSTREAM" "$WORK/reached.log" & UPSTREAM_PID=$!
@@ -54,29 +62,42 @@ touch "$WORK/reached.log"
 mkdir -p "$WORK/idp-web" && "$BIN" jwks --keys "$WORK/idp" > "$WORK/idp-web/jwks.json"
 python3 -m http.server "$IDP" --bind 127.0.0.1 --directory "$WORK/idp-web" > /dev/null 2>&1 & IDP_PID=$!
 for _ in $(seq 50); do curl -sf -o /dev/null "127.0.0.1:$IDP/jwks.json" && break; sleep 0.1; done
-start_serve "$WORK/gateway" "$GATEWAY" "  routes: [{prefix: /api/billing, upstream: \"http://127.0.0.1:$UPSTREAM\", require: {scopes: [billing:read]}}]" "trust:
+ROUTES="  routes:
+    - {prefix: /api/billing, upstream: \"http://127.0.0.1:$UPSTREAM\", methods: [GET], require: {scopes: [billing:read]}}
+    - {prefix: /api/plain, upstream: \"http://127.0.0.1:$UPSTREAM\"}
+    - {prefix: /public, upstream: \"http://127.0.0.1:$UPSTREAM\", auth: none}
+  trusted_proxies: [127.0.0.1]"
+TRUST="trust:
   issuers:
     - issuer: https://idp.forward.example
       jwks_url: http://127.0.0.1:$IDP/jwks.json
       audiences: [portcullis-forward]
       tenant: default"
+start_serve "$WORK/gateway" "$GATEWAY" "$ROUTES
+  forward_auth: {headers: nginx}" "$TRUST"
+NGINX_SERVE_PID=$SERVE_PID
+start_serve "$WORK/caddy-gateway" "$CADDY_GATEWAY" "$ROUTES
+  forward_auth: {headers: forwarded}" "$TRUST"
+CADDY_SERVE_PID=$SERVE_PID
 token() { "$BIN" token issue --keys "$WORK/idp" --sub forward-user --issuer https://idp.forward.example --audience portcullis-forward --ttl 10m "$@" 2>/dev/null; }
 ALLOWED=$(token --scope "openid billing:read")
 UNSCOPED=$(token --scope openid)
 for _ in $(seq 50); do
-  [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ALLOWED" -H "X-Original-URI: /api/billing/x" "127.0.0.1:$GATEWAY/api/auth/verify")" = 200 ] && break; sleep 0.2
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ALLOWED" -H "X-Original-URI: /api/billing/x" "127.0.0.1:$GATEWAY/api/auth/verify")" = 200 ] &&
+    [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ALLOWED" -H "X-Forwarded-Uri: /api/billing/x" "127.0.0.1:$CADDY_GATEWAY/api/auth/verify")" = 200 ] && break
+  sleep 0.2
 done
 
-fill() { sed -e "s#NGINX_ADDRESS#127.0.0.1:$NGINX#; s#CADDY_ADDRESS#127.0.0.1:$CADDY#; s#GATEWAY_ADDRESS#127.0.0.1:$GATEWAY#; s#UPSTREAM_ADDRESS#127.0.0.1:$UPSTREAM#" "$1"; }
+fill() { sed -e "s#NGINX_ADDRESS#127.0.0.1:$NGINX#; s#CADDY_ADDRESS#127.0.0.1:$CADDY#; s#GATEWAY_ADDRESS#127.0.0.1:$2#; s#UPSTREAM_ADDRESS#127.0.0.1:$UPSTREAM#" "$1"; }
 mkdir -p "$WORK/nginx"
 {
   echo "pid $WORK/nginx.pid; error_log $WORK/nginx/error.log; worker_processes 1; events {}"
   echo "http { access_log off; client_body_temp_path $WORK/nginx; proxy_temp_path $WORK/nginx; fastcgi_temp_path $WORK/nginx; uwsgi_temp_path $WORK/nginx; scgi_temp_path $WORK/nginx;"
-  fill "$ROOT/config/forward-auth/nginx.conf"
+  fill "$ROOT/config/forward-auth/nginx.conf" "$GATEWAY"
   echo "}"
 } > "$WORK/nginx.conf"
 nginx -c "$WORK/nginx.conf" -p "$WORK/nginx"
-fill "$ROOT/config/forward-auth/Caddyfile" > "$WORK/Caddyfile"
+fill "$ROOT/config/forward-auth/Caddyfile" "$CADDY_GATEWAY" > "$WORK/Caddyfile"
 (cd "$WORK" && HOME="$WORK" XDG_DATA_HOME="$WORK" XDG_CONFIG_HOME="$WORK" exec caddy run --config "$WORK/Caddyfile" --adapter caddyfile > "$WORK/caddy.log" 2>&1) & CADDY_PID=$!
 for port in $NGINX $CADDY; do
   for _ in $(seq 100); do curl -s -o /dev/null "127.0.0.1:$port/" && break; sleep 0.1; done
@@ -88,33 +109,76 @@ check() {  # name, expected status (a | separated list), curl arguments...
   local got; got=$(curl -s -o "$WORK/body" -w '%{http_code}' "$@" || true)
   if [[ "|$expected|" == *"|$got|"* ]]; then echo "ok    $name: $got"; else echo "FAIL  $name: $got, expected $expected"; failures=$((failures + 1)); fi
 }
-for proxy in nginx:$NGINX caddy:$CADDY; do
-  name=${proxy%%:*} port=${proxy##*:}
-  : > "$WORK/reached.log"
-  check "$name, an allowed token reaches the upstream" 200 -H "Authorization: Bearer $ALLOWED" "127.0.0.1:$port/api/billing/invoices"
-  python3 - "$WORK/body" "http://127.0.0.1:$UPSTREAM" "$name" <<'PY' || failures=$((failures + 1))
+# What the upstream received in the last answer ($WORK/body), checked by a Python expression over
+# `h` (the header pairs as they came, names lower-cased) and `claims` (the assertion's).
+received() {  # name, expression
+  python3 - "$WORK/body" "http://127.0.0.1:$UPSTREAM" "$1" "$2" <<'PY' || failures=$((failures + 1))
 import base64, json, sys
-received = json.load(open(sys.argv[1]))
-assertion = received.get("x-portcullis-assertion", "")
+try:
+    pairs = json.load(open(sys.argv[1]))
+except ValueError:
+    pairs = []
+h = {}
+for k, v in pairs: h.setdefault(k.lower(), []).append(v)
+one = lambda name: (h.get(name) or [""])[0]
+assertion = one("x-portcullis-assertion")
 claims = json.loads(base64.urlsafe_b64decode(assertion.split(".")[1] + "==")) if assertion.count(".") == 2 else {}
-ok = claims.get("aud") == sys.argv[2] and claims.get("tenant_id") == "default" and "authorization" not in received \
-    and received.get("x-auth-request-user", "").startswith("ext_")
-print(("ok    " if ok else "FAIL  ") + f"{sys.argv[3]}: the upstream got the gateway's assertion (aud = the route's upstream) and the user, not the client's token")
+upstream = sys.argv[2]
+ok = bool(pairs) and eval(sys.argv[4])
+print(("ok    " if ok else "FAIL  ") + sys.argv[3])
+if not ok: print("      received: " + json.dumps({k: ("<token>" if k in ("authorization", "x-portcullis-assertion") else v) for k, v in h.items()}))
 sys.exit(0 if ok else 1)
 PY
+}
+for proxy in nginx:$NGINX caddy:$CADDY; do
+  name=${proxy%%:*} port=${proxy##*:}
+  # nginx's auth_request passes on 401 and 403 only: any other refusal of the gateway is nginx's 500.
+  other() { if [ "$name" = nginx ]; then echo 500; else echo "$1"; fi; }
+  : > "$WORK/reached.log"
+  check "$name, an allowed token reaches the upstream" 200 -H "Authorization: Bearer $ALLOWED" "127.0.0.1:$port/api/billing/invoices"
+  received "$name: the upstream got the gateway's assertion (aud = the route's upstream) and the user, not the client's token" \
+    'claims.get("aud") == upstream and claims.get("tenant_id") == "default" and "authorization" not in h and one("x-auth-request-user").startswith("ext_")'
+  check "$name, identity fields the client sends" 200 -H "Authorization: Bearer $ALLOWED" -H "X-Auth-Request-Email: forged@evil.example" \
+    -H "X-Auth-Request-Groups: admins" -H "X-Auth-Request-Tenant: other" -H "X_Auth_Request_User: forged" -H "x-auth-request-user: forged" \
+    "127.0.0.1:$port/api/billing/invoices"
+  received "$name: no identity field the client sent reached the upstream, in any spelling; every field is the gateway's" \
+    'not any("forged" in v or v in ("admins", "other") for vs in h.values() for v in vs) and not any("_" in k for k in h) and one("x-auth-request-tenant") == "default" and len(h.get("x-auth-request-user", [])) == 1'
   reached=$(wc -l < "$WORK/reached.log")
   check "$name, a token without the route's scope" 403 -H "Authorization: Bearer $UNSCOPED" "127.0.0.1:$port/api/billing/invoices"
   check "$name, no token" 401 "127.0.0.1:$port/api/billing/invoices"
+  # The spoofing attempts: the client names another original request, in either family.
+  check "$name, a scope-less token naming another route in X-Original-URI" "403|$(other 400)" -H "Authorization: Bearer $UNSCOPED" -H "X-Original-URI: /api/plain/x" "127.0.0.1:$port/api/billing/invoices"
+  check "$name, a scope-less token naming another route in X-Forwarded-Uri" "403|$(other 400)" -H "Authorization: Bearer $UNSCOPED" -H "X-Forwarded-Uri: /api/plain/x" "127.0.0.1:$port/api/billing/invoices"
+  check "$name, no token, naming an auth: none route" "401|$(other 400)" -H "X-Original-URI: /public/x" -H "X-Forwarded-Uri: /public/x" "127.0.0.1:$port/api/billing/invoices"
+  check "$name, DELETE on a GET-only route named GET" "$(other 405)|$(other 400)" -X DELETE -H "Authorization: Bearer $ALLOWED" -H "X-Original-Method: GET" -H "X-Forwarded-Method: GET" "127.0.0.1:$port/api/billing/invoices"
+  check "$name, DELETE on a GET-only route" "$(other 405)" -X DELETE -H "Authorization: Bearer $ALLOWED" "127.0.0.1:$port/api/billing/invoices"
+  # Spellings the gateway would normalise to a route the token may reach. nginx matches its
+  # locations on the normalised path: those that leave /api/billing/ fall to its static files,
+  # which its worker may not read here (403) or does not find (404), never to the gateway.
+  for target in "/api/billing/../plain/x" "/api/billing/%2e%2e/plain/x" "/api/billing//../plain/x" "/api/billing;/../plain/x" \
+    "/api/billing/x#/../../plain/x" "/api/billing/./x" "/api/billing//x"; do
+    check "$name, $target" "$([ "$name" = nginx ] && echo "500|403|404" || echo 400)" --request-target "$target" -H "Authorization: Bearer $UNSCOPED" "127.0.0.1:$port/"
+  done
+  # A route is matched on the path, never on the query.
+  check "$name, a query naming an auth: none path" 401 "127.0.0.1:$port/api/billing/invoices?next=/public/x"
   # nginx refuses a path above / itself (400); Caddy cleans it before it matches, and then no route serves it.
   check "$name, a path climbing above /" "400|404" --path-as-is -H "Authorization: Bearer $ALLOWED" "127.0.0.1:$port/api/billing/../../../etc/passwd"
-  # The gateway answers 400 token_in_url; Caddy passes that on, nginx's auth_request turns any status but 401 and 403 into 500.
-  check "$name, a token in the query" "$([ "$name" = nginx ] && echo 500 || echo 400)" "127.0.0.1:$port/api/billing/invoices?access_token=$ALLOWED"
+  check "$name, a token in the query" "$(other 400)" "127.0.0.1:$port/api/billing/invoices?access_token=$ALLOWED"
   if [ "$(wc -l < "$WORK/reached.log")" != "$reached" ]; then
-    echo "FAIL  $name: a refused request reached the upstream"; failures=$((failures + 1))
+    echo "FAIL  $name: a refused request reached the upstream: $(tail -n +"$((reached + 1))" "$WORK/reached.log" | tr '\n' ' ')"; failures=$((failures + 1))
   else
     echo "ok    $name: no refused request reached the upstream"
   fi
 done
-if grep -qF "$ALLOWED" "$WORK/gateway/serve.log"; then echo "FAIL  a token appears in the gateway's log"; failures=$((failures + 1)); fi
+# An auth: none route through Caddy (it proxies every path): every identity field empty, never a placeholder.
+check "caddy, an auth: none route without a token" 200 -H "X-Auth-Request-User: forged" "127.0.0.1:$CADDY/public/status"
+received "caddy: an auth: none route's upstream gets no user, no forged one and no placeholder" \
+  'not one("x-auth-request-user") and not any("{" in v or "forged" in v for vs in h.values() for v in vs)'
+# Straight to each gateway: both families at once are refused, whichever the gateway reads.
+for gateway in $GATEWAY $CADDY_GATEWAY; do
+  check "gateway :$gateway, both header families at once" 400 -H "Authorization: Bearer $ALLOWED" -H "X-Original-URI: /api/billing/x" \
+    -H "X-Forwarded-Uri: /api/billing/x" "127.0.0.1:$gateway/api/auth/verify"
+done
+if grep -qF "$ALLOWED" "$WORK/gateway/serve.log" "$WORK/caddy-gateway/serve.log"; then echo "FAIL  a token appears in the gateway's log"; failures=$((failures + 1)); fi
 [ "$failures" -eq 0 ] || { echo "forward-auth.sh: $failures failures"; tail -20 "$WORK/caddy.log" "$WORK/nginx/error.log" 2>/dev/null | sed -E 's/eyJ[A-Za-z0-9_.-]+/<token>/g'; exit 1; }
 echo "forward-auth.sh: nginx and Caddy in front, every check passed"

@@ -45,7 +45,8 @@ python3 -m http.server "$IDP_PORT" --bind 127.0.0.1 --directory "$WORK/idp" > "$
 (umask 077 && printf 'schemathesis-client-secret\n' > "$WORK/acme.secret")
 for _ in $(seq 100); do curl -sf -o /dev/null "$IDP/jwks.json" && break; sleep 0.1; done
 # Generous rate limits: the run sends thousands of requests from one address.
-start_serve "$WORK" "$PORT" "  issuer: http://127.0.0.1:$PORT" "trust:
+start_serve "$WORK" "$PORT" "  issuer: http://127.0.0.1:$PORT
+  trusted_proxies: [127.0.0.1]" "trust:
   issuers:
     - issuer: $IDP
       audiences: [portcullis-api]

@@ -13,14 +13,19 @@ package enum HeaderScreen {
         "transfer-encoding", "upgrade", "host", "authorization", "content-length", "expect",
     ]
 
-    /// Identity headers the gateway sets or a service might trust; anything starting `x-portcullis-` too.
+    /// Identity headers the gateway sets or a service might trust; anything starting with one of
+    /// `identityPrefixes` too (every `X-Auth-Request-*` field forward-auth answers, and any it may add).
     package static let identityHeaders: Set<String> = [
         "x-portcullis-assertion", "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "x-forwarded-port", "x-forwarded-prefix",
         "x-forwarded-user", "x-forwarded-email", "x-forwarded-groups", "forwarded", "x-real-ip", "x-client-ip", "true-client-ip",
         "x-request-id", "x-session-id", "x-user-id", "x-user", "x-tenant-id", "x-tenant", "x-remote-user", "remote-user",
         "x-authenticated-user", "x-authenticated-userid", "x-auth-user", "x-auth-request-user", "x-auth-request-email",
-        "x-original-user", "x-subject", "x-scope",
+        "x-original-user", "x-subject", "x-scope", "x-forwarded-preferred-username", "x-forwarded-access-token",
     ]
+
+    /// Name prefixes that are identity fields whatever follows: the gateway's own, and oauth2-proxy's
+    /// `X-Auth-Request-*` family, which forward-auth answers (`-User`, `-Tenant`, `-Email`, `-Groups`).
+    package static let identityPrefixes = ["x-portcullis-", "x-auth-request-"]
 
     /// `name` lower-cased with `_` and `.` as `-`; the same string when there is nothing to fold.
     /// Written in place, with no intermediate array: a name of up to 15 bytes (most) stays a
@@ -47,7 +52,7 @@ package enum HeaderScreen {
     package enum Verdict: Equatable {
         /// In `neverForwarded`: crosses the proxy in neither direction.
         case neverForwarded
-        /// In `identityHeaders` or starting `x-portcullis-`: never taken from a client.
+        /// In `identityHeaders` or starting with one of `identityPrefixes`: never taken from a client.
         case identity
         /// Neither: crosses unless the message's `Connection` header lists it.
         case ordinary
@@ -62,14 +67,14 @@ package enum HeaderScreen {
         return table
     }()
 
-    private static let portcullisPrefix = Array("x-portcullis-".utf8)
+    private static let prefixBytes = identityPrefixes.map { Array($0.utf8) }
 
     /// The screen's verdict on a name, given as the bytes it came as (any case, `_` or `.` for `-`).
     package static func verdict(_ name: UnsafeRawBufferPointer) -> Verdict {
         if name.count < namesByLength.count {
             for candidate in namesByLength[name.count] where equalsFolded(name, candidate.name) { return candidate.verdict }
         }
-        if name.count >= portcullisPrefix.count, equalsFolded(UnsafeRawBufferPointer(rebasing: name[..<portcullisPrefix.count]), portcullisPrefix) {
+        for prefix in prefixBytes where name.count >= prefix.count && equalsFolded(UnsafeRawBufferPointer(rebasing: name[..<prefix.count]), prefix) {
             return .identity
         }
         return .ordinary

@@ -413,12 +413,17 @@ package enum OpenAPIDocument {
           operationId: verifyForwardGet
           summary: Forward-auth (GET); the decision a proxied request to the original URI would get.
           description: |
-            For a proxy in front (nginx `auth_request`, Caddy `forward_auth`, Traefik `forwardAuth`).
-            The original request is read from `X-Original-URI`/`X-Original-Method` (nginx) or
-            `X-Forwarded-Uri`/`X-Forwarded-Method` (Caddy, Traefik), normalised as a request's own
-            path, matched against `gateway.routes` and their policies; the credentials are this
+            For a proxy in front (nginx `auth_request`, Caddy `forward_auth`, Traefik `forwardAuth`),
+            answered only to peers in `gateway.trusted_proxies` (403 `forward_auth_untrusted_peer`).
+            The original request is read from one family of fields, as `gateway.forward_auth.headers`
+            says: `X-Original-URI`/`X-Original-Method` (`nginx`, the default) or
+            `X-Forwarded-Uri`/`X-Forwarded-Method` (`forwarded`: Caddy, Traefik); the other family's
+            fields are 400 `forward_auth_headers_mixed`, never read. The URI must already be in its
+            normalised spelling (400 `original_uri_not_canonical`: the proxy forwards it as it came),
+            and is matched against `gateway.routes` and their policies; the credentials are this
             request's `Authorization` and `X-Session-Id` (a token in the original URI is 400
-            `token_in_url`). Every answer is `Cache-Control: no-store`. The same on every method.
+            `token_in_url`). A 200 carries every `X-Auth-Request-*` field, empty when there is no
+            value. Every answer is `Cache-Control: no-store`. The same on every method.
           security: [{bearer: []}, {}]
           parameters:
             - {$ref: "#/components/parameters/OriginalURI"}
@@ -806,9 +811,9 @@ package enum OpenAPIDocument {
           bearerFormat: JWT (RFC 9068 access token)
           description: The access token from login or refresh, or an access token of a trusted identity provider (trust.issuers). The session id is never a credential.
       parameters:
-        OriginalURI: {name: X-Original-URI, in: header, required: false, description: "The original request's URI (nginx).", schema: {type: string}}
+        OriginalURI: {name: X-Original-URI, in: header, required: false, description: "The original request's URI (gateway.forward_auth.headers: nginx), in its normalised spelling.", schema: {type: string}}
         OriginalMethod: {name: X-Original-Method, in: header, required: false, description: "The original request's method (nginx); GET when absent.", schema: {type: string}}
-        ForwardedURI: {name: X-Forwarded-Uri, in: header, required: false, description: "The original request's URI (Caddy, Traefik).", schema: {type: string}}
+        ForwardedURI: {name: X-Forwarded-Uri, in: header, required: false, description: "The original request's URI (gateway.forward_auth.headers: forwarded; Caddy, Traefik), in its normalised spelling.", schema: {type: string}}
         ForwardedMethod: {name: X-Forwarded-Method, in: header, required: false, description: "The original request's method (Caddy, Traefik).", schema: {type: string}}
         SessionIdPath:
           name: id

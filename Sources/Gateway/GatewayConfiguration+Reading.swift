@@ -42,6 +42,13 @@ extension GatewayConfiguration {
                 configuration.trustedProxies.append(network)
             }
         }
+        if let value = try values.string("gateway.forward_auth.headers") {
+            guard let family = ForwardAuthHeaderFamily(rawValue: value) else {
+                throw ConfigurationError(
+                    key: "gateway.forward_auth.headers", "must be nginx (X-Original-URI, X-Original-Method) or forwarded (X-Forwarded-Uri, X-Forwarded-Method: Caddy, Traefik), not \"\(value)\"")
+            }
+            configuration.forwardAuthHeaders = family
+        }
         switch (try values.string("gateway.tls.certificate_path"), try values.string("gateway.tls.private_key_path")) {
         case (nil, nil): break
         case (let certificate?, let key?): configuration.tls = TLSFiles(certificatePath: certificate, privateKeyPath: key)

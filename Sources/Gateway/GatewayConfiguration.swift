@@ -70,8 +70,12 @@ public struct GatewayConfiguration: Sendable, Equatable {
     public var effectiveLoginReturnOrigins: [String] {
         (loginReturnOrigins.isEmpty ? [effectivePublicURL] : loginReturnOrigins).compactMap(ReturnTarget.origin(of:))
     }
-    /// Proxies whose `X-Forwarded-For` is believed (addresses or CIDR networks).
+    /// Proxies whose `X-Forwarded-For` is believed (addresses or CIDR networks), and the only
+    /// peers `/api/auth/verify` answers (403 `forward_auth_untrusted_peer` for any other).
     public var trustedProxies: [IPNetwork] = []
+    /// Which header names carry the original request to forward-auth (`gateway.forward_auth.headers`):
+    /// nginx's `X-Original-*` by default, or `forwarded` (`X-Forwarded-Uri`/`-Method`: Caddy, Traefik).
+    public var forwardAuthHeaders: ForwardAuthHeaderFamily = .nginx
     /// Serve HTTPS with these PEM files; `nil` serves plain HTTP (fine on loopback).
     public var tls: TLSFiles? = nil
     /// Largest request body accepted, in bytes (413 beyond).

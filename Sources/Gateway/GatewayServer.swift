@@ -193,7 +193,7 @@ public struct PortcullisServer: Sendable {
             try await state.deleteExpiredCredentials(before: clock.now())
         })
         list.append(Sweeper("expired provider sign-ins", every: 300, logger: logger) {
-            try await state.deleteExpiredLoginFlows(before: clock.now())
+            try await state.deleteExpiredSignIns(before: clock.now())
         })
         if gateway.runtimeURL == nil {
             let (client, monitor) = (services.runtime, services.monitor)

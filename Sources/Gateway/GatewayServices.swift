@@ -140,7 +140,7 @@ public struct GatewayServices: Sendable {
     var forwardAuthRoutes: ForwardAuthRoutes {
         ForwardAuthRoutes(
             table: routeTable, authentication: authentication, admission: admission, runtime: runtime, sessionOwners: sessionOwners,
-            metrics: metrics)
+            metrics: metrics, family: configuration.forwardAuthHeaders)
     }
 
     var sessionRoutes: SessionRoutes {

@@ -86,6 +86,12 @@ public struct Sweeper: Service {
         self.sweep = sweep
     }
 
+    /// What is swept, as the log names it.
+    public var what: String { name }
+
+    /// One sweep now, as `run` does each interval; returns how many rows went.
+    public func sweepOnce() async throws -> Int { try await sweep() }
+
     public func run() async throws {
         await runPeriodically(every: interval) {
             do {

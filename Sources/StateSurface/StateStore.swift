@@ -83,3 +83,13 @@ public struct MigrationReport: Sendable, Equatable {
     /// Every step the store has, in order.
     public var applied: [String]
 }
+
+extension StateStore {
+    /// Forgets every sign-in record past its expiry: flows, login codes, provider sessions (and
+    /// with them the sealed provider tokens), session access-token ids and logout-token ids.
+    /// Returns how many rows went.
+    @discardableResult
+    public func deleteExpiredSignIns(before cutoff: Double) async throws -> Int {
+        try await deleteExpiredLoginFlows(before: cutoff) + deleteExpiredProviderSignIns(before: cutoff)
+    }
+}

@@ -72,7 +72,8 @@ public struct ClientAddressResolver: Sendable {
         self.trustedProxies = trustedProxies
     }
 
-    func isTrusted(_ address: String) -> Bool {
+    /// Whether `address` is one of `trustedProxies` (never, when the list is empty).
+    public func isTrustedProxy(_ address: String) -> Bool {
         guard !trustedProxies.isEmpty, let bytes = IPNetwork.parseAddress(address) else { return false }
         return trustedProxies.contains { $0.contains(bytes) }
     }
@@ -83,7 +84,7 @@ public struct ClientAddressResolver: Sendable {
     ///     trusted proxy (no header lookup for anybody else, on every request).
     public func clientAddress(peer: String?, forwardedFor: @autoclosure () -> [String]) -> String {
         guard let peer else { return "unknown" }
-        guard isTrusted(peer) else { return peer }
+        guard isTrustedProxy(peer) else { return peer }
         var hops: [String] = []
         for value in forwardedFor() {
             for hop in value.split(separator: ",") { hops.append(String(hop).trimmingCharacters(in: " \t")) }
@@ -92,7 +93,7 @@ public struct ClientAddressResolver: Sendable {
         for hop in hops.reversed() {
             guard IPNetwork.parseAddress(hop) != nil else { break }  // junk ends the trusted chain
             client = hop
-            if !isTrusted(hop) { break }
+            if !isTrustedProxy(hop) { break }
         }
         return client
     }

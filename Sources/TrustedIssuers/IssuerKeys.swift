@@ -37,12 +37,15 @@ final class IssuerKeys: Sendable {
         self.issuer = issuer
         self.clock = clock
         self.fetcher = fetcher
+        // An ID token or a logout token is never an access token, whatever its aud; where the issuer
+        // says its access tokens are typed (RFC 9068 `at+jwt`), no other typ passes.
         var policy = AccessTokenPolicy(
             issuer: issuer.issuer, audience: nil, leeway: leeway, maximumLifetime: issuer.maximumTokenLifetime,
-            acceptedTypes: ["at+jwt", "application/at+jwt", "JWT"],
-            requiredClaims: Array(Set(["iss", "aud", "exp", issuer.subjectClaim] + Self.tenantClaim(issuer))).sorted(), forbiddenClaims: [])
+            acceptedTypes: issuer.requiresAccessTokenType ? ["at+jwt", "application/at+jwt"] : ["at+jwt", "application/at+jwt", "JWT"],
+            requiredClaims: Array(Set(["iss", "aud", "exp", issuer.subjectClaim] + Self.tenantClaim(issuer))).sorted(),
+            forbiddenClaims: AccessTokenPolicy.otherTokenClaims)
         policy.audiences = issuer.audiences
-        policy.requiresType = false
+        policy.requiresType = issuer.requiresAccessTokenType
         policy.requiresKeyID = false
         self.policy = policy
         var initial = State(source: "secret_file")
@@ -94,6 +97,8 @@ final class IssuerKeys: Sendable {
         idPolicy.audiences = [clientID]
         idPolicy.requiredClaims = Array(Set(policy.requiredClaims + ["iat"])).sorted()
         idPolicy.acceptedTypes = ["JWT"]
+        idPolicy.requiresType = false
+        idPolicy.forbiddenClaims = ["events"]
         return idPolicy
     }
 
@@ -104,7 +109,7 @@ final class IssuerKeys: Sendable {
         var logoutPolicy = policy
         logoutPolicy.audiences = [clientID]
         logoutPolicy.requiredClaims = ["iss", "aud", "iat", "jti"]
-        logoutPolicy.forbiddenClaims = ["nonce"]
+        logoutPolicy.forbiddenClaims = ["nonce", "at_hash", "c_hash"]
         logoutPolicy.acceptedTypes = ["logout+jwt", "application/logout+jwt", "JWT"]
         logoutPolicy.requiresType = false
         return logoutPolicy

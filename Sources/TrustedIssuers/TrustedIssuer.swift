@@ -46,11 +46,14 @@ public struct TrustedIssuer: Sendable, Equatable {
     public var maximumTokenLifetime: Double = 86_400
     /// Signing users in through this provider (`login`); `nil`: its tokens are accepted, nobody signs in through it.
     public var login: ProviderLoginSettings?
+    /// Whether its access tokens carry `typ: at+jwt` (RFC 9068), so that a token of any other `typ`
+    /// is refused (`access_token_type: at+jwt`); `false`: any `typ`, or none.
+    public var requiresAccessTokenType = false
 
     /// The keys an entry may set.
     public static let settingNames: Set<String> = [
         "issuer", "jwks_url", "audiences", "algorithms", "tenant", "tenant_claim", "tenants", "subject_claim", "secret_file",
-        "refresh_cooldown_seconds", "max_stale_seconds", "ca_file", "max_token_lifetime_seconds", "login",
+        "refresh_cooldown_seconds", "max_stale_seconds", "ca_file", "max_token_lifetime_seconds", "login", "access_token_type",
     ]
 
     public init(issuer: String, keySource: KeySource, audiences: [String], algorithms: [JWSAlgorithm]? = nil, tenant: Tenant) {
@@ -152,7 +155,26 @@ public struct TrustedIssuer: Sendable, Equatable {
                 throw entry.problem(
                     "login", "needs OIDC discovery (the authorization and token endpoints come from the issuer's discovery document); remove jwks_url and secret_file")
             }
-            login = try ProviderLoginSettings(reading: map)
+            let settings = try ProviderLoginSettings(reading: map)
+            // The sign-in's ID tokens carry aud = client_id: listed here, one would pass as an access token.
+            if audiences.contains(settings.clientID) {
+                throw entry.problem(
+                    "audiences",
+                    "lists \"\(settings.clientID)\", the client_id of this issuer's login, which every ID token it issues to the gateway carries as aud; list the audience of its access tokens instead (an API identifier)"
+                )
+            }
+            // A user signed in through a provider is keyed by sub, the one claim OpenID Connect keeps stable
+            // (an email may change hands), and the one a back-channel logout token names.
+            if subjectClaim != "sub" {
+                throw entry.problem("subject_claim", "must be sub (or left out) on an issuer with login: users who sign in are keyed by sub, which the provider keeps stable")
+            }
+            login = settings
+        }
+        if let type = try entry.string("access_token_type") {
+            guard ["at+jwt", "application/at+jwt"].contains(type.lowercased()) else {
+                throw entry.problem("access_token_type", "must be at+jwt (RFC 9068), or be left out to accept any typ, not \"\(type)\"")
+            }
+            requiresAccessTokenType = true
         }
     }
 

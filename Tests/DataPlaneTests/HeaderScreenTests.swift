@@ -8,7 +8,7 @@ struct HeaderScreenTests {
     private func expected(_ name: String) -> HeaderScreen.Verdict {
         let folded = HeaderScreen.folded(name)
         if HeaderScreen.neverForwarded.contains(folded) { return .neverForwarded }
-        if HeaderScreen.identityHeaders.contains(folded) || folded.hasPrefix("x-portcullis-") { return .identity }
+        if HeaderScreen.identityHeaders.contains(folded) || HeaderScreen.identityPrefixes.contains(where: folded.hasPrefix) { return .identity }
         return .ordinary
     }
 
@@ -34,6 +34,11 @@ struct HeaderScreenTests {
         }
         #expect(HeaderScreen.verdict("X_Portcullis_Anything") == .identity)
         #expect(HeaderScreen.verdict("X-PORTCULLIS-") == .identity)
+        // Every field forward-auth answers, and any it may add, in the spellings frameworks fold together.
+        for name in ["X-Auth-Request-User", "X-Auth-Request-Tenant", "X-Auth-Request-Email", "X-Auth-Request-Groups", "X_Auth_Request_User", "x.auth.request.preferred-username"] {
+            #expect(HeaderScreen.verdict(name) == .identity, "\(name)")
+        }
+        #expect(HeaderScreen.verdict("X-Auth-Requests") == .ordinary)
     }
 
     @Test("a listed name with one byte changed, added or dropped, and random names, get the sets' verdict")

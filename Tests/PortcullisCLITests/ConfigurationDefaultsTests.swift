@@ -172,6 +172,10 @@ struct TrustConfigurationTests {
             (TrustConfigurationTests.withLogin("name: acme\n        client_id: c\n        client_secret_file: s\n        scopes: [profile]"), "trust.issuers[0].login.scopes"),
             (TrustConfigurationTests.withLogin("name: acme\n        client_id: c\n        client_secret_file: s\n        scopes: [\"open id\"]"), "trust.issuers[0].login.scopes"),
             (TrustConfigurationTests.withLogin("name: acme\n        client_id: c\n        client_secret_file: s\n        redirect_uri: x"), "trust.issuers[0].login.redirect_uri"),
+            // An issuer users sign in through: its client_id is never an access token's audience, users are keyed by sub.
+            ("- issuer: https://idp.example.com\n      audiences: [a, c]\n      tenant: t\n      login:\n        name: acme\n        client_id: c\n        client_secret_file: s", "trust.issuers[0].audiences"),
+            (TrustConfigurationTests.withLogin("name: acme\n        client_id: c\n        client_secret_file: s") + "\n      subject_claim: email", "trust.issuers[0].subject_claim"),
+            ("- issuer: https://idp.example.com\n      audiences: [a]\n      tenant: t\n      access_token_type: JWT", "trust.issuers[0].access_token_type"),
             ("- issuer: https://idp.example.com\n      audiences: [a]\n      tenant: t\n      login: acme", "trust.issuers[0].login"),
             ("- issuer: https://idp.example.com\n      audiences: [a]\n      tenant: t\n      jwks_url: https://idp.example.com/k\n      login:\n        name: acme\n        client_id: c\n        client_secret_file: s", "trust.issuers[0].login"),
             (TrustConfigurationTests.withLogin("name: acme\n        client_id: c\n        client_secret_file: s") + "\n    - issuer: https://other.example.com\n      audiences: [a]\n      tenant: t\n      login:\n        name: acme\n        client_id: c\n        client_secret_file: s", "trust.issuers[1].login.name"),

@@ -110,8 +110,11 @@ struct RepositoryContractTests {
         }
         #expect(replays == 0, "a logout token id is new once")
         #expect(try await state.rememberLogoutToken(id: "lt-1", expiresAt: now + 900, now: now + 301), "after it expired it may be recorded again")
-        // The sweep forgets the expired session (ses_c); the expired code went when it was asked for.
-        #expect(try await state.deleteExpiredProviderSignIns(before: now) == 1)
+        // The sweep forgets the expired session (ses_c) and its sealed tokens; the expired code went when it was asked for.
+        var sealed = third
+        sealed.identity.sealedRefreshToken = "sealed-refresh-3"
+        try await state.saveProviderSession(sealed)
+        #expect(try await state.deleteExpiredSignIns(before: now) == 1)
         #expect(try await state.providerSession(sessionID: "ses_c") == nil)
         #expect(try await state.providerSession(sessionID: "ses_b") != nil)
         await state.shutdown()

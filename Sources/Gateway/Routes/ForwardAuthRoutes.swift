@@ -20,25 +20,45 @@ struct ForwardAuthRoutes: Sendable {
     let runtime: RuntimeClient
     let sessionOwners: SessionOwnershipView
     let metrics: GatewayMetrics
+    /// Which proxy's names carry the original request (`gateway.forward_auth.headers`).
+    let family: ForwardAuthHeaderFamily
 
     static let path = "/api/auth/verify"
 
     func register(on router: Router<GatewayRequestContext>) {
         // Any method: nginx's auth_request sends the original method's subrequest as GET; Caddy and Traefik keep it.
         for method in [HTTPRequest.Method.get, .head, .post, .put, .patch, .delete, .options] {
-            router.on(RouterPath(Self.path), method: method) { request, _ in try await verify(request) }
+            router.on(RouterPath(Self.path), method: method) { request, context in try await verify(request, context) }
         }
     }
 
-    /// The original request: `X-Original-URI` and `X-Original-Method` (nginx), else `X-Forwarded-Uri`
-    /// and `X-Forwarded-Method` (Caddy, Traefik); GET when no method is named.
-    static func original(_ headers: HTTPFields) throws -> (path: Substring, method: HTTPRequest.Method) {
-        guard let uri = headers[Header.originalURI] ?? headers[Header.forwardedURI], !uri.isEmpty else {
-            throw GatewayError.invalidRequest("name the original request in X-Original-URI (nginx) or X-Forwarded-Uri (Caddy, Traefik)")
+    /// The original request, from `family`'s two fields only; GET when no method is named.
+    ///
+    /// Refused (400): the other family's fields present (a client may have set them, and a
+    /// proxy that copies client headers passes them on), either field given twice, and a URI
+    /// not already in the one spelling `RequestTarget` makes: the proxy forwards the URI as it
+    /// came, so deciding on a normalised copy (`/a/../b` as `/b`) would decide for a path other
+    /// than the one the upstream receives.
+    static func original(_ headers: HTTPFields, family: ForwardAuthHeaderFamily) throws -> (path: Substring, method: HTTPRequest.Method) {
+        let other = family.other
+        for name in [other.uriField, other.methodField] where headers[HTTPField.Name(name)!] != nil {
+            throw GatewayError(
+                .badRequest, "forward_auth_headers_mixed",
+                "the request carries \(name), which this gateway never reads (gateway.forward_auth.headers is \(family.rawValue): \(family.uriField) and \(family.methodField)); have the proxy remove the client's \(name)")
         }
-        let methodName = headers[Header.originalMethod] ?? headers[Header.forwardedMethod] ?? "GET"
-        guard let method = ProxyRoute.methods.first(where: { $0.rawValue == methodName.uppercased() }) else {
-            throw GatewayError(.methodNotAllowed, "method_not_allowed", "the original method \(JSONValue.clip(methodName)) is not one a route forwards")
+        let uriName = HTTPField.Name(family.uriField)!
+        let methodName = HTTPField.Name(family.methodField)!
+        let uris = headers[values: uriName]
+        let methods = headers[values: methodName]
+        guard uris.count <= 1, methods.count <= 1 else {
+            throw GatewayError.invalidRequest("\(uris.count > 1 ? family.uriField : family.methodField) is given more than once; name one original request")
+        }
+        guard let uri = uris.first, !uri.isEmpty else {
+            throw GatewayError.invalidRequest("name the original request in \(family.uriField) (gateway.forward_auth.headers is \(family.rawValue))")
+        }
+        let name = methods.first ?? "GET"
+        guard let method = ProxyRoute.methods.first(where: { $0.rawValue == name }) else {
+            throw GatewayError(.methodNotAllowed, "method_not_allowed", "the original method \(JSONValue.clip(name)) is not one a route forwards")
         }
         let (rawPath, query) = RequestTarget.split(uri[...])
         let path: Substring
@@ -48,6 +68,11 @@ struct ForwardAuthRoutes: Sendable {
         } catch {
             throw GatewayError.invalidRequest(error.message)
         }
+        guard path == rawPath else {
+            throw GatewayError(
+                .badRequest, "original_uri_not_canonical",
+                "the original URI's path is not in its one spelling (it would be \(PathRedaction.redactedPath(String(path)))), and the proxy forwards it as it came; refuse or normalise such paths in the proxy")
+        }
         // A token in the URI is never read (it would sit in every log on the way); saying so beats ignoring it.
         if let query, RequestTarget.queryWithoutCredentials(query) != query {
             throw GatewayError(.badRequest, "token_in_url", "the original URI carries access_token; send the token in Authorization instead")
@@ -56,8 +81,15 @@ struct ForwardAuthRoutes: Sendable {
     }
 
     /// 200 with the identity for the proxy to pass on, or the refusal the route itself would answer.
-    func verify(_ request: Request) async throws -> Response {
-        let (path, method) = try Self.original(request.headers)
+    func verify(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
+        // The original-request fields are believed from the proxies in front only: anybody else
+        // could name any request and learn, or obtain an assertion for, what it would get.
+        guard let peer = context.peerAddress, admission.clientAddresses.isTrustedProxy(peer) else {
+            throw GatewayError(
+                .forbidden, "forward_auth_untrusted_peer",
+                "forward-auth answers only the proxies listed in gateway.trusted_proxies; add the proxy's address there")
+        }
+        let (path, method) = try Self.original(request.headers, family: family)
         // The data plane's own match, on the same table.
         guard let (route, _) = table.current.route(for: path) else {
             throw GatewayError(.notFound, "not_found", "no gateway.routes prefix serves \(PathRedaction.redactedPath(String(path)))")
@@ -68,7 +100,9 @@ struct ForwardAuthRoutes: Sendable {
         let token = try AccessTokenAuthenticator.bearerToken(fromAuthorization: request.headers[.authorization])
         if token == nil, !route.requiresToken {
             let assertion = try assertion(for: route, caller: RuntimeCaller(userID: nil, tenantID: nil, sessionID: nil))
-            return Response(status: .ok, headers: [.cacheControl: "no-store", Self.assertionHeader: assertion])
+            // Every identity field, empty: a proxy that copies a field the answer lacks may send its
+            // own placeholder, or the client's copy, upstream instead (Caddy 2.6).
+            return Response(status: .ok, headers: Self.identityFields(assertion: assertion, user: "", tenant: "", email: "", groups: ""))
         }
         let caller = try await authentication.requireCaller(request)
         let sessionHeader = request.headers[Header.sessionID]
@@ -90,26 +124,29 @@ struct ForwardAuthRoutes: Sendable {
             sessionID = checked
         }
         let assertion = try assertion(for: route, caller: RuntimeCaller(caller, sessionID: sessionID))
-        var headers: HTTPFields = [.cacheControl: "no-store", Self.assertionHeader: assertion]
-        // oauth2-proxy's names, so that existing proxy configurations carry over.
-        headers[Header.user] = caller.userID
-        headers[Header.tenant] = caller.tenantID
-        if let email = caller.claims["email"]?.stringValue, Self.isHeaderSafe(email) { headers[Header.email] = email }
-        if case .array(let groups)? = caller.claims["groups"] {
-            let names = groups.compactMap(\.stringValue).filter { Self.isHeaderSafe($0) && !$0.contains(",") }
-            if !names.isEmpty { headers[Header.groups] = names.joined(separator: ",") }
+        var email = ""
+        if let claimed = caller.claims["email"]?.stringValue, Self.isHeaderSafe(claimed) { email = claimed }
+        var groups = ""
+        if case .array(let values)? = caller.claims["groups"] {
+            groups = values.compactMap(\.stringValue).filter { Self.isHeaderSafe($0) && !$0.contains(",") }.joined(separator: ",")
         }
-        return Response(status: .ok, headers: headers)
+        return Response(
+            status: .ok, headers: Self.identityFields(assertion: assertion, user: caller.userID, tenant: caller.tenantID, email: email, groups: groups))
+    }
+
+    /// A 200's fields: the assertion and every identity field, in oauth2-proxy's names (so that
+    /// existing proxy configurations carry over), each present, empty when there is no value.
+    static func identityFields(assertion: String, user: String, tenant: String, email: String, groups: String) -> HTTPFields {
+        [
+            .cacheControl: "no-store", assertionHeader: assertion, Header.user: user, Header.tenant: tenant, Header.email: email,
+            Header.groups: groups,
+        ]
     }
 
     static let assertionHeader = HTTPField.Name(AssertionHeader.name)!
 
     /// The header names read and written here (valid field names: the unwraps cannot fail).
     enum Header {
-        static let originalURI = HTTPField.Name("X-Original-URI")!
-        static let originalMethod = HTTPField.Name("X-Original-Method")!
-        static let forwardedURI = HTTPField.Name("X-Forwarded-Uri")!
-        static let forwardedMethod = HTTPField.Name("X-Forwarded-Method")!
         static let sessionID = HTTPField.Name("X-Session-Id")!
         static let user = HTTPField.Name("X-Auth-Request-User")!
         static let tenant = HTTPField.Name("X-Auth-Request-Tenant")!

@@ -25,10 +25,16 @@ public struct AccessTokenPolicy: Sendable {
     /// Claims that must be present.
     public var requiredClaims: [String] { didSet { required = RegisteredName.mask(requiredClaims) } }
     /// Claims an access token must never carry.
+    ///
+    /// For a provider's tokens, also those of its other tokens (`idTokenClaims`): an ID token's
+    /// `aud` may be an audience an access token's is too, and it must never pass as one.
     public var forbiddenClaims: [String] { didSet { forbidden = RegisteredName.mask(forbiddenClaims) } }
     /// The same lists split for the hot path: a bit mask of registered names, and the rest.
     private var required: (mask: UInt32, others: [String])
     private var forbidden: (mask: UInt32, others: [String])
+    /// The claims that mark an ID token (`nonce`, `at_hash`, `c_hash`) or a logout token (`events`):
+    /// an access token carries none of them.
+    public static let otherTokenClaims = ["nonce", "at_hash", "c_hash", "events"]
     /// Longest token accepted, in bytes; checked before anything else.
     public var maximumTokenBytes: Int
     /// Deepest JSON nesting accepted in header and claims.
@@ -155,7 +161,13 @@ public struct AccessTokenPolicy: Sendable {
         }
         if forbidden.mask & seen != 0 || !forbidden.others.isEmpty {
             for name in forbiddenClaims where claims[name] != nil {
-                let why = name == "session_id" ? "an access token must not carry a session_id; send it separately" : "the claim \"\(name)\" is not allowed in an access token"
+                let why =
+                    switch name {
+                    case "session_id": "an access token must not carry a session_id; send it separately"
+                    case "nonce", "at_hash", "c_hash": "an ID token was sent where an access token is expected (it carries \(name)); send the provider's access token"
+                    case "events": "a logout token was sent where an access token is expected (it carries events)"
+                    default: "the claim \"\(name)\" is not allowed in an access token"
+                    }
                 if add(.invalidClaim, why) { return found }
             }
         }

@@ -6,6 +6,8 @@
 enum RegisteredName: UInt8, CaseIterable {
     case alg, typ, kid, cty, crit, jwk, jku, x5u, x5c, b64, zip
     case iss, sub, aud, exp, nbf, iat, jti, clientID, tenantID, scope, sessionID
+    /// The claims only an ID token (`nonce`, `at_hash`, `c_hash`) or a logout token (`events`) carries.
+    case nonce, atHash, cHash, events
 
     var text: String {
         switch self {
@@ -31,6 +33,10 @@ enum RegisteredName: UInt8, CaseIterable {
         case .tenantID: return "tenant_id"
         case .scope: return "scope"
         case .sessionID: return "session_id"
+        case .nonce: return "nonce"
+        case .atHash: return "at_hash"
+        case .cHash: return "c_hash"
+        case .events: return "events"
         }
     }
 

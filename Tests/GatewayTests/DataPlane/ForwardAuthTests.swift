@@ -10,16 +10,27 @@ import TrafficCop
 /// describes, what the route itself would answer, and the identity to pass on.
 @Suite("Forward-auth: /api/auth/verify decides for a proxy in front")
 struct ForwardAuthTests {
-    @Test("an allowed caller gets 200 with the assertion (aud = the route's upstream) and oauth2-proxy's X-Auth-Request-* headers; a wrong scope is 403, no token 401, a .. above the root or a token in the URI 400, an unknown path 404, a method off the route 405; nginx's and Caddy's header names both work; every answer is no-store")
-    func decisions() async throws {
-        let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
-        let upstream = "http://billing.internal:8443"
-        let fixture = try await TrustedIssuerTests.gateway([provider], configure: { configuration in
+    static let upstream = "http://billing.internal:8443"
+
+    /// A gateway with a scoped route and an `auth: none` one, answering forward-auth for the
+    /// proxies in `trusted` with `family`'s names.
+    static func gateway(_ provider: FakeProvider, family: ForwardAuthHeaderFamily = .nginx, trusted: [String] = ["127.0.0.1"]) async throws -> GatewayFixture {
+        try await TrustedIssuerTests.gateway([provider], configure: { configuration in
             configuration.routes = [
                 ProxyRoute(prefix: "/api/billing", upstream: upstream, methods: [.get, .head, .post], policy: RoutePolicy(scopes: ["billing:read"])),
                 ProxyRoute(prefix: "/public", upstream: "http://status.internal:8080", requiresToken: false),
+                ProxyRoute(prefix: "/api/plain", upstream: "http://plain.internal:8080"),
             ]
+            configuration.trustedProxies = trusted.compactMap(IPNetwork.init)
+            configuration.forwardAuthHeaders = family
         })
+    }
+
+    @Test("an allowed caller gets 200 with the assertion (aud = the route's upstream) and oauth2-proxy's X-Auth-Request-* headers; a wrong scope is 403, no token 401, a .. above the root or a token in the URI 400, an unknown path 404, a method off the route 405; every answer is no-store")
+    func decisions() async throws {
+        let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
+        let upstream = Self.upstream
+        let fixture = try await Self.gateway(provider)
         let allowed = try provider.token(claims: ["scope": "billing:read", "email": "ann@example.com", "groups": ["finance", "ops"]])
         func verify(_ headers: [(String, String)], bearer: String? = nil, method: HTTPMethod = .GET) async throws -> Answer {
             try await fixture.send(method, "/api/auth/verify", bearer: bearer, headers: headers)
@@ -33,9 +44,9 @@ struct ForwardAuthTests {
         fixture.remember(assertion)
         let claims = try StrictJSONReader().parseObject(try JWSCompact.parse(assertion).payload)
         #expect(claims["aud"] == .string(upstream) && claims["idp_sub"] == "user-1")
-        // Caddy's and Traefik's names, and any method of the subrequest itself.
-        let caddy = try await verify([("X-Forwarded-Uri", "/api/billing/x"), ("X-Forwarded-Method", "GET"), ("X-Forwarded-Host", "app.example.com")], bearer: allowed, method: .POST)
-        #expect(caddy.status == 200, "\(caddy.raw)")
+        // Any method of the subrequest itself.
+        let posted = try await verify([("X-Original-URI", "/api/billing/x"), ("X-Original-Method", "GET")], bearer: allowed, method: .POST)
+        #expect(posted.status == 200, "\(posted.raw)")
         let refusals: [(String, [(String, String)], String?, Int, String?)] = [
             ("wrong scope", [("X-Original-URI", "/api/billing/x")], try provider.token(claims: ["scope": "openid"]), 403, "insufficient_scope"),
             ("no token", [("X-Original-URI", "/api/billing/x")], nil, 401, "token_missing"),
@@ -43,7 +54,7 @@ struct ForwardAuthTests {
             ("token in the URI", [("X-Original-URI", "/api/billing/x?access_token=\(allowed)")], nil, 400, "token_in_url"),
             ("token in the URI, other case", [("X-Original-URI", "/api/billing/x?%61ccess_TOKEN=abc")], allowed, 400, "token_in_url"),
             ("unknown path", [("X-Original-URI", "/api/other")], allowed, 404, "not_found"),
-            (".. into another prefix", [("X-Original-URI", "/public/../api/billing/x")], nil, 401, "token_missing"),
+            (".. into another prefix", [("X-Original-URI", "/public/../api/billing/x")], nil, 400, "original_uri_not_canonical"),
             ("method off the route", [("X-Original-URI", "/api/billing/x"), ("X-Original-Method", "DELETE")], allowed, 405, "method_not_allowed"),
             ("no original URI", [], allowed, 400, "invalid_request"),
         ]
@@ -56,9 +67,102 @@ struct ForwardAuthTests {
         #expect(scope.headers["WWW-Authenticate"].first?.contains("scope=\"billing:read\"") == true)
         let method = try await verify([("X-Original-URI", "/api/billing/x"), ("X-Original-Method", "DELETE")], bearer: allowed)
         #expect(method.headers["Allow"].first == "GET, HEAD, POST")
-        // auth: none: 200 without a token, with an assertion naming no user.
+        // auth: none: 200 without a token, with an assertion naming no user and every identity field empty.
         let open = try await verify([("X-Original-URI", "/public/status")])
-        #expect(open.status == 200 && open.headers["X-Auth-Request-User"].isEmpty)
+        #expect(open.status == 200, "\(open.raw)")
+        for name in ["X-Auth-Request-User", "X-Auth-Request-Tenant", "X-Auth-Request-Email", "X-Auth-Request-Groups"] {
+            #expect(open.headers[name] == [""], "\(name) is answered, empty, when there is no identity: \(open.headers[name])")
+        }
+        // A token without email or groups: both fields answered, empty.
+        let plain = try await verify([("X-Original-URI", "/api/plain/x")], bearer: try provider.token(claims: [:]))
+        #expect(plain.status == 200 && plain.headers["X-Auth-Request-Email"] == [""] && plain.headers["X-Auth-Request-Groups"] == [""], "\(plain.raw)")
+        try await fixture.stop()
+        try await provider.stop()
+    }
+
+    @Test("forward-auth reads one header family: with nginx's, any X-Forwarded-Uri or -Method is 400 forward_auth_headers_mixed, never read; with forwarded (Caddy, Traefik), any X-Original-URI or -Method is")
+    func oneHeaderFamily() async throws {
+        let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
+        let unscoped = try provider.token(claims: ["scope": "openid"])
+        let nginx = try await Self.gateway(provider, family: .nginx)
+        let caddy = try await Self.gateway(provider, family: .forwarded)
+        // The three spoofing attempts, the client's copy beside the proxy's own field.
+        let attempts: [(String, [(String, String)], String?)] = [
+            ("a scope-less token steered to another route", [("X-Original-URI", "/api/plain/x"), ("X-Forwarded-Uri", "/api/billing/invoices")], unscoped),
+            ("no token, steered to an auth: none route", [("X-Original-URI", "/public/x"), ("X-Forwarded-Uri", "/api/billing/invoices")], nil),
+            ("DELETE named GET", [("X-Original-Method", "GET"), ("X-Forwarded-Method", "DELETE"), ("X-Forwarded-Uri", "/api/billing/invoices")], unscoped),
+        ]
+        for (fixture, name) in [(nginx, "nginx"), (caddy, "forwarded")] {
+            for (attempt, headers, token) in attempts {
+                let answer = try await fixture.send(.GET, "/api/auth/verify", bearer: token, headers: headers)
+                #expect(answer.status == 400 && answer.error == "forward_auth_headers_mixed", "\(name), \(attempt): \(answer.status) \(answer.raw)")
+                #expect(answer.headers["X-Portcullis-Assertion"].isEmpty)
+            }
+        }
+        // Each family alone works where it is the one read, and is refused where it is not.
+        let allowed = try provider.token(claims: ["scope": "billing:read"])
+        let viaCaddy = try await caddy.send(.GET, "/api/auth/verify", bearer: allowed, headers: [("X-Forwarded-Uri", "/api/billing/x"), ("X-Forwarded-Method", "POST")])
+        #expect(viaCaddy.status == 200, "\(viaCaddy.raw)")
+        let deleteViaCaddy = try await caddy.send(.GET, "/api/auth/verify", bearer: allowed, headers: [("X-Forwarded-Uri", "/api/billing/x"), ("X-Forwarded-Method", "DELETE")])
+        #expect(deleteViaCaddy.status == 405, "\(deleteViaCaddy.raw)")
+        let nginxNamesAtCaddy = try await caddy.send(.GET, "/api/auth/verify", bearer: allowed, headers: [("X-Original-URI", "/api/billing/x")])
+        #expect(nginxNamesAtCaddy.status == 400 && nginxNamesAtCaddy.error == "forward_auth_headers_mixed", "\(nginxNamesAtCaddy.raw)")
+        let twice = try await nginx.send(.GET, "/api/auth/verify", bearer: allowed, headers: [("X-Original-URI", "/api/billing/x"), ("X-Original-URI", "/api/plain/x")])
+        #expect(twice.status == 400 && twice.error == "invalid_request", "the URI field twice: \(twice.raw)")
+        let lowercase = try await nginx.send(.GET, "/api/auth/verify", bearer: allowed, headers: [("X-Original-URI", "/api/billing/x"), ("X-Original-Method", "delete")])
+        #expect(lowercase.status == 405, "a method is case-sensitive: \(lowercase.raw)")
+        try await nginx.stop()
+        try await caddy.stop()
+        try await provider.stop()
+    }
+
+    @Test("forward-auth answers only peers in gateway.trusted_proxies: 403 forward_auth_untrusted_peer for any other, and with none listed")
+    func trustedPeersOnly() async throws {
+        let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
+        let allowed = try provider.token(claims: ["scope": "billing:read"])
+        for trusted in [[], ["10.0.0.0/8"], ["::1"]] {
+            let fixture = try await Self.gateway(provider, trusted: trusted)
+            let answer = try await fixture.send(.GET, "/api/auth/verify", bearer: allowed, headers: [("X-Original-URI", "/api/billing/x")])
+            #expect(answer.status == 403 && answer.error == "forward_auth_untrusted_peer", "trusted \(trusted): \(answer.raw)")
+            #expect(answer.headers["X-Portcullis-Assertion"].isEmpty && answer.headers["X-Auth-Request-User"].isEmpty)
+            try await fixture.stop()
+        }
+        let fixture = try await Self.gateway(provider, trusted: ["127.0.0.0/8"])
+        let answer = try await fixture.send(.GET, "/api/auth/verify", bearer: allowed, headers: [("X-Original-URI", "/api/billing/x")])
+        #expect(answer.status == 200, "\(answer.raw)")
+        try await fixture.stop()
+        try await provider.stop()
+    }
+
+    @Test("an original URI not already in RequestTarget's one spelling is 400 original_uri_not_canonical: the proxy forwards it as it came, so it is never decided as another path")
+    func canonicalSpellingOnly() async throws {
+        let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
+        let fixture = try await Self.gateway(provider)
+        // Limited to /api/plain: each spelling below would be decided as /api/plain/x if normalised.
+        let plainOnly = try provider.token(claims: ["scope": "openid"])
+        let spellings: [(String, String)] = [
+            ("/api/billing/../plain/x", "original_uri_not_canonical"),
+            ("/api/billing/%2e%2e/plain/x", "original_uri_not_canonical"),
+            ("/api/billing//../plain/x", "original_uri_not_canonical"),
+            ("/api/billing;/../plain/x", "original_uri_not_canonical"),
+            ("/api/billing/./x", "original_uri_not_canonical"),
+            ("/api//plain/x", "original_uri_not_canonical"),
+            ("/api/plain/%78", "original_uri_not_canonical"),
+            ("/api/plain/%3f", "original_uri_not_canonical"),
+            ("/api/plain/secret#/../public/x", "invalid_request"),
+            ("/api/billing/%2f../plain/x", "invalid_request"),
+        ]
+        for (uri, error) in spellings {
+            let answer = try await fixture.send(.GET, "/api/auth/verify", bearer: plainOnly, headers: [("X-Original-URI", uri)])
+            #expect(answer.status == 400 && answer.error == error, "\(uri): \(answer.status) \(answer.raw)")
+        }
+        // A path is matched without its query: /api/billing?x=/api/plain is /api/billing's.
+        let query = try await fixture.send(.GET, "/api/auth/verify", bearer: plainOnly, headers: [("X-Original-URI", "/api/billing/x?next=/api/plain/x")])
+        #expect(query.status == 403 && query.error == "insufficient_scope", "\(query.raw)")
+        let noToken = try await fixture.send(.GET, "/api/auth/verify", headers: [("X-Original-URI", "/api/billing/x?r=/public/x")])
+        #expect(noToken.status == 401, "\(noToken.raw)")
+        let canonical = try await fixture.send(.GET, "/api/auth/verify", bearer: plainOnly, headers: [("X-Original-URI", "/api/plain/x%20y?a=1")])
+        #expect(canonical.status == 200, "a canonical spelling passes: \(canonical.raw)")
         try await fixture.stop()
         try await provider.stop()
     }

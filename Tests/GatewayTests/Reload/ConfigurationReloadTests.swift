@@ -38,7 +38,10 @@ struct ConfigurationReloadTests {
     func reloadAppliesLiveParts() async throws {
         let targets = RecordingUpstream.Targets()
         let upstream = try await RecordingUpstream.start(recording: targets)
-        let fixture = try await GatewayFixture { $0.routes = [ProxyRoute(prefix: "/api/a", upstream: "http://127.0.0.1:\(upstream.port)")] }
+        let fixture = try await GatewayFixture {
+            $0.routes = [ProxyRoute(prefix: "/api/a", upstream: "http://127.0.0.1:\(upstream.port)")]
+            $0.trustedProxies = [IPNetwork("127.0.0.1")].compactMap { $0 }
+        }
         try await fixture.addUser("alice")
         let alice = try await fixture.login("alice")
         let connection = try RawConnection(port: fixture.gatewayPort)
