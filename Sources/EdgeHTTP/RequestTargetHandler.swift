@@ -50,15 +50,24 @@ package final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannel
     private var closingAfterOwed = false
     /// The request being read asked to close after its answer; `closingAfterOwed` from its end.
     private var requestAsksClose = false
+    /// A head was passed on and its `.end` has not come yet: a parse error now is in that request's
+    /// body, and that request has its answer (or will have it) from whoever it was passed to.
+    private var readingBody = false
+    /// A parse error in a passed-on request's body: nothing more is read, and the connection closes
+    /// once the answers owed have ended, with no answer of its own (one request, one answer).
+    private var abandoned = false
 
     package init(logger: Logger) {
         self.logger = logger
     }
 
     package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard refusal == nil, !closingAfterOwed else { return }
+        guard refusal == nil, !closingAfterOwed, !abandoned else { return }
         guard case .head(var head) = unwrapInboundIn(data) else {
-            if case .end = unwrapInboundIn(data), requestAsksClose { closingAfterOwed = true }
+            if case .end = unwrapInboundIn(data) {
+                readingBody = false
+                if requestAsksClose { closingAfterOwed = true }
+            }
             context.fireChannelRead(data)
             return
         }
@@ -70,6 +79,7 @@ package final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannel
         }
         owed.owe(isHEAD: head.method == .HEAD)
         requestAsksClose = !head.isKeepAlive
+        readingBody = true
         context.fireChannelRead(wrapInboundOut(.head(head)))
     }
 
@@ -80,7 +90,15 @@ package final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannel
     package func errorCaught(context: ChannelHandlerContext, error: any Error) {
         if case ByteToMessageDecoderError.dataReceivedInErrorState = error { return }
         guard let parseError = error as? HTTPParserError else { return context.fireErrorCaught(error) }
-        guard refusal == nil, !closingAfterOwed else { return }
+        guard refusal == nil, !closingAfterOwed, !abandoned else { return }
+        if readingBody {
+            // The malformed bytes are in the body of a request already passed on: its answer is its
+            // own (perhaps written already). A 400 now would be a second answer to that request.
+            abandoned = true
+            logger.info("request body malformed; connection closed", metadata: ["error": "\(parseError)"])
+            if owed.count == 0 { context.close(promise: nil) }
+            return
+        }
         refuse(HTTPParseErrorResponder.answer(to: parseError), answeringHEAD: false, context: context)
     }
 
@@ -92,7 +110,7 @@ package final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannel
     }
 
     package func read(context: ChannelHandlerContext) {
-        guard refusal == nil, !closingAfterOwed else { return }
+        guard refusal == nil, !closingAfterOwed, !abandoned else { return }
         context.read()
     }
 
@@ -133,7 +151,12 @@ package final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannel
 
     private func answerEnded(context: ChannelHandlerContext) {
         owed.settle()
-        if owed.count == 0, refusal != nil { writeRefusal(context: context) }
+        guard owed.count == 0 else { return }
+        if refusal != nil {
+            writeRefusal(context: context)
+        } else if abandoned {
+            context.close(promise: nil)
+        }
     }
 
     /// Writes the refusal and closes the connection.

@@ -69,15 +69,30 @@ public enum MixedEnding: Int, CaseIterable, Sendable {
     case refusedTarget
     /// Bytes that are not HTTP/1.1: 400, then the connection closes.
     case unparsable
+    /// `Upgrade: h2c` on `/healthz` (an upgrade the gateway does not perform): answered as plain
+    /// HTTP/1.1, then the connection closes (NIO's parser reads nothing after an upgrade request).
+    case upgradeH2C
+    /// A WebSocket upgrade to a proxied route that is not the agent socket: answered as that
+    /// route's plain request (401 without a token), then the connection closes.
+    case upgradeWebSocketToRoute
 
     public var method: String { "GET" }
-    public var statuses: Set<Int> { self == .close ? [200] : [400] }
+    public var statuses: Set<Int> {
+        switch self {
+        case .close, .upgradeH2C: [200]
+        case .refusedTarget, .unparsable: [400]
+        case .upgradeWebSocketToRoute: [401]
+        }
+    }
 
     public var bytes: String {
         switch self {
         case .close: "GET /healthz HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n"
         case .refusedTarget: "GET /../x HTTP/1.1\r\nHost: gw\r\n\r\n"
         case .unparsable: "GET /healthz HTTP/1.1\r\nHost: gw\r\nBad Field: x\r\n\r\n"
+        case .upgradeH2C: "GET /healthz HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n"
+        case .upgradeWebSocketToRoute:
+            "GET /api/svc/item HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
         }
     }
 }

@@ -208,7 +208,10 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
         let decoder = ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes, limitConfiguration: decoderLimits))
         try channel.pipeline.syncOperations.addHandler(encoder)
         try channel.pipeline.syncOperations.addHandler(decoder)
-        let upgrader = NIOTypedHTTPServerUpgradeHandler(httpEncoder: encoder, extraHTTPHandlers: [decoder], upgradeConfiguration: upgrades)
+        // An upgrade other than the agent socket's is served as plain HTTP/1.1, never dropped unanswered.
+        let screen = UpgradeOfferScreen()
+        try channel.pipeline.syncOperations.addHandler(screen)
+        let upgrader = NIOTypedHTTPServerUpgradeHandler(httpEncoder: encoder, extraHTTPHandlers: [decoder, screen], upgradeConfiguration: upgrades)
         try channel.pipeline.syncOperations.addHandler(upgrader)
         return upgrader.upgradeResultFuture
     }

@@ -131,6 +131,55 @@ struct AnswerFramingTests {
         try await world.stop()
     }
 
+    @Test(
+        "a request asking for an upgrade the gateway does not perform (h2c on /healthz, a WebSocket to a proxied route), first on its connection or after another, is answered as plain HTTP/1.1 and the connection then closes, never left silent",
+        arguments: [MixedEnding.upgradeH2C, .upgradeWebSocketToRoute], [false, true])
+    func unperformedUpgradeAnswered(upgrade: MixedEnding, afterAnother: Bool) async throws {
+        let world = try await World.start()
+        let port = world.fixture.gatewayPort
+        let before = afterAnother ? MixedRequest.healthGET.bytes(token: "") : ""
+        let started = ContinuousClock.now
+        let (bytes, closed) = try await onOwnThread { () throws -> ([UInt8], Bool) in
+            let connection = try RawConnection(port: port, receiveTimeout: 8)
+            defer { connection.close() }
+            // A request pipelined behind it: not read (NIO's parser reads nothing after an upgrade request).
+            connection.send(before + upgrade.bytes + "GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n")
+            let bytes = connection.readAll()
+            return (bytes, connection.isClosedByPeer)
+        }
+        let answers = try StrictAnswerReader.readAll(bytes, methods: afterAnother ? ["GET", "GET"] : ["GET"])
+        #expect(answers.map(\.status) == (afterAnother ? [200] : []) + [upgrade.statuses.first ?? 0], "\(upgrade): \(answers.map(\.status))")
+        #expect(answers.last?.field("connection")?.lowercased() == "close" || closed, "the answer closes the connection")
+        #expect(closed && ContinuousClock.now - started < .seconds(6), "closed by the gateway, not left open until a timeout")
+        try await world.stop()
+    }
+
+    @Test(
+        "a request answered before its body has ended, whose rest is then malformed, has that one answer and the connection closes: never a second answer (a 400) for one request",
+        arguments: [
+            "POST /healthz HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n",
+            "POST /nowhere HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n",
+            "POST /api/svc/item HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n",
+        ])
+    func malformedBodyAfterItsAnswer(start: String) async throws {
+        let world = try await World.start()
+        let port = world.fixture.gatewayPort
+        let (first, rest, closed) = try await onOwnThread { () throws -> ([UInt8], [UInt8], Bool) in
+            let connection = try RawConnection(port: port, receiveTimeout: 5)
+            defer { connection.close() }
+            connection.send(start)
+            let first = connection.readUntil("}")
+            // The rest of the body, malformed: a chunk size that is not hexadecimal.
+            connection.send("zz\r\nnot a chunk\r\n0\r\n\r\n")
+            let rest = connection.readAll()
+            return (first, rest, connection.isClosedByPeer)
+        }
+        let answers = try StrictAnswerReader.readAll(first + rest, methods: ["POST"])
+        #expect(answers.count == 1, "\(start.prefix(20)): \(answers.map(\.status)), then \(String(decoding: rest, as: UTF8.self))")
+        #expect(rest.isEmpty && closed, "nothing after the one answer, and the connection closed: \(String(decoding: rest, as: UTF8.self))")
+        try await world.stop()
+    }
+
     @Test("found by the property test (seed 5145563922295242127): an unparsable head pipelined behind relayed and API requests is answered 400 after every earlier answer, and the rest of its read does not close the connection under them")
     func unparsableBehindRelayedRequests() async throws {
         let world = try await World.start()

@@ -1,0 +1,54 @@
+import EdgeHTTP
+import NIOCore
+import NIOHTTP1
+import SocketGuard
+
+/// Takes `Upgrade` off every request but a connection's first asking for the one upgrade
+/// the gateway performs (a WebSocket on the agent socket's path), and has such a request's
+/// answer close the connection.
+///
+/// NIO's typed upgrade handler drops the head of a request that asks for an upgrade no
+/// upgrader takes (`Upgrade: h2c` on `/healthz`, a WebSocket to a proxied route): what
+/// followed reached the router without it, and the connection closed unanswered. A server
+/// may ignore `Upgrade` (RFC 9110 §7.8), so such a request is served as the plain HTTP/1.1
+/// request it also is (a proxied one goes upstream without the upgrade: `Upgrade` never
+/// crosses the proxy). NIO's parser reads nothing after a request that asks to upgrade, so
+/// its answer carries `Connection: close`: requests pipelined behind it are not read, and the
+/// client knows to send them again (RFC 9112 §9.6), rather than waiting for answers that
+/// never come. The same for `Upgrade` on any later request (only the first may upgrade).
+/// It sits between NIO's decoder and the upgrade handler, and leaves with the decoder when
+/// the connection becomes a WebSocket.
+final class UpgradeOfferScreen: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+
+    /// Whether a head has gone by: only the first request may upgrade.
+    private var seenFirstHead = false
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard case .head(var head) = unwrapInboundIn(data) else { return context.fireChannelRead(data) }
+        let mayUpgrade = !seenFirstHead
+        seenFirstHead = true
+        guard head.headers.contains(name: "upgrade"), !(mayUpgrade && Self.asksForAgentSocket(head)) else { return context.fireChannelRead(data) }
+        Self.closeInsteadOfUpgrading(&head)
+        context.fireChannelRead(wrapInboundOut(.head(head)))
+    }
+
+    /// `head` without `Upgrade`, without the fields its `Connection` lists (hop-by-hop, such as
+    /// `HTTP2-Settings`), and with `Connection: close` alone: the one spelling of "close after
+    /// this answer" every handler behind reads alike.
+    static func closeInsteadOfUpgrading(_ head: inout HTTPRequestHead) {
+        var listed: Set<String> = []
+        for value in head.headers["connection"] { HeaderScreen.insertListed(value[...].utf8, into: &listed) }
+        for name in listed { head.headers.remove(name: name) }
+        head.headers.remove(name: "upgrade")
+        head.headers.replaceOrAdd(name: "Connection", value: "close")
+    }
+
+    /// The agent socket's path (query aside), with `websocket` among the protocols asked for.
+    static func asksForAgentSocket(_ head: HTTPRequestHead) -> Bool {
+        let path = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        guard path == WebSocketGuard.path else { return false }
+        return head.headers["upgrade"].contains { HeaderScreen.listsToken($0[...].utf8, "websocket") }
+    }
+}
