@@ -62,6 +62,7 @@ rate_limits:
   login_per_username: {per_minute: 1000000, burst: 1000000}
   session_create_per_user: {per_minute: 1000000, burst: 1000000}
   intent_per_user: {per_minute: 1000000, burst: 1000000}
+  backchannel_logout_per_client: {per_minute: 1000000, burst: 1000000}
 contracts:
   sessions_per_user: 100000"
 PASSWORD='correct horse battery'

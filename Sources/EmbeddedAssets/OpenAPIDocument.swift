@@ -390,6 +390,8 @@ package enum OpenAPIDocument {
             `aud` the client id, `iat` within 5 minutes, `jti` never seen before on any instance,
             the back-channel logout event, `sid` and/or `sub`, no `nonce`). Each session it names ends
             on every instance: refresh and access tokens revoked, sockets closed with 1008.
+            Rate limited per client address (`rate_limits.backchannel_logout_per_client`: 429 with
+            `Retry-After`) before anything is read.
           requestBody:
             required: true
             content:
@@ -406,6 +408,7 @@ package enum OpenAPIDocument {
                 Cache-Control: {schema: {type: string, const: no-store}}
             "400": {$ref: "#/components/responses/BadRequest"}
             "413": {$ref: "#/components/responses/PayloadTooLarge"}
+            "429": {$ref: "#/components/responses/RateLimited"}
             "503": {$ref: "#/components/responses/Unavailable"}
       /api/auth/verify:
         get:

@@ -24,6 +24,8 @@ public struct AdmissionRateLimits: Sendable {
         case sessionCreatePerUser = "session_create_per_user"
         /// `POST /api/intent` and `GET /api/runtime/executions/{id}`, keyed by user.
         case intentPerUser = "intent_per_user"
+        /// `POST /api/auth/oidc/backchannel-logout`, keyed by client address (the provider's, as a rule).
+        case backChannelLogoutPerClient = "backchannel_logout_per_client"
     }
 
     public struct Settings: Sendable, Equatable {
@@ -32,6 +34,8 @@ public struct AdmissionRateLimits: Sendable {
         public var loginPerUsername = RateLimit(perMinute: 10, burst: 5)
         public var sessionCreatePerUser = RateLimit(perMinute: 30, burst: 10)
         public var intentPerUser = RateLimit(perMinute: 600, burst: 100)
+        /// Generous: a provider ending many sessions at once sends a logout token for each.
+        public var backChannelLogoutPerClient = RateLimit(perMinute: 600, burst: 100)
 
         public init() {}
 
@@ -43,6 +47,7 @@ public struct AdmissionRateLimits: Sendable {
                 case .loginPerUsername: loginPerUsername
                 case .sessionCreatePerUser: sessionCreatePerUser
                 case .intentPerUser: intentPerUser
+                case .backChannelLogoutPerClient: backChannelLogoutPerClient
                 }
             }
             set {
@@ -52,6 +57,7 @@ public struct AdmissionRateLimits: Sendable {
                 case .loginPerUsername: loginPerUsername = newValue
                 case .sessionCreatePerUser: sessionCreatePerUser = newValue
                 case .intentPerUser: intentPerUser = newValue
+                case .backChannelLogoutPerClient: backChannelLogoutPerClient = newValue
                 }
             }
         }

@@ -152,6 +152,8 @@ struct ProviderLoginRoutes: Sendable {
     /// (`sub`) signed out; every gateway session of it ends on every instance.
     func backChannelLogout(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
         func refused(_ message: String) -> GatewayError { GatewayError(.badRequest, "invalid_request", message) }
+        // Before anything is read or verified: each token costs a signature check and a store write.
+        try admission.limit(.backChannelLogoutPerClient, key: admission.clientAddress(request, context))
         let contentType = request.headers[.contentType]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
         guard contentType == "application/x-www-form-urlencoded" else {
             throw refused("the logout token is sent as a form (Content-Type: application/x-www-form-urlencoded, field logout_token)")

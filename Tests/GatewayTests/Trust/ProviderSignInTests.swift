@@ -6,6 +6,7 @@ import SecurityGuard
 import TrustedIssuers
 import StateSurface
 import Testing
+import TrafficCop
 
 /// Signing in through a provider after the start (issue 37): the callback, the completion,
 /// refresh through the provider, logout's end-session URL and back-channel logout, through
@@ -275,6 +276,25 @@ struct ProviderSignInTests {
             let again = try await Self.backChannel(fixture, token)
             #expect(again.status == 400 && again.error == "invalid_request" && again.raw.contains("used already"))
         }
+    }
+
+    @Test("back-channel logout is rate limited per client address (rate_limits.backchannel_logout_per_client) before the token is read: 429 with Retry-After past the burst")
+    func backChannelLogoutRateLimited() async throws {
+        let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
+        let secret = try ProviderLoginTests.clientSecret()
+        defer { try? FileManager.default.removeItem(atPath: secret) }
+        var entry = provider.trust()
+        entry.login = ProviderLoginTests.login("acme", secretFile: secret, displayName: "Acme SSO")
+        let fixture = try await TrustedIssuerTests.gateway(
+            [provider], configure: { $0.rateLimits[.backChannelLogoutPerClient] = RateLimit(perMinute: 1, burst: 2) }, entries: [entry])
+        let token = try provider.logoutToken(more: ["nonce": "n"])
+        var statuses: [Int] = []
+        for _ in 0..<4 { statuses.append(try await Self.backChannel(fixture, token).status) }
+        #expect(statuses == [400, 400, 429, 429], "\(statuses)")
+        let limited = try await Self.backChannel(fixture, token)
+        #expect(limited.error == "rate_limited" && limited.headers["Retry-After"].first.flatMap(Int.init) ?? 0 > 0, "\(limited.raw)")
+        try await fixture.stop()
+        try await provider.stop()
     }
 
     static func backChannel(_ fixture: GatewayFixture, _ token: String, contentType: String = "application/x-www-form-urlencoded") async throws -> Answer {
