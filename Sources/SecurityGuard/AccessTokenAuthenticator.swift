@@ -183,7 +183,9 @@ public struct AccessTokenAuthenticator: Sendable {
         if token.hasPrefix("ses_") { throw .sessionIDGiven }
         if token.hasPrefix(RefreshTokenService.prefix) { throw .refreshTokenGiven }
         let now = verifier.clock.now()
-        if let cached = cache?.caller(for: token, now: now) { return .caller(cached) }
+        // The generation the lookup saw: a reload that empties the cache meanwhile keeps this result out of it.
+        let (cached, generation) = cache?.lookup(token, now: now) ?? (nil, 0)
+        if let cached { return .caller(cached) }
         let verified: VerifiedAccessToken
         do {
             let jws = try JWSCompact.parse(token, maximumBytes: verifier.policy.maximumTokenBytes, reader: verifier.reader)
@@ -197,7 +199,7 @@ public struct AccessTokenAuthenticator: Sendable {
                     guard let caller = try? AuthenticatedCaller(identity, token: external, raw: token) else {
                         throw TokenValidationError(.malformed, "the token could not be read")
                     }
-                    cache?.insert(caller, for: token, now: now)
+                    cache?.insert(caller, for: token, now: now, generation: generation)
                     return .caller(caller)
                 case .refused(let error):
                     throw error
@@ -233,7 +235,7 @@ public struct AccessTokenAuthenticator: Sendable {
         let caller = AuthenticatedCaller(
             userID: verified.subject, tenantID: tenantID, clientID: verified.clientID, tokenID: tokenID, issuedAt: issuedAt,
             expiresAt: verified.expiresAt, external: external, claims: verified.claims)
-        cache?.insert(caller, for: token, now: now)
+        cache?.insert(caller, for: token, now: now, generation: generation)
         return .caller(caller)
     }
 

@@ -8,36 +8,53 @@ import Synchronization
 /// Keyed by the whole token, so a token that differs in any byte is verified
 /// afresh. Revocation is not cached here: it is checked on every use.
 /// Bounded: beyond `capacity` entries, the oldest goes (`BoundedDictionary`).
+///
+/// Each `removeAll` starts a new generation, and a verification inserts its result only
+/// under the generation it began in: a token checked under the trusted issuers a reload
+/// has just replaced is never cached after the reload emptied the cache.
 public final class VerifiedTokenCache: Sendable {
     public let maximumAge: Double
-    private let entries: Mutex<BoundedDictionary<String, (caller: AuthenticatedCaller, validUntil: Double)>>
+    private struct State {
+        var entries: BoundedDictionary<String, (caller: AuthenticatedCaller, validUntil: Double)>
+        /// How many times the cache was emptied.
+        var generation: UInt64 = 0
+    }
+    private let state: Mutex<State>
 
     public init(capacity: Int = 10_000, maximumAge: Double = 30) {
         self.maximumAge = maximumAge
-        entries = Mutex(BoundedDictionary(capacity: capacity))
+        state = Mutex(State(entries: BoundedDictionary(capacity: capacity)))
     }
 
-    func caller(for token: String, now: Double) -> AuthenticatedCaller? {
-        entries.withLock { entries in
-            guard let entry = entries[token] else { return nil }
-            if entry.validUntil > now { return entry.caller }
-            entries.removeValue(forKey: token)
-            return nil
+    /// The caller a live entry holds for `token`, and the generation the lookup saw (pass it to
+    /// `insert` when the token is verified afresh).
+    func lookup(_ token: String, now: Double) -> (caller: AuthenticatedCaller?, generation: UInt64) {
+        state.withLock { state in
+            guard let entry = state.entries[token] else { return (nil, state.generation) }
+            if entry.validUntil > now { return (entry.caller, state.generation) }
+            state.entries.removeValue(forKey: token)
+            return (nil, state.generation)
         }
     }
 
-    /// Forgets every token (a reload changed whose tokens count, or how they are read).
+    /// Forgets every token (a reload changed whose tokens count, or how they are read), and any
+    /// verification still running from before: its result will not be kept.
     public func removeAll() {
-        entries.withLock { $0.removeAll { _ in true } }
+        state.withLock { state in
+            state.entries.removeAll { _ in true }
+            state.generation &+= 1
+        }
     }
 
-    func insert(_ caller: AuthenticatedCaller, for token: String, now: Double) {
+    /// Keeps `caller` for `token`, unless the cache was emptied since `generation` was read.
+    func insert(_ caller: AuthenticatedCaller, for token: String, now: Double, generation: UInt64) {
         let validUntil = min(caller.expiresAt, now + maximumAge)
         guard validUntil > now else { return }
-        entries.withLock {
+        state.withLock { state in
+            guard state.generation == generation else { return }
             // Expired entries go as new ones come: the cache holds the live tokens, not `capacity` old ones.
-            $0.removeOldest { $0.validUntil <= now }
-            $0.insert((caller, validUntil), for: token)
+            state.entries.removeOldest { $0.validUntil <= now }
+            state.entries.insert((caller, validUntil), for: token)
         }
     }
 }

@@ -1,6 +1,6 @@
 import Foundation
 import JOSE
-import SecurityGuard
+@testable import SecurityGuard
 import StateSurface
 import Synchronization
 import Testing
@@ -58,6 +58,24 @@ struct RevocationTests {
         AuthenticatedCaller(
             userID: userID, tenantID: "acme", clientID: nil, tokenID: jti, issuedAt: issuedAt ?? clock.now().rounded(.down),
             expiresAt: clock.now() + 900)
+    }
+
+    @Test("a verification that began before the verified-token cache was emptied (a reload) is not kept; one that began after is")
+    func emptiedCacheKeepsNoEarlierVerification() {
+        let clock = MutableClock(3_000_000)
+        let cache = VerifiedTokenCache(capacity: 16, maximumAge: 30)
+        let (none, before) = cache.lookup("token-a", now: clock.now())
+        #expect(none == nil)
+        // A reload empties the cache while the verification that read `before` is still running.
+        cache.removeAll()
+        cache.insert(token("a", clock), for: "token-a", now: clock.now(), generation: before)
+        #expect(cache.lookup("token-a", now: clock.now()).caller == nil, "verified under the replaced issuers: never cached")
+        let after = cache.lookup("token-a", now: clock.now()).generation
+        #expect(after != before)
+        cache.insert(token("a", clock), for: "token-a", now: clock.now(), generation: after)
+        #expect(cache.lookup("token-a", now: clock.now()).caller?.tokenID == "a")
+        clock.advance(31)
+        #expect(cache.lookup("token-a", now: clock.now()).caller == nil, "kept 30 s at most")
     }
 
     @Test("a disabled account's tokens issued up to its not-before second are refused once synced; later ones and other accounts pass")
