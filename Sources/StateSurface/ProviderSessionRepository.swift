@@ -82,12 +82,18 @@ public protocol ProviderSessionRepository: Sendable {
 
     /// Records (or replaces) the provider behind a session.
     func saveProviderSession(_ record: ProviderSessionRecord) async throws
+    /// Replaces the record of a session whose provider record still exists; `false` (and nothing
+    /// written) once it was deleted: a refresh racing a logout never brings the session back.
+    func updateProviderSession(_ record: ProviderSessionRecord) async throws -> Bool
     func providerSession(sessionID: String) async throws -> ProviderSessionRecord?
     /// The sessions of `issuer`'s provider session `providerSessionID`, or of its user `subject`,
     /// or of both when both are given (a back-channel logout's `sid` and `sub`).
     func providerSessions(issuer: String, providerSessionID: String?, subject: String?) async throws -> [ProviderSessionRecord]
-    /// Forgets the provider behind a session, and the access tokens issued to it.
-    func deleteProviderSession(sessionID: String) async throws
+    /// Forgets the provider behind a session, and the access tokens issued to it; returns the ids
+    /// and expiries of those access tokens, taken in the same step as the record (so a token
+    /// recorded after this call finds no session, and one recorded before is among these).
+    @discardableResult
+    func deleteProviderSession(sessionID: String) async throws -> [(tokenID: String, expiresAt: Double)]
 
     /// Remembers an access token issued to a provider session, so that a back-channel logout can revoke it.
     func recordSessionAccessToken(sessionID: String, tokenID: String, expiresAt: Double) async throws

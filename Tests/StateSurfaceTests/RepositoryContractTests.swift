@@ -99,7 +99,13 @@ struct RepositoryContractTests {
         try await state.recordSessionAccessToken(sessionID: "ses_a", tokenID: "jti-1", expiresAt: now + 900)
         try await state.recordSessionAccessToken(sessionID: "ses_a", tokenID: "jti-old", expiresAt: now - 1)
         #expect(try await state.sessionAccessTokens(sessionID: "ses_a", now: now).map(\.tokenID) == ["jti-1"])
-        try await state.deleteProviderSession(sessionID: "ses_a")
+        var updated = first
+        updated.expiresAt = now + 200
+        #expect(try await state.updateProviderSession(updated), "an existing record is updated")
+        #expect(try await state.providerSession(sessionID: "ses_a")?.expiresAt == now + 200)
+        let removedTokens = try await state.deleteProviderSession(sessionID: "ses_a")
+        #expect(Set(removedTokens.map(\.tokenID)) == ["jti-1", "jti-old"], "the delete returns the access-token ids it removed")
+        #expect(try await state.updateProviderSession(updated) == false, "a deleted record is never brought back by an update")
         #expect(try await state.providerSession(sessionID: "ses_a") == nil)
         #expect(try await state.sessionAccessTokens(sessionID: "ses_a", now: now).isEmpty)
 

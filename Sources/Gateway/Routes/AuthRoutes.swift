@@ -90,6 +90,12 @@ struct AuthRoutes: Sendable {
         }
         if external != nil {
             try await providerSessions.recordSessionAccessToken(sessionID: sessionID, tokenID: access.tokenID, expiresAt: access.expiresAt)
+            // Recorded after a logout took the session's tokens (a race): the logout could not revoke
+            // this one, so it is revoked here and never handed out.
+            guard try await providerSessions.providerSession(sessionID: sessionID) != nil else {
+                try await revocations.revoke(access.tokenID, expiresAt: access.expiresAt)
+                throw Self.refreshRefused("session_ended", "the session of this refresh token has ended; log in again")
+            }
         }
         return JSONBody.response(
             [
@@ -190,7 +196,11 @@ struct AuthRoutes: Sendable {
             }
         }
         next.expiresAt = issuer.clock.now() + refreshTokens.lifetime
-        try await providerSessions.saveProviderSession(next)
+        // Never brings back a session a logout deleted while the provider was being asked.
+        guard try await providerSessions.updateProviderSession(next) else {
+            try await refreshTokens.revoke(sessionID: session.sessionID)
+            throw Self.refreshRefused("session_ended", "the session of this refresh token has ended; log in again")
+        }
     }
 
     var providerEnding: ProviderSessionEnd {

@@ -30,10 +30,17 @@ struct ProviderSessionEnd: Sendable {
             // Ended already (or never upgraded): the credentials below still go.
         }
         try await refreshTokens.revoke(sessionID: session.sessionID)
-        for token in try await store.sessionAccessTokens(sessionID: session.sessionID, now: clock.now()) {
+        let listed = try await store.sessionAccessTokens(sessionID: session.sessionID, now: clock.now())
+        for token in listed {
             try await revocations.revoke(token.tokenID, expiresAt: token.expiresAt)
         }
-        try await store.deleteProviderSession(sessionID: session.sessionID)
+        // The record goes with the access-token ids recorded meanwhile (a refresh racing this end):
+        // those are revoked too; one recorded later finds no session, and its refresh revokes it.
+        let revoked = Set(listed.map(\.tokenID))
+        let now = clock.now()
+        for token in try await store.deleteProviderSession(sessionID: session.sessionID) where !revoked.contains(token.tokenID) && token.expiresAt > now {
+            try await revocations.revoke(token.tokenID, expiresAt: token.expiresAt)
+        }
         sessionOwners.forget([session.sessionID])
         sockets.close(sessionID: session.sessionID, reason: reason)
         logger.info("provider session ended", metadata: ["session_id": "\(session.sessionID)", "provider": "\(session.identity.provider)", "why": "\(reason)"])

@@ -65,9 +65,28 @@ extension PostgresStateSurface: ProviderSessionRepository {
         ).map(Self.providerSession)
     }
 
-    public func deleteProviderSession(sessionID: String) async throws {
+    @discardableResult
+    public func deleteProviderSession(sessionID: String) async throws -> [(tokenID: String, expiresAt: Double)] {
+        // The record first: a token recorded after the second statement finds no session (the refresh that
+        // recorded it revokes it), and one recorded before it is returned here.
         _ = try await rows("DELETE FROM provider_sessions WHERE session_id = \(sessionID)")
-        _ = try await rows("DELETE FROM session_access_tokens WHERE session_id = \(sessionID)")
+        return try await rows("DELETE FROM session_access_tokens WHERE session_id = \(sessionID) RETURNING token_id, expires_at").map { row in
+            let (tokenID, expiresAt) = try row.decode((String, Double).self)
+            return (tokenID: tokenID, expiresAt: expiresAt)
+        }
+    }
+
+    public func updateProviderSession(_ record: ProviderSessionRecord) async throws -> Bool {
+        let identity = record.identity
+        return try await !rows(
+            """
+            UPDATE provider_sessions SET user_id = \(record.userID), created_at = \(record.createdAt), expires_at = \(record.expiresAt),
+                provider = \(identity.provider), issuer = \(identity.issuer), subject = \(identity.subject), tenant_id = \(identity.tenantID),
+                provider_sid = \(identity.providerSessionID), id_token = \(identity.sealedIDToken), refresh_token = \(identity.sealedRefreshToken)
+            WHERE session_id = \(record.sessionID)
+            RETURNING 1
+            """
+        ).isEmpty
     }
 
     public func recordSessionAccessToken(sessionID: String, tokenID: String, expiresAt: Double) async throws {

@@ -53,6 +53,23 @@ extension SQLiteStateSurface: ProviderSessionRepository {
         }
     }
 
+    public func updateProviderSession(_ record: ProviderSessionRecord) async throws -> Bool {
+        let identity = record.identity
+        return try await pool.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE provider_sessions SET user_id = ?, provider = ?, issuer = ?, subject = ?, tenant_id = ?, provider_sid = ?, id_token = ?,
+                                                 refresh_token = ?, created_at = ?, expires_at = ?
+                    WHERE session_id = ?
+                    """,
+                arguments: [
+                    record.userID, identity.provider, identity.issuer, identity.subject, identity.tenantID, identity.providerSessionID,
+                    identity.sealedIDToken, identity.sealedRefreshToken, record.createdAt, record.expiresAt, record.sessionID,
+                ])
+            return db.changesCount == 1
+        }
+    }
+
     public func providerSession(sessionID: String) async throws -> ProviderSessionRecord? {
         try await pool.read { db in
             try Row.fetchOne(db, sql: "SELECT * FROM provider_sessions WHERE session_id = ?", arguments: [sessionID]).map(Self.providerSession)
@@ -73,10 +90,14 @@ extension SQLiteStateSurface: ProviderSessionRepository {
         }
     }
 
-    public func deleteProviderSession(sessionID: String) async throws {
+    @discardableResult
+    public func deleteProviderSession(sessionID: String) async throws -> [(tokenID: String, expiresAt: Double)] {
         try await pool.write { db in
             try db.execute(sql: "DELETE FROM provider_sessions WHERE session_id = ?", arguments: [sessionID])
+            let tokens = try Row.fetchAll(db, sql: "SELECT token_id, expires_at FROM session_access_tokens WHERE session_id = ?", arguments: [sessionID])
+                .map { row -> (tokenID: String, expiresAt: Double) in (tokenID: row["token_id"], expiresAt: row["expires_at"]) }
             try db.execute(sql: "DELETE FROM session_access_tokens WHERE session_id = ?", arguments: [sessionID])
+            return tokens
         }
     }
 

@@ -38,6 +38,10 @@ extension FakeProvider {
         var refreshTokens: [String: (subject: String, sid: String)] = [:]
         var tokenRequests = 0
         var refreshRequests = 0
+        /// While set, a refresh request waits at the provider until it is cleared (a slow provider, for races).
+        var holdsRefreshes = false
+        /// Refresh requests that reached the provider (held or not).
+        var heldRefreshes = 0
         /// The last token request's form, for checks (never printed).
         var lastForm: [String: String] = [:]
         var lastAuthorization: String?
@@ -118,6 +122,10 @@ extension FakeProvider {
             var components = URLComponents()
             components.percentEncodedQuery = String(buffer: body).replacingOccurrences(of: "+", with: "%20")
             let form = Dictionary((components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { first, _ in first })
+            if form["grant_type"] == "refresh_token" {
+                provider.flow.withLock { $0.heldRefreshes += 1 }
+                while provider.flow.withLock({ $0.holdsRefreshes }) { try await Task.sleep(for: .milliseconds(20)) }
+            }
             return try provider.tokenAnswer(form: form, authorization: request.headers[.authorization])
         }
     }

@@ -240,6 +240,39 @@ struct ProviderSignInTests {
         }
     }
 
+    @Test("a refresh racing a logout (the provider answers after the logout ended the session) is 401 session_ended: the provider session is not brought back, and no access token comes out of it")
+    func refreshRacingLogout() async throws {
+        try await ProviderLoginTests.withLoginGateway { provider, fixture in
+            let login = try await Self.signIn(fixture, provider)
+            provider.flow.withLock { $0.holdsRefreshes = true }
+            let refreshing = Task { try await fixture.refresh(login.refreshToken) }
+            // The refresh waits at the provider; the logout ends the session meanwhile.
+            for _ in 0..<250 where provider.flow.withLock({ $0.heldRefreshes }) == 0 { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(provider.flow.withLock { $0.heldRefreshes } == 1, "the refresh reached the provider")
+            let logout = try await fixture.post("/api/auth/logout", bearer: login.accessToken, ["session_id": .string(login.sessionID)])
+            #expect(logout.status == 200, "\(logout.raw)")
+            #expect(try await fixture.state.providerSession(sessionID: login.sessionID) == nil)
+            provider.flow.withLock { $0.holdsRefreshes = false }
+            let refreshed = try await refreshing.value
+            #expect(refreshed.status == 401 && refreshed.json["reason"] == "refresh_session_ended", "\(refreshed.raw)")
+            #expect(refreshed["access_token"] == nil)
+            #expect(try await fixture.state.providerSession(sessionID: login.sessionID) == nil, "the provider session (and its sealed tokens) stays gone")
+        }
+    }
+
+    @Test("ending a provider session takes the access-token ids recorded for it in the same step, so a logout revokes one a racing refresh recorded meanwhile; a refresh after it is refused")
+    func endingTakesRecordedTokens() async throws {
+        try await ProviderLoginTests.withLoginGateway { provider, fixture in
+            let login = try await Self.signIn(fixture, provider)
+            // The logout's step as it lands between a refresh's save and its record: the record goes with the ids it holds.
+            try await fixture.state.recordSessionAccessToken(sessionID: login.sessionID, tokenID: "jti-before", expiresAt: Date().timeIntervalSince1970 + 600)
+            let taken = try await fixture.state.deleteProviderSession(sessionID: login.sessionID)
+            #expect(taken.map(\.tokenID).contains("jti-before"), "a token recorded before the delete is among those it returns (to revoke)")
+            let refreshed = try await fixture.refresh(login.refreshToken)
+            #expect(refreshed.status == 401 && refreshed["access_token"] == nil, "\(refreshed.raw)")
+        }
+    }
+
     @Test("logout of a provider session answers 200 with the provider's end-session URL (id_token_hint, client_id, post_logout_redirect_uri) and revokes the session's access tokens")
     func logoutNamesEndSession() async throws {
         try await ProviderLoginTests.withLoginGateway { provider, fixture in
