@@ -88,7 +88,7 @@ package final class KeyFetcher: Sendable {
                 throw KeyFetchError("the discovery document at \(issuer.discoveryURL) has no https jwks_uri")
             }
             jwksURL = url
-            endpoints = ProviderEndpoints.read(document)
+            endpoints = ProviderEndpoints.read(document, issuer: issuer)
         case .secret:
             throw KeyFetchError("the issuer \(issuer.issuer) uses a shared secret; nothing to fetch")
         }

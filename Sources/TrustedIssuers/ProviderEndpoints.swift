@@ -27,12 +27,22 @@ public struct ProviderEndpoints: Sendable, Equatable {
     ///
     /// Every URL must be one the gateway may fetch (`https://`, or `http://` to loopback); an
     /// end-session URL that is not is left out rather than sent to a browser.
-    static func read(_ document: JSONObject) -> Result<ProviderEndpoints, KeyFetchError> {
+    ///
+    /// The token endpoint, where the gateway sends its client credential, must be on the issuer's
+    /// origin, or on the login's `token_endpoint_origin` (Google's is on another host).
+    static func read(_ document: JSONObject, issuer: TrustedIssuer) -> Result<ProviderEndpoints, KeyFetchError> {
         guard let authorization = document["authorization_endpoint"]?.stringValue, TrustedIssuer.isFetchable(authorization) else {
             return .failure(KeyFetchError("the discovery document names no https authorization_endpoint"))
         }
         guard let token = document["token_endpoint"]?.stringValue, TrustedIssuer.isFetchable(token) else {
             return .failure(KeyFetchError("the discovery document names no https token_endpoint"))
+        }
+        let tokenOrigin = KeyFetcher.origin(token)
+        guard tokenOrigin != nil, tokenOrigin == KeyFetcher.origin(issuer.issuer) || tokenOrigin == issuer.login?.tokenEndpointOrigin else {
+            return .failure(
+                KeyFetchError(
+                    "the discovery document's token_endpoint is on \(tokenOrigin ?? "no origin"), not the issuer's origin; if that is right, set login.token_endpoint_origin to it"
+                ))
         }
         let endSession = document["end_session_endpoint"]?.stringValue.flatMap { TrustedIssuer.isFetchable($0) ? $0 : nil }
         return .success(

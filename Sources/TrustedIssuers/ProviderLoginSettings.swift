@@ -1,4 +1,5 @@
 import ConfigurationReading
+import Foundation
 
 /// How the gateway signs users in through a trusted issuer (`trust.issuers[N].login`):
 /// the OpenID Connect client it is registered as at that provider.
@@ -24,9 +25,15 @@ public struct ProviderLoginSettings: Sendable, Equatable {
     public var authentication: ClientAuthentication
     /// The scopes asked for; always holds `openid`.
     public var scopes: [String]
+    /// An origin the token endpoint may be on besides the issuer's own (`token_endpoint_origin`, as
+    /// `https://host[:port]`); `nil`: the issuer's origin only. The gateway sends its client
+    /// credential there, so a discovery document naming another origin is refused unless it is this one.
+    public var tokenEndpointOrigin: String?
 
     /// The keys a `login` map may set.
-    public static let settingNames: Set<String> = ["name", "display_name", "client_id", "client_secret_file", "private_key_file", "scopes"]
+    public static let settingNames: Set<String> = [
+        "name", "display_name", "client_id", "client_secret_file", "private_key_file", "scopes", "token_endpoint_origin",
+    ]
 
     public init(name: String, displayName: String? = nil, clientID: String, authentication: ClientAuthentication, scopes: [String] = ["openid", "profile", "email"]) {
         self.name = name
@@ -72,5 +79,12 @@ public struct ProviderLoginSettings: Sendable, Equatable {
             scopes = listed
         }
         self.init(name: name, displayName: try map.string("display_name"), clientID: clientID, authentication: authentication, scopes: scopes)
+        if let origin = try map.string("token_endpoint_origin") {
+            guard TrustedIssuer.isFetchable(origin), let normalized = KeyFetcher.origin(origin), URL(string: origin)?.path.isEmpty ?? false else {
+                throw map.problem(
+                    "token_endpoint_origin", "must be an https origin such as https://oauth2.googleapis.com (scheme, host, port; no path), not \"\(origin)\"")
+            }
+            tokenEndpointOrigin = normalized
+        }
     }
 }

@@ -172,6 +172,8 @@ struct TrustConfigurationTests {
             (TrustConfigurationTests.withLogin("name: acme\n        client_id: c\n        client_secret_file: s\n        scopes: [profile]"), "trust.issuers[0].login.scopes"),
             (TrustConfigurationTests.withLogin("name: acme\n        client_id: c\n        client_secret_file: s\n        scopes: [\"open id\"]"), "trust.issuers[0].login.scopes"),
             (TrustConfigurationTests.withLogin("name: acme\n        client_id: c\n        client_secret_file: s\n        redirect_uri: x"), "trust.issuers[0].login.redirect_uri"),
+            (TrustConfigurationTests.withLogin("name: acme\n        client_id: c\n        client_secret_file: s\n        token_endpoint_origin: https://o.example.com/token"), "trust.issuers[0].login.token_endpoint_origin"),
+            (TrustConfigurationTests.withLogin("name: acme\n        client_id: c\n        client_secret_file: s\n        token_endpoint_origin: http://o.example.com"), "trust.issuers[0].login.token_endpoint_origin"),
             // An issuer users sign in through: its client_id is never an access token's audience, users are keyed by sub.
             ("- issuer: https://idp.example.com\n      audiences: [a, c]\n      tenant: t\n      login:\n        name: acme\n        client_id: c\n        client_secret_file: s", "trust.issuers[0].audiences"),
             (TrustConfigurationTests.withLogin("name: acme\n        client_id: c\n        client_secret_file: s") + "\n      subject_claim: email", "trust.issuers[0].subject_claim"),

@@ -16,6 +16,12 @@ final class FakeProvider: Sendable {
     let server: BackgroundServer
     private let state: Mutex<(keys: [JWSKey], mode: Mode, jwks: Int, discovery: Int)>
     private let codeFlow = Mutex(true)
+    private let tokenEndpointOverride = Mutex<String?>(nil)
+    /// A token endpoint the discovery document names instead of the issuer's own (another origin, say).
+    var tokenEndpointElsewhere: String? {
+        get { tokenEndpointOverride.withLock { $0 } }
+        set { tokenEndpointOverride.withLock { $0 = newValue } }
+    }
     /// The code flow's books: codes and refresh tokens issued, and what the next sign-in does.
     let flow = Mutex(CodeFlow())
 
@@ -41,7 +47,7 @@ final class FakeProvider: Sendable {
             if provider.publishesCodeFlow {
                 // Keycloak's paths; the flow's routes are served as the login issue builds them.
                 document["authorization_endpoint"] = .string(provider.issuer + "/protocol/openid-connect/auth")
-                document["token_endpoint"] = .string(provider.issuer + "/protocol/openid-connect/token")
+                document["token_endpoint"] = .string(provider.tokenEndpointElsewhere ?? (provider.issuer + "/protocol/openid-connect/token"))
                 document["end_session_endpoint"] = .string(provider.issuer + "/protocol/openid-connect/logout")
                 document["backchannel_logout_supported"] = true
                 document["authorization_response_iss_parameter_supported"] = true

@@ -268,6 +268,31 @@ struct ProviderLoginTests {
             #expect(try await fixture.send(.GET, "/api/auth/providers").raw.contains("acme"))
         }
     }
+
+    @Test("a discovered token endpoint (where the client credential goes) on another origin than the issuer's is refused, naming login.token_endpoint_origin; with that origin set it is used")
+    func tokenEndpointOnTheIssuersOrigin() async throws {
+        let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
+        let port = try #require(URL(string: provider.issuer)?.port)
+        provider.tokenEndpointElsewhere = "http://localhost:\(port)/realms/acme/protocol/openid-connect/token"
+        var entry = provider.trust()
+        entry.login = Self.login("acme", secretFile: "/nonexistent")
+        let refused = try TrustedIssuers(configuration: TrustConfiguration(issuers: [entry]), leeway: 30, logger: .init(label: "test"))
+        await refused.refreshAll()
+        guard case .failure(let error)? = refused.statuses.first?.endpoints else {
+            Issue.record("a token endpoint on another origin was accepted")
+            return
+        }
+        #expect(error.message.contains("token_endpoint_origin") && error.message.contains("http://localhost:\(port)"), "\(error.message)")
+        entry.login?.tokenEndpointOrigin = "http://localhost:\(port)"
+        let allowed = try TrustedIssuers(configuration: TrustConfiguration(issuers: [entry]), leeway: 30, logger: .init(label: "test"))
+        await allowed.refreshAll()
+        guard case .success(let endpoints)? = allowed.statuses.first?.endpoints else {
+            Issue.record("the configured origin was refused: \(String(describing: allowed.statuses.first?.endpoints))")
+            return
+        }
+        #expect(endpoints.token == provider.tokenEndpointElsewhere)
+        try await provider.stop()
+    }
 }
 
 @Suite("Provider login: the ID token, checked as OpenID Connect Core 3.1.3.7 says")
