@@ -269,13 +269,15 @@ struct AgentRelayTests {
             guard String(decoding: connection.readUntil("\r\n\r\n"), as: UTF8.self).hasPrefix("HTTP/1.1 101") else { return (nil, 0) }
             let started = Date()
             var sent = 0
-            // 45 intents a second of 60 KB each, never reading an answer. How soon the answers fill the
-            // connection depends on how fast the Runtime echoes (slow beside the whole suite): up to 30 s.
+            // 15 intents a second of 60 KB each, never reading an answer: the answers fill the connection
+            // (about 4 MB of socket buffers) in seconds, while a Runtime stalled beside the whole suite
+            // would need 17 s of stall to hold 256 of them waiting and close the stream itself (at 45 a
+            // second, 6 s did, in a full local run). How soon depends on how fast the Runtime echoes: up to 30 s.
             while Date().timeIntervalSince(started) < TimeBounds.seconds(30) {
                 if connection.isClosedByPeer { return (Date().timeIntervalSince(started), sent) }
                 _ = connection.send(bytes: RawConnection.maskedFrame(opcode: 0x1, intent))
                 sent += 1
-                Thread.sleep(forTimeInterval: 1.0 / 45)
+                Thread.sleep(forTimeInterval: 1.0 / 15)
             }
             return (nil, sent)
         }
