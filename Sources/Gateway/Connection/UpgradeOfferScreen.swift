@@ -37,13 +37,20 @@ final class UpgradeOfferScreen: ChannelInboundHandler, RemovableChannelHandler {
     /// `head` without `Upgrade`, without the fields its `Connection` lists (hop-by-hop, such as
     /// `HTTP2-Settings`), and with `Connection: close` alone: the one spelling of "close after
     /// this answer" every handler behind reads alike.
+    ///
+    /// The framing and routing fields stay whatever `Connection` lists: NIO's decoder has read the
+    /// body by them already, and a head without them would go upstream unframed while its body
+    /// still follows (a second request smuggled in it). They never cross the proxy as they came.
     static func closeInsteadOfUpgrading(_ head: inout HTTPRequestHead) {
         var listed: Set<String> = []
         for value in head.headers["connection"] { HeaderScreen.insertListed(value[...].utf8, into: &listed) }
-        for name in listed { head.headers.remove(name: name) }
+        for name in listed.subtracting(Self.keptWhenListed) { head.headers.remove(name: name) }
         head.headers.remove(name: "upgrade")
         head.headers.replaceOrAdd(name: "Connection", value: "close")
     }
+
+    /// Fields never removed for being listed in `Connection`.
+    static let keptWhenListed: Set<String> = ["content-length", "transfer-encoding", "host"]
 
     /// The agent socket's path (query aside), with `websocket` among the protocols asked for.
     static func asksForAgentSocket(_ head: HTTPRequestHead) -> Bool {

@@ -155,6 +155,39 @@ struct AnswerFramingTests {
     }
 
     @Test(
+        "an unperformed upgrade whose Connection lists Content-Length or Transfer-Encoding keeps its framing: the body goes upstream as the body, never as a second request",
+        arguments: [
+            "Connection: Upgrade, content-length\r\nContent-Length: LENGTH\r\n\r\nBODY",
+            "Connection: Upgrade, Transfer-Encoding\r\nTransfer-Encoding: chunked\r\n\r\nHEX\r\nBODY\r\n0\r\n\r\n",
+        ])
+    func unperformedUpgradeKeepsItsFraming(framing: String) async throws {
+        let targets = RecordingUpstream.Targets()
+        let upstream = try await RecordingUpstream.start(recording: targets)
+        let fixture = try await GatewayFixture { $0.routes = [ProxyRoute(prefix: "/api/svc", upstream: "http://127.0.0.1:\(upstream.port)")] }
+        try await fixture.addUser("alice")
+        let token = try await fixture.login("alice").accessToken
+        let smuggled = "GET /smuggled HTTP/1.1\r\nHost: gw\r\n\r\n"
+        let request = "POST /api/svc/item HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer \(token)\r\nUpgrade: x\r\n"
+            + framing.replacingOccurrences(of: "LENGTH", with: "\(smuggled.utf8.count)").replacingOccurrences(of: "HEX", with: String(smuggled.utf8.count, radix: 16))
+            .replacingOccurrences(of: "BODY", with: smuggled)
+        let port = fixture.gatewayPort
+        let bytes = try await onOwnThread { () throws -> [UInt8] in
+            let connection = try RawConnection(port: port, receiveTimeout: 8)
+            defer { connection.close() }
+            connection.send(request)
+            return connection.readAll()
+        }
+        let answers = try StrictAnswerReader.readAll(bytes, methods: ["POST"])
+        #expect(answers.count == 1 && answers.first?.status == 200, "\(answers.map(\.status))")
+        // A moment for a smuggled request to arrive, were there one.
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(targets.all.allSatisfy { !$0.contains("smuggled") }, "the upstream received: \(targets.all)")
+        #expect(targets.all.count == 1, "\(targets.all)")
+        try await fixture.stop()
+        try await upstream.stop()
+    }
+
+    @Test(
         "a request answered before its body has ended, whose rest is then malformed, has that one answer and the connection closes: never a second answer (a 400) for one request",
         arguments: [
             "POST /healthz HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n",
