@@ -140,9 +140,10 @@ for proxy in nginx:$NGINX caddy:$CADDY; do
     'claims.get("aud") == upstream and claims.get("tenant_id") == "default" and "authorization" not in h and one("x-auth-request-user").startswith("ext_")'
   check "$name, identity fields the client sends" 200 -H "Authorization: Bearer $ALLOWED" -H "X-Auth-Request-Email: forged@evil.example" \
     -H "X-Auth-Request-Groups: admins" -H "X-Auth-Request-Tenant: other" -H "X_Auth_Request_User: forged" -H "x-auth-request-user: forged" \
+    -H "X-Auth_Request-Email: forged@evil.example" -H "X-Auth-Request-Preferred-Username: forged" \
     "127.0.0.1:$port/api/billing/invoices"
   received "$name: no identity field the client sent reached the upstream, in any spelling; every field is the gateway's" \
-    'not any("forged" in v or v in ("admins", "other") for vs in h.values() for v in vs) and not any("_" in k for k in h) and one("x-auth-request-tenant") == "default" and len(h.get("x-auth-request-user", [])) == 1'
+    'not any("forged" in v or v in ("admins", "other") for vs in h.values() for v in vs) and not any("_" in k for k in h) and one("x-auth-request-tenant") == "default" and len(h.get("x-auth-request-user", [])) == 1 and len(h.get("x-auth-request-email", [])) <= 1'
   reached=$(wc -l < "$WORK/reached.log")
   check "$name, a token without the route's scope" 403 -H "Authorization: Bearer $UNSCOPED" "127.0.0.1:$port/api/billing/invoices"
   check "$name, no token" 401 "127.0.0.1:$port/api/billing/invoices"

@@ -85,6 +85,16 @@ public struct ConfigurationMap: Sendable, Equatable {
         return value
     }
 
+    /// `true` or `false` (YAML's spellings of them); anything else names the key.
+    public func bool(_ name: String) throws(ConfigurationError) -> Bool? {
+        guard let text = try string(name) else { return nil }
+        switch text.lowercased() {
+        case "true", "yes", "on": return true
+        case "false", "no", "off": return false
+        default: throw error(name, "must be true or false, not \"\(text)\"")
+        }
+    }
+
     /// An error about key `name` of this entry.
     public func problem(_ name: String, _ problem: String) -> ConfigurationError {
         error(name, problem)

@@ -43,7 +43,7 @@ final class IssuerKeys: Sendable {
             issuer: issuer.issuer, audience: nil, leeway: leeway, maximumLifetime: issuer.maximumTokenLifetime,
             acceptedTypes: issuer.requiresAccessTokenType ? ["at+jwt", "application/at+jwt"] : ["at+jwt", "application/at+jwt", "JWT"],
             requiredClaims: Array(Set(["iss", "aud", "exp", issuer.subjectClaim] + Self.tenantClaim(issuer))).sorted(),
-            forbiddenClaims: AccessTokenPolicy.otherTokenClaims)
+            forbiddenClaims: AccessTokenPolicy.otherTokenClaims.filter { !(issuer.accessTokensCarryNonce && $0 == "nonce") })
         policy.audiences = issuer.audiences
         policy.requiresType = issuer.requiresAccessTokenType
         policy.requiresKeyID = false

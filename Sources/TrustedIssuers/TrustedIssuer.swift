@@ -49,11 +49,15 @@ public struct TrustedIssuer: Sendable, Equatable {
     /// Whether its access tokens carry `typ: at+jwt` (RFC 9068), so that a token of any other `typ`
     /// is refused (`access_token_type: at+jwt`); `false`: any `typ`, or none.
     public var requiresAccessTokenType = false
+    /// Whether its access tokens may carry `nonce` (`access_tokens_carry_nonce`): Keycloak up to
+    /// version 24 copies the sign-in's `nonce` into them. `false`: a token with `nonce` is an ID token.
+    public var accessTokensCarryNonce = false
 
     /// The keys an entry may set.
     public static let settingNames: Set<String> = [
         "issuer", "jwks_url", "audiences", "algorithms", "tenant", "tenant_claim", "tenants", "subject_claim", "secret_file",
         "refresh_cooldown_seconds", "max_stale_seconds", "ca_file", "max_token_lifetime_seconds", "login", "access_token_type",
+        "access_tokens_carry_nonce",
     ]
 
     public init(issuer: String, keySource: KeySource, audiences: [String], algorithms: [JWSAlgorithm]? = nil, tenant: Tenant) {
@@ -176,6 +180,7 @@ public struct TrustedIssuer: Sendable, Equatable {
             }
             requiresAccessTokenType = true
         }
+        if let value = try entry.bool("access_tokens_carry_nonce") { accessTokensCarryNonce = value }
     }
 
     /// An `https://` URL, or `http://` to a loopback host (for tests on one machine).

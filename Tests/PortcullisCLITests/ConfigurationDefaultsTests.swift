@@ -178,6 +178,7 @@ struct TrustConfigurationTests {
             ("- issuer: https://idp.example.com\n      audiences: [a, c]\n      tenant: t\n      login:\n        name: acme\n        client_id: c\n        client_secret_file: s", "trust.issuers[0].audiences"),
             (TrustConfigurationTests.withLogin("name: acme\n        client_id: c\n        client_secret_file: s") + "\n      subject_claim: email", "trust.issuers[0].subject_claim"),
             ("- issuer: https://idp.example.com\n      audiences: [a]\n      tenant: t\n      access_token_type: JWT", "trust.issuers[0].access_token_type"),
+            ("- issuer: https://idp.example.com\n      audiences: [a]\n      tenant: t\n      access_tokens_carry_nonce: maybe", "trust.issuers[0].access_tokens_carry_nonce"),
             ("- issuer: https://idp.example.com\n      audiences: [a]\n      tenant: t\n      login: acme", "trust.issuers[0].login"),
             ("- issuer: https://idp.example.com\n      audiences: [a]\n      tenant: t\n      jwks_url: https://idp.example.com/k\n      login:\n        name: acme\n        client_id: c\n        client_secret_file: s", "trust.issuers[0].login"),
             (TrustConfigurationTests.withLogin("name: acme\n        client_id: c\n        client_secret_file: s") + "\n    - issuer: https://other.example.com\n      audiences: [a]\n      tenant: t\n      login:\n        name: acme\n        client_id: c\n        client_secret_file: s", "trust.issuers[1].login.name"),

@@ -164,7 +164,9 @@ public struct AccessTokenPolicy: Sendable {
                 let why =
                     switch name {
                     case "session_id": "an access token must not carry a session_id; send it separately"
-                    case "nonce", "at_hash", "c_hash": "an ID token was sent where an access token is expected (it carries \(name)); send the provider's access token"
+                    case "nonce":
+                        "an ID token was sent where an access token is expected (it carries nonce); send the provider's access token (Keycloak 24 and earlier put nonce in access tokens too: see access_tokens_carry_nonce)"
+                    case "at_hash", "c_hash": "an ID token was sent where an access token is expected (it carries \(name)); send the provider's access token"
                     case "events": "a logout token was sent where an access token is expected (it carries events)"
                     default: "the claim \"\(name)\" is not allowed in an access token"
                     }
