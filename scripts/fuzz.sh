@@ -10,6 +10,7 @@
 # upstream-response (the data plane's framing of an upstream's answers, split two ways),
 # plain-request (the data plane's front: request heads read without NIO's decoder),
 # form-fields (the sign-in callback's query and the back-channel logout's form: FormEncoding),
+# sign-in-redirect (a browser sign-in's rd: SignInRedirect, against Foundation's URL resolution),
 # answer-framing (mixed request sequences on one connection to a live gateway, every answer
 # read strictly for its own request; the books of owed answers against a model).
 # answer-framing runs `portcullis serve` (PORTCULLIS_BIN, default the debug build, built
@@ -25,7 +26,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VECTORS=${PORTCULLIS_VECTORS:-$ROOT/../shared/vectors}
 OUT="$ROOT/.build/fuzz"
 TARGETS=("$@")
-[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(token json base64url session-id agent-frame request-target upstream-response plain-request form-fields answer-framing)
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(token json base64url session-id agent-frame request-target upstream-response plain-request form-fields sign-in-redirect answer-framing)
 mkdir -p "$OUT/lib"
 FLAGS=(-sanitize=fuzzer,address -parse-as-library -O -g -package-name portcullis -I "$ROOT/Sources/CLibCrypto" -I "$ROOT/Sources/CLibCryptoSetup/include")
 
@@ -49,8 +50,8 @@ seed() {  # target
   local corpus="$OUT/$1/corpus"; mkdir -p "$corpus"
   local tokens; tokens=$( (grep -rhoE 'eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*' "$VECTORS" 2>/dev/null || true) | sort -u | head -400)
   case $1 in
-    token) printf '%s\n' "$tokens" | while read -r t; do [ -n "$t" ] && printf '%s' "$t" > "$corpus/$(printf '%s' "$t" | sha1sum | cut -c1-16)"; done ;;
-    base64url) printf '%s\n' "$tokens" | tr '.' '\n' | sort -u | head -400 | while read -r t; do [ -n "$t" ] && printf '%s' "$t" > "$corpus/$(printf '%s' "$t" | sha1sum | cut -c1-16)"; done ;;
+    token) printf '%s\n' "$tokens" | while read -r t; do [ -z "$t" ] || printf '%s' "$t" > "$corpus/$(printf '%s' "$t" | sha1sum | cut -c1-16)"; done ;;
+    base64url) printf '%s\n' "$tokens" | tr '.' '\n' | sort -u | head -400 | while read -r t; do [ -z "$t" ] || printf '%s' "$t" > "$corpus/$(printf '%s' "$t" | sha1sum | cut -c1-16)"; done ;;
     json) printf '%s\n' "$tokens" | cut -d. -f1-2 | tr '.' '\n' | sort -u | head -300 | while read -r t; do
             [ -n "$t" ] && printf '%s' "$t" | tr '_-' '/+' | base64 -d 2>/dev/null > "$corpus/$(printf '%s' "$t" | sha1sum | cut -c1-16)" || true; done ;;
     session-id) for v in ses_AAAAAAAAAAAAAAAAAAAAAA ses_2w8cmNxD14TYILibe4MTmg rt_x eyJhbGciOiJub25lIn0.e30. ses_; do printf '%s' "$v" > "$corpus/$v"; done ;;
@@ -65,6 +66,8 @@ seed() {  # target
     answer-framing) printf '\x01\x00\x01\x0a\x0b\x06\x0c' > "$corpus/pipelined-mix"
                  printf '\x00\x0e\x01\x07\x0f\x03\x02\x04' > "$corpus/one-by-one-mix"
                  printf '\x03\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b' > "$corpus/refused-target" ;;
+    sign-in-redirect) for v in '/dashboard?x=1' '//evil.com' '/%2F/evil.com' 'https://app.example.com/x' 'https://grafana.example.com/' 'https://a@evil.com' '/a/%2e%2e/b'; do
+                      printf '%s' "$v" > "$corpus/$(printf '%s' "$v" | sha1sum | cut -c1-16)"; done ;;
     form-fields) printf '%s' 'code=a%2Fb&state=s+t&iss=http%3A%2F%2F127.0.0.1' > "$corpus/callback"
                  printf '%s' 'logout_token=eyJ.eyJ.x&x=%C3%A9&=&a' > "$corpus/form" ;;
     agent-frame) printf '%s' '{"type":"ping"}' > "$corpus/ping"
@@ -114,6 +117,7 @@ for target in "${TARGETS[@]}"; do
     request-target) build request-target "$ROOT/Sources/TrafficCop/RequestTarget.swift" "$ROOT/Sources/TrafficCop/RequestTargetError.swift" "$ROOT/Fuzz/FuzzRequestTarget.swift" ;;
     plain-request) build plain-request "$ROOT/Sources/DataPlane/Front/PlainRequestHead.swift" "$ROOT/Fuzz/FuzzPlainRequest.swift" ;;
     form-fields) build form-fields "$ROOT/Sources/ProviderLogin/FormEncoding.swift" "$ROOT/Fuzz/FuzzFormFields.swift" ;;
+    sign-in-redirect) build sign-in-redirect "$ROOT"/Sources/ProviderLogin/{SignInRedirect,ReturnTarget,FormEncoding}.swift "$ROOT/Fuzz/FuzzSignInRedirect.swift" ;;
     answer-framing) build answer-framing "$ROOT/Sources/EdgeHTTP/OwedAnswers.swift" "$ROOT"/Tests/PortcullisTestSupport/{StrictAnswerReader,MixedRequests}.swift \
                       "$ROOT/Fuzz/FuzzAnswerFraming.swift"
                     start_framing_gateway ;;
