@@ -87,7 +87,7 @@ public struct SignInRedirect: Sendable, Equatable {
         guard !authority.isEmpty, !authority.contains(UInt8(ascii: "@")), !authority.contains(UInt8(ascii: "%")) else {
             throw Refusal(message: "the return address names its host plainly, without user information or escapes")
         }
-        guard let origin = ReturnTarget.origin(of: text), let host = host(ofOrigin: origin) else {
+        guard hasPlainHostAndPort(authority), let origin = ReturnTarget.origin(of: text), let host = host(ofOrigin: origin) else {
             throw Refusal(message: "the return address is not an http(s) URL with a host")
         }
         if schemeLength == 7, !isLoopback(host) {
@@ -110,8 +110,35 @@ public struct SignInRedirect: Sendable, Equatable {
         return rest.isEmpty ? nil : String(rest)
     }
 
+    /// `localhost`, `::1`, or four decimal octets beginning 127 (never a name such as `127.example.com`).
     private static func isLoopback(_ host: String) -> Bool {
-        host == "localhost" || host == "::1" || host.hasPrefix("127.")
+        if host == "localhost" || host == "::1" { return true }
+        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
+        return octets.count == 4 && octets[0] == "127"
+            && octets.allSatisfy { !$0.isEmpty && $0.count <= 3 && $0.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 } && (Int($0) ?? 256) <= 255 }
+    }
+
+    /// An authority browsers and Foundation read alike: a bracketed part only around an IPv6
+    /// address (hex digits, `:` and `.`), and a port, when given, of 1 to 5 digits up to 65535
+    /// (past that Foundation reads no port, and the default one would be assumed).
+    private static func hasPlainHostAndPort(_ authority: ArraySlice<UInt8>) -> Bool {
+        var rest = authority
+        if rest.first == UInt8(ascii: "[") {
+            guard let close = rest.firstIndex(of: UInt8(ascii: "]")) else { return false }
+            let inside = rest[rest.index(after: rest.startIndex)..<close]
+            let isIPv6 = inside.contains(UInt8(ascii: ":")) && inside.allSatisfy { byte in
+                byte == UInt8(ascii: ":") || byte == UInt8(ascii: ".") || FormEncoding.hexValue(byte) != nil
+            }
+            guard isIPv6 else { return false }
+            rest = rest[rest.index(after: close)...]
+            guard rest.isEmpty || rest.first == UInt8(ascii: ":") else { return false }
+        } else if rest.contains(UInt8(ascii: "[")) || rest.contains(UInt8(ascii: "]")) {
+            return false
+        }
+        guard let colon = rest.lastIndex(of: UInt8(ascii: ":")) else { return true }
+        let port = rest[rest.index(after: colon)...]
+        guard (1...5).contains(port.count), port.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return false }
+        return (Int(String(decoding: port, as: UTF8.self)) ?? 65_536) <= 65_535
     }
 
     /// Visible ASCII other than `\`: no space, tab, CR, LF, other control, DEL or non-ASCII byte.

@@ -18,7 +18,7 @@ struct SignInRedirectTests {
         arguments: [
             "/", "/dashboard", "/d/x?tab=2&next=%2Fa", "/a/b/", "/search?q=a//b", "/p#/route/x", "/%7Euser",
             "https://app.example.com/", "https://app.example.com:443/x?y=1", "HTTPS://APP.EXAMPLE.COM/x",
-            "https://grafana.example.com/d/abc", "https://example.com", "http://127.0.0.1:8080/demo/",
+            "https://grafana.example.com/d/abc", "https://example.com", "http://127.0.0.1:8080/demo/", "https://grafana.example.com:8443/x",
         ])
     func accepted(text: String) throws {
         let checked = try Self.check(text).get()
@@ -46,8 +46,11 @@ struct SignInRedirectTests {
             // User information, escapes and non-ASCII in the host.
             "https://example.com@evil.com", "https://app.example.com:x@evil.com/", "https://evil%2ecom/", "https://evil。com/",
             "https://app.example.com／evil", "https:///evil.com",
-            // Plain http to a host that is not loopback.
-            "http://app.example.com/", "http://grafana.example.com/",
+            // Plain http to a host that is not loopback (127.example.com is a name, not an address).
+            "http://app.example.com/", "http://grafana.example.com/", "http://127.example.com/", "http://127.0.0.1.example.com/",
+            // Authorities Foundation reads and browsers refuse: a bracketed name, a port past 65535.
+            "https://[app.example.com]/", "http://[127.0.0.1]:8080/", "https://app.example.com:99999999999999999999/", "https://app.example.com:65536/",
+            "https://app.example.com:/", "https://app.example.com:44x/", "https://[::1/",
             "",
         ])
     func refused(text: String) {
