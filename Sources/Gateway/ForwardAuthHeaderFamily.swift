@@ -1,3 +1,5 @@
+import HTTPTypes
+
 /// Which proxy's header names carry the original request to `/api/auth/verify`
 /// (`gateway.forward_auth.headers`).
 ///
@@ -12,9 +14,15 @@ public enum ForwardAuthHeaderFamily: String, Sendable, Equatable, CaseIterable {
     case forwarded
 
     /// The field naming the original request target.
-    var uriField: String { self == .nginx ? "X-Original-URI" : "X-Forwarded-Uri" }
+    var uriField: HTTPField.Name { self == .nginx ? Self.originalURI : Self.forwardedURI }
     /// The field naming the original method.
-    var methodField: String { self == .nginx ? "X-Original-Method" : "X-Forwarded-Method" }
+    var methodField: HTTPField.Name { self == .nginx ? Self.originalMethod : Self.forwardedMethod }
     /// The other family.
     var other: ForwardAuthHeaderFamily { self == .nginx ? .forwarded : .nginx }
+
+    // Valid field names: the unwraps cannot fail, and each name is made once.
+    private static let originalURI = HTTPField.Name("X-Original-URI")!
+    private static let originalMethod = HTTPField.Name("X-Original-Method")!
+    private static let forwardedURI = HTTPField.Name("X-Forwarded-Uri")!
+    private static let forwardedMethod = HTTPField.Name("X-Forwarded-Method")!
 }

@@ -1,3 +1,8 @@
+// The fuzz target compiles this file with LoopbackHost.swift into one module of its own.
+#if canImport(TrustedIssuers)
+import TrustedIssuers
+#endif
+
 /// Where a browser sign-in sends the browser back to (the `rd` of `/.portcullis/sign_in`),
 /// checked before any flow starts.
 ///
@@ -90,7 +95,7 @@ public struct SignInRedirect: Sendable, Equatable {
         guard hasPlainHostAndPort(authority), let origin = ReturnTarget.origin(of: text), let host = host(ofOrigin: origin) else {
             throw Refusal(message: "the return address is not an http(s) URL with a host")
         }
-        if schemeLength == 7, !isLoopback(host) {
+        if schemeLength == 7, !LoopbackHost.contains(host) {
             throw Refusal(message: "the return address must be https (http only to a loopback host)")
         }
         guard allowedOrigins.contains(origin) || (acceptsHost?(host) ?? false) else {
@@ -108,14 +113,6 @@ public struct SignInRedirect: Sendable, Equatable {
         }
         if let colon = rest.lastIndex(of: ":") { rest = rest[..<colon] }
         return rest.isEmpty ? nil : String(rest)
-    }
-
-    /// `localhost`, `::1`, or four decimal octets beginning 127 (never a name such as `127.example.com`).
-    private static func isLoopback(_ host: String) -> Bool {
-        if host == "localhost" || host == "::1" { return true }
-        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
-        return octets.count == 4 && octets[0] == "127"
-            && octets.allSatisfy { !$0.isEmpty && $0.count <= 3 && $0.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 } && (Int($0) ?? 256) <= 255 }
     }
 
     /// An authority browsers and Foundation read alike: a bracketed part only around an IPv6

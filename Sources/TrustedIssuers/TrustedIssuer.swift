@@ -190,14 +190,3 @@ public struct TrustedIssuer: Sendable, Equatable {
         return scheme == "http" && LoopbackHost.contains(host)
     }
 }
-
-/// Host names that are loopback by their spelling alone: `localhost`, 127.0.0.0/8, `::1`.
-enum LoopbackHost {
-    static func contains(_ host: String) -> Bool {
-        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
-        if bare.lowercased() == "localhost" || bare == "::1" { return true }
-        let octets = bare.split(separator: ".", omittingEmptySubsequences: false)
-        guard octets.count == 4, octets.allSatisfy({ !$0.isEmpty && $0.count <= 3 && $0.allSatisfy(\.isASCII) && (Int($0) ?? 256) <= 255 }) else { return false }
-        return octets[0] == "127"
-    }
-}

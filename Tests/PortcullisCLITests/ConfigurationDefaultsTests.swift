@@ -156,6 +156,9 @@ struct TrustConfigurationTests {
             ("- issuer: https://idp.example.com\n      audiences: [a]\n      tenant: t\n      max_stale_seconds: 1", "trust.issuers[0].max_stale_seconds"),
             ("- issuer: https://idp.example.com\n      audiences: [a]\n      tenant: t\n    - issuer: https://idp.example.com\n      audiences: [a]\n      tenant: t", "trust.issuers[1].issuer"),
             ("- issuer: http://127.0.0.1:8080\n      audiences: [a]\n      tenant: t", "trust.issuers[0].issuer"),
+            // Loopback by its spelling: four decimal octets (Int would read +1), never a name beginning 127.
+            ("- issuer: http://127.0.0.+1:9000\n      audiences: [a]\n      tenant: t", "trust.issuers[0].issuer"),
+            ("- issuer: http://127.example.com\n      audiences: [a]\n      tenant: t", "trust.issuers[0].issuer"),
             ("- just-a-string", "trust.issuers[0]"),
             // A tenant_claim names the tenants it may produce; tenants go with tenant_claim only.
             ("- issuer: https://idp.example.com\n      audiences: [a]\n      tenant_claim: org", "trust.issuers[0].tenants"),

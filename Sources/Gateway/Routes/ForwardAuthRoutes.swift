@@ -41,20 +41,18 @@ struct ForwardAuthRoutes: Sendable {
     /// than the one the upstream receives.
     static func original(_ headers: HTTPFields, family: ForwardAuthHeaderFamily) throws -> (path: Substring, method: HTTPRequest.Method) {
         let other = family.other
-        for name in [other.uriField, other.methodField] where headers[HTTPField.Name(name)!] != nil {
+        for name in [other.uriField, other.methodField] where headers[name] != nil {
             throw GatewayError(
                 .badRequest, "forward_auth_headers_mixed",
-                "the request carries \(name), which this gateway never reads (gateway.forward_auth.headers is \(family.rawValue): \(family.uriField) and \(family.methodField)); have the proxy remove the client's \(name)")
+                "the request carries \(name.rawName), which this gateway never reads (gateway.forward_auth.headers is \(family.rawValue): \(family.uriField.rawName) and \(family.methodField.rawName)); have the proxy remove the client's \(name.rawName)")
         }
-        let uriName = HTTPField.Name(family.uriField)!
-        let methodName = HTTPField.Name(family.methodField)!
-        let uris = headers[values: uriName]
-        let methods = headers[values: methodName]
+        let uris = headers[values: family.uriField]
+        let methods = headers[values: family.methodField]
         guard uris.count <= 1, methods.count <= 1 else {
-            throw GatewayError.invalidRequest("\(uris.count > 1 ? family.uriField : family.methodField) is given more than once; name one original request")
+            throw GatewayError.invalidRequest("\((uris.count > 1 ? family.uriField : family.methodField).rawName) is given more than once; name one original request")
         }
         guard let uri = uris.first, !uri.isEmpty else {
-            throw GatewayError.invalidRequest("name the original request in \(family.uriField) (gateway.forward_auth.headers is \(family.rawValue))")
+            throw GatewayError.invalidRequest("name the original request in \(family.uriField.rawName) (gateway.forward_auth.headers is \(family.rawValue))")
         }
         let name = methods.first ?? "GET"
         guard let method = ProxyRoute.methods.first(where: { $0.rawValue == name }) else {

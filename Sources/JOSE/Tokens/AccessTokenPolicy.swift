@@ -26,7 +26,7 @@ public struct AccessTokenPolicy: Sendable {
     public var requiredClaims: [String] { didSet { required = RegisteredName.mask(requiredClaims) } }
     /// Claims an access token must never carry.
     ///
-    /// For a provider's tokens, also those of its other tokens (`idTokenClaims`): an ID token's
+    /// For a provider's tokens, also those of its other tokens (`otherTokenClaims`): an ID token's
     /// `aud` may be an audience an access token's is too, and it must never pass as one.
     public var forbiddenClaims: [String] { didSet { forbidden = RegisteredName.mask(forbiddenClaims) } }
     /// The same lists split for the hot path: a bit mask of registered names, and the rest.
