@@ -19,7 +19,10 @@ import TrafficCop
 package final class DataPlane: Sendable {
     /// One `gateway.routes` entry served on the event loop.
     package struct Route: Sendable {
+        /// The path prefix without its trailing `/` (empty for `/`).
         package let prefix: String
+        /// The host it is bound to; `nil`: any host.
+        package let host: RouteHost?
         package let origin: UpstreamOrigin
         /// The `aud` of its assertions: the upstream URL as configured.
         package let audience: String
@@ -37,6 +40,12 @@ package final class DataPlane: Sendable {
         package let policy: RoutePolicy?
         /// `gateway.allowed_origins` as the route's table holds them (CORS on its answers).
         package let allowedOrigins: Set<String>
+        /// Whether the upstream gets the path below the prefix (else the whole path).
+        package let stripsPrefix: Bool
+        /// The identity fields this route sends its upstream.
+        package let identityFields: IdentityFieldNames?
+        /// Every route's identity field names, folded: never taken from a client.
+        package let identityFieldNames: Set<String>
     }
 
     /// The routes and origins in force (a reload replaces them).

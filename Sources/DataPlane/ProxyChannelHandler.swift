@@ -160,7 +160,8 @@ package final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelH
             // request under a route (OPTIONS too) is proxied, and refused here when not admitted.
             if case .head = part { plane.table.refresh(&routeTable) }
             guard case .head(let head) = part, !routeTable.isAllowedPreflight(head),
-                case let (path, query) = RequestTarget.split(head.uri[...]), let (route, remainder) = routeTable.route(for: path)
+                case let (path, query) = RequestTarget.split(head.uri[...]),
+                let (route, remainder) = routeTable.route(host: routeTable.hasHostRoutes ? head.headers.first(name: "host") : nil, path: path)
             else {
                 if case .head = part {
                     state = .passthrough(requestDone: false, responseDone: false)

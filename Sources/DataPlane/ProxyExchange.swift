@@ -191,7 +191,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         }
         // The request head as one buffer, in the loop's kept storage.
         upstreamRequest = headBuffers.upstreamRequest.write(minimumCapacity: 256 + assertion.utf8.count + 48 * head.headers.count) { request in
-            writeUpstreamHead(assertion: assertion, into: &request)
+            writeUpstreamHead(assertion: assertion, caller: caller, into: &request)
         }
         if expectsContinue && !requestEnded && bodyBytes == 0 {
             // Admitted: the client may send its body now (RFC 9110 §10.1.1), as nginx answers it.
@@ -210,16 +210,20 @@ final class ProxyExchange: UpstreamConnectionDelegate {
 
     /// The request head for the upstream, written into `request` (empty): request line, the client's
     /// forwardable fields as they came, then the gateway's own (no HTTPHeaders built, no codec).
-    private func writeUpstreamHead(assertion: String, into request: inout ByteBuffer) {
+    private func writeUpstreamHead(assertion: String, caller: AuthenticatedCaller?, into request: inout ByteBuffer) {
         request.writeString(head.method.rawValue)
         request.writeStaticString(" ")
         writeTarget(into: &request)
         request.writeStaticString(" HTTP/1.1\r\n")
+        let configuredNames = route.identityFieldNames
         for (name, value) in head.headers where HeaderScreen.isForwardable(name, connectionListed: fields.connectionListed) {
+            // A name some route sets as an identity field, in any spelling, is never the client's to send.
+            if !configuredNames.isEmpty, configuredNames.contains(HeaderScreen.folded(name)) { continue }
             HTTP1Bytes.writeField(name, value, into: &request)
         }
         HTTP1Bytes.writeField("Host", route.origin.hostHeader, into: &request)
         HTTP1Bytes.writeField(AssertionHeader.name, assertion, into: &request)
+        if let identity = route.identityFields { Self.writeIdentityFields(identity, of: caller, into: &request) }
         HTTP1Bytes.writeField(
             "X-Forwarded-For", plane.admission.clientAddresses.clientAddress(peer: handler.peerAddress, forwardedFor: head.headers["x-forwarded-for"]),
             into: &request)
@@ -234,13 +238,24 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         request.writeStaticString("\r\n")
     }
 
-    /// The upstream target: the route's base path, the normalised path below the prefix, the
+    /// The route's identity fields for `caller`, those with a value (none without a caller, on an
+    /// `auth: none` route): any client copy is stripped already, so a missing field is no one's.
+    private static func writeIdentityFields(_ names: IdentityFieldNames, of caller: AuthenticatedCaller?, into request: inout ByteBuffer) {
+        guard let caller else { return }
+        let values = IdentityFieldValues(caller)
+        for (name, value) in [(names.user, values.user), (names.email, values.email), (names.groups, values.groups), (names.tenant, values.tenant)] {
+            if let name, !value.isEmpty { HTTP1Bytes.writeField(name, value, into: &request) }
+        }
+    }
+
+    /// The upstream target: the route's base path, the normalised path below the prefix (or the whole path, `strip_prefix: false`), the
     /// query without `access_token`. The request for the prefix itself to an upstream without a
     /// base path is `/`, never an empty request target (RFC 9112 §3.2.1; nginx answers an empty one with 400).
     private func writeTarget(into buffer: inout ByteBuffer) {
+        let below = route.stripsPrefix ? remainder : path
         buffer.writeString(route.origin.basePath)
-        buffer.writeSubstring(remainder)
-        if route.origin.basePath.isEmpty && remainder.isEmpty { buffer.writeStaticString("/") }
+        buffer.writeSubstring(below)
+        if route.origin.basePath.isEmpty && below.isEmpty { buffer.writeStaticString("/") }
         guard let query = RequestTarget.queryWithoutCredentials(query) else { return }
         buffer.writeStaticString("?")
         buffer.writeSubstring(query)

@@ -3,9 +3,15 @@ import HTTPTypes
 import RuntimeAccess
 import TrafficCop
 
-/// One configured upstream: a path prefix, the URL it is proxied to, and who may reach it.
+/// One configured upstream: a path prefix (on one host, or any), the URL it is proxied to, and who may reach it.
 public struct ProxyRoute: Sendable, Equatable {
     public var prefix: String
+    /// The host it serves (`host`); `nil`: every host (behind the routes bound to the request's host).
+    package var host: RouteHost?
+    /// Whether the upstream gets the path below the prefix (`strip_prefix`, the default) or the whole path.
+    public var stripsPrefix: Bool = true
+    /// The identity fields the upstream gets besides the assertion (`identity_headers`).
+    package var identityFields: IdentityFieldNames?
     public var upstream: String
     /// The methods it forwards (`nil`: every method in `ProxyRoute.methods`); another is 405 with `Allow`.
     public var methods: [HTTPRequest.Method]?

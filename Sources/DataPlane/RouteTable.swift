@@ -1,39 +1,112 @@
+import EdgeHTTP
 import NIOHTTP1
 import Synchronization
 
 /// The routes and CORS origins the data plane serves by: one value, read once per request and
 /// replaced whole by a configuration reload, so a request finishes under the table it started with.
+///
+/// The most specific route serves a request: one bound to its exact host, then to a wildcard
+/// host, then to any host; within those, the longest prefix. On the public host (and any host
+/// no route names) the gateway's own paths win over a catch-all `/`; on a route host only
+/// `/.portcullis` is the gateway's, and a path no route serves there is nobody's (404).
 package struct RouteTable: Sendable {
-    /// The routes in configuration order (prefixes never overlap: the configuration refuses it).
+    /// The routes, most specific first (the order they are tried in).
     package let routes: [DataPlane.Route]
     /// `gateway.allowed_origins`.
     package let allowedOrigins: Set<String>
     /// Counts the tables put in force (0 at start); metric handles are kept per generation.
     package let generation: Int
+    /// The public host (`gateway.public_url`'s), lower case: the API's host, never a route host.
+    package let publicHost: String?
+    /// Whether any route is bound to a host: without one, the request's `Host` is never read.
+    package let hasHostRoutes: Bool
+    /// Every `identity_headers` name of every route, folded (`HeaderScreen.folded`): stripped from every request.
+    package let identityFieldNames: Set<String>
 
-    package init(routes: [ProxyRoute], allowedOrigins: [String], generation: Int = 0) {
+    package init(routes: [ProxyRoute], allowedOrigins: [String], publicHost: String? = nil, generation: Int = 0) {
         let origins = Set(allowedOrigins)
         self.allowedOrigins = origins
         self.generation = generation
-        self.routes = routes.compactMap { route -> (ProxyRoute, UpstreamOrigin)? in
+        self.publicHost = publicHost?.lowercased()
+        hasHostRoutes = routes.contains { $0.host != nil }
+        let identityFieldNames = Set(routes.flatMap { $0.identityFields?.names ?? [] }.map(HeaderScreen.folded))
+        self.identityFieldNames = identityFieldNames
+        let served = routes.compactMap { route -> (ProxyRoute, UpstreamOrigin)? in
             UpstreamOrigin(url: route.upstream).map { (route, $0) }
-        }.enumerated().map { index, pair in
+        }
+        // Most specific first; configuration order among equals (the configuration refuses two with the same host and prefix).
+        let ordered = served.enumerated().sorted { a, b in
+            let (x, y) = (a.element.0, b.element.0)
+            if Self.hostRank(x.host) != Self.hostRank(y.host) { return Self.hostRank(x.host) < Self.hostRank(y.host) }
+            if x.pathPrefix.utf8.count != y.pathPrefix.utf8.count { return x.pathPrefix.utf8.count > y.pathPrefix.utf8.count }
+            return a.offset < b.offset
+        }.map(\.element)
+        self.routes = ordered.enumerated().map { index, pair in
             let (route, origin) = pair
             let methods = route.methods ?? ProxyRoute.methods
+            let name = (route.host.map(\.description) ?? "") + route.prefix
             return DataPlane.Route(
-                prefix: route.pathPrefix, origin: origin, audience: route.audience, template: route.pathPrefix + "/**", name: route.prefix, index: index,
+                prefix: route.pathPrefix, host: route.host, origin: origin, audience: route.audience,
+                template: (route.host.map(\.description) ?? "") + route.pathPrefix + "/**", name: name, index: index,
                 generation: generation, methods: methods.map { HTTPMethod(rawValue: $0.rawValue) }, allowedMethodNames: methods.map(\.rawValue),
-                requiresToken: route.requiresToken, policy: route.policy, allowedOrigins: origins)
+                requiresToken: route.requiresToken, policy: route.policy, allowedOrigins: origins, stripsPrefix: route.stripsPrefix,
+                identityFields: route.identityFields, identityFieldNames: identityFieldNames)
         }
     }
 
-    /// The route serving a normalised `path` (`PREFIX` itself or `PREFIX/...`), and the
-    /// part of the path below its prefix.
-    package func route(for path: Substring) -> (route: DataPlane.Route, remainder: Substring)? {
-        for route in routes {
-            if let remainder = ProxyRoute.remainder(of: path, under: route.prefix) { return (route, remainder) }
+    /// Exact hosts first, then wildcards (the longer domain first), then any host.
+    private static func hostRank(_ host: RouteHost?) -> Int {
+        switch host {
+        case .exact?: 0
+        case .wildcard(let suffix)?: 1_000 - suffix.utf8.count
+        case nil: 10_000
         }
-        return nil
+    }
+
+    /// Who serves a request.
+    package enum Match {
+        /// This route, with the part of the path below its prefix.
+        case route(DataPlane.Route, remainder: Substring)
+        /// The gateway itself (its API, sign-in, the demo page, or its 404).
+        case gateway
+        /// Nobody: a path on a route host that no route serves and that is not the gateway's (404).
+        case unrouted
+    }
+
+    /// Who serves the normalised `path` asked of `host` (the request's `Host` field as it came, `nil` when it had none).
+    package func match(host: String?, path: Substring) -> Match {
+        if ReservedPaths.isUnder(path, ReservedPaths.onEveryHost) { return .gateway }
+        guard hasHostRoutes else {
+            for route in routes {
+                guard let remainder = ProxyRoute.remainder(of: path, under: route.prefix) else { continue }
+                if route.prefix.isEmpty, ReservedPaths.covers(path) { return .gateway }
+                return .route(route, remainder: remainder)
+            }
+            return .gateway
+        }
+        let requested = host.flatMap { RouteHost.requestHost($0[...]) }
+        // A host some route is bound to, other than the public host: the API is not served there.
+        let onRouteHost = requested.map { requested in requested != publicHost?[...] && routes.contains { $0.host?.matches(requested) == true } } ?? false
+        for route in routes {
+            if let bound = route.host {
+                guard let requested, bound.matches(requested) else { continue }
+            }
+            guard let remainder = ProxyRoute.remainder(of: path, under: route.prefix) else { continue }
+            if !onRouteHost, route.prefix.isEmpty, ReservedPaths.covers(path) { return .gateway }
+            return .route(route, remainder: remainder)
+        }
+        return onRouteHost ? .unrouted : .gateway
+    }
+
+    /// The route serving the normalised `path` asked of `host`, and the part of the path below its prefix.
+    package func route(host: String?, path: Substring) -> (route: DataPlane.Route, remainder: Substring)? {
+        guard case .route(let route, let remainder) = match(host: host, path: path) else { return nil }
+        return (route, remainder)
+    }
+
+    /// The route serving `path` on a host no route is bound to (forward-auth without a host, tests).
+    package func route(for path: Substring) -> (route: DataPlane.Route, remainder: Substring)? {
+        route(host: nil, path: path)
     }
 
     /// Whether `head` is a CORS preflight (OPTIONS with `Access-Control-Request-Method`) from an
@@ -69,7 +142,7 @@ package final class LiveRouteTable: Sendable {
     /// Puts new routes and origins in force for the requests that start from now on.
     package func replace(routes: [ProxyRoute], allowedOrigins: [String]) {
         let next = table.withLock { table in
-            table = RouteTable(routes: routes, allowedOrigins: allowedOrigins, generation: table.generation + 1)
+            table = RouteTable(routes: routes, allowedOrigins: allowedOrigins, publicHost: table.publicHost, generation: table.generation + 1)
             return table.generation
         }
         generation.store(next, ordering: .releasing)

@@ -201,6 +201,12 @@ package final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannel
             throw .invalidRequest("the only transfer coding accepted in a request is chunked; send the body with Content-Length or Transfer-Encoding: chunked")
         }
         let target = Self.originForm(head.uri)
+        if target.utf8.count != head.uri.utf8.count, let authority = Self.authority(ofAbsoluteForm: head.uri) {
+            // The target's host is the request's, whatever Host says (RFC 9112 §3.2.2), as a proxy in front reads it:
+            // routes are chosen by it, and the upstream's X-Forwarded-Host names it.
+            guard !authority.isEmpty else { throw .invalidRequest("an absolute-form request target names no host; send the path alone") }
+            head.headers.replaceOrAdd(name: "Host", value: String(authority))
+        }
         let (path, query) = RequestTarget.split(target)
         let normalized: Substring
         do {
@@ -226,6 +232,15 @@ package final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannel
         guard let start = rest.firstIndex(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }) else { return "/" }
         let tail = target[start...]
         return tail.utf8.first == UInt8(ascii: "/") ? tail : Substring("/" + tail)
+    }
+
+    /// The authority of an absolute-form target (`http://Host:1/p` is `Host:1`); `nil` for an origin-form one.
+    static func authority(ofAbsoluteForm uri: String) -> Substring? {
+        let lowered = uri.prefix(8).lowercased()
+        let scheme = lowered.hasPrefix("http://") ? 7 : lowered.hasPrefix("https://") ? 8 : 0
+        guard scheme > 0 else { return nil }
+        let rest = uri.dropFirst(scheme)
+        return rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
     }
 
     /// Exactly one coding, `chunked` (in any case, with optional whitespace).

@@ -32,6 +32,7 @@ extension GatewayConfiguration {
         if let value = try values.int("gateway.max_message_bytes", in: 1_024...(16 << 20)) { configuration.maximumMessageBytes = value }
         if let origins = try Self.origins(values, "gateway.allowed_origins") { configuration.allowedOrigins = origins }
         if let value = try values.url("gateway.public_url") { configuration.publicURL = value }
+        if let value = try values.string("gateway.cookie_domain") { configuration.cookieDomain = value.isEmpty ? nil : value.lowercased() }
         if let origins = try Self.origins(values, "gateway.login_return_origins") { configuration.loginReturnOrigins = origins }
         if let proxies = try values.strings("gateway.trusted_proxies") {
             configuration.trustedProxies = []
@@ -62,13 +63,8 @@ extension GatewayConfiguration {
         } else if let entries = values.mapList("gateway.routes") {
             configuration.routes = try entries.map { entry throws(ConfigurationError) in try ProxyRoute(reading: entry) }
         }
-        for (index, route) in configuration.routes.enumerated() {
-            if let earlier = configuration.routes[..<index].first(where: { ProxyRoute.overlaps($0, route) }) {
-                throw ConfigurationError(
-                    key: "gateway.routes[\(index)]",
-                    "has the prefix \(route.prefix), which overlaps \(earlier.prefix) of an earlier route; give each upstream a prefix of its own")
-            }
-        }
+        try configuration.checkCookieDomain()
+        try configuration.checkRoutes(configuration.routes)
         if try values.bool("admin.enabled") == false { configuration.adminPort = nil }
         if let value = try values.string("admin.host") { configuration.adminHost = value }
         if configuration.adminPort != nil, let value = try values.int("admin.port", in: 0...65_535) { configuration.adminPort = value }

@@ -57,6 +57,9 @@ public struct GatewayConfiguration: Sendable, Equatable {
     /// The gateway's address as browsers and providers reach it (`gateway.public_url`): the base of
     /// the login redirect URI and the back-channel logout URI; `nil`: `issuer`.
     public var publicURL: String?
+    /// The domain one browser sign-in covers (`gateway.cookie_domain`): the session cookie's
+    /// `Domain`, and where route hosts may lie besides the public host; `nil`: the public host alone.
+    public var cookieDomain: String?
     /// Where a provider login may return to (`gateway.login_return_origins`), exact origins; empty: the public URL's own origin.
     public var loginReturnOrigins: [String] = []
 

@@ -28,6 +28,7 @@ public enum GatewayServer {
         router.add(middleware: OriginPolicyMiddleware(table: services.routeTable))
         let knownRoutes = KnownRoutes()
         router.add(middleware: RequestObservationMiddleware(logger: services.logger, accessLog: services.accessLog, metrics: services.metrics, knownRoutes: knownRoutes))
+        router.add(middleware: RouteHostMiddleware(table: services.routeTable))
         services.authRoutes.register(on: router)
         services.providerLoginRoutes.register(on: router)
         services.forwardAuthRoutes.register(on: router)

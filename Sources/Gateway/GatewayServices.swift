@@ -70,7 +70,7 @@ public struct GatewayServices: Sendable {
         accessLog: AccessLog? = nil
     ) {
         self.trustedIssuers = trustedIssuers
-        routeTable = LiveRouteTable(RouteTable(routes: configuration.routes, allowedOrigins: configuration.allowedOrigins))
+        routeTable = LiveRouteTable(RouteTable(routes: configuration.routes, allowedOrigins: configuration.allowedOrigins, publicHost: configuration.publicHost))
         self.providers = providers
         self.accessLog = accessLog ?? AccessLog(logger: logger)
         self.configuration = configuration

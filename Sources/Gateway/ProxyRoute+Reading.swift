@@ -1,12 +1,15 @@
 import ConfigurationReading
 import DataPlane
+import EdgeHTTP
 import Foundation
 import HTTPTypes
 import TrafficCop
 
 extension ProxyRoute {
     /// The keys of a route map in `gateway.routes`.
-    static let settingNames: Set<String> = ["prefix", "upstream", "methods", "auth", "require"]
+    static let settingNames: Set<String> = ["host", "prefix", "upstream", "strip_prefix", "methods", "auth", "require", "identity_headers"]
+    /// The keys of a route's `identity_headers`.
+    static let identityFieldKeys: Set<String> = ["user", "email", "groups", "tenant"]
     /// The keys of a route's `require`.
     static let requirementNames: Set<String> = ["scopes", "any_of", "tenants", "issuers", "session"]
     /// The keys of one `any_of` rule.
@@ -38,7 +41,17 @@ extension ProxyRoute {
         guard let prefix = try entry.string("prefix") else { throw entry.problem("prefix", "is required: the path prefix proxied, such as /api/billing") }
         guard let upstream = try entry.string("upstream") else { throw entry.problem("upstream", "is required: the upstream URL, such as http://billing.internal:8080") }
         self.init(prefix: prefix, upstream: upstream)
+        if let text = try entry.string("host") {
+            guard let host = RouteHost(configured: text) else {
+                throw entry.problem("host", "must be a host name such as grafana.example.com, or *.example.com for every name one label below it (no scheme, port or path), not \"\(text)\"")
+            }
+            self.host = host
+        }
         if let problem { throw entry.problem("prefix", problem) }
+        if let strips = try entry.bool("strip_prefix") { stripsPrefix = strips }
+        if let fields = try entry.map("identity_headers") {
+            identityFields = try Self.identityFields(reading: fields)
+        }
         if let names = try entry.strings("methods") {
             guard !names.isEmpty else { throw entry.problem("methods", "must name at least one method (leave it out for every method)") }
             let known = Self.methods.map(\.rawValue)
@@ -62,6 +75,31 @@ extension ProxyRoute {
             guard requiresToken else { throw entry.problem("require", "cannot be set with auth: none (there is no token to check)") }
             policy = try Self.policy(reading: require)
         }
+    }
+
+    /// A route's `identity_headers`: which field carries the user, email, groups and tenant.
+    static func identityFields(reading map: ConfigurationMap) throws(ConfigurationError) -> IdentityFieldNames {
+        if let unknown = map.names.subtracting(identityFieldKeys).sorted().first {
+            throw map.problem(unknown, "is not an identity field (known: \(identityFieldKeys.sorted().joined(separator: ", ")))")
+        }
+        var names = IdentityFieldNames()
+        var seen: Set<String> = []
+        for key in ["user", "email", "groups", "tenant"] {
+            guard let name = try map.string(key) else { continue }
+            guard IdentityFieldNames.isConfigurable(name) else {
+                throw map.problem(
+                    key, "must be a header name of letters, digits and -, not one the gateway sets or frames requests by (Host, Authorization, Cookie, X-Forwarded-*, X-Portcullis-*, hop-by-hop), not \"\(name)\"")
+            }
+            guard seen.insert(HeaderScreen.folded(name)).inserted else { throw map.problem(key, "names \(name), which another identity field of this route names too") }
+            switch key {
+            case "user": names.user = name
+            case "email": names.email = name
+            case "groups": names.groups = name
+            default: names.tenant = name
+            }
+        }
+        guard !names.names.isEmpty else { throw map.problem("user", "is missing: identity_headers names no field; name one (user: X-Remote-User) or leave identity_headers out") }
+        return names
     }
 
     static func policy(reading map: ConfigurationMap) throws(ConfigurationError) -> RoutePolicy {
@@ -106,10 +144,9 @@ extension ProxyRoute {
         return policy
     }
 
-    /// Whether one prefix is the other or lies below it (`/api` and `/api/billing`): which route
-    /// serves a path would then depend on the list's order.
-    static func overlaps(_ a: ProxyRoute, _ b: ProxyRoute) -> Bool {
-        let (x, y) = (a.pathPrefix, b.pathPrefix)
-        return x == y || remainder(of: y[...], under: x) != nil || remainder(of: x[...], under: y) != nil
+    /// Whether two routes serve the same requests: the same host (or both any host) and the same
+    /// prefix. Nested prefixes are fine: the longest serves.
+    static func duplicates(_ a: ProxyRoute, _ b: ProxyRoute) -> Bool {
+        a.host == b.host && a.pathPrefix == b.pathPrefix
     }
 }

@@ -18,7 +18,7 @@ struct ConfigurationDefaultsTests {
     /// Keys without a default (absent means "not used"); the YAML documents each in a comment.
     static let optionalKeys: Set<String> = [
         "runtime.url", "storage.postgres_url", "keys.jwks_file", "gateway.tls.certificate_path", "gateway.tls.private_key_path", "trust.issuers",
-        "gateway.upstream_ca_file", "gateway.client_directory", "gateway.public_url",
+        "gateway.upstream_ca_file", "gateway.client_directory", "gateway.public_url", "gateway.cookie_domain",
     ]
 
     /// Every configuration type, read from `values`.

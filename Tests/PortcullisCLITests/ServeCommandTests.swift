@@ -220,7 +220,7 @@ struct ServeCommandTests {
         ("gateway:\n  routes: [nonsense]\n", [:], "gateway.routes"),
         ("gateway:\n  upstream_ca_file: missing-ca.pem\n", [:], "gateway.upstream_ca_file"),
         ("gateway:\n  routes: [\"/api=http://127.0.0.1:9000\"]\n", [:], "overlaps the gateway's own /api/auth"),
-        ("gateway:\n  routes: [\"/=http://127.0.0.1:9000\"]\n", [:], "gateway.routes"),
+        ("gateway:\n  routes: [\"/api/v1=http://127.0.0.1:9000\", \"/api/v1/=http://127.0.0.1:9001\"]\n", [:], "gateway.routes[1]"),
         ("gateway:\n  routes: [\"/api/v1/../admin=http://127.0.0.1:9000\"]\n", [:], "not a normalised path"),
         ("gateway:\n  routes: [\"/api/v1=http://up!stream:9000\"]\n", [:], "must name an upstream host of letters"),
         ("trust:\n  issuers:\n    - issuer: https://idp.example.com\n      tenant: t\n", [:], "trust.issuers[0].audiences"),

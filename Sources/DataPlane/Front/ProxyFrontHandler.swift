@@ -149,7 +149,8 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         guard (try? RequestTargetHandler.screen(&head)) != nil else { return nil }
         let (path, query) = RequestTarget.split(head.uri[...])
         plane.table.refresh(&routeTable)
-        guard let (route, remainder) = routeTable.route(for: path) else { return nil }
+        let host = routeTable.hasHostRoutes ? head.headers.first(name: "host") : nil
+        guard let (route, remainder) = routeTable.route(host: host, path: path) else { return nil }
         return ProxyExchange(handler: self, eventLoop: context.eventLoop, route: route, head: head, path: path, remainder: remainder, query: query)
     }
 

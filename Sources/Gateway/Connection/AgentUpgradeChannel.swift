@@ -84,7 +84,8 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
                 maxFrameSize: maximumMessageBytes,
                 shouldUpgrade: { channel, head in
                     let request = UpgradeRequest(uri: head.uri, headers: head.headers.map { ($0.name, $0.value) })
-                    guard request.path == WebSocketGuard.path else {
+                    // The agent path is the gateway's on the public host; on a route host it is the route's (or nobody's).
+                    guard request.path == WebSocketGuard.path, Self.isGatewayPath(request.path, host: head.headers.first(name: "host"), dataPlane: dataPlane) else {
                         decision.withLockedValue { $0 = .notAgentPath }
                         return channel.eventLoop.makeSucceededFuture(nil)
                     }
@@ -179,11 +180,17 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
                     }
                 }
             )
-            let outcome = try Self.configureHTTPPipeline(on: channel, limits: limits, upgrades: configuration)
+            let outcome = try Self.configureHTTPPipeline(on: channel, limits: limits, upgrades: configuration, dataPlane: dataPlane)
             // Parse errors of the first head (before the upgrade is decided); RequestTargetHandler answers them after.
             try channel.pipeline.syncOperations.addHandler(HTTPParseErrorResponder(), name: HTTPParseErrorResponder.name)
             return Value(outcome: outcome, channel: channel)
         }
+    }
+
+    /// Whether the gateway itself serves `path` on `host` (no route, and not a route host's).
+    static func isGatewayPath(_ path: String, host: String?, dataPlane: DataPlane?) -> Bool {
+        guard let dataPlane, case .gateway = dataPlane.table.current.match(host: host, path: path[...]) else { return dataPlane == nil }
+        return true
     }
 
     /// NIO's HTTP/1 server codec and the upgrade handler, as `configureUpgradableHTTPServerPipeline`
@@ -198,7 +205,7 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
     /// handler (`HTTPParseErrorResponder` and `RequestTargetHandler` answer in JSON), no outbound
     /// header validation (every answer's fields are the gateway's or screened).
     static func configureHTTPPipeline(
-        on channel: any Channel, limits: EdgeLimits, upgrades: NIOTypedHTTPServerUpgradeConfiguration<Outcome>
+        on channel: any Channel, limits: EdgeLimits, upgrades: NIOTypedHTTPServerUpgradeConfiguration<Outcome>, dataPlane: DataPlane?
     ) throws -> EventLoopFuture<Outcome> {
         var decoderLimits = NIOHTTPDecoderLimitConfiguration()
         decoderLimits.maxHeaderListSize = limits.maximumHeaderBytes
@@ -209,7 +216,7 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
         try channel.pipeline.syncOperations.addHandler(encoder)
         try channel.pipeline.syncOperations.addHandler(decoder)
         // An upgrade other than the agent socket's is served as plain HTTP/1.1, never dropped unanswered.
-        let screen = UpgradeOfferScreen()
+        let screen = UpgradeOfferScreen(dataPlane: dataPlane)
         try channel.pipeline.syncOperations.addHandler(screen)
         let upgrader = NIOTypedHTTPServerUpgradeHandler(httpEncoder: encoder, extraHTTPHandlers: [decoder, screen], upgradeConfiguration: upgrades)
         try channel.pipeline.syncOperations.addHandler(upgrader)

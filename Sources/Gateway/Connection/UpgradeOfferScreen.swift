@@ -1,3 +1,4 @@
+import DataPlane
 import EdgeHTTP
 import NIOCore
 import NIOHTTP1
@@ -24,12 +25,18 @@ final class UpgradeOfferScreen: ChannelInboundHandler, RemovableChannelHandler {
 
     /// Whether a head has gone by: only the first request may upgrade.
     private var seenFirstHead = false
+    /// The routes, which may take the agent socket's path on a route host; `nil` without routes.
+    let dataPlane: DataPlane?
+
+    init(dataPlane: DataPlane?) {
+        self.dataPlane = dataPlane
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard case .head(var head) = unwrapInboundIn(data) else { return context.fireChannelRead(data) }
         let mayUpgrade = !seenFirstHead
         seenFirstHead = true
-        guard head.headers.contains(name: "upgrade"), !(mayUpgrade && Self.asksForAgentSocket(head)) else { return context.fireChannelRead(data) }
+        guard head.headers.contains(name: "upgrade"), !(mayUpgrade && Self.asksForAgentSocket(head, dataPlane: dataPlane)) else { return context.fireChannelRead(data) }
         Self.closeInsteadOfUpgrading(&head)
         context.fireChannelRead(wrapInboundOut(.head(head)))
     }
@@ -52,10 +59,12 @@ final class UpgradeOfferScreen: ChannelInboundHandler, RemovableChannelHandler {
     /// Fields never removed for being listed in `Connection`.
     static let keptWhenListed: Set<String> = ["content-length", "transfer-encoding", "host"]
 
-    /// The agent socket's path (query aside), with `websocket` among the protocols asked for.
-    static func asksForAgentSocket(_ head: HTTPRequestHead) -> Bool {
+    /// The agent socket's path (query aside) on a host where it is the gateway's, with `websocket`
+    /// among the protocols asked for.
+    static func asksForAgentSocket(_ head: HTTPRequestHead, dataPlane: DataPlane?) -> Bool {
         let path = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-        guard path == WebSocketGuard.path else { return false }
+        guard path == WebSocketGuard.path, AgentUpgradeChannel.isGatewayPath(WebSocketGuard.path, host: head.headers.first(name: "host"), dataPlane: dataPlane)
+        else { return false }
         return head.headers["upgrade"].contains { HeaderScreen.listsToken($0[...].utf8, "websocket") }
     }
 }

@@ -30,9 +30,8 @@ extension GatewayServices {
     ///   a change to a sign-in provider); nothing has changed then.
     public func apply(_ next: ReloadedConfiguration) throws -> [String] {
         let configuration = next.gateway
-        for route in configuration.routes {
-            if let problem = route.problem { throw ConfigurationError(fileKey: "gateway.routes", problem) }
-        }
+        // Against the running public host and cookie domain: those change only on a restart.
+        try self.configuration.checkRoutes(configuration.routes)
         // Sign-in providers are read once (their client credentials, the sealing key): a change to one
         // is refused rather than half applied, since its issuer's keys and its sign-in belong together.
         let running = trustedIssuers?.configuration ?? self.configuration.trust

@@ -78,6 +78,17 @@ struct ForwardAuthRoutes: Sendable {
         return (path, method)
     }
 
+    /// The original request's host, from `family`'s host field, given exactly once: with routes
+    /// bound to hosts, a decision without it could be another host's route's.
+    static func originalHost(_ headers: HTTPFields, family: ForwardAuthHeaderFamily) throws -> String {
+        let hosts = headers[values: family.hostField]
+        guard hosts.count == 1, let host = hosts.first, !host.isEmpty else {
+            throw GatewayError.invalidRequest(
+                "name the original host in \(family.hostField.rawName), once: routes are bound to hosts (gateway.forward_auth.headers is \(family.rawValue))")
+        }
+        return host
+    }
+
     /// 200 with the identity for the proxy to pass on, or the refusal the route itself would answer.
     func verify(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
         // The original-request fields are believed from the proxies in front only: anybody else
@@ -88,9 +99,11 @@ struct ForwardAuthRoutes: Sendable {
                 "forward-auth answers only the proxies listed in gateway.trusted_proxies; add the proxy's address there")
         }
         let (path, method) = try Self.original(request.headers, family: family)
-        // The data plane's own match, on the same table.
-        guard let (route, _) = table.current.route(for: path) else {
-            throw GatewayError(.notFound, "not_found", "no gateway.routes prefix serves \(PathRedaction.redactedPath(String(path)))")
+        let table = table.current
+        // The data plane's own match, on the same table; by host too once a route is bound to one.
+        let host = table.hasHostRoutes ? try Self.originalHost(request.headers, family: family) : nil
+        guard let (route, _) = table.route(host: host, path: path) else {
+            throw GatewayError(.notFound, "not_found", "no gateway.routes prefix serves \(PathRedaction.redactedPath(String(path)))\(host == nil ? "" : " on that host")")
         }
         guard route.allowedMethodNames.contains(method.rawValue) else {
             throw GatewayError.methodNotAllowed(method.rawValue, path: PathRedaction.redactedPath(String(path)), allowed: route.allowedMethodNames)
@@ -100,7 +113,7 @@ struct ForwardAuthRoutes: Sendable {
             let assertion = try assertion(for: route, caller: RuntimeCaller(userID: nil, tenantID: nil, sessionID: nil))
             // Every identity field, empty: a proxy that copies a field the answer lacks may send its
             // own placeholder, or the client's copy, upstream instead (Caddy 2.6).
-            return Response(status: .ok, headers: Self.identityFields(assertion: assertion, user: "", tenant: "", email: "", groups: ""))
+            return Response(status: .ok, headers: Self.identityFields(assertion: assertion, IdentityFieldValues()))
         }
         let caller = try await authentication.requireCaller(request)
         let sessionHeader = request.headers[Header.sessionID]
@@ -122,22 +135,15 @@ struct ForwardAuthRoutes: Sendable {
             sessionID = checked
         }
         let assertion = try assertion(for: route, caller: RuntimeCaller(caller, sessionID: sessionID))
-        var email = ""
-        if let claimed = caller.claims["email"]?.stringValue, Self.isHeaderSafe(claimed) { email = claimed }
-        var groups = ""
-        if case .array(let values)? = caller.claims["groups"] {
-            groups = values.compactMap(\.stringValue).filter { Self.isHeaderSafe($0) && !$0.contains(",") }.joined(separator: ",")
-        }
-        return Response(
-            status: .ok, headers: Self.identityFields(assertion: assertion, user: caller.userID, tenant: caller.tenantID, email: email, groups: groups))
+        return Response(status: .ok, headers: Self.identityFields(assertion: assertion, IdentityFieldValues(caller)))
     }
 
     /// A 200's fields: the assertion and every identity field, in oauth2-proxy's names (so that
     /// existing proxy configurations carry over), each present, empty when there is no value.
-    static func identityFields(assertion: String, user: String, tenant: String, email: String, groups: String) -> HTTPFields {
+    static func identityFields(assertion: String, _ values: IdentityFieldValues) -> HTTPFields {
         [
-            .cacheControl: "no-store", assertionHeader: assertion, Header.user: user, Header.tenant: tenant, Header.email: email,
-            Header.groups: groups,
+            .cacheControl: "no-store", assertionHeader: assertion, Header.user: values.user, Header.tenant: values.tenant, Header.email: values.email,
+            Header.groups: values.groups,
         ]
     }
 
@@ -158,10 +164,5 @@ struct ForwardAuthRoutes: Sendable {
         } catch {
             throw GatewayError.noSigningKey
         }
-    }
-
-    /// Visible ASCII and spaces only: a claim copied into a header must not bend it.
-    static func isHeaderSafe(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.count <= 512 && text.utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F }
     }
 }

@@ -257,9 +257,9 @@ struct ReservedRouteTests {
     }
 
     @Test(
-        "routes that take the gateway's paths, or that no normalised path could reach, are refused; ordinary ones are accepted",
+        "routes that take the gateway's paths, or that no normalised path could reach, are refused; ordinary ones and the catch-all / (under which the gateway's paths win) are accepted",
         arguments: [
-            ("/", false), ("/api", false), ("/api/auth", false), ("/api/session/x", false), ("/api/runtime", false), ("/.well-known/acme", false),
+            ("/", true), ("/api", false), ("/api/auth", false), ("/api/session/x", false), ("/api/runtime", false), ("/.well-known/acme", false),
             ("/demo/x", false), ("/client", false), ("/healthz", false), ("/api/./v1", false), ("/api//v1", false), ("/api/v1/..", false),
             ("/api/%76%31", false), ("/api/v1", true), ("/api/v1/", true), ("/api/sessions", true), ("/apix", true), ("/billing", true),
         ])

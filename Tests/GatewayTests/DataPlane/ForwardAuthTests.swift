@@ -166,4 +166,35 @@ struct ForwardAuthTests {
         try await fixture.stop()
         try await provider.stop()
     }
+    @Test("with routes bound to hosts, forward-auth decides by the original host in the family's own field (X-Original-Host, X-Forwarded-Host), required once; a host route's policy is never skipped for an any-host route's")
+    func decidedByHost() async throws {
+        let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
+        for family in ForwardAuthHeaderFamily.allCases {
+            let fixture = try await TrustedIssuerTests.gateway([provider], configure: { configuration in
+                var admin = ProxyRoute(prefix: "/", upstream: "http://admin.internal:8080", policy: RoutePolicy(scopes: ["admin"]))
+                admin.host = RouteHost(configured: "admin.example.com")
+                configuration.routes = [admin, ProxyRoute(prefix: "/", upstream: "http://open.internal:8080", requiresToken: false)]
+                configuration.trustedProxies = [IPNetwork("127.0.0.1")].compactMap { $0 }
+                configuration.forwardAuthHeaders = family
+            })
+            let (uri, hostField) = family == .nginx ? ("X-Original-URI", "X-Original-Host") : ("X-Forwarded-Uri", "X-Forwarded-Host")
+            let plain = try provider.token(claims: ["scope": "openid"])
+            func verify(_ headers: [(String, String)], bearer: String? = nil) async throws -> Answer {
+                try await fixture.send(.GET, "/api/auth/verify", bearer: bearer, headers: headers)
+            }
+            let onAdmin = try await verify([(uri, "/settings"), (hostField, "Admin.Example.com:443")])
+            #expect(onAdmin.status == 401 && onAdmin.error == "token_missing", "\(family): \(onAdmin.raw)")
+            let scopeless = try await verify([(uri, "/settings"), (hostField, "admin.example.com")], bearer: plain)
+            #expect(scopeless.status == 403 && scopeless.error == "insufficient_scope", "\(family): \(scopeless.raw)")
+            let elsewhere = try await verify([(uri, "/settings"), (hostField, "www.example.com")])
+            #expect(elsewhere.status == 200, "\(family): the any-host route (auth: none) on another host: \(elsewhere.raw)")
+            let missing = try await verify([(uri, "/settings")])
+            #expect(missing.status == 400 && missing.error == "invalid_request", "\(family): no host named: \(missing.raw)")
+            let twice = try await verify([(uri, "/settings"), (hostField, "www.example.com"), (hostField, "admin.example.com")])
+            #expect(twice.status == 400, "\(family): two hosts named: \(twice.raw)")
+            try await fixture.stop()
+        }
+        try await provider.stop()
+    }
 }
+

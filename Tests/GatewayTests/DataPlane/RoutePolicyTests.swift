@@ -54,7 +54,7 @@ struct RoutePolicyTests {
         #expect(routes[2].requiresToken == false && routes[2].policy == nil)
     }
 
-    @Test("a route mistake stops start naming the route and the key: an unknown key, a bad claim path, an empty rule, an unknown method, another auth, require with auth none, a prefix overlapping another's")
+    @Test("a route mistake stops start naming the route and the key: an unknown key, a bad claim path, an empty rule, an unknown method, another auth, require with auth none, a prefix another route has")
     func routeMistakes() async throws {
         let cases: [(String, String)] = [
             ("    - {prefix: /a, upstream: http://127.0.0.1:1, colour: red}\n", "gateway.routes[0].colour"),
@@ -70,7 +70,7 @@ struct RoutePolicyTests {
             ("    - {prefix: /a, upstream: http://127.0.0.1:1, auth: none, require: {scopes: [x]}}\n", "gateway.routes[0].require"),
             ("    - {upstream: http://127.0.0.1:1}\n", "gateway.routes[0].prefix"),
             ("    - {prefix: /a/../b, upstream: http://127.0.0.1:1}\n", "gateway.routes[0].prefix"),
-            ("    - /api/x=http://127.0.0.1:1\n    - {prefix: /api/x/y, upstream: http://127.0.0.1:2}\n", "gateway.routes[1]"),
+            ("    - /api/x=http://127.0.0.1:1\n    - {prefix: /api/x/, upstream: http://127.0.0.1:2}\n", "gateway.routes[1]"),
             ("    - {prefix: /api/x, upstream: http://127.0.0.1:1}\n    - /api/x=http://127.0.0.1:2\n", "gateway.routes[1]"),
         ]
         for (yaml, key) in cases {

@@ -16,9 +16,9 @@ struct RawUpgrade {
     }
 
     /// Connects and writes the upgrade request; the caller reads and closes.
-    static func connectAndRequest(port: Int, target: String, headers: [(String, String)]) throws -> Int32 {
+    static func connectAndRequest(port: Int, target: String, headers: [(String, String)], host: String? = nil) throws -> Int32 {
         let descriptor = try RawConnection(port: port).descriptor
-        var request = "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        var request = "GET \(target) HTTP/1.1\r\nHost: \(host ?? "127.0.0.1:\(port)")\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         request += "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
         for (name, value) in headers { request += "\(name): \(value)\r\n" }
         request += "\r\n"
@@ -26,8 +26,8 @@ struct RawUpgrade {
         return descriptor
     }
 
-    static func send(port: Int, target: String, headers: [(String, String)] = []) throws -> Answer {
-        let descriptor = try connectAndRequest(port: port, target: target, headers: headers)
+    static func send(port: Int, target: String, headers: [(String, String)] = [], host: String? = nil) throws -> Answer {
+        let descriptor = try connectAndRequest(port: port, target: target, headers: headers, host: host)
         defer { close(descriptor) }
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)

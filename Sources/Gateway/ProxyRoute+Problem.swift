@@ -3,31 +3,6 @@ import Foundation
 import RuntimeAccess
 import TrafficCop
 
-/// The path namespaces the gateway answers itself; a `gateway.routes` prefix may
-/// not overlap one.
-///
-/// A route `/api` would take `/api/auth/logout` upstream, so a logout would never
-/// happen at the gateway; `/` would take everything. The router's own routes all
-/// lie under these (a test holds the two together).
-enum ReservedPaths {
-    static let prefixes = [
-        "/api/auth", "/api/session", "/api/intent", "/api/runtime", "/.well-known", "/healthz", "/readyz", "/client", "/demo",
-    ]
-
-    /// The reserved prefix `prefix` overlaps (covers it, or lies under it), if any.
-    static func overlap(with prefix: String) -> String? {
-        let asked = segments(prefix)
-        return prefixes.first { reserved in
-            let own = segments(reserved)
-            return own.starts(with: asked) || asked.starts(with: own)
-        }
-    }
-
-    private static func segments(_ path: String) -> [Substring] {
-        path.split(separator: "/", omittingEmptySubsequences: true)
-    }
-}
-
 extension ProxyRoute {
     /// What is wrong with this route, in a sentence naming it, or `nil` when it can be served.
     ///
@@ -41,8 +16,10 @@ extension ProxyRoute {
         else {
             return "has a prefix that is not a normalised path (no . or .. segments, no //, escapes only where needed) in \"\(shown)\""
         }
-        if let reserved = ReservedPaths.overlap(with: pathPrefix) {
-            return "has the prefix \(prefix), which overlaps the gateway's own \(reserved) (\"\(shown)\"); pick a prefix outside \(ReservedPaths.prefixes.joined(separator: ", "))"
+        // `/` is a catch-all, under which the gateway's own paths win; on a host of its own, only `/.portcullis` is the gateway's.
+        let reservedHere = host == nil ? ReservedPaths.prefixes : [ReservedPaths.onEveryHost]
+        if !pathPrefix.isEmpty, let reserved = ReservedPaths.overlap(with: pathPrefix, among: reservedHere) {
+            return "has the prefix \(prefix), which overlaps the gateway's own \(reserved) (\"\(shown)\"); pick a prefix outside \(reservedHere.joined(separator: ", "))"
         }
         guard let url = URL(string: upstream), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), let host = url.host, !host.isEmpty,
             url.user == nil, url.password == nil, url.query == nil, url.fragment == nil

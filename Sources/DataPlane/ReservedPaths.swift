@@ -1,0 +1,42 @@
+/// The path namespaces the gateway answers itself.
+///
+/// A route `/api` would take `/api/auth/logout` upstream, so a logout would never happen at
+/// the gateway: a route prefix may not overlap one of these, except `/`, a catch-all under
+/// which the gateway's own paths win. On a route host (a route's `host` other than the public
+/// host) only `/.portcullis` is the gateway's. The router's own routes all lie under these
+/// (a test holds the two together).
+package enum ReservedPaths {
+    /// Every reserved namespace, on the public host (and any host no route names).
+    package static let prefixes = [
+        "/api/auth", "/api/session", "/api/intent", "/api/runtime", "/.well-known", "/healthz", "/readyz", "/client", "/demo", onEveryHost,
+    ]
+
+    /// The gateway's namespace on every host, route hosts included: browser sign-in and sign-out.
+    package static let onEveryHost = "/.portcullis"
+
+    /// The reserved prefix `prefix` overlaps (covers it, or lies under it), if any, of `among`.
+    package static func overlap(with prefix: String, among reserved: [String] = prefixes) -> String? {
+        let asked = segments(prefix)
+        return reserved.first { reserved in
+            let own = segments(reserved)
+            return own.starts(with: asked) || asked.starts(with: own)
+        }
+    }
+
+    /// Whether a normalised `path` is `prefix` or lies below it.
+    @inline(__always)
+    package static func isUnder(_ path: Substring, _ prefix: String) -> Bool {
+        let bytes = path.utf8
+        guard bytes.starts(with: prefix.utf8) else { return false }
+        return bytes.count == prefix.utf8.count || bytes[bytes.index(bytes.startIndex, offsetBy: prefix.utf8.count)] == UInt8(ascii: "/")
+    }
+
+    /// Whether a normalised `path` lies in one of the gateway's namespaces on the public host.
+    package static func covers(_ path: Substring) -> Bool {
+        prefixes.contains { isUnder(path, $0) }
+    }
+
+    private static func segments(_ path: String) -> [Substring] {
+        path.split(separator: "/", omittingEmptySubsequences: true)
+    }
+}

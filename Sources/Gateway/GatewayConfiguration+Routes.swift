@@ -1,0 +1,56 @@
+import ConfigurationReading
+import DataPlane
+import Foundation
+
+extension GatewayConfiguration {
+    /// The host of the public URL, lower case: where the API, the sign-in and the callback are served.
+    public var publicHost: String? {
+        URL(string: effectivePublicURL)?.host?.lowercased()
+    }
+
+    /// Checks `routes` as a whole against this gateway's public host and `cookie_domain`, at
+    /// start and at every reload (neither of those two changes without a restart).
+    ///
+    /// - Throws: `ConfigurationError` naming `gateway.routes[N]` for two routes serving the same
+    ///   host and prefix, a route host that is neither the public host nor under `cookie_domain`
+    ///   (at a dot: `example.com` never covers `badexample.com`), or a route on the public host
+    ///   over one of the gateway's own paths.
+    func checkRoutes(_ routes: [ProxyRoute]) throws(ConfigurationError) {
+        for (index, route) in routes.enumerated() {
+            let key = "gateway.routes[\(index)]"
+            if let problem = route.problem { throw ConfigurationError(fileKey: key, problem) }
+            if let earlier = routes[..<index].first(where: { ProxyRoute.duplicates($0, route) }) {
+                throw ConfigurationError(
+                    fileKey: key,
+                    "serves \(route.host.map { "host \($0), " } ?? "")prefix \(route.prefix) as an earlier route (\(earlier.upstream)) does; give each upstream a prefix or host of its own")
+            }
+            guard let host = route.host else { continue }
+            if case .exact(let name) = host, name == publicHost {
+                // On the public host the gateway's own paths stay the gateway's: only a catch-all `/` may cover them.
+                if !route.pathPrefix.isEmpty, let reserved = ReservedPaths.overlap(with: route.pathPrefix) {
+                    throw ConfigurationError(fileKey: key + ".prefix", "is \(route.prefix) on the public host \(name), which overlaps the gateway's own \(reserved); pick a prefix outside \(ReservedPaths.prefixes.joined(separator: ", ")), or /")
+                }
+                continue
+            }
+            guard let cookieDomain, RouteHost.isUnder(host.domain, domain: cookieDomain) else {
+                let under = cookieDomain.map { "lie under gateway.cookie_domain (\($0))" } ?? "lie under gateway.cookie_domain, which is not set"
+                throw ConfigurationError(
+                    fileKey: key + ".host",
+                    "is \(host), which must be the public host (\(publicHost ?? "gateway.public_url's host")) or \(under): a browser signed in on the public host carries its session there only then")
+            }
+        }
+    }
+
+    /// Checks `gateway.cookie_domain`: a domain of two labels or more that the public host lies under.
+    func checkCookieDomain() throws(ConfigurationError) {
+        guard let cookieDomain else { return }
+        guard RouteHost.isName(cookieDomain), cookieDomain.contains("."), cookieDomain.first?.isNumber != true else {
+            throw ConfigurationError(key: "gateway.cookie_domain", "must be a domain of two labels or more, such as example.com (no scheme, port or leading dot), not \"\(cookieDomain)\"")
+        }
+        guard let publicHost, RouteHost.isUnder(publicHost, domain: cookieDomain) else {
+            throw ConfigurationError(
+                key: "gateway.cookie_domain",
+                "is \(cookieDomain), which gateway.public_url's host (\(publicHost ?? "none")) does not lie under: the sign-in's cookie is set there, so it must")
+        }
+    }
+}
