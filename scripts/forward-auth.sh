@@ -14,7 +14,8 @@
 # route's scope, no token, a path climbing above / and a token in the query are refused; a client
 # naming another original request in either header family (another route, an auth: none route,
 # another method), a path in any spelling but the normalised one (.., %2e%2e, //, ;, # fragments)
-# and a route matched against its query are refused; none of these reach the upstream; identity
+# and a route matched against its query are refused; a route bound to a host is decided for the host
+# asked (a client naming another in X-Original-Host or X-Forwarded-Host does not change it); none of these reach the upstream; identity
 # fields a client sends (X-Auth-Request-*, also with underscores) never reach it, and every field
 # the gateway answers does. Without nginx or caddy it says what to install and exits 0, except in
 # CI (CI=true), where both must run. Loopback only; every process it starts is stopped by its PID.
@@ -66,6 +67,9 @@ ROUTES="  routes:
     - {prefix: /api/billing, upstream: \"http://127.0.0.1:$UPSTREAM\", methods: [GET], require: {scopes: [billing:read]}}
     - {prefix: /api/plain, upstream: \"http://127.0.0.1:$UPSTREAM\"}
     - {prefix: /public, upstream: \"http://127.0.0.1:$UPSTREAM\", auth: none}
+    - {host: admin.portcullis.test, prefix: /api/billing, upstream: \"http://127.0.0.1:$UPSTREAM\", require: {scopes: [admin]}}
+  public_url: http://portcullis.test
+  cookie_domain: portcullis.test
   trusted_proxies: [127.0.0.1]"
 TRUST="trust:
   issuers:
@@ -83,8 +87,8 @@ token() { "$BIN" token issue --keys "$WORK/idp" --sub forward-user --issuer http
 ALLOWED=$(token --scope "openid billing:read")
 UNSCOPED=$(token --scope openid)
 for _ in $(seq 50); do
-  [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ALLOWED" -H "X-Original-URI: /api/billing/x" "127.0.0.1:$GATEWAY/api/auth/verify")" = 200 ] &&
-    [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ALLOWED" -H "X-Forwarded-Uri: /api/billing/x" "127.0.0.1:$CADDY_GATEWAY/api/auth/verify")" = 200 ] && break
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ALLOWED" -H "X-Original-URI: /api/billing/x" -H "X-Original-Host: 127.0.0.1" "127.0.0.1:$GATEWAY/api/auth/verify")" = 200 ] &&
+    [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ALLOWED" -H "X-Forwarded-Uri: /api/billing/x" -H "X-Forwarded-Host: 127.0.0.1" "127.0.0.1:$CADDY_GATEWAY/api/auth/verify")" = 200 ] && break
   sleep 0.2
 done
 
@@ -97,7 +101,8 @@ mkdir -p "$WORK/nginx"
   echo "}"
 } > "$WORK/nginx.conf"
 nginx -c "$WORK/nginx.conf" -p "$WORK/nginx"
-fill "$ROOT/config/forward-auth/Caddyfile" "$CADDY_GATEWAY" > "$WORK/Caddyfile"
+# Caddy serves the route host's name too (nginx's one server takes every host).
+fill "$ROOT/config/forward-auth/Caddyfile" "$CADDY_GATEWAY" | sed -e "s#^http://127.0.0.1:$CADDY {#http://127.0.0.1:$CADDY, http://admin.portcullis.test:$CADDY {#" > "$WORK/Caddyfile"
 (cd "$WORK" && HOME="$WORK" XDG_DATA_HOME="$WORK" XDG_CONFIG_HOME="$WORK" exec caddy run --config "$WORK/Caddyfile" --adapter caddyfile > "$WORK/caddy.log" 2>&1) & CADDY_PID=$!
 for port in $NGINX $CADDY; do
   for _ in $(seq 100); do curl -s -o /dev/null "127.0.0.1:$port/" && break; sleep 0.1; done
@@ -107,7 +112,7 @@ failures=0
 check() {  # name, expected status (a | separated list), curl arguments...
   local name=$1 expected=$2; shift 2
   local got; got=$(curl -s -o "$WORK/body" -w '%{http_code}' "$@" || true)
-  if [[ "|$expected|" == *"|$got|"* ]]; then echo "ok    $name: $got"; else echo "FAIL  $name: $got, expected $expected"; failures=$((failures + 1)); fi
+  if [[ "|$expected|" == *"|$got|"* ]]; then echo "ok    $name: $got"; else echo "FAIL  $name: $got, expected $expected: $(head -c 300 "$WORK/body" | sed -E 's/eyJ[A-Za-z0-9_.-]+/<token>/g')"; failures=$((failures + 1)); fi
 }
 # What the upstream received in the last answer ($WORK/body), checked by a Python expression over
 # `h` (the header pairs as they came, names lower-cased) and `claims` (the assertion's).
@@ -160,6 +165,11 @@ for proxy in nginx:$NGINX caddy:$CADDY; do
     "/api/billing/x#/../../plain/x" "/api/billing/./x" "/api/billing//x"; do
     check "$name, $target" "$([ "$name" = nginx ] && echo "500|403|404" || echo 400)" --request-target "$target" -H "Authorization: Bearer $UNSCOPED" "127.0.0.1:$port/"
   done
+  # A route bound to a host: decided on the host the client asked for, which the proxy names (nginx's
+  # X-Original-Host from $host, Caddy's X-Forwarded-Host); the client's own copies never steer it.
+  check "$name, a host route's own policy (scope admin)" 403 -H "Host: admin.portcullis.test:$port" -H "Authorization: Bearer $ALLOWED" "127.0.0.1:$port/api/billing/invoices"
+  check "$name, a host route, the client naming another host" 403 -H "Host: admin.portcullis.test:$port" -H "Authorization: Bearer $ALLOWED" \
+    -H "X-Original-Host: 127.0.0.1" -H "X-Forwarded-Host: 127.0.0.1" "127.0.0.1:$port/api/billing/invoices"
   # A route is matched on the path, never on the query.
   check "$name, a query naming an auth: none path" 401 "127.0.0.1:$port/api/billing/invoices?next=/public/x"
   # nginx refuses a path above / itself (400); Caddy cleans it before it matches, and then no route serves it.

@@ -3,16 +3,23 @@
 /// A route `/api` would take `/api/auth/logout` upstream, so a logout would never happen at
 /// the gateway: a route prefix may not overlap one of these, except `/`, a catch-all under
 /// which the gateway's own paths win. On a route host (a route's `host` other than the public
-/// host) only `/.portcullis` is the gateway's. The router's own routes all lie under these
+/// host) only `onEveryHost` is the gateway's. The router's own routes all lie under these
 /// (a test holds the two together).
 package enum ReservedPaths {
     /// Every reserved namespace, on the public host (and any host no route names).
     package static let prefixes = [
-        "/api/auth", "/api/session", "/api/intent", "/api/runtime", "/.well-known", "/healthz", "/readyz", "/client", "/demo", onEveryHost,
+        "/api/auth", "/api/session", "/api/intent", "/api/runtime", "/.well-known", "/healthz", "/readyz", "/client", "/demo", "/.portcullis",
     ]
 
-    /// The gateway's namespace on every host, route hosts included: browser sign-in and sign-out.
-    package static let onEveryHost = "/.portcullis"
+    /// The gateway's paths on every host, route hosts included: browser sign-in and sign-out, and
+    /// forward-auth (Caddy's `forward_auth` keeps the original `Host` on its auth request, so the
+    /// decision is asked under the app's host name).
+    package static let onEveryHost = ["/.portcullis", "/api/auth/verify"]
+
+    /// Whether a normalised `path` is the gateway's on every host.
+    package static func isOnEveryHost(_ path: Substring) -> Bool {
+        isUnder(path, "/.portcullis") || isUnder(path, "/api/auth/verify")
+    }
 
     /// The reserved prefix `prefix` overlaps (covers it, or lies under it), if any, of `among`.
     package static func overlap(with prefix: String, among reserved: [String] = prefixes) -> String? {

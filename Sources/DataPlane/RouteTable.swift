@@ -8,7 +8,7 @@ import Synchronization
 /// The most specific route serves a request: one bound to its exact host, then to a wildcard
 /// host, then to any host; within those, the longest prefix. On the public host (and any host
 /// no route names) the gateway's own paths win over a catch-all `/`; on a route host only
-/// `/.portcullis` is the gateway's, and a path no route serves there is nobody's (404).
+/// `/.portcullis` and forward-auth are the gateway's, and a path no route serves there is nobody's (404).
 package struct RouteTable: Sendable {
     /// The routes, most specific first (the order they are tried in).
     package let routes: [DataPlane.Route]
@@ -75,7 +75,7 @@ package struct RouteTable: Sendable {
 
     /// Who serves the normalised `path` asked of `host` (the request's `Host` field as it came, `nil` when it had none).
     package func match(host: String?, path: Substring) -> Match {
-        if ReservedPaths.isUnder(path, ReservedPaths.onEveryHost) { return .gateway }
+        if ReservedPaths.isOnEveryHost(path) { return .gateway }
         guard hasHostRoutes else {
             for route in routes {
                 guard let remainder = ProxyRoute.remainder(of: path, under: route.prefix) else { continue }

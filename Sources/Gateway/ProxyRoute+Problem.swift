@@ -16,8 +16,8 @@ extension ProxyRoute {
         else {
             return "has a prefix that is not a normalised path (no . or .. segments, no //, escapes only where needed) in \"\(shown)\""
         }
-        // `/` is a catch-all, under which the gateway's own paths win; on a host of its own, only `/.portcullis` is the gateway's.
-        let reservedHere = host == nil ? ReservedPaths.prefixes : [ReservedPaths.onEveryHost]
+        // `/` is a catch-all, under which the gateway's own paths win; on a host of its own, only `ReservedPaths.onEveryHost`.
+        let reservedHere = host == nil ? ReservedPaths.prefixes : ReservedPaths.onEveryHost
         if !pathPrefix.isEmpty, let reserved = ReservedPaths.overlap(with: pathPrefix, among: reservedHere) {
             return "has the prefix \(prefix), which overlaps the gateway's own \(reserved) (\"\(shown)\"); pick a prefix outside \(reservedHere.joined(separator: ", "))"
         }

@@ -3,7 +3,7 @@ import EdgeHTTP
 import Hummingbird
 
 /// On a route host (one a route is bound to, other than the public host) the gateway serves
-/// only `/.portcullis/`: its API stays on the public host, so a path no route serves there
+/// only `/.portcullis/` and forward-auth: its API stays on the public host, so a path no route serves there
 /// is 404, never the gateway's login or session API under an app's name.
 struct RouteHostMiddleware: RouterMiddleware {
     typealias Context = GatewayRequestContext

@@ -27,7 +27,7 @@ struct HostRouteTests {
         }
     }
 
-    @Test("the most specific route serves: exact host, then a wildcard, then any host, the longest prefix first; on the public host the gateway's own paths win over /, on a route host only /.portcullis is the gateway's")
+    @Test("the most specific route serves: exact host, then a wildcard, then any host, the longest prefix first; on the public host the gateway's own paths win over /, on a route host only /.portcullis and forward-auth are the gateway's")
     func mostSpecificFirst() {
         let table = RouteTable(
             routes: [
@@ -41,6 +41,8 @@ struct HostRouteTests {
             ("grafana.example.com", "/api/auth/login", "grafana.example.com/"),
             ("grafana.example.com", "/.portcullis/sign_in", "gateway"),
             ("grafana.example.com", "/.portcullis", "gateway"),
+            ("grafana.example.com", "/api/auth/verify", "gateway"),
+            ("grafana.example.com", "/api/auth/verifyx", "grafana.example.com/"),
             ("other.example.com", "/app/x", "*.example.com/app"),
             ("other.example.com", "/api/billing", "/api/billing"),
             ("a.b.example.com", "/app/x", "/"),
