@@ -46,6 +46,10 @@ package final class DataPlane: Sendable {
         package let identityFields: IdentityFieldNames?
         /// Every route's identity field names, folded: never taken from a client.
         package let identityFieldNames: Set<String>
+        /// `auth: browser`: the session cookie is taken, and a navigation without a session is sent to sign in.
+        package let acceptsSessionCookie: Bool
+        /// The provider its navigations sign in with (`sign_in`).
+        package let signIn: String?
     }
 
     /// The routes and origins in force (a reload replaces them).
@@ -63,6 +67,8 @@ package final class DataPlane: Sendable {
     let forwardedProto: String
     /// TLS for `https://` upstreams: the system's trust roots plus `gateway.upstream_ca_file`.
     let upstreamTLS: NIOSSLContext?
+    /// Browser sessions, for `auth: browser` routes.
+    let browser: BrowserSessionGate
     private let pools = EventLoopTable<UpstreamPool>()
     private let metricTables = EventLoopTable<ProxyMetricHandles>()
     private let headBufferTables = EventLoopTable<HeadBuffers>()
@@ -70,9 +76,10 @@ package final class DataPlane: Sendable {
     package init(
         table: LiveRouteTable, authenticator: AccessTokenAuthenticator, sessions: SessionOwnershipView, runtime: RuntimeClient,
         admission: Admission, metrics: GatewayMetrics, logger: Logger, accessLog: AccessLog, maximumBodyBytes: Int, upstreamTimeout: Double, forwardedProto: String,
-        upstreamTLS: NIOSSLContext?
+        upstreamTLS: NIOSSLContext?, browser: BrowserSessionGate
     ) {
         self.upstreamTLS = upstreamTLS
+        self.browser = browser
         self.table = table
         self.authenticator = authenticator
         self.sessions = sessions

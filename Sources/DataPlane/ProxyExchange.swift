@@ -58,9 +58,9 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     /// The client's connection closes after this answer.
     private var closesClient = false
     /// The client sent `Expect: 100-continue` and waits for the gateway's word before its body.
-    private var expectsContinue = false
-    private var finished = false
-    private var status = 0
+    private(set) var expectsContinue = false
+    private(set) var finished = false
+    var status = 0
     /// The upstream's answer (or 502/503/504 for its failure), for the proxied-request metrics; `nil` when it was never asked.
     private var upstreamStatus: Int?
     private var upstreamNanoseconds: Int64 = 0
@@ -88,7 +88,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
 
     /// Runs `body` on the event loop with this exchange once `future` completes
     /// (the exchange, like its handler, lives on that loop only).
-    private func then<T: Sendable>(_ future: EventLoopFuture<T>, _ body: @escaping (ProxyExchange, Result<T, any Error>) -> Void) {
+    func then<T: Sendable>(_ future: EventLoopFuture<T>, _ body: @escaping (ProxyExchange, Result<T, any Error>) -> Void) {
         future.assumeIsolated().whenComplete { [self] result in body(self, result) }
     }
 
@@ -115,6 +115,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             token = try AccessTokenAuthenticator.bearerToken(fromAuthorization: fields.authorization)
             // `auth: none`: a request without a token goes on as anonymous; one that sends a token has it checked.
             if token == nil, !route.requiresToken { return proceed(nil, sessionID: nil) }
+            // `auth: browser`: without a token, the session cookie (or a sign-in for a navigation).
+            if token == nil, route.acceptsSessionCookie { return startWithCookie() }
             if let caller = try plane.authenticator.authenticateInMemory(token) {
                 return authenticated(caller)
             }
@@ -131,7 +133,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         }
     }
 
-    private func refused(_ error: any Error) {
+    func refused(_ error: any Error) {
         if let failure = error as? AuthenticationFailure {
             CallerAuthentication.record(failure, in: plane.metrics)
         }
@@ -179,7 +181,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
 
     /// Forwards the request; `caller` is `nil` only on an `auth: none` route asked without a token
     /// (its assertion then names no user).
-    private func proceed(_ caller: AuthenticatedCaller?, sessionID: String?) {
+    func proceed(_ caller: AuthenticatedCaller?, sessionID: String?) {
         guard !finished, handler.context != nil, let pool = handler.pool, let headBuffers = handler.headBuffers else { return }
         self.pool = pool
         let assertion: String
@@ -219,6 +221,11 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         for (name, value) in head.headers where HeaderScreen.isForwardable(name, connectionListed: fields.connectionListed) {
             // A name some route sets as an identity field, in any spelling, is never the client's to send.
             if !configuredNames.isEmpty, configuredNames.contains(HeaderScreen.folded(name)) { continue }
+            // The gateway's cookies never reach an upstream; the app's own pass as they came.
+            if name.utf8.count == 6, HeaderScreen.equalsLowercased(name.utf8, "cookie") {
+                if let kept = SessionCookie.withoutGatewayCookies(value) { HTTP1Bytes.writeField(name, kept, into: &request) }
+                continue
+            }
             HTTP1Bytes.writeField(name, value, into: &request)
         }
         HTTP1Bytes.writeField("Host", route.origin.hostHeader, into: &request)
@@ -476,7 +483,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     }
 
     /// Answers with `error` (if nothing was sent yet) and ends the exchange.
-    private func fail(_ error: GatewayError, closeClient: Bool = false, upstreamStatus: Int? = nil) {
+    func fail(_ error: GatewayError, closeClient: Bool = false, upstreamStatus: Int? = nil) {
         guard !finished else { return }
         if let upstream {
             upstream.handler.delegate = nil
@@ -498,7 +505,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         finish(closeClient: closeClient || Self.wantsClose(head))
     }
 
-    private func finish(closeClient: Bool) {
+    func finish(closeClient: Bool) {
         finished = true
         deadline = nil
         let nanoseconds = (ContinuousClock.now - started).nanoseconds
@@ -511,7 +518,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     }
 
     /// The request id, and the CORS answer for an allowed origin.
-    private func decorate(_ headers: inout HTTPHeaders) {
+    func decorate(_ headers: inout HTTPHeaders) {
         // Set, not added: an upstream's own request id or CORS answer gives way to the gateway's.
         headers.replaceOrAdd(name: "X-Request-Id", value: requestID)
         if let origin = fields.origin, route.allowedOrigins.contains(origin) {

@@ -19,6 +19,11 @@ public struct ProxyRoute: Sendable, Equatable {
     public var requiresToken: Bool
     /// What a caller's token must hold (`require`); `nil`: any valid token.
     public var policy: RoutePolicy?
+    /// `auth: browser`: the gateway's session cookie is taken beside a Bearer token, and a
+    /// navigation without either is sent to sign in.
+    public var acceptsSessionCookie: Bool = false
+    /// The provider a navigation is sent to sign in with (`sign_in`: a `trust.issuers[].login.name`); `nil`: the only one, or the gateway's own form.
+    public var signIn: String?
 
     public init(prefix: String, upstream: String, methods: [HTTPRequest.Method]? = nil, requiresToken: Bool = true, policy: RoutePolicy? = nil) {
         self.prefix = prefix

@@ -50,7 +50,8 @@ package struct RouteTable: Sendable {
                 template: (route.host.map(\.description) ?? "") + route.pathPrefix + "/**", name: name, index: index,
                 generation: generation, methods: methods.map { HTTPMethod(rawValue: $0.rawValue) }, allowedMethodNames: methods.map(\.rawValue),
                 requiresToken: route.requiresToken, policy: route.policy, allowedOrigins: origins, stripsPrefix: route.stripsPrefix,
-                identityFields: route.identityFields, identityFieldNames: identityFieldNames)
+                identityFields: route.identityFields, identityFieldNames: identityFieldNames, acceptsSessionCookie: route.acceptsSessionCookie,
+                signIn: route.signIn)
         }
     }
 

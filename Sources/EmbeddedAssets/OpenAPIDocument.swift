@@ -682,6 +682,123 @@ package enum OpenAPIDocument {
             "502": {$ref: "#/components/responses/BadGateway"}
             "503": {$ref: "#/components/responses/Unavailable"}
             "504": {$ref: "#/components/responses/Timeout"}
+      /.portcullis/sign_in:
+        get:
+          tags: [browser]
+          operationId: browserSignIn
+          summary: A browser signs in; answered on every host (a route host's is sent to the public host's).
+          description: |
+            With a provider (the one named by `provider`, or the only one): 302 to its authorization
+            URL, setting a flow cookie (`__Host-portcullis-flow-ID`, 10 minutes) whose secret's hash
+            the flow keeps: the callback completes only in the browser holding it. With several
+            providers and none named: a page listing them. With none: the gateway's account form.
+            `rd` (default `/`) is a path on the public host, or an https URL (http on loopback) on a
+            route's host, the public host or a `gateway.login_return_origins` origin; any other
+            spelling is refused with a page (400, `redirect_invalid`).
+          parameters:
+            - {name: rd, in: query, required: false, schema: {type: string, maxLength: 2048}}
+            - {name: provider, in: query, required: false, schema: {type: string}}
+          responses:
+            "200":
+              description: The account form, or the providers to choose from.
+              content:
+                text/html: {schema: {type: string}}
+            "302":
+              description: To the provider's authorization URL (the flow cookie set), or to the public host's sign-in.
+              headers:
+                Location: {schema: {type: string, format: uri}}
+                Set-Cookie: {schema: {type: string}}
+            "400":
+              description: rd cannot be used.
+              content:
+                text/html: {schema: {type: string}}
+            "404":
+              description: No provider has that name.
+              content:
+                text/html: {schema: {type: string}}
+            "429": {$ref: "#/components/responses/RateLimited"}
+            "431": {$ref: "#/components/responses/HeadersTooLarge"}
+            "503": {$ref: "#/components/responses/Unavailable"}
+        post:
+          tags: [browser]
+          operationId: browserSignInWithAccount
+          summary: The account form's post (no provider configured); the same checks as POST /api/auth/login, then the session cookie.
+          requestBody:
+            required: true
+            content:
+              application/x-www-form-urlencoded:
+                schema:
+                  type: object
+                  required: [username, password]
+                  properties:
+                    username: {type: string}
+                    password: {type: string}
+                    tenant: {type: string}
+                    rd: {type: string, maxLength: 2048}
+          responses:
+            "303":
+              description: Signed in; to rd, with the session cookie set.
+              headers:
+                Location: {schema: {type: string}}
+                Set-Cookie: {schema: {type: string}}
+            "400":
+              description: A field is missing or rd cannot be used.
+              content:
+                text/html: {schema: {type: string}}
+            "401":
+              description: The form again, saying the username or password is wrong.
+              content:
+                text/html: {schema: {type: string}}
+            "403": {$ref: "#/components/responses/Forbidden"}
+            "405": {$ref: "#/components/responses/MethodNotAllowed"}
+            "413": {$ref: "#/components/responses/PayloadTooLarge"}
+            "429": {$ref: "#/components/responses/RateLimited"}
+            "431": {$ref: "#/components/responses/HeadersTooLarge"}
+            "503": {$ref: "#/components/responses/Unavailable"}
+      /.portcullis/sign_out:
+        post:
+          tags: [browser]
+          operationId: browserSignOut
+          summary: Ends the browser's session everywhere and clears its cookie; same-origin only.
+          description: |
+            403 `csrf_refused` unless `Origin` is the public origin (or an allowed one), or there is
+            no `Origin` and `Sec-Fetch-Site` is `same-origin`. Then 303 to the provider's end-session
+            URL (`id_token_hint`, `post_logout_redirect_uri` = rd) or to rd.
+          parameters:
+            - {name: rd, in: query, required: false, schema: {type: string, maxLength: 2048}}
+          responses:
+            "303":
+              description: Signed out; the cookie cleared.
+              headers:
+                Location: {schema: {type: string}}
+                Set-Cookie: {schema: {type: string}}
+            "400": {$ref: "#/components/responses/BadRequest"}
+            "403": {$ref: "#/components/responses/Forbidden"}
+            "431": {$ref: "#/components/responses/HeadersTooLarge"}
+            "503": {$ref: "#/components/responses/Unavailable"}
+      /.portcullis/userinfo:
+        get:
+          tags: [browser]
+          operationId: browserUserinfo
+          summary: Who the session cookie signs in, for the app's own front end.
+          responses:
+            "200":
+              description: The signed-in identity.
+              content:
+                application/json:
+                  schema:
+                    type: object
+                    required: [user, tenant, email, groups, expires_at]
+                    properties:
+                      user: {type: string}
+                      tenant: {type: string}
+                      email: {type: string}
+                      groups: {type: array, items: {type: string}}
+                      preferred_username: {type: string}
+                      expires_at: {type: number}
+            "401": {$ref: "#/components/responses/Unauthorized"}
+            "431": {$ref: "#/components/responses/HeadersTooLarge"}
+            "503": {$ref: "#/components/responses/Unavailable"}
       /.well-known/jwks.json:
         get:
           tags: [discovery]

@@ -32,6 +32,7 @@ extension GatewayConfiguration {
         if let value = try values.int("gateway.max_message_bytes", in: 1_024...(16 << 20)) { configuration.maximumMessageBytes = value }
         if let origins = try Self.origins(values, "gateway.allowed_origins") { configuration.allowedOrigins = origins }
         if let value = try values.url("gateway.public_url") { configuration.publicURL = value }
+        configuration.browserSessions = try BrowserSessionSettings(reading: values)
         if let value = try values.string("gateway.cookie_domain") { configuration.cookieDomain = value.isEmpty ? nil : value.lowercased() }
         if let origins = try Self.origins(values, "gateway.login_return_origins") { configuration.loginReturnOrigins = origins }
         if let proxies = try values.strings("gateway.trusted_proxies") {

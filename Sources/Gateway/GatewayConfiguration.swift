@@ -60,6 +60,8 @@ public struct GatewayConfiguration: Sendable, Equatable {
     /// The domain one browser sign-in covers (`gateway.cookie_domain`): the session cookie's
     /// `Domain`, and where route hosts may lie besides the public host; `nil`: the public host alone.
     public var cookieDomain: String?
+    /// `gateway.browser_sessions`: how long a browser stays signed in.
+    public var browserSessions = BrowserSessionSettings()
     /// Where a provider login may return to (`gateway.login_return_origins`), exact origins; empty: the public URL's own origin.
     public var loginReturnOrigins: [String] = []
 

@@ -31,6 +31,7 @@ public enum GatewayServer {
         router.add(middleware: RouteHostMiddleware(table: services.routeTable))
         services.authRoutes.register(on: router)
         services.providerLoginRoutes.register(on: router)
+        services.browserSessionRoutes.register(on: router)
         services.forwardAuthRoutes.register(on: router)
         services.sessionRoutes.register(on: router)
         services.intentRoutes.register(on: router)
@@ -195,6 +196,10 @@ public struct PortcullisServer: Sendable {
         })
         list.append(Sweeper("expired provider sign-ins", every: 300, logger: logger) {
             try await state.deleteExpiredSignIns(before: clock.now())
+        })
+        let browserSessions = services.browserSessions
+        list.append(Sweeper("ended browser sessions", every: 300, logger: logger) {
+            try await browserSessions.sweep(now: clock.now())
         })
         if gateway.runtimeURL == nil {
             let (client, monitor) = (services.runtime, services.monitor)

@@ -21,7 +21,7 @@ import TrustedIssuers
 /// The gateway's own store holds accounts and credentials only; sessions and
 /// executions belong to the Runtime and are reached through `runtime`.
 public struct GatewayServices: Sendable {
-    public typealias Store = UserRepository & CredentialRepository & LoginFlowRepository & ProviderSessionRepository
+    public typealias Store = UserRepository & CredentialRepository & LoginFlowRepository & ProviderSessionRepository & BrowserSessionRepository
 
     public let configuration: GatewayConfiguration
     public let store: any Store
@@ -57,6 +57,10 @@ public struct GatewayServices: Sendable {
     let routeTable: LiveRouteTable
     /// How the last configuration reload ended (the admin `/readyz` says).
     public let reloads = ReloadStatus()
+    /// The browser sessions met so far (`auth: browser` routes, `/.portcullis/*`).
+    public let browserSessions: BrowserSessionBook
+    /// The session cookie's name and attributes on this deployment.
+    public let sessionCookie: SessionCookie
 
     /// - Parameters:
     ///   - trustedIssuers: built from `configuration.trust` (`TrustedIssuers(configuration:...)`,
@@ -70,6 +74,9 @@ public struct GatewayServices: Sendable {
         accessLog: AccessLog? = nil
     ) {
         self.trustedIssuers = trustedIssuers
+        browserSessions = BrowserSessionBook(
+            store: store, idleSeconds: configuration.browserSessions.idleMinutes * 60, maximumSeconds: configuration.browserSessions.maximumHours * 3600)
+        sessionCookie = SessionCookie(secure: configuration.servesBrowsersOverHTTPS, domain: configuration.cookieDomain)
         routeTable = LiveRouteTable(RouteTable(routes: configuration.routes, allowedOrigins: configuration.allowedOrigins, publicHost: configuration.publicHost))
         self.providers = providers
         self.accessLog = accessLog ?? AccessLog(logger: logger)
@@ -134,7 +141,15 @@ public struct GatewayServices: Sendable {
         ProviderLoginRoutes(
             directory: providers, trustedIssuers: trustedIssuers, signIn: providerSignIn, store: store, admission: admission, runtime: runtime, body: jsonBody,
             auth: authRoutes, clock: clock, logger: logger, redirectURI: configuration.loginRedirectURI,
-            returnOrigins: configuration.effectiveLoginReturnOrigins, sessionLifetime: configuration.refreshTokenLifetime)
+            returnOrigins: configuration.effectiveLoginReturnOrigins, sessionLifetime: configuration.refreshTokenLifetime, browser: browserSessionRoutes)
+    }
+
+    var browserSessionRoutes: BrowserSessionRoutes {
+        BrowserSessionRoutes(
+            providers: providers, trustedIssuers: trustedIssuers, signIn: providerSignIn, store: store, book: browserSessions, cookie: sessionCookie,
+            admission: admission, runtime: runtime, accounts: accounts, auth: authRoutes, table: routeTable, clock: clock, logger: logger,
+            publicURL: configuration.effectivePublicURL, publicHost: configuration.publicHost, redirectURI: configuration.loginRedirectURI,
+            returnOrigins: configuration.effectiveLoginReturnOrigins, defaultTenant: configuration.defaultTenant)
     }
 
     var forwardAuthRoutes: ForwardAuthRoutes {
@@ -157,7 +172,8 @@ public struct GatewayServices: Sendable {
         DataPlane(
             table: routeTable, authenticator: authenticator, sessions: sessionOwners, runtime: runtime, admission: admission,
             metrics: metrics, logger: logger, accessLog: accessLog, maximumBodyBytes: configuration.maximumBodyBytes, upstreamTimeout: configuration.runtimeTimeout,
-            forwardedProto: configuration.forwardedProto, upstreamTLS: try DataPlane.upstreamTLSContext(caFile: configuration.upstreamCAFile))
+            forwardedProto: configuration.forwardedProto, upstreamTLS: try DataPlane.upstreamTLSContext(caFile: configuration.upstreamCAFile),
+            browser: BrowserSessionGate(cookie: sessionCookie, book: browserSessions, publicURL: configuration.effectivePublicURL, clock: clock))
     }
 
     var discoveryRoutes: DiscoveryRoutes {

@@ -7,7 +7,7 @@ import TrafficCop
 
 extension ProxyRoute {
     /// The keys of a route map in `gateway.routes`.
-    static let settingNames: Set<String> = ["host", "prefix", "upstream", "strip_prefix", "methods", "auth", "require", "identity_headers"]
+    static let settingNames: Set<String> = ["host", "prefix", "upstream", "strip_prefix", "methods", "auth", "sign_in", "require", "identity_headers"]
     /// The keys of a route's `identity_headers`.
     static let identityFieldKeys: Set<String> = ["user", "email", "groups", "tenant"]
     /// The keys of a route's `require`.
@@ -68,8 +68,16 @@ extension ProxyRoute {
         }
         switch try entry.string("auth") {
         case nil, "bearer"?: requiresToken = true
+        case "browser"?:
+            requiresToken = true
+            acceptsSessionCookie = true
         case "none"?: requiresToken = false
-        case let other?: throw entry.problem("auth", "must be bearer (a valid token, the default) or none, not \"\(other)\"")
+        case let other?:
+            throw entry.problem("auth", "must be bearer (a valid token, the default), browser (the session cookie or a token; a navigation is sent to sign in) or none, not \"\(other)\"")
+        }
+        if let provider = try entry.string("sign_in") {
+            guard acceptsSessionCookie else { throw entry.problem("sign_in", "is set only with auth: browser (where a navigation is sent to sign in)") }
+            signIn = provider
         }
         if let require = try entry.map("require") {
             guard requiresToken else { throw entry.problem("require", "cannot be set with auth: none (there is no token to check)") }

@@ -31,9 +31,10 @@ public struct LoginStart: Sendable {
     /// - Throws: `Refusal` for a `return_to` or `login_challenge` that cannot be used.
     public init(
         provider: ProviderDirectory.Provider, endpoints: ProviderEndpoints, redirectURI: String, sessionID: String, returnTo: String,
-        loginChallenge: String, returnOrigins: [String], now: Double
+        loginChallenge: String, returnOrigins: [String]?, now: Double
     ) throws {
-        guard let origin = ReturnTarget.origin(of: returnTo), returnOrigins.contains(origin) else {
+        // `nil` origins: a browser flow's `rd`, checked by the caller.
+        if let returnOrigins, !(ReturnTarget.origin(of: returnTo).map(returnOrigins.contains) ?? false) {
             throw Refusal(
                 code: "invalid_request",
                 message: "return_to must be an http(s) URL on an origin in gateway.login_return_origins (\(returnOrigins.joined(separator: ", ")))")
@@ -56,6 +57,19 @@ public struct LoginStart: Sendable {
         ]
         let separator = endpoints.authorization.contains("?") ? "&" : "?"
         authorizationURL = endpoints.authorization + separator + query.map { FormEncoding.encode($0.0) + "=" + FormEncoding.encode($0.1) }.joined(separator: "&")
+    }
+
+    /// What `return_to` begins with for a browser sign-in (`/.portcullis/sign_in`): the callback
+    /// then completes the sign-in itself and sets the session cookie, and the rest is `rd`.
+    public static let browserReturnPrefix = "portcullis-browser:"
+
+    /// Makes a browser sign-in's flow and URL: `rd` is checked already (`SignInRedirect`), and
+    /// `loginChallenge` is the hash of the flow cookie's value.
+    public init(provider: ProviderDirectory.Provider, endpoints: ProviderEndpoints, redirectURI: String, sessionID: String, browserReturn rd: SignInRedirect,
+        loginChallenge: String, now: Double) throws {
+        try self.init(
+            provider: provider, endpoints: endpoints, redirectURI: redirectURI, sessionID: sessionID, returnTo: Self.browserReturnPrefix + rd.target,
+            loginChallenge: loginChallenge, returnOrigins: nil, now: now)
     }
 
     /// How a `state` is kept: SHA-256, base64url.

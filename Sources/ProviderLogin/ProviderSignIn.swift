@@ -45,7 +45,7 @@ public struct ProviderSignIn: Sendable {
     }
 
     /// Why a callback sent the browser back without a sign-in: the code in `#portcullis_error=`.
-    public enum CallbackError: String, Sendable {
+    public enum CallbackError: String, Error, Sendable {
         /// The user (or the provider's policy) declined.
         case accessDenied = "access_denied"
         /// The provider answered with another error, or with no code or ID token.
@@ -62,22 +62,42 @@ public struct ProviderSignIn: Sendable {
         case providerUnavailable = "provider_unavailable"
     }
 
+    /// What a callback came to: the flow its `state` named, and a login code or why there is none.
+    public struct CallbackResult: Sendable {
+        public let flow: LoginFlowRecord
+        public let outcome: Result<String, CallbackError>
+
+        /// Where an app's sign-in sends the browser: the flow's `return_to` with `#portcullis_login=CODE`,
+        /// or `#portcullis_error=CODE` when the provider or a check said no.
+        public var location: String {
+            let back = ProviderSignIn.withoutFragment(flow.returnTo)
+            switch outcome {
+            case .success(let code): return back + "#portcullis_login=" + code
+            case .failure(let error): return back + "#portcullis_error=" + error.rawValue
+            }
+        }
+    }
+
+    /// Handles the provider's redirect for an app's sign-in (see `callbackResult`).
+    ///
+    /// - Returns: `CallbackResult.location`.
+    public func callback(_ query: [String: String]) async throws -> String {
+        try await callbackResult(query).location
+    }
+
     /// Handles the provider's redirect: takes the flow its `state` names, then checks the answer,
     /// exchanges the code and verifies the ID token.
     ///
-    /// - Returns: where to send the browser: the flow's `return_to` with `#portcullis_login=CODE`,
-    ///   or `#portcullis_error=CODE` when the provider or a check said no.
     /// - Throws: `Refusal` when `state` names no live flow (unknown, used or expired).
-    public func callback(_ query: [String: String]) async throws -> String {
+    public func callbackResult(_ query: [String: String]) async throws -> CallbackResult {
         guard let state = query["state"], (1...512).contains(state.utf8.count),
             let flow = try await store.takeLoginFlow(stateHash: try LoginStart.hash(state), now: clock.now())
         else {
             throw Refusal(code: "state_invalid", message: "this sign-in is unknown, was used already or has expired; start the sign-in again")
         }
-        let back = Self.withoutFragment(flow.returnTo)
-        func failed(_ error: CallbackError, _ why: String) -> String {
+        func failed(_ error: CallbackError, _ why: String) -> CallbackResult {
             logger.notice("provider sign-in failed", metadata: ["provider": "\(flow.provider)", "error": "\(error.rawValue)", "why": "\(why)"])
-            return back + "#portcullis_error=" + error.rawValue
+            return CallbackResult(flow: flow, outcome: .failure(error))
         }
         guard let provider = directory.provider(named: flow.provider) else {
             return failed(.providerUnavailable, "the provider is no longer configured")
@@ -128,7 +148,7 @@ public struct ProviderSignIn: Sendable {
                 codeHash: try LoginStart.hash(loginCode), sessionID: flow.sessionID, loginChallenge: flow.loginChallenge, provider: identity,
                 createdAt: now, expiresAt: now + Self.codeLifetime))
         logger.info("provider sign-in confirmed", metadata: ["provider": "\(provider.name)"])
-        return back + "#portcullis_login=" + loginCode
+        return CallbackResult(flow: flow, outcome: .success(loginCode))
     }
 
     /// Takes a login code for its session, proved by the verifier the browser kept.
@@ -203,7 +223,7 @@ public struct ProviderSignIn: Sendable {
         return endpoint + separator + query.map { FormEncoding.encode($0.0) + "=" + FormEncoding.encode($0.1) }.joined(separator: "&")
     }
 
-    static func withoutFragment(_ url: String) -> String {
+    public static func withoutFragment(_ url: String) -> String {
         url.firstIndex(of: "#").map { String(url[..<$0]) } ?? url
     }
 }

@@ -124,7 +124,33 @@ struct SchemaMigration: Sendable {
             name: "v5: provider sessions",
             sqlite: providerSessions(real: "REAL"),
             postgres: providerSessions(real: "DOUBLE PRECISION")),
+        SchemaMigration(
+            name: "v6: browser sessions",
+            sqlite: browserSessions(real: "REAL"),
+            postgres: browserSessions(real: "DOUBLE PRECISION")),
     ]
+
+    /// Browser sign-ins, by the hash of their cookie.
+    static func browserSessions(real: String) -> String {
+        """
+        CREATE TABLE browser_sessions (
+            cookie_hash TEXT PRIMARY KEY NOT NULL,
+            session_id TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            tenant_id TEXT NOT NULL,
+            issuer TEXT,
+            subject TEXT,
+            provider TEXT,
+            claims TEXT NOT NULL,
+            created_at \(real) NOT NULL,
+            last_seen_at \(real) NOT NULL,
+            expires_at \(real) NOT NULL
+        );
+        CREATE INDEX browser_sessions_by_session ON browser_sessions (session_id);
+        CREATE INDEX browser_sessions_by_expiry ON browser_sessions (expires_at);
+        CREATE INDEX browser_sessions_by_last_seen ON browser_sessions (last_seen_at);
+        """
+    }
 
     /// Sign-ins through a provider between start and callback, by the hash of their state.
     static func loginFlows(real: String) -> String {

@@ -53,6 +53,38 @@ struct RepositoryContractTests {
         await state.shutdown()
     }
 
+    @Test("a browser session's record is kept by its cookie's hash with optional provider fields and its claims; last-seen only moves forward; one is deleted once; the sweep takes those past their end or idle", arguments: StoreKind.available)
+    func browserSessions(kind: StoreKind) async throws {
+        let state = try await TestStore(kind).open()
+        let record = BrowserSessionRecord(
+            cookieHash: "cookie-1", sessionID: try SessionID.generate(), userID: "ext_1", tenantID: "acme", issuer: "https://idp.example.com", subject: "user-1",
+            provider: "acme", claims: #"{"groups":["a"]}"#, createdAt: now, lastSeenAt: now, expiresAt: now + 3_600)
+        try await state.insertBrowserSession(record)
+        #expect(try await state.browserSession(cookieHash: "cookie-1") == record)
+        var local = record
+        local.cookieHash = "cookie-2"
+        (local.issuer, local.subject, local.provider) = (nil, nil, nil)
+        try await state.insertBrowserSession(local)
+        #expect(try await state.browserSession(cookieHash: "cookie-2") == local)
+        await #expect(throws: (any Error).self) { try await state.insertBrowserSession(record) }
+        try await state.touchBrowserSession(cookieHash: "cookie-1", lastSeenAt: now + 100)
+        try await state.touchBrowserSession(cookieHash: "cookie-1", lastSeenAt: now + 50)
+        #expect(try await state.browserSession(cookieHash: "cookie-1")?.lastSeenAt == now + 100)
+        #expect(try await state.deleteBrowserSession(cookieHash: "cookie-2"))
+        #expect(try await !state.deleteBrowserSession(cookieHash: "cookie-2"))
+        var ended = record
+        ended.cookieHash = "cookie-3"
+        ended.expiresAt = now - 1
+        try await state.insertBrowserSession(ended)
+        var idle = record
+        idle.cookieHash = "cookie-4"
+        idle.lastSeenAt = now - 1_000
+        try await state.insertBrowserSession(idle)
+        #expect(try await state.deleteExpiredBrowserSessions(now: now, idleCutoff: now - 500) == 2)
+        #expect(try await state.browserSession(cookieHash: "cookie-1") != nil)
+        await state.shutdown()
+    }
+
     @Test("a login code is taken once by ten racing completions; provider sessions are found by sid, by sub or both, updated in place, and forgotten with their access-token ids; a logout token's id is new once until it expires", arguments: StoreKind.available)
     func providerSessionsContract(kind: StoreKind) async throws {
         let state = try await TestStore(kind).open()
@@ -270,7 +302,7 @@ struct RepositoryContractTests {
         #expect(named.tls == .verifyFull, "TLS is verified by default beyond loopback")
         let report = try await StateStores.migrate(store.configuration)
         #expect(report.appliedNow.isEmpty)
-        #expect(report.applied.count == 5 && report.applied.last == "v5: provider sessions")
+        #expect(report.applied.count == 6 && report.applied.last == "v6: browser sessions")
     }
 
     @Test("revoked tokens, disabled accounts and revoked sessions enter the access-change feed once each, in order", arguments: StoreKind.available)

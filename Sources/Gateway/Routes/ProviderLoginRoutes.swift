@@ -32,6 +32,8 @@ struct ProviderLoginRoutes: Sendable {
     let returnOrigins: [String]
     /// How long a provider session's record is kept: the gateway's refresh-token lifetime.
     let sessionLifetime: Double
+    /// Browser sign-ins (`/.portcullis/sign_in`) come back through the same callback.
+    let browser: BrowserSessionRoutes
 
     func register(on router: Router<GatewayRequestContext>) {
         router.get("/api/auth/providers") { _, _ in providers() }
@@ -98,12 +100,15 @@ struct ProviderLoginRoutes: Sendable {
         guard let query = FormEncoding.fields(Substring(request.uri.query ?? "")) else {
             throw GatewayError.invalidRequest("the callback's query must name each parameter once, percent-encoded as UTF-8")
         }
-        let location: String
+        let result: ProviderSignIn.CallbackResult
         do {
-            location = try await signIn.callback(query)
+            result = try await signIn.callbackResult(query)
         } catch let refusal as ProviderSignIn.Refusal {
             throw GatewayError(.badRequest, refusal.code, refusal.message)
         }
+        // A browser's sign-in: completed here, with the flow's cookie, into the session cookie.
+        if result.flow.returnTo.hasPrefix(LoginStart.browserReturnPrefix) { return try await browser.completeProvider(result, request) }
+        let location = result.location
         // The code is in the fragment, which no server sees; no-store and no referrer keep it out of caches and other sites' logs.
         return Response(status: .seeOther, headers: [.location: location, .cacheControl: "no-store", Self.referrerPolicy: "no-referrer"])
     }

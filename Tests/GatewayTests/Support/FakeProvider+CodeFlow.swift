@@ -29,6 +29,8 @@ extension FakeProvider {
         var subject = "user-1"
         var sid = "sid-1"
         var fault = IDTokenFault.none
+        /// More claims for the ID tokens it makes (email, groups).
+        var idTokenClaims: JSONObject = [:]
         /// The authorization endpoint answers `error=access_denied` instead of a code.
         var deniesAccess = false
         var givesRefreshTokens = true
@@ -179,12 +181,13 @@ extension FakeProvider {
     }
 
     private func tokens(subject: String, sid: String, nonce: String?) throws -> Response {
-        let (fault, refresh) = flow.withLock { state -> (IDTokenFault, String?) in
+        let (fault, refresh, extra) = flow.withLock { state -> (IDTokenFault, String?, JSONObject) in
             let refresh = state.givesRefreshTokens ? "rt-" + UUID().uuidString : nil
             if let refresh { state.refreshTokens[refresh] = (subject, sid) }
-            return (state.fault, refresh)
+            return (state.fault, refresh, state.idTokenClaims)
         }
-        var claims: JSONObject = ["sid": .string(sid)]
+        var claims: JSONObject = extra
+        claims["sid"] = .string(sid)
         if let nonce { claims["nonce"] = .string(fault == .wrongNonce ? "another-nonce" : nonce) }
         let key = fault == .badSignature ? try JWSKey.generate(algorithm: .es256, kid: keys.first?.kid ?? "ec-1") : nil
         let idToken = try token(

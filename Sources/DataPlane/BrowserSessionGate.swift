@@ -1,0 +1,102 @@
+import EdgeHTTP
+import JOSE
+import NIOHTTP1
+import SecurityGuard
+import TrafficCop
+
+/// What the data plane needs of browser sessions: the cookie's name on this deployment, the
+/// sessions met so far, where a navigation is sent to sign in, and the cross-site rules.
+package struct BrowserSessionGate: Sendable {
+    package let cookie: SessionCookie
+    package let book: BrowserSessionBook
+    /// `gateway.public_url`, without a trailing `/`: where sign-in starts (its flow cookie must be
+    /// set where the provider's callback comes back to).
+    package let publicURL: String
+    /// `https` or `http`: how browsers reach the gateway (the scheme of the public URL).
+    package let scheme: String
+    package let clock: any TokenClock
+
+    package init(cookie: SessionCookie, book: BrowserSessionBook, publicURL: String, clock: any TokenClock) {
+        self.clock = clock
+        self.cookie = cookie
+        self.book = book
+        self.publicURL = publicURL
+        scheme = publicURL.lowercased().hasPrefix("https://") ? "https" : "http"
+    }
+
+    /// Whether a request is a browser's navigation (a page load, not an app's own fetch): `GET` or
+    /// `HEAD` with `Sec-Fetch-Mode: navigate`, or without `Sec-Fetch-Mode` and with `Accept`
+    /// naming `text/html` (a browser too old to send `Sec-Fetch-*`). Only a navigation is ever
+    /// answered with a redirect; every other request gets JSON.
+    package static func isNavigation(_ head: HTTPRequestHead) -> Bool {
+        guard head.method == .GET || head.method == .HEAD else { return false }
+        if let mode = head.headers.first(name: "sec-fetch-mode") { return mode.lowercased() == "navigate" }
+        return head.headers["accept"].contains { accept in
+            accept.split(separator: ",").contains { range in
+                let parts = range.split(separator: ";").map { $0.filter { $0 != " " && $0 != "\t" }.lowercased() }
+                guard parts.first == "text/html" else { return false }
+                // `q=0` says "not this one".
+                let quality = parts.dropFirst().first { $0.hasPrefix("q=") }.flatMap { Double($0.dropFirst(2)) } ?? 1
+                return quality > 0
+            }
+        }
+    }
+
+    /// Whether `method` may change something (RFC 9110 §9.2.1): it must come from the route's own origin when sent with the cookie.
+    package static func isUnsafe(_ method: HTTPMethod) -> Bool {
+        !(method == .GET || method == .HEAD || method == .OPTIONS)
+    }
+
+    /// The refusal of an unsafe request carrying the cookie that does not come from the request's
+    /// own origin or one of `allowedOrigins` (`gateway.allowed_origins`): its `Origin` is another,
+    /// or it has no `Origin` and its `Sec-Fetch-Site` is not `same-origin` (or is absent too).
+    package func crossSiteRefusal(_ head: HTTPRequestHead, host: String?, allowedOrigins: Set<String>) -> GatewayError? {
+        if let origin = head.headers.first(name: "origin") {
+            if allowedOrigins.contains(origin) || isOwnOrigin(origin, host: host) { return nil }
+        } else if head.headers.first(name: "sec-fetch-site")?.lowercased() == "same-origin" {
+            return nil
+        }
+        return GatewayError(
+            .forbidden, "csrf_refused",
+            "a request that changes something and carries the session cookie must come from the app's own origin (Origin, or Sec-Fetch-Site: same-origin) or one in gateway.allowed_origins")
+    }
+
+    /// Whether `origin` (as a browser serialises it) is `scheme://host[:port]` of the request's `Host`.
+    func isOwnOrigin(_ origin: String, host: String?) -> Bool {
+        guard let host else { return false }
+        let lowered = host.lowercased()
+        let defaultPort = scheme == "https" ? ":443" : ":80"
+        let authority = lowered.hasSuffix(defaultPort) ? String(lowered.dropLast(defaultPort.count)) : lowered
+        return origin.lowercased() == scheme + "://" + authority
+    }
+
+    /// Where a navigation without a session is sent: the public host's sign-in, with the page it
+    /// asked for as `rd` (`nil` when its `Host` is no host name: it then gets the 401).
+    package func signInLocation(host: String?, path: Substring, query: Substring?, provider: String?) -> String? {
+        guard let host, RouteHost.requestHost(host[...]) != nil, !host.contains("@") else { return nil }
+        var original = scheme + "://" + host.lowercased() + path
+        if let query = RequestTarget.queryWithoutCredentials(query) { original += "?" + query }
+        var location = publicURL + "/.portcullis/sign_in?rd=" + Self.percentEncoded(original)
+        if let provider { location += "&provider=" + Self.percentEncoded(provider) }
+        return location
+    }
+
+    /// `text` with everything but RFC 3986's unreserved characters percent-encoded (a query value).
+    package static func percentEncoded(_ text: String) -> String {
+        var result = ""
+        result.reserveCapacity(text.utf8.count * 2)
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                result.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                let hex = Array("0123456789ABCDEF".utf8)
+                result.unicodeScalars.append("%")
+                result.unicodeScalars.append(Unicode.Scalar(hex[Int(byte >> 4)]))
+                result.unicodeScalars.append(Unicode.Scalar(hex[Int(byte & 0x0F)]))
+            }
+        }
+        return result
+    }
+}

@@ -1,0 +1,142 @@
+import EdgeHTTP
+import JOSE
+import NIOCore
+import NIOHTTP1
+import RuntimeAPI
+import RuntimeAccess
+import SecurityGuard
+import TrafficCop
+
+/// `auth: browser` without a Bearer token: the gateway's session cookie, or a sign-in.
+extension ProxyExchange {
+    /// Reads the session cookie: a live session goes on as its user; none (or an ended one) sends a
+    /// navigation to sign in and answers anything else 401 JSON.
+    func startWithCookie() {
+        let gate = plane.browser
+        switch gate.cookie.sessionValue(in: head.headers["cookie"]) {
+        case .none:
+            return signInNeeded()
+        case .several:
+            return fail(
+                GatewayError(
+                    .badRequest, "session_cookie_ambiguous",
+                    "the request carries the session cookie \(gate.cookie.name) more than once; clear this site's cookies and sign in again"))
+        case .one(let value):
+            guard BrowserSessionBook.isWellFormed(value) else { return fail(Self.cookieRefusal(value, name: gate.cookie.name)) }
+            guard let hash = try? BrowserSessionBook.hash(value) else { return fail(.unavailable("the gateway cannot read the session cookie now; try again")) }
+            let now = gate.clock.now()
+            switch gate.book.lookup(cookieHash: hash, now: now) {
+            case .live(let session, let touch):
+                if touch {
+                    let book = gate.book
+                    Task { await book.touch(cookieHash: hash, now: now) }
+                }
+                signedIn(session)
+            case .ended:
+                signInNeeded()
+            case .unknown:
+                let book = gate.book
+                then(eventLoop.makeFutureWithTask { try await book.load(cookieHash: hash, now: now) }) { exchange, result in
+                    switch result {
+                    case .success(let session?): exchange.signedIn(session)
+                    case .success(nil): exchange.signInNeeded()
+                    case .failure(let error): exchange.fail(GatewayError(answering: error))
+                    }
+                }
+            }
+        }
+    }
+
+    /// The refusal of a cookie value that is not the gateway's form, naming the mix-up when it is a credential of another kind.
+    static func cookieRefusal(_ value: String, name: String) -> GatewayError {
+        if SessionID.isWellFormed(value) {
+            return GatewayError(
+                .unauthorized, "session_id_as_cookie",
+                "\(name) holds a session_id, which is not a credential; the cookie is set by signing in at /.portcullis/sign_in")
+        }
+        if value.split(separator: ".", omittingEmptySubsequences: false).count == 3 {
+            return GatewayError(
+                .unauthorized, "token_as_cookie",
+                "\(name) holds a JWT; send an access token as Authorization: Bearer, the cookie is set by signing in at /.portcullis/sign_in")
+        }
+        return GatewayError(.unauthorized, "session_cookie_invalid", "\(name) is not a session cookie this gateway set; sign in again at /.portcullis/sign_in")
+    }
+
+    /// A live browser session: the cross-site rule, the route's policy, then the gateway session behind it.
+    func signedIn(_ session: BrowserSession) {
+        guard !finished else { return }
+        if BrowserSessionGate.isUnsafe(head.method), let refusal = plane.browser.crossSiteRefusal(head, host: fields.host, allowedOrigins: route.allowedOrigins) {
+            return fail(refusal)
+        }
+        let caller = session.caller
+        if let policy = route.policy,
+            let refusal = policy.refusal(claims: caller.claims, tenantID: caller.tenantID, issuer: caller.external?.issuer, hasSession: true)
+        {
+            plane.metrics.policyRefused()
+            // Signed in and refused: a page saying so, never a redirect to sign in again (which would loop).
+            return failSignedIn(GatewayError(refusedBy: refusal))
+        }
+        let sessionID = session.record.sessionID
+        switch plane.sessions.isOwned(sessionID, by: caller.userID, tenantID: caller.tenantID) {
+        case true?:
+            proceed(caller, sessionID: sessionID)
+        case false?:
+            sessionEnded(session)
+        case nil:
+            let (runtime, admission, sessions) = (plane.runtime, plane.admission, plane.sessions)
+            let principal = Principal(userID: caller.userID, tenantID: caller.tenantID)
+            then(eventLoop.makeFutureWithTask { try await sessions.askRuntime(sessionID, by: principal, runtime: runtime, admission: admission) }) {
+                exchange, result in
+                switch result {
+                case .success(true): exchange.proceed(caller, sessionID: sessionID)
+                case .success(false): exchange.sessionEnded(session)
+                case .failure(let error as RuntimeRefusal) where error.code == .sessionNotFound || error.code == .sessionForbidden:
+                    exchange.sessionEnded(session)
+                case .failure(let error): exchange.fail(GatewayError(answering: error))
+                }
+            }
+        }
+    }
+
+    /// The gateway session behind a cookie ended (a logout, the provider's, a disabled account): the cookie is forgotten and the browser signs in again.
+    private func sessionEnded(_ session: BrowserSession) {
+        plane.browser.book.forget(cookieHash: session.record.cookieHash)
+        signInNeeded()
+    }
+
+    /// No session: a navigation goes to sign in (302), anything else is 401 JSON as a request without a token.
+    func signInNeeded() {
+        guard !finished else { return }
+        if BrowserSessionGate.isNavigation(head),
+            let location = plane.browser.signInLocation(host: fields.host, path: path, query: query, provider: route.signIn)
+        {
+            return answer(status: .found, contentType: nil, body: ByteBuffer(), extra: [("Location", location), ("Cache-Control", "no-store")])
+        }
+        refused(AuthenticationFailure.missing)
+    }
+
+    /// A refusal of a signed-in browser: a page for a navigation, JSON for anything else.
+    func failSignedIn(_ error: GatewayError) {
+        guard BrowserSessionGate.isNavigation(head) else { return fail(error) }
+        let page = RefusalPage.html(title: "Not allowed", message: error.message)
+        answer(status: HTTPResponseStatus(statusCode: error.status.code), contentType: "text/html; charset=utf-8", body: ByteBuffer(string: page),
+            extra: [("Cache-Control", "no-store"), ("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")])
+    }
+
+    /// Answers with a head of the gateway's own and `body`, and ends the exchange (nothing went upstream).
+    func answer(status: HTTPResponseStatus, contentType: String?, body: ByteBuffer, extra: [(String, String)]) {
+        guard !finished else { return }
+        self.status = Int(status.code)
+        let closeClient = expectsContinue && !requestEnded
+        var headers = HTTPHeaders()
+        if let contentType { headers.add(name: "Content-Type", value: contentType) }
+        headers.add(name: "Content-Length", value: String(body.readableBytes))
+        for (name, value) in extra { headers.add(name: name, value: value) }
+        if closeClient { headers.add(name: "Connection", value: "close") }
+        decorate(&headers)
+        handler.writeToClient(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers)))
+        if head.method != .HEAD, body.readableBytes > 0 { handler.writeToClient(.body(.byteBuffer(body))) }
+        handler.writeToClient(.end(nil), flush: true)
+        finish(closeClient: closeClient || Self.wantsClose(head))
+    }
+}

@@ -1,0 +1,372 @@
+import DataPlane
+import EdgeHTTP
+import HTTPTypes
+import Hummingbird
+import JOSE
+import Logging
+import ProviderLogin
+import RuntimeAPI
+import RuntimeAccess
+import SecurityGuard
+import StateSurface
+import TrafficCop
+import TrustedIssuers
+
+/// `/.portcullis/*`: a browser signs in (through a provider, or the gateway's own account form
+/// when none is configured), is given the session cookie, reads who it is, and signs out.
+///
+/// Sign-in always runs on the public host, where the provider's callback comes back: a flow's
+/// cookie must be there for the callback to read it. Each flow has a cookie of its own (several
+/// tabs may sign in at once) holding a secret whose hash the flow keeps: the callback completes
+/// only the flow whose browser holds it (no login CSRF, no flow finished in another browser).
+struct BrowserSessionRoutes: Sendable {
+    let providers: ProviderDirectory
+    let trustedIssuers: TrustedIssuers?
+    let signIn: ProviderSignIn?
+    let store: any LoginFlowRepository & ProviderSessionRepository
+    let book: BrowserSessionBook
+    let cookie: SessionCookie
+    let admission: Admission
+    let runtime: RuntimeClient
+    let accounts: AccountService
+    let auth: AuthRoutes
+    let table: LiveRouteTable
+    let clock: any TokenClock
+    let logger: Logger
+    /// `gateway.public_url`, without a trailing `/`, and its host.
+    let publicURL: String
+    let publicHost: String?
+    /// `{public_url}/api/auth/oidc/callback`.
+    let redirectURI: String
+    /// `gateway.login_return_origins` (or the public URL's origin): where `rd` may point besides route hosts.
+    let returnOrigins: [String]
+    let defaultTenant: String
+
+    /// Flow cookies a browser may hold at once; a sign-in started past it clears them all (tabs long abandoned).
+    static let maximumFlowCookies = 5
+
+    func register(on router: Router<GatewayRequestContext>) {
+        router.get("/.portcullis/sign_in") { request, context in try await start(request, context) }
+        router.post("/.portcullis/sign_in") { request, context in try await signInWithAccount(request, context) }
+        router.post("/.portcullis/sign_out") { request, context in try await signOut(request, context) }
+        router.get("/.portcullis/userinfo") { request, _ in try await userinfo(request) }
+    }
+
+    // MARK: Sign-in
+
+    /// `GET /.portcullis/sign_in?rd=URL[&provider=NAME]`: starts a provider's sign-in, offers the
+    /// providers to choose from, or shows the account form.
+    func start(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
+        // On a route host: the same request on the public host, where the flow cookie must live.
+        if let onPublicHost = publicHostRedirect(request) { return onPublicHost }
+        try admission.limit(.loginPerClient, key: admission.clientAddress(request, context))
+        let query = try Self.query(request)
+        let rd: SignInRedirect
+        do {
+            rd = try checkedReturn(query["rd"] ?? "/")
+        } catch {
+            return SignInPages.failure(.badRequest, code: "redirect_invalid", message: "The page to return to after signing in cannot be used: \(error.message)")
+        }
+        if providers.isEmpty { return SignInPages.accountForm(rd: rd.target) }
+        let provider: ProviderDirectory.Provider
+        if let name = query["provider"] {
+            guard let named = providers.provider(named: name) else {
+                return SignInPages.failure(.notFound, code: "provider_not_found", message: "No provider with that name is configured for sign-in.")
+            }
+            provider = named
+        } else if providers.providers.count == 1, let only = providers.providers.first {
+            provider = only
+        } else {
+            return SignInPages.providerChoice(providers.providers.map { ($0.name, $0.displayName) }, rd: rd.target)
+        }
+        guard let endpoints = trustedIssuers?.endpoints(issuer: provider.issuer) else {
+            return SignInPages.failure(.serviceUnavailable, code: "issuer_unavailable", message: "The identity provider cannot be reached yet; try again shortly.")
+        }
+        // The flow's session: anonymous now, owned by the user once the callback completes it.
+        let anonymous = try await runtime.session(admission.admit(SessionIntent(.createAnonymous)))
+        let secret = Base64URL.encode(try SecureRandom.bytes(32))
+        let begun: LoginStart
+        do {
+            begun = try LoginStart(
+                provider: provider, endpoints: endpoints, redirectURI: redirectURI, sessionID: anonymous.sessionID, browserReturn: rd,
+                loginChallenge: try LoginStart.hash(secret), now: clock.now())
+        } catch let refusal as LoginStart.Refusal {
+            throw GatewayError(.badRequest, refusal.code, refusal.message)
+        }
+        try await store.insertLoginFlow(begun.flow)
+        var headers: HTTPFields = [.location: begun.authorizationURL, .cacheControl: "no-store", Self.referrerPolicy: "no-referrer"]
+        // Past the cap, the flows of tabs long abandoned (their cookies) go; this one's is set after.
+        let held = SessionCookie.pairs(request.headers[values: .cookie]).filter { $0.name.hasPrefix(cookie.flowPrefix) }
+        if held.count >= Self.maximumFlowCookies {
+            for pair in held { headers.append(HTTPField(name: .setCookie, value: cookie.clearing(named: String(pair.name)))) }
+        }
+        headers.append(
+            HTTPField(
+                name: .setCookie, value: cookie.settingFlow(Self.flowID(begun.flow.stateHash), value: secret, maxAge: Int(LoginStart.lifetime))))
+        logger.info("browser sign-in started", metadata: ["provider": "\(provider.name)"])
+        return Response(status: .found, headers: headers)
+    }
+
+    /// The part of a flow's state hash its cookie is named by.
+    static func flowID(_ stateHash: String) -> String { String(stateHash.prefix(16)) }
+
+    /// The provider's callback for a browser flow: the flow cookie proves this browser started
+    /// it; the session is made, the cookie set, and the browser sent to `rd`.
+    func completeProvider(_ result: ProviderSignIn.CallbackResult, _ request: Request) async throws -> Response {
+        let flowCookie = cookie.flowName(Self.flowID(result.flow.stateHash))
+        var cleared = HTTPFields()
+        cleared.append(HTTPField(name: .setCookie, value: cookie.clearing(named: flowCookie)))
+        func failure(_ status: HTTPResponse.Status, _ code: String, _ message: String) -> Response {
+            var response = SignInPages.failure(status, code: code, message: message)
+            response.headers.append(contentsOf: cleared)
+            return response
+        }
+        let loginCode: String
+        switch result.outcome {
+        case .success(let code): loginCode = code
+        case .failure(let error):
+            return failure(error == .accessDenied ? .forbidden : .badGateway, error.rawValue, Self.message(error))
+        }
+        let secret = SessionCookie.pairs(request.headers[values: .cookie]).first { $0.name == flowCookie }.map { String($0.value) }
+        guard let secret, let signIn else {
+            logger.notice("browser sign-in refused: the callback came to a browser without the flow's cookie")
+            return failure(
+                .badRequest, "flow_cookie_missing",
+                "This sign-in was started in another browser, or its cookie has expired. Start the sign-in again from the page you wanted.")
+        }
+        let identity: ProviderIdentityRecord
+        do {
+            identity = try await signIn.complete(loginCode: loginCode, sessionID: result.flow.sessionID, loginVerifier: secret)
+        } catch let refusal as ProviderSignIn.Refusal {
+            logger.notice("browser sign-in refused", metadata: ["why": "\(refusal.code)"])
+            return failure(.badRequest, "flow_cookie_mismatch", "This sign-in does not belong to this browser. Start the sign-in again.")
+        }
+        let userID = try AuthenticatedCaller.externalUserID(issuer: identity.issuer, subject: identity.subject)
+        let principal = Principal(userID: userID, tenantID: identity.tenantID)
+        let granted = try await runtime.session(admission.admit(SessionIntent(.upgrade, principal: principal, sessionID: result.flow.sessionID)))
+        let now = clock.now()
+        try await store.saveProviderSession(
+            ProviderSessionRecord(sessionID: granted.sessionID, userID: userID, identity: identity, createdAt: now, expiresAt: now + book.maximumSeconds))
+        auth.sessionOwners.remember(granted)
+        let claims = Self.identityClaims(signIn.vault.open(identity.sealedIDToken, kind: .idToken, sessionID: granted.sessionID))
+        let rd = String(result.flow.returnTo.dropFirst(LoginStart.browserReturnPrefix.count))
+        var response = try await signedIn(
+            sessionID: granted.sessionID, principal: principal, issuer: identity.issuer, subject: identity.subject, provider: identity.provider, claims: claims,
+            rd: rd)
+        response.headers.append(contentsOf: cleared)
+        cleared = [:]
+        logger.info("browser sign-in", metadata: ["user_id": "\(userID)", "session_id": "\(granted.sessionID)", "provider": "\(identity.provider)"])
+        return response
+    }
+
+    /// An ID token's claims, less the ones that belonged to its one sign-in (`nonce`, `at_hash`, `c_hash`).
+    static func identityClaims(_ idToken: String?) -> JSONObject {
+        guard let idToken, let jws = try? JWSCompact.parse(idToken), var claims = try? StrictJSONReader().parseObject(jws.payload) else { return [:] }
+        for name in ["nonce", "at_hash", "c_hash"] { claims[name] = nil }
+        return claims
+    }
+
+    /// `POST /.portcullis/sign_in` (the account form, when no provider is configured): the same
+    /// checks and refusals as `POST /api/auth/login`, then the session cookie.
+    func signInWithAccount(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
+        guard providers.isEmpty else {
+            throw GatewayError(.methodNotAllowed, "method_not_allowed", "sign in through the identity provider: GET /.portcullis/sign_in")
+        }
+        if let refusal = crossSiteRefusal(request) { throw refusal }
+        try admission.limit(.loginPerClient, key: admission.clientAddress(request, context))
+        let form = try await Self.form(request)
+        let rd: SignInRedirect
+        do {
+            rd = try checkedReturn(form["rd"] ?? "/")
+        } catch {
+            return SignInPages.failure(.badRequest, code: "redirect_invalid", message: "The page to return to after signing in cannot be used: \(error.message)")
+        }
+        guard let username = form["username"], let password = form["password"], !username.isEmpty, !password.isEmpty else {
+            return SignInPages.accountForm(rd: rd.target, error: "Enter your username and password.", status: .badRequest)
+        }
+        let tenantID = form["tenant"].flatMap { $0.isEmpty ? nil : $0 } ?? defaultTenant
+        try admission.limit(.loginPerUsername, key: tenantID + "/" + username)
+        guard let user = try await accounts.authenticate(username: username, tenantID: tenantID, password: password) else {
+            auth.metrics.loginFailed()
+            logger.notice("browser sign-in refused", metadata: ["tenant_id": "\(JSONValue.clip(tenantID))"])
+            return SignInPages.accountForm(rd: rd.target, error: GatewayError.invalidCredentials.message, status: .unauthorized)
+        }
+        let principal = Principal(userID: user.id, tenantID: user.tenantID)
+        let granted = try await runtime.session(admission.admit(SessionIntent(.createOwned, principal: principal)))
+        auth.sessionOwners.remember(granted)
+        logger.info("browser sign-in", metadata: ["user_id": "\(user.id)", "session_id": "\(granted.sessionID)"])
+        return try await signedIn(
+            sessionID: granted.sessionID, principal: principal, issuer: nil, subject: nil, provider: nil,
+            claims: ["sub": .string(user.id), "tenant_id": .string(user.tenantID), "preferred_username": .string(user.username)], rd: rd.target,
+            status: .seeOther)
+    }
+
+    /// Makes the browser session, sets its cookie, and sends the browser to `rd`.
+    private func signedIn(
+        sessionID: String, principal: Principal, issuer: String?, subject: String?, provider: String?, claims: JSONObject, rd: String,
+        status: HTTPResponse.Status = .found
+    ) async throws -> Response {
+        let value = Base64URL.encode(try SecureRandom.bytes(32))
+        let now = clock.now()
+        let record = BrowserSessionRecord(
+            cookieHash: try BrowserSessionBook.hash(value), sessionID: sessionID, userID: principal.userID, tenantID: principal.tenantID, issuer: issuer,
+            subject: subject, provider: provider, claims: String(decoding: JSONWriter.bytes(.object(claims)), as: UTF8.self), createdAt: now, lastSeenAt: now,
+            expiresAt: now + book.maximumSeconds)
+        try await book.insert(record, claims: claims)
+        return Response(
+            status: status,
+            headers: [
+                .location: rd, .cacheControl: "no-store", Self.referrerPolicy: "no-referrer",
+                .setCookie: cookie.setting(value, maxAge: Int(book.maximumSeconds)),
+            ])
+    }
+
+    // MARK: Signed in
+
+    /// The browser session of a request's cookie, when it has a live one.
+    func session(_ request: Request) async throws -> (BrowserSession, cookieHash: String)? {
+        guard case .one(let value) = cookie.sessionValue(in: request.headers[values: .cookie]), BrowserSessionBook.isWellFormed(value) else { return nil }
+        let hash = try BrowserSessionBook.hash(value)
+        let now = clock.now()
+        let found: BrowserSession?
+        switch book.lookup(cookieHash: hash, now: now) {
+        case .live(let session, _): found = session
+        case .ended: found = nil
+        case .unknown: found = try await book.load(cookieHash: hash, now: now)
+        }
+        guard let found else { return nil }
+        // The gateway session behind it must still live (a logout, a back-channel logout or a disabled account ends it).
+        let caller = found.caller
+        var owned = auth.sessionOwners.isOwned(found.record.sessionID, by: caller.userID, tenantID: caller.tenantID)
+        if owned == nil {
+            do {
+                owned = try await auth.sessionOwners.askRuntime(
+                    found.record.sessionID, by: Principal(userID: caller.userID, tenantID: caller.tenantID), runtime: runtime, admission: admission)
+            } catch let refusal as RuntimeRefusal where refusal.code == .sessionNotFound || refusal.code == .sessionForbidden {
+                owned = false
+            }
+        }
+        guard owned == true else {
+            book.forget(cookieHash: hash)
+            return nil
+        }
+        return (found, hash)
+    }
+
+    /// `GET /.portcullis/userinfo`: who the cookie signs in, for the app's own front end.
+    func userinfo(_ request: Request) async throws -> Response {
+        guard let (session, _) = try await session(request) else {
+            throw GatewayError(.unauthorized, "not_signed_in", "this browser is not signed in; a navigation to the app signs it in")
+        }
+        let values = IdentityFieldValues(session.caller)
+        var body: JSONObject = [
+            "user": .string(values.user), "tenant": .string(values.tenant), "email": .string(values.email), "expires_at": .number(session.record.expiresAt),
+        ]
+        if case .array(let groups)? = session.claims["groups"] { body["groups"] = .array(groups.filter { $0.stringValue != nil }) } else { body["groups"] = .array([]) }
+        if let name = session.claims["preferred_username"]?.stringValue { body["preferred_username"] = .string(name) }
+        return JSONBody.response(.object(body), noStore: true)
+    }
+
+    /// `POST /.portcullis/sign_out[?rd=URL]`: ends the session everywhere, clears the cookie, and
+    /// sends the browser to the provider's end-session page (then `rd`) or to `rd`. Same-origin
+    /// only: another site can never sign a user out (nor is a GET ever a sign-out).
+    func signOut(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
+        if let refusal = crossSiteRefusal(request) { throw refusal }
+        let query = try Self.query(request)
+        let rd: SignInRedirect
+        do {
+            rd = try checkedReturn(query["rd"] ?? "/")
+        } catch {
+            throw GatewayError(.badRequest, "redirect_invalid", "rd cannot be used: \(error.message)")
+        }
+        var location = rd.target
+        if let (session, hash) = try await session(request) {
+            try await book.end(cookieHash: hash)
+            let record = session.record
+            if let providerSession = try await store.providerSession(sessionID: record.sessionID), providerSession.userID == record.userID {
+                let back = rd.isRelative ? publicURL + rd.target : rd.target
+                if let endSession = signIn?.endSessionURL(providerSession, postLogoutRedirectURI: back) { location = endSession }
+                try await auth.providerEnding.end(providerSession, reason: "signed out")
+            } else {
+                let principal = Principal(userID: record.userID, tenantID: record.tenantID)
+                do {
+                    _ = try await runtime.session(admission.admit(SessionIntent(.revoke, principal: principal, sessionID: record.sessionID)))
+                } catch let refusal as RuntimeRefusal where refusal.code == .sessionNotFound || refusal.code == .sessionForbidden {}
+                auth.sessionEnded(record.sessionID, reason: "signed out")
+            }
+            logger.info("browser sign-out", metadata: ["user_id": "\(record.userID)", "session_id": "\(record.sessionID)"])
+        }
+        return Response(status: .seeOther, headers: [.location: location, .cacheControl: "no-store", .setCookie: cookie.clearing])
+    }
+
+    // MARK: Checks
+
+    /// A request for `/.portcullis/sign_in` on another host than the public one: the same on the public host.
+    private func publicHostRedirect(_ request: Request) -> Response? {
+        guard let publicHost, let authority = request.head.authority, let host = RouteHost.requestHost(authority[...]), host != publicHost[...] else {
+            return nil
+        }
+        let target = request.uri.query.map { request.uri.path + "?" + $0 } ?? request.uri.path
+        return Response(status: .found, headers: [.location: publicURL + target, .cacheControl: "no-store"])
+    }
+
+    /// `rd` checked: a path on the public host, or an https URL (http on loopback) on a route's
+    /// host, the public host or a `login_return_origins` origin.
+    private func checkedReturn(_ text: String) throws(SignInRedirect.Refusal) -> SignInRedirect {
+        let table = table.current
+        let publicHost = self.publicHost
+        return try SignInRedirect.check(
+            text, allowedOrigins: Set(returnOrigins),
+            acceptsHost: { host in host == publicHost || table.routes.contains { $0.host?.matches(host[...]) == true } })
+    }
+
+    /// The refusal of a state-changing request from another site: its `Origin` is not the
+    /// gateway's public origin (or an allowed one), or it has none and `Sec-Fetch-Site` is not `same-origin`.
+    private func crossSiteRefusal(_ request: Request) -> GatewayError? {
+        if let origin = request.headers[.origin] {
+            if ReturnTarget.origin(of: publicURL) == origin || returnOrigins.contains(origin) { return nil }
+        } else if request.headers[Self.secFetchSite]?.lowercased() == "same-origin" {
+            return nil
+        }
+        return GatewayError(
+            .forbidden, "csrf_refused", "sign-in and sign-out are accepted from the gateway's own pages only (Origin, or Sec-Fetch-Site: same-origin)")
+    }
+
+    static func message(_ error: ProviderSignIn.CallbackError) -> String {
+        switch error {
+        case .accessDenied: "The sign-in was declined at the identity provider."
+        case .providerUnavailable: "The identity provider cannot be reached right now; try again shortly."
+        default: "The identity provider's answer could not be used (\(error.rawValue)). Start the sign-in again."
+        }
+    }
+
+    static func query(_ request: Request) throws -> [String: String] {
+        guard let fields = FormEncoding.fields(Substring(request.uri.query ?? "")) else {
+            throw GatewayError.invalidRequest("the query must name each parameter once, percent-encoded as UTF-8")
+        }
+        return fields
+    }
+
+    static func form(_ request: Request) async throws -> [String: String] {
+        let contentType = request.headers[.contentType]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
+        guard contentType == "application/x-www-form-urlencoded" else {
+            throw GatewayError.invalidRequest("the sign-in form is sent as application/x-www-form-urlencoded")
+        }
+        let bytes: ByteBuffer
+        do {
+            bytes = try await request.body.collect(upTo: 8 << 10)
+        } catch {
+            throw GatewayError(.contentTooLarge, "payload_too_large", "a sign-in form is limited to 8192 bytes")
+        }
+        guard let fields = FormEncoding.fields(Substring(String(decoding: bytes.readableBytesView, as: UTF8.self))) else {
+            throw GatewayError.invalidRequest("the form must name each field once, percent-encoded as UTF-8")
+        }
+        return fields
+    }
+
+    /// `text` percent-encoded for a query value.
+    static func queryEncoded(_ text: String) -> String { BrowserSessionGate.percentEncoded(text) }
+
+    static let referrerPolicy = HTTPField.Name("Referrer-Policy")!
+    static let secFetchSite = HTTPField.Name("Sec-Fetch-Site")!
+}

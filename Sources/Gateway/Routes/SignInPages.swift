@@ -1,0 +1,65 @@
+import EdgeHTTP
+import HTTPTypes
+import Hummingbird
+
+/// The HTML the browser sign-in shows: the gateway's own account form (when no provider is
+/// configured), the choice of providers, and a failure. Everything interpolated is escaped; the
+/// pages load nothing, may not be framed, and post only to the gateway.
+enum SignInPages {
+    /// Fields every page carries: nothing cached, nothing loaded, never framed (a sign-in form in
+    /// another site's frame is clickjacking), no referrer.
+    static let headers: HTTPFields = [
+        .contentType: "text/html; charset=utf-8", .cacheControl: "no-store",
+        .contentSecurityPolicy: "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
+        HTTPField.Name("X-Frame-Options")!: "DENY", HTTPField.Name("Referrer-Policy")!: "no-referrer",
+    ]
+
+    static func response(_ status: HTTPResponse.Status, title: String, body: String) -> Response {
+        let page = """
+            <!doctype html>
+            <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
+            <title>\(RefusalPage.escaped(title))</title>
+            <style>body{font:16px/1.5 system-ui,sans-serif;max-width:28em;margin:4em auto;padding:0 1em;color:#222}
+            h1{font-size:1.4em}label{display:block;margin:.8em 0 .2em}input{width:100%;padding:.4em;box-sizing:border-box}
+            button{margin-top:1.2em;padding:.5em 1.2em}.error{color:#a00}</style>
+            </head><body><h1>\(RefusalPage.escaped(title))</h1>
+            \(body)
+            </body></html>
+
+            """
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: page)))
+    }
+
+    /// The gateway's own account form, posting to `/.portcullis/sign_in` with `rd`.
+    static func accountForm(rd: String, error: String? = nil, status: HTTPResponse.Status = .ok) -> Response {
+        let message = error.map { "<p class=\"error\" role=\"alert\">\(RefusalPage.escaped($0))</p>" } ?? ""
+        return response(
+            status, title: "Sign in",
+            body: """
+                \(message)<form method="post" action="/.portcullis/sign_in">
+                <input type="hidden" name="rd" value="\(RefusalPage.escaped(rd))">
+                <label for="username">Username</label><input id="username" name="username" autocomplete="username" required autofocus>
+                <label for="password">Password</label><input id="password" name="password" type="password" autocomplete="current-password" required>
+                <button type="submit">Sign in</button>
+                </form>
+                """)
+    }
+
+    /// The providers to choose from, each a link that starts its sign-in.
+    static func providerChoice(_ providers: [(name: String, displayName: String)], rd: String) -> Response {
+        let links = providers.map { provider in
+            let href = "/.portcullis/sign_in?rd=" + BrowserSessionRoutes.queryEncoded(rd) + "&provider=" + BrowserSessionRoutes.queryEncoded(provider.name)
+            return "<li><a href=\"\(RefusalPage.escaped(href))\">\(RefusalPage.escaped(provider.displayName))</a></li>"
+        }
+        return response(.ok, title: "Sign in", body: "<ul>" + links.joined() + "</ul>")
+    }
+
+    /// A sign-in that did not happen: why, and where to start again.
+    static func failure(_ status: HTTPResponse.Status, code: String, message: String) -> Response {
+        var response = response(
+            status, title: "Sign-in failed",
+            body: "<p>\(RefusalPage.escaped(message))</p><p><small>\(RefusalPage.escaped(code))</small></p><p><a href=\"/.portcullis/sign_in\">Sign in again</a></p>")
+        response.headers[HTTPField.Name("X-Portcullis-Error")!] = code
+        return response
+    }
+}

@@ -1,0 +1,138 @@
+import JOSE
+import Resilience
+import StateSurface
+import Synchronization
+import TrustedIssuers
+
+/// A browser session as a request meets it: its record and its claims, read once.
+public struct BrowserSession: Sendable {
+    public let record: BrowserSessionRecord
+    /// The record's claims, parsed.
+    public let claims: JSONObject
+
+    /// The caller the session speaks for, as a verified token's would (route policies and
+    /// identity fields read it the same way).
+    public var caller: AuthenticatedCaller {
+        AuthenticatedCaller(
+            userID: record.userID, tenantID: record.tenantID, clientID: nil, tokenID: "browser:" + record.cookieHash, issuedAt: record.createdAt,
+            expiresAt: record.expiresAt,
+            external: record.issuer.map { ExternalIdentity(issuer: $0, subject: record.subject ?? "", tenantID: record.tenantID) }, claims: claims)
+    }
+}
+
+/// The browser sessions this instance has met, by the hash of their cookie: a request with a
+/// known cookie is answered from memory, without a store round trip.
+///
+/// The record says who signed in and until when; whether the gateway session behind it still
+/// lives is the session ownership view's to say (kept true within a second across instances by
+/// the access-change feed), so a logout, a back-channel logout or a disabled account anywhere
+/// ends the cookie everywhere. The idle limit is kept in memory and written to the store at most
+/// once a minute per session and instance; a session idle here is read again from the store
+/// before it is declared ended (another instance may have seen it since).
+public final class BrowserSessionBook: Sendable {
+    let store: any BrowserSessionRepository
+    /// `gateway.browser_sessions.idle_minutes`, in seconds.
+    public let idleSeconds: Double
+    /// `gateway.browser_sessions.max_hours`, in seconds.
+    public let maximumSeconds: Double
+
+    private struct Entry {
+        var session: BrowserSession
+        /// The last request seen here, and the last time that was written to the store.
+        var lastSeen: Double
+        var lastWritten: Double
+    }
+
+    private let entries: Mutex<BoundedDictionary<String, Entry>>
+
+    /// How often a session's last-seen time is written to the store (at most).
+    static let writeInterval: Double = 60
+
+    public init(store: any BrowserSessionRepository, idleSeconds: Double, maximumSeconds: Double, capacity: Int = 100_000) {
+        self.store = store
+        self.idleSeconds = idleSeconds
+        self.maximumSeconds = maximumSeconds
+        entries = Mutex(BoundedDictionary(capacity: capacity))
+    }
+
+    /// How a cookie's value is kept: SHA-256, base64url.
+    public static func hash(_ cookieValue: String) throws -> String {
+        try Digest.sha256Base64URL(cookieValue)
+    }
+
+    /// Whether `value` has the form of a session cookie's value: 43 base64url characters (256 bits).
+    public static func isWellFormed(_ value: String) -> Bool {
+        value.utf8.count == 43 && Base64URL.isCanonical(value.utf8)
+    }
+
+    /// What memory says of a cookie.
+    public enum Lookup: Sendable {
+        /// A live session; `touch` says whether its last-seen time is due to be written.
+        case live(BrowserSession, touch: Bool)
+        /// Not known here, or idle here: ask the store (`load`).
+        case unknown
+        /// Past its absolute end.
+        case ended
+    }
+
+    /// Looks a cookie's hash up in memory, marking it seen at `now`.
+    public func lookup(cookieHash: String, now: Double) -> Lookup {
+        entries.withLock { entries in
+            guard var entry = entries[cookieHash] else { return .unknown }
+            if entry.session.record.expiresAt <= now {
+                entries.removeValue(forKey: cookieHash)
+                return .ended
+            }
+            if now - entry.lastSeen > idleSeconds { return .unknown }
+            entry.lastSeen = now
+            let touch = now - entry.lastWritten >= Self.writeInterval
+            if touch { entry.lastWritten = now }
+            entries.insert(entry, for: cookieHash)
+            return .live(entry.session, touch: touch)
+        }
+    }
+
+    /// Reads a cookie's record from the store: the session when it is live at `now` (kept in
+    /// memory from then on, its last-seen time written), `nil` when there is none or it has ended
+    /// (an ended one is deleted).
+    public func load(cookieHash: String, now: Double) async throws -> BrowserSession? {
+        guard let record = try await store.browserSession(cookieHash: cookieHash) else { return nil }
+        guard record.expiresAt > now, now - record.lastSeenAt <= idleSeconds else {
+            forget(cookieHash: cookieHash)
+            try await store.deleteBrowserSession(cookieHash: cookieHash)
+            return nil
+        }
+        let session = BrowserSession(record: record, claims: (try? StrictJSONReader().parseObject(Array(record.claims.utf8))) ?? [:])
+        try await store.touchBrowserSession(cookieHash: cookieHash, lastSeenAt: now)
+        entries.withLock { $0.insert(Entry(session: session, lastSeen: now, lastWritten: now), for: cookieHash) }
+        return session
+    }
+
+    /// Writes a session's last-seen time (after `lookup` said `touch`).
+    public func touch(cookieHash: String, now: Double) async {
+        try? await store.touchBrowserSession(cookieHash: cookieHash, lastSeenAt: now)
+    }
+
+    /// Stores a new session and keeps it in memory.
+    public func insert(_ record: BrowserSessionRecord, claims: JSONObject) async throws {
+        try await store.insertBrowserSession(record)
+        let session = BrowserSession(record: record, claims: claims)
+        entries.withLock { $0.insert(Entry(session: session, lastSeen: record.lastSeenAt, lastWritten: record.lastSeenAt), for: record.cookieHash) }
+    }
+
+    /// Forgets a cookie here (its session ended, or it was signed out).
+    public func forget(cookieHash: String) {
+        _ = entries.withLock { $0.removeValue(forKey: cookieHash) }
+    }
+
+    /// Ends a cookie's session record everywhere (sign-out): deleted from the store and forgotten here.
+    public func end(cookieHash: String) async throws {
+        forget(cookieHash: cookieHash)
+        try await store.deleteBrowserSession(cookieHash: cookieHash)
+    }
+
+    /// Deletes the records past their end or idle limit.
+    public func sweep(now: Double) async throws -> Int {
+        try await store.deleteExpiredBrowserSessions(now: now, idleCutoff: now - idleSeconds)
+    }
+}

@@ -1,0 +1,111 @@
+/// The gateway's browser cookies: their names on this deployment, reading them from a `Cookie`
+/// field, writing `Set-Cookie`, and removing them before a request goes upstream.
+///
+/// The session cookie is `__Host-portcullis` on https (host-only, `Path=/`), or
+/// `__Secure-portcullis` with `Domain` set to `gateway.cookie_domain` so that one sign-in covers
+/// every route host; `HttpOnly`, `Secure`, `SameSite=Lax` either way. On plain http (loopback
+/// development only) it is `portcullis`, without `Secure`, which browsers would not store there.
+/// A sign-in flow's cookie is the same name with `-flow-` and the flow's id after it.
+public struct SessionCookie: Sendable, Equatable {
+    /// The session cookie's name.
+    public let name: String
+    /// `Domain=` for the session cookie; `nil`: host-only.
+    public let domain: String?
+    /// Whether the cookies carry `Secure` (https).
+    public let secure: Bool
+
+    /// - Parameters:
+    ///   - secure: the public URL is https.
+    ///   - domain: `gateway.cookie_domain`, when set.
+    public init(secure: Bool, domain: String?) {
+        self.secure = secure
+        self.domain = secure ? domain : nil
+        name = secure ? (domain == nil ? "__Host-portcullis" : "__Secure-portcullis") : "portcullis"
+    }
+
+    /// The name of a sign-in flow's cookie (always host-only on the public host, where the callback is).
+    public func flowName(_ flowID: String) -> String {
+        (secure ? "__Host-portcullis" : "portcullis") + "-flow-" + flowID
+    }
+
+    /// The prefix of every flow cookie's name.
+    public var flowPrefix: String { (secure ? "__Host-portcullis" : "portcullis") + "-flow-" }
+
+    /// `Set-Cookie` for the session cookie, kept for `maxAge` seconds.
+    public func setting(_ value: String, maxAge: Int) -> String {
+        attributes(name + "=" + value, maxAge: maxAge, domain: domain)
+    }
+
+    /// `Set-Cookie` removing the session cookie.
+    public var clearing: String { attributes(name + "=", maxAge: 0, domain: domain) }
+
+    /// `Set-Cookie` for a flow's cookie, kept for `maxAge` seconds.
+    public func settingFlow(_ flowID: String, value: String, maxAge: Int) -> String {
+        attributes(flowName(flowID) + "=" + value, maxAge: maxAge, domain: nil)
+    }
+
+    /// `Set-Cookie` removing the cookie named `name` (a flow's), host-only.
+    public func clearing(named name: String) -> String { attributes(name + "=", maxAge: 0, domain: nil) }
+
+    private func attributes(_ pair: String, maxAge: Int, domain: String?) -> String {
+        var text = pair + "; Path=/; Max-Age=\(maxAge); HttpOnly; SameSite=Lax"
+        if let domain { text += "; Domain=" + domain }
+        if secure { text += "; Secure" }
+        return text
+    }
+
+    /// Each `name=value` pair of `Cookie` fields' values, in order (RFC 6265 §5.4: `; ` between pairs).
+    public static func pairs<S: Sequence<String>>(_ values: S) -> [(name: Substring, value: Substring)] {
+        var result: [(Substring, Substring)] = []
+        for value in values {
+            for piece in value.split(separator: ";") {
+                let trimmed = piece.drop { $0 == " " || $0 == "\t" }
+                guard let equals = trimmed.firstIndex(of: "=") else { continue }
+                var cookieValue = trimmed[trimmed.index(after: equals)...]
+                while cookieValue.last == " " || cookieValue.last == "\t" { cookieValue = cookieValue.dropLast() }
+                result.append((trimmed[..<equals], cookieValue))
+            }
+        }
+        return result
+    }
+
+    /// What the session cookie holds in these `Cookie` values.
+    public enum Found: Sendable, Equatable {
+        case none
+        case one(String)
+        /// Sent more than once (a cookie set by another host under the domain may shadow ours): refused, never guessed.
+        case several
+    }
+
+    /// The session cookie's value among `values` (`Cookie` fields).
+    public func sessionValue<S: Sequence<String>>(in values: S) -> Found {
+        var found: String?
+        for (cookieName, value) in Self.pairs(values) where cookieName == name {
+            if found != nil { return .several }
+            found = String(value)
+        }
+        return found.map(Found.one) ?? .none
+    }
+
+    /// Whether `cookieName` is one the gateway sets (any deployment's spelling, any case): never sent upstream.
+    public static func isGatewayCookie(_ cookieName: Substring) -> Bool {
+        let lowered = cookieName.lowercased()
+        for base in ["portcullis", "__host-portcullis", "__secure-portcullis"] where lowered == base || lowered.hasPrefix(base + "-") {
+            return true
+        }
+        return false
+    }
+
+    /// A `Cookie` value without the gateway's cookies, the app's own kept in order; `nil` when nothing is left.
+    public static func withoutGatewayCookies(_ value: String) -> String? {
+        // The common case, a field without any of ours, is passed on as it came.
+        guard value.range(of: "portcullis", options: .caseInsensitive) != nil else { return value }
+        let kept = value.split(separator: ";").filter { piece in
+            let trimmed = piece.drop { $0 == " " || $0 == "\t" }
+            let cookieName = trimmed.prefix { $0 != "=" }
+            return !isGatewayCookie(cookieName)
+        }
+        let joined = kept.map { $0.drop { $0 == " " || $0 == "\t" } }.joined(separator: "; ")
+        return joined.isEmpty ? nil : joined
+    }
+}

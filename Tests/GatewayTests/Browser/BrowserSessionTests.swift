@@ -1,0 +1,411 @@
+import DataPlane
+import Foundation
+import Gateway
+import JOSE
+import NIOHTTP1
+import PortcullisTestSupport
+import ProviderLogin
+import SecurityGuard
+import StateSurface
+import Testing
+import TrafficCop
+
+/// A browser's cookie jar, as much of one as these tests need: `Set-Cookie` taken in, `Cookie` sent back.
+struct CookieJar {
+    private(set) var cookies: [(name: String, value: String)] = []
+    /// Every `Set-Cookie` of the last answer, in order.
+    private(set) var lastSet: [String] = []
+
+    mutating func take(_ answer: Answer) {
+        lastSet = answer.headers["Set-Cookie"]
+        for line in lastSet {
+            let pair = line.split(separator: ";").first.map(String.init) ?? ""
+            guard let equals = pair.firstIndex(of: "=") else { continue }
+            let name = String(pair[..<equals])
+            let value = String(pair[pair.index(after: equals)...])
+            cookies.removeAll { $0.name == name }
+            if !line.contains("Max-Age=0") { cookies.append((name, value)) }
+        }
+    }
+
+    subscript(name: String) -> String? { cookies.first { $0.name == name }?.value }
+
+    var header: (String, String) { ("Cookie", cookies.map { $0.name + "=" + $0.value }.joined(separator: "; ")) }
+}
+
+/// Browser sessions (issue 44): `auth: browser` routes, the sign-in by redirect through a provider
+/// or the account form, the session cookie, cross-site refusals, policies, sign-out and the
+/// provider's back-channel logout, through the real gateway, the fake provider and a recording upstream.
+@Suite("Browser sessions: the cookie, the sign-in by redirect, sign-out")
+struct BrowserSessionTests {
+    static let navigation: [(String, String)] = [("Accept", "text/html,application/xhtml+xml;q=0.9,*/*;q=0.8"), ("Sec-Fetch-Mode", "navigate")]
+
+    /// A gateway whose provider `acme` users sign in through, with an `auth: browser` route at `/app` to `upstream`.
+    static func withBrowserGateway(
+        routes: @escaping (String) -> [ProxyRoute] = { [Self.browserRoute("/app", $0)] },
+        provider configureProvider: (FakeProvider) -> Void = { _ in },
+        _ body: (FakeProvider, GatewayFixture, RecordingUpstream.Targets) async throws -> Void
+    ) async throws {
+        let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
+        configureProvider(provider)
+        let targets = RecordingUpstream.Targets()
+        let upstream = try await RecordingUpstream.start(recording: targets)
+        let secret = try ProviderLoginTests.clientSecret()
+        defer { try? FileManager.default.removeItem(atPath: secret) }
+        var entry = provider.trust()
+        entry.login = ProviderLoginTests.login("acme", secretFile: secret, displayName: "Acme SSO")
+        let fixture = try await TrustedIssuerTests.gateway([provider], configure: { configuration in
+            configuration.routes = routes("http://127.0.0.1:\(upstream.port)")
+            configuration.rateLimits[.loginPerClient] = RateLimit(perMinute: 6_000, burst: 200)
+        }, entries: [entry])
+        try await body(provider, fixture, targets)
+        try await fixture.stop()
+        try await upstream.stop()
+        try await provider.stop()
+    }
+
+    static func browserRoute(_ prefix: String, _ upstream: String, policy: RoutePolicy? = nil) -> ProxyRoute {
+        var route = ProxyRoute(prefix: prefix, upstream: upstream, policy: policy)
+        route.acceptsSessionCookie = true
+        route.identityFields = IdentityFieldNames(user: "X-Remote-User", email: "X-Remote-Email", groups: "X-Remote-Groups")
+        return route
+    }
+
+    static func get(_ fixture: GatewayFixture, _ path: String, _ jar: CookieJar, headers: [(String, String)] = []) async throws -> Answer {
+        try await Answer.request(.GET, fixture.baseURL + path, headers: headers + (jar.cookies.isEmpty ? [] : [jar.header]), followRedirects: false)
+    }
+
+    /// The path and query of an absolute URL (the fixture's public URL names another port than it listens on).
+    static func pathOf(_ url: String) -> String {
+        guard let components = URLComponents(string: url) else { return url }
+        return components.percentEncodedPath + (components.percentEncodedQuery.map { "?" + $0 } ?? "")
+    }
+
+    /// A whole sign-in in `jar`'s browser, from `/.portcullis/sign_in?rd=rd`: the answer of the callback.
+    static func signIn(_ fixture: GatewayFixture, _ provider: FakeProvider, _ jar: inout CookieJar, rd: String = "/app/after") async throws -> Answer {
+        let start = try await get(fixture, "/.portcullis/sign_in?rd=" + FormEncoding.encode(rd), jar, headers: navigation)
+        guard start.status == 302, let authorization = start.headers["Location"].first else { throw FixtureError("sign_in answered \(start.status): \(start.raw)") }
+        jar.take(start)
+        let callback = try await ProviderSignInTests.approve(provider, .init(session: "", authorizationURL: authorization))
+        let back = try await get(fixture, pathOf(callback), jar, headers: navigation)
+        jar.take(back)
+        return back
+    }
+
+    @Test("a navigation to an auth: browser route without a session is a 302 to the public host's /.portcullis/sign_in with rd = the page asked for (no access_token); an app's own fetch gets 401 JSON, never HTML; nothing reaches the upstream")
+    func navigationIsSentToSignIn() async throws {
+        try await Self.withBrowserGateway { _, fixture, targets in
+            let jar = CookieJar()
+            let page = try await Self.get(fixture, "/app/dashboards/1?tab=2&access_token=x", jar, headers: Self.navigation + [("Host", "127.0.0.1:\(fixture.gatewayPort)")])
+            #expect(page.status == 302, "\(page.raw)")
+            let location = try #require(page.headers["Location"].first)
+            #expect(location.hasPrefix("http://127.0.0.1:8080/.portcullis/sign_in?rd="), "\(location)")
+            #expect(ProviderLoginTests.query(location)["rd"] == "http://127.0.0.1:\(fixture.gatewayPort)/app/dashboards/1?tab=2")
+            #expect(page.headers["Cache-Control"].first == "no-store")
+            // An older browser without Sec-Fetch-*: Accept preferring HTML makes it a navigation.
+            let old = try await Self.get(fixture, "/app/x", jar, headers: [("Accept", "text/html")])
+            #expect(old.status == 302)
+            for headers in [[("Accept", "application/json")], [("Accept", "text/html"), ("Sec-Fetch-Mode", "cors")], [("Accept", "text/html;q=0")], []] {
+                let fetch = try await Self.get(fixture, "/app/api/data", jar, headers: headers)
+                #expect(fetch.status == 401 && fetch.error == "token_missing", "\(headers): \(fetch.raw)")
+                #expect(fetch.headers["Content-Type"].first?.hasPrefix("application/json") == true)
+            }
+            let post = try await Answer.request(.POST, fixture.baseURL + "/app/x", headers: Self.navigation, body: "{}", followRedirects: false)
+            #expect(post.status == 401, "a POST is never redirected")
+            #expect(targets.all.isEmpty, "\(targets.all)")
+        }
+    }
+
+    @Test("the provider sign-in end to end: a flow cookie and a 302 to the provider; the callback in the same browser sets the session cookie (HttpOnly, SameSite=Lax, Path=/, no session id, no token) and 302s to rd; the cookie reaches the route as the user, with the identity fields and an assertion naming the session, the gateway's cookies stripped and the app's kept")
+    func providerSignInEndToEnd() async throws {
+        try await Self.withBrowserGateway(provider: { $0.flow.withLock { $0.idTokenClaims = ["email": "ann@example.com", "groups": ["staff", "grafana-users"]] } }) {
+            provider, fixture, targets in
+            var jar = CookieJar()
+            let start = try await Self.get(fixture, "/.portcullis/sign_in?rd=%2Fapp%2Fafter", jar, headers: Self.navigation)
+            #expect(start.status == 302, "\(start.raw)")
+            let flowCookies = start.headers["Set-Cookie"]
+            #expect(flowCookies.count == 1 && flowCookies[0].hasPrefix("portcullis-flow-") && flowCookies[0].contains("HttpOnly")
+                && flowCookies[0].contains("SameSite=Lax") && flowCookies[0].contains("Max-Age=600"), "\(flowCookies)")
+            jar.take(start)
+            let back = try await Self.get(
+                fixture, Self.pathOf(try await ProviderSignInTests.approve(provider, .init(session: "", authorizationURL: start.headers["Location"].first ?? ""))),
+                jar, headers: Self.navigation)
+            #expect(back.status == 302, "\(back.raw)")
+            #expect(back.headers["Location"].first == "/app/after")
+            jar.take(back)
+            let set = try #require(back.headers["Set-Cookie"].first { $0.hasPrefix("portcullis=") })
+            #expect(set.contains("HttpOnly") && set.contains("SameSite=Lax") && set.contains("Path=/") && !set.contains("Secure"), "plain http on loopback: \(set)")
+            #expect(back.headers["Set-Cookie"].contains { $0.hasPrefix("portcullis-flow-") && $0.contains("Max-Age=0") }, "the flow cookie is cleared")
+            let value = try #require(jar["portcullis"])
+            fixture.remember(value)
+            #expect(value.utf8.count == 43 && !value.hasPrefix("ses_") && !value.contains("."))
+
+            let page = try await Self.get(fixture, "/app/after", jar, headers: Self.navigation + [("Cookie", "theme=dark; portcullis-other=x")])
+            #expect(page.status == 200, "\(page.raw)")
+            let received = page.receivedHeaders
+            #expect(received["x-remote-user"]?.first?.hasPrefix("ext_") == true)
+            #expect(received["x-remote-email"] == ["ann@example.com"])
+            #expect(received["x-remote-groups"] == ["staff,grafana-users"])
+            let cookies = received["cookie"] ?? []
+            #expect(cookies.allSatisfy { !$0.contains("portcullis") } && cookies.contains("theme=dark"), "\(cookies)")
+            let assertion = try #require(received["x-portcullis-assertion"]?.first)
+            fixture.remember(assertion)
+            let claims = try ProviderSignInTests.claims(assertion)
+            #expect(claims["session_id"]?.stringValue?.hasPrefix("ses_") == true && claims["idp_sub"] == "user-1", "\(claims)")
+            #expect(targets.all == ["GET /after"])
+
+            let info = try await Self.get(fixture, "/.portcullis/userinfo", jar)
+            #expect(info.status == 200 && info["email"] == "ann@example.com" && info.json["groups"] == ["staff", "grafana-users"], "\(info.raw)")
+            #expect(info["user"]?.hasPrefix("ext_") == true && info.headers["Cache-Control"].first == "no-store")
+            let nobody = try await Self.get(fixture, "/.portcullis/userinfo", CookieJar())
+            #expect(nobody.status == 401 && nobody.error == "not_signed_in")
+            // Kept in the store by its hash only.
+            let stored = try await fixture.state.browserSession(cookieHash: try BrowserSessionBook.hash(value))
+            #expect(stored?.userID.hasPrefix("ext_") == true && stored?.claims.contains(value) == false)
+        }
+    }
+
+    @Test("the callback completes only in the browser that started the flow: without its flow cookie (login CSRF, another browser) or with another flow's secret it is a page refusing the sign-in, and no session cookie is set")
+    func flowBoundToItsBrowser() async throws {
+        try await Self.withBrowserGateway { provider, fixture, _ in
+            var starter = CookieJar()
+            let start = try await Self.get(fixture, "/.portcullis/sign_in?rd=/app/x", starter, headers: Self.navigation)
+            starter.take(start)
+            let callback = Self.pathOf(try await ProviderSignInTests.approve(provider, .init(session: "", authorizationURL: start.headers["Location"].first ?? "")))
+            // The attacker's callback URL opened in the victim's browser, which holds no flow cookie.
+            let elsewhere = try await Self.get(fixture, callback, CookieJar(), headers: Self.navigation)
+            #expect(elsewhere.status == 400 && elsewhere.headers["X-Portcullis-Error"].first == "flow_cookie_missing", "\(elsewhere.raw)")
+            #expect(elsewhere.headers["Content-Type"].first?.hasPrefix("text/html") == true)
+            #expect(!elsewhere.headers["Set-Cookie"].contains { $0.hasPrefix("portcullis=") })
+            // The flow is spent by that attempt: the starter's own browser must start again.
+            let again = try await Self.get(fixture, callback, starter, headers: Self.navigation)
+            #expect(again.status == 400, "\(again.raw)")
+
+            // A flow cookie of the right name with another secret.
+            var forger = CookieJar()
+            let second = try await Self.get(fixture, "/.portcullis/sign_in?rd=/app/x", forger, headers: Self.navigation)
+            forger.take(second)
+            let name = try #require(forger.cookies.first?.name)
+            let wrong = try await Self.get(
+                fixture, Self.pathOf(try await ProviderSignInTests.approve(provider, .init(session: "", authorizationURL: second.headers["Location"].first ?? ""))),
+                CookieJar(), headers: Self.navigation + [("Cookie", name + "=" + Base64URL.encode(try SecureRandom.bytes(32)))])
+            #expect(wrong.status == 400 && wrong.headers["X-Portcullis-Error"].first == "flow_cookie_mismatch", "\(wrong.raw)")
+            #expect(!wrong.headers["Set-Cookie"].contains { $0.hasPrefix("portcullis=") })
+        }
+    }
+
+    @Test("several tabs sign in at once, each flow with a cookie of its own; past five flow cookies a new sign-in clears them (never a header that grows until 431)")
+    func severalTabs() async throws {
+        try await Self.withBrowserGateway { provider, fixture, _ in
+            var jar = CookieJar()
+            var starts: [Answer] = []
+            for tab in 0..<2 {
+                let start = try await Self.get(fixture, "/.portcullis/sign_in?rd=/app/tab\(tab)", jar, headers: Self.navigation)
+                jar.take(start)
+                starts.append(start)
+            }
+            #expect(jar.cookies.count == 2)
+            // The second tab finishes first, then the first: both sign in.
+            for (index, start) in starts.enumerated().reversed() {
+                let back = try await Self.get(
+                    fixture, Self.pathOf(try await ProviderSignInTests.approve(provider, .init(session: "", authorizationURL: start.headers["Location"].first ?? ""))),
+                    jar, headers: Self.navigation)
+                #expect(back.status == 302 && back.headers["Location"].first == "/app/tab\(index)", "\(back.raw)")
+                jar.take(back)
+            }
+            var many = CookieJar()
+            for _ in 0..<BrowserSessionRoutesLimits.maximumFlowCookies {
+                many.take(try await Self.get(fixture, "/.portcullis/sign_in?rd=/app/x", many, headers: Self.navigation))
+            }
+            #expect(many.cookies.count == BrowserSessionRoutesLimits.maximumFlowCookies)
+            let past = try await Self.get(fixture, "/.portcullis/sign_in?rd=/app/x", many, headers: Self.navigation)
+            many.take(past)
+            #expect(past.headers["Set-Cookie"].filter { $0.contains("Max-Age=0") }.count == BrowserSessionRoutesLimits.maximumFlowCookies)
+            #expect(many.cookies.count == 1)
+        }
+    }
+
+    @Test("a cookie that is not the gateway's is refused naming the mix-up: a session_id (session_id_as_cookie), a JWT (token_as_cookie), anything else (session_cookie_invalid); the cookie twice is 400; an unknown one sends a navigation to sign in")
+    func cookieConfusions() async throws {
+        try await Self.withBrowserGateway { _, fixture, targets in
+            let jwt = "eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln"
+            let cases: [(String, Int, String)] = [
+                ("portcullis=ses_AAAAAAAAAAAAAAAAAAAAAA", 401, "session_id_as_cookie"), ("portcullis=\(jwt)", 401, "token_as_cookie"),
+                ("portcullis=short", 401, "session_cookie_invalid"), ("portcullis=\(String(repeating: "A", count: 43)); portcullis=\(String(repeating: "B", count: 43))", 400, "session_cookie_ambiguous"),
+            ]
+            for (cookie, status, error) in cases {
+                let answer = try await Self.get(fixture, "/app/x", CookieJar(), headers: [("Cookie", cookie)])
+                #expect(answer.status == status && answer.error == error, "\(cookie): \(answer.raw)")
+            }
+            let unknown = try await Self.get(fixture, "/app/x", CookieJar(), headers: Self.navigation + [("Cookie", "portcullis=" + Base64URL.encode(try SecureRandom.bytes(32)))])
+            #expect(unknown.status == 302, "\(unknown.raw)")
+            #expect(targets.all.isEmpty)
+        }
+    }
+
+    @Test("with the cookie, a POST, PUT, PATCH or DELETE from another origin (or with neither Origin nor Sec-Fetch-Site: same-origin) is 403 csrf_refused and never reaches the upstream; the app's own origin passes; a Bearer request is unchanged")
+    func crossSiteRequests() async throws {
+        try await Self.withBrowserGateway { provider, fixture, targets in
+            var jar = CookieJar()
+            _ = try await Self.signIn(fixture, provider, &jar)
+            let own = "http://127.0.0.1:\(fixture.gatewayPort)"
+            for method in [HTTPMethod.POST, .PUT, .PATCH, .DELETE] {
+                for headers in [[("Origin", "https://evil.example")], [("Origin", "null")], [], [("Sec-Fetch-Site", "cross-site")], [("Sec-Fetch-Site", "same-site")]] {
+                    let answer = try await Answer.request(method, fixture.baseURL + "/app/x", headers: headers + [jar.header], body: "{}", followRedirects: false)
+                    #expect(answer.status == 403 && answer.error == "csrf_refused", "\(method) \(headers): \(answer.raw)")
+                }
+            }
+            #expect(targets.all.isEmpty, "\(targets.all)")
+            let sameOrigin = try await Answer.request(.POST, fixture.baseURL + "/app/x", headers: [("Origin", own), jar.header], body: "{}", followRedirects: false)
+            #expect(sameOrigin.status == 200, "\(sameOrigin.raw)")
+            let fetchSite = try await Answer.request(.DELETE, fixture.baseURL + "/app/x", headers: [("Sec-Fetch-Site", "same-origin"), jar.header], followRedirects: false)
+            #expect(fetchSite.status == 200, "\(fetchSite.raw)")
+            try await fixture.addUser("bob")
+            let bob = try await fixture.login("bob")
+            let bearer = try await Answer.request(
+                .POST, fixture.baseURL + "/app/x", bearer: bob.accessToken, headers: [("Origin", "https://evil.example")], body: "{}", followRedirects: false)
+            #expect(bearer.status == 200, "Bearer requests carry no ambient credential: \(bearer.raw)")
+        }
+    }
+
+    @Test("a signed-in user outside the route's policy gets a 403 page for a navigation and 403 JSON for a fetch, never a redirect to sign in (no loop)")
+    func policyRefusalIsAPage() async throws {
+        let policy = RoutePolicy(anyOf: [RoutePolicy.ClaimRule(path: "groups", contains: "admins")].compactMap { $0 })
+        try await Self.withBrowserGateway(routes: { [Self.browserRoute("/app", $0, policy: policy)] }) { provider, fixture, targets in
+            var jar = CookieJar()
+            _ = try await Self.signIn(fixture, provider, &jar)
+            let page = try await Self.get(fixture, "/app/x", jar, headers: Self.navigation)
+            #expect(page.status == 403 && page.headers["Content-Type"].first?.hasPrefix("text/html") == true, "\(page.raw)")
+            #expect(page.headers["Location"].isEmpty && page.raw.contains("Not allowed"))
+            let fetch = try await Self.get(fixture, "/app/x", jar, headers: [("Accept", "application/json")])
+            #expect(fetch.status == 403 && fetch.error == "insufficient_scope", "\(fetch.raw)")
+            #expect(targets.all.isEmpty)
+        }
+    }
+
+    @Test("sign-out: a cross-site POST is refused and a GET signs nobody out; a same-origin POST ends the session everywhere, clears the cookie and 303s to the provider's end-session URL; the old cookie then sends a navigation to sign in")
+    func signOut() async throws {
+        try await Self.withBrowserGateway { provider, fixture, _ in
+            var jar = CookieJar()
+            _ = try await Self.signIn(fixture, provider, &jar)
+            let cookie = jar.header
+            let crossSite = try await Answer.request(.POST, fixture.baseURL + "/.portcullis/sign_out", headers: [("Origin", "https://evil.example"), cookie], followRedirects: false)
+            #expect(crossSite.status == 403 && crossSite.error == "csrf_refused", "\(crossSite.raw)")
+            let viaGet = try await Self.get(fixture, "/.portcullis/sign_out", jar)
+            #expect(viaGet.status == 405, "\(viaGet.raw)")
+            #expect(try await Self.get(fixture, "/app/x", jar).status == 200, "still signed in")
+            let out = try await Answer.request(
+                .POST, fixture.baseURL + "/.portcullis/sign_out?rd=%2Fapp%2Fbye", headers: [("Origin", "http://127.0.0.1:8080"), cookie], followRedirects: false)
+            #expect(out.status == 303, "\(out.raw)")
+            let location = try #require(out.headers["Location"].first)
+            #expect(location.hasPrefix(provider.issuer) && ProviderLoginTests.query(location)["post_logout_redirect_uri"] == "http://127.0.0.1:8080/app/bye", "\(location)")
+            #expect(ProviderLoginTests.query(location)["id_token_hint"] != nil)
+            #expect(out.headers["Set-Cookie"].contains { $0.hasPrefix("portcullis=;") && $0.contains("Max-Age=0") })
+            let after = try await Self.get(fixture, "/app/x", jar, headers: Self.navigation)
+            #expect(after.status == 302 && after.headers["Location"].first?.contains("/.portcullis/sign_in") == true, "\(after.raw)")
+        }
+    }
+
+    @Test("the provider's back-channel logout ends the cookie session: the next navigation is sent to sign in, the next fetch is 401")
+    func backChannelLogoutEndsCookieSessions() async throws {
+        try await Self.withBrowserGateway { provider, fixture, _ in
+            var jar = CookieJar()
+            _ = try await Self.signIn(fixture, provider, &jar)
+            #expect(try await Self.get(fixture, "/app/x", jar).status == 200)
+            let logout = try await ProviderSignInTests.backChannel(fixture, try provider.logoutToken(sid: "sid-1", sub: nil))
+            #expect(logout.status == 200, "\(logout.raw)")
+            let navigation = try await Self.get(fixture, "/app/x", jar, headers: Self.navigation)
+            #expect(navigation.status == 302, "\(navigation.raw)")
+            let fetch = try await Self.get(fixture, "/app/x", jar)
+            #expect(fetch.status == 401, "\(fetch.raw)")
+        }
+    }
+
+    @Test("sign_in's rd is checked before any flow starts: another site, a scheme-relative or backslash spelling, userinfo, a non-route host are a 400 page; a path or a route host passes")
+    func returnAddressChecked() async throws {
+        try await Self.withBrowserGateway { _, fixture, _ in
+            for rd in ["//evil.com", "/\\evil.com", "https://evil.com/", "https://127.0.0.1:8080@evil.com/", "http:www.evil.com", "/%09/evil.com", "javascript:alert(1)"] {
+                let answer = try await Self.get(fixture, "/.portcullis/sign_in?rd=" + FormEncoding.encode(rd), CookieJar(), headers: Self.navigation)
+                #expect(answer.status == 400 && answer.headers["X-Portcullis-Error"].first == "redirect_invalid", "\(rd): \(answer.status)")
+                #expect(answer.headers["Set-Cookie"].isEmpty && answer.headers["Location"].isEmpty)
+            }
+            for rd in ["/app/x?y=1", "http://127.0.0.1:8080/app/x"] {
+                let answer = try await Self.get(fixture, "/.portcullis/sign_in?rd=" + FormEncoding.encode(rd), CookieJar(), headers: Self.navigation)
+                #expect(answer.status == 302, "\(rd): \(answer.raw)")
+            }
+        }
+    }
+
+    @Test("without a provider the sign-in page is the gateway's own account form: a wrong password is the form again (401) and counts as a failed login, the right one 303s to rd with the session cookie; a cross-site post is refused")
+    func accountForm() async throws {
+        let targets = RecordingUpstream.Targets()
+        let upstream = try await RecordingUpstream.start(recording: targets)
+        let fixture = try await GatewayFixture { $0.routes = [Self.browserRoute("/app", "http://127.0.0.1:\(upstream.port)")] }
+        try await fixture.addUser("alice")
+        let form = try await Self.get(fixture, "/.portcullis/sign_in?rd=%2Fapp%2Fhome", CookieJar(), headers: Self.navigation)
+        #expect(form.status == 200 && form.raw.contains("<form method=\"post\" action=\"/.portcullis/sign_in\">") && form.raw.contains("value=\"/app/home\""))
+        #expect(form.headers["Content-Security-Policy"].first?.contains("frame-ancestors 'none'") == true)
+        let own = [("Origin", "http://127.0.0.1:8080"), ("Content-Type", "application/x-www-form-urlencoded")]
+        func post(_ body: String, _ headers: [(String, String)]) async throws -> Answer {
+            try await Answer.request(.POST, fixture.baseURL + "/.portcullis/sign_in", headers: headers, body: body, followRedirects: false)
+        }
+        let wrong = try await post("username=alice&password=nope&rd=%2Fapp%2Fhome", own)
+        #expect(wrong.status == 401 && wrong.raw.contains("role=\"alert\"") && wrong.headers["Set-Cookie"].isEmpty, "\(wrong.raw)")
+        let crossSite = try await post("username=alice&password=correct+horse+battery&rd=%2Fapp%2Fhome", [("Origin", "https://evil.example"), own[1]])
+        #expect(crossSite.status == 403 && crossSite.error == "csrf_refused")
+        let right = try await post("username=alice&password=correct+horse+battery&rd=%2Fapp%2Fhome", own)
+        #expect(right.status == 303 && right.headers["Location"].first == "/app/home", "\(right.raw)")
+        var jar = CookieJar()
+        jar.take(right)
+        let value = try #require(jar["portcullis"])
+        fixture.remember(value)
+        let page = try await Self.get(fixture, "/app/home", jar)
+        #expect(page.status == 200 && page.receivedHeaders["x-remote-user"]?.first?.hasPrefix("usr_") == true, "\(page.raw)")
+        try await fixture.stop()
+        try await upstream.stop()
+    }
+}
+
+/// The limits of `/.portcullis/sign_in` the tests check against.
+enum BrowserSessionRoutesLimits {
+    static let maximumFlowCookies = 5
+}
+
+@Suite("Browser session records: idle and absolute limits")
+struct BrowserSessionBookTests {
+    static func record(_ hash: String, createdAt: Double, expiresAt: Double) -> BrowserSessionRecord {
+        BrowserSessionRecord(
+            cookieHash: hash, sessionID: "ses_AAAAAAAAAAAAAAAAAAAAAA", userID: "usr_1", tenantID: "default", issuer: nil, subject: nil, provider: nil,
+            claims: "{}", createdAt: createdAt, lastSeenAt: createdAt, expiresAt: expiresAt)
+    }
+
+    @Test("a session ends after idle_minutes without a request and at max_hours whatever its use, in memory and in the store; use within the idle limit keeps it, and another instance's use (in the store) counts")
+    func lifetimes() async throws {
+        let directory = NSTemporaryDirectory() + "portcullis-browser-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try SQLiteStateSurface(path: directory + "/state.sqlite", busyTimeout: 5)
+        let book = BrowserSessionBook(store: store, idleSeconds: 600, maximumSeconds: 3_600)
+        let other = BrowserSessionBook(store: store, idleSeconds: 600, maximumSeconds: 3_600)
+        try await book.insert(Self.record("idle", createdAt: 1_000, expiresAt: 4_600), claims: [:])
+        try await book.insert(Self.record("used", createdAt: 1_000, expiresAt: 4_600), claims: [:])
+        for now in stride(from: 1_300.0, through: 4_500, by: 300) {
+            guard case .live = book.lookup(cookieHash: "used", now: now) else { Issue.record("used at \(now) but ended"); break }
+        }
+        if case .live = book.lookup(cookieHash: "used", now: 4_700) { Issue.record("alive past max_hours") }
+        #expect(try await book.load(cookieHash: "used", now: 4_700) == nil)
+        #expect(try await store.browserSession(cookieHash: "used") == nil, "an ended record is deleted")
+        // Idle here for 700 s: memory does not decide alone; the store (no other use) ends it.
+        guard case .unknown = book.lookup(cookieHash: "idle", now: 1_700) else { Issue.record("idle beyond the limit answered from memory"); return }
+        #expect(try await book.load(cookieHash: "idle", now: 1_700) == nil)
+        // Used on another instance: that use is in the store, so this one keeps it.
+        try await book.insert(Self.record("shared", createdAt: 2_000, expiresAt: 5_600), claims: [:])
+        _ = try await other.load(cookieHash: "shared", now: 2_500)
+        guard case .unknown = book.lookup(cookieHash: "shared", now: 2_700) else { Issue.record("idle here answered from memory"); return }
+        #expect(try await book.load(cookieHash: "shared", now: 2_700) != nil)
+        try await book.insert(Self.record("swept", createdAt: 3_000, expiresAt: 6_600), claims: [:])
+        #expect(try await book.sweep(now: 3_700) >= 1)
+        #expect(try await store.browserSession(cookieHash: "swept") == nil)
+        await store.shutdown()
+    }
+}
