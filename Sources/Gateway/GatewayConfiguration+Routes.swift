@@ -1,6 +1,7 @@
 import ConfigurationReading
 import DataPlane
 import Foundation
+import TrustedIssuers
 
 extension GatewayConfiguration {
     /// The host of the public URL, lower case: where the API, the sign-in and the callback are served.
@@ -11,11 +12,17 @@ extension GatewayConfiguration {
     /// Checks `routes` as a whole against this gateway's public host and `cookie_domain`, at
     /// start and at every reload (neither of those two changes without a restart).
     ///
-    /// - Throws: `ConfigurationError` naming `gateway.routes[N]` for two routes serving the same
+    /// - Throws: `ConfigurationError` naming `gateway.routes[N]` for an `auth: browser` route
+    ///   while the public URL is plain http off loopback, two routes serving the same
     ///   host and prefix, a route host that is neither the public host nor under `cookie_domain`
     ///   (at a dot: `example.com` never covers `badexample.com`), or a route on the public host
     ///   over one of the gateway's own paths.
     func checkRoutes(_ routes: [ProxyRoute]) throws(ConfigurationError) {
+        if let index = routes.firstIndex(where: \.acceptsSessionCookie), !servesBrowsersOverHTTPS, !(publicHost.map(LoopbackHost.contains) ?? false) {
+            throw ConfigurationError(
+                fileKey: "gateway.routes[\(index)].auth",
+                "is browser while gateway.public_url (\(effectivePublicURL)) is plain http on a host that is not loopback: the session cookie would travel in the clear; serve https (gateway.tls, or a TLS proxy in front and an https public_url)")
+        }
         for (index, route) in routes.enumerated() {
             let key = "gateway.routes[\(index)]"
             if let problem = route.problem { throw ConfigurationError(fileKey: key, problem) }

@@ -78,6 +78,10 @@ struct ServeCommand: AsyncParsableCommand {
         if !PasswordHasher.keepWorkAreas() {
             logger.notice("scrypt work areas are not kept: each password check maps its own 32 MiB (libcrypto refused the allocator)")
         }
+        if gateway.routes.contains(where: \.acceptsSessionCookie), !gateway.servesBrowsersOverHTTPS {
+            logger.warning(
+                "auth: browser routes over plain http: the session cookie is not Secure; for loopback development only (an https gateway.public_url makes it __Host-portcullis)")
+        }
         let accessLog = accessSink.map { (sink: $0, format: settings.logFormat) }
         // Shared secrets are read (and refused when others can read them) before anything is created.
         // Made even with no issuers: a reload may add some.

@@ -172,6 +172,8 @@ struct HostRouteTests {
             ("  routes:\n    - {prefix: /app, upstream: 'http://127.0.0.1:3000', identity_headers: {user: X-User, email: x_user}}\n",
              "gateway.routes[0].identity_headers.email"),
             ("  routes:\n    - {prefix: /app, upstream: 'http://127.0.0.1:3000', identity_headers: {login: X-User}}\n", "gateway.routes[0].identity_headers.login"),
+            ("  public_url: http://auth.example.com\n  routes:\n    - {prefix: /app, upstream: 'http://127.0.0.1:3000', auth: browser}\n", "gateway.routes[0].auth"),
+            ("  routes:\n    - {prefix: /app, upstream: 'http://127.0.0.1:3000', sign_in: acme}\n", "gateway.routes[0].sign_in"),
         ]
         for (yaml, key) in refused {
             let error = try await Self.refusal(yaml)
