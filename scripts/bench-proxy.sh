@@ -5,7 +5,8 @@
 # one run, rounds interleaved. One row uses a trusted identity provider's token
 # (trust.issuers, its JWKS served on loopback) for the same request as the local token;
 # one the same token on a route with a policy (issue 38), and one forward-auth's decision
-# for that request (/api/auth/verify, as nginx's auth_request would ask it).
+# for that request (/api/auth/verify, as nginx's auth_request would ask it); one a browser's
+# session cookie on an auth: browser route (issue 44), to set beside the Bearer token's row.
 #
 # The floor: three rows of floor-proxy (Benchmarks/FloorProxy), a minimal SwiftNIO reverse
 # proxy without authentication built from the same packages, one on NIOHTTP1's codecs, one
@@ -108,7 +109,8 @@ NGINX_LOGGED_PID=${PIDS[-1]}
 source "$ROOT/scripts/lib/gateway.sh"
 # A second route to the same upstream with a policy (a scope, a claim rule and a tenant), for the
 # provider's token that holds them: its row beside the provider's token on the route without one.
-start_serve "$WORK/gateway" "$GATEWAY" "  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\", {prefix: /api/policy, upstream: \"http://127.0.0.1:$UPSTREAM\", require: {scopes: [bench:read], any_of: [{claim: groups, contains: bench}], tenants: [default]}}]
+# A third, auth: browser, for the session cookie's row beside the Bearer token's on the same kind of route.
+start_serve "$WORK/gateway" "$GATEWAY" "  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\", {prefix: /api/policy, upstream: \"http://127.0.0.1:$UPSTREAM\", require: {scopes: [bench:read], any_of: [{claim: groups, contains: bench}], tenants: [default]}}, {prefix: /api/browser, upstream: \"http://127.0.0.1:$UPSTREAM\", auth: browser}]
   trusted_proxies: [127.0.0.1]" "rate_limits:
   intent_per_user:
     per_minute: 1000000
@@ -140,6 +142,10 @@ if [ -n "${COMPARE_BIN:-}" ]; then
   BIN=$MAIN_BIN
 fi
 login_bench_user "$WORK/gateway" "$GATEWAY"
+# The same user signed in as a browser (the account form: no provider signs in here): its session cookie.
+COOKIE=$(curl -s -o /dev/null -D - -X POST "127.0.0.1:$GATEWAY/.portcullis/sign_in" -H 'Sec-Fetch-Site: same-origin' \
+  -H 'Content-Type: application/x-www-form-urlencoded' --data 'username=bench&password=bench+password+1&rd=%2Fapi%2Fbrowser%2F' |
+  sed -n 's/^[Ss]et-[Cc]ookie: \([^;]*\);.*/\1/p' | head -1)
 # The provider's token for the same kind of request (its keys are fetched at start; wait for them).
 # It holds what the policy route asks (a scope, a group): the two provider rows differ by the policy alone.
 EXT_TOKEN=$("$BIN" token issue --keys "$WORK/idp" --sub bench-external --issuer https://idp.bench.example --audience portcullis-bench --ttl 2h \
@@ -188,6 +194,8 @@ EXPECT=200 check -H "Authorization: Bearer $TOKEN" "127.0.0.1:$HAPROXY/"
 EXPECT=401 check "127.0.0.1:$HAPROXY/"
 EXPECT=200 check -H "Authorization: Bearer $TOKEN" "127.0.0.1:$GATEWAY/api/bench/"
 EXPECT=401 check "127.0.0.1:$GATEWAY/api/bench/"
+EXPECT=200 check -H "Cookie: $COOKIE" "127.0.0.1:$GATEWAY/api/browser/"
+EXPECT=401 check "127.0.0.1:$GATEWAY/api/browser/"
 EXPECT=200 check -H "Authorization: Bearer $TOKEN" -H "X-Session-Id: $SESSION" "127.0.0.1:$GATEWAY/api/bench/"
 EXPECT=200 check -H "Authorization: Bearer $EXT_TOKEN" "127.0.0.1:$GATEWAY/api/bench/"
 EXPECT=200 check -H "Authorization: Bearer $EXT_TOKEN" "127.0.0.1:$GATEWAY/api/policy/"
@@ -213,7 +221,10 @@ run() {  # name pid url [wrk args...]
   if [ -n "${ONLY:-}" ] && ! [[ $name =~ $ONLY|^nginx\ plain\ proxy$|byte\ framing$ ]]; then return 0; fi
   local before after out
   before=$(ticks "$pid")
-  out=$(wrk -t2 -c"$CONNECTIONS" -d"${SECONDS_PER_RUN}s" --latency -H "Authorization: Bearer ${AUTH_TOKEN:-$TOKEN}" "$@" "$url")
+  local credential=(-H "Authorization: Bearer ${AUTH_TOKEN:-$TOKEN}")
+  # NO_BEARER=1: the row's own headers carry its credential (the session cookie).
+  [ "${NO_BEARER:-}" = 1 ] && credential=()
+  out=$(wrk -t2 -c"$CONNECTIONS" -d"${SECONDS_PER_RUN}s" --latency "${credential[@]}" "$@" "$url")
   printf '%s\n' "== $name, round $round" "$out" >> "$ROOT/.build/bench-proxy.wrk.log"
   after=$(ticks "$pid")
   python3 - "$name" "$round" "$((after - before))" "$HZ" "$(rss "$pid")" "$out" >> "$WORK/results.tsv" <<'PY'
@@ -245,6 +256,7 @@ for round in $(seq "$ROUNDS"); do
     AUTH_TOKEN=$TOKEN_COMPARE run "Portcullis gateway.routes, COMPARE_BIN${COMPARE_LEVEL:+ at $COMPARE_LEVEL}" "$GATEWAY_COMPARE_PID" "http://127.0.0.1:$GATEWAY_COMPARE/api/bench/"
   fi
   run "Portcullis + X-Session-Id" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/" -H "X-Session-Id: $SESSION"
+  NO_BEARER=1 run "Portcullis, a browser's session cookie" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/browser/" -H "Cookie: $COOKIE"
   AUTH_TOKEN=$EXT_TOKEN run "Portcullis, a provider's token" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/"
   AUTH_TOKEN=$EXT_TOKEN run "Portcullis, a provider's token, a route policy" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/policy/"
   # Forward-auth: the decision for the same request as the policy row, asked by a proxy in front (nothing forwarded).
