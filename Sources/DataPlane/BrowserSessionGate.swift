@@ -72,13 +72,53 @@ package struct BrowserSessionGate: Sendable {
 
     /// Where a navigation without a session is sent: the public host's sign-in, with the page it
     /// asked for as `rd` (`nil` when its `Host` is no host name: it then gets the 401).
+    ///
+    /// `rd` is the page in the spelling sign-in accepts (`SignInRedirect`): the host lower-cased
+    /// without a trailing dot; without its query, or at the site's root, when the page's address
+    /// holds what sign-in refuses (an escaped space or non-ASCII byte, more than 2048 bytes), so
+    /// that no link leads to a sign-in that cannot return.
     package func signInLocation(host: String?, path: Substring, query: Substring?, provider: String?) -> String? {
-        guard let host, RouteHost.requestHost(host[...]) != nil, !host.contains("@") else { return nil }
-        var original = scheme + "://" + host.lowercased() + path
-        if let query = RequestTarget.queryWithoutCredentials(query) { original += "?" + query }
+        guard let host, let name = RouteHost.requestHost(host[...]) else { return nil }
+        var authority = String(name)
+        if let colon = host.lastIndex(of: ":") {
+            let port = host[host.index(after: colon)...]
+            if !port.isEmpty, port != (scheme == "https" ? "443" : "80") { authority += ":" + port }
+        }
+        let site = scheme + "://" + authority
+        var candidates = [site + path]
+        if let query = RequestTarget.queryWithoutCredentials(query) { candidates.insert(site + path + "?" + query, at: 0) }
+        let original = candidates.first(where: Self.isReturnable) ?? site + "/"
         var location = publicURL + "/.portcullis/sign_in?rd=" + Self.percentEncoded(original)
         if let provider { location += "&provider=" + Self.percentEncoded(provider) }
         return location
+    }
+
+    /// Whether sign-in takes `url` back as it is: at most 2048 bytes of visible ASCII without a
+    /// backslash, before and after percent-decoding (as `SignInRedirect` checks it).
+    static func isReturnable(_ url: String) -> Bool {
+        let bytes = Array(url.utf8)
+        guard bytes.count <= 2_048 else { return false }
+        func plain(_ byte: UInt8) -> Bool { byte > 0x20 && byte < 0x7F && byte != UInt8(ascii: "\\") }
+        var index = 0
+        while index < bytes.count {
+            guard plain(bytes[index]) else { return false }
+            if bytes[index] == UInt8(ascii: "%") {
+                guard index + 2 < bytes.count, let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2]), plain(high << 4 | low) else { return false }
+                index += 3
+            } else {
+                index += 1
+            }
+        }
+        return true
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
     }
 
     /// `text` with everything but RFC 3986's unreserved characters percent-encoded (a query value).

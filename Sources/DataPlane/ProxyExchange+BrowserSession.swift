@@ -77,6 +77,7 @@ extension ProxyExchange {
             return failSignedIn(GatewayError(refusedBy: refusal))
         }
         let sessionID = session.record.sessionID
+        authenticatedByCookie = true
         switch plane.sessions.isOwned(sessionID, by: caller.userID, tenantID: caller.tenantID) {
         case true?:
             proceed(caller, sessionID: sessionID)

@@ -60,6 +60,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     /// The client sent `Expect: 100-continue` and waits for the gateway's word before its body.
     private(set) var expectsContinue = false
     private(set) var finished = false
+    /// The caller was signed in by the session cookie (not a token): its answer varies by `Cookie`.
+    var authenticatedByCookie = false
     var status = 0
     /// The upstream's answer (or 502/503/504 for its failure), for the proxied-request metrics; `nil` when it was never asked.
     private var upstreamStatus: Int?
@@ -368,7 +370,11 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         let listed = HeaderScreen.connectionListed(response)
         // The upstream's Vary is kept (a shared cache keys its variants by it); Origin is added unless listed.
         var varyCoversOrigin = false
+        var varyCoversCookie = false
         for field in response.fields where HeaderScreen.isReturnable(response, field, connectionListed: listed) {
+            if authenticatedByCookie, response.name(of: field, is: "vary"), HeaderScreen.listsToken(response.bytes[field.value], "cookie", orStar: true) {
+                varyCoversCookie = true
+            }
             // Set, not added: an upstream's own CORS answer gives way to the gateway's (its request id is an identity field).
             if origin != nil && response.name(of: field, is: "access-control-allow-origin") { continue }
             if origin != nil, response.name(of: field, is: "vary"), HeaderScreen.listsToken(response.bytes[field.value], "origin", orStar: true) {
@@ -396,6 +402,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             HTTP1Bytes.writeField("Access-Control-Allow-Origin", origin, into: &out)
             if !varyCoversOrigin { out.writeStaticString("Vary: Origin\r\n") }
         }
+        // An answer made for a cookie's user: a shared cache in front must not hand it to another browser.
+        if authenticatedByCookie && !varyCoversCookie { out.writeStaticString("Vary: Cookie\r\n") }
         if closesClient { out.writeStaticString("Connection: close\r\n") }
         out.writeStaticString("\r\n")
     }

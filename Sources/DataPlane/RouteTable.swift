@@ -93,7 +93,9 @@ package struct RouteTable: Sendable {
                 guard let requested, bound.matches(requested) else { continue }
             }
             guard let remainder = ProxyRoute.remainder(of: path, under: route.prefix) else { continue }
-            if !onRouteHost, route.prefix.isEmpty, ReservedPaths.covers(path) { return .gateway }
+            // Off route hosts (the public host above all) the gateway's own paths are the gateway's,
+            // whatever route covers them (a wildcard that also names the public host included).
+            if !onRouteHost, ReservedPaths.covers(path) { return .gateway }
             return .route(route, remainder: remainder)
         }
         return onRouteHost ? .unrouted : .gateway

@@ -32,12 +32,14 @@ extension GatewayConfiguration {
                     "serves \(route.host.map { "host \($0), " } ?? "")prefix \(route.prefix) as an earlier route (\(earlier.upstream)) does; give each upstream a prefix or host of its own")
             }
             guard let host = route.host else { continue }
-            if case .exact(let name) = host, name == publicHost {
-                // On the public host the gateway's own paths stay the gateway's: only a catch-all `/` may cover them.
+            if let publicHost, host.matches(publicHost[...]) {
+                // On the public host (named, or covered by a wildcard) the gateway's own paths stay the gateway's: only a catch-all `/` may cover them.
                 if !route.pathPrefix.isEmpty, let reserved = ReservedPaths.overlap(with: route.pathPrefix) {
-                    throw ConfigurationError(fileKey: key + ".prefix", "is \(route.prefix) on the public host \(name), which overlaps the gateway's own \(reserved); pick a prefix outside \(ReservedPaths.prefixes.joined(separator: ", ")), or /")
+                    throw ConfigurationError(
+                        fileKey: key + ".prefix",
+                        "is \(route.prefix) on \(host), which serves the public host \(publicHost), and overlaps the gateway's own \(reserved) there; pick a prefix outside \(ReservedPaths.prefixes.joined(separator: ", ")), or /")
                 }
-                continue
+                if case .exact = host { continue }
             }
             guard let cookieDomain, RouteHost.isUnder(host.domain, domain: cookieDomain) else {
                 let under = cookieDomain.map { "lie under gateway.cookie_domain (\($0))" } ?? "lie under gateway.cookie_domain, which is not set"

@@ -1,4 +1,5 @@
 import EdgeHTTP
+import SecurityGuard
 
 extension HeaderScreen {
     /// The names an upstream answer's `Connection` header lists (they are hop-by-hop for it), except
@@ -17,6 +18,13 @@ extension HeaderScreen {
     static func isReturnable(_ response: UpstreamResponseHead, _ field: UpstreamResponseHead.Field, connectionListed: Set<String>) -> Bool {
         let screened = response.bytes.withUnsafeBytes { verdict(UnsafeRawBufferPointer(rebasing: $0[field.name])) }
         guard screened == .ordinary else { return false }
+        // An upstream never sets the gateway's cookies: a planted session or flow cookie would sign
+        // the browser in as someone else (session fixation), or shadow the real one.
+        if response.name(of: field, is: "set-cookie") {
+            let value = response.bytes[field.value]
+            let name = value.prefix { $0 != UInt8(ascii: "=") }.drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
+            if SessionCookie.isGatewayCookie(Substring(decoding: name, as: UTF8.self)) { return false }
+        }
         return connectionListed.isEmpty || !connectionListed.contains(folded(response.nameString(of: field)))
     }
 }

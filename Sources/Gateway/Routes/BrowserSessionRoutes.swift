@@ -324,12 +324,24 @@ struct BrowserSessionRoutes: Sendable {
     /// gateway's public origin (or an allowed one), or it has none and `Sec-Fetch-Site` is not `same-origin`.
     private func crossSiteRefusal(_ request: Request) -> GatewayError? {
         if let origin = request.headers[.origin] {
-            if ReturnTarget.origin(of: publicURL) == origin || returnOrigins.contains(origin) { return nil }
+            if ReturnTarget.origin(of: publicURL) == origin || returnOrigins.contains(origin) || isOwnOrigin(origin, request) { return nil }
         } else if request.headers[Self.secFetchSite]?.lowercased() == "same-origin" {
             return nil
         }
         return GatewayError(
             .forbidden, "csrf_refused", "sign-in and sign-out are accepted from the gateway's own pages only (Origin, or Sec-Fetch-Site: same-origin)")
+    }
+
+    /// Whether `origin` is the request's own (`scheme://Host`), on the public host or a route's:
+    /// an app on a route host signs its user out from its own pages.
+    private func isOwnOrigin(_ origin: String, _ request: Request) -> Bool {
+        guard let authority = request.head.authority?.lowercased(), let host = RouteHost.requestHost(authority[...]) else { return false }
+        let table = table.current
+        guard host == publicHost?[...] || table.routes.contains(where: { $0.host?.matches(host) == true }) else { return false }
+        let scheme = publicURL.lowercased().hasPrefix("https://") ? "https" : "http"
+        let defaultPort = scheme == "https" ? ":443" : ":80"
+        let bare = authority.hasSuffix(defaultPort) ? String(authority.dropLast(defaultPort.count)) : authority
+        return origin.lowercased() == scheme + "://" + bare
     }
 
     static func message(_ error: ProviderSignIn.CallbackError) -> String {

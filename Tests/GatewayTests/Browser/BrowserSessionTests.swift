@@ -102,6 +102,20 @@ struct BrowserSessionTests {
             #expect(location.hasPrefix("http://127.0.0.1:8080/.portcullis/sign_in?rd="), "\(location)")
             #expect(ProviderLoginTests.query(location)["rd"] == "http://127.0.0.1:\(fixture.gatewayPort)/app/dashboards/1?tab=2")
             #expect(page.headers["Cache-Control"].first == "no-store")
+            // rd in the spelling sign-in takes back: the host without its trailing dot; without the query, or the
+            // site's root, when the address holds what sign-in refuses (never a link to a sign-in that cannot return).
+            let port = fixture.gatewayPort
+            for (target, host, expected) in [
+                ("/app/search?q=a%20b", "127.0.0.1.:\(port)", "http://127.0.0.1:\(port)/app/search"),
+                ("/app/caf%C3%A9", "127.0.0.1:\(port)", "http://127.0.0.1:\(port)/"),
+                ("/app/x?" + String(repeating: "a", count: 2_100), "127.0.0.1:\(port)", "http://127.0.0.1:\(port)/app/x"),
+            ] {
+                let answer = try await Self.get(fixture, target, jar, headers: Self.navigation + [("Host", host)])
+                let rd = answer.headers["Location"].first.flatMap { ProviderLoginTests.query($0)["rd"] }
+                #expect(rd == expected, "\(target) on \(host): \(rd ?? answer.raw)")
+                let signIn = try await Self.get(fixture, "/.portcullis/sign_in?rd=" + FormEncoding.encode(rd ?? ""), jar, headers: Self.navigation)
+                #expect(signIn.status == 302, "sign-in takes \(rd ?? "") back: \(signIn.raw)")
+            }
             // An older browser without Sec-Fetch-*: Accept preferring HTML makes it a navigation.
             let old = try await Self.get(fixture, "/app/x", jar, headers: [("Accept", "text/html")])
             #expect(old.status == 302)
@@ -153,6 +167,7 @@ struct BrowserSessionTests {
             let claims = try ProviderSignInTests.claims(assertion)
             #expect(claims["session_id"]?.stringValue?.hasPrefix("ses_") == true && claims["idp_sub"] == "user-1", "\(claims)")
             #expect(targets.all == ["GET /after"])
+            #expect(page.headers["Vary"].contains { $0.lowercased().contains("cookie") }, "an answer made for a cookie's user varies by Cookie: \(page.headers)")
 
             let info = try await Self.get(fixture, "/.portcullis/userinfo", jar)
             #expect(info.status == 200 && info["email"] == "ann@example.com" && info.json["groups"] == ["staff", "grafana-users"], "\(info.raw)")
@@ -283,9 +298,14 @@ struct BrowserSessionTests {
         }
     }
 
-    @Test("sign-out: a cross-site POST is refused and a GET signs nobody out; a same-origin POST ends the session everywhere, clears the cookie and 303s to the provider's end-session URL; the old cookie then sends a navigation to sign in")
+    @Test("sign-out: a cross-site POST is refused and a GET signs nobody out; a same-origin POST (an app's, on its route host) ends the session everywhere, clears the cookie and 303s to the provider's end-session URL; the old cookie then sends a navigation to sign in")
     func signOut() async throws {
-        try await Self.withBrowserGateway { provider, fixture, _ in
+        let routes: (String) -> [ProxyRoute] = { upstream in
+            var wiki = Self.browserRoute("/", upstream)
+            wiki.host = RouteHost(configured: "wiki.127.0.0.1.nip.test")
+            return [Self.browserRoute("/app", upstream), wiki]
+        }
+        try await Self.withBrowserGateway(routes: routes) { provider, fixture, _ in
             var jar = CookieJar()
             _ = try await Self.signIn(fixture, provider, &jar)
             let cookie = jar.header
@@ -294,8 +314,11 @@ struct BrowserSessionTests {
             let viaGet = try await Self.get(fixture, "/.portcullis/sign_out", jar)
             #expect(viaGet.status == 405, "\(viaGet.raw)")
             #expect(try await Self.get(fixture, "/app/x", jar).status == 200, "still signed in")
+            // From an app on a route host: its own origin may sign its user out.
             let out = try await Answer.request(
-                .POST, fixture.baseURL + "/.portcullis/sign_out?rd=%2Fapp%2Fbye", headers: [("Origin", "http://127.0.0.1:8080"), cookie], followRedirects: false)
+                .POST, fixture.baseURL + "/.portcullis/sign_out?rd=%2Fapp%2Fbye",
+                headers: [("Host", "wiki.127.0.0.1.nip.test:\(fixture.gatewayPort)"), ("Origin", "http://wiki.127.0.0.1.nip.test:\(fixture.gatewayPort)"), cookie],
+                followRedirects: false)
             #expect(out.status == 303, "\(out.raw)")
             let location = try #require(out.headers["Location"].first)
             #expect(location.hasPrefix(provider.issuer) && ProviderLoginTests.query(location)["post_logout_redirect_uri"] == "http://127.0.0.1:8080/app/bye", "\(location)")
@@ -363,6 +386,26 @@ struct BrowserSessionTests {
         #expect(page.status == 200 && page.receivedHeaders["x-remote-user"]?.first?.hasPrefix("usr_") == true, "\(page.raw)")
         try await fixture.stop()
         try await upstream.stop()
+    }
+}
+
+@Suite("Browser sessions: what an upstream may not do")
+struct BrowserSessionUpstreamTests {
+    @Test("an upstream's Set-Cookie for any of the gateway's cookie names (the session's in every deployment's spelling, a flow's) never reaches the browser; the app's own cookies do")
+    func upstreamCannotSetGatewayCookies() async throws {
+        let body = "ok"
+        let answer = "HTTP/1.1 200 OK\r\nContent-Length: \(body.utf8.count)\r\nSet-Cookie: app=1; Path=/\r\nSet-Cookie: __Host-portcullis=planted; Path=/; Secure\r\n"
+            + "Set-Cookie: __Secure-portcullis=planted; Domain=example.com\r\nSet-Cookie: portcullis=planted\r\nSet-Cookie: PORTCULLIS-flow-abc=planted\r\n"
+            + "Set-Cookie:  __host-portcullis-flow-x=planted\r\nSet-Cookie: portcullisx=kept\r\n\r\n" + body
+        let upstream = try ScriptedUpstream(answers: ["/x": .init(answer)])
+        let fixture = try await GatewayFixture { $0.routes = [ProxyRoute(prefix: "/app", upstream: "http://127.0.0.1:\(upstream.port)")] }
+        try await fixture.addUser("alice")
+        let login = try await fixture.login("alice")
+        let got = try await fixture.send(.GET, "/app/x", bearer: login.accessToken)
+        #expect(got.status == 200, "\(got.raw)")
+        #expect(got.headers["Set-Cookie"] == ["app=1; Path=/", "portcullisx=kept"], "\(got.headers["Set-Cookie"])")
+        try await fixture.stop()
+        upstream.stop()
     }
 }
 

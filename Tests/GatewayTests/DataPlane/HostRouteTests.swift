@@ -71,6 +71,10 @@ struct HostRouteTests {
         #expect(Self.served(table, "auth.example.com", "/api/auth/login") == "gateway")
         #expect(Self.served(table, "127.0.0.1:8080", "/api/auth/login") == "gateway")
         #expect(Self.served(table, "auth.example.com", "/grafana/x") == "gateway")
+        // A wildcard that also covers the public host never takes the gateway's paths there (the configuration refuses it too).
+        let wildcard = RouteTable(routes: [Self.route("*.example.com", "/.well-known")], allowedOrigins: [], publicHost: "auth.example.com")
+        #expect(Self.served(wildcard, "auth.example.com", "/.well-known/jwks.json") == "gateway")
+        #expect(Self.served(wildcard, "app.example.com", "/.well-known/x") == "*.example.com/.well-known")
         // The public host named by a route stays the public host.
         let onPublic = RouteTable(routes: [Self.route("auth.example.com", "/")], allowedOrigins: [], publicHost: "auth.example.com")
         #expect(Self.served(onPublic, "auth.example.com", "/api/session") == "gateway")
@@ -163,6 +167,10 @@ struct HostRouteTests {
             ("  public_url: https://auth.example.com\n  routes:\n    - {host: auth.example.com, prefix: /api, upstream: 'http://127.0.0.1:3000'}\n",
              "gateway.routes[0].prefix"),
             ("  public_url: https://auth.example.com\n  cookie_domain: example.com\n  routes:\n    - {host: app.example.com, prefix: /.portcullis, upstream: 'http://127.0.0.1:3000'}\n",
+             "gateway.routes[0].prefix"),
+            ("  public_url: https://auth.example.com\n  cookie_domain: example.com\n  routes:\n    - {host: '*.example.com', prefix: /.well-known, upstream: 'http://127.0.0.1:3000'}\n",
+             "gateway.routes[0].prefix"),
+            ("  public_url: https://auth.example.com\n  cookie_domain: example.com\n  routes:\n    - {host: '*.example.com', prefix: /api/auth/login, upstream: 'http://127.0.0.1:3000'}\n",
              "gateway.routes[0].prefix"),
             ("  routes:\n    - {prefix: /app, upstream: 'http://127.0.0.1:3000', strip_prefix: sometimes}\n", "gateway.routes[0].strip_prefix"),
             ("  routes:\n    - {prefix: /app, upstream: 'http://127.0.0.1:3000', identity_headers: {user: Host}}\n", "gateway.routes[0].identity_headers.user"),
