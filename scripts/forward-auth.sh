@@ -68,7 +68,8 @@ ROUTES="  routes:
     - {prefix: /api/plain, upstream: \"http://127.0.0.1:$UPSTREAM\"}
     - {prefix: /public, upstream: \"http://127.0.0.1:$UPSTREAM\", auth: none}
     - {host: admin.portcullis.test, prefix: /api/billing, upstream: \"http://127.0.0.1:$UPSTREAM\", require: {scopes: [admin]}}
-  public_url: http://portcullis.test
+    - {prefix: /app, upstream: \"http://127.0.0.1:$UPSTREAM\", auth: browser}
+  public_url: https://portcullis.test
   cookie_domain: portcullis.test
   trusted_proxies: [127.0.0.1]"
 TRUST="trust:
@@ -83,6 +84,14 @@ NGINX_SERVE_PID=$SERVE_PID
 start_serve "$WORK/caddy-gateway" "$CADDY_GATEWAY" "$ROUTES
   forward_auth: {headers: forwarded}" "$TRUST"
 CADDY_SERVE_PID=$SERVE_PID
+# A browser signed in on each gateway (the account form: no provider signs in here): its session cookie.
+browser_cookie() {  # work port
+  printf 'ann password 1\n' | (cd "$1" && "$BIN" users add ann --tenant default --password-stdin >/dev/null)
+  curl -s -o /dev/null -D - -X POST "127.0.0.1:$2/.portcullis/sign_in" -H 'Sec-Fetch-Site: same-origin' -H 'Content-Type: application/x-www-form-urlencoded' \
+    --data 'username=ann&password=ann+password+1&rd=%2Fapp%2F' | sed -n 's/^[Ss]et-[Cc]ookie: \([^;]*\);.*/\1/p' | head -1
+}
+NGINX_COOKIE=$(browser_cookie "$WORK/gateway" "$GATEWAY")
+CADDY_COOKIE=$(browser_cookie "$WORK/caddy-gateway" "$CADDY_GATEWAY")
 token() { "$BIN" token issue --keys "$WORK/idp" --sub forward-user --issuer https://idp.forward.example --audience portcullis-forward --ttl 10m "$@" 2>/dev/null; }
 ALLOWED=$(token --scope "openid billing:read")
 UNSCOPED=$(token --scope openid)
@@ -149,6 +158,19 @@ for proxy in nginx:$NGINX caddy:$CADDY; do
     "127.0.0.1:$port/api/billing/invoices"
   received "$name: no identity field the client sent reached the upstream, in any spelling; every field is the gateway's" \
     'not any("forged" in v or v in ("admins", "other") for vs in h.values() for v in vs) and not any("_" in k for k in h) and one("x-auth-request-tenant") == "default" and len(h.get("x-auth-request-user", [])) == 1 and len(h.get("x-auth-request-email", [])) <= 1'
+  # A browser app (auth: browser): a navigation without a session is sent to sign in, a fetch gets
+  # 401; the session cookie signs in; the gateway's cookie never reaches the app; a cross-site POST is refused.
+  cookie=$([ "$name" = nginx ] && echo "$NGINX_COOKIE" || echo "$CADDY_COOKIE")
+  check "$name, a navigation to a browser app without a session" 302 -H "Sec-Fetch-Mode: navigate" -H "Accept: text/html" "127.0.0.1:$port/app/page?x=1"
+  location=$(curl -s -o /dev/null -w '%{redirect_url}' -H "Sec-Fetch-Mode: navigate" -H "Accept: text/html" "127.0.0.1:$port/app/page?x=1")
+  if [[ "$location" == "https://portcullis.test/.portcullis/sign_in?rd=https%3A%2F%2F127.0.0.1%3A$port%2Fapp%2Fpage%3Fx%3D1" ]]; then
+    echo "ok    $name: the navigation is sent to the gateway's sign-in, back to the page asked for"
+  else echo "FAIL  $name: sent to $location"; failures=$((failures + 1)); fi
+  check "$name, an app's fetch without a session" 401 -H "Accept: application/json" "127.0.0.1:$port/app/data"
+  check "$name, the session cookie" 200 -H "Cookie: theme=dark; $cookie; lang=en" "127.0.0.1:$port/app/page"
+  received "$name: the app got the user and the assertion with its session, and its own cookies without the gateway's" \
+    'one("x-auth-request-user").startswith("usr_") and claims.get("session_id", "").startswith("ses_") and "portcullis" not in one("cookie") and "theme=dark" in one("cookie") and "lang=en" in one("cookie")'
+  check "$name, a cross-site POST with the session cookie" 403 -X POST -H "Origin: https://evil.example" -H "Cookie: $cookie" "127.0.0.1:$port/app/form"
   reached=$(wc -l < "$WORK/reached.log")
   check "$name, a token without the route's scope" 403 -H "Authorization: Bearer $UNSCOPED" "127.0.0.1:$port/api/billing/invoices"
   check "$name, no token" 401 "127.0.0.1:$port/api/billing/invoices"
@@ -191,5 +213,6 @@ for gateway in $GATEWAY $CADDY_GATEWAY; do
     -H "X-Forwarded-Uri: /api/billing/x" "127.0.0.1:$gateway/api/auth/verify"
 done
 if grep -qF "$ALLOWED" "$WORK/gateway/serve.log" "$WORK/caddy-gateway/serve.log"; then echo "FAIL  a token appears in the gateway's log"; failures=$((failures + 1)); fi
+if grep -qF "${NGINX_COOKIE#*=}" "$WORK/gateway/serve.log" "$WORK/caddy-gateway/serve.log"; then echo "FAIL  a session cookie appears in the gateway's log"; failures=$((failures + 1)); fi
 [ "$failures" -eq 0 ] || { echo "forward-auth.sh: $failures failures"; tail -20 "$WORK/caddy.log" "$WORK/nginx/error.log" 2>/dev/null | sed -E 's/eyJ[A-Za-z0-9_.-]+/<token>/g'; exit 1; }
 echo "forward-auth.sh: nginx and Caddy in front, every check passed"

@@ -29,9 +29,14 @@ package struct BrowserSessionGate: Sendable {
     /// naming `text/html` (a browser too old to send `Sec-Fetch-*`). Only a navigation is ever
     /// answered with a redirect; every other request gets JSON.
     package static func isNavigation(_ head: HTTPRequestHead) -> Bool {
-        guard head.method == .GET || head.method == .HEAD else { return false }
-        if let mode = head.headers.first(name: "sec-fetch-mode") { return mode.lowercased() == "navigate" }
-        return head.headers["accept"].contains { accept in
+        isNavigation(method: head.method.rawValue, fetchMode: head.headers.first(name: "sec-fetch-mode"), accept: head.headers["accept"])
+    }
+
+    /// `isNavigation` from the method's name and the `Sec-Fetch-Mode` and `Accept` values.
+    package static func isNavigation(method: String, fetchMode: String?, accept: [String]) -> Bool {
+        guard method == "GET" || method == "HEAD" else { return false }
+        if let mode = fetchMode { return mode.lowercased() == "navigate" }
+        return accept.contains { accept in
             accept.split(separator: ",").contains { range in
                 let parts = range.split(separator: ";").map { $0.filter { $0 != " " && $0 != "\t" }.lowercased() }
                 guard parts.first == "text/html" else { return false }
@@ -51,9 +56,15 @@ package struct BrowserSessionGate: Sendable {
     /// own origin or one of `allowedOrigins` (`gateway.allowed_origins`): its `Origin` is another,
     /// or it has no `Origin` and its `Sec-Fetch-Site` is not `same-origin` (or is absent too).
     package func crossSiteRefusal(_ head: HTTPRequestHead, host: String?, allowedOrigins: Set<String>) -> GatewayError? {
-        if let origin = head.headers.first(name: "origin") {
+        crossSiteRefusal(
+            origin: head.headers.first(name: "origin"), fetchSite: head.headers.first(name: "sec-fetch-site"), host: host, allowedOrigins: allowedOrigins)
+    }
+
+    /// `crossSiteRefusal` from the request's `Origin` and `Sec-Fetch-Site` values.
+    package func crossSiteRefusal(origin: String?, fetchSite: String?, host: String?, allowedOrigins: Set<String>) -> GatewayError? {
+        if let origin {
             if allowedOrigins.contains(origin) || isOwnOrigin(origin, host: host) { return nil }
-        } else if head.headers.first(name: "sec-fetch-site")?.lowercased() == "same-origin" {
+        } else if fetchSite?.lowercased() == "same-origin" {
             return nil
         }
         return GatewayError(

@@ -152,10 +152,15 @@ public struct GatewayServices: Sendable {
             returnOrigins: configuration.effectiveLoginReturnOrigins, defaultTenant: configuration.defaultTenant)
     }
 
+    /// What the data plane and forward-auth need of browser sessions.
+    var browserGate: BrowserSessionGate {
+        BrowserSessionGate(cookie: sessionCookie, book: browserSessions, publicURL: configuration.effectivePublicURL, clock: clock)
+    }
+
     var forwardAuthRoutes: ForwardAuthRoutes {
         ForwardAuthRoutes(
             table: routeTable, authentication: authentication, admission: admission, runtime: runtime, sessionOwners: sessionOwners,
-            metrics: metrics, family: configuration.forwardAuthHeaders)
+            metrics: metrics, family: configuration.forwardAuthHeaders, browser: browserSessionRoutes, gate: browserGate)
     }
 
     var sessionRoutes: SessionRoutes {
@@ -173,7 +178,7 @@ public struct GatewayServices: Sendable {
             table: routeTable, authenticator: authenticator, sessions: sessionOwners, runtime: runtime, admission: admission,
             metrics: metrics, logger: logger, accessLog: accessLog, maximumBodyBytes: configuration.maximumBodyBytes, upstreamTimeout: configuration.runtimeTimeout,
             forwardedProto: configuration.forwardedProto, upstreamTLS: try DataPlane.upstreamTLSContext(caFile: configuration.upstreamCAFile),
-            browser: BrowserSessionGate(cookie: sessionCookie, book: browserSessions, publicURL: configuration.effectivePublicURL, clock: clock))
+            browser: browserGate)
     }
 
     var discoveryRoutes: DiscoveryRoutes {

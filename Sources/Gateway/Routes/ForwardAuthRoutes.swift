@@ -22,6 +22,9 @@ struct ForwardAuthRoutes: Sendable {
     let metrics: GatewayMetrics
     /// Which proxy's names carry the original request (`gateway.forward_auth.headers`).
     let family: ForwardAuthHeaderFamily
+    /// Browser sessions, for `auth: browser` routes asked without a token.
+    let browser: BrowserSessionRoutes
+    let gate: BrowserSessionGate
 
     static let path = "/api/auth/verify"
 
@@ -115,6 +118,9 @@ struct ForwardAuthRoutes: Sendable {
             // own placeholder, or the client's copy, upstream instead (Caddy 2.6).
             return Response(status: .ok, headers: Self.identityFields(assertion: assertion, IdentityFieldValues()))
         }
+        if token == nil, route.acceptsSessionCookie {
+            return try await verifyBrowser(request, route: route, path: path, method: method, host: host)
+        }
         let caller = try await authentication.requireCaller(request)
         let sessionHeader = request.headers[Header.sessionID]
         if let policy = route.policy,
@@ -135,16 +141,61 @@ struct ForwardAuthRoutes: Sendable {
             sessionID = checked
         }
         let assertion = try assertion(for: route, caller: RuntimeCaller(caller, sessionID: sessionID))
-        return Response(status: .ok, headers: Self.identityFields(assertion: assertion, IdentityFieldValues(caller)))
+        return Response(status: .ok, headers: Self.identityFields(assertion: assertion, IdentityFieldValues(caller), route: route))
+    }
+
+    /// An `auth: browser` route asked without a token: the session cookie the proxy passed on.
+    ///
+    /// Signed in: the cross-site rule (with the original method, and the `Origin` the proxy passed
+    /// on), the policy, then 200 with the identity. Not signed in, for a navigation: nginx is
+    /// answered 401 with `X-Portcullis-Sign-In` (its `error_page 401` sends the browser there),
+    /// Caddy and Traefik a 302 they relay; anything else 401 JSON.
+    func verifyBrowser(_ request: Request, route: DataPlane.Route, path: Substring, method: HTTPRequest.Method, host: String?) async throws -> Response {
+        let originalHost = host ?? (try? Self.originalHost(request.headers, family: family))
+        guard let (session, _) = try await browser.session(request) else {
+            let refusal = GatewayError(.unauthorized, "token_missing", "sign in: no access token and no session cookie")
+            let navigation = BrowserSessionGate.isNavigation(
+                method: method.rawValue, fetchMode: request.headers[Header.fetchMode], accept: request.headers[values: .accept])
+            let query = request.headers[family.uriField].flatMap { uri in uri.firstIndex(of: "?").map { uri[uri.index(after: $0)...] } }
+            if navigation, let location = gate.signInLocation(host: originalHost, path: path, query: query, provider: route.signIn) {
+                if family == .forwarded {
+                    return Response(status: .found, headers: [.location: location, .cacheControl: "no-store"])
+                }
+                var response = refusal.response()
+                response.headers[Header.signIn] = location
+                return response
+            }
+            throw refusal
+        }
+        let caller = session.caller
+        if !["GET", "HEAD", "OPTIONS"].contains(method.rawValue),
+            let refusal = gate.crossSiteRefusal(
+                origin: request.headers[.origin], fetchSite: request.headers[Header.fetchSite], host: originalHost, allowedOrigins: route.allowedOrigins)
+        {
+            throw refusal
+        }
+        if let policy = route.policy, let refusal = policy.refusal(claims: caller.claims, tenantID: caller.tenantID, issuer: caller.external?.issuer, hasSession: true) {
+            metrics.policyRefused()
+            throw GatewayError(refusedBy: refusal)
+        }
+        let assertion = try assertion(for: route, caller: RuntimeCaller(caller, sessionID: session.record.sessionID))
+        return Response(status: .ok, headers: Self.identityFields(assertion: assertion, IdentityFieldValues(caller), route: route))
     }
 
     /// A 200's fields: the assertion and every identity field, in oauth2-proxy's names (so that
     /// existing proxy configurations carry over), each present, empty when there is no value.
-    static func identityFields(assertion: String, _ values: IdentityFieldValues) -> HTTPFields {
-        [
+    static func identityFields(assertion: String, _ values: IdentityFieldValues, route: DataPlane.Route? = nil) -> HTTPFields {
+        var fields: HTTPFields = [
             .cacheControl: "no-store", assertionHeader: assertion, Header.user: values.user, Header.tenant: values.tenant, Header.email: values.email,
             Header.groups: values.groups,
         ]
+        // The route's own identity fields too, each present (empty without a value), for the proxy to copy.
+        if let names = route?.identityFields {
+            for (name, value) in [(names.user, values.user), (names.email, values.email), (names.groups, values.groups), (names.tenant, values.tenant)] {
+                if let name, let field = HTTPField.Name(name) { fields[field] = value }
+            }
+        }
+        return fields
     }
 
     static let assertionHeader = HTTPField.Name(AssertionHeader.name)!
@@ -156,6 +207,10 @@ struct ForwardAuthRoutes: Sendable {
         static let tenant = HTTPField.Name("X-Auth-Request-Tenant")!
         static let email = HTTPField.Name("X-Auth-Request-Email")!
         static let groups = HTTPField.Name("X-Auth-Request-Groups")!
+        /// Where a navigation without a session signs in (nginx's `error_page 401` reads it).
+        static let signIn = HTTPField.Name("X-Portcullis-Sign-In")!
+        static let fetchMode = HTTPField.Name("Sec-Fetch-Mode")!
+        static let fetchSite = HTTPField.Name("Sec-Fetch-Site")!
     }
 
     private func assertion(for route: DataPlane.Route, caller: RuntimeCaller) throws -> String {

@@ -344,6 +344,46 @@ struct BrowserSessionTests {
         }
     }
 
+    @Test("forward-auth takes the session cookie on an auth: browser route: 200 with the identity (and the route's identity fields); without a session a navigation is 401 naming the sign-in page in X-Portcullis-Sign-In for nginx and a 302 for Caddy, a fetch 401; a cross-site POST with the cookie is 403")
+    func forwardAuthWithCookie() async throws {
+        for family in ForwardAuthHeaderFamily.allCases {
+            let fixture = try await GatewayFixture { configuration in
+                configuration.routes = [Self.browserRoute("/app", "http://127.0.0.1:9")]
+                configuration.trustedProxies = [IPNetwork("127.0.0.1")].compactMap { $0 }
+                configuration.forwardAuthHeaders = family
+            }
+            try await fixture.addUser("alice")
+            let signedIn = try await Answer.request(
+                .POST, fixture.baseURL + "/.portcullis/sign_in", headers: [("Sec-Fetch-Site", "same-origin"), ("Content-Type", "application/x-www-form-urlencoded")],
+                body: "username=alice&password=correct+horse+battery&rd=%2Fapp%2F", followRedirects: false)
+            var jar = CookieJar()
+            jar.take(signedIn)
+            let value = try #require(jar["portcullis"])
+            fixture.remember(value)
+            let (uri, host) = family == .nginx ? ("X-Original-URI", "X-Original-Host") : ("X-Forwarded-Uri", "X-Forwarded-Host")
+            func verify(_ headers: [(String, String)]) async throws -> Answer {
+                try await Answer.request(.GET, fixture.baseURL + "/api/auth/verify", headers: headers, followRedirects: false)
+            }
+            let ok = try await verify([(uri, "/app/page"), (host, "app.example.test"), jar.header])
+            #expect(ok.status == 200 && ok.headers["X-Remote-User"].first?.hasPrefix("usr_") == true, "\(family): \(ok.raw)")
+            #expect(ok.headers["X-Auth-Request-User"].first == ok.headers["X-Remote-User"].first)
+            fixture.remember(ok.headers["X-Portcullis-Assertion"].first ?? "")
+            let navigation = try await verify([(uri, "/app/page?x=1"), (host, "app.example.test")] + Self.navigation)
+            let expected = "http://127.0.0.1:8080/.portcullis/sign_in?rd=" + FormEncoding.encode("http://app.example.test/app/page?x=1")
+            if family == .nginx {
+                #expect(navigation.status == 401 && navigation.headers["X-Portcullis-Sign-In"].first == expected, "\(navigation.headers)")
+            } else {
+                #expect(navigation.status == 302 && navigation.headers["Location"].first == expected, "\(navigation.headers)")
+            }
+            let fetch = try await verify([(uri, "/app/data"), (host, "app.example.test"), ("Accept", "application/json")])
+            #expect(fetch.status == 401 && fetch.headers["X-Portcullis-Sign-In"].isEmpty && fetch.headers["Location"].isEmpty)
+            let method = family == .nginx ? "X-Original-Method" : "X-Forwarded-Method"
+            let crossSite = try await verify([(uri, "/app/form"), (method, "POST"), (host, "app.example.test"), ("Origin", "https://evil.example"), jar.header])
+            #expect(crossSite.status == 403 && crossSite.error == "csrf_refused", "\(family): \(crossSite.raw)")
+            try await fixture.stop()
+        }
+    }
+
     @Test("sign_in's rd is checked before any flow starts: another site, a scheme-relative or backslash spelling, userinfo, a non-route host are a 400 page; a path or a route host passes")
     func returnAddressChecked() async throws {
         try await Self.withBrowserGateway { _, fixture, _ in
