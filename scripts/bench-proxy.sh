@@ -20,6 +20,7 @@
 #   PROFILE=1 scripts/bench-proxy.sh      also records `perf record -e cpu-clock -g` of the
 #                                         gateway during one extra gateway.routes run (perf report -i FILE)
 #   PROFILE=session scripts/bench-proxy.sh  the same, with X-Session-Id on every request
+#   PROFILE=cookie scripts/bench-proxy.sh   the same, a browser's session cookie on the auth: browser route
 #   PROFILE=floor scripts/bench-proxy.sh    the same, of the byte floor (to set the gateway's profile beside)
 #   SYSCALLS=1 scripts/bench-proxy.sh     also counts the system calls per request (strace -c on every
 #                                         thread) of the byte floor, nginx's proxy and the gateway, one
@@ -267,7 +268,7 @@ for round in $(seq "$ROUNDS"); do
   AUTH_TOKEN=$TOKEN_INFO run "Portcullis gateway.routes, access log at info" "$GATEWAY_INFO_PID" "http://127.0.0.1:$GATEWAY_INFO/api/bench/"
 done
 
-if [ "${PROFILE:-}" = 1 ] || [ "${PROFILE:-}" = session ] || [ "${PROFILE:-}" = floor ]; then
+if [ "${PROFILE:-}" = 1 ] || [ "${PROFILE:-}" = session ] || [ "${PROFILE:-}" = cookie ] || [ "${PROFILE:-}" = floor ]; then
   PERF_OUT="$ROOT/.build/bench-proxy.perf.data"
   PROFILED_HEADERS=(-H "Authorization: Bearer $TOKEN")
   PROFILED_PID=$GATEWAY_PID PROFILED_URL="http://127.0.0.1:$GATEWAY/api/bench/"
@@ -278,6 +279,10 @@ if [ "${PROFILE:-}" = 1 ] || [ "${PROFILE:-}" = session ] || [ "${PROFILE:-}" = 
   if [ "$PROFILE" = session ]; then
     PERF_OUT="$ROOT/.build/bench-proxy.session.perf.data"
     PROFILED_HEADERS+=(-H "X-Session-Id: $SESSION")
+  fi
+  if [ "$PROFILE" = cookie ]; then
+    PERF_OUT="$ROOT/.build/bench-proxy.cookie.perf.data"
+    PROFILED_HEADERS=(-H "Cookie: $COOKIE") PROFILED_URL="http://127.0.0.1:$GATEWAY/api/browser/"
   fi
   perf record -e cpu-clock -g -p "$PROFILED_PID" -o "$PERF_OUT" -- sleep "$SECONDS_PER_RUN" >/dev/null 2>&1 &
   PERF_PID=$!

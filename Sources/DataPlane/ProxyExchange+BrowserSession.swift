@@ -22,23 +22,23 @@ extension ProxyExchange {
                     .badRequest, "session_cookie_ambiguous",
                     "the request carries the session cookie \(gate.cookie.name) more than once; clear this site's cookies and sign in again"))
         case .one(let value):
-            guard BrowserSessionBook.isWellFormed(value) else { return fail(Self.cookieRefusal(value, name: gate.cookie.name)) }
-            guard let hash = try? BrowserSessionBook.hash(value) else { return fail(.unavailable("the gateway cannot read the session cookie now; try again")) }
             let now = gate.clock.now()
-            switch gate.book.lookup(cookieHash: hash, now: now) {
+            // Memory first, keyed by the value: the common request computes no hash and checks no form.
+            switch gate.book.lookup(cookieValue: value, now: now) {
             case .live(let session, let touch):
                 if touch {
                     let book = gate.book
-                    Task { await book.touch(cookieHash: hash, now: now) }
+                    Task { await book.touch(session, now: now) }
                 }
-                signedIn(session)
+                signedIn(session, cookieValue: value)
             case .ended:
                 signInNeeded()
             case .unknown:
+                guard BrowserSessionBook.isWellFormed(value) else { return fail(Self.cookieRefusal(value, name: gate.cookie.name)) }
                 let book = gate.book
-                then(eventLoop.makeFutureWithTask { try await book.load(cookieHash: hash, now: now) }) { exchange, result in
+                then(eventLoop.makeFutureWithTask { try await book.load(cookieValue: value, now: now) }) { exchange, result in
                     switch result {
-                    case .success(let session?): exchange.signedIn(session)
+                    case .success(let session?): exchange.signedIn(session, cookieValue: value)
                     case .success(nil): exchange.signInNeeded()
                     case .failure(let error): exchange.fail(GatewayError(answering: error))
                     }
@@ -63,7 +63,7 @@ extension ProxyExchange {
     }
 
     /// A live browser session: the cross-site rule, the route's policy, then the gateway session behind it.
-    func signedIn(_ session: BrowserSession) {
+    func signedIn(_ session: BrowserSession, cookieValue: String) {
         guard !finished else { return }
         if BrowserSessionGate.isUnsafe(head.method), let refusal = plane.browser.crossSiteRefusal(head, host: fields.host, allowedOrigins: route.allowedOrigins) {
             return fail(refusal)
@@ -82,7 +82,7 @@ extension ProxyExchange {
         case true?:
             proceed(caller, sessionID: sessionID)
         case false?:
-            sessionEnded(session)
+            sessionEnded(cookieValue)
         case nil:
             let (runtime, admission, sessions) = (plane.runtime, plane.admission, plane.sessions)
             let principal = Principal(userID: caller.userID, tenantID: caller.tenantID)
@@ -90,9 +90,9 @@ extension ProxyExchange {
                 exchange, result in
                 switch result {
                 case .success(true): exchange.proceed(caller, sessionID: sessionID)
-                case .success(false): exchange.sessionEnded(session)
+                case .success(false): exchange.sessionEnded(cookieValue)
                 case .failure(let error as RuntimeRefusal) where error.code == .sessionNotFound || error.code == .sessionForbidden:
-                    exchange.sessionEnded(session)
+                    exchange.sessionEnded(cookieValue)
                 case .failure(let error): exchange.fail(GatewayError(answering: error))
                 }
             }
@@ -100,8 +100,8 @@ extension ProxyExchange {
     }
 
     /// The gateway session behind a cookie ended (a logout, the provider's, a disabled account): the cookie is forgotten and the browser signs in again.
-    private func sessionEnded(_ session: BrowserSession) {
-        plane.browser.book.forget(cookieHash: session.record.cookieHash)
+    private func sessionEnded(_ cookieValue: String) {
+        plane.browser.book.forget(cookieValue: cookieValue)
         signInNeeded()
     }
 

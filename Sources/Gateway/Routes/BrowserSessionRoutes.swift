@@ -212,7 +212,7 @@ struct BrowserSessionRoutes: Sendable {
             cookieHash: try BrowserSessionBook.hash(value), sessionID: sessionID, userID: principal.userID, tenantID: principal.tenantID, issuer: issuer,
             subject: subject, provider: provider, claims: String(decoding: JSONWriter.bytes(.object(claims)), as: UTF8.self), createdAt: now, lastSeenAt: now,
             expiresAt: now + book.maximumSeconds)
-        try await book.insert(record, claims: claims)
+        try await book.insert(record, cookieValue: value, claims: claims)
         return Response(
             status: status,
             headers: [
@@ -224,15 +224,14 @@ struct BrowserSessionRoutes: Sendable {
     // MARK: Signed in
 
     /// The browser session of a request's cookie, when it has a live one.
-    func session(_ request: Request) async throws -> (BrowserSession, cookieHash: String)? {
-        guard case .one(let value) = cookie.sessionValue(in: request.headers[values: .cookie]), BrowserSessionBook.isWellFormed(value) else { return nil }
-        let hash = try BrowserSessionBook.hash(value)
+    func session(_ request: Request) async throws -> (BrowserSession, cookieValue: String)? {
+        guard case .one(let value) = cookie.sessionValue(in: request.headers[values: .cookie]) else { return nil }
         let now = clock.now()
         let found: BrowserSession?
-        switch book.lookup(cookieHash: hash, now: now) {
+        switch book.lookup(cookieValue: value, now: now) {
         case .live(let session, _): found = session
         case .ended: found = nil
-        case .unknown: found = try await book.load(cookieHash: hash, now: now)
+        case .unknown: found = try await book.load(cookieValue: value, now: now)
         }
         guard let found else { return nil }
         // The gateway session behind it must still live (a logout, a back-channel logout or a disabled account ends it).
@@ -247,10 +246,10 @@ struct BrowserSessionRoutes: Sendable {
             }
         }
         guard owned == true else {
-            book.forget(cookieHash: hash)
+            book.forget(cookieValue: value)
             return nil
         }
-        return (found, hash)
+        return (found, value)
     }
 
     /// `GET /.portcullis/userinfo`: who the cookie signs in, for the app's own front end.
@@ -280,8 +279,8 @@ struct BrowserSessionRoutes: Sendable {
             throw GatewayError(.badRequest, "redirect_invalid", "rd cannot be used: \(error.message)")
         }
         var location = rd.target
-        if let (session, hash) = try await session(request) {
-            try await book.end(cookieHash: hash)
+        if let (session, value) = try await session(request) {
+            try await book.end(session, cookieValue: value)
             let record = session.record
             if let providerSession = try await store.providerSession(sessionID: record.sessionID), providerSession.userID == record.userID {
                 let back = rd.isRelative ? publicURL + rd.target : rd.target

@@ -20,15 +20,16 @@ public struct BrowserSession: Sendable {
     }
 }
 
-/// The browser sessions this instance has met, by the hash of their cookie: a request with a
-/// known cookie is answered from memory, without a store round trip.
+/// The browser sessions this instance has met, by their cookie's value: a request with a known
+/// cookie is answered from memory, without a hash computed or a store round trip.
 ///
 /// The record says who signed in and until when; whether the gateway session behind it still
 /// lives is the session ownership view's to say (kept true within a second across instances by
 /// the access-change feed), so a logout, a back-channel logout or a disabled account anywhere
 /// ends the cookie everywhere. The idle limit is kept in memory and written to the store at most
 /// once a minute per session and instance; a session idle here is read again from the store
-/// before it is declared ended (another instance may have seen it since).
+/// before it is declared ended (another instance may have seen it since). The store knows a
+/// cookie by its SHA-256 only; memory holds the value, as the process receiving it does anyway.
 public final class BrowserSessionBook: Sendable {
     let store: any BrowserSessionRepository
     /// `gateway.browser_sessions.idle_minutes`, in seconds.
@@ -36,11 +37,19 @@ public final class BrowserSessionBook: Sendable {
     /// `gateway.browser_sessions.max_hours`, in seconds.
     public let maximumSeconds: Double
 
-    private struct Entry {
-        var session: BrowserSession
+    /// One session in memory; its times change under `entries`' lock only (a class: a lookup
+    /// moves them without storing the entry again).
+    private final class Entry: @unchecked Sendable {
+        let session: BrowserSession
         /// The last request seen here, and the last time that was written to the store.
         var lastSeen: Double
         var lastWritten: Double
+
+        init(session: BrowserSession, lastSeen: Double, lastWritten: Double) {
+            self.session = session
+            self.lastSeen = lastSeen
+            self.lastWritten = lastWritten
+        }
     }
 
     private let entries: Mutex<BoundedDictionary<String, Entry>>
@@ -55,7 +64,7 @@ public final class BrowserSessionBook: Sendable {
         entries = Mutex(BoundedDictionary(capacity: capacity))
     }
 
-    /// How a cookie's value is kept: SHA-256, base64url.
+    /// How a cookie's value is kept in the store: SHA-256, base64url.
     public static func hash(_ cookieValue: String) throws -> String {
         try Digest.sha256Base64URL(cookieValue)
     }
@@ -75,60 +84,61 @@ public final class BrowserSessionBook: Sendable {
         case ended
     }
 
-    /// Looks a cookie's hash up in memory, marking it seen at `now`.
-    public func lookup(cookieHash: String, now: Double) -> Lookup {
+    /// Looks a cookie up in memory, marking it seen at `now`.
+    public func lookup(cookieValue: String, now: Double) -> Lookup {
         entries.withLock { entries in
-            guard var entry = entries[cookieHash] else { return .unknown }
+            guard let entry = entries[cookieValue] else { return .unknown }
             if entry.session.record.expiresAt <= now {
-                entries.removeValue(forKey: cookieHash)
+                entries.removeValue(forKey: cookieValue)
                 return .ended
             }
             if now - entry.lastSeen > idleSeconds { return .unknown }
             entry.lastSeen = now
             let touch = now - entry.lastWritten >= Self.writeInterval
             if touch { entry.lastWritten = now }
-            entries.insert(entry, for: cookieHash)
             return .live(entry.session, touch: touch)
         }
     }
 
     /// Reads a cookie's record from the store: the session when it is live at `now` (kept in
     /// memory from then on, its last-seen time written), `nil` when there is none or it has ended
-    /// (an ended one is deleted).
-    public func load(cookieHash: String, now: Double) async throws -> BrowserSession? {
+    /// (an ended one is deleted). A value that is not a cookie's form is not looked for.
+    public func load(cookieValue: String, now: Double) async throws -> BrowserSession? {
+        guard Self.isWellFormed(cookieValue) else { return nil }
+        let cookieHash = try Self.hash(cookieValue)
         guard let record = try await store.browserSession(cookieHash: cookieHash) else { return nil }
         guard record.expiresAt > now, now - record.lastSeenAt <= idleSeconds else {
-            forget(cookieHash: cookieHash)
+            forget(cookieValue: cookieValue)
             try await store.deleteBrowserSession(cookieHash: cookieHash)
             return nil
         }
         let session = BrowserSession(record: record, claims: (try? StrictJSONReader().parseObject(Array(record.claims.utf8))) ?? [:])
         try await store.touchBrowserSession(cookieHash: cookieHash, lastSeenAt: now)
-        entries.withLock { $0.insert(Entry(session: session, lastSeen: now, lastWritten: now), for: cookieHash) }
+        entries.withLock { $0.insert(Entry(session: session, lastSeen: now, lastWritten: now), for: cookieValue) }
         return session
     }
 
     /// Writes a session's last-seen time (after `lookup` said `touch`).
-    public func touch(cookieHash: String, now: Double) async {
-        try? await store.touchBrowserSession(cookieHash: cookieHash, lastSeenAt: now)
+    public func touch(_ session: BrowserSession, now: Double) async {
+        try? await store.touchBrowserSession(cookieHash: session.record.cookieHash, lastSeenAt: now)
     }
 
-    /// Stores a new session and keeps it in memory.
-    public func insert(_ record: BrowserSessionRecord, claims: JSONObject) async throws {
+    /// Stores a new session, whose cookie holds `cookieValue`, and keeps it in memory.
+    public func insert(_ record: BrowserSessionRecord, cookieValue: String, claims: JSONObject) async throws {
         try await store.insertBrowserSession(record)
         let session = BrowserSession(record: record, claims: claims)
-        entries.withLock { $0.insert(Entry(session: session, lastSeen: record.lastSeenAt, lastWritten: record.lastSeenAt), for: record.cookieHash) }
+        entries.withLock { $0.insert(Entry(session: session, lastSeen: record.lastSeenAt, lastWritten: record.lastSeenAt), for: cookieValue) }
     }
 
     /// Forgets a cookie here (its session ended, or it was signed out).
-    public func forget(cookieHash: String) {
-        _ = entries.withLock { $0.removeValue(forKey: cookieHash) }
+    public func forget(cookieValue: String) {
+        _ = entries.withLock { $0.removeValue(forKey: cookieValue) }
     }
 
     /// Ends a cookie's session record everywhere (sign-out): deleted from the store and forgotten here.
-    public func end(cookieHash: String) async throws {
-        forget(cookieHash: cookieHash)
-        try await store.deleteBrowserSession(cookieHash: cookieHash)
+    public func end(_ session: BrowserSession, cookieValue: String) async throws {
+        forget(cookieValue: cookieValue)
+        try await store.deleteBrowserSession(cookieHash: session.record.cookieHash)
     }
 
     /// Deletes the records past their end or idle limit.

@@ -77,14 +77,26 @@ public struct SessionCookie: Sendable, Equatable {
         case several
     }
 
-    /// The session cookie's value among `values` (`Cookie` fields).
+    /// The session cookie's value among `values` (`Cookie` fields): one pass over the bytes, nothing built but the value.
     public func sessionValue<S: Sequence<String>>(in values: S) -> Found {
-        var found: String?
-        for (cookieName, value) in Self.pairs(values) where cookieName == name {
-            if found != nil { return .several }
-            found = String(value)
+        var found: Substring?
+        for value in values {
+            var rest = value[...]
+            while !rest.isEmpty {
+                let end = rest.utf8.firstIndex(of: UInt8(ascii: ";")) ?? rest.endIndex
+                var piece = rest[..<end]
+                rest = end == rest.endIndex ? rest[end...] : rest[rest.utf8.index(after: end)...]
+                while let first = piece.utf8.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") { piece = piece.dropFirst() }
+                guard piece.utf8.starts(with: name.utf8) else { continue }
+                let afterName = piece.utf8.index(piece.startIndex, offsetBy: name.utf8.count)
+                guard afterName < piece.endIndex, piece.utf8[afterName] == UInt8(ascii: "=") else { continue }
+                var cookieValue = piece[piece.utf8.index(after: afterName)...]
+                while let last = cookieValue.utf8.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") { cookieValue = cookieValue.dropLast() }
+                if found != nil { return .several }
+                found = cookieValue
+            }
         }
-        return found.map(Found.one) ?? .none
+        return found.map { .one(String($0)) } ?? .none
     }
 
     /// Whether `cookieName` is one the gateway sets (any deployment's spelling, any case): never sent upstream.
@@ -98,14 +110,29 @@ public struct SessionCookie: Sendable, Equatable {
 
     /// A `Cookie` value without the gateway's cookies, the app's own kept in order; `nil` when nothing is left.
     public static func withoutGatewayCookies(_ value: String) -> String? {
-        // The common case, a field without any of ours, is passed on as it came.
-        guard value.range(of: "portcullis", options: .caseInsensitive) != nil else { return value }
-        let kept = value.split(separator: ";").filter { piece in
+        // The common case, a field without any of ours, is passed on as it came (one pass over the bytes).
+        guard containsGatewayName(value.utf8) else { return value }
+        var kept: [Substring] = []
+        for piece in value.split(separator: ";") {
             let trimmed = piece.drop { $0 == " " || $0 == "\t" }
-            let cookieName = trimmed.prefix { $0 != "=" }
-            return !isGatewayCookie(cookieName)
+            if !isGatewayCookie(trimmed.prefix { $0 != "=" }) { kept.append(trimmed) }
         }
-        let joined = kept.map { $0.drop { $0 == " " || $0 == "\t" } }.joined(separator: "; ")
-        return joined.isEmpty ? nil : joined
+        return kept.isEmpty ? nil : kept.joined(separator: "; ")
+    }
+
+    /// Whether `bytes` hold `portcullis` in any letter case.
+    private static func containsGatewayName(_ bytes: String.UTF8View) -> Bool {
+        let word = Array("portcullis".utf8)
+        var matched = 0
+        for byte in bytes {
+            let lower = byte >= 0x41 && byte <= 0x5A ? byte + 32 : byte
+            if lower == word[matched] {
+                matched += 1
+                if matched == word.count { return true }
+            } else {
+                matched = lower == word[0] ? 1 : 0
+            }
+        }
+        return false
     }
 }

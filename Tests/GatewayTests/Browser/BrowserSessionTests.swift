@@ -456,10 +456,15 @@ enum BrowserSessionRoutesLimits {
 
 @Suite("Browser session records: idle and absolute limits")
 struct BrowserSessionBookTests {
-    static func record(_ hash: String, createdAt: Double, expiresAt: Double) -> BrowserSessionRecord {
+    /// A cookie value of the right form, the same for a given name.
+    static func value(_ name: String) -> String {
+        Base64URL.encode(Array(name.utf8.prefix(32)) + Array(repeating: 0, count: 32 - min(32, name.utf8.count)))
+    }
+
+    static func record(_ name: String, createdAt: Double, expiresAt: Double) throws -> BrowserSessionRecord {
         BrowserSessionRecord(
-            cookieHash: hash, sessionID: "ses_AAAAAAAAAAAAAAAAAAAAAA", userID: "usr_1", tenantID: "default", issuer: nil, subject: nil, provider: nil,
-            claims: "{}", createdAt: createdAt, lastSeenAt: createdAt, expiresAt: expiresAt)
+            cookieHash: try BrowserSessionBook.hash(value(name)), sessionID: "ses_AAAAAAAAAAAAAAAAAAAAAA", userID: "usr_1", tenantID: "default", issuer: nil,
+            subject: nil, provider: nil, claims: "{}", createdAt: createdAt, lastSeenAt: createdAt, expiresAt: expiresAt)
     }
 
     @Test("a session ends after idle_minutes without a request and at max_hours whatever its use, in memory and in the store; use within the idle limit keeps it, and another instance's use (in the store) counts")
@@ -470,25 +475,68 @@ struct BrowserSessionBookTests {
         let store = try SQLiteStateSurface(path: directory + "/state.sqlite", busyTimeout: 5)
         let book = BrowserSessionBook(store: store, idleSeconds: 600, maximumSeconds: 3_600)
         let other = BrowserSessionBook(store: store, idleSeconds: 600, maximumSeconds: 3_600)
-        try await book.insert(Self.record("idle", createdAt: 1_000, expiresAt: 4_600), claims: [:])
-        try await book.insert(Self.record("used", createdAt: 1_000, expiresAt: 4_600), claims: [:])
+        let (idle, used, shared, swept) = (Self.value("idle"), Self.value("used"), Self.value("shared"), Self.value("swept"))
+        try await book.insert(try Self.record("idle", createdAt: 1_000, expiresAt: 4_600), cookieValue: idle, claims: [:])
+        try await book.insert(try Self.record("used", createdAt: 1_000, expiresAt: 4_600), cookieValue: used, claims: [:])
         for now in stride(from: 1_300.0, through: 4_500, by: 300) {
-            guard case .live = book.lookup(cookieHash: "used", now: now) else { Issue.record("used at \(now) but ended"); break }
+            guard case .live = book.lookup(cookieValue: used, now: now) else { Issue.record("used at \(now) but ended"); break }
         }
-        if case .live = book.lookup(cookieHash: "used", now: 4_700) { Issue.record("alive past max_hours") }
-        #expect(try await book.load(cookieHash: "used", now: 4_700) == nil)
-        #expect(try await store.browserSession(cookieHash: "used") == nil, "an ended record is deleted")
+        if case .live = book.lookup(cookieValue: used, now: 4_700) { Issue.record("alive past max_hours") }
+        #expect(try await book.load(cookieValue: used, now: 4_700) == nil)
+        #expect(try await store.browserSession(cookieHash: try BrowserSessionBook.hash(used)) == nil, "an ended record is deleted")
         // Idle here for 700 s: memory does not decide alone; the store (no other use) ends it.
-        guard case .unknown = book.lookup(cookieHash: "idle", now: 1_700) else { Issue.record("idle beyond the limit answered from memory"); return }
-        #expect(try await book.load(cookieHash: "idle", now: 1_700) == nil)
+        guard case .unknown = book.lookup(cookieValue: idle, now: 1_700) else { Issue.record("idle beyond the limit answered from memory"); return }
+        #expect(try await book.load(cookieValue: idle, now: 1_700) == nil)
         // Used on another instance: that use is in the store, so this one keeps it.
-        try await book.insert(Self.record("shared", createdAt: 2_000, expiresAt: 5_600), claims: [:])
-        _ = try await other.load(cookieHash: "shared", now: 2_500)
-        guard case .unknown = book.lookup(cookieHash: "shared", now: 2_700) else { Issue.record("idle here answered from memory"); return }
-        #expect(try await book.load(cookieHash: "shared", now: 2_700) != nil)
-        try await book.insert(Self.record("swept", createdAt: 3_000, expiresAt: 6_600), claims: [:])
+        try await book.insert(try Self.record("shared", createdAt: 2_000, expiresAt: 5_600), cookieValue: shared, claims: [:])
+        _ = try await other.load(cookieValue: shared, now: 2_500)
+        guard case .unknown = book.lookup(cookieValue: shared, now: 2_700) else { Issue.record("idle here answered from memory"); return }
+        #expect(try await book.load(cookieValue: shared, now: 2_700) != nil)
+        try await book.insert(try Self.record("swept", createdAt: 3_000, expiresAt: 6_600), cookieValue: swept, claims: [:])
         #expect(try await book.sweep(now: 3_700) >= 1)
-        #expect(try await store.browserSession(cookieHash: "swept") == nil)
+        #expect(try await store.browserSession(cookieHash: try BrowserSessionBook.hash(swept)) == nil)
+        // A value of another form is never looked for in the store.
+        #expect(try await book.load(cookieValue: "ses_AAAAAAAAAAAAAAAAAAAAAA", now: 3_700) == nil)
         await store.shutdown()
+    }
+}
+
+@Suite("The session cookie: names, reading it from Cookie, keeping it from upstreams")
+struct SessionCookieTests {
+    @Test("its name follows the transport: __Host-portcullis on https, __Secure-portcullis with Domain under cookie_domain, portcullis on plain http (never Secure there, never a Domain)")
+    func names() {
+        let host = SessionCookie(secure: true, domain: nil)
+        #expect(host.name == "__Host-portcullis" && host.setting("v", maxAge: 60) == "__Host-portcullis=v; Path=/; Max-Age=60; HttpOnly; SameSite=Lax; Secure")
+        let domain = SessionCookie(secure: true, domain: "example.com")
+        #expect(domain.setting("v", maxAge: 60) == "__Secure-portcullis=v; Path=/; Max-Age=60; HttpOnly; SameSite=Lax; Domain=example.com; Secure")
+        #expect(domain.settingFlow("f1", value: "s", maxAge: 600) == "__Host-portcullis-flow-f1=s; Path=/; Max-Age=600; HttpOnly; SameSite=Lax; Secure", "a flow's cookie is host-only")
+        let plain = SessionCookie(secure: false, domain: "example.com")
+        #expect(plain.name == "portcullis" && plain.clearing == "portcullis=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax")
+    }
+
+    @Test("the session cookie is read by its exact name among other cookies, spaces and tabs around pairs; a name that only begins or ends like it is another cookie; twice is ambiguous")
+    func reading() {
+        let cookie = SessionCookie(secure: true, domain: nil)
+        let cases: [([String], SessionCookie.Found)] = [
+            (["__Host-portcullis=abc"], .one("abc")), (["a=1; __Host-portcullis=abc; b=2"], .one("abc")), (["a=1;\t__Host-portcullis=abc \t"], .one("abc")),
+            (["a=1", "__Host-portcullis=abc"], .one("abc")), (["__Host-portcullisx=abc; x__Host-portcullis=abc; __host-portcullis=abc"], .none),
+            (["__Host-portcullis-flow-1=abc"], .none), (["__Host-portcullis"], .none), (["__Host-portcullis="], .one("")), ([], .none),
+            (["__Host-portcullis=a; __Host-portcullis=b"], .several), (["__Host-portcullis=a", "__Host-portcullis=a"], .several),
+        ]
+        for (values, expected) in cases {
+            #expect(cookie.sessionValue(in: values) == expected, "\(values)")
+        }
+    }
+
+    @Test("the gateway's cookies, in every deployment's spelling and any letter case, are removed from what an upstream gets; the app's own pass in order; nothing left, no field")
+    func stripping() {
+        let cases: [(String, String?)] = [
+            ("theme=dark", "theme=dark"), ("theme=dark; portcullis=s; lang=en", "theme=dark; lang=en"), ("__Host-portcullis=s", nil),
+            ("__Secure-portcullis=s; a=1", "a=1"), ("a=1; PORTCULLIS=s; __host-portcullis-flow-x=f", "a=1"), ("portcullisx=1; myportcullis=2", "portcullisx=1; myportcullis=2"),
+            ("a=portcullis", "a=portcullis"),
+        ]
+        for (value, expected) in cases {
+            #expect(SessionCookie.withoutGatewayCookies(value) == expected, "\(value)")
+        }
     }
 }

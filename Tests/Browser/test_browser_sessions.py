@@ -1,0 +1,124 @@
+"""Browser sessions in a real Chromium (Playwright for Python), started by scripts/browser-sessions.sh.
+
+An app on a host of its own at / (Debian's Radicale, trusting X-Remote-User) behind the real
+`portcullis serve` over https; a provider signing in by redirect (Tests/Browser/fake_idp.py).
+Checks, each as Chromium saw it (URLs, statuses, cookies), never the page's word for it:
+
+- opening the app lands on the provider's login page; signing in comes back to the page asked for;
+- the app sees the user in its identity header (Radicale serves the user's own collection, and
+  refuses another's);
+- the session cookie: __Secure-portcullis, Domain=portcullis.test, HttpOnly, Secure, SameSite=Lax,
+  unreadable from the page; a second host under the domain needs no second sign-in, its upstream
+  gets the user and never the cookie;
+- the app's own fetch without a session gets 401 JSON, never HTML;
+- a user outside a route's policy sees the 403 page (no redirect loop);
+- sign-out ends the session (its cookie cleared, the provider's end-session page next);
+- the provider's back-channel logout sends the next navigation to sign in.
+
+Prints one line per check (never a token or a cookie's value); exits 1 on the first failure.
+"""
+import json
+import os
+import re
+import sys
+import urllib.request
+
+from playwright.sync_api import sync_playwright
+
+PORT = os.environ["PORT"]
+SSO = os.environ["SSO_URL"]
+WIKI = f"https://wiki.portcullis.test:{PORT}"
+APP = f"https://app.portcullis.test:{PORT}"
+ADMIN = f"https://admin.portcullis.test:{PORT}"
+AUTH = f"https://auth.portcullis.test:{PORT}"
+
+
+def check(condition, rule):
+    if not condition:
+        print(f"FAIL  {rule}")
+        sys.exit(1)
+    print(f"ok    {rule}")
+
+
+def sign_in_at_provider(page):
+    page.wait_for_url(re.compile(re.escape(SSO) + "/auth"), timeout=10000)
+    page.click("#approve")
+
+
+def main():
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=os.environ.get("CHROMIUM", "/usr/bin/chromium"),
+            args=["--no-sandbox", "--host-resolver-rules=MAP *.portcullis.test 127.0.0.1", "--ignore-certificate-errors"])
+        context = browser.new_context(ignore_https_errors=True)
+        page = context.new_page()
+        visited = []
+        page.on("request", lambda request: visited.append(request.url) if request.is_navigation_request() else None)
+
+        # Open the app at / on its own host: the provider's login page, then back to the page asked for.
+        page.goto(WIKI + "/.web/")
+        check(any(u.startswith(AUTH + "/.portcullis/sign_in?rd=") for u in visited), "the app's navigation was sent to the gateway's sign-in on the public host")
+        sign_in_at_provider(page)
+        page.wait_for_url(WIKI + "/.web/", timeout=10000)
+        check("Radicale" in page.content(), "signed in, the browser is back on the page it asked for (Radicale's own page)")
+        check(any("/api/auth/oidc/callback" in u for u in visited), "the browser came back through the gateway's callback")
+        cookies = {c["name"]: c for c in context.cookies()}
+        session = cookies.get("__Secure-portcullis")
+        check(session is not None and session["domain"].lstrip(".") == "portcullis.test" and session["httpOnly"] and session["secure"]
+              and session["sameSite"] == "Lax", "the session cookie is __Secure-portcullis for portcullis.test, HttpOnly, Secure, SameSite=Lax")
+        check(not any(name.startswith("__Host-portcullis-flow-") for name in cookies), "the flow cookie is gone once used")
+        check(page.evaluate("document.cookie").find("portcullis") < 0, "the page's script cannot read the session cookie")
+
+        # Radicale sees the user in X-Remote-User: its own collection is the user's, another's is refused.
+        info = page.evaluate(f"fetch('{WIKI}/.portcullis/userinfo').then(r => r.json())")
+        user = info["user"]
+        check(user.startswith("ext_") and info["email"] == "sso@example.com", "userinfo names the signed-in user")
+        own = page.goto(f"{WIKI}/{user}/")
+        check(own.status == 403 and "Directory listings are not supported" in page.content(), "Radicale took the user from X-Remote-User: it serves the user's own collection")
+        other = page.goto(f"{WIKI}/someone-else/")
+        check(other.status == 403 and "Access to the requested resource forbidden" in page.content(), "and refuses another user's")
+
+        # A second host under cookie_domain: no second sign-in; its upstream gets the user, never the cookie.
+        visited.clear()
+        answer = page.goto(APP + "/page")
+        received = json.loads(page.locator("body").inner_text())
+        headers = {k.lower(): v for k, v in received["headers"]}
+        check(answer.status == 200 and not any("/.portcullis/sign_in" in u for u in visited), "a second app host under the cookie domain needed no second sign-in")
+        check(headers.get("x-webauth-user") == user and headers.get("x-webauth-email") == "sso@example.com", "its upstream got the user and email in its identity headers")
+        check("portcullis" not in headers.get("cookie", ""), "and never the gateway's cookie")
+        check("x-portcullis-assertion" in headers, "and the signed assertion")
+
+        # The app's own fetch without a session: 401 JSON, never a page.
+        anonymous = page.evaluate(f"fetch('{APP}/api/data', {{credentials: 'omit'}}).then(async r => [r.status, r.headers.get('content-type'), await r.text()])")
+        check(anonymous[0] == 401 and anonymous[1].startswith("application/json") and "<html" not in anonymous[2], "an app's fetch without the cookie gets 401 JSON, never HTML")
+
+        # A user outside a route's policy: the 403 page, not a redirect loop.
+        visited.clear()
+        refused = page.goto(ADMIN + "/")
+        check(refused.status == 403 and "Not allowed" in page.content() and len(visited) == 1, "a user outside the policy sees the 403 page (no redirect)")
+
+        # Sign-out from the app's own host: the session ends, the cookie goes, the provider's end-session page is next.
+        page.goto(APP + "/page")
+        page.evaluate(f"""() => {{ const f = document.createElement('form'); f.method = 'post'; f.action = '{APP}/.portcullis/sign_out?rd=%2F';
+                           document.body.appendChild(f); f.submit(); }}""")
+        page.wait_for_url(re.compile(re.escape(SSO) + "/logout"), timeout=10000)
+        check("id_token_hint=" in page.url and "post_logout_redirect_uri=" in page.url, "sign-out goes on to the provider's end-session page")
+        check("__Secure-portcullis" not in {c["name"] for c in context.cookies()}, "the session cookie is cleared")
+        visited.clear()
+        page.goto(WIKI + "/.web/")
+        check(re.match(re.escape(SSO) + "/auth", page.url) is not None, "after sign-out, the app sends the browser to sign in again")
+
+        # Signed in again; the provider's back-channel logout sends the next navigation to sign in.
+        page.click("#approve")
+        page.wait_for_url(WIKI + "/.web/", timeout=10000)
+        with urllib.request.urlopen(urllib.request.Request(SSO + "/test/backchannel-logout", data=b"", method="POST"), timeout=10) as response:
+            sent = json.loads(response.read())
+        check(sent["gateway_status"] == 200, "the gateway accepted the provider's logout token")
+        page.goto(WIKI + "/.web/")
+        check(re.match(re.escape(SSO) + "/auth", page.url) is not None, "after the provider's back-channel logout, the next navigation signs in again")
+        check(not any("eyJ" in u for u in visited), "no URL the browser requested holds a token")
+        browser.close()
+
+
+if __name__ == "__main__":
+    main()

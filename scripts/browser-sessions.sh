@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# Browser sessions end to end in Chromium: an app on a host of its own at / behind the real
+# `portcullis serve` over https, signing in through a provider by redirect.
+#
+#   scripts/browser-sessions.sh          uses .build/debug/portcullis (swift test builds it)
+#   PORTCULLIS_BIN=path                  another binary
+#
+# The apps: Debian's Radicale (it trusts X-Remote-User, as the route's identity_headers name it)
+# on wiki.portcullis.test, a recording upstream on app.portcullis.test (a second host under
+# gateway.cookie_domain) and on admin.portcullis.test (a policy the user does not meet); the
+# provider is Tests/Browser/fake_idp.py; the gateway's public URL is auth.portcullis.test.
+# Chromium maps *.portcullis.test to 127.0.0.1 (--host-resolver-rules) and trusts the test's
+# self-signed certificate. Tests/Browser/test_browser_sessions.py says what is checked.
+# Without chromium or radicale it says what to install and exits 0, except in CI (CI=true).
+# Loopback only; every process it starts is stopped by its PID.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+CHROMIUM=${CHROMIUM:-$(command -v chromium || true)}
+missing=()
+[ -n "$CHROMIUM" ] || missing+=(chromium)
+command -v radicale >/dev/null || missing+=(radicale)
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "${CI:-}" = true ]; then echo "browser-sessions.sh: ${missing[*]} missing (apt-get install ${missing[*]})" >&2; exit 1; fi
+  echo "browser-sessions.sh: skipped: install ${missing[*]} (apt-get install ${missing[*]})"; exit 0
+fi
+VENV="$ROOT/.build/browser-venv"
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import playwright, cryptography" 2>/dev/null; then
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q playwright cryptography
+fi
+BIN=$(realpath "${PORTCULLIS_BIN:-$ROOT/.build/debug/portcullis}")
+WORK=$(mktemp -d)
+PORT=18721 RADICALE=18722 SSO_PORT=18723 ECHO=18724
+SERVE_PID= RADICALE_PID= SSO_PID= ECHO_PID=
+cleanup() {
+  for pid in $SERVE_PID $RADICALE_PID $SSO_PID $ECHO_PID; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# A certificate for the gateway's names (self-signed; Chromium is told to accept it).
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj "/CN=auth.portcullis.test" \
+  -addext "subjectAltName=DNS:auth.portcullis.test,DNS:*.portcullis.test,IP:127.0.0.1" \
+  -keyout "$WORK/tls.key" -out "$WORK/tls.pem" 2>/dev/null
+chmod 600 "$WORK/tls.key"
+
+# Radicale, trusting the proxy's X-Remote-User; each user may read only their own collections.
+mkdir -p "$WORK/radicale"
+cat > "$WORK/radicale/config" <<CONF
+[server]
+hosts = 127.0.0.1:$RADICALE
+[auth]
+type = http_x_remote_user
+[rights]
+type = owner_only
+[storage]
+filesystem_folder = $WORK/radicale/collections
+[web]
+type = internal
+[logging]
+level = info
+CONF
+radicale --config "$WORK/radicale/config" > "$WORK/radicale.log" 2>&1 & RADICALE_PID=$!
+
+# A recording upstream: answers 200 with the headers it received, as JSON.
+cat > "$WORK/echo.py" <<'PY'
+import json, sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+class H(BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def answer(self):
+        body = json.dumps({"path": self.path, "headers": [[k, v] for k, v in self.headers.items()]}).encode()
+        self.send_response(200); self.send_header("Content-Type", "application/json"); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+    do_GET = do_POST = answer
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+PY
+python3 "$WORK/echo.py" "$ECHO" & ECHO_PID=$!
+
+# The provider (its back-channel logout reaches the gateway over https, on loopback).
+(umask 077 && printf 'browser-client-secret\n' > "$WORK/sso.secret")
+FAKE_IDP_INSECURE_TLS=1 "$VENV/bin/python" "$ROOT/Tests/Browser/fake_idp.py" "$SSO_PORT" "$WORK/sso.secret" \
+  "https://127.0.0.1:$PORT/api/auth/oidc/backchannel-logout" > "$WORK/sso.log" 2>&1 & SSO_PID=$!
+for _ in $(seq 100); do curl -sf -o /dev/null "127.0.0.1:$SSO_PORT/jwks" && break; sleep 0.1; done
+
+mkdir -p "$WORK/config"
+cat > "$WORK/config/portcullis.yaml" <<YAML
+gateway:
+  port: $PORT
+  issuer: https://auth.portcullis.test:$PORT
+  public_url: https://auth.portcullis.test:$PORT
+  cookie_domain: portcullis.test
+  tls:
+    certificate_path: $WORK/tls.pem
+    private_key_path: $WORK/tls.key
+  routes:
+    - host: wiki.portcullis.test
+      prefix: /
+      upstream: http://127.0.0.1:$RADICALE
+      strip_prefix: false
+      auth: browser
+      identity_headers: {user: X-Remote-User}
+    - host: app.portcullis.test
+      prefix: /
+      upstream: http://127.0.0.1:$ECHO
+      auth: browser
+      identity_headers: {user: X-Webauth-User, email: X-Webauth-Email}
+    - host: admin.portcullis.test
+      prefix: /
+      upstream: http://127.0.0.1:$ECHO
+      auth: browser
+      require: {any_of: [{claim: groups, contains: admins}]}
+admin:
+  enabled: false
+runtime:
+  port: 0
+logging:
+  level: info
+trust:
+  issuers:
+    - issuer: http://127.0.0.1:$SSO_PORT
+      audiences: [portcullis-browser]
+      tenant: sso
+      login:
+        name: fake
+        display_name: Fake IdP
+        client_id: portcullis
+        client_secret_file: $WORK/sso.secret
+YAML
+(cd "$WORK" && exec "$BIN" serve > serve.log 2>&1) & SERVE_PID=$!
+for _ in $(seq 150); do curl -skf "https://127.0.0.1:$PORT/readyz" >/dev/null && break; sleep 0.2; done
+for _ in $(seq 50); do curl -sf -o /dev/null "127.0.0.1:$RADICALE/.web/" && break; sleep 0.1; done
+
+PORT="$PORT" SSO_URL="http://127.0.0.1:$SSO_PORT" CHROMIUM="$CHROMIUM" PORTCULLIS_BROWSER_OUT="$ROOT/.build/browser" \
+  "$VENV/bin/python" "$ROOT/Tests/Browser/test_browser_sessions.py" || {
+  status=$?
+  for log in serve.log radicale.log sso.log; do
+    [ -f "$WORK/$log" ] && { echo "--- $log (last 30 lines)"; tail -30 "$WORK/$log" | sed -E 's/eyJ[A-Za-z0-9_.-]+/<token>/g'; }
+  done
+  exit "$status"
+}
