@@ -101,23 +101,48 @@ public struct SessionCookie: Sendable, Equatable {
 
     /// Whether `cookieName` is one the gateway sets (any deployment's spelling, any case): never sent upstream.
     public static func isGatewayCookie(_ cookieName: Substring) -> Bool {
-        let lowered = cookieName.lowercased()
-        for base in ["portcullis", "__host-portcullis", "__secure-portcullis"] where lowered == base || lowered.hasPrefix(base + "-") {
-            return true
+        isGatewayCookie(bytes: cookieName.utf8)
+    }
+
+    /// `isGatewayCookie` over a name's bytes: `portcullis`, `__host-portcullis` or `__secure-portcullis`
+    /// in any case, alone or followed by `-` and more.
+    static func isGatewayCookie(bytes name: Substring.UTF8View) -> Bool {
+        for base in gatewayNameBases where name.count >= base.count {
+            var index = name.startIndex
+            var matches = true
+            for expected in base {
+                let byte = name[index]
+                if (byte >= 0x41 && byte <= 0x5A ? byte + 32 : byte) != expected {
+                    matches = false
+                    break
+                }
+                index = name.index(after: index)
+            }
+            if matches, index == name.endIndex || name[index] == UInt8(ascii: "-") { return true }
         }
         return false
     }
+
+    private static let gatewayNameBases = ["portcullis", "__host-portcullis", "__secure-portcullis"].map { Array($0.utf8) }
 
     /// A `Cookie` value without the gateway's cookies, the app's own kept in order; `nil` when nothing is left.
     public static func withoutGatewayCookies(_ value: String) -> String? {
         // The common case, a field without any of ours, is passed on as it came (one pass over the bytes).
         guard containsGatewayName(value.utf8) else { return value }
-        var kept: [Substring] = []
-        for piece in value.split(separator: ";") {
-            let trimmed = piece.drop { $0 == " " || $0 == "\t" }
-            if !isGatewayCookie(trimmed.prefix { $0 != "=" }) { kept.append(trimmed) }
+        var kept = ""
+        var rest = value[...]
+        while !rest.isEmpty {
+            let end = rest.utf8.firstIndex(of: UInt8(ascii: ";")) ?? rest.endIndex
+            var piece = rest[..<end]
+            rest = end == rest.endIndex ? rest[end...] : rest[rest.utf8.index(after: end)...]
+            while let first = piece.utf8.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") { piece = piece.dropFirst() }
+            guard !piece.isEmpty else { continue }
+            let nameEnd = piece.utf8.firstIndex(of: UInt8(ascii: "=")) ?? piece.endIndex
+            if isGatewayCookie(bytes: piece[..<nameEnd].utf8) { continue }
+            if !kept.isEmpty { kept += "; " }
+            kept += piece
         }
-        return kept.isEmpty ? nil : kept.joined(separator: "; ")
+        return kept.isEmpty ? nil : kept
     }
 
     /// Whether `bytes` hold `portcullis` in any letter case.
