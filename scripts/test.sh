@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command (README): the Swift suite, the agent-socket benchmark at a small N
-# on the debug build it made, the browser suite in Chromium, forward-auth through real
+# on the debug build it made, the browser suite and browser sessions in Chromium, forward-auth through real
 # nginx and Caddy, configuration reloads under load, and schemathesis against the OpenAPI document.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +11,8 @@ scripts/bounded.sh 1800 swift test
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 600 scripts/sockets.sh 300
 # The browser client and demo page in a real Chromium (skipped with a note when chromium is missing, never in CI).
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 900 scripts/browser-tests.sh
+# Browser sessions end to end in Chromium: an app (Debian's Radicale) on its own host behind https, a provider's sign-in by redirect.
+PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 600 scripts/browser-sessions.sh
 # Forward-auth with Debian's nginx and Caddy in front, on the README's configurations (skipped with a note when missing, never in CI).
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 300 scripts/forward-auth.sh
 # SIGHUP reloads under wrk's load: no failed request, every signal a reload, an agent socket kept open (CI=true: wrk must be there).
