@@ -203,6 +203,41 @@ struct ScaleOutTests {
         try await provider.stop()
     }
 
+    @Test("a browser signed in on gateway A uses its session cookie on gateway B; signed out on B, the cookie sends a navigation on A to sign in within a second")
+    func browserSessionAcrossGateways() async throws {
+        let upstream = try await RecordingUpstream.start()
+        let cluster = try await ScaleOut(configuration: """
+            gateway:
+              public_url: http://127.0.0.1
+              routes:
+                - {prefix: /app, upstream: "http://127.0.0.1:\(upstream.port)", auth: browser, identity_headers: {user: X-Remote-User}}
+            """)
+        defer { cluster.stop() }
+        let form = [("Sec-Fetch-Site", "same-origin"), ("Content-Type", "application/x-www-form-urlencoded")]
+        let signedIn = try await Answer.request(
+            .POST, cluster.a + "/.portcullis/sign_in", headers: form, body: "username=alice&password=correct+horse+battery&rd=%2Fapp%2F", followRedirects: false)
+        #expect(signedIn.status == 303, "\(signedIn.raw)")
+        var jar = CookieJar()
+        jar.take(signedIn)
+        let value = try #require(jar["portcullis"])
+        let onB = try await Answer.request(.GET, cluster.b + "/app/page", headers: [jar.header], followRedirects: false)
+        #expect(onB.status == 200 && onB.receivedHeaders["x-remote-user"]?.first?.hasPrefix("usr_") == true, "\(onB.raw)")
+        let onA = try await Answer.request(.GET, cluster.a + "/app/page", headers: [jar.header], followRedirects: false)
+        #expect(onA.status == 200, "\(onA.raw)")
+        let out = try await Answer.request(.POST, cluster.b + "/.portcullis/sign_out", headers: [("Sec-Fetch-Site", "same-origin"), jar.header], followRedirects: false)
+        #expect(out.status == 303, "\(out.raw)")
+        let navigation = BrowserSessionTests.navigation + [jar.header]
+        let started = ContinuousClock.now
+        var afterwards = try await Answer.request(.GET, cluster.a + "/app/page", headers: navigation, followRedirects: false)
+        while afterwards.status != 302, Self.seconds(since: started) < TimeBounds.seconds(1) {
+            try await Task.sleep(for: .milliseconds(20))
+            afterwards = try await Answer.request(.GET, cluster.a + "/app/page", headers: navigation, followRedirects: false)
+        }
+        #expect(afterwards.status == 302 && afterwards.headers["Location"].first?.contains("/.portcullis/sign_in") == true, "\(afterwards.raw)")
+        cluster.stop(secrets: [value])
+        try await upstream.stop()
+    }
+
     @Test("a token revoked through gateway A is refused by gateway B within a second")
     func revocationReachesOtherGateway() async throws {
         let cluster = try await ScaleOut()
