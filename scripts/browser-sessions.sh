@@ -10,7 +10,8 @@
 # gateway.cookie_domain) and on admin.portcullis.test (a policy the user does not meet); the
 # provider is Tests/Browser/fake_idp.py; the gateway's public URL is auth.portcullis.test.
 # Chromium maps *.portcullis.test to 127.0.0.1 (--host-resolver-rules) and trusts the test's
-# self-signed certificate. Tests/Browser/test_browser_sessions.py says what is checked.
+# self-signed certificate. Then the same sign-in through Debian's nginx and Caddy in front, on the
+# shipped config/forward-auth files. Tests/Browser/test_browser_sessions.py says what is checked.
 # Without chromium or radicale it says what to install and exits 0, except in CI (CI=true).
 # Loopback only; every process it starts is stopped by its PID.
 set -euo pipefail
@@ -19,6 +20,8 @@ CHROMIUM=${CHROMIUM:-$(command -v chromium || true)}
 missing=()
 [ -n "$CHROMIUM" ] || missing+=(chromium)
 command -v radicale >/dev/null || missing+=(radicale)
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
+command -v caddy >/dev/null || missing+=(caddy)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "${CI:-}" = true ]; then echo "browser-sessions.sh: ${missing[*]} missing (apt-get install ${missing[*]})" >&2; exit 1; fi
   echo "browser-sessions.sh: skipped: install ${missing[*]} (apt-get install ${missing[*]})"; exit 0
@@ -29,11 +32,13 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import playwright, cr
   "$VENV/bin/pip" install -q playwright cryptography
 fi
 BIN=$(realpath "${PORTCULLIS_BIN:-$ROOT/.build/debug/portcullis}")
+source "$ROOT/scripts/lib/gateway.sh"
 WORK=$(mktemp -d)
-PORT=18721 RADICALE=18722 SSO_PORT=18723 ECHO=18724
-SERVE_PID= RADICALE_PID= SSO_PID= ECHO_PID=
+PORT=18721 RADICALE=18722 SSO_PORT=18723 ECHO=18724 NGINX=18725 CADDY=18726 NGINX_GATEWAY=18727 CADDY_GATEWAY=18728
+SERVE_PID= RADICALE_PID= SSO_PID= ECHO_PID= NGINX_SERVE_PID= CADDY_SERVE_PID= CADDY_PID=
 cleanup() {
-  for pid in $SERVE_PID $RADICALE_PID $SSO_PID $ECHO_PID; do kill "$pid" 2>/dev/null || true; done
+  for pid in $SERVE_PID $RADICALE_PID $SSO_PID $ECHO_PID $NGINX_SERVE_PID $CADDY_SERVE_PID $CADDY_PID; do kill "$pid" 2>/dev/null || true; done
+  [ -f "$WORK/nginx.pid" ] && kill "$(cat "$WORK/nginx.pid")" 2>/dev/null || true
   wait 2>/dev/null || true
   rm -rf "$WORK"
 }
@@ -132,10 +137,34 @@ YAML
 for _ in $(seq 150); do curl -skf "https://127.0.0.1:$PORT/readyz" >/dev/null && break; sleep 0.2; done
 for _ in $(seq 50); do curl -sf -o /dev/null "127.0.0.1:$RADICALE/.web/" && break; sleep 0.1; done
 
+# The same app behind nginx and behind Caddy on the shipped forward-auth files, each proxy asking a
+# gateway of its own (plain http on loopback: the cookie is host-only on 127.0.0.1, which both proxies share).
+TRUST="trust:
+  issuers:
+    - issuer: http://127.0.0.1:$SSO_PORT
+      audiences: [portcullis-browser]
+      tenant: sso
+      login:
+        name: fake
+        display_name: Fake IdP
+        client_id: portcullis
+        client_secret_file: $WORK/sso.secret"
+for family in nginx forwarded; do
+  port=$([ "$family" = nginx ] && echo "$NGINX_GATEWAY" || echo "$CADDY_GATEWAY")
+  LOGGING_LEVEL=info start_serve "$WORK/$family" "$port" "  issuer: http://127.0.0.1:$port
+  routes:
+    - {prefix: /app, upstream: \"http://127.0.0.1:$ECHO\", auth: browser}
+  trusted_proxies: [127.0.0.1]
+  forward_auth: {headers: $family}" "$TRUST"
+  if [ "$family" = nginx ]; then NGINX_SERVE_PID=$SERVE_PID; else CADDY_SERVE_PID=$SERVE_PID; fi
+done
+start_forward_auth_proxies "$WORK" "$NGINX" "$CADDY" "$NGINX_GATEWAY" "$CADDY_GATEWAY" "$ECHO"
+
 PORT="$PORT" SSO_URL="http://127.0.0.1:$SSO_PORT" CHROMIUM="$CHROMIUM" PORTCULLIS_BROWSER_OUT="$ROOT/.build/browser" \
+  NGINX_URL="http://127.0.0.1:$NGINX" CADDY_URL="http://127.0.0.1:$CADDY" \
   "$VENV/bin/python" "$ROOT/Tests/Browser/test_browser_sessions.py" || {
   status=$?
-  for log in serve.log radicale.log sso.log; do
+  for log in serve.log radicale.log sso.log nginx/serve.log forwarded/serve.log caddy.log nginx/error.log; do
     [ -f "$WORK/$log" ] && { echo "--- $log (last 30 lines)"; tail -30 "$WORK/$log" | sed -E 's/eyJ[A-Za-z0-9_.-]+/<token>/g'; }
   done
   exit "$status"

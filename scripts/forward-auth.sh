@@ -71,6 +71,7 @@ ROUTES="  routes:
     - {prefix: /app, upstream: \"http://127.0.0.1:$UPSTREAM\", auth: browser}
   public_url: https://portcullis.test
   cookie_domain: portcullis.test
+  login_return_origins: [\"https://127.0.0.1:$NGINX\", \"https://127.0.0.1:$CADDY\"]
   trusted_proxies: [127.0.0.1]"
 TRUST="trust:
   issuers:
@@ -101,21 +102,8 @@ for _ in $(seq 50); do
   sleep 0.2
 done
 
-fill() { sed -e "s#NGINX_ADDRESS#127.0.0.1:$NGINX#; s#CADDY_ADDRESS#127.0.0.1:$CADDY#; s#GATEWAY_ADDRESS#127.0.0.1:$2#; s#UPSTREAM_ADDRESS#127.0.0.1:$UPSTREAM#" "$1"; }
-mkdir -p "$WORK/nginx"
-{
-  echo "pid $WORK/nginx.pid; error_log $WORK/nginx/error.log; worker_processes 1; events {}"
-  echo "http { access_log off; client_body_temp_path $WORK/nginx; proxy_temp_path $WORK/nginx; fastcgi_temp_path $WORK/nginx; uwsgi_temp_path $WORK/nginx; scgi_temp_path $WORK/nginx;"
-  fill "$ROOT/config/forward-auth/nginx.conf" "$GATEWAY"
-  echo "}"
-} > "$WORK/nginx.conf"
-nginx -c "$WORK/nginx.conf" -p "$WORK/nginx"
 # Caddy serves the route host's name too (nginx's one server takes every host).
-fill "$ROOT/config/forward-auth/Caddyfile" "$CADDY_GATEWAY" | sed -e "s#^http://127.0.0.1:$CADDY {#http://127.0.0.1:$CADDY, http://admin.portcullis.test:$CADDY {#" > "$WORK/Caddyfile"
-(cd "$WORK" && HOME="$WORK" XDG_DATA_HOME="$WORK" XDG_CONFIG_HOME="$WORK" exec caddy run --config "$WORK/Caddyfile" --adapter caddyfile > "$WORK/caddy.log" 2>&1) & CADDY_PID=$!
-for port in $NGINX $CADDY; do
-  for _ in $(seq 100); do curl -s -o /dev/null "127.0.0.1:$port/" && break; sleep 0.1; done
-done
+start_forward_auth_proxies "$WORK" "$NGINX" "$CADDY" "$GATEWAY" "$CADDY_GATEWAY" "$UPSTREAM" "http://admin.portcullis.test:$CADDY"
 
 failures=0
 check() {  # name, expected status (a | separated list), curl arguments...
@@ -167,9 +155,15 @@ for proxy in nginx:$NGINX caddy:$CADDY; do
     echo "ok    $name: the navigation is sent to the gateway's sign-in, back to the page asked for"
   else echo "FAIL  $name: sent to $location"; failures=$((failures + 1)); fi
   check "$name, an app's fetch without a session" 401 -H "Accept: application/json" "127.0.0.1:$port/app/data"
+  if grep -q '"token_missing"' "$WORK/body"; then echo "ok    $name: the fetch's 401 is JSON"; else echo "FAIL  $name: the fetch's 401 is not JSON"; failures=$((failures + 1)); fi
   check "$name, the session cookie" 200 -H "Cookie: theme=dark; $cookie; lang=en" "127.0.0.1:$port/app/page"
   received "$name: the app got the user and the assertion with its session, and its own cookies without the gateway's" \
     'one("x-auth-request-user").startswith("usr_") and claims.get("session_id", "").startswith("ses_") and "portcullis" not in one("cookie") and "theme=dark" in one("cookie") and "lang=en" in one("cookie")'
+  # A junk copy under another spelling before the real one, and a flow cookie: none reaches the app.
+  check "$name, the session cookie behind a planted copy and a flow cookie" 200 \
+    -H "Cookie: portcullis=junk; $cookie; __Host-portcullis-flow-x=f; PORTCULLIS-other=1; lang=en" "127.0.0.1:$port/app/page"
+  received "$name: the app got none of the gateway's cookies, in any spelling, and its own" \
+    '"portcullis" not in one("cookie").lower() and one("cookie").strip() == "lang=en"'
   check "$name, a cross-site POST with the session cookie" 403 -X POST -H "Origin: https://evil.example" -H "Cookie: $cookie" "127.0.0.1:$port/app/form"
   reached=$(wc -l < "$WORK/reached.log")
   check "$name, a token without the route's scope" 403 -H "Authorization: Bearer $UNSCOPED" "127.0.0.1:$port/api/billing/invoices"

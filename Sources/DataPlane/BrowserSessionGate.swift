@@ -15,9 +15,15 @@ package struct BrowserSessionGate: Sendable {
     /// `https` or `http`: how browsers reach the gateway (the scheme of the public URL).
     package let scheme: String
     package let clock: any TokenClock
+    /// Whether sign-in takes an absolute URL back (its host a route's or the public one, or its origin in
+    /// `gateway.login_return_origins`): one it would refuse is never built into a sign-in link.
+    package let acceptsReturn: @Sendable (String) -> Bool
 
-    package init(cookie: SessionCookie, book: BrowserSessionBook, publicURL: String, clock: any TokenClock) {
+    package init(
+        cookie: SessionCookie, book: BrowserSessionBook, publicURL: String, clock: any TokenClock, acceptsReturn: @escaping @Sendable (String) -> Bool = { _ in true }
+    ) {
         self.clock = clock
+        self.acceptsReturn = acceptsReturn
         self.cookie = cookie
         self.book = book
         self.publicURL = publicURL
@@ -86,8 +92,9 @@ package struct BrowserSessionGate: Sendable {
     ///
     /// `rd` is the page in the spelling sign-in accepts (`SignInRedirect`): the host lower-cased
     /// without a trailing dot; without its query, or at the site's root, when the page's address
-    /// holds what sign-in refuses (an escaped space or non-ASCII byte, more than 2048 bytes), so
-    /// that no link leads to a sign-in that cannot return.
+    /// holds what sign-in refuses (an escaped space or non-ASCII byte, more than 2048 bytes), and
+    /// the public host's root (`/`) when sign-in would not return to that host at all, so that no
+    /// link leads to a sign-in that cannot return.
     package func signInLocation(host: String?, path: Substring, query: Substring?, provider: String?) -> String? {
         guard let host, let name = RouteHost.requestHost(host[...]) else { return nil }
         var authority = String(name)
@@ -98,7 +105,8 @@ package struct BrowserSessionGate: Sendable {
         let site = scheme + "://" + authority
         var candidates = [site + path]
         if let query = RequestTarget.queryWithoutCredentials(query) { candidates.insert(site + path + "?" + query, at: 0) }
-        let original = candidates.first(where: Self.isReturnable) ?? site + "/"
+        // A page sign-in would not send the browser back to (an app host not listed anywhere, say): the public host's root.
+        let original = candidates.first { Self.isReturnable($0) && acceptsReturn($0) } ?? (acceptsReturn(site + "/") ? site + "/" : "/")
         var location = publicURL + "/.portcullis/sign_in?rd=" + Self.percentEncoded(original)
         if let provider { location += "&provider=" + Self.percentEncoded(provider) }
         return location

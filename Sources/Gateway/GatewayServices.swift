@@ -154,7 +154,12 @@ public struct GatewayServices: Sendable {
 
     /// What the data plane and forward-auth need of browser sessions.
     var browserGate: BrowserSessionGate {
-        BrowserSessionGate(cookie: sessionCookie, book: browserSessions, publicURL: configuration.effectivePublicURL, clock: clock)
+        let (table, publicHost, returnOrigins) = (routeTable, configuration.publicHost, configuration.effectiveLoginReturnOrigins)
+        return BrowserSessionGate(
+            cookie: sessionCookie, book: browserSessions, publicURL: configuration.effectivePublicURL, clock: clock,
+            acceptsReturn: { url in
+                (try? BrowserSessionRoutes.checkedReturn(url, table: table.current, publicHost: publicHost, returnOrigins: returnOrigins)) != nil
+            })
     }
 
     var forwardAuthRoutes: ForwardAuthRoutes {

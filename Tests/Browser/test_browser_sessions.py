@@ -13,7 +13,8 @@ Checks, each as Chromium saw it (URLs, statuses, cookies), never the page's word
 - the app's own fetch without a session gets 401 JSON, never HTML;
 - a user outside a route's policy sees the 403 page (no redirect loop);
 - sign-out ends the session (its cookie cleared, the provider's end-session page next);
-- the provider's back-channel logout sends the next navigation to sign in.
+- the provider's back-channel logout sends the next navigation to sign in;
+- then the same sign-in through nginx and through Caddy in front, on the shipped forward-auth files.
 
 Prints one line per check (never a token or a cookie's value); exits 1 on the first failure.
 """
@@ -117,7 +118,32 @@ def main():
         page.goto(WIKI + "/.web/")
         check(re.match(re.escape(SSO) + "/auth", page.url) is not None, "after the provider's back-channel logout, the next navigation signs in again")
         check(not any("eyJ" in u for u in visited), "no URL the browser requested holds a token")
+        for name in ("nginx", "caddy"):
+            through_proxy(browser, name, os.environ[name.upper() + "_URL"])
         browser.close()
+
+
+def through_proxy(browser, name, base):
+    """The same sign-in with the proxy in front asking forward-auth (the shipped configuration files)."""
+    context = browser.new_context()
+    page = context.new_page()
+    visited = []
+    page.on("request", lambda request: visited.append(request.url) if request.is_navigation_request() else None)
+    page.goto(base + "/app/page?x=1")
+    check(any("/.portcullis/sign_in?rd=" in u for u in visited), f"{name}: a navigation without a session is sent to the gateway's sign-in")
+    sign_in_at_provider(page)
+    page.wait_for_url(base + "/app/page?x=1", timeout=10000)
+    received = json.loads(page.locator("body").inner_text())
+    headers = {k.lower(): v for k, v in received["headers"]}
+    check(headers.get("x-auth-request-user", "").startswith("ext_") and "x-portcullis-assertion" in headers,
+          f"{name}: signed in, back on the page asked for; the app got the user and the assertion")
+    check("portcullis" not in headers.get("cookie", ""), f"{name}: the app never got the gateway's cookie")
+    anonymous = page.evaluate(f"fetch('{base}/app/data', {{credentials: 'omit'}}).then(async r => [r.status, r.headers.get('content-type'), await r.text()])")
+    check(anonymous[0] == 401 and (anonymous[1] or "").startswith("application/json") and "<html" not in anonymous[2],
+          f"{name}: an app's fetch without the cookie gets 401 JSON, never HTML")
+    posted = page.evaluate(f"fetch('{base}/app/form', {{method: 'POST', body: 'x'}}).then(r => r.status)")
+    check(posted == 200, f"{name}: the app's own POST with the cookie passes (same origin)")
+    context.close()
 
 
 if __name__ == "__main__":

@@ -70,3 +70,29 @@ http {
 CONF
   nginx -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' & NGINX_PID=$!
 }
+
+# start_forward_auth_proxies WORK NGINX_PORT CADDY_PORT NGINX_GATEWAY CADDY_GATEWAY UPSTREAM_PORT [CADDY_NAMES]
+#   Debian's nginx and Caddy on 127.0.0.1, on the shipped config/forward-auth files with the
+#   addresses filled in: nginx asks the gateway on NGINX_GATEWAY, Caddy the one on CADDY_GATEWAY,
+#   both in front of UPSTREAM_PORT. CADDY_NAMES: more site addresses for Caddy (other host
+#   names on its port). nginx's pid is in WORK/nginx.pid; sets CADDY_PID; waits until both answer.
+start_forward_auth_proxies() {
+  local work=$1 nginx=$2 caddy=$3 nginx_gateway=$4 caddy_gateway=$5 upstream=$6 names=${7:-}
+  local root; root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+  fill_forward_auth() {  # file gateway
+    sed -e "s#NGINX_ADDRESS#127.0.0.1:$nginx#; s#CADDY_ADDRESS#127.0.0.1:$caddy#; s#GATEWAY_ADDRESS#127.0.0.1:$2#; s#UPSTREAM_ADDRESS#127.0.0.1:$upstream#" "$1"
+  }
+  mkdir -p "$work/nginx"
+  {
+    echo "pid $work/nginx.pid; error_log $work/nginx/error.log; worker_processes 1; events {}"
+    echo "http { access_log off; client_body_temp_path $work/nginx; proxy_temp_path $work/nginx; fastcgi_temp_path $work/nginx; uwsgi_temp_path $work/nginx; scgi_temp_path $work/nginx;"
+    fill_forward_auth "$root/config/forward-auth/nginx.conf" "$nginx_gateway"
+    echo "}"
+  } > "$work/nginx.conf"
+  PATH="$PATH:/usr/sbin" nginx -c "$work/nginx.conf" -p "$work/nginx"
+  fill_forward_auth "$root/config/forward-auth/Caddyfile" "$caddy_gateway" | sed -e "s#^http://127.0.0.1:$caddy {#http://127.0.0.1:$caddy${names:+, $names} {#" > "$work/Caddyfile"
+  (cd "$work" && HOME="$work" XDG_DATA_HOME="$work" XDG_CONFIG_HOME="$work" exec caddy run --config "$work/Caddyfile" --adapter caddyfile > "$work/caddy.log" 2>&1) & CADDY_PID=$!
+  for port in $nginx $caddy; do
+    for _ in $(seq 100); do curl -s -o /dev/null "127.0.0.1:$port/" && break; sleep 0.1; done
+  done
+}

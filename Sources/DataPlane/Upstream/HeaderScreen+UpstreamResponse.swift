@@ -20,11 +20,7 @@ extension HeaderScreen {
         guard screened == .ordinary else { return false }
         // An upstream never sets the gateway's cookies: a planted session or flow cookie would sign
         // the browser in as someone else (session fixation), or shadow the real one.
-        if response.name(of: field, is: "set-cookie") {
-            let value = response.bytes[field.value]
-            let name = value.prefix { $0 != UInt8(ascii: "=") }.drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
-            if SessionCookie.isGatewayCookie(Substring(decoding: name, as: UTF8.self)) { return false }
-        }
+        if response.name(of: field, is: "set-cookie"), SessionCookie.setsGatewayCookie(response.bytes[field.value]) { return false }
         return connectionListed.isEmpty || !connectionListed.contains(folded(response.nameString(of: field)))
     }
 }

@@ -312,9 +312,12 @@ struct BrowserSessionRoutes: Sendable {
     /// `rd` checked: a path on the public host, or an https URL (http on loopback) on a route's
     /// host, the public host or a `login_return_origins` origin.
     private func checkedReturn(_ text: String) throws(SignInRedirect.Refusal) -> SignInRedirect {
-        let table = table.current
-        let publicHost = self.publicHost
-        return try SignInRedirect.check(
+        try Self.checkedReturn(text, table: table.current, publicHost: publicHost, returnOrigins: returnOrigins)
+    }
+
+    /// `rd` checked against `table`'s route hosts, the public host and `returnOrigins`.
+    static func checkedReturn(_ text: String, table: RouteTable, publicHost: String?, returnOrigins: [String]) throws(SignInRedirect.Refusal) -> SignInRedirect {
+        try SignInRedirect.check(
             text, allowedOrigins: Set(returnOrigins),
             acceptsHost: { host in host == publicHost || table.routes.contains { $0.host?.matches(host[...]) == true } })
     }

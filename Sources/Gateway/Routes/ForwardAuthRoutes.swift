@@ -116,7 +116,7 @@ struct ForwardAuthRoutes: Sendable {
             let assertion = try assertion(for: route, caller: RuntimeCaller(userID: nil, tenantID: nil, sessionID: nil))
             // Every identity field, empty: a proxy that copies a field the answer lacks may send its
             // own placeholder, or the client's copy, upstream instead (Caddy 2.6).
-            return Response(status: .ok, headers: Self.identityFields(assertion: assertion, IdentityFieldValues()))
+            return Response(status: .ok, headers: Self.identityFields(assertion: assertion, IdentityFieldValues(), appCookie: Self.appCookie(request)))
         }
         if token == nil, route.acceptsSessionCookie {
             return try await verifyBrowser(request, route: route, path: path, method: method, host: host)
@@ -141,7 +141,16 @@ struct ForwardAuthRoutes: Sendable {
             sessionID = checked
         }
         let assertion = try assertion(for: route, caller: RuntimeCaller(caller, sessionID: sessionID))
-        return Response(status: .ok, headers: Self.identityFields(assertion: assertion, IdentityFieldValues(caller), route: route))
+        return Response(status: .ok, headers: Self.identityFields(assertion: assertion, IdentityFieldValues(caller), route: route, appCookie: Self.appCookie(request)))
+    }
+
+    /// The request's `Cookie` without the gateway's cookies (the gateway's own parser, every one of
+    /// them in any spelling), for the proxy to send the app instead of the browser's: a proxy's
+    /// pattern would miss a second copy or a flow cookie. Empty when nothing is left.
+    static func appCookie(_ request: Request) -> String {
+        let values = request.headers[values: .cookie]
+        guard !values.isEmpty else { return "" }
+        return SessionCookie.withoutGatewayCookies(values.joined(separator: "; ")) ?? ""
     }
 
     /// An `auth: browser` route asked without a token: the session cookie the proxy passed on.
@@ -152,6 +161,12 @@ struct ForwardAuthRoutes: Sendable {
     /// Caddy and Traefik a 302 they relay; anything else 401 JSON.
     func verifyBrowser(_ request: Request, route: DataPlane.Route, path: Substring, method: HTTPRequest.Method, host: String?) async throws -> Response {
         let originalHost = host ?? (try? Self.originalHost(request.headers, family: family))
+        // Sent twice (one planted by another host under the domain, say): refused as on the data plane, never a sign-in loop.
+        if case .several = gate.cookie.sessionValue(in: request.headers[values: .cookie]) {
+            throw GatewayError(
+                .badRequest, "session_cookie_ambiguous",
+                "the request carries the session cookie \(gate.cookie.name) more than once; clear this site's cookies and sign in again")
+        }
         guard let (session, _) = try await browser.session(request) else {
             let refusal = GatewayError(.unauthorized, "token_missing", "sign in: no access token and no session cookie")
             let navigation = BrowserSessionGate.isNavigation(
@@ -179,15 +194,15 @@ struct ForwardAuthRoutes: Sendable {
             throw GatewayError(refusedBy: refusal)
         }
         let assertion = try assertion(for: route, caller: RuntimeCaller(caller, sessionID: session.record.sessionID))
-        return Response(status: .ok, headers: Self.identityFields(assertion: assertion, IdentityFieldValues(caller), route: route))
+        return Response(status: .ok, headers: Self.identityFields(assertion: assertion, IdentityFieldValues(caller), route: route, appCookie: Self.appCookie(request)))
     }
 
     /// A 200's fields: the assertion and every identity field, in oauth2-proxy's names (so that
     /// existing proxy configurations carry over), each present, empty when there is no value.
-    static func identityFields(assertion: String, _ values: IdentityFieldValues, route: DataPlane.Route? = nil) -> HTTPFields {
+    static func identityFields(assertion: String, _ values: IdentityFieldValues, route: DataPlane.Route? = nil, appCookie: String = "") -> HTTPFields {
         var fields: HTTPFields = [
             .cacheControl: "no-store", assertionHeader: assertion, Header.user: values.user, Header.tenant: values.tenant, Header.email: values.email,
-            Header.groups: values.groups,
+            Header.groups: values.groups, Header.appCookie: appCookie,
         ]
         // The route's own identity fields too, each present (empty without a value), for the proxy to copy.
         if let names = route?.identityFields {
@@ -207,6 +222,8 @@ struct ForwardAuthRoutes: Sendable {
         static let tenant = HTTPField.Name("X-Auth-Request-Tenant")!
         static let email = HTTPField.Name("X-Auth-Request-Email")!
         static let groups = HTTPField.Name("X-Auth-Request-Groups")!
+        /// The browser's cookies without the gateway's, for the proxy to send the app.
+        static let appCookie = HTTPField.Name("X-Portcullis-App-Cookie")!
         /// Where a navigation without a session signs in (nginx's `error_page 401` reads it).
         static let signIn = HTTPField.Name("X-Portcullis-Sign-In")!
         static let fetchMode = HTTPField.Name("Sec-Fetch-Mode")!

@@ -86,12 +86,16 @@ public struct SessionCookie: Sendable, Equatable {
                 let end = rest.utf8.firstIndex(of: UInt8(ascii: ";")) ?? rest.endIndex
                 var piece = rest[..<end]
                 rest = end == rest.endIndex ? rest[end...] : rest[rest.utf8.index(after: end)...]
-                while let first = piece.utf8.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") { piece = piece.dropFirst() }
+                while let first = piece.utf8.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") {
+                    piece = piece[piece.utf8.index(after: piece.utf8.startIndex)...]
+                }
                 guard piece.utf8.starts(with: name.utf8) else { continue }
                 let afterName = piece.utf8.index(piece.startIndex, offsetBy: name.utf8.count)
                 guard afterName < piece.endIndex, piece.utf8[afterName] == UInt8(ascii: "=") else { continue }
                 var cookieValue = piece[piece.utf8.index(after: afterName)...]
-                while let last = cookieValue.utf8.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") { cookieValue = cookieValue.dropLast() }
+                while let last = cookieValue.utf8.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") {
+                    cookieValue = cookieValue[..<cookieValue.utf8.index(before: cookieValue.utf8.endIndex)]
+                }
                 if found != nil { return .several }
                 found = cookieValue
             }
@@ -123,6 +127,27 @@ public struct SessionCookie: Sendable, Equatable {
         return false
     }
 
+    /// Whether a `Set-Cookie` value sets one of the gateway's cookies as a browser reads it
+    /// (RFC 6265 §5.2): the name before `=` trimmed of spaces and tabs on both sides, and a
+    /// nameless cookie (`=portcullis=x`, which a browser sends back as `portcullis=x`) read by its value.
+    public static func setsGatewayCookie<Bytes: Collection<UInt8>>(_ value: Bytes) -> Bool {
+        let pair = value.prefix { $0 != UInt8(ascii: ";") }
+        let name = trimmed(pair.prefix { $0 != UInt8(ascii: "=") })
+        if !name.isEmpty { return isGatewayCookie(bytes: Substring(decoding: name, as: UTF8.self).utf8) }
+        // No name: the value stands as the cookie (`=portcullis=x`, or `portcullis` with no `=` at all).
+        let rest = pair.drop { $0 != UInt8(ascii: "=") }.dropFirst()
+        let valueName = trimmed((pair.contains(UInt8(ascii: "=")) ? rest : pair[...]).prefix { $0 != UInt8(ascii: "=") })
+        return isGatewayCookie(bytes: Substring(decoding: valueName, as: UTF8.self).utf8)
+    }
+
+    /// `bytes` without spaces and tabs at either end.
+    private static func trimmed<Bytes: BidirectionalCollection<UInt8>>(_ bytes: Bytes) -> Bytes.SubSequence {
+        let blank = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+        let start = bytes.firstIndex { !blank($0) } ?? bytes.endIndex
+        let end = bytes.lastIndex { !blank($0) }.map(bytes.index(after:)) ?? start
+        return bytes[start..<max(start, end)]
+    }
+
     private static let gatewayNameBases = ["portcullis", "__host-portcullis", "__secure-portcullis"].map { Array($0.utf8) }
 
     /// A `Cookie` value without the gateway's cookies, the app's own kept in order; `nil` when nothing is left.
@@ -135,7 +160,9 @@ public struct SessionCookie: Sendable, Equatable {
             let end = rest.utf8.firstIndex(of: UInt8(ascii: ";")) ?? rest.endIndex
             var piece = rest[..<end]
             rest = end == rest.endIndex ? rest[end...] : rest[rest.utf8.index(after: end)...]
-            while let first = piece.utf8.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") { piece = piece.dropFirst() }
+            while let first = piece.utf8.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") {
+                piece = piece[piece.utf8.index(after: piece.utf8.startIndex)...]
+            }
             guard !piece.isEmpty else { continue }
             let nameEnd = piece.utf8.firstIndex(of: UInt8(ascii: "=")) ?? piece.endIndex
             if isGatewayCookie(bytes: piece[..<nameEnd].utf8) { continue }

@@ -364,12 +364,19 @@ struct BrowserSessionTests {
             func verify(_ headers: [(String, String)]) async throws -> Answer {
                 try await Answer.request(.GET, fixture.baseURL + "/api/auth/verify", headers: headers, followRedirects: false)
             }
-            let ok = try await verify([(uri, "/app/page"), (host, "app.example.test"), jar.header])
+            let ok = try await verify([(uri, "/app/page"), (host, "app.example.test"), ("Cookie", "__Host-portcullis=junk; " + jar.header.1 + "; portcullis-flow-x=f; lang=en")])
             #expect(ok.status == 200 && ok.headers["X-Remote-User"].first?.hasPrefix("usr_") == true, "\(family): \(ok.raw)")
+            #expect(ok.headers["X-Portcullis-App-Cookie"].first == "lang=en", "the browser's cookies without the gateway's, for the proxy to send the app: \(ok.headers)")
+            let twice = try await verify([(uri, "/app/page"), (host, "app.example.test"), ("Cookie", jar.header.1 + "; " + jar.header.1)])
+            #expect(twice.status == 400 && twice.error == "session_cookie_ambiguous", "\(family): \(twice.raw)")
             #expect(ok.headers["X-Auth-Request-User"].first == ok.headers["X-Remote-User"].first)
             fixture.remember(ok.headers["X-Portcullis-Assertion"].first ?? "")
-            let navigation = try await verify([(uri, "/app/page?x=1"), (host, "app.example.test")] + Self.navigation)
-            let expected = "http://127.0.0.1:8080/.portcullis/sign_in?rd=" + FormEncoding.encode("http://app.example.test/app/page?x=1")
+            // The proxy's host is not one sign-in returns to (not the public host, a route's or a listed origin): the public host's root.
+            let unlisted = try await verify([(uri, "/app/page?x=1"), (host, "app.example.test")] + Self.navigation)
+            let signInAt = (family == .nginx ? unlisted.headers["X-Portcullis-Sign-In"] : unlisted.headers["Location"]).first
+            #expect(signInAt == "http://127.0.0.1:8080/.portcullis/sign_in?rd=%2F", "\(unlisted.headers)")
+            let navigation = try await verify([(uri, "/app/page?x=1"), (host, "127.0.0.1:8080")] + Self.navigation)
+            let expected = "http://127.0.0.1:8080/.portcullis/sign_in?rd=" + FormEncoding.encode("http://127.0.0.1:8080/app/page?x=1")
             if family == .nginx {
                 #expect(navigation.status == 401 && navigation.headers["X-Portcullis-Sign-In"].first == expected, "\(navigation.headers)")
             } else {
@@ -525,6 +532,17 @@ struct SessionCookieTests {
         ]
         for (values, expected) in cases {
             #expect(cookie.sessionValue(in: values) == expected, "\(values)")
+        }
+    }
+
+    @Test("an upstream's Set-Cookie sets one of the gateway's cookies as a browser reads it: spaces or tabs around the name, a nameless cookie whose value begins with the name; the app's own do not")
+    func settingGatewayCookies() {
+        let cases: [(String, Bool)] = [
+            ("__Host-portcullis=x; Path=/", true), ("__Host-portcullis =x", true), ("\t portcullis\t=x", true), ("=portcullis=x", true), ("= __Secure-portcullis=x", true),
+            ("portcullis", true), ("PORTCULLIS-flow-1=x", true), ("app=1; Path=/portcullis", false), ("portcullisx=1", false), ("=app=1", false), ("app=portcullis", false),
+        ]
+        for (value, expected) in cases {
+            #expect(SessionCookie.setsGatewayCookie(Array(value.utf8)) == expected, "\(value)")
         }
     }
 
