@@ -26,18 +26,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   if [ "${CI:-}" = true ]; then echo "browser-sessions.sh: ${missing[*]} missing (apt-get install ${missing[*]})" >&2; exit 1; fi
   echo "browser-sessions.sh: skipped: install ${missing[*]} (apt-get install ${missing[*]})"; exit 0
 fi
-VENV="$ROOT/.build/browser-venv"
-if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import playwright, cryptography" 2>/dev/null; then
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q playwright cryptography
-fi
-BIN=$(realpath "${PORTCULLIS_BIN:-$ROOT/.build/debug/portcullis}")
 source "$ROOT/scripts/lib/gateway.sh"
+VENV=$(browser_venv)
+BIN=$(realpath "${PORTCULLIS_BIN:-$ROOT/.build/debug/portcullis}")
 WORK=$(mktemp -d)
 PORT=18721 RADICALE=18722 SSO_PORT=18723 ECHO=18724 NGINX=18725 CADDY=18726 NGINX_GATEWAY=18727 CADDY_GATEWAY=18728
-SERVE_PID= RADICALE_PID= SSO_PID= ECHO_PID= NGINX_SERVE_PID= CADDY_SERVE_PID= CADDY_PID=
+TLS_SERVE_PID= RADICALE_PID= SSO_PID= ECHO_PID= NGINX_SERVE_PID= CADDY_SERVE_PID= CADDY_PID=
 cleanup() {
-  for pid in $SERVE_PID $RADICALE_PID $SSO_PID $ECHO_PID $NGINX_SERVE_PID $CADDY_SERVE_PID $CADDY_PID; do kill "$pid" 2>/dev/null || true; done
+  for pid in $TLS_SERVE_PID $RADICALE_PID $SSO_PID $ECHO_PID $NGINX_SERVE_PID $CADDY_SERVE_PID $CADDY_PID; do kill "$pid" 2>/dev/null || true; done
   [ -f "$WORK/nginx.pid" ] && kill "$(cat "$WORK/nginx.pid")" 2>/dev/null || true
   wait 2>/dev/null || true
   rm -rf "$WORK"
@@ -89,6 +85,17 @@ FAKE_IDP_INSECURE_TLS=1 "$VENV/bin/python" "$ROOT/Tests/Browser/fake_idp.py" "$S
   "https://127.0.0.1:$PORT/api/auth/oidc/backchannel-logout" > "$WORK/sso.log" 2>&1 & SSO_PID=$!
 for _ in $(seq 100); do curl -sf -o /dev/null "127.0.0.1:$SSO_PORT/jwks" && break; sleep 0.1; done
 
+# The provider every gateway here signs users in through.
+TRUST="trust:
+  issuers:
+    - issuer: http://127.0.0.1:$SSO_PORT
+      audiences: [portcullis-browser]
+      tenant: sso
+      login:
+        name: fake
+        display_name: Fake IdP
+        client_id: portcullis
+        client_secret_file: $WORK/sso.secret"
 mkdir -p "$WORK/config"
 cat > "$WORK/config/portcullis.yaml" <<YAML
 gateway:
@@ -122,33 +129,14 @@ runtime:
   port: 0
 logging:
   level: info
-trust:
-  issuers:
-    - issuer: http://127.0.0.1:$SSO_PORT
-      audiences: [portcullis-browser]
-      tenant: sso
-      login:
-        name: fake
-        display_name: Fake IdP
-        client_id: portcullis
-        client_secret_file: $WORK/sso.secret
+$TRUST
 YAML
-(cd "$WORK" && exec "$BIN" serve > serve.log 2>&1) & SERVE_PID=$!
+(cd "$WORK" && exec "$BIN" serve > serve.log 2>&1) & TLS_SERVE_PID=$!
 for _ in $(seq 150); do curl -skf "https://127.0.0.1:$PORT/readyz" >/dev/null && break; sleep 0.2; done
 for _ in $(seq 50); do curl -sf -o /dev/null "127.0.0.1:$RADICALE/.web/" && break; sleep 0.1; done
 
 # The same app behind nginx and behind Caddy on the shipped forward-auth files, each proxy asking a
 # gateway of its own (plain http on loopback: the cookie is host-only on 127.0.0.1, which both proxies share).
-TRUST="trust:
-  issuers:
-    - issuer: http://127.0.0.1:$SSO_PORT
-      audiences: [portcullis-browser]
-      tenant: sso
-      login:
-        name: fake
-        display_name: Fake IdP
-        client_id: portcullis
-        client_secret_file: $WORK/sso.secret"
 for family in nginx forwarded; do
   port=$([ "$family" = nginx ] && echo "$NGINX_GATEWAY" || echo "$CADDY_GATEWAY")
   LOGGING_LEVEL=info start_serve "$WORK/$family" "$port" "  issuer: http://127.0.0.1:$port

@@ -19,13 +19,9 @@ if [ -z "$CHROMIUM" ]; then
   echo "browser-tests.sh: skipped: chromium is missing; install it with apt-get install chromium"
   exit 0
 fi
-VENV="$ROOT/.build/browser-venv"
-if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import playwright, cryptography" 2>/dev/null; then
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q playwright cryptography
-fi
-BIN=$(realpath "${PORTCULLIS_BIN:-$ROOT/.build/debug/portcullis}")
 source "$ROOT/scripts/lib/gateway.sh"
+VENV=$(browser_venv)
+BIN=$(realpath "${PORTCULLIS_BIN:-$ROOT/.build/debug/portcullis}")
 WORK=$(mktemp -d)
 PORT=18711
 RUNTIME_PORT=18712

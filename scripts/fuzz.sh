@@ -114,10 +114,10 @@ for target in "${TARGETS[@]}"; do
     base64url) build base64url "$ROOT/Fuzz/FuzzBase64URL.swift" ;;
     session-id) build session-id "$ROOT/Fuzz/FuzzSessionID.swift" ;;
     agent-frame) build agent-frame "$ROOT/Sources/Runtime/AgentFrame.swift" "$ROOT/Fuzz/FuzzAgentFrame.swift" ;;
-    request-target) build request-target "$ROOT/Sources/TrafficCop/RequestTarget.swift" "$ROOT/Sources/TrafficCop/RequestTargetError.swift" "$ROOT/Fuzz/FuzzRequestTarget.swift" ;;
+    request-target) build request-target "$ROOT/Sources/TrafficCop/RequestTarget.swift" "$ROOT/Sources/TrafficCop/RequestTargetError.swift" "$ROOT/Sources/JOSE/Encoding/PercentEncoding.swift" "$ROOT/Fuzz/FuzzRequestTarget.swift" ;;
     plain-request) build plain-request "$ROOT/Sources/DataPlane/Front/PlainRequestHead.swift" "$ROOT/Fuzz/FuzzPlainRequest.swift" ;;
-    form-fields) build form-fields "$ROOT/Sources/ProviderLogin/FormEncoding.swift" "$ROOT/Fuzz/FuzzFormFields.swift" ;;
-    sign-in-redirect) build sign-in-redirect "$ROOT"/Sources/ProviderLogin/{SignInRedirect,ReturnTarget,FormEncoding}.swift "$ROOT/Sources/TrustedIssuers/LoopbackHost.swift" "$ROOT/Fuzz/FuzzSignInRedirect.swift" ;;
+    form-fields) build form-fields "$ROOT/Sources/ProviderLogin/FormEncoding.swift" "$ROOT/Sources/JOSE/Encoding/PercentEncoding.swift" "$ROOT/Fuzz/FuzzFormFields.swift" ;;
+    sign-in-redirect) build sign-in-redirect "$ROOT"/Sources/ProviderLogin/{SignInRedirect,ReturnTarget,FormEncoding}.swift "$ROOT/Sources/JOSE/Encoding/PercentEncoding.swift" "$ROOT/Sources/TrustedIssuers/LoopbackHost.swift" "$ROOT/Fuzz/FuzzSignInRedirect.swift" ;;
     answer-framing) build answer-framing "$ROOT/Sources/EdgeHTTP/OwedAnswers.swift" "$ROOT"/Tests/PortcullisTestSupport/{StrictAnswerReader,MixedRequests}.swift \
                       "$ROOT/Fuzz/FuzzAnswerFraming.swift"
                     start_framing_gateway ;;

@@ -122,7 +122,9 @@ package struct BrowserSessionGate: Sendable {
         while index < bytes.count {
             guard plain(bytes[index]) else { return false }
             if bytes[index] == UInt8(ascii: "%") {
-                guard index + 2 < bytes.count, let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2]), plain(high << 4 | low) else { return false }
+                guard index + 2 < bytes.count, let high = PercentEncoding.hexValue(bytes[index + 1]), let low = PercentEncoding.hexValue(bytes[index + 2]),
+                    plain(high << 4 | low)
+                else { return false }
                 index += 3
             } else {
                 index += 1
@@ -131,31 +133,8 @@ package struct BrowserSessionGate: Sendable {
         return true
     }
 
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
-    }
-
-    /// `text` with everything but RFC 3986's unreserved characters percent-encoded (a query value).
+    /// `text` percent-encoded as a query value (`PercentEncoding.encode`).
     package static func percentEncoded(_ text: String) -> String {
-        var result = ""
-        result.reserveCapacity(text.utf8.count * 2)
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-                result.unicodeScalars.append(Unicode.Scalar(byte))
-            default:
-                let hex = Array("0123456789ABCDEF".utf8)
-                result.unicodeScalars.append("%")
-                result.unicodeScalars.append(Unicode.Scalar(hex[Int(byte >> 4)]))
-                result.unicodeScalars.append(Unicode.Scalar(hex[Int(byte & 0x0F)]))
-            }
-        }
-        return result
+        PercentEncoding.encode(text)
     }
 }

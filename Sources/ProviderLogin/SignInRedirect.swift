@@ -1,5 +1,6 @@
-// The fuzz target compiles this file with LoopbackHost.swift into one module of its own.
+// The fuzz target compiles this file with LoopbackHost.swift and PercentEncoding.swift into one module of its own.
 #if canImport(TrustedIssuers)
+import JOSE
 import TrustedIssuers
 #endif
 
@@ -124,7 +125,7 @@ public struct SignInRedirect: Sendable, Equatable {
             guard let close = rest.firstIndex(of: UInt8(ascii: "]")) else { return false }
             let inside = rest[rest.index(after: rest.startIndex)..<close]
             let isIPv6 = inside.contains(UInt8(ascii: ":")) && inside.allSatisfy { byte in
-                byte == UInt8(ascii: ":") || byte == UInt8(ascii: ".") || FormEncoding.hexValue(byte) != nil
+                byte == UInt8(ascii: ":") || byte == UInt8(ascii: ".") || PercentEncoding.hexValue(byte) != nil
             }
             guard isIPv6 else { return false }
             rest = rest[rest.index(after: close)...]
@@ -150,7 +151,7 @@ public struct SignInRedirect: Sendable, Equatable {
         var index = 0
         while index < bytes.count {
             if bytes[index] == UInt8(ascii: "%") {
-                guard index + 2 < bytes.count, let high = FormEncoding.hexValue(bytes[index + 1]), let low = FormEncoding.hexValue(bytes[index + 2])
+                guard index + 2 < bytes.count, let high = PercentEncoding.hexValue(bytes[index + 1]), let low = PercentEncoding.hexValue(bytes[index + 2])
                 else { return nil }
                 out.append(high << 4 | low)
                 index += 3

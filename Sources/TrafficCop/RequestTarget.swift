@@ -1,3 +1,8 @@
+// The fuzz target compiles this file with PercentEncoding.swift into one module of its own.
+#if canImport(JOSE)
+import JOSE
+#endif
+
 /// The one spelling of a request target that every part of the edge routes on
 /// and forwards: the path normalised, the query without credentials.
 ///
@@ -227,7 +232,7 @@ public enum RequestTarget {
     /// The byte a `%XX` escape at `index` stands for.
     private static func escapedValue(_ bytes: Substring.UTF8View, at index: Substring.UTF8View.Index) throws(RequestTargetError) -> UInt8 {
         guard bytes.distance(from: index, to: bytes.endIndex) >= 3,
-            let high = hexValue(bytes[bytes.index(index, offsetBy: 1)]), let low = hexValue(bytes[bytes.index(index, offsetBy: 2)])
+            let high = PercentEncoding.hexValue(bytes[bytes.index(index, offsetBy: 1)]), let low = PercentEncoding.hexValue(bytes[bytes.index(index, offsetBy: 2)])
         else { throw .malformedEscape }
         let value = high << 4 | low
         switch value {
@@ -242,15 +247,6 @@ public enum RequestTarget {
         let first = bytes[bytes.index(index, offsetBy: 1)]
         let second = bytes[bytes.index(index, offsetBy: 2)]
         return (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(first) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(second)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        default: nil
-        }
     }
 
     /// RFC 3986 unreserved: ALPHA / DIGIT / "-" / "." / "_" / "~".

@@ -96,3 +96,17 @@ start_forward_auth_proxies() {
     for _ in $(seq 100); do curl -s -o /dev/null "127.0.0.1:$port/" && break; sleep 0.1; done
   done
 }
+
+# browser_venv
+#   The browser suites' Python environment (.build/browser-venv, with Playwright and cryptography),
+#   made on first use; prints its path.
+browser_venv() {
+  local root venv
+  root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+  venv="$root/.build/browser-venv"
+  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import playwright, cryptography" 2>/dev/null; then
+    python3 -m venv "$venv" >&2
+    "$venv/bin/pip" install -q playwright cryptography >&2
+  fi
+  echo "$venv"
+}

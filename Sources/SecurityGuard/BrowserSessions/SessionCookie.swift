@@ -80,27 +80,38 @@ public struct SessionCookie: Sendable, Equatable {
     /// The session cookie's value among `values` (`Cookie` fields): one pass over the bytes, nothing built but the value.
     public func sessionValue<S: Sequence<String>>(in values: S) -> Found {
         var found: Substring?
+        var several = false
         for value in values {
-            var rest = value[...]
-            while !rest.isEmpty {
-                let end = rest.utf8.firstIndex(of: UInt8(ascii: ";")) ?? rest.endIndex
-                var piece = rest[..<end]
-                rest = end == rest.endIndex ? rest[end...] : rest[rest.utf8.index(after: end)...]
-                while let first = piece.utf8.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") {
-                    piece = piece[piece.utf8.index(after: piece.utf8.startIndex)...]
-                }
-                guard piece.utf8.starts(with: name.utf8) else { continue }
+            Self.forEachPair(value[...]) { piece in
+                guard piece.utf8.starts(with: name.utf8) else { return true }
                 let afterName = piece.utf8.index(piece.startIndex, offsetBy: name.utf8.count)
-                guard afterName < piece.endIndex, piece.utf8[afterName] == UInt8(ascii: "=") else { continue }
+                guard afterName < piece.endIndex, piece.utf8[afterName] == UInt8(ascii: "=") else { return true }
                 var cookieValue = piece[piece.utf8.index(after: afterName)...]
                 while let last = cookieValue.utf8.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") {
                     cookieValue = cookieValue[..<cookieValue.utf8.index(before: cookieValue.utf8.endIndex)]
                 }
-                if found != nil { return .several }
+                several = found != nil
                 found = cookieValue
+                return !several
             }
+            if several { return .several }
         }
         return found.map { .one(String($0)) } ?? .none
+    }
+
+    /// Each `;`-separated pair of a `Cookie` value, without the spaces and tabs before it (bytes,
+    /// not characters), empty ones passed over, until `body` returns `false`.
+    static func forEachPair(_ value: Substring, _ body: (Substring) -> Bool) {
+        var rest = value
+        while !rest.isEmpty {
+            let end = rest.utf8.firstIndex(of: UInt8(ascii: ";")) ?? rest.endIndex
+            var piece = rest[..<end]
+            rest = end == rest.endIndex ? rest[end...] : rest[rest.utf8.index(after: end)...]
+            while let first = piece.utf8.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") {
+                piece = piece[piece.utf8.index(after: piece.utf8.startIndex)...]
+            }
+            if !piece.isEmpty, !body(piece) { return }
+        }
     }
 
     /// Whether `cookieName` is one the gateway sets (any deployment's spelling, any case): never sent upstream.
@@ -155,19 +166,13 @@ public struct SessionCookie: Sendable, Equatable {
         // The common case, a field without any of ours, is passed on as it came (one pass over the bytes).
         guard containsGatewayName(value.utf8) else { return value }
         var kept = ""
-        var rest = value[...]
-        while !rest.isEmpty {
-            let end = rest.utf8.firstIndex(of: UInt8(ascii: ";")) ?? rest.endIndex
-            var piece = rest[..<end]
-            rest = end == rest.endIndex ? rest[end...] : rest[rest.utf8.index(after: end)...]
-            while let first = piece.utf8.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") {
-                piece = piece[piece.utf8.index(after: piece.utf8.startIndex)...]
-            }
-            guard !piece.isEmpty else { continue }
+        forEachPair(value[...]) { piece in
             let nameEnd = piece.utf8.firstIndex(of: UInt8(ascii: "=")) ?? piece.endIndex
-            if isGatewayCookie(bytes: piece[..<nameEnd].utf8) { continue }
-            if !kept.isEmpty { kept += "; " }
-            kept += piece
+            if !isGatewayCookie(bytes: piece[..<nameEnd].utf8) {
+                if !kept.isEmpty { kept += "; " }
+                kept += piece
+            }
+            return true
         }
         return kept.isEmpty ? nil : kept
     }
