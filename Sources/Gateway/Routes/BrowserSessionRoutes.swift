@@ -60,7 +60,10 @@ struct BrowserSessionRoutes: Sendable {
         // On a route host: the same request on the public host, where the flow cookie must live.
         if let onPublicHost = publicHostRedirect(request) { return onPublicHost }
         try admission.limit(.loginPerClient, key: admission.clientAddress(request, context))
-        let query = try Self.query(request)
+        // A browser asked: a page says what is wrong, as for every refusal here.
+        guard let query = try? Self.query(request) else {
+            return SignInPages.failure(.badRequest, code: "invalid_request", message: "The address must name each parameter once, percent-encoded as UTF-8.")
+        }
         let rd: SignInRedirect
         do {
             rd = try checkedReturn(query["rd"] ?? "/")
