@@ -107,11 +107,6 @@ package struct RouteTable: Sendable {
         return (route, remainder)
     }
 
-    /// The route serving `path` on a host no route is bound to (forward-auth without a host, tests).
-    package func route(for path: Substring) -> (route: DataPlane.Route, remainder: Substring)? {
-        route(host: nil, path: path)
-    }
-
     /// Whether `head` is a CORS preflight (OPTIONS with `Access-Control-Request-Method`) from an
     /// origin in `gateway.allowed_origins`: those are answered by `OriginPolicyMiddleware`.
     func isAllowedPreflight(_ head: HTTPRequestHead) -> Bool {

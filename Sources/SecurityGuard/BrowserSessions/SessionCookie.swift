@@ -54,16 +54,15 @@ public struct SessionCookie: Sendable, Equatable {
         return text
     }
 
-    /// Each `name=value` pair of `Cookie` fields' values, in order (RFC 6265 §5.4: `; ` between pairs).
+    /// The name and value of each pair of `Cookie` fields' values, in order (one parser: `forEachPair`).
     public static func pairs<S: Sequence<String>>(_ values: S) -> [(name: Substring, value: Substring)] {
-        var result: [(Substring, Substring)] = []
+        var result: [(name: Substring, value: Substring)] = []
         for value in values {
-            for piece in value.split(separator: ";") {
-                let trimmed = piece.drop { $0 == " " || $0 == "\t" }
-                guard let equals = trimmed.firstIndex(of: "=") else { continue }
-                var cookieValue = trimmed[trimmed.index(after: equals)...]
-                while cookieValue.last == " " || cookieValue.last == "\t" { cookieValue = cookieValue.dropLast() }
-                result.append((trimmed[..<equals], cookieValue))
+            forEachPair(value[...]) { piece in
+                if let equals = piece.utf8.firstIndex(of: UInt8(ascii: "=")) {
+                    result.append((piece[..<equals], piece[piece.utf8.index(after: equals)...]))
+                }
+                return true
             }
         }
         return result
