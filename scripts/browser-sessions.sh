@@ -150,6 +150,7 @@ start_forward_auth_proxies "$WORK" "$NGINX" "$CADDY" "$NGINX_GATEWAY" "$CADDY_GA
 
 PORT="$PORT" SSO_URL="http://127.0.0.1:$SSO_PORT" CHROMIUM="$CHROMIUM" PORTCULLIS_BROWSER_OUT="$ROOT/.build/browser" \
   NGINX_URL="http://127.0.0.1:$NGINX" CADDY_URL="http://127.0.0.1:$CADDY" \
+  NGINX_GATEWAY_URL="http://127.0.0.1:$NGINX_GATEWAY" CADDY_GATEWAY_URL="http://127.0.0.1:$CADDY_GATEWAY" \
   "$VENV/bin/python" "$ROOT/Tests/Browser/test_browser_sessions.py" || {
   status=$?
   for log in serve.log radicale.log sso.log nginx/serve.log forwarded/serve.log caddy.log nginx/error.log; do

@@ -35,6 +35,12 @@ extension ProxyExchange {
                 signInNeeded()
             case .unknown:
                 guard BrowserSessionBook.isWellFormed(value) else { return fail(Self.cookieRefusal(value, name: gate.cookie.name)) }
+                // A store read per cookie never met here: bounded per client (random cookies cost the store nothing more).
+                do {
+                    try plane.admission.limit(.sessionCookieLookupPerClient, key: clientAddress)
+                } catch {
+                    return fail(GatewayError(answering: error))
+                }
                 let book = gate.book
                 then(eventLoop.makeFutureWithTask { try await book.load(cookieValue: value, now: now) }) { exchange, result in
                     switch result {

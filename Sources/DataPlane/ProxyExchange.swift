@@ -214,6 +214,11 @@ final class ProxyExchange: UpstreamConnectionDelegate {
 
     /// The request head for the upstream, written into `request` (empty): request line, the client's
     /// forwardable fields as they came, then the gateway's own (no HTTPHeaders built, no codec).
+    /// The client's address: the peer's, or the first untrusted one of `X-Forwarded-For` behind `gateway.trusted_proxies`.
+    var clientAddress: String {
+        plane.admission.clientAddresses.clientAddress(peer: handler.peerAddress, forwardedFor: head.headers["x-forwarded-for"])
+    }
+
     private func writeUpstreamHead(assertion: String, caller: AuthenticatedCaller?, into request: inout ByteBuffer) {
         request.writeString(head.method.rawValue)
         request.writeStaticString(" ")
@@ -233,9 +238,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         HTTP1Bytes.writeField("Host", route.origin.hostHeader, into: &request)
         HTTP1Bytes.writeField(AssertionHeader.name, assertion, into: &request)
         if let identity = route.identityFields { Self.writeIdentityFields(identity, of: caller, into: &request) }
-        HTTP1Bytes.writeField(
-            "X-Forwarded-For", plane.admission.clientAddresses.clientAddress(peer: handler.peerAddress, forwardedFor: head.headers["x-forwarded-for"]),
-            into: &request)
+        HTTP1Bytes.writeField("X-Forwarded-For", clientAddress, into: &request)
         HTTP1Bytes.writeField("X-Forwarded-Proto", plane.forwardedProto, into: &request)
         if let authority = fields.host { HTTP1Bytes.writeField("X-Forwarded-Host", authority, into: &request) }
         if let length = fields.contentLength {

@@ -774,6 +774,7 @@ package enum OpenAPIDocument {
                 Set-Cookie: {schema: {type: string}}
             "400": {$ref: "#/components/responses/BadRequest"}
             "403": {$ref: "#/components/responses/Forbidden"}
+            "429": {$ref: "#/components/responses/RateLimited"}
             "431": {$ref: "#/components/responses/HeadersTooLarge"}
             "503": {$ref: "#/components/responses/Unavailable"}
       /.portcullis/userinfo:
@@ -797,6 +798,7 @@ package enum OpenAPIDocument {
                       preferred_username: {type: string}
                       expires_at: {type: number}
             "401": {$ref: "#/components/responses/Unauthorized"}
+            "429": {$ref: "#/components/responses/RateLimited"}
             "431": {$ref: "#/components/responses/HeadersTooLarge"}
             "503": {$ref: "#/components/responses/Unavailable"}
       /.well-known/jwks.json:

@@ -7,6 +7,9 @@ public struct BrowserSessionSettings: Sendable, Equatable {
     public var idleMinutes: Double = 480
     /// `max_hours`: a session ends this long after its sign-in, however used (24).
     public var maximumHours: Double = 24
+    /// `recheck_minutes`: a session signed in through a provider that gave a refresh token, in use,
+    /// is re-checked with it this often (15: an access token's life); refused there, it ends.
+    public var recheckMinutes: Double = 15
 
     public init() {}
 
@@ -14,6 +17,7 @@ public struct BrowserSessionSettings: Sendable, Equatable {
     init(reading values: ConfigurationValues) throws(ConfigurationError) {
         if let value = try values.int("gateway.browser_sessions.idle_minutes", in: 1...(60 * 24 * 30)) { idleMinutes = Double(value) }
         if let value = try values.int("gateway.browser_sessions.max_hours", in: 1...(24 * 90)) { maximumHours = Double(value) }
+        if let value = try values.int("gateway.browser_sessions.recheck_minutes", in: 1...(60 * 24)) { recheckMinutes = Double(value) }
         if idleMinutes > maximumHours * 60 {
             throw ConfigurationError(key: "gateway.browser_sessions.idle_minutes", "is longer than gateway.browser_sessions.max_hours; make it shorter")
         }

@@ -201,6 +201,9 @@ public struct PortcullisServer: Sendable {
         list.append(Sweeper("ended browser sessions", every: 300, logger: logger) {
             try await browserSessions.sweep(now: clock.now())
         })
+        if let recheck = services.providerRecheck {
+            list.append(Sweeper("browser sessions re-checked at their provider", every: 60, logger: logger) { try await recheck.runOnce() })
+        }
         if gateway.runtimeURL == nil {
             let (client, monitor) = (services.runtime, services.monitor)
             let host = runtime.host.contains(":") ? "[\(runtime.host)]" : runtime.host

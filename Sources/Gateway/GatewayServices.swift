@@ -75,7 +75,8 @@ public struct GatewayServices: Sendable {
     ) {
         self.trustedIssuers = trustedIssuers
         browserSessions = BrowserSessionBook(
-            store: store, idleSeconds: configuration.browserSessions.idleMinutes * 60, maximumSeconds: configuration.browserSessions.maximumHours * 3600)
+            store: store, idleSeconds: configuration.browserSessions.idleMinutes * 60, maximumSeconds: configuration.browserSessions.maximumHours * 3600,
+            recheckSeconds: configuration.browserSessions.recheckMinutes * 60)
         sessionCookie = SessionCookie(secure: configuration.servesBrowsersOverHTTPS, domain: configuration.cookieDomain)
         routeTable = LiveRouteTable(RouteTable(routes: configuration.routes, allowedOrigins: configuration.allowedOrigins, publicHost: configuration.publicHost))
         self.providers = providers
@@ -142,6 +143,14 @@ public struct GatewayServices: Sendable {
             directory: providers, trustedIssuers: trustedIssuers, signIn: providerSignIn, store: store, admission: admission, runtime: runtime, body: jsonBody,
             auth: authRoutes, clock: clock, logger: logger, redirectURI: configuration.loginRedirectURI,
             returnOrigins: configuration.effectiveLoginReturnOrigins, sessionLifetime: configuration.refreshTokenLifetime, browser: browserSessionRoutes)
+    }
+
+    /// Re-checks browser sign-ins in use with their provider (`nil` with no provider to sign in with).
+    var providerRecheck: ProviderRecheck? {
+        providerSignIn.map { signIn in
+            ProviderRecheck(
+                signIn: signIn, store: store, ending: authRoutes.providerEnding, interval: browserSessions.recheckSeconds, clock: clock, logger: logger)
+        }
     }
 
     var browserSessionRoutes: BrowserSessionRoutes {

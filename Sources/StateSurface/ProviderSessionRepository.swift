@@ -95,6 +95,18 @@ public protocol ProviderSessionRepository: Sendable {
     @discardableResult
     func deleteProviderSession(sessionID: String) async throws -> [(tokenID: String, expiresAt: Double)]
 
+    /// Sets when a browser sign-in's provider session is next re-checked with its refresh token
+    /// (`nil`: never, as for a session the API refreshes itself).
+    func scheduleProviderRecheck(sessionID: String, at: Double?) async throws
+    /// Provider sessions whose re-check is due at `now` and whose browser session was used since
+    /// the previous one (last seen at or after `due - interval`): a session nobody uses is never
+    /// refreshed at the provider by the gateway alone. At most `limit`, the longest overdue first.
+    func providerRechecksDue(now: Double, interval: Double, limit: Int) async throws -> [(record: ProviderSessionRecord, due: Double)]
+    /// Moves a re-check that is still due at `due` to `next`; `true` for the one caller (on any
+    /// instance) that moved it, which then asks the provider: a rotating refresh token is never
+    /// presented twice.
+    func claimProviderRecheck(sessionID: String, due: Double, next: Double) async throws -> Bool
+
     /// Remembers an access token issued to a provider session, so that a back-channel logout can revoke it.
     func recordSessionAccessToken(sessionID: String, tokenID: String, expiresAt: Double) async throws
     /// The ids and expiries of the session's access tokens still live at `now`.

@@ -128,6 +128,16 @@ struct SchemaMigration: Sendable {
             name: "v6: browser sessions",
             sqlite: browserSessions(real: "REAL"),
             postgres: browserSessions(real: "DOUBLE PRECISION")),
+        SchemaMigration(
+            name: "v7: provider re-checks of browser sessions",
+            sqlite: """
+                ALTER TABLE provider_sessions ADD COLUMN recheck_at REAL;
+                CREATE INDEX provider_sessions_by_recheck ON provider_sessions (recheck_at);
+                """,
+            postgres: """
+                ALTER TABLE provider_sessions ADD COLUMN recheck_at DOUBLE PRECISION;
+                CREATE INDEX provider_sessions_by_recheck ON provider_sessions (recheck_at);
+                """),
     ]
 
     /// Browser sign-ins, by the hash of their cookie.

@@ -26,6 +26,8 @@ public struct AdmissionRateLimits: Sendable {
         case intentPerUser = "intent_per_user"
         /// `POST /api/auth/oidc/backchannel-logout`, keyed by client address (the provider's, as a rule).
         case backChannelLogoutPerClient = "backchannel_logout_per_client"
+        /// A session cookie this instance has not met, read from the store, keyed by client address.
+        case sessionCookieLookupPerClient = "session_cookie_lookup_per_client"
     }
 
     public struct Settings: Sendable, Equatable {
@@ -36,6 +38,9 @@ public struct AdmissionRateLimits: Sendable {
         public var intentPerUser = RateLimit(perMinute: 600, burst: 100)
         /// Generous: a provider ending many sessions at once sends a logout token for each.
         public var backChannelLogoutPerClient = RateLimit(perMinute: 600, burst: 100)
+        /// Generous: a browser's cookie is read once per instance, then answered from memory; an
+        /// office behind one address signs in again after a restart.
+        public var sessionCookieLookupPerClient = RateLimit(perMinute: 300, burst: 100)
 
         public init() {}
 
@@ -48,6 +53,7 @@ public struct AdmissionRateLimits: Sendable {
                 case .sessionCreatePerUser: sessionCreatePerUser
                 case .intentPerUser: intentPerUser
                 case .backChannelLogoutPerClient: backChannelLogoutPerClient
+                case .sessionCookieLookupPerClient: sessionCookieLookupPerClient
                 }
             }
             set {
@@ -58,6 +64,7 @@ public struct AdmissionRateLimits: Sendable {
                 case .sessionCreatePerUser: sessionCreatePerUser = newValue
                 case .intentPerUser: intentPerUser = newValue
                 case .backChannelLogoutPerClient: backChannelLogoutPerClient = newValue
+                case .sessionCookieLookupPerClient: sessionCookieLookupPerClient = newValue
                 }
             }
         }

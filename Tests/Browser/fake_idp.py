@@ -155,7 +155,9 @@ class Handler(BaseHTTPRequestHandler):
             now = int(time.time())
             token = sign({"iss": ISSUER, "aud": CLIENT_ID, "iat": now, "exp": now + 120, "jti": secrets.token_hex(16), "sid": sid,
                           "events": {"http://schemas.openid.net/event/backchannel-logout": {}}}, typ="logout+jwt")
-            request = urllib.request.Request(BACKCHANNEL_URI, data=urllib.parse.urlencode({"logout_token": token}).encode(), method="POST")
+            # `?to=URL`: another gateway's back-channel logout URI (the ones behind nginx and Caddy).
+            target = dict(urllib.parse.parse_qsl(url.query)).get("to", BACKCHANNEL_URI)
+            request = urllib.request.Request(target, data=urllib.parse.urlencode({"logout_token": token}).encode(), method="POST")
             request.add_header("Content-Type", "application/x-www-form-urlencoded")
             # FAKE_IDP_INSECURE_TLS=1: the gateway on loopback with the test's self-signed certificate.
             context = ssl._create_unverified_context() if os.environ.get("FAKE_IDP_INSECURE_TLS") == "1" else None

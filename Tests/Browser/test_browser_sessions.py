@@ -14,7 +14,7 @@ Checks, each as Chromium saw it (URLs, statuses, cookies), never the page's word
 - a user outside a route's policy sees the 403 page (no redirect loop);
 - sign-out ends the session (its cookie cleared, the provider's end-session page next);
 - the provider's back-channel logout sends the next navigation to sign in;
-- then the same sign-in through nginx and through Caddy in front, on the shipped forward-auth files.
+- then the same sign-in, sign-out and back-channel logout through nginx and through Caddy in front, on the shipped forward-auth files.
 
 Prints one line per check (never a token or a cookie's value); exits 1 on the first failure.
 """
@@ -22,6 +22,7 @@ import json
 import os
 import re
 import sys
+import urllib.parse
 import urllib.request
 
 from playwright.sync_api import sync_playwright
@@ -119,12 +120,13 @@ def main():
         check(re.match(re.escape(SSO) + "/auth", page.url) is not None, "after the provider's back-channel logout, the next navigation signs in again")
         check(not any("eyJ" in u for u in visited), "no URL the browser requested holds a token")
         for name in ("nginx", "caddy"):
-            through_proxy(browser, name, os.environ[name.upper() + "_URL"])
+            through_proxy(browser, name, os.environ[name.upper() + "_URL"], os.environ[name.upper() + "_GATEWAY_URL"])
         browser.close()
 
 
-def through_proxy(browser, name, base):
-    """The same sign-in with the proxy in front asking forward-auth (the shipped configuration files)."""
+def through_proxy(browser, name, base, gateway):
+    """The same sign-in, sign-out and back-channel logout with the proxy in front asking forward-auth
+    (the shipped configuration files); `gateway` is the gateway the proxy asks."""
     context = browser.new_context()
     page = context.new_page()
     visited = []
@@ -143,6 +145,25 @@ def through_proxy(browser, name, base):
           f"{name}: an app's fetch without the cookie gets 401 JSON, never HTML")
     posted = page.evaluate(f"fetch('{base}/app/form', {{method: 'POST', body: 'x'}}).then(r => r.status)")
     check(posted == 200, f"{name}: the app's own POST with the cookie passes (same origin)")
+
+    # Sign-out from the app's page, through the proxy's /.portcullis/: the provider's end-session page is next.
+    page.evaluate(f"""() => {{ const f = document.createElement('form'); f.method = 'post'; f.action = '{base}/.portcullis/sign_out?rd=%2F';
+                       document.body.appendChild(f); f.submit(); }}""")
+    page.wait_for_url(re.compile(re.escape(SSO) + "/logout"), timeout=10000)
+    check("id_token_hint=" in page.url, f"{name}: sign-out through the proxy goes on to the provider's end-session page")
+    check(not any(c["name"] == "portcullis" for c in context.cookies()), f"{name}: the session cookie is cleared")
+    page.goto(base + "/app/page?x=2")
+    check(re.match(re.escape(SSO) + "/auth", page.url) is not None, f"{name}: after sign-out, the app sends the browser to sign in again")
+
+    # Signed in again; the provider's back-channel logout (to the gateway the proxy asks) sends the next navigation to sign in.
+    page.click("#approve")
+    page.wait_for_url(base + "/app/page?x=2", timeout=10000)
+    target = urllib.parse.quote(gateway + "/api/auth/oidc/backchannel-logout", safe="")
+    with urllib.request.urlopen(urllib.request.Request(SSO + "/test/backchannel-logout?to=" + target, data=b"", method="POST"), timeout=10) as response:
+        sent = json.loads(response.read())
+    check(sent["gateway_status"] == 200, f"{name}: the gateway behind the proxy accepted the provider's logout token")
+    page.goto(base + "/app/page?x=3")
+    check(re.match(re.escape(SSO) + "/auth", page.url) is not None, f"{name}: after the provider's back-channel logout, the next navigation signs in again")
     context.close()
 
 

@@ -85,6 +85,51 @@ struct RepositoryContractTests {
         await state.shutdown()
     }
 
+    @Test("a provider re-check is due only for a scheduled session whose browser session was used since the previous one; of ten instances claiming it exactly one wins; a claim of a moved due time fails", arguments: StoreKind.available)
+    func providerRechecks(kind: StoreKind) async throws {
+        let state = try await TestStore(kind).open()
+        let now = self.now
+        let identity = ProviderIdentityRecord(
+            provider: "acme", issuer: "https://idp.example.com", subject: "user-1", tenantID: "acme", providerSessionID: "sid-1", sealedIDToken: "sealed-id",
+            sealedRefreshToken: "sealed-refresh")
+        func browser(_ cookie: String, _ sessionID: String, lastSeen: Double) -> BrowserSessionRecord {
+            BrowserSessionRecord(
+                cookieHash: cookie, sessionID: sessionID, userID: "ext_a", tenantID: "acme", issuer: identity.issuer, subject: identity.subject, provider: "acme",
+                claims: "{}", createdAt: now - 2_000, lastSeenAt: lastSeen, expiresAt: now + 3_600)
+        }
+        // Used since its previous re-check (due now - 10, interval 900: seen after now - 910).
+        try await state.saveProviderSession(ProviderSessionRecord(sessionID: "ses_used", userID: "ext_a", identity: identity, createdAt: now, expiresAt: now + 3_600))
+        try await state.insertBrowserSession(browser("cookie-used", "ses_used", lastSeen: now - 100))
+        try await state.scheduleProviderRecheck(sessionID: "ses_used", at: now - 10)
+        // Not used since its previous re-check.
+        try await state.saveProviderSession(ProviderSessionRecord(sessionID: "ses_unused", userID: "ext_a", identity: identity, createdAt: now, expiresAt: now + 3_600))
+        try await state.insertBrowserSession(browser("cookie-unused", "ses_unused", lastSeen: now - 1_500))
+        try await state.scheduleProviderRecheck(sessionID: "ses_unused", at: now - 10)
+        // Not due yet; and one never scheduled (the API's own session).
+        try await state.saveProviderSession(ProviderSessionRecord(sessionID: "ses_later", userID: "ext_a", identity: identity, createdAt: now, expiresAt: now + 3_600))
+        try await state.insertBrowserSession(browser("cookie-later", "ses_later", lastSeen: now))
+        try await state.scheduleProviderRecheck(sessionID: "ses_later", at: now + 60)
+        try await state.saveProviderSession(ProviderSessionRecord(sessionID: "ses_api", userID: "ext_a", identity: identity, createdAt: now, expiresAt: now + 3_600))
+
+        let due = try await state.providerRechecksDue(now: now, interval: 900, limit: 10)
+        #expect(due.map(\.record.sessionID) == ["ses_used"])
+        #expect(due.first?.due == now - 10)
+        #expect(due.first?.record.identity.sealedRefreshToken == "sealed-refresh")
+        let claims = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for _ in 0..<10 { group.addTask { try await state.claimProviderRecheck(sessionID: "ses_used", due: now - 10, next: now + 890) } }
+            return try await group.reduce(into: 0) { $0 += $1 ? 1 : 0 }
+        }
+        #expect(claims == 1, "one instance asks the provider")
+        #expect(try await state.providerRechecksDue(now: now, interval: 900, limit: 10).isEmpty, "claimed: not due again until next")
+        #expect(try await state.providerRechecksDue(now: now + 900, interval: 900, limit: 10).map(\.record.sessionID) == ["ses_later"], "ses_used was not used since its re-check")
+        try await state.touchBrowserSession(cookieHash: "cookie-used", lastSeenAt: now + 5)
+        #expect(try await state.providerRechecksDue(now: now + 900, interval: 900, limit: 10).map(\.record.sessionID) == ["ses_later", "ses_used"], "the longest overdue first")
+        try await state.scheduleProviderRecheck(sessionID: "ses_later", at: nil)
+        #expect(try await state.providerRechecksDue(now: now + 900, interval: 900, limit: 10).map(\.record.sessionID) == ["ses_used"])
+        #expect(try await !state.claimProviderRecheck(sessionID: "ses_used", due: now - 10, next: now + 1_000), "a due time already moved is not claimed again")
+        await state.shutdown()
+    }
+
     @Test("a login code is taken once by ten racing completions; provider sessions are found by sid, by sub or both, updated in place, and forgotten with their access-token ids; a logout token's id is new once until it expires", arguments: StoreKind.available)
     func providerSessionsContract(kind: StoreKind) async throws {
         let state = try await TestStore(kind).open()
@@ -302,7 +347,7 @@ struct RepositoryContractTests {
         #expect(named.tls == .verifyFull, "TLS is verified by default beyond loopback")
         let report = try await StateStores.migrate(store.configuration)
         #expect(report.appliedNow.isEmpty)
-        #expect(report.applied.count == 6 && report.applied.last == "v6: browser sessions")
+        #expect(report.applied.count == 7 && report.applied.last == "v7: provider re-checks of browser sessions")
     }
 
     @Test("revoked tokens, disabled accounts and revoked sessions enter the access-change feed once each, in order", arguments: StoreKind.available)

@@ -49,7 +49,7 @@ struct BrowserSessionRoutes: Sendable {
         router.get("/.portcullis/sign_in") { request, context in try await start(request, context) }
         router.post("/.portcullis/sign_in") { request, context in try await signInWithAccount(request, context) }
         router.post("/.portcullis/sign_out") { request, context in try await signOut(request, context) }
-        router.get("/.portcullis/userinfo") { request, _ in try await userinfo(request) }
+        router.get("/.portcullis/userinfo") { request, context in try await userinfo(request, context) }
     }
 
     // MARK: Sign-in
@@ -150,6 +150,8 @@ struct BrowserSessionRoutes: Sendable {
         let now = clock.now()
         try await store.saveProviderSession(
             ProviderSessionRecord(sessionID: granted.sessionID, userID: userID, identity: identity, createdAt: now, expiresAt: now + book.maximumSeconds))
+        // The provider is asked again while the session is in use (its refresh token), as the API's refreshes ask it.
+        if identity.sealedRefreshToken != nil { try await store.scheduleProviderRecheck(sessionID: granted.sessionID, at: now + book.recheckSeconds) }
         auth.sessionOwners.remember(granted)
         let claims = Self.identityClaims(signIn.vault.open(identity.sealedIDToken, kind: .idToken, sessionID: granted.sessionID))
         let rd = String(result.flow.returnTo.dropFirst(LoginStart.browserReturnPrefix.count))
@@ -227,14 +229,17 @@ struct BrowserSessionRoutes: Sendable {
     // MARK: Signed in
 
     /// The browser session of a request's cookie, when it has a live one.
-    func session(_ request: Request) async throws -> (BrowserSession, cookieValue: String)? {
+    func session(_ request: Request, _ context: GatewayRequestContext) async throws -> (BrowserSession, cookieValue: String)? {
         guard case .one(let value) = cookie.sessionValue(in: request.headers[values: .cookie]) else { return nil }
         let now = clock.now()
         let found: BrowserSession?
         switch book.lookup(cookieValue: value, now: now) {
         case .live(let session, _): found = session
         case .ended: found = nil
-        case .unknown: found = try await book.load(cookieValue: value, now: now)
+        case .unknown:
+            // A store read per cookie never met here: bounded per client, as on a route.
+            if BrowserSessionBook.isWellFormed(value) { try admission.limit(.sessionCookieLookupPerClient, key: admission.clientAddress(request, context)) }
+            found = try await book.load(cookieValue: value, now: now)
         }
         guard let found else { return nil }
         // The gateway session behind it must still live (a logout, a back-channel logout or a disabled account ends it).
@@ -256,8 +261,8 @@ struct BrowserSessionRoutes: Sendable {
     }
 
     /// `GET /.portcullis/userinfo`: who the cookie signs in, for the app's own front end.
-    func userinfo(_ request: Request) async throws -> Response {
-        guard let (session, _) = try await session(request) else {
+    func userinfo(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
+        guard let (session, _) = try await session(request, context) else {
             throw GatewayError(.unauthorized, "not_signed_in", "this browser is not signed in; a navigation to the app signs it in")
         }
         let values = IdentityFieldValues(session.caller)
@@ -282,7 +287,7 @@ struct BrowserSessionRoutes: Sendable {
             throw GatewayError(.badRequest, "redirect_invalid", "rd cannot be used: \(error.message)")
         }
         var location = rd.target
-        if let (session, value) = try await session(request) {
+        if let (session, value) = try await session(request, context) {
             try await book.end(session, cookieValue: value)
             let record = session.record
             if let providerSession = try await store.providerSession(sessionID: record.sessionID), providerSession.userID == record.userID {

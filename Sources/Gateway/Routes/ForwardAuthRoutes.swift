@@ -119,7 +119,7 @@ struct ForwardAuthRoutes: Sendable {
             return Response(status: .ok, headers: Self.identityFields(assertion: assertion, IdentityFieldValues(), appCookie: Self.appCookie(request)))
         }
         if token == nil, route.acceptsSessionCookie {
-            return try await verifyBrowser(request, route: route, path: path, method: method, host: host)
+            return try await verifyBrowser(request, context, route: route, path: path, method: method, host: host)
         }
         let caller = try await authentication.requireCaller(request)
         let sessionHeader = request.headers[Header.sessionID]
@@ -159,7 +159,7 @@ struct ForwardAuthRoutes: Sendable {
     /// on), the policy, then 200 with the identity. Not signed in, for a navigation: nginx is
     /// answered 401 with `X-Portcullis-Sign-In` (its `error_page 401` sends the browser there),
     /// Caddy and Traefik a 302 they relay; anything else 401 JSON.
-    func verifyBrowser(_ request: Request, route: DataPlane.Route, path: Substring, method: HTTPRequest.Method, host: String?) async throws -> Response {
+    func verifyBrowser(_ request: Request, _ context: GatewayRequestContext, route: DataPlane.Route, path: Substring, method: HTTPRequest.Method, host: String?) async throws -> Response {
         let originalHost = host ?? (try? Self.originalHost(request.headers, family: family))
         // Sent twice (one planted by another host under the domain, say): refused as on the data plane, never a sign-in loop.
         if case .several = gate.cookie.sessionValue(in: request.headers[values: .cookie]) {
@@ -167,7 +167,7 @@ struct ForwardAuthRoutes: Sendable {
                 .badRequest, "session_cookie_ambiguous",
                 "the request carries the session cookie \(gate.cookie.name) more than once; clear this site's cookies and sign in again")
         }
-        guard let (session, _) = try await browser.session(request) else {
+        guard let (session, _) = try await browser.session(request, context) else {
             let refusal = GatewayError(.unauthorized, "token_missing", "sign in: no access token and no session cookie")
             let navigation = BrowserSessionGate.isNavigation(
                 method: method.rawValue, fetchMode: request.headers[Header.fetchMode], accept: request.headers[values: .accept])

@@ -36,6 +36,9 @@ public final class BrowserSessionBook: Sendable {
     public let idleSeconds: Double
     /// `gateway.browser_sessions.max_hours`, in seconds.
     public let maximumSeconds: Double
+    /// `gateway.browser_sessions.recheck_minutes`, in seconds: how often a provider's sign-in in
+    /// use is re-checked with the provider's refresh token.
+    public let recheckSeconds: Double
 
     /// One session in memory; its times change under `entries`' lock only (a class: a lookup
     /// moves them without storing the entry again).
@@ -57,10 +60,11 @@ public final class BrowserSessionBook: Sendable {
     /// How often a session's last-seen time is written to the store (at most).
     static let writeInterval: Double = 60
 
-    public init(store: any BrowserSessionRepository, idleSeconds: Double, maximumSeconds: Double, capacity: Int = 100_000) {
+    public init(store: any BrowserSessionRepository, idleSeconds: Double, maximumSeconds: Double, recheckSeconds: Double = 900, capacity: Int = 100_000) {
         self.store = store
         self.idleSeconds = idleSeconds
         self.maximumSeconds = maximumSeconds
+        self.recheckSeconds = recheckSeconds
         entries = Mutex(BoundedDictionary(capacity: capacity))
     }
 

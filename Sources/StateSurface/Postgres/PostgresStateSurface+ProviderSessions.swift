@@ -89,6 +89,29 @@ extension PostgresStateSurface: ProviderSessionRepository {
         ).isEmpty
     }
 
+    public func scheduleProviderRecheck(sessionID: String, at: Double?) async throws {
+        _ = try await rows("UPDATE provider_sessions SET recheck_at = \(at) WHERE session_id = \(sessionID)")
+    }
+
+    public func providerRechecksDue(now: Double, interval: Double, limit: Int) async throws -> [(record: ProviderSessionRecord, due: Double)] {
+        try await rows(
+            """
+            SELECT p.session_id, p.user_id, p.created_at, p.expires_at, p.provider, p.issuer, p.subject, p.tenant_id, p.provider_sid, p.id_token,
+                   p.refresh_token, p.recheck_at
+            FROM provider_sessions p
+            WHERE p.recheck_at IS NOT NULL AND p.recheck_at <= \(now)
+              AND EXISTS (SELECT 1 FROM browser_sessions b WHERE b.session_id = p.session_id AND b.last_seen_at >= p.recheck_at - \(interval))
+            ORDER BY p.recheck_at LIMIT \(limit)
+            """
+        ).map { row in (record: try Self.providerSession(row), due: try Array(row)[11].decode(Double.self)) }
+    }
+
+    public func claimProviderRecheck(sessionID: String, due: Double, next: Double) async throws -> Bool {
+        try await !rows(
+            "UPDATE provider_sessions SET recheck_at = \(next) WHERE session_id = \(sessionID) AND recheck_at = \(due) RETURNING 1"
+        ).isEmpty
+    }
+
     public func recordSessionAccessToken(sessionID: String, tokenID: String, expiresAt: Double) async throws {
         _ = try await rows(
             """

@@ -101,6 +101,35 @@ extension SQLiteStateSurface: ProviderSessionRepository {
         }
     }
 
+    public func scheduleProviderRecheck(sessionID: String, at: Double?) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE provider_sessions SET recheck_at = ? WHERE session_id = ?", arguments: [at, sessionID])
+        }
+    }
+
+    public func providerRechecksDue(now: Double, interval: Double, limit: Int) async throws -> [(record: ProviderSessionRecord, due: Double)] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT p.* FROM provider_sessions p
+                    WHERE p.recheck_at IS NOT NULL AND p.recheck_at <= ?
+                      AND EXISTS (SELECT 1 FROM browser_sessions b WHERE b.session_id = p.session_id AND b.last_seen_at >= p.recheck_at - ?)
+                    ORDER BY p.recheck_at LIMIT ?
+                    """,
+                arguments: [now, interval, limit]
+            ).map { row -> (record: ProviderSessionRecord, due: Double) in (Self.providerSession(row), row["recheck_at"]) }
+        }
+    }
+
+    public func claimProviderRecheck(sessionID: String, due: Double, next: Double) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE provider_sessions SET recheck_at = ? WHERE session_id = ? AND recheck_at = ?", arguments: [next, sessionID, due])
+            return db.changesCount == 1
+        }
+    }
+
     public func recordSessionAccessToken(sessionID: String, tokenID: String, expiresAt: Double) async throws {
         try await pool.write { db in
             try db.execute(

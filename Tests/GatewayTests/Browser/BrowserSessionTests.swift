@@ -5,6 +5,7 @@ import JOSE
 import NIOHTTP1
 import PortcullisTestSupport
 import ProviderLogin
+import Runtime
 import SecurityGuard
 import StateSurface
 import Testing
@@ -44,6 +45,7 @@ struct BrowserSessionTests {
     static func withBrowserGateway(
         routes: @escaping (String) -> [ProxyRoute] = { [Self.browserRoute("/app", $0)] },
         provider configureProvider: (FakeProvider) -> Void = { _ in },
+        configure: @escaping (inout GatewayConfiguration) -> Void = { _ in },
         _ body: (FakeProvider, GatewayFixture, RecordingUpstream.Targets) async throws -> Void
     ) async throws {
         let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
@@ -57,6 +59,7 @@ struct BrowserSessionTests {
         let fixture = try await TrustedIssuerTests.gateway([provider], configure: { configuration in
             configuration.routes = routes("http://127.0.0.1:\(upstream.port)")
             configuration.rateLimits[.loginPerClient] = RateLimit(perMinute: 6_000, burst: 200)
+            configure(&configuration)
         }, entries: [entry])
         try await body(provider, fixture, targets)
         try await fixture.stop()
@@ -341,6 +344,59 @@ struct BrowserSessionTests {
             #expect(navigation.status == 302, "\(navigation.raw)")
             let fetch = try await Self.get(fixture, "/app/x", jar)
             #expect(fetch.status == 401, "\(fetch.raw)")
+        }
+    }
+
+    @Test("a session in use is re-checked at the provider with its refresh token: accepted, it goes on with the rotated token kept; refused (the user disabled there), it ends on the next pass and the next navigation is sent to sign in")
+    func providerRecheck() async throws {
+        try await Self.withBrowserGateway { provider, fixture, _ in
+            var jar = CookieJar()
+            _ = try await Self.signIn(fixture, provider, &jar)
+            #expect(try await Self.get(fixture, "/app/x", jar).status == 200)
+            let state = fixture.state
+            let session = try #require(try await state.providerSessions(issuer: provider.issuer, providerSessionID: "sid-1", subject: nil).first)
+            let now = fixture.server.clock.now()
+            #expect(try await state.providerRechecksDue(now: now, interval: 900, limit: 10).isEmpty, "the sign-in scheduled its first re-check a recheck_minutes later")
+            let sweepers = try fixture.server.makeServices().compactMap { $0 as? Sweeper }
+            let recheck = try #require(sweepers.first { $0.what == "browser sessions re-checked at their provider" }, "the gateway runs the re-checks")
+
+            try await state.scheduleProviderRecheck(sessionID: session.sessionID, at: now - 1)
+            let before = provider.flow.withLock { $0.refreshRequests }
+            #expect(try await recheck.sweepOnce() == 0, "the provider accepted: nothing ended")
+            #expect(provider.flow.withLock { $0.refreshRequests } == before + 1)
+            let rotated = try await state.providerSession(sessionID: session.sessionID)?.identity.sealedRefreshToken
+            #expect(rotated != nil && rotated != session.identity.sealedRefreshToken, "the rotated refresh token is kept")
+            #expect(try await recheck.sweepOnce() == 0)
+            #expect(provider.flow.withLock { $0.refreshRequests } == before + 1, "not due again before recheck_minutes")
+            #expect(try await Self.get(fixture, "/app/x", jar).status == 200)
+
+            provider.revokeRefreshTokens(of: "user-1")
+            try await state.scheduleProviderRecheck(sessionID: session.sessionID, at: now - 1)
+            #expect(try await recheck.sweepOnce() == 1, "the provider refused: the session ended")
+            let navigation = try await Self.get(fixture, "/app/x", jar, headers: Self.navigation)
+            #expect(navigation.status == 302, "\(navigation.raw)")
+            #expect(try await Self.get(fixture, "/app/x", jar).status == 401)
+            #expect(try await state.providerSession(sessionID: session.sessionID) == nil, "its provider tokens are gone")
+        }
+    }
+
+    @Test("a cookie this instance has not met costs a store read, bounded per client (rate_limits.session_cookie_lookup_per_client): past the burst, unknown cookies get 429 with Retry-After on a route and at userinfo; a cookie met before is answered from memory and never limited")
+    func unknownCookieLookupsAreRateLimited() async throws {
+        try await Self.withBrowserGateway(configure: { $0.rateLimits[.sessionCookieLookupPerClient] = RateLimit(perMinute: 1, burst: 3) }) {
+            provider, fixture, targets in
+            var jar = CookieJar()
+            _ = try await Self.signIn(fixture, provider, &jar)
+            func unknown() throws -> (String, String) { ("Cookie", "portcullis=" + Base64URL.encode(try SecureRandom.bytes(32))) }
+            for _ in 0..<3 {
+                #expect(try await Self.get(fixture, "/app/x", CookieJar(), headers: [try unknown()]).status == 401, "within the burst: looked for, not found")
+            }
+            let limited = try await Self.get(fixture, "/app/x", CookieJar(), headers: [try unknown()])
+            #expect(limited.status == 429 && limited.error == "rate_limited", "\(limited.raw)")
+            #expect(limited.headers["Retry-After"].first.flatMap { Int($0) }.map { $0 >= 1 } == true)
+            let userinfo = try await Self.get(fixture, "/.portcullis/userinfo", CookieJar(), headers: [try unknown()])
+            #expect(userinfo.status == 429, "\(userinfo.raw)")
+            for _ in 0..<5 { #expect(try await Self.get(fixture, "/app/x", jar).status == 200, "the signed-in cookie is met already") }
+            #expect(targets.all.count == 5, "only the signed-in requests reached the upstream: \(targets.all)")
         }
     }
 
