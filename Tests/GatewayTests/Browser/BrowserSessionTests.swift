@@ -400,6 +400,29 @@ struct BrowserSessionTests {
         }
     }
 
+    @Test("a WebSocket upgrade carrying the session cookie never becomes a socket (no cross-site WebSocket can ride the cookie): on an auth: browser route it is served as the plain GET it also is, the upstream getting no Upgrade and the answer closing the connection; on the agent socket's path the cookie is no credential (401)")
+    func webSocketUpgradeWithCookie() async throws {
+        try await Self.withBrowserGateway { provider, fixture, _ in
+            var jar = CookieJar()
+            _ = try await Self.signIn(fixture, provider, &jar)
+            let (port, cookie) = (fixture.gatewayPort, jar.header)
+            let routed = try await onOwnThread { try RawUpgrade.send(port: port, target: "/app/socket", headers: [cookie, ("Origin", "https://evil.example")]) }
+            #expect(routed.status == 200, "\(routed.head)")
+            #expect(routed.head.lowercased().contains("connection: close"), "\(routed.head)")
+            guard case .array(let received)? = routed.json["headers"] else {
+                Issue.record("the upstream's record: \(routed.body)")
+                return
+            }
+            let names = received.compactMap { pair -> String? in
+                guard case .array(let parts) = pair else { return nil }
+                return parts.first?.stringValue?.lowercased()
+            }
+            #expect(!names.contains("upgrade"), "the upstream never sees an upgrade: \(names)")
+            let agent = try await onOwnThread { try RawUpgrade.send(port: port, target: "/api/runtime/agent", headers: [cookie]) }
+            #expect(agent.status == 401, "\(agent.head)")
+        }
+    }
+
     @Test("forward-auth takes the session cookie on an auth: browser route: 200 with the identity (and the route's identity fields); without a session a navigation is 401 naming the sign-in page in X-Portcullis-Sign-In for nginx and a 302 for Caddy, a fetch 401; a cross-site POST with the cookie is 403")
     func forwardAuthWithCookie() async throws {
         for family in ForwardAuthHeaderFamily.allCases {
