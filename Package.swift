@@ -45,6 +45,7 @@ let package = Package(
             name: "CLibCryptoSetup",
             dependencies: ["CLibCrypto"]
         ),
+        .target(name: "CBuildInfo"),
         .target(
             name: "JOSE",
             dependencies: ["CLibCrypto", "CLibCryptoSetup"]
@@ -271,6 +272,7 @@ let package = Package(
         .executableTarget(
             name: "portcullis",
             dependencies: [
+                "CBuildInfo",
                 "ConfigurationReading",
                 "EdgeHTTP",
                 "JOSE",

@@ -15,7 +15,6 @@ extension GatewayConfiguration {
         var configuration = GatewayConfiguration()
         if let value = try values.string("gateway.host") { configuration.host = value }
         if let value = try values.int("gateway.port", in: 0...65_535) { configuration.port = value }
-        if let value = try values.url("gateway.issuer") { configuration.issuer = value }
         if let value = try values.string("gateway.audience") { configuration.audience = value }
         if let value = try values.string("gateway.client_id") { configuration.clientID = value }
         if let value = try values.string("gateway.default_tenant") {
@@ -102,6 +101,10 @@ extension GatewayConfiguration {
         if let value = try values.int("contracts.sessions_per_user", in: 1...100_000) { configuration.contract.maximumSessionsPerUser = value }
         if let value = try values.int("contracts.sockets_per_session", in: 1...1_000_000) { configuration.contract.maximumSocketsPerSession = value }
         if let value = try values.strings("contracts.anonymous_intents") { configuration.contract.anonymousIntents = Set(value) }
+        if let issuer = try GatewayIssuer.read(values) {
+            configuration.issuer = issuer.url
+            configuration.issuerIsDerived = issuer.isDerived
+        }
         configuration.trust = try TrustConfiguration(reading: values, gatewayIssuer: configuration.issuer)
         self = configuration
     }

@@ -19,6 +19,8 @@ public struct GatewayConfiguration: Sendable, Equatable {
     public var adminPort: Int? = 9090
     /// `iss` of access tokens and assertions; also the base of the discovery URLs.
     public var issuer: String = "http://127.0.0.1:8080"
+    /// Whether `issuer` was derived (from `public_url` or the listener) rather than set by `gateway.issuer`.
+    public var issuerIsDerived = true
     /// `aud` of access tokens.
     public var audience: String = "portcullis"
     /// `client_id` of tokens minted at login.

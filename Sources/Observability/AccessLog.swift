@@ -58,8 +58,8 @@ public struct AccessLog: Sendable {
                 "request",
                 metadata: [
                     "request_id": "\(requestID)", "method": "\(method)", "route": "\(route)",
-                    "path": "\(PathRedaction.redactedPath(String(path)))", "status": "\(status)",
-                    "duration_ms": "\(Double(nanoseconds / 1000) / 1000)",
+                    "path": "\(PathRedaction.redactedPath(String(path)))", "status": .stringConvertible(status),
+                    "duration_ms": .stringConvertible(Double(nanoseconds / 1000) / 1000),
                 ])
         case .sink(let sink, .json):
             // The fields in JSONLogHandler's order: ts, level, label, message, then the metadata by name.
@@ -69,9 +69,9 @@ public struct AccessLog: Sendable {
                 UTCTimestamp.append(to: &line, fractional: true)
                 line.append(contentsOf: #"","level":"info","label":"#.utf8)
                 JSONWriter.appendString(label, to: &line)
-                line.append(contentsOf: #","message":"request","duration_ms":""#.utf8)
+                line.append(contentsOf: #","message":"request","duration_ms":"#.utf8)
                 Self.appendMilliseconds(nanoseconds, to: &line)
-                line.append(contentsOf: #"","method":"#.utf8)
+                line.append(contentsOf: #","method":"#.utf8)
                 JSONWriter.appendString(method, to: &line)
                 line.append(contentsOf: #","path":"#.utf8)
                 PathRedaction.appendRedactedPath(path, to: &line, json: true)
@@ -79,9 +79,9 @@ public struct AccessLog: Sendable {
                 JSONWriter.appendString(requestID, to: &line)
                 line.append(contentsOf: #","route":"#.utf8)
                 JSONWriter.appendString(route, to: &line)
-                line.append(contentsOf: #","status":""#.utf8)
+                line.append(contentsOf: #","status":"#.utf8)
                 Self.appendDecimal(status, to: &line)
-                line.append(contentsOf: #""}"#.utf8)
+                line.append(contentsOf: #"}"#.utf8)
             }
         case .sink(let sink, .text):
             let label = self.label

@@ -63,9 +63,31 @@ public struct JSONLogHandler: LogHandler {
         if let provided = metadataProvider?.get() { merged.merge(provided) { _, new in new } }
         if let extra = event.metadata { merged.merge(extra) { _, new in new } }
         for (key, value) in merged.sorted(by: { $0.key < $1.key }) where object[key] == nil {
-            object[key] = .string(value.description)
+            object[key] = Self.json(value)
         }
         sink.write(JSONWriter.string(.object(object)))
+    }
+
+    /// A metadata value as JSON: a number or a flag given as one (`.stringConvertible(200)`) stays
+    /// a number or a flag, lists and maps stay lists and maps, everything else is a string.
+    static func json(_ value: Logger.MetadataValue) -> JSONValue {
+        switch value {
+        case .string(let text): return .string(text)
+        case .stringConvertible(let convertible):
+            switch convertible {
+            case let flag as Bool: return .bool(flag)
+            case let number as Int: return .number(Double(number))
+            case let number as Int64: return .number(Double(number))
+            case let number as UInt64: return .number(Double(number))
+            case let number as Double where number.isFinite: return .number(number)
+            default: return .string(convertible.description)
+            }
+        case .array(let values): return .array(values.map(json))
+        case .dictionary(let values):
+            var object = JSONObject()
+            for (key, value) in values { object[key] = json(value) }
+            return .object(object)
+        }
     }
 }
 

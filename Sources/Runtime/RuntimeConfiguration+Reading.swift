@@ -10,7 +10,7 @@ extension RuntimeConfiguration {
         if let value = try values.string("runtime.host") { configuration.host = value }
         if let value = try values.int("runtime.port", in: 0...65_535) { configuration.port = value }
         if let value = try values.string("runtime.name") { configuration.name = value }
-        if let value = try values.string("gateway.issuer") { configuration.assertionIssuer = value }
+        if let issuer = try GatewayIssuer.read(values) { configuration.assertionIssuer = issuer.url }
         if let value = try values.seconds("runtime.anonymous_idle_timeout_seconds") { configuration.anonymousIdleTimeout = value }
         if let value = try values.seconds("runtime.authenticated_idle_timeout_seconds") { configuration.authenticatedIdleTimeout = value }
         if let value = try values.seconds("runtime.authenticated_lifetime_seconds") { configuration.authenticatedLifetime = value }

@@ -81,6 +81,21 @@ public struct AccountService: Sendable {
         try await users.disableUser(tenantID: tenantID, username: username, now: clock.now())
     }
 
+    /// Gives an account a new password and signs it out everywhere (as `disable` does, without
+    /// disabling it). `nil` if there is no such account.
+    public func setPassword(username: String, tenantID: String, password: String) async throws -> UserRecord? {
+        guard password.count >= Self.minimumPasswordLength else {
+            throw AccountError("invalid_request", "a password needs at least \(Self.minimumPasswordLength) characters")
+        }
+        let hash = try await hasher.hash(password).description
+        return try await users.setUserPassword(tenantID: tenantID, username: username, passwordHash: hash, now: clock.now())
+    }
+
+    /// Deletes an account: cut off as `disable` does, its username free again. `nil` if there is none.
+    public func delete(username: String, tenantID: String) async throws -> UserRecord? {
+        try await users.deleteUser(tenantID: tenantID, username: username, now: clock.now())
+    }
+
     /// Lets a disabled account log in again; tokens issued before it was disabled stay refused.
     public func enable(username: String, tenantID: String) async throws -> UserRecord? {
         try await users.enableUser(tenantID: tenantID, username: username)

@@ -48,6 +48,15 @@ public protocol UserRepository: Sendable {
     /// to `now` (every access token issued before is refused) and revokes every
     /// refresh token of the account. The account as it now is; `nil` if there is none.
     func disableUser(tenantID: String, username: String, now: Double) async throws -> UserRecord?
+    /// In one transaction: replaces the password hash and cuts the account off as `disableUser`
+    /// does (not-before, refresh tokens, the access-change feed) without disabling it: a new
+    /// password signs the account out everywhere. `nil` if there is no such account.
+    func setUserPassword(tenantID: String, username: String, passwordHash: String, now: Double) async throws -> UserRecord?
+    /// In one transaction: cuts the account off as `disableUser` does, and frees its username. The
+    /// row stays as a tombstone (disabled, no password, named `deleted:` + its id, which no
+    /// username can be) so that its not-before keeps refusing its tokens after a restart; `users()`
+    /// leaves tombstones out. The account as it was; `nil` if there is none.
+    func deleteUser(tenantID: String, username: String, now: Double) async throws -> UserRecord?
     /// Clears the disabled flag (the not-before stays: old tokens stay dead); `nil` if there is no such account.
     func enableUser(tenantID: String, username: String) async throws -> UserRecord?
     /// Accounts whose not-before is at or after `since`.

@@ -42,8 +42,13 @@ enum TokenInput {
 /// Durations such as `900`, `90s`, `15m`, `2h`, `1d`.
 struct Duration: ExpressibleByArgument {
     let seconds: Double
+    /// As it was written (`15m`): what `--help` shows as the default.
+    let text: String
+
+    var defaultValueDescription: String { text }
 
     init?(argument: String) {
+        text = argument
         let units: [Character: Double] = ["s": 1, "m": 60, "h": 3_600, "d": 86_400]
         var text = argument
         var multiplier = 1.0

@@ -85,11 +85,20 @@ struct KeysCommand: AsyncParsableCommand {
         @Option(help: "The keys directory.")
         var dir = "keys"
 
+        @Option(help: "The next key to activate. Default: the oldest next key (published longest).")
+        var kid: String?
+
         @OptionGroup var announcement: KeyRingAnnouncement
 
         func run() async throws {
-            let (activated, retired) = try KeyDirectory(path: dir).rotate()
+            let (activated, retired, waiting) = try KeyDirectory(path: dir).rotate(kid: kid)
             print("activated \(activated.kid)" + (retired.map { "; retired \($0.kid)" } ?? ""))
+            if waiting > 1 {
+                Terminal.note(
+                    kid == nil
+                        ? "\(waiting) next keys were waiting: activated the oldest, \(activated.kid); --kid chooses another"
+                        : "\(waiting - 1) other next key(s) still wait")
+            }
             await announcement.announce()
         }
     }

@@ -21,6 +21,7 @@ struct Portcullis: AsyncParsableCommand {
             Exit codes: 0 success (a token is valid), 1 a token was rejected, \
             2 usage or configuration error.
             """,
+        version: BuildInfo.line,
         subcommands: [ServeCommand.self, GatewayCommand.self, KeysCommand.self, JWKSCommand.self, TokenCommand.self, TrustCommand.self, UsersCommand.self, RuntimeCommand.self, StorageCommand.self, AuditCommand.self, BenchCommand.self]
     )
 

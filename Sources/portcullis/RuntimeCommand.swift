@@ -72,7 +72,7 @@ struct RuntimeCommand: AsyncParsableCommand {
             if !FileManager.default.fileExists(atPath: directory + "/keyring.json") {
                 // The embedded default: a fresh ES256 key, so a first run works out of the box.
                 let record = try KeyDirectory(path: directory).generate(algorithm: .es256)
-                Terminal.warning("\(directory) had no keys: generated ES256 key \(record.kid) (active); the gateway must sign assertions with it")
+                Terminal.warning("no signing key in \(directory)/: generated ES256 key \(record.kid) (active); the gateway must sign assertions with it")
             }
             let ring = try LiveKeyRing(directory: KeyDirectory(path: directory))  // one load; fails early with a clear message
             ring.initialWarnings.forEach(Terminal.warning)

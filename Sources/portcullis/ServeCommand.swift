@@ -78,6 +78,10 @@ struct ServeCommand: AsyncParsableCommand {
         if !PasswordHasher.keepWorkAreas() {
             logger.notice("scrypt work areas are not kept: each password check maps its own 32 MiB (libcrypto refused the allocator)")
         }
+        if gateway.issuerIsDerived, gateway.publicURL == nil, GatewayIssuer.isWildcard(gateway.host) {
+            logger.warning(
+                "gateway.issuer is not set: tokens and discovery name \(gateway.issuer), which clients on other machines cannot reach; set gateway.issuer or gateway.public_url to the URL they use")
+        }
         if gateway.routes.contains(where: \.acceptsSessionCookie), !gateway.servesBrowsersOverHTTPS {
             logger.warning(
                 "auth: browser routes over plain http: the session cookie is not Secure; for loopback development only (an https gateway.public_url makes it __Host-portcullis)")
@@ -90,13 +94,13 @@ struct ServeCommand: AsyncParsableCommand {
 
         if !FileManager.default.fileExists(atPath: keysDirectory + "/keyring.json") {
             let record = try KeyDirectory(path: keysDirectory).generate(algorithm: .es256)
-            Terminal.warning("\(keysDirectory) had no keys: generated ES256 key \(record.kid) (active, mode 0600)")
+            logger.warning("no signing key in \(keysDirectory)/: generated ES256 key \(record.kid) (active, mode 0600)")
         }
         let keys = try LiveKeyRing(directory: KeyDirectory(path: keysDirectory))
-        keys.initialWarnings.forEach(Terminal.warning)
+        for warning in keys.initialWarnings { logger.warning("\(warning)") }
         let state = try await StateStores.open(storage, logger: logger)
         if try await state.users().isEmpty {
-            Terminal.note(
+            logger.notice(
                 "no user accounts yet: add one with `portcullis users add NAME --tenant \(gateway.defaultTenant)` (or `swift run portcullis users add ...`)")
         }
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import ConfigurationReading
 import JOSE
 import Logging
 import TrustedIssuers
@@ -15,7 +16,7 @@ struct TokenCommand: ParsableCommand {
     static let defaultAudience = "portcullis"
 }
 
-struct TokenIssueCommand: ParsableCommand {
+struct TokenIssueCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "issue", abstract: "Mint an RFC 9068 access token with the active key.")
 
     @Option(help: "Subject (the user id).")
@@ -27,11 +28,14 @@ struct TokenIssueCommand: ParsableCommand {
     @Option(name: .customLong("client-id"), help: "client_id claim.")
     var clientID = "portcullis-cli"
 
-    @Option(help: "Issuer (iss).")
-    var issuer = TokenCommand.defaultIssuer
+    @Option(help: "Issuer (iss). Default: the gateway's, as the configuration names it (gateway.issuer, public_url or its listener).")
+    var issuer: String?
 
-    @Option(help: "Audience (aud).")
-    var audience = TokenCommand.defaultAudience
+    @Option(help: "Audience (aud). Default: the configuration's gateway.audience.")
+    var audience: String?
+
+    @Option(help: "Configuration file (YAML) the defaults are read from. Default: config/portcullis.yaml when it exists.")
+    var config: String?
 
     @Option(help: "Lifetime: seconds or 90s, 15m, 2h, 1d.")
     var ttl = Duration(argument: "15m")!
@@ -48,7 +52,10 @@ struct TokenIssueCommand: ParsableCommand {
     @Option(help: "Sign with this key instead of the active one.")
     var kid: String?
 
-    func run() throws {
+    func run() async throws {
+        let values = try await ConfigurationValues.load(path: config)
+        let issuer = try self.issuer ?? GatewayIssuer.read(values)?.url ?? TokenCommand.defaultIssuer
+        let audience = try self.audience ?? values.string("gateway.audience") ?? TokenCommand.defaultAudience
         var extra = JSONObject()
         for pair in claims {
             guard let equals = pair.firstIndex(of: "="), equals != pair.startIndex else {

@@ -15,7 +15,7 @@ struct UsersCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "users",
         abstract: "Manage user accounts (passwords are stored as scrypt hashes).",
-        subcommands: [Add.self, List.self, Disable.self, Enable.self]
+        subcommands: [Add.self, List.self, Passwd.self, Disable.self, Enable.self, Delete.self]
     )
 
     struct Storage: ParsableArguments {
@@ -115,6 +115,59 @@ struct UsersCommand: ParsableCommand {
             }
             let ended = try await SessionService(repository: state, configuration: RuntimeConfiguration()).revokeAll(userID: user.id, tenantID: tenant)
             print("disabled \(username) in tenant \(tenant): \(ended) session(s) ended; tokens issued before now are refused")
+        }
+    }
+
+    struct Passwd: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Set an account's password (asked on the terminal, or --password-stdin) and sign it out everywhere.",
+            discussion: """
+                Its sessions and refresh tokens are revoked and its access tokens refused, as `users disable` does, but the \
+                account stays enabled: it logs in again with the new password. Works while `serve` runs.
+                """)
+
+        @OptionGroup var account: AccountName
+
+        @Flag(name: .customLong("password-stdin"), help: "Read the password from standard input (one line).")
+        var passwordStdin = false
+
+        @OptionGroup var storage: Storage
+
+        func run() async throws {
+            let (username, tenant) = (account.username, account.tenant)
+            let password = try passwordStdin ? PasswordInput.fromStdin() : PasswordInput.fromTerminal()
+            let state = try await storage.open()
+            let changed: UserRecord?
+            do {
+                changed = try await AccountService(users: state).setPassword(username: username, tenantID: tenant, password: password)
+            } catch let error as AccountError {
+                throw CLIError(error.message)
+            }
+            guard let user = changed else { throw CLIError("tenant \(tenant) has no user named \(username)") }
+            let ended = try await SessionService(repository: state, configuration: RuntimeConfiguration()).revokeAll(userID: user.id, tenantID: tenant)
+            print("set a new password for \(username) in tenant \(tenant): \(ended) session(s) ended; tokens issued before now are refused")
+        }
+    }
+
+    struct Delete: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Delete an account: signed out everywhere as by `users disable`, and its username free for a new account.",
+            discussion: """
+                The account's id is never used again: a tombstone keeps refusing the tokens issued to it (after a \
+                restart too), and a new account with the same username is another user.
+                """)
+
+        @OptionGroup var account: AccountName
+        @OptionGroup var storage: Storage
+
+        func run() async throws {
+            let (username, tenant) = (account.username, account.tenant)
+            let state = try await storage.open()
+            guard let user = try await AccountService(users: state).delete(username: username, tenantID: tenant) else {
+                throw CLIError("tenant \(tenant) has no user named \(username)")
+            }
+            let ended = try await SessionService(repository: state, configuration: RuntimeConfiguration()).revokeAll(userID: user.id, tenantID: tenant)
+            print("deleted \(username) in tenant \(tenant) (\(user.id)): \(ended) session(s) ended; its tokens are refused")
         }
     }
 

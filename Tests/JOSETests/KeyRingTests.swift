@@ -44,11 +44,26 @@ struct KeyRingTests {
         #expect(throws: KeyError.self) { try directory.generate(algorithm: .es256, status: .active) }
         #expect(throws: KeyError.self) { try directory.rotate() }
         let next = try directory.generate(algorithm: .eddsa, status: .next)
-        let (activated, retired) = try directory.rotate()
-        #expect(activated.kid == next.kid)
+        let (activated, retired, waiting) = try directory.rotate()
+        #expect(activated.kid == next.kid && waiting == 1)
         #expect(retired?.kid == first.kid)
         let statuses = Dictionary(uniqueKeysWithValues: try directory.records().map { ($0.kid, $0.status) })
         #expect(statuses == [first.kid: .retired, next.kid: .active])
+    }
+
+    @Test("with several next keys, rotation activates the oldest unless --kid names one; a kid that is not a next key is refused")
+    func rotateChoosesAmongNextKeys() throws {
+        let temp = try TemporaryDirectory()
+        let directory = KeyDirectory(path: temp.path)
+        let active = try directory.generate(algorithm: .es256)
+        let older = try directory.generate(algorithm: .es256, status: .next)
+        let newer = try directory.generate(algorithm: .eddsa, status: .next)
+        #expect(throws: KeyError.self) { try directory.rotate(kid: active.kid) }
+        #expect(throws: KeyError.self) { try directory.rotate(kid: "no-such-kid") }
+        let chosen = try directory.rotate(kid: newer.kid)
+        #expect(chosen.activated.kid == newer.kid && chosen.waiting == 2)
+        let oldest = try directory.rotate()
+        #expect(oldest.activated.kid == older.kid && oldest.retired?.kid == newer.kid)
     }
 
     @Test("tokens signed by a retired key still verify; the JWKS lists next, active and retired but never HMAC keys")

@@ -48,6 +48,35 @@ struct CLITests {
         #expect(result.stdout.contains("token"))
     }
 
+    @Test("--version prints the release and the commit it was built from (unknown in a plain build); --help shows a lifetime's default as written")
+    func version() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let result = try cli.run(["--version"])
+        #expect(result.status == 0)
+        let line = result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(line.wholeMatch(of: /portcullis [0-9]+\.[0-9]+\.[0-9]+ \(commit ([0-9a-f]{7,40}|unknown)\)/) != nil, "\(line)")
+        let help = try cli.run(["token", "issue", "--help"]).stdout
+        #expect(help.contains("(default: 15m)") && !help.contains("Duration("), "\(help)")
+    }
+
+    @Test("token issue names the issuer and audience the configuration gives the gateway (its port, without gateway.issuer); --issuer wins")
+    func tokenIssueFollowsConfiguration() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.run(["keys", "generate", "--alg", "ES256", "--dir", "keys"])
+        try "gateway:\n  port: 27080\n  audience: billing\n".write(toFile: cli.directory + "/custom.yaml", atomically: true, encoding: .utf8)
+        func claims(_ arguments: [String]) throws -> JSONObject {
+            let issued = try cli.run(["token", "issue", "--sub", "alice", "--keys", "keys", "--config", "custom.yaml"] + arguments)
+            #expect(issued.status == 0, "\(issued.stderr)")
+            let jws = try JWSCompact.parse(issued.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+            return try StrictJSONReader().parseObject(jws.payload)
+        }
+        let derived = try claims([])
+        #expect(derived["iss"] == "http://127.0.0.1:27080" && derived["aud"] == "billing", "\(derived)")
+        #expect(try claims(["--issuer", "https://other.example.com"])["iss"] == "https://other.example.com")
+    }
+
     @Test("a key generated for every algorithm signs a token that token verify accepts and that fails after one byte is flipped",
           arguments: JWSAlgorithm.allCases)
     func everyAlgorithm(algorithm: JWSAlgorithm) throws {
@@ -178,8 +207,11 @@ struct CLITests {
         try cli.run(["keys", "generate", "--alg", "ES256", "--dir", "keys", "--kid", "one"])
         #expect(try cli.run(["keys", "rotate", "--dir", "keys"]).status == 2)
         try cli.run(["keys", "generate", "--alg", "ES256", "--dir", "keys", "--kid", "two", "--state", "next"])
+        try cli.run(["keys", "generate", "--alg", "ES256", "--dir", "keys", "--kid", "three", "--state", "next"])
         let rotated = try cli.run(["keys", "rotate", "--dir", "keys"])
         #expect(rotated.stdout.contains("activated two; retired one"))
+        #expect(rotated.stderr.contains("2 next keys were waiting: activated the oldest, two; --kid chooses another"), "\(rotated.stderr)")
+        #expect(try cli.run(["keys", "rotate", "--dir", "keys", "--kid", "one"]).status == 2, "a retired key is not activated")
         let list = try cli.run(["keys", "list", "--dir", "keys"]).stdout
         #expect(list.contains("one") && list.contains("retired") && list.contains("active"))
         #expect(try cli.run(["keys", "retire", "nobody", "--dir", "keys"]).status == 2)
@@ -356,6 +388,20 @@ struct UsersCommandTests {
         #expect(try cli.run(["users", "disable", "nobody", "--tenant", "acme"]).status == 2)
         for result in [added, duplicate, disabled, list] {
             #expect(!result.stdout.contains(secret) && !result.stderr.contains(secret))
+        }
+        let newSecret = "c0rrect-horse-battery-not-in-output"
+        let passwd = try cli.run(["users", "passwd", "alice", "--tenant", "acme", "--password-stdin"], stdin: newSecret + "\n")
+        #expect(passwd.status == 0 && passwd.stdout.contains("set a new password for alice in tenant acme"), "\(passwd.stderr)")
+        #expect(try cli.run(["users", "passwd", "alice", "--tenant", "acme", "--password-stdin"], stdin: "short").status == 2, "too short")
+        #expect(try cli.run(["users", "passwd", "nobody", "--tenant", "acme", "--password-stdin"], stdin: newSecret).status == 2)
+        let deleted = try cli.run(["users", "delete", "alice", "--tenant", "acme"])
+        #expect(deleted.status == 0 && deleted.stdout.contains("deleted alice in tenant acme"), "\(deleted.stderr)")
+        #expect(try cli.run(["users", "list"]).stdout.contains("no accounts yet"), "a deleted account is not listed")
+        #expect(try cli.run(["users", "delete", "alice", "--tenant", "acme"]).status == 2, "deleted once")
+        let again = try cli.run(["users", "add", "alice", "--tenant", "acme", "--password-stdin"], stdin: secret)
+        #expect(again.status == 0, "the username is free again: \(again.stderr)")
+        for result in [passwd, deleted, again] {
+            #expect(!result.stdout.contains(newSecret) && !result.stderr.contains(newSecret))
         }
         let database = try Data(contentsOf: URL(fileURLWithPath: cli.directory + "/data/portcullis.sqlite"))
         let wal = (try? Data(contentsOf: URL(fileURLWithPath: cli.directory + "/data/portcullis.sqlite-wal"))) ?? Data()

@@ -18,7 +18,7 @@ struct ConfigurationDefaultsTests {
     /// Keys without a default (absent means "not used"); the YAML documents each in a comment.
     static let optionalKeys: Set<String> = [
         "runtime.url", "storage.postgres_url", "keys.jwks_file", "gateway.tls.certificate_path", "gateway.tls.private_key_path", "trust.issuers",
-        "gateway.upstream_ca_file", "gateway.client_directory", "gateway.public_url", "gateway.cookie_domain",
+        "gateway.upstream_ca_file", "gateway.client_directory", "gateway.public_url", "gateway.cookie_domain", "gateway.issuer",
     ]
 
     /// Every configuration type, read from `values`.
@@ -91,6 +91,34 @@ struct ConfigurationDefaultsTests {
         let partial = try RuntimeConfiguration(reading: try await ConfigurationValues.load(path: directory + "/partial.yaml", environment: false))
         #expect(partial.name == "other")
         #expect(partial.port == RuntimeConfiguration().port)
+    }
+
+    @Test("without gateway.issuer the issuer follows the configuration: public_url, else the listener's own URL (its port, https with tls, a wildcard host as 127.0.0.1), read alike by the gateway and a separate Runtime; gateway.issuer wins")
+    func issuerFollowsTheListener() async throws {
+        let directory = NSTemporaryDirectory() + "portcullis-issuer-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        func issuers(_ yaml: String) async throws -> (gateway: String, derived: Bool, runtime: String) {
+            let path = directory + "/\(UUID().uuidString).yaml"
+            try yaml.write(toFile: path, atomically: true, encoding: .utf8)
+            let values = try await ConfigurationValues.load(path: path, environment: false)
+            let gateway = try GatewayConfiguration(reading: values)
+            return (gateway.issuer, gateway.issuerIsDerived, try RuntimeConfiguration(reading: values).assertionIssuer)
+        }
+        let port = try await issuers("gateway:\n  port: 27080\n")
+        #expect(port.gateway == "http://127.0.0.1:27080" && port.derived && port.runtime == port.gateway)
+        let wildcard = try await issuers("gateway:\n  host: 0.0.0.0\n  port: 9000\n")
+        #expect(wildcard.gateway == "http://127.0.0.1:9000" && wildcard.derived)
+        let tls = try await issuers("gateway:\n  port: 8443\n  tls:\n    certificate_path: c.pem\n    private_key_path: k.pem\n")
+        #expect(tls.gateway == "https://127.0.0.1:8443")
+        let ipv6 = try await issuers("gateway:\n  host: \"::1\"\n  port: 8081\n")
+        #expect(ipv6.gateway == "http://[::1]:8081")
+        let publicURL = try await issuers("gateway:\n  port: 27080\n  public_url: https://auth.example.com/\n")
+        #expect(publicURL.gateway == "https://auth.example.com" && publicURL.runtime == "https://auth.example.com")
+        let explicit = try await issuers("gateway:\n  port: 27080\n  issuer: https://tokens.example.com\n  public_url: https://auth.example.com\n")
+        #expect(explicit.gateway == "https://tokens.example.com" && !explicit.derived && explicit.runtime == explicit.gateway)
+        let none = try await issuers("runtime:\n  name: other\n")
+        #expect(none.gateway == "http://127.0.0.1:8080" && none.derived, "the listener's default URL")
     }
 }
 

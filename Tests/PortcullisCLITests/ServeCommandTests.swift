@@ -32,8 +32,10 @@ struct ServeCommandTests {
         #expect(keys.count == 1)
         let mode = try FileManager.default.attributesOfItem(atPath: cli.directory + "/keys/" + keys[0])[.posixPermissions] as? Int
         #expect(mode == 0o600)
-        #expect(process.output.contains("generated ES256 key"))
+        #expect(process.output.contains("no signing key in keys/: generated ES256 key"), "\(process.output)")
         #expect(process.output.contains("portcullis users add NAME --tenant default"))
+        let lines = process.output.split(separator: "\n")
+        #expect(!lines.isEmpty && lines.allSatisfy { (try? StrictJSONReader().parseObject(Array($0.utf8))) != nil }, "with logging.format json every line is JSON: \(process.output)")
         #expect(FileManager.default.fileExists(atPath: cli.directory + "/data/portcullis.sqlite"))
 
         let password = "correct horse battery staple"

@@ -294,6 +294,29 @@ struct RepositoryContractTests {
         #expect(try await state.user(id: "usr_2", tenantID: "other")?.username == "alice")
     }
 
+    @Test("a new password replaces the hash and cuts the account off without disabling it; a deleted account leaves a tombstone that keeps its not-before, frees its username and is not listed", arguments: StoreKind.available)
+    func passwordAndDeletion(kind: StoreKind) async throws {
+        let state = try await TestStore(kind).open()
+        try await state.insertUser(UserRecord(id: "usr_1", tenantID: "acme", username: "alice", passwordHash: "old", createdAt: now))
+        try await state.insertRefreshToken(RefreshTokenRecord(id: "rt_1", tokenHash: "h1", familyID: "f1", sessionID: "s1", userID: "usr_1", tenantID: "acme", createdAt: now, expiresAt: now + 600))
+        let changed = try #require(try await state.setUserPassword(tenantID: "acme", username: "alice", passwordHash: "new", now: now + 5))
+        #expect(changed.passwordHash == "new" && !changed.disabled && changed.tokensNotBefore == now + 5)
+        #expect(try await state.refreshToken(hash: "h1")?.revokedAt == now + 5)
+        #expect(try await state.accountCutoffs(since: now) == [AccountCutoff(userID: "usr_1", tenantID: "acme", notBefore: now + 5)])
+        #expect(try await state.setUserPassword(tenantID: "acme", username: "nobody", passwordHash: "x", now: now) == nil)
+
+        let deleted = try #require(try await state.deleteUser(tenantID: "acme", username: "alice", now: now + 9))
+        #expect(deleted.id == "usr_1")
+        #expect(try await state.user(tenantID: "acme", username: "alice") == nil, "the username is free")
+        #expect(try await state.users().isEmpty, "a tombstone is not listed")
+        let tombstone = try #require(try await state.user(id: "usr_1", tenantID: "acme"))
+        #expect(tombstone.disabled && tombstone.passwordHash == "!" && tombstone.username == "deleted:usr_1")
+        #expect(try await state.accountCutoffs(since: now) == [AccountCutoff(userID: "usr_1", tenantID: "acme", notBefore: now + 9)], "its tokens stay refused after a restart")
+        try await state.insertUser(UserRecord(id: "usr_2", tenantID: "acme", username: "alice", passwordHash: "h", createdAt: now))
+        #expect(try await state.users().map(\.id) == ["usr_2"], "a new alice is another user")
+        #expect(try await state.deleteUser(tenantID: "acme", username: "nobody", now: now) == nil)
+    }
+
     @Test("twenty concurrent rotations of one refresh token: exactly one rotates; the spent token's reuse revokes the family", arguments: StoreKind.available)
     func rotation(kind: StoreKind) async throws {
         let state = try await TestStore(kind).open()

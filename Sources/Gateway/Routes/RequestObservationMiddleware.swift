@@ -61,7 +61,7 @@ struct RequestObservationMiddleware: RouterMiddleware {
                 if !allowed.isEmpty {
                     return GatewayError.methodNotAllowed(request.method.rawValue, path: PathRedaction.redactedPath(request.uri.path), allowed: allowed).response()
                 }
-                (code, message) = ("not_found", "no route answers \(request.method.rawValue) \(PathRedaction.redactedPath(request.uri.path)); see the API table in the README")
+                (code, message) = ("not_found", "no route answers \(request.method.rawValue) \(PathRedaction.redactedPath(request.uri.path)); the endpoints are listed at /.well-known/openapi.yaml")
             case .contentTooLarge:
                 (code, message) = ("payload_too_large", "the request body is too large")
             case .methodNotAllowed:

@@ -178,10 +178,24 @@ public struct KeyDirectory: Sendable {
     /// Refuses when there is no `next` key: a key must be published before it
     /// signs, so that downstream caches already hold it.
     @discardableResult
-    public func rotate() throws -> (activated: Record, retired: Record?) {
+    ///
+    /// - Parameter kid: the next key to activate; `nil`: the oldest next key (the first generated,
+    ///   published longest). A `kid` that is not a next key is refused.
+    public func rotate(kid: String? = nil) throws -> (activated: Record, retired: Record?, waiting: Int) {
         var records = try records()
-        guard let nextIndex = records.firstIndex(where: { $0.status == .next }) else {
-            throw KeyError(.invalidKey, "there is no next key to activate; run `portcullis keys generate --alg ALG --state next` first and let it be published")
+        let waiting = records.filter { $0.status == .next }.count
+        let nextIndex: Int
+        if let kid {
+            guard let index = records.firstIndex(where: { $0.kid == kid }) else { throw KeyError(.invalidKeyID, "no key has the kid \(JSONValue.clip(kid))") }
+            guard records[index].status == .next else {
+                throw KeyError(.invalidKey, "key \(JSONValue.clip(kid)) is \(records[index].status.rawValue), not next; only a published next key is activated")
+            }
+            nextIndex = index
+        } else {
+            guard let index = records.firstIndex(where: { $0.status == .next }) else {
+                throw KeyError(.invalidKey, "there is no next key to activate; run `portcullis keys generate --alg ALG --state next` first and let it be published")
+            }
+            nextIndex = index
         }
         var retired: Record? = nil
         if let activeIndex = records.firstIndex(where: { $0.status == .active }) {
@@ -190,7 +204,7 @@ public struct KeyDirectory: Sendable {
         }
         records[nextIndex].status = .active
         try writeRecords(records)
-        return (records[nextIndex], retired)
+        return (records[nextIndex], retired, waiting)
     }
 
     /// Marks `kid` retired (verify-only). Retiring the active key leaves nothing signing until a rotation.

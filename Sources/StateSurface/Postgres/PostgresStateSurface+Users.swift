@@ -1,4 +1,5 @@
 import PostgresNIO
+import Logging
 
 extension PostgresStateSurface: UserRepository {
     static let userColumns = "id, tenant_id, username, password_hash, disabled, created_at, tokens_not_before"
@@ -28,7 +29,7 @@ extension PostgresStateSurface: UserRepository {
     }
 
     public func users() async throws -> [UserRecord] {
-        try await rows("SELECT \(unescaped: Self.userColumns) FROM users ORDER BY tenant_id, username").map(Self.user(from:))
+        try await rows("SELECT \(unescaped: Self.userColumns) FROM users WHERE username NOT LIKE 'deleted:%' ORDER BY tenant_id, username").map(Self.user(from:))
     }
 
     public func user(id: String, tenantID: String) async throws -> UserRecord? {
@@ -36,17 +37,52 @@ extension PostgresStateSurface: UserRepository {
     }
 
     public func disableUser(tenantID: String, username: String, now: Double) async throws -> UserRecord? {
+        try await cutOffUser(tenantID: tenantID, username: username, now: now) { connection, logger in
+            try await connection.query(
+                """
+                UPDATE users SET disabled = TRUE, tokens_not_before = GREATEST(tokens_not_before, \(now))
+                WHERE tenant_id = \(tenantID) AND username = \(username)
+                RETURNING \(unescaped: Self.userColumns)
+                """, logger: logger
+            ).collect().first
+        }
+    }
+
+    public func setUserPassword(tenantID: String, username: String, passwordHash: String, now: Double) async throws -> UserRecord? {
+        try await cutOffUser(tenantID: tenantID, username: username, now: now) { connection, logger in
+            try await connection.query(
+                """
+                UPDATE users SET password_hash = \(passwordHash), tokens_not_before = GREATEST(tokens_not_before, \(now))
+                WHERE tenant_id = \(tenantID) AND username = \(username)
+                RETURNING \(unescaped: Self.userColumns)
+                """, logger: logger
+            ).collect().first
+        }
+    }
+
+    public func deleteUser(tenantID: String, username: String, now: Double) async throws -> UserRecord? {
+        try await cutOffUser(tenantID: tenantID, username: username, now: now) { connection, logger in
+            let row = try await connection.query(
+                """
+                UPDATE users SET disabled = TRUE, password_hash = '!', tokens_not_before = GREATEST(tokens_not_before, \(now))
+                WHERE tenant_id = \(tenantID) AND username = \(username)
+                RETURNING \(unescaped: Self.userColumns)
+                """, logger: logger
+            ).collect().first
+            try await connection.query("UPDATE users SET username = 'deleted:' || id WHERE tenant_id = \(tenantID) AND username = \(username)", logger: logger)
+            return row
+        }
+    }
+
+    /// The account cut off in one transaction: `change` updates its row (returning it), then its
+    /// refresh tokens are revoked and the cut-off enters the feed.
+    private func cutOffUser(
+        tenantID: String, username: String, now: Double,
+        change: @escaping @Sendable (PostgresConnection, Logger) async throws -> PostgresRow?
+    ) async throws -> UserRecord? {
         let logger = self.logger
         return try await transaction { connection in
-            guard
-                let row = try await connection.query(
-                    """
-                    UPDATE users SET disabled = TRUE, tokens_not_before = GREATEST(tokens_not_before, \(now))
-                    WHERE tenant_id = \(tenantID) AND username = \(username)
-                    RETURNING \(unescaped: Self.userColumns)
-                    """, logger: logger
-                ).collect().first
-            else { return nil }
+            guard let row = try await change(connection, logger) else { return nil }
             let user = try Self.user(from: row)
             try await connection.query(
                 "UPDATE refresh_tokens SET revoked_at = \(now) WHERE user_id = \(user.id) AND tenant_id = \(tenantID) AND revoked_at IS NULL", logger: logger)

@@ -30,7 +30,7 @@ extension SQLiteStateSurface: UserRepository {
 
     public func users() async throws -> [UserRecord] {
         try await pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT \(Self.userColumns) FROM users ORDER BY tenant_id, username").map(Self.user(from:))
+            try Row.fetchAll(db, sql: "SELECT \(Self.userColumns) FROM users WHERE username NOT LIKE 'deleted:%' ORDER BY tenant_id, username").map(Self.user(from:))
         }
     }
 
@@ -41,10 +41,28 @@ extension SQLiteStateSurface: UserRepository {
     }
 
     public func disableUser(tenantID: String, username: String, now: Double) async throws -> UserRecord? {
+        try await cutOffUser(tenantID: tenantID, username: username, now: now, change: "disabled = 1", arguments: [])
+    }
+
+    public func setUserPassword(tenantID: String, username: String, passwordHash: String, now: Double) async throws -> UserRecord? {
+        try await cutOffUser(tenantID: tenantID, username: username, now: now, change: "password_hash = ?", arguments: [passwordHash])
+    }
+
+    public func deleteUser(tenantID: String, username: String, now: Double) async throws -> UserRecord? {
+        try await cutOffUser(
+            tenantID: tenantID, username: username, now: now, change: "disabled = 1, password_hash = '!'", arguments: [],
+            then: "UPDATE users SET username = 'deleted:' || id WHERE tenant_id = ? AND username = ?")
+    }
+
+    /// The account cut off in one transaction: `change` applied (its `?` bound to `arguments`), the
+    /// not-before set, refresh tokens revoked, the cut-off in the feed; then `then` (bound to the tenant and username).
+    private func cutOffUser(
+        tenantID: String, username: String, now: Double, change: String, arguments: [String], then: String? = nil
+    ) async throws -> UserRecord? {
         try await pool.write { db in
             try db.execute(
-                sql: "UPDATE users SET disabled = 1, tokens_not_before = max(tokens_not_before, ?) WHERE tenant_id = ? AND username = ?",
-                arguments: [now, tenantID, username])
+                sql: "UPDATE users SET \(change), tokens_not_before = max(tokens_not_before, ?) WHERE tenant_id = ? AND username = ?",
+                arguments: StatementArguments(arguments) + [now, tenantID, username])
             guard let user = try Row.fetchOne(
                 db, sql: "SELECT \(Self.userColumns) FROM users WHERE tenant_id = ? AND username = ?", arguments: [tenantID, username]
             ).map(Self.user(from:)) else { return nil }
@@ -52,6 +70,7 @@ extension SQLiteStateSurface: UserRepository {
                 sql: "UPDATE refresh_tokens SET revoked_at = ? WHERE user_id = ? AND tenant_id = ? AND revoked_at IS NULL",
                 arguments: [now, user.id, tenantID])
             try Self.record(.accountCutOff(AccountCutoff(userID: user.id, tenantID: tenantID, notBefore: user.tokensNotBefore)), at: now, db)
+            if let then { try db.execute(sql: then, arguments: [tenantID, username]) }
             return user
         }
     }

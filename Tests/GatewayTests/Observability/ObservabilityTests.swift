@@ -20,7 +20,8 @@ struct ObservabilityTests {
         #expect(objects.count == lines.count, "every log line is a JSON object")
         let line = try #require(objects.first { $0["request_id"]?.stringValue == requestID && $0["message"] == "request" })
         #expect(line["route"] == "/api/session/{id}")
-        #expect(line["status"] == "404")
+        #expect(line["status"] == .number(404), "numbers as numbers")
+        #expect(line["duration_ms"]?.numberValue != nil, "\(line)")
         #expect(line["path"] == "/api/session/ses_AAAAAAAAAAAAAAAAAAAAAA")
         #expect(!fixture.log.text.contains("should-not-be-logged"))
     }
