@@ -80,8 +80,12 @@ struct ProcessFaultTests {
     func runtimeKilled() async throws {
         let directory = try await workspace()
         defer { try? FileManager.default.removeItem(atPath: directory) }
+        // The same environment as serve: the Runtime derives the gateway's issuer (its port) as the gateway does.
         let runtimeArguments = ["runtime", "--port", String(Self.ports.runtime)]
-        var runtime = try PortcullisProcess(runtimeArguments, directory: directory, name: "runtime1")
+        var runtime = try PortcullisProcess(runtimeArguments, directory: directory, environment: Self.environment, name: "runtime1")
+        // Stopped whatever fails below (the second Runtime replaces it once this one is killed).
+        let first = runtime
+        defer { first.terminate() }
         var environment = Self.environment
         environment["RUNTIME_URL"] = "http://127.0.0.1:\(Self.ports.runtime)"
         let serve = try PortcullisProcess(["serve"], directory: directory, environment: environment, name: "serve")
@@ -122,7 +126,7 @@ struct ProcessFaultTests {
         #expect(why.status == 503, "the socket path's diagnosis while the Runtime is down: \(why.status)")
         #expect(why.raw.contains(#""error":"runtime_unavailable""#))
 
-        runtime = try PortcullisProcess(runtimeArguments, directory: directory, name: "runtime2")
+        runtime = try PortcullisProcess(runtimeArguments, directory: directory, environment: Self.environment, name: "runtime2")
         defer { runtime.terminate() }
         try await serve.waitUntilReady(base + "/readyz")
         let up = try await HTTPClient.shared.execute(read, timeout: .seconds(10))
