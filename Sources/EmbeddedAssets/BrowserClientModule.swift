@@ -411,6 +411,8 @@ package enum BrowserClientModule {
         this.state = "waiting"; // waiting | connecting | open | stopped
         this._attempt = 0;
         this._pending = new Map();
+        /** Requests made before the socket opened: each sends itself on "open", or is refused by `_stop`. */
+        this._waiting = new Set();
         this._counter = 0;
         this._stopped = false;
         this._onSession = () => this._maybeConnect();
@@ -551,26 +553,51 @@ package enum BrowserClientModule {
         }
       }
 
-      /** Sends an intent; resolves with its result, rejects with `.code` on a failed one. */
+      /**
+       * Sends an intent; resolves with its result, rejects with `.code` on a failed one. Made before
+       * the socket is open (right after `client.agent()`, or while it reconnects), it waits for the
+       * socket to open, within the same `timeoutMs`.
+       */
       request(intentType, payload = {}, { timeoutMs = 30000 } = {}) {
         return new Promise((resolve, reject) => {
-          if (!this.socket || this.state !== "open") {
-            reject(new PortcullisError("socket_not_open", "the agent socket is not open yet; wait for its open event"));
+          if (this._stopped) {
+            reject(new PortcullisError("socket_closed", "this agent socket was closed (logout or close()); get a new one with client.agent()"));
             return;
           }
           const requestId = `r${++this._counter}`;
+          const waiter = { send: null, reject };
           const timer = setTimeout(() => {
             this._pending.delete(requestId);
-            reject(new PortcullisError("timeout", "no answer from the Runtime in time"));
+            this._waiting.delete(waiter);
+            if (waiter.send) this.removeEventListener("open", waiter.send);
+            reject(new PortcullisError("timeout", waiter.send ? "the agent socket did not open in time; is the session signed in?" : "no answer from the Runtime in time"));
           }, timeoutMs);
-          this._pending.set(requestId, { resolve, reject, timer });
-          this.socket.send(JSON.stringify({ type: "intent", request_id: requestId, intent_type: intentType, payload }));
+          const send = () => {
+            this._waiting.delete(waiter);
+            waiter.send = null;
+            this._pending.set(requestId, { resolve, reject, timer });
+            this.socket.send(JSON.stringify({ type: "intent", request_id: requestId, intent_type: intentType, payload }));
+          };
+          if (this.socket && this.state === "open") {
+            send();
+          } else {
+            waiter.send = send;
+            waiter.timer = timer;
+            this._waiting.add(waiter);
+            this.addEventListener("open", send, { once: true });
+          }
         });
       }
 
       _stop(code, reason) {
         this._stopped = true;
         this.state = "stopped";
+        for (const waiter of this._waiting) {
+          clearTimeout(waiter.timer);
+          if (waiter.send) this.removeEventListener("open", waiter.send);
+          waiter.reject(new PortcullisError("socket_closed", "the agent socket was closed before it opened"));
+        }
+        this._waiting.clear();
         this.client.removeEventListener("session", this._onSession);
         this.client._agent = null;
         if (this.socket) this.socket.close(code, reason);

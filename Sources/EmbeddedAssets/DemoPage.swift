@@ -107,6 +107,9 @@ package enum DemoPage {
       if (reason === "session_ended" || reason === "refresh_refused" || reason === "ended") {
         if (agent) $("socket-state").textContent = "closed (session ended)";
         agent = null;
+        // What the last session's intents said is not the next session's.
+        $("intent-result").textContent = "";
+        $("intent-error").textContent = "";
       }
       showSession(e.detail.session);
     });

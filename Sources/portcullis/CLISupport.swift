@@ -117,10 +117,20 @@ enum KeySource {
             loaded.warnings.forEach(Terminal.warning)
             return loaded.keySet
         case (nil, let file?):
-            guard let data = FileManager.default.contents(atPath: file) else {
-                throw CLIError("cannot read the JWKS file \(file): it is missing or unreadable")
-            }
-            return try KeySet.fromJWKS([UInt8](data))
+            return try KeySet.fromJWKS(try readInput(file, what: "the JWKS file", limit: 1 << 20))
         }
+    }
+
+    /// The whole of `path`, read as a stream: a regular file, or a pipe such as `<(curl ...)`'s
+    /// `/dev/fd/63` (which has no size to read up to). At most `limit` bytes.
+    static func readInput(_ path: String, what: String, limit: Int) throws -> [UInt8] {
+        guard let handle = FileHandle(forReadingAtPath: path) else { throw CLIError("cannot read \(what) \(path): it is missing or unreadable") }
+        defer { try? handle.close() }
+        var bytes: [UInt8] = []
+        while let chunk = try handle.read(upToCount: 64 << 10), !chunk.isEmpty {
+            bytes.append(contentsOf: chunk)
+            guard bytes.count <= limit else { throw CLIError("\(what) \(path) is larger than \(limit >> 10) KiB; is it the right file?") }
+        }
+        return bytes
     }
 }

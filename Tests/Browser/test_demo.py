@@ -211,9 +211,17 @@ def revoked_elsewhere(page, net):
 
 def logout(page, net):
     log_in(page)
+    expect(page.locator("#send")).to_be_enabled(timeout=10000)
+    # An intent the Runtime refuses leaves its error on the page, until the session ends.
+    page.fill("#intent-type", "no.such.intent")
+    page.click("#send")
+    expect(page.locator("#intent-error")).not_to_be_empty(timeout=10000)
+    page.fill("#intent-type", "echo")
     opened, closed = len(net.sockets), len(net.closed)
     page.click("#logout")
     expect(page.locator("#socket-state")).to_have_text(re.compile("^closed"), timeout=10000)
+    expect(page.locator("#intent-error")).to_be_empty(timeout=5000)
+    check(page.text_content("#intent-result") == "", "logout clears the last session's intent answer and error")
     page.wait_for_timeout(3000)
     check(len(net.closed) == closed + 1 and len(net.sockets) == opened, "logout closes the socket and nothing reconnects")
     expect(page.locator("#session-state")).to_have_text("anonymous", timeout=10000)
@@ -264,17 +272,14 @@ def sign_in_with_token(browser):
         const anonymous = await client.start();
         const upgraded = await client.signInWithToken(token);
         const agent = client.agent();
-        await new Promise((resolve, reject) => {
-            agent.addEventListener("open", resolve, { once: true });
-            setTimeout(() => reject(new Error("no open")), 10000);
-        });
-        const answer = await agent.request("echo", { via: "provider" });
+        // Right after agent(), before its open event: the request waits for the socket to open.
+        const answer = await agent.request("echo", { via: "provider" }, { timeoutMs: 10000 });
         return { before: anonymous.session_id, after: upgraded.session_id, state: upgraded.state, tenant: upgraded.tenant_id,
                  user: upgraded.user_id, answer };
     }""", provider_token(lifetime))
     check(result["before"] == result["after"] and result["state"] == "authenticated", "signInWithToken upgrades the page's anonymous session in place")
     check(result["user"].startswith("ext_") and result["tenant"] == "default", "the session belongs to the provider's user (ext_...) in the configured tenant")
-    check(result["answer"] == {"via": "provider"}, "the socket opened with the provider's token answers an intent")
+    check(result["answer"] == {"via": "provider"}, "an intent asked right after client.agent() waits for the socket to open, and the socket opened with the provider's token answers it")
     page.wait_for_timeout((lifetime + 2) * 1000)
     events = page.evaluate("window.__events")
     check(["token_expired", "anonymous"] in events, f"when the provider's token ends the client reports token_expired and starts anonymous again ({events})")

@@ -133,6 +133,9 @@ struct CLITests {
         let viaDash = try cli.run(["token", "verify", "-", "--jwks", "set.json", "--json"], stdin: token)
         #expect(viaDash.status == 0)
         #expect(!viaDash.stdout.contains("\"k\""))
+        // A pipe has no size to read up to (`--jwks <(curl ...)` names /dev/fd/63): read as a stream.
+        let viaPipe = try cli.run(["token", "verify", token.trimmingCharacters(in: .whitespacesAndNewlines), "--jwks", "/dev/stdin"], stdin: "{\"keys\":[\(secret)]}")
+        #expect(viaPipe.status == 0, "--jwks from a pipe: \(viaPipe.stdout) \(viaPipe.stderr)")
 
         let noAlg = secret.replacingOccurrences(of: "\"alg\":\"HS384\",", with: "")
         try Data("{\"keys\":[\(noAlg)]}".utf8).write(to: URL(fileURLWithPath: cli.directory + "/noalg.json"))

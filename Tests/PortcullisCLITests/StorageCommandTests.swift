@@ -31,6 +31,24 @@ struct StorageCommandTests {
         #expect(!FileManager.default.fileExists(atPath: cli.directory + "/data"), "no SQLite file was made")
     }
 
+    @Test("a role or database PostgreSQL does not have is named at once, in the server's words (not a wait until the deadline), and no password",
+          .enabled(if: TestPostgres.enabled, "PostgreSQL is not installed (apt-get install postgresql)"))
+    func refusedLogin() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let server = try TestPostgres.shared()
+        for (url, said) in [
+            ("postgres://nobody_here:not-a-real-secret@127.0.0.1:\(server.port)/postgres", #"role "nobody_here" does not exist"#),
+            ("postgres://portcullis:not-a-real-secret@127.0.0.1:\(server.port)/no_such_db", #"database "no_such_db" does not exist"#),
+        ] {
+            let result = try cli.run(["storage", "migrate"], environment: ["STORAGE_POSTGRES_URL": url])
+            #expect(result.status == 2)
+            #expect(result.stderr.contains(said) && result.stderr.contains("storage.postgres_url"), "\(result.stderr)")
+            #expect(!result.stderr.contains("did not answer"), "the cause, not the deadline")
+            #expect(!result.stderr.contains("not-a-real-secret") && !result.stdout.contains("not-a-real-secret"))
+        }
+    }
+
     @Test("an unreachable PostgreSQL is exit 2 with one sentence naming the database, and no password")
     func unreachable() throws {
         let cli = try CLI()

@@ -97,11 +97,32 @@ public final class PostgresStateSurface: Sendable {
             configuration: try Self.singleConnectionConfiguration(settings, tls: tls, applicationName: "portcullis-listen"),
             channel: Self.accessChannel, logger: logger)
         do {
+            try await connectOnce()
             try await ping()
             if migrate { _ = try await migrateSchema() }
         } catch {
             await shutdown()
             throw error
+        }
+    }
+
+    /// One connection of its own at start: the pool retries a refused login quietly until the call's
+    /// deadline, so a missing role or database, or a wrong password, would read as "did not answer".
+    /// The server's own words (`role "x" does not exist`) are named at once instead.
+    func connectOnce() async throws {
+        do {
+            let connection = try await PostgresConnection.connect(configuration: checkConfiguration, id: 0, logger: logger)
+            try? await connection.close()
+        } catch let error as PSQLError {
+            guard let state = error.serverInfo?[.sqlState] else {
+                throw StateSurfaceError(.unavailable, "PostgreSQL at \(name) cannot be reached (\(error.code)); check that it runs and is reachable", isOutage: true)
+            }
+            let said = error.serverInfo?[.message].map { ": " + $0 } ?? ""
+            throw StateSurfaceError(
+                .unavailable, "PostgreSQL at \(name) refused the connection\(said) (SQLSTATE \(state)); check the user, password and database in storage.postgres_url")
+        } catch {
+            throw StateSurfaceError(
+                .unavailable, "PostgreSQL at \(name) cannot be reached (\(type(of: error))); check that it runs and is reachable", isOutage: true)
         }
     }
 
