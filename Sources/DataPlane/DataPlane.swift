@@ -69,6 +69,8 @@ package final class DataPlane: Sendable {
     let upstreamTLS: NIOSSLContext?
     /// Browser sessions, for `auth: browser` routes.
     let browser: BrowserSessionGate
+    /// The WebSocket tunnels open to routes.
+    package let tunnels: TunnelRegistry
     private let pools = EventLoopTable<UpstreamPool>()
     private let metricTables = EventLoopTable<ProxyMetricHandles>()
     private let headBufferTables = EventLoopTable<HeadBuffers>()
@@ -76,8 +78,9 @@ package final class DataPlane: Sendable {
     package init(
         table: LiveRouteTable, authenticator: AccessTokenAuthenticator, sessions: SessionOwnershipView, runtime: RuntimeClient,
         admission: Admission, metrics: GatewayMetrics, logger: Logger, accessLog: AccessLog, maximumBodyBytes: Int, upstreamTimeout: Double, forwardedProto: String,
-        upstreamTLS: NIOSSLContext?, browser: BrowserSessionGate
+        upstreamTLS: NIOSSLContext?, browser: BrowserSessionGate, tunnels: TunnelRegistry = TunnelRegistry()
     ) {
+        self.tunnels = tunnels
         self.upstreamTLS = upstreamTLS
         self.browser = browser
         self.table = table

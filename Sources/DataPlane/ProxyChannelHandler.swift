@@ -105,7 +105,11 @@ package final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelH
     /// instead (the answer was sent; reading a little lets the client see it rather than a reset).
     static let maximumDrainBytes = 64 * 1024
 
-    package init(plane: DataPlane, idleTimeout: TimeAmount, requestTimeout: TimeAmount = .seconds(30)) {
+    /// Says whether the head being started asked for a WebSocket on a route (`UpgradeOfferScreen` sets it).
+    let upgradeOffer: RouteUpgradeOffer?
+
+    package init(plane: DataPlane, idleTimeout: TimeAmount, requestTimeout: TimeAmount = .seconds(30), upgradeOffer: RouteUpgradeOffer? = nil) {
+        self.upgradeOffer = upgradeOffer
         self.plane = plane
         self.idleTimeout = idleTimeout
         self.requestTimeout = requestTimeout
@@ -158,7 +162,11 @@ package final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelH
             // The path is normalised already (RequestTargetHandler, before this handler).
             // A CORS preflight from an allowed origin is answered by the API's origin policy; any other
             // request under a route (OPTIONS too) is proxied, and refused here when not admitted.
-            if case .head = part { plane.table.refresh(&routeTable) }
+            var asksWebSocket = false
+            if case .head = part {
+                plane.table.refresh(&routeTable)
+                asksWebSocket = upgradeOffer?.take() ?? false
+            }
             guard case .head(let head) = part, !routeTable.isAllowedPreflight(head),
                 case let (path, query) = RequestTarget.split(head.uri[...]),
                 let (route, remainder) = routeTable.route(host: routeTable.hasHostRoutes ? head.headers.first(name: "host") : nil, path: path)
@@ -172,7 +180,9 @@ package final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelH
                 context.fireChannelRead(wrapInboundOut(part))
                 return
             }
-            let exchange = ProxyExchange(handler: self, eventLoop: context.eventLoop, route: route, head: head, path: path, remainder: remainder, query: query)
+            let exchange = ProxyExchange(
+                handler: self, eventLoop: context.eventLoop, route: route, head: head, path: path, remainder: remainder, query: query,
+                webSocket: asksWebSocket && head.method == .GET)
             state = .proxying(exchange)
             requestStarted()
             exchange.start()
@@ -287,6 +297,24 @@ package final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelH
         default:
             context.write(data, promise: promise)
         }
+    }
+
+    /// The upstream answered the exchange's WebSocket handshake with 101: NIO's decoder leaves, and a
+    /// `TunnelInboundHandler` in its place reads the client's bytes (the decoder's leftovers first)
+    /// for the exchange. The handlers behind, HTTP's, see nothing more (nor do they ask for reads:
+    /// the tunnel's handler does, as the upstream can take them); this one keeps the connection's close.
+    func beginTunnel(_ exchange: ProxyExchange) -> TunnelInboundHandler? {
+        guard let context, let decoder = try? context.pipeline.syncOperations.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self) else {
+            return nil
+        }
+        let reader = TunnelInboundHandler(exchange: exchange)
+        do {
+            try context.pipeline.syncOperations.addHandler(reader, position: .after(decoder.handler))
+        } catch {
+            return nil
+        }
+        context.pipeline.syncOperations.removeHandler(context: decoder, promise: nil)
+        return reader
     }
 
     /// Writes an answer part of the current exchange to the client.

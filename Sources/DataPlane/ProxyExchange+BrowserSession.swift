@@ -71,7 +71,10 @@ extension ProxyExchange {
     /// A live browser session: the cross-site rule, the route's policy, then the gateway session behind it.
     func signedIn(_ session: BrowserSession, cookieValue: String) {
         guard !finished else { return }
-        if BrowserSessionGate.isUnsafe(head.method), let refusal = plane.browser.crossSiteRefusal(head, host: fields.host, allowedOrigins: route.allowedOrigins) {
+        // A WebSocket carrying the cookie too: another site's page could otherwise open one as the user (cross-site WebSocket hijacking).
+        if BrowserSessionGate.isUnsafe(head.method) || webSocket,
+            let refusal = plane.browser.crossSiteRefusal(head, host: fields.host, allowedOrigins: route.allowedOrigins)
+        {
             return fail(refusal)
         }
         let caller = session.caller

@@ -43,7 +43,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     private(set) var requestEnded = false
     private var pendingBody: [ByteBuffer] = []
     private var bodyBytes = 0
-    private var upstream: UpstreamConnection?
+    var upstream: UpstreamConnection?
     /// The loop's upstream pool, held here: a connection that arrives after the client left goes back
     /// to it without touching the handler (unowned, and gone with the client's connection).
     private var pool: UpstreamPool?
@@ -51,12 +51,12 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     private var upstreamRequest: ByteBuffer?
     /// The body goes upstream in chunks (the client's did: its length is not known).
     private var upstreamChunked = false
-    private var upstreamKeepAlive = false
-    private var responseStarted = false
+    var upstreamKeepAlive = false
+    var responseStarted = false
     /// The answer's body goes to the client in chunks (the upstream's length is not known, the client speaks HTTP/1.1).
     private var relayChunked = false
     /// The client's connection closes after this answer.
-    private var closesClient = false
+    var closesClient = false
     /// The client sent `Expect: 100-continue` and waits for the gateway's word before its body.
     private(set) var expectsContinue = false
     private(set) var finished = false
@@ -67,12 +67,22 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     private var upstreamStatus: Int?
     private var upstreamNanoseconds: Int64 = 0
     /// When the upstream must have answered by (the handler's deadline check reads it).
-    private(set) var deadline: NIODeadline?
+    var deadline: NIODeadline?
+    /// The request asked to become a WebSocket (`RouteUpgradeOffer`): the upstream is asked for the
+    /// upgrade, and its 101 turns both connections into a tunnel.
+    let webSocket: Bool
+    /// The tunnel, once the upstream answered 101.
+    var tunnel: Tunnel?
+    /// Whom a WebSocket's tunnel speaks for, and the session it was opened in: the keys its
+    /// registration is closed by (logout, back-channel logout, a disabled account).
+    var tunnelCaller: AuthenticatedCaller?
+    var tunnelSessionID: String?
 
     init(
         handler: any ProxyExchangeHost, eventLoop: any EventLoop, route: DataPlane.Route, head: HTTPRequestHead, path: Substring, remainder: Substring,
-        query: Substring?
+        query: Substring?, webSocket: Bool = false
     ) {
+        self.webSocket = webSocket
         self.handler = handler
         self.eventLoop = eventLoop
         self.plane = handler.plane
@@ -186,6 +196,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     func proceed(_ caller: AuthenticatedCaller?, sessionID: String?) {
         guard !finished, handler.context != nil, let pool = handler.pool, let headBuffers = handler.headBuffers else { return }
         self.pool = pool
+        if webSocket { (tunnelCaller, tunnelSessionID) = (caller, sessionID) }
         let assertion: String
         do {
             assertion = try plane.runtime.assertions.assertion(
@@ -241,6 +252,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         HTTP1Bytes.writeField("X-Forwarded-For", clientAddress, into: &request)
         HTTP1Bytes.writeField("X-Forwarded-Proto", plane.forwardedProto, into: &request)
         if let authority = fields.host { HTTP1Bytes.writeField("X-Forwarded-Host", authority, into: &request) }
+        // The opening handshake's own fields (Sec-WebSocket-*) went as they came; the upgrade is asked again, hop by hop.
+        if webSocket { request.writeStaticString("Connection: Upgrade\r\nUpgrade: websocket\r\n") }
         if let length = fields.contentLength {
             HTTP1Bytes.writeField("Content-Length", length, into: &request)
         } else if fields.hasTransferEncoding {
@@ -282,7 +295,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         self.upstreamRequest = nil
         upstream = connection
         connection.handler.delegate = self
-        connection.handler.expectResponse(toHEAD: head.method == .HEAD)
+        connection.handler.expectResponse(toHEAD: head.method == .HEAD, upgrade: webSocket)
         let channel = connection.channel
         channel.write(upstreamRequest, promise: nil)
         for buffer in pendingBody { writeBodyUpstream(buffer, on: channel) }
@@ -333,7 +346,10 @@ final class ProxyExchange: UpstreamConnectionDelegate {
 
     func upstreamRead(_ part: UpstreamResponsePart) {
         guard !finished else { return }
+        if tunnel != nil { return tunnelRead(part) }
         switch part {
+        case .head(let response) where webSocket && response.status == 101:
+            beginTunnel(response)
         case .head(let response):
             responseStarted = true
             deadline = nil
@@ -416,7 +432,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     }
 
     func upstreamWritabilityChanged(_ writable: Bool) {
-        if writable { handler.resumeReads() }
+        guard writable else { return }
+        if let tunnel { tunnel.reader?.resume() } else { handler.resumeReads() }
     }
 
     func clientWritabilityChanged(_ writable: Bool) {
@@ -457,6 +474,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         guard !finished else { return }
         finished = true
         deadline = nil
+        endTunnel()
         if let upstream {
             upstream.handler.delegate = nil
             upstream.channel.close(promise: nil)
@@ -479,7 +497,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
 
     // MARK: Ending
 
-    private func complete() {
+    func complete() {
         guard let upstream else { return }
         pool?.release(upstream, to: route.origin, reusable: upstreamKeepAlive && requestEnded)
         self.upstream = nil
@@ -519,6 +537,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     func finish(closeClient: Bool) {
         finished = true
         deadline = nil
+        endTunnel()
         let nanoseconds = (ContinuousClock.now - started).nanoseconds
         handler.metricHandles?.record(
             route: route, method: head.method, status: status, nanoseconds: nanoseconds, upstreamStatus: upstreamStatus,

@@ -38,6 +38,9 @@ protocol ProxyExchangeHost: AnyObject {
     var upstreamDeadlineCheck: Scheduled<Void>? { get set }
     /// The exchange's answer has ended (or failed).
     func exchangeFinished(requestEnded: Bool, closeConnection: Bool)
+    /// The upstream answered a WebSocket's handshake with 101: from now on the client's bytes go
+    /// to `exchange` raw, read by the returned `TunnelInboundHandler`; `nil` when the connection cannot be switched.
+    func beginTunnel(_ exchange: ProxyExchange) -> TunnelInboundHandler?
 }
 
 extension ProxyExchangeHost {

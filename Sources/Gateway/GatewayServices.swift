@@ -36,7 +36,9 @@ public struct GatewayServices: Sendable {
     public let runtime: RuntimeClient
     public let metrics: GatewayMetrics
     /// Open agent sockets by session (this gateway's).
-    public let sockets = SocketRegistry()
+    /// WebSocket tunnels to routes; closed with the agent sockets of their session (`sockets`).
+    let tunnels = TunnelRegistry()
+    public let sockets: SocketRegistry
     /// The agent links to the Runtime, one per event loop.
     let agentLinks: RuntimeAgentLinks
     /// Who owns the sessions proxied requests name (kept fresh by `AccessChangeWatcher`).
@@ -74,6 +76,7 @@ public struct GatewayServices: Sendable {
         accessLog: AccessLog? = nil
     ) {
         self.trustedIssuers = trustedIssuers
+        sockets = SocketRegistry(tunnels: tunnels)
         browserSessions = BrowserSessionBook(
             store: store, idleSeconds: configuration.browserSessions.idleMinutes * 60, maximumSeconds: configuration.browserSessions.maximumHours * 3600,
             recheckSeconds: configuration.browserSessions.recheckMinutes * 60)
@@ -192,7 +195,7 @@ public struct GatewayServices: Sendable {
             table: routeTable, authenticator: authenticator, sessions: sessionOwners, runtime: runtime, admission: admission,
             metrics: metrics, logger: logger, accessLog: accessLog, maximumBodyBytes: configuration.maximumBodyBytes, upstreamTimeout: configuration.runtimeTimeout,
             forwardedProto: configuration.forwardedProto, upstreamTLS: try DataPlane.upstreamTLSContext(caFile: configuration.upstreamCAFile),
-            browser: browserGate)
+            browser: browserGate, tunnels: tunnels)
     }
 
     var discoveryRoutes: DiscoveryRoutes {

@@ -14,6 +14,8 @@ public struct GatewayMetrics: Sendable {
     package let handles = MetricHandles()
     /// Sockets open now: changed twice per socket, so made once (20,000 sockets closing at once would otherwise make 20,000).
     package let openSocketsMeter: Meter
+    /// WebSocket tunnels to routes open now.
+    package let openTunnelsMeter: Meter
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -24,6 +26,7 @@ public struct GatewayMetrics: Sendable {
         ]
         self.factory = factory
         openSocketsMeter = Meter(label: "portcullis_ws_open_sockets", dimensions: [], factory: factory)
+        openTunnelsMeter = Meter(label: "portcullis_ws_open_tunnels", dimensions: [], factory: factory)
     }
 
     /// One answered request.
@@ -88,6 +91,12 @@ public struct GatewayMetrics: Sendable {
     package func openSockets(_ delta: Int) {
         openSocketsMeter.increment(by: Double(delta))
     }
+
+    /// A WebSocket tunnel to a route opened (its upstream answered 101).
+    package func webSocketTunnelOpened() { openTunnelsMeter.increment(by: 1) }
+
+    /// A WebSocket tunnel to a route closed.
+    package func webSocketTunnelClosed() { openTunnelsMeter.decrement(by: 1) }
 
     /// A relay failure (the Runtime went away, a frame could not be passed on).
     package func relayError(kind: String) {

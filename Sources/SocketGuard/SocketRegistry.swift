@@ -100,8 +100,13 @@ public final class SocketRegistry: Sendable {
     }
 
     private let state = Mutex<(next: UInt64, sessions: [String: Entry])>((0, [:]))
+    /// The WebSocket tunnels to routes: every close below reaches them too.
+    let tunnels: TunnelRegistry?
 
-    public init() {}
+    public init() { tunnels = nil }
+
+    /// A registry whose closes also close the tunnels of the same session or account.
+    package init(tunnels: TunnelRegistry) { self.tunnels = tunnels }
 
     /// Registers a socket of `userID`/`tenantID` on `sessionID` if the session has
     /// fewer than `limit` open; `nil` (nothing registered) when it has `limit` already.
@@ -142,6 +147,7 @@ public final class SocketRegistry: Sendable {
     public func close(sessionID: String, code: UInt16 = 1008, reason: String) {
         let targets = state.withLock { Array(($0.sessions[sessionID]?.sockets ?? [:]).values) }
         SocketCloseTarget.deliver(SocketCloseRequest(code: code, reason: reason), to: targets)
+        tunnels?.close(sessionID: sessionID, code: code, reason: reason)
     }
 
     /// Asks every socket of an account (all its sessions) to close.
@@ -150,12 +156,14 @@ public final class SocketRegistry: Sendable {
             state.sessions.values.filter { $0.userID == userID && $0.tenantID == tenantID }.flatMap { Array($0.sockets.values) }
         }
         SocketCloseTarget.deliver(SocketCloseRequest(code: code, reason: reason), to: targets)
+        tunnels?.close(userID: userID, tenantID: tenantID, code: code, reason: reason)
     }
 
     /// Asks every socket to close (the gateway is shutting down).
     public func closeAll(code: UInt16 = 1001, reason: String) {
         let targets = state.withLock { state in state.sessions.values.flatMap { Array($0.sockets.values) } }
         SocketCloseTarget.deliver(SocketCloseRequest(code: code, reason: reason), to: targets)
+        tunnels?.closeAll(code: code, reason: reason)
     }
 
     /// The sessions that have sockets open now.

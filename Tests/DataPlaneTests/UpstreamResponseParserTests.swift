@@ -16,11 +16,11 @@ struct UpstreamResponseParserTests {
     }
 
     /// Feeds `text` in pieces of `step` bytes (0: whole), then the connection's close when `close`.
-    static func parse(_ text: String, step: Int = 0, toHEAD: Bool = false, close: Bool = false, parser: UpstreamResponseParser = .init())
-        -> Outcome
-    {
+    static func parse(
+        _ text: String, step: Int = 0, toHEAD: Bool = false, upgrade: Bool = false, close: Bool = false, parser: UpstreamResponseParser = .init()
+    ) -> Outcome {
         var parser = parser
-        parser.expectResponse(toHEAD: toHEAD)
+        parser.expectResponse(toHEAD: toHEAD, upgrade: upgrade)
         let bytes = Array(text.utf8)
         var outcome = Outcome()
         var offset = 0
@@ -88,6 +88,20 @@ struct UpstreamResponseParserTests {
         #expect(skipped.heads.map(\.status) == [200])
         #expect(skipped.body == Array("ok".utf8))
         #expect(Self.parse("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n").error == .unexpectedUpgrade)
+    }
+
+    @Test("a 101 to a request that asked for an upgrade is its final answer: what follows, in the same read or later, is the upgraded protocol's bytes, relayed as they came until the connection closes")
+    func upgraded() {
+        let frames = "\u{81}\u{02}hi\u{88}\u{00}"
+        for step in [0, 1, 7] {
+            let outcome = Self.parse("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n" + frames, step: step, upgrade: true, close: true)
+            #expect(outcome.error == nil)
+            #expect(outcome.heads.map(\.status) == [101])
+            #expect(outcome.body == Array(frames.utf8), "step \(step)")
+            #expect(outcome.ends == 0 && outcome.closedEnds, "the end is the connection's close")
+        }
+        let refused = Self.parse("HTTP/1.1 403 Forbidden\r\nContent-Length: 2\r\n\r\nno", upgrade: true)
+        #expect(refused.heads.map(\.status) == [403] && refused.body == Array("no".utf8) && refused.ends == 1, "an upgrade refused is an ordinary answer")
     }
 
     @Test("an answer to HEAD, a 204 and a 304 have no body whatever their Content-Length says, and keep the length to relay")

@@ -205,6 +205,9 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
 
     // MARK: ProxyExchangeHost
 
+    /// A plain request never asks for an upgrade: the front hosts no tunnel.
+    func beginTunnel(_ exchange: ProxyExchange) -> TunnelInboundHandler? { nil }
+
     func nextRequestID() -> String {
         requestIDs.next()
     }

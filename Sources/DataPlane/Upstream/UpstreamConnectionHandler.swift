@@ -39,8 +39,8 @@ final class UpstreamConnectionHandler: ChannelInboundHandler {
     private var failed = false
 
     /// A request is about to be written: the next bytes are its answer.
-    func expectResponse(toHEAD: Bool) {
-        parser.expectResponse(toHEAD: toHEAD)
+    func expectResponse(toHEAD: Bool, upgrade: Bool = false) {
+        parser.expectResponse(toHEAD: toHEAD, upgrade: upgrade)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

@@ -4,7 +4,9 @@
 /// Fed each read as it comes (`parse`), it reports a response's head (copied once, as
 /// `UpstreamResponseHead`), its body as ranges of the bytes it was given (so the caller
 /// forwards slices of its own buffer, never a copy), and its end. Informational answers
-/// (1xx other than 101) are skipped, as nginx does. Strict where relaying could be
+/// (1xx other than 101) are skipped, as nginx does; a 101 is the final answer to a request that
+/// asked for an upgrade (what follows it is the upgraded protocol's, reported as body until the
+/// connection closes), and an error to any other. Strict where relaying could be
 /// ambiguous: a folded field, a control character in a value, a `Content-Length` that is
 /// not one number, a bad chunk line, or a head past its bound is an error, and the
 /// connection is not used again. Depends on nothing but the standard library, so the
@@ -42,6 +44,8 @@ struct UpstreamResponseParser {
 
     private var state = State.idle
     private var answersHEAD = false
+    /// The request asked for an upgrade (a WebSocket's opening handshake): a 101 may answer it.
+    private var asksUpgrade = false
     /// A head, a chunk line or a trailer line still incomplete at the end of the last read.
     private var pending: [UInt8] = []
     /// The bytes of the line being read, counting a CR; whether its last byte was a CR.
@@ -60,9 +64,10 @@ struct UpstreamResponseParser {
 
     /// A request was sent: the bytes that come next are its response. `toHEAD`: it was a `HEAD`
     /// request, whose response has no body whatever its `Content-Length` says.
-    mutating func expectResponse(toHEAD: Bool) {
+    mutating func expectResponse(toHEAD: Bool, upgrade: Bool = false) {
         state = .head
         answersHEAD = toHEAD
+        asksUpgrade = upgrade
         pending.removeAll(keepingCapacity: true)
         lineLength = 0
         lastWasCR = false
@@ -174,6 +179,12 @@ struct UpstreamResponseParser {
 
     /// Reports a complete head, or skips it when informational, and sets the state for its body.
     private mutating func begin(_ head: UpstreamResponseHead, _ emit: (Event) -> Void) throws(UpstreamResponseError) {
+        if head.status == 101, asksUpgrade {
+            // Switched: every later byte is the upgraded protocol's, until the connection closes.
+            emit(.head(head))
+            state = .untilClose
+            return
+        }
         if head.status < 200 {
             guard head.status != 101 else { throw UpstreamResponseError.unexpectedUpgrade }
             state = .head  // 100, 103 Early Hints, ...: the final response follows

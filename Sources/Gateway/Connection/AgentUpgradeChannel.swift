@@ -78,6 +78,8 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
             }
             // Set by shouldUpgrade, read when the pipeline is rebuilt; one upgrade per connection.
             let decision = NIOLockedValueBox<Decision?>(nil)
+            // Whether the first request asked for a WebSocket on a route (the screen says, the data plane reads).
+            let routeUpgrades = RouteUpgradeOffer()
             let guardian = self.guardian
             let links = sockets.links
             let upgrader = NIOTypedWebSocketServerUpgrader<Outcome>(
@@ -166,7 +168,7 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
                         if let dataPlane {
                             try channel.pipeline.syncOperations.addHandler(ProxyChannelHandler(
                                     plane: dataPlane, idleTimeout: .milliseconds(idleMilliseconds),
-                                    requestTimeout: .milliseconds(Int64(limits.requestTimeout * 1000))))
+                                    requestTimeout: .milliseconds(Int64(limits.requestTimeout * 1000)), upgradeOffer: routeUpgrades))
                         }
                         try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
                         try channel.pipeline.syncOperations.addHandler(
@@ -180,7 +182,7 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
                     }
                 }
             )
-            let outcome = try Self.configureHTTPPipeline(on: channel, limits: limits, upgrades: configuration, dataPlane: dataPlane)
+            let outcome = try Self.configureHTTPPipeline(on: channel, limits: limits, upgrades: configuration, dataPlane: dataPlane, routeUpgrades: routeUpgrades)
             // Parse errors of the first head (before the upgrade is decided); RequestTargetHandler answers them after.
             try channel.pipeline.syncOperations.addHandler(HTTPParseErrorResponder(), name: HTTPParseErrorResponder.name)
             return Value(outcome: outcome, channel: channel)
@@ -205,7 +207,8 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
     /// handler (`HTTPParseErrorResponder` and `RequestTargetHandler` answer in JSON), no outbound
     /// header validation (every answer's fields are the gateway's or screened).
     static func configureHTTPPipeline(
-        on channel: any Channel, limits: EdgeLimits, upgrades: NIOTypedHTTPServerUpgradeConfiguration<Outcome>, dataPlane: DataPlane?
+        on channel: any Channel, limits: EdgeLimits, upgrades: NIOTypedHTTPServerUpgradeConfiguration<Outcome>, dataPlane: DataPlane?,
+        routeUpgrades: RouteUpgradeOffer? = nil
     ) throws -> EventLoopFuture<Outcome> {
         var decoderLimits = NIOHTTPDecoderLimitConfiguration()
         decoderLimits.maxHeaderListSize = limits.maximumHeaderBytes
@@ -216,7 +219,7 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
         try channel.pipeline.syncOperations.addHandler(encoder)
         try channel.pipeline.syncOperations.addHandler(decoder)
         // An upgrade other than the agent socket's is served as plain HTTP/1.1, never dropped unanswered.
-        let screen = UpgradeOfferScreen(dataPlane: dataPlane)
+        let screen = UpgradeOfferScreen(dataPlane: dataPlane, routeUpgrades: routeUpgrades)
         try channel.pipeline.syncOperations.addHandler(screen)
         let upgrader = NIOTypedHTTPServerUpgradeHandler(httpEncoder: encoder, extraHTTPHandlers: [decoder, screen], upgradeConfiguration: upgrades)
         try channel.pipeline.syncOperations.addHandler(upgrader)

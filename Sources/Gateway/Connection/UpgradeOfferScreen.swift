@@ -27,9 +27,13 @@ final class UpgradeOfferScreen: ChannelInboundHandler, RemovableChannelHandler {
     private var seenFirstHead = false
     /// The routes, which may take the agent socket's path on a route host; `nil` without routes.
     let dataPlane: DataPlane?
+    /// Told when the first request asks for a WebSocket on a route: the data plane then asks the
+    /// route's upstream for it (and tunnels the connection after its 101).
+    let routeUpgrades: RouteUpgradeOffer?
 
-    init(dataPlane: DataPlane?) {
+    init(dataPlane: DataPlane?, routeUpgrades: RouteUpgradeOffer? = nil) {
         self.dataPlane = dataPlane
+        self.routeUpgrades = routeUpgrades
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -37,6 +41,7 @@ final class UpgradeOfferScreen: ChannelInboundHandler, RemovableChannelHandler {
         let mayUpgrade = !seenFirstHead
         seenFirstHead = true
         guard head.headers.contains(name: "upgrade"), !(mayUpgrade && Self.asksForAgentSocket(head, dataPlane: dataPlane)) else { return context.fireChannelRead(data) }
+        if mayUpgrade, let routeUpgrades, Self.asksForRouteWebSocket(head, dataPlane: dataPlane) { routeUpgrades.offer() }
         Self.closeInsteadOfUpgrading(&head)
         context.fireChannelRead(wrapInboundOut(.head(head)))
     }
@@ -58,6 +63,17 @@ final class UpgradeOfferScreen: ChannelInboundHandler, RemovableChannelHandler {
 
     /// Fields never removed for being listed in `Connection`.
     static let keptWhenListed: Set<String> = ["content-length", "transfer-encoding", "host"]
+
+    /// A WebSocket's opening handshake (RFC 6455 §4.1: `GET`, `Upgrade` listing `websocket`, no
+    /// body) for a path a route serves.
+    static func asksForRouteWebSocket(_ head: HTTPRequestHead, dataPlane: DataPlane?) -> Bool {
+        guard let dataPlane, head.method == .GET, head.headers["upgrade"].contains(where: { HeaderScreen.listsToken($0[...].utf8, "websocket") }),
+            !head.headers.contains(name: "transfer-encoding"), !head.headers["content-length"].contains(where: { $0 != "0" })
+        else { return false }
+        let path = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        guard case .route = dataPlane.table.current.match(host: head.headers.first(name: "host"), path: path) else { return false }
+        return true
+    }
 
     /// The agent socket's path (query aside) on a host where it is the gateway's, with `websocket`
     /// among the protocols asked for.

@@ -400,27 +400,65 @@ struct BrowserSessionTests {
         }
     }
 
-    @Test("a WebSocket upgrade carrying the session cookie never becomes a socket (no cross-site WebSocket can ride the cookie): on an auth: browser route it is served as the plain GET it also is, the upstream getting no Upgrade and the answer closing the connection; on the agent socket's path the cookie is no credential (401)")
-    func webSocketUpgradeWithCookie() async throws {
-        try await Self.withBrowserGateway { provider, fixture, _ in
+    @Test("a WebSocket with the session cookie from the app's own origin is tunnelled to the route's upstream as the user; from another origin (or none) it is 403 csrf_refused and never reaches the upstream; on the agent socket's path the cookie is no credential (401)")
+    func webSocketWithCookie() async throws {
+        let handshakes = WebSocketEchoUpstream.Handshakes()
+        let upstream = try await WebSocketEchoUpstream.start(recording: handshakes)
+        try await Self.withBrowserGateway(routes: { _ in [Self.browserRoute("/app", "http://127.0.0.1:\(upstream.port)")] }) { provider, fixture, _ in
             var jar = CookieJar()
             _ = try await Self.signIn(fixture, provider, &jar)
             let (port, cookie) = (fixture.gatewayPort, jar.header)
-            let routed = try await onOwnThread { try RawUpgrade.send(port: port, target: "/app/socket", headers: [cookie, ("Origin", "https://evil.example")]) }
-            #expect(routed.status == 200, "\(routed.head)")
-            #expect(routed.head.lowercased().contains("connection: close"), "\(routed.head)")
-            guard case .array(let received)? = routed.json["headers"] else {
-                Issue.record("the upstream's record: \(routed.body)")
-                return
+            for origin in [["Origin": "https://evil.example"], ["Origin": "null"], [:]] {
+                let refused = try await onOwnThread { try RawUpgrade.send(port: port, target: "/app/socket", headers: [cookie] + origin.map { ($0.key, $0.value) }) }
+                #expect(refused.status == 403 && refused.error == "csrf_refused", "\(origin): \(refused.head)")
             }
-            let names = received.compactMap { pair -> String? in
-                guard case .array(let parts) = pair else { return nil }
-                return parts.first?.stringValue?.lowercased()
+            #expect(handshakes.all.isEmpty, "no cross-site handshake reached the upstream")
+            // The browser's own handshake: Origin is the app's page (a client library would add an Origin of its own).
+            let echoed = try await onOwnThread { () throws -> String? in
+                let socket = try RawWebSocket(port: port, target: "/app/socket", headers: [cookie, ("Origin", "http://127.0.0.1:\(port)")])
+                guard socket.status == 101 else { return "status \(socket.status): \(socket.head)" }
+                try socket.sendText("hello")
+                return try socket.readFrame().map { String(decoding: $0.payload, as: UTF8.self) }
             }
-            #expect(!names.contains("upgrade"), "the upstream never sees an upgrade: \(names)")
+            #expect(echoed == "hello")
+            let handshake = try #require(handshakes.all.first)
+            #expect(handshake["x-remote-user"]?.hasPrefix("ext_") == true, "the upstream got the user in the route's identity field")
+            #expect(!(handshake["cookie"] ?? "").contains("portcullis"), "never the gateway's cookie")
             let agent = try await onOwnThread { try RawUpgrade.send(port: port, target: "/api/runtime/agent", headers: [cookie]) }
             #expect(agent.status == 401, "\(agent.head)")
         }
+        try await upstream.stop()
+    }
+
+    @Test("the provider's back-channel logout closes the session's open WebSocket tunnels with 1008 and the reason, between two frames")
+    func logoutClosesTunnels() async throws {
+        let handshakes = WebSocketEchoUpstream.Handshakes()
+        let upstream = try await WebSocketEchoUpstream.start(recording: handshakes)
+        try await Self.withBrowserGateway(routes: { _ in [Self.browserRoute("/app", "http://127.0.0.1:\(upstream.port)")] }) { provider, fixture, _ in
+            var jar = CookieJar()
+            _ = try await Self.signIn(fixture, provider, &jar)
+            let port = fixture.gatewayPort
+            let cookie = jar.header
+            let socket = try await onOwnThread { try RawWebSocket(port: port, target: "/app/socket", headers: [cookie, ("Origin", "http://127.0.0.1:\(port)")]) }
+            #expect(socket.status == 101, "\(socket.head)")
+            let before = try await onOwnThread { () throws -> [UInt8]? in
+                try socket.sendText("before")
+                return try socket.readFrame()?.payload
+            }
+            #expect(before == Array("before".utf8))
+            let logout = try await ProviderSignInTests.backChannel(fixture, try provider.logoutToken(sid: "sid-1", sub: nil))
+            #expect(logout.status == 200, "\(logout.raw)")
+            let close = try await onOwnThread { try socket.readFrame() }
+            #expect(close?.opcode == 0x8, "a close frame, not a cut connection")
+            if let payload = close?.payload, payload.count >= 2 {
+                #expect(Int(payload[0]) << 8 | Int(payload[1]) == 1008)
+                // Whichever tells this instance first: the logout's own end, or the access-change feed.
+                let reason = String(decoding: payload.dropFirst(2), as: UTF8.self)
+                #expect(["signed out at the provider", "session ended"].contains(reason), "\(reason)")
+            }
+            #expect(try await onOwnThread { try socket.readFrame() } == nil, "then the connection closes")
+        }
+        try await upstream.stop()
     }
 
     @Test("forward-auth takes the session cookie on an auth: browser route: 200 with the identity (and the route's identity fields); without a session a navigation is 401 naming the sign-in page in X-Portcullis-Sign-In for nginx and a 302 for Caddy, a fetch 401; a cross-site POST with the cookie is 403")

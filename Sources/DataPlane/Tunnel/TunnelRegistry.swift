@@ -1,0 +1,55 @@
+import NIOCore
+import Synchronization
+
+/// The WebSocket tunnels open to routes, with the gateway session and account they were opened
+/// for: a logout, a back-channel logout or a disabled account closes them (1008, its reason) as it
+/// closes agent sockets (`SocketRegistry` forwards its closes here).
+package final class TunnelRegistry: Sendable {
+    package struct Entry: Sendable {
+        let sessionID: String?
+        let userID: String?
+        let tenantID: String?
+        /// Asks the tunnel, on its event loop, to close with a code and reason.
+        let close: @Sendable (UInt16, String) -> Void
+    }
+
+    private let state = Mutex<(next: UInt64, tunnels: [UInt64: Entry])>((0, [:]))
+
+    package init() {}
+
+    /// Registers an open tunnel; the id unregisters it.
+    func register(_ entry: Entry) -> UInt64 {
+        state.withLock { state in
+            state.next += 1
+            state.tunnels[state.next] = entry
+            return state.next
+        }
+    }
+
+    func unregister(_ id: UInt64) {
+        _ = state.withLock { $0.tunnels.removeValue(forKey: id) }
+    }
+
+    /// Open tunnels in all.
+    package var count: Int { state.withLock { $0.tunnels.count } }
+
+    /// Closes the tunnels opened in `sessionID`.
+    package func close(sessionID: String, code: UInt16 = 1008, reason: String) {
+        close(code: code, reason: reason) { $0.sessionID == sessionID }
+    }
+
+    /// Closes the tunnels of an account.
+    package func close(userID: String, tenantID: String, code: UInt16 = 1008, reason: String) {
+        close(code: code, reason: reason) { $0.userID == userID && $0.tenantID == tenantID }
+    }
+
+    /// Closes every tunnel (the gateway is shutting down).
+    package func closeAll(code: UInt16 = 1001, reason: String) {
+        close(code: code, reason: reason) { _ in true }
+    }
+
+    private func close(code: UInt16, reason: String, where matches: (Entry) -> Bool) {
+        let chosen = state.withLock { $0.tunnels.values.filter(matches) }
+        for entry in chosen { entry.close(code, reason) }
+    }
+}
