@@ -5,15 +5,17 @@ import NIOHTTP1
 import SocketGuard
 
 /// Takes `Upgrade` off every request but a connection's first asking for the one upgrade
-/// the gateway performs (a WebSocket on the agent socket's path), and has such a request's
-/// answer close the connection.
+/// the gateway performs itself (a WebSocket on the agent socket's path), and has such a request's
+/// answer close the connection. A connection's first request that is a WebSocket handshake on a
+/// route's path is told to the data plane (`RouteUpgradeOffer`), which asks the route's upstream
+/// for the upgrade and tunnels the connection after its 101.
 ///
 /// NIO's typed upgrade handler drops the head of a request that asks for an upgrade no
 /// upgrader takes (`Upgrade: h2c` on `/healthz`, a WebSocket to a proxied route): what
 /// followed reached the router without it, and the connection closed unanswered. A server
 /// may ignore `Upgrade` (RFC 9110 §7.8), so such a request is served as the plain HTTP/1.1
-/// request it also is (a proxied one goes upstream without the upgrade: `Upgrade` never
-/// crosses the proxy). NIO's parser reads nothing after a request that asks to upgrade, so
+/// request it also is (a proxied one goes upstream without the upgrade, unless it is a route's
+/// WebSocket handshake, above). NIO's parser reads nothing after a request that asks to upgrade, so
 /// its answer carries `Connection: close`: requests pipelined behind it are not read, and the
 /// client knows to send them again (RFC 9112 §9.6), rather than waiting for answers that
 /// never come. The same for `Upgrade` on any later request (only the first may upgrade).

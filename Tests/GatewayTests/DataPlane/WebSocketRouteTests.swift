@@ -83,4 +83,46 @@ struct WebSocketRouteTests {
         try await fixture.stop()
         try await upstream.stop()
     }
+
+    @Test("a frame the client sends right behind its handshake, before the 101, reaches the upstream after it, in order; a POST or a handshake with a body is no WebSocket: served as the plain request it is, and closed after")
+    func earlyBytesAndNonHandshakes() async throws {
+        let handshakes = WebSocketEchoUpstream.Handshakes()
+        let upstream = try await WebSocketEchoUpstream.start(recording: handshakes)
+        let fixture = try await GatewayFixture { $0.routes = [ProxyRoute(prefix: "/app", upstream: "http://127.0.0.1:\(upstream.port)")] }
+        try await fixture.addUser("alice")
+        let login = try await fixture.login("alice")
+        let (port, bearer) = (fixture.gatewayPort, ("Authorization", "Bearer \(login.accessToken)"))
+        let early = try await onOwnThread { () throws -> [String] in
+            let socket = try RawWebSocket(port: port, target: "/app/socket", headers: [bearer], early: "first")
+            guard socket.status == 101 else { return ["status \(socket.status)"] }
+            try socket.sendText("second")
+            return try [socket.readFrame(), socket.readFrame()].compactMap { $0.map { String(decoding: $0.payload, as: UTF8.self) } }
+        }
+        #expect(early == ["first", "second"])
+        let posted = try await onOwnThread { () throws -> String in
+            let connection = try RawConnection(port: port)
+            connection.send("POST /app/socket HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(bearer.1)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nContent-Length: 2\r\n\r\nhi")
+            defer { connection.close() }
+            return String(decoding: connection.readAll(), as: UTF8.self)
+        }
+        #expect(!posted.hasPrefix("HTTP/1.1 101"), "\(posted)")
+        #expect(posted.lowercased().contains("connection: close"), "\(posted)")
+        #expect(handshakes.all.count == 1, "only the GET became a WebSocket")
+        try await fixture.stop()
+        try await upstream.stop()
+    }
+
+    @Test("an upstream that answers the handshake without 101 (a plain HTTP server) is relayed as it answered, and the connection closed: no tunnel")
+    func upstreamDeclines() async throws {
+        let upstream = try await RecordingUpstream.start()
+        let fixture = try await GatewayFixture { $0.routes = [ProxyRoute(prefix: "/app", upstream: "http://127.0.0.1:\(upstream.port)")] }
+        try await fixture.addUser("alice")
+        let login = try await fixture.login("alice")
+        let (port, token) = (fixture.gatewayPort, login.accessToken)
+        let answer = try await onOwnThread { try RawUpgrade.send(port: port, target: "/app/socket", headers: [("Authorization", "Bearer \(token)")]) }
+        #expect(answer.status == 200 && answer.head.lowercased().contains("connection: close"), "\(answer.head)")
+        #expect(answer.json["path"] == "/socket")
+        try await fixture.stop()
+        try await upstream.stop()
+    }
 }

@@ -14,9 +14,11 @@ final class RawWebSocket: @unchecked Sendable {
     private(set) var head = ""
     private(set) var status = 0
 
-    /// Connects and sends the handshake; reads the answer's head.
-    init(port: Int, target: String, headers: [(String, String)]) throws {
+    /// Connects and sends the handshake (and, with `early`, a text frame right behind it, before
+    /// any answer: a client that does not wait); reads the answer's head.
+    init(port: Int, target: String, headers: [(String, String)], early: String? = nil) throws {
         descriptor = try RawUpgrade.connectAndRequest(port: port, target: target, headers: headers)
+        if let early { try sendText(early) }
         while true {
             if let end = Self.headEnd(buffered) {
                 head = String(decoding: buffered[..<end], as: UTF8.self)
