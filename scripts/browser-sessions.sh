@@ -30,10 +30,10 @@ source "$ROOT/scripts/lib/gateway.sh"
 VENV=$(browser_venv)
 BIN=$(realpath "${PORTCULLIS_BIN:-$ROOT/.build/debug/portcullis}")
 WORK=$(mktemp -d)
-PORT=18721 RADICALE=18722 SSO_PORT=18723 ECHO=18724 NGINX=18725 CADDY=18726 NGINX_GATEWAY=18727 CADDY_GATEWAY=18728
-TLS_SERVE_PID= RADICALE_PID= SSO_PID= ECHO_PID= NGINX_SERVE_PID= CADDY_SERVE_PID= CADDY_PID=
+PORT=18721 RADICALE=18722 SSO_PORT=18723 ECHO=18724 NGINX=18725 CADDY=18726 NGINX_GATEWAY=18727 CADDY_GATEWAY=18728 WS_ECHO=18729
+TLS_SERVE_PID= RADICALE_PID= SSO_PID= ECHO_PID= NGINX_SERVE_PID= CADDY_SERVE_PID= CADDY_PID= WS_ECHO_PID=
 cleanup() {
-  for pid in $TLS_SERVE_PID $RADICALE_PID $SSO_PID $ECHO_PID $NGINX_SERVE_PID $CADDY_SERVE_PID $CADDY_PID; do kill "$pid" 2>/dev/null || true; done
+  for pid in $TLS_SERVE_PID $RADICALE_PID $SSO_PID $ECHO_PID $NGINX_SERVE_PID $CADDY_SERVE_PID $CADDY_PID $WS_ECHO_PID; do kill "$pid" 2>/dev/null || true; done
   [ -f "$WORK/nginx.pid" ] && kill "$(cat "$WORK/nginx.pid")" 2>/dev/null || true
   wait 2>/dev/null || true
   rm -rf "$WORK"
@@ -79,6 +79,52 @@ ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 PY
 python3 "$WORK/echo.py" "$ECHO" & ECHO_PID=$!
 
+# A WebSocket upstream (RFC 6455, by hand): its first message names the user its handshake
+# carried and whether the gateway's cookie came along; then it echoes every text message.
+cat > "$WORK/ws_echo.py" <<'PY'
+import base64, hashlib, json, socket, sys, threading
+def frame(text):
+    data = text.encode()
+    head = bytes([0x81, len(data)]) if len(data) < 126 else bytes([0x81, 126, len(data) >> 8, len(data) & 255])
+    return head + data
+def serve(conn):
+    raw = b""
+    while b"\r\n\r\n" not in raw:
+        chunk = conn.recv(4096)
+        if not chunk: return
+        raw += chunk
+    lines = raw.split(b"\r\n\r\n")[0].decode().split("\r\n")
+    fields = {l.split(":", 1)[0].strip().lower(): l.split(":", 1)[1].strip() for l in lines[1:] if ":" in l}
+    if "sec-websocket-key" not in fields:  # the app's page
+        page = b"<!doctype html><title>live</title>"
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\nContent-Length: " + str(len(page)).encode() + b"\r\n\r\n" + page)
+        return
+    accept = base64.b64encode(hashlib.sha1((fields["sec-websocket-key"] + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
+    conn.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " + accept + "\r\n\r\n").encode())
+    conn.sendall(frame(json.dumps({"user": fields.get("x-webauth-user", ""), "cookie": "portcullis" in fields.get("cookie", ""),
+                                   "assertion": "x-portcullis-assertion" in fields})))
+    buffer = b""
+    while True:
+        chunk = conn.recv(65536)
+        if not chunk: return
+        buffer += chunk
+        while len(buffer) >= 2:
+            length, offset = buffer[1] & 127, 2
+            if length == 126: length, offset = int.from_bytes(buffer[2:4], "big"), 4
+            if len(buffer) < offset + 4 + length: break
+            mask, payload = buffer[offset:offset + 4], buffer[offset + 4:offset + 4 + length]
+            opcode, buffer = buffer[0] & 15, buffer[offset + 4 + length:]
+            text = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+            if opcode == 8: conn.sendall(bytes([0x88, 0])); return
+            if opcode == 1: conn.sendall(frame(text.decode()))
+listener = socket.socket(); listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+listener.bind(("127.0.0.1", int(sys.argv[1]))); listener.listen()
+while True:
+    connection, _ = listener.accept()
+    threading.Thread(target=serve, args=(connection,), daemon=True).start()
+PY
+python3 "$WORK/ws_echo.py" "$WS_ECHO" & WS_ECHO_PID=$!
+
 # The provider (its back-channel logout reaches the gateway over https, on loopback).
 (umask 077 && printf 'browser-client-secret\n' > "$WORK/sso.secret")
 FAKE_IDP_INSECURE_TLS=1 "$VENV/bin/python" "$ROOT/Tests/Browser/fake_idp.py" "$SSO_PORT" "$WORK/sso.secret" \
@@ -118,6 +164,11 @@ gateway:
       upstream: http://127.0.0.1:$ECHO
       auth: browser
       identity_headers: {user: X-Webauth-User, email: X-Webauth-Email}
+    - host: live.portcullis.test
+      prefix: /
+      upstream: http://127.0.0.1:$WS_ECHO
+      auth: browser
+      identity_headers: {user: X-Webauth-User}
     - host: admin.portcullis.test
       prefix: /
       upstream: http://127.0.0.1:$ECHO

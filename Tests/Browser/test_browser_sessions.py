@@ -14,6 +14,9 @@ Checks, each as Chromium saw it (URLs, statuses, cookies), never the page's word
 - a user outside a route's policy sees the 403 page (no redirect loop);
 - sign-out ends the session (its cookie cleared, the provider's end-session page next);
 - the provider's back-channel logout sends the next navigation to sign in;
+- a WebSocket to a route host opens with the cookie from the app's own page (its upstream gets the
+  user and the assertion, never the cookie) and carries messages both ways; a page on another
+  origin cannot open one;
 - then the same sign-in, sign-out and back-channel logout through nginx and through Caddy in front, on the shipped forward-auth files.
 
 Prints one line per check (never a token or a cookie's value); exits 1 on the first failure.
@@ -32,6 +35,7 @@ SSO = os.environ["SSO_URL"]
 WIKI = f"https://wiki.portcullis.test:{PORT}"
 APP = f"https://app.portcullis.test:{PORT}"
 ADMIN = f"https://admin.portcullis.test:{PORT}"
+LIVE = f"https://live.portcullis.test:{PORT}"
 AUTH = f"https://auth.portcullis.test:{PORT}"
 
 
@@ -93,6 +97,29 @@ def main():
         # The app's own fetch without a session: 401 JSON, never a page.
         anonymous = page.evaluate(f"fetch('{APP}/api/data', {{credentials: 'omit'}}).then(async r => [r.status, r.headers.get('content-type'), await r.text()])")
         check(anonymous[0] == 401 and anonymous[1].startswith("application/json") and "<html" not in anonymous[2], "an app's fetch without the cookie gets 401 JSON, never HTML")
+
+        # A WebSocket to a route (Grafana Live, a Jupyter kernel): the cookie signs it in from the
+        # app's own page; another site's page (the wiki's host is another origin) cannot open one.
+        page.goto(LIVE + "/")
+        live = page.evaluate("""() => new Promise((resolve) => {
+            const socket = new WebSocket(location.origin.replace("https", "wss") + "/socket");
+            const seen = [];
+            socket.onmessage = (e) => { seen.push(e.data); if (seen.length === 1) socket.send("through the tunnel"); else { socket.close(); resolve(seen); } };
+            socket.onerror = () => resolve(["error"]);
+            setTimeout(() => resolve(seen.length ? seen : ["timeout"]), 8000);
+        })""")
+        first = json.loads(live[0]) if live and live[0].startswith("{") else {}
+        check(first.get("user") == user and first.get("assertion") and not first.get("cookie"),
+              "a WebSocket to a route opens with the session cookie; its upstream got the user and the assertion, never the cookie")
+        check(len(live) == 2 and live[1] == "through the tunnel", "messages cross the tunnel both ways")
+        page.goto(WIKI + "/.web/")
+        hijack = page.evaluate(f"""() => new Promise((resolve) => {{
+            const socket = new WebSocket("{LIVE.replace('https', 'wss')}/socket");
+            socket.onopen = () => resolve("open");
+            socket.onerror = () => resolve("refused");
+            setTimeout(() => resolve("timeout"), 8000);
+        }})""")
+        check(hijack == "refused", "a page on another origin cannot open a WebSocket as the user (403 csrf_refused at the handshake)")
 
         # A user outside a route's policy: the 403 page, not a redirect loop.
         visited.clear()
