@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Forward-auth through real proxies: Debian's nginx (auth_request) and Caddy (forward_auth) in
 # front of a recording upstream, each asking `portcullis serve` at /api/auth/verify, with the
-# configurations the README shows (config/forward-auth/nginx.conf and Caddyfile, addresses filled in).
+# configurations docs/guides/forward-auth.md shows (config/forward-auth/nginx.conf and Caddyfile, addresses filled in).
 #
 #   scripts/forward-auth.sh            uses .build/debug/portcullis (swift test builds it)
 #   PORTCULLIS_BIN=path                another binary

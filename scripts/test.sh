@@ -13,7 +13,7 @@ PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 600 scripts/sockets.sh
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 900 scripts/browser-tests.sh
 # Browser sessions end to end in Chromium: an app (Debian's Radicale) on its own host behind https, a provider's sign-in by redirect.
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 600 scripts/browser-sessions.sh
-# Forward-auth with Debian's nginx and Caddy in front, on the README's configurations (skipped with a note when missing, never in CI).
+# Forward-auth with Debian's nginx and Caddy in front, on the shipped configurations (docs/guides/forward-auth.md; skipped with a note when missing, never in CI).
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 300 scripts/forward-auth.sh
 # SIGHUP reloads under wrk's load: no failed request, every signal a reload, an agent socket kept open (CI=true: wrk must be there).
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 120 scripts/reload-under-load.sh 8
