@@ -11,8 +11,6 @@ extension ProxyExchange {
     struct Tunnel {
         /// Where the upstream's frames end: a close of the gateway's own goes between two.
         var boundary = WebSocketFrameBoundary()
-        /// Its place in `DataPlane.tunnels`.
-        var registration: UInt64?
         /// A close asked for while a frame was under way: sent at the frame's end.
         var pendingClose: (code: UInt16, reason: String)?
         /// Closes the connections anyway if no frame boundary comes in time.
@@ -24,17 +22,40 @@ extension ProxyExchange {
     /// How long a close waits for the upstream's frame under way to end before the connections are cut.
     static let tunnelCloseGrace = TimeAmount.seconds(2)
 
-    /// The upstream answered 101: the client's connection stops reading HTTP, the 101 goes to the
-    /// client, and the tunnel is registered with its session (so that its end closes it).
+    /// Registers the WebSocket with its session and account as soon as it is admitted (before the
+    /// upstream is asked), so that a logout, a back-channel logout or a disabled account that comes
+    /// while the handshake is under way refuses it; and arranges its close when its credential ends.
+    func registerTunnel() {
+        let bound = NIOLoopBound(self, eventLoop: eventLoop)
+        let loop = eventLoop
+        tunnelRegistration = plane.tunnels.register(
+            TunnelRegistry.Entry(
+                sessionID: tunnelSessionID, userID: tunnelCaller?.userID, tenantID: tunnelCaller?.tenantID,
+                close: { code, reason in loop.execute { bound.value.closeTunnel(code: code, reason: reason) } }))
+        guard let expiresAt = tunnelCaller?.expiresAt else { return }
+        let seconds = max(0, expiresAt - plane.browser.clock.now())
+        let reason = authenticatedByCookie ? "session expired" : "token expired"
+        tunnelExpiry = eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(min(seconds, 400 * 24 * 3600) * 1000))) { [self] in
+            closeTunnel(code: 1008, reason: reason)
+        }
+    }
+
+    /// The upstream answered 101: the client's connection stops reading HTTP and the 101 goes to the client.
     func beginTunnel(_ response: UpstreamResponseHead) {
+        guard Self.acceptsWebSocket(response) else {
+            // A 101 to something else than the WebSocket asked for: never a raw pipe to whatever it is.
+            return fail(
+                GatewayError(.badGateway, "upstream_unavailable", "the upstream switched to another protocol than the WebSocket asked for; its operator must fix it"),
+                closeClient: true, upstreamStatus: 502)
+        }
         responseStarted = true
         deadline = nil
         status = 101
         upstreamKeepAlive = false
         closesClient = true
         guard let reader = handler.beginTunnel(self) else {
-            // The client's pipeline could not be switched: nothing was sent; the connections go.
-            return finish(closeClient: true)
+            // The client's pipeline could not be switched: nothing was sent; both connections go.
+            return fail(GatewayError(.badGateway, "upstream_unavailable", "the WebSocket could not be set up; try again"), closeClient: true)
         }
         var out = ByteBuffer()
         out.writeStaticString("HTTP/1.1 101 Switching Protocols\r\n")
@@ -52,14 +73,19 @@ extension ProxyExchange {
         handler.flushClient()
         var tunnel = Tunnel()
         tunnel.reader = reader
-        let bound = NIOLoopBound(self, eventLoop: eventLoop)
-        let loop = eventLoop
-        tunnel.registration = plane.tunnels.register(
-            TunnelRegistry.Entry(
-                sessionID: tunnelSessionID, userID: tunnelCaller?.userID, tenantID: tunnelCaller?.tenantID,
-                close: { code, reason in loop.execute { bound.value.closeTunnel(code: code, reason: reason) } }))
         self.tunnel = tunnel
         plane.metrics.webSocketTunnelOpened()
+    }
+
+    /// Whether an upstream's 101 switched to a WebSocket (`Upgrade` naming `websocket`, and a `Sec-WebSocket-Accept`).
+    static func acceptsWebSocket(_ response: UpstreamResponseHead) -> Bool {
+        var upgrade = false
+        var accept = false
+        for field in response.fields {
+            if response.name(of: field, is: "upgrade"), HeaderScreen.listsToken(response.bytes[field.value], "websocket") { upgrade = true }
+            if response.name(of: field, is: "sec-websocket-accept") { accept = true }
+        }
+        return upgrade && accept
     }
 
     /// A part of the upstream's side after the 101: its bytes go to the client as they came.
@@ -101,7 +127,14 @@ extension ProxyExchange {
     /// Closes the tunnel (its session ended): between two of the upstream's frames, with a close
     /// frame carrying `code` and `reason`; within `tunnelCloseGrace` in any case.
     func closeTunnel(code: UInt16, reason: String) {
-        guard !finished, var tunnel, tunnel.pendingClose == nil else { return }
+        guard !finished else { return }
+        guard var tunnel else {
+            // Still a handshake: refused, and the upstream's connection closed, before any 101.
+            return fail(
+                GatewayError(.unauthorized, "session_ended", "the session ended (\(reason)) while the WebSocket was being opened; sign in again"),
+                closeClient: true)
+        }
+        guard tunnel.pendingClose == nil else { return }
         tunnel.pendingClose = (code, reason)
         if tunnel.boundary.isAtBoundary {
             self.tunnel = tunnel
@@ -127,15 +160,18 @@ extension ProxyExchange {
         finish(closeClient: true)
     }
 
-    /// Unregisters the tunnel and cancels its close's fallback (the exchange is over).
+    /// Unregisters the WebSocket and cancels its timers (the exchange is over).
     func endTunnel() {
+        if let registration = tunnelRegistration {
+            plane.tunnels.unregister(registration)
+            tunnelRegistration = nil
+        }
+        tunnelExpiry?.cancel()
+        tunnelExpiry = nil
         guard let tunnel else { return }
         tunnel.fallback?.cancel()
         tunnel.reader?.pause()
-        if let registration = tunnel.registration {
-            plane.tunnels.unregister(registration)
-            plane.metrics.webSocketTunnelClosed()
-        }
+        plane.metrics.webSocketTunnelClosed()
         self.tunnel = nil
     }
 }

@@ -77,6 +77,11 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     /// registration is closed by (logout, back-channel logout, a disabled account).
     var tunnelCaller: AuthenticatedCaller?
     var tunnelSessionID: String?
+    /// A WebSocket's place in `DataPlane.tunnels`, from its admission (before the upstream is asked):
+    /// a session ending while the handshake is under way refuses it.
+    var tunnelRegistration: UInt64?
+    /// Closes the tunnel when its credential ends (the token's `exp`, the cookie session's `max_hours`).
+    var tunnelExpiry: Scheduled<Void>?
 
     init(
         handler: any ProxyExchangeHost, eventLoop: any EventLoop, route: DataPlane.Route, head: HTTPRequestHead, path: Substring, remainder: Substring,
@@ -196,7 +201,10 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     func proceed(_ caller: AuthenticatedCaller?, sessionID: String?) {
         guard !finished, handler.context != nil, let pool = handler.pool, let headBuffers = handler.headBuffers else { return }
         self.pool = pool
-        if webSocket { (tunnelCaller, tunnelSessionID) = (caller, sessionID) }
+        if webSocket {
+            (tunnelCaller, tunnelSessionID) = (caller, sessionID)
+            registerTunnel()
+        }
         let assertion: String
         do {
             assertion = try plane.runtime.assertions.assertion(

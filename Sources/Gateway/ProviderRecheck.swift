@@ -36,19 +36,32 @@ struct ProviderRecheck: Sendable {
             let next = now + interval
             // Another instance took it since it was listed.
             guard try await store.claimProviderRecheck(sessionID: record.sessionID, due: due, next: next) else { continue }
-            switch await signIn.refresh(record) {
-            case .success(let refreshed):
-                // A logout that deleted the record meanwhile stays: nothing is written back.
-                _ = try await store.updateProviderSession(refreshed)
-            case .failure(.refused):
-                try await ending.end(record, reason: "signed out at the provider")
-                ended += 1
-            case .failure(.unavailable):
-                // The session stands (the provider did not say no); it is asked again soon.
-                _ = try await store.claimProviderRecheck(sessionID: record.sessionID, due: next, next: now + Self.retryAfterUnavailable)
-                logger.notice("a browser session could not be re-checked at its provider; will retry", metadata: ["session_id": "\(record.sessionID)"])
+            do {
+                if try await recheck(record, next: next, now: now) { ended += 1 }
+            } catch {
+                // One session's store error never stalls the others'; it is asked again soon.
+                _ = try? await store.claimProviderRecheck(sessionID: record.sessionID, due: next, next: now + Self.retryAfterUnavailable)
+                logger.warning("a browser session's re-check failed; will retry", metadata: ["session_id": "\(record.sessionID)", "error_type": "\(type(of: error))"])
             }
         }
         return ended
+    }
+
+    /// Asks the provider about one claimed session; `true` when it ended.
+    private func recheck(_ record: ProviderSessionRecord, next: Double, now: Double) async throws -> Bool {
+        switch await signIn.refresh(record) {
+        case .success(let refreshed):
+            // A logout that deleted the record meanwhile stays: nothing is written back.
+            _ = try await store.updateProviderSession(refreshed)
+            return false
+        case .failure(.refused):
+            try await ending.end(record, reason: "signed out at the provider")
+            return true
+        case .failure(.unavailable):
+            // The session stands (the provider did not say no); it is asked again soon.
+            _ = try await store.claimProviderRecheck(sessionID: record.sessionID, due: next, next: now + Self.retryAfterUnavailable)
+            logger.notice("a browser session could not be re-checked at its provider; will retry", metadata: ["session_id": "\(record.sessionID)"])
+            return false
+        }
     }
 }

@@ -78,12 +78,15 @@ public struct AccountService: Sendable {
     /// refused (its not-before). Ending its sessions is the Runtime's part
     /// (`SessionService.revokeAll`). `nil` if there is no such account.
     public func disable(username: String, tenantID: String) async throws -> UserRecord? {
-        try await users.disableUser(tenantID: tenantID, username: username, now: clock.now())
+        guard Self.isValidName(username) else { return nil }
+        return try await users.disableUser(tenantID: tenantID, username: username, now: clock.now())
     }
 
     /// Gives an account a new password and signs it out everywhere (as `disable` does, without
     /// disabling it). `nil` if there is no such account.
     public func setPassword(username: String, tenantID: String, password: String) async throws -> UserRecord? {
+        // A deleted account's tombstone (`deleted:...`) is no username: never found.
+        guard Self.isValidName(username) else { return nil }
         guard password.count >= Self.minimumPasswordLength else {
             throw AccountError("invalid_request", "a password needs at least \(Self.minimumPasswordLength) characters")
         }
@@ -93,12 +96,14 @@ public struct AccountService: Sendable {
 
     /// Deletes an account: cut off as `disable` does, its username free again. `nil` if there is none.
     public func delete(username: String, tenantID: String) async throws -> UserRecord? {
-        try await users.deleteUser(tenantID: tenantID, username: username, now: clock.now())
+        guard Self.isValidName(username) else { return nil }
+        return try await users.deleteUser(tenantID: tenantID, username: username, now: clock.now())
     }
 
     /// Lets a disabled account log in again; tokens issued before it was disabled stay refused.
     public func enable(username: String, tenantID: String) async throws -> UserRecord? {
-        try await users.enableUser(tenantID: tenantID, username: username)
+        guard Self.isValidName(username) else { return nil }
+        return try await users.enableUser(tenantID: tenantID, username: username)
     }
 
     /// True when the account exists and is not disabled (refresh checks it).

@@ -166,6 +166,11 @@ public final class SocketRegistry: Sendable {
         tunnels?.closeAll(code: code, reason: reason)
     }
 
-    /// The sessions that have sockets open now.
-    package var sessionIDs: [String] { state.withLock { Array($0.sessions.keys) } }
+    /// The sessions that have sockets open now (agent sockets, and WebSocket tunnels to routes):
+    /// their ends are watched for.
+    package var sessionIDs: [String] {
+        let agents = state.withLock { Array($0.sessions.keys) }
+        guard let tunnels else { return agents }
+        return Array(Set(agents).union(tunnels.sessionIDs))
+    }
 }

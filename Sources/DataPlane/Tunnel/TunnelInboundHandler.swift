@@ -31,6 +31,8 @@ final class TunnelInboundHandler: ChannelInboundHandler, RemovableChannelHandler
         exchange = nil
     }
 
+    /// Only bytes arrive here: it sits right behind the socket's decoders, where NIO's HTTP decoder
+    /// was, and that decoder forwards its leftovers as bytes when it is removed (`.forwardBytes`).
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         exchange?.clientTunnelRead(unwrapInboundIn(data))
     }

@@ -33,6 +33,9 @@ package final class TunnelRegistry: Sendable {
     /// Open tunnels in all.
     package var count: Int { state.withLock { $0.tunnels.count } }
 
+    /// The sessions tunnels were opened in (their ends are watched for, as agent sockets' are).
+    package var sessionIDs: Set<String> { state.withLock { Set($0.tunnels.values.compactMap(\.sessionID)) } }
+
     /// Closes the tunnels opened in `sessionID`.
     package func close(sessionID: String, code: UInt16 = 1008, reason: String) {
         close(code: code, reason: reason) { $0.sessionID == sessionID }

@@ -66,10 +66,14 @@ final class UpgradeOfferScreen: ChannelInboundHandler, RemovableChannelHandler {
     /// Fields never removed for being listed in `Connection`.
     static let keptWhenListed: Set<String> = ["content-length", "transfer-encoding", "host"]
 
-    /// A WebSocket's opening handshake (RFC 6455 §4.1: `GET`, `Upgrade` listing `websocket`, no
-    /// body) for a path a route serves.
+    /// A WebSocket's opening handshake (RFC 6455 §4.1: HTTP/1.1 `GET`, `Upgrade` listing
+    /// `websocket`, `Connection` listing `upgrade`, one `Sec-WebSocket-Key`, `Sec-WebSocket-Version:
+    /// 13`, no body) for a path a route serves. Anything less is no handshake, and no tunnel.
     static func asksForRouteWebSocket(_ head: HTTPRequestHead, dataPlane: DataPlane?) -> Bool {
-        guard let dataPlane, head.method == .GET, head.headers["upgrade"].contains(where: { HeaderScreen.listsToken($0[...].utf8, "websocket") }),
+        guard let dataPlane, head.method == .GET, head.version == .http1_1,
+            head.headers["upgrade"].contains(where: { HeaderScreen.listsToken($0[...].utf8, "websocket") }),
+            head.headers["connection"].contains(where: { HeaderScreen.listsToken($0[...].utf8, "upgrade") }),
+            head.headers["sec-websocket-key"].count == 1, head.headers["sec-websocket-version"] == ["13"],
             !head.headers.contains(name: "transfer-encoding"), !head.headers["content-length"].contains(where: { $0 != "0" })
         else { return false }
         let path = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""

@@ -110,9 +110,28 @@ public final class PostgresStateSurface: Sendable {
     /// deadline, so a missing role or database, or a wrong password, would read as "did not answer".
     /// The server's own words (`role "x" does not exist`) are named at once instead.
     func connectOnce() async throws {
+        let (configuration, logger, seconds) = (checkConfiguration, logger, settings.connectTimeout + 1)
         do {
-            let connection = try await PostgresConnection.connect(configuration: checkConfiguration, id: 0, logger: logger)
-            try? await connection.close()
+            // Bounded: a server that takes the connection and never finishes its start-up would hang the start.
+            try await withThrowingTaskGroup(of: Bool.self) { group in
+                group.addTask {
+                    let connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
+                    try? await connection.close()
+                    return true
+                }
+                group.addTask {
+                    try await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
+                    return false
+                }
+                defer { group.cancelAll() }
+                guard try await group.next() == true else {
+                    throw StateSurfaceError(
+                        .unavailable, "PostgreSQL at \(name) did not finish a connection's start-up within \(Int(seconds)) s; check that it runs and is reachable",
+                        isOutage: true)
+                }
+            }
+        } catch let error as StateSurfaceError {
+            throw error
         } catch let error as PSQLError {
             guard let state = error.serverInfo?[.sqlState] else {
                 throw StateSurfaceError(.unavailable, "PostgreSQL at \(name) cannot be reached (\(error.code)); check that it runs and is reachable", isOutage: true)

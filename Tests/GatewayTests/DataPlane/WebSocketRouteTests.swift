@@ -125,4 +125,59 @@ struct WebSocketRouteTests {
         try await fixture.stop()
         try await upstream.stop()
     }
+
+    @Test("only a whole handshake becomes a tunnel, and only to a WebSocket: without Sec-WebSocket-Version 13 it is the plain GET it also is; an upstream's 101 to another protocol (or without Sec-WebSocket-Accept) is 502, never a raw pipe")
+    func onlyWebSocketsAreTunnelled() async throws {
+        let handshakes = WebSocketEchoUpstream.Handshakes()
+        let upstream = try await WebSocketEchoUpstream.start(recording: handshakes)
+        let scripted = try ScriptedUpstream(answers: ["/h2c": .init("HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n")])
+        let fixture = try await GatewayFixture {
+            $0.routes = [
+                ProxyRoute(prefix: "/app", upstream: "http://127.0.0.1:\(upstream.port)"), ProxyRoute(prefix: "/other", upstream: "http://127.0.0.1:\(scripted.port)"),
+            ]
+        }
+        try await fixture.addUser("alice")
+        let login = try await fixture.login("alice")
+        let (port, bearer) = (fixture.gatewayPort, ("Authorization", "Bearer \(login.accessToken)"))
+        let partial = try await onOwnThread { () throws -> String in
+            let connection = try RawConnection(port: port)
+            defer { connection.close() }
+            connection.send("GET /app/socket HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(bearer.1)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+            return String(decoding: connection.readAll(), as: UTF8.self)
+        }
+        #expect(partial.hasPrefix("HTTP/1.1 200") && partial.hasSuffix("plain"), "\(partial)")
+        #expect(handshakes.all.isEmpty, "no WebSocket was asked of the upstream")
+        let other = try await onOwnThread { try RawUpgrade.send(port: port, target: "/other/h2c", headers: [bearer]) }
+        #expect(other.status == 502 && other.error == "upstream_unavailable", "\(other.head)")
+        try await fixture.stop()
+        try await upstream.stop()
+        scripted.stop()
+    }
+
+    @Test("a tunnel closes with 1008 \"token expired\" when the token it was opened with expires")
+    func tunnelEndsWithItsToken() async throws {
+        let handshakes = WebSocketEchoUpstream.Handshakes()
+        let upstream = try await WebSocketEchoUpstream.start(recording: handshakes)
+        let fixture = try await GatewayFixture {
+            $0.routes = [ProxyRoute(prefix: "/app", upstream: "http://127.0.0.1:\(upstream.port)")]
+            $0.accessTokenLifetime = 2
+        }
+        try await fixture.addUser("alice")
+        let login = try await fixture.login("alice")
+        let (port, token) = (fixture.gatewayPort, login.accessToken)
+        let close = try await onOwnThread { () throws -> [UInt8]? in
+            let socket = try RawWebSocket(port: port, target: "/app/socket", headers: [("Authorization", "Bearer \(token)")])
+            guard socket.status == 101 else { return nil }
+            try socket.sendText("hello")
+            _ = try socket.readFrame()
+            // The next frame is the gateway's close, once the token's two seconds are up.
+            guard let frame = try socket.readFrame(), frame.opcode == 0x8 else { return nil }
+            return frame.payload
+        }
+        let payload = try #require(close, "a close frame came")
+        #expect(payload.count >= 2 && Int(payload[0]) << 8 | Int(payload[1]) == 1008)
+        #expect(String(decoding: payload.dropFirst(2), as: UTF8.self) == "token expired")
+        try await fixture.stop()
+        try await upstream.stop()
+    }
 }
