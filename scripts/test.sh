@@ -15,6 +15,8 @@ PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 900 scripts/browser-te
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 600 scripts/browser-sessions.sh
 # Forward-auth with Debian's nginx and Caddy in front, on the shipped configurations (docs/guides/forward-auth.md; skipped with a note when missing, never in CI).
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 300 scripts/forward-auth.sh
+# The README's quickstart, run as written (its shell blocks, in order, with the debug binary as portcullis).
+PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 180 scripts/readme-test.sh
 # SIGHUP reloads under wrk's load: no failed request, every signal a reload, an agent socket kept open (CI=true: wrk must be there).
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 120 scripts/reload-under-load.sh 8
 # schemathesis against docs/openapi.yaml as the gateway serves it (its own Python environment).
