@@ -1,3 +1,4 @@
+import ConfigurationReading
 import Foundation
 import Testing
 
@@ -55,5 +56,19 @@ struct UserDocsTests {
                 #expect(FileManager.default.fileExists(atPath: (resolved as NSString).standardizingPath), "\(path) links to \(target), which does not exist")
             }
         }
+    }
+
+    @Test("the reference names every configuration key the code reads (GATEWAY.md, or RUNTIME.md for the Runtime's), so that it cannot drift from config/portcullis.yaml and the code")
+    func referenceNamesEveryKey() throws {
+        let values = ConfigurationValues.defaultsOnly()
+        _ = try ConfigurationDefaultsTests.readAll(values)
+        let reference = try Self.read("docs/GATEWAY.md") + Self.read("docs/RUNTIME.md")
+        var missing: [String] = []
+        for key in values.readKeys.sorted() {
+            // A rate limit's two numbers are documented as the limit's pair ("60/min, burst 30").
+            let named = key.hasPrefix("rate_limits.") ? key.split(separator: ".").prefix(2).joined(separator: ".") : key
+            if !reference.contains("`" + named + "`") { missing.append(key) }
+        }
+        #expect(missing.isEmpty, "keys the code reads that the reference does not name: \(missing)")
     }
 }
