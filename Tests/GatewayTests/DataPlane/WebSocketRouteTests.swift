@@ -42,74 +42,80 @@ struct WebSocketRouteTests {
         return (answers.withLock { $0 }, close)
     }
 
-    @Test("with a Bearer token a WebSocket is tunnelled to the route's upstream: text and binary messages both ways, as they were sent; the upstream's handshake had the assertion, the path below the prefix and never the token")
-    func bearerTunnel() async throws {
+    /// A gateway with a route `/app` to a WebSocket echo upstream (and `more` routes), and alice
+    /// signed in: `body` gets the fixture, her `Authorization` field and the upstream's handshakes.
+    static func withEchoRoute(
+        more: [ProxyRoute] = [], configure: @escaping (inout GatewayConfiguration) -> Void = { _ in },
+        _ body: (GatewayFixture, (String, String), WebSocketEchoUpstream.Handshakes) async throws -> Void
+    ) async throws {
         let handshakes = WebSocketEchoUpstream.Handshakes()
         let upstream = try await WebSocketEchoUpstream.start(recording: handshakes)
-        let fixture = try await GatewayFixture { $0.routes = [ProxyRoute(prefix: "/app", upstream: "http://127.0.0.1:\(upstream.port)")] }
+        let fixture = try await GatewayFixture {
+            $0.routes = [ProxyRoute(prefix: "/app", upstream: "http://127.0.0.1:\(upstream.port)")] + more
+            configure(&$0)
+        }
         try await fixture.addUser("alice")
         let login = try await fixture.login("alice")
-        let big = String(repeating: "x", count: 200_000)
-        let (answers, close) = try await Self.exchange(
-            "ws://127.0.0.1:\(fixture.gatewayPort)/app/socket?room=1", headers: [("Authorization", "Bearer \(login.accessToken)")],
-            messages: [.text("hello"), .binary(ByteBuffer(bytes: [0, 1, 2, 255])), .text(big)])
-        #expect(answers.count == 3)
-        if answers.count == 3 {
-            #expect(answers[0] == .text("hello"))
-            #expect(answers[1] == .binary(ByteBuffer(bytes: [0, 1, 2, 255])))
-            #expect(answers[2] == .text(big), "a message of 200 kB crosses whole")
-        }
-        #expect(close?.closeCode == .normalClosure)
-        let handshake = try #require(handshakes.all.first)
-        #expect(handshake[":path"] == "/socket?room=1")
-        #expect(handshake["x-portcullis-assertion"]?.isEmpty == false)
-        #expect(handshake["authorization"] == nil, "the token stays at the gateway")
-        #expect(handshake["sec-websocket-key"] != nil && handshake["upgrade"]?.lowercased() == "websocket")
+        try await body(fixture, ("Authorization", "Bearer \(login.accessToken)"), handshakes)
         try await fixture.stop()
         try await upstream.stop()
+    }
+
+    @Test("with a Bearer token a WebSocket is tunnelled to the route's upstream: text and binary messages both ways, as they were sent; the upstream's handshake had the assertion, the path below the prefix and never the token")
+    func bearerTunnel() async throws {
+        try await Self.withEchoRoute { fixture, bearer, handshakes in
+            let big = String(repeating: "x", count: 200_000)
+            let (answers, close) = try await Self.exchange(
+                "ws://127.0.0.1:\(fixture.gatewayPort)/app/socket?room=1", headers: [bearer],
+                messages: [.text("hello"), .binary(ByteBuffer(bytes: [0, 1, 2, 255])), .text(big)])
+            #expect(answers.count == 3)
+            if answers.count == 3 {
+                #expect(answers[0] == .text("hello"))
+                #expect(answers[1] == .binary(ByteBuffer(bytes: [0, 1, 2, 255])))
+                #expect(answers[2] == .text(big), "a message of 200 kB crosses whole")
+            }
+            #expect(close?.closeCode == .normalClosure)
+            let handshake = try #require(handshakes.all.first)
+            #expect(handshake[":path"] == "/socket?room=1")
+            #expect(handshake["x-portcullis-assertion"]?.isEmpty == false)
+            #expect(handshake["authorization"] == nil, "the token stays at the gateway")
+            #expect(handshake["sec-websocket-key"] != nil && handshake["upgrade"]?.lowercased() == "websocket")
+        }
     }
 
     @Test("the handshake is refused like a request: without a token 401, with a bad one 401, on a method the route does not take 405; nothing reaches the upstream and no 101 is sent")
     func handshakeRefused() async throws {
-        let handshakes = WebSocketEchoUpstream.Handshakes()
-        let upstream = try await WebSocketEchoUpstream.start(recording: handshakes)
-        let fixture = try await GatewayFixture { $0.routes = [ProxyRoute(prefix: "/app", upstream: "http://127.0.0.1:\(upstream.port)")] }
-        let port = fixture.gatewayPort
-        let missing = try await onOwnThread { try RawUpgrade.send(port: port, target: "/app/socket") }
-        #expect(missing.status == 401 && missing.error == "token_missing", "\(missing.head)")
-        let bad = try await onOwnThread { try RawUpgrade.send(port: port, target: "/app/socket", headers: [("Authorization", "Bearer not.a.token")]) }
-        #expect(bad.status == 401, "\(bad.head)")
-        #expect(handshakes.all.isEmpty, "nothing reached the upstream")
-        try await fixture.stop()
-        try await upstream.stop()
+        try await Self.withEchoRoute { fixture, _, handshakes in
+            let port = fixture.gatewayPort
+            let missing = try await onOwnThread { try RawUpgrade.send(port: port, target: "/app/socket") }
+            #expect(missing.status == 401 && missing.error == "token_missing", "\(missing.head)")
+            let bad = try await onOwnThread { try RawUpgrade.send(port: port, target: "/app/socket", headers: [("Authorization", "Bearer not.a.token")]) }
+            #expect(bad.status == 401, "\(bad.head)")
+            #expect(handshakes.all.isEmpty, "nothing reached the upstream")
+        }
     }
 
     @Test("a frame the client sends right behind its handshake, before the 101, reaches the upstream after it, in order; a POST or a handshake with a body is no WebSocket: served as the plain request it is, and closed after")
     func earlyBytesAndNonHandshakes() async throws {
-        let handshakes = WebSocketEchoUpstream.Handshakes()
-        let upstream = try await WebSocketEchoUpstream.start(recording: handshakes)
-        let fixture = try await GatewayFixture { $0.routes = [ProxyRoute(prefix: "/app", upstream: "http://127.0.0.1:\(upstream.port)")] }
-        try await fixture.addUser("alice")
-        let login = try await fixture.login("alice")
-        let (port, bearer) = (fixture.gatewayPort, ("Authorization", "Bearer \(login.accessToken)"))
-        let early = try await onOwnThread { () throws -> [String] in
-            let socket = try RawWebSocket(port: port, target: "/app/socket", headers: [bearer], early: "first")
-            guard socket.status == 101 else { return ["status \(socket.status)"] }
-            try socket.sendText("second")
-            return try [socket.readFrame(), socket.readFrame()].compactMap { $0.map { String(decoding: $0.payload, as: UTF8.self) } }
+        try await Self.withEchoRoute { fixture, bearer, handshakes in
+            let port = fixture.gatewayPort
+            let early = try await onOwnThread { () throws -> [String] in
+                let socket = try RawWebSocket(port: port, target: "/app/socket", headers: [bearer], early: "first")
+                guard socket.status == 101 else { return ["status \(socket.status)"] }
+                try socket.sendText("second")
+                return try [socket.readFrame(), socket.readFrame()].compactMap { $0.map { String(decoding: $0.payload, as: UTF8.self) } }
+            }
+            #expect(early == ["first", "second"])
+            let posted = try await onOwnThread { () throws -> String in
+                let connection = try RawConnection(port: port)
+                connection.send("POST /app/socket HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(bearer.1)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nContent-Length: 2\r\n\r\nhi")
+                defer { connection.close() }
+                return String(decoding: connection.readAll(), as: UTF8.self)
+            }
+            #expect(!posted.hasPrefix("HTTP/1.1 101"), "\(posted)")
+            #expect(posted.lowercased().contains("connection: close"), "\(posted)")
+            #expect(handshakes.all.count == 1, "only the GET became a WebSocket")
         }
-        #expect(early == ["first", "second"])
-        let posted = try await onOwnThread { () throws -> String in
-            let connection = try RawConnection(port: port)
-            connection.send("POST /app/socket HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(bearer.1)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nContent-Length: 2\r\n\r\nhi")
-            defer { connection.close() }
-            return String(decoding: connection.readAll(), as: UTF8.self)
-        }
-        #expect(!posted.hasPrefix("HTTP/1.1 101"), "\(posted)")
-        #expect(posted.lowercased().contains("connection: close"), "\(posted)")
-        #expect(handshakes.all.count == 1, "only the GET became a WebSocket")
-        try await fixture.stop()
-        try await upstream.stop()
     }
 
     @Test("an upstream that answers the handshake without 101 (a plain HTTP server) is relayed as it answered, and the connection closed: no tunnel")
@@ -128,56 +134,39 @@ struct WebSocketRouteTests {
 
     @Test("only a whole handshake becomes a tunnel, and only to a WebSocket: without Sec-WebSocket-Version 13 it is the plain GET it also is; an upstream's 101 to another protocol (or without Sec-WebSocket-Accept) is 502, never a raw pipe")
     func onlyWebSocketsAreTunnelled() async throws {
-        let handshakes = WebSocketEchoUpstream.Handshakes()
-        let upstream = try await WebSocketEchoUpstream.start(recording: handshakes)
         let scripted = try ScriptedUpstream(answers: ["/h2c": .init("HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n")])
-        let fixture = try await GatewayFixture {
-            $0.routes = [
-                ProxyRoute(prefix: "/app", upstream: "http://127.0.0.1:\(upstream.port)"), ProxyRoute(prefix: "/other", upstream: "http://127.0.0.1:\(scripted.port)"),
-            ]
+        defer { scripted.stop() }
+        try await Self.withEchoRoute(more: [ProxyRoute(prefix: "/other", upstream: "http://127.0.0.1:\(scripted.port)")]) { fixture, bearer, handshakes in
+            let port = fixture.gatewayPort
+            let partial = try await onOwnThread { () throws -> String in
+                let connection = try RawConnection(port: port)
+                defer { connection.close() }
+                connection.send("GET /app/socket HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(bearer.1)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+                return String(decoding: connection.readAll(), as: UTF8.self)
+            }
+            #expect(partial.hasPrefix("HTTP/1.1 200") && partial.hasSuffix("plain"), "\(partial)")
+            #expect(handshakes.all.isEmpty, "no WebSocket was asked of the upstream")
+            let other = try await onOwnThread { try RawUpgrade.send(port: port, target: "/other/h2c", headers: [bearer]) }
+            #expect(other.status == 502 && other.error == "upstream_unavailable", "\(other.head)")
         }
-        try await fixture.addUser("alice")
-        let login = try await fixture.login("alice")
-        let (port, bearer) = (fixture.gatewayPort, ("Authorization", "Bearer \(login.accessToken)"))
-        let partial = try await onOwnThread { () throws -> String in
-            let connection = try RawConnection(port: port)
-            defer { connection.close() }
-            connection.send("GET /app/socket HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(bearer.1)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
-            return String(decoding: connection.readAll(), as: UTF8.self)
-        }
-        #expect(partial.hasPrefix("HTTP/1.1 200") && partial.hasSuffix("plain"), "\(partial)")
-        #expect(handshakes.all.isEmpty, "no WebSocket was asked of the upstream")
-        let other = try await onOwnThread { try RawUpgrade.send(port: port, target: "/other/h2c", headers: [bearer]) }
-        #expect(other.status == 502 && other.error == "upstream_unavailable", "\(other.head)")
-        try await fixture.stop()
-        try await upstream.stop()
-        scripted.stop()
     }
 
     @Test("a tunnel closes with 1008 \"token expired\" when the token it was opened with expires")
     func tunnelEndsWithItsToken() async throws {
-        let handshakes = WebSocketEchoUpstream.Handshakes()
-        let upstream = try await WebSocketEchoUpstream.start(recording: handshakes)
-        let fixture = try await GatewayFixture {
-            $0.routes = [ProxyRoute(prefix: "/app", upstream: "http://127.0.0.1:\(upstream.port)")]
-            $0.accessTokenLifetime = 2
+        try await Self.withEchoRoute(configure: { $0.accessTokenLifetime = 2 }) { fixture, bearer, _ in
+            let port = fixture.gatewayPort
+            let close = try await onOwnThread { () throws -> [UInt8]? in
+                let socket = try RawWebSocket(port: port, target: "/app/socket", headers: [bearer])
+                guard socket.status == 101 else { return nil }
+                try socket.sendText("hello")
+                _ = try socket.readFrame()
+                // The next frame is the gateway's close, once the token's two seconds are up.
+                guard let frame = try socket.readFrame(), frame.opcode == 0x8 else { return nil }
+                return frame.payload
+            }
+            let payload = try #require(close, "a close frame came")
+            #expect(payload.count >= 2 && Int(payload[0]) << 8 | Int(payload[1]) == 1008)
+            #expect(String(decoding: payload.dropFirst(2), as: UTF8.self) == "token expired")
         }
-        try await fixture.addUser("alice")
-        let login = try await fixture.login("alice")
-        let (port, token) = (fixture.gatewayPort, login.accessToken)
-        let close = try await onOwnThread { () throws -> [UInt8]? in
-            let socket = try RawWebSocket(port: port, target: "/app/socket", headers: [("Authorization", "Bearer \(token)")])
-            guard socket.status == 101 else { return nil }
-            try socket.sendText("hello")
-            _ = try socket.readFrame()
-            // The next frame is the gateway's close, once the token's two seconds are up.
-            guard let frame = try socket.readFrame(), frame.opcode == 0x8 else { return nil }
-            return frame.payload
-        }
-        let payload = try #require(close, "a close frame came")
-        #expect(payload.count >= 2 && Int(payload[0]) << 8 | Int(payload[1]) == 1008)
-        #expect(String(decoding: payload.dropFirst(2), as: UTF8.self) == "token expired")
-        try await fixture.stop()
-        try await upstream.stop()
     }
 }
