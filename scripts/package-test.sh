@@ -6,7 +6,7 @@
 #     (a conffile, root:portcullis 0640);
 #   - `portcullis serve --config /etc/portcullis/portcullis.yaml` as that user, in /var/lib/portcullis
 #     (as the unit runs it), generates its key (0600) and database there and answers /healthz;
-#   - `systemd-analyze verify` accepts the unit against that root;
+#   - `systemd-analyze verify` accepts the unit against that root (systemd installed in it);
 #   - removal, then purge, leave the data (keys, database) in /var/lib/portcullis.
 #
 #   scripts/package-test.sh [DEB]      default: the newest .build/package/portcullis_*_amd64.deb
@@ -66,24 +66,28 @@ in_root dpkg-query -W -f='${Conffiles}' portcullis | grep -q /etc/portcullis/por
 entry=$(in_root getent passwd portcullis) || fail "the package made the portcullis user"
 uid=$(echo "$entry" | cut -d: -f3)
 [ "$uid" -lt 1000 ] && echo "$entry" | grep -q ':/usr/sbin/nologin$' || fail "portcullis is a system user without a login shell: $entry"
-[ "$(stat -c '%U:%G %a' "$R/var/lib/portcullis")" = "portcullis:portcullis 750" ] || fail "/var/lib/portcullis is the user's, 0750: $(stat -c '%U:%G %a' "$R/var/lib/portcullis")"
-[ "$(stat -c '%U:%G %a' "$R/etc/portcullis/portcullis.yaml")" = "root:portcullis 640" ] || fail "the configuration is root:portcullis 0640"
+# Names as the root's own /etc/passwd says them (stat inside it, not the host's).
+owner() { in_root stat -c '%U:%G %a' "$1"; }
+[ "$(owner /var/lib/portcullis)" = "portcullis:portcullis 750" ] || fail "/var/lib/portcullis is the user's, 0750: $(owner /var/lib/portcullis)"
+[ "$(owner /etc/portcullis/portcullis.yaml)" = "root:portcullis 640" ] || fail "the configuration is root:portcullis 0640: $(owner /etc/portcullis/portcullis.yaml)"
 ok "a system user without a shell, /var/lib/portcullis its own (0750), the configuration a conffile readable by it alone (0640)"
 
 # Run as the unit runs it: the package's user, in its state directory, the packaged configuration.
-setsid chroot "$R" env -i PATH=/usr/bin:/bin GATEWAY_PORT=$PORT ADMIN_PORT=0 RUNTIME_PORT=0 \
+setsid chroot "$R" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin GATEWAY_PORT=$PORT ADMIN_PORT=0 RUNTIME_PORT=0 \
   runuser -u portcullis -- sh -c 'cd /var/lib/portcullis && exec /usr/bin/portcullis serve --config /etc/portcullis/portcullis.yaml' \
   > "$WORK/serve.log" 2>&1 & SERVE_PID=$!
 for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$PORT/healthz" && break; sleep 0.2; done
 curl -sf "http://127.0.0.1:$PORT/healthz" | grep -q '"status":"ok"' || { tail -20 "$WORK/serve.log"; fail "serve from the package answers /healthz"; }
 key=$(ls "$R/var/lib/portcullis/keys/"*.pem | head -1)
-[ "$(stat -c '%U %a' "$key")" = "portcullis 600" ] || fail "the generated key is the user's, 0600"
+[ "$(owner "${key#"$R"}")" = "portcullis:portcullis 600" ] || fail "the generated key is the user's, 0600: $(owner "${key#"$R"}")"
 [ -f "$R/var/lib/portcullis/data/portcullis.sqlite" ] || fail "the database is in /var/lib/portcullis/data"
 ok "serve runs as portcullis from /etc/portcullis, answers /healthz, keeps its key (0600) and database in /var/lib/portcullis"
 kill -- -"$SERVE_PID" 2>/dev/null || true
 wait "$SERVE_PID" 2>/dev/null || true
 SERVE_PID=
 
+# The unit against the root it is installed in, with systemd there as on a real host.
+DEBIAN_FRONTEND=noninteractive in_root apt-get install -y -qq --no-install-recommends systemd >> "$WORK/apt.log" 2>&1 || fail "apt-get install systemd in the root"
 systemd-analyze verify --root="$R" /lib/systemd/system/portcullis.service > "$WORK/verify.log" 2>&1 ||
   { cat "$WORK/verify.log"; fail "systemd-analyze verify accepts the unit"; }
 [ -s "$WORK/verify.log" ] && { cat "$WORK/verify.log"; fail "systemd-analyze verify has something to say about the unit"; }

@@ -5,7 +5,9 @@
 #   portcullis_VERSION_amd64.deb             /usr/bin/portcullis, /etc/portcullis/portcullis.yaml (a conffile),
 #                                            /lib/systemd/system/portcullis.service, its own system user,
 #                                            data and keys under /var/lib/portcullis; Depends on the
-#                                            shared libraries the binary links (found with ldd, named by dpkg -S)
+#                                            shared libraries the binary links (found with ldd, named by dpkg -S),
+#                                            ca-certificates (https upstreams are verified against the system roots)
+#                                            and procps (the unit reloads with /bin/kill -HUP)
 #
 #   scripts/package.sh [OUT]
 #   PORTCULLIS_BIN=path scripts/package.sh   package a binary built already (its commit is what it says)
@@ -67,7 +69,7 @@ Version: $VERSION
 Architecture: amd64
 Maintainer: Portcullis maintainers <portcullis@localhost>
 Installed-Size: $SIZE
-Depends: $DEPENDS, passwd
+Depends: $DEPENDS, passwd, ca-certificates, procps
 Section: net
 Priority: optional
 Description: auth edge gateway: signed JWT access tokens, sessions, guarded WebSockets
@@ -77,4 +79,4 @@ Description: auth edge gateway: signed JWT access tokens, sessions, guarded WebS
 CONTROL
 dpkg-deb --root-owner-group --build "$DEB" "$OUT/portcullis_${VERSION}_amd64.deb" >/dev/null
 echo "package.sh: $OUT/$NAME.tar.gz"
-echo "package.sh: $OUT/portcullis_${VERSION}_amd64.deb (Depends: $DEPENDS, passwd)"
+echo "package.sh: $OUT/portcullis_${VERSION}_amd64.deb (Depends: $DEPENDS, passwd, ca-certificates, procps)"
