@@ -28,8 +28,14 @@ if [ -n "${PORTCULLIS_BIN:-}" ]; then
   BIN=$PORTCULLIS_BIN
 else
   # Its own build directory: the define changes every C target's flags, and the debug build stays as it is.
+  # The build's own status decides (a failed build never packages an older binary left behind).
+  rm -f .build/release-package/release/portcullis
+  set +o pipefail
   swift build -c release --static-swift-stdlib --product portcullis --scratch-path .build/release-package \
-    -Xcc "-DPORTCULLIS_COMMIT=\"$COMMIT\"" 2>&1 | grep -E "error|warning: unre|Compiling portcullis|Build complete" || true
+    -Xcc "-DPORTCULLIS_COMMIT=\"$COMMIT\"" 2>&1 | grep -E "error:|Compiling portcullis|Build complete"
+  status=${PIPESTATUS[0]}
+  set -o pipefail
+  [ "$status" -eq 0 ] || { echo "package.sh: the release build failed" >&2; exit 1; }
   BIN=.build/release-package/release/portcullis
 fi
 [ -x "$BIN" ] || { echo "package.sh: no binary at $BIN" >&2; exit 1; }

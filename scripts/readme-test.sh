@@ -10,13 +10,13 @@
 #   scripts/readme-test.sh        uses .build/debug/portcullis (swift test builds it)
 #   PORTCULLIS_BIN=path           another binary
 #
-# Ports 8080, 9090 and 9000, as the README uses them (it says when one is taken, and fails).
+# Ports 8080, 9090, 8081 and 9000, as the README says they are used (it says when one is taken, and fails).
 # Every process it starts is stopped by its PID.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=$(cd "$(dirname "${PORTCULLIS_BIN:-$ROOT/.build/debug/portcullis}")" && pwd)/$(basename "${PORTCULLIS_BIN:-portcullis}")
 [ -x "$BIN" ] || { echo "readme-test.sh: no binary at $BIN (swift build first)"; exit 1; }
-for port in 8080 9090 9000; do
+for port in 8080 9090 8081 9000; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "readme-test.sh: port $port is taken; the README's commands need it"; exit 1; fi
 done
 WORK=$(mktemp -d)
