@@ -30,12 +30,12 @@ else
   # Its own build directory: the define changes every C target's flags, and the debug build stays as it is.
   # The build's own status decides (a failed build never packages an older binary left behind).
   rm -f .build/release-package/release/portcullis
-  set +o pipefail
+  mkdir -p .build/release-package
+  status=0
   swift build -c release --static-swift-stdlib --product portcullis --scratch-path .build/release-package \
-    -Xcc "-DPORTCULLIS_COMMIT=\"$COMMIT\"" 2>&1 | grep -E "error:|Compiling portcullis|Build complete"
-  status=${PIPESTATUS[0]}
-  set -o pipefail
-  [ "$status" -eq 0 ] || { echo "package.sh: the release build failed" >&2; exit 1; }
+    -Xcc "-DPORTCULLIS_COMMIT=\"$COMMIT\"" > .build/release-package/build.log 2>&1 || status=$?
+  grep -E "error:|Build complete" .build/release-package/build.log || true
+  [ "$status" -eq 0 ] || { tail -30 .build/release-package/build.log; echo "package.sh: the release build failed (.build/release-package/build.log)" >&2; exit 1; }
   BIN=.build/release-package/release/portcullis
 fi
 [ -x "$BIN" ] || { echo "package.sh: no binary at $BIN" >&2; exit 1; }
