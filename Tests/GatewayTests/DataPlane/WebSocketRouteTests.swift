@@ -153,18 +153,24 @@ struct WebSocketRouteTests {
 
     @Test("a tunnel closes with 1008 \"token expired\" when the token it was opened with expires")
     func tunnelEndsWithItsToken() async throws {
-        try await Self.withEchoRoute(configure: { $0.accessTokenLifetime = 2 }) { fixture, bearer, _ in
+        try await Self.withEchoRoute(configure: { $0.accessTokenLifetime = 3 }) { fixture, _, _ in
             let port = fixture.gatewayPort
-            let close = try await onOwnThread { () throws -> [UInt8]? in
-                let socket = try RawWebSocket(port: port, target: "/app/socket", headers: [bearer])
-                guard socket.status == 101 else { return nil }
-                try socket.sendText("hello")
-                _ = try socket.readFrame()
-                // The next frame is the gateway's close, once the token's two seconds are up.
-                guard let frame = try socket.readFrame(), frame.opcode == 0x8 else { return nil }
-                return frame.payload
+            // A loaded machine may take the token's three seconds before the handshake: then it is
+            // refused (401), and the test signs in again, up to three times.
+            var outcome: (status: Int, close: [UInt8]?) = (0, nil)
+            for _ in 0..<3 {
+                let token = try await fixture.login("alice").accessToken
+                outcome = try await onOwnThread { () throws -> (status: Int, close: [UInt8]?) in
+                    let socket = try RawWebSocket(port: port, target: "/app/socket", headers: [("Authorization", "Bearer \(token)")])
+                    guard socket.status == 101 else { return (socket.status, nil) }
+                    // The next frame is the gateway's close, once the token's seconds are up.
+                    guard let frame = try socket.readFrame(), frame.opcode == 0x8 else { return (101, nil) }
+                    return (101, frame.payload)
+                }
+                if outcome.status == 101 { break }
+                #expect(outcome.status == 401, "a refused handshake is the expired token's 401")
             }
-            let payload = try #require(close, "a close frame came")
+            let payload = try #require(outcome.close, "a close frame came (handshake status \(outcome.status))")
             #expect(payload.count >= 2 && Int(payload[0]) << 8 | Int(payload[1]) == 1008)
             #expect(String(decoding: payload.dropFirst(2), as: UTF8.self) == "token expired")
         }
