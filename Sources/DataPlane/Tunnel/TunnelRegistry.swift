@@ -30,9 +30,6 @@ package final class TunnelRegistry: Sendable {
         _ = state.withLock { $0.tunnels.removeValue(forKey: id) }
     }
 
-    /// Open tunnels in all.
-    package var count: Int { state.withLock { $0.tunnels.count } }
-
     /// The sessions tunnels were opened in (their ends are watched for, as agent sockets' are).
     package var sessionIDs: Set<String> { state.withLock { Set($0.tunnels.values.compactMap(\.sessionID)) } }
 
