@@ -42,8 +42,14 @@ final class ScaleOut: @unchecked Sendable {
             ]) { $1 }
             processes.append(try PortcullisProcess(["gateway"], directory: directory, environment: environment, name: "gateway\(index == 0 ? "A" : "B")"))
         }
-        for port in gatewayPorts { try await processes[2].waitUntilReady("http://127.0.0.1:\(port)/readyz") }
-        for user in ["alice", "bob"] { try await addUser(user) }
+        do {
+            for port in gatewayPorts { try await processes[2].waitUntilReady("http://127.0.0.1:\(port)/readyz") }
+            for user in ["alice", "bob"] { try await addUser(user) }
+        } catch {
+            // A cluster that never became ready is stopped here: its processes would outlive the test.
+            for process in processes { process.terminate() }
+            throw error
+        }
     }
 
     func addUser(_ name: String) async throws {
