@@ -17,6 +17,8 @@ PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 600 scripts/browser-se
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 300 scripts/forward-auth.sh
 # The README's quickstart, run as written (its shell blocks, in order, with the debug binary as portcullis).
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 180 scripts/readme-test.sh
+# The guides' commands, run as written: api-with-tokens.md's sessions and its browser snippet verbatim in Chromium, keys.md, reload.md.
+PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 300 scripts/guides-test.sh
 # SIGHUP reloads under wrk's load: no failed request, every signal a reload, an agent socket kept open (CI=true: wrk must be there).
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 120 scripts/reload-under-load.sh 8
 # schemathesis against docs/openapi.yaml as the gateway serves it (its own Python environment).

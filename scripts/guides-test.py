@@ -1,0 +1,245 @@
+"""The guides' commands, run as written (scripts/guides-test.sh starts this; read it there).
+
+A ```console block is a terminal session: each `$ ` line (with its `\\` continuation lines) is a
+command, and the lines after it, up to the next `$ `, are what it prints. A command with printed
+lines must print them (`...` stands for any text; a kid, a time, a long number and "N days ago"
+may differ, since they differ on every run); one without must exit 0. A ```sh block runs whole
+and must exit 0. The commands of one guide run in one bash, in order, so `$S` and `$T` carry over
+as they do in a reader's terminal.
+
+The substitutions are stated in SUBSTITUTIONS, and nowhere else: the password a command asks for
+on the terminal comes on stdin, YOUR PASSWORD is the password, PID is serve's, OLD-KID is the key
+the rotation retired. websocat (not a Debian package) is not run; scripts/sockets.sh and the Swift
+suite drive the agent socket with headers instead.
+
+Prints one line per command checked (never a token), and exits 1 on the first difference.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+
+ROOT, WORK = sys.argv[1], sys.argv[2]
+PASSWORD = os.environ["PASSWORD"]
+SERVE_PID = os.environ["SERVE_PID"]
+API_DIR = os.path.join(WORK, "home", "api")
+TOUR_DIR = os.path.join(WORK, "home", "tour")
+
+
+def fail(message):
+    print(f"FAIL  {message}")
+    sys.exit(1)
+
+
+def ok(message):
+    print(f"ok    {message}")
+
+
+def blocks(guide, language):
+    text = open(os.path.join(ROOT, "docs", "guides", guide)).read()
+    return re.findall(r"```" + language + r"\n(.*?)```", text, re.S)
+
+
+def console_steps(block):
+    """[(command, [expected lines])] of one console block."""
+    steps, lines = [], block.splitlines()
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        if not line.startswith("$ "):
+            if not steps:
+                fail(f"a console block starts with a line that is not a command: {line!r}")
+            steps[-1][1].append(line)
+            index += 1
+            continue
+        command = line[2:]
+        while command.rstrip().endswith("\\"):
+            index += 1
+            command = command.rstrip()[:-1] + " " + lines[index].strip()
+        steps.append((command, []))
+        index += 1
+    return steps
+
+
+VOLATILE = [
+    (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"), r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"),
+    (re.compile(r"[A-Za-z0-9_-]{20,}"), r"[A-Za-z0-9_-]{20,}"),
+    (re.compile(r"\d{6,}"), r"\d{6,}"),
+    (re.compile(r"\d+ (?:second|minute|day)s? ago"), r"\d+ (?:second|minute|day)s? ago"),
+]
+
+
+def pattern(expected):
+    """A regular expression for one expected line: `...` is any text, VOLATILE values any value of their kind."""
+    out, position = "", 0
+    spans = []
+    for finder, _ in VOLATILE:
+        for match in finder.finditer(expected):
+            if not any(start < match.end() and match.start() < end for start, end, _ in spans):
+                spans.append((match.start(), match.end(), finder))
+    spans.sort(key=lambda span: span[0])
+    for start, end, finder in spans:
+        out += literal(expected[position:start]) + dict(VOLATILE)[finder]
+        position = end
+    out += literal(expected[position:])
+    return re.compile(out + r"\Z")
+
+
+def literal(text):
+    return re.escape(text).replace(r"\.\.\.", ".*")
+
+
+SUBSTITUTIONS = {
+    # users add asks for the password twice on a terminal; here it comes on stdin.
+    "# asks for the password twice": lambda command: command.replace(" # ", " --password-stdin <<<\"$PASSWORD\" # ", 1),
+    "YOUR PASSWORD": lambda command: command.replace("YOUR PASSWORD", PASSWORD),
+}
+
+
+def prepare(command):
+    for marker, substitute in SUBSTITUTIONS.items():
+        if marker in command:
+            command = substitute(command)
+    return command
+
+
+def run_session(name, directory, steps, extra_env=None):
+    """Runs the steps in one bash in `directory`, then compares what each printed."""
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower())
+    script = ["set -u"]
+    for number, (command, _) in enumerate(steps):
+        script.append(f"{{ {prepare(command)}\n}} > {WORK}/out.{slug}.{number} 2>&1; echo $? > {WORK}/rc.{slug}.{number}")
+    env = dict(os.environ, **(extra_env or {}))
+    try:
+        subprocess.run(["bash", "-c", "\n".join(script)], cwd=directory, env=env, timeout=180, check=False)
+    except subprocess.TimeoutExpired:
+        fail(f"{name}: the session did not finish within 180 s")
+    for number, (command, expected) in enumerate(steps):
+        printed = open(f"{WORK}/out.{slug}.{number}").read().rstrip("\n").splitlines()
+        status = int(open(f"{WORK}/rc.{slug}.{number}").read())
+        shown = command.split("#")[0].strip()[:90]
+        if not expected:
+            if status != 0:
+                fail(f"{name}: `{shown}` exits {status}: {redact(printed)}")
+        else:
+            if len(printed) != len(expected) or not all(pattern(e).match(p) for e, p in zip(expected, printed)):
+                fail(f"{name}: `{shown}` printed\n{redact(printed)}\nwhere the guide says\n" + "\n".join(expected))
+        ok(f"{name}: {shown}")
+
+
+def redact(lines):
+    return "\n".join(re.sub(r"eyJ[A-Za-z0-9_.-]+", "eyJ<redacted>", re.sub(r"rt_[A-Za-z0-9_-]+", "rt_<redacted>", line)) for line in lines)
+
+
+def main():
+    api = blocks("api-with-tokens.md", "console")
+    if len(api) != 8:
+        fail(f"api-with-tokens.md has {len(api)} console blocks, not 8 (login, websocat, accounts, then the token tour's five): update this test")
+    login, websocat, accounts, tour = api[0], api[1], api[2], api[3:]
+    if "websocat" not in websocat:
+        fail("the second console block of api-with-tokens.md is the websocat one")
+
+    # The first login, against the serve that runs in API_DIR.
+    run_session("api-with-tokens.md first login", API_DIR, console_steps(login))
+
+    # The browser snippet, verbatim, in Chromium on the demo page the gateway serves.
+    snippet = blocks("api-with-tokens.md", "js")
+    if len(snippet) != 1:
+        fail("api-with-tokens.md has one js block")
+    browser_snippet(snippet[0])
+
+    # Accounts: in the serve's directory, while it runs.
+    steps = console_steps(accounts)
+    run_session("api-with-tokens.md accounts", API_DIR, steps)
+    bob = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "localhost:8080/api/auth/login",
+                          "-H", "Content-Type: application/json",
+                          "-d", json.dumps({"username": "bob", "password": PASSWORD, "tenant": "acme"})],
+                         capture_output=True, text=True).stdout
+    if bob != "200":
+        fail(f"bob, enabled again, logs in with tenant acme: {bob}")
+    ok("after `users enable`, bob logs in with \"tenant\":\"acme\"")
+
+    # The token tour, in a fresh directory, its five blocks in one session, in the guide's order.
+    os.makedirs(TOUR_DIR)
+    steps = [step for block in tour for step in console_steps(block)]
+    run_session("api-with-tokens.md token tour", TOUR_DIR, steps)
+
+    # keys.md's rotation, on the running gateway's own key directory.
+    old = json.load(urllib.request.urlopen("http://127.0.0.1:8080/.well-known/jwks.json"))["keys"]
+    listing = subprocess.run([os.path.join(WORK, "bin", "portcullis"), "keys", "list"], cwd=API_DIR, capture_output=True, text=True).stdout
+    active = [line.split()[0] for line in listing.splitlines() if " active " in line]
+    if len(active) != 1:
+        fail(f"serve's key directory has one active key: {listing}")
+    (rotation,) = blocks("keys.md", "sh")
+    reloads_before = reloads()
+    SUBSTITUTIONS["OLD-KID"] = lambda command: command.replace("OLD-KID", active[0])
+    run_session("keys.md rotation", API_DIR, [(line, []) for line in rotation.splitlines() if line.strip() and not line.startswith("#")])
+    listing = subprocess.run([os.path.join(WORK, "bin", "portcullis"), "keys", "list"], cwd=API_DIR, capture_output=True, text=True).stdout
+    if not re.search(re.escape(active[0]) + r"\s+ES256\s+retired", listing) or len([l for l in listing.splitlines() if " active " in l]) != 1:
+        fail(f"after keys.md's commands the old key is retired and another active: {listing}")
+    # The gateway watches its key directory ("key ring reloaded" in its log); logins are rate
+    # limited, so it logs in only once the reload was seen, and at most three times.
+    for _ in range(100):
+        if reloads() > reloads_before:
+            break
+        time.sleep(0.1)
+    for _ in range(3):
+        time.sleep(1)
+        header = json.loads(b64decode(post_login()["access_token"].split(".")[0]))
+        if header["kid"] != active[0]:
+            break
+    else:
+        fail("the running gateway signs with the new key after keys.md's rotation")
+    ok(f"keys.md: the running gateway signs with the new key; {len(old)} key(s) published before")
+
+    # reload.md: SIGHUP to the serve we started.
+    (reload,) = blocks("reload.md", "sh")
+    SUBSTITUTIONS["kill -HUP PID"] = lambda command: command.replace("PID", SERVE_PID)
+    run_session("reload.md", API_DIR, [(reload.split("#")[0].strip(), [])])
+    post_login()
+    ok("reload.md: serve still answers after the SIGHUP")
+
+
+def reloads():
+    return open(os.path.join(WORK, "serve.log")).read().count("key ring reloaded")
+
+
+def b64decode(part):
+    import base64
+    return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+
+
+def post_login():
+    request = urllib.request.Request("http://127.0.0.1:8080/api/auth/login", method="POST",
+                                     data=json.dumps({"username": "alice", "password": PASSWORD}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(request))
+
+
+def browser_snippet(snippet):
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=os.environ["CHROMIUM"], args=["--no-sandbox"])
+        page = browser.new_page()
+        logged, errors = [], []
+        page.on("console", lambda message: message.type == "log" and logged.append(message.args[0].json_value()))
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto("http://127.0.0.1:8080/demo/")
+        # The snippet's `password` is the reader's; it is the one thing given around it.
+        page.add_script_tag(type="module", content=f"const password = {json.dumps(PASSWORD)};\n{snippet}")
+        for _ in range(100):
+            if logged or errors:
+                break
+            page.wait_for_timeout(100)
+        browser.close()
+    if errors:
+        fail(f"the js snippet threw: {errors[0]}")
+    if logged != [{"hello": "runtime"}]:
+        fail(f"the js snippet logs {{hello: \"runtime\"}}: {logged}")
+    ok("api-with-tokens.md js snippet, verbatim in Chromium on the demo page: logs {hello: \"runtime\"}")
+
+
+main()
