@@ -349,6 +349,9 @@ package final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelH
 
     var clientIsWritable: Bool { context?.channel.isWritable ?? false }
 
+    /// No HTTP/1 encoder before this handler: an HTTP/2 stream's, whose codec frames the answer's parts.
+    var relaysAnswerParts: Bool { byteOutlet == nil }
+
     // MARK: Idle timeout and graceful close
 
     /// Closes the connection after `idleTimeout` with nothing from the client: between requests, or

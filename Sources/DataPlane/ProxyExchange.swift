@@ -363,12 +363,15 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             deadline = nil
             status = response.status
             upstreamKeepAlive = response.keepAlive
+            if handler.relaysAnswerParts { return handler.writeToClient(.head(clientHeadParts(for: response))) }
             // The host has its loop's head buffers from the moment it joins the pipeline; without them, no answer can start.
             guard let headBuffers = handler.headBuffers else { return finish(closeClient: true) }
             let answerHead = headBuffers.clientAnswer.write(minimumCapacity: response.bytes.count + 160) { writeClientHead(for: response, into: &$0) }
             handler.writeBytesToClient(answerHead)
         case .body(let buffer):
-            if relayChunked {
+            if handler.relaysAnswerParts {
+                handler.writeToClient(.body(.byteBuffer(buffer)))
+            } else if relayChunked {
                 guard buffer.readableBytes > 0 else { return }
                 handler.writeBytesToClient(HTTP1Bytes.chunkHeader(buffer.readableBytes, allocator: ByteBufferAllocator()))
                 handler.writeBytesToClient(buffer)
@@ -378,6 +381,10 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             }
             if !handler.clientIsWritable { upstream?.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in } }
         case .end:
+            if handler.relaysAnswerParts {
+                handler.writeToClient(.end(nil), flush: true)
+                return complete()
+            }
             if relayChunked { handler.writeBytesToClient(HTTP1Bytes.lastChunk) }
             handler.bytesAnswerEnded()
             handler.flushClient()
@@ -393,20 +400,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         out.writeStaticString(" ")
         out.writeBytes(response.bytes[response.reason])
         out.writeStaticString("\r\n")
-        let origin = fields.origin.flatMap { route.allowedOrigins.contains($0) ? $0 : nil }
-        let listed = HeaderScreen.connectionListed(response)
-        // The upstream's Vary is kept (a shared cache keys its variants by it); Origin is added unless listed.
-        var varyCoversOrigin = false
-        var varyCoversCookie = false
-        for field in response.fields where HeaderScreen.isReturnable(response, field, connectionListed: listed) {
-            if authenticatedByCookie, response.name(of: field, is: "vary"), HeaderScreen.listsToken(response.bytes[field.value], "cookie", orStar: true) {
-                varyCoversCookie = true
-            }
-            // Set, not added: an upstream's own CORS answer gives way to the gateway's (its request id is an identity field).
-            if origin != nil && response.name(of: field, is: "access-control-allow-origin") { continue }
-            if origin != nil, response.name(of: field, is: "vary"), HeaderScreen.listsToken(response.bytes[field.value], "origin", orStar: true) {
-                varyCoversOrigin = true
-            }
+        let (origin, varyCoversOrigin, varyCoversCookie) = forEachReturnedField(of: response) { field in
             out.writeBytes(response.bytes[field.name])
             out.writeStaticString(": ")
             out.writeBytes(response.bytes[field.value])
@@ -433,6 +427,49 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         if authenticatedByCookie && !varyCoversCookie { out.writeStaticString("Vary: Cookie\r\n") }
         if closesClient { out.writeStaticString("Connection: close\r\n") }
         out.writeStaticString("\r\n")
+    }
+
+    /// The upstream's fields that go back to the client as they came, each given to `body`; says
+    /// the allowed origin the gateway answers for, and whether the upstream's `Vary` covers
+    /// `Origin` and `Cookie` already.
+    private func forEachReturnedField(
+        of response: UpstreamResponseHead, _ body: (UpstreamResponseHead.Field) -> Void
+    ) -> (origin: String?, varyCoversOrigin: Bool, varyCoversCookie: Bool) {
+        let origin = fields.origin.flatMap { route.allowedOrigins.contains($0) ? $0 : nil }
+        let listed = HeaderScreen.connectionListed(response)
+        // The upstream's Vary is kept (a shared cache keys its variants by it); Origin is added unless listed.
+        var varyCoversOrigin = false
+        var varyCoversCookie = false
+        for field in response.fields where HeaderScreen.isReturnable(response, field, connectionListed: listed) {
+            if authenticatedByCookie, response.name(of: field, is: "vary"), HeaderScreen.listsToken(response.bytes[field.value], "cookie", orStar: true) {
+                varyCoversCookie = true
+            }
+            // Set, not added: an upstream's own CORS answer gives way to the gateway's (its request id is an identity field).
+            if origin != nil && response.name(of: field, is: "access-control-allow-origin") { continue }
+            if origin != nil, response.name(of: field, is: "vary"), HeaderScreen.listsToken(response.bytes[field.value], "origin", orStar: true) {
+                varyCoversOrigin = true
+            }
+            body(field)
+        }
+        return (origin, varyCoversOrigin, varyCoversCookie)
+    }
+
+    /// The client's answer head as NIO's parts, for a host whose codec frames it (an HTTP/2
+    /// stream): the fields `writeClientHead` writes, without HTTP/1.1's framing and connection fields.
+    private func clientHeadParts(for response: UpstreamResponseHead) -> HTTPResponseHead {
+        var headers = HTTPHeaders()
+        headers.reserveCapacity(response.fields.count + 4)
+        let (origin, varyCoversOrigin, varyCoversCookie) = forEachReturnedField(of: response) { field in
+            headers.add(name: response.nameString(of: field), value: response.valueString(of: field))
+        }
+        if let length = response.contentLength { headers.add(name: "Content-Length", value: String(length)) }
+        headers.add(name: "X-Request-Id", value: requestID)
+        if let origin {
+            headers.add(name: "Access-Control-Allow-Origin", value: origin)
+            if !varyCoversOrigin { headers.add(name: "Vary", value: "Origin") }
+        }
+        if authenticatedByCookie && !varyCoversCookie { headers.add(name: "Vary", value: "Cookie") }
+        return HTTPResponseHead(version: head.version, status: HTTPResponseStatus(statusCode: response.status), headers: headers)
     }
 
     func upstreamReadComplete() {
@@ -565,9 +602,10 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         }
     }
 
-    /// The client asked to close after this answer (`Connection: close`, or HTTP/1.0 without keep-alive).
+    /// The client asked to close after this answer (`Connection: close`, or HTTP/1.0 without
+    /// keep-alive); never an HTTP/2 stream's request, whose connection carries others.
     static func wantsClose(_ head: HTTPRequestHead) -> Bool {
-        !head.isKeepAlive
+        head.version.major == 1 && !head.isKeepAlive
     }
 
     /// The methods a route forwards, in NIO's spelling.

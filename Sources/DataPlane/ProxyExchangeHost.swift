@@ -20,6 +20,9 @@ protocol ProxyExchangeHost: AnyObject {
     /// The client's address as text (for `X-Forwarded-For`).
     var peerAddress: String? { get }
     var clientIsWritable: Bool { get }
+    /// Relayed answers go to the client as NIO's HTTP/1 parts, framed by the codec after the host
+    /// (an HTTP/2 stream's), rather than as HTTP/1.1 bytes written past the encoder.
+    var relaysAnswerParts: Bool { get }
     /// The next request id on this connection.
     func nextRequestID() -> String
     /// Writes a part of a gateway-made answer (a refusal, 100 Continue).

@@ -20,6 +20,12 @@ public struct EdgeLimits: Sendable, Equatable {
     public var requestTimeout: Double = 30
     /// Open connections at once on the public listener: 503 and close beyond.
     public var maximumConnections: Int = 25_000
+    /// Streams one HTTP/2 connection may have open at once (`SETTINGS_MAX_CONCURRENT_STREAMS`,
+    /// nginx's default is 128): a stream beyond is refused with `REFUSED_STREAM`.
+    public var http2MaximumConcurrentStreams: Int = 100
+    /// Streams an HTTP/2 client may reset per second on one connection, counted over 10 s: beyond,
+    /// the connection is closed with `GOAWAY` (`ENHANCE_YOUR_CALM`); Rapid Reset (CVE-2023-44487).
+    public var http2MaximumResetsPerSecond: Int = 10
     /// WebSocket messages a client may send per second (sustained; bursts of twice that): 1008 beyond.
     public var webSocketMessagesPerSecond: Double = 50
     /// Seconds between the gateway's pings on an idle socket; a socket that does not

@@ -78,7 +78,7 @@ package final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannel
             return
         }
         owed.owe(isHEAD: head.method == .HEAD)
-        requestAsksClose = !head.isKeepAlive
+        requestAsksClose = head.version.major == 1 && !head.isKeepAlive  // an HTTP/2 stream carries one request, its connection others
         readingBody = true
         context.fireChannelRead(wrapInboundOut(.head(head)))
     }

@@ -24,6 +24,7 @@ extension GatewayConfiguration {
         if let value = try values.int("gateway.max_body_bytes", in: 1_024...(64 << 20)) { configuration.maximumBodyBytes = value }
         if let value = try values.string("gateway.client_directory") { configuration.clientDirectory = value.isEmpty ? nil : value }
         if let value = try values.bool("gateway.query_credentials") { configuration.acceptsQueryCredentials = value }
+        if let value = try values.bool("gateway.http2") { configuration.http2 = value }
         if let value = try values.string("gateway.demo") {
             guard let mode = DemoMode(rawValue: value) else { throw ConfigurationError(key: "gateway.demo", "must be auto (on when the listener is loopback), on or off, not \"\(value)\"") }
             configuration.demo = mode
@@ -85,6 +86,8 @@ extension GatewayConfiguration {
         if let value = try values.int("limits.idle_timeout_seconds", in: 1...3_600) { configuration.limits.idleTimeout = Double(value) }
         if let value = try values.int("limits.request_timeout_seconds", in: 1...3_600) { configuration.limits.requestTimeout = Double(value) }
         if let value = try values.int("limits.max_connections", in: 1...1_000_000) { configuration.limits.maximumConnections = value }
+        if let value = try values.int("limits.h2_max_concurrent_streams", in: 1...10_000) { configuration.limits.http2MaximumConcurrentStreams = value }
+        if let value = try values.int("limits.h2_max_resets_per_second", in: 1...10_000) { configuration.limits.http2MaximumResetsPerSecond = value }
         if let value = try values.int("limits.ws_messages_per_second", in: 1...100_000) { configuration.limits.webSocketMessagesPerSecond = Double(value) }
         if let value = try values.int("limits.ws_ping_interval_seconds", in: 1...3_600) { configuration.limits.webSocketPingInterval = Double(value) }
         if let value = try values.int("limits.ws_send_timeout_seconds", in: 1...3_600) { configuration.limits.webSocketSendTimeout = Double(value) }

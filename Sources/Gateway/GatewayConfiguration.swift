@@ -103,6 +103,9 @@ public struct GatewayConfiguration: Sendable, Equatable {
     /// URL (old clients); `false` answers such an upgrade 400 `token_in_url`. `true` for now,
     /// for compatibility; the project's client sends it in `Sec-WebSocket-Protocol`.
     public var acceptsQueryCredentials: Bool = true
+    /// `gateway.http2`: HTTP/2 beside HTTP/1.1 on the public listener (ALPN `h2` with TLS, prior
+    /// knowledge on plain HTTP); `false` serves HTTP/1.1 alone.
+    public var http2: Bool = true
     /// The demo page at `/demo/`: `auto` serves it when the public listener is on loopback.
     public var demo: DemoMode = .auto
     /// Identity providers whose access tokens are accepted beside the gateway's own (`trust.issuers`).

@@ -72,10 +72,13 @@ public enum GatewayServer {
         let dataPlane = try services.makeDataPlane()
         let base = HTTPServerBuilder.http1WithAgentSocket(
             guardian: guardian, sockets: sockets, dataPlane: dataPlane,
-            maximumMessageBytes: configuration.maximumMessageBytes, limits: configuration.limits)
+            maximumMessageBytes: configuration.maximumMessageBytes, limits: configuration.limits, http2: configuration.http2)
         let server: HTTPServerBuilder
         if let tls = configuration.tls {
-            server = try .tls(base, tlsConfiguration: try Self.tlsConfiguration(tls))
+            var tlsConfiguration = try Self.tlsConfiguration(tls)
+            // ALPN: h2 first when HTTP/2 is on (browsers then use it), http/1.1 always.
+            tlsConfiguration.applicationProtocols = configuration.http2 ? ["h2", "http/1.1"] : ["http/1.1"]
+            server = try .tls(base, tlsConfiguration: tlsConfiguration)
         } else {
             server = base
         }

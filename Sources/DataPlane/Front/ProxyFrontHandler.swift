@@ -235,6 +235,7 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
     }
 
     var clientIsWritable: Bool { context?.channel.isWritable ?? false }
+    var relaysAnswerParts: Bool { false }
 
     func holdReads() {
         holdingReads = true

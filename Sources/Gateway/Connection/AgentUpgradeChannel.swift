@@ -13,7 +13,7 @@ import NIOHTTPTypesHTTP1
 import NIOWebSocket
 import SocketGuard
 
-/// The gateway's HTTP/1 child channel with a guarded WebSocket upgrade.
+/// The gateway's child channel: HTTP/1 with a guarded WebSocket upgrade, or HTTP/2 (`+HTTP2`).
 ///
 /// hummingbird-websocket answers every refused upgrade with an empty 400; an
 /// auth edge must say why (401, 400, 404, 403, 429, with the JSON error). So
@@ -29,6 +29,8 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
         case refused(NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>, GatewayError)
         /// An upgraded socket, admitted: served by its `AgentSocketHandler` on the event loop.
         case websocket
+        /// An HTTP/2 connection: each stream is served on the event loop, and the router's in a task of its own.
+        case http2
     }
 
     struct Value: ServerChildChannelValue {
@@ -51,6 +53,8 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
     let maximumMessageBytes: Int
     let limits: EdgeLimits
     let connections: ConnectionCounter
+    /// `gateway.http2`: HTTP/2 beside HTTP/1.1, told apart by the connection's first bytes.
+    let http2: Bool
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         // Over the connection limit: a JSON 503 straight to the socket, then close.
@@ -65,128 +69,148 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
         channel.closeFuture.whenComplete { _ in connections.release() }
         return channel.eventLoop.makeCompletedFuture {
             try channel.pipeline.syncOperations.addHandler(RequestHeadTimeoutHandler(timeout: .milliseconds(Int64(limits.requestHeadTimeout * 1000))))
-            // Plain route requests are served from the bytes, ahead of NIO's decoder; the first other
-            // request hands the connection to the pipeline configured below. Without routes, nothing to serve.
-            if let dataPlane, !dataPlane.table.current.routes.isEmpty {
-                try channel.pipeline.syncOperations.addHandler(
-                    ProxyFrontHandler(
-                        plane: dataPlane,
-                        limits: .init(
-                            maximumHeadBytes: limits.maximumHeaderBytes, maximumFieldCount: limits.maximumHeaderCount,
-                            maximumFieldBytes: limits.maximumHeaderFieldBytes),
-                        idleTimeout: .milliseconds(Int64(limits.idleTimeout * 1000)), headTimeout: .milliseconds(Int64(limits.requestHeadTimeout * 1000))))
-            }
-            // Set by shouldUpgrade, read when the pipeline is rebuilt; one upgrade per connection.
-            let decision = NIOLockedValueBox<Decision?>(nil)
-            // Whether the first request asked for a WebSocket on a route (the screen says, the data plane reads).
-            let routeUpgrades = RouteUpgradeOffer()
-            let guardian = self.guardian
-            let links = sockets.links
-            let upgrader = NIOTypedWebSocketServerUpgrader<Outcome>(
-                maxFrameSize: maximumMessageBytes,
-                shouldUpgrade: { channel, head in
-                    let request = UpgradeRequest(uri: head.uri, headers: head.headers.map { ($0.name, $0.value) })
-                    // The agent path is the gateway's on the public host; on a route host it is the route's (or nobody's).
-                    guard request.path == WebSocketGuard.path, Self.isGatewayPath(request.path, host: head.headers.first(name: "host"), dataPlane: dataPlane) else {
-                        decision.withLockedValue { $0 = .notAgentPath }
-                        return channel.eventLoop.makeSucceededFuture(nil)
-                    }
-                    // The opening handshake has no body (RFC 6455 §4.1); NIO's upgrader would wait for the end of
-                    // one that never comes, with no deadline: refused before anything else.
-                    if head.headers.contains(name: "transfer-encoding") || head.headers["content-length"].contains(where: { $0 != "0" }) {
-                        decision.withLockedValue {
-                            $0 = .refused(.invalidRequest("a WebSocket upgrade request has no body; send it without Content-Length or Transfer-Encoding"))
+            guard http2 else { return Value(outcome: try configureHTTP1(channel: channel, logger: logger), channel: channel) }
+            // HTTP/2 or HTTP/1, by the first bytes (the preface); the pipeline for it is built then.
+            let outcome = channel.eventLoop.makePromise(of: Outcome.self)
+            try channel.pipeline.syncOperations.addHandler(
+                HTTP2PrefaceSniffer(
+                    configure: { isHTTP2 in
+                        if isHTTP2 {
+                            try configureHTTP2(channel: channel, logger: logger)
+                            outcome.succeed(.http2)
+                        } else {
+                            outcome.completeWith(try configureHTTP1(channel: channel, logger: logger))
                         }
-                        return channel.eventLoop.makeSucceededFuture(nil)
+                    },
+                    abandoned: { outcome.fail(ChannelError.eof) }))
+            return Value(outcome: outcome.futureResult, channel: channel)
+        }
+    }
+
+    /// The HTTP/1 pipeline after the head timeout: the data plane's front, NIO's codec, the
+    /// guarded upgrade, and what serves the requests that are not upgrades.
+    func configureHTTP1(channel: any Channel, logger: Logger) throws -> EventLoopFuture<Outcome> {
+        // Plain route requests are served from the bytes, ahead of NIO's decoder; the first other
+        // request hands the connection to the pipeline configured below. Without routes, nothing to serve.
+        if let dataPlane, !dataPlane.table.current.routes.isEmpty {
+            try channel.pipeline.syncOperations.addHandler(
+                ProxyFrontHandler(
+                    plane: dataPlane,
+                    limits: .init(
+                        maximumHeadBytes: limits.maximumHeaderBytes, maximumFieldCount: limits.maximumHeaderCount,
+                        maximumFieldBytes: limits.maximumHeaderFieldBytes),
+                    idleTimeout: .milliseconds(Int64(limits.idleTimeout * 1000)), headTimeout: .milliseconds(Int64(limits.requestHeadTimeout * 1000))))
+        }
+        // Set by shouldUpgrade, read when the pipeline is rebuilt; one upgrade per connection.
+        let decision = NIOLockedValueBox<Decision?>(nil)
+        // Whether the first request asked for a WebSocket on a route (the screen says, the data plane reads).
+        let routeUpgrades = RouteUpgradeOffer()
+        let guardian = self.guardian
+        let links = sockets.links
+        let upgrader = NIOTypedWebSocketServerUpgrader<Outcome>(
+            maxFrameSize: maximumMessageBytes,
+            shouldUpgrade: { channel, head in
+                let request = UpgradeRequest(uri: head.uri, headers: head.headers.map { ($0.name, $0.value) })
+                // The agent path is the gateway's on the public host; on a route host it is the route's (or nobody's).
+                guard request.path == WebSocketGuard.path, Self.isGatewayPath(request.path, host: head.headers.first(name: "host"), dataPlane: dataPlane) else {
+                    decision.withLockedValue { $0 = .notAgentPath }
+                    return channel.eventLoop.makeSucceededFuture(nil)
+                }
+                // The opening handshake has no body (RFC 6455 §4.1); NIO's upgrader would wait for the end of
+                // one that never comes, with no deadline: refused before anything else.
+                if head.headers.contains(name: "transfer-encoding") || head.headers["content-length"].contains(where: { $0 != "0" }) {
+                    decision.withLockedValue {
+                        $0 = .refused(.invalidRequest("a WebSocket upgrade request has no body; send it without Content-Length or Transfer-Encoding"))
                     }
-                    let registry = guardian.registry
-                    let decide = { @Sendable (result: Result<AdmittedSocket, GatewayError>) -> HTTPHeaders? in
-                        switch result {
-                        case .success(let socket):
-                            // The socket holds a slot in its session's limit from here; whatever
-                            // happens to the upgrade, the connection's end gives it back.
-                            channel.closeFuture.whenComplete { _ in registry.unregister(socket.registration) }
-                            decision.withLockedValue { $0 = .admitted(socket) }
-                            // The agent subprotocol when offered; never a credential offered beside it.
-                            return request.offersAgentProtocol ? HTTPHeaders([("Sec-WebSocket-Protocol", UpgradeRequest.agentProtocol)]) : HTTPHeaders()
-                        case .failure(let error):
-                            decision.withLockedValue { $0 = .refused(error) }
+                    return channel.eventLoop.makeSucceededFuture(nil)
+                }
+                let registry = guardian.registry
+                let decide = { @Sendable (result: Result<AdmittedSocket, GatewayError>) -> HTTPHeaders? in
+                    switch result {
+                    case .success(let socket):
+                        // The socket holds a slot in its session's limit from here; whatever
+                        // happens to the upgrade, the connection's end gives it back.
+                        channel.closeFuture.whenComplete { _ in registry.unregister(socket.registration) }
+                        decision.withLockedValue { $0 = .admitted(socket) }
+                        // The agent subprotocol when offered; never a credential offered beside it.
+                        return request.offersAgentProtocol ? HTTPHeaders([("Sec-WebSocket-Protocol", UpgradeRequest.agentProtocol)]) : HTTPHeaders()
+                    case .failure(let error):
+                        decision.withLockedValue { $0 = .refused(error) }
+                        return nil
+                    }
+                }
+                // Admitted, it answers 101 only with this loop's link to the Runtime open (at once
+                // when it is); while the Runtime is away, 503 rather than a 101 and then 1011.
+                let withLink = { @Sendable (headers: HTTPHeaders?) -> EventLoopFuture<HTTPHeaders?> in
+                    guard let headers else { return channel.eventLoop.makeSucceededFuture(nil) }
+                    let link = links.link(for: channel.eventLoop)
+                    if link.isOpen { return channel.eventLoop.makeSucceededFuture(headers) }
+                    return link.whenOpen().map { open in
+                        guard open else {
+                            decision.withLockedValue { $0 = .refused(RuntimeAgentLinks.unavailable) }
                             return nil
                         }
-                    }
-                    // Admitted, it answers 101 only with this loop's link to the Runtime open (at once
-                    // when it is); while the Runtime is away, 503 rather than a 101 and then 1011.
-                    let withLink = { @Sendable (headers: HTTPHeaders?) -> EventLoopFuture<HTTPHeaders?> in
-                        guard let headers else { return channel.eventLoop.makeSucceededFuture(nil) }
-                        let link = links.link(for: channel.eventLoop)
-                        if link.isOpen { return channel.eventLoop.makeSucceededFuture(headers) }
-                        return link.whenOpen().map { open in
-                            guard open else {
-                                decision.withLockedValue { $0 = .refused(RuntimeAgentLinks.unavailable) }
-                                return nil
-                            }
-                            return headers
-                        }
-                    }
-                    // On the event loop when the caches can answer; otherwise the store and the Runtime are asked.
-                    if let result = guardian.admitUpgradeWithoutSuspending(request) {
-                        return withLink(decide(result))
-                    }
-                    let promise = channel.eventLoop.makePromise(of: HTTPHeaders?.self)
-                    promise.completeWithTask { decide(await guardian.admitUpgrade(request)) }
-                    return promise.futureResult.flatMap(withLink)
-                },
-                upgradePipelineHandler: { channel, _ in
-                    channel.eventLoop.makeCompletedFuture {
-                        guard case .admitted(let socket) = decision.withLockedValue({ $0 }) else {
-                            throw ChannelError.inappropriateOperationForState
-                        }
-                        // An HTTP parse error can no longer happen here: the responder goes, and its memory with it.
-                        _ = channel.pipeline.syncOperations.removeHandler(name: HTTPParseErrorResponder.name)
-                        // Whole messages, at most the configured size (1009 beyond).
-                        try channel.pipeline.syncOperations.addHandler(
-                            NIOWebSocketFrameAggregator(
-                                minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 1_024, maxAccumulatedFrameSize: maximumMessageBytes))
-                        try channel.pipeline.syncOperations.addHandler(AgentSocketHandler(sockets: sockets, admitted: socket))
-                        return Outcome.websocket
+                        return headers
                     }
                 }
-            )
-            let configuration = NIOTypedHTTPServerUpgradeConfiguration(
-                upgraders: [upgrader],
-                notUpgradingCompletionHandler: { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        let idleMilliseconds = Int64(limits.idleTimeout * 1000)
-                        // From here RequestTargetHandler answers parse errors, in turn after the answers owed.
-                        _ = channel.pipeline.syncOperations.removeHandler(name: HTTPParseErrorResponder.name)
-                        // First: every request's path in its one spelling, or a 400 (the router, the data plane
-                        // and every upstream see the same path).
-                        try channel.pipeline.syncOperations.addHandler(RequestTargetHandler(logger: logger))
-                        // The data plane takes its requests in NIO's HTTP/1 types, before any conversion; it keeps
-                        // the connection's idle timeout and graceful close, since the handlers after it see only
-                        // the requests it passes on.
-                        if let dataPlane {
-                            try channel.pipeline.syncOperations.addHandler(ProxyChannelHandler(
-                                    plane: dataPlane, idleTimeout: .milliseconds(idleMilliseconds),
-                                    requestTimeout: .milliseconds(Int64(limits.requestTimeout * 1000)), upgradeOffer: routeUpgrades))
-                        }
-                        try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
-                        try channel.pipeline.syncOperations.addHandler(
-                            HTTPConnectionStateHandler(idleTimeout: dataPlane == nil ? .milliseconds(idleMilliseconds) : nil, logger: logger))
-                        let asyncChannel = try NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>(
-                            wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
-                        if case .refused(let error) = decision.withLockedValue({ $0 }) {
-                            return Outcome.refused(asyncChannel, error)
-                        }
-                        return Outcome.http(asyncChannel)
-                    }
+                // On the event loop when the caches can answer; otherwise the store and the Runtime are asked.
+                if let result = guardian.admitUpgradeWithoutSuspending(request) {
+                    return withLink(decide(result))
                 }
-            )
-            let outcome = try Self.configureHTTPPipeline(on: channel, limits: limits, upgrades: configuration, dataPlane: dataPlane, routeUpgrades: routeUpgrades)
-            // Parse errors of the first head (before the upgrade is decided); RequestTargetHandler answers them after.
-            try channel.pipeline.syncOperations.addHandler(HTTPParseErrorResponder(), name: HTTPParseErrorResponder.name)
-            return Value(outcome: outcome, channel: channel)
-        }
+                let promise = channel.eventLoop.makePromise(of: HTTPHeaders?.self)
+                promise.completeWithTask { decide(await guardian.admitUpgrade(request)) }
+                return promise.futureResult.flatMap(withLink)
+            },
+            upgradePipelineHandler: { channel, _ in
+                channel.eventLoop.makeCompletedFuture {
+                    guard case .admitted(let socket) = decision.withLockedValue({ $0 }) else {
+                        throw ChannelError.inappropriateOperationForState
+                    }
+                    // An HTTP parse error can no longer happen here: the responder goes, and its memory with it.
+                    _ = channel.pipeline.syncOperations.removeHandler(name: HTTPParseErrorResponder.name)
+                    // Whole messages, at most the configured size (1009 beyond).
+                    try channel.pipeline.syncOperations.addHandler(
+                        NIOWebSocketFrameAggregator(
+                            minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 1_024, maxAccumulatedFrameSize: maximumMessageBytes))
+                    try channel.pipeline.syncOperations.addHandler(AgentSocketHandler(sockets: sockets, admitted: socket))
+                    return Outcome.websocket
+                }
+            }
+        )
+        let configuration = NIOTypedHTTPServerUpgradeConfiguration(
+            upgraders: [upgrader],
+            notUpgradingCompletionHandler: { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let idleMilliseconds = Int64(limits.idleTimeout * 1000)
+                    // From here RequestTargetHandler answers parse errors, in turn after the answers owed.
+                    _ = channel.pipeline.syncOperations.removeHandler(name: HTTPParseErrorResponder.name)
+                    // First: every request's path in its one spelling, or a 400 (the router, the data plane
+                    // and every upstream see the same path).
+                    try channel.pipeline.syncOperations.addHandler(RequestTargetHandler(logger: logger))
+                    // The data plane takes its requests in NIO's HTTP/1 types, before any conversion; it keeps
+                    // the connection's idle timeout and graceful close, since the handlers after it see only
+                    // the requests it passes on.
+                    if let dataPlane {
+                        try channel.pipeline.syncOperations.addHandler(ProxyChannelHandler(
+                                plane: dataPlane, idleTimeout: .milliseconds(idleMilliseconds),
+                                requestTimeout: .milliseconds(Int64(limits.requestTimeout * 1000)), upgradeOffer: routeUpgrades))
+                    }
+                    try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
+                    try channel.pipeline.syncOperations.addHandler(
+                        HTTPConnectionStateHandler(idleTimeout: dataPlane == nil ? .milliseconds(idleMilliseconds) : nil, logger: logger))
+                    let asyncChannel = try NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>(
+                        wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
+                    if case .refused(let error) = decision.withLockedValue({ $0 }) {
+                        return Outcome.refused(asyncChannel, error)
+                    }
+                    return Outcome.http(asyncChannel)
+                }
+            }
+        )
+        let outcome = try Self.configureHTTPPipeline(on: channel, limits: limits, upgrades: configuration, dataPlane: dataPlane, routeUpgrades: routeUpgrades)
+        // Parse errors of the first head (before the upgrade is decided); RequestTargetHandler answers them after.
+        try channel.pipeline.syncOperations.addHandler(HTTPParseErrorResponder(), name: HTTPParseErrorResponder.name)
+        return outcome
     }
 
     /// Whether the gateway itself serves `path` on `host` (no route, and not a route host's).
@@ -233,7 +257,7 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
                 await handleHTTP(asyncChannel: http, logger: logger)
             case .refused(let http, let error):
                 await Self.writeRefusal(error, on: http, logger: logger)
-            case .websocket:
+            case .websocket, .http2:
                 return
             }
         } catch {
@@ -262,13 +286,13 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
 extension HTTPServerBuilder {
     /// HTTP/1 with the guarded agent-socket upgrade.
     static func http1WithAgentSocket(
-        guardian: WebSocketGuard, sockets: AgentSockets, dataPlane: DataPlane?, maximumMessageBytes: Int, limits: EdgeLimits
+        guardian: WebSocketGuard, sockets: AgentSockets, dataPlane: DataPlane?, maximumMessageBytes: Int, limits: EdgeLimits, http2: Bool = false
     ) -> HTTPServerBuilder {
         let connections = ConnectionCounter(limit: limits.maximumConnections)
         return .init { responder in
             AgentUpgradeChannel(
                 responder: responder, guardian: guardian, sockets: sockets, dataPlane: dataPlane, maximumMessageBytes: maximumMessageBytes, limits: limits,
-                connections: connections)
+                connections: connections, http2: http2)
         }
     }
 }
