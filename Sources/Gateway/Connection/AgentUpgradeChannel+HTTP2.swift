@@ -37,6 +37,7 @@ extension AgentUpgradeChannel {
     /// One stream's pipeline: the HTTP/1 types, the target screen, the data plane, and the router's hand-off.
     private func configureStream(_ stream: any Channel, logger: Logger) throws {
         let sync = stream.pipeline.syncOperations
+        try sync.addHandler(HTTP2StreamEarlyAnswer())
         try sync.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
         try sync.addHandler(RequestTargetHandler(logger: logger))
         if let dataPlane {
