@@ -19,6 +19,8 @@ PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 300 scripts/forward-au
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 180 scripts/readme-test.sh
 # The guides' commands, run as written: api-with-tokens.md's sessions and its browser snippet verbatim in Chromium, keys.md, reload.md.
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 300 scripts/guides-test.sh
+# HTTP/2 and gRPC against the real serve: grpcio reads every refusal as its gRPC status; the HTTP/2 attacks (Rapid Reset, CONTINUATION flood, HPACK bomb, floods, slow read) leave it up, bounded and serving.
+PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 300 scripts/http2-tests.sh
 # SIGHUP reloads under wrk's load: no failed request, every signal a reload, an agent socket kept open (CI=true: wrk must be there).
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 120 scripts/reload-under-load.sh 8
 # schemathesis against docs/openapi.yaml as the gateway serves it (its own Python environment).

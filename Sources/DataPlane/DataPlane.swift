@@ -50,6 +50,8 @@ package final class DataPlane: Sendable {
         package let acceptsSessionCookie: Bool
         /// The provider its navigations sign in with (`sign_in`).
         package let signIn: String?
+        /// `grpc: true`: a request that is not gRPC is refused (415 `grpc_required`).
+        package let grpcOnly: Bool
     }
 
     /// The routes and origins in force (a reload replaces them).

@@ -115,6 +115,10 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         guard route.methods.contains(head.method) else {
             return fail(.methodNotAllowed(head.method.rawValue, path: PathRedaction.redactedPath(String(path)), allowed: route.allowedMethodNames))
         }
+        if route.grpcOnly, GRPCRequest.contentType(fields.contentType) == nil {
+            return fail(
+                GatewayError(.unsupportedMediaType, "grpc_required", "this route carries gRPC only: send the call with content-type application/grpc"))
+        }
         if let length = fields.contentLength.flatMap(Int.init), length > plane.maximumBodyBytes {
             return fail(Self.tooLarge(plane.maximumBodyBytes), closeClient: true)
         }
@@ -571,6 +575,12 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         // A refused request whose client waits for 100 Continue: its body may still come, unasked; close after the answer.
         let closeClient = closeClient || (expectsContinue && !requestEnded)
         status = Int(error.status.code)
+        if let grpc = GRPCRequest.contentType(fields.contentType) {
+            // A gRPC client reads grpc-status, not the HTTP status or a JSON body.
+            handler.writeToClient(.head(error.grpcResponseHead(contentType: grpc) { decorate(&$0) }))
+            handler.writeToClient(.end(nil), flush: true)
+            return finish(closeClient: closeClient || Self.wantsClose(head))
+        }
         let body = ByteBuffer(bytes: JSONWriter.bytes(error.json))
         handler.writeToClient(.head(error.responseHead(contentLength: body.readableBytes, close: closeClient) { decorate(&$0) }))
         // An answer to HEAD has the head alone (RFC 9110 §9.3.2): the front writes these bytes as they are.

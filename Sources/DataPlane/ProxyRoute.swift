@@ -24,6 +24,8 @@ public struct ProxyRoute: Sendable, Equatable {
     public var acceptsSessionCookie: Bool = false
     /// The provider a navigation is sent to sign in with (`sign_in`: a `trust.issuers[].login.name`); `nil`: the only one, or the gateway's own form.
     public var signIn: String?
+    /// `grpc: true`: only gRPC requests (`content-type: application/grpc...`) reach the upstream; anything else is 415 `grpc_required`.
+    public var grpcOnly: Bool = false
 
     public init(prefix: String, upstream: String, methods: [HTTPRequest.Method]? = nil, requiresToken: Bool = true, policy: RoutePolicy? = nil) {
         self.prefix = prefix

@@ -19,6 +19,8 @@ struct RequestFields {
     private(set) var origin: String?
     /// The first `Content-Length`.
     private(set) var contentLength: String?
+    /// The first `Content-Type`: a gRPC request is refused in gRPC's terms (`GRPCRequest`).
+    private(set) var contentType: String?
     /// The first `Host`, sent upstream as `X-Forwarded-Host`.
     private(set) var host: String?
     /// Whether the request names a transfer coding (its body then goes upstream chunked).
@@ -41,6 +43,8 @@ struct RequestFields {
                 HeaderScreen.insertListed(value.utf8[...], into: &connectionListed)
             case 12 where HeaderScreen.equalsLowercased(name.utf8, "x-session-id"):
                 Self.join(value, into: &sessionID)
+            case 12 where HeaderScreen.equalsLowercased(name.utf8, "content-type"):
+                if contentType == nil { contentType = value }
             case 13 where HeaderScreen.equalsLowercased(name.utf8, "authorization"):
                 Self.join(value, into: &authorization)
             case 14 where HeaderScreen.equalsLowercased(name.utf8, "content-length"):

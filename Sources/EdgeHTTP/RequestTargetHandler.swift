@@ -45,6 +45,8 @@ package final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannel
     private var refusal: GatewayError?
     /// The refused request was a `HEAD`: its refusal goes without a body.
     private var refusalAnswersHEAD = false
+    /// The refused request was a gRPC call (its content type): its refusal is gRPC's (`GRPCRequest`).
+    private var refusalGRPCContentType: String?
     /// A request passed on closes the connection after its answer (`Connection: close`): what
     /// follows it is not read, answered or refused (RFC 9112 §9.6; NIO's parser reads nothing after it).
     private var closingAfterOwed = false
@@ -74,6 +76,7 @@ package final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannel
         do {
             try Self.screen(&head)
         } catch {
+            refusalGRPCContentType = GRPCRequest.contentType(head.headers.first(name: "content-type"))
             refuse(error, answeringHEAD: head.method == .HEAD, context: context)
             return
         }
@@ -163,8 +166,12 @@ package final class RequestTargetHandler: ChannelDuplexHandler, RemovableChannel
     private func writeRefusal(context: ChannelHandlerContext) {
         guard let error = refusal else { return }
         let body = ByteBuffer(bytes: JSONWriter.bytes(error.json))
-        context.write(wrapOutboundOut(.head(error.responseHead(contentLength: body.readableBytes, close: true))), promise: nil)
-        if !refusalAnswersHEAD { context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil) }
+        if let grpc = refusalGRPCContentType {
+            context.write(wrapOutboundOut(.head(error.grpcResponseHead(contentType: grpc) { $0.add(name: "Connection", value: "close") })), promise: nil)
+        } else {
+            context.write(wrapOutboundOut(.head(error.responseHead(contentLength: body.readableBytes, close: true))), promise: nil)
+            if !refusalAnswersHEAD { context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil) }
+        }
         let channel = context.channel
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
         logger.info("request", metadata: ["route": "-", "status": "\(error.status.code)", "error": "\(error.code)", "message": "\(error.message)"])

@@ -7,7 +7,7 @@ import TrafficCop
 
 extension ProxyRoute {
     /// The keys of a route map in `gateway.routes`.
-    static let settingNames: Set<String> = ["host", "prefix", "upstream", "strip_prefix", "methods", "auth", "sign_in", "require", "identity_headers"]
+    static let settingNames: Set<String> = ["host", "prefix", "upstream", "strip_prefix", "methods", "auth", "sign_in", "require", "identity_headers", "grpc"]
     /// The keys of a route's `identity_headers`.
     static let identityFieldKeys: Set<String> = ["user", "email", "groups", "tenant"]
     /// The keys of a route's `require`.
@@ -49,6 +49,7 @@ extension ProxyRoute {
         }
         if let problem { throw entry.problem("prefix", problem) }
         if let strips = try entry.bool("strip_prefix") { stripsPrefix = strips }
+        if let grpc = try entry.bool("grpc") { grpcOnly = grpc }
         if let fields = try entry.map("identity_headers") {
             identityFields = try Self.identityFields(reading: fields)
         }

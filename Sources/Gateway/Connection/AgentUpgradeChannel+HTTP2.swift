@@ -32,12 +32,14 @@ extension AgentUpgradeChannel {
             stream.eventLoop.makeCompletedFuture { try configureStream(stream, logger: logger) }
         }
         try sync.addHandler(management)
+        try sync.addHandler(HTTP2ConnectionErrorHandler())
     }
 
     /// One stream's pipeline: the HTTP/1 types, the target screen, the data plane, and the router's hand-off.
     private func configureStream(_ stream: any Channel, logger: Logger) throws {
         let sync = stream.pipeline.syncOperations
         try sync.addHandler(HTTP2StreamEarlyAnswer())
+        try sync.addHandler(GRPCTrailersOnly())
         try sync.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
         try sync.addHandler(RequestTargetHandler(logger: logger))
         if let dataPlane {
