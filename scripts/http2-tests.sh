@@ -18,10 +18,10 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import h2, grpc" 2>/d
   "$VENV/bin/pip" install -q h2 grpcio
 fi
 WORK=$(mktemp -d)
-PORT=18721 FILES_PORT=18722 HUNG_PORT=18723
-SERVE_PID= FILES_PID= HUNG_PID=
+PORT=18721 FILES_PORT=18722 HUNG_PORT=18723 GRPC_PORT=18724
+SERVE_PID= FILES_PID= HUNG_PID= GRPC_PID=
 cleanup() {
-  for pid in $SERVE_PID $FILES_PID $HUNG_PID; do kill "$pid" 2>/dev/null || true; done
+  for pid in $SERVE_PID $FILES_PID $HUNG_PID $GRPC_PID; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$WORK"
 }
@@ -38,10 +38,14 @@ server.bind(('127.0.0.1', $HUNG_PORT)); server.listen(128)
 held = []
 while True: held.append(server.accept())
 " & HUNG_PID=$!
+"$VENV/bin/python" "$ROOT/Tests/HTTP2/grpc_server.py" "$GRPC_PORT" > "$WORK/grpc.log" 2>&1 & GRPC_PID=$!
+for _ in $(seq 100); do grep -q listening "$WORK/grpc.log" && break; sleep 0.1; done
 cat > "$WORK/config/portcullis.yaml" <<YAML
 gateway:
   port: $PORT
+  max_body_bytes: 2097152
   routes:
+    - {prefix: /test.Echo, upstream: "http://127.0.0.1:$GRPC_PORT", protocol: h2c, grpc: true}
     - {prefix: /down.Service, upstream: "http://127.0.0.1:1"}
     - {prefix: /hung.Service, upstream: "http://127.0.0.1:$HUNG_PORT"}
     - {prefix: /policy.Service, upstream: "http://127.0.0.1:1", require: {scopes: [never:granted]}}

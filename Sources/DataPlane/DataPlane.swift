@@ -69,19 +69,23 @@ package final class DataPlane: Sendable {
     let forwardedProto: String
     /// TLS for `https://` upstreams: the system's trust roots plus `gateway.upstream_ca_file`.
     let upstreamTLS: NIOSSLContext?
+    /// The same trust, offering `h2` by ALPN: for `protocol: h2` upstreams.
+    let upstreamTLSForHTTP2: NIOSSLContext?
     /// Browser sessions, for `auth: browser` routes.
     let browser: BrowserSessionGate
     /// The WebSocket tunnels open to routes.
     package let tunnels: TunnelRegistry
     private let pools = EventLoopTable<UpstreamPool>()
+    private let http2Pools = EventLoopTable<UpstreamHTTP2Pool>()
     private let metricTables = EventLoopTable<ProxyMetricHandles>()
     private let headBufferTables = EventLoopTable<HeadBuffers>()
 
     package init(
         table: LiveRouteTable, authenticator: AccessTokenAuthenticator, sessions: SessionOwnershipView, runtime: RuntimeClient,
         admission: Admission, metrics: GatewayMetrics, logger: Logger, accessLog: AccessLog, maximumBodyBytes: Int, upstreamTimeout: Double, forwardedProto: String,
-        upstreamTLS: NIOSSLContext?, browser: BrowserSessionGate, tunnels: TunnelRegistry = TunnelRegistry()
+        upstreamTLS: NIOSSLContext?, upstreamTLSForHTTP2: NIOSSLContext? = nil, browser: BrowserSessionGate, tunnels: TunnelRegistry = TunnelRegistry()
     ) {
+        self.upstreamTLSForHTTP2 = upstreamTLSForHTTP2
         self.tunnels = tunnels
         self.upstreamTLS = upstreamTLS
         self.browser = browser
@@ -117,10 +121,17 @@ package final class DataPlane: Sendable {
         pools.value(for: eventLoop) { UpstreamPool(eventLoop: eventLoop, tls: upstreamTLS) }
     }
 
+    /// The HTTP/2 upstream connections of `eventLoop` (made on first use).
+    func http2Pool(for eventLoop: any EventLoop) -> UpstreamHTTP2Pool {
+        http2Pools.value(for: eventLoop) { UpstreamHTTP2Pool(eventLoop: eventLoop, tls: upstreamTLSForHTTP2) }
+    }
+
     /// The TLS context for `https://` upstreams, with full certificate verification: the
-    /// system's trust roots, and the CA certificates of `caFile` (PEM) when given.
-    package static func upstreamTLSContext(caFile: String?) throws -> NIOSSLContext {
+    /// system's trust roots, and the CA certificates of `caFile` (PEM) when given; `alpn` offers
+    /// those protocols (`["h2"]` for `protocol: h2`).
+    package static func upstreamTLSContext(caFile: String?, alpn: [String] = []) throws -> NIOSSLContext {
         var configuration = TLSConfiguration.makeClientConfiguration()
+        configuration.applicationProtocols = alpn
         if let caFile {
             let certificates: [NIOSSLCertificate]
             do {

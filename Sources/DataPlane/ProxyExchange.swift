@@ -44,6 +44,16 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     private var pendingBody: [ByteBuffer] = []
     private var bodyBytes = 0
     var upstream: UpstreamConnection?
+    /// The stream to an HTTP/2 upstream (`protocol: h2c` or `h2`), instead of `upstream`.
+    var upstreamStream: UpstreamStream?
+    /// The request head for an HTTP/2 upstream, until its stream opens.
+    private var upstreamRequestHead: HTTPRequestHead?
+    /// The client request's trailers, for an HTTP/2 upstream.
+    private var requestTrailers: HTTPHeaders?
+    /// The upstream answer's trailers (an HTTP/2 upstream's), relayed with its end.
+    private var answerTrailers: HTTPHeaders?
+    /// The channel the upstream's answer comes on, whichever protocol.
+    var upstreamChannel: (any Channel)? { upstream?.channel ?? upstreamStream?.channel }
     /// The loop's upstream pool, held here: a connection that arrives after the client left goes back
     /// to it without touching the handler (unowned, and gone with the client's connection).
     private var pool: UpstreamPool?
@@ -216,16 +226,34 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         } catch {
             return fail(.noSigningKey)
         }
-        // The request head as one buffer, in the loop's kept storage.
-        upstreamRequest = headBuffers.upstreamRequest.write(minimumCapacity: 256 + assertion.utf8.count + 48 * head.headers.count) { request in
-            writeUpstreamHead(assertion: assertion, caller: caller, into: &request)
+        let overHTTP2 = route.origin.transport != .http1
+        if overHTTP2 {
+            guard !webSocket else {
+                return fail(.invalidRequest("this route's upstream speaks HTTP/2: the gateway carries no WebSocket to it; open the socket on an http1 route"))
+            }
+            upstreamRequestHead = upstreamHTTP2Head(assertion: assertion, caller: caller)
+        } else {
+            // The request head as one buffer, in the loop's kept storage.
+            upstreamRequest = headBuffers.upstreamRequest.write(minimumCapacity: 256 + assertion.utf8.count + 48 * head.headers.count) { request in
+                writeUpstreamHead(assertion: assertion, caller: caller, into: &request)
+            }
         }
         if expectsContinue && !requestEnded && bodyBytes == 0 {
             // Admitted: the client may send its body now (RFC 9110 §10.1.1), as nginx answers it.
             handler.writeToClient(.head(HTTPResponseHead(version: .http1_1, status: .continue)), flush: true)
         }
-        deadline = .now() + plane.upstreamTimeout
+        // A gRPC call's own deadline, when sooner, bounds the wait for the answer's head.
+        let wait = fields.grpcTimeout.flatMap(GRPCRequest.timeout).map { min($0, plane.upstreamTimeout) } ?? plane.upstreamTimeout
+        deadline = .now() + wait
         handler.watchDeadline()
+        if overHTTP2 {
+            return plane.http2Pool(for: eventLoop).openStream(to: route.origin) { [self] result in
+                switch result {
+                case .success(let stream): connected(stream)
+                case .failure: fail(GatewayError(.serviceUnavailable, "upstream_unavailable", "the upstream cannot be reached; try again shortly"), upstreamStatus: 503)
+                }
+            }
+        }
         if let connection = pool.idleConnection(to: route.origin) { return connected(connection) }
         pool.acquire(route.origin) { [self] result in
             switch result {
@@ -247,23 +275,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         request.writeStaticString(" ")
         writeTarget(into: &request)
         request.writeStaticString(" HTTP/1.1\r\n")
-        let configuredNames = route.identityFieldNames
-        for (name, value) in head.headers where HeaderScreen.isForwardable(name, connectionListed: fields.connectionListed) {
-            // A name some route sets as an identity field, in any spelling, is never the client's to send.
-            if !configuredNames.isEmpty, configuredNames.contains(HeaderScreen.folded(name)) { continue }
-            // The gateway's cookies never reach an upstream; the app's own pass as they came.
-            if name.utf8.count == 6, HeaderScreen.equalsLowercased(name.utf8, "cookie") {
-                if let kept = SessionCookie.withoutGatewayCookies(value) { HTTP1Bytes.writeField(name, kept, into: &request) }
-                continue
-            }
-            HTTP1Bytes.writeField(name, value, into: &request)
-        }
-        HTTP1Bytes.writeField("Host", route.origin.hostHeader, into: &request)
-        HTTP1Bytes.writeField(AssertionHeader.name, assertion, into: &request)
-        if let identity = route.identityFields { Self.writeIdentityFields(identity, of: caller, into: &request) }
-        HTTP1Bytes.writeField("X-Forwarded-For", clientAddress, into: &request)
-        HTTP1Bytes.writeField("X-Forwarded-Proto", plane.forwardedProto, into: &request)
-        if let authority = fields.host { HTTP1Bytes.writeField("X-Forwarded-Host", authority, into: &request) }
+        forEachUpstreamField(assertion: assertion, caller: caller) { name, value in HTTP1Bytes.writeField(name, value, into: &request) }
         // The opening handshake's own fields (Sec-WebSocket-*) went as they came; the upgrade is asked again, hop by hop.
         if webSocket { request.writeStaticString("Connection: Upgrade\r\nUpgrade: websocket\r\n") }
         if let length = fields.contentLength {
@@ -275,13 +287,50 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         request.writeStaticString("\r\n")
     }
 
+    /// The fields every upstream request carries, whichever protocol: the client's forwardable
+    /// fields as they came (never an identity field's name, never the gateway's cookies), then the
+    /// gateway's own: `Host`, the assertion, the identity fields, `X-Forwarded-*`.
+    private func forEachUpstreamField(assertion: String, caller: AuthenticatedCaller?, _ emit: (String, String) -> Void) {
+        let configuredNames = route.identityFieldNames
+        for (name, value) in head.headers where HeaderScreen.isForwardable(name, connectionListed: fields.connectionListed) {
+            // A name some route sets as an identity field, in any spelling, is never the client's to send.
+            if !configuredNames.isEmpty, configuredNames.contains(HeaderScreen.folded(name)) { continue }
+            // The gateway's cookies never reach an upstream; the app's own pass as they came.
+            if name.utf8.count == 6, HeaderScreen.equalsLowercased(name.utf8, "cookie") {
+                if let kept = SessionCookie.withoutGatewayCookies(value) { emit(name, kept) }
+                continue
+            }
+            emit(name, value)
+        }
+        emit("Host", route.origin.hostHeader)
+        emit(AssertionHeader.name, assertion)
+        if let identity = route.identityFields { Self.forEachIdentityField(identity, of: caller, emit) }
+        emit("X-Forwarded-For", clientAddress)
+        emit("X-Forwarded-Proto", plane.forwardedProto)
+        if let authority = fields.host { emit("X-Forwarded-Host", authority) }
+    }
+
+    /// The request head for an HTTP/2 upstream, as NIO's parts (its codec makes `:authority` of
+    /// `Host`): the fields `writeUpstreamHead` writes, with the length when known, and
+    /// `te: trailers` for a gRPC call (gRPC servers read it as the sign of a proxy that relays trailers).
+    private func upstreamHTTP2Head(assertion: String, caller: AuthenticatedCaller?) -> HTTPRequestHead {
+        var headers = HTTPHeaders()
+        headers.reserveCapacity(head.headers.count + 8)
+        forEachUpstreamField(assertion: assertion, caller: caller) { name, value in headers.add(name: name, value: value) }
+        if let length = fields.contentLength { headers.add(name: "Content-Length", value: length) }
+        if GRPCRequest.contentType(fields.contentType) != nil { headers.add(name: "TE", value: "trailers") }
+        var target = ByteBuffer()
+        writeTarget(into: &target)
+        return HTTPRequestHead(version: .http1_1, method: head.method, uri: String(buffer: target), headers: headers)
+    }
+
     /// The route's identity fields for `caller`, those with a value (none without a caller, on an
     /// `auth: none` route): any client copy is stripped already, so a missing field is no one's.
-    private static func writeIdentityFields(_ names: IdentityFieldNames, of caller: AuthenticatedCaller?, into request: inout ByteBuffer) {
+    private static func forEachIdentityField(_ names: IdentityFieldNames, of caller: AuthenticatedCaller?, _ emit: (String, String) -> Void) {
         guard let caller else { return }
         let values = IdentityFieldValues(caller)
         for (name, value) in [(names.user, values.user), (names.email, values.email), (names.groups, values.groups), (names.tenant, values.tenant)] {
-            if let name, !value.isEmpty { HTTP1Bytes.writeField(name, value, into: &request) }
+            if let name, !value.isEmpty { emit(name, value) }
         }
     }
 
@@ -317,6 +366,25 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         if !channel.isWritable { handler.holdReads() }
     }
 
+    /// The stream to an HTTP/2 upstream opened: the request's head, the body so far, its end if it came.
+    private func connected(_ stream: UpstreamStream) {
+        guard !finished, let requestHead = upstreamRequestHead else {
+            stream.channel.close(promise: nil)
+            return
+        }
+        upstreamRequestHead = nil
+        upstreamStream = stream
+        stream.handler.delegate = self
+        stream.handler.answersHEAD = head.method == .HEAD
+        let channel = stream.channel
+        channel.write(HTTPClientRequestPart.head(requestHead), promise: nil)
+        for buffer in pendingBody { channel.write(HTTPClientRequestPart.body(.byteBuffer(buffer)), promise: nil) }
+        pendingBody = []
+        if requestEnded { channel.write(HTTPClientRequestPart.end(requestTrailers), promise: nil) }
+        channel.flush()
+        if !channel.isWritable { handler.holdReads() }
+    }
+
     /// A part of the client's request body (or its end).
     func clientRead(_ part: HTTPServerRequestPart) {
         switch part {
@@ -332,15 +400,20 @@ final class ProxyExchange: UpstreamConnectionDelegate {
                 writeBodyUpstream(buffer, on: upstream.channel)
                 upstream.channel.flush()
                 if !upstream.channel.isWritable { handler.holdReads() }
+            } else if let stream = upstreamStream {
+                stream.channel.writeAndFlush(HTTPClientRequestPart.body(.byteBuffer(buffer)), promise: nil)
+                if !stream.channel.isWritable { handler.holdReads() }
             } else {
                 pendingBody.append(buffer)
             }
-        case .end:
+        case .end(let trailers):
             requestEnded = true
+            requestTrailers = trailers
             if finished {
                 handler.exchangeFinished(requestEnded: true, closeConnection: false)
             } else {
                 if upstreamChunked { upstream?.channel.writeAndFlush(HTTP1Bytes.lastChunk, promise: nil) }
+                upstreamStream?.channel.writeAndFlush(HTTPClientRequestPart.end(trailers), promise: nil)
             }
         }
     }
@@ -383,13 +456,17 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             } else {
                 handler.writeBytesToClient(buffer)
             }
-            if !handler.clientIsWritable { upstream?.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in } }
+            if !handler.clientIsWritable { upstreamChannel?.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in } }
         case .end:
             if handler.relaysAnswerParts {
-                handler.writeToClient(.end(nil), flush: true)
+                handler.writeToClient(.end(answerTrailers), flush: true)
                 return complete()
             }
-            if relayChunked { handler.writeBytesToClient(HTTP1Bytes.lastChunk) }
+            if relayChunked, let trailers = answerTrailers {
+                handler.writeBytesToClient(HTTP1Bytes.lastChunk(trailers: trailers))
+            } else if relayChunked {
+                handler.writeBytesToClient(HTTP1Bytes.lastChunk)
+            }
             handler.bytesAnswerEnded()
             handler.flushClient()
             complete()
@@ -476,6 +553,14 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         return HTTPResponseHead(version: head.version, status: HTTPResponseStatus(statusCode: response.status), headers: headers)
     }
 
+    /// An HTTP/2 upstream's trailers: relayed with the answer's end (to an HTTP/1.1 client only
+    /// when its answer is chunked; a length-framed answer has nowhere to carry them).
+    func upstreamTrailers(_ trailers: HTTPHeaders) {
+        var kept = HTTPHeaders()
+        for (name, value) in trailers where HeaderScreen.isForwardable(name, connectionListed: []) { kept.add(name: name, value: value) }
+        answerTrailers = kept
+    }
+
     func upstreamReadComplete() {
         handler.flushClient()
     }
@@ -486,12 +571,13 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     }
 
     func clientWritabilityChanged(_ writable: Bool) {
-        if writable { upstream?.channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in } }
+        if writable { upstreamChannel?.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in } }
     }
 
     func upstreamClosed() {
         guard !finished else { return }
         upstream = nil
+        upstreamStream = nil
         if responseStarted {
             // Part of an answer went out: the client cannot be told cleanly. Its connection closes without
             // the last chunk (as nginx does), so no client takes a cut body for a whole one.
@@ -528,6 +614,15 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             upstream.handler.delegate = nil
             upstream.channel.close(promise: nil)
         }
+        dropUpstreamStream()
+    }
+
+    /// Resets the stream to an HTTP/2 upstream, if one is open (the exchange ended without its answer).
+    private func dropUpstreamStream() {
+        guard let stream = upstreamStream else { return }
+        stream.handler.delegate = nil
+        stream.channel.close(promise: nil)
+        upstreamStream = nil
     }
 
     /// The client did not send the whole request in time: `error` (408) if nothing was sent yet, and close.
@@ -547,6 +642,14 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     // MARK: Ending
 
     func complete() {
+        if let stream = upstreamStream {
+            stream.handler.delegate = nil
+            upstreamStream = nil
+            // The answer ended before the request did: the upstream needs no more of it.
+            if !requestEnded { stream.channel.close(promise: nil) }
+            recordUpstream(status)
+            return finish(closeClient: closesClient)
+        }
         guard let upstream else { return }
         pool?.release(upstream, to: route.origin, reusable: upstreamKeepAlive && requestEnded)
         self.upstream = nil
@@ -568,6 +671,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             upstream.channel.close(promise: nil)
             self.upstream = nil
         }
+        dropUpstreamStream()
         if let upstreamStatus { recordUpstream(upstreamStatus) }
         if responseStarted {
             return finish(closeClient: true)

@@ -26,6 +26,8 @@ public struct ProxyRoute: Sendable, Equatable {
     public var signIn: String?
     /// `grpc: true`: only gRPC requests (`content-type: application/grpc...`) reach the upstream; anything else is 415 `grpc_required`.
     public var grpcOnly: Bool = false
+    /// How the upstream is spoken to (`protocol`): `http1`, `h2c` (an `http://` upstream) or `h2` (`https://`).
+    public var upstreamProtocol: UpstreamProtocol = .http1
 
     public init(prefix: String, upstream: String, methods: [HTTPRequest.Method]? = nil, requiresToken: Bool = true, policy: RoutePolicy? = nil) {
         self.prefix = prefix

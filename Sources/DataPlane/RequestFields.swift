@@ -21,6 +21,8 @@ struct RequestFields {
     private(set) var contentLength: String?
     /// The first `Content-Type`: a gRPC request is refused in gRPC's terms (`GRPCRequest`).
     private(set) var contentType: String?
+    /// The first `grpc-timeout`: the call's deadline, which bounds the wait for the upstream's answer.
+    private(set) var grpcTimeout: String?
     /// The first `Host`, sent upstream as `X-Forwarded-Host`.
     private(set) var host: String?
     /// Whether the request names a transfer coding (its body then goes upstream chunked).
@@ -45,6 +47,8 @@ struct RequestFields {
                 Self.join(value, into: &sessionID)
             case 12 where HeaderScreen.equalsLowercased(name.utf8, "content-type"):
                 if contentType == nil { contentType = value }
+            case 12 where HeaderScreen.equalsLowercased(name.utf8, "grpc-timeout"):
+                if grpcTimeout == nil { grpcTimeout = value }
             case 13 where HeaderScreen.equalsLowercased(name.utf8, "authorization"):
                 Self.join(value, into: &authorization)
             case 14 where HeaderScreen.equalsLowercased(name.utf8, "content-length"):

@@ -32,7 +32,11 @@ package struct RouteTable: Sendable {
         let identityFieldNames = Set(routes.flatMap { $0.identityFields?.names ?? [] }.map(HeaderScreen.folded))
         self.identityFieldNames = identityFieldNames
         let served = routes.compactMap { route -> (ProxyRoute, UpstreamOrigin)? in
-            UpstreamOrigin(url: route.upstream).map { (route, $0) }
+            UpstreamOrigin(url: route.upstream).map { origin in
+                var origin = origin
+                origin.transport = route.upstreamProtocol
+                return (route, origin)
+            }
         }
         // Most specific first; configuration order among equals (the configuration refuses two with the same host and prefix).
         let ordered = served.enumerated().sorted { a, b in

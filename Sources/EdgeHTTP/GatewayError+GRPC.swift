@@ -1,3 +1,4 @@
+import NIOCore
 import NIOHTTP1
 
 /// A gRPC request, as the gateway tells one (its `content-type`), and the form its refusals take.
@@ -32,6 +33,23 @@ package enum GRPCRequest {
         case 502, 503: 14  // UNAVAILABLE
         case 400..<500: 3  // INVALID_ARGUMENT
         default: 13  // INTERNAL
+        }
+    }
+
+    /// A `grpc-timeout` value (1 to 8 digits and a unit: H, M, S, m, u, n), or `nil` when it is not one.
+    package static func timeout(_ value: String) -> TimeAmount? {
+        let bytes = Array(value.utf8)
+        guard (2...9).contains(bytes.count), let unit = bytes.last, let amount = Int64(String(decoding: bytes.dropLast(), as: UTF8.self)),
+            bytes.dropLast().allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
+        else { return nil }
+        switch unit {
+        case UInt8(ascii: "H"): return .hours(amount)
+        case UInt8(ascii: "M"): return .minutes(amount)
+        case UInt8(ascii: "S"): return .seconds(amount)
+        case UInt8(ascii: "m"): return .milliseconds(amount)
+        case UInt8(ascii: "u"): return .microseconds(amount)
+        case UInt8(ascii: "n"): return .nanoseconds(amount)
+        default: return nil
         }
     }
 

@@ -12,6 +12,14 @@ package enum HTTP1Bytes {
     package static let crlf = ByteBuffer(string: "\r\n")
     package static let lastChunk = ByteBuffer(string: "0\r\n\r\n")
 
+    /// The last chunk with a trailer section (RFC 9112 §7.1.2): an HTTP/2 upstream's trailers, to an HTTP/1.1 client.
+    package static func lastChunk(trailers: HTTPHeaders) -> ByteBuffer {
+        var buffer = ByteBuffer(string: "0\r\n")
+        for (name, value) in trailers { writeField(name, value, into: &buffer) }
+        buffer.writeStaticString("\r\n")
+        return buffer
+    }
+
     /// `name: value` and its CRLF.
     package static func writeField(_ name: String, _ value: String, into buffer: inout ByteBuffer) {
         buffer.writeString(name)

@@ -195,6 +195,7 @@ public struct GatewayServices: Sendable {
             table: routeTable, authenticator: authenticator, sessions: sessionOwners, runtime: runtime, admission: admission,
             metrics: metrics, logger: logger, accessLog: accessLog, maximumBodyBytes: configuration.maximumBodyBytes, upstreamTimeout: configuration.runtimeTimeout,
             forwardedProto: configuration.forwardedProto, upstreamTLS: try DataPlane.upstreamTLSContext(caFile: configuration.upstreamCAFile),
+            upstreamTLSForHTTP2: try DataPlane.upstreamTLSContext(caFile: configuration.upstreamCAFile, alpn: ["h2"]),
             browser: browserGate, tunnels: tunnels)
     }
 

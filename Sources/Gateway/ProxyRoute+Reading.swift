@@ -7,7 +7,7 @@ import TrafficCop
 
 extension ProxyRoute {
     /// The keys of a route map in `gateway.routes`.
-    static let settingNames: Set<String> = ["host", "prefix", "upstream", "strip_prefix", "methods", "auth", "sign_in", "require", "identity_headers", "grpc"]
+    static let settingNames: Set<String> = ["host", "prefix", "upstream", "strip_prefix", "methods", "auth", "sign_in", "require", "identity_headers", "grpc", "protocol"]
     /// The keys of a route's `identity_headers`.
     static let identityFieldKeys: Set<String> = ["user", "email", "groups", "tenant"]
     /// The keys of a route's `require`.
@@ -48,8 +48,18 @@ extension ProxyRoute {
             self.host = host
         }
         if let problem { throw entry.problem("prefix", problem) }
-        if let strips = try entry.bool("strip_prefix") { stripsPrefix = strips }
         if let grpc = try entry.bool("grpc") { grpcOnly = grpc }
+        // A gRPC method's path is the service's own (`/package.Service/Method`): kept whole unless told.
+        stripsPrefix = try entry.bool("strip_prefix") ?? !grpcOnly
+        if let name = try entry.string("protocol") {
+            guard let value = UpstreamProtocol(rawValue: name) else {
+                throw entry.problem("protocol", "must be http1 (the default), h2c (HTTP/2 to an http:// upstream) or h2 (HTTP/2 over TLS to an https:// upstream), not \"\(name)\"")
+            }
+            let secure = upstream.lowercased().hasPrefix("https://")
+            if value == .h2c && secure { throw entry.problem("protocol", "h2c is HTTP/2 over plain TCP: the upstream must be http://; for https:// say h2") }
+            if value == .h2 && !secure { throw entry.problem("protocol", "h2 is HTTP/2 over TLS: the upstream must be https://; for http:// say h2c") }
+            upstreamProtocol = value
+        }
         if let fields = try entry.map("identity_headers") {
             identityFields = try Self.identityFields(reading: fields)
         }

@@ -5,6 +5,7 @@ gateway's stable error code in the status's details. Prints one line per check (
 """
 import json
 import os
+import queue
 import secrets
 import sys
 import urllib.error
@@ -47,7 +48,7 @@ code, details = call("/down.Service/Call", bearer)
 check(code == grpc.StatusCode.UNAVAILABLE and "upstream_unavailable" in details, f"an upstream that is down: UNAVAILABLE ({code}, {details!r})")
 code, details = call("/hung.Service/Call", bearer)
 check(code == grpc.StatusCode.DEADLINE_EXCEEDED and "upstream_timeout" in details, f"an upstream that never answers: DEADLINE_EXCEEDED ({code}, {details!r})")
-code, details = call("/hung.Service/Call", bearer, request=b"x" * 200_000)
+code, details = call("/hung.Service/Call", bearer, request=b"x" * 3_000_000)
 check(code == grpc.StatusCode.RESOURCE_EXHAUSTED and "payload_too_large" in details, f"a message past gateway.max_body_bytes: RESOURCE_EXHAUSTED ({code}, {details!r})")
 code, details = call("/down.Service/a%00b", bearer)
 check(code == grpc.StatusCode.INVALID_ARGUMENT and "invalid_request" in details, f"a path the gateway refuses: INVALID_ARGUMENT ({code}, {details!r})")
@@ -64,3 +65,61 @@ try:
 except urllib.error.HTTPError as error:
     body = json.loads(error.read())
     check(error.code == 415 and body["error"] == "grpc_required", f"grpc: true: a JSON request is 415 grpc_required ({error.code}, {body})")
+
+# Calls that reach a gRPC server behind the gateway (protocol: h2c), with the token in the metadata.
+OPTIONS = [("grpc.max_receive_message_length", 8 << 20), ("grpc.max_send_message_length", 8 << 20)]
+with grpc.insecure_channel(TARGET, options=OPTIONS) as channel:
+    unary = channel.unary_unary("/test.Echo/Unary")
+    answer, call = unary.with_call(b"hello", metadata=bearer + [("x-custom", "kept")], timeout=15)
+    seen = json.loads(answer)
+    check(seen["length"] == 5 and seen["assertion"] and not seen["authorization"] and "x-custom" in seen["names"],
+          f"unary: the server got the message, the metadata, the gateway's assertion and never the token ({seen})")
+    check(("x-trailer", "done") in list(call.trailing_metadata()), f"unary: the server's trailing metadata is relayed ({call.trailing_metadata()})")
+    check(call.code() == grpc.StatusCode.OK, "unary: status OK, read from the relayed trailers")
+
+    items = [item.decode() for item in channel.unary_stream("/test.Echo/ServerStream")(b"50", metadata=bearer, timeout=15)]
+    check(items == [f"item-{index}" for index in range(50)], f"server streaming: fifty messages in order ({len(items)})")
+
+    def messages():
+        for index in range(100):
+            yield b"m" * 1000
+    total = json.loads(channel.stream_unary("/test.Echo/ClientStream")(messages(), metadata=bearer, timeout=15))
+    check(total == {"count": 100, "total": 100_000}, f"client streaming: a hundred messages arrive whole ({total})")
+
+    # Each message is sent only once the answer to the one before came back through the gateway:
+    # both directions stream, neither waits for the other's end.
+    outgoing = queue.Queue()
+    outgoing.put(b"m0")
+
+    def conversation():
+        while (message := outgoing.get()) is not None:
+            yield message
+    answers = []
+    for reply in channel.stream_stream("/test.Echo/Bidi")(conversation(), metadata=bearer, timeout=15):
+        answers.append(reply.decode())
+        outgoing.put(f"m{len(answers)}".encode() if len(answers) < 5 else None)
+    check(answers == [f"echo:m{index}" for index in range(5)], f"bidirectional streaming: each message answered before the next is sent ({answers})")
+
+    try:
+        channel.unary_unary("/test.Echo/Fail").with_call(b"NOT_FOUND:no such thing", metadata=bearer, timeout=15)
+        check(False, "a server's own status is relayed")
+    except grpc.RpcError as error:
+        check(error.code() == grpc.StatusCode.NOT_FOUND and error.details() == "no such thing" and ("x-reason", "asked") in list(error.trailing_metadata()),
+              f"a server's own status, message and trailing metadata are relayed ({error.code()}, {error.details()!r})")
+
+    try:
+        channel.unary_unary("/test.Echo/Slow")(b"", metadata=bearer, timeout=1)
+        check(False, "a deadline is honoured")
+    except grpc.RpcError as error:
+        check(error.code() == grpc.StatusCode.DEADLINE_EXCEEDED, f"a call past its deadline (grpc-timeout 1 s, the server takes 5): DEADLINE_EXCEEDED ({error.code()})")
+
+    large = channel.unary_unary("/test.Echo/Large")(str(3 << 20).encode(), metadata=bearer, timeout=15)
+    check(len(large) == 3 << 20, f"a 3 MiB answer arrives whole ({len(large)})")
+    echoed = json.loads(unary(b"x" * (1 << 20), metadata=bearer, timeout=15))
+    check(echoed["length"] == 1 << 20, f"a 1 MiB request arrives whole ({echoed['length']})")
+
+    try:
+        unary(b"hello", timeout=15)
+        check(False, "no token on a gRPC route")
+    except grpc.RpcError as error:
+        check(error.code() == grpc.StatusCode.UNAUTHENTICATED, f"the same route without a token: UNAUTHENTICATED ({error.code()})")

@@ -1,4 +1,5 @@
 import NIOCore
+import NIOHTTP1
 
 /// A part of an upstream's answer, framed by `UpstreamResponseParser`.
 enum UpstreamResponsePart {
@@ -16,6 +17,8 @@ protocol UpstreamConnectionDelegate: AnyObject {
     func upstreamWritabilityChanged(_ writable: Bool)
     /// The connection failed (a TLS handshake refused, or an answer that is not valid HTTP/1.1); it is closed next.
     func upstreamFailed(_ error: any Error)
+    /// The answer's trailers (an HTTP/2 upstream's; gRPC's status), just before its `.end`.
+    func upstreamTrailers(_ trailers: HTTPHeaders)
 }
 
 /// The only handler of an upstream connection (after TLS, for `https://`): frames the answer

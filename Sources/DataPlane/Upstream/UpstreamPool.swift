@@ -10,6 +10,8 @@ package struct UpstreamOrigin: Hashable, Sendable {
     let basePath: String
     /// `https://`: the connection is TLS, its certificate verified for `host`.
     let usesTLS: Bool
+    /// HTTP/1.1 (pooled connections) or HTTP/2 (streams on one connection): the route's `protocol`.
+    package var transport: UpstreamProtocol = .http1
 
     /// `http://host[:port][/base]` or `https://...`; `nil` for anything else.
     package init?(url: String) {
