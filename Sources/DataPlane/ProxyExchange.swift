@@ -78,6 +78,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     private var upstreamNanoseconds: Int64 = 0
     /// When the upstream must have answered by (the handler's deadline check reads it).
     var deadline: NIODeadline?
+    /// The call's `grpc-timeout`, when it is sooner than the gateway's own wait for the upstream.
+    private var callDeadline: TimeAmount?
     /// The request asked to become a WebSocket (`RouteUpgradeOffer`): the upstream is asked for the
     /// upgrade, and its 101 turns both connections into a tunnel.
     let webSocket: Bool
@@ -243,8 +245,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             handler.writeToClient(.head(HTTPResponseHead(version: .http1_1, status: .continue)), flush: true)
         }
         // A gRPC call's own deadline, when sooner, bounds the wait for the answer's head.
-        let wait = fields.grpcTimeout.flatMap(GRPCRequest.timeout).map { min($0, plane.upstreamTimeout) } ?? plane.upstreamTimeout
-        deadline = .now() + wait
+        callDeadline = fields.grpcTimeout.flatMap(GRPCRequest.timeout).flatMap { $0 < plane.upstreamTimeout ? $0 : nil }
+        deadline = .now() + (callDeadline ?? plane.upstreamTimeout)
         handler.watchDeadline()
         if overHTTP2 {
             return plane.http2Pool(for: eventLoop).openStream(to: route.origin) { [self] result in
@@ -634,9 +636,13 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     /// The deadline passed without an answer: 504.
     func timedOut() {
         guard !finished, !responseStarted else { return }
-        fail(
-            GatewayError(.gatewayTimeout, "upstream_timeout", "the upstream did not answer within \(plane.upstreamTimeout.nanoseconds / 1_000_000_000) s; try again"),
-            upstreamStatus: 504)
+        let message =
+            if let callDeadline {
+                "the upstream did not answer within the call's grpc-timeout (\(callDeadline.nanoseconds / 1_000_000) ms)"
+            } else {
+                "the upstream did not answer within \(plane.upstreamTimeout.nanoseconds / 1_000_000_000) s; try again"
+            }
+        fail(GatewayError(.gatewayTimeout, "upstream_timeout", message), upstreamStatus: 504)
     }
 
     // MARK: Ending

@@ -8,6 +8,7 @@ import os
 import queue
 import secrets
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -123,3 +124,30 @@ with grpc.insecure_channel(TARGET, options=OPTIONS) as channel:
         check(False, "no token on a gRPC route")
     except grpc.RpcError as error:
         check(error.code() == grpc.StatusCode.UNAUTHENTICATED, f"the same route without a token: UNAUTHENTICATED ({error.code()})")
+
+# The trailers-only form on the wire: a refused call is one HEADERS frame that ends the stream.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import h2raw  # noqa: E402
+
+raw = h2raw.Raw(PORT)
+raw.request(1, "/down.Service/Call", method="POST", extra=[("content-type", "application/grpc"), ("te", "trailers")])
+frames = [f for f in raw.frames(3, until=lambda f: f[2] == 1 and f[1] & h2raw.END_STREAM) if f[2] == 1]
+raw.close()
+check([(kind, bool(flags & h2raw.END_STREAM)) for kind, flags, _, _ in frames] == [(h2raw.HEADERS, True)],
+      f"a refused call is answered trailers-only: one HEADERS frame ending the stream ({[(k, f) for k, f, _, _ in frames]})")
+
+# grpc-timeout bounds the gateway's wait for the upstream, whatever the client does with its own deadline.
+raw = h2raw.Raw(PORT)
+started = time.time()
+raw.request(1, "/test.Echo/Slow", method="POST", extra=[("content-type", "application/grpc"), ("te", "trailers"), ("grpc-timeout", "500m"),
+                                                         ("authorization", "Bearer " + TOKEN)], end_stream=False)
+raw.send(h2raw.frame(h2raw.DATA, h2raw.END_STREAM, 1, b"\x00\x00\x00\x00\x00"))
+decoder = __import__("hpack").Decoder()
+frames = raw.frames(4, until=lambda f: f[2] == 1 and f[1] & h2raw.END_STREAM)
+raw.close()
+fields = {}
+for kind, _, stream, payload in frames:
+    if kind == h2raw.HEADERS and stream == 1:
+        fields.update(dict(decoder.decode(payload)))
+elapsed = time.time() - started
+check(fields.get("grpc-status") == "4" and elapsed < 1.5, f"grpc-timeout 500m: the gateway answers DEADLINE_EXCEEDED after {elapsed:.2f} s, not its own 2 s ({fields.get('grpc-status')}, {fields.get('grpc-message')})")
