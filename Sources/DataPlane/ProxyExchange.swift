@@ -708,7 +708,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             route: route, method: head.method, status: status, nanoseconds: nanoseconds, upstreamStatus: upstreamStatus,
             upstreamNanoseconds: upstreamNanoseconds)
         plane.accessLog.record(
-            requestID: requestID, method: head.method.rawValue, route: route.template, path: path, status: status, nanoseconds: nanoseconds)
+            requestID: requestID, method: head.method.rawValue, route: route.template, path: path, status: status, nanoseconds: nanoseconds,
+            protocol: head.version.major == 2 ? "HTTP/2" : head.version.minor == 0 ? "HTTP/1.0" : "HTTP/1.1")
         handler.exchangeFinished(requestEnded: requestEnded, closeConnection: closeClient)
     }
 

@@ -41,16 +41,16 @@ public struct AccessLog: Sendable {
     ///
     /// Concrete for the two spellings callers have (the data plane's `Substring`, the API's
     /// `String`): a generic entry point called from another module would run unspecialised.
-    public func record(requestID: String, method: String, route: String, path: Substring, status: Int, nanoseconds: Int64) {
-        recordLine(requestID: requestID, method: method, route: route, path: path, status: status, nanoseconds: nanoseconds)
+    public func record(requestID: String, method: String, route: String, path: Substring, status: Int, nanoseconds: Int64, protocol version: String = "HTTP/1.1") {
+        recordLine(requestID: requestID, method: method, route: route, path: path, status: status, nanoseconds: nanoseconds, version: version)
     }
 
     /// `record` for a path held as a `String`.
-    public func record(requestID: String, method: String, route: String, path: String, status: Int, nanoseconds: Int64) {
-        recordLine(requestID: requestID, method: method, route: route, path: path, status: status, nanoseconds: nanoseconds)
+    public func record(requestID: String, method: String, route: String, path: String, status: Int, nanoseconds: Int64, protocol version: String = "HTTP/1.1") {
+        recordLine(requestID: requestID, method: method, route: route, path: path, status: status, nanoseconds: nanoseconds, version: version)
     }
 
-    private func recordLine(requestID: String, method: String, route: String, path: some StringProtocol, status: Int, nanoseconds: Int64) {
+    private func recordLine(requestID: String, method: String, route: String, path: some StringProtocol, status: Int, nanoseconds: Int64, version: String) {
         guard isEnabled else { return }
         switch output {
         case .logger(let logger):
@@ -58,7 +58,7 @@ public struct AccessLog: Sendable {
                 "request",
                 metadata: [
                     "request_id": "\(requestID)", "method": "\(method)", "route": "\(route)",
-                    "path": "\(PathRedaction.redactedPath(String(path)))", "status": .stringConvertible(status),
+                    "path": "\(PathRedaction.redactedPath(String(path)))", "protocol": "\(version)", "status": .stringConvertible(status),
                     "duration_ms": .stringConvertible(Double(nanoseconds / 1000) / 1000),
                 ])
         case .sink(let sink, .json):
@@ -75,6 +75,8 @@ public struct AccessLog: Sendable {
                 JSONWriter.appendString(method, to: &line)
                 line.append(contentsOf: #","path":"#.utf8)
                 PathRedaction.appendRedactedPath(path, to: &line, json: true)
+                line.append(contentsOf: #","protocol":"#.utf8)
+                JSONWriter.appendString(version, to: &line)
                 line.append(contentsOf: #","request_id":"#.utf8)
                 JSONWriter.appendString(requestID, to: &line)
                 line.append(contentsOf: #","route":"#.utf8)
@@ -95,6 +97,8 @@ public struct AccessLog: Sendable {
                 line.append(contentsOf: method.utf8)
                 line.append(contentsOf: " path=".utf8)
                 PathRedaction.appendRedactedPath(path, to: &line)
+                line.append(contentsOf: " protocol=".utf8)
+                line.append(contentsOf: version.utf8)
                 line.append(contentsOf: " request_id=".utf8)
                 line.append(contentsOf: requestID.utf8)
                 line.append(contentsOf: " route=".utf8)

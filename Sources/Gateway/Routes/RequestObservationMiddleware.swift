@@ -43,7 +43,7 @@ struct RequestObservationMiddleware: RouterMiddleware {
         metrics.request(route: route, method: request.method.rawValue, status: response.status.code, nanoseconds: nanoseconds)
         accessLog.record(
             requestID: requestID, method: request.method.rawValue, route: route, path: request.uri.path,
-            status: Int(response.status.code), nanoseconds: nanoseconds)
+            status: Int(response.status.code), nanoseconds: nanoseconds, protocol: context.httpVersion)
         return response
     }
 

@@ -96,6 +96,12 @@ struct HTTP2Tests {
             ])
             #expect(refused.answer.status == 413 && refused.answer.error == "payload_too_large", "\(flag): \(refused.answer.raw.prefix(300))")
         }
+        // The access log names the protocol, for the data plane's requests and the API's alike.
+        let logins = await fixture.log.lines(containing: "/api/auth/login")
+        for version in ["HTTP/1.1", "HTTP/2"] {
+            #expect(await !fixture.log.lines(containing: #""protocol":"\#(version)""#, #""route":"/api/echo/**""#).isEmpty, "\(version) on a route")
+            #expect(logins.contains { $0.contains(#""protocol":"\#(version)""#) }, "\(version) on the API: \(logins)")
+        }
         try await fixture.stop()
         try await upstream.stop()
     }

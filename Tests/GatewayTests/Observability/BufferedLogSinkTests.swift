@@ -90,7 +90,7 @@ struct BufferedLogSinkTests {
         let parts = line.split(separator: " ", maxSplits: 1)
         let stamp = String(parts[0])
         #expect((try? Date(stamp, strategy: Date.ISO8601FormatStyle())) != nil, "\(stamp)")
-        #expect(parts[1] == "info portcullis.access : duration_ms=2.0 method=POST path=/api/intent request_id=abc route=/api/intent status=201 request")
+        #expect(parts[1] == "info portcullis.access : duration_ms=2.0 method=POST path=/api/intent protocol=HTTP/1.1 request_id=abc route=/api/intent status=201 request")
     }
 
     /// A sink that keeps whole lines (for the log handler's side of a comparison).
