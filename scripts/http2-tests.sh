@@ -7,6 +7,9 @@
 #   scripts/http2-tests.sh        uses .build/debug/portcullis (swift test builds it)
 #   PORTCULLIS_BIN=path           another binary
 #
+# Then Tests/HTTP2/test_browser_h2.py: the demo page and the client over HTTP/2 (ALPN h2 on a TLS
+# listener) in Chromium. Without chromium that part says how to install it and is skipped, except
+# in CI (CI=true), where it must run.
 # Makes its own Python environment in .build/http2-venv (pip install h2 grpcio). Loopback only;
 # every process it starts is stopped by its PID.
 set -euo pipefail
@@ -18,10 +21,10 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import h2, grpc" 2>/d
   "$VENV/bin/pip" install -q h2 grpcio
 fi
 WORK=$(mktemp -d)
-PORT=18721 FILES_PORT=18722 HUNG_PORT=18723 GRPC_PORT=18724
-SERVE_PID= FILES_PID= HUNG_PID= GRPC_PID=
+PORT=18721 FILES_PORT=18722 HUNG_PORT=18723 GRPC_PORT=18724 TLS_PORT=18725
+SERVE_PID= FILES_PID= HUNG_PID= GRPC_PID= TLS_PID=
 cleanup() {
-  for pid in $SERVE_PID $FILES_PID $HUNG_PID $GRPC_PID; do kill "$pid" 2>/dev/null || true; done
+  for pid in $SERVE_PID $FILES_PID $HUNG_PID $GRPC_PID $TLS_PID; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$WORK"
 }
@@ -74,3 +77,35 @@ export PORTCULLIS_PORT=$PORT PORTCULLIS_PID=$SERVE_PID PORTCULLIS_TOKEN_FILE=$WO
 (cd "$ROOT/Tests/HTTP2" && "$VENV/bin/python" test_attacks.py) || { tail -20 "$WORK/serve.log"; exit 1; }
 kill -0 "$SERVE_PID" || { echo "FAIL  serve ended"; tail -20 "$WORK/serve.log"; exit 1; }
 echo "ok    serve ran through every HTTP/2 test"
+
+# Chromium over HTTP/2: a second serve, with TLS.
+CHROMIUM=${CHROMIUM:-$(command -v chromium || true)}
+if [ -z "$CHROMIUM" ]; then
+  if [ "${CI:-}" = true ]; then echo "http2-tests.sh: chromium is missing (apt-get install chromium)" >&2; exit 1; fi
+  echo "http2-tests.sh: the Chromium part skipped: chromium is missing; install it with apt-get install chromium"
+  exit 0
+fi
+source "$ROOT/scripts/lib/gateway.sh"
+BROWSER_VENV=$(browser_venv)
+mkdir -p "$WORK/tls/config"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=127.0.0.1 \
+  -addext subjectAltName=IP:127.0.0.1 -keyout "$WORK/tls/key.pem" -out "$WORK/tls/cert.pem" 2>/dev/null
+chmod 600 "$WORK/tls/key.pem"
+cat > "$WORK/tls/config/portcullis.yaml" <<YAML
+gateway:
+  port: $TLS_PORT
+  tls:
+    certificate_path: $WORK/tls/cert.pem
+    private_key_path: $WORK/tls/key.pem
+admin:
+  enabled: false
+runtime:
+  port: 0
+logging:
+  level: warning
+YAML
+(cd "$WORK/tls" && exec "$BIN" serve > serve.log 2>&1) & TLS_PID=$!
+for _ in $(seq 150); do curl -skf -o /dev/null "https://127.0.0.1:$TLS_PORT/readyz" && break; sleep 0.2; done
+printf 'browser password 1\n' | (cd "$WORK/tls" && "$BIN" users add browser --tenant default --password-stdin > /dev/null)
+CHROMIUM=$CHROMIUM PORTCULLIS_TLS_URL="https://127.0.0.1:$TLS_PORT" PORTCULLIS_PASSWORD="browser password 1" \
+  "$BROWSER_VENV/bin/python" "$ROOT/Tests/HTTP2/test_browser_h2.py" || { tail -20 "$WORK/tls/serve.log"; exit 1; }
