@@ -12,8 +12,10 @@
 # form-fields (the sign-in callback's query and the back-channel logout's form: FormEncoding),
 # sign-in-redirect (a browser sign-in's rd: SignInRedirect, against Foundation's URL resolution),
 # answer-framing (mixed request sequences on one connection to a live gateway, every answer
-# read strictly for its own request; the books of owed answers against a model).
-# answer-framing runs `portcullis serve` (PORTCULLIS_BIN, default the debug build, built
+# read strictly for its own request; the books of owed answers against a model),
+# http2-frames (HTTP/2 frames on one connection to a live gateway: every frame it sends back well
+# framed, and a fresh HTTP/1.1 and HTTP/2 request served after each input).
+# answer-framing and http2-frames run `portcullis serve` (PORTCULLIS_BIN, default the debug build, built
 # when missing) with a route to `portcullis-probes framing-upstream`, both stopped by PID.
 # Each is built with `swiftc -sanitize=fuzzer,address` against the real sources,
 # seeded from ../shared/vectors (PORTCULLIS_VECTORS) when present, and run for
@@ -26,7 +28,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VECTORS=${PORTCULLIS_VECTORS:-$ROOT/../shared/vectors}
 OUT="$ROOT/.build/fuzz"
 TARGETS=("$@")
-[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(token json base64url session-id agent-frame request-target upstream-response plain-request form-fields sign-in-redirect answer-framing)
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(token json base64url session-id agent-frame request-target upstream-response plain-request form-fields sign-in-redirect answer-framing http2-frames)
 mkdir -p "$OUT/lib"
 FLAGS=(-sanitize=fuzzer,address -parse-as-library -O -g -package-name portcullis -I "$ROOT/Sources/CLibCrypto" -I "$ROOT/Sources/CLibCryptoSetup/include")
 
@@ -63,6 +65,9 @@ seed() {  # target
     plain-request) printf 'GET /api/v1/x?a=1 HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer a.b.c\r\nConnection: keep-alive\r\n\r\n' > "$corpus/get"
                  printf 'POST /a HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi' > "$corpus/post"
                  printf 'HEAD /a HTTP/1.1\r\nX-A:\t1\r\nX-B:\r\n\r\nGET /b HTTP/1.1\r\n\r\n' > "$corpus/pipelined" ;;
+    http2-frames) printf '\x01\x05\x00\x01\x02' > "$corpus/get-health"
+                 printf '\x01\x04\x00\x01\x43\x00\x01\x00\x04\x00\x00\x00\x00\x09\x04\x00\x00' > "$corpus/post-route-continuation"
+                 printf '\x01\x05\x00\x01\x42\x03\x00\x00\x04\x00\x00\x00\x08\x06\x00\x00\x08abcdefgh' > "$corpus/reset-ping" ;;
     answer-framing) printf '\x01\x00\x01\x0a\x0b\x06\x0c' > "$corpus/pipelined-mix"
                  printf '\x00\x0e\x01\x07\x0f\x03\x02\x04' > "$corpus/one-by-one-mix"
                  printf '\x03\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b' > "$corpus/refused-target" ;;
@@ -121,6 +126,8 @@ for target in "${TARGETS[@]}"; do
     answer-framing) build answer-framing "$ROOT/Sources/EdgeHTTP/OwedAnswers.swift" "$ROOT"/Tests/PortcullisTestSupport/{StrictAnswerReader,MixedRequests}.swift \
                       "$ROOT/Fuzz/FuzzAnswerFraming.swift"
                     start_framing_gateway ;;
+    http2-frames) build http2-frames "$ROOT/Fuzz/FuzzHTTP2Frames.swift"
+                  [ -n "$SERVE_PID" ] || start_framing_gateway ;;
     upstream-response) build upstream-response "$ROOT"/Sources/DataPlane/Upstream/UpstreamResponse{Parser,Head,Error}.swift "$ROOT/Fuzz/FuzzUpstreamResponse.swift" ;;
     *) echo "fuzz.sh: unknown target $target" >&2; exit 2 ;;
   esac

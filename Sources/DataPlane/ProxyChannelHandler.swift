@@ -91,7 +91,9 @@ package final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelH
     /// Hummingbird's writes are dropped: the gateway answered the request itself (a request timeout).
     private var droppingWrites = false
     /// Request ids: a prefix from the CSPRNG once per connection, then a counter.
-    private var requestIDs = ConnectionRequestIDs()
+    private lazy var requestIDs = ConnectionRequestIDs()
+    /// An HTTP/2 stream's: its connection's request ids.
+    private let sharedRequestIDs: SharedRequestIDs?
     /// Something was passed on to Hummingbird's handlers since the last end of a read cycle.
     private var passedOn = false
     /// The client's address as text, made once per connection (for `X-Forwarded-For`).
@@ -108,8 +110,12 @@ package final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelH
     /// Says whether the head being started asked for a WebSocket on a route (`UpgradeOfferScreen` sets it).
     let upgradeOffer: RouteUpgradeOffer?
 
-    package init(plane: DataPlane, idleTimeout: TimeAmount, requestTimeout: TimeAmount = .seconds(30), upgradeOffer: RouteUpgradeOffer? = nil) {
+    package init(
+        plane: DataPlane, idleTimeout: TimeAmount, requestTimeout: TimeAmount = .seconds(30), upgradeOffer: RouteUpgradeOffer? = nil,
+        requestIDs: SharedRequestIDs? = nil
+    ) {
         self.upgradeOffer = upgradeOffer
+        sharedRequestIDs = requestIDs
         self.plane = plane
         self.idleTimeout = idleTimeout
         self.requestTimeout = requestTimeout
@@ -128,7 +134,7 @@ package final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelH
     }
 
     func nextRequestID() -> String {
-        requestIDs.next()
+        sharedRequestIDs?.next() ?? requestIDs.next()
     }
 
     package func handlerRemoved(context: ChannelHandlerContext) {

@@ -461,8 +461,11 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             if !handler.clientIsWritable { upstreamChannel?.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in } }
         case .end:
             if handler.relaysAnswerParts {
-                handler.writeToClient(.end(answerTrailers), flush: true)
-                return complete()
+                // The exchange ends first: the answer's end closes a stream whose request has ended, at once,
+                // and the upstream connection must be back in the pool (and the request logged) by then.
+                let trailers = answerTrailers
+                complete()
+                return handler.writeToClient(.end(trailers), flush: true)
             }
             if relayChunked, let trailers = answerTrailers {
                 handler.writeBytesToClient(HTTP1Bytes.lastChunk(trailers: trailers))

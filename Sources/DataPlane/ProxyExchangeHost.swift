@@ -67,6 +67,16 @@ extension ProxyExchangeHost {
     }
 }
 
+/// One HTTP/2 connection's request ids, shared by its streams' handlers: the CSPRNG is read once
+/// per connection, as for HTTP/1, not once per request (a `getpid` and a libcrypto call each).
+package final class SharedRequestIDs {
+    private var ids = ConnectionRequestIDs()
+
+    package init() {}
+
+    func next() -> String { ids.next() }
+}
+
 /// Request ids of one connection: 8 characters drawn from the CSPRNG once per connection, then a
 /// counter; 12 base64url characters like the API's, without a libcrypto call (and its `getpid`) per request.
 struct ConnectionRequestIDs {

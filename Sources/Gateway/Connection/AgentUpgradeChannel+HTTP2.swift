@@ -25,18 +25,20 @@ extension AgentUpgradeChannel {
         let management = NIOHTTP2ServerConnectionManagementHandler(
             eventLoop: channel.eventLoop,
             configuration: .init(maxIdleTime: .milliseconds(Int64(limits.idleTimeout * 1000)), maxAge: nil, maxGraceTime: nil, keepalive: nil))
+        // The connection's flushes gathered per tick, between the socket and the HTTP/2 handler.
+        try sync.addHandler(HTTP2FlushCoalescer())
         _ = try sync.configureHTTP2Pipeline(
             mode: .server, connectionConfiguration: Self.http2Connection(limits), streamConfiguration: Self.http2Stream(limits),
             streamDelegate: management.http2StreamDelegate
-        ) { stream in
-            stream.eventLoop.makeCompletedFuture { try configureStream(stream, logger: logger) }
+        ) { [requestIDs = NIOLoopBound(SharedRequestIDs(), eventLoop: channel.eventLoop)] stream in
+            stream.eventLoop.makeCompletedFuture { try configureStream(stream, requestIDs: requestIDs.value, logger: logger) }
         }
         try sync.addHandler(management)
         try sync.addHandler(HTTP2ConnectionErrorHandler())
     }
 
     /// One stream's pipeline: the HTTP/1 types, the target screen, the data plane, and the router's hand-off.
-    private func configureStream(_ stream: any Channel, logger: Logger) throws {
+    private func configureStream(_ stream: any Channel, requestIDs: SharedRequestIDs, logger: Logger) throws {
         let sync = stream.pipeline.syncOperations
         try sync.addHandler(HTTP2StreamEarlyAnswer())
         try sync.addHandler(GRPCTrailersOnly())
@@ -46,7 +48,7 @@ extension AgentUpgradeChannel {
             try sync.addHandler(
                 ProxyChannelHandler(
                     plane: dataPlane, idleTimeout: .milliseconds(Int64(limits.idleTimeout * 1000)),
-                    requestTimeout: .milliseconds(Int64(limits.requestTimeout * 1000))))
+                    requestTimeout: .milliseconds(Int64(limits.requestTimeout * 1000)), requestIDs: requestIDs))
         }
         try sync.addHandler(
             HTTP2StreamHandoff { stream in

@@ -91,7 +91,7 @@ final class UpstreamHTTP2Pool: @unchecked Sendable {  // loop-bound: every metho
                     connection.multiplexer = multiplexer
                 }
             }
-            .connect(host: origin.host, port: origin.port)
+            .connect(origin)
             .assumeIsolated()
             .whenComplete { [self] result in
                 let waiting = connection.waiting
