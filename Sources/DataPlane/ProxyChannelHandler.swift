@@ -74,6 +74,8 @@ package final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelH
     }
     /// How long the client may send nothing, between requests or within one (`limits.idle_timeout_seconds`).
     let idleTimeout: TimeAmount
+    /// Whether this handler closes its channel after `idleTimeout` (not on an HTTP/2 stream, whose connection does).
+    let watchesIdle: Bool
     /// When the client last sent a part of a request, or the last answer ended; the idle check measures from here.
     private var lastActive = NIODeadline.now()
     /// Whether the idle check is scheduled (one per connection, re-armed only when it fires).
@@ -112,8 +114,9 @@ package final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelH
 
     package init(
         plane: DataPlane, idleTimeout: TimeAmount, requestTimeout: TimeAmount = .seconds(30), upgradeOffer: RouteUpgradeOffer? = nil,
-        requestIDs: SharedRequestIDs? = nil
+        requestIDs: SharedRequestIDs? = nil, watchesIdle: Bool = true
     ) {
+        self.watchesIdle = watchesIdle
         self.upgradeOffer = upgradeOffer
         sharedRequestIDs = requestIDs
         self.plane = plane
@@ -130,7 +133,8 @@ package final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelH
         metricHandles = plane.metricHandles(for: context.eventLoop)
         headBuffers = plane.headBuffers(for: context.eventLoop)
         lastActive = .now()
-        scheduleIdleCheck(at: lastActive + idleTimeout)
+        // An HTTP/2 stream carries one request; its connection's idle time is watched by the connection.
+        if watchesIdle { scheduleIdleCheck(at: lastActive + idleTimeout) }
     }
 
     func nextRequestID() -> String {
@@ -152,6 +156,7 @@ package final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelH
     /// The end of a read cycle reaches Hummingbird's handlers only when a part of this cycle did:
     /// a cycle of proxied requests is none of their business.
     package func channelReadComplete(context: ChannelHandlerContext) {
+        armRequestCheck()
         guard passedOn else { return }
         passedOn = false
         context.fireChannelReadComplete()
@@ -266,6 +271,7 @@ package final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelH
         queued.removeAll()
         queuedBytes = 0
         for part in parts { handle(part, context: context) }
+        armRequestCheck()
         // Hummingbird's channel hands reads on at the end of a read cycle; these came outside one.
         passedOn = false
         context.fireChannelReadComplete()
@@ -385,10 +391,17 @@ package final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelH
 
     // MARK: The whole-request deadline
 
+    /// A request's head was read: its deadline runs from now. The check is armed at the end of the
+    /// read cycle (`armRequestCheck`), and only if the request is still arriving then: a request read
+    /// whole in one cycle, as most are, schedules nothing.
     private func requestStarted() {
-        let started = NIODeadline.now()
-        requestStartedAt = started
-        if !requestCheckScheduled { scheduleRequestCheck(at: started + requestTimeout) }
+        requestStartedAt = NIODeadline.now()
+    }
+
+    /// Schedules the request-deadline check when a request is still being read and none is scheduled.
+    private func armRequestCheck() {
+        guard let started = requestStartedAt, !requestCheckScheduled else { return }
+        scheduleRequestCheck(at: started + requestTimeout)
     }
 
     /// Checks the request being read against its deadline. Scheduled once and re-armed only

@@ -48,7 +48,7 @@ extension AgentUpgradeChannel {
             try sync.addHandler(
                 ProxyChannelHandler(
                     plane: dataPlane, idleTimeout: .milliseconds(Int64(limits.idleTimeout * 1000)),
-                    requestTimeout: .milliseconds(Int64(limits.requestTimeout * 1000)), requestIDs: requestIDs))
+                    requestTimeout: .milliseconds(Int64(limits.requestTimeout * 1000)), requestIDs: requestIDs, watchesIdle: false))
         }
         try sync.addHandler(
             HTTP2StreamHandoff { stream in
