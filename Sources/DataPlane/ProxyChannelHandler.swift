@@ -455,6 +455,8 @@ package final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelH
 
     package func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         guard event is ChannelShouldQuiesceEvent else { return context.fireUserInboundEventTriggered(event) }
+        // An HTTP/2 stream finishes its one request: its connection drains itself (GOAWAY).
+        guard watchesIdle else { return }
         // Hummingbird's state handler sees only the requests passed on; this handler sees them all.
         if case .idle = state, queued.isEmpty {
             context.close(promise: nil)

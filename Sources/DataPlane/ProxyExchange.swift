@@ -48,8 +48,6 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     var upstreamStream: UpstreamStream?
     /// The request head for an HTTP/2 upstream, until its stream opens.
     private var upstreamRequestHead: HTTPRequestHead?
-    /// The client request's trailers, for an HTTP/2 upstream.
-    private var requestTrailers: HTTPHeaders?
     /// The upstream answer's trailers (an HTTP/2 upstream's), relayed with its end.
     private var answerTrailers: HTTPHeaders?
     /// The channel the upstream's answer comes on, whichever protocol.
@@ -130,6 +128,11 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         if route.grpcOnly, GRPCRequest.contentType(fields.contentType) == nil {
             return fail(
                 GatewayError(.unsupportedMediaType, "grpc_required", "this route carries gRPC only: send the call with content-type application/grpc"))
+        }
+        // One decimal number (HTTP/1.1's parser holds to it; HTTP/2's reads it with Int, which takes "+5"),
+        // since an upstream gets it as it came.
+        if let length = fields.contentLength, length.isEmpty || !length.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
+            return fail(.invalidRequest("content-length must be one decimal number"), closeClient: true)
         }
         if let length = fields.contentLength.flatMap(Int.init), length > plane.maximumBodyBytes {
             return fail(Self.tooLarge(plane.maximumBodyBytes), closeClient: true)
@@ -382,7 +385,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         channel.write(HTTPClientRequestPart.head(requestHead), promise: nil)
         for buffer in pendingBody { channel.write(HTTPClientRequestPart.body(.byteBuffer(buffer)), promise: nil) }
         pendingBody = []
-        if requestEnded { channel.write(HTTPClientRequestPart.end(requestTrailers), promise: nil) }
+        if requestEnded { channel.write(HTTPClientRequestPart.end(nil), promise: nil) }
         channel.flush()
         if !channel.isWritable { handler.holdReads() }
     }
@@ -397,6 +400,14 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             guard bodyBytes <= plane.maximumBodyBytes else {
                 return fail(Self.tooLarge(plane.maximumBodyBytes), closeClient: true)
             }
+            // An HTTP/2 GET, HEAD, DELETE or TRACE without content-length is framed as having no body
+            // (swift-nio-http2 adds no length for them): DATA on it would reach an HTTP/1.1 upstream as
+            // bytes after the request, read there as another request. Refused, before any byte goes.
+            if buffer.readableBytes > 0, head.version.major == 2, fields.contentLength == nil, !fields.hasTransferEncoding {
+                return fail(
+                    .invalidRequest("this request carries a body without content-length; send content-length with a body on a \(head.method.rawValue)"),
+                    closeClient: true)
+            }
             guard !finished else { return }
             if let upstream {
                 writeBodyUpstream(buffer, on: upstream.channel)
@@ -408,14 +419,15 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             } else {
                 pendingBody.append(buffer)
             }
-        case .end(let trailers):
+        case .end:
+            // A request's trailers are dropped: nothing screens them as the head is screened (an
+            // assertion or an identity field could ride in them), and gRPC clients send none.
             requestEnded = true
-            requestTrailers = trailers
             if finished {
                 handler.exchangeFinished(requestEnded: true, closeConnection: false)
             } else {
                 if upstreamChunked { upstream?.channel.writeAndFlush(HTTP1Bytes.lastChunk, promise: nil) }
-                upstreamStream?.channel.writeAndFlush(HTTPClientRequestPart.end(trailers), promise: nil)
+                upstreamStream?.channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
             }
         }
     }
@@ -562,7 +574,11 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     /// when its answer is chunked; a length-framed answer has nowhere to carry them).
     func upstreamTrailers(_ trailers: HTTPHeaders) {
         var kept = HTTPHeaders()
-        for (name, value) in trailers where HeaderScreen.isForwardable(name, connectionListed: []) { kept.add(name: name, value: value) }
+        for (name, value) in trailers where HeaderScreen.isForwardable(name, connectionListed: []) {
+            // Cookies are set in a head, where the gateway screens them, never in trailers.
+            if name.utf8.count == 10, HeaderScreen.equalsLowercased(name.utf8, "set-cookie") { continue }
+            kept.add(name: name, value: value)
+        }
         answerTrailers = kept
     }
 

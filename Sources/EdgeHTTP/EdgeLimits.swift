@@ -21,7 +21,8 @@ public struct EdgeLimits: Sendable, Equatable {
     /// Open connections at once on the public listener: 503 and close beyond.
     public var maximumConnections: Int = 25_000
     /// Streams one HTTP/2 connection may have open at once (`SETTINGS_MAX_CONCURRENT_STREAMS`,
-    /// nginx's default is 128): a stream beyond is refused with `REFUSED_STREAM`.
+    /// nginx's default is 128): a client that opens more breaks the protocol, and swift-nio-http2
+    /// closes its connection (`GOAWAY` `PROTOCOL_ERROR`).
     public var http2MaximumConcurrentStreams: Int = 100
     /// Streams an HTTP/2 client may reset per second on one connection, counted over 10 s: beyond,
     /// the connection is closed with `GOAWAY` (`ENHANCE_YOUR_CALM`); Rapid Reset (CVE-2023-44487).

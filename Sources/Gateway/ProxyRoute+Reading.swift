@@ -59,6 +59,9 @@ extension ProxyRoute {
             if value == .h2c && secure { throw entry.problem("protocol", "h2c is HTTP/2 over plain TCP: the upstream must be http://; for https:// say h2") }
             if value == .h2 && !secure { throw entry.problem("protocol", "h2 is HTTP/2 over TLS: the upstream must be https://; for http:// say h2c") }
             upstreamProtocol = value
+        } else if grpcOnly {
+            // gRPC servers speak HTTP/2 only: a gRPC route's upstream is spoken to in HTTP/2 unless told.
+            upstreamProtocol = upstream.lowercased().hasPrefix("https://") ? .h2 : .h2c
         }
         if let fields = try entry.map("identity_headers") {
             identityFields = try Self.identityFields(reading: fields)

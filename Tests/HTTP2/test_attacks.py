@@ -245,7 +245,35 @@ def header_list_past_limit():
     after("header list past the limit", baseline, bystander)
 
 
+def smuggling():
+    """A GET without content-length carrying DATA (swift-nio-http2 frames it as bodiless): its bytes must
+    never reach an HTTP/1.1 upstream, where they would be read as a request of their own."""
+    client = h2raw.Raw(PORT)
+    client.frames(0.3)
+    client.request(1, "/files/small.txt", end_stream=False)
+    client.send(frame(h2raw.DATA, END_STREAM, 1, b"GET /smuggled.txt HTTP/1.1\r\nHost: upstream\r\n\r\n"))
+    frames = client.frames(2, until=lambda f: f[2] == 1 and f[1] & END_STREAM)
+    client.close()
+    time.sleep(0.5)
+    check(h2raw.statuses(frames).get(1) in ("400", "200") and upstream_requests("/smuggled.txt") == 0,
+          f"a GET's unframed DATA never reaches the upstream as a request ({h2raw.statuses(frames).get(1)}, smuggled requests seen: {upstream_requests('/smuggled.txt')})")
+    client = h2raw.Raw(PORT)
+    client.frames(0.3)
+    client.request(1, "/files/small.txt", extra=[("host", "other.example")])
+    frames = client.frames(2, until=lambda f: f[2] == 1 and f[1] & END_STREAM)
+    client.close()
+    check(h2raw.statuses(frames).get(1) == "400", f"a host field naming another authority than :authority is 400 ({h2raw.statuses(frames).get(1)})")
+    client = h2raw.Raw(PORT)
+    client.frames(0.3)
+    client.request(1, "/files/small.txt", method="POST", extra=[("content-length", "+5")], end_stream=False)
+    client.send(frame(h2raw.DATA, END_STREAM, 1, b"hello"))
+    frames = client.frames(2, until=lambda f: f[2] == 1 and f[1] & END_STREAM)
+    client.close()
+    check(h2raw.statuses(frames).get(1) == "400" or 1 in h2raw.resets(frames), f"content-length +5 is refused, never forwarded as it came ({h2raw.statuses(frames).get(1)}, resets {h2raw.resets(frames)})")
+
+
 check(http1_served() and http2_served(), "the gateway serves HTTP/1.1 and HTTP/2 before the attacks")
+smuggling()
 rapid_reset()
 continuation_flood()
 hpack_bomb()

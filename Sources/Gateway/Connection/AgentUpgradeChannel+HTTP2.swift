@@ -41,6 +41,7 @@ extension AgentUpgradeChannel {
     private func configureStream(_ stream: any Channel, requestIDs: SharedRequestIDs, logger: Logger) throws {
         let sync = stream.pipeline.syncOperations
         try sync.addHandler(HTTP2StreamEarlyAnswer())
+        try sync.addHandler(HTTP2AuthorityCheck())
         try sync.addHandler(GRPCTrailersOnly())
         try sync.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
         try sync.addHandler(RequestTargetHandler(logger: logger))

@@ -45,10 +45,21 @@ final class HTTP2StreamEarlyAnswer: ChannelDuplexHandler {
         guard mode == .all, let answerEnd, !requestEnded else { return context.close(mode: mode, promise: promise) }
         requestEnded = true
         let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        answerEnd.whenComplete { result in
+        var closed = false
+        let closeOnce = { (reset: Bool) in
+            guard !closed else { return }
+            closed = true
             let context = loopBound.value
-            if case .success = result { context.writeAndFlush(NIOAny(HTTP2Frame.FramePayload.rstStream(.noError)), promise: nil) }
+            if reset { context.writeAndFlush(NIOAny(HTTP2Frame.FramePayload.rstStream(.noError)), promise: nil) }
             context.close(mode: mode, promise: promise)
         }
+        answerEnd.assumeIsolated().whenComplete { result in
+            if case .success = result { closeOnce(true) } else { closeOnce(false) }
+        }
+        // A client that never opens its window never takes the answer's last frame: the stream is closed anyway.
+        context.eventLoop.assumeIsolated().scheduleTask(in: Self.answerGrace) { closeOnce(false) }
     }
+
+    /// How long a closing stream waits for its answer's last frame to be taken.
+    static let answerGrace = TimeAmount.seconds(5)
 }
