@@ -25,8 +25,10 @@ extension AgentUpgradeChannel {
         let management = NIOHTTP2ServerConnectionManagementHandler(
             eventLoop: channel.eventLoop,
             configuration: .init(maxIdleTime: .milliseconds(Int64(limits.idleTimeout * 1000)), maxAge: nil, maxGraceTime: nil, keepalive: nil))
-        // The connection's flushes gathered per tick, between the socket and the HTTP/2 handler.
+        // Between the socket and the HTTP/2 handler: the connection's flushes gathered per tick, and
+        // the close that follows a connection error's GOAWAY.
         try sync.addHandler(HTTP2FlushCoalescer())
+        try sync.addHandler(HTTP2ConnectionErrorHandler())
         _ = try sync.configureHTTP2Pipeline(
             mode: .server, connectionConfiguration: Self.http2Connection(limits), streamConfiguration: Self.http2Stream(limits),
             streamDelegate: management.http2StreamDelegate
@@ -34,7 +36,6 @@ extension AgentUpgradeChannel {
             stream.eventLoop.makeCompletedFuture { try configureStream(stream, requestIDs: requestIDs.value, logger: logger) }
         }
         try sync.addHandler(management)
-        try sync.addHandler(HTTP2ConnectionErrorHandler())
     }
 
     /// One stream's pipeline: the HTTP/1 types, the target screen, the data plane, and the router's hand-off.

@@ -1,30 +1,56 @@
 import NIOCore
 import NIOHTTP2
 
-/// Ends an HTTP/2 stream whose answer went out whole before its request did (a 413, a 401 at
-/// the head of an upload) with `RST_STREAM` `NO_ERROR`, as RFC 9113 §8.1 asks: the client
-/// stops sending and keeps the answer. Closed otherwise, a stream is reset with `CANCEL`, and
-/// clients read that as a failed request, dropping the answer they were given.
+/// Closes an HTTP/2 stream whose answer went out whole before its request did (a 413, a 401 at the
+/// head of an upload) without losing the answer.
 ///
-/// First in a stream's pipeline, it sees every frame: whether the request ended, and whether
-/// the answer did; a close asked for in between becomes the early answer's reset.
+/// A stream closed at once is reset with `CANCEL`, and its answer's frames still queued are dropped;
+/// clients read that as a failed request. So a close asked for then waits for the answer's last
+/// frame, and reads (and drops) the rest of the request meanwhile, as an HTTP/1.1 connection is
+/// drained: a request that ends within `drainLimit` bytes and `answerGrace` closes the stream
+/// cleanly, and the client reads its answer (curl 7.88 reports a stream reset during an upload as a
+/// failure, the answer unread). Past either bound the stream is reset with `RST_STREAM` `NO_ERROR`
+/// after the answer, as RFC 9113 §8.1 allows: the client stops sending and keeps the answer.
+///
+/// First in a stream's pipeline, it sees every frame: whether the request ended, and whether the answer did.
 final class HTTP2StreamEarlyAnswer: ChannelDuplexHandler {
     typealias InboundIn = HTTP2Frame.FramePayload
     typealias InboundOut = HTTP2Frame.FramePayload
     typealias OutboundIn = HTTP2Frame.FramePayload
     typealias OutboundOut = HTTP2Frame.FramePayload
 
+    /// The most of a request's rest read and dropped after its answer, before the stream is reset instead.
+    static let drainLimit = 1 << 20
+    /// How long a closing stream waits for its request's end, and for its answer's last frame to be taken.
+    static let answerGrace = TimeAmount.seconds(5)
+
     private var requestEnded = false
-    /// The answer's last frame, once written: the reset waits for it (a reset drops the stream's frames still queued).
+    /// The answer's last frame, once written: the close waits for it.
     private var answerEnd: EventLoopFuture<Void>?
+    /// A close asked for while the request was still arriving: what it asked, and what was dropped since.
+    private var draining: (mode: CloseMode, promise: EventLoopPromise<Void>?, bytes: Int)?
+    private var closed = false
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
+        let frame = unwrapInboundIn(data)
+        switch frame {
         case .headers(let headers) where headers.endStream: requestEnded = true
         case .data(let data) where data.endStream: requestEnded = true
         default: break
         }
-        context.fireChannelRead(data)
+        guard var drain = draining else { return context.fireChannelRead(data) }
+        if case .data(let data) = frame { drain.bytes += data.data.readableBytes }
+        draining = drain
+        if requestEnded {
+            finish(context: context, reset: false)
+        } else if drain.bytes > Self.drainLimit {
+            finish(context: context, reset: true)
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        guard draining == nil else { return context.read() }
+        context.fireChannelReadComplete()
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
@@ -42,24 +68,30 @@ final class HTTP2StreamEarlyAnswer: ChannelDuplexHandler {
     }
 
     func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
-        guard mode == .all, let answerEnd, !requestEnded else { return context.close(mode: mode, promise: promise) }
-        requestEnded = true
+        guard mode == .all, answerEnd != nil, !requestEnded, draining == nil else { return context.close(mode: mode, promise: promise) }
+        draining = (mode, promise, 0)
+        context.read()
         let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        var closed = false
-        let closeOnce = { (reset: Bool) in
-            guard !closed else { return }
-            closed = true
-            let context = loopBound.value
-            if reset { context.writeAndFlush(NIOAny(HTTP2Frame.FramePayload.rstStream(.noError)), promise: nil) }
-            context.close(mode: mode, promise: promise)
+        context.eventLoop.assumeIsolated().scheduleTask(in: Self.answerGrace) { [self] in
+            finish(context: loopBound.value, reset: true)
         }
-        answerEnd.assumeIsolated().whenComplete { result in
-            if case .success = result { closeOnce(true) } else { closeOnce(false) }
-        }
-        // A client that never opens its window never takes the answer's last frame: the stream is closed anyway.
-        context.eventLoop.assumeIsolated().scheduleTask(in: Self.answerGrace) { closeOnce(false) }
     }
 
-    /// How long a closing stream waits for its answer's last frame to be taken.
-    static let answerGrace = TimeAmount.seconds(5)
+    /// Closes the draining stream once its answer's last frame is out: reset (`NO_ERROR`) when the
+    /// request did not end, else as it stands (both halves ended).
+    private func finish(context: ChannelHandlerContext, reset: Bool) {
+        guard let drain = draining, !closed else { return }
+        closed = true
+        draining = nil
+        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        let close = { (answered: Bool) in
+            let context = loopBound.value
+            if reset && answered { context.writeAndFlush(NIOAny(HTTP2Frame.FramePayload.rstStream(.noError)), promise: nil) }
+            context.close(mode: drain.mode, promise: drain.promise)
+        }
+        guard let answerEnd else { return close(false) }
+        answerEnd.assumeIsolated().whenComplete { result in
+            if case .success = result { close(true) } else { close(false) }
+        }
+    }
 }

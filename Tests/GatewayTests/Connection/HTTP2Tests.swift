@@ -18,7 +18,9 @@ func curl(_ arguments: [String]) async throws -> CurlExchange {
     let run = try await onOwnThread {
         try ChildProcess.run("/usr/bin/curl", ["-s", "-S", "--max-time", "20", "-D", "-", "-w", "\n%{http_code} %{http_version}"] + arguments, within: 30)
     }
-    #expect(run.status == 0, "curl \(arguments.joined(separator: " ")): \(run.output.suffix(400))")
+    // The arguments as the failure shows them: never a token.
+    let shown = arguments.map { $0.hasPrefix("Authorization: Bearer ") ? "Authorization: Bearer <redacted>" : $0 }.joined(separator: " ")
+    #expect(run.status == 0, "curl \(shown): \(run.output.suffix(400))")
     let trailer = run.output.split(separator: "\n", omittingEmptySubsequences: false).last.map(String.init) ?? ""
     let parts = trailer.split(separator: " ")
     let rest = run.output.dropLast(trailer.count + 1)
