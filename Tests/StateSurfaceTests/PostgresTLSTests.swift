@@ -26,7 +26,7 @@ struct PostgresTLSTests {
         var settings = try PostgresSettings(url: url)
         settings.tls = tls
         settings.caFile = caFile
-        settings.connectTimeout = 10  // generous: sanitized builds under a parallel suite are slow (a TLS handshake included)
+        settings.connectTimeout = 20  // generous: sanitized builds under a parallel suite are slow (a TLS handshake included; 20 s was once too little)
         var storage = StorageConfiguration()
         storage.postgres = settings
         var logger = Logger(label: "test.tls")

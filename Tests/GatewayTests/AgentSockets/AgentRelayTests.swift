@@ -207,8 +207,9 @@ struct AgentRelayTests {
             _ = try await fixture.state.revokeSession(id: login.sessionID, now: SystemClock().now())
         }
         #expect(transcript.close?.closeCode == .policyViolation)
-        // The watcher polls once a second; the bound leaves room for a slow sanitized run.
-        #expect(transcript.secondsToClose < TimeBounds.seconds(3), "closed \(transcript.secondsToClose) s after the revocation")
+        // The watcher polls once a second; the bound leaves room for a slow sanitized run, and for a
+        // parallel suite on two shared cores (3.16 s was seen in CI once).
+        #expect(transcript.secondsToClose < TimeBounds.seconds(5), "closed \(transcript.secondsToClose) s after the revocation")
         try await fixture.stop()
     }
 
