@@ -125,9 +125,21 @@ def run_session(name, directory, steps, extra_env=None):
             if status != 0:
                 fail(f"{name}: `{shown}` exits {status}: {redact(printed)}")
         else:
-            if len(printed) != len(expected) or not all(pattern(e).match(p) for e, p in zip(expected, printed)):
+            if not matches(expected, printed):
                 fail(f"{name}: `{shown}` printed\n{redact(printed)}\nwhere the guide says\n" + "\n".join(expected))
         ok(f"{name}: {shown}")
+
+
+def matches(expected, printed):
+    """Whether `printed` is what the guide shows. The command's notes on standard error
+    (`portcullis: ...`) and its output on standard output are each compared in order, but not
+    with each other: through a pipe their order is not the terminal's (stdout is buffered)."""
+    def split(lines):
+        notes = [line for line in lines if line.startswith("portcullis: ")]
+        return notes, [line for line in lines if not line.startswith("portcullis: ")]
+    (expected_notes, expected_out), (printed_notes, printed_out) = split(expected), split(printed)
+    return all(len(e) == len(p) and all(pattern(x).match(y) for x, y in zip(e, p))
+               for e, p in ((expected_notes, printed_notes), (expected_out, printed_out)))
 
 
 def redact(lines):
