@@ -41,6 +41,22 @@ func curl(_ arguments: [String]) async throws -> CurlExchange {
 struct HTTP2Tests {
     static let password = "correct horse battery"
 
+    /// A gateway with `gateway.tls` (a self-signed certificate for 127.0.0.1) and the route `/open`
+    /// (`auth: none`) to a recording upstream; `body` gets it and the certificate's files.
+    static func withTLSGateway(_ body: (GatewayFixture, TLSFiles) async throws -> Void) async throws {
+        let certificates = NSTemporaryDirectory() + "portcullis-tls-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: certificates) }
+        let files = try TLSTests.makeCertificate(in: certificates)
+        let upstream = try await RecordingUpstream.start()
+        let fixture = try await GatewayFixture {
+            $0.tls = files
+            $0.routes = [ProxyRoute(prefix: "/open", upstream: "http://127.0.0.1:\(upstream.port)", requiresToken: false)]
+        }
+        try await body(fixture, files)
+        try await fixture.stop()
+        try await upstream.stop()
+    }
+
     @Test("over h2c with prior knowledge, the API and a route answer as over HTTP/1.1: the same statuses and error codes, the upstream reached with the same fields and the body whole")
     func priorKnowledgeServesLikeHTTP1() async throws {
         let upstream = try await RecordingUpstream.start()
@@ -110,58 +126,42 @@ struct HTTP2Tests {
 
     @Test("many streams at once on one HTTP/2 connection (ALPN h2), answered out of order by the upstream: each answer reaches its own stream")
     func concurrentStreamsEachGetTheirAnswer() async throws {
-        let certificates = NSTemporaryDirectory() + "portcullis-tls-" + UUID().uuidString
-        defer { try? FileManager.default.removeItem(atPath: certificates) }
-        let files = try TLSTests.makeCertificate(in: certificates)
-        let upstream = try await RecordingUpstream.start()
-        let fixture = try await GatewayFixture {
-            $0.tls = files
-            $0.routes = [ProxyRoute(prefix: "/open", upstream: "http://127.0.0.1:\(upstream.port)", requiresToken: false)]
+        try await Self.withTLSGateway { fixture, files in
+            let directory = NSTemporaryDirectory() + "portcullis-h2-streams-" + UUID().uuidString
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            // curl 7.88 reuses a prior-knowledge connection wrongly (against nginx too): ALPN here.
+            var arguments = ["-s", "-S", "--max-time", "30", "--http2", "--cacert", files.certificatePath, "--parallel", "--parallel-max", "20",
+                             "-w", "%{http_version} %{num_connects}\n"]
+            for index in 0..<20 {
+                // The first asked answers last.
+                arguments += ["-o", "\(directory)/\(index).json", "https://127.0.0.1:\(fixture.gatewayPort)/open/item?n=\(index)&delay_ms=\((20 - index) * 15)"]
+            }
+            let allArguments = arguments
+            let run = try await onOwnThread { try ChildProcess.run("/usr/bin/curl", allArguments, within: 40) }
+            #expect(run.status == 0, "\(run.output)")
+            let lines = run.output.split(separator: "\n").filter { $0.hasPrefix("2 ") }
+            #expect(lines.count == 20 && lines.filter { $0 == "2 1" }.count == 1, "all twenty over HTTP/2, on one connection: \(run.output)")
+            for index in 0..<20 {
+                let text = try String(contentsOfFile: "\(directory)/\(index).json", encoding: .utf8)
+                let json = try StrictJSONReader().parseObject(Array(text.utf8))
+                #expect(json["query"]?.stringValue == "n=\(index)&delay_ms=\((20 - index) * 15)", "stream \(index) got \(text.prefix(200))")
+            }
         }
-        let directory = NSTemporaryDirectory() + "portcullis-h2-streams-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        // curl 7.88 reuses a prior-knowledge connection wrongly (against nginx too): ALPN here.
-        var arguments = ["-s", "-S", "--max-time", "30", "--http2", "--cacert", files.certificatePath, "--parallel", "--parallel-max", "20",
-                         "-w", "%{http_version} %{num_connects}\n"]
-        for index in 0..<20 {
-            // The first asked answers last.
-            arguments += ["-o", "\(directory)/\(index).json", "https://127.0.0.1:\(fixture.gatewayPort)/open/item?n=\(index)&delay_ms=\((20 - index) * 15)"]
-        }
-        let allArguments = arguments
-        let run = try await onOwnThread { try ChildProcess.run("/usr/bin/curl", allArguments, within: 40) }
-        #expect(run.status == 0, "\(run.output)")
-        let lines = run.output.split(separator: "\n").filter { $0.hasPrefix("2 ") }
-        #expect(lines.count == 20 && lines.filter { $0 == "2 1" }.count == 1, "all twenty over HTTP/2, on one connection: \(run.output)")
-        for index in 0..<20 {
-            let text = try String(contentsOfFile: "\(directory)/\(index).json", encoding: .utf8)
-            let json = try StrictJSONReader().parseObject(Array(text.utf8))
-            #expect(json["query"]?.stringValue == "n=\(index)&delay_ms=\((20 - index) * 15)", "stream \(index) got \(text.prefix(200))")
-        }
-        try await fixture.stop()
-        try await upstream.stop()
     }
 
     @Test("with gateway.tls, ALPN offers h2 then http/1.1: curl --http2 speaks HTTP/2, --http1.1 HTTP/1.1, and both reach the API and a route")
     func tlsNegotiatesByALPN() async throws {
-        let certificates = NSTemporaryDirectory() + "portcullis-tls-" + UUID().uuidString
-        defer { try? FileManager.default.removeItem(atPath: certificates) }
-        let files = try TLSTests.makeCertificate(in: certificates)
-        let upstream = try await RecordingUpstream.start()
-        let fixture = try await GatewayFixture {
-            $0.tls = files
-            $0.routes = [ProxyRoute(prefix: "/open", upstream: "http://127.0.0.1:\(upstream.port)", requiresToken: false)]
+        try await Self.withTLSGateway { fixture, files in
+            let base = "https://127.0.0.1:\(fixture.gatewayPort)"
+            for (flag, version) in [("--http2", "2"), ("--http1.1", "1.1")] {
+                let health = try await curl([flag, "--cacert", files.certificatePath, base + "/healthz"])
+                #expect(health.version == version && health.answer.status == 200, "\(flag)")
+                let routed = try await curl([flag, "--cacert", files.certificatePath, base + "/open/x"])
+                #expect(routed.version == version && routed.answer.status == 200 && routed.answer["path"] == "/x", "\(flag): \(routed.answer.raw)")
+                #expect(routed.answer.receivedHeaders["x-forwarded-proto"] == ["https"])
+            }
         }
-        let base = "https://127.0.0.1:\(fixture.gatewayPort)"
-        for (flag, version) in [("--http2", "2"), ("--http1.1", "1.1")] {
-            let health = try await curl([flag, "--cacert", files.certificatePath, base + "/healthz"])
-            #expect(health.version == version && health.answer.status == 200, "\(flag)")
-            let routed = try await curl([flag, "--cacert", files.certificatePath, base + "/open/x"])
-            #expect(routed.version == version && routed.answer.status == 200 && routed.answer["path"] == "/x", "\(flag): \(routed.answer.raw)")
-            #expect(routed.answer.receivedHeaders["x-forwarded-proto"] == ["https"])
-        }
-        try await fixture.stop()
-        try await upstream.stop()
     }
 
     @Test("gateway.http2 false: the HTTP/2 preface is answered as HTTP/1.1 (400), never served as HTTP/2; HTTP/1.1 works")
