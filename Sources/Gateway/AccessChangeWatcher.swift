@@ -18,8 +18,9 @@ import Synchronization
 ///   when the store signals a commit (PostgreSQL's LISTEN/NOTIFY: milliseconds
 ///   after a logout on another gateway) and at every tick; a reader that
 ///   reconnects reads on from the last version it applied. A revoked session's
-///   sockets close with 1008 "session ended", a disabled account's with
-///   "account disabled" (its not-before comes first in the feed).
+///   sockets close with 1008 "session ended", a cut-off account's with its
+///   cause: "account disabled", "account deleted" or "password changed" (its
+///   not-before comes first in the feed).
 /// - **The periodic sync**, twice a second: pulls revoked ids and not-befores
 ///   into the mirror (it is what keeps the mirror fresh; a stale mirror sends
 ///   every check to the store), then asks the Runtime which watched sessions
@@ -98,7 +99,7 @@ final class AccessChangeWatcher: Service, Sendable {
     func syncRevocations() async {
         do {
             for account in try await revocations.sync() {
-                sockets.close(userID: account.userID, tenantID: account.tenantID, reason: "account disabled")
+                sockets.close(userID: account.userID, tenantID: account.tenantID, reason: account.cause.closeReason)
             }
             failures.succeeded(Self.revocationSync)
         } catch {
@@ -139,7 +140,7 @@ final class AccessChangeWatcher: Service, Sendable {
             case .tokenRevoked(let jti, let expiresAt):
                 revocations.remember(jti, expiresAt: expiresAt)
             case .accountCutOff(let cutoff):
-                if revocations.apply(cutoff) { sockets.close(userID: cutoff.userID, tenantID: cutoff.tenantID, reason: "account disabled") }
+                if revocations.apply(cutoff) { sockets.close(userID: cutoff.userID, tenantID: cutoff.tenantID, reason: cutoff.cause.closeReason) }
             case .sessionEnded(let sessionID):
                 ended.append(sessionID)
             case .keyRingChanged:

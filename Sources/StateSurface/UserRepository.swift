@@ -27,11 +27,33 @@ public struct AccountCutoff: Sendable, Equatable {
     public var userID: String
     public var tenantID: String
     public var notBefore: Double
+    /// Why the account's tokens were cut off: what its closed sockets are told.
+    public var cause: Cause
 
-    public init(userID: String, tenantID: String, notBefore: Double) {
+    /// What cut an account's tokens off.
+    public enum Cause: String, Sendable, Equatable {
+        /// `users disable` (or the admin API's disable).
+        case disabled = "account disabled"
+        /// `users delete`.
+        case deleted = "account deleted"
+        /// `users passwd`: the account is signed out everywhere, and stays enabled.
+        case passwordChanged = "password changed"
+
+        /// The close reason its sockets get (1008).
+        public var closeReason: String { rawValue }
+    }
+
+    public init(userID: String, tenantID: String, notBefore: Double, cause: Cause) {
         self.userID = userID
         self.tenantID = tenantID
         self.notBefore = notBefore
+        self.cause = cause
+    }
+
+    /// The cause an account row shows: a tombstone's username is `deleted:...`; otherwise
+    /// disabled, or (enabled) its password changed.
+    public static func cause(username: String, disabled: Bool) -> Cause {
+        username.hasPrefix("deleted:") ? .deleted : disabled ? .disabled : .passwordChanged
     }
 }
 

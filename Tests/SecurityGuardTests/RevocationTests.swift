@@ -93,7 +93,7 @@ struct RevocationTests {
         #expect(try await state.disableUser(tenantID: "acme", username: "a", now: clock.now()) != nil)
         #expect(try await list.isRevoked(before) == false, "not synced yet")
         let changed = try await list.sync()
-        #expect(changed == [AccountCutoff(userID: "usr_a", tenantID: "acme", notBefore: 2_000_000.5)])
+        #expect(changed == [AccountCutoff(userID: "usr_a", tenantID: "acme", notBefore: 2_000_000.5, cause: .disabled)])
         #expect(try await list.sync().isEmpty, "reported once")
         #expect(try await list.isRevoked(before))
         #expect(try await list.isRevoked(sameSecond))

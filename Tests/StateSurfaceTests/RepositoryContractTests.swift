@@ -287,7 +287,7 @@ struct RepositoryContractTests {
         let disabled = try #require(try await state.disableUser(tenantID: "acme", username: "alice", now: now + 10))
         #expect(disabled.disabled && disabled.tokensNotBefore == now + 10)
         #expect(try await state.refreshToken(hash: "h1")?.revokedAt == now + 10)
-        #expect(try await state.accountCutoffs(since: now) == [AccountCutoff(userID: "usr_1", tenantID: "acme", notBefore: now + 10)])
+        #expect(try await state.accountCutoffs(since: now) == [AccountCutoff(userID: "usr_1", tenantID: "acme", notBefore: now + 10, cause: .disabled)])
         let enabled = try #require(try await state.enableUser(tenantID: "acme", username: "alice"))
         #expect(!enabled.disabled && enabled.tokensNotBefore == now + 10)
         #expect(try await state.disableUser(tenantID: "acme", username: "nobody", now: now) == nil)
@@ -302,7 +302,7 @@ struct RepositoryContractTests {
         let changed = try #require(try await state.setUserPassword(tenantID: "acme", username: "alice", passwordHash: "new", now: now + 5))
         #expect(changed.passwordHash == "new" && !changed.disabled && changed.tokensNotBefore == now + 5)
         #expect(try await state.refreshToken(hash: "h1")?.revokedAt == now + 5)
-        #expect(try await state.accountCutoffs(since: now) == [AccountCutoff(userID: "usr_1", tenantID: "acme", notBefore: now + 5)])
+        #expect(try await state.accountCutoffs(since: now) == [AccountCutoff(userID: "usr_1", tenantID: "acme", notBefore: now + 5, cause: .passwordChanged)])
         #expect(try await state.setUserPassword(tenantID: "acme", username: "nobody", passwordHash: "x", now: now) == nil)
 
         let deleted = try #require(try await state.deleteUser(tenantID: "acme", username: "alice", now: now + 9))
@@ -311,10 +311,14 @@ struct RepositoryContractTests {
         #expect(try await state.users().isEmpty, "a tombstone is not listed")
         let tombstone = try #require(try await state.user(id: "usr_1", tenantID: "acme"))
         #expect(tombstone.disabled && tombstone.passwordHash == "!" && tombstone.username == "deleted:usr_1")
-        #expect(try await state.accountCutoffs(since: now) == [AccountCutoff(userID: "usr_1", tenantID: "acme", notBefore: now + 9)], "its tokens stay refused after a restart")
+        #expect(try await state.accountCutoffs(since: now) == [AccountCutoff(userID: "usr_1", tenantID: "acme", notBefore: now + 9, cause: .deleted)], "its tokens stay refused after a restart")
         try await state.insertUser(UserRecord(id: "usr_2", tenantID: "acme", username: "alice", passwordHash: "h", createdAt: now))
         #expect(try await state.users().map(\.id) == ["usr_2"], "a new alice is another user")
         #expect(try await state.deleteUser(tenantID: "acme", username: "nobody", now: now) == nil)
+        let causes = try await state.accessChanges(after: 0, limit: 100).compactMap {
+            if case .accountCutOff(let cutoff) = $0.change { cutoff.cause } else { nil }
+        }
+        #expect(causes == [.passwordChanged, .deleted], "the feed says why each cut-off happened (the sockets' close reason)")
     }
 
     @Test("twenty concurrent rotations of one refresh token: exactly one rotates; the spent token's reuse revokes the family", arguments: StoreKind.available)
@@ -391,7 +395,7 @@ struct RepositoryContractTests {
         let changes = try await state.accessChanges(after: start, limit: 100)
         #expect(changes.map(\.change) == [
             .tokenRevoked(jti: "jti-1", expiresAt: now + 60), .sessionEnded(sessionID: other.id),
-            .accountCutOff(AccountCutoff(userID: "usr_1", tenantID: "acme", notBefore: now + 1)), .sessionEnded(sessionID: owned.id),
+            .accountCutOff(AccountCutoff(userID: "usr_1", tenantID: "acme", notBefore: now + 1, cause: .disabled)), .sessionEnded(sessionID: owned.id),
         ])
         #expect(changes.map(\.version) == changes.map(\.version).sorted() && Set(changes.map(\.version)).count == 4)
         #expect(try await state.latestAccessChangeVersion() == changes.last?.version)

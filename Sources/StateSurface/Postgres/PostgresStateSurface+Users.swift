@@ -37,7 +37,7 @@ extension PostgresStateSurface: UserRepository {
     }
 
     public func disableUser(tenantID: String, username: String, now: Double) async throws -> UserRecord? {
-        try await cutOffUser(tenantID: tenantID, username: username, now: now) { connection, logger in
+        try await cutOffUser(tenantID: tenantID, username: username, now: now, cause: .disabled) { connection, logger in
             try await connection.query(
                 """
                 UPDATE users SET disabled = TRUE, tokens_not_before = GREATEST(tokens_not_before, \(now))
@@ -49,7 +49,7 @@ extension PostgresStateSurface: UserRepository {
     }
 
     public func setUserPassword(tenantID: String, username: String, passwordHash: String, now: Double) async throws -> UserRecord? {
-        try await cutOffUser(tenantID: tenantID, username: username, now: now) { connection, logger in
+        try await cutOffUser(tenantID: tenantID, username: username, now: now, cause: .passwordChanged) { connection, logger in
             try await connection.query(
                 """
                 UPDATE users SET password_hash = \(passwordHash), tokens_not_before = GREATEST(tokens_not_before, \(now))
@@ -61,7 +61,7 @@ extension PostgresStateSurface: UserRepository {
     }
 
     public func deleteUser(tenantID: String, username: String, now: Double) async throws -> UserRecord? {
-        try await cutOffUser(tenantID: tenantID, username: username, now: now) { connection, logger in
+        try await cutOffUser(tenantID: tenantID, username: username, now: now, cause: .deleted) { connection, logger in
             let row = try await connection.query(
                 """
                 UPDATE users SET disabled = TRUE, password_hash = '!', tokens_not_before = GREATEST(tokens_not_before, \(now))
@@ -74,10 +74,10 @@ extension PostgresStateSurface: UserRepository {
         }
     }
 
-    /// The account cut off in one transaction: `change` updates its row (returning it), then its
+    /// The account cut off (for `cause`) in one transaction: `change` updates its row (returning it), then its
     /// refresh tokens are revoked and the cut-off enters the feed.
     private func cutOffUser(
-        tenantID: String, username: String, now: Double,
+        tenantID: String, username: String, now: Double, cause: AccountCutoff.Cause,
         change: @escaping @Sendable (PostgresConnection, Logger) async throws -> PostgresRow?
     ) async throws -> UserRecord? {
         let logger = self.logger
@@ -87,7 +87,7 @@ extension PostgresStateSurface: UserRepository {
             try await connection.query(
                 "UPDATE refresh_tokens SET revoked_at = \(now) WHERE user_id = \(user.id) AND tenant_id = \(tenantID) AND revoked_at IS NULL", logger: logger)
             try await Self.record(
-                .accountCutOff(AccountCutoff(userID: user.id, tenantID: tenantID, notBefore: user.tokensNotBefore)), at: now, connection, logger: logger)
+                .accountCutOff(AccountCutoff(userID: user.id, tenantID: tenantID, notBefore: user.tokensNotBefore, cause: cause)), at: now, connection, logger: logger)
             return user
         }
     }
@@ -99,9 +99,11 @@ extension PostgresStateSurface: UserRepository {
     }
 
     public func accountCutoffs(since: Double) async throws -> [AccountCutoff] {
-        try await rows("SELECT id, tenant_id, tokens_not_before FROM users WHERE tokens_not_before > 0 AND tokens_not_before >= \(since)").map {
-            let (id, tenant, notBefore) = try $0.decode((String, String, Double).self)
-            return AccountCutoff(userID: id, tenantID: tenant, notBefore: notBefore)
+        try await rows(
+            "SELECT id, tenant_id, username, disabled, tokens_not_before FROM users WHERE tokens_not_before > 0 AND tokens_not_before >= \(since)"
+        ).map {
+            let (id, tenant, username, disabled, notBefore) = try $0.decode((String, String, String, Bool, Double).self)
+            return AccountCutoff(userID: id, tenantID: tenant, notBefore: notBefore, cause: AccountCutoff.cause(username: username, disabled: disabled))
         }
     }
 }

@@ -41,23 +41,23 @@ extension SQLiteStateSurface: UserRepository {
     }
 
     public func disableUser(tenantID: String, username: String, now: Double) async throws -> UserRecord? {
-        try await cutOffUser(tenantID: tenantID, username: username, now: now, change: "disabled = 1", arguments: [])
+        try await cutOffUser(tenantID: tenantID, username: username, now: now, cause: .disabled, change: "disabled = 1", arguments: [])
     }
 
     public func setUserPassword(tenantID: String, username: String, passwordHash: String, now: Double) async throws -> UserRecord? {
-        try await cutOffUser(tenantID: tenantID, username: username, now: now, change: "password_hash = ?", arguments: [passwordHash])
+        try await cutOffUser(tenantID: tenantID, username: username, now: now, cause: .passwordChanged, change: "password_hash = ?", arguments: [passwordHash])
     }
 
     public func deleteUser(tenantID: String, username: String, now: Double) async throws -> UserRecord? {
         try await cutOffUser(
-            tenantID: tenantID, username: username, now: now, change: "disabled = 1, password_hash = '!'", arguments: [],
+            tenantID: tenantID, username: username, now: now, cause: .deleted, change: "disabled = 1, password_hash = '!'", arguments: [],
             then: "UPDATE users SET username = 'deleted:' || id WHERE tenant_id = ? AND username = ?")
     }
 
-    /// The account cut off in one transaction: `change` applied (its `?` bound to `arguments`), the
+    /// The account cut off (for `cause`) in one transaction: `change` applied (its `?` bound to `arguments`), the
     /// not-before set, refresh tokens revoked, the cut-off in the feed; then `then` (bound to the tenant and username).
     private func cutOffUser(
-        tenantID: String, username: String, now: Double, change: String, arguments: [String], then: String? = nil
+        tenantID: String, username: String, now: Double, cause: AccountCutoff.Cause, change: String, arguments: [String], then: String? = nil
     ) async throws -> UserRecord? {
         try await pool.write { db in
             try db.execute(
@@ -69,7 +69,7 @@ extension SQLiteStateSurface: UserRepository {
             try db.execute(
                 sql: "UPDATE refresh_tokens SET revoked_at = ? WHERE user_id = ? AND tenant_id = ? AND revoked_at IS NULL",
                 arguments: [now, user.id, tenantID])
-            try Self.record(.accountCutOff(AccountCutoff(userID: user.id, tenantID: tenantID, notBefore: user.tokensNotBefore)), at: now, db)
+            try Self.record(.accountCutOff(AccountCutoff(userID: user.id, tenantID: tenantID, notBefore: user.tokensNotBefore, cause: cause)), at: now, db)
             if let then { try db.execute(sql: then, arguments: [tenantID, username]) }
             return user
         }
@@ -86,8 +86,14 @@ extension SQLiteStateSurface: UserRepository {
 
     public func accountCutoffs(since: Double) async throws -> [AccountCutoff] {
         try await pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT id, tenant_id, tokens_not_before FROM users WHERE tokens_not_before > 0 AND tokens_not_before >= ?", arguments: [since])
-                .map { AccountCutoff(userID: $0["id"], tenantID: $0["tenant_id"], notBefore: $0["tokens_not_before"]) }
+            try Row.fetchAll(
+                db, sql: "SELECT id, tenant_id, username, disabled, tokens_not_before FROM users WHERE tokens_not_before > 0 AND tokens_not_before >= ?",
+                arguments: [since]
+            ).map {
+                AccountCutoff(
+                    userID: $0["id"], tenantID: $0["tenant_id"], notBefore: $0["tokens_not_before"],
+                    cause: AccountCutoff.cause(username: $0["username"], disabled: $0["disabled"]))
+            }
         }
     }
 }

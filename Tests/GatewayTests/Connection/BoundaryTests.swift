@@ -158,6 +158,29 @@ struct BoundaryTests {
         try await fixture.stop()
     }
 
+    @Test("users passwd while serving, from another process: the socket closes 1008 \"password changed\" (not \"account disabled\"), and the new password logs in")
+    func passwordChangeWhileServing() async throws {
+        let fixture = try await GatewayFixture()
+        try await fixture.addUser("alice")
+        let login = try await fixture.login("alice")
+        let url = "ws://127.0.0.1:\(fixture.gatewayPort)/api/runtime/agent"
+        let headers = [("Authorization", "Bearer \(login.accessToken)"), ("X-Session-Id", login.sessionID)]
+        let newPassword = "a new and longer password"
+        let transcript = try await AgentRelayTests.session(url, headers: headers) { outbound, iterator, _ in
+            try await outbound.write(.text(#"{"type":"ping"}"#))
+            #expect(try await AgentRelayTests.nextJSON(&iterator)["type"] == "pong")
+            let changed = try await runPortcullis(
+                ["users", "passwd", "alice", "--tenant", "default", "--password-stdin", "--database", fixture.state.path], input: newPassword + "\n")
+            #expect(changed.status == 0, "\(changed.output)")
+        }
+        #expect(transcript.close?.closeCode == .policyViolation)
+        #expect(transcript.close?.reason == "password changed")
+        #expect(try await fixture.send(.GET, "/api/session/\(login.sessionID)", bearer: login.accessToken).status == 401)
+        try await Task.sleep(for: .milliseconds(1_100))  // a token issued in the change's second is refused too
+        #expect(try await fixture.loginAnswer("alice", password: newPassword).status == 200)
+        try await fixture.stop()
+    }
+
     /// Sends an upgrade and reads its answer's head on a thread of its own; the connection stays open.
     static func upgrade(port: Int, headers: [(String, String)]) async throws -> (status: Int, descriptor: Int32) {
         try await onOwnThread {
