@@ -9,7 +9,7 @@ as they do in a reader's terminal.
 
 The substitutions are stated in SUBSTITUTIONS, and nowhere else: the password a command asks for
 on the terminal comes on stdin, YOUR PASSWORD is the password, PID is serve's, OLD-KID is the key
-the rotation retired. websocat (not a Debian package) is not run; scripts/sockets.sh and the Swift
+the rotation retired; several-instances.md's database is this run's own cluster. websocat (not a Debian package) is not run; scripts/sockets.sh and the Swift
 suite drive the agent socket with headers instead.
 
 Prints one line per command checked (never a token), and exits 1 on the first difference.
@@ -96,6 +96,17 @@ SUBSTITUTIONS = {
     # users add asks for the password twice on a terminal; here it comes on stdin.
     "# asks for the password twice": lambda command: command.replace(" # ", " --password-stdin <<<\"$PASSWORD\" # ", 1),
     "YOUR PASSWORD": lambda command: command.replace("YOUR PASSWORD", PASSWORD),
+    # several-instances.md: the database host is this run's own cluster (PGHOST, PGPORT), whose
+    # superuser `postgres` the commands reach as PGUSER instead of through sudo; the role's
+    # password (asked twice on a terminal) comes on stdin; `portcullis users add` reads alice's
+    # password from stdin; the processes sent to the background are noted to be stopped, and the
+    # gateway, which the guide runs in the foreground, goes to the background too.
+    "sudo -u postgres createuser --pwprompt": lambda command: 'printf "%s\\n%s\\n" "$DB_PASSWORD" "$DB_PASSWORD" | ' + command.replace("sudo -u postgres ", "", 1),
+    "sudo -u postgres createdb": lambda command: command.replace("sudo -u postgres ", "", 1),
+    "portcullis:PASSWORD@db.internal:5432": lambda command: command.replace("PASSWORD@db.internal:5432", "$DB_PASSWORD@127.0.0.1:$PGPORT"),
+    "portcullis users add alice --tenant acme ": lambda command: command.replace(" # ", " --password-stdin <<<\"$PASSWORD\" # ", 1),
+    "portcullis runtime --port 8081": lambda command: command.replace(" &", " & echo $! >> \"$BACKGROUND_PIDS\"", 1),
+    "portcullis gateway": lambda command: command + " & echo $! >> \"$BACKGROUND_PIDS\"",
 }
 
 
@@ -114,7 +125,8 @@ def run_session(name, directory, steps, extra_env=None):
         script.append(f"{{ {prepare(command)}\n}} > {WORK}/out.{slug}.{number} 2>&1; echo $? > {WORK}/rc.{slug}.{number}")
     env = dict(os.environ, **(extra_env or {}))
     try:
-        subprocess.run(["bash", "-c", "\n".join(script)], cwd=directory, env=env, timeout=180, check=False)
+        # A session of its own (no controlling terminal): a command that asks on the terminal reads stdin.
+        subprocess.run(["bash", "-c", "\n".join(script)], cwd=directory, env=env, timeout=180, check=False, start_new_session=True)
     except subprocess.TimeoutExpired:
         fail(f"{name}: the session did not finish within 180 s")
     for number, (command, expected) in enumerate(steps):
@@ -214,6 +226,109 @@ def main():
     post_login()
     ok("reload.md: serve still answers after the SIGHUP")
 
+    # The next guides use serve's ports (8080, 8081, 9090) themselves: serve stops here.
+    os.kill(int(SERVE_PID), 15)
+    wait_until_closed(8080)
+    tls_guide()
+    several_instances_guide()
+
+
+def wait_until_closed(port):
+    import socket
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            time.sleep(0.1)
+        except OSError:
+            return
+    fail(f"port {port} is still open")
+
+
+def background(command, log, directory, env=None):
+    """Starts `command`, noting its PID to stop it at the end (guides-test.sh stops those noted)."""
+    process = subprocess.Popen(command, cwd=directory, stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env)
+    with open(os.environ["BACKGROUND_PIDS"], "a") as pids:
+        pids.write(f"{process.pid}\n")
+    return process
+
+
+def tls_guide():
+    """tls.md's configuration, as written but for the certificate's folder: serve answers https
+    with that certificate on 8443 and names public_url as its issuer; a key others may read stops it."""
+    (config,) = blocks("tls.md", "yaml")
+    directory = os.path.join(WORK, "home", "tls")
+    certificates = os.path.join(WORK, "tls")
+    os.makedirs(directory)
+    os.makedirs(certificates)
+    key, chain = os.path.join(certificates, "privkey.pem"), os.path.join(certificates, "fullchain.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1",
+                    "-subj", "/CN=auth.example.com", "-addext", "subjectAltName=DNS:auth.example.com",
+                    "-keyout", key, "-out", chain], check=True, capture_output=True)
+    open(os.path.join(directory, "portcullis.yaml"), "w").write(config.replace("/etc/portcullis/tls/", certificates + "/"))
+    command = [os.path.join(WORK, "bin", "portcullis"), "serve", "--config", "portcullis.yaml"]
+
+    os.chmod(key, 0o644)
+    refused = subprocess.run(command, cwd=directory, capture_output=True, text=True, timeout=60)
+    if refused.returncode == 0 or "privkey.pem" not in refused.stdout + refused.stderr:
+        fail(f"tls.md: a private key others can read stops serve, naming the file: {refused.returncode} {(refused.stdout + refused.stderr)[-400:]}")
+    ok("tls.md: a private key others can read stops serve, naming the file")
+
+    os.chmod(key, 0o600)
+    log = os.path.join(WORK, "tls.log")
+    serve = background(command, log, directory)
+    curl = ["curl", "-s", "--cacert", chain, "--resolve", "auth.example.com:8443:127.0.0.1"]
+    for _ in range(150):
+        if subprocess.run(curl + ["-f", "-o", "/dev/null", "https://auth.example.com:8443/readyz"]).returncode == 0:
+            break
+        time.sleep(0.2)
+    else:
+        fail(f"tls.md: serve with the guide's configuration answers https on 8443: {open(log).read()[-600:]}")
+    discovery = json.loads(subprocess.run(curl + ["https://auth.example.com:8443/.well-known/oauth-authorization-server"],
+                                          capture_output=True, text=True).stdout)
+    if discovery.get("issuer") != "https://auth.example.com:8443":
+        fail(f"tls.md: the issuer follows public_url: {discovery.get('issuer')}")
+    serve.terminate()
+    serve.wait(timeout=30)
+    ok("tls.md: serve with the guide's configuration answers https on 8443 with that certificate; its issuer is public_url")
+
+
+def several_instances_guide():
+    """several-instances.md's commands as written, on a PostgreSQL cluster of this run's own:
+    then alice logs in through the gateway, whose token names the guide's issuer, and the
+    database holds her session."""
+    (block,) = blocks("several-instances.md", "console")
+    directory = os.path.join(WORK, "home", "instances")
+    os.makedirs(directory)
+    environment = {"DB_PASSWORD": "role password " + str(os.getpid()), "PGUSER": "postgres"}
+    try:
+        run_session("several-instances.md", directory, console_steps(block), environment)
+        for _ in range(150):
+            try:
+                urllib.request.urlopen("http://127.0.0.1:8080/readyz", timeout=2)
+                break
+            except OSError:
+                time.sleep(0.2)
+        else:
+            fail("several-instances.md: the gateway becomes ready")
+        header, claims = (json.loads(b64decode(part)) for part in post_login("acme")["access_token"].split(".")[:2])
+        if claims.get("iss") != "https://auth.example.com":
+            fail(f"several-instances.md: the token names the guide's issuer: {claims.get('iss')}")
+        sessions = subprocess.run(["psql", "-d", "portcullis", "-tAc", "SELECT count(*) FROM sessions"],
+                                  capture_output=True, text=True, env=dict(os.environ, **environment))
+        if sessions.returncode != 0 or int(sessions.stdout.strip() or 0) < 1:
+            fail(f"several-instances.md: the login's session is in PostgreSQL: {sessions.stdout} {sessions.stderr}")
+        ok("several-instances.md: alice logs in through the gateway on PostgreSQL; the token names the guide's issuer and the session is in the database")
+    finally:
+        stop_background()
+
+
+def stop_background():
+    for line in open(os.environ["BACKGROUND_PIDS"]).read().split():
+        try:
+            os.kill(int(line), 15)
+        except (ProcessLookupError, ValueError):
+            pass
+
 
 def reloads():
     return open(os.path.join(WORK, "serve.log")).read().count("key ring reloaded")
@@ -224,9 +339,10 @@ def b64decode(part):
     return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
 
 
-def post_login():
+def post_login(tenant=None):
+    body = {"username": "alice", "password": PASSWORD} | ({"tenant": tenant} if tenant else {})
     request = urllib.request.Request("http://127.0.0.1:8080/api/auth/login", method="POST",
-                                     data=json.dumps({"username": "alice", "password": PASSWORD}).encode(),
+                                     data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
     return json.load(urllib.request.urlopen(request))
 

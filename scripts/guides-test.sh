@@ -2,13 +2,15 @@
 # The guides' commands, run as written (scripts/guides-test.py says how a console block is read,
 # and the few substitutions): docs/guides/api-with-tokens.md (the first login, the browser snippet
 # verbatim in Chromium on the demo page, accounts, the token tour), keys.md's rotation on the
-# running gateway's own keys, and reload.md's SIGHUP. In a HOME of this run's own, with the built
+# running gateway's own keys, reload.md's SIGHUP, tls.md's configuration, and several-instances.md
+# on a PostgreSQL cluster of this run's own. In a HOME of this run's own, with the built
 # binary as `portcullis` on PATH and `portcullis serve` with no configuration, as the guides have it.
 #
 #   scripts/guides-test.sh        uses .build/debug/portcullis (swift test builds it)
 #   PORTCULLIS_BIN=path           another binary
 #
-# Ports 8080, 9090 and 8081 (serve's defaults). Needs chromium (CI=true: it must be there).
+# Ports 8080, 9090, 8081 (serve's defaults) and 8443. Needs chromium and PostgreSQL (CI=true: they
+# must be there).
 # Every process it starts is stopped by its PID.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,7 +22,7 @@ if [ -z "$CHROMIUM" ]; then
   echo "guides-test.sh: skipped: chromium is missing; install it with apt-get install chromium"
   exit 0
 fi
-for port in 8080 9090 8081; do
+for port in 8080 9090 8081 8443; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "guides-test.sh: port $port is taken; the guides' commands need it"; exit 1; fi
 done
 source "$ROOT/scripts/lib/gateway.sh"
@@ -29,12 +31,31 @@ WORK=$(mktemp -d)
 mkdir -p "$WORK/bin" "$WORK/home/api"
 ln -s "$BIN" "$WORK/bin/portcullis"
 SERVE_PID=
+export BACKGROUND_PIDS=$WORK/background.pids
+touch "$BACKGROUND_PIDS"
+# several-instances.md's database: a PostgreSQL cluster of this run's own, its superuser `postgres`
+# over the socket in $PGDIR, a password (scram) over TCP, as on a database host.
+PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+if [ ! -x "$PGBIN/initdb" ]; then
+  if [ "${CI:-}" = true ]; then echo "guides-test.sh: PostgreSQL is missing (apt-get install postgresql)" >&2; exit 1; fi
+  echo "guides-test.sh: skipped: PostgreSQL is missing; install it with apt-get install postgresql"
+  exit 0
+fi
+PGDIR=$(mktemp -d)
+chmod 755 "$PGDIR"
+as_postgres() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 cleanup() {
   [ -n "$SERVE_PID" ] && kill "$SERVE_PID" 2>/dev/null || true
+  for pid in $(cat "$BACKGROUND_PIDS" 2>/dev/null); do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  rm -rf "$WORK"
+  [ -f "$PGDIR/data/postmaster.pid" ] && as_postgres "$PGBIN/pg_ctl" -D "$PGDIR/data" -m fast -w stop >/dev/null 2>&1 || true
+  rm -rf "$WORK" "$PGDIR"
 }
 trap cleanup EXIT
+[ "$(id -u)" -eq 0 ] && chown postgres "$PGDIR"
+as_postgres "$PGBIN/initdb" -D "$PGDIR/data" -U postgres --auth-local=trust --auth-host=scram-sha-256 -E UTF8 --locale=C --no-sync >/dev/null
+export PGHOST=$PGDIR PGPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+as_postgres "$PGBIN/pg_ctl" -D "$PGDIR/data" -l "$PGDIR/server.log" -w -o "-p $PGPORT -k $PGDIR -c listen_addresses=127.0.0.1" start >/dev/null
 export HOME=$WORK/home PATH=$WORK/bin:$PATH CHROMIUM
 export PASSWORD="correct horse battery staple $$"
 (cd "$HOME/api" && exec portcullis serve) > "$WORK/serve.log" 2>&1 & SERVE_PID=$!

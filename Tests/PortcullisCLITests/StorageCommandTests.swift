@@ -49,6 +49,22 @@ struct StorageCommandTests {
         }
     }
 
+    @Test("a role that may not create the tables (a database it does not own, PostgreSQL 15 and newer) is told the privilege it lacks and how to give it",
+          .enabled(if: TestPostgres.enabled, "PostgreSQL is not installed (apt-get install postgresql)"))
+    func missingPrivilege() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let server = try TestPostgres.shared()
+        let database = "not_owned_\(UInt32.random(in: 0...UInt32.max))"
+        _ = try server.psql("CREATE DATABASE \(database)")
+        _ = try server.psql("DO $$ BEGIN CREATE ROLE guest_writer LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$")
+        // Before PostgreSQL 15 every role could create in `public`; take that away as 15 does.
+        _ = try server.psql("REVOKE CREATE ON SCHEMA public FROM PUBLIC", database: database)
+        let result = try cli.run(["storage", "migrate"], environment: ["STORAGE_POSTGRES_URL": "postgres://guest_writer@127.0.0.1:\(server.port)/\(database)"])
+        #expect(result.status == 2)
+        #expect(result.stderr.contains("SQLSTATE 42501: permission denied for schema public") && result.stderr.contains("createdb --owner"), "\(result.stderr)")
+    }
+
     @Test("an unreachable PostgreSQL is exit 2 with one sentence naming the database, and no password")
     func unreachable() throws {
         let cli = try CLI()

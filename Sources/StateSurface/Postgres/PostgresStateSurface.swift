@@ -353,6 +353,13 @@ public final class PostgresStateSurface: Sendable {
                 if state.hasPrefix("08") || state.hasPrefix("57P") {
                     throw StateSurfaceError(.unavailable, "PostgreSQL at \(name) is shutting down or dropped the connection (SQLSTATE \(state))", isOutage: true)
                 }
+                // 42501: the role may not do this (most often: create the tables in a database it does not own).
+                if state == "42501" {
+                    let said = error.serverInfo?[.message].map { ": " + $0 } ?? ""
+                    throw StateSurfaceError(
+                        .unavailable,
+                        "PostgreSQL at \(name) refused a statement for lack of privilege (SQLSTATE 42501\(said)); make the role the database's owner (createdb --owner ROLE) or grant it CREATE on the schema")
+                }
                 throw StateSurfaceError(.unavailable, "PostgreSQL at \(name) refused a statement (SQLSTATE \(state))")
             }
             throw StateSurfaceError(.unavailable, "PostgreSQL at \(name) cannot be reached (\(error.code)); check that it runs and is reachable", isOutage: true)
