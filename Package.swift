@@ -294,6 +294,9 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Configuration", package: "swift-configuration"),
+                // sd_notify's datagram to systemd (ServiceManagerNotification).
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         // The benchmark's floor (scripts/bench-proxy.sh): a minimal SwiftNIO reverse proxy, no product.

@@ -7,12 +7,18 @@
 #   - `portcullis serve --config /etc/portcullis/portcullis.yaml` as that user, in /var/lib/portcullis
 #     (as the unit runs it), generates its key (0600) and database there and answers /healthz;
 #   - `systemd-analyze verify` accepts the unit against that root (systemd installed in it);
-#   - removal, then purge, leave the data (keys, database) in /var/lib/portcullis.
+#   - removal, then purge, leave the data (keys, database) in /var/lib/portcullis;
+#   - docs/guides/install.md's commands as written, in a second clean root booted with systemd
+#     (systemd-nspawn, its own network namespace): `apt install` of the package, `systemctl enable
+#     --now`, /healthz, `sudo -u portcullis`, `users add`, `keys list`; the service then runs
+#     under its unit's sandbox as its user, a login through it works, `systemctl reload` re-reads
+#     the configuration, and `systemctl stop` stops it.
 #
 #   scripts/package-test.sh [DEB]      default: the newest .build/package/portcullis_*_amd64.deb
 #                                      (scripts/package.sh builds one when there is none)
 #
-# Needs root (debootstrap, chroot), debootstrap and systemd-analyze, and the Debian mirror apt
+# Needs root (debootstrap, chroot), debootstrap, systemd-analyze and systemd-nspawn (Debian's
+# systemd-container), and the Debian mirror apt
 # uses. Without them it says what is missing and exits 0, except in CI (CI=true). Loopback only;
 # every process it starts is stopped by its PID, every mount undone.
 set -euo pipefail
@@ -22,6 +28,7 @@ missing=()
 [ "$(id -u)" -eq 0 ] || missing+=("root")
 command -v debootstrap >/dev/null || [ -x /usr/sbin/debootstrap ] || missing+=(debootstrap)
 command -v systemd-analyze >/dev/null || missing+=(systemd)
+command -v systemd-nspawn >/dev/null || missing+=(systemd-container)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "package-test.sh: needs ${missing[*]}; skipped"
   [ "${CI:-}" = true ] && exit 1
@@ -35,10 +42,12 @@ MIRROR=${MIRROR:-http://deb.debian.org/debian}
 PORT=18790
 WORK=$(mktemp -d /tmp/portcullis-package.XXXXXX)
 R=$WORK/root
-SERVE_PID=
+B=$WORK/booted
+SERVE_PID= NSPAWN_PID=
 cleanup() {
   [ -n "$SERVE_PID" ] && kill -- -"$SERVE_PID" 2>/dev/null || true
-  for mount in "$R/proc" "$R/dev"; do mountpoint -q "$mount" 2>/dev/null && umount -l "$mount" || true; done
+  if [ -n "$NSPAWN_PID" ]; then kill "$NSPAWN_PID" 2>/dev/null || true; wait "$NSPAWN_PID" 2>/dev/null || true; fi
+  for mount in "$R/proc" "$R/dev" "$B/proc" "$B/dev"; do mountpoint -q "$mount" 2>/dev/null && umount -l "$mount" || true; done
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -50,6 +59,7 @@ in_root() { chroot "$R" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "
 mkdir -p .build/debootstrap-cache
 debootstrap --variant=minbase --cache-dir="$ROOT/.build/debootstrap-cache" bookworm "$R" "$MIRROR" > "$WORK/debootstrap.log" 2>&1 ||
   { tail -20 "$WORK/debootstrap.log"; fail "debootstrap of bookworm from $MIRROR"; }
+cp -a "$R" "$B"   # the booted test's clean root: a copy made before anything is installed
 mount -t proc proc "$R/proc"
 mount --bind /dev "$R/dev"
 cp /etc/resolv.conf "$R/etc/resolv.conf"
@@ -99,3 +109,75 @@ DEBIAN_FRONTEND=noninteractive in_root apt-get remove -y -qq portcullis >> "$WOR
 DEBIAN_FRONTEND=noninteractive in_root apt-get purge -y -qq portcullis >> "$WORK/apt.log" 2>&1 || fail "apt-get purge"
 [ -f "$key" ] && [ -f "$R/var/lib/portcullis/data/portcullis.sqlite" ] || fail "purge leaves the key and the database"
 ok "removal and purge leave the signing key and the database in /var/lib/portcullis"
+
+# docs/guides/install.md as written, on a booted systemd. The second clean root gets what a
+# Debian host has and minbase lacks (systemd as init, dbus, sudo, curl), the guide's .deb in
+# root's home, and the package's Depends downloaded; then it boots in a network namespace of its
+# own (nothing on the host's ports), and the guide's commands run in it, one by one, as root.
+mount -t proc proc "$B/proc"
+mount --bind /dev "$B/dev"
+cp /etc/resolv.conf "$B/etc/resolv.conf"
+in_booted_root() { chroot "$B" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"; }
+GUIDE_DEB=$(sed -n 's/^sudo apt install \.\/\(portcullis_[^ ]*\.deb\).*/\1/p' docs/guides/install.md)
+[ "$GUIDE_DEB" = "$(basename "$DEB")" ] || fail "install.md installs $GUIDE_DEB; the package built is $(basename "$DEB")"
+cp "$DEB" "$B/root/$GUIDE_DEB"
+{ in_booted_root apt-get update -qq &&
+  DEBIAN_FRONTEND=noninteractive in_booted_root apt-get install -y -qq --no-install-recommends systemd systemd-sysv dbus sudo curl &&
+  in_booted_root sh -c "cd /root && apt-get install -y -qq --download-only ./$GUIDE_DEB"; } >> "$WORK/apt.log" 2>&1 ||
+  { tail -20 "$WORK/apt.log"; fail "the booted root's systemd, dbus, sudo and curl"; }
+echo booted > "$B/etc/hostname"; echo "127.0.1.1 booted" >> "$B/etc/hosts"   # sudo resolves the host's name
+umount "$B/proc" "$B/dev"
+systemd-nspawn -D "$B" -b --private-network --keep-unit --register=no --console=pipe > "$WORK/boot.log" 2>&1 & NSPAWN_PID=$!
+LEADER=
+# The container's init: nspawn's child once it has become systemd (an earlier child sets the namespaces up).
+for _ in $(seq 150); do
+  for child in $(pgrep -P "$NSPAWN_PID" || true); do [ "$(cat "/proc/$child/comm" 2>/dev/null)" = systemd ] && LEADER=$child; done
+  [ -n "$LEADER" ] && break
+  sleep 0.2
+done
+[ -n "$LEADER" ] || { cat "$WORK/boot.log"; fail "systemd-nspawn boots the second root"; }
+in_booted() { nsenter -t "$LEADER" -a env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 bash -c "cd /root && $1" < /dev/null; }
+for _ in $(seq 150); do
+  state=$(in_booted "systemctl is-system-running" 2>/dev/null || true)
+  case "$state" in running|degraded) break ;; esac
+  sleep 0.2
+done
+case "$state" in running|degraded) ;; *) cat "$WORK/boot.log"; fail "systemd in the booted root: $state" ;; esac
+ok "a second clean root boots with systemd ($state)"
+
+# The guide's two sh blocks, each line a command (its comment says what it prints, if anything).
+# Substitutions: apt asks whether to continue and `users add` for the password on the terminal;
+# here the answer (Y) and the password come on stdin.
+PASSWORD="package test password $$"
+sh_blocks() { awk '/^```sh$/{on=1; next} /^```$/{on=0} on' docs/guides/install.md; }
+[ "$(sh_blocks | grep -c .)" -ge 6 ] || fail "install.md has the install and state-command blocks this test runs"
+commands=$(sh_blocks | grep -v '^swift build\|^sudo install\|^mkdir -p ~/portcullis')
+while IFS= read -r line; do
+  command=${line%%#*}
+  case "$command" in "sudo apt install "*) command="$command <<< Y" ;; esac
+  case "$command" in *"users add"*) command="${command/ --config/ --password-stdin --config} <<<'$PASSWORD'" ;; esac
+  output=$(in_booted "$command" 2>&1) || { echo "$output" | tail -20; fail "install.md: \`${line%%#*}\` exits non-zero"; }
+  case "$line" in *'# {"status":"ok"}'*) [ "$output" = '{"status":"ok"}' ] || { in_booted "journalctl -u portcullis --no-pager | tail -20"; fail "install.md: /healthz prints {\"status\":\"ok\"}: $output"; } ;; esac
+  case "$line" in *"keys list"*) echo "$output" | grep -q " active " || fail "install.md: keys list shows the active key: $output" ;; esac
+  case "$line" in *"portcullis --help"*) echo "$output" | grep -q "serve" || fail "install.md: portcullis --help lists the commands: $output" ;; esac
+  ok "install.md, booted: ${line%%#*}"
+done <<< "$(echo "$commands" | grep .)"
+
+# What the guide says of the running service.
+[ "$(in_booted "systemctl is-enabled portcullis")" = enabled ] || fail "the unit is enabled"
+[ "$(in_booted "ps -o user= -C portcullis" | sort -u)" = portcullis ] || fail "the service runs as portcullis: $(in_booted "ps -o user= -C portcullis")"
+status=$(in_booted "curl -s -o /dev/null -w '%{http_code}' -X POST 127.0.0.1:8080/api/auth/login -H 'Content-Type: application/json' -d '{\"username\":\"alice\",\"password\":\"$PASSWORD\"}'")
+[ "$status" = 200 ] || { in_booted "journalctl -u portcullis --no-pager | tail -20"; fail "alice, added with the guide's command, logs in through the service: $status"; }
+ok "the service runs as portcullis under its unit; alice, added as the guide says, logs in through it"
+in_booted "systemctl reload portcullis" || fail "systemctl reload portcullis"
+for _ in $(seq 50); do in_booted "journalctl -u portcullis --no-pager" | grep -q "configuration reloaded" && break; sleep 0.2; done
+in_booted "journalctl -u portcullis --no-pager" | grep -q "configuration reloaded" || fail "systemctl reload re-reads the configuration (the journal says so)"
+[ "$(in_booted "curl -s 127.0.0.1:8080/healthz")" = '{"status":"ok"}' ] || fail "the service answers after the reload"
+ok "systemctl reload portcullis re-reads the configuration; the service answers on"
+in_booted "systemctl stop portcullis" || fail "systemctl stop portcullis"
+[ "$(in_booted "systemctl is-active portcullis" || true)" = inactive ] || fail "systemctl stop stops it: $(in_booted "systemctl is-active portcullis" || true)"
+in_booted "journalctl -u portcullis --no-pager" | grep -q "$PASSWORD" && fail "the password appears in the journal"
+ok "systemctl stop portcullis stops it; the password never appears in the journal"
+kill "$NSPAWN_PID" 2>/dev/null || true
+wait "$NSPAWN_PID" 2>/dev/null || true
+NSPAWN_PID=

@@ -184,6 +184,15 @@ public struct PortcullisServer: Sendable {
             trustedIssuers: trustedIssuers, providers: providers, logger: logger, accessLog: accessLog.map { AccessLog(sink: $0.sink, format: $0.format) })
     }
 
+    /// The listeners `makeServices` starts: the gateway's, the embedded Runtime's (without
+    /// `runtime.url`) and the metrics' (with `admin.enabled`).
+    public var listeners: Set<Listener> {
+        var set: Set<Listener> = [.gateway]
+        if gateway.runtimeURL == nil { set.insert(.runtime) }
+        if gateway.adminPort != nil { set.insert(.admin) }
+        return set
+    }
+
     /// The services, in start order; a `ServiceGroup` stops them in reverse,
     /// so the public listener stops first and the Runtime last.
     public func makeServices(onListening: @escaping @Sendable (Listener, Int) async -> Void = { _, _ in }) throws -> [any Service] {

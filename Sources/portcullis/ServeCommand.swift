@@ -106,6 +106,8 @@ struct ServeCommand: AsyncParsableCommand {
 
         let server = PortcullisServer(gateway: gateway, runtime: runtime, state: state, keys: keys, trustedIssuers: trusted, providers: providers, logger: logger, accessLog: accessLog)
         let scheme = gateway.tls == nil ? "http" : "https"
+        let systemd = ServiceManagerNotification(logger: logger)
+        let readiness = ReadinessAnnouncement(listeners: Set(server.listeners.map(\.rawValue)), notification: systemd)
         var services = try server.makeServices { listener, port in
             switch listener {
             case .gateway:
@@ -115,6 +117,7 @@ struct ServeCommand: AsyncParsableCommand {
             case .admin: logger.info("metrics listening", metadata: ["url": "http://\(gateway.adminHost):\(port)/metrics"])
             case .runtime: logger.info("embedded runtime listening", metadata: ["address": "\(runtime.host):\(port)", "store": "\(state.name)"])
             }
+            await readiness.listening(listener.rawValue)
         }
         // SIGHUP: the file read again whole, compared with start-up's values. The file start-up read
         // is named, so a reload after it is gone is refused rather than falling back to the defaults.
