@@ -219,12 +219,21 @@ def main():
         fail("the running gateway signs with the new key after keys.md's rotation")
     ok(f"keys.md: the running gateway signs with the new key; {len(old)} key(s) published before")
 
-    # reload.md: SIGHUP to the serve we started.
+    # reload.md: the check, then SIGHUP to the serve we started. The file it checks is the
+    # committed configuration; then one with a misspelt key, which the check refuses, naming it.
     (reload,) = blocks("reload.md", "sh")
     SUBSTITUTIONS["kill -HUP PID"] = lambda command: command.replace("PID", SERVE_PID)
-    run_session("reload.md", API_DIR, [(reload.split("#")[0].strip(), [])])
+    commands = [line.split("#")[0].strip() for line in reload.splitlines() if line.strip()]
+    import shutil
+    shutil.copy(os.path.join(ROOT, "config", "portcullis.yaml"), os.path.join(API_DIR, "portcullis.yaml"))
+    run_session("reload.md", API_DIR, [(command, []) for command in commands])
     post_login()
     ok("reload.md: serve still answers after the SIGHUP")
+    open(os.path.join(API_DIR, "portcullis.yaml"), "w").write("gateway:\n  prot: 8080\n")
+    check = subprocess.run([os.path.join(WORK, "bin", "portcullis")] + commands[0].split()[1:], cwd=API_DIR, capture_output=True, text=True)
+    if check.returncode != 2 or "did you mean gateway.port?" not in check.stderr:
+        fail(f"reload.md: config check refuses a misspelt key, naming it: {check.returncode} {check.stderr}")
+    ok("reload.md: config check refuses a misspelt key (prot), naming gateway.port")
 
     # The next guides use serve's ports (8080, 8081, 9090) themselves: serve stops here.
     os.kill(int(SERVE_PID), 15)

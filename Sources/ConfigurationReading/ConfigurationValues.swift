@@ -22,10 +22,16 @@ public final class ConfigurationValues: Sendable {
     /// Where the values came from, for a start-up log line.
     public let source: String
     private let keysRead = Mutex<Set<String>>([])
+    /// Every key the file sets (dotted, to its scalars and lists), the lists of maps as one key each.
+    let fileKeys: Set<String>
+    /// The file read, for messages; `nil` without one.
+    let file: String?
 
-    init(providers: [any ConfigProvider], source: String, maps: [String: [ConfigurationMap]] = [:]) {
+    init(providers: [any ConfigProvider], source: String, maps: [String: [ConfigurationMap]] = [:], file: String? = nil, fileKeys: Set<String> = []) {
         self.providers = providers
         self.maps = maps
+        self.file = file
+        self.fileKeys = fileKeys
         // ConfigReader needs at least one provider; an empty one answers "absent" for every key.
         self.reader = ConfigReader(providers: providers.isEmpty ? [InMemoryProvider(values: [:])] : providers)
         self.source = source
@@ -52,10 +58,12 @@ public final class ConfigurationValues: Sendable {
                 return !trimmed.isEmpty && !trimmed.hasPrefix("#")
             }
             var maps: [String: [ConfigurationMap]] = [:]
+            var fileKeys: Set<String> = []
             do {
                 if hasContent {
                     // The lists of maps first (the library refuses them), then the rest through the library.
                     maps = try MapListSections.read(text)
+                    fileKeys = try MapListSections.keyPaths(text)
                     providers.append(try await FileProvider<MapListFreeYAMLSnapshot>(filePath: FilePath(file)))
                 }
             } catch let error as ConfigurationError {
@@ -65,7 +73,7 @@ public final class ConfigurationValues: Sendable {
                 throw ConfigurationError(file: file, "the configuration file \(file) is not valid YAML (\(detail))")
             }
             source = environment ? "\(file) and environment variables" : file
-            return ConfigurationValues(providers: providers, source: source, maps: maps)
+            return ConfigurationValues(providers: providers, source: source, maps: maps, file: file, fileKeys: fileKeys)
         }
         return ConfigurationValues(providers: providers, source: source)
     }
@@ -76,6 +84,39 @@ public final class ConfigurationValues: Sendable {
     public func mapList(_ key: String) -> [ConfigurationMap]? {
         keysRead.withLock { _ = $0.insert(key) }
         return maps[key]
+    }
+
+    /// Refuses a key the file sets that no configuration type read: a misspelling (`gatway:`,
+    /// `prot:`) would otherwise be silently ignored, and its default used. Call it once every type
+    /// that reads this configuration has read it. An entry of a list of maps (a route, a trusted
+    /// issuer) checks its own keys as it is read.
+    public func refuseUnknownKeys() throws(ConfigurationError) {
+        let known = readKeys
+        // A key read whole (`gateway.tls` as a map) covers what is under it; an empty section (`gateway:`) is no setting.
+        let unknown = fileKeys.filter { key in
+            !known.contains(key) && !known.contains { key.hasPrefix($0 + ".") || $0.hasPrefix(key + ".") }
+        }.sorted()
+        guard let first = unknown.first else { return }
+        let near = known.min { Self.distance(first, $0) < Self.distance(first, $1) }
+        let suggestion = near.map { Self.distance(first, $0) <= 3 ? "; did you mean \($0)?" : "" } ?? ""
+        throw ConfigurationError(
+            fileKey: first,
+            "in \(file ?? "the file") is not a setting portcullis knows\(suggestion) (every key is in config/portcullis.yaml)"
+                + (unknown.count > 1 ? "; also unknown: \(unknown.dropFirst().joined(separator: ", "))" : ""))
+    }
+
+    /// Levenshtein distance, for the suggestion.
+    static func distance(_ a: String, _ b: String) -> Int {
+        let a = Array(a.utf8), b = Array(b.utf8)
+        var previous = Array(0...b.count)
+        for i in 1...max(a.count, 1) where !a.isEmpty {
+            var current = [i] + Array(repeating: 0, count: b.count)
+            for j in 1...max(b.count, 1) where !b.isEmpty {
+                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+            }
+            previous = current
+        }
+        return previous[b.count]
     }
 
     /// Every key read so far (a test checks the committed YAML names exactly these).

@@ -108,6 +108,27 @@ enum MapListSections {
     /// Lists whose entries may also be strings (the short form `PREFIX=URL`).
     static let takingStrings: Set<String> = ["gateway.routes"]
 
+    /// Every dotted key `text` sets, down to its scalars and lists of scalars; a list of maps
+    /// (`gateway.routes`) is one key (its entries check their own keys).
+    static func keyPaths(_ text: String) throws -> Set<String> {
+        guard let root = try Yams.compose(yaml: text)?.mapping else { return [] }
+        let mapLists = Set(keys.map { "\($0.section).\($0.list)" })
+        var paths: Set<String> = []
+        func walk(_ mapping: Node.Mapping, _ prefix: String) {
+            for (name, value) in mapping {
+                guard let name = name.string else { continue }
+                let path = prefix.isEmpty ? name : prefix + "." + name
+                if let inner = value.mapping, !mapLists.contains(path) {
+                    walk(inner, path)
+                } else {
+                    paths.insert(path)
+                }
+            }
+        }
+        walk(root, "")
+        return paths
+    }
+
     /// The lists of maps in `text`, by their dotted key.
     static func read(_ text: String) throws -> [String: [ConfigurationMap]] {
         guard let root = try Yams.compose(yaml: text)?.mapping else { return [:] }

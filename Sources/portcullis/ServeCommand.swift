@@ -41,10 +41,45 @@ struct ServeCommand: AsyncParsableCommand {
         settings: CommandLineSettings
     ) {
         let values = try await ConfigurationValues.load(path: config)
-        return (
+        let read = (
             values, try GatewayConfiguration(reading: values), try RuntimeConfiguration(reading: values), try StorageConfiguration(reading: values),
             try CommandLineSettings(reading: values)
         )
+        try values.refuseUnknownKeys()  // once every type has read its keys
+        return read
+    }
+
+    /// What start-up warns of in a configuration it accepts.
+    static func startWarnings(_ gateway: GatewayConfiguration) -> [String] {
+        var warnings: [String] = []
+        if gateway.issuerIsDerived, gateway.publicURL == nil, GatewayIssuer.isWildcard(gateway.host) {
+            warnings.append(
+                "gateway.issuer is not set: tokens and discovery name \(gateway.issuer), which clients on other machines cannot reach; set gateway.issuer or gateway.public_url to the URL they use")
+        }
+        if gateway.routes.contains(where: \.acceptsSessionCookie), !gateway.servesBrowsersOverHTTPS {
+            warnings.append(
+                "auth: browser routes over plain http: the session cookie is not Secure; for loopback development only (an https gateway.public_url makes it __Host-portcullis)")
+        }
+        return warnings
+    }
+
+    /// The files the configuration names that start-up reads before anything else: the TLS
+    /// certificate and key (an unreadable one, or a key others may read, stops start-up here)
+    /// and the upstreams' CA file. `portcullis config check` runs the same.
+    static func checkFiles(_ gateway: GatewayConfiguration) throws {
+        if let tls = gateway.tls { _ = try GatewayServer.tlsConfiguration(tls) }
+        try GatewayServer.checkUpstreamTLS(gateway)
+    }
+
+    /// The trusted issuers' shared secrets and the sign-in providers' client secrets, read (and
+    /// refused when others can read them) before anything is created. Made even with no issuers:
+    /// a reload may add some. Nothing is fetched here: providers' keys are fetched once serving.
+    static func readSecrets(
+        _ gateway: GatewayConfiguration, keysDirectory: String, logger: Logger
+    ) throws -> (TrustedIssuers, ProviderDirectory) {
+        let trusted = try TrustedIssuers(configuration: gateway.trust, leeway: gateway.leeway, logger: logger)
+        let providers = gateway.trust.loginIssuers.isEmpty ? ProviderDirectory.none : try ProviderDirectory(trust: gateway.trust, keysDirectory: keysDirectory)
+        return (trusted, providers)
     }
 
     /// Runs the gateway; with `alone`, a remote Runtime (`runtime.url`) is required and
@@ -63,8 +98,7 @@ struct ServeCommand: AsyncParsableCommand {
         runtimeSettings.shutdownTimeout = Double(settings.shutdownTimeout)
         let runtime = runtimeSettings
         let keysDirectory = settings.keysDirectory
-        if let tls = gateway.tls { _ = try GatewayServer.tlsConfiguration(tls) }  // unreadable files stop start-up here
-        try GatewayServer.checkUpstreamTLS(gateway)
+        try checkFiles(gateway)
         let level = Logger.Level(rawValue: settings.logLevel) ?? .info
         // The access log is buffered (as nginx's access_log buffer=) when its lines are written at all.
         let accessSink = settings.accessBufferBytes > 0 && level <= .info ? BufferedLogSink(capacity: settings.accessBufferBytes) : nil
@@ -78,19 +112,9 @@ struct ServeCommand: AsyncParsableCommand {
         if !PasswordHasher.keepWorkAreas() {
             logger.notice("scrypt work areas are not kept: each password check maps its own 32 MiB (libcrypto refused the allocator)")
         }
-        if gateway.issuerIsDerived, gateway.publicURL == nil, GatewayIssuer.isWildcard(gateway.host) {
-            logger.warning(
-                "gateway.issuer is not set: tokens and discovery name \(gateway.issuer), which clients on other machines cannot reach; set gateway.issuer or gateway.public_url to the URL they use")
-        }
-        if gateway.routes.contains(where: \.acceptsSessionCookie), !gateway.servesBrowsersOverHTTPS {
-            logger.warning(
-                "auth: browser routes over plain http: the session cookie is not Secure; for loopback development only (an https gateway.public_url makes it __Host-portcullis)")
-        }
+        for warning in startWarnings(gateway) { logger.warning("\(warning)") }
         let accessLog = accessSink.map { (sink: $0, format: settings.logFormat) }
-        // Shared secrets are read (and refused when others can read them) before anything is created.
-        // Made even with no issuers: a reload may add some.
-        let trusted = try TrustedIssuers(configuration: gateway.trust, leeway: gateway.leeway, logger: logger)
-        let providers = gateway.trust.loginIssuers.isEmpty ? ProviderDirectory.none : try ProviderDirectory(trust: gateway.trust, keysDirectory: keysDirectory)
+        let (trusted, providers) = try readSecrets(gateway, keysDirectory: keysDirectory, logger: logger)
 
         if !FileManager.default.fileExists(atPath: keysDirectory + "/keyring.json") {
             let record = try KeyDirectory(path: keysDirectory).generate(algorithm: .es256)

@@ -1,0 +1,40 @@
+import ArgumentParser
+import ConfigurationReading
+import Gateway
+import Logging
+
+/// `portcullis config check`: the configuration read as `serve` reads it, without serving.
+struct ConfigCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "config",
+        abstract: "Check a configuration before serving it.",
+        subcommands: [Check.self])
+
+    struct Check: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Read the configuration as serve would (file, then environment variables), and say what is wrong, or that it is good.",
+            discussion: """
+                Every key is checked as start-up checks it, and the files it names are read: the TLS certificate \
+                and key, the upstreams' CA file, the trusted issuers' secrets and the sign-in providers' client \
+                secrets (a key or secret others may read is refused). Nothing is opened or fetched: not the \
+                database, not the keys directory, not a provider. Exit 0 when serve would start with it (its \
+                warnings on stderr), 2 with the first problem otherwise. Run it before `systemctl reload`.
+                """)
+
+        @Option(help: "Configuration file (YAML). Default: config/portcullis.yaml when it exists.")
+        var config: String?
+
+        func run() async throws {
+            let (file, gateway, _, _, settings) = try await ServeCommand.readSettings(config: config)
+            try ServeCommand.checkFiles(gateway)
+            var quiet = Logger(label: "portcullis.config-check")
+            quiet.logLevel = .critical
+            let (_, providers) = try ServeCommand.readSecrets(gateway, keysDirectory: settings.keysDirectory, logger: quiet)
+            for warning in ServeCommand.startWarnings(gateway) { Terminal.warning(warning) }
+            let issuers = gateway.trust.issuers.count, logins = providers.providers.count
+            print(
+                "configuration good (\(file.source)): \(gateway.routes.count) route(s), \(issuers) trusted issuer(s), "
+                    + "\(logins) sign-in provider(s); the gateway would listen on \(gateway.host):\(gateway.port)")
+        }
+    }
+}

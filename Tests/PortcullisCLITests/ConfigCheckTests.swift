@@ -1,0 +1,96 @@
+import Foundation
+import PortcullisTestSupport
+import Testing
+
+@Suite("portcullis config check (the real binary)", .serialized)
+struct ConfigCheckTests {
+    /// The ```yaml blocks of a document.
+    static func yamlBlocks(_ document: String) throws -> [String] {
+        try UserDocsTests.read(document).components(separatedBy: "```yaml\n").dropFirst().compactMap { $0.components(separatedBy: "```").first }
+    }
+
+    /// Makes, in `cli`'s directory, every file a block names (`*_file:` and `*_path:`, comments
+    /// included): a certificate and its key for the TLS keys, a PEM private key for a client key,
+    /// a secret of 40 letters otherwise, each 0600. An absolute path (`/etc/portcullis/tls/...`) is
+    /// made under the directory instead, and the block returned names it there.
+    static func provideFiles(_ block: String, in cli: CLI) throws -> String {
+        var yaml = block
+        let references = block.matches(of: /(\w+_(?:file|path)):\s*([^\s,}#]+)/).map { (String($0.1), String($0.2)) }
+        for (key, path) in references where path != "..." {
+            let relative = path.hasPrefix("/") ? "absolute" + path : path
+            yaml = yaml.replacingOccurrences(of: path, with: relative)
+            try FileManager.default.createDirectory(
+                atPath: cli.directory + "/" + (relative as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            switch key {
+            case "certificate_path", "upstream_ca_file", "postgres_ca_file":
+                let keyPath = (relative as NSString).deletingLastPathComponent + "/made-for-\((relative as NSString).lastPathComponent).key"
+                try cli.openssl([
+                    "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj", "/CN=auth.example.com",
+                    "-keyout", keyPath, "-out", relative,
+                ])
+                if key == "certificate_path", let keyReference = references.first(where: { $0.0 == "private_key_path" }) {
+                    let keyRelative = keyReference.1.hasPrefix("/") ? "absolute" + keyReference.1 : keyReference.1
+                    try FileManager.default.copyItem(atPath: cli.directory + "/" + keyPath, toPath: cli.directory + "/" + keyRelative)
+                    try cli.chmod(keyRelative, 0o600)
+                }
+            case "private_key_path":
+                continue  // made with its certificate
+            case "private_key_file":
+                try cli.openssl(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", relative])
+                try cli.chmod(relative, 0o600)
+            default:
+                try cli.write(relative, Array(String(repeating: "s", count: 40).utf8))
+            }
+        }
+        return yaml
+    }
+
+    @Test("every configuration in the README, the reference and the guides is one serve would start with (config check exits 0), the files it names provided")
+    func documentedConfigurationsAreGood() throws {
+        var checked = 0
+        for document in try UserDocsTests.userDocuments() {
+            for (index, block) in try Self.yamlBlocks(document).enumerated() {
+                let cli = try CLI()
+                defer { cli.remove() }
+                let yaml = try Self.provideFiles(block, in: cli)
+                try cli.write("portcullis.yaml", Array(yaml.utf8), mode: 0o644)
+                let result = try cli.run(["config", "check", "--config", "portcullis.yaml"])
+                #expect(result.status == 0 && result.stdout.hasPrefix("configuration good"), "\(document), YAML block \(index + 1): \(result.stderr)")
+                checked += 1
+            }
+        }
+        #expect(checked >= 12, "the documents hold \(checked) YAML blocks; the README, GATEWAY.md and the guides have more")
+    }
+
+    @Test("config check says what serve would refuse, exit 2, naming the key or the file: a value out of range, an unknown key, a secret others may read, a missing certificate")
+    func refusals() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let cases: [(yaml: String, said: String)] = [
+            ("gateway:\n  port: 99999\n", "gateway.port"),
+            ("gateway:\n  prot: 8080\n", "gateway.prot in portcullis.yaml is not a setting portcullis knows; did you mean gateway.port?"),
+            ("gateway:\n  tls:\n    certificate_path: missing.pem\n    private_key_path: missing.key\n", "gateway.tls.certificate_path"),
+            (
+                "trust:\n  issuers:\n    - issuer: https://id.example.com\n      audiences: [api]\n      tenant: acme\n      secret_file: shared.secret\n      algorithms: [HS256]\n",
+                "shared.secret"
+            ),
+        ]
+        try cli.write("shared.secret", Array(String(repeating: "k", count: 40).utf8), mode: 0o644)
+        for (yaml, said) in cases {
+            try cli.write("portcullis.yaml", Array(yaml.utf8), mode: 0o644)
+            let result = try cli.run(["config", "check", "--config", "portcullis.yaml"])
+            #expect(result.status == 2 && result.stderr.contains(said) && result.stdout.isEmpty, "\(yaml): \(result.status) \(result.stderr)")
+        }
+    }
+
+    @Test("config check on a configuration serve accepts with a warning prints the warning on stderr and exits 0; nothing is created (no keys, no database)")
+    func warningsAndNothingCreated() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        try cli.write("portcullis.yaml", Array("gateway:\n  host: 0.0.0.0\n".utf8), mode: 0o644)
+        let result = try cli.run(["config", "check", "--config", "portcullis.yaml"])
+        #expect(result.status == 0 && result.stderr.contains("portcullis: warning: gateway.issuer is not set"), "\(result.stderr)")
+        #expect(result.stdout.contains("the gateway would listen on 0.0.0.0:8080"), "\(result.stdout)")
+        #expect(!FileManager.default.fileExists(atPath: cli.directory + "/keys") && !FileManager.default.fileExists(atPath: cli.directory + "/data"))
+    }
+}
