@@ -127,7 +127,7 @@ cp "$DEB" "$B/root/$GUIDE_DEB"
   { tail -20 "$WORK/apt.log"; fail "the booted root's systemd, dbus, sudo and curl"; }
 echo booted > "$B/etc/hostname"; echo "127.0.1.1 booted" >> "$B/etc/hosts"   # sudo resolves the host's name
 umount "$B/proc" "$B/dev"
-systemd-nspawn -D "$B" -b --private-network --keep-unit --register=no --console=pipe > "$WORK/boot.log" 2>&1 & NSPAWN_PID=$!
+systemd-nspawn -D "$B" -b --private-network --keep-unit --register=no --console=pipe < /dev/null > "$WORK/boot.log" 2>&1 & NSPAWN_PID=$!
 LEADER=
 # The container's init: nspawn's child once it has become systemd (an earlier child sets the namespaces up).
 for _ in $(seq 150); do
