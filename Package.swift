@@ -306,6 +306,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
             ],
             path: "Benchmarks/FloorProxy",
             swiftSettings: [.swiftLanguageMode(.v5)]

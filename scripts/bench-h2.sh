@@ -4,6 +4,9 @@
 # listener proxying to the same nginx upstream, h2load as the load; and the same request over
 # HTTP/1.1 (wrk) through both, with, when COMPARE_BIN names an older build, that build's gateway
 # beside it (the A/B that says whether the HTTP/1.1 rows moved). One run, rounds interleaved.
+# Two more h2 rows say what HTTP/2 itself costs, before any proxying: nginx's http2 listener
+# answering by itself, and floor-proxy's `h2-answer` (swift-nio-http2's stream channels, as the
+# gateway uses them, answering by itself).
 #
 #   scripts/bench-h2.sh [ROUNDS] [SECONDS] [H2_CONNECTIONS] [STREAMS] [H1_CONNECTIONS]   (default 5 8 20 10 50)
 #   PORTCULLIS_BIN=path        benchmark this portcullis binary (default: a release build made here)
@@ -31,7 +34,7 @@ else
   BIN="$ROOT/.build/release/portcullis"
 fi
 WORK=$(mktemp -d)
-UPSTREAM=18431 NGINX_H2=18432 NGINX_H1=18433 GATEWAY=18434 GATEWAY_COMPARE=18435
+UPSTREAM=18431 NGINX_H2=18432 NGINX_H1=18433 GATEWAY=18434 GATEWAY_COMPARE=18435 NGINX_H2_ANSWER=18436 FLOOR_H2=18437
 PIDS=()
 cleanup() {
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -69,6 +72,11 @@ nginx_conf h2 $NGINX_H2 http2 "$PROXY"
 NGINX_H2_PID=${PIDS[-1]}
 nginx_conf h1 $NGINX_H1 "" "$PROXY"
 NGINX_H1_PID=${PIDS[-1]}
+nginx_conf h2answer $NGINX_H2_ANSWER http2 "location / { default_type application/json; return 200 '{\"ok\":true,\"service\":\"bench upstream\"}'; }"
+NGINX_H2_ANSWER_PID=${PIDS[-1]}
+(cd "$ROOT" && swift build -c release --product floor-proxy >/dev/null)
+"$ROOT/.build/release/floor-proxy" --listen "$FLOOR_H2" --upstream "$UPSTREAM" --codec h2-answer --threads 2 > /dev/null & PIDS+=($!)
+FLOOR_H2_PID=$!
 
 source "$ROOT/scripts/lib/gateway.sh"
 start_serve "$WORK/gateway" "$GATEWAY" "  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\"]" ""
@@ -88,6 +96,8 @@ sleep 1
 # Each target answers 200 with the token over its protocol, and the gateway 401 without it (the URL only is named: the token is a secret).
 check() { local got; got=$(curl -s -o /dev/null -w '%{http_code}' "$@" || true); [ "$got" = "$EXPECT" ] || { echo "check failed: ${*: -1} answered $got, expected $EXPECT" >&2; exit 1; }; }
 EXPECT=200 check --http2-prior-knowledge "127.0.0.1:$NGINX_H2/"
+EXPECT=200 check --http2-prior-knowledge "127.0.0.1:$NGINX_H2_ANSWER/"
+EXPECT=200 check --http2-prior-knowledge "127.0.0.1:$FLOOR_H2/"
 EXPECT=200 check --http2-prior-knowledge -H "Authorization: Bearer $GATEWAY_TOKEN" "127.0.0.1:$GATEWAY/api/bench/"
 EXPECT=401 check --http2-prior-knowledge "127.0.0.1:$GATEWAY/api/bench/"
 EXPECT=200 check "127.0.0.1:$NGINX_H1/"
@@ -118,8 +128,9 @@ if kind == "h2":
     rps = float(re.search(r"finished in [\d.]+s, ([\d.]+) req/s", out).group(1))
     done = re.search(r"requests: (\d+) total, \d+ started, (\d+) done, (\d+) succeeded", out)
     total, ok = int(done.group(2)), int(done.group(3))
-    codes = re.search(r"status codes: (\d+) 2xx", out)
-    bad = total - (int(codes.group(1)) if codes else 0)
+    # 4xx and 5xx answers (h2load's status counts include the warm-up's, so not "done minus 2xx").
+    codes = re.search(r"status codes: \d+ 2xx, \d+ 3xx, (\d+) 4xx, (\d+) 5xx", out)
+    bad = int(codes.group(1)) + int(codes.group(2)) if codes else total
     # The warm-up's requests are not in the count but its CPU is: the CPU is spread over what was measured plus the warm-up's share.
     seconds = float(re.search(r"finished in ([\d.]+)s", out).group(1))
     measured = total * (seconds + 1) / seconds
@@ -135,6 +146,8 @@ PY
 }
 
 for round in $(seq "$ROUNDS"); do
+  run "nginx http2 answering itself (h2c)" h2 "$NGINX_H2_ANSWER_PID" "http://127.0.0.1:$NGINX_H2_ANSWER/" ""
+  run "floor: swift-nio-http2 answering (h2c)" h2 "$FLOOR_H2_PID" "http://127.0.0.1:$FLOOR_H2/" ""
   run "nginx http2 proxy (h2c)" h2 "$NGINX_H2_PID" "http://127.0.0.1:$NGINX_H2/" ""
   run "Portcullis gateway.routes (h2c)" h2 "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/" "$GATEWAY_TOKEN"
   run "nginx plain proxy (HTTP/1.1)" h1 "$NGINX_H1_PID" "http://127.0.0.1:$NGINX_H1/" ""
@@ -160,6 +173,7 @@ def ratio(a, b, column=2):
 print()
 for label, a, b in [
     ("HTTP/2: Portcullis / nginx, req/s", "Portcullis gateway.routes (h2c)", "nginx http2 proxy (h2c)"),
+    ("HTTP/2 answering: floor / nginx, req/s", "floor: swift-nio-http2 answering (h2c)", "nginx http2 answering itself (h2c)"),
     ("HTTP/1.1: Portcullis / nginx, req/s", "Portcullis gateway.routes (HTTP/1.1)", "nginx plain proxy (HTTP/1.1)"),
     ("HTTP/1.1: this build / COMPARE_BIN, req/s", "Portcullis gateway.routes (HTTP/1.1)", "Portcullis gateway.routes (HTTP/1.1), COMPARE_BIN"),
 ]:

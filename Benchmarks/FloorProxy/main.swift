@@ -11,6 +11,8 @@
 //                  gateway's data plane's shape)
 //   --codec bytes  HTTP/1.1 framed over the raw bytes: the head is found and forwarded as one
 //                  buffer, the response streamed back counting its Content-Length
+//   --codec h2-answer  HTTP/2 (h2c) through swift-nio-http2's stream channels, each request
+//                  answered by the floor itself (no upstream): HTTP/2's own cost in SwiftNIO
 // Requests with a body or a chunked response are outside what the floor measures: they get 501.
 #if canImport(Glibc)
 import Glibc
@@ -74,6 +76,8 @@ let bootstrap = ServerBootstrap(group: group)
             case "nio":
                 try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                 try channel.pipeline.syncOperations.addHandler(CodecProxyHandler(upstream: upstream))
+            case "h2-answer":
+                try H2AnswerHandler.configure(channel)
             case "decoder":
                 try channel.pipeline.syncOperations.configureHTTPServerPipeline(withPipeliningAssistance: false, withErrorHandling: false)
                 try channel.pipeline.syncOperations.addHandler(DecoderProxyHandler(upstream: upstream))
