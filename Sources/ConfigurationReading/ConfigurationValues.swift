@@ -51,6 +51,9 @@ public final class ConfigurationValues: Sendable {
             guard FileManager.default.fileExists(atPath: file) else {
                 throw ConfigurationError(file: file, "the configuration file \(file) does not exist")
             }
+            guard FileManager.default.isReadableFile(atPath: file) else {
+                throw ConfigurationError(file: file, "the configuration file \(file) cannot be read by this user; run as the user serve runs as")
+            }
             // A file of only comments and blank lines is an empty configuration, not an error.
             let text = (try? String(contentsOfFile: file, encoding: .utf8)) ?? ""
             let hasContent = text.split(separator: "\n").contains { line in
@@ -90,18 +93,20 @@ public final class ConfigurationValues: Sendable {
     /// `prot:`) would otherwise be silently ignored, and its default used. Call it once every type
     /// that reads this configuration has read it. An entry of a list of maps (a route, a trusted
     /// issuer) checks its own keys as it is read.
-    public func refuseUnknownKeys() throws(ConfigurationError) {
-        let known = readKeys
-        // A key read whole (`gateway.tls` as a map) covers what is under it; an empty section (`gateway:`) is no setting.
-        let unknown = fileKeys.filter { key in
-            !known.contains(key) && !known.contains { key.hasPrefix($0 + ".") || $0.hasPrefix(key + ".") }
-        }.sorted()
+    ///
+    /// - Parameter alsoKnown: keys a reader reads only under a condition this file does not meet
+    ///   (`admin.port` is read only while `admin.enabled` is true): the keys read from the defaults.
+    public func refuseUnknownKeys(alsoKnown: Set<String> = []) throws(ConfigurationError) {
+        let known = readKeys.union(alsoKnown)
+        // Every file key is a scalar or a list (`keyPaths`): a section given a scalar (`admin: false`)
+        // is a key of its own, and unknown.
+        let unknown = fileKeys.subtracting(known).sorted()
         guard let first = unknown.first else { return }
         let near = known.min { Self.distance(first, $0) < Self.distance(first, $1) }
         let suggestion = near.map { Self.distance(first, $0) <= 3 ? "; did you mean \($0)?" : "" } ?? ""
         throw ConfigurationError(
             fileKey: first,
-            "in \(file ?? "the file") is not a setting portcullis knows\(suggestion) (every key is in config/portcullis.yaml)"
+            "in \(file ?? "the file") is not a setting portcullis knows\(suggestion) (the default portcullis.yaml lists every key with its default)"
                 + (unknown.count > 1 ? "; also unknown: \(unknown.dropFirst().joined(separator: ", "))" : ""))
     }
 

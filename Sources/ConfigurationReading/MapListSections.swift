@@ -109,7 +109,8 @@ enum MapListSections {
     static let takingStrings: Set<String> = ["gateway.routes"]
 
     /// Every dotted key `text` sets, down to its scalars and lists of scalars; a list of maps
-    /// (`gateway.routes`) is one key (its entries check their own keys).
+    /// (`gateway.routes`) is one key (its entries check their own keys). A key with no value
+    /// (`gateway:` and nothing under it) sets nothing.
     static func keyPaths(_ text: String) throws -> Set<String> {
         guard let root = try Yams.compose(yaml: text)?.mapping else { return [] }
         let mapLists = Set(keys.map { "\($0.section).\($0.list)" })
@@ -120,6 +121,8 @@ enum MapListSections {
                 let path = prefix.isEmpty ? name : prefix + "." + name
                 if let inner = value.mapping, !mapLists.contains(path) {
                     walk(inner, path)
+                } else if let scalar = value.scalar, scalar.style == .plain, ["", "~", "null", "Null", "NULL"].contains(scalar.string) {
+                    continue  // YAML's null: the key is written, and sets nothing
                 } else {
                     paths.insert(path)
                 }

@@ -13,6 +13,9 @@ public enum AccessChange: Sendable, Equatable {
     case sessionEnded(sessionID: String)
     /// The shared key ring changed (`portcullis keys`): reload it now, not at the next poll.
     case keyRingChanged
+    /// A kind a newer version wrote, which this one does not know: read past (its version counts),
+    /// never applied. The periodic sync still applies what the store's rows say.
+    case unknown(kind: String)
 }
 
 /// An `AccessChange` with its place in the store's order.
@@ -48,6 +51,7 @@ extension AccessChange {
         case .accountCutOff(let cutoff): (Self.cutOffKinds[cutoff.cause] ?? "account_cut_off", cutoff.userID, cutoff.tenantID, cutoff.notBefore)
         case .sessionEnded(let sessionID): ("session_ended", sessionID, nil, nil)
         case .keyRingChanged: ("key_ring_changed", "", nil, nil)
+        case .unknown(let kind): (kind, "", nil, nil)
         }
     }
 
@@ -56,8 +60,8 @@ extension AccessChange {
         .disabled: "account_cut_off", .deleted: "account_deleted", .passwordChanged: "account_password_changed",
     ]
 
-    /// Reads the stored form back; `nil` for a kind this version does not know (a newer writer's).
-    init?(kind: String, subject: String, tenantID: String?, until: Double?) {
+    /// Reads the stored form back; `unknown` for a kind this version does not know (a newer writer's).
+    init(kind: String, subject: String, tenantID: String?, until: Double?) {
         switch kind {
         case "token_revoked": self = .tokenRevoked(jti: subject, expiresAt: until ?? 0)
         case "account_cut_off", "account_deleted", "account_password_changed":
@@ -65,7 +69,7 @@ extension AccessChange {
             self = .accountCutOff(AccountCutoff(userID: subject, tenantID: tenantID ?? "", notBefore: until ?? 0, cause: cause))
         case "session_ended": self = .sessionEnded(sessionID: subject)
         case "key_ring_changed": self = .keyRingChanged
-        default: return nil
+        default: self = .unknown(kind: kind)
         }
     }
 }

@@ -19,19 +19,28 @@ public struct StorageConfiguration: Sendable, Equatable {
         self.init()
         if let value = try values.string("storage.sqlite_path") { sqlitePath = value }
         if let value = try values.int("storage.busy_timeout_seconds", in: 1...300) { busyTimeout = Double(value) }
+        // The PostgreSQL settings are read (and checked) with or without a URL: a file that keeps
+        // them while the URL comes from the environment, or is unset for SQLite, is still good.
+        let poolSize = try values.int("storage.postgres_pool_size", in: 1...500)
+        let maximumWaiters = try values.int("storage.postgres_max_waiters", in: 1...1_000_000)
+        let connectTimeout = try values.int("storage.postgres_connect_timeout_seconds", in: 1...120)
+        let queryTimeout = try values.int("storage.postgres_query_timeout_seconds", in: 1...600)
+        var tls: PostgresSettings.TLSMode?
+        if let value = try values.string("storage.postgres_tls") {
+            guard let mode = PostgresSettings.TLSMode(rawValue: value) else {
+                throw ConfigurationError(key: "storage.postgres_tls", "must be disable, require or verify-full, not \"\(value)\"")
+            }
+            tls = mode
+        }
+        let caFile = try values.string("storage.postgres_ca_file")
         if let url = try values.string("storage.postgres_url"), !url.isEmpty {
             var settings = try PostgresSettings(url: url, key: "storage.postgres_url")
-            if let value = try values.int("storage.postgres_pool_size", in: 1...500) { settings.poolSize = value }
-            if let value = try values.int("storage.postgres_max_waiters", in: 1...1_000_000) { settings.maximumWaiters = value }
-            if let value = try values.int("storage.postgres_connect_timeout_seconds", in: 1...120) { settings.connectTimeout = Double(value) }
-            if let value = try values.int("storage.postgres_query_timeout_seconds", in: 1...600) { settings.queryTimeout = Double(value) }
-            if let value = try values.string("storage.postgres_tls") {
-                guard let mode = PostgresSettings.TLSMode(rawValue: value) else {
-                    throw ConfigurationError(key: "storage.postgres_tls", "must be disable, require or verify-full, not \"\(value)\"")
-                }
-                settings.tls = mode
-            }
-            if let value = try values.string("storage.postgres_ca_file") { settings.caFile = value }
+            if let poolSize { settings.poolSize = poolSize }
+            if let maximumWaiters { settings.maximumWaiters = maximumWaiters }
+            if let connectTimeout { settings.connectTimeout = Double(connectTimeout) }
+            if let queryTimeout { settings.queryTimeout = Double(queryTimeout) }
+            if let tls { settings.tls = tls }
+            if let caFile { settings.caFile = caFile }
             postgres = settings
         }
     }

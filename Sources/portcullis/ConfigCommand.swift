@@ -16,8 +16,9 @@ struct ConfigCommand: AsyncParsableCommand {
             discussion: """
                 Every key is checked as start-up checks it, and the files it names are read: the TLS certificate \
                 and key, the upstreams' CA file, the trusted issuers' secrets and the sign-in providers' client \
-                secrets (a key or secret others may read is refused). Nothing is opened or fetched: not the \
-                database, not the keys directory, not a provider. Exit 0 when serve would start with it (its \
+                secrets (a key or secret others may read is refused). Nothing is opened, made or fetched: not the \
+                database, not the keys directory, not a provider. Run it as the user serve runs as, in its \
+                directory (relative paths are read from there). Exit 0 when serve would start with it (its \
                 warnings on stderr), 2 with the first problem otherwise. Run it before `systemctl reload`.
                 """)
 
@@ -25,11 +26,12 @@ struct ConfigCommand: AsyncParsableCommand {
         var config: String?
 
         func run() async throws {
-            let (file, gateway, _, _, settings) = try await ServeCommand.readSettings(config: config)
+            let (file, gateway, _, _, _) = try await ServeCommand.readSettings(config: config)
             try ServeCommand.checkFiles(gateway)
             var quiet = Logger(label: "portcullis.config-check")
             quiet.logLevel = .critical
-            let (_, providers) = try ServeCommand.readSecrets(gateway, keysDirectory: settings.keysDirectory, logger: quiet)
+            // No keys directory: the providers' sealing key is serve's to make, never the check's.
+            let (_, providers) = try ServeCommand.readSecrets(gateway, keysDirectory: nil, logger: quiet)
             for warning in ServeCommand.startWarnings(gateway) { Terminal.warning(warning) }
             let issuers = gateway.trust.issuers.count, logins = providers.providers.count
             print(

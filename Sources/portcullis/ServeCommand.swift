@@ -45,7 +45,14 @@ struct ServeCommand: AsyncParsableCommand {
             values, try GatewayConfiguration(reading: values), try RuntimeConfiguration(reading: values), try StorageConfiguration(reading: values),
             try CommandLineSettings(reading: values)
         )
-        try values.refuseUnknownKeys()  // once every type has read its keys
+        // Once every type has read its keys; a key read only under a condition the file does not meet
+        // (`admin.port` with `admin.enabled: false`) is known from a read of the defaults.
+        let defaults = ConfigurationValues.defaultsOnly()
+        _ = try? (
+            GatewayConfiguration(reading: defaults), RuntimeConfiguration(reading: defaults), StorageConfiguration(reading: defaults),
+            CommandLineSettings(reading: defaults)
+        )
+        try values.refuseUnknownKeys(alsoKnown: defaults.readKeys)
         return read
     }
 
@@ -74,8 +81,10 @@ struct ServeCommand: AsyncParsableCommand {
     /// The trusted issuers' shared secrets and the sign-in providers' client secrets, read (and
     /// refused when others can read them) before anything is created. Made even with no issuers:
     /// a reload may add some. Nothing is fetched here: providers' keys are fetched once serving.
+    /// With `keysDirectory`, the key that seals the providers' tokens is read there, and made when
+    /// there is none; without it (`config check`), nothing is read or made there.
     static func readSecrets(
-        _ gateway: GatewayConfiguration, keysDirectory: String, logger: Logger
+        _ gateway: GatewayConfiguration, keysDirectory: String?, logger: Logger
     ) throws -> (TrustedIssuers, ProviderDirectory) {
         let trusted = try TrustedIssuers(configuration: gateway.trust, leeway: gateway.leeway, logger: logger)
         let providers = gateway.trust.loginIssuers.isEmpty ? ProviderDirectory.none : try ProviderDirectory(trust: gateway.trust, keysDirectory: keysDirectory)

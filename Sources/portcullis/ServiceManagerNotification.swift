@@ -28,17 +28,21 @@ struct ServiceManagerNotification: Sendable {
         }
     }
 
-    /// Sends one state line (`READY=1`); a failure is logged, never thrown: the service runs on.
+    /// Sends one state line (`READY=1`), within 5 s; a failure is logged, never thrown: the service runs on.
     func send(_ state: String) async {
         guard let socketPath else { return }
         do {
             let channel = try await DatagramBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .connect(unixDomainSocketPath: socketPath).get()
-            let address = try SocketAddress(unixDomainSocketPath: socketPath)
-            try await channel.writeAndFlush(AddressedEnvelope(remoteAddress: address, data: ByteBuffer(string: state))).get()
+            // A datagram socket systemd does not read would hold the write: it is closed after 5 s.
+            let timeout = channel.eventLoop.scheduleTask(in: .seconds(5)) { channel.close(promise: nil) }
+            defer { timeout.cancel() }
+            // Connected: the datagram goes to the socket connected to, however its path was spelled.
+            try await channel.writeAndFlush(ByteBuffer(string: state)).get()
             try await channel.close().get()
         } catch {
-            logger.warning("could not tell systemd \(state) on NOTIFY_SOCKET: \(error)")
+            logger.warning(
+                "could not tell systemd \(state) on NOTIFY_SOCKET (\(error)): a Type=notify unit will be failed at its start timeout")
         }
     }
 }
@@ -53,9 +57,11 @@ actor ReadinessAnnouncement {
         self.notification = notification
     }
 
-    /// One listener is up; the last one sends `READY=1`.
-    func listening(_ listener: String) async {
+    /// One listener is up; the last one sends `READY=1`, in a task of its own: a listener serves
+    /// only once its start-up call returns, which the datagram must not hold.
+    func listening(_ listener: String) {
         guard waiting.remove(listener) != nil, waiting.isEmpty else { return }
-        await notification.send("READY=1")
+        let notification = self.notification
+        Task { await notification.send("READY=1") }
     }
 }

@@ -63,6 +63,7 @@ struct StorageCommandTests {
         let result = try cli.run(["storage", "migrate"], environment: ["STORAGE_POSTGRES_URL": "postgres://guest_writer@127.0.0.1:\(server.port)/\(database)"])
         #expect(result.status == 2)
         #expect(result.stderr.contains("SQLSTATE 42501: permission denied for schema public") && result.stderr.contains("createdb --owner"), "\(result.stderr)")
+        _ = try server.psql("DROP DATABASE \(database)")
     }
 
     @Test("an unreachable PostgreSQL is exit 2 with one sentence naming the database, and no password")

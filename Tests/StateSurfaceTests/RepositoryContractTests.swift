@@ -400,6 +400,11 @@ struct RepositoryContractTests {
         #expect(changes.map(\.version) == changes.map(\.version).sorted() && Set(changes.map(\.version)).count == 4)
         #expect(try await state.latestAccessChangeVersion() == changes.last?.version)
         #expect(try await state.accessChanges(after: changes[1].version, limit: 1).map(\.change) == [changes[2].change])
+        // A kind a newer version writes is read as unknown, and read past: its version counts.
+        try await state.recordAccessChange(.unknown(kind: "from_a_newer_version"), now: now)
+        let newer = try await state.accessChanges(after: changes[3].version, limit: 10)
+        #expect(newer.map(\.change) == [.unknown(kind: "from_a_newer_version")])
+        #expect(newer.first?.version == (try await state.latestAccessChangeVersion()))
     }
 
     @Test("on PostgreSQL a change committed through one instance wakes another instance's feed at once")

@@ -31,9 +31,9 @@ extension PostgresStateSurface: AccessChangeFeed {
 
     public func accessChanges(after version: Int64, limit: Int) async throws -> [VersionedAccessChange] {
         try await rows("SELECT version, kind, subject, tenant_id, until FROM access_changes WHERE version > \(version) ORDER BY version LIMIT \(limit)")
-            .compactMap { row in
+            .map { row in
                 let (version, kind, subject, tenant, until) = try row.decode((Int64, String, String, String?, Double?).self)
-                return AccessChange(kind: kind, subject: subject, tenantID: tenant, until: until).map { VersionedAccessChange(version: version, change: $0) }
+                return VersionedAccessChange(version: version, change: AccessChange(kind: kind, subject: subject, tenantID: tenant, until: until))
             }
     }
 

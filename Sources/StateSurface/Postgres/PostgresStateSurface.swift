@@ -355,10 +355,14 @@ public final class PostgresStateSurface: Sendable {
                 }
                 // 42501: the role may not do this (most often: create the tables in a database it does not own).
                 if state == "42501" {
-                    let said = error.serverInfo?[.message].map { ": " + $0 } ?? ""
+                    let message = error.serverInfo?[.message] ?? ""
+                    // On a schema: the tables cannot be made. On a table: they were made by another role.
+                    let fix =
+                        message.contains("schema")
+                        ? "make the role the database's owner (createdb --owner ROLE) or grant it CREATE on the schema"
+                        : "the tables belong to another role: make this role their owner, or grant it SELECT, INSERT, UPDATE and DELETE on them"
                     throw StateSurfaceError(
-                        .unavailable,
-                        "PostgreSQL at \(name) refused a statement for lack of privilege (SQLSTATE 42501\(said)); make the role the database's owner (createdb --owner ROLE) or grant it CREATE on the schema")
+                        .unavailable, "PostgreSQL at \(name) refused a statement for lack of privilege (SQLSTATE 42501\(message.isEmpty ? "" : ": " + message)); \(fix)")
                 }
                 throw StateSurfaceError(.unavailable, "PostgreSQL at \(name) refused a statement (SQLSTATE \(state))")
             }

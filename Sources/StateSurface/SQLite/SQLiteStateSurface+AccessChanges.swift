@@ -23,10 +23,9 @@ extension SQLiteStateSurface: AccessChangeFeed {
             try Row.fetchAll(
                 db, sql: "SELECT version, kind, subject, tenant_id, until FROM access_changes WHERE version > ? ORDER BY version LIMIT ?",
                 arguments: [version, limit]
-            ).compactMap { row in
-                AccessChange(kind: row["kind"], subject: row["subject"], tenantID: row["tenant_id"], until: row["until"]).map {
-                    VersionedAccessChange(version: row["version"], change: $0)
-                }
+            ).map { row in
+                VersionedAccessChange(
+                    version: row["version"], change: AccessChange(kind: row["kind"], subject: row["subject"], tenantID: row["tenant_id"], until: row["until"]))
             }
         }
     }

@@ -181,6 +181,25 @@ struct BoundaryTests {
         try await fixture.stop()
     }
 
+    @Test("users delete while serving, from another process: the socket closes 1008 \"account deleted\"")
+    func deletionWhileServing() async throws {
+        let fixture = try await GatewayFixture()
+        try await fixture.addUser("alice")
+        let login = try await fixture.login("alice")
+        let url = "ws://127.0.0.1:\(fixture.gatewayPort)/api/runtime/agent"
+        let headers = [("Authorization", "Bearer \(login.accessToken)"), ("X-Session-Id", login.sessionID)]
+        let transcript = try await AgentRelayTests.session(url, headers: headers) { outbound, iterator, _ in
+            try await outbound.write(.text(#"{"type":"ping"}"#))
+            #expect(try await AgentRelayTests.nextJSON(&iterator)["type"] == "pong")
+            let deleted = try await runPortcullis(["users", "delete", "alice", "--tenant", "default", "--database", fixture.state.path])
+            #expect(deleted.status == 0, "\(deleted.output)")
+        }
+        #expect(transcript.close?.closeCode == .policyViolation)
+        #expect(transcript.close?.reason == "account deleted")
+        #expect(try await fixture.send(.GET, "/api/session/\(login.sessionID)", bearer: login.accessToken).status == 401)
+        try await fixture.stop()
+    }
+
     /// Sends an upgrade and reads its answer's head on a thread of its own; the connection stays open.
     static func upgrade(port: Int, headers: [(String, String)]) async throws -> (status: Int, descriptor: Int32) {
         try await onOwnThread {
