@@ -19,6 +19,9 @@ struct ConfigurationDefaultsTests {
     static let optionalKeys: Set<String> = [
         "runtime.url", "storage.postgres_url", "keys.jwks_file", "gateway.tls.certificate_path", "gateway.tls.private_key_path", "trust.issuers",
         "gateway.upstream_ca_file", "gateway.client_directory", "gateway.public_url", "gateway.cookie_domain", "gateway.issuer",
+        // Read (and checked) with or without a URL, documented beside it as comments.
+        "storage.postgres_pool_size", "storage.postgres_max_waiters", "storage.postgres_connect_timeout_seconds",
+        "storage.postgres_query_timeout_seconds", "storage.postgres_tls", "storage.postgres_ca_file",
     ]
 
     /// Every configuration type, read from `values`.
