@@ -92,12 +92,10 @@ public final class ConfigurationValues: Sendable {
     /// Refuses a key the file sets that no configuration type read: a misspelling (`gatway:`,
     /// `prot:`) would otherwise be silently ignored, and its default used. Call it once every type
     /// that reads this configuration has read it. An entry of a list of maps (a route, a trusted
-    /// issuer) checks its own keys as it is read.
-    ///
-    /// - Parameter alsoKnown: keys a reader reads only under a condition this file does not meet
-    ///   (`admin.port` is read only while `admin.enabled` is true): the keys read from the defaults.
-    public func refuseUnknownKeys(alsoKnown: Set<String> = []) throws(ConfigurationError) {
-        let known = readKeys.union(alsoKnown)
+    /// issuer) checks its own keys as it is read. A reader reads every key it knows whatever the
+    /// others say (`admin.port` with the listener off), so none is taken for unknown.
+    public func refuseUnknownKeys() throws(ConfigurationError) {
+        let known = readKeys
         // Every file key is a scalar or a list (`keyPaths`): a section given a scalar (`admin: false`)
         // is a key of its own, and unknown.
         let unknown = fileKeys.subtracting(known).sorted()
@@ -114,10 +112,10 @@ public final class ConfigurationValues: Sendable {
     static func distance(_ a: String, _ b: String) -> Int {
         let a = Array(a.utf8), b = Array(b.utf8)
         var previous = Array(0...b.count)
-        for i in 1...max(a.count, 1) where !a.isEmpty {
-            var current = [i] + Array(repeating: 0, count: b.count)
-            for j in 1...max(b.count, 1) where !b.isEmpty {
-                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+        for (i, x) in a.enumerated() {
+            var current = [i + 1]
+            for (j, y) in b.enumerated() {
+                current.append(min(previous[j + 1] + 1, current[j] + 1, previous[j] + (x == y ? 0 : 1)))
             }
             previous = current
         }

@@ -66,9 +66,14 @@ extension GatewayConfiguration {
         }
         try configuration.checkCookieDomain()
         try configuration.checkRoutes(configuration.routes)
-        if try values.bool("admin.enabled") == false { configuration.adminPort = nil }
+        // admin.port is read (and checked) even with the listener off, so a file keeping it is still good.
+        let adminPort = try values.int("admin.port", in: 0...65_535)
         if let value = try values.string("admin.host") { configuration.adminHost = value }
-        if configuration.adminPort != nil, let value = try values.int("admin.port", in: 0...65_535) { configuration.adminPort = value }
+        if try values.bool("admin.enabled") == false {
+            configuration.adminPort = nil
+        } else if let adminPort {
+            configuration.adminPort = adminPort
+        }
 
         if let value = try values.seconds("tokens.access_token_lifetime_seconds") { configuration.accessTokenLifetime = value }
         if let value = try values.int("tokens.revocation_outage_grace_seconds", in: 0...3_600) { configuration.revocationOutageGrace = Double(value) }

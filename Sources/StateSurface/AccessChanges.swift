@@ -48,28 +48,25 @@ extension AccessChange {
     var row: (kind: String, subject: String, tenantID: String?, until: Double?) {
         switch self {
         case .tokenRevoked(let jti, let expiresAt): ("token_revoked", jti, nil, expiresAt)
-        case .accountCutOff(let cutoff): (Self.cutOffKinds[cutoff.cause] ?? "account_cut_off", cutoff.userID, cutoff.tenantID, cutoff.notBefore)
+        case .accountCutOff(let cutoff): (cutoff.cause.feedKind, cutoff.userID, cutoff.tenantID, cutoff.notBefore)
         case .sessionEnded(let sessionID): ("session_ended", sessionID, nil, nil)
         case .keyRingChanged: ("key_ring_changed", "", nil, nil)
         case .unknown(let kind): (kind, "", nil, nil)
         }
     }
 
-    /// A cut-off's stored kind by its cause (`account_cut_off`, the first kind, is a disabled account's).
-    static let cutOffKinds: [AccountCutoff.Cause: String] = [
-        .disabled: "account_cut_off", .deleted: "account_deleted", .passwordChanged: "account_password_changed",
-    ]
-
     /// Reads the stored form back; `unknown` for a kind this version does not know (a newer writer's).
     init(kind: String, subject: String, tenantID: String?, until: Double?) {
         switch kind {
         case "token_revoked": self = .tokenRevoked(jti: subject, expiresAt: until ?? 0)
-        case "account_cut_off", "account_deleted", "account_password_changed":
-            let cause = Self.cutOffKinds.first { $0.value == kind }?.key ?? .disabled
-            self = .accountCutOff(AccountCutoff(userID: subject, tenantID: tenantID ?? "", notBefore: until ?? 0, cause: cause))
         case "session_ended": self = .sessionEnded(sessionID: subject)
         case "key_ring_changed": self = .keyRingChanged
-        default: self = .unknown(kind: kind)
+        default:
+            if let cause = AccountCutoff.Cause.allCases.first(where: { $0.feedKind == kind }) {
+                self = .accountCutOff(AccountCutoff(userID: subject, tenantID: tenantID ?? "", notBefore: until ?? 0, cause: cause))
+            } else {
+                self = .unknown(kind: kind)
+            }
         }
     }
 }

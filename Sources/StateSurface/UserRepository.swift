@@ -31,7 +31,7 @@ public struct AccountCutoff: Sendable, Equatable {
     public var cause: Cause
 
     /// What cut an account's tokens off.
-    public enum Cause: String, Sendable, Equatable {
+    public enum Cause: String, Sendable, Equatable, CaseIterable {
         /// `users disable` (or the admin API's disable).
         case disabled = "account disabled"
         /// `users delete`.
@@ -41,6 +41,15 @@ public struct AccountCutoff: Sendable, Equatable {
 
         /// The close reason its sockets get (1008).
         public var closeReason: String { rawValue }
+
+        /// Its kind in the access-change feed (`account_cut_off`, the first kind, is a disabled account's).
+        var feedKind: String {
+            switch self {
+            case .disabled: "account_cut_off"
+            case .deleted: "account_deleted"
+            case .passwordChanged: "account_password_changed"
+            }
+        }
     }
 
     public init(userID: String, tenantID: String, notBefore: Double, cause: Cause) {

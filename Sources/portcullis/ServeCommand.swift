@@ -45,14 +45,7 @@ struct ServeCommand: AsyncParsableCommand {
             values, try GatewayConfiguration(reading: values), try RuntimeConfiguration(reading: values), try StorageConfiguration(reading: values),
             try CommandLineSettings(reading: values)
         )
-        // Once every type has read its keys; a key read only under a condition the file does not meet
-        // (`admin.port` with `admin.enabled: false`) is known from a read of the defaults.
-        let defaults = ConfigurationValues.defaultsOnly()
-        _ = try? (
-            GatewayConfiguration(reading: defaults), RuntimeConfiguration(reading: defaults), StorageConfiguration(reading: defaults),
-            CommandLineSettings(reading: defaults)
-        )
-        try values.refuseUnknownKeys(alsoKnown: defaults.readKeys)
+        try values.refuseUnknownKeys()  // once every type has read its keys
         return read
     }
 
