@@ -34,7 +34,7 @@ else
   BIN="$ROOT/.build/release/portcullis"
 fi
 WORK=$(mktemp -d)
-UPSTREAM=18431 NGINX_H2=18432 NGINX_H1=18433 GATEWAY=18434 GATEWAY_COMPARE=18435 NGINX_H2_ANSWER=18436 FLOOR_H2=18437
+UPSTREAM=18431 NGINX_H2=18432 NGINX_H1=18433 GATEWAY=18434 GATEWAY_COMPARE=18435 NGINX_H2_ANSWER=18436 FLOOR_H2=18437 FLOOR_H2_FRAMES=18438 FLOOR_H2_PROXY=18439
 PIDS=()
 cleanup() {
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -77,6 +77,10 @@ NGINX_H2_ANSWER_PID=${PIDS[-1]}
 (cd "$ROOT" && swift build -c release --product floor-proxy >/dev/null)
 "$ROOT/.build/release/floor-proxy" --listen "$FLOOR_H2" --upstream "$UPSTREAM" --codec h2-answer --threads 2 > /dev/null & PIDS+=($!)
 FLOOR_H2_PID=$!
+"$ROOT/.build/release/floor-proxy" --listen "$FLOOR_H2_FRAMES" --upstream "$UPSTREAM" --codec h2-frames --threads 2 > /dev/null & PIDS+=($!)
+FLOOR_H2_FRAMES_PID=$!
+"$ROOT/.build/release/floor-proxy" --listen "$FLOOR_H2_PROXY" --upstream "$UPSTREAM" --codec h2-proxy --threads 2 > /dev/null & PIDS+=($!)
+FLOOR_H2_PROXY_PID=$!
 
 source "$ROOT/scripts/lib/gateway.sh"
 start_serve "$WORK/gateway" "$GATEWAY" "  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\"]" ""
@@ -98,6 +102,8 @@ check() { local got; got=$(curl -s -o /dev/null -w '%{http_code}' "$@" || true);
 EXPECT=200 check --http2-prior-knowledge "127.0.0.1:$NGINX_H2/"
 EXPECT=200 check --http2-prior-knowledge "127.0.0.1:$NGINX_H2_ANSWER/"
 EXPECT=200 check --http2-prior-knowledge "127.0.0.1:$FLOOR_H2/"
+EXPECT=200 check --http2-prior-knowledge "127.0.0.1:$FLOOR_H2_FRAMES/"
+EXPECT=200 check --http2-prior-knowledge "127.0.0.1:$FLOOR_H2_PROXY/"
 EXPECT=200 check --http2-prior-knowledge -H "Authorization: Bearer $GATEWAY_TOKEN" "127.0.0.1:$GATEWAY/api/bench/"
 EXPECT=401 check --http2-prior-knowledge "127.0.0.1:$GATEWAY/api/bench/"
 EXPECT=200 check "127.0.0.1:$NGINX_H1/"
@@ -148,6 +154,8 @@ PY
 for round in $(seq "$ROUNDS"); do
   run "nginx http2 answering itself (h2c)" h2 "$NGINX_H2_ANSWER_PID" "http://127.0.0.1:$NGINX_H2_ANSWER/" ""
   run "floor: swift-nio-http2 answering (h2c)" h2 "$FLOOR_H2_PID" "http://127.0.0.1:$FLOOR_H2/" ""
+  run "floor: nio-http2 frames answering (h2c)" h2 "$FLOOR_H2_FRAMES_PID" "http://127.0.0.1:$FLOOR_H2_FRAMES/" ""
+  run "floor: nio-http2 frames proxy (h2c)" h2 "$FLOOR_H2_PROXY_PID" "http://127.0.0.1:$FLOOR_H2_PROXY/" ""
   run "nginx http2 proxy (h2c)" h2 "$NGINX_H2_PID" "http://127.0.0.1:$NGINX_H2/" ""
   run "Portcullis gateway.routes (h2c)" h2 "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/" "$GATEWAY_TOKEN"
   run "nginx plain proxy (HTTP/1.1)" h1 "$NGINX_H1_PID" "http://127.0.0.1:$NGINX_H1/" ""
@@ -174,6 +182,8 @@ print()
 for label, a, b in [
     ("HTTP/2: Portcullis / nginx, req/s", "Portcullis gateway.routes (h2c)", "nginx http2 proxy (h2c)"),
     ("HTTP/2 answering: floor / nginx, req/s", "floor: swift-nio-http2 answering (h2c)", "nginx http2 answering itself (h2c)"),
+    ("HTTP/2 answering: frames floor / nginx", "floor: nio-http2 frames answering (h2c)", "nginx http2 answering itself (h2c)"),
+    ("HTTP/2 proxy: frames floor / nginx", "floor: nio-http2 frames proxy (h2c)", "nginx http2 proxy (h2c)"),
     ("HTTP/1.1: Portcullis / nginx, req/s", "Portcullis gateway.routes (HTTP/1.1)", "nginx plain proxy (HTTP/1.1)"),
     ("HTTP/1.1: this build / COMPARE_BIN, req/s", "Portcullis gateway.routes (HTTP/1.1)", "Portcullis gateway.routes (HTTP/1.1), COMPARE_BIN"),
 ]:

@@ -74,6 +74,7 @@ printf 'http2 tests password 1\n' | (cd "$WORK" && "$BIN" users add grpc --tenan
   -d '{"username":"grpc","password":"http2 tests password 1"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])' > "$WORK/token")
 export PORTCULLIS_PORT=$PORT PORTCULLIS_PID=$SERVE_PID PORTCULLIS_TOKEN_FILE=$WORK/token PORTCULLIS_FILES_LOG=$WORK/files.log
 "$VENV/bin/python" "$ROOT/Tests/HTTP2/test_grpc.py" || { tail -20 "$WORK/serve.log"; exit 1; }
+"$VENV/bin/python" "$ROOT/Tests/HTTP2/test_route_streams.py" || { tail -20 "$WORK/serve.log"; exit 1; }
 (cd "$ROOT/Tests/HTTP2" && "$VENV/bin/python" test_attacks.py) || { tail -20 "$WORK/serve.log"; exit 1; }
 kill -0 "$SERVE_PID" || { echo "FAIL  serve ended"; tail -20 "$WORK/serve.log"; exit 1; }
 echo "ok    serve ran through every HTTP/2 test"

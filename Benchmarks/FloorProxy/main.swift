@@ -13,11 +13,16 @@
 //                  buffer, the response streamed back counting its Content-Length
 //   --codec h2-answer  HTTP/2 (h2c) through swift-nio-http2's stream channels, each request
 //                  answered by the floor itself (no upstream): HTTP/2's own cost in SwiftNIO
+//   --codec h2-frames  HTTP/2 (h2c) through swift-nio-http2's connection handler alone, every
+//                  stream's frames answered by one handler on the connection (no stream channels)
+//   --codec h2-proxy   HTTP/2 (h2c) to HTTP/1.1 upstreams through swift-nio-http2's connection
+//                  handler alone: the least a proxy on it can cost (see H2ProxyHandler)
 // Requests with a body or a chunked response are outside what the floor measures: they get 501.
 #if canImport(Glibc)
 import Glibc
 #endif
 import NIOCore
+import NIOHTTP2
 import NIOHTTP1
 import NIOPosix
 
@@ -78,6 +83,11 @@ let bootstrap = ServerBootstrap(group: group)
                 try channel.pipeline.syncOperations.addHandler(CodecProxyHandler(upstream: upstream))
             case "h2-answer":
                 try H2AnswerHandler.configure(channel)
+            case "h2-frames":
+                try H2FramesAnswerHandler.configure(channel)
+            case "h2-proxy":
+                try channel.pipeline.syncOperations.addHandler(NIOHTTP2Handler(mode: .server))
+                try channel.pipeline.syncOperations.addHandler(H2ProxyHandler(upstream: upstream))
             case "decoder":
                 try channel.pipeline.syncOperations.configureHTTPServerPipeline(withPipeliningAssistance: false, withErrorHandling: false)
                 try channel.pipeline.syncOperations.addHandler(DecoderProxyHandler(upstream: upstream))

@@ -592,7 +592,11 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     }
 
     func clientWritabilityChanged(_ writable: Bool) {
-        if writable { upstreamChannel?.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in } }
+        guard writable, let upstreamChannel else { return }
+        upstreamChannel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in }
+        // A socket reads again when its autoRead is turned back on; an HTTP/2 upstream's stream
+        // channel does not (it keeps what came meanwhile until asked): it is asked here.
+        upstreamChannel.read()
     }
 
     func upstreamClosed() {

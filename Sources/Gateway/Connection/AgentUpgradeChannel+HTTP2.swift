@@ -11,14 +11,16 @@ import NIOHTTPTypesHTTP1
 
 extension AgentUpgradeChannel {
     /// The HTTP/2 pipeline after the head timeout: swift-nio-http2's connection handler, bounded
-    /// by `limits.*`, and a stream channel per request, each built as an HTTP/1 connection's
-    /// requests are served: the same target screen, the same data plane, the same router.
+    /// by `limits.*`; the data plane's route streams served on the connection (`HTTP2RouteStreams`);
+    /// and a stream channel for every other request, built as an HTTP/1 connection's requests are
+    /// served: the same target screen, the same data plane, the same router.
     ///
-    /// Each stream is converted to NIO's HTTP/1 types (`HTTP2FramePayloadToHTTP1ServerCodec`:
+    /// A stream channel is converted to NIO's HTTP/1 types (`HTTP2FramePayloadToHTTP1ServerCodec`:
     /// `:authority` becomes `Host`, the pseudo-header and connection-specific field rules are
     /// swift-nio-http2's), so no decision exists twice. A stream under a route is answered by the
     /// data plane on the event loop; any other goes to the router, in a task of its own started
-    /// only then (`HTTP2StreamHandoff`).
+    /// only then (`HTTP2StreamHandoff`). A route request with no body skips the stream channel
+    /// (`HTTP2RouteStreams`), and reaches the same exchange.
     func configureHTTP2(channel: any Channel, logger: Logger) throws {
         let sync = channel.pipeline.syncOperations
         // Idle connections close, a graceful stop sends GOAWAY and closes once the streams are done.
@@ -29,13 +31,23 @@ extension AgentUpgradeChannel {
         // the close that follows a connection error's GOAWAY.
         try sync.addHandler(HTTP2FlushCoalescer())
         try sync.addHandler(HTTP2ConnectionErrorHandler())
-        _ = try sync.configureHTTP2Pipeline(
-            mode: .server, connectionConfiguration: Self.http2Connection(limits), streamConfiguration: Self.http2Stream(limits),
-            streamDelegate: management.http2StreamDelegate
-        ) { [requestIDs = NIOLoopBound(SharedRequestIDs(), eventLoop: channel.eventLoop)] stream in
-            stream.eventLoop.makeCompletedFuture { try configureStream(stream, requestIDs: requestIDs.value, logger: logger) }
-        }
+        let connection = Self.http2Connection(limits)
+        let streams = Self.http2Stream(limits)
+        try sync.addHandler(NIOHTTP2Handler(mode: .server, connectionConfiguration: connection, streamConfiguration: streams))
+        // Sees every stream open and close (their events), whichever way it is served.
         try sync.addHandler(management)
+        try sync.addHandler(HTTP2ConnectionWindow(target: connection.targetWindowSize))
+        let requestIDs = SharedRequestIDs()
+        if let dataPlane { try sync.addHandler(HTTP2RouteStreams(plane: dataPlane, requestIDs: requestIDs)) }
+        let boundIDs = NIOLoopBound(requestIDs, eventLoop: channel.eventLoop)
+        try sync.addHandler(
+            HTTP2StreamMultiplexer(
+                mode: .server, channel: channel, targetWindowSize: streams.targetWindowSize,
+                outboundBufferSizeHighWatermark: streams.outboundBufferSizeHighWatermark,
+                outboundBufferSizeLowWatermark: streams.outboundBufferSizeLowWatermark
+            ) { stream in
+                stream.eventLoop.makeCompletedFuture { try configureStream(stream, requestIDs: boundIDs.value, logger: logger) }
+            })
     }
 
     /// One stream's pipeline: the HTTP/1 types, the target screen, the data plane, and the router's hand-off.

@@ -1,0 +1,132 @@
+import NIOCore
+import NIOHPACK
+import NIOHTTP1
+import NIOHTTP2
+
+/// One HTTP/2 stream served by the data plane without a stream channel: the host of its
+/// `ProxyExchange`, writing the answer as frames on the connection (`HTTP2RouteStreams`).
+///
+/// Only a request that ended with its `HEADERS` frame is served so (see
+/// `HTTP2RouteStreams.routeHead`), so nothing of the request is left to read: no reads to hold,
+/// no request deadline, no body to drain. The answer's parts are converted as swift-nio-http2's
+/// HTTP/1 codec converts them (`:status` first, names lower-cased, connection-specific fields
+/// dropped), and its body is held back from the upstream while more than `highWatermark` bytes of
+/// it wait for the client's flow-control window, as a stream channel's writability would.
+final class HTTP2RouteStream: ProxyExchangeHost {
+    let streamID: HTTP2StreamID
+    private unowned let connection: HTTP2RouteStreams
+    var exchange: ProxyExchange?
+    var upstreamDeadlineCheck: Scheduled<Void>?
+    /// The answer's last frame was written (the stream closes cleanly once it is out).
+    private(set) var answerEnded = false
+    /// The stream was closed (answered, reset, or its connection gone): nothing more is written.
+    private(set) var closed = false
+    /// Bytes of the answer's `DATA` written and not yet taken by the socket (the client's window holds them).
+    private var unsentBytes = 0
+    private var reportedWritable = true
+
+    /// Past this many unsent bytes the upstream's answer is read no further; below `lowWatermark` again, it is.
+    static let highWatermark = 8192
+    static let lowWatermark = 4096
+
+    init(streamID: HTTP2StreamID, connection: HTTP2RouteStreams) {
+        self.streamID = streamID
+        self.connection = connection
+    }
+
+    var plane: DataPlane { connection.plane }
+    var context: ChannelHandlerContext? { closed ? nil : connection.context }
+    var pool: UpstreamPool? { connection.pool }
+    var metricHandles: ProxyMetricHandles? { connection.metricHandles }
+    var headBuffers: HeadBuffers? { connection.headBuffers }
+    var peerAddress: String? { connection.peerAddress }
+    var relaysAnswerParts: Bool { true }
+    var clientIsWritable: Bool { unsentBytes < Self.highWatermark && (connection.context?.channel.isWritable ?? false) }
+    var currentExchange: ProxyExchange? { exchange }
+
+    func nextRequestID() -> String { connection.requestIDs.next() }
+
+    func writeToClient(_ part: HTTPServerResponsePart, flush: Bool) {
+        guard !closed, !answerEnded, let context = connection.context else { return }
+        let payload: HTTP2Frame.FramePayload
+        switch part {
+        case .head(let head):
+            var fields = HPACKHeaders()
+            fields.reserveCapacity(head.headers.count + 1)
+            fields.add(name: ":status", value: String(head.status.code))
+            fields.add(contentsOf: HPACKHeaders(httpHeaders: head.headers, normalizeHTTPHeaders: true))
+            payload = .headers(.init(headers: fields))
+        case .body(let body):
+            let bytes = body.readableBytes
+            unsentBytes += bytes
+            let taken = context.eventLoop.makePromise(of: Void.self)
+            taken.futureResult.assumeIsolated().whenComplete { [self] _ in
+                unsentBytes -= bytes
+                updateWritability()
+            }
+            context.write(NIOAny(HTTP2Frame(streamID: streamID, payload: .data(.init(data: body)))), promise: taken)
+            updateWritability()
+            if flush { context.flush() }
+            return
+        case .end(let trailers):
+            answerEnded = true
+            if let trailers {
+                payload = .headers(.init(headers: HPACKHeaders(httpHeaders: trailers, normalizeHTTPHeaders: true), endStream: true))
+            } else {
+                payload = .data(.init(data: .byteBuffer(context.channel.allocator.buffer(capacity: 0)), endStream: true))
+            }
+        }
+        context.write(NIOAny(HTTP2Frame(streamID: streamID, payload: payload)), promise: nil)
+        if flush { context.flush() }
+    }
+
+    /// Relayed answers come as parts here (`relaysAnswerParts`), never as HTTP/1.1 bytes: a byte
+    /// write is a fault of the caller, and the stream is reset rather than sent bytes it cannot frame.
+    func writeBytesToClient(_ buffer: ByteBuffer) { reset() }
+    func bytesAnswerEnded() {}
+
+    func flushClient() { connection.context?.flush() }
+
+    /// The request ended with its head: there is nothing to hold back.
+    func holdReads() {}
+    func resumeReads() {}
+
+    func exchangeFinished(requestEnded: Bool, closeConnection: Bool) {
+        upstreamDeadlineCheck?.cancel()
+        upstreamDeadlineCheck = nil
+        exchange = nil
+        // A relayed answer's end is written just after (the exchange ends first). A close asked for
+        // is the stream's, as a stream channel's close is: reset if its answer did not end (cut off).
+        if closeConnection { reset() }
+    }
+
+    /// No WebSocket on an HTTP/2 stream (RFC 8441 is not served): such a request never gets here.
+    func beginTunnel(_ exchange: ProxyExchange) -> TunnelInboundHandler? { nil }
+
+    /// The connection's writability changed, or bytes were taken: tells the exchange when its answer may flow again, or not.
+    func updateWritability() {
+        let writable = clientIsWritable
+        guard writable != reportedWritable, !closed else { return }
+        if writable && unsentBytes > Self.lowWatermark { return }
+        reportedWritable = writable
+        exchange?.clientWritabilityChanged(writable)
+    }
+
+    /// The stream closed under the exchange (the client reset it, or the connection went): the exchange ends, unanswered.
+    func streamClosed() {
+        guard !closed else { return }
+        closed = true
+        upstreamDeadlineCheck?.cancel()
+        upstreamDeadlineCheck = nil
+        let exchange = exchange
+        self.exchange = nil
+        exchange?.clientGone()
+    }
+
+    /// Resets the stream with `CANCEL`, as closing a stream channel with its answer unfinished does.
+    private func reset() {
+        guard !closed, !answerEnded, let context = connection.context else { return }
+        answerEnded = true
+        context.writeAndFlush(NIOAny(HTTP2Frame(streamID: streamID, payload: .rstStream(.cancel))), promise: nil)
+    }
+}

@@ -1,0 +1,164 @@
+import EdgeHTTP
+import NIOCore
+import NIOHPACK
+import NIOHTTP1
+import NIOHTTP2
+import TrafficCop
+
+/// Serves an HTTP/2 connection's plain route requests on the connection itself, with no stream
+/// channel: each such stream is a `HTTP2RouteStream` and its `ProxyExchange`, on the event loop.
+///
+/// Sits between swift-nio-http2's connection handler and its stream multiplexer. A stream opened
+/// by a `HEADERS` frame that ends it (a request with no body), `GET`, not gRPC, with no `host`
+/// field beside `:authority`, whose target `RequestTargetHandler.screen` accepts and whose path is
+/// under a route, is served here (`routeHead`). Every other stream's frames pass on to the
+/// multiplexer untouched, and get a stream channel with the whole HTTP/2 stream pipeline (its
+/// refusals included): so this is a shorter way to the same exchange, not a second set of
+/// decisions. A stream channel costs about as much CPU as the rest of swift-nio-http2 does for a
+/// request (issue 46's floors), which is what serving these streams here saves.
+package final class HTTP2RouteStreams: ChannelDuplexHandler {
+    package typealias InboundIn = HTTP2Frame
+    package typealias InboundOut = HTTP2Frame
+    package typealias OutboundIn = HTTP2Frame
+    package typealias OutboundOut = HTTP2Frame
+
+    let plane: DataPlane
+    let requestIDs: SharedRequestIDs
+    private(set) var context: ChannelHandlerContext?
+    private(set) var pool: UpstreamPool?
+    private(set) var metricHandles: ProxyMetricHandles?
+    private(set) var headBuffers: HeadBuffers?
+    private(set) lazy var peerAddress: String? = context?.channel.remoteAddress?.ipAddress
+    /// This connection's copy of the routes in force (`LiveRouteTable.refresh` before each stream).
+    private var routeTable: RouteTable
+    /// The streams served here, until swift-nio-http2 says each is closed.
+    private var streams: [HTTP2StreamID: HTTP2RouteStream] = [:]
+    /// The highest stream id opened so far: a client's streams open in increasing order (RFC 9113
+    /// §5.1.1, enforced by swift-nio-http2), so a `HEADERS` above it opens a stream, any other is a trailer.
+    private var lastOpened = HTTP2StreamID.rootStream
+
+    package init(plane: DataPlane, requestIDs: SharedRequestIDs) {
+        self.plane = plane
+        self.requestIDs = requestIDs
+        routeTable = plane.table.current
+    }
+
+    package func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        pool = plane.pool(for: context.eventLoop)
+        metricHandles = plane.metricHandles(for: context.eventLoop)
+        headBuffers = plane.headBuffers(for: context.eventLoop)
+    }
+
+    package func handlerRemoved(context: ChannelHandlerContext) {
+        closeAll()
+        self.context = nil
+    }
+
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        let id = frame.streamID
+        if id == .rootStream { return context.fireChannelRead(data) }
+        if streams[id] != nil { return }  // a route stream's later frames (a reset's, a window's): swift-nio-http2 reports its close
+        guard id > lastOpened, case .headers(let headers) = frame.payload else { return context.fireChannelRead(data) }
+        lastOpened = id
+        plane.table.refresh(&routeTable)
+        guard headers.endStream, let head = Self.routeHead(headers.headers), !routeTable.isAllowedPreflight(head),
+            case let (path, query) = RequestTarget.split(head.uri[...]),
+            let (route, remainder) = routeTable.route(host: routeTable.hasHostRoutes ? head.headers.first(name: "host") : nil, path: path)
+        else { return context.fireChannelRead(data) }
+        let stream = HTTP2RouteStream(streamID: id, connection: self)
+        streams[id] = stream
+        let exchange = ProxyExchange(handler: stream, eventLoop: context.eventLoop, route: route, head: head, path: path, remainder: remainder, query: query)
+        stream.exchange = exchange
+        exchange.start()
+        // The request ended with its head: the exchange reads its end now, as from a stream channel.
+        if !exchange.finished { exchange.clientRead(.end(nil)) }
+    }
+
+    package func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        switch event {
+        case let closed as StreamClosedEvent:
+            if let stream = streams.removeValue(forKey: closed.streamID) { return stream.streamClosed() }
+        case let created as NIOHTTP2StreamCreatedEvent where streams[created.streamID] != nil:
+            return
+        case let window as NIOHTTP2WindowUpdatedEvent where streams[window.streamID] != nil:
+            return
+        default:
+            break
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    package func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // A route stream's own error (swift-nio-http2 reset it): its close follows; the multiplexer has no such stream.
+        if let error = error as? NIOHTTP2Errors.StreamError, streams[error.streamID] != nil { return }
+        context.fireErrorCaught(error)
+    }
+
+    package func channelWritabilityChanged(context: ChannelHandlerContext) {
+        for stream in streams.values { stream.updateWritability() }
+        context.fireChannelWritabilityChanged()
+    }
+
+    package func channelInactive(context: ChannelHandlerContext) {
+        closeAll()
+        context.fireChannelInactive()
+    }
+
+    private func closeAll() {
+        let open = streams.values
+        streams.removeAll()
+        for stream in open { stream.streamClosed() }
+    }
+
+    /// The request head a stream's opening `HEADERS` stands for, when it is one this handler serves:
+    /// a `GET` with exactly one each of `:method`, `:scheme`, `:authority` and `:path` (valid as
+    /// swift-nio-http2 requires), no other pseudo-header, no `host` field, not gRPC, and a target
+    /// `RequestTargetHandler.screen` accepts (normalised by it). Built as swift-nio-http2's HTTP/1
+    /// codec builds it (`host` from `:authority` first, the fields in order); `nil` for any other
+    /// request, which then takes the stream-channel path and its answers.
+    static func routeHead(_ headers: HPACKHeaders) -> HTTPRequestHead? {
+        var method: String?
+        var scheme: String?
+        var authority: String?
+        var path: String?
+        var fields: [(String, String)] = []
+        fields.reserveCapacity(headers.count - 3)
+        fields.append(("host", ""))
+        for (name, value, _) in headers {
+            if name.utf8.first == UInt8(ascii: ":") {
+                switch name {
+                case ":method" where method == nil: method = value
+                case ":scheme" where scheme == nil: scheme = value
+                case ":authority" where authority == nil: authority = value
+                case ":path" where path == nil: path = value
+                default: return nil
+                }
+                continue
+            }
+            switch name.utf8.count {
+            case 4 where name == "host": return nil
+            case 12 where name == "content-type" && GRPCRequest.contentType(value) != nil: return nil
+            default: fields.append((name, value))
+            }
+        }
+        guard method == "GET", let scheme, let authority, let path,
+            Self.isValidPseudoHeaderValue(scheme), Self.isValidPseudoHeaderValue(authority), Self.isValidPseudoHeaderValue(path)
+        else { return nil }
+        fields[0].1 = authority
+        var head = HTTPRequestHead(version: .http2, method: .GET, uri: path, headers: HTTPHeaders(fields))
+        do {
+            try RequestTargetHandler.screen(&head)
+        } catch {
+            return nil
+        }
+        return head
+    }
+
+    /// swift-nio-http2's rule for a pseudo-header's value (its HTTP/1 codec refuses others): no
+    /// control byte, space or DEL, which would break the request line an HTTP/1.1 upstream reads.
+    private static func isValidPseudoHeaderValue(_ value: String) -> Bool {
+        !value.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F })
+    }
+}

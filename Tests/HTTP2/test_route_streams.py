@@ -1,0 +1,185 @@
+"""Route streams served on the HTTP/2 connection (no stream channel: `HTTP2RouteStreams`), against
+the real `portcullis serve` started by scripts/http2-tests.sh, with Python's h2 as the client:
+answers flow under the client's flow control, a reset stream ends alone, and every answer stays
+on its own stream. Prints one line per check (never a token), exits 1 on the first failure.
+"""
+import os
+import socket
+import struct
+import sys
+import time
+
+import h2.config
+import h2.connection
+import h2.events
+import h2.settings
+
+PORT = int(os.environ["PORTCULLIS_PORT"])
+TOKEN = open(os.environ["PORTCULLIS_TOKEN_FILE"]).read().strip()
+BIG = 8388608  # /files/big.bin, through a route (auth: none) to a file server
+
+
+def check(condition, rule):
+    if not condition:
+        print(f"FAIL  {rule}")
+        sys.exit(1)
+    print(f"ok    {rule}")
+
+
+class Client:
+    """One h2 connection; `window` is the client's initial stream window (SETTINGS_INITIAL_WINDOW_SIZE)."""
+
+    def __init__(self, window=65535):
+        self.sock = socket.create_connection(("127.0.0.1", PORT))
+        self.sock.settimeout(0.5)
+        self.conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        self.conn.local_settings = h2.settings.Settings(client=True, initial_values={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: window})
+        self.conn.initiate_connection()
+        self.flush()
+        self.streams = {}
+
+    def flush(self):
+        self.sock.sendall(self.conn.data_to_send())
+
+    def get(self, stream, path, extra=()):
+        self.conn.send_headers(stream, [(":method", "GET"), (":path", path), (":scheme", "http"), (":authority", f"127.0.0.1:{PORT}")] + list(extra), end_stream=True)
+        self.flush()
+        self.streams[stream] = {"status": None, "body": bytearray(), "ended": False, "reset": None, "unacked": 0}
+
+    def grpc(self, stream, method, message):
+        headers = [(":method", "POST"), (":path", method), (":scheme", "http"), (":authority", f"127.0.0.1:{PORT}"),
+                   ("content-type", "application/grpc"), ("te", "trailers"), ("authorization", "Bearer " + TOKEN)]
+        self.conn.send_headers(stream, headers)
+        self.conn.send_data(stream, b"\0" + struct.pack(">I", len(message)) + message, end_stream=True)
+        self.flush()
+        self.streams[stream] = {"status": None, "body": bytearray(), "ended": False, "reset": None, "unacked": 0, "trailers": None}
+
+    def pump(self, seconds, ack=True, until=None):
+        """Reads for up to `seconds`; acknowledges what it read (opening the window again) only when `ack`."""
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            if until and until():
+                return
+            try:
+                data = self.sock.recv(65536)
+            except socket.timeout:
+                continue
+            if not data:
+                return
+            for event in self.conn.receive_data(data):
+                state = self.streams.get(getattr(event, "stream_id", None))
+                if isinstance(event, h2.events.ResponseReceived):
+                    state["status"] = dict(event.headers).get(b":status")
+                elif isinstance(event, h2.events.TrailersReceived):
+                    state["trailers"] = dict(event.headers)
+                elif isinstance(event, h2.events.DataReceived):
+                    state["body"] += event.data
+                    if ack:
+                        self.conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                    else:
+                        state["unacked"] += event.flow_controlled_length
+                elif isinstance(event, h2.events.StreamEnded):
+                    state["ended"] = True
+                elif isinstance(event, h2.events.StreamReset):
+                    state["reset"] = event.error_code
+            self.flush()
+
+    def open_window(self, stream):
+        state = self.streams[stream]
+        if state["unacked"]:
+            self.conn.acknowledge_received_data(state["unacked"], stream)
+            state["unacked"] = 0
+            self.flush()
+
+    def close(self):
+        self.sock.close()
+
+
+def slow_reader_gets_the_whole_answer():
+    """A client whose window fills and stays shut for a while: the answer waits (the upstream read no
+    further meanwhile), then flows again once the window opens, to its last byte."""
+    client = Client()
+    client.get(1, "/files/big.bin")
+    client.pump(1.0, ack=False)
+    held = len(client.streams[1]["body"])
+    check(0 < held <= 65535 and not client.streams[1]["ended"],
+          f"a route's answer stops at the client's shut window ({held} bytes of {BIG} sent, window 65535)")
+    client.open_window(1)
+    client.pump(30, until=lambda: client.streams[1]["ended"] or client.streams[1]["reset"] is not None)
+    state = client.streams[1]
+    check(state["ended"] and state["status"] == b"200" and len(state["body"]) == BIG and not any(state["body"]),
+          f"once the window opens, the answer flows to its end ({len(state['body'])} of {BIG} bytes, status {state['status']})")
+    client.close()
+
+
+def slow_grpc_reader_gets_the_whole_answer():
+    """The same over gRPC (an HTTP/2 upstream): the upstream's stream is paused while the client's window
+    is shut, and read again once it opens (a paused HTTP/2 upstream stream must be asked to read)."""
+    client = Client()
+    client.grpc(1, "/test.Echo/Large", str(1 << 20).encode())
+    client.pump(1.0, ack=False)
+    held = len(client.streams[1]["body"])
+    check(0 < held <= 65535 and not client.streams[1]["ended"], f"a gRPC answer stops at the client's shut window ({held} bytes)")
+    client.open_window(1)
+    client.pump(30, until=lambda: client.streams[1]["ended"] or client.streams[1]["reset"] is not None)
+    state = client.streams[1]
+    trailers = state.get("trailers") or {}
+    check(state["ended"] and len(state["body"]) == (1 << 20) + 5 and trailers.get(b"grpc-status") == b"0",
+          f"once the window opens, the 1 MiB message and grpc-status 0 arrive ({len(state['body'])} bytes, trailers {trailers.get(b'grpc-status')})")
+    client.close()
+
+
+def reset_stream_ends_alone():
+    """A client resets a route stream mid-answer: that stream ends, and the connection's next stream is served."""
+    client = Client()
+    client.get(1, "/files/big.bin")
+    client.pump(0.5, ack=False)
+    # What stream 1 took of the connection's window is given back first (a client reading on), then it is reset.
+    client.open_window(1)
+    client.conn.reset_stream(1)
+    client.flush()
+    client.get(3, "/files/small.txt")
+    client.pump(5, until=lambda: client.streams[3]["ended"])
+    state = client.streams[3]
+    check(state["ended"] and state["status"] == b"200" and bytes(state["body"]) == b"small\n",
+          f"after stream 1 is reset mid-answer, stream 3 on the same connection is answered ({state['status']}, {bytes(state['body'])!r})")
+    client.close()
+
+
+def answers_stay_on_their_streams():
+    """Route streams and stream-channel streams mixed on one connection (GETs, a HEAD, a refused
+    path, a gRPC call, the API): each answer arrives on its own stream, framed for its own request."""
+    client = Client(window=1 << 20)
+    asks = {
+        1: ("get", "/files/small.txt"),
+        3: ("head", "/files/small.txt"),
+        5: ("get", "/files/big.bin"),
+        7: ("get", "/files/%00"),
+        9: ("grpc", str(100).encode()),
+        11: ("get", "/healthz"),
+        13: ("get", "/files/small.txt"),
+    }
+    for stream, (kind, what) in asks.items():
+        if kind == "grpc":
+            client.grpc(stream, "/test.Echo/Large", what)
+        elif kind == "head":
+            client.conn.send_headers(stream, [(":method", "HEAD"), (":path", what), (":scheme", "http"), (":authority", f"127.0.0.1:{PORT}")], end_stream=True)
+            client.flush()
+            client.streams[stream] = {"status": None, "body": bytearray(), "ended": False, "reset": None, "unacked": 0}
+        else:
+            client.get(stream, what)
+    client.pump(30, until=lambda: all(s["ended"] or s["reset"] is not None for s in client.streams.values()))
+    got = {stream: (state["status"], len(state["body"])) for stream, state in client.streams.items()}
+    check(got[1] == (b"200", 6) and got[13] == (b"200", 6), f"the two GETs of small.txt: 6 bytes each ({got[1]}, {got[13]})")
+    check(got[3] == (b"200", 0), f"the HEAD: a head and no body ({got[3]})")
+    check(got[5] == (b"200", BIG), f"the 8 MiB GET, whole on its stream ({got[5]})")
+    check(got[7][0] == b"400", f"the refused path: 400 on its own stream ({got[7]})")
+    check(got[9] == (b"200", 105) and (client.streams[9].get("trailers") or {}).get(b"grpc-status") == b"0", f"the gRPC call: its message and status ({got[9]})")
+    check(got[11][0] == b"200", f"the API's /healthz ({got[11]})")
+    client.close()
+
+
+slow_reader_gets_the_whole_answer()
+slow_grpc_reader_gets_the_whole_answer()
+reset_stream_ends_alone()
+answers_stay_on_their_streams()
