@@ -272,7 +272,32 @@ def smuggling():
     check(h2raw.statuses(frames).get(1) == "400" or 1 in h2raw.resets(frames), f"content-length +5 is refused, never forwarded as it came ({h2raw.statuses(frames).get(1)}, resets {h2raw.resets(frames)})")
 
 
+def malformed_header_blocks():
+    """Streams whose first HEADERS is refused as it arrives (an empty block, no pseudo-headers): each
+    is reset, and the stream bookkeeping holds (the fuzzer's input that stopped a debug build: a
+    stream closed that was never reported open), mixed with a route stream, DATA after END_STREAM and
+    a stream id going backwards on one connection."""
+    client = h2raw.Raw(PORT)
+    client.frames(0.3)
+    client.send(frame(HEADERS, END_HEADERS, 1, b""))
+    frames = client.frames(2, until=lambda f: f[0] == RST_STREAM and f[2] == 1)
+    check(1 in h2raw.resets(frames) and not client.closed, f"an empty header block: its stream is reset ({h2raw.resets(frames)}), the connection kept")
+    client.request(3, "/files/small.txt")
+    frames = client.frames(3, until=lambda f: f[2] == 3 and f[1] & END_STREAM)
+    check(h2raw.statuses(frames).get(3) == "200", f"the connection's next stream is served ({h2raw.statuses(frames).get(3)})")
+    client.close()
+    client = h2raw.Raw(PORT)
+    client.frames(0.3)
+    client.send(frame(HEADERS, END_HEADERS | END_STREAM, 1, client.block("/files/small.txt", method="POST"))
+                + frame(HEADERS, END_HEADERS, 13, b"") + frame(h2raw.DATA, 0, 1, b"x") + frame(HEADERS, 0, 3, client.block("/files/small.txt")))
+    client.frames(2)
+    client.close()
+    time.sleep(0.5)
+    check(alive() and http1_served() and http2_served(), "the fuzzer's sequence (a POST, an empty block, DATA after the end, a lower stream id): the gateway serves on")
+
+
 check(http1_served() and http2_served(), "the gateway serves HTTP/1.1 and HTTP/2 before the attacks")
+malformed_header_blocks()
 smuggling()
 rapid_reset()
 continuation_flood()

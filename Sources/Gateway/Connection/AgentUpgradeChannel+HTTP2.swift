@@ -34,7 +34,8 @@ extension AgentUpgradeChannel {
         let connection = Self.http2Connection(limits)
         let streams = Self.http2Stream(limits)
         try sync.addHandler(NIOHTTP2Handler(mode: .server, connectionConfiguration: connection, streamConfiguration: streams))
-        // Sees every stream open and close (their events), whichever way it is served.
+        // Sees every stream open and close (their events, paired), whichever way it is served.
+        try sync.addHandler(HTTP2StreamEventPairing())
         try sync.addHandler(management)
         try sync.addHandler(HTTP2ConnectionWindow(target: connection.targetWindowSize))
         let requestIDs = SharedRequestIDs()
