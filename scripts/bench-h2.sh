@@ -10,7 +10,7 @@
 #
 #   scripts/bench-h2.sh [ROUNDS] [SECONDS] [H2_CONNECTIONS] [STREAMS] [H1_CONNECTIONS]   (default 5 8 20 10 50)
 #   PORTCULLIS_BIN=path        benchmark this portcullis binary (default: a release build made here)
-#   COMPARE_BIN=path           also an older portcullis binary's HTTP/1.1 row, interleaved (A/B)
+#   COMPARE_BIN=path           also an older portcullis binary's rows (HTTP/2 and HTTP/1.1), interleaved (A/B)
 #
 # Needs Debian's nginx, nghttp2-client (h2load) and wrk. Loopback only; every process it starts is
 # stopped by its PID on exit. Reports per row: req/s, server CPU per request (utime+stime from
@@ -109,6 +109,11 @@ EXPECT=401 check --http2-prior-knowledge "127.0.0.1:$GATEWAY/api/bench/"
 EXPECT=200 check "127.0.0.1:$NGINX_H1/"
 EXPECT=200 check -H "Authorization: Bearer $GATEWAY_TOKEN" "127.0.0.1:$GATEWAY/api/bench/"
 [ -z "${COMPARE_BIN:-}" ] || EXPECT=200 check -H "Authorization: Bearer $COMPARE_TOKEN" "127.0.0.1:$GATEWAY_COMPARE/api/bench/"
+# An older build from before HTTP/2 (issue 46) gets the HTTP/1.1 rows only.
+COMPARE_H2=
+if [ -n "${COMPARE_BIN:-}" ] && [ "$(curl -s -o /dev/null -w '%{http_code}' --http2-prior-knowledge -H "Authorization: Bearer $COMPARE_TOKEN" "127.0.0.1:$GATEWAY_COMPARE/api/bench/" || true)" = 200 ]; then
+  COMPARE_H2=1
+fi
 
 ticks() { local total=0; for p in $1 $(pgrep -P "$1" || true); do total=$((total + $(awk '{print $14 + $15}' /proc/$p/stat))); done; echo $total; }
 rss() { local total=0; for p in $1 $(pgrep -P "$1" || true); do total=$((total + $(awk '/VmRSS/ {print $2}' /proc/$p/status))); done; echo $total; }
@@ -158,6 +163,7 @@ for round in $(seq "$ROUNDS"); do
   run "floor: nio-http2 frames proxy (h2c)" h2 "$FLOOR_H2_PROXY_PID" "http://127.0.0.1:$FLOOR_H2_PROXY/" ""
   run "nginx http2 proxy (h2c)" h2 "$NGINX_H2_PID" "http://127.0.0.1:$NGINX_H2/" ""
   run "Portcullis gateway.routes (h2c)" h2 "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/" "$GATEWAY_TOKEN"
+  [ -z "$COMPARE_H2" ] || run "Portcullis gateway.routes (h2c), COMPARE_BIN" h2 "$COMPARE_PID" "http://127.0.0.1:$GATEWAY_COMPARE/api/bench/" "$COMPARE_TOKEN"
   run "nginx plain proxy (HTTP/1.1)" h1 "$NGINX_H1_PID" "http://127.0.0.1:$NGINX_H1/" ""
   run "Portcullis gateway.routes (HTTP/1.1)" h1 "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/" "$GATEWAY_TOKEN"
   [ -z "${COMPARE_BIN:-}" ] || run "Portcullis gateway.routes (HTTP/1.1), COMPARE_BIN" h1 "$COMPARE_PID" "http://127.0.0.1:$GATEWAY_COMPARE/api/bench/" "$COMPARE_TOKEN"
@@ -185,6 +191,7 @@ for label, a, b in [
     ("HTTP/2 answering: frames floor / nginx", "floor: nio-http2 frames answering (h2c)", "nginx http2 answering itself (h2c)"),
     ("HTTP/2 proxy: frames floor / nginx", "floor: nio-http2 frames proxy (h2c)", "nginx http2 proxy (h2c)"),
     ("HTTP/1.1: Portcullis / nginx, req/s", "Portcullis gateway.routes (HTTP/1.1)", "nginx plain proxy (HTTP/1.1)"),
+    ("HTTP/2: this build / COMPARE_BIN, req/s", "Portcullis gateway.routes (h2c)", "Portcullis gateway.routes (h2c), COMPARE_BIN"),
     ("HTTP/1.1: this build / COMPARE_BIN, req/s", "Portcullis gateway.routes (HTTP/1.1)", "Portcullis gateway.routes (HTTP/1.1), COMPARE_BIN"),
 ]:
     value = ratio(a, b)

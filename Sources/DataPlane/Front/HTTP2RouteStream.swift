@@ -51,11 +51,7 @@ final class HTTP2RouteStream: ProxyExchangeHost {
         let payload: HTTP2Frame.FramePayload
         switch part {
         case .head(let head):
-            var fields = HPACKHeaders()
-            fields.reserveCapacity(head.headers.count + 1)
-            fields.add(name: ":status", value: String(head.status.code))
-            fields.add(contentsOf: HPACKHeaders(httpHeaders: head.headers, normalizeHTTPHeaders: true))
-            payload = .headers(.init(headers: fields))
+            payload = .headers(.init(headers: Self.fields(of: head)))
         case .body(let body):
             let bytes = body.readableBytes
             unsentBytes += bytes
@@ -78,6 +74,29 @@ final class HTTP2RouteStream: ProxyExchangeHost {
         }
         context.write(NIOAny(HTTP2Frame(streamID: streamID, payload: payload)), promise: nil)
         if flush { context.flush() }
+    }
+
+    /// An answer head's HTTP/2 fields, as swift-nio-http2's HTTP/1 codec makes them (`:status`
+    /// first, names lower-cased, the connection-specific fields dropped), in one pass: a name is
+    /// copied only when it has a capital letter, and the request id, new for every answer, is kept
+    /// out of HPACK's table (where it would only push out fields that repeat).
+    static func fields(of head: HTTPResponseHead) -> HPACKHeaders {
+        var fields = HPACKHeaders()
+        fields.reserveCapacity(head.headers.count + 1)
+        fields.add(name: ":status", value: String(head.status.code))
+        for (name, value) in head.headers {
+            let lowered = name.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) ? name.lowercased() : name
+            switch lowered.utf8.count {
+            case 7 where lowered == "upgrade", 10 where lowered == "connection" || lowered == "keep-alive",
+                16 where lowered == "proxy-connection", 17 where lowered == "transfer-encoding":
+                continue
+            case 12 where lowered == "x-request-id":
+                fields.add(name: lowered, value: value, indexing: .nonIndexable)
+            default:
+                fields.add(name: lowered, value: value)
+            }
+        }
+        return fields
     }
 
     /// Relayed answers come as parts here (`relaysAnswerParts`), never as HTTP/1.1 bytes: a byte
