@@ -26,6 +26,10 @@ import TrafficCop
 /// does not know the session.
 final class ProxyExchange: UpstreamConnectionDelegate {
     unowned let handler: any ProxyExchangeHost
+    /// A host nothing else keeps alive (an HTTP/2 route stream, `HTTP2RouteStream`, whose
+    /// connection lets go of it when the stream closes), kept by its exchange for as long as the
+    /// exchange is: `handler`, unowned, cannot. A channel handler host lives as long as its connection.
+    var retainedHost: (any ProxyExchangeHost)?
     let route: DataPlane.Route
     /// The request head as NIO's decoder or the front (`PlainRequestHead`) read it (the target normalised): never converted.
     let head: HTTPRequestHead

@@ -179,7 +179,25 @@ def answers_stay_on_their_streams():
     client.close()
 
 
+def browser_navigation_answered_by_the_gateway():
+    """A navigation to an `auth: browser` route with a session cookie the gateway does not know: the
+    gateway's own answer (no body), written after the cookie's lookup (outside the read loop), closes
+    the stream as its last frame goes out; the exchange finishes after that (it once found its stream
+    freed: the process stopped). Then the connection's next stream is served."""
+    client = Client()
+    cookie = "portcullis=" + "A" * 43
+    client.get(1, "/browser.Service/page", extra=[("sec-fetch-mode", "navigate"), ("sec-fetch-dest", "document"), ("accept", "text/html"), ("cookie", cookie)])
+    client.pump(5, until=lambda: client.streams[1]["ended"] or client.streams[1]["reset"] is not None)
+    first = client.streams[1]
+    check(first["ended"] and first["status"] in (b"302", b"303", b"401"), f"a navigation with an unknown session cookie is answered by the gateway ({first['status']})")
+    client.get(3, "/files/small.txt")
+    client.pump(5, until=lambda: client.streams[3]["ended"])
+    check(client.streams[3]["status"] == b"200", f"and the gateway serves on: the connection's next stream ({client.streams[3]['status']})")
+    client.close()
+
+
 slow_reader_gets_the_whole_answer()
 slow_grpc_reader_gets_the_whole_answer()
 reset_stream_ends_alone()
 answers_stay_on_their_streams()
+browser_navigation_answered_by_the_gateway()

@@ -131,15 +131,28 @@ final class HTTP2RouteStream: ProxyExchangeHost {
         exchange?.clientWritabilityChanged(writable)
     }
 
-    /// The stream closed under the exchange (the client reset it, or the connection went): the exchange ends, unanswered.
+    /// The stream closed: when its answer's end went out, the exchange that wrote it finishes by
+    /// itself (just after, or before: `exchangeFinished`); otherwise the client reset it or the
+    /// connection went, and the exchange ends, unanswered.
     func streamClosed() {
         guard !closed else { return }
         closed = true
+        if answerEnded { return }
         upstreamDeadlineCheck?.cancel()
         upstreamDeadlineCheck = nil
         let exchange = exchange
         self.exchange = nil
         exchange?.clientGone()
+    }
+
+    /// swift-nio-http2 refused one of the answer's frames: the stream is reset (`INTERNAL_ERROR`),
+    /// since nothing more of the answer can go, and the exchange ends.
+    func refused() {
+        guard !closed else { return }
+        // Even after the answer's end: it was the end that was refused, and the stream is still open.
+        connection.context?.writeAndFlush(NIOAny(HTTP2Frame(streamID: streamID, payload: .rstStream(.internalError))), promise: nil)
+        answerEnded = false
+        streamClosed()
     }
 
     /// Resets the stream with `CANCEL`, as closing a stream channel with its answer unfinished does.

@@ -70,6 +70,9 @@ package final class HTTP2RouteStreams: ChannelDuplexHandler {
         let stream = HTTP2RouteStream(streamID: id, connection: self)
         streams[id] = stream
         let exchange = ProxyExchange(handler: stream, eventLoop: context.eventLoop, route: route, head: head, path: path, remainder: remainder, query: query)
+        // The stream outlives its entry here for as long as the exchange runs: the exchange may still
+        // be writing (its answer's end closes the stream, and the exchange finishes after).
+        exchange.retainedHost = stream
         stream.exchange = exchange
         exchange.start()
         // The request ended with its head: the exchange reads its end now, as from a stream channel.
@@ -91,8 +94,10 @@ package final class HTTP2RouteStreams: ChannelDuplexHandler {
     }
 
     package func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // A route stream's own error (swift-nio-http2 reset it): its close follows; the multiplexer has no such stream.
-        if let error = error as? NIOHTTP2Errors.StreamError, streams[error.streamID] != nil { return }
+        // swift-nio-http2 refused a frame of a route stream's answer (its own rules: a length the body
+        // does not match, say): the stream is reset and its exchange ended, as nothing more of its
+        // answer can go. The multiplexer has no such stream.
+        if let error = error as? NIOHTTP2Errors.StreamError, let stream = streams[error.streamID] { return stream.refused() }
         context.fireErrorCaught(error)
     }
 
