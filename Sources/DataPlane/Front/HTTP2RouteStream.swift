@@ -21,6 +21,8 @@ final class HTTP2RouteStream: ProxyExchangeHost {
     private(set) var answerEnded = false
     /// The stream was closed (answered, reset, or its connection gone): nothing more is written.
     private(set) var closed = false
+    /// The gateway reset the stream (`reset`): nothing more is written; its close ends the exchange, if one still runs.
+    private var resetSent = false
     /// Bytes of the answer's `DATA` written and not yet taken by the socket (the client's window holds them).
     private var unsentBytes = 0
     private var reportedWritable = true
@@ -47,7 +49,7 @@ final class HTTP2RouteStream: ProxyExchangeHost {
     func nextRequestID() -> String { connection.requestIDs.next() }
 
     func writeToClient(_ part: HTTPServerResponsePart, flush: Bool) {
-        guard !closed, !answerEnded, let context = connection.context else { return }
+        guard !closed, !answerEnded, !resetSent, let context = connection.context else { return }
         let payload: HTTP2Frame.FramePayload
         switch part {
         case .head(let head):
@@ -104,7 +106,7 @@ final class HTTP2RouteStream: ProxyExchangeHost {
     func writeBytesToClient(_ buffer: ByteBuffer) { reset() }
     func bytesAnswerEnded() {}
 
-    func flushClient() { connection.context?.flush() }
+    func flushClient() { context?.flush() }
 
     /// The request ended with its head: there is nothing to hold back.
     func holdReads() {}
@@ -149,16 +151,20 @@ final class HTTP2RouteStream: ProxyExchangeHost {
     /// since nothing more of the answer can go, and the exchange ends.
     func refused() {
         guard !closed else { return }
+        closed = true
+        upstreamDeadlineCheck?.cancel()
+        upstreamDeadlineCheck = nil
+        let exchange = exchange
+        self.exchange = nil
         // Even after the answer's end: it was the end that was refused, and the stream is still open.
         connection.context?.writeAndFlush(NIOAny(HTTP2Frame(streamID: streamID, payload: .rstStream(.internalError))), promise: nil)
-        answerEnded = false
-        streamClosed()
+        exchange?.clientGone()
     }
 
     /// Resets the stream with `CANCEL`, as closing a stream channel with its answer unfinished does.
     private func reset() {
-        guard !closed, !answerEnded, let context = connection.context else { return }
-        answerEnded = true
+        guard !closed, !answerEnded, !resetSent, let context = connection.context else { return }
+        resetSent = true
         context.writeAndFlush(NIOAny(HTTP2Frame(streamID: streamID, payload: .rstStream(.cancel))), promise: nil)
     }
 }
