@@ -3,10 +3,12 @@
 # what a load balancer in front speaks) through Portcullis, side by side with nginx's http2
 # listener proxying to the same nginx upstream, h2load as the load; and the same request over
 # HTTP/1.1 (wrk) through both, with, when COMPARE_BIN names an older build, that build's gateway
-# beside it (the A/B that says whether the HTTP/1.1 rows moved). One run, rounds interleaved.
-# Two more h2 rows say what HTTP/2 itself costs, before any proxying: nginx's http2 listener
-# answering by itself, and floor-proxy's `h2-answer` (swift-nio-http2's stream channels, as the
-# gateway uses them, answering by itself).
+# beside it (the A/B that says whether the HTTP/2 and HTTP/1.1 rows moved). One run, rounds
+# interleaved. Four more h2 rows say what HTTP/2 itself costs: nginx's http2 listener answering by
+# itself; floor-proxy's `h2-answer` (swift-nio-http2 with a stream channel a request, answering by
+# itself) and `h2-frames` (swift-nio-http2's connection handler alone, answering); and floor-proxy's
+# `h2-proxy` (the connection handler alone, proxying to the same upstream: the least a proxy on
+# swift-nio-http2 costs).
 #
 #   scripts/bench-h2.sh [ROUNDS] [SECONDS] [H2_CONNECTIONS] [STREAMS] [H1_CONNECTIONS]   (default 5 8 20 10 50)
 #   PORTCULLIS_BIN=path        benchmark this portcullis binary (default: a release build made here)
