@@ -29,7 +29,7 @@ import TrafficCop
 /// begun) however often its bytes come, which the idle timeout alone cannot do.
 /// The rest of a request refused before its body ended is read and dropped up
 /// to `maximumDrainBytes`, then the connection is closed.
-package final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler, ProxyExchangeHost {
+package final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelHandler, SerialProxyExchangeHost {
     package typealias InboundIn = HTTPServerRequestPart
     package typealias InboundOut = HTTPServerRequestPart
     package typealias OutboundIn = HTTPServerResponsePart

@@ -458,7 +458,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             deadline = nil
             status = response.status
             upstreamKeepAlive = response.keepAlive
-            if handler.relaysAnswerParts { return handler.writeToClient(.head(clientHeadParts(for: response))) }
+            if handler.relaysAnswerParts { return handler.writeAnswerHead(response, of: self) }
             // The host has its loop's head buffers from the moment it joins the pipeline; without them, no answer can start.
             guard let headBuffers = handler.headBuffers else { return finish(closeClient: true) }
             let answerHead = headBuffers.clientAnswer.write(minimumCapacity: response.bytes.count + 160) { writeClientHead(for: response, into: &$0) }
@@ -558,20 +558,25 @@ final class ProxyExchange: UpstreamConnectionDelegate {
 
     /// The client's answer head as NIO's parts, for a host whose codec frames it (an HTTP/2
     /// stream): the fields `writeClientHead` writes, without HTTP/1.1's framing and connection fields.
-    private func clientHeadParts(for response: UpstreamResponseHead) -> HTTPResponseHead {
+    func clientHeadParts(for response: UpstreamResponseHead) -> HTTPResponseHead {
         var headers = HTTPHeaders()
         headers.reserveCapacity(response.fields.count + 4)
-        let (origin, varyCoversOrigin, varyCoversCookie) = forEachReturnedField(of: response) { field in
-            headers.add(name: response.nameString(of: field), value: response.valueString(of: field))
-        }
-        if let length = response.contentLength { headers.add(name: "Content-Length", value: String(length)) }
-        headers.add(name: "X-Request-Id", value: requestID)
-        if let origin {
-            headers.add(name: "Access-Control-Allow-Origin", value: origin)
-            if !varyCoversOrigin { headers.add(name: "Vary", value: "Origin") }
-        }
-        if authenticatedByCookie && !varyCoversCookie { headers.add(name: "Vary", value: "Cookie") }
+        addClientHeadFields(for: response, to: &headers)
         return HTTPResponseHead(version: head.version, status: HTTPResponseStatus(statusCode: response.status), headers: headers)
+    }
+
+    /// The client's answer head fields (`clientHeadParts`), in whichever form the host frames them.
+    func addClientHeadFields<Fields: AnswerHeadFields>(for response: UpstreamResponseHead, to fields: inout Fields) {
+        let (origin, varyCoversOrigin, varyCoversCookie) = forEachReturnedField(of: response) { field in
+            fields.add(field, of: response)
+        }
+        if let length = response.contentLength { fields.add(.contentLength, value: String(length)) }
+        fields.add(.requestID, value: requestID)
+        if let origin {
+            fields.add(.allowOrigin, value: origin)
+            if !varyCoversOrigin { fields.add(.vary, value: "Origin") }
+        }
+        if authenticatedByCookie && !varyCoversCookie { fields.add(.vary, value: "Cookie") }
     }
 
     /// An HTTP/2 upstream's trailers: relayed with the answer's end (to an HTTP/1.1 client only

@@ -27,6 +27,9 @@ protocol ProxyExchangeHost: AnyObject {
     func nextRequestID() -> String
     /// Writes a part of a gateway-made answer (a refusal, 100 Continue).
     func writeToClient(_ part: HTTPServerResponsePart, flush: Bool)
+    /// Writes a relayed answer's head (a host that `relaysAnswerParts`): the fields
+    /// `exchange.addClientHeadFields` gives, in the host's own form.
+    func writeAnswerHead(_ response: UpstreamResponseHead, of exchange: ProxyExchange)
     /// Writes bytes of a relayed answer, framed already.
     func writeBytesToClient(_ buffer: ByteBuffer)
     /// The answer written with `writeBytesToClient` has ended.
@@ -37,8 +40,8 @@ protocol ProxyExchangeHost: AnyObject {
     func resumeReads()
     /// The exchange in flight on this connection, if any.
     var currentExchange: ProxyExchange? { get }
-    /// The scheduled check of the current exchange's upstream deadline (`watchDeadline`); `nil` when none is.
-    var upstreamDeadlineCheck: Scheduled<Void>? { get set }
+    /// Makes sure a check runs at the current exchange's upstream deadline (`ProxyExchange.deadline`).
+    func watchDeadline()
     /// The exchange's answer has ended (or failed).
     func exchangeFinished(requestEnded: Bool, closeConnection: Bool)
     /// The upstream answered a WebSocket's handshake with 101: from now on the client's bytes go
@@ -49,6 +52,20 @@ protocol ProxyExchangeHost: AnyObject {
 extension ProxyExchangeHost {
     func writeToClient(_ part: HTTPServerResponsePart) { writeToClient(part, flush: false) }
 
+    /// As NIO's HTTP/1 head, which the host's codec frames.
+    func writeAnswerHead(_ response: UpstreamResponseHead, of exchange: ProxyExchange) {
+        writeToClient(.head(exchange.clientHeadParts(for: response)))
+    }
+}
+
+/// A host with one exchange at a time (an HTTP/1 connection, a stream channel), and one check of
+/// its upstream deadline.
+protocol SerialProxyExchangeHost: ProxyExchangeHost {
+    /// The scheduled check of the current exchange's upstream deadline (`watchDeadline`); `nil` when none is.
+    var upstreamDeadlineCheck: Scheduled<Void>? { get set }
+}
+
+extension SerialProxyExchangeHost {
     /// Makes sure a check runs at the current exchange's upstream deadline. One check per
     /// connection at a time, re-armed only when it fires: a request answered in time schedules
     /// and cancels nothing, and a later request's deadline (always later) is met by re-arming.

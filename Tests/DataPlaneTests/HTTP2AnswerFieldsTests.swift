@@ -32,4 +32,40 @@ struct HTTP2AnswerFieldsTests {
         #expect(indexing["x-request-id"] == HPACKIndexing.nonIndexable)
         #expect(indexing["content-type"] == HPACKIndexing.indexable && indexing[":status"] == HPACKIndexing.indexable)
     }
+
+    /// An upstream's head as the parser makes it.
+    static func upstreamHead(_ text: String) throws -> UpstreamResponseHead {
+        var parser = UpstreamResponseParser()
+        parser.expectResponse(toHEAD: false)
+        var head: UpstreamResponseHead?
+        try Array(text.utf8).withUnsafeBytes { raw in
+            try parser.parse(raw) { event in
+                if case .head(let parsed) = event { head = parsed }
+            }
+        }
+        return try #require(head)
+    }
+
+    @Test("an upstream head's fields put straight into HPACK are those of its HTTP/1 head through the codec's rules", arguments: [
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Mixed-CASE-Name: V a l\r\nset-cookie: a=1\r\nSet-Cookie: b=2\r\n\r\n",
+        "HTTP/1.1 404 Not Found\r\nvary: Accept\r\ncache-control: no-store\r\nX-Empty:\r\n\r\n",
+        "HTTP/1.1 204 No Content\r\n\r\n",
+    ])
+    func straightFromTheUpstreamBytes(text: String) throws {
+        let response = try Self.upstreamHead(text)
+        var viaHTTP1 = HTTPHeaders()
+        var direct = HPACKHeaders()
+        direct.add(name: ":status", value: String(response.status))
+        for field in response.fields {
+            viaHTTP1.add(field, of: response)
+            direct.add(field, of: response)
+        }
+        for (field, value) in [(GatewayAnswerField.contentLength, "12"), (.requestID, "abc"), (.allowOrigin, "https://app.example"), (.vary, "Origin")] {
+            viaHTTP1.add(field, value: value)
+            direct.add(field, value: value)
+        }
+        let codec = HTTP2RouteStream.fields(of: HTTPResponseHead(version: .http2, status: .init(statusCode: response.status), headers: viaHTTP1))
+        #expect(direct.map { "\($0.name): \($0.value)" } == codec.map { "\($0.name): \($0.value)" })
+        #expect(direct.map { $0.indexable } == codec.map { $0.indexable })
+    }
 }

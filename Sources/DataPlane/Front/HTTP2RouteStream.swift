@@ -11,12 +11,13 @@ import NIOHTTP2
 /// no request deadline, no body to drain. The answer's parts are converted as swift-nio-http2's
 /// HTTP/1 codec converts them (`:status` first, names lower-cased, connection-specific fields
 /// dropped), and its body is held back from the upstream while more than `highWatermark` bytes of
-/// it wait for the client's flow-control window, as a stream channel's writability would.
+/// it wait for the client's flow-control window, as a stream channel's writability would. Each
+/// part is held back until the next one or a flush, so the answer's end is the flag of its last
+/// frame (`HEADERS`, then `DATA` with `END_STREAM`, as nginx sends) rather than an empty frame more.
 final class HTTP2RouteStream: ProxyExchangeHost {
     let streamID: HTTP2StreamID
     private unowned let connection: HTTP2RouteStreams
     var exchange: ProxyExchange?
-    var upstreamDeadlineCheck: Scheduled<Void>?
     /// The answer's last frame was written (the stream closes cleanly once it is out).
     private(set) var answerEnded = false
     /// The stream was closed (answered, reset, or its connection gone): nothing more is written.
@@ -26,6 +27,15 @@ final class HTTP2RouteStream: ProxyExchangeHost {
     /// Bytes of the answer's `DATA` written and not yet taken by the socket (the client's window holds them).
     private var unsentBytes = 0
     private var reportedWritable = true
+    /// The answer's latest part, held back until the next part or a flush: so the answer's end
+    /// travels in its last frame (the `END_STREAM` flag) instead of a frame of its own.
+    private var held = HeldPart.none
+
+    private enum HeldPart {
+        case none
+        case head(HPACKHeaders)
+        case body(IOData)
+    }
 
     /// Past this many unsent bytes the upstream's answer is read no further; below `lowWatermark` again, it is.
     static let highWatermark = 8192
@@ -50,32 +60,67 @@ final class HTTP2RouteStream: ProxyExchangeHost {
 
     func writeToClient(_ part: HTTPServerResponsePart, flush: Bool) {
         guard !closed, !answerEnded, !resetSent, let context = connection.context else { return }
-        let payload: HTTP2Frame.FramePayload
         switch part {
         case .head(let head):
-            payload = .headers(.init(headers: Self.fields(of: head)))
+            writeHeld(context)
+            held = .head(Self.fields(of: head))
         case .body(let body):
+            writeHeld(context)
+            unsentBytes += body.readableBytes
+            held = .body(body)
+            updateWritability()
+        case .end(let trailers):
+            answerEnded = true
+            // The answer's end goes with its last frame when that is still held: a `DATA` or a
+            // `HEADERS` that ends the stream, rather than one more empty frame after it.
+            let last: HTTP2Frame.FramePayload
+            switch (held, trailers) {
+            case (.body(let body), nil):
+                last = .data(.init(data: body, endStream: true))
+            case (.head(let fields), nil):
+                last = .headers(.init(headers: fields, endStream: true))
+            case (_, let trailers?):
+                writeHeld(context)
+                last = .headers(.init(headers: HPACKHeaders(httpHeaders: trailers, normalizeHTTPHeaders: true), endStream: true))
+            case (.none, nil):
+                last = .data(.init(data: .byteBuffer(context.channel.allocator.buffer(capacity: 0)), endStream: true))
+            }
+            held = .none
+            context.write(NIOAny(HTTP2Frame(streamID: streamID, payload: last)), promise: nil)
+        }
+        if flush { flushClient() }
+    }
+
+    /// A relayed answer's head, as HPACK fields straight from the upstream's bytes (`:status` first).
+    func writeAnswerHead(_ response: UpstreamResponseHead, of exchange: ProxyExchange) {
+        guard !closed, !answerEnded, !resetSent, let context = connection.context else { return }
+        var fields = HPACKHeaders()
+        fields.reserveCapacity(response.fields.count + 3)
+        fields.add(name: ":status", value: String(response.status))
+        exchange.addClientHeadFields(for: response, to: &fields)
+        writeHeld(context)
+        held = .head(fields)
+    }
+
+    /// Writes the part held back, if any: a `DATA` frame with the promise that counts its bytes out
+    /// once the socket has taken them (the client's window may hold them a while).
+    private func writeHeld(_ context: ChannelHandlerContext) {
+        switch held {
+        case .none:
+            return
+        case .head(let fields):
+            held = .none
+            context.write(NIOAny(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: fields)))), promise: nil)
+        case .body(let body):
+            held = .none
             let bytes = body.readableBytes
-            unsentBytes += bytes
             let taken = context.eventLoop.makePromise(of: Void.self)
             taken.futureResult.assumeIsolated().whenComplete { [self] _ in
                 unsentBytes -= bytes
                 updateWritability()
             }
             context.write(NIOAny(HTTP2Frame(streamID: streamID, payload: .data(.init(data: body)))), promise: taken)
-            updateWritability()
-            if flush { context.flush() }
-            return
-        case .end(let trailers):
-            answerEnded = true
-            if let trailers {
-                payload = .headers(.init(headers: HPACKHeaders(httpHeaders: trailers, normalizeHTTPHeaders: true), endStream: true))
-            } else {
-                payload = .data(.init(data: .byteBuffer(context.channel.allocator.buffer(capacity: 0)), endStream: true))
-            }
         }
-        context.write(NIOAny(HTTP2Frame(streamID: streamID, payload: payload)), promise: nil)
-        if flush { context.flush() }
     }
 
     /// An answer head's HTTP/2 fields, as swift-nio-http2's HTTP/1 codec makes them (`:status`
@@ -106,19 +151,29 @@ final class HTTP2RouteStream: ProxyExchangeHost {
     func writeBytesToClient(_ buffer: ByteBuffer) { reset() }
     func bytesAnswerEnded() {}
 
-    func flushClient() { context?.flush() }
+    /// Writes the part held back and flushes: the upstream's read has ended (or a gateway-made
+    /// answer is out), and what was read goes to the client now.
+    func flushClient() {
+        guard let context else { return }
+        writeHeld(context)
+        context.flush()
+    }
 
     /// The request ended with its head: there is nothing to hold back.
     func holdReads() {}
     func resumeReads() {}
 
     func exchangeFinished(requestEnded: Bool, closeConnection: Bool) {
-        upstreamDeadlineCheck?.cancel()
-        upstreamDeadlineCheck = nil
         exchange = nil
         // A relayed answer's end is written just after (the exchange ends first). A close asked for
         // is the stream's, as a stream channel's close is: reset if its answer did not end (cut off).
         if closeConnection { reset() }
+    }
+
+    /// The connection keeps one check for all its route streams' deadlines (`HTTP2RouteStreams.watchDeadline`):
+    /// a check scheduled and cancelled per stream costs a search of the event loop's task queue each.
+    func watchDeadline() {
+        if let deadline = exchange?.deadline { connection.watchDeadline(deadline) }
     }
 
     /// No WebSocket on an HTTP/2 stream (RFC 8441 is not served): such a request never gets here.
@@ -139,9 +194,8 @@ final class HTTP2RouteStream: ProxyExchangeHost {
     func streamClosed() {
         guard !closed else { return }
         closed = true
+        held = .none
         if answerEnded { return }
-        upstreamDeadlineCheck?.cancel()
-        upstreamDeadlineCheck = nil
         let exchange = exchange
         self.exchange = nil
         exchange?.clientGone()
@@ -152,8 +206,7 @@ final class HTTP2RouteStream: ProxyExchangeHost {
     func refused() {
         guard !closed else { return }
         closed = true
-        upstreamDeadlineCheck?.cancel()
-        upstreamDeadlineCheck = nil
+        held = .none
         let exchange = exchange
         self.exchange = nil
         // Even after the answer's end: it was the end that was refused, and the stream is still open.
@@ -165,6 +218,7 @@ final class HTTP2RouteStream: ProxyExchangeHost {
     private func reset() {
         guard !closed, !answerEnded, !resetSent, let context = connection.context else { return }
         resetSent = true
+        held = .none
         context.writeAndFlush(NIOAny(HTTP2Frame(streamID: streamID, payload: .rstStream(.cancel))), promise: nil)
     }
 }

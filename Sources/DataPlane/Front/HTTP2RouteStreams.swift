@@ -36,6 +36,10 @@ package final class HTTP2RouteStreams: ChannelDuplexHandler {
     /// The highest stream id opened so far: a client's streams open in increasing order (RFC 9113
     /// §5.1.1, enforced by swift-nio-http2), so a `HEADERS` above it opens a stream, any other is a trailer.
     private var lastOpened = HTTP2StreamID.rootStream
+    /// The one check of the route streams' upstream deadlines, and when it runs: scheduled for the
+    /// earliest deadline known when it was armed, re-armed only when it fires (a later stream's
+    /// deadline is later) or when a stream's deadline comes before it (a route with a shorter timeout).
+    private var deadlineCheck: (at: NIODeadline, task: Scheduled<Void>)?
 
     package init(plane: DataPlane, requestIDs: SharedRequestIDs) {
         self.plane = plane
@@ -111,7 +115,38 @@ package final class HTTP2RouteStreams: ChannelDuplexHandler {
         context.fireChannelInactive()
     }
 
+    /// Makes sure the connection's deadline check runs by `deadline`.
+    func watchDeadline(_ deadline: NIODeadline) {
+        if let check = deadlineCheck {
+            if check.at <= deadline { return }
+            check.task.cancel()
+        }
+        guard let context else { return deadlineCheck = nil }
+        let task = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [weak self] in
+            guard let self else { return }
+            self.checkDeadlines()
+        }
+        deadlineCheck = (deadline, task)
+    }
+
+    /// Ends the exchanges whose upstream deadline has passed, and re-arms for the earliest one left.
+    private func checkDeadlines() {
+        deadlineCheck = nil
+        let now = NIODeadline.now()
+        var expired: [ProxyExchange] = []
+        var next: NIODeadline?
+        for stream in streams.values {
+            guard let exchange = stream.exchange, let deadline = exchange.deadline else { continue }
+            if deadline <= now { expired.append(exchange) } else { next = min(next ?? deadline, deadline) }
+        }
+        // Ended after the walk: an exchange's end may close its stream, which changes `streams`.
+        for exchange in expired { exchange.timedOut() }
+        if let next { watchDeadline(next) }
+    }
+
     private func closeAll() {
+        deadlineCheck?.task.cancel()
+        deadlineCheck = nil
         let open = streams.values
         streams.removeAll()
         for stream in open { stream.streamClosed() }

@@ -15,7 +15,7 @@ import TrafficCop
 /// the rest of the connection is NIO's, with the head timeout re-armed for the head it was handed.
 /// Answers keep their order: bytes that follow a request wait (and the connection is not read)
 /// until its answer has ended.
-package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHandler, ProxyExchangeHost {
+package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHandler, SerialProxyExchangeHost {
     package typealias InboundIn = ByteBuffer
     package typealias InboundOut = ByteBuffer
     package typealias OutboundIn = ByteBuffer

@@ -44,6 +44,16 @@ struct UpstreamResponseHead {
         String(decoding: bytes[field.name], as: UTF8.self)
     }
 
+    /// A field's name as a string in lower case (HTTP/2's spelling), copied once.
+    func lowercasedNameString(of field: Field) -> String {
+        let name = bytes[field.name]
+        guard name.contains(where: { $0 &- UInt8(ascii: "A") < 26 }) else { return String(decoding: name, as: UTF8.self) }
+        return String(unsafeUninitializedCapacity: name.count) { buffer in
+            for (offset, byte) in name.enumerated() { buffer[offset] = byte &- UInt8(ascii: "A") < 26 ? byte | 0x20 : byte }
+            return name.count
+        }
+    }
+
     /// A field's value as a string.
     func valueString(of field: Field) -> String {
         String(decoding: bytes[field.value], as: UTF8.self)

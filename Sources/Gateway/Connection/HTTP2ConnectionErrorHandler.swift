@@ -39,6 +39,13 @@ final class HTTP2ConnectionErrorHandler: ChannelOutboundHandler {
     private func follow(_ bytes: ByteBufferView) {
         var index = bytes.startIndex
         while index < bytes.endIndex, !closing {
+            if remaining == 0, header.isEmpty, bytes.endIndex - index >= 9 {
+                // A whole frame header in this write (the usual case): read in place.
+                remaining = Int(bytes[index]) << 16 | Int(bytes[index + 1]) << 8 | Int(bytes[index + 2])
+                goaway = bytes[index + 3] == 7 ? [] : nil
+                index += 9
+                continue
+            }
             if remaining == 0 {
                 header.append(bytes[index])
                 index += 1
