@@ -70,16 +70,19 @@ class Client:
                 state = self.streams.get(getattr(event, "stream_id", None))
                 if isinstance(event, h2.events.ResponseReceived):
                     state["status"] = dict(event.headers).get(b":status")
+                    state.setdefault("frames", []).append(("HEADERS", 0, event.stream_ended is not None))
                 elif isinstance(event, h2.events.TrailersReceived):
                     state["trailers"] = dict(event.headers)
                 elif isinstance(event, h2.events.DataReceived):
                     state["body"] += event.data
+                    state.setdefault("frames", []).append(("DATA", len(event.data), event.stream_ended is not None))
                     if ack:
                         self.conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
                     else:
                         state["unacked"] += event.flow_controlled_length
                 elif isinstance(event, h2.events.StreamEnded):
                     state["ended"] = True
+                    state["ended_at"] = time.time()
                 elif isinstance(event, h2.events.StreamReset):
                     state["reset"] = event.error_code
             self.flush()
@@ -179,6 +182,37 @@ def answers_stay_on_their_streams():
     client.close()
 
 
+def answer_ends_with_its_last_frame():
+    """A route stream's answer ends with its last frame's END_STREAM flag (HEADERS, then DATA that
+    ends the stream, as nginx sends), never with an empty DATA frame of its own after the body."""
+    client = Client()
+    client.get(1, "/files/small.txt")
+    client.pump(5, until=lambda: client.streams[1]["ended"])
+    frames = client.streams[1].get("frames", [])
+    check(frames == [("HEADERS", 0, False), ("DATA", 6, True)], f"a small answer: HEADERS, then its body in one DATA that ends the stream ({frames})")
+    client.close()
+
+
+def route_streams_time_out_each_at_its_own_deadline():
+    """Route streams to an upstream that never answers, opened a second apart on one connection: each
+    is answered 504 at its own deadline (runtime.timeout_seconds, 2 s), by the connection's one check
+    re-armed for the next stream; a stream to a live upstream meanwhile is answered at once."""
+    client = Client()
+    start = time.time()
+    client.get(1, "/hang/first")
+    client.pump(1)
+    client.get(3, "/hang/second")
+    client.get(5, "/files/small.txt")
+    client.pump(8, until=lambda: all(s["ended"] or s["reset"] is not None for s in client.streams.values()))
+    first, second, live = client.streams[1], client.streams[3], client.streams[5]
+    check(live["status"] == b"200" and live["ended_at"] - start < 1.9, f"the live upstream's stream is answered before the hung ones ({live['status']})")
+    first_at, second_at = first.get("ended_at", 0) - start, second.get("ended_at", 0) - start
+    check(first["status"] == b"504" and 1.8 < first_at < 3.5, f"the first hung stream: 504 at its deadline ({first['status']}, {first_at:.1f} s)")
+    check(second["status"] == b"504" and second_at - first_at > 0.7 and second_at < 4.5,
+          f"the second: 504 at its own deadline, a second later ({second['status']}, {second_at:.1f} s)")
+    client.close()
+
+
 def browser_navigation_answered_by_the_gateway():
     """A navigation to an `auth: browser` route with a session cookie the gateway does not know: the
     gateway's own answer (no body), written after the cookie's lookup (outside the read loop), closes
@@ -190,6 +224,9 @@ def browser_navigation_answered_by_the_gateway():
     client.pump(5, until=lambda: client.streams[1]["ended"] or client.streams[1]["reset"] is not None)
     first = client.streams[1]
     check(first["ended"] and first["status"] in (b"302", b"303", b"401"), f"a navigation with an unknown session cookie is answered by the gateway ({first['status']})")
+    frames = first.get("frames", [])
+    ends_in_last_frame = frames == [("HEADERS", 0, True)] or (len(frames) >= 2 and frames[-1][0] == "DATA" and frames[-1][1] > 0 and frames[-1][2])
+    check(ends_in_last_frame, f"its answer ends with its last frame, no empty DATA after ({frames})")
     client.get(3, "/files/small.txt")
     client.pump(5, until=lambda: client.streams[3]["ended"])
     check(client.streams[3]["status"] == b"200", f"and the gateway serves on: the connection's next stream ({client.streams[3]['status']})")
@@ -200,4 +237,6 @@ slow_reader_gets_the_whole_answer()
 slow_grpc_reader_gets_the_whole_answer()
 reset_stream_ends_alone()
 answers_stay_on_their_streams()
+answer_ends_with_its_last_frame()
+route_streams_time_out_each_at_its_own_deadline()
 browser_navigation_answered_by_the_gateway()
