@@ -2,7 +2,8 @@
 # HTTP/2 and gRPC against the real `portcullis serve`: Tests/HTTP2/test_grpc.py (Python's grpcio
 # client reads each refusal as its gRPC status) and Tests/HTTP2/test_attacks.py (Rapid Reset,
 # CONTINUATION flood, HPACK bomb, SETTINGS and PING floods, more streams than advertised, slow
-# read, a header list past the limit: the gateway stays up, its memory bounded, another client served).
+# read, a header list past the limit: the gateway stays up, its memory bounded, another client served),
+# Tests/HTTP2/test_route_streams.py and, on a second serve with a 1 s idle time, Tests/HTTP2/test_idle.py.
 #
 #   scripts/http2-tests.sh        uses .build/debug/portcullis (swift test builds it)
 #   PORTCULLIS_BIN=path           another binary
@@ -22,9 +23,9 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import h2, grpc" 2>/d
 fi
 WORK=$(mktemp -d)
 PORT=18721 FILES_PORT=18722 HUNG_PORT=18723 GRPC_PORT=18724 TLS_PORT=18725
-SERVE_PID= FILES_PID= HUNG_PID= GRPC_PID= TLS_PID=
+SERVE_PID= FILES_PID= HUNG_PID= GRPC_PID= TLS_PID= IDLE_PID=
 cleanup() {
-  for pid in $SERVE_PID $FILES_PID $HUNG_PID $GRPC_PID $TLS_PID; do kill "$pid" 2>/dev/null || true; done
+  for pid in $SERVE_PID $FILES_PID $HUNG_PID $GRPC_PID $TLS_PID $IDLE_PID; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$WORK"
 }
@@ -78,6 +79,30 @@ export PORTCULLIS_PORT=$PORT PORTCULLIS_PID=$SERVE_PID PORTCULLIS_TOKEN_FILE=$WO
 (cd "$ROOT/Tests/HTTP2" && "$VENV/bin/python" test_attacks.py) || { tail -20 "$WORK/serve.log"; exit 1; }
 kill -0 "$SERVE_PID" || { echo "FAIL  serve ended"; tail -20 "$WORK/serve.log"; exit 1; }
 echo "ok    serve ran through every HTTP/2 test"
+
+# Idle time with route streams: a second plain serve, 1 s idle, a 3 s upstream deadline.
+IDLE_PORT=18726
+mkdir -p "$WORK/idle/config"
+cat > "$WORK/idle/config/portcullis.yaml" <<YAML
+gateway:
+  port: $IDLE_PORT
+  routes:
+    - {prefix: /files, upstream: "http://127.0.0.1:$FILES_PORT", auth: none}
+    - {prefix: /hang, upstream: "http://127.0.0.1:$HUNG_PORT", auth: none}
+limits:
+  idle_timeout_seconds: 1
+admin:
+  enabled: false
+runtime:
+  port: 0
+  timeout_seconds: 3
+logging:
+  level: warning
+YAML
+(cd "$WORK/idle" && exec "$BIN" serve > serve.log 2>&1) & IDLE_PID=$!
+for _ in $(seq 150); do curl -sf -o /dev/null "127.0.0.1:$IDLE_PORT/readyz" && break; sleep 0.2; done
+PORTCULLIS_IDLE_PORT=$IDLE_PORT "$VENV/bin/python" "$ROOT/Tests/HTTP2/test_idle.py" || { tail -20 "$WORK/idle/serve.log"; exit 1; }
+kill "$IDLE_PID"
 
 # Chromium over HTTP/2: a second serve, with TLS.
 CHROMIUM=${CHROMIUM:-$(command -v chromium || true)}

@@ -83,12 +83,12 @@ package final class HTTP2RouteStreams: ChannelDuplexHandler {
         if !exchange.finished { exchange.clientRead(.end(nil)) }
     }
 
+    /// A route stream's window events end here (its answer's flow is `HTTP2RouteStream`'s); every
+    /// stream's opening and close go on, for the connection's management (idle time, graceful stop).
     package func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         switch event {
         case let closed as StreamClosedEvent:
-            if let stream = streams.removeValue(forKey: closed.streamID) { return stream.streamClosed() }
-        case let created as NIOHTTP2StreamCreatedEvent where streams[created.streamID] != nil:
-            return
+            streams.removeValue(forKey: closed.streamID)?.streamClosed()
         case let window as NIOHTTP2WindowUpdatedEvent where streams[window.streamID] != nil:
             return
         default:

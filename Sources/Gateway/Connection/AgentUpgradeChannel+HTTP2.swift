@@ -34,12 +34,14 @@ extension AgentUpgradeChannel {
         let connection = Self.http2Connection(limits)
         let streams = Self.http2Stream(limits)
         try sync.addHandler(NIOHTTP2Handler(mode: .server, connectionConfiguration: connection, streamConfiguration: streams))
+        try sync.addHandler(HTTP2ConnectionWindow(target: connection.targetWindowSize))
+        // Route streams first: their frames and window events end there, and only their opening and
+        // close go on (each event a handler passes on is paid for by every request).
+        let requestIDs = SharedRequestIDs()
+        if let dataPlane { try sync.addHandler(HTTP2RouteStreams(plane: dataPlane, requestIDs: requestIDs)) }
         // Sees every stream open and close (their events, paired), whichever way it is served.
         try sync.addHandler(HTTP2StreamEventPairing())
         try sync.addHandler(management)
-        try sync.addHandler(HTTP2ConnectionWindow(target: connection.targetWindowSize))
-        let requestIDs = SharedRequestIDs()
-        if let dataPlane { try sync.addHandler(HTTP2RouteStreams(plane: dataPlane, requestIDs: requestIDs)) }
         let boundIDs = NIOLoopBound(requestIDs, eventLoop: channel.eventLoop)
         try sync.addHandler(
             HTTP2StreamMultiplexer(
