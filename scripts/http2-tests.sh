@@ -33,6 +33,7 @@ trap cleanup EXIT
 mkdir -p "$WORK/files" "$WORK/config"
 head -c 8388608 /dev/zero > "$WORK/files/big.bin"
 echo small > "$WORK/files/small.txt"
+: > "$WORK/files/empty.txt"
 python3 -m http.server "$FILES_PORT" --bind 127.0.0.1 --directory "$WORK/files" > "$WORK/files.log" 2>&1 & FILES_PID=$!
 # An upstream that accepts connections and never answers.
 python3 -c "

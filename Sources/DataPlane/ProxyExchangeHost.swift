@@ -40,7 +40,7 @@ protocol ProxyExchangeHost: AnyObject {
     func resumeReads()
     /// The exchange in flight on this connection, if any.
     var currentExchange: ProxyExchange? { get }
-    /// Makes sure a check runs at the current exchange's upstream deadline (`ProxyExchange.deadline`).
+    /// Makes sure a check runs by the current exchange's upstream deadline (`ProxyExchange.deadline`).
     func watchDeadline()
     /// The exchange's answer has ended (or failed).
     func exchangeFinished(requestEnded: Bool, closeConnection: Bool)

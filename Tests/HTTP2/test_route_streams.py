@@ -193,6 +193,20 @@ def answer_ends_with_its_last_frame():
     client.close()
 
 
+def bodiless_answer_ends_with_its_head():
+    """An answer without a body (the upstream's Content-Length: 0, head and end in one read) is one
+    HEADERS frame that ends the stream, flushed at once: the frame closes the stream as it is written."""
+    client = Client()
+    start = time.time()
+    client.get(1, "/files/empty.txt")
+    client.pump(3, until=lambda: client.streams[1]["ended"])
+    state = client.streams[1]
+    took = state.get("ended_at", start + 99) - start
+    check(state["status"] == b"200" and state.get("frames") == [("HEADERS", 0, True)] and took < 1,
+          f"an empty answer: one HEADERS that ends the stream, at once ({state['status']}, {state.get('frames')}, {took:.2f} s)")
+    client.close()
+
+
 def route_streams_time_out_each_at_its_own_deadline():
     """Route streams to an upstream that never answers, opened a second apart on one connection: each
     is answered 504 at its own deadline (runtime.timeout_seconds, 2 s), by the connection's one check
@@ -210,6 +224,17 @@ def route_streams_time_out_each_at_its_own_deadline():
     check(first["status"] == b"504" and 1.8 < first_at < 3.5, f"the first hung stream: 504 at its deadline ({first['status']}, {first_at:.1f} s)")
     check(second["status"] == b"504" and second_at - first_at > 0.7 and second_at < 4.5,
           f"the second: 504 at its own deadline, a second later ({second['status']}, {second_at:.1f} s)")
+    # A later stream whose own grpc-timeout is sooner than the check armed for the first: re-armed earlier.
+    client = Client()
+    start = time.time()
+    client.get(1, "/hang/long")
+    client.pump(0.3)
+    client.get(3, "/hang/short", extra=[("grpc-timeout", "500m")])
+    client.pump(5, until=lambda: all(s["ended"] or s["reset"] is not None for s in client.streams.values()))
+    long_at, short_at = client.streams[1].get("ended_at", 0) - start, client.streams[3].get("ended_at", 0) - start
+    check(client.streams[3]["status"] == b"504" and 0.6 < short_at < 1.5,
+          f"a stream with a sooner grpc-timeout (0.5 s), opened after one due at 2 s: 504 at its own deadline ({client.streams[3]['status']}, {short_at:.1f} s)")
+    check(client.streams[1]["status"] == b"504" and 1.8 < long_at < 3.5, f"and the first at its own ({client.streams[1]['status']}, {long_at:.1f} s)")
     client.close()
 
 
@@ -238,5 +263,6 @@ slow_grpc_reader_gets_the_whole_answer()
 reset_stream_ends_alone()
 answers_stay_on_their_streams()
 answer_ends_with_its_last_frame()
+bodiless_answer_ends_with_its_head()
 route_streams_time_out_each_at_its_own_deadline()
 browser_navigation_answered_by_the_gateway()

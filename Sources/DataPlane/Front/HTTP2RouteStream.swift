@@ -12,8 +12,9 @@ import NIOHTTP2
 /// HTTP/1 codec converts them (`:status` first, names lower-cased, connection-specific fields
 /// dropped), and its body is held back from the upstream while more than `highWatermark` bytes of
 /// it wait for the client's flow-control window, as a stream channel's writability would. Each
-/// part is held back until the next one or a flush, so the answer's end is the flag of its last
-/// frame (`HEADERS`, then `DATA` with `END_STREAM`, as nginx sends) rather than an empty frame more.
+/// part is held back until the next one or a flush, so an end that comes in the same upstream read
+/// as the last part is that frame's flag (`HEADERS`, then `DATA` with `END_STREAM`, as nginx sends)
+/// rather than an empty frame more.
 final class HTTP2RouteStream: ProxyExchangeHost {
     let streamID: HTTP2StreamID
     private unowned let connection: HTTP2RouteStreams
@@ -58,48 +59,73 @@ final class HTTP2RouteStream: ProxyExchangeHost {
 
     func nextRequestID() -> String { connection.requestIDs.next() }
 
+    /// Whether more of the answer may be written: the stream is open, its answer not ended, not reset.
+    private var answerOpen: Bool { !closed && !answerEnded && !resetSent }
+
     func writeToClient(_ part: HTTPServerResponsePart, flush: Bool) {
-        guard !closed, !answerEnded, !resetSent, let context = connection.context else { return }
+        guard answerOpen, let context = connection.context else { return }
         switch part {
         case .head(let head):
-            writeHeld(context)
-            held = .head(Self.fields(of: head))
+            hold(.head(Self.fields(of: head)), context)
         case .body(let body):
-            writeHeld(context)
-            unsentBytes += body.readableBytes
-            held = .body(body)
-            updateWritability()
+            hold(.body(body), context)
         case .end(let trailers):
+            if trailers != nil {
+                writeHeld(context)
+                guard answerOpen else { return }  // the part before was refused: the stream is reset
+            }
             answerEnded = true
-            // The answer's end goes with its last frame when that is still held: a `DATA` or a
-            // `HEADERS` that ends the stream, rather than one more empty frame after it.
+            // The answer's end goes with its last frame when that is still held (the end came in the
+            // same read): a `DATA` or a `HEADERS` that ends the stream, rather than an empty frame more.
             let last: HTTP2Frame.FramePayload
-            switch (held, trailers) {
+            switch (takeHeld(), trailers) {
+            case (_, let trailers?):
+                last = .headers(.init(headers: HPACKHeaders(httpHeaders: trailers, normalizeHTTPHeaders: true), endStream: true))
             case (.body(let body), nil):
                 last = .data(.init(data: body, endStream: true))
             case (.head(let fields), nil):
                 last = .headers(.init(headers: fields, endStream: true))
-            case (_, let trailers?):
-                writeHeld(context)
-                last = .headers(.init(headers: HPACKHeaders(httpHeaders: trailers, normalizeHTTPHeaders: true), endStream: true))
             case (.none, nil):
                 last = .data(.init(data: .byteBuffer(context.channel.allocator.buffer(capacity: 0)), endStream: true))
             }
-            held = .none
             context.write(NIOAny(HTTP2Frame(streamID: streamID, payload: last)), promise: nil)
         }
-        if flush { flushClient() }
+        guard flush else { return }
+        // Through the context taken above: a last `HEADERS` closes the stream within its write (a
+        // `DATA` waits for the window), and a closed stream's `context` is `nil`.
+        if !closed { writeHeld(context) }
+        context.flush()
     }
 
     /// A relayed answer's head, as HPACK fields straight from the upstream's bytes (`:status` first).
     func writeAnswerHead(_ response: UpstreamResponseHead, of exchange: ProxyExchange) {
-        guard !closed, !answerEnded, !resetSent, let context = connection.context else { return }
+        guard answerOpen, let context = connection.context else { return }
         var fields = HPACKHeaders()
         fields.reserveCapacity(response.fields.count + 3)
         fields.add(name: ":status", value: String(response.status))
         exchange.addClientHeadFields(for: response, to: &fields)
+        hold(.head(fields), context)
+    }
+
+    /// Writes the part held before, then holds `part` in its place (its bytes, a body's, counted as unsent).
+    private func hold(_ part: HeldPart, _ context: ChannelHandlerContext) {
         writeHeld(context)
-        held = .head(fields)
+        // The part before was refused (swift-nio-http2 resets the stream within the write): nothing more goes.
+        guard answerOpen else { return }
+        held = part
+        if case .body(let body) = part {
+            unsentBytes += body.readableBytes
+            updateWritability()
+        }
+    }
+
+    /// The held part, no longer held; a body's bytes no longer count as unsent (they go with the
+    /// answer's end, or are dropped with the stream).
+    private func takeHeld() -> HeldPart {
+        let part = held
+        held = .none
+        if case .body(let body) = part { unsentBytes -= body.readableBytes }
+        return part
     }
 
     /// Writes the part held back, if any: a `DATA` frame with the promise that counts its bytes out
@@ -194,7 +220,7 @@ final class HTTP2RouteStream: ProxyExchangeHost {
     func streamClosed() {
         guard !closed else { return }
         closed = true
-        held = .none
+        _ = takeHeld()
         if answerEnded { return }
         let exchange = exchange
         self.exchange = nil
@@ -206,7 +232,7 @@ final class HTTP2RouteStream: ProxyExchangeHost {
     func refused() {
         guard !closed else { return }
         closed = true
-        held = .none
+        _ = takeHeld()
         let exchange = exchange
         self.exchange = nil
         // Even after the answer's end: it was the end that was refused, and the stream is still open.
@@ -218,7 +244,7 @@ final class HTTP2RouteStream: ProxyExchangeHost {
     private func reset() {
         guard !closed, !answerEnded, !resetSent, let context = connection.context else { return }
         resetSent = true
-        held = .none
+        _ = takeHeld()
         context.writeAndFlush(NIOAny(HTTP2Frame(streamID: streamID, payload: .rstStream(.cancel))), promise: nil)
     }
 }

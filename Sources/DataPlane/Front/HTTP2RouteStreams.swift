@@ -38,7 +38,7 @@ package final class HTTP2RouteStreams: ChannelDuplexHandler {
     private var lastOpened = HTTP2StreamID.rootStream
     /// The one check of the route streams' upstream deadlines, and when it runs: scheduled for the
     /// earliest deadline known when it was armed, re-armed only when it fires (a later stream's
-    /// deadline is later) or when a stream's deadline comes before it (a route with a shorter timeout).
+    /// deadline is later) or when a stream's deadline comes before it (a request's own `grpc-timeout`).
     private var deadlineCheck: (at: NIODeadline, task: Scheduled<Void>)?
 
     package init(plane: DataPlane, requestIDs: SharedRequestIDs) {
