@@ -67,7 +67,7 @@ package final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelH
     /// `upstreamDeadlineCheck`), cancelled when the connection goes: a closed connection's check would
     /// otherwise stay in the loop's timer heap until it fired (up to `idleTimeout` later), a cost per connection opened.
     private var scheduledChecks: (idle: Scheduled<Void>?, request: Scheduled<Void>?) = (nil, nil)
-    var upstreamDeadlineCheck: Scheduled<Void>?
+    var upstreamDeadlineCheck: UpstreamDeadlineCheck?
     var currentExchange: ProxyExchange? {
         guard case .proxying(let exchange) = state else { return nil }
         return exchange
@@ -146,7 +146,7 @@ package final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelH
         byteOutlet = nil
         scheduledChecks.idle?.cancel()
         scheduledChecks.request?.cancel()
-        upstreamDeadlineCheck?.cancel()
+        upstreamDeadlineCheck?.task.cancel()
         scheduledChecks = (nil, nil)
         upstreamDeadlineCheck = nil
     }

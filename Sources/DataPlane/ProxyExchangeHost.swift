@@ -58,20 +58,39 @@ extension ProxyExchangeHost {
     }
 }
 
+/// A scheduled check of upstream deadlines, and the deadline it was armed for.
+///
+/// One per connection: armed for the earliest deadline known, re-armed when it fires (a later
+/// request's deadline is later) and armed again sooner only when a request's own deadline comes
+/// before it (its `grpc-timeout`). A request answered in time schedules and cancels nothing.
+struct UpstreamDeadlineCheck {
+    let at: NIODeadline
+    let task: Scheduled<Void>
+
+    /// The check that runs by `deadline`: `current` when it already does, else a new one running
+    /// `check` (and `current` cancelled); `nil` without an event loop.
+    static func arm(
+        _ current: UpstreamDeadlineCheck?, by deadline: NIODeadline, on eventLoop: (any EventLoop)?, _ check: @escaping () -> Void
+    ) -> UpstreamDeadlineCheck? {
+        if let current, current.at <= deadline { return current }
+        current?.task.cancel()
+        guard let eventLoop else { return nil }
+        return UpstreamDeadlineCheck(at: deadline, task: eventLoop.assumeIsolated().scheduleTask(deadline: deadline, check))
+    }
+}
+
 /// A host with one exchange at a time (an HTTP/1 connection, a stream channel), and one check of
 /// its upstream deadline.
 protocol SerialProxyExchangeHost: ProxyExchangeHost {
     /// The scheduled check of the current exchange's upstream deadline (`watchDeadline`); `nil` when none is.
-    var upstreamDeadlineCheck: Scheduled<Void>? { get set }
+    var upstreamDeadlineCheck: UpstreamDeadlineCheck? { get set }
 }
 
 extension SerialProxyExchangeHost {
-    /// Makes sure a check runs at the current exchange's upstream deadline. One check per
-    /// connection at a time, re-armed only when it fires: a request answered in time schedules
-    /// and cancels nothing, and a later request's deadline (always later) is met by re-arming.
+    /// Makes sure a check runs by the current exchange's upstream deadline (`UpstreamDeadlineCheck`).
     func watchDeadline() {
-        guard upstreamDeadlineCheck == nil, let deadline = currentExchange?.deadline, let context else { return }
-        upstreamDeadlineCheck = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [weak self] in
+        guard let deadline = currentExchange?.deadline else { return }
+        upstreamDeadlineCheck = UpstreamDeadlineCheck.arm(upstreamDeadlineCheck, by: deadline, on: context?.eventLoop) { [weak self] in
             guard let self else { return }
             self.upstreamDeadlineCheck = nil
             guard let exchange = self.currentExchange, let deadline = exchange.deadline else { return }

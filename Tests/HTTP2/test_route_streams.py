@@ -242,6 +242,25 @@ def route_streams_time_out_each_at_its_own_deadline():
     client.close()
 
 
+def http1_keep_alive_request_with_a_sooner_grpc_timeout():
+    """The same deadline rule on an HTTP/1.1 connection (one check per connection, `SerialProxyExchangeHost`):
+    after a request answered in time (the check stays armed for its 2 s deadline), the next request on
+    the connection with a sooner grpc-timeout is answered 504 at its own deadline, not at the first's."""
+    sock = socket.create_connection(("127.0.0.1", PORT))
+    sock.settimeout(5)
+    sock.sendall(f"GET /files/small.txt HTTP/1.1\r\nHost: 127.0.0.1:{PORT}\r\n\r\n".encode())
+    first = b""
+    while not first.endswith(b"small\n"):
+        first += sock.recv(65536)
+    sent = time.time()
+    sock.sendall(f"GET /hang/h1 HTTP/1.1\r\nHost: 127.0.0.1:{PORT}\r\ngrpc-timeout: 500m\r\n\r\n".encode())
+    second = sock.recv(65536)
+    took = time.time() - sent
+    sock.close()
+    check(first.startswith(b"HTTP/1.1 200") and second.startswith(b"HTTP/1.1 504") and 0.4 < took < 1.2,
+          f"HTTP/1.1: the second request's sooner grpc-timeout (0.5 s) is kept on a connection whose check was armed for 2 s ({second[:12]!r}, {took:.1f} s)")
+
+
 def browser_navigation_answered_by_the_gateway():
     """A navigation to an `auth: browser` route with a session cookie the gateway does not know: the
     gateway's own answer (no body), written after the cookie's lookup (outside the read loop), closes
@@ -269,4 +288,5 @@ answers_stay_on_their_streams()
 answer_ends_with_its_last_frame()
 bodiless_answer_ends_with_its_head()
 route_streams_time_out_each_at_its_own_deadline()
+http1_keep_alive_request_with_a_sooner_grpc_timeout()
 browser_navigation_answered_by_the_gateway()

@@ -36,10 +36,8 @@ package final class HTTP2RouteStreams: ChannelDuplexHandler {
     /// The highest stream id opened so far: a client's streams open in increasing order (RFC 9113
     /// §5.1.1, enforced by swift-nio-http2), so a `HEADERS` above it opens a stream, any other is a trailer.
     private var lastOpened = HTTP2StreamID.rootStream
-    /// The one check of the route streams' upstream deadlines, and when it runs: scheduled for the
-    /// earliest deadline known when it was armed, re-armed only when it fires (a later stream's
-    /// deadline is later) or when a stream's deadline comes before it (a request's own `grpc-timeout`).
-    private var deadlineCheck: (at: NIODeadline, task: Scheduled<Void>)?
+    /// The one check of all the route streams' upstream deadlines.
+    private var deadlineCheck: UpstreamDeadlineCheck?
 
     package init(plane: DataPlane, requestIDs: SharedRequestIDs) {
         self.plane = plane
@@ -117,16 +115,10 @@ package final class HTTP2RouteStreams: ChannelDuplexHandler {
 
     /// Makes sure the connection's deadline check runs by `deadline`.
     func watchDeadline(_ deadline: NIODeadline) {
-        if let check = deadlineCheck {
-            if check.at <= deadline { return }
-            check.task.cancel()
-        }
-        guard let context else { return deadlineCheck = nil }
-        let task = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [weak self] in
+        deadlineCheck = UpstreamDeadlineCheck.arm(deadlineCheck, by: deadline, on: context?.eventLoop) { [weak self] in
             guard let self else { return }
             self.checkDeadlines()
         }
-        deadlineCheck = (deadline, task)
     }
 
     /// Ends the exchanges whose upstream deadline has passed, and re-arms for the earliest one left.

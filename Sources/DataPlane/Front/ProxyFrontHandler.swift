@@ -55,7 +55,7 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
     private var closeWhenIdle = false
     private var lastActive = NIODeadline.now()
     private var idleCheck: Scheduled<Void>?
-    var upstreamDeadlineCheck: Scheduled<Void>?
+    var upstreamDeadlineCheck: UpstreamDeadlineCheck?
     var currentExchange: ProxyExchange? { exchange }
 
     package init(plane: DataPlane, limits: PlainRequestHead.Limits, idleTimeout: TimeAmount, headTimeout: TimeAmount) {
@@ -79,7 +79,7 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
     package func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
         idleCheck?.cancel()
-        upstreamDeadlineCheck?.cancel()
+        upstreamDeadlineCheck?.task.cancel()
         idleCheck = nil
         upstreamDeadlineCheck = nil
     }
