@@ -39,13 +39,19 @@ func literal(nameIndex: UInt8, _ value: String) -> [UInt8] {
 }
 
 /// Request heads as HPACK blocks (static-table indexes and literals only: no state between blocks).
+/// Bits 4-5 pick a shape the HTTP/1 codec cannot convert or must not be routed by: a request
+/// without `:authority`, a `CONNECT`, or an absolute `:path` with a `host` field naming another host.
 func requestBlock(_ choice: UInt8) -> [UInt8] {
+    let shape = choice >> 4 & 0x3
+    if shape == 2 { return literal(nameIndex: 0x02, "CONNECT") + literal(nameIndex: 0x01, "127.0.0.1:1") }  // :method, :authority
     var block: [UInt8] = [choice & 1 == 0 ? 0x82 : 0x83, 0x86]  // :method GET or POST, :scheme http
     let paths = ["/healthz", "/api/svc/x", "/api/svc/../svc/y", "/api/session/create-anonymous", "/nowhere", "/api/svc/%2e%2e/x"]
-    block += literal(nameIndex: 0x04, paths[Int(choice >> 1) % paths.count])  // :path
-    block += literal(nameIndex: 0x01, "127.0.0.1")  // :authority
+    let path = paths[Int(choice >> 1) % paths.count]
+    block += literal(nameIndex: 0x04, shape == 3 ? "http://other.example" + path : path)  // :path
+    if shape != 1 { block += literal(nameIndex: 0x01, "127.0.0.1") }  // :authority
+    if shape == 3 { block += [0x0F, 38 - 15] + hpackString("other.example") }  // host (index 38: past the 4-bit prefix)
     if choice & 0x40 != 0 { block += [0x00] + hpackString("authorization") + hpackString("Bearer " + token) }
-    if choice & 0x80 != 0 { block += literal(nameIndex: 0x1F, "application/grpc") }  // content-type
+    if choice & 0x80 != 0 { block += [0x0F, 31 - 15] + hpackString("application/grpc") }  // content-type (index 31)
     return block
 }
 

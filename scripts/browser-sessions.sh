@@ -31,9 +31,10 @@ VENV=$(browser_venv)
 BIN=$(realpath "${PORTCULLIS_BIN:-$ROOT/.build/debug/portcullis}")
 WORK=$(mktemp -d)
 PORT=18721 RADICALE=18722 SSO_PORT=18723 ECHO=18724 NGINX=18725 CADDY=18726 NGINX_GATEWAY=18727 CADDY_GATEWAY=18728 WS_ECHO=18729
-TLS_SERVE_PID= RADICALE_PID= SSO_PID= ECHO_PID= NGINX_SERVE_PID= CADDY_SERVE_PID= CADDY_PID= WS_ECHO_PID=
+ACCOUNTS_TLS=18730 ACCOUNTS_HTTP=18731
+TLS_SERVE_PID= RADICALE_PID= SSO_PID= ECHO_PID= NGINX_SERVE_PID= CADDY_SERVE_PID= CADDY_PID= WS_ECHO_PID= ACCOUNTS_TLS_PID= ACCOUNTS_HTTP_PID=
 cleanup() {
-  for pid in $TLS_SERVE_PID $RADICALE_PID $SSO_PID $ECHO_PID $NGINX_SERVE_PID $CADDY_SERVE_PID $CADDY_PID $WS_ECHO_PID; do kill "$pid" 2>/dev/null || true; done
+  for pid in $TLS_SERVE_PID $RADICALE_PID $SSO_PID $ECHO_PID $NGINX_SERVE_PID $CADDY_SERVE_PID $CADDY_PID $WS_ECHO_PID $ACCOUNTS_TLS_PID $ACCOUNTS_HTTP_PID; do kill "$pid" 2>/dev/null || true; done
   [ -f "$WORK/nginx.pid" ] && kill "$(cat "$WORK/nginx.pid")" 2>/dev/null || true
   wait 2>/dev/null || true
   rm -rf "$WORK"
@@ -199,12 +200,45 @@ for family in nginx forwarded; do
 done
 start_forward_auth_proxies "$WORK" "$NGINX" "$CADDY" "$NGINX_GATEWAY" "$CADDY_GATEWAY" "$ECHO"
 
+# The gateway's own accounts (no provider configured): its account form, over https and over plain
+# http, each a gateway of its own with a user added by `portcullis users add`.
+ACCOUNT_ROUTE="    - {prefix: /app, upstream: \"http://127.0.0.1:$ECHO\", auth: browser, identity_headers: {user: X-Webauth-User}}"
+mkdir -p "$WORK/accounts-tls/config"
+cat > "$WORK/accounts-tls/config/portcullis.yaml" <<YAML
+gateway:
+  port: $ACCOUNTS_TLS
+  issuer: https://accounts.portcullis.test:$ACCOUNTS_TLS
+  public_url: https://accounts.portcullis.test:$ACCOUNTS_TLS
+  tls:
+    certificate_path: $WORK/tls.pem
+    private_key_path: $WORK/tls.key
+  routes:
+$ACCOUNT_ROUTE
+admin:
+  enabled: false
+runtime:
+  port: 0
+logging:
+  level: info
+YAML
+(cd "$WORK/accounts-tls" && exec "$BIN" serve > serve.log 2>&1) & ACCOUNTS_TLS_PID=$!
+for _ in $(seq 150); do curl -skf "https://127.0.0.1:$ACCOUNTS_TLS/readyz" >/dev/null && break; sleep 0.2; done
+LOGGING_LEVEL=info start_serve "$WORK/accounts-http" "$ACCOUNTS_HTTP" "  issuer: http://127.0.0.1:$ACCOUNTS_HTTP
+  public_url: http://127.0.0.1:$ACCOUNTS_HTTP
+  routes:
+$ACCOUNT_ROUTE" ""
+ACCOUNTS_HTTP_PID=$SERVE_PID
+for dir in accounts-tls accounts-http; do
+  printf 'form password 1\n' | (cd "$WORK/$dir" && "$BIN" users add alice --tenant default --password-stdin > /dev/null)
+done
+
 PORT="$PORT" SSO_URL="http://127.0.0.1:$SSO_PORT" CHROMIUM="$CHROMIUM" PORTCULLIS_BROWSER_OUT="$ROOT/.build/browser" \
   NGINX_URL="http://127.0.0.1:$NGINX" CADDY_URL="http://127.0.0.1:$CADDY" \
   NGINX_GATEWAY_URL="http://127.0.0.1:$NGINX_GATEWAY" CADDY_GATEWAY_URL="http://127.0.0.1:$CADDY_GATEWAY" \
+  ACCOUNTS_TLS_URL="https://accounts.portcullis.test:$ACCOUNTS_TLS" ACCOUNTS_HTTP_URL="http://127.0.0.1:$ACCOUNTS_HTTP" \
   "$VENV/bin/python" "$ROOT/Tests/Browser/test_browser_sessions.py" || {
   status=$?
-  for log in serve.log radicale.log sso.log nginx/serve.log forwarded/serve.log caddy.log nginx/error.log; do
+  for log in serve.log radicale.log sso.log nginx/serve.log forwarded/serve.log caddy.log nginx/error.log accounts-tls/serve.log accounts-http/serve.log; do
     [ -f "$WORK/$log" ] && { echo "--- $log (last 30 lines)"; tail -30 "$WORK/$log" | sed -E 's/eyJ[A-Za-z0-9_.-]+/<token>/g'; }
   done
   exit "$status"

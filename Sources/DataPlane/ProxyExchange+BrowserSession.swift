@@ -32,9 +32,13 @@ extension ProxyExchange {
                 }
                 signedIn(session, cookieValue: value)
             case .ended:
-                signInNeeded()
+                signInNeeded(clearingCookie: true)
             case .unknown:
-                guard BrowserSessionBook.isWellFormed(value) else { return fail(Self.cookieRefusal(value, name: gate.cookie.name)) }
+                guard BrowserSessionBook.isWellFormed(value) else {
+                    // Not one this gateway set: a navigation signs in afresh (a person is never stuck on a stale cookie).
+                    if BrowserSessionGate.isNavigation(head) { return signInNeeded(clearingCookie: true) }
+                    return fail(Self.cookieRefusal(value, name: gate.cookie.name))
+                }
                 // A store read per cookie never met here: bounded per client (random cookies cost the store nothing more).
                 do {
                     try plane.admission.limit(.sessionCookieLookupPerClient, key: clientAddress)
@@ -45,7 +49,7 @@ extension ProxyExchange {
                 then(eventLoop.makeFutureWithTask { try await book.load(cookieValue: value, now: now) }) { exchange, result in
                     switch result {
                     case .success(let session?): exchange.signedIn(session, cookieValue: value)
-                    case .success(nil): exchange.signInNeeded()
+                    case .success(nil): exchange.signInNeeded(clearingCookie: true)
                     case .failure(let error): exchange.fail(GatewayError(answering: error))
                     }
                 }
@@ -111,16 +115,26 @@ extension ProxyExchange {
     /// The gateway session behind a cookie ended (a logout, the provider's, a disabled account): the cookie is forgotten and the browser signs in again.
     private func sessionEnded(_ cookieValue: String) {
         plane.browser.book.forget(cookieValue: cookieValue)
-        signInNeeded()
+        signInNeeded(clearingCookie: true)
     }
 
     /// No session: a navigation goes to sign in (302), anything else is 401 JSON as a request without a token.
-    func signInNeeded() {
+    ///
+    /// - Parameter clearingCookie: the request's session cookie names no live session (ended, never
+    ///   set by this gateway, set under a key or store since replaced): the redirect removes it too,
+    ///   in both the `Domain` and the host-only spelling (one planted by another host may be either).
+    func signInNeeded(clearingCookie: Bool = false) {
         guard !finished else { return }
         if BrowserSessionGate.isNavigation(head),
             let location = plane.browser.signInLocation(host: fields.host, path: path, query: query, provider: route.signIn)
         {
-            return answer(status: .found, contentType: nil, body: ByteBuffer(), extra: [("Location", location), ("Cache-Control", "no-store")])
+            var extra = [("Location", location), ("Cache-Control", "no-store")]
+            if clearingCookie {
+                let cookie = plane.browser.cookie
+                extra.append(("Set-Cookie", cookie.clearing))
+                if cookie.domain != nil { extra.append(("Set-Cookie", cookie.clearing(named: cookie.name))) }
+            }
+            return answer(status: .found, contentType: nil, body: ByteBuffer(), extra: extra)
         }
         refused(AuthenticationFailure.missing)
     }

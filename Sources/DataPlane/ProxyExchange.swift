@@ -337,10 +337,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     /// `auth: none` route): any client copy is stripped already, so a missing field is no one's.
     private static func forEachIdentityField(_ names: IdentityFieldNames, of caller: AuthenticatedCaller?, _ emit: (String, String) -> Void) {
         guard let caller else { return }
-        let values = IdentityFieldValues(caller)
-        for (name, value) in [(names.user, values.user), (names.email, values.email), (names.groups, values.groups), (names.tenant, values.tenant)] {
-            if let name, !value.isEmpty { emit(name, value) }
-        }
+        names.forEach(of: caller, emit)
     }
 
     /// The upstream target: the route's base path, the normalised path below the prefix (or the whole path, `strip_prefix: false`), the

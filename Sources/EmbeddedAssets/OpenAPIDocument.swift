@@ -723,6 +723,11 @@ package enum OpenAPIDocument {
           tags: [browser]
           operationId: browserSignInWithAccount
           summary: The account form's post (no provider configured); the same checks as POST /api/auth/login, then the session cookie.
+          description: |
+            403 `csrf_refused` unless `Origin` is the public origin (or an allowed one), or there is
+            no `Origin` (or `Origin: null`) and `Sec-Fetch-Site` is `same-origin`. A browser's form
+            submission (`Sec-Fetch-Mode: navigate`) gets every refusal as an HTML page (with
+            `X-Portcullis-Error` naming the code) instead of JSON.
           requestBody:
             required: true
             content:
@@ -762,8 +767,10 @@ package enum OpenAPIDocument {
           summary: Ends the browser's session everywhere and clears its cookie; same-origin only.
           description: |
             403 `csrf_refused` unless `Origin` is the public origin (or an allowed one), or there is
-            no `Origin` and `Sec-Fetch-Site` is `same-origin`. Then 303 to the provider's end-session
-            URL (`id_token_hint`, `post_logout_redirect_uri` = rd) or to rd.
+            no `Origin` (or `Origin: null`) and `Sec-Fetch-Site` is `same-origin`. Then 303 to the
+            provider's end-session URL (`id_token_hint`, `post_logout_redirect_uri` = rd) or to rd.
+            A browser's form submission (`Sec-Fetch-Mode: navigate`) is refused on an HTML page
+            (with `X-Portcullis-Error` naming the code) instead of JSON.
           parameters:
             - {name: rd, in: query, required: false, schema: {type: string, maxLength: 2048}}
           responses:
@@ -795,8 +802,10 @@ package enum OpenAPIDocument {
                       tenant: {type: string}
                       email: {type: string}
                       groups: {type: array, items: {type: string}}
-                      preferred_username: {type: string}
-                      expires_at: {type: number}
+                      preferred_username: {type: string, description: "the provider's preferred_username, or the gateway's own account name"}
+                      name: {type: string, description: "the name claim, when the provider gave one"}
+                      sub: {type: string, description: "the provider's subject (the user id for the gateway's own accounts)"}
+                      expires_at: {type: integer, description: "when the session ends at the latest, in whole seconds since the epoch"}
             "401": {$ref: "#/components/responses/Unauthorized"}
             "429": {$ref: "#/components/responses/RateLimited"}
             "431": {$ref: "#/components/responses/HeadersTooLarge"}

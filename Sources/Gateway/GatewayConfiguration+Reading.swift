@@ -114,6 +114,7 @@ extension GatewayConfiguration {
             configuration.issuerIsDerived = issuer.isDerived
         }
         configuration.trust = try TrustConfiguration(reading: values, gatewayIssuer: configuration.issuer)
+        try configuration.checkRouteIssuers()
         self = configuration
     }
 

@@ -1,6 +1,7 @@
 import ConfigurationReading
 import DataPlane
 import Foundation
+import TrafficCop
 import TrustedIssuers
 
 extension GatewayConfiguration {
@@ -47,6 +48,18 @@ extension GatewayConfiguration {
                     fileKey: key + ".host",
                     "is \(host), which must be the public host (\(publicHost ?? "gateway.public_url's host")) or \(under): a browser signed in on the public host carries its session there only then")
             }
+        }
+    }
+
+    /// Checks each route's `require.issuers` against `trust.issuers`: an issuer that is neither
+    /// configured there nor `local` could never match, and the route would refuse everyone it meant.
+    func checkRouteIssuers() throws(ConfigurationError) {
+        let known = Set(trust.issuers.map(\.issuer)).union([RoutePolicy.localIssuer])
+        for (index, route) in routes.enumerated() {
+            guard let issuers = route.policy?.issuers, let unknown = issuers.subtracting(known).sorted().first else { continue }
+            throw ConfigurationError(
+                fileKey: "gateway.routes[\(index)].require.issuers",
+                "names \(unknown), which is neither in trust.issuers nor local: the rule could never match; add the issuer under trust.issuers or correct its name")
         }
     }
 

@@ -9,9 +9,9 @@ extension ProxyRoute {
     /// The keys of a route map in `gateway.routes`.
     static let settingNames: Set<String> = ["host", "prefix", "upstream", "strip_prefix", "methods", "auth", "sign_in", "require", "identity_headers", "grpc", "protocol"]
     /// The keys of a route's `identity_headers`.
-    static let identityFieldKeys: Set<String> = ["user", "email", "groups", "tenant"]
+    static let identityFieldKeys: Set<String> = ["user", "email", "groups", "tenant", "username", "subject", "name", "claims"]
     /// The keys of a route's `require`.
-    static let requirementNames: Set<String> = ["scopes", "any_of", "tenants", "issuers", "session"]
+    static let requirementNames: Set<String> = ["scopes", "any_of", "tenants", "issuers", "session", "email_domains"]
     /// The keys of one `any_of` rule.
     static let claimRuleNames: Set<String> = ["claim", "contains"]
 
@@ -106,18 +106,36 @@ extension ProxyRoute {
         }
         var names = IdentityFieldNames()
         var seen: Set<String> = []
-        for key in ["user", "email", "groups", "tenant"] {
-            guard let name = try map.string(key) else { continue }
+        func checked(_ name: String, key: String, in map: ConfigurationMap) throws(ConfigurationError) -> String {
             guard IdentityFieldNames.isConfigurable(name) else {
                 throw map.problem(
                     key, "must be a header name of letters, digits and -, not one the gateway sets or frames requests by (Host, Authorization, Cookie, X-Forwarded-*, X-Portcullis-*, hop-by-hop), not \"\(name)\"")
             }
             guard seen.insert(HeaderScreen.folded(name)).inserted else { throw map.problem(key, "names \(name), which another identity field of this route names too") }
+            return name
+        }
+        for key in ["user", "email", "groups", "tenant", "username", "subject", "name"] {
+            guard let text = try map.string(key) else { continue }
+            let name = try checked(text, key: key, in: map)
             switch key {
             case "user": names.user = name
             case "email": names.email = name
             case "groups": names.groups = name
-            default: names.tenant = name
+            case "tenant": names.tenant = name
+            case "username": names.username = name
+            case "subject": names.subject = name
+            default: names.name = name
+            }
+        }
+        if let claims = try map.map("claims") {
+            guard !claims.names.isEmpty else { throw map.problem("claims", "names no claim; map a claim to a field (claims: {department: X-Department}) or leave claims out") }
+            for claim in claims.names.sorted() {
+                let path = claim.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+                guard (1...8).contains(path.count), path.allSatisfy({ !$0.isEmpty }) else {
+                    throw claims.problem(claim, "must be a claim path of 1-8 names joined by dots, none empty")
+                }
+                guard let text = try claims.string(claim) else { continue }
+                names.claims.append(.init(path: path, field: try checked(text, key: claim, in: claims)))
             }
         }
         guard !names.names.isEmpty else { throw map.problem("user", "is missing: identity_headers names no field; name one (user: X-Remote-User) or leave identity_headers out") }
@@ -157,6 +175,12 @@ extension ProxyRoute {
         if let issuers = try map.strings("issuers") {
             guard !issuers.isEmpty else { throw map.problem("issuers", "must list at least one issuer (local for the gateway's own accounts)") }
             policy.issuers = Set(issuers)
+        }
+        if let domains = try map.strings("email_domains") {
+            guard let compiled = EmailDomains(domains) else {
+                throw map.problem("email_domains", "must list one or more domains (example.com), each may start with *. for its subdomains, or be * for any verified address")
+            }
+            policy.emailDomains = compiled
         }
         switch try map.string("session") {
         case nil: break

@@ -17,11 +17,17 @@ public struct RoutePolicy: Sendable, Equatable {
     public var issuers: Set<String>?
     /// `X-Session-Id` must name a live session the caller owns.
     public var requiresLiveSession: Bool
+    /// The caller's `email` must be verified and under one of these domains (`nil`: no such rule).
+    public var emailDomains: EmailDomains?
 
     /// The issuer name of the gateway's own accounts in `issuers`.
     public static let localIssuer = "local"
 
-    public init(scopes: [String] = [], anyOf: [ClaimRule] = [], tenants: Set<String>? = nil, issuers: Set<String>? = nil, requiresLiveSession: Bool = false) {
+    public init(
+        scopes: [String] = [], anyOf: [ClaimRule] = [], tenants: Set<String>? = nil, issuers: Set<String>? = nil, requiresLiveSession: Bool = false,
+        emailDomains: EmailDomains? = nil
+    ) {
+        self.emailDomains = emailDomains
         self.scopes = scopes
         self.anyOf = anyOf
         self.tenants = tenants
@@ -46,8 +52,9 @@ public struct RoutePolicy: Sendable, Equatable {
         /// The path as written.
         public var claim: String { path.joined(separator: ".") }
 
-        /// Whether `claims` hold the value at the path: an array with an equal string element,
-        /// or a string equal to it or listing it among its space-separated items (as `scope`).
+        /// Whether `claims` hold the value at the path: an array with an equal element, a string
+        /// equal to it or listing it among its space-separated items (as `scope`), or a boolean or
+        /// number equal to it as YAML writes one (`email_verified: true` holds for `true`, `2` for `2`).
         public func holds(in claims: JSONObject) -> Bool {
             var current: JSONValue? = nil
             var object: JSONObject? = claims
@@ -57,8 +64,20 @@ public struct RoutePolicy: Sendable, Equatable {
                 object = here.objectValue
             }
             switch current {
-            case .array(let items)?: return items.contains { $0.stringValue == value }
+            case .array(let items)?: return items.contains { scalarEquals($0) }
             case .string(let text)?: return RoutePolicy.spaceSeparated(text, holds: value)
+            case let scalar?: return scalarEquals(scalar)
+            case nil: return false
+            }
+        }
+
+        /// Whether a scalar claim is the rule's value: a string equal to it, `true` or `false` as
+        /// YAML spells them, or a number of the same value.
+        private func scalarEquals(_ item: JSONValue) -> Bool {
+            switch item {
+            case .string(let text): return text == value
+            case .bool(let flag): return flag ? ["true", "yes", "on"].contains(value.lowercased()) : ["false", "no", "off"].contains(value.lowercased())
+            case .number(let number): return Double(value).map { $0 == number } ?? false
             default: return false
             }
         }
@@ -110,6 +129,9 @@ public struct RoutePolicy: Sendable, Equatable {
         }
         if let issuers, !issuers.contains(issuer ?? Self.localIssuer) {
             return Refusal(requirement: "issuers", scopes: [], message: "this route is not open to users of the token's issuer")
+        }
+        if let emailDomains, !emailDomains.admits(claims) {
+            return Refusal(requirement: "email_domains", scopes: [], message: "this route needs a verified email address under \(emailDomains.description)")
         }
         if requiresLiveSession, !hasSession {
             return Refusal(requirement: "session", scopes: [], message: "this route needs X-Session-Id naming a live session of the caller's")

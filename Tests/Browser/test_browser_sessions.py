@@ -17,10 +17,14 @@ Checks, each as Chromium saw it (URLs, statuses, cookies), never the page's word
 - a WebSocket to a route host opens with the cookie from the app's own page (its upstream gets the
   user and the assertion, never the cookie) and carries messages both ways; a page on another
   origin cannot open one;
-- then the same sign-in, sign-out and back-channel logout through nginx and through Caddy in front, on the shipped forward-auth files.
+- then the same sign-in, sign-out and back-channel logout through nginx and through Caddy in front, on the shipped forward-auth files;
+- the gateway's own account form (no provider), over https and over http: signed in through the form
+  and back on the page asked for, another site's form refused on a page, a cookie the gateway cannot
+  read sending a navigation to sign in (and cleared).
 
 Prints one line per check (never a token or a cookie's value); exits 1 on the first failure.
 """
+import base64
 import json
 import os
 import re
@@ -55,7 +59,7 @@ def main():
     with sync_playwright() as p:
         browser = p.chromium.launch(
             executable_path=os.environ.get("CHROMIUM", "/usr/bin/chromium"),
-            args=["--no-sandbox", "--host-resolver-rules=MAP *.portcullis.test 127.0.0.1", "--ignore-certificate-errors"])
+            args=["--no-sandbox", "--host-resolver-rules=MAP *.portcullis.test 127.0.0.1, MAP evil.test 127.0.0.1", "--ignore-certificate-errors"])
         context = browser.new_context(ignore_https_errors=True)
         page = context.new_page()
         visited = []
@@ -148,7 +152,70 @@ def main():
         check(not any("eyJ" in u for u in visited), "no URL the browser requested holds a token")
         for name in ("nginx", "caddy"):
             through_proxy(browser, name, os.environ[name.upper() + "_URL"], os.environ[name.upper() + "_GATEWAY_URL"])
+        account_form(browser, "https", os.environ["ACCOUNTS_TLS_URL"])
+        account_form(browser, "http", os.environ["ACCOUNTS_HTTP_URL"])
         browser.close()
+
+
+def account_form(browser, scheme, base):
+    """The gateway's own account form (no provider configured), as a person uses it: a navigation is
+    sent to it, a wrong password is said on the page, the right one signs in and returns to the page
+    asked for; another site's form is refused on a page, never signed in; a session cookie the
+    gateway cannot read sends a navigation to sign in and is cleared (an app's fetch gets 401 JSON)."""
+    context = browser.new_context(ignore_https_errors=True)
+    page = context.new_page()
+    cookie_name = "__Host-portcullis" if scheme == "https" else "portcullis"
+    answer = page.goto(base + "/app/page?x=1")
+    check(page.url.startswith(base + "/.portcullis/sign_in?rd=") and answer.status == 200 and page.locator("#username").count() == 1,
+          f"account form ({scheme}): a navigation without a session is sent to the gateway's account form")
+    page.fill("#username", "alice")
+    page.fill("#password", "not the password")
+    with page.expect_navigation():
+        page.click("button[type=submit]")
+    wrong = page.evaluate("document.body.innerText")
+    check("Sign in" in page.title() and page.locator("[role=alert]").count() == 1 and "csrf" not in wrong,
+          f"account form ({scheme}): a wrong password is said on the form, as a page ({wrong.splitlines()[1] if len(wrong.splitlines()) > 1 else wrong})")
+    page.fill("#username", "alice")
+    page.fill("#password", "form password 1")
+    with page.expect_navigation(url=base + "/app/page?x=1", timeout=10000):
+        page.click("button[type=submit]")
+    received = json.loads(page.locator("body").inner_text())
+    headers = {k.lower(): v for k, v in received["headers"]}
+    check(headers.get("x-webauth-user", "").startswith("usr_") and "x-portcullis-assertion" in headers,
+          f"account form ({scheme}): the right password signs in in Chromium and returns to the page asked for; the app gets the user")
+    check(any(c["name"] == cookie_name and c["httpOnly"] for c in context.cookies()), f"account form ({scheme}): the session cookie {cookie_name} is set, HttpOnly")
+
+    # Sign-out from the app's page: the session ends, the next navigation signs in again.
+    page.evaluate(f"""() => {{ const f = document.createElement('form'); f.method = 'post'; f.action = '/.portcullis/sign_out?rd=%2Fapp%2Fpage%3Fx%3D2';
+                       document.body.appendChild(f); f.submit(); }}""")
+    page.wait_for_url(re.compile(re.escape(base) + r"/\.portcullis/sign_in\?rd="), timeout=10000)
+    check(not any(c["name"] == cookie_name for c in context.cookies()), f"account form ({scheme}): sign-out clears the cookie, and the app's page asks to sign in again")
+
+    # Another site's page posting the form with the right password: refused on a page, not signed in.
+    evil = "http://evil.test/"
+    context.route(evil, lambda route: route.fulfill(status=200, content_type="text/html", body=f"""<!doctype html>
+        <form method="post" action="{base}/.portcullis/sign_in"><input name="username" value="alice">
+        <input name="password" value="form password 1"><input name="rd" value="/app/page"></form>
+        <script>document.forms[0].submit()</script>"""))
+    refusals = []
+    page.on("response", lambda r: refusals.append((r.status, r.headers.get("content-type", ""))) if r.url.startswith(base + "/.portcullis/sign_in") else None)
+    page.goto(evil)
+    page.wait_for_url(base + "/.portcullis/sign_in", timeout=10000)
+    text = page.evaluate("document.body.innerText")
+    check(refusals and refusals[-1][0] == 403 and refusals[-1][1].startswith("text/html") and "csrf_refused" in text,
+          f"account form ({scheme}): another site's form is refused 403 on a page a person reads ({refusals[-1:] or None})")
+    check(not any(c["name"] == cookie_name for c in context.cookies()), f"account form ({scheme}): and nobody is signed in by it")
+
+    # A session cookie this gateway did not set: not its form, then of its form but unknown (a reinstalled gateway's).
+    for kind, value in (("a value not of the gateway's form", "not-a-session-cookie"), ("an unknown cookie of the gateway's form", base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip("="))):
+        context.add_cookies([{"name": cookie_name, "value": value, "url": base + "/", "httpOnly": True, "secure": scheme == "https"}])
+        fetched = page.evaluate("fetch('/app/data').then(async r => [r.status, r.headers.get('content-type'), await r.text()])")
+        check(fetched[0] == 401 and (fetched[1] or "").startswith("application/json"), f"account form ({scheme}): with {kind}, an app's fetch gets 401 JSON ({fetched[0]})")
+        answer = page.goto(base + "/app/page?x=4")
+        check(page.url.startswith(base + "/.portcullis/sign_in?rd=") and page.locator("#username").count() == 1,
+              f"account form ({scheme}): with {kind}, a navigation is sent to sign in ({answer.status}, never stuck on 401 JSON)")
+        check(not any(c["name"] == cookie_name for c in context.cookies()), f"account form ({scheme}): and the cookie is cleared")
+    context.close()
 
 
 def through_proxy(browser, name, base, gateway):

@@ -5,6 +5,7 @@ Each attack runs on a connection of its own (h2raw: frames byte for byte) while 
 speaking HTTP/1.1 and HTTP/2, is asked for an answer during and after it. Prints one line per
 check (never a token), exits 1 on the first failure.
 """
+import json
 import os
 import socket
 import struct
@@ -14,6 +15,7 @@ import time
 import urllib.request
 
 import h2raw
+import hpack
 from h2raw import CONTINUATION, END_HEADERS, END_STREAM, HEADERS, PING, RST_STREAM, SETTINGS, WINDOW_UPDATE, frame
 
 PORT = int(os.environ["PORTCULLIS_PORT"])
@@ -296,7 +298,66 @@ def malformed_header_blocks():
     check(alive() and http1_served() and http2_served(), "the fuzzer's sequence (a POST, an empty block, DATA after the end, a lower stream id): the gateway serves on")
 
 
+def answer_of(frames, stream, decoder):
+    """The status and the JSON body of `stream`'s answer, and whether it ended (`decoder`: the
+    connection's HPACK decoder; each batch of frames is passed once, in order)."""
+    body = b"".join(payload for kind, _, id, payload in frames if kind == h2raw.DATA and id == stream)
+    ended = any(id == stream and flags & END_STREAM and kind in (HEADERS, h2raw.DATA) for kind, flags, id, _ in frames)
+    try:
+        parsed = json.loads(body) if body else None
+    except ValueError:
+        parsed = None
+    return h2raw.statuses(frames, decoder).get(stream), parsed, ended
+
+
+def heads_the_codec_cannot_convert():
+    """Requests swift-nio-http2's HTTP/1 codec cannot convert (no :authority, CONNECT) were neither
+    answered nor reset, and held their connection; an absolute :path picked the route by its host over
+    :authority; the 400 for a host field disagreeing with :authority lost its JSON body. Each is now a
+    400 invalid_request with its body, the stream ended, the connection serving on."""
+    shapes = [
+        ("a request without :authority", [(":method", "GET"), (":scheme", "http"), (":path", "/files/small.txt")]),
+        ("CONNECT", [(":method", "CONNECT"), (":authority", "127.0.0.1:1")]),
+        ("an absolute :path", [(":method", "GET"), (":scheme", "http"), (":path", f"http://127.0.0.1:{PORT}/files/small.txt"), (":authority", "127.0.0.1")]),
+        ("an absolute :path naming another host", [(":method", "GET"), (":scheme", "http"), (":path", "http://other.example/files/small.txt"), (":authority", "127.0.0.1")]),
+        ("a host field naming another authority", [(":method", "GET"), (":scheme", "http"), (":path", "/files/small.txt"), (":authority", "127.0.0.1"), ("host", "other.example")]),
+    ]
+    client = h2raw.Raw(PORT)
+    client.frames(0.3)
+    decoder = hpack.Decoder()
+    for index, (name, block) in enumerate(shapes):
+        stream = 1 + 2 * index
+        client.send(frame(HEADERS, END_HEADERS | END_STREAM, stream, client.encoder.encode(block)))
+        frames = client.frames(3, until=lambda f: f[2] == stream and (f[1] & END_STREAM and f[0] in (HEADERS, h2raw.DATA) or f[0] == RST_STREAM))
+        status, body, ended = answer_of(frames, stream, decoder)
+        check(status == "400" and ended and (body or {}).get("error") == "invalid_request" and not client.closed,
+              f"{name}: 400 invalid_request with its JSON body, the stream ended, the connection kept ({status}, {body}, ended {ended})")
+    stream = 1 + 2 * len(shapes)
+    client.request(stream, "/files/small.txt")
+    frames = client.frames(3, until=lambda f: f[2] == stream and f[1] & END_STREAM)
+    served = h2raw.statuses(frames, decoder).get(stream)
+    check(served == "200", f"the connection's next stream is served ({served})")
+    client.close()
+    # Thousands of them on a few connections: each answered, memory bounded.
+    baseline, bystander = rss_mb(), Bystander()
+    answered = 0
+    for _ in range(4):
+        client = h2raw.Raw(PORT)
+        client.frames(0.3)
+        for batch in range(10):
+            data = b"".join(frame(HEADERS, END_HEADERS | END_STREAM, 1 + 2 * (batch * 50 + index), client.encoder.encode(shapes[index % 2][1]))
+                            for index in range(50))
+            client.send(data)
+            ended = []
+            client.frames(5, until=lambda f: f[0] == h2raw.DATA and f[1] & END_STREAM and not ended.append(f) and len(ended) == 50)
+            answered += len(ended)
+        client.close()
+    check(answered == 2000, f"2000 such streams on 4 connections are each answered ({answered})")
+    after("unconvertible heads", baseline, bystander)
+
+
 check(http1_served() and http2_served(), "the gateway serves HTTP/1.1 and HTTP/2 before the attacks")
+heads_the_codec_cannot_convert()
 malformed_header_blocks()
 smuggling()
 rapid_reset()

@@ -91,3 +91,37 @@ check(waiting["status"] == b"504" and waiting["ended"] is not None and 2.5 < wai
       f"a route stream waiting 3 s for its upstream keeps its connection past the 1 s idle time, and is answered 504 ({waiting['status']}, {waiting['ended'] or 0:.1f} s)")
 check(waiting["goaway"] is not None and waiting["goaway"] > waiting["ended"] and waiting["code"] == 0,
       f"the GOAWAY comes only after it ended ({waiting['goaway'] or 0:.1f} s)")
+
+
+def silent(seconds, first=b""):
+    """Opens a connection that sends the preface, an empty SETTINGS and `first`, then nothing (ACKing
+    the server's SETTINGS, as a client must): when the server closed it, from the start, or None."""
+    sock = socket.create_connection(("127.0.0.1", PORT))
+    sock.settimeout(0.2)
+    sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]) + first)
+    start, raw, acked = time.time(), b"", False
+    while time.time() - start < seconds:
+        try:
+            data = sock.recv(65536)
+        except socket.timeout:
+            continue
+        except OSError:
+            data = b""
+        if not data:
+            sock.close()
+            return time.time() - start
+        raw += data
+        if not acked and len(raw) >= 9 and raw[3] == 4:
+            sock.sendall(bytes([0, 0, 0, 4, 1, 0, 0, 0, 0]))
+            acked = True
+    sock.close()
+    return None
+
+
+closed = silent(6)
+check(closed is not None and closed < 3.5, f"a connection that sends the preface and then nothing is closed once idle for 1 s (after {closed or 0:.1f} s; never closed before)")
+# A request swift-nio-http2's HTTP/1 codec cannot convert (no :authority): answered, and the connection then idles.
+import hpack  # noqa: E402 (h2's encoder)
+block = hpack.Encoder().encode([(":method", "GET"), (":scheme", "http"), (":path", "/files/small.txt")])
+closed = silent(6, len(block).to_bytes(3, "big") + bytes([1, 5, 0, 0, 0, 1]) + block)
+check(closed is not None and closed < 3.5, f"a connection whose one request had no :authority is answered and closed once idle (after {closed or 0:.1f} s)")

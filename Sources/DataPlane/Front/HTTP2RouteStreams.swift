@@ -145,7 +145,8 @@ package final class HTTP2RouteStreams: ChannelDuplexHandler {
     }
 
     /// The request head a stream's opening `HEADERS` stands for, when it is one this handler serves:
-    /// a `GET` with exactly one each of `:method`, `:scheme`, `:authority` and `:path` (valid as
+    /// a `GET` with exactly one each of `:method`, `:scheme`, `:authority` and `:path` (a path, never
+    /// the absolute form, which the stream channel's `HTTP2RequestHeadCheck` refuses; valid as
     /// swift-nio-http2 requires), no other pseudo-header, no `host` field, not gRPC, and a target
     /// `RequestTargetHandler.screen` accepts (normalised by it). Built as swift-nio-http2's HTTP/1
     /// codec builds it (`host` from `:authority` first, the fields in order); `nil` for any other
@@ -175,7 +176,7 @@ package final class HTTP2RouteStreams: ChannelDuplexHandler {
             default: fields.append((name, value))
             }
         }
-        guard method == "GET", let scheme, let authority, let path,
+        guard method == "GET", let scheme, let authority, let path, path.utf8.first == UInt8(ascii: "/"),
             Self.isValidPseudoHeaderValue(scheme), Self.isValidPseudoHeaderValue(authority), Self.isValidPseudoHeaderValue(path)
         else { return nil }
         fields[0].1 = authority

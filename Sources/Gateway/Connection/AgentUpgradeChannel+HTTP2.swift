@@ -41,6 +41,8 @@ extension AgentUpgradeChannel {
         if let dataPlane { try sync.addHandler(HTTP2RouteStreams(plane: dataPlane, requestIDs: requestIDs)) }
         // Sees every stream open and close (their events, paired), whichever way it is served.
         try sync.addHandler(HTTP2StreamEventPairing())
+        // A client that never acknowledges the management handler's PING is closed anyway.
+        try sync.addHandler(HTTP2GoAwayCloser(grace: .milliseconds(Int64(min(limits.idleTimeout, 5) * 1000))))
         try sync.addHandler(management)
         let boundIDs = NIOLoopBound(requestIDs, eventLoop: channel.eventLoop)
         try sync.addHandler(
@@ -51,13 +53,15 @@ extension AgentUpgradeChannel {
             ) { stream in
                 stream.eventLoop.makeCompletedFuture { try configureStream(stream, requestIDs: boundIDs.value, logger: logger) }
             })
+        // The channel was active before these handlers came: the management handler's idle timer starts now.
+        try sync.addHandler(ChannelActiveReplay(), position: .before(management))
     }
 
     /// One stream's pipeline: the HTTP/1 types, the target screen, the data plane, and the router's hand-off.
     private func configureStream(_ stream: any Channel, requestIDs: SharedRequestIDs, logger: Logger) throws {
         let sync = stream.pipeline.syncOperations
         try sync.addHandler(HTTP2StreamEarlyAnswer())
-        try sync.addHandler(HTTP2AuthorityCheck())
+        try sync.addHandler(HTTP2RequestHeadCheck())
         try sync.addHandler(GRPCTrailersOnly())
         try sync.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
         try sync.addHandler(RequestTargetHandler(logger: logger))

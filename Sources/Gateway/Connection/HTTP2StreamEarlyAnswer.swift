@@ -68,7 +68,14 @@ final class HTTP2StreamEarlyAnswer: ChannelDuplexHandler {
     }
 
     func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
-        guard mode == .all, answerEnd != nil, !requestEnded, draining == nil else { return context.close(mode: mode, promise: promise) }
+        guard mode == .all, let answerEnd, draining == nil else { return context.close(mode: mode, promise: promise) }
+        if requestEnded {
+            // Both halves ended: the close waits for the answer's last frame (its frames may still be
+            // queued below, and a close now would reset the stream and drop them: a 400's body was lost).
+            let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            answerEnd.assumeIsolated().whenComplete { _ in loopBound.value.close(mode: mode, promise: promise) }
+            return
+        }
         draining = (mode, promise, 0)
         context.read()
         let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)

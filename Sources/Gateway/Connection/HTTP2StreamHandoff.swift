@@ -26,4 +26,10 @@ final class HTTP2StreamHandoff: ChannelInboundHandler, RemovableChannelHandler {
         context.fireChannelRead(data)
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
+
+    /// An error no handler before it answered (the HTTP/1 codec's, say) ends the stream: left
+    /// open, it would be neither answered nor reset, and would keep its connection from idling.
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
 }

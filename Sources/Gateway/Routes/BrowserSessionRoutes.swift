@@ -47,8 +47,8 @@ struct BrowserSessionRoutes: Sendable {
 
     func register(on router: Router<GatewayRequestContext>) {
         router.get("/.portcullis/sign_in") { request, context in try await start(request, context) }
-        router.post("/.portcullis/sign_in") { request, context in try await signInWithAccount(request, context) }
-        router.post("/.portcullis/sign_out") { request, context in try await signOut(request, context) }
+        router.post("/.portcullis/sign_in") { request, context in try await asPage(request) { try await signInWithAccount(request, context) } }
+        router.post("/.portcullis/sign_out") { request, context in try await asPage(request) { try await signOut(request, context) } }
         router.get("/.portcullis/userinfo") { request, context in try await userinfo(request, context) }
     }
 
@@ -267,10 +267,12 @@ struct BrowserSessionRoutes: Sendable {
         }
         let values = IdentityFieldValues(session.caller)
         var body: JSONObject = [
-            "user": .string(values.user), "tenant": .string(values.tenant), "email": .string(values.email), "expires_at": .number(session.record.expiresAt),
+            "user": .string(values.user), "tenant": .string(values.tenant), "email": .string(values.email), "expires_at": .number(session.record.expiresAt.rounded(.down)),
         ]
         if case .array(let groups)? = session.claims["groups"] { body["groups"] = .array(groups.filter { $0.stringValue != nil }) } else { body["groups"] = .array([]) }
-        if let name = session.claims["preferred_username"]?.stringValue { body["preferred_username"] = .string(name) }
+        if !values.username.isEmpty { body["preferred_username"] = .string(values.username) }
+        if !values.name.isEmpty { body["name"] = .string(values.name) }
+        if !values.subject.isEmpty { body["sub"] = .string(values.subject) }
         return JSONBody.response(.object(body), noStore: true)
     }
 
@@ -306,6 +308,27 @@ struct BrowserSessionRoutes: Sendable {
         return Response(status: .seeOther, headers: [.location: location, .cacheControl: "no-store", .setCookie: cookie.clearing])
     }
 
+    /// A form a person submitted is refused on a page, as every refusal of a sign-in is: the
+    /// error's status and code, its sentence, and a link to start again. An app's `fetch` still gets JSON.
+    private func asPage(_ request: Request, _ answer: () async throws -> Response) async throws -> Response {
+        do {
+            return try await answer()
+        } catch {
+            guard Self.isFormNavigation(request) else { throw error }
+            let refusal = GatewayError(answering: error)
+            var page = SignInPages.failure(refusal.status, code: refusal.code, message: refusal.message)
+            if let seconds = refusal.retryAfter { page.headers[.retryAfter] = String(seconds) }
+            return page
+        }
+    }
+
+    /// Whether a `POST` is a browser's form submission a person sees the answer of (`Sec-Fetch-Mode:
+    /// navigate`, or, from a browser that sends no `Sec-Fetch-Mode`, an `Accept` naming `text/html`).
+    static func isFormNavigation(_ request: Request) -> Bool {
+        BrowserSessionGate.isNavigation(
+            method: "GET", fetchMode: request.headers[secFetchMode], accept: request.headers[values: .accept])
+    }
+
     // MARK: Checks
 
     /// A request for `/.portcullis/sign_in` on another host than the public one: the same on the public host.
@@ -331,11 +354,18 @@ struct BrowserSessionRoutes: Sendable {
     }
 
     /// The refusal of a state-changing request from another site: its `Origin` is not the
-    /// gateway's public origin (or an allowed one), or it has none and `Sec-Fetch-Site` is not `same-origin`.
+    /// gateway's public origin (or an allowed one), or it is absent or `null` and `Sec-Fetch-Site`
+    /// is not `same-origin`.
+    ///
+    /// `Origin: null` is what a browser sends for a form posted from a page whose referrer policy
+    /// is `no-referrer` (Fetch, "serializing a request origin"), the gateway's own pages before
+    /// they said `same-origin`; `Sec-Fetch-Site` is set by the browser alone (no page can forge
+    /// it), and a form from another site carries `same-site` or `cross-site` there.
     private func crossSiteRefusal(_ request: Request) -> GatewayError? {
-        if let origin = request.headers[.origin] {
+        let fetchSite = request.headers[Self.secFetchSite]?.lowercased()
+        if let origin = request.headers[.origin], origin != "null" {
             if ReturnTarget.origin(of: publicURL) == origin || returnOrigins.contains(origin) || isOwnOrigin(origin, request) { return nil }
-        } else if request.headers[Self.secFetchSite]?.lowercased() == "same-origin" {
+        } else if fetchSite == "same-origin" {
             return nil
         }
         return GatewayError(
@@ -391,4 +421,5 @@ struct BrowserSessionRoutes: Sendable {
 
     static let referrerPolicy = HTTPField.Name("Referrer-Policy")!
     static let secFetchSite = HTTPField.Name("Sec-Fetch-Site")!
+    static let secFetchMode = HTTPField.Name("Sec-Fetch-Mode")!
 }

@@ -116,7 +116,7 @@ struct ForwardAuthRoutes: Sendable {
             let assertion = try assertion(for: route, caller: RuntimeCaller(userID: nil, tenantID: nil, sessionID: nil))
             // Every identity field, empty: a proxy that copies a field the answer lacks may send its
             // own placeholder, or the client's copy, upstream instead (Caddy 2.6).
-            return Response(status: .ok, headers: Self.identityFields(assertion: assertion, IdentityFieldValues(), appCookie: Self.appCookie(request)))
+            return Response(status: .ok, headers: Self.identityFields(assertion: assertion, caller: nil, appCookie: Self.appCookie(request)))
         }
         if token == nil, route.acceptsSessionCookie {
             return try await verifyBrowser(request, context, route: route, path: path, method: method, host: host)
@@ -141,7 +141,7 @@ struct ForwardAuthRoutes: Sendable {
             sessionID = checked
         }
         let assertion = try assertion(for: route, caller: RuntimeCaller(caller, sessionID: sessionID))
-        return Response(status: .ok, headers: Self.identityFields(assertion: assertion, IdentityFieldValues(caller), route: route, appCookie: Self.appCookie(request)))
+        return Response(status: .ok, headers: Self.identityFields(assertion: assertion, caller: caller, route: route, appCookie: Self.appCookie(request)))
     }
 
     /// The request's `Cookie` without the gateway's cookies (the gateway's own parser, every one of
@@ -194,21 +194,21 @@ struct ForwardAuthRoutes: Sendable {
             throw GatewayError(refusedBy: refusal)
         }
         let assertion = try assertion(for: route, caller: RuntimeCaller(caller, sessionID: session.record.sessionID))
-        return Response(status: .ok, headers: Self.identityFields(assertion: assertion, IdentityFieldValues(caller), route: route, appCookie: Self.appCookie(request)))
+        return Response(status: .ok, headers: Self.identityFields(assertion: assertion, caller: caller, route: route, appCookie: Self.appCookie(request)))
     }
 
     /// A 200's fields: the assertion and every identity field, in oauth2-proxy's names (so that
     /// existing proxy configurations carry over), each present, empty when there is no value.
-    static func identityFields(assertion: String, _ values: IdentityFieldValues, route: DataPlane.Route? = nil, appCookie: String = "") -> HTTPFields {
+    static func identityFields(assertion: String, caller: AuthenticatedCaller?, route: DataPlane.Route? = nil, appCookie: String = "") -> HTTPFields {
+        let values = caller.map(IdentityFieldValues.init) ?? IdentityFieldValues()
         var fields: HTTPFields = [
             .cacheControl: "no-store", assertionHeader: assertion, Header.user: values.user, Header.tenant: values.tenant, Header.email: values.email,
-            Header.groups: values.groups, Header.appCookie: appCookie,
+            Header.groups: values.groups, Header.preferredUsername: values.username, Header.appCookie: appCookie,
         ]
         // The route's own identity fields too, each present (empty without a value), for the proxy to copy.
         if let names = route?.identityFields {
-            for (name, value) in [(names.user, values.user), (names.email, values.email), (names.groups, values.groups), (names.tenant, values.tenant)] {
-                if let name, let field = HTTPField.Name(name) { fields[field] = value }
-            }
+            for name in names.names { if let field = HTTPField.Name(name) { fields[field] = "" } }
+            if let caller { names.forEach(of: caller) { name, value in if let field = HTTPField.Name(name) { fields[field] = value } } }
         }
         return fields
     }
@@ -222,6 +222,8 @@ struct ForwardAuthRoutes: Sendable {
         static let tenant = HTTPField.Name("X-Auth-Request-Tenant")!
         static let email = HTTPField.Name("X-Auth-Request-Email")!
         static let groups = HTTPField.Name("X-Auth-Request-Groups")!
+        /// oauth2-proxy's name for the `preferred_username` claim.
+        static let preferredUsername = HTTPField.Name("X-Auth-Request-Preferred-Username")!
         /// The browser's cookies without the gateway's, for the proxy to send the app.
         static let appCookie = HTTPField.Name("X-Portcullis-App-Cookie")!
         /// Where a navigation without a session signs in (nginx's `error_page 401` reads it).

@@ -1,17 +1,22 @@
 import EdgeHTTP
 import HTTPTypes
 import Hummingbird
+import ProviderLogin
 
 /// The HTML the browser sign-in shows: the gateway's own account form (when no provider is
 /// configured), the choice of providers, and a failure. Everything interpolated is escaped; the
 /// pages load nothing, may not be framed, and post only to the gateway.
 enum SignInPages {
     /// Fields every page carries: nothing cached, nothing loaded, never framed (a sign-in form in
-    /// another site's frame is clickjacking), no referrer.
+    /// another site's frame is clickjacking), a referrer for the gateway's own origin only.
+    ///
+    /// `same-origin`, not `no-referrer`: under `no-referrer` a browser posts the account form with
+    /// `Origin: null` (Fetch, "serializing a request origin"), which the sign-in's cross-site rule
+    /// cannot tell from another site's. The page's address (its `rd`) then goes nowhere but the gateway.
     static let headers: HTTPFields = [
         .contentType: "text/html; charset=utf-8", .cacheControl: "no-store",
         .contentSecurityPolicy: "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
-        HTTPField.Name("X-Frame-Options")!: "DENY", HTTPField.Name("Referrer-Policy")!: "no-referrer",
+        HTTPField.Name("X-Frame-Options")!: "DENY", HTTPField.Name("Referrer-Policy")!: "same-origin",
     ]
 
     static func response(_ status: HTTPResponse.Status, title: String, body: String) -> Response {
@@ -31,9 +36,12 @@ enum SignInPages {
     }
 
     /// The gateway's own account form, posting to `/.portcullis/sign_in` with `rd`.
+    ///
+    /// `form-action` names `rd`'s origin too: browsers hold a form's redirect to it (the signed-in
+    /// browser sent back to the app on its own host), and `rd` was checked before the form was made.
     static func accountForm(rd: String, error: String? = nil, status: HTTPResponse.Status = .ok) -> Response {
         let message = error.map { "<p class=\"error\" role=\"alert\">\(RefusalPage.escaped($0))</p>" } ?? ""
-        return response(
+        var page = response(
             status, title: "Sign in",
             body: """
                 \(message)<form method="post" action="/.portcullis/sign_in">
@@ -43,6 +51,10 @@ enum SignInPages {
                 <button type="submit">Sign in</button>
                 </form>
                 """)
+        if let origin = ReturnTarget.origin(of: rd) {
+            page.headers[.contentSecurityPolicy] = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self' \(origin); frame-ancestors 'none'"
+        }
+        return page
     }
 
     /// The providers to choose from, each a link that starts its sign-in.

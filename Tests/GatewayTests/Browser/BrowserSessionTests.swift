@@ -243,7 +243,7 @@ struct BrowserSessionTests {
         }
     }
 
-    @Test("a cookie that is not the gateway's is refused naming the mix-up: a session_id (session_id_as_cookie), a JWT (token_as_cookie), anything else (session_cookie_invalid); the cookie twice is 400; an unknown one sends a navigation to sign in")
+    @Test("a cookie that is not the gateway's is refused naming the mix-up: a session_id (session_id_as_cookie), a JWT (token_as_cookie), anything else (session_cookie_invalid); the cookie twice is 400; a navigation with any cookie it cannot read is sent to sign in, the cookie cleared")
     func cookieConfusions() async throws {
         try await Self.withBrowserGateway { _, fixture, targets in
             let jwt = "eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln"
@@ -257,6 +257,13 @@ struct BrowserSessionTests {
             }
             let unknown = try await Self.get(fixture, "/app/x", CookieJar(), headers: Self.navigation + [("Cookie", "portcullis=" + Base64URL.encode(try SecureRandom.bytes(32)))])
             #expect(unknown.status == 302, "\(unknown.raw)")
+            #expect(unknown.headers["Set-Cookie"].contains { $0.hasPrefix("portcullis=;") && $0.contains("Max-Age=0") }, "the unreadable cookie is cleared")
+            // A navigation carrying any cookie the gateway cannot read is sent to sign in, never stuck on 401 JSON.
+            for cookie in ["portcullis=short", "portcullis=ses_AAAAAAAAAAAAAAAAAAAAAA", "portcullis=\(jwt)"] {
+                let navigation = try await Self.get(fixture, "/app/x", CookieJar(), headers: Self.navigation + [("Cookie", cookie)])
+                #expect(navigation.status == 302 && navigation.headers["Location"].first?.contains("/.portcullis/sign_in?rd=") == true, "\(cookie): \(navigation.raw)")
+                #expect(navigation.headers["Set-Cookie"].contains { $0.hasPrefix("portcullis=;") && $0.contains("Max-Age=0") }, "\(cookie): cleared")
+            }
             #expect(targets.all.isEmpty)
         }
     }
@@ -523,7 +530,7 @@ struct BrowserSessionTests {
         }
     }
 
-    @Test("without a provider the sign-in page is the gateway's own account form: a wrong password is the form again (401) and counts as a failed login, the right one 303s to rd with the session cookie; a cross-site post is refused")
+    @Test("without a provider the sign-in page is the gateway's own account form: a wrong password is the form again (401) and counts as a failed login, the right one 303s to rd with the session cookie; a cross-site post is refused (a browser's form on a page), Origin: null passes only with Sec-Fetch-Site: same-origin")
     func accountForm() async throws {
         let targets = RecordingUpstream.Targets()
         let upstream = try await RecordingUpstream.start(recording: targets)
@@ -540,6 +547,21 @@ struct BrowserSessionTests {
         #expect(wrong.status == 401 && wrong.raw.contains("role=\"alert\"") && wrong.headers["Set-Cookie"].isEmpty, "\(wrong.raw)")
         let crossSite = try await post("username=alice&password=correct+horse+battery&rd=%2Fapp%2Fhome", [("Origin", "https://evil.example"), own[1]])
         #expect(crossSite.status == 403 && crossSite.error == "csrf_refused")
+        // As a browser sends another site's form: a page a person reads, never JSON; never signed in.
+        let formFromElsewhere = [("Origin", "https://evil.example"), ("Sec-Fetch-Site", "cross-site"), ("Sec-Fetch-Mode", "navigate"), own[1]]
+        let refusalPage = try await post("username=alice&password=correct+horse+battery&rd=%2Fapp%2Fhome", formFromElsewhere)
+        #expect(
+            refusalPage.status == 403 && refusalPage.headers["Content-Type"].first?.hasPrefix("text/html") == true && refusalPage.raw.contains("csrf_refused"),
+            "\(refusalPage.raw)")
+        #expect(refusalPage.headers["X-Portcullis-Error"].first == "csrf_refused" && refusalPage.headers["Set-Cookie"].isEmpty)
+        // Origin: null (a form posted from a page under Referrer-Policy: no-referrer) passes only with Sec-Fetch-Site: same-origin.
+        for fetchSite in ["cross-site", "same-site", "none"] {
+            let refused = try await post("username=alice&password=correct+horse+battery", [("Origin", "null"), ("Sec-Fetch-Site", fetchSite), own[1]])
+            #expect(refused.status == 403 && refused.error == "csrf_refused", "Origin: null, Sec-Fetch-Site: \(fetchSite)")
+        }
+        let nullOrigin = try await post("username=alice&password=correct+horse+battery&rd=%2Fapp%2Fhome", [("Origin", "null"), ("Sec-Fetch-Site", "same-origin"), own[1]])
+        #expect(nullOrigin.status == 303, "\(nullOrigin.raw)")
+        #expect(form.headers["Referrer-Policy"].first == "same-origin", "under same-origin a browser's form carries its Origin")
         let right = try await post("username=alice&password=correct+horse+battery&rd=%2Fapp%2Fhome", own)
         #expect(right.status == 303 && right.headers["Location"].first == "/app/home", "\(right.raw)")
         var jar = CookieJar()

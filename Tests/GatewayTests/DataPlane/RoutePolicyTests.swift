@@ -19,9 +19,11 @@ struct RoutePolicyTests {
         return try await ConfigurationValues.load(path: directory + "/routes.yaml", environment: false)
     }
 
-    static func routes(_ entries: String) async throws -> [ProxyRoute] {
-        try GatewayConfiguration(reading: try await load("gateway:\n  port: 9999\n  routes:\n" + entries)).routes
+    static func routes(_ entries: String, trust: String = "") async throws -> [ProxyRoute] {
+        try GatewayConfiguration(reading: try await load("gateway:\n  port: 9999\n  routes:\n" + entries + trust)).routes
     }
+
+    static let keycloak = "trust:\n  issuers:\n    - issuer: https://keycloak.example.com/realms/acme\n      audiences: [portcullis-api]\n      tenant: acme\n"
 
     @Test("routes read as maps beside the short form: methods (GET brings HEAD), auth none, and require compiled into a policy")
     func routesRead() async throws {
@@ -44,7 +46,7 @@ struct RoutePolicyTests {
                   upstream: http://status.internal:8080
                   auth: none
 
-            """)
+            """, trust: Self.keycloak)
         #expect(routes.count == 3)
         #expect(routes[0] == ProxyRoute(prefix: "/api/plain", upstream: "http://127.0.0.1:9000"))
         #expect(routes[1].methods == [.get, .post, .head])
@@ -81,6 +83,63 @@ struct RoutePolicyTests {
         }
         // Prefixes that only share characters, not a path segment, do not overlap.
         #expect(try await Self.routes("    - /api/x=http://127.0.0.1:1\n    - /api/xy=http://127.0.0.1:2\n").count == 2)
+    }
+
+    @Test("a claim rule on a boolean or a number holds for the value YAML writes (email_verified: true, level: 2), and not for another; a string claim still compares as text")
+    func claimRulesOnScalars() async throws {
+        let verified = try #require(RoutePolicy.ClaimRule(path: "email_verified", contains: "true"))
+        #expect(verified.holds(in: ["email_verified": true]) && !verified.holds(in: ["email_verified": false]))
+        #expect(verified.holds(in: ["email_verified": "true"]) && !verified.holds(in: ["email_verified": "True"]) && !verified.holds(in: [:]))
+        let unverified = try #require(RoutePolicy.ClaimRule(path: "email_verified", contains: "false"))
+        #expect(unverified.holds(in: ["email_verified": false]) && !unverified.holds(in: ["email_verified": true]))
+        let level = try #require(RoutePolicy.ClaimRule(path: "acr.level", contains: "2"))
+        #expect(level.holds(in: ["acr": ["level": 2]]) && level.holds(in: ["acr": ["level": 2.0]]) && !level.holds(in: ["acr": ["level": 3]]))
+        #expect(level.holds(in: ["acr": ["level": [1, 2]]]), "a number among an array's elements")
+        #expect(!level.holds(in: ["acr": ["level": ["x": 2]]]), "a map is no scalar")
+        // Read from YAML as the guides write it (an unquoted true), it holds for the boolean claim.
+        let routes = try await Self.routes("    - {prefix: /a, upstream: http://127.0.0.1:1, require: {any_of: [{claim: email_verified, contains: true}]}}\n")
+        #expect(routes[0].policy?.refusal(claims: ["email_verified": true], tenantID: "t", issuer: nil, hasSession: false) == nil)
+        #expect(routes[0].policy?.refusal(claims: ["email_verified": false], tenantID: "t", issuer: nil, hasSession: false)?.requirement == "any_of")
+    }
+
+    @Test("email_domains admits a verified email under a listed domain only: exact domain (any case), *. for subdomains, * for any; unverified, absent, look-alike or subdomain-of-exact addresses are refused")
+    func emailDomains() async throws {
+        let domains = try #require(EmailDomains(["Example.com", "*.corp.example"]))
+        func admits(_ email: JSONValue?, verified: JSONValue? = true) -> Bool {
+            var claims: JSONObject = [:]
+            claims["email"] = email
+            claims["email_verified"] = verified
+            return domains.admits(claims)
+        }
+        #expect(admits("ann@example.com") && admits("Ann@EXAMPLE.COM") && admits("ann@eu.corp.example"))
+        #expect(admits("ann@example.com", verified: "true"), "Cognito's string true")
+        #expect(!admits("ann@example.com", verified: false) && !admits("ann@example.com", verified: nil) && !admits("ann@example.com", verified: "yes"))
+        #expect(!admits("ann@sub.example.com") && !admits("ann@evilexample.com") && !admits("ann@example.com.evil.test") && !admits("ann@corp.example"))
+        #expect(!admits("@example.com") && !admits("example.com") && !admits(nil) && !admits(1) && !admits("ann@example.com "))
+        #expect(!admits("evil@attacker.test@example.com ") && admits("\"odd@name\"@example.com"), "the address is read at its last @")
+        #expect(try #require(EmailDomains(["*"])).admits(["email": "x@anything.test", "email_verified": true]))
+        #expect(EmailDomains([]) == nil && EmailDomains(["example.com/x"]) == nil && EmailDomains(["@example.com"]) == nil && EmailDomains(["*example.com"]) == nil)
+        let routes = try await Self.routes("    - {prefix: /a, upstream: http://127.0.0.1:1, require: {email_domains: [example.com]}}\n")
+        let refusal = routes[0].policy?.refusal(claims: ["email": "ann@other.test", "email_verified": true], tenantID: "t", issuer: nil, hasSession: false)
+        #expect(refusal?.requirement == "email_domains" && refusal?.message.contains("example.com") == true)
+        #expect(routes[0].policy?.refusal(claims: ["email": "ann@example.com", "email_verified": true], tenantID: "t", issuer: nil, hasSession: false) == nil)
+    }
+
+    @Test("config refuses a rule that could never match, naming it: require.issuers naming an issuer that is not trusted (nor local), and email_domains that are no domains")
+    func rulesThatNeverMatch() async throws {
+        do {
+            _ = try await Self.routes("    - {prefix: /a, upstream: http://127.0.0.1:1, require: {issuers: [https://keycloak.example.com/realms/acm]}}\n", trust: Self.keycloak)
+            Issue.record("an untrusted issuer was accepted")
+        } catch let error as ConfigurationError {
+            #expect(error.description.contains("gateway.routes[0].require.issuers") && error.description.contains("https://keycloak.example.com/realms/acm"))
+        }
+        do {
+            _ = try await Self.routes("    - {prefix: /a, upstream: http://127.0.0.1:1, require: {email_domains: [\"@example.com\"]}}\n")
+            Issue.record("a bad email domain was accepted")
+        } catch let error as ConfigurationError {
+            #expect(error.description.contains("gateway.routes[0].require.email_domains"))
+        }
+        _ = try await Self.routes("    - {prefix: /a, upstream: http://127.0.0.1:1, require: {issuers: [local, https://keycloak.example.com/realms/acme]}}\n", trust: Self.keycloak)
     }
 
     @Test("a claim rule holds for an array holding the value or a string equal to it or listing it; an absent path or another type fails, never matches")
