@@ -159,6 +159,7 @@ gateway:
       upstream: http://127.0.0.1:$RADICALE
       strip_prefix: false
       auth: browser
+      methods: [GET, POST, PUT, DELETE, OPTIONS, PROPFIND, PROPPATCH, REPORT, MKCOL, MKCALENDAR, MOVE, COPY]
       identity_headers: {user: X-Remote-User}
     - host: app.portcullis.test
       prefix: /
@@ -223,10 +224,16 @@ logging:
 YAML
 (cd "$WORK/accounts-tls" && exec "$BIN" serve > serve.log 2>&1) & ACCOUNTS_TLS_PID=$!
 for _ in $(seq 150); do curl -skf "https://127.0.0.1:$ACCOUNTS_TLS/readyz" >/dev/null && break; sleep 0.2; done
+# Over http, Radicale at / too, for a CalDAV client with a Bearer token (WebDAV's and CalDAV's methods listed).
 LOGGING_LEVEL=info start_serve "$WORK/accounts-http" "$ACCOUNTS_HTTP" "  issuer: http://127.0.0.1:$ACCOUNTS_HTTP
   public_url: http://127.0.0.1:$ACCOUNTS_HTTP
   routes:
-$ACCOUNT_ROUTE" ""
+$ACCOUNT_ROUTE
+    - prefix: /
+      upstream: http://127.0.0.1:$RADICALE
+      strip_prefix: false
+      methods: [GET, PUT, DELETE, OPTIONS, PROPFIND, PROPPATCH, REPORT, MKCOL, MKCALENDAR]
+      identity_headers: {user: X-Remote-User}" ""
 ACCOUNTS_HTTP_PID=$SERVE_PID
 for dir in accounts-tls accounts-http; do
   printf 'form password 1\n' | (cd "$WORK/$dir" && "$BIN" users add alice --tenant default --password-stdin > /dev/null)

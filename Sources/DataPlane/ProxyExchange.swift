@@ -152,7 +152,10 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         }
         let token: String?
         do {
-            token = try AccessTokenAuthenticator.bearerToken(fromAuthorization: fields.authorization)
+            token =
+                route.acceptsSessionCookie
+                ? try AccessTokenAuthenticator.bearerTokenBesideCookie(fromAuthorization: fields.authorization)
+                : try AccessTokenAuthenticator.bearerToken(fromAuthorization: fields.authorization)
             // `auth: none`: a request without a token goes on as anonymous; one that sends a token has it checked.
             if token == nil, !route.requiresToken { return proceed(nil, sessionID: nil) }
             // `auth: browser`: without a token, the session cookie (or a sign-in for a navigation).
@@ -759,7 +762,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     }
 
     /// The methods a route forwards, in NIO's spelling.
-    static let methods = ProxyRoute.methods.map { HTTPMethod(rawValue: $0.rawValue) }
+    /// Every method a route may forward, as NIO names them (the metrics' labels, by index).
+    static let methods = ProxyRoute.forwardableMethods.map { HTTPMethod(rawValue: $0.rawValue) }
 
     static func tooLarge(_ limit: Int) -> GatewayError {
         GatewayError(.contentTooLarge, "payload_too_large", "the request body is limited to \(limit) bytes")

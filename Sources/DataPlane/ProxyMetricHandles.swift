@@ -39,12 +39,13 @@ final class ProxyMetricHandles {
             generation = route.generation
         }
         let methodIndex = ProxyExchange.methods.firstIndex(of: method) ?? ProxyExchange.methods.count
+        let methodName = Self.label(method)
         let timerKey = route.index &* 64 &+ methodIndex
         let timer =
             timers[timerKey]
             ?? {
                 let made = (
-                    request: metrics.requestTimer(route: route.template, method: method.rawValue),
+                    request: metrics.requestTimer(route: route.template, method: methodName),
                     upstream: metrics.upstreamTimer(upstream: route.name)
                 )
                 timers[timerKey] = made
@@ -55,7 +56,7 @@ final class ProxyMetricHandles {
             byKey[key]
             ?? {
                 let made = Handles(
-                    requests: metrics.requestCounter(route: route.template, method: method.rawValue, status: status),
+                    requests: metrics.requestCounter(route: route.template, method: methodName, status: status),
                     proxied: upstreamStatus.map { metrics.proxiedCounter(upstream: route.name, status: $0) })
                 byKey[key] = made
                 return made
@@ -68,11 +69,17 @@ final class ProxyMetricHandles {
         }
     }
 
+    /// A method's metric label: its name when some route may forward it, else `OTHER` (a client
+    /// chooses the method; its label may not grow the metrics without bound).
+    static func label(_ method: HTTPMethod) -> String {
+        ProxyExchange.methods.contains(method) ? method.rawValue : "OTHER"
+    }
+
     private static func recordUncached(
         _ metrics: GatewayMetrics, route: DataPlane.Route, method: HTTPMethod, status: Int, nanoseconds: Int64, upstreamStatus: Int?, upstreamNanoseconds: Int64
     ) {
-        metrics.requestCounter(route: route.template, method: method.rawValue, status: status).increment()
-        metrics.requestTimer(route: route.template, method: method.rawValue).recordNanoseconds(nanoseconds)
+        metrics.requestCounter(route: route.template, method: label(method), status: status).increment()
+        metrics.requestTimer(route: route.template, method: label(method)).recordNanoseconds(nanoseconds)
         if let upstreamStatus {
             metrics.proxiedCounter(upstream: route.name, status: upstreamStatus).increment()
             metrics.upstreamTimer(upstream: route.name).recordNanoseconds(upstreamNanoseconds)

@@ -42,10 +42,24 @@ public struct ProxyRoute: Sendable, Equatable {
     /// The upstream URL without a trailing `/`: the base of upstream URLs and the `aud` of its assertions.
     package var audience: String { upstream.trimmingTrailingSlash }
 
-    /// The methods a route forwards; any other is 405.
+    /// The methods a route forwards when it lists none; any other is 405.
     package static let methods: [HTTPRequest.Method] = [.get, .head, .post, .put, .patch, .delete, .options]
     /// `methods` as `Allow` lists them.
     package static let allowedMethodNames = methods.map(\.rawValue)
+
+    /// The methods a route may list beyond `methods`: WebDAV's (RFC 4918, 3253, 5323), CalDAV's
+    /// `MKCALENDAR` (RFC 4791) and the others HTTP/1.1's parser (llhttp, in NIO) knows by name.
+    ///
+    /// Another token would be refused by that parser before any route could see it, so the
+    /// configuration refuses it, by name. `CONNECT` (a tunnel: the gateway is no forward proxy) and
+    /// `TRACE` (it echoes the request back, the gateway's own fields with it) are never forwarded.
+    package static let extensionMethods: [HTTPRequest.Method] = [
+        "PROPFIND", "PROPPATCH", "MKCOL", "COPY", "MOVE", "LOCK", "UNLOCK", "REPORT", "MKCALENDAR", "SEARCH", "ACL", "BIND", "REBIND", "UNBIND",
+        "LINK", "UNLINK", "MERGE", "CHECKOUT", "MKACTIVITY", "NOTIFY", "SUBSCRIBE", "UNSUBSCRIBE", "PURGE",
+    ].compactMap { HTTPRequest.Method($0) }
+
+    /// Every method some route may forward: `methods` and `extensionMethods`.
+    package static let forwardableMethods: [HTTPRequest.Method] = methods + extensionMethods
 
     /// The part of a normalised `path` below `prefix` (a `pathPrefix`): empty for the
     /// prefix itself, else starting with `/`; `nil` when the path is not under it.

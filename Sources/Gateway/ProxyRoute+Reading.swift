@@ -68,11 +68,14 @@ extension ProxyRoute {
         }
         if let names = try entry.strings("methods") {
             guard !names.isEmpty else { throw entry.problem("methods", "must name at least one method (leave it out for every method)") }
-            let known = Self.methods.map(\.rawValue)
             var methods: [HTTPRequest.Method] = []
             for name in names {
-                guard let method = Self.methods.first(where: { $0.rawValue == name.uppercased() }) else {
-                    throw entry.problem("methods", "names \(name), which a route does not forward (known: \(known.joined(separator: ", ")))")
+                guard let method = Self.forwardableMethods.first(where: { $0.rawValue == name.uppercased() }) else {
+                    let why =
+                        ["CONNECT", "TRACE"].contains(name.uppercased())
+                        ? "which no route forwards (CONNECT would be a tunnel, TRACE echoes the request back)"
+                        : "which a route does not forward (known: \(Self.forwardableMethods.map(\.rawValue).joined(separator: ", ")))"
+                    throw entry.problem("methods", "names \(name), \(why)")
                 }
                 if !methods.contains(method) { methods.append(method) }
             }

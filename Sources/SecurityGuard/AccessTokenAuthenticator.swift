@@ -115,6 +115,21 @@ public struct AccessTokenAuthenticator: Sendable {
     /// The token from an `Authorization` header value: `Bearer <token>` (scheme case-insensitive).
     ///
     /// - Returns: `nil` when there is no header; throws `.invalid` for another scheme.
+    /// The Bearer token of `value` on a route that also takes the session cookie (`auth: browser`):
+    /// an `Authorization` of another scheme is no credential of the gateway's there, so `nil`, and
+    /// the cookie decides.
+    ///
+    /// A WebDAV app's own pages send `Basic` (Radicale's web interface does, for an app that
+    /// trusts the proxy's user field and ignores it); refused, the app could not be used behind
+    /// the gateway at all. The field is never forwarded either way. A `Bearer` one is read (and
+    /// a malformed one refused) as `bearerToken(fromAuthorization:)` reads it.
+    public static func bearerTokenBesideCookie(fromAuthorization value: String?) throws(AuthenticationFailure) -> String? {
+        guard let value else { return nil }
+        let scheme = value.drop(while: { $0 == " " }).prefix(while: { $0 != " " })
+        guard scheme.lowercased() == "bearer" else { return nil }
+        return try bearerToken(fromAuthorization: value)
+    }
+
     public static func bearerToken(fromAuthorization value: String?) throws(AuthenticationFailure) -> String? {
         guard let value, !value.isEmpty else { return nil }
         // Over the bytes, on every request: leading spaces, the scheme up to the first space (`Bearer`

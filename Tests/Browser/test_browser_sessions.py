@@ -6,7 +6,7 @@ Checks, each as Chromium saw it (URLs, statuses, cookies), never the page's word
 
 - opening the app lands on the provider's login page; signing in comes back to the page asked for;
 - the app sees the user in its identity header (Radicale serves the user's own collection, and
-  refuses another's);
+  refuses another's); Radicale's own web interface makes a calendar (PROPFIND, MKCOL with the cookie);
 - the session cookie: __Secure-portcullis, Domain=portcullis.test, HttpOnly, Secure, SameSite=Lax,
   unreadable from the page; a second host under the domain needs no second sign-in, its upstream
   gets the user and never the cookie;
@@ -20,7 +20,9 @@ Checks, each as Chromium saw it (URLs, statuses, cookies), never the page's word
 - then the same sign-in, sign-out and back-channel logout through nginx and through Caddy in front, on the shipped forward-auth files;
 - the gateway's own account form (no provider), over https and over http: signed in through the form
   and back on the page asked for, another site's form refused on a page, a cookie the gateway cannot
-  read sending a navigation to sign in (and cleared).
+  read sending a navigation to sign in (and cleared);
+- a CalDAV client (caldav) with a Bearer token makes a calendar and an event through a route listing
+  WebDAV's and CalDAV's methods.
 
 Prints one line per check (never a token or a cookie's value); exits 1 on the first failure.
 """
@@ -87,6 +89,7 @@ def main():
         check(own.status == 403 and "Directory listings are not supported" in page.content(), "Radicale took the user from X-Remote-User: it serves the user's own collection")
         other = page.goto(f"{WIKI}/someone-else/")
         check(other.status == 403 and "Access to the requested resource forbidden" in page.content(), "and refuses another user's")
+        radicale_web_interface(page, user)
 
         # A second host under cookie_domain: no second sign-in; its upstream gets the user, never the cookie.
         visited.clear()
@@ -154,6 +157,7 @@ def main():
             through_proxy(browser, name, os.environ[name.upper() + "_URL"], os.environ[name.upper() + "_GATEWAY_URL"])
         account_form(browser, "https", os.environ["ACCOUNTS_TLS_URL"])
         account_form(browser, "http", os.environ["ACCOUNTS_HTTP_URL"])
+        caldav_client(os.environ["ACCOUNTS_HTTP_URL"])
         browser.close()
 
 
@@ -220,6 +224,59 @@ def account_form(browser, scheme, base):
               f"account form ({scheme}): with {kind}, a navigation is sent to sign in ({answer.status}, never stuck on 401 JSON)")
         check(not any(c["name"] == cookie_name for c in context.cookies()), f"account form ({scheme}): and the cookie is cleared")
     context.close()
+
+
+def radicale_web_interface(page, user):
+    """Radicale's own web interface through an auth: browser route: its PROPFIND (with the Basic
+    credentials its login form sends, which the gateway leaves to the cookie) and MKCOL pass with the
+    session cookie from the app's own origin, and the collection it makes is the signed-in user's."""
+    page.goto(WIKI + "/.web/")
+    page.wait_for_selector("#loginscene:not(.hidden)", timeout=10000)
+    page.fill("#loginscene [data-name=user]", user)
+    page.fill("#loginscene [data-name=password]", "not-checked-by-radicale")
+    page.click("#loginscene button[type=submit]")
+    page.wait_for_selector("#collectionsscene:not(.hidden)", timeout=10000)
+    check(page.locator("#loginscene [data-name=error]").inner_text() == "",
+          "Radicale's web interface: its PROPFIND (with the Basic credentials of its login form) passes with the session cookie; it lists the user's collections")
+    page.click("#collectionsscene [data-name=new]")
+    page.wait_for_selector("#createcollectionscene:not(.hidden)", timeout=10000)
+    page.fill("#createcollectionscene [data-name=displayname]", "Team calendar")
+    page.select_option("#createcollectionscene [data-name=type]", "CALENDAR")
+    page.click("#createcollectionscene [data-name=submit]")
+    try:
+        page.wait_for_selector("#collectionsscene:not(.hidden) article:not(.hidden) >> text=Team calendar", timeout=10000)
+    except Exception:
+        pass
+    made = page.locator("#collectionsscene article:not(.hidden)").filter(has_text="Team calendar").count()
+    check(made == 1, f"Radicale's web interface: MKCOL from the app's own page makes a calendar, listed under the user ({made})")
+    listing = page.evaluate(f"""fetch('{WIKI}/{user}/', {{method: 'PROPFIND', headers: {{Depth: '1'}}}}).then(async r => [r.status, await r.text()])""")
+    check(listing[0] == 207 and "Team calendar" in listing[1], f"the app's own PROPFIND with the cookie lists it ({listing[0]})")
+
+
+def caldav_client(base):
+    """A CalDAV client (caldav from PyPI) with a Bearer token through a route listing WebDAV's and
+    CalDAV's methods: it finds its principal, makes a calendar (MKCALENDAR), saves an event (PUT)
+    and reads it back (REPORT); the same client without a token is refused 401."""
+    import caldav
+    request = urllib.request.Request(base + "/api/auth/login", data=json.dumps({"username": "alice", "password": "form password 1"}).encode(),
+                                     headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        token = json.loads(response.read())["access_token"]
+    with caldav.DAVClient(url=base + "/", headers={"Authorization": "Bearer " + token}) as client:
+        principal = client.principal()
+        calendar = principal.make_calendar(name="Ops rota")
+        calendar.save_event("BEGIN:VCALENDAR\nVERSION:2.0\nPRODID:-//portcullis test//EN\nBEGIN:VEVENT\nUID:rota-1@portcullis.test\n"
+                            "DTSTAMP:20261127T090000Z\nDTSTART:20261201T090000Z\nDTEND:20261201T100000Z\nSUMMARY:On call\nEND:VEVENT\nEND:VCALENDAR\n")
+        events = calendar.search(start=__import__("datetime").datetime(2026, 12, 1), end=__import__("datetime").datetime(2026, 12, 2), event=True)
+        check(str(principal.url).rstrip("/").rsplit("/", 1)[-1].startswith("usr_") and any("On call" in e.data for e in events),
+              f"a CalDAV client with a Bearer token: principal, MKCALENDAR, PUT and REPORT through the gateway ({len(events)} event)")
+    try:
+        with caldav.DAVClient(url=base + "/") as anonymous:
+            anonymous.principal()
+        refused = None
+    except Exception as error:  # caldav raises its own AuthorizationError for the 401
+        refused = type(error).__name__
+    check(refused is not None, f"the same client without a token is refused ({refused})")
 
 
 def through_proxy(browser, name, base, gateway):

@@ -98,15 +98,15 @@ start_forward_auth_proxies() {
 }
 
 # browser_venv
-#   The browser suites' Python environment (.build/browser-venv, with Playwright and cryptography),
-#   made on first use; prints its path.
+#   The browser suites' Python environment (.build/browser-venv, with Playwright, cryptography and
+#   caldav, the CalDAV client), made on first use; prints its path.
 browser_venv() {
   local root venv
   root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
   venv="$root/.build/browser-venv"
-  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import playwright, cryptography" 2>/dev/null; then
+  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import playwright, cryptography, caldav" 2>/dev/null; then
     python3 -m venv "$venv" >&2
-    "$venv/bin/pip" install -q playwright cryptography >&2
+    "$venv/bin/pip" install -q playwright cryptography caldav >&2
   fi
   echo "$venv"
 }

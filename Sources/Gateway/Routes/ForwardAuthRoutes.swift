@@ -58,7 +58,7 @@ struct ForwardAuthRoutes: Sendable {
             throw GatewayError.invalidRequest("name the original request in \(family.uriField.rawName) (gateway.forward_auth.headers is \(family.rawValue))")
         }
         let name = methods.first ?? "GET"
-        guard let method = ProxyRoute.methods.first(where: { $0.rawValue == name }) else {
+        guard let method = ProxyRoute.forwardableMethods.first(where: { $0.rawValue == name }) else {
             throw GatewayError(.methodNotAllowed, "method_not_allowed", "the original method \(JSONValue.clip(name)) is not one a route forwards")
         }
         let (rawPath, query) = RequestTarget.split(uri[...])
@@ -111,7 +111,11 @@ struct ForwardAuthRoutes: Sendable {
         guard route.allowedMethodNames.contains(method.rawValue) else {
             throw GatewayError.methodNotAllowed(method.rawValue, path: PathRedaction.redactedPath(String(path)), allowed: route.allowedMethodNames)
         }
-        let token = try AccessTokenAuthenticator.bearerToken(fromAuthorization: request.headers[.authorization])
+        let authorization = request.headers[.authorization]
+        let token =
+            route.acceptsSessionCookie
+            ? try AccessTokenAuthenticator.bearerTokenBesideCookie(fromAuthorization: authorization)
+            : try AccessTokenAuthenticator.bearerToken(fromAuthorization: authorization)
         if token == nil, !route.requiresToken {
             let assertion = try assertion(for: route, caller: RuntimeCaller(userID: nil, tenantID: nil, sessionID: nil))
             // Every identity field, empty: a proxy that copies a field the answer lacks may send its

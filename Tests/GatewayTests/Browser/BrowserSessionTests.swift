@@ -1,6 +1,7 @@
 import DataPlane
 import Foundation
 import Gateway
+import HTTPTypes
 import JOSE
 import NIOHTTP1
 import PortcullisTestSupport
@@ -290,6 +291,41 @@ struct BrowserSessionTests {
             let bearer = try await Answer.request(
                 .POST, fixture.baseURL + "/app/x", bearer: bob.accessToken, headers: [("Origin", "https://evil.example")], body: "{}", followRedirects: false)
             #expect(bearer.status == 200, "Bearer requests carry no ambient credential: \(bearer.raw)")
+        }
+    }
+
+    @Test("WebDAV methods a route lists (PROPFIND, MKCOL) are forwarded with the cookie from the app's own origin, refused csrf_refused from another, 405 where not listed; Basic credentials beside the cookie are left to the cookie and never forwarded, and are 401 on a Bearer route")
+    func webDAVMethods() async throws {
+        let routes = { (upstream: String) -> [ProxyRoute] in
+            var dav = Self.browserRoute("/dav", upstream)
+            dav.methods = [.get, .head, HTTPRequest.Method("PROPFIND")!, HTTPRequest.Method("MKCOL")!]
+            var bearer = ProxyRoute(prefix: "/api/dav", upstream: upstream)
+            bearer.methods = dav.methods
+            return [dav, bearer, Self.browserRoute("/app", upstream)]
+        }
+        try await Self.withBrowserGateway(routes: routes) { provider, fixture, targets in
+            var jar = CookieJar()
+            _ = try await Self.signIn(fixture, provider, &jar)
+            let own = "http://127.0.0.1:\(fixture.gatewayPort)"
+            let propfind = HTTPMethod(rawValue: "PROPFIND")
+            for headers in [[("Origin", "https://evil.example")], [("Origin", "null")], [], [("Sec-Fetch-Site", "same-site")]] {
+                let answer = try await Answer.request(propfind, fixture.baseURL + "/dav/ann/", headers: headers + [jar.header], followRedirects: false)
+                #expect(answer.status == 403 && answer.error == "csrf_refused", "PROPFIND \(headers): \(answer.raw)")
+            }
+            #expect(targets.all.isEmpty, "\(targets.all)")
+            let basic = ("Authorization", "Basic " + Data("ann:whatever".utf8).base64EncodedString())
+            for method in [propfind, HTTPMethod(rawValue: "MKCOL")] {
+                let answer = try await Answer.request(method, fixture.baseURL + "/dav/ann/x/", headers: [("Origin", own), basic, jar.header], followRedirects: false)
+                #expect(answer.status == 200 && answer.json["method"] == .string(method.rawValue), "\(method) from the app's own origin, Basic beside the cookie: \(answer.raw)")
+                #expect(answer.receivedHeaders["authorization"] == nil && answer.receivedHeaders["x-remote-user"]?.first?.hasPrefix("ext_") == true, "\(answer.receivedHeaders)")
+            }
+            #expect(targets.all.count == 2, "both reached the upstream: \(targets.all)")
+            let unlisted = try await Answer.request(HTTPMethod(rawValue: "MKCOL"), fixture.baseURL + "/app/x/", headers: [("Origin", own), jar.header], followRedirects: false)
+            #expect(unlisted.status == 405 && unlisted.headers["Allow"].first?.contains("MKCOL") == false, "\(unlisted.raw)")
+            let basicOnBearerRoute = try await Answer.request(propfind, fixture.baseURL + "/api/dav/x", headers: [basic], followRedirects: false)
+            #expect(basicOnBearerRoute.status == 401, "\(basicOnBearerRoute.raw)")
+            let basicWithoutCookie = try await Answer.request(propfind, fixture.baseURL + "/dav/x", headers: [basic], followRedirects: false)
+            #expect(basicWithoutCookie.status == 401 && targets.all.count == 2, "no cookie, no token: \(basicWithoutCookie.raw)")
         }
     }
 

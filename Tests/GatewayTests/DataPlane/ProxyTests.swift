@@ -39,7 +39,7 @@ enum RecordingUpstream {
             ]
             return Response(status: .ok, headers: [.contentType: "application/json", .init("X-Upstream")!: "recording"], body: .init(byteBuffer: ByteBuffer(bytes: JSONWriter.bytes(record))))
         }
-        for method in [HTTPRequest.Method.get, .post, .put, .patch, .delete, .options] {
+        for method in [HTTPRequest.Method.get, .post, .put, .patch, .delete, .options, HTTPRequest.Method("PROPFIND")!, HTTPRequest.Method("MKCOL")!] {
             router.on("/**", method: method, use: handler)
             router.on("/", method: method, use: handler)
         }

@@ -85,6 +85,20 @@ struct RoutePolicyTests {
         #expect(try await Self.routes("    - /api/x=http://127.0.0.1:1\n    - /api/xy=http://127.0.0.1:2\n").count == 2)
     }
 
+    @Test("a route may list WebDAV's and CalDAV's methods (any case, as HTTP/1.1's parser knows them); CONNECT, TRACE and a token the parser does not know are refused naming the method")
+    func extensionMethods() async throws {
+        let routes = try await Self.routes("    - {prefix: /dav, upstream: http://127.0.0.1:1, methods: [get, PROPFIND, proppatch, REPORT, MKCOL, MKCALENDAR, COPY, MOVE, LOCK, UNLOCK]}\n")
+        #expect(routes[0].methods?.map(\.rawValue) == ["GET", "PROPFIND", "PROPPATCH", "REPORT", "MKCOL", "MKCALENDAR", "COPY", "MOVE", "LOCK", "UNLOCK", "HEAD"])
+        for (method, says) in [("CONNECT", "tunnel"), ("trace", "echoes"), ("FROBNICATE", "known: GET"), ("PROP FIND", "known: GET")] {
+            do {
+                _ = try await Self.routes("    - {prefix: /dav, upstream: http://127.0.0.1:1, methods: [GET, '\(method)']}\n")
+                Issue.record("\(method) was accepted")
+            } catch let error as ConfigurationError {
+                #expect(error.message.contains("gateway.routes[0].methods") && error.message.contains(method) && error.message.contains(says), "\(error.message)")
+            }
+        }
+    }
+
     @Test("a claim rule on a boolean or a number holds for the value YAML writes (email_verified: true, level: 2), and not for another; a string claim still compares as text")
     func claimRulesOnScalars() async throws {
         let verified = try #require(RoutePolicy.ClaimRule(path: "email_verified", contains: "true"))
