@@ -1,6 +1,8 @@
 import EdgeHTTP
 import JOSE
+import Logging
 import NIOHTTP1
+import Synchronization
 import SecurityGuard
 import TrafficCop
 
@@ -18,10 +20,22 @@ package struct BrowserSessionGate: Sendable {
     /// Whether sign-in takes an absolute URL back (its host a route's or the public one, or its origin in
     /// `gateway.login_return_origins`): one it would refuse is never built into a sign-in link.
     package let acceptsReturn: @Sendable (String) -> Bool
+    /// Where an origin sign-in will not return to is said, once per origin (`unreturnableOrigins`).
+    private let logger: Logger
+    /// The origins already reported (at most `maximumReportedOrigins`; past it, no more lines).
+    private let reportedOrigins = ReportedOrigins()
+    static let maximumReportedOrigins = 64
+
+    /// A set shared by the copies of this value (a struct cannot hold a `Mutex` itself).
+    private final class ReportedOrigins: Sendable {
+        let set = Mutex<Set<String>>([])
+    }
 
     package init(
-        cookie: SessionCookie, book: BrowserSessionBook, publicURL: String, clock: any TokenClock, acceptsReturn: @escaping @Sendable (String) -> Bool = { _ in true }
+        cookie: SessionCookie, book: BrowserSessionBook, publicURL: String, clock: any TokenClock, acceptsReturn: @escaping @Sendable (String) -> Bool = { _ in true },
+        logger: Logger = Logger(label: "portcullis.browser-sessions")
     ) {
+        self.logger = logger
         self.clock = clock
         self.acceptsReturn = acceptsReturn
         self.cookie = cookie
@@ -107,9 +121,24 @@ package struct BrowserSessionGate: Sendable {
         if let query = RequestTarget.queryWithoutCredentials(query) { candidates.insert(site + path + "?" + query, at: 0) }
         // A page sign-in would not send the browser back to (an app host not listed anywhere, say): the public host's root.
         let original = candidates.first { Self.isReturnable($0) && acceptsReturn($0) } ?? (acceptsReturn(site + "/") ? site + "/" : "/")
+        if original == "/" { reportUnreturnable(site) }
         var location = publicURL + "/.portcullis/sign_in?rd=" + Self.percentEncoded(original)
         if let provider { location += "&provider=" + Self.percentEncoded(provider) }
         return location
+    }
+
+    /// Says, once per origin, that sign-in returns to the public host's `/` instead of a page on
+    /// `origin`, and what makes it return there: a person sent elsewhere after signing in, with
+    /// nothing said, looks like a gateway that lost their page.
+    private func reportUnreturnable(_ origin: String) {
+        let first = reportedOrigins.set.withLock { reported in
+            guard reported.count < Self.maximumReportedOrigins else { return false }
+            return reported.insert(origin).inserted
+        }
+        guard first else { return }
+        logger.notice(
+            "sign-in will return to / on the public host, not to the page asked for: its origin is not a route's host, the public host, nor in gateway.login_return_origins; add it there (or bind a route to its host) to return to the page",
+            metadata: ["origin": "\(JSONValue.clip(origin))"])
     }
 
     /// Whether sign-in takes `url` back as it is: at most 2048 bytes of visible ASCII without a

@@ -42,6 +42,11 @@ package final class DataPlane: Sendable {
         package let allowedOrigins: Set<String>
         /// Whether the upstream gets the path below the prefix (else the whole path).
         package let stripsPrefix: Bool
+        /// Whether the upstream gets the client's `Host` (`preserve_host`) instead of its own.
+        package let preservesHost: Bool
+        /// A route without an upstream, decided by forward-auth only: `ProxyExchange.start` answers
+        /// its requests 404 (its `origin` is never connected to).
+        package let forwardAuthOnly: Bool
         /// The identity fields this route sends its upstream.
         package let identityFields: IdentityFieldNames?
         /// Every route's identity field names, folded: never taken from a client.

@@ -126,6 +126,13 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     // MARK: Admission
 
     func start() {
+        // Every exchange starts here: a route with no upstream never reaches the upstream code below.
+        guard !route.forwardAuthOnly else {
+            return fail(
+                GatewayError(
+                    .notFound, "not_found",
+                    "\(PathRedaction.redactedPath(String(path))) is decided for a proxy in front (forward-auth) and has no upstream here; send it through that proxy"))
+        }
         guard route.methods.contains(head.method) else {
             return fail(.methodNotAllowed(head.method.rawValue, path: PathRedaction.redactedPath(String(path)), allowed: route.allowedMethodNames))
         }
@@ -314,12 +321,20 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             }
             emit(name, value)
         }
-        emit("Host", route.origin.hostHeader)
+        emit("Host", upstreamHost)
         emit(AssertionHeader.name, assertion)
         if let identity = route.identityFields { Self.forEachIdentityField(identity, of: caller, emit) }
         emit("X-Forwarded-For", clientAddress)
         emit("X-Forwarded-Proto", plane.forwardedProto)
         if let authority = fields.host { emit("X-Forwarded-Host", authority) }
+    }
+
+    /// The `Host` the upstream gets: the upstream URL's, or with `preserve_host` the client's when
+    /// it is a host name (and port) as `RouteHost.requestHost` reads one; any other value (empty,
+    /// userinfo, a path) is not passed on, and the upstream's own goes instead.
+    private var upstreamHost: String {
+        guard route.preservesHost, let host = fields.host, RouteHost.requestHost(host[...]) != nil else { return route.origin.hostHeader }
+        return host
     }
 
     /// The request head for an HTTP/2 upstream, as NIO's parts (its codec makes `:authority` of

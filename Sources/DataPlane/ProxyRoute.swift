@@ -10,6 +10,11 @@ public struct ProxyRoute: Sendable, Equatable {
     package var host: RouteHost?
     /// Whether the upstream gets the path below the prefix (`strip_prefix`, the default) or the whole path.
     public var stripsPrefix: Bool = true
+    /// `audience`: the `aud` of its assertions, when not the upstream URL.
+    public var configuredAudience: String?
+    /// `preserve_host: true`: the upstream gets the client's `Host` (apps that build absolute URLs
+    /// need it), not the upstream URL's; the connection and TLS name stay the upstream's.
+    public var preservesHost: Bool = false
     /// The identity fields the upstream gets besides the assertion (`identity_headers`).
     package var identityFields: IdentityFieldNames?
     public var upstream: String
@@ -39,8 +44,20 @@ public struct ProxyRoute: Sendable, Equatable {
 
     /// The prefix without a trailing `/`: requests to it and below it are proxied.
     package var pathPrefix: String { prefix.trimmingTrailingSlash }
-    /// The upstream URL without a trailing `/`: the base of upstream URLs and the `aud` of its assertions.
-    package var audience: String { upstream.trimmingTrailingSlash }
+    /// A route without `upstream`: decided by forward-auth for a proxy in front, never proxied here.
+    public var isForwardAuthOnly: Bool { upstream.isEmpty }
+
+    /// The `aud` of its assertions: `audience` when configured, else the upstream URL without a
+    /// trailing `/`, else (a forward-auth-only route) `urn:portcullis:route:HOST/PREFIX`.
+    package var audience: String {
+        if let configuredAudience { return configuredAudience }
+        if isForwardAuthOnly { return "urn:portcullis:route:" + (host.map(\.description) ?? "") + (pathPrefix.isEmpty ? "/" : pathPrefix) }
+        return upstream.trimmingTrailingSlash
+    }
+
+    /// The origin a forward-auth-only route stands on in the route table: never connected to
+    /// (`ProxyExchange.start` answers such a route's requests itself), in the reserved `.invalid` domain.
+    package static let forwardAuthOnlyOrigin = "http://forward-auth-only.invalid"
 
     /// The methods a route forwards when it lists none; any other is 405.
     package static let methods: [HTTPRequest.Method] = [.get, .head, .post, .put, .patch, .delete, .options]

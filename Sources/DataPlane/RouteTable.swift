@@ -32,7 +32,7 @@ package struct RouteTable: Sendable {
         let identityFieldNames = Set(routes.flatMap { $0.identityFields?.names ?? [] }.map(HeaderScreen.folded))
         self.identityFieldNames = identityFieldNames
         let served = routes.compactMap { route -> (ProxyRoute, UpstreamOrigin)? in
-            UpstreamOrigin(url: route.upstream).map { origin in
+            UpstreamOrigin(url: route.isForwardAuthOnly ? ProxyRoute.forwardAuthOnlyOrigin : route.upstream).map { origin in
                 var origin = origin
                 origin.transport = route.upstreamProtocol
                 return (route, origin)
@@ -53,7 +53,7 @@ package struct RouteTable: Sendable {
                 prefix: route.pathPrefix, host: route.host, origin: origin, audience: route.audience,
                 template: (route.host.map(\.description) ?? "") + route.pathPrefix + "/**", name: name, index: index,
                 generation: generation, methods: methods.map { HTTPMethod(rawValue: $0.rawValue) }, allowedMethodNames: methods.map(\.rawValue),
-                requiresToken: route.requiresToken, policy: route.policy, allowedOrigins: origins, stripsPrefix: route.stripsPrefix,
+                requiresToken: route.requiresToken, policy: route.policy, allowedOrigins: origins, stripsPrefix: route.stripsPrefix, preservesHost: route.preservesHost, forwardAuthOnly: route.isForwardAuthOnly,
                 identityFields: route.identityFields, identityFieldNames: identityFieldNames, acceptsSessionCookie: route.acceptsSessionCookie,
                 signIn: route.signIn, grpcOnly: route.grpcOnly)
         }

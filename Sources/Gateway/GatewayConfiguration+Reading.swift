@@ -51,6 +51,22 @@ extension GatewayConfiguration {
             }
             configuration.forwardAuthHeaders = family
         }
+        for family in ForwardAuthHeaderFamily.allCases {
+            let key = "gateway.forward_auth.proxies.\(family.rawValue)"
+            for text in try values.strings(key) ?? [] {
+                guard let network = IPNetwork(text) else {
+                    throw ConfigurationError(key: key, "must list IP addresses or CIDR networks such as 10.0.0.5, not \"\(text)\"")
+                }
+                guard configuration.trustedProxies.contains(where: { $0.contains(network.bytes) && $0.prefixLength <= network.prefixLength }) else {
+                    throw ConfigurationError(key: key, "lists \(text), which gateway.trusted_proxies does not cover: forward-auth answers trusted proxies only; add it there too")
+                }
+                if let bound = configuration.forwardAuthProxies.first(where: { ForwardAuthProxies.overlap($0.network, network) }) {
+                    throw ConfigurationError(
+                        key: key, "lists \(text), which shares addresses with \(bound.family.rawValue)'s \(bound.network.description): each proxy speaks one family; list it under one")
+                }
+                configuration.forwardAuthProxies.append(.init(network: network, family: family))
+            }
+        }
         switch (try values.string("gateway.tls.certificate_path"), try values.string("gateway.tls.private_key_path")) {
         case (nil, nil): break
         case (let certificate?, let key?): configuration.tls = TLSFiles(certificatePath: certificate, privateKeyPath: key)

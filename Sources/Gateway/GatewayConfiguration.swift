@@ -83,6 +83,9 @@ public struct GatewayConfiguration: Sendable, Equatable {
     /// Which header names carry the original request to forward-auth (`gateway.forward_auth.headers`):
     /// nginx's `X-Original-*` by default, or `forwarded` (`X-Forwarded-Uri`/`-Method`: Caddy, Traefik).
     public var forwardAuthHeaders: ForwardAuthHeaderFamily = .nginx
+    /// Proxies bound to a family of their own (`gateway.forward_auth.proxies.nginx` and `.forwarded`),
+    /// each within `trustedProxies`; any other trusted proxy speaks `forwardAuthHeaders`.
+    public var forwardAuthProxies: [ForwardAuthProxies.Binding] = []
     /// Serve HTTPS with these PEM files; `nil` serves plain HTTP (fine on loopback).
     public var tls: TLSFiles? = nil
     /// Largest request body accepted, in bytes (413 beyond).

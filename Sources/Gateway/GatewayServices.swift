@@ -171,13 +171,14 @@ public struct GatewayServices: Sendable {
             cookie: sessionCookie, book: browserSessions, publicURL: configuration.effectivePublicURL, clock: clock,
             acceptsReturn: { url in
                 (try? BrowserSessionRoutes.checkedReturn(url, table: table.current, publicHost: publicHost, returnOrigins: returnOrigins)) != nil
-            })
+            }, logger: logger)
     }
 
     var forwardAuthRoutes: ForwardAuthRoutes {
         ForwardAuthRoutes(
             table: routeTable, authentication: authentication, admission: admission, runtime: runtime, sessionOwners: sessionOwners,
-            metrics: metrics, family: configuration.forwardAuthHeaders, browser: browserSessionRoutes, gate: browserGate)
+            metrics: metrics, proxies: ForwardAuthProxies(defaultFamily: configuration.forwardAuthHeaders, bindings: configuration.forwardAuthProxies),
+            browser: browserSessionRoutes, gate: browserGate)
     }
 
     var sessionRoutes: SessionRoutes {

@@ -21,6 +21,7 @@ extension ProxyRoute {
         if !pathPrefix.isEmpty, let reserved = ReservedPaths.overlap(with: pathPrefix, among: reservedHere) {
             return "has the prefix \(prefix), which overlaps the gateway's own \(reserved) (\"\(shown)\"); pick a prefix outside \(reservedHere.joined(separator: ", "))"
         }
+        if isForwardAuthOnly { return nil }
         guard let url = URL(string: upstream), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), let host = url.host, !host.isEmpty,
             url.user == nil, url.password == nil, url.query == nil, url.fragment == nil
         else {
@@ -28,6 +29,9 @@ extension ProxyRoute {
         }
         guard UpstreamOrigin(url: upstream) != nil else {
             return "must name an upstream host of letters, digits, '-', '.' and '_' (or an IP address) and a port from 1 to 65535, not \"\(upstream)\""
+        }
+        if grpcOnly, !url.path.isEmpty, url.path != "/" {
+            return "is grpc: true with an upstream path (\(url.path) in \"\(upstream)\"): a gRPC call's path is the service's own (/package.Service/Method), and the upstream would get it under that path; give the upstream as scheme://host:port"
         }
         return nil
     }

@@ -7,7 +7,7 @@ import TrafficCop
 
 extension ProxyRoute {
     /// The keys of a route map in `gateway.routes`.
-    static let settingNames: Set<String> = ["host", "prefix", "upstream", "strip_prefix", "methods", "auth", "sign_in", "require", "identity_headers", "grpc", "protocol"]
+    static let settingNames: Set<String> = ["host", "prefix", "upstream", "strip_prefix", "methods", "auth", "sign_in", "require", "identity_headers", "grpc", "protocol", "preserve_host", "audience"]
     /// The keys of a route's `identity_headers`.
     static let identityFieldKeys: Set<String> = ["user", "email", "groups", "tenant", "username", "subject", "name", "claims"]
     /// The keys of a route's `require`.
@@ -39,8 +39,19 @@ extension ProxyRoute {
             throw entry.problem(unknown, "is not a setting of a route (known: \(Self.settingNames.sorted().joined(separator: ", ")))")
         }
         guard let prefix = try entry.string("prefix") else { throw entry.problem("prefix", "is required: the path prefix proxied, such as /api/billing") }
-        guard let upstream = try entry.string("upstream") else { throw entry.problem("upstream", "is required: the upstream URL, such as http://billing.internal:8080") }
+        // Without an upstream, a route is decided by forward-auth for a proxy in front only.
+        let upstream = try entry.string("upstream") ?? ""
+        if upstream.isEmpty, let proxying = ["strip_prefix", "preserve_host", "protocol", "grpc"].first(where: entry.names.contains) {
+            throw entry.problem(
+                proxying, "applies to proxying, and this route has no upstream (forward-auth decides it for a proxy in front); give it an upstream or leave \(proxying) out")
+        }
         self.init(prefix: prefix, upstream: upstream)
+        if let audience = try entry.string("audience") {
+            guard audience.utf8.count <= 512, audience.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) else {
+                throw entry.problem("audience", "must be 1-512 visible ASCII characters without quotes or backslashes (a URL or URN naming the app), not \"\(audience)\"")
+            }
+            configuredAudience = audience
+        }
         if let text = try entry.string("host") {
             guard let host = RouteHost(configured: text) else {
                 throw entry.problem("host", "must be a host name such as grafana.example.com, or *.example.com for every name one label below it (no scheme, port or path), not \"\(text)\"")
@@ -51,6 +62,7 @@ extension ProxyRoute {
         if let grpc = try entry.bool("grpc") { grpcOnly = grpc }
         // A gRPC method's path is the service's own (`/package.Service/Method`): kept whole unless told.
         stripsPrefix = try entry.bool("strip_prefix") ?? !grpcOnly
+        preservesHost = try entry.bool("preserve_host") ?? false
         if let name = try entry.string("protocol") {
             guard let value = UpstreamProtocol(rawValue: name) else {
                 throw entry.problem("protocol", "must be http1 (the default), h2c (HTTP/2 to an http:// upstream) or h2 (HTTP/2 over TLS to an https:// upstream), not \"\(name)\"")

@@ -11,8 +11,21 @@ public struct RawConnection: Sendable {
     /// `receiveTimeout` is stretched in a sanitized run (`TimeBounds`).
     /// `receiveBufferBytes` shrinks the kernel's receive buffer (set before connecting, so the window is small
     /// from the start): a client that does not read then stops the sender sooner.
-    public init(port: Int, receiveTimeout seconds: Int = 10, receiveBufferBytes: Int32? = nil) throws {
+    /// `source`: the loopback address to connect from (`127.0.0.2`: a second peer on one machine).
+    public init(port: Int, receiveTimeout seconds: Int = 10, receiveBufferBytes: Int32? = nil, source: String? = nil) throws {
         descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(source)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard bound == 0 else {
+                _ = Glibc.close(descriptor)
+                throw RawConnectionError(port: port)
+            }
+        }
         var timeout = timeval(tv_sec: Int(TimeBounds.seconds(Double(seconds))), tv_usec: 0)
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         if var size = receiveBufferBytes {

@@ -20,8 +20,8 @@ struct ForwardAuthRoutes: Sendable {
     let runtime: RuntimeClient
     let sessionOwners: SessionOwnershipView
     let metrics: GatewayMetrics
-    /// Which proxy's names carry the original request (`gateway.forward_auth.headers`).
-    let family: ForwardAuthHeaderFamily
+    /// Which names carry the original request, per proxy (`gateway.forward_auth`).
+    let proxies: ForwardAuthProxies
     /// Browser sessions, for `auth: browser` routes asked without a token.
     let browser: BrowserSessionRoutes
     let gate: BrowserSessionGate
@@ -47,7 +47,7 @@ struct ForwardAuthRoutes: Sendable {
         for name in [other.uriField, other.methodField] where headers[name] != nil {
             throw GatewayError(
                 .badRequest, "forward_auth_headers_mixed",
-                "the request carries \(name.rawName), which this gateway never reads (gateway.forward_auth.headers is \(family.rawValue): \(family.uriField.rawName) and \(family.methodField.rawName)); have the proxy remove the client's \(name.rawName)")
+                "the request carries \(name.rawName), which this gateway never reads (this proxy's family is \(family.rawValue), gateway.forward_auth: \(family.uriField.rawName) and \(family.methodField.rawName)); have the proxy remove the client's \(name.rawName)")
         }
         let uris = headers[values: family.uriField]
         let methods = headers[values: family.methodField]
@@ -55,7 +55,7 @@ struct ForwardAuthRoutes: Sendable {
             throw GatewayError.invalidRequest("\((uris.count > 1 ? family.uriField : family.methodField).rawName) is given more than once; name one original request")
         }
         guard let uri = uris.first, !uri.isEmpty else {
-            throw GatewayError.invalidRequest("name the original request in \(family.uriField.rawName) (gateway.forward_auth.headers is \(family.rawValue))")
+            throw GatewayError.invalidRequest("name the original request in \(family.uriField.rawName) (this proxy's family is \(family.rawValue), gateway.forward_auth)")
         }
         let name = methods.first ?? "GET"
         guard let method = ProxyRoute.forwardableMethods.first(where: { $0.rawValue == name }) else {
@@ -87,7 +87,7 @@ struct ForwardAuthRoutes: Sendable {
         let hosts = headers[values: family.hostField]
         guard hosts.count == 1, let host = hosts.first, !host.isEmpty else {
             throw GatewayError.invalidRequest(
-                "name the original host in \(family.hostField.rawName), once: routes are bound to hosts (gateway.forward_auth.headers is \(family.rawValue))")
+                "name the original host in \(family.hostField.rawName), once: routes are bound to hosts (this proxy's family is \(family.rawValue), gateway.forward_auth)")
         }
         return host
     }
@@ -101,6 +101,7 @@ struct ForwardAuthRoutes: Sendable {
                 .forbidden, "forward_auth_untrusted_peer",
                 "forward-auth answers only the proxies listed in gateway.trusted_proxies; add the proxy's address there")
         }
+        let family = proxies.family(for: peer)
         let (path, method) = try Self.original(request.headers, family: family)
         let table = table.current
         // The data plane's own match, on the same table; by host too once a route is bound to one.
@@ -123,7 +124,7 @@ struct ForwardAuthRoutes: Sendable {
             return Response(status: .ok, headers: Self.identityFields(assertion: assertion, caller: nil, appCookie: Self.appCookie(request)))
         }
         if token == nil, route.acceptsSessionCookie {
-            return try await verifyBrowser(request, context, route: route, path: path, method: method, host: host)
+            return try await verifyBrowser(request, context, route: route, path: path, method: method, host: host, family: family)
         }
         let caller = try await authentication.requireCaller(request)
         let sessionHeader = request.headers[Header.sessionID]
@@ -163,7 +164,10 @@ struct ForwardAuthRoutes: Sendable {
     /// on), the policy, then 200 with the identity. Not signed in, for a navigation: nginx is
     /// answered 401 with `X-Portcullis-Sign-In` (its `error_page 401` sends the browser there),
     /// Caddy and Traefik a 302 they relay; anything else 401 JSON.
-    func verifyBrowser(_ request: Request, _ context: GatewayRequestContext, route: DataPlane.Route, path: Substring, method: HTTPRequest.Method, host: String?) async throws -> Response {
+    func verifyBrowser(
+        _ request: Request, _ context: GatewayRequestContext, route: DataPlane.Route, path: Substring, method: HTTPRequest.Method, host: String?,
+        family: ForwardAuthHeaderFamily
+    ) async throws -> Response {
         let originalHost = host ?? (try? Self.originalHost(request.headers, family: family))
         // Sent twice (one planted by another host under the domain, say): refused as on the data plane, never a sign-in loop.
         if case .several = gate.cookie.sessionValue(in: request.headers[values: .cookie]) {

@@ -329,6 +329,20 @@ struct BrowserSessionTests {
         }
     }
 
+    @Test("a navigation on a host sign-in would not return to is sent to sign in with rd=/, and the log says why and how to fix it, once per origin")
+    func unreturnableOriginIsSaid() async throws {
+        try await Self.withBrowserGateway { _, fixture, _ in
+            for _ in 0..<3 {
+                let answer = try await Self.get(fixture, "/app/page", CookieJar(), headers: Self.navigation + [("Host", "intranet.example.net")])
+                #expect(answer.status == 302 && answer.headers["Location"].first?.hasSuffix("/.portcullis/sign_in?rd=%2F") == true, "\(answer.raw)")
+            }
+            let lines = await fixture.log.lines(containing: "sign-in will return to /", "login_return_origins")
+            #expect(lines.count == 1 && lines[0].contains("http://intranet.example.net"), "\(lines)")
+            let returnable = try await Self.get(fixture, "/app/page", CookieJar(), headers: Self.navigation)
+            #expect(returnable.headers["Location"].first?.contains("rd=http") == true, "the public host's own page is returned to: \(returnable.raw)")
+        }
+    }
+
     @Test("a signed-in user outside the route's policy gets a 403 page for a navigation and 403 JSON for a fetch, never a redirect to sign in (no loop)")
     func policyRefusalIsAPage() async throws {
         let policy = RoutePolicy(anyOf: [RoutePolicy.ClaimRule(path: "groups", contains: "admins")].compactMap { $0 })

@@ -3,6 +3,7 @@ import Foundation
 import Gateway
 import JOSE
 import NIOHTTP1
+import PortcullisTestSupport
 import Testing
 import TrafficCop
 
@@ -198,3 +199,100 @@ struct ForwardAuthTests {
     }
 }
 
+
+/// One instance behind nginx and Caddy (issue 54): each proxy bound to its family, and routes
+/// decided by forward-auth only (no upstream).
+@Suite("Forward-auth: a family per proxy, and routes without an upstream")
+struct ForwardAuthProxyFamilyTests {
+    /// The status, the error code and the head of `request` sent from `source` as raw HTTP/1.1.
+    static func send(_ fixture: GatewayFixture, from source: String, _ headers: [(String, String)], bearer: String) async throws -> (status: Int, raw: String) {
+        let port = fixture.gatewayPort
+        return try await onOwnThread {
+            let connection = try RawConnection(port: port, source: source)
+            defer { connection.close() }
+            let fields = (headers + [("Authorization", "Bearer " + bearer), ("Host", "127.0.0.1"), ("Connection", "close")]).map { "\($0.0): \($0.1)\r\n" }.joined()
+            connection.send("GET /api/auth/verify HTTP/1.1\r\n" + fields + "\r\n")
+            let raw = String(decoding: connection.readAll(), as: UTF8.self)
+            let status = raw.split(separator: " ", maxSplits: 2).dropFirst().first.flatMap { Int($0) } ?? 0
+            return (status, raw)
+        }
+    }
+
+    @Test("each proxy speaks its own family: nginx's names from one peer, Caddy's from another, on one instance; a peer sending the other family's is refused forward_auth_headers_mixed, never read")
+    func familyPerProxy() async throws {
+        let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
+        let caddyPeer = try #require(IPNetwork("127.0.0.2"))
+        let fixture = try await TrustedIssuerTests.gateway([provider], configure: { configuration in
+            configuration.routes = [ProxyRoute(prefix: "/api/billing", upstream: "http://billing.internal:8080", policy: RoutePolicy(scopes: ["billing:read"]))]
+            configuration.trustedProxies = ["127.0.0.1", "127.0.0.2"].compactMap(IPNetwork.init)
+            configuration.forwardAuthHeaders = .nginx
+            configuration.forwardAuthProxies = [.init(network: caddyPeer, family: .forwarded)]
+        })
+        let token = try provider.token(claims: ["scope": "billing:read"])
+        let nginx = try await Self.send(fixture, from: "127.0.0.1", [("X-Original-URI", "/api/billing/x")], bearer: token)
+        #expect(nginx.status == 200, "\(nginx.raw)")
+        let caddy = try await Self.send(fixture, from: "127.0.0.2", [("X-Forwarded-Uri", "/api/billing/x"), ("X-Forwarded-Method", "GET")], bearer: token)
+        #expect(caddy.status == 200, "\(caddy.raw)")
+        let mixedAtCaddy = try await Self.send(fixture, from: "127.0.0.2", [("X-Original-URI", "/api/billing/x")], bearer: token)
+        #expect(mixedAtCaddy.status == 400 && mixedAtCaddy.raw.contains("forward_auth_headers_mixed"), "\(mixedAtCaddy.raw)")
+        let mixedAtNginx = try await Self.send(fixture, from: "127.0.0.1", [("X-Forwarded-Uri", "/api/billing/x")], bearer: token)
+        #expect(mixedAtNginx.status == 400 && mixedAtNginx.raw.contains("forward_auth_headers_mixed"), "\(mixedAtNginx.raw)")
+        try await fixture.stop()
+        try await provider.stop()
+    }
+
+    @Test("gateway.forward_auth.proxies binds proxies to a family: read per family; a proxy outside trusted_proxies, a proxy under both, or a bad address is refused naming the key")
+    func familiesRead() async throws {
+        let read = try await HostRouteTests.configuration(
+            "  trusted_proxies: [10.0.0.0/24]\n  forward_auth:\n    headers: nginx\n    proxies: {nginx: [10.0.0.5], forwarded: [10.0.0.6]}\n")
+        #expect(read.forwardAuthProxies.map(\.family) == [.nginx, .forwarded])
+        let proxies = ForwardAuthProxies(defaultFamily: read.forwardAuthHeaders, bindings: read.forwardAuthProxies)
+        #expect(proxies.family(for: "10.0.0.6") == .forwarded && proxies.family(for: "10.0.0.5") == .nginx && proxies.family(for: "10.0.0.7") == .nginx)
+        let refused: [(String, String)] = [
+            ("  trusted_proxies: [10.0.0.5]\n  forward_auth: {proxies: {forwarded: [10.0.0.6]}}\n", "gateway.forward_auth.proxies.forwarded"),
+            ("  trusted_proxies: [10.0.0.0/24]\n  forward_auth: {proxies: {nginx: [10.0.0.0/25], forwarded: [10.0.0.6]}}\n", "gateway.forward_auth.proxies.forwarded"),
+            ("  trusted_proxies: [10.0.0.0/24]\n  forward_auth: {proxies: {nginx: [nginx.internal]}}\n", "gateway.forward_auth.proxies.nginx"),
+        ]
+        for (yaml, key) in refused {
+            let error = try await HostRouteTests.refusal(yaml)
+            #expect(error?.key == key, "\(yaml): \(error?.message ?? "accepted")")
+        }
+    }
+
+    @Test("a route without an upstream is decided by forward-auth (its assertion's aud a URN naming the route, or its audience), and a request for it straight to the gateway is 404; proxying settings on it are refused")
+    func forwardAuthOnlyRoute() async throws {
+        let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
+        let fixture = try await TrustedIssuerTests.gateway([provider], configure: { configuration in
+            var audienced = ProxyRoute(prefix: "/wiki", upstream: "")
+            audienced.configuredAudience = "https://wiki.example.com"
+            configuration.routes = [ProxyRoute(prefix: "/app", upstream: ""), audienced]
+            configuration.trustedProxies = ["127.0.0.1"].compactMap(IPNetwork.init)
+        })
+        let token = try provider.token(claims: [:])
+        for (path, audience) in [("/app/page", "urn:portcullis:route:/app"), ("/wiki/x", "https://wiki.example.com")] {
+            let decided = try await fixture.send(.GET, "/api/auth/verify", bearer: token, headers: [("X-Original-URI", path)])
+            #expect(decided.status == 200, "\(decided.raw)")
+            let assertion = try #require(decided.headers["X-Portcullis-Assertion"].first)
+            fixture.remember(assertion)
+            let claims = try StrictJSONReader().parseObject(try JWSCompact.parse(assertion).payload)
+            #expect(claims["aud"] == .string(audience))
+        }
+        let direct = try await fixture.send(.GET, "/app/page", bearer: token)
+        #expect(direct.status == 404 && direct.error == "not_found" && direct.raw.contains("forward-auth"), "\(direct.raw)")
+        let read = try await RoutePolicyTests.routes("    - {prefix: /app, audience: 'https://app.example.com'}\n")
+        #expect(read[0].isForwardAuthOnly && read[0].configuredAudience == "https://app.example.com")
+        for setting in ["strip_prefix: false", "preserve_host: true", "protocol: h2c", "grpc: true"] {
+            let error = try await HostRouteTests.refusal("  routes:\n    - {prefix: /app, \(setting)}\n")
+            #expect(error?.key == "gateway.routes[0].\(setting.split(separator: ":")[0])", "\(setting): \(error?.message ?? "accepted")")
+        }
+        try await fixture.stop()
+        try await provider.stop()
+    }
+
+    @Test("a grpc: true route whose upstream URL has a path is refused (the service's own path would go under it)")
+    func grpcUpstreamPath() async throws {
+        let error = try await HostRouteTests.refusal("  routes:\n    - {prefix: /pkg.Service, upstream: 'http://127.0.0.1:9000/svc', grpc: true}\n")
+        #expect(error?.key == "gateway.routes[0]" && error?.message.contains("/svc") == true, "\(error?.message ?? "accepted")")
+        #expect(try await HostRouteTests.refusal("  routes:\n    - {prefix: /pkg.Service, upstream: 'http://127.0.0.1:9000/', grpc: true}\n") == nil)
+    }
+}

@@ -239,6 +239,29 @@ struct HostRouteTests {
         try await other.stop()
     }
 
+    @Test("preserve_host: true sends the upstream the client's Host (with its port), over HTTP/1.1; without it, or when the client's Host is no host name, the upstream's own; read from the configuration")
+    func preserveHost() async throws {
+        let upstream = try await RecordingUpstream.start()
+        let fixture = try await GatewayFixture {
+            var kept = Self.route(nil, "/kept", "http://127.0.0.1:\(upstream.port)")
+            kept.preservesHost = true
+            $0.routes = [kept, Self.route(nil, "/own", "http://127.0.0.1:\(upstream.port)")]
+        }
+        try await fixture.addUser("alice")
+        let login = try await fixture.login("alice")
+        let kept = try await fixture.send(.GET, "/kept/x", bearer: login.accessToken, headers: [("Host", "Wiki.Example.com:8443")])
+        #expect(kept.status == 200 && kept["authority"] == "Wiki.Example.com:8443", "\(kept.raw)")
+        let own = try await fixture.send(.GET, "/own/x", bearer: login.accessToken, headers: [("Host", "wiki.example.com")])
+        #expect(own.status == 200 && own["authority"] == "127.0.0.1:\(upstream.port)", "\(own.raw)")
+        let odd = try await fixture.send(.GET, "/kept/x", bearer: login.accessToken, headers: [("Host", "user@wiki.example.com")])
+        #expect(odd.status == 200 && odd["authority"] == "127.0.0.1:\(upstream.port)", "\(odd.raw)")
+        let read = try await Self.configuration("  routes:\n    - {prefix: /app, upstream: 'http://127.0.0.1:3000', preserve_host: true}\n    - {prefix: /b, upstream: 'http://127.0.0.1:3000'}\n")
+        #expect(read.routes.map(\.preservesHost) == [true, false])
+        #expect(try await Self.refusal("  routes:\n    - {prefix: /app, upstream: 'http://127.0.0.1:3000', preserve_host: sometimes}\n")?.key == "gateway.routes[0].preserve_host")
+        try await fixture.stop()
+        try await upstream.stop()
+    }
+
     @Test("through the gateway: on a route host a path no route serves is 404 not_found, the agent socket path included; the public host keeps the API")
     func routeHostWithoutCatchAll() async throws {
         let upstream = try await RecordingUpstream.start()
