@@ -127,6 +127,14 @@ public final class ConfigurationValues: Sendable {
 
     /// The keys read from both whose values differ between `self` and `other` (a key set in one
     /// and absent from the other included), sorted: what a reload changes.
+    /// Each key read and its value as text (as `changedKeys` compares them): for a fingerprint of
+    /// the values a process started with, which another process can compare without the values.
+    public var readValues: [String: String] {
+        var values: [String: String] = [:]
+        for key in readKeys { if let value = rawValue(key) { values[key] = value } }
+        return values
+    }
+
     public func changedKeys(from other: ConfigurationValues) -> [String] {
         readKeys.union(other.readKeys).filter { rawValue($0) != other.rawValue($0) }.sorted()
     }

@@ -26,7 +26,8 @@ struct ConfigCommand: AsyncParsableCommand {
         var config: String?
 
         func run() async throws {
-            let (file, gateway, _, _, _) = try await ServeCommand.readSettings(config: config)
+            let (file, gateway, _, _, settings) = try await ServeCommand.readSettings(config: config)
+            let checked = try RunningConfiguration(pid: 0, values: file, gateway: gateway)
             try ServeCommand.checkFiles(gateway)
             var quiet = Logger(label: "portcullis.config-check")
             quiet.logLevel = .critical
@@ -37,6 +38,19 @@ struct ConfigCommand: AsyncParsableCommand {
             print(
                 "configuration good (\(file.source)): \(gateway.routes.count) route(s), \(issuers) trusted issuer(s), "
                     + "\(logins) sign-in provider(s); the gateway would listen on \(gateway.host):\(gateway.port)")
+            // Against a running gateway of this directory (its keys directory): what a reload would do.
+            if let running = RunningConfiguration.read(from: settings.keysDirectory) {
+                let (restartKeys, refused) = running.reload(of: checked)
+                if refused {
+                    print(
+                        "the running gateway (pid \(running.pid)) would refuse this as a reload (SIGHUP): a sign-in provider changed, which takes a restart (systemctl restart portcullis)")
+                } else if !restartKeys.isEmpty {
+                    print(
+                        "the running gateway (pid \(running.pid)) would keep its values of \(restartKeys.joined(separator: ", ")) on a reload (SIGHUP): they change only on a restart")
+                } else {
+                    print("the running gateway (pid \(running.pid)) would put every change in force on a reload (SIGHUP)")
+                }
+            }
         }
     }
 }

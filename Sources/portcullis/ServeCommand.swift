@@ -91,6 +91,8 @@ struct ServeCommand: AsyncParsableCommand {
         // is ignored rather than ending the process, its default action.
         signal(SIGHUP, SIG_IGN)
         let (file, gateway, runtimeRead, storage, settings) = try await readSettings(config: config)
+        // Taken now, from what `config check` reads too (before anything reads more keys).
+        let started = try RunningConfiguration(pid: getpid(), values: file, gateway: gateway)
         if alone, gateway.runtimeURL == nil {
             throw CLIError(
                 "portcullis gateway needs runtime.url (env RUNTIME_URL): the Runtime it sends sessions and intents to; for one process with the Runtime inside, run portcullis serve"
@@ -101,6 +103,15 @@ struct ServeCommand: AsyncParsableCommand {
         let runtime = runtimeSettings
         let keysDirectory = settings.keysDirectory
         try checkFiles(gateway)
+        // Before any key, store or listener is made: a port in use is one line naming it.
+        var listeners = [ListenerPortCheck.Listener(name: "gateway", key: "gateway.port", variable: "GATEWAY_PORT", host: gateway.host, port: gateway.port)]
+        if let adminPort = gateway.adminPort {
+            listeners.append(.init(name: "metrics listener", key: "admin.port", variable: "ADMIN_PORT", host: gateway.adminHost, port: adminPort))
+        }
+        if gateway.runtimeURL == nil {
+            listeners.append(.init(name: "embedded Runtime", key: "runtime.port", variable: "RUNTIME_PORT", host: runtime.host, port: runtime.port))
+        }
+        try await ListenerPortCheck.check(listeners)
         let level = Logger.Level(rawValue: settings.logLevel) ?? .info
         // The access log is buffered (as nginx's access_log buffer=) when its lines are written at all.
         let accessSink = settings.accessBufferBytes > 0 && level <= .info ? BufferedLogSink(capacity: settings.accessBufferBytes) : nil
@@ -153,8 +164,15 @@ struct ServeCommand: AsyncParsableCommand {
                 let (values, gateway, _, _, _) = try await readSettings(config: startedFrom)
                 return ReloadedConfiguration(gateway: gateway, changedKeys: values.changedKeys(from: file))
             })
+        // For `config check`: what this process started with, as fingerprints.
+        do {
+            try started.write(into: keysDirectory)
+        } catch {
+            logger.notice("config check will not know this gateway's running configuration: \(keysDirectory)/\(RunningConfiguration.fileName) cannot be written")
+        }
         let group = ServiceGroup(configuration: settings.serviceGroup(services, logger: logger))
         try await state.closing { try await group.run() }
+        try? FileManager.default.removeItem(atPath: keysDirectory + "/" + RunningConfiguration.fileName)
         accessSink?.flush()  // what was logged after the flusher's last pass
     }
 }

@@ -119,3 +119,56 @@ struct ConfigCheckTests {
         #expect(!FileManager.default.fileExists(atPath: cli.directory + "/keys") && !FileManager.default.fileExists(atPath: cli.directory + "/data"))
     }
 }
+
+/// `config check` beside a running `serve` (issue 54): what a reload would put in force, keep for a
+/// restart, or refuse (a sign-in provider's change: the check passed and the SIGHUP refused).
+@Suite("portcullis config check against the running gateway (the real binary)", .serialized)
+struct ConfigCheckRunningTests {
+    @Test("beside a running serve, config check says a reload puts a route in force, keeps gateway.port for a restart, and would be refused for a sign-in provider's change; with serve stopped it says nothing of it")
+    func againstTheRunningGateway() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let secret = cli.directory + "/client.secret"
+        FileManager.default.createFile(atPath: secret, contents: Data("a client secret of forty letters, not less\n".utf8), attributes: [.posixPermissions: 0o600])
+        func configuration(port: String = "0", clientID: String = "portcullis", routes: String = "[]") throws {
+            try FileManager.default.createDirectory(atPath: cli.directory + "/config", withIntermediateDirectories: true)
+            let yaml = """
+                gateway:
+                  port: \(port)
+                  public_url: http://127.0.0.1:8080
+                  routes: \(routes)
+                admin:
+                  enabled: false
+                runtime:
+                  port: 0
+                logging:
+                  format: json
+                trust:
+                  issuers:
+                    - issuer: https://idp.example.test
+                      audiences: [portcullis-api]
+                      tenant: acme
+                      login: {name: idp, client_id: \(clientID), client_secret_file: client.secret}
+
+                """
+            try yaml.write(toFile: cli.directory + "/config/portcullis.yaml", atomically: true, encoding: .utf8)
+        }
+        try configuration()
+        let environment = ["LOGGING_FORMAT": "json"]
+        let (process, _) = try ServerProcess.start(cli, ["serve"], environment: environment) { text in text.contains("gateway listening") ? 1 : nil }
+        let running = "(pid \(process.pid))"
+        try configuration(routes: "[\"/x=http://127.0.0.1:9\"]")
+        let live = try cli.run(["config", "check"])
+        #expect(live.status == 0 && live.stdout.contains("\(running) would put every change in force on a reload"), "\(live.stdout)\(live.stderr)")
+        try configuration(port: "18799")
+        let restart = try cli.run(["config", "check"])
+        #expect(restart.status == 0 && restart.stdout.contains("\(running) would keep its values of gateway.port on a reload"), "\(restart.stdout)\(restart.stderr)")
+        try configuration(clientID: "portcullis-2")
+        let refused = try cli.run(["config", "check"])
+        #expect(refused.status == 0 && refused.stdout.contains("\(running) would refuse this as a reload (SIGHUP): a sign-in provider changed"), "\(refused.stdout)")
+        #expect(ServerProcess.stop(process))
+        let stopped = try cli.run(["config", "check"])
+        #expect(stopped.status == 0 && !stopped.stdout.contains("running gateway"), "\(stopped.stdout)")
+        #expect(!FileManager.default.fileExists(atPath: cli.directory + "/keys/running-configuration.json"), "removed at a clean stop")
+    }
+}

@@ -106,6 +106,22 @@ struct ServeCommandTests {
         #expect(try Self.scryptAreaMappings(process.pid) == 1, "checks in turn made more areas instead of reusing the one kept")
     }
 
+    @Test("a port already in use stops serve at once with one line naming the listener, the address and the setting (no CancellationError burst), before any key or store is made")
+    func portInUse() throws {
+        let first = try CLI()
+        defer { first.remove() }
+        let (process, port) = try startServe(first)
+        defer { _ = ServerProcess.stop(process) }
+        let second = try CLI()
+        defer { second.remove() }
+        let result = try second.run(["serve"], environment: Self.environment.merging(["GATEWAY_PORT": String(port)]) { $1 })
+        #expect(result.status != 0)
+        let lines = result.stderr.split(separator: "\n")
+        #expect(lines.count == 1 && lines[0].contains("the gateway cannot listen on 127.0.0.1:\(port)") && lines[0].contains("GATEWAY_PORT"), "\(result.stderr)")
+        #expect(!result.stderr.contains("CancellationError") && !result.stdout.contains("CancellationError"), "\(result.stdout)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: second.directory).isEmpty, "nothing made: no keys, no store")
+    }
+
     @Test("from an empty directory, serve serves the browser client, the demo page and the OpenAPI document as they are in the repository, and prints the demo page's URL")
     func standsAlone() throws {
         let cli = try CLI()

@@ -51,6 +51,13 @@ extension GatewayServices {
         return next.changedKeys.filter { !Self.isLive($0) }
     }
 
+    /// The sign-in providers' settings as one text, in issuer order: two configurations whose
+    /// texts differ would have a reload refused (`apply`). No secret is in it (a client secret is
+    /// named by its file).
+    public static func signInText(_ trust: TrustConfiguration) -> String {
+        signIns(trust).sorted { $0.key < $1.key }.map { "\($0.key) \(String(describing: $0.value))" }.joined(separator: "\n")
+    }
+
     /// Each sign-in provider's issuer and login settings.
     private static func signIns(_ trust: TrustConfiguration) -> [String: ProviderLoginSettings] {
         Dictionary(trust.loginIssuers.compactMap { issuer in issuer.login.map { (issuer.issuer, $0) } }, uniquingKeysWith: { first, _ in first })
