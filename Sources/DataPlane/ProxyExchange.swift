@@ -74,6 +74,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     private(set) var finished = false
     /// The caller was signed in by the session cookie (not a token): its answer varies by `Cookie`.
     var authenticatedByCookie = false
+    /// The admitted caller's user id, for the access log line (`nil`: anonymous, or refused before).
+    var userID: String?
     var status = 0
     /// The upstream's answer (or 502/503/504 for its failure), for the proxied-request metrics; `nil` when it was never asked.
     private var upstreamStatus: Int?
@@ -234,6 +236,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     func proceed(_ caller: AuthenticatedCaller?, sessionID: String?) {
         guard !finished, handler.context != nil, let pool = handler.pool, let headBuffers = handler.headBuffers else { return }
         self.pool = pool
+        userID = caller?.userID
         if webSocket {
             (tunnelCaller, tunnelSessionID) = (caller, sessionID)
             registerTunnel()
@@ -756,7 +759,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             upstreamNanoseconds: upstreamNanoseconds)
         plane.accessLog.record(
             requestID: requestID, method: head.method.rawValue, route: route.template, path: path, status: status, nanoseconds: nanoseconds,
-            protocol: head.version.major == 2 ? "HTTP/2" : head.version.minor == 0 ? "HTTP/1.0" : "HTTP/1.1")
+            protocol: head.version.major == 2 ? "HTTP/2" : head.version.minor == 0 ? "HTTP/1.0" : "HTTP/1.1", userID: userID)
         handler.exchangeFinished(requestEnded: requestEnded, closeConnection: closeClient)
     }
 

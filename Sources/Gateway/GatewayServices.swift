@@ -21,7 +21,7 @@ import TrustedIssuers
 /// The gateway's own store holds accounts and credentials only; sessions and
 /// executions belong to the Runtime and are reached through `runtime`.
 public struct GatewayServices: Sendable {
-    public typealias Store = UserRepository & CredentialRepository & LoginFlowRepository & ProviderSessionRepository & BrowserSessionRepository
+    public typealias Store = UserRepository & CredentialRepository & LoginFlowRepository & ProviderSessionRepository & ProviderUserRepository & BrowserSessionRepository
 
     public let configuration: GatewayConfiguration
     public let store: any Store

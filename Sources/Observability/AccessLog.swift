@@ -41,26 +41,37 @@ public struct AccessLog: Sendable {
     ///
     /// Concrete for the two spellings callers have (the data plane's `Substring`, the API's
     /// `String`): a generic entry point called from another module would run unspecialised.
-    public func record(requestID: String, method: String, route: String, path: Substring, status: Int, nanoseconds: Int64, protocol version: String = "HTTP/1.1") {
-        recordLine(requestID: requestID, method: method, route: route, path: path, status: status, nanoseconds: nanoseconds, version: version)
+    ///
+    /// - Parameter userID: the admitted caller's user id (the gateway's stable id, never a token
+    ///   or a session id), written as `user_id` when there is one.
+    public func record(
+        requestID: String, method: String, route: String, path: Substring, status: Int, nanoseconds: Int64, protocol version: String = "HTTP/1.1",
+        userID: String? = nil
+    ) {
+        recordLine(requestID: requestID, method: method, route: route, path: path, status: status, nanoseconds: nanoseconds, version: version, userID: userID)
     }
 
     /// `record` for a path held as a `String`.
-    public func record(requestID: String, method: String, route: String, path: String, status: Int, nanoseconds: Int64, protocol version: String = "HTTP/1.1") {
-        recordLine(requestID: requestID, method: method, route: route, path: path, status: status, nanoseconds: nanoseconds, version: version)
+    public func record(
+        requestID: String, method: String, route: String, path: String, status: Int, nanoseconds: Int64, protocol version: String = "HTTP/1.1",
+        userID: String? = nil
+    ) {
+        recordLine(requestID: requestID, method: method, route: route, path: path, status: status, nanoseconds: nanoseconds, version: version, userID: userID)
     }
 
-    private func recordLine(requestID: String, method: String, route: String, path: some StringProtocol, status: Int, nanoseconds: Int64, version: String) {
+    private func recordLine(
+        requestID: String, method: String, route: String, path: some StringProtocol, status: Int, nanoseconds: Int64, version: String, userID: String?
+    ) {
         guard isEnabled else { return }
         switch output {
         case .logger(let logger):
-            logger.info(
-                "request",
-                metadata: [
-                    "request_id": "\(requestID)", "method": "\(method)", "route": "\(route)",
-                    "path": "\(PathRedaction.redactedPath(String(path)))", "protocol": "\(version)", "status": .stringConvertible(status),
-                    "duration_ms": .stringConvertible(Double(nanoseconds / 1000) / 1000),
-                ])
+            var metadata: Logger.Metadata = [
+                "request_id": "\(requestID)", "method": "\(method)", "route": "\(route)",
+                "path": "\(PathRedaction.redactedPath(String(path)))", "protocol": "\(version)", "status": .stringConvertible(status),
+                "duration_ms": .stringConvertible(Double(nanoseconds / 1000) / 1000),
+            ]
+            if let userID { metadata["user_id"] = "\(userID)" }
+            logger.info("request", metadata: metadata)
         case .sink(let sink, .json):
             // The fields in JSONLogHandler's order: ts, level, label, message, then the metadata by name.
             let label = self.label
@@ -83,6 +94,10 @@ public struct AccessLog: Sendable {
                 JSONWriter.appendString(route, to: &line)
                 line.append(contentsOf: #","status":"#.utf8)
                 Self.appendDecimal(status, to: &line)
+                if let userID {
+                    line.append(contentsOf: #","user_id":"#.utf8)
+                    JSONWriter.appendString(userID, to: &line)
+                }
                 line.append(contentsOf: #"}"#.utf8)
             }
         case .sink(let sink, .text):
@@ -105,6 +120,10 @@ public struct AccessLog: Sendable {
                 line.append(contentsOf: route.utf8)
                 line.append(contentsOf: " status=".utf8)
                 Self.appendDecimal(status, to: &line)
+                if let userID {
+                    line.append(contentsOf: " user_id=".utf8)
+                    line.append(contentsOf: userID.utf8)
+                }
                 line.append(contentsOf: " request".utf8)
             }
         }

@@ -138,7 +138,31 @@ struct SchemaMigration: Sendable {
                 ALTER TABLE provider_sessions ADD COLUMN recheck_at DOUBLE PRECISION;
                 CREATE INDEX provider_sessions_by_recheck ON provider_sessions (recheck_at);
                 """),
+        SchemaMigration(
+            name: "v8: users seen through providers",
+            sqlite: providerUsers(real: "REAL"),
+            postgres: providerUsers(real: "DOUBLE PRECISION")),
     ]
+
+    /// Who signed in through a provider, by the gateway's id (`users list`, `users find`).
+    static func providerUsers(real: String) -> String {
+        """
+        CREATE TABLE provider_users (
+            user_id TEXT PRIMARY KEY NOT NULL,
+            issuer TEXT NOT NULL,
+            subject TEXT NOT NULL,
+            tenant_id TEXT NOT NULL,
+            email TEXT,
+            username TEXT,
+            name TEXT,
+            first_seen_at \(real) NOT NULL,
+            last_seen_at \(real) NOT NULL
+        );
+        CREATE INDEX provider_users_by_subject ON provider_users (subject);
+        CREATE INDEX provider_users_by_username ON provider_users (username);
+        CREATE INDEX provider_users_by_email ON provider_users (lower(email));
+        """
+    }
 
     /// Browser sign-ins, by the hash of their cookie.
     static func browserSessions(real: String) -> String {

@@ -2,6 +2,7 @@ import ArgumentParser
 import ConfigurationReading
 import Foundation
 import Gateway
+import JOSE
 import Runtime
 import SecurityGuard
 import StateSurface
@@ -15,7 +16,7 @@ struct UsersCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "users",
         abstract: "Manage user accounts (passwords are stored as scrypt hashes).",
-        subcommands: [Add.self, List.self, Passwd.self, Disable.self, Enable.self, Delete.self]
+        subcommands: [Add.self, List.self, Find.self, Passwd.self, Disable.self, Enable.self, Delete.self]
     )
 
     struct Storage: ParsableArguments {
@@ -75,22 +76,75 @@ struct UsersCommand: ParsableCommand {
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List the accounts.")
+        static let configuration = CommandConfiguration(
+            abstract: "List the accounts, and the users who signed in through a provider.",
+            discussion: """
+                A provider's user is listed from their first sign-in through it (the API's or a browser's) with the \
+                provider's issuer and subject, and the email and username of their last sign-in; a user seen only \
+                through Bearer tokens is not (nothing is written per request).
+                """)
 
         @OptionGroup var storage: Storage
 
         func run() async throws {
-            let users = try await storage.open().users()
-            if users.isEmpty {
+            let store = try await storage.open()
+            let (users, external) = (try await store.users(), try await store.providerUsers())
+            if users.isEmpty && external.isEmpty {
                 print("no accounts yet; add one with `portcullis users add NAME --tenant TENANT`")
                 return
             }
-            print("TENANT".padding(toLength: 16, withPad: " ", startingAt: 0) + "USERNAME".padding(toLength: 24, withPad: " ", startingAt: 0) + "STATUS    ID")
-            for user in users {
-                print(user.tenantID.padding(toLength: max(16, user.tenantID.count + 1), withPad: " ", startingAt: 0)
-                    + user.username.padding(toLength: max(24, user.username.count + 1), withPad: " ", startingAt: 0)
-                    + (user.disabled ? "disabled  " : "enabled   ") + user.id)
+            UsersCommand.printAccounts(users)
+            UsersCommand.printProviderUsers(external)
+        }
+    }
+
+    struct Find: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Find a user by the gateway's id, a username, or a provider's subject or email.",
+            discussion: """
+                Matches accounts by id (usr_...) or username, in every tenant, and users who signed in through a \
+                provider by id (ext_...), subject, username, or email without regard to case. Exits 1 when none matches.
+                """)
+
+        @Argument(help: "An id (usr_... or ext_...), a username, a provider's subject, or an email address.")
+        var text: String
+
+        @OptionGroup var storage: Storage
+
+        func run() async throws {
+            let store = try await storage.open()
+            let accounts = try await store.users().filter { $0.id == text || $0.username == text }
+            let external = try await store.providerUsers(matching: text)
+            if accounts.isEmpty && external.isEmpty {
+                Terminal.error("no user matches \(JSONValue.clip(text)): try the id (usr_... or ext_...), a username, a provider's subject or an email")
+                throw ExitCode(1)
             }
+            UsersCommand.printAccounts(accounts)
+            UsersCommand.printProviderUsers(external)
+        }
+    }
+
+    /// The accounts as a table (nothing for none).
+    static func printAccounts(_ users: [UserRecord]) {
+        guard !users.isEmpty else { return }
+        print("TENANT".padding(toLength: 16, withPad: " ", startingAt: 0) + "USERNAME".padding(toLength: 24, withPad: " ", startingAt: 0) + "STATUS    ID")
+        for user in users {
+            print(user.tenantID.padding(toLength: max(16, user.tenantID.count + 1), withPad: " ", startingAt: 0)
+                + user.username.padding(toLength: max(24, user.username.count + 1), withPad: " ", startingAt: 0)
+                + (user.disabled ? "disabled  " : "enabled   ") + user.id)
+        }
+    }
+
+    /// The users seen through providers as a table, after a blank line and a heading (nothing for none).
+    static func printProviderUsers(_ users: [ProviderUserRecord]) {
+        guard !users.isEmpty else { return }
+        print("\nsigned in through a provider:")
+        func column(_ text: String, _ width: Int) -> String { text.padding(toLength: max(width, text.count + 1), withPad: " ", startingAt: 0) }
+        print(column("TENANT", 16) + column("USERNAME", 20) + column("EMAIL", 28) + column("LAST SIGN-IN", 22) + column("ISSUER", 36) + column("SUBJECT", 24) + "ID")
+        for user in users {
+            let seen = Date(timeIntervalSince1970: user.lastSeenAt).formatted(.iso8601.year().month().day().time(includingFractionalSeconds: false))
+            print(column(user.tenantID, 16) + column(user.username ?? "-", 20) + column(user.email ?? "-", 28) + column(seen, 22) + column(user.issuer, 36)
+                + column(user.subject, 24) + user.userID)
         }
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import PortcullisTestSupport
+import StateSurface
 import Testing
 
 @Suite("portcullis storage migrate")
@@ -10,10 +11,10 @@ struct StorageCommandTests {
         defer { cli.remove() }
         let first = try cli.run(["storage", "migrate"])
         #expect(first.status == 0, "\(first.stderr)")
-        #expect(first.stdout.contains("applied: v1: sessions") && first.stdout.contains("applied: v3: access changes") && first.stdout.contains("applied: v4: login flows") && first.stdout.contains("applied: v5: provider sessions") && first.stdout.contains("applied: v6: browser sessions") && first.stdout.contains("applied: v7: provider re-checks"))
-        #expect(first.stdout.contains("sqlite:data/portcullis.sqlite: schema current (7 steps; 7 applied now)"), "\(first.stdout)")
+        #expect(first.stdout.contains("applied: v1: sessions") && first.stdout.contains("applied: v3: access changes") && first.stdout.contains("applied: v4: login flows") && first.stdout.contains("applied: v5: provider sessions") && first.stdout.contains("applied: v6: browser sessions") && first.stdout.contains("applied: v7: provider re-checks") && first.stdout.contains("applied: v8: users seen through providers"))
+        #expect(first.stdout.contains("sqlite:data/portcullis.sqlite: schema current (8 steps; 8 applied now)"), "\(first.stdout)")
         let second = try cli.run(["storage", "migrate"])
-        #expect(second.status == 0 && second.stdout.contains("(7 steps; 0 applied now)") && !second.stdout.contains("applied:"), "\(second.stdout)")
+        #expect(second.status == 0 && second.stdout.contains("(8 steps; 0 applied now)") && !second.stdout.contains("applied:"), "\(second.stdout)")
     }
 
     @Test("on PostgreSQL (STORAGE_POSTGRES_URL) it migrates the database, names it without the user, and a second run applies none",
@@ -24,10 +25,10 @@ struct StorageCommandTests {
         let url = try TestPostgres.shared().createDatabase()
         let first = try cli.run(["storage", "migrate"], environment: ["STORAGE_POSTGRES_URL": url])
         #expect(first.status == 0, "\(first.stderr)")
-        #expect(first.stdout.contains("(7 steps; 7 applied now)") && first.stdout.contains("postgresql://127.0.0.1:"), "\(first.stdout)")
+        #expect(first.stdout.contains("(8 steps; 8 applied now)") && first.stdout.contains("postgresql://127.0.0.1:"), "\(first.stdout)")
         #expect(!first.stdout.contains("portcullis@"))
         let second = try cli.run(["storage", "migrate"], environment: ["STORAGE_POSTGRES_URL": url])
-        #expect(second.status == 0 && second.stdout.contains("(7 steps; 0 applied now)"), "\(second.stdout)")
+        #expect(second.status == 0 && second.stdout.contains("(8 steps; 0 applied now)"), "\(second.stdout)")
         #expect(!FileManager.default.fileExists(atPath: cli.directory + "/data"), "no SQLite file was made")
     }
 
@@ -77,5 +78,38 @@ struct StorageCommandTests {
         #expect(result.status == 2)
         #expect(result.stderr.contains("postgresql://127.0.0.1:\(port)/auth"), "\(result.stderr)")
         #expect(!result.stderr.contains("not-a-real-secret") && !result.stdout.contains("not-a-real-secret"))
+    }
+}
+
+/// `users list` and `users find` show who came through a provider (issue 54).
+@Suite("portcullis users list and find (the real binary)", .serialized)
+struct UsersFindTests {
+    @Test("users list shows accounts and the users seen through providers (issuer, subject, last email); users find matches an id, a username, a subject or an email in any case, and exits 1 with a sentence when nothing does")
+    func listAndFind() async throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let database = cli.directory + "/users.sqlite"
+        let added = try cli.run(["users", "add", "alice", "--tenant", "acme", "--password-stdin", "--database", database], stdin: "alice password 1\n")
+        #expect(added.status == 0, "\(added.stderr)")
+        var storage = StorageConfiguration()
+        storage.sqlitePath = database
+        let state = try await StateStores.open(storage)
+        try await state.recordProviderUser(
+            ProviderUserRecord(
+                userID: "ext_JnMGexample", issuer: "https://idp.example.test/realms/acme", subject: "248289761001", tenantID: "acme",
+                email: "Ann@Example.com", username: "ann.lee", name: "Ann Lée", firstSeenAt: 1_795_000_000, lastSeenAt: 1_795_000_100))
+        let list = try cli.run(["users", "list", "--database", database])
+        #expect(list.status == 0, "\(list.stderr)")
+        #expect(list.stdout.contains("alice") && list.stdout.contains("usr_"), "\(list.stdout)")
+        let external = try #require(list.stdout.split(separator: "\n").first { $0.contains("ext_JnMGexample") }, "\(list.stdout)")
+        #expect(external.contains("https://idp.example.test/realms/acme") && external.contains("248289761001") && external.contains("Ann@Example.com") && external.contains("ann.lee"))
+        for text in ["ext_JnMGexample", "248289761001", "ann.lee", "ann@EXAMPLE.com"] {
+            let found = try cli.run(["users", "find", text, "--database", database])
+            #expect(found.status == 0 && found.stdout.contains("ext_JnMGexample") && !found.stdout.contains("alice"), "\(text): \(found.stdout)")
+        }
+        let byName = try cli.run(["users", "find", "alice", "--database", database])
+        #expect(byName.status == 0 && byName.stdout.contains("alice") && !byName.stdout.contains("ext_"), "\(byName.stdout)")
+        let none = try cli.run(["users", "find", "nobody@example.com", "--database", database])
+        #expect(none.status == 1 && none.stderr.contains("no user matches nobody@example.com") && none.stdout.isEmpty, "\(none.stderr)")
     }
 }

@@ -374,7 +374,35 @@ struct RepositoryContractTests {
         #expect(named.tls == .verifyFull, "TLS is verified by default beyond loopback")
         let report = try await StateStores.migrate(store.configuration)
         #expect(report.appliedNow.isEmpty)
-        #expect(report.applied.count == 7 && report.applied.last == "v7: provider re-checks of browser sessions")
+        #expect(report.applied.count == 8 && report.applied.last == "v8: users seen through providers")
+    }
+
+    @Test("a provider's user is recorded at each sign-in: the names replaced, the first sign-in kept; listed the most recent first; found by id, subject, username or email in any case, never by part of one", arguments: StoreKind.available)
+    func providerUsers(kind: StoreKind) async throws {
+        let state = try await TestStore(kind).open()
+        #expect(try await state.providerUsers().isEmpty)
+        let ann = ProviderUserRecord(
+            userID: "ext_ann", issuer: "https://idp.example.test", subject: "248289761001", tenantID: "acme", email: "Ann@Example.com", username: "ann",
+            name: "Ann Lée", firstSeenAt: now, lastSeenAt: now)
+        try await state.recordProviderUser(ann)
+        let bob = ProviderUserRecord(
+            userID: "ext_bob", issuer: "https://idp.example.test", subject: "99", tenantID: "acme", email: nil, username: nil, name: nil, firstSeenAt: now + 5,
+            lastSeenAt: now + 5)
+        try await state.recordProviderUser(bob)
+        var renamed = ann
+        (renamed.email, renamed.username, renamed.firstSeenAt, renamed.lastSeenAt) = ("ann.lee@example.com", "ann.lee", now + 10, now + 10)
+        try await state.recordProviderUser(renamed)
+        let all = try await state.providerUsers()
+        #expect(all.map(\.userID) == ["ext_ann", "ext_bob"], "the most recently seen first")
+        #expect(all.first?.email == "ann.lee@example.com" && all.first?.username == "ann.lee" && all.first?.name == "Ann Lée")
+        #expect(all.first?.firstSeenAt == now && all.first?.lastSeenAt == now + 10, "the first sign-in is kept")
+        for text in ["ext_ann", "248289761001", "ann.lee", "ANN.LEE@example.COM"] {
+            #expect(try await state.providerUsers(matching: text).map(\.userID) == ["ext_ann"], "\(text)")
+        }
+        for text in ["ann", "Ann@Example.com", "2482", "example.com", "%", "_", ""] {
+            #expect(try await state.providerUsers(matching: text).isEmpty, "\(text)")
+        }
+        #expect(try await state.providerUsers(matching: "99").map(\.userID) == ["ext_bob"])
     }
 
     @Test("revoked tokens, disabled accounts and revoked sessions enter the access-change feed once each, in order", arguments: StoreKind.available)

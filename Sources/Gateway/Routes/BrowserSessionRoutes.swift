@@ -23,7 +23,7 @@ struct BrowserSessionRoutes: Sendable {
     let providers: ProviderDirectory
     let trustedIssuers: TrustedIssuers?
     let signIn: ProviderSignIn?
-    let store: any LoginFlowRepository & ProviderSessionRepository
+    let store: any LoginFlowRepository & ProviderSessionRepository & ProviderUserRepository
     let book: BrowserSessionBook
     let cookie: SessionCookie
     let admission: Admission
@@ -154,6 +154,7 @@ struct BrowserSessionRoutes: Sendable {
         if identity.sealedRefreshToken != nil { try await store.scheduleProviderRecheck(sessionID: granted.sessionID, at: now + book.recheckSeconds) }
         auth.sessionOwners.remember(granted)
         let claims = Self.identityClaims(signIn.vault.open(identity.sealedIDToken, kind: .idToken, sessionID: granted.sessionID))
+        try await store.recordProviderUser(ProviderUserRecord(userID: userID, identity: identity, idTokenClaims: claims, at: now))
         let rd = String(result.flow.returnTo.dropFirst(LoginStart.browserReturnPrefix.count))
         var response = try await signedIn(
             sessionID: granted.sessionID, principal: principal, issuer: identity.issuer, subject: identity.subject, provider: identity.provider, claims: claims,

@@ -19,7 +19,7 @@ struct ProviderLoginRoutes: Sendable {
     let trustedIssuers: TrustedIssuers?
     /// `nil` when no provider is configured for sign-in.
     let signIn: ProviderSignIn?
-    let store: any LoginFlowRepository & ProviderSessionRepository
+    let store: any LoginFlowRepository & ProviderSessionRepository & ProviderUserRepository
     let admission: Admission
     let runtime: RuntimeClient
     let body: JSONBody
@@ -143,6 +143,9 @@ struct ProviderLoginRoutes: Sendable {
         let now = clock.now()
         try await store.saveProviderSession(
             ProviderSessionRecord(sessionID: granted.sessionID, userID: userID, identity: identity, createdAt: now, expiresAt: now + sessionLifetime))
+        let idToken = signIn.vault.open(identity.sealedIDToken, kind: .idToken, sessionID: granted.sessionID)
+        try await store.recordProviderUser(
+            ProviderUserRecord(userID: userID, identity: identity, idTokenClaims: BrowserSessionRoutes.identityClaims(idToken), at: now))
         auth.sessionOwners.remember(granted)
         let refresh = try await auth.refreshTokens.issue(sessionID: granted.sessionID, userID: userID, tenantID: identity.tenantID)
         logger.info(

@@ -329,6 +329,32 @@ struct BrowserSessionTests {
         }
     }
 
+    @Test("a browser's provider sign-in records the user (issuer, subject, the ID token's email, username and name) for users list and find; userinfo names them, and the route's username field carries the provider's name")
+    func providerUserRecorded() async throws {
+        let routes = { (upstream: String) -> [ProxyRoute] in
+            var route = Self.browserRoute("/app", upstream)
+            route.identityFields = IdentityFieldNames(user: "X-Remote-User", username: "X-Remote-Name", name: "X-Remote-Full-Name")
+            return [route]
+        }
+        let names: JSONObject = ["email": "Ann@Example.com", "preferred_username": "ann.lee", "name": "Ann Lée"]
+        try await Self.withBrowserGateway(routes: routes, provider: { $0.flow.withLock { $0.idTokenClaims = names } }) { provider, fixture, _ in
+            var jar = CookieJar()
+            _ = try await Self.signIn(fixture, provider, &jar)
+            let recorded = try await fixture.state.providerUsers()
+            #expect(recorded.count == 1, "\(recorded)")
+            let user = try #require(recorded.first)
+            #expect(user.userID.hasPrefix("ext_") && user.issuer == provider.issuer && user.subject == "user-1" && user.tenantID == "acme")
+            #expect(user.email == "Ann@Example.com" && user.username == "ann.lee" && user.name == "Ann Lée")
+            #expect(try await fixture.state.providerUsers(matching: "ann@example.com").map(\.userID) == [user.userID])
+            let info = try await Self.get(fixture, "/.portcullis/userinfo", jar)
+            #expect(info.json["preferred_username"] == "ann.lee" && info.json["name"] == "Ann Lée" && info.json["sub"] == "user-1", "\(info.raw)")
+            #expect(info.json["expires_at"]?.numberValue.map { $0 == $0.rounded() } == true, "whole seconds: \(info.raw)")
+            let page = try await Self.get(fixture, "/app/home", jar)
+            #expect(page.receivedHeaders["x-remote-name"] == ["ann.lee"] && page.receivedHeaders["x-remote-full-name"] == ["Ann Lée"], "\(page.receivedHeaders)")
+            #expect(page.receivedHeaders["x-remote-user"] == [user.userID])
+        }
+    }
+
     @Test("a navigation on a host sign-in would not return to is sent to sign in with rd=/, and the log says why and how to fix it, once per origin")
     func unreturnableOriginIsSaid() async throws {
         try await Self.withBrowserGateway { _, fixture, _ in

@@ -46,13 +46,14 @@ struct IdentityFieldTests {
     func claimText() {
         let claims: JSONObject = [
             "department": "Sales", "level": 3, "ratio": 0.5, "admin": true, "roles": ["a", "b,c", 7, ["x"]], "org": ["unit": "ops"], "bad": "a\r\nX-Injected: 1",
-            "padded": " x", "long": .string(String(repeating: "x", count: 513)), "named": "José Ñúñez", "empty": "",
+            "padded": " x", "long": .string(String(repeating: "x", count: 513)), "named": "José Ñúñez", "empty": "", "c1": "a\u{9B}31m", "del": "a\u{7F}",
         ]
         func text(_ path: String) -> String? { IdentityFieldValues.claimText(claims, path: path.split(separator: ".").map(String.init)) }
         #expect(text("department") == "Sales" && text("level") == "3" && text("ratio") == "0.5" && text("admin") == "true")
         #expect(text("roles") == "a,7", "an element holding the separator, or not a scalar, is left out")
         #expect(text("org.unit") == "ops" && text("org") == nil && text("absent") == nil)
         #expect(text("bad") == nil && text("padded") == nil && text("long") == nil && text("empty") == nil)
+        #expect(text("c1") == nil && text("del") == nil, "a C1 control (a terminal's CSI) or DEL is no text")
         #expect(text("named") == "José Ñúñez")
     }
 

@@ -93,6 +93,27 @@ struct BufferedLogSinkTests {
         #expect(parts[1] == "info portcullis.access : duration_ms=2.0 method=POST path=/api/intent protocol=HTTP/1.1 request_id=abc route=/api/intent status=201 request")
     }
 
+    @Test("an admitted caller's user id is in its access line (user_id, last by name), in JSON and text, and as the log handler writes it; none for an anonymous request")
+    func accessLineNamesTheUser() throws {
+        let batches = Batches()
+        let sink = BufferedLogSink(capacity: 1 << 20) { batches.append($0) }
+        AccessLog(sink: sink, format: .json).record(requestID: "a", method: "GET", route: "/app/**", path: "/app/x", status: 200, nanoseconds: 1_000, userID: "ext_JnMG1")
+        AccessLog(sink: sink, format: .text).record(requestID: "b", method: "GET", route: "/app/**", path: "/app/x", status: 200, nanoseconds: 1_000, userID: "usr_abc")
+        AccessLog(sink: sink, format: .json).record(requestID: "c", method: "GET", route: "/app/**", path: "/app/x", status: 401, nanoseconds: 1_000)
+        sink.flush()
+        let lines = batches.lines
+        #expect(try StrictJSONReader().parseObject(Array(lines[0].utf8))["user_id"] == "ext_JnMG1")
+        #expect(lines[1].hasSuffix("status=200 user_id=usr_abc request"), "\(lines[1])")
+        #expect(try StrictJSONReader().parseObject(Array(lines[2].utf8))["user_id"] == nil)
+        let handlerLines = Lines()
+        var logger = Logger(label: AccessLog.label) { JSONLogHandler(label: $0, sink: handlerLines) }
+        logger.logLevel = .info
+        AccessLog(logger: logger).record(requestID: "a", method: "GET", route: "/app/**", path: "/app/x", status: 200, nanoseconds: 1_000, userID: "ext_JnMG1")
+        let bytesLine = try StrictJSONReader().parseObject(Array(lines[0].utf8))
+        let handlerLine = try StrictJSONReader().parseObject(Array(try #require(handlerLines.all.first).utf8))
+        #expect(bytesLine.members.filter { $0.name != "ts" } == handlerLine.members.filter { $0.name != "ts" })
+    }
+
     /// A sink that keeps whole lines (for the log handler's side of a comparison).
     final class Lines: LogSink {
         private let list = Mutex<[String]>([])
