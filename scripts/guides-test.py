@@ -107,6 +107,9 @@ SUBSTITUTIONS = {
     "portcullis users add alice --tenant acme ": lambda command: command.replace(" # ", " --password-stdin <<<\"$PASSWORD\" # ", 1),
     "portcullis runtime --port 8081": lambda command: command.replace(" &", " & echo $! >> \"$BACKGROUND_PIDS\"", 1),
     "portcullis gateway": lambda command: command + " & echo $! >> \"$BACKGROUND_PIDS\"",
+    # browser-app.md: the processes it sends to the background are noted to be stopped.
+    "python3 app.py &": lambda command: command.replace(" &", " & echo $! >> \"$BACKGROUND_PIDS\"", 1),
+    "portcullis serve &": lambda command: command.replace(" &", " > serve.log 2>&1 & echo $! >> \"$BACKGROUND_PIDS\"", 1),
 }
 
 
@@ -240,6 +243,7 @@ def main():
     wait_until_closed(8080)
     tls_guide()
     several_instances_guide()
+    browser_app_guide()
 
 
 def wait_until_closed(port):
@@ -357,6 +361,39 @@ def post_login(tenant=None):
                                      data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
     return json.load(urllib.request.urlopen(request))
+
+
+def browser_app_guide():
+    """browser-app.md's first section, as written: the app, the configuration, alice, serve; then
+    what it says a browser sees, in Chromium: the account form, signed in as alice, back on /app/
+    greeted by name (the gateway's own account form, and the person's name in the app)."""
+    (commands,) = blocks("browser-app.md", "sh")
+    # One bash (`cd` carries over), the heredocs whole: the block is one command.
+    run_session("browser-app.md without a provider", os.path.join(WORK, "home"), [(commands, [])])
+    for _ in range(150):
+        try:
+            urllib.request.urlopen("http://127.0.0.1:8080/readyz", timeout=2)
+            break
+        except Exception:
+            time.sleep(0.2)
+    else:
+        fail("browser-app.md: serve did not become ready: " + open(os.path.join(WORK, "home", "try-browser", "serve.log")).read()[-600:])
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=os.environ["CHROMIUM"], args=["--no-sandbox"])
+        page = browser.new_page()
+        page.goto("http://127.0.0.1:8080/app/")
+        if not page.url.startswith("http://127.0.0.1:8080/.portcullis/sign_in?rd=") or page.locator("#username").count() != 1:
+            fail(f"browser-app.md: opening /app/ shows the account form: {page.url}")
+        page.fill("#username", "alice")
+        page.fill("#password", PASSWORD)
+        with page.expect_navigation(url="http://127.0.0.1:8080/app/", timeout=10000):
+            page.click("button[type=submit]")
+        greeting = page.locator("h1").inner_text()
+        browser.close()
+    if greeting != "Hello, alice":
+        fail(f"browser-app.md: signed in, /app/ says Hello, alice: {greeting!r}")
+    ok("browser-app.md: in Chromium, /app/ shows the account form; signed in as alice it is back on /app/, which says Hello, alice")
 
 
 def browser_snippet(snippet):
