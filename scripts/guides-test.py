@@ -108,8 +108,8 @@ SUBSTITUTIONS = {
     "portcullis runtime --port 8081": lambda command: command.replace(" &", " & echo $! >> \"$BACKGROUND_PIDS\"", 1),
     "portcullis gateway": lambda command: command + " & echo $! >> \"$BACKGROUND_PIDS\"",
     # browser-app.md: the processes it sends to the background are noted to be stopped.
-    "python3 app.py &": lambda command: command.replace(" &", " & echo $! >> \"$BACKGROUND_PIDS\"", 1),
-    "portcullis serve &": lambda command: command.replace(" &", " > serve.log 2>&1 & echo $! >> \"$BACKGROUND_PIDS\"", 1),
+    "python3 app.py &": lambda command: command.replace("python3 app.py &", "python3 app.py & echo $! >> \"$BACKGROUND_PIDS\"", 1),
+    "portcullis serve &": lambda command: command.replace("portcullis serve &", "portcullis serve > serve.log 2>&1 & echo $! >> \"$BACKGROUND_PIDS\"", 1),
 }
 
 
