@@ -1054,6 +1054,7 @@ package enum OpenAPIDocument {
             X-Auth-Request-Tenant: {schema: {type: string}}
             X-Auth-Request-Email: {schema: {type: string}}
             X-Auth-Request-Groups: {schema: {type: string}}
+            X-Auth-Request-Preferred-Username: {schema: {type: string}, description: "the caller's preferred_username (empty when none)"}
             Cache-Control: {schema: {type: string, const: no-store}}
         BadRequest:
           description: The request is not what this route takes (invalid_request, session_missing, session_malformed, ...).
