@@ -20,15 +20,16 @@ package struct BrowserSessionGate: Sendable {
     /// Whether sign-in takes an absolute URL back (its host a route's or the public one, or its origin in
     /// `gateway.login_return_origins`): one it would refuse is never built into a sign-in link.
     package let acceptsReturn: @Sendable (String) -> Bool
-    /// Where an origin sign-in will not return to is said, once per origin (`unreturnableOrigins`).
+    /// Where an origin sign-in will not return to is said, once per origin an hour.
     private let logger: Logger
-    /// The origins already reported (at most `maximumReportedOrigins`; past it, no more lines).
+    /// The origins reported this hour (at most `maximumReportedOrigins`: past it, none more until
+    /// the hour ends, so that made-up hosts cannot fill the log, nor silence it for good).
     private let reportedOrigins = ReportedOrigins()
     static let maximumReportedOrigins = 64
 
-    /// A set shared by the copies of this value (a struct cannot hold a `Mutex` itself).
+    /// A set shared by the copies of this value (a struct cannot hold a `Mutex` itself), and when it was emptied.
     private final class ReportedOrigins: Sendable {
-        let set = Mutex<Set<String>>([])
+        let state = Mutex<(origins: Set<String>, since: ContinuousClock.Instant)>(([], .now))
     }
 
     package init(
@@ -131,9 +132,10 @@ package struct BrowserSessionGate: Sendable {
     /// `origin`, and what makes it return there: a person sent elsewhere after signing in, with
     /// nothing said, looks like a gateway that lost their page.
     private func reportUnreturnable(_ origin: String) {
-        let first = reportedOrigins.set.withLock { reported in
-            guard reported.count < Self.maximumReportedOrigins else { return false }
-            return reported.insert(origin).inserted
+        let first = reportedOrigins.state.withLock { reported in
+            if ContinuousClock.now - reported.since > .seconds(3_600) { reported = ([], .now) }
+            guard reported.origins.count < Self.maximumReportedOrigins else { return false }
+            return reported.origins.insert(origin).inserted
         }
         guard first else { return }
         logger.notice(

@@ -17,10 +17,18 @@ extension ProxyExchange {
         case .none:
             return signInNeeded()
         case .several:
-            return fail(
-                GatewayError(
-                    .badRequest, "session_cookie_ambiguous",
-                    "the request carries the session cookie \(gate.cookie.name) more than once; clear this site's cookies and sign in again"))
+            let refusal = GatewayError(
+                .badRequest, "session_cookie_ambiguous",
+                "the request carries the session cookie \(gate.cookie.name) more than once; clear this site's cookies and sign in again")
+            // Never guessed which is ours; a person is told on a page, and both spellings of ours are cleared.
+            guard BrowserSessionGate.isNavigation(head) else { return fail(refusal) }
+            let page = RefusalPage.html(title: "Sign in again", message: refusal.message)
+            return answer(
+                status: .badRequest, contentType: "text/html; charset=utf-8", body: ByteBuffer(string: page),
+                extra: [
+                    ("Cache-Control", "no-store"), ("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'"),
+                    ("X-Portcullis-Error", refusal.code),
+                ] + Self.clearingCookies(gate.cookie))
         case .one(let value):
             let now = gate.clock.now()
             // Memory first, keyed by the value: the common request computes no hash and checks no form.
@@ -129,14 +137,18 @@ extension ProxyExchange {
             let location = plane.browser.signInLocation(host: fields.host, path: path, query: query, provider: route.signIn)
         {
             var extra = [("Location", location), ("Cache-Control", "no-store")]
-            if clearingCookie {
-                let cookie = plane.browser.cookie
-                extra.append(("Set-Cookie", cookie.clearing))
-                if cookie.domain != nil { extra.append(("Set-Cookie", cookie.clearing(named: cookie.name))) }
-            }
+            if clearingCookie { extra += Self.clearingCookies(plane.browser.cookie) }
             return answer(status: .found, contentType: nil, body: ByteBuffer(), extra: extra)
         }
         refused(AuthenticationFailure.missing)
+    }
+
+    /// `Set-Cookie` fields removing the session cookie in its `Domain` spelling and, under
+    /// `cookie_domain`, its host-only one too (a cookie planted by another host may be either).
+    static func clearingCookies(_ cookie: SessionCookie) -> [(String, String)] {
+        var fields = [("Set-Cookie", cookie.clearing)]
+        if cookie.domain != nil { fields.append(("Set-Cookie", cookie.clearing(named: cookie.name))) }
+        return fields
     }
 
     /// A refusal of a signed-in browser: a page for a navigation, JSON for anything else.

@@ -333,10 +333,14 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     }
 
     /// The `Host` the upstream gets: the upstream URL's, or with `preserve_host` the client's when
-    /// it is a host name (and port) as `RouteHost.requestHost` reads one; any other value (empty,
-    /// userinfo, a path) is not passed on, and the upstream's own goes instead.
+    /// it is a host name (and port) as `RouteHost.requestHost` reads one and a host the gateway
+    /// serves the route on: the route's own host (it was matched by it), or, for a route on any
+    /// host, the public host. Any other value (another name a client chose, which an app would
+    /// build its absolute links from: a reset link to the attacker's host) is not passed on, and
+    /// the upstream's own goes instead.
     private var upstreamHost: String {
-        guard route.preservesHost, let host = fields.host, RouteHost.requestHost(host[...]) != nil else { return route.origin.hostHeader }
+        guard route.preservesHost, let host = fields.host, let name = RouteHost.requestHost(host[...]) else { return route.origin.hostHeader }
+        if route.host == nil, name != plane.table.current.publicHost?[...] { return route.origin.hostHeader }
         return host
     }
 

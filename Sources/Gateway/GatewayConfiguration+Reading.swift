@@ -131,6 +131,7 @@ extension GatewayConfiguration {
         }
         configuration.trust = try TrustConfiguration(reading: values, gatewayIssuer: configuration.issuer)
         try configuration.checkRouteIssuers()
+        try configuration.checkRouteAudiences()
         self = configuration
     }
 

@@ -112,9 +112,6 @@ public struct AccessTokenAuthenticator: Sendable {
         case awaitingKeys(issuer: String)
     }
 
-    /// The token from an `Authorization` header value: `Bearer <token>` (scheme case-insensitive).
-    ///
-    /// - Returns: `nil` when there is no header; throws `.invalid` for another scheme.
     /// The Bearer token of `value` on a route that also takes the session cookie (`auth: browser`):
     /// an `Authorization` of another scheme is no credential of the gateway's there, so `nil`, and
     /// the cookie decides.
@@ -130,6 +127,9 @@ public struct AccessTokenAuthenticator: Sendable {
         return try bearerToken(fromAuthorization: value)
     }
 
+    /// The token from an `Authorization` header value: `Bearer <token>` (scheme case-insensitive).
+    ///
+    /// - Returns: `nil` when there is no header; throws `.invalid` for another scheme.
     public static func bearerToken(fromAuthorization value: String?) throws(AuthenticationFailure) -> String? {
         guard let value, !value.isEmpty else { return nil }
         // Over the bytes, on every request: leading spaces, the scheme up to the first space (`Bearer`

@@ -18,6 +18,7 @@ public struct EmailDomains: Sendable, Equatable, CustomStringConvertible {
         guard !entries.isEmpty else { return nil }
         var lowered: [String] = []
         for entry in entries {
+            guard entry.utf8.allSatisfy({ $0 < 0x80 }) else { return nil }
             let entry = entry.lowercased()
             let domain = entry.hasPrefix("*.") ? String(entry.dropFirst(2)) : entry
             guard entry == "*" || Self.isDomainName(domain) else { return nil }
@@ -35,7 +36,10 @@ public struct EmailDomains: Sendable, Equatable, CustomStringConvertible {
         default: return false
         }
         guard let email = claims["email"]?.stringValue, let at = email.lastIndex(of: "@"), at != email.startIndex else { return false }
-        let domain = email[email.index(after: at)...].lowercased()
+        // ASCII before case folding: Unicode's would fold a look-alike (U+212A KELVIN SIGN) into `k`.
+        let part = email[email.index(after: at)...]
+        guard part.utf8.allSatisfy({ $0 < 0x80 }) else { return false }
+        let domain = part.lowercased()
         guard Self.isDomainName(domain) else { return false }
         return entries.contains { entry in
             if entry == "*" { return true }

@@ -27,7 +27,6 @@ struct ConfigCommand: AsyncParsableCommand {
 
         func run() async throws {
             let (file, gateway, _, _, settings) = try await ServeCommand.readSettings(config: config)
-            let checked = try RunningConfiguration(pid: 0, values: file, gateway: gateway)
             try ServeCommand.checkFiles(gateway)
             var quiet = Logger(label: "portcullis.config-check")
             quiet.logLevel = .critical
@@ -40,6 +39,7 @@ struct ConfigCommand: AsyncParsableCommand {
                     + "\(logins) sign-in provider(s); the gateway would listen on \(gateway.host):\(gateway.port)")
             // Against a running gateway of this directory (its keys directory): what a reload would do.
             if let running = RunningConfiguration.read(from: settings.keysDirectory) {
+                let checked = try RunningConfiguration(pid: 0, values: file, gateway: gateway, salt: running.salt)
                 let (restartKeys, refused) = running.reload(of: checked)
                 if refused {
                     print(

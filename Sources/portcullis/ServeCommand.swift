@@ -172,7 +172,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let group = ServiceGroup(configuration: settings.serviceGroup(services, logger: logger))
         try await state.closing { try await group.run() }
-        try? FileManager.default.removeItem(atPath: keysDirectory + "/" + RunningConfiguration.fileName)
+        RunningConfiguration.remove(from: keysDirectory, pid: getpid())
         accessSink?.flush()  // what was logged after the flusher's last pass
     }
 }

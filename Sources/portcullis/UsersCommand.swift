@@ -124,6 +124,17 @@ struct UsersCommand: ParsableCommand {
         }
     }
 
+    /// `text` as a terminal may show it: control and format characters (an escape sequence, a
+    /// carriage return, a bidi override) each as `?`; a provider's subject is the provider's to choose.
+    static func shown(_ text: String) -> String {
+        String(String.UnicodeScalarView(text.unicodeScalars.map { scalar in
+            switch scalar.properties.generalCategory {
+            case .control, .format, .lineSeparator, .paragraphSeparator: "?"
+            default: scalar
+            }
+        }))
+    }
+
     /// The accounts as a table (nothing for none).
     static func printAccounts(_ users: [UserRecord]) {
         guard !users.isEmpty else { return }
@@ -143,8 +154,8 @@ struct UsersCommand: ParsableCommand {
         print(column("TENANT", 16) + column("USERNAME", 20) + column("EMAIL", 28) + column("LAST SIGN-IN", 22) + column("ISSUER", 36) + column("SUBJECT", 24) + "ID")
         for user in users {
             let seen = Date(timeIntervalSince1970: user.lastSeenAt).formatted(.iso8601.year().month().day().time(includingFractionalSeconds: false))
-            print(column(user.tenantID, 16) + column(user.username ?? "-", 20) + column(user.email ?? "-", 28) + column(seen, 22) + column(user.issuer, 36)
-                + column(user.subject, 24) + user.userID)
+            print(column(shown(user.tenantID), 16) + column(shown(user.username ?? "-"), 20) + column(shown(user.email ?? "-"), 28) + column(seen, 22)
+                + column(shown(user.issuer), 36) + column(shown(user.subject), 24) + shown(user.userID))
         }
     }
 

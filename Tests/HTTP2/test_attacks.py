@@ -353,6 +353,17 @@ def heads_the_codec_cannot_convert():
             answered += len(ended)
         client.close()
     check(answered == 2000, f"2000 such streams on 4 connections are each answered ({answered})")
+    # A client that keeps its window shut cannot hold such a stream: its 400's body never goes, and
+    # the stream is reset (NO_ERROR) once the answer's grace (5 s) is over.
+    client = h2raw.Raw(PORT, initial_settings=((0x4, 0),))
+    client.frames(0.3)
+    client.send(frame(HEADERS, END_HEADERS | END_STREAM, 1, client.encoder.encode(shapes[0][1])))
+    started = time.time()
+    frames = client.frames(9, until=lambda f: f[0] == RST_STREAM and f[2] == 1)
+    held = time.time() - started
+    client.close()
+    check(h2raw.statuses(frames).get(1) == "400" and h2raw.resets(frames).get(1) == h2raw.NO_ERROR and held < 8,
+          f"a refused stream whose client keeps its window shut is reset NO_ERROR after the answer's grace ({h2raw.resets(frames)}, {held:.1f} s)")
     after("unconvertible heads", baseline, bystander)
 
 

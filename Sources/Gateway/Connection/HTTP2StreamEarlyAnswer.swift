@@ -71,9 +71,24 @@ final class HTTP2StreamEarlyAnswer: ChannelDuplexHandler {
         guard mode == .all, let answerEnd, draining == nil else { return context.close(mode: mode, promise: promise) }
         if requestEnded {
             // Both halves ended: the close waits for the answer's last frame (its frames may still be
-            // queued below, and a close now would reset the stream and drop them: a 400's body was lost).
+            // queued below, and a close now would reset the stream and drop them: a 400's body was
+            // lost), `answerGrace` at most: a client that keeps its window shut is reset (`NO_ERROR`)
+            // then, as a draining stream is, so that it cannot hold the stream and its connection.
             let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
-            answerEnd.assumeIsolated().whenComplete { _ in loopBound.value.close(mode: mode, promise: promise) }
+            let once = NIOLoopBoundBox(false, eventLoop: context.eventLoop)
+            let grace = context.eventLoop.assumeIsolated().scheduleTask(in: Self.answerGrace) {
+                guard !once.value else { return }
+                once.value = true
+                let context = loopBound.value
+                context.writeAndFlush(NIOAny(HTTP2Frame.FramePayload.rstStream(.noError)), promise: nil)
+                context.close(mode: mode, promise: promise)
+            }
+            answerEnd.assumeIsolated().whenComplete { _ in
+                guard !once.value else { return }
+                once.value = true
+                grace.cancel()
+                loopBound.value.close(mode: mode, promise: promise)
+            }
             return
         }
         draining = (mode, promise, 0)

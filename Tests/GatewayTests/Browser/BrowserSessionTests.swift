@@ -259,6 +259,10 @@ struct BrowserSessionTests {
             let unknown = try await Self.get(fixture, "/app/x", CookieJar(), headers: Self.navigation + [("Cookie", "portcullis=" + Base64URL.encode(try SecureRandom.bytes(32)))])
             #expect(unknown.status == 302, "\(unknown.raw)")
             #expect(unknown.headers["Set-Cookie"].contains { $0.hasPrefix("portcullis=;") && $0.contains("Max-Age=0") }, "the unreadable cookie is cleared")
+            let twice = "portcullis=\(String(repeating: "A", count: 43)); portcullis=\(String(repeating: "B", count: 43))"
+            let ambiguous = try await Self.get(fixture, "/app/x", CookieJar(), headers: Self.navigation + [("Cookie", twice)])
+            #expect(ambiguous.status == 400 && ambiguous.headers["Content-Type"].first?.hasPrefix("text/html") == true, "a page for a person: \(ambiguous.raw)")
+            #expect(ambiguous.headers["X-Portcullis-Error"].first == "session_cookie_ambiguous" && ambiguous.headers["Set-Cookie"].contains { $0.contains("Max-Age=0") })
             // A navigation carrying any cookie the gateway cannot read is sent to sign in, never stuck on 401 JSON.
             for cookie in ["portcullis=short", "portcullis=ses_AAAAAAAAAAAAAAAAAAAAAA", "portcullis=\(jwt)"] {
                 let navigation = try await Self.get(fixture, "/app/x", CookieJar(), headers: Self.navigation + [("Cookie", cookie)])

@@ -239,21 +239,27 @@ struct HostRouteTests {
         try await other.stop()
     }
 
-    @Test("preserve_host: true sends the upstream the client's Host (with its port), over HTTP/1.1; without it, or when the client's Host is no host name, the upstream's own; read from the configuration")
+    @Test("preserve_host: true sends the upstream the client's Host (with its port) when the route was matched by it, or is on any host and it is the public host; another name a client chose, or no host name, gets the upstream's own; read from the configuration")
     func preserveHost() async throws {
         let upstream = try await RecordingUpstream.start()
         let fixture = try await GatewayFixture {
-            var kept = Self.route(nil, "/kept", "http://127.0.0.1:\(upstream.port)")
+            var kept = Self.route("wiki.127.0.0.1.nip.test", "/", "http://127.0.0.1:\(upstream.port)")
             kept.preservesHost = true
-            $0.routes = [kept, Self.route(nil, "/own", "http://127.0.0.1:\(upstream.port)")]
+            var anyHost = Self.route(nil, "/kept", "http://127.0.0.1:\(upstream.port)")
+            anyHost.preservesHost = true
+            $0.routes = [kept, anyHost, Self.route(nil, "/own", "http://127.0.0.1:\(upstream.port)")]
         }
         try await fixture.addUser("alice")
         let login = try await fixture.login("alice")
-        let kept = try await fixture.send(.GET, "/kept/x", bearer: login.accessToken, headers: [("Host", "Wiki.Example.com:8443")])
-        #expect(kept.status == 200 && kept["authority"] == "Wiki.Example.com:8443", "\(kept.raw)")
-        let own = try await fixture.send(.GET, "/own/x", bearer: login.accessToken, headers: [("Host", "wiki.example.com")])
+        let kept = try await fixture.send(.GET, "/x", bearer: login.accessToken, headers: [("Host", "Wiki.127.0.0.1.nip.test:8443")])
+        #expect(kept.status == 200 && kept["authority"] == "Wiki.127.0.0.1.nip.test:8443", "\(kept.raw)")
+        let publicHost = try await fixture.send(.GET, "/kept/x", bearer: login.accessToken, headers: [("Host", "127.0.0.1:8080")])
+        #expect(publicHost.status == 200 && publicHost["authority"] == "127.0.0.1:8080", "\(publicHost.raw)")
+        let chosen = try await fixture.send(.GET, "/kept/x", bearer: login.accessToken, headers: [("Host", "attacker.example")])
+        #expect(chosen.status == 200 && chosen["authority"] == "127.0.0.1:\(upstream.port)", "a name the client chose is not passed on: \(chosen.raw)")
+        let own = try await fixture.send(.GET, "/own/x", bearer: login.accessToken, headers: [("Host", "127.0.0.1:8080")])
         #expect(own.status == 200 && own["authority"] == "127.0.0.1:\(upstream.port)", "\(own.raw)")
-        let odd = try await fixture.send(.GET, "/kept/x", bearer: login.accessToken, headers: [("Host", "user@wiki.example.com")])
+        let odd = try await fixture.send(.GET, "/kept/x", bearer: login.accessToken, headers: [("Host", "user@127.0.0.1")])
         #expect(odd.status == 200 && odd["authority"] == "127.0.0.1:\(upstream.port)", "\(odd.raw)")
         let read = try await Self.configuration("  routes:\n    - {prefix: /app, upstream: 'http://127.0.0.1:3000', preserve_host: true}\n    - {prefix: /b, upstream: 'http://127.0.0.1:3000'}\n")
         #expect(read.routes.map(\.preservesHost) == [true, false])

@@ -106,6 +106,7 @@ struct RoutePolicyTests {
         #expect(verified.holds(in: ["email_verified": "true"]) && !verified.holds(in: ["email_verified": "True"]) && !verified.holds(in: [:]))
         let unverified = try #require(RoutePolicy.ClaimRule(path: "email_verified", contains: "false"))
         #expect(unverified.holds(in: ["email_verified": false]) && !unverified.holds(in: ["email_verified": true]))
+        #expect(try #require(RoutePolicy.ClaimRule(path: "email_verified", contains: "yes")).holds(in: ["email_verified": true]) == false, "a boolean only for true or false")
         let level = try #require(RoutePolicy.ClaimRule(path: "acr.level", contains: "2"))
         #expect(level.holds(in: ["acr": ["level": 2]]) && level.holds(in: ["acr": ["level": 2.0]]) && !level.holds(in: ["acr": ["level": 3]]))
         #expect(level.holds(in: ["acr": ["level": [1, 2]]]), "a number among an array's elements")
@@ -131,6 +132,10 @@ struct RoutePolicyTests {
         #expect(!admits("ann@sub.example.com") && !admits("ann@evilexample.com") && !admits("ann@example.com.evil.test") && !admits("ann@corp.example"))
         #expect(!admits("@example.com") && !admits("example.com") && !admits(nil) && !admits(1) && !admits("ann@example.com "))
         #expect(!admits("evil@attacker.test@example.com ") && admits("\"odd@name\"@example.com"), "the address is read at its last @")
+        let kelvin = try #require(EmailDomains(["kelvin.example"]))
+        #expect(!kelvin.admits(["email": "ann@\u{212A}elvin.example", "email_verified": true]) && kelvin.admits(["email": "ann@Kelvin.example", "email_verified": true]),
+                "no Unicode folding into a listed domain (U+212A KELVIN SIGN is not k)")
+        #expect(EmailDomains(["\u{212A}.example"]) == nil)
         #expect(try #require(EmailDomains(["*"])).admits(["email": "x@anything.test", "email_verified": true]))
         #expect(EmailDomains([]) == nil && EmailDomains(["example.com/x"]) == nil && EmailDomains(["@example.com"]) == nil && EmailDomains(["*example.com"]) == nil)
         let routes = try await Self.routes("    - {prefix: /a, upstream: http://127.0.0.1:1, require: {email_domains: [example.com]}}\n")
