@@ -94,7 +94,9 @@ def literal(text):
 
 SUBSTITUTIONS = {
     # users add asks for the password twice on a terminal; here it comes on stdin.
-    "# asks for the password twice": lambda command: command.replace(" # ", " --password-stdin <<<\"$PASSWORD\" # ", 1),
+    "# asks for the password twice": lambda command: "\n".join(
+        line.replace(" # ", " --password-stdin <<<\"$PASSWORD\" # ", 1) if "# asks for the password twice" in line else line
+        for line in command.split("\n")),
     "YOUR PASSWORD": lambda command: command.replace("YOUR PASSWORD", PASSWORD),
     # several-instances.md: the database host is this run's own cluster (PGHOST, PGPORT), whose
     # superuser `postgres` the commands reach as PGUSER instead of through sudo; the role's

@@ -108,7 +108,13 @@ public struct AccountService: Sendable {
 
     /// True when the account exists and is not disabled (refresh checks it).
     public func isActive(userID: String, tenantID: String) async throws -> Bool {
-        guard let user = try await users.user(id: userID, tenantID: tenantID) else { return false }
-        return !user.disabled
+        try await activeUser(userID: userID, tenantID: tenantID) != nil
+    }
+
+    /// The account with `userID` in `tenantID` when it exists and is enabled (a refresh names its
+    /// username in the new access token).
+    public func activeUser(userID: String, tenantID: String) async throws -> UserRecord? {
+        guard let user = try await users.user(id: userID, tenantID: tenantID), !user.disabled else { return nil }
+        return user
     }
 }

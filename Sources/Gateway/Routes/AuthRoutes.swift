@@ -72,7 +72,7 @@ struct AuthRoutes: Sendable {
         sessionOwners.remember(granted)  // so that a refresh can be answered while the Runtime is down
         let refresh = try await refreshTokens.issue(sessionID: grantedSessionID, userID: user.id, tenantID: user.tenantID)
         logger.info("login", metadata: ["user_id": "\(user.id)", "tenant_id": "\(user.tenantID)", "session_id": "\(grantedSessionID)"])
-        return try await tokenResponse(principal: principal, sessionID: grantedSessionID, refreshToken: refresh.token)
+        return try await tokenResponse(principal: principal, sessionID: grantedSessionID, refreshToken: refresh.token, username: user.username)
     }
 
     /// `{access_token, token_type, expires_in, refresh_token, session_id}`, never cached.
@@ -80,10 +80,14 @@ struct AuthRoutes: Sendable {
     /// - Parameter external: for a session a provider sign-in made, the provider's user: the
     ///   token carries `idp_iss` and `idp_sub`, and its id is kept with the session so that a
     ///   back-channel logout can revoke it.
-    func tokenResponse(principal: Principal, sessionID: String, refreshToken: String, external: ExternalIdentity? = nil) async throws -> Response {
+    func tokenResponse(
+        principal: Principal, sessionID: String, refreshToken: String, external: ExternalIdentity? = nil, username: String? = nil
+    ) async throws -> Response {
         let access: IssuedAccessToken
         do {
-            let claims: JSONObject = external.map { ["idp_iss": .string($0.issuer), "idp_sub": .string($0.subject)] } ?? [:]
+            var claims: JSONObject = external.map { ["idp_iss": .string($0.issuer), "idp_sub": .string($0.subject)] } ?? [:]
+            // The account's name, for a route's `identity_headers.username` (a token says who its user is called).
+            if let username { claims["preferred_username"] = .string(username) }
             access = try issuer.issue(subject: principal.userID, tenantID: principal.tenantID, clientID: clientID, additionalClaims: claims)
         } catch {
             throw GatewayError.noSigningKey
@@ -120,6 +124,7 @@ struct AuthRoutes: Sendable {
             let presented = try await refreshTokens.peek(token)
             // A provider's user has no account here: the provider sign-in behind the session stands in for it.
             var providerSession: ProviderSessionRecord? = nil
+            var username: String? = nil
             if presented.userID.hasPrefix("ext_") {
                 providerSession = try await providerSessions.providerSession(sessionID: presented.sessionID)
                 guard providerSession?.userID == presented.userID else {
@@ -128,9 +133,10 @@ struct AuthRoutes: Sendable {
                 }
             } else {
                 // A disabled account refreshes nothing (its families were revoked too; this holds even if a write was lost).
-                guard try await accounts.isActive(userID: presented.userID, tenantID: presented.tenantID) else {
+                guard let account = try await accounts.activeUser(userID: presented.userID, tenantID: presented.tenantID) else {
                     throw RefreshFailure.revoked
                 }
+                username = account.username
             }
             let principal = Principal(userID: presented.userID, tenantID: presented.tenantID)
             // Admitted before the call, so that only the Runtime's absence (below) can stand in for it.
@@ -158,7 +164,8 @@ struct AuthRoutes: Sendable {
                 external = ExternalIdentity(issuer: providerSession.identity.issuer, subject: providerSession.identity.subject, tenantID: presented.tenantID)
             }
             let next = try await refreshTokens.rotate(token)
-            return try await tokenResponse(principal: principal, sessionID: next.record.sessionID, refreshToken: next.token, external: external)
+            return try await tokenResponse(
+                principal: principal, sessionID: next.record.sessionID, refreshToken: next.token, external: external, username: username)
         } catch let failure as RefreshFailure {
             switch failure {
             case .unknown: throw Self.refreshRefused("unknown", "the refresh token is not known; log in again")

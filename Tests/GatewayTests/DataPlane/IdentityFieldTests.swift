@@ -57,6 +57,28 @@ struct IdentityFieldTests {
         #expect(text("named") == "José Ñúñez")
     }
 
+    @Test("the gateway's own accounts: their access tokens (from login and from refresh) name the account, so a route's username field carries it on a Bearer request too")
+    func ownAccountsUsername() async throws {
+        let upstream = try await RecordingUpstream.start()
+        let fixture = try await GatewayFixture {
+            var route = ProxyRoute(prefix: "/app", upstream: "http://127.0.0.1:\(upstream.port)")
+            route.identityFields = IdentityFieldNames(user: "X-WEBAUTH-USER", username: "X-WEBAUTH-NAME", subject: "X-Subject")
+            $0.routes = [route]
+        }
+        try await fixture.addUser("alice")
+        let login = try await fixture.login("alice")
+        let answer = try await fixture.send(.GET, "/app/x", bearer: login.accessToken)
+        #expect(answer.receivedHeaders["x-webauth-name"] == ["alice"], "\(answer.receivedHeaders)")
+        #expect(answer.receivedHeaders["x-subject"] == answer.receivedHeaders["x-webauth-user"], "the gateway's own accounts: sub is the user id")
+        let refreshed = try await fixture.send(.POST, "/api/auth/refresh", body: #"{"refresh_token":"\#(login.refreshToken)"}"#)
+        let token = try #require(refreshed.json["access_token"]?.stringValue, "\(refreshed.raw)")
+        fixture.remember(token)
+        let again = try await fixture.send(.GET, "/app/x", bearer: token)
+        #expect(again.receivedHeaders["x-webauth-name"] == ["alice"], "after a refresh: \(again.receivedHeaders)")
+        try await fixture.stop()
+        try await upstream.stop()
+    }
+
     @Test("through the gateway: the upstream gets the user id, the provider's preferred_username, sub and name, and the chosen claims; a client's copies never pass; forward-auth answers them too")
     func servedToTheUpstream() async throws {
         let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
