@@ -39,13 +39,12 @@ final class ProxyMetricHandles {
             generation = route.generation
         }
         let methodIndex = ProxyExchange.methods.firstIndex(of: method) ?? ProxyExchange.methods.count
-        let methodName = Self.label(method)
         let timerKey = route.index &* 64 &+ methodIndex
         let timer =
             timers[timerKey]
             ?? {
                 let made = (
-                    request: metrics.requestTimer(route: route.template, method: methodName),
+                    request: metrics.requestTimer(route: route.template, method: Self.label(method)),
                     upstream: metrics.upstreamTimer(upstream: route.name)
                 )
                 timers[timerKey] = made
@@ -56,7 +55,7 @@ final class ProxyMetricHandles {
             byKey[key]
             ?? {
                 let made = Handles(
-                    requests: metrics.requestCounter(route: route.template, method: methodName, status: status),
+                    requests: metrics.requestCounter(route: route.template, method: Self.label(method), status: status),
                     proxied: upstreamStatus.map { metrics.proxiedCounter(upstream: route.name, status: $0) })
                 byKey[key] = made
                 return made
