@@ -136,13 +136,7 @@ package struct IdentityFieldValues: Sendable, Equatable {
     /// fraction), `true`/`false`, or an array of those joined with `,` (an element holding `,` is
     /// left out); `nil` for a map, an absent path, or a value `isFieldText` refuses.
     package static func claimText(_ claims: JSONObject, path: [String]) -> String? {
-        var current: JSONValue? = nil
-        var object: JSONObject? = claims
-        for segment in path {
-            guard let here = object?[segment] else { return nil }
-            current = here
-            object = here.objectValue
-        }
+        let current = claims.value(atPath: path)
         func scalar(_ value: JSONValue) -> String? {
             switch value {
             case .string(let text): return text

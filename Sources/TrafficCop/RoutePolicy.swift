@@ -57,14 +57,7 @@ public struct RoutePolicy: Sendable, Equatable {
         /// number equal to it as YAML writes one (`email_verified: true` holds for `true`, `2` for
         /// `2`; a boolean only for `true` or `false`, never YAML's `yes` or `on`).
         public func holds(in claims: JSONObject) -> Bool {
-            var current: JSONValue? = nil
-            var object: JSONObject? = claims
-            for segment in path {
-                guard let here = object?[segment] else { return false }
-                current = here
-                object = here.objectValue
-            }
-            switch current {
+            switch claims.value(atPath: path) {
             case .array(let items)?: return items.contains { scalarEquals($0) }
             case .string(let text)?: return RoutePolicy.spaceSeparated(text, holds: value)
             case let scalar?: return scalarEquals(scalar)

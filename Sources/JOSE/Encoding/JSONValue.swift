@@ -123,6 +123,20 @@ public struct JSONObject: Sendable, Equatable, Sequence, ExpressibleByDictionary
     public var count: Int { members.count }
     public var names: [String] { members.map(\.name) }
 
+    /// The value at a path of member names through nested objects (`["realm_access", "roles"]`);
+    /// `nil` when a name is absent or a value on the way is not an object. A dotted name is a
+    /// path here, never a member's name.
+    public func value(atPath path: [String]) -> JSONValue? {
+        var current: JSONValue? = nil
+        var object: JSONObject? = self
+        for name in path {
+            guard let here = object?[name] else { return nil }
+            current = here
+            object = here.objectValue
+        }
+        return current
+    }
+
     public func makeIterator() -> IndexingIterator<[JSONMember]> { members.makeIterator() }
 }
 
