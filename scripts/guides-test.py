@@ -110,6 +110,8 @@ SUBSTITUTIONS = {
     "portcullis runtime --port 8081": lambda command: command.replace(" &", " & echo $! >> \"$BACKGROUND_PIDS\"", 1),
     "portcullis gateway": lambda command: command + " & echo $! >> \"$BACKGROUND_PIDS\"",
     # browser-app.md: the processes it sends to the background are noted to be stopped.
+    "radicale --config radicale.conf &": lambda command: command.replace(
+        "radicale --config radicale.conf &", "radicale --config radicale.conf > radicale.log 2>&1 & echo $! >> \"$BACKGROUND_PIDS\"", 1),
     "python3 app.py &": lambda command: command.replace("python3 app.py &", "python3 app.py & echo $! >> \"$BACKGROUND_PIDS\"", 1),
     "portcullis serve &": lambda command: command.replace("portcullis serve &", "portcullis serve > serve.log 2>&1 & echo $! >> \"$BACKGROUND_PIDS\"", 1),
 }
@@ -246,6 +248,8 @@ def main():
     tls_guide()
     several_instances_guide()
     browser_app_guide()
+    if not os.environ.get("NO_RADICALE"):
+        dav_guide()
 
 
 def wait_until_closed(port):
@@ -365,21 +369,52 @@ def post_login(tenant=None):
     return json.load(urllib.request.urlopen(request))
 
 
+def stop_started_since(count):
+    """Stops the background processes noted after the first `count` (a guide's own), then waits for serve's port."""
+    pids = open(os.environ["BACKGROUND_PIDS"]).read().split()
+    for pid in pids[count:]:
+        try:
+            os.kill(int(pid), 15)
+        except (ProcessLookupError, ValueError):
+            pass
+    wait_until_closed(8080)
+
+
+def noted():
+    return len(open(os.environ["BACKGROUND_PIDS"]).read().split())
+
+
+def dav_guide():
+    """browser-app.md's WebDAV section, as written: Radicale behind a route listing WebDAV's and
+    CalDAV's methods, alice's calendar made with MKCALENDAR, listed with PROPFIND, refused without a token."""
+    (_, commands) = blocks("browser-app.md", "sh")
+    before = noted()
+    run_session("browser-app.md WebDAV", os.path.join(WORK, "home"), [(commands, [])])
+    wait_until_ready()
+    (session,) = blocks("browser-app.md", "console")
+    run_session("browser-app.md WebDAV", os.path.join(WORK, "home", "try-dav"), console_steps(session))
+    stop_started_since(before)
+
+
+def wait_until_ready():
+    for _ in range(150):
+        try:
+            urllib.request.urlopen("http://127.0.0.1:8080/readyz", timeout=2)
+            return
+        except Exception:
+            time.sleep(0.2)
+    fail("a guide's serve did not become ready on 8080")
+
+
 def browser_app_guide():
     """browser-app.md's first section, as written: the app, the configuration, alice, serve; then
     what it says a browser sees, in Chromium: the account form, signed in as alice, back on /app/
     greeted by name (the gateway's own account form, and the person's name in the app)."""
-    (commands,) = blocks("browser-app.md", "sh")
+    (commands, _) = blocks("browser-app.md", "sh")
+    before = noted()
     # One bash (`cd` carries over), the heredocs whole: the block is one command.
     run_session("browser-app.md without a provider", os.path.join(WORK, "home"), [(commands, [])])
-    for _ in range(150):
-        try:
-            urllib.request.urlopen("http://127.0.0.1:8080/readyz", timeout=2)
-            break
-        except Exception:
-            time.sleep(0.2)
-    else:
-        fail("browser-app.md: serve did not become ready: " + open(os.path.join(WORK, "home", "try-browser", "serve.log")).read()[-600:])
+    wait_until_ready()
     from playwright.sync_api import sync_playwright
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=os.environ["CHROMIUM"], args=["--no-sandbox"])
@@ -396,6 +431,7 @@ def browser_app_guide():
     if greeting != "Hello, alice":
         fail(f"browser-app.md: signed in, /app/ says Hello, alice: {greeting!r}")
     ok("browser-app.md: in Chromium, /app/ shows the account form; signed in as alice it is back on /app/, which says Hello, alice")
+    stop_started_since(before)
 
 
 def browser_snippet(snippet):

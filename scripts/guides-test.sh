@@ -2,14 +2,15 @@
 # The guides' commands, run as written (scripts/guides-test.py says how a console block is read,
 # and the few substitutions): docs/guides/api-with-tokens.md (the first login, the browser snippet
 # verbatim in Chromium on the demo page, accounts, the token tour), keys.md's rotation on the
-# running gateway's own keys, reload.md's SIGHUP, tls.md's configuration, and several-instances.md
-# on a PostgreSQL cluster of this run's own. In a HOME of this run's own, with the built
+# running gateway's own keys, reload.md's SIGHUP, tls.md's configuration, several-instances.md
+# on a PostgreSQL cluster of this run's own, and browser-app.md's account form in Chromium and its
+# WebDAV section with Debian's Radicale. In a HOME of this run's own, with the built
 # binary as `portcullis` on PATH and `portcullis serve` with no configuration, as the guides have it.
 #
 #   scripts/guides-test.sh        uses .build/debug/portcullis (swift test builds it)
 #   PORTCULLIS_BIN=path           another binary
 #
-# Ports 8080, 9090, 8081 (serve's defaults) and 8443. Needs chromium and PostgreSQL (CI=true: they
+# Ports 8080, 9090, 8081 (serve's defaults), 8443, 9000 and 5232. Needs chromium, radicale and PostgreSQL (CI=true: they
 # must be there).
 # Every process it starts is stopped by its PID.
 set -euo pipefail
@@ -22,11 +23,17 @@ if [ -z "$CHROMIUM" ]; then
   echo "guides-test.sh: skipped: chromium is missing; install it with apt-get install chromium"
   exit 0
 fi
-for port in 8080 9090 8081 8443; do
+for port in 8080 9090 8081 8443 9000 5232; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "guides-test.sh: port $port is taken; the guides' commands need it"; exit 1; fi
 done
 source "$ROOT/scripts/lib/gateway.sh"
 VENV=$(browser_venv)
+# browser-app.md's WebDAV section needs Debian's radicale (CI=true: it must be there; elsewhere that section alone is skipped).
+if ! command -v radicale >/dev/null; then
+  if [ "${CI:-}" = true ]; then echo "guides-test.sh: radicale is missing (apt-get install radicale)" >&2; exit 1; fi
+  echo "guides-test.sh: browser-app.md's WebDAV section will be skipped: radicale is missing; install it with apt-get install radicale"
+  export NO_RADICALE=1
+fi
 # several-instances.md needs PostgreSQL (CI=true: it must be there; elsewhere that guide alone is skipped).
 PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
 if [ ! -x "$PGBIN/initdb" ]; then
