@@ -90,8 +90,10 @@ gateway:
   routes:
     - {prefix: /files, upstream: "http://127.0.0.1:$FILES_PORT", auth: none}
     - {prefix: /hang, upstream: "http://127.0.0.1:$HUNG_PORT", auth: none}
+    - {prefix: /private, upstream: "http://127.0.0.1:1"}
 limits:
   idle_timeout_seconds: 1
+  request_timeout_seconds: 2
 admin:
   enabled: false
 runtime:

@@ -63,14 +63,15 @@ extension GatewayConfiguration {
         }
     }
 
-    /// Checks each route's `audience`: never the Runtime's name (`runtime.name`) nor the gateway's
-    /// own tokens' `aud` (`gateway.audience`). An app given assertions with either could present
+    /// Checks each route's assertions' `aud` (its `audience`, or its upstream URL): never the
+    /// Runtime's name (`runtime.name`) nor the gateway's own tokens' `aud` (`gateway.audience`). An app given assertions with either could present
     /// them where the gateway's own are taken, as each user who visited it.
     func checkRouteAudiences() throws(ConfigurationError) {
         for (index, route) in routes.enumerated() {
-            guard let audience = route.configuredAudience, audience == runtimeName || audience == self.audience else { continue }
+            let audience = route.audience
+            guard audience == runtimeName || audience == self.audience else { continue }
             throw ConfigurationError(
-                fileKey: "gateway.routes[\(index)].audience",
+                fileKey: "gateway.routes[\(index)]." + (route.configuredAudience == nil ? "upstream" : "audience"),
                 "is \(audience), which names the gateway's own (runtime.name or gateway.audience): the app would get assertions the gateway itself takes; name the app instead, such as https://app.example.com")
         }
     }

@@ -55,7 +55,7 @@ public struct RoutePolicy: Sendable, Equatable {
         /// Whether `claims` hold the value at the path: an array with an equal element, a string
         /// equal to it or listing it among its space-separated items (as `scope`), or a boolean or
         /// number equal to it as YAML writes one (`email_verified: true` holds for `true`, `2` for
-        /// `2`; a boolean only for `true` or `false`, never YAML's `yes` or `on`).
+        /// `2`; a boolean only for `true` or `false` in any case, never YAML 1.1's `yes` or `on`).
         public func holds(in claims: JSONObject) -> Bool {
             switch claims.value(atPath: path) {
             case .array(let items)?: return items.contains { scalarEquals($0) }
@@ -70,7 +70,7 @@ public struct RoutePolicy: Sendable, Equatable {
         private func scalarEquals(_ item: JSONValue) -> Bool {
             switch item {
             case .string(let text): return text == value
-            case .bool(let flag): return value == (flag ? "true" : "false")
+            case .bool(let flag): return value.lowercased() == (flag ? "true" : "false")
             case .number(let number): return Double(value).map { $0 == number } ?? false
             default: return false
             }

@@ -49,10 +49,11 @@ struct RunningConfiguration: Codable, Equatable {
     /// the process that wrote it is gone (its pid free, or another process's now).
     static func read(from directory: String) -> RunningConfiguration? {
         guard let data = FileManager.default.contents(atPath: directory + "/" + fileName),
-            let running = try? JSONDecoder().decode(RunningConfiguration.self, from: data), running.pid > 0,
-            let started = startTime(of: running.pid), started == running.startTime
+            let running = try? JSONDecoder().decode(RunningConfiguration.self, from: data), running.pid > 0
         else { return nil }
-        return running
+        // Without /proc (not Linux) the start time is unknown: the pid alone names the process then.
+        if running.startTime.isEmpty { return kill(running.pid, 0) == 0 || errno == EPERM ? running : nil }
+        return startTime(of: running.pid) == running.startTime ? running : nil
     }
 
     /// Removes the file from `directory` when it is this process's (another serve in the same
@@ -60,7 +61,7 @@ struct RunningConfiguration: Codable, Equatable {
     static func remove(from directory: String, pid: Int32) {
         let path = directory + "/" + fileName
         guard let data = FileManager.default.contents(atPath: path), let written = try? JSONDecoder().decode(RunningConfiguration.self, from: data),
-            written.pid == pid
+            written.pid == pid, written.startTime == (startTime(of: pid) ?? "")
         else { return }
         try? FileManager.default.removeItem(atPath: path)
     }

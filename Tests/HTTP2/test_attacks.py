@@ -364,6 +364,7 @@ def heads_the_codec_cannot_convert():
     client.close()
     check(h2raw.statuses(frames).get(1) == "400" and h2raw.resets(frames).get(1) == h2raw.NO_ERROR and held < 8,
           f"a refused stream whose client keeps its window shut is reset NO_ERROR after the answer's grace ({h2raw.resets(frames)}, {held:.1f} s)")
+
     after("unconvertible heads", baseline, bystander)
 
 

@@ -125,3 +125,17 @@ import hpack  # noqa: E402 (h2's encoder)
 block = hpack.Encoder().encode([(":method", "GET"), (":scheme", "http"), (":path", "/files/small.txt")])
 closed = silent(6, len(block).to_bytes(3, "big") + bytes([1, 5, 0, 0, 0, 1]) + block)
 check(closed is not None and closed < 3.5, f"a connection whose one request had no :authority is answered and closed once idle (after {closed or 0:.1f} s)")
+
+# An upload refused at its head (401, no token) whose client never ends it and keeps its window shut
+# (the answer's body never goes): closed at the request timeout (2 s here), its rest drained for the
+# answer's grace (5 s), then the answer's own grace (5 s), and reset NO_ERROR: bounded, never held.
+import h2raw  # noqa: E402 (frames byte for byte)
+client = h2raw.Raw(PORT, initial_settings=((0x4, 0),))
+client.frames(0.3)
+client.request(1, "/private/upload", method="POST", end_stream=False)
+started = time.time()
+frames = client.frames(20, until=lambda f: f[0] == h2raw.RST_STREAM and f[2] == 1)
+held = time.time() - started
+client.close()
+check(h2raw.statuses(frames).get(1) == "401" and h2raw.resets(frames).get(1) == h2raw.NO_ERROR and held < 16,
+      f"an upload refused at its head, its client's window shut and its body never ended, is reset NO_ERROR within its bounds ({h2raw.statuses(frames).get(1)}, {h2raw.resets(frames)}, {held:.1f} s)")

@@ -68,28 +68,12 @@ final class HTTP2StreamEarlyAnswer: ChannelDuplexHandler {
     }
 
     func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
-        guard mode == .all, let answerEnd, draining == nil else { return context.close(mode: mode, promise: promise) }
+        guard mode == .all, answerEnd != nil, draining == nil else { return context.close(mode: mode, promise: promise) }
         if requestEnded {
             // Both halves ended: the close waits for the answer's last frame (its frames may still be
-            // queued below, and a close now would reset the stream and drop them: a 400's body was
-            // lost), `answerGrace` at most: a client that keeps its window shut is reset (`NO_ERROR`)
-            // then, as a draining stream is, so that it cannot hold the stream and its connection.
-            let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
-            let once = NIOLoopBoundBox(false, eventLoop: context.eventLoop)
-            let grace = context.eventLoop.assumeIsolated().scheduleTask(in: Self.answerGrace) {
-                guard !once.value else { return }
-                once.value = true
-                let context = loopBound.value
-                context.writeAndFlush(NIOAny(HTTP2Frame.FramePayload.rstStream(.noError)), promise: nil)
-                context.close(mode: mode, promise: promise)
-            }
-            answerEnd.assumeIsolated().whenComplete { _ in
-                guard !once.value else { return }
-                once.value = true
-                grace.cancel()
-                loopBound.value.close(mode: mode, promise: promise)
-            }
-            return
+            // queued below, and a close now would reset the stream and drop them: a 400's body was lost).
+            closed = true
+            return closeAfterAnswer(context: context, mode: mode, promise: promise, reset: false)
         }
         draining = (mode, promise, 0)
         context.read()
@@ -105,15 +89,33 @@ final class HTTP2StreamEarlyAnswer: ChannelDuplexHandler {
         guard let drain = draining, !closed else { return }
         closed = true
         draining = nil
+        closeAfterAnswer(context: context, mode: drain.mode, promise: drain.promise, reset: reset)
+    }
+
+    /// Closes the stream once the answer's last frame is taken, `answerGrace` at most: a client
+    /// that keeps its window shut (the frame never goes) is reset (`NO_ERROR`) then, so that it
+    /// cannot hold the stream, and its connection, for good. `reset`: the request did not end, so
+    /// the stream is reset after the answer too (RFC 9113 §8.1).
+    private func closeAfterAnswer(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?, reset: Bool) {
         let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        let close = { (answered: Bool) in
+        let close = { (resetting: Bool) in
             let context = loopBound.value
-            if reset && answered { context.writeAndFlush(NIOAny(HTTP2Frame.FramePayload.rstStream(.noError)), promise: nil) }
-            context.close(mode: drain.mode, promise: drain.promise)
+            if resetting { context.writeAndFlush(NIOAny(HTTP2Frame.FramePayload.rstStream(.noError)), promise: nil) }
+            context.close(mode: mode, promise: promise)
         }
         guard let answerEnd else { return close(false) }
+        // One of the two closes, whichever comes first: the answer's end, or the grace's.
+        let done = NIOLoopBoundBox(false, eventLoop: context.eventLoop)
+        let grace = context.eventLoop.assumeIsolated().scheduleTask(in: Self.answerGrace) {
+            guard !done.value else { return }
+            done.value = true
+            close(true)
+        }
         answerEnd.assumeIsolated().whenComplete { result in
-            if case .success = result { close(true) } else { close(false) }
+            guard !done.value else { return }
+            done.value = true
+            grace.cancel()
+            if case .success = result { close(reset) } else { close(false) }
         }
     }
 }

@@ -281,6 +281,13 @@ struct ForwardAuthProxyFamilyTests {
         #expect(direct.status == 404 && direct.error == "not_found" && direct.raw.contains("forward-auth"), "\(direct.raw)")
         let read = try await RoutePolicyTests.routes("    - {prefix: /app, audience: 'https://app.example.com'}\n")
         #expect(read[0].isForwardAuthOnly && read[0].configuredAudience == "https://app.example.com")
+        for (yaml, key) in [
+            ("    - {prefix: /a, audience: runtime}\n", "gateway.routes[0].audience"),
+            ("    - {prefix: /a, audience: portcullis}\n", "gateway.routes[0].audience"),
+        ] {
+            let error = try await HostRouteTests.refusal("  routes:\n" + yaml)
+            #expect(error?.key == key, "\(yaml): \(error?.message ?? "accepted")")
+        }
         for setting in ["strip_prefix: false", "preserve_host: true", "protocol: h2c", "grpc: true"] {
             let error = try await HostRouteTests.refusal("  routes:\n    - {prefix: /app, \(setting)}\n")
             #expect(error?.key == "gateway.routes[0].\(setting.split(separator: ":")[0])", "\(setting): \(error?.message ?? "accepted")")

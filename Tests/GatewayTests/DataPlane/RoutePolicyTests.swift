@@ -107,6 +107,7 @@ struct RoutePolicyTests {
         let unverified = try #require(RoutePolicy.ClaimRule(path: "email_verified", contains: "false"))
         #expect(unverified.holds(in: ["email_verified": false]) && !unverified.holds(in: ["email_verified": true]))
         #expect(try #require(RoutePolicy.ClaimRule(path: "email_verified", contains: "yes")).holds(in: ["email_verified": true]) == false, "a boolean only for true or false")
+        #expect(try #require(RoutePolicy.ClaimRule(path: "email_verified", contains: "True")).holds(in: ["email_verified": true]), "YAML 1.2's True is true")
         let level = try #require(RoutePolicy.ClaimRule(path: "acr.level", contains: "2"))
         #expect(level.holds(in: ["acr": ["level": 2]]) && level.holds(in: ["acr": ["level": 2.0]]) && !level.holds(in: ["acr": ["level": 3]]))
         #expect(level.holds(in: ["acr": ["level": [1, 2]]]), "a number among an array's elements")
