@@ -173,7 +173,8 @@ public final class TrustedIssuers: Service, Sendable {
     /// Reads a shared HMAC secret as `keys import` would: private to its owner, no trailing newline, long enough.
     static func loadSecret(_ path: String, algorithms: [JWSAlgorithm], key: String) throws(ConfigurationError) -> [JWSKey] {
         let secret = try OwnerOnlyFile.read(path, key: key)
-        guard secret.last != UInt8(ascii: "\n") else {
+        // A newline ends a text secret (`echo` wrote it); random bytes end in 0x0A one time in 256.
+        guard secret.last != UInt8(ascii: "\n") || String(validating: secret, as: UTF8.self) == nil else {
             throw ConfigurationError(fileKey: key, "names \(path), which ends with a newline; write the secret's bytes alone (printf '%s' \"$SECRET\" > \(path))")
         }
         do {

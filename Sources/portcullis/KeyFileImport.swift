@@ -16,9 +16,11 @@ struct KeyFileImport {
             throw CLIError("cannot read \(path)")
         }
         defer { for index in bytes.indices { bytes[index] = 0 } }
-        let text = String(decoding: bytes, as: UTF8.self)
-        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
-        if trimmed.hasPrefix("-----BEGIN") {
+        // Only a file of valid UTF-8 is read as PEM or JWK text: `openssl rand 32` writes a
+        // `{` first or a newline last one time in 256, and such bytes are a raw secret.
+        let text = String(validating: bytes, as: UTF8.self)
+        let trimmed = text?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+        if let text, trimmed.hasPrefix("-----BEGIN") {
             if trimmed.contains("PRIVATE KEY") { try requirePrivateMode() }
             guard algorithm.family != .hmac else {
                 throw CLIError("\(algorithm.rawValue) takes a secret (raw bytes or a JWK with \"kty\":\"oct\"), not a PEM key")
@@ -47,7 +49,7 @@ struct KeyFileImport {
             throw CLIError("\(path) is neither a PEM key nor a JWK; \(algorithm.rawValue) needs one of those")
         }
         try requirePrivateMode()
-        guard bytes.last != 0x0A else {
+        guard text == nil || bytes.last != 0x0A else {
             throw CLIError(
                 "\(path) ends with a newline, which would become part of the secret; write the secret without one (openssl rand 32 > \(path), or printf '%s' SECRET > \(path))")
         }

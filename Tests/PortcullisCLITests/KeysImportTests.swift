@@ -63,13 +63,14 @@ struct KeysImportTests {
         #expect(try cli.run(["keys", "import", "ed.pem", "--alg", "EdDSA"]).status == 0)
     }
 
-    @Test("an HMAC secret: 32 raw bytes import for HS256; 16 bytes are weak; a trailing newline is refused; the secret never appears in any output")
+    @Test("an HMAC secret: 32 raw bytes import for HS256; 16 bytes are weak; a text secret's trailing newline is refused; the secret never appears in any output")
     func hmacSecret() throws {
         let cli = try CLI()
         defer { cli.remove() }
         let secret = (0..<32).map { UInt8(($0 * 37 + 11) % 256) }
         try cli.write("weak.key", Array(secret.prefix(16)))
-        try cli.write("newline.key", secret + [0x0A])
+        let textSecret = Array("correct-horse-battery-staple-0123456789".utf8)
+        try cli.write("newline.key", textSecret + [0x0A])
         try cli.write("good.key", secret)
         let weak = try cli.run(["keys", "import", "weak.key", "--alg", "HS256"])
         #expect(weak.status == 2 && weak.stderr.contains("at least 32 bytes"), "\(weak.stderr)")
@@ -81,6 +82,17 @@ struct KeysImportTests {
         #expect(try cli.run(["token", "verify", String(token), "--keys", "keys"]).status == 0)
         let hex = secret.map { String(format: "%02x", $0) }.joined()
         for output in [weak, newline, good] { #expect(!output.stdout.contains(hex) && !output.stderr.contains(hex)) }
+        #expect(!newline.stderr.contains("correct-horse"))
+    }
+
+    @Test("random bytes that happen to start with { or end with a newline are a raw secret, not a JWK or a text file (openssl rand 32 writes either one time in 256)")
+    func randomSecretLookingLikeText() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let secret: [UInt8] = [0x7B] + (1..<31).map { UInt8(($0 * 37 + 11) % 256) } + [0x0A]
+        try cli.write("rand.key", secret)
+        let imported = try cli.run(["keys", "import", "rand.key", "--alg", "HS256", "--kid", "rand-hs"])
+        #expect(imported.status == 0 && imported.stdout.contains("rand-hs"), "\(imported.stderr)")
     }
 
     @Test("a public SPKI key is added retired and verifies what its private key signed elsewhere; a JWK imports with its own kid")

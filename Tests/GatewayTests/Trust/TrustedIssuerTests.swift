@@ -367,7 +367,7 @@ struct TrustedIssuerSecretTests {
         try await fixture.stop()
     }
 
-    @Test("a secret file others can read, or one ending in a newline, stops start naming the key")
+    @Test("a secret file others can read, or a text one ending in a newline, stops start naming the key; random bytes ending in 0x0A load")
     func unsafeSecretFiles() throws {
         for (bytes, mode, expected) in [(Array(repeating: UInt8(65), count: 40), 0o644, "others can read"), (Array(repeating: UInt8(65), count: 40) + [10], 0o600, "newline"), ([65, 66], 0o600, "at least 32 bytes")] {
             let path = try Self.secretFile(bytes, mode: mode)
@@ -380,6 +380,11 @@ struct TrustedIssuerSecretTests {
                 return message.contains("trust.issuers[0].secret_file") && message.contains(expected)
             }
         }
+        // Bytes that are not text (openssl rand 32) and end in 0x0A by chance are a secret as they stand.
+        let random = try Self.secretFile([0xFF] + (1..<32).map { UInt8(($0 * 37 + 11) % 256) } + [10], mode: 0o600)
+        defer { try? FileManager.default.removeItem(atPath: random) }
+        let entry = TrustedIssuer(issuer: Self.supabase, keySource: .secret(file: random), audiences: ["authenticated"], algorithms: [.hs256], tenant: .fixed("main"))
+        _ = try TrustedIssuers(configuration: TrustConfiguration(issuers: [entry]), leeway: 30, logger: .init(label: "test"))
     }
 
     @Test("logout with a provider's token ends the session, closes nothing it should not, and refuses that token afterwards")
