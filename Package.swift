@@ -178,11 +178,18 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
+        // MCP servers behind routes: each an OAuth protected resource (RFC 9728) with its canonical URL,
+        // its metadata, its challenge and its Origin rule.
+        .target(
+            name: "MCPResource",
+            dependencies: ["JOSE"]
+        ),
         // The proxy path of gateway.routes on the event loop, front to upstream; no Hummingbird.
         .target(
             name: "DataPlane",
             dependencies: [
                 "EdgeHTTP",
+                "MCPResource",
                 "RuntimeAccess",
                 "JOSE",
                 "Observability",
@@ -241,6 +248,7 @@ let package = Package(
             dependencies: [
                 "ConfigurationReading",
                 "DataPlane",
+                "MCPResource",
                 "EdgeHTTP",
                 "EmbeddedAssets",
                 "Observability",
@@ -367,6 +375,7 @@ let package = Package(
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 "Gateway",
                 "DataPlane",
+                "MCPResource",
                 "EdgeHTTP",
                 "ProviderLogin",
                 "RuntimeAccess",

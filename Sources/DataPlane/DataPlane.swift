@@ -1,6 +1,7 @@
 import EdgeHTTP
 import HTTPTypes
 import Logging
+import MCPResource
 import NIOCore
 import NIOHTTP1
 import NIOSSL
@@ -57,6 +58,8 @@ package final class DataPlane: Sendable {
         package let signIn: String?
         /// `grpc: true`: a request that is not gRPC is refused (415 `grpc_required`).
         package let grpcOnly: Bool
+        /// `mcp: true`: the MCP server's resource; only tokens whose `aud` is its identifier are taken.
+        package let mcp: MCPResource?
     }
 
     /// The routes and origins in force (a reload replaces them).

@@ -1,6 +1,7 @@
 import EdgeHTTP
 import HTTPTypes
 import JOSE
+import MCPResource
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -159,6 +160,13 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             }
             expectsContinue = true
         }
+        // An MCP server: a page of another origin never reaches it (the transport's rule against DNS rebinding).
+        if let mcp = route.mcp, !mcp.admitsOrigin(fields.origin, allowed: route.allowedOrigins) {
+            return fail(
+                GatewayError(
+                    .forbidden, "origin_refused",
+                    "this MCP server is called from its own origin (\(mcp.origin)) or one gateway.allowed_origins lists, not from \(fields.origin ?? "")"))
+        }
         let token: String?
         do {
             token =
@@ -169,15 +177,15 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             if token == nil, !route.requiresToken { return proceed(nil, sessionID: nil) }
             // `auth: browser`: without a token, the session cookie (or a sign-in for a navigation).
             if token == nil, route.acceptsSessionCookie { return startWithCookie() }
-            if let caller = try plane.authenticator.authenticateInMemory(token) {
+            if let caller = try plane.authenticator.authenticateInMemory(token, resource: route.mcp?.identifier) {
                 return authenticated(caller)
             }
         } catch {
             return refused(error)
         }
         // The revocation mirror is stale: only the store can answer.
-        let authenticator = plane.authenticator
-        then(eventLoop.makeFutureWithTask { try await authenticator.authenticate(token) }) { exchange, result in
+        let (authenticator, resource) = (plane.authenticator, route.mcp?.identifier)
+        then(eventLoop.makeFutureWithTask { try await authenticator.authenticate(token, resource: resource) }) { exchange, result in
             switch result {
             case .success(let caller): exchange.authenticated(caller)
             case .failure(let error): exchange.refused(error)
@@ -244,7 +252,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         let assertion: String
         do {
             assertion = try plane.runtime.assertions.assertion(
-                audience: route.audience, caller: caller.map { RuntimeCaller($0, sessionID: sessionID) } ?? RuntimeCaller(userID: nil, tenantID: nil, sessionID: nil))
+                audience: route.audience, caller: caller.map { RuntimeCaller($0, sessionID: sessionID, namingClient: route.mcp != nil) }
+                    ?? RuntimeCaller(userID: nil, tenantID: nil, sessionID: nil))
         } catch {
             return fail(.noSigningKey)
         }
@@ -726,6 +735,12 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     /// Answers with `error` (if nothing was sent yet) and ends the exchange.
     func fail(_ error: GatewayError, closeClient: Bool = false, upstreamStatus: Int? = nil) {
         guard !finished else { return }
+        var error = error
+        if let mcp = route.mcp, error.status == .unauthorized || error.insufficientScope != nil {
+            // An MCP client finds where to get a token from the refusal alone (RFC 9728 §5.1).
+            error.resourceMetadata = mcp.metadataURL
+            error.challengeScope = mcp.scope
+        }
         if let upstream {
             upstream.handler.delegate = nil
             upstream.channel.close(promise: nil)

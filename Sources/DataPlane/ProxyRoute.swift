@@ -1,5 +1,6 @@
 import EdgeHTTP
 import HTTPTypes
+import MCPResource
 import RuntimeAccess
 import TrafficCop
 
@@ -33,6 +34,10 @@ public struct ProxyRoute: Sendable, Equatable {
     public var grpcOnly: Bool = false
     /// How the upstream is spoken to (`protocol`): `http1`, `h2c` (an `http://` upstream) or `h2` (`https://`).
     public var upstreamProtocol: UpstreamProtocol = .http1
+    /// `mcp: true`: an MCP server, a protected resource of its own whose tokens name it as `aud`.
+    public var servesMCP: Bool = false
+    /// The resource it stands for, once `gateway.public_url` gave its canonical URL (`servesMCP` only).
+    public var mcp: MCPResource?
 
     public init(prefix: String, upstream: String, methods: [HTTPRequest.Method]? = nil, requiresToken: Bool = true, policy: RoutePolicy? = nil) {
         self.prefix = prefix

@@ -14,11 +14,16 @@ package enum ReservedPaths {
     /// The gateway's paths on every host, route hosts included: browser sign-in and sign-out, and
     /// forward-auth (Caddy's `forward_auth` keeps the original `Host` on its auth request, so the
     /// decision is asked under the app's host name).
-    package static let onEveryHost = ["/.portcullis", "/api/auth/verify"]
+    /// And the MCP servers' protected resource metadata (RFC 9728), which lies on the host of the
+    /// resource: a route host's MCP server has its document there.
+    package static let onEveryHost = ["/.portcullis", "/api/auth/verify", protectedResourceMetadata]
+
+    /// The well-known path of protected resource metadata (RFC 9728 §3).
+    package static let protectedResourceMetadata = "/.well-known/oauth-protected-resource"
 
     /// Whether a normalised `path` is the gateway's on every host.
     package static func isOnEveryHost(_ path: Substring) -> Bool {
-        isUnder(path, "/.portcullis") || isUnder(path, "/api/auth/verify")
+        isUnder(path, "/.portcullis") || isUnder(path, "/api/auth/verify") || isUnder(path, protectedResourceMetadata)
     }
 
     /// The reserved prefix `prefix` overlaps (covers it, or lies under it), if any, of `among`.

@@ -55,7 +55,7 @@ package struct RouteTable: Sendable {
                 generation: generation, methods: methods.map { HTTPMethod(rawValue: $0.rawValue) }, allowedMethodNames: methods.map(\.rawValue),
                 requiresToken: route.requiresToken, policy: route.policy, allowedOrigins: origins, stripsPrefix: route.stripsPrefix, preservesHost: route.preservesHost, forwardAuthOnly: route.isForwardAuthOnly,
                 identityFields: route.identityFields, identityFieldNames: identityFieldNames, acceptsSessionCookie: route.acceptsSessionCookie,
-                signIn: route.signIn, grpcOnly: route.grpcOnly)
+                signIn: route.signIn, grpcOnly: route.grpcOnly, mcp: route.mcp)
         }
     }
 

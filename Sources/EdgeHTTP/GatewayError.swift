@@ -27,6 +27,12 @@ public struct GatewayError: Error, Sendable, Equatable {
     /// A route policy's refusal: `WWW-Authenticate: Bearer error="insufficient_scope"`, with
     /// `scope=` these scopes when not empty.
     public var insufficientScope: String?
+    /// An MCP resource's metadata URL, named as `resource_metadata` (RFC 9728 §5.1) in the
+    /// `WWW-Authenticate` of a 401 or an `insufficient_scope` 403, so that a client finds where to
+    /// get a token from the refusal alone.
+    public var resourceMetadata: String?
+    /// The scopes a 401's challenge asks for (`scope=`, space-separated), beside `resourceMetadata`.
+    public var challengeScope: String?
 
     public init(_ status: HTTPResponse.Status, _ code: String, _ message: String) {
         self.status = status
@@ -43,17 +49,20 @@ public struct GatewayError: Error, Sendable, Equatable {
     public var headers: HTTPFields {
         var headers: HTTPFields = [.contentType: "application/json", .cacheControl: "no-store"]
         if status == .unauthorized {
+            let challenge =
+                (resourceMetadata.map { ", resource_metadata=\"\($0)\"" } ?? "") + (challengeScope.map { $0.isEmpty ? "" : ", scope=\"\($0)\"" } ?? "")
             if tokenPresented {
                 let description = message.filter { $0 != "\"" && $0 != "\\" && $0.isASCII }
-                headers[.wwwAuthenticate] = "Bearer realm=\"portcullis\", error=\"invalid_token\", error_description=\"\(description)\""
+                headers[.wwwAuthenticate] = "Bearer realm=\"portcullis\"\(challenge), error=\"invalid_token\", error_description=\"\(description)\""
             } else {
-                headers[.wwwAuthenticate] = "Bearer realm=\"portcullis\""
+                headers[.wwwAuthenticate] = "Bearer realm=\"portcullis\"" + challenge
             }
         }
         if let insufficientScope {
             // RFC 6750 3.1: the scopes the route needs, when it was scopes that failed.
+            let metadata = resourceMetadata.map { ", resource_metadata=\"\($0)\"" } ?? ""
             headers[.wwwAuthenticate] =
-                "Bearer realm=\"portcullis\", error=\"insufficient_scope\"" + (insufficientScope.isEmpty ? "" : ", scope=\"\(insufficientScope)\"")
+                "Bearer realm=\"portcullis\", error=\"insufficient_scope\"" + (insufficientScope.isEmpty ? "" : ", scope=\"\(insufficientScope)\"") + metadata
         }
         if let retryAfter { headers[.retryAfter] = String(retryAfter) }
         if let allow { headers[.allow] = allow }

@@ -842,6 +842,30 @@ package enum OpenAPIDocument {
                       issuer: {type: string}
                       jwks_uri: {type: string}
                       token_endpoint: {type: string}
+      /.well-known/oauth-protected-resource:
+        get:
+          tags: [discovery]
+          operationId: protectedResourceMetadataAtRoot
+          summary: RFC 9728 metadata of the MCP route at / on this host (a host route), or 404.
+          responses:
+            "200":
+              $ref: "#/components/responses/ProtectedResourceMetadata"
+            "404": {$ref: "#/components/responses/NotFound"}
+      /.well-known/oauth-protected-resource/{resource_path}:
+        get:
+          tags: [discovery]
+          operationId: protectedResourceMetadata
+          summary: RFC 9728 metadata of the MCP route whose path follows the well-known one (all of the rest of the path), or 404.
+          parameters:
+            - name: resource_path
+              in: path
+              required: true
+              description: The MCP route's prefix without its leading slash (it may hold slashes itself).
+              schema: {type: string}
+          responses:
+            "200":
+              $ref: "#/components/responses/ProtectedResourceMetadata"
+            "404": {$ref: "#/components/responses/NotFound"}
       /.well-known/openapi.yaml:
         get:
           tags: [discovery]
@@ -1046,6 +1070,21 @@ package enum OpenAPIDocument {
             error: {description: "The failure, once failed."}
             replayed: {type: boolean, const: true}
       responses:
+        ProtectedResourceMetadata:
+          description: An MCP server's protected resource metadata (RFC 9728).
+          headers:
+            Access-Control-Allow-Origin: {schema: {type: string, const: "*"}}
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [resource, authorization_servers, scopes_supported, bearer_methods_supported, resource_name]
+                properties:
+                  resource: {type: string, description: "the route's canonical URL, the aud of its tokens"}
+                  authorization_servers: {type: array, items: {type: string}, minItems: 1, maxItems: 1}
+                  scopes_supported: {type: array, items: {type: string}}
+                  bearer_methods_supported: {type: array, items: {type: string, const: header}}
+                  resource_name: {type: string}
         ForwardAuthAllowed:
           description: Allowed; the identity for the proxy to pass on.
           headers:

@@ -130,6 +130,7 @@ extension GatewayConfiguration {
             configuration.issuerIsDerived = issuer.isDerived
         }
         configuration.trust = try TrustConfiguration(reading: values, gatewayIssuer: configuration.issuer)
+        configuration.routes = try configuration.resolvingMCPResources(configuration.routes)
         try configuration.checkRouteIssuers()
         try configuration.checkRouteAudiences()
         self = configuration

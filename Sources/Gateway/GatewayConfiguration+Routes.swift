@@ -1,6 +1,7 @@
 import ConfigurationReading
 import DataPlane
 import Foundation
+import MCPResource
 import TrafficCop
 import TrustedIssuers
 
@@ -49,6 +50,28 @@ extension GatewayConfiguration {
                     "is \(host), which must be the public host (\(publicHost ?? "gateway.public_url's host")) or \(under): a browser signed in on the public host carries its session there only then")
             }
         }
+    }
+
+    /// `routes` with each MCP route's resource made from this gateway's public URL: its canonical
+    /// URL is the public URL's scheme and authority (the route's host instead, when it has one)
+    /// and its prefix. Done at start and at every reload, against the running public URL, which
+    /// changes only on a restart.
+    ///
+    /// - Throws: `ConfigurationError` naming `gateway.routes[N].mcp` when the public URL is no
+    ///   absolute http(s) URL.
+    func resolvingMCPResources(_ routes: [ProxyRoute]) throws(ConfigurationError) -> [ProxyRoute] {
+        var resolved = routes
+        for index in resolved.indices where resolved[index].servesMCP {
+            let route = resolved[index]
+            let host: String? = if case .exact(let name)? = route.host { name } else { nil }
+            guard let resource = MCPResource(publicURL: effectivePublicURL, host: host, pathPrefix: route.pathPrefix, scopes: route.policy?.scopes ?? []) else {
+                throw ConfigurationError(
+                    fileKey: "gateway.routes[\(index)].mcp",
+                    "needs gateway.public_url to be an absolute http(s) URL (\(effectivePublicURL) is not): an MCP server's canonical URL is made from it")
+            }
+            resolved[index].mcp = resource
+        }
+        return resolved
     }
 
     /// Checks each route's `require.issuers` against `trust.issuers`: an issuer that is neither

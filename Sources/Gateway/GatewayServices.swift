@@ -202,7 +202,8 @@ public struct GatewayServices: Sendable {
 
     var discoveryRoutes: DiscoveryRoutes {
         DiscoveryRoutes(
-            keys: keys, issuer: configuration.issuer, jwksURL: configuration.jwksURL, readiness: Readiness(monitor: monitor, trustedIssuers: trustedIssuers))
+            keys: keys, issuer: configuration.issuer, jwksURL: configuration.jwksURL, readiness: Readiness(monitor: monitor, trustedIssuers: trustedIssuers),
+            routes: routeTable)
     }
 
     var socketGuard: WebSocketGuard {

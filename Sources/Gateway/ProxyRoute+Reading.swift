@@ -7,7 +7,7 @@ import TrafficCop
 
 extension ProxyRoute {
     /// The keys of a route map in `gateway.routes`.
-    static let settingNames: Set<String> = ["host", "prefix", "upstream", "strip_prefix", "methods", "auth", "sign_in", "require", "identity_headers", "grpc", "protocol", "preserve_host", "audience"]
+    static let settingNames: Set<String> = ["host", "prefix", "upstream", "strip_prefix", "methods", "auth", "sign_in", "require", "identity_headers", "grpc", "protocol", "preserve_host", "audience", "mcp"]
     /// The keys of a route's `identity_headers`.
     static let identityFieldKeys: Set<String> = ["user", "email", "groups", "tenant", "username", "subject", "name", "claims"]
     /// The keys of a route's `require`.
@@ -111,6 +111,18 @@ extension ProxyRoute {
         if let require = try entry.map("require") {
             guard requiresToken else { throw entry.problem("require", "cannot be set with auth: none (there is no token to check)") }
             policy = try Self.policy(reading: require)
+        }
+        if try entry.bool("mcp") == true {
+            // An MCP server takes the tokens made for it, by Bearer only: no cookie, no anonymous call.
+            guard !upstream.isEmpty else { throw entry.problem("mcp", "needs an upstream: the MCP server's URL, such as http://127.0.0.1:9100/mcp") }
+            guard requiresToken, !acceptsSessionCookie else {
+                throw entry.problem("mcp", "takes the tokens the authorization server issues for it, by Bearer only: leave auth out (or say bearer)")
+            }
+            guard !grpcOnly else { throw entry.problem("mcp", "and grpc cannot both be set: an MCP server speaks JSON-RPC over HTTP") }
+            if case .wildcard? = host {
+                throw entry.problem("mcp", "needs one host: an MCP server's canonical URL names it, so a wildcard host cannot be one")
+            }
+            servesMCP = true
         }
     }
 

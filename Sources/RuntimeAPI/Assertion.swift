@@ -10,16 +10,22 @@ public struct RuntimeCaller: Sendable, Equatable {
     public let sessionID: String?
     /// For a user of a trusted identity provider: its issuer (`idp_iss`) and subject (`idp_sub`).
     public let identityProvider: (issuer: String, subject: String)?
+    /// The OAuth client the caller's token was issued to (`client_id`, RFC 9068), named to an MCP
+    /// server so that it knows which agent calls; `nil` elsewhere.
+    public let clientID: String?
 
-    public init(userID: String?, tenantID: String?, sessionID: String?, identityProvider: (issuer: String, subject: String)? = nil) {
+    public init(
+        userID: String?, tenantID: String?, sessionID: String?, identityProvider: (issuer: String, subject: String)? = nil, clientID: String? = nil
+    ) {
         self.userID = userID
         self.tenantID = tenantID
         self.sessionID = sessionID
         self.identityProvider = identityProvider
+        self.clientID = clientID
     }
 
     public static func == (lhs: RuntimeCaller, rhs: RuntimeCaller) -> Bool {
-        lhs.userID == rhs.userID && lhs.tenantID == rhs.tenantID && lhs.sessionID == rhs.sessionID
+        lhs.userID == rhs.userID && lhs.tenantID == rhs.tenantID && lhs.sessionID == rhs.sessionID && lhs.clientID == rhs.clientID
             && lhs.identityProvider?.issuer == rhs.identityProvider?.issuer && lhs.identityProvider?.subject == rhs.identityProvider?.subject
     }
 
@@ -66,6 +72,7 @@ public struct GatewayAssertionSigner: Sendable {
             claims["tenant_id"] = .string(tenantID)
         }
         if let sessionID = caller.sessionID { claims["session_id"] = .string(sessionID) }
+        if let clientID = caller.clientID { claims["client_id"] = .string(clientID) }
         if let provider = caller.identityProvider {
             claims["idp_iss"] = .string(provider.issuer)
             claims["idp_sub"] = .string(provider.subject)

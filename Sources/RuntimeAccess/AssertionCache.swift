@@ -18,6 +18,7 @@ public final class AssertionCache: Sendable {
         let tenantID: String?
         let sessionID: String?
         let audience: String
+        let clientID: String?
     }
 
     let signer: GatewayAssertionSigner
@@ -33,7 +34,7 @@ public final class AssertionCache: Sendable {
 
     /// An assertion for `caller` to `audience`: a recent one, or a fresh signature.
     public func assertion(audience: String, caller: RuntimeCaller) throws -> String {
-        let key = Key(userID: caller.userID, tenantID: caller.tenantID, sessionID: caller.sessionID, audience: audience)
+        let key = Key(userID: caller.userID, tenantID: caller.tenantID, sessionID: caller.sessionID, audience: audience, clientID: caller.clientID)
         let now = signer.clock.now()
         if let cached = entries.withLock({ $0[key] }), now - cached.signedAt < reuseFor, now >= cached.signedAt {
             return cached.assertion

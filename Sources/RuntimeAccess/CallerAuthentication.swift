@@ -29,9 +29,11 @@ package struct CallerAuthentication: Sendable {
 
 extension RuntimeCaller {
     /// The caller as an assertion names it: user, tenant, the session vouched for, and the identity provider's pair.
-    package init(_ caller: AuthenticatedCaller, sessionID: String?) {
+    ///
+    /// - Parameter namingClient: whether the assertion names the token's client (an MCP route's do).
+    package init(_ caller: AuthenticatedCaller, sessionID: String?, namingClient: Bool = false) {
         self.init(
             userID: caller.userID, tenantID: caller.tenantID, sessionID: sessionID,
-            identityProvider: caller.external.map { ($0.issuer, $0.subject) })
+            identityProvider: caller.external.map { ($0.issuer, $0.subject) }, clientID: namingClient ? caller.clientID : nil)
     }
 }

@@ -48,11 +48,15 @@ public struct AuthenticatedCaller: Sendable, Equatable {
     public let external: ExternalIdentity?
     /// The verified token's claims, for route policies (kept with the caller in the verified-token cache).
     public let claims: JSONObject
+    /// For a gateway token issued for an MCP server: that resource (its `aud`). Such a token is taken
+    /// at that resource only, and the gateway's API token (`nil` here) never there.
+    public let resource: String?
 
     public init(
         userID: String, tenantID: String, clientID: String?, tokenID: String, issuedAt: Double, expiresAt: Double, external: ExternalIdentity? = nil,
-        claims: JSONObject = [:]
+        claims: JSONObject = [:], resource: String? = nil
     ) {
+        self.resource = resource
         self.userID = userID
         self.tenantID = tenantID
         self.clientID = clientID
@@ -158,9 +162,11 @@ public struct AccessTokenAuthenticator: Sendable {
     ///
     /// - Throws: `AuthenticationFailure`; storage failures are rethrown as they are
     ///   (the caller answers 503 for them, never 401).
-    public func authenticate(_ token: String?) async throws -> AuthenticatedCaller {
+    /// - Parameter resource: the MCP resource asked (`nil`: the gateway's API, a route, a socket);
+    ///   a token bound to another audience is refused naming the mix-up.
+    public func authenticate(_ token: String?, resource: String? = nil) async throws -> AuthenticatedCaller {
         var caller: AuthenticatedCaller
-        switch try verified(token) {
+        switch try verified(token, resource: resource) {
         case .caller(let verified):
             caller = verified
         case .awaitingKeys(let issuer):
@@ -169,7 +175,7 @@ public struct AccessTokenAuthenticator: Sendable {
             guard await trusted?.refreshForUnknownKey(issuer: issuer) ?? true else {
                 throw AuthenticationFailure.issuerUnavailable("the keys of \(issuer) could not be fetched in time")
             }
-            switch try verified(token, fetchedAgain: true) {
+            switch try verified(token, resource: resource, fetchedAgain: true) {
             case .caller(let verified): caller = verified
             case .awaitingKeys: throw AuthenticationFailure.invalid(TokenValidationError(.unknownKey, "the issuer publishes no key with the token's kid"))
             }
@@ -183,8 +189,8 @@ public struct AccessTokenAuthenticator: Sendable {
     ///
     /// - Returns: the caller, or `nil` when the mirror is stale and only the
     ///   store can say whether the token was revoked (use `authenticate`).
-    public func authenticateInMemory(_ token: String?) throws(AuthenticationFailure) -> AuthenticatedCaller? {
-        guard case .caller(let caller) = try verified(token) else { return nil }
+    public func authenticateInMemory(_ token: String?, resource: String? = nil) throws(AuthenticationFailure) -> AuthenticatedCaller? {
+        guard case .caller(let caller) = try verified(token, resource: resource) else { return nil }
         guard let revoked = revocations.isRevokedInMemory(caller) else { return nil }
         if revoked { throw .revoked }
         return caller
@@ -193,14 +199,19 @@ public struct AccessTokenAuthenticator: Sendable {
     /// The caller a token proves (cache, a trusted issuer's keys, or the gateway's verifier), before revocation.
     ///
     /// - Parameter fetchedAgain: the issuer's keys were just fetched for this token; an unknown kid is final.
-    func verified(_ token: String?, fetchedAgain: Bool = false) throws(AuthenticationFailure) -> Verification {
+    /// - Parameter resource: the MCP resource asked, whose tokens carry it as `aud`; `nil` for the gateway's own audience.
+    func verified(_ token: String?, resource: String? = nil, fetchedAgain: Bool = false) throws(AuthenticationFailure) -> Verification {
         guard let token, !token.isEmpty else { throw .missing }
         if token.hasPrefix("ses_") { throw .sessionIDGiven }
         if token.hasPrefix(RefreshTokenService.prefix) { throw .refreshTokenGiven }
         let now = verifier.clock.now()
         // The generation the lookup saw: a reload that empties the cache meanwhile keeps this result out of it.
         let (cached, generation) = cache?.lookup(token, now: now) ?? (nil, 0)
-        if let cached { return .caller(cached) }
+        if let cached {
+            // One cache for every audience: the binding is checked on every use, whichever filled it.
+            try Self.checkBinding(cached, resource: resource)
+            return .caller(cached)
+        }
         let verified: VerifiedAccessToken
         do {
             let jws = try JWSCompact.parse(token, maximumBytes: verifier.policy.maximumTokenBytes, reader: verifier.reader)
@@ -215,6 +226,7 @@ public struct AccessTokenAuthenticator: Sendable {
                         throw TokenValidationError(.malformed, "the token could not be read")
                     }
                     cache?.insert(caller, for: token, now: now, generation: generation)
+                    try Self.checkBinding(caller, resource: resource)
                     return .caller(caller)
                 case .refused(let error):
                     throw error
@@ -227,10 +239,11 @@ public struct AccessTokenAuthenticator: Sendable {
                     return .awaitingKeys(issuer: issuer)
                 }
             }
-            verified = try verifier.verify(jws)
+            verified = try (resource.map(verifier.forAudience) ?? verifier).verify(jws)
         } catch let failure as AuthenticationFailure {
             throw failure
         } catch let error as TokenValidationError {
+            if error.reason == .wrongAudience, let resource { throw .invalid(Self.audienceMixUp(token: token, resource: resource, gatewayAudience: verifier.policy.audience)) }
             throw .invalid(error)
         } catch {
             throw .invalid(TokenValidationError(.malformed, "the token could not be read"))
@@ -249,9 +262,58 @@ public struct AccessTokenAuthenticator: Sendable {
         }
         let caller = AuthenticatedCaller(
             userID: verified.subject, tenantID: tenantID, clientID: verified.clientID, tokenID: tokenID, issuedAt: issuedAt,
-            expiresAt: verified.expiresAt, external: external, claims: verified.claims)
+            expiresAt: verified.expiresAt, external: external, claims: verified.claims, resource: resource)
         cache?.insert(caller, for: token, now: now, generation: generation)
         return .caller(caller)
+    }
+
+    /// Refuses a caller whose token was made for another audience than the one asked: an MCP
+    /// resource's token anywhere but there, the gateway's API token at an MCP resource, a trusted
+    /// issuer's token at an MCP resource its `aud` does not name.
+    static func checkBinding(_ caller: AuthenticatedCaller, resource: String?) throws(AuthenticationFailure) {
+        if caller.external != nil {
+            // A provider's token: its issuer's audiences were checked; an MCP resource must be one of its own.
+            guard let resource, !Self.audiences(caller.claims).contains(resource) else { return }
+            throw .invalid(
+                TokenValidationError(
+                    .wrongAudience, "this token's issuer did not make it for the MCP server \(resource) (its aud does not name it); get a token for this server"))
+        }
+        guard caller.resource != resource else { return }
+        switch (caller.resource, resource) {
+        case (let bound?, nil):
+            throw .invalid(TokenValidationError(.wrongAudience, "this token was issued for the MCP server \(bound) and is taken there only; use the gateway's API token here"))
+        case (nil, let asked?):
+            throw .invalid(
+                TokenValidationError(
+                    .wrongAudience,
+                    "this is the gateway's API token, not one for the MCP server \(asked); a client gets one from the gateway's authorization server with resource=\(asked)"))
+        case (let bound?, let asked?):
+            throw .invalid(TokenValidationError(.wrongAudience, "this token was issued for the MCP server \(bound), not for \(asked); get a token for this server"))
+        case (nil, nil):
+            return
+        }
+    }
+
+    /// The wrong-audience refusal at an MCP resource, naming what the token was for when it is the
+    /// gateway's API token (its unverified `aud` only chooses the sentence).
+    static func audienceMixUp(token: String, resource: String, gatewayAudience: String?) -> TokenValidationError {
+        let claims = try? JWSCompact.parse(token, maximumBytes: 16_384, reader: StrictJSONReader()).payload
+        let audience = claims.flatMap { try? StrictJSONReader().parseObject($0) }.map(Self.audiences) ?? []
+        if let gatewayAudience, audience.contains(gatewayAudience) {
+            return TokenValidationError(
+                .wrongAudience,
+                "this is the gateway's API token, not one for the MCP server \(resource); a client gets one from the gateway's authorization server with resource=\(resource)")
+        }
+        return TokenValidationError(.wrongAudience, "this token was not issued for the MCP server \(resource) (its aud must be exactly that); get a token for this server")
+    }
+
+    /// A token's `aud`, one string or a list.
+    static func audiences(_ claims: JSONObject) -> [String] {
+        switch claims["aud"] {
+        case .string(let one)?: [one]
+        case .array(let list)?: list.compactMap(\.stringValue)
+        default: []
+        }
     }
 
     /// The claims of a parsed token, strictly read (nothing is trusted yet).

@@ -32,6 +32,8 @@ extension GatewayServices {
         let configuration = next.gateway
         // Against the running public host and cookie domain: those change only on a restart.
         try self.configuration.checkRoutes(configuration.routes)
+        // MCP resources are named from the running public URL, which a reload does not change.
+        let routes = try self.configuration.resolvingMCPResources(configuration.routes)
         // Sign-in providers are read once (their client credentials, the sealing key): a change to one
         // is refused rather than half applied, since its issuer's keys and its sign-in belong together.
         let running = trustedIssuers?.configuration ?? self.configuration.trust
@@ -46,7 +48,7 @@ extension GatewayServices {
         } else if !configuration.trust.issuers.isEmpty {
             throw ConfigurationError(fileKey: "trust.issuers", "this gateway was started without trusted issuers; add them with a restart")
         }
-        routeTable.replace(routes: configuration.routes, allowedOrigins: configuration.allowedOrigins)
+        routeTable.replace(routes: routes, allowedOrigins: configuration.allowedOrigins)
         admission.apply(rateLimits: configuration.rateLimits)
         return next.changedKeys.filter { !Self.isLive($0) }
     }

@@ -3,6 +3,8 @@ import EdgeHTTP
 import EmbeddedAssets
 import Hummingbird
 import JOSE
+import MCPResource
+import Observability
 import RuntimeAPI
 
 /// `/.well-known/*` and the health probes.
@@ -12,6 +14,8 @@ struct DiscoveryRoutes: Sendable {
     let jwksURL: String
     /// Answers `/readyz` from the background checks' last results.
     let readiness: Readiness
+    /// The routes in force, for the MCP servers' protected resource metadata.
+    let routes: LiveRouteTable
 
     func register(on router: Router<GatewayRequestContext>) {
         router.get("/.well-known/jwks.json") { _, _ -> Response in
@@ -22,6 +26,14 @@ struct DiscoveryRoutes: Sendable {
         router.get("/.well-known/oauth-authorization-server") { _, _ -> Response in
             JSONBody.response(metadata())
         }
+        // RFC 9728 §3.1: the metadata of the resource whose path follows the well-known one, on its own host.
+        router.get(RouterPath(ProtectedResourceMetadata.wellKnownPath)) { request, _ -> Response in
+            try protectedResourceMetadata(host: request.head.authority, resourcePath: "")
+        }
+        router.get(RouterPath(ProtectedResourceMetadata.wellKnownPath + "/**")) { request, _ -> Response in
+            let path = request.uri.path
+            return try protectedResourceMetadata(host: request.head.authority, resourcePath: path.dropFirst(ProtectedResourceMetadata.wellKnownPath.utf8.count))
+        }
         let document = Self.openAPIDocument
         router.get("/.well-known/openapi.yaml") { request, _ -> Response in
             guard let document else { throw GatewayError(.internalServerError, "internal_error", "the OpenAPI document could not be prepared; see the gateway's log") }
@@ -29,6 +41,25 @@ struct DiscoveryRoutes: Sendable {
         }
         router.get("/healthz") { _, _ -> Response in JSONBody.response(["status": "ok"]) }
         router.get("/readyz") { _, _ -> Response in readiness.response(detailed: false) }
+    }
+
+    /// The protected resource metadata of the MCP route whose canonical URL has `resourcePath` on `host`.
+    ///
+    /// Found as a request for that path would find its route, and only when the route is an MCP
+    /// server and the path is its prefix exactly: a path below an MCP server is no resource of its own.
+    func protectedResourceMetadata(host: String?, resourcePath: Substring) throws -> Response {
+        let table = routes.current
+        let asked = resourcePath.isEmpty ? "/" : resourcePath
+        guard let (route, _) = table.route(host: host, path: asked), let resource = route.mcp, route.prefix[...] == resourcePath else {
+            throw GatewayError(
+                .notFound, "not_found",
+                "no MCP server is served at \(PathRedaction.redactedPath(String(asked))) on this host; the metadata's path is /.well-known/oauth-protected-resource followed by the MCP route's path")
+        }
+        var response = JSONBody.response(ProtectedResourceMetadata.document(for: resource, authorizationServer: issuer))
+        response.headers[.cacheControl] = "public, max-age=60"
+        // A public document: browser-based MCP clients read it from their own origin.
+        response.headers[.accessControlAllowOrigin] = "*"
+        return response
     }
 
     /// The embedded document, its bytes and ETag made once (`nil` only if libcrypto cannot hash).

@@ -56,6 +56,14 @@ public struct AccessTokenVerifier: Sendable {
         self.reader = StrictJSONReader(maxDepth: policy.maximumJSONDepth)
     }
 
+    /// This verifier for tokens whose `aud` must be `audience` instead of the policy's: an MCP
+    /// resource's tokens, checked with the same keys, issuer and limits.
+    public func forAudience(_ audience: String) -> AccessTokenVerifier {
+        var policy = policy
+        policy.audiences = [audience]
+        return AccessTokenVerifier(keys: keys, policy: policy, clock: clock)
+    }
+
     /// Verifies `token` and returns its header and claims.
     ///
     /// - Throws: `TokenValidationError` with a stable `reason`.

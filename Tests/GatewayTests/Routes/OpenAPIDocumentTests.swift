@@ -41,7 +41,8 @@ struct OpenAPIDocumentTests {
         let router = GatewayServer.makeRouter(services: fixture.server.services)
         let served = Set(router.routes.map { route in
             let path = route.path.description.split(separator: "/", omittingEmptySubsequences: false).map { segment in
-                segment.hasPrefix(":") ? "{\(segment.dropFirst())}" : String(segment)
+                // `**` (the rest of the path) is documented as one parameter, `{resource_path}`.
+                segment == "**" ? "{resource_path}" : segment.hasPrefix(":") ? "{\(segment.dropFirst())}" : String(segment)
             }.joined(separator: "/")
             return "\(route.method.rawValue) \(Self.normalized(path))"
         })
