@@ -184,6 +184,12 @@ let package = Package(
             name: "MCPResource",
             dependencies: ["JOSE"]
         ),
+        // The gateway as an OAuth 2.1 authorization server: clients, authorization requests, PKCE,
+        // codes, consents, the access and refresh tokens it issues for MCP resources.
+        .target(
+            name: "AuthorizationServer",
+            dependencies: ["ConfigurationReading", "JOSE", "MCPResource", "SecurityGuard", "StateSurface"]
+        ),
         // The proxy path of gateway.routes on the event loop, front to upstream; no Hummingbird.
         .target(
             name: "DataPlane",
@@ -246,6 +252,7 @@ let package = Package(
         .target(
             name: "Gateway",
             dependencies: [
+                "AuthorizationServer",
                 "ConfigurationReading",
                 "DataPlane",
                 "MCPResource",
@@ -374,6 +381,7 @@ let package = Package(
             dependencies: [
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 "Gateway",
+                "AuthorizationServer",
                 "DataPlane",
                 "MCPResource",
                 "EdgeHTTP",

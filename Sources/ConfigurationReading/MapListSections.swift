@@ -104,7 +104,7 @@ public struct ConfigurationMap: Sendable, Equatable {
 /// The lists of maps the configuration holds, read from the file's text.
 enum MapListSections {
     /// `section.list` keys read as lists of maps (kept from the library).
-    static let keys: [(section: String, list: String)] = [("trust", "issuers"), ("gateway", "routes")]
+    static let keys: [(section: String, list: String)] = [("trust", "issuers"), ("gateway", "routes"), ("authorization_server", "clients")]
     /// Lists whose entries may also be strings (the short form `PREFIX=URL`).
     static let takingStrings: Set<String> = ["gateway.routes"]
 

@@ -28,6 +28,7 @@ package enum OpenAPIDocument {
       - name: runtime
       - name: discovery
       - name: browser
+      - name: oauth
     paths:
       /api/session/create-anonymous:
         post:
@@ -211,6 +212,121 @@ package enum OpenAPIDocument {
             "429": {$ref: "#/components/responses/RateLimited"}
             "503": {$ref: "#/components/responses/Unavailable"}
             "504": {$ref: "#/components/responses/Timeout"}
+      /api/auth/oauth/authorize:
+        get:
+          tags: [oauth]
+          operationId: oauthAuthorize
+          summary: The authorization server's authorization endpoint (code flow, PKCE S256, RFC 8707 resource); a page for the person, or a redirect to the client.
+          parameters:
+            - {name: response_type, in: query, required: true, schema: {type: string, const: code}}
+            - {name: client_id, in: query, required: true, schema: {type: string}}
+            - {name: redirect_uri, in: query, required: false, schema: {type: string}}
+            - {name: code_challenge, in: query, required: true, schema: {type: string}}
+            - {name: code_challenge_method, in: query, required: true, schema: {type: string, const: S256}}
+            - {name: resource, in: query, required: true, schema: {type: string}}
+            - {name: scope, in: query, required: false, schema: {type: string}}
+            - {name: state, in: query, required: false, schema: {type: string}}
+          responses:
+            "200":
+              description: The consent page.
+              content:
+                text/html: {schema: {type: string}}
+            "303":
+              description: To sign in first, or back to the client with `code`, `state` and `iss`, or with `error`.
+              headers:
+                Location: {schema: {type: string}}
+            "400":
+              description: The gateway's own page: the client or redirect_uri cannot be used, so nothing is sent back to it.
+              headers:
+                X-Portcullis-Error: {schema: {type: string}}
+              content:
+                text/html: {schema: {type: string}}
+            "429": {$ref: "#/components/responses/RateLimited"}
+            "503": {$ref: "#/components/responses/Unavailable"}
+      /api/auth/oauth/consent:
+        post:
+          tags: [oauth]
+          operationId: oauthConsent
+          summary: The person's answer on the consent page (the gateway's own page only).
+          requestBody:
+            required: true
+            content:
+              application/x-www-form-urlencoded:
+                schema: {type: object, additionalProperties: {type: string}}
+          responses:
+            "303":
+              description: Back to the client with `code` (or `error=access_denied`).
+              headers:
+                Location: {schema: {type: string}}
+            "400": {$ref: "#/components/responses/OAuthPage"}
+            "401": {$ref: "#/components/responses/OAuthPage"}
+            "403": {$ref: "#/components/responses/OAuthPage"}
+            "413": {$ref: "#/components/responses/PayloadTooLarge"}
+            "429": {$ref: "#/components/responses/RateLimited"}
+            "503": {$ref: "#/components/responses/Unavailable"}
+      /api/auth/oauth/token:
+        post:
+          tags: [oauth]
+          operationId: oauthToken
+          summary: The token endpoint (RFC 6749 §4.1.3, §6); public clients, no client authentication.
+          requestBody:
+            required: true
+            content:
+              application/x-www-form-urlencoded:
+                schema:
+                  type: object
+                  required: [grant_type]
+                  properties:
+                    grant_type: {type: string, enum: [authorization_code, refresh_token]}
+                    code: {type: string}
+                    redirect_uri: {type: string}
+                    code_verifier: {type: string}
+                    client_id: {type: string}
+                    refresh_token: {type: string}
+                    resource: {type: string}
+          responses:
+            "200":
+              description: An access token for one MCP resource and its refresh token.
+              headers:
+                Cache-Control: {schema: {type: string, const: no-store}}
+              content:
+                application/json:
+                  schema:
+                    type: object
+                    required: [access_token, token_type, expires_in, refresh_token, scope, resource]
+                    properties:
+                      access_token: {type: string}
+                      token_type: {type: string, const: Bearer}
+                      expires_in: {type: integer}
+                      refresh_token: {type: string}
+                      scope: {type: string}
+                      resource: {type: string}
+            "400": {$ref: "#/components/responses/OAuthError"}
+            "413": {$ref: "#/components/responses/PayloadTooLarge"}
+            "429": {$ref: "#/components/responses/RateLimited"}
+            "503": {$ref: "#/components/responses/Unavailable"}
+            "504": {$ref: "#/components/responses/Timeout"}
+      /api/auth/oauth/revoke:
+        post:
+          tags: [oauth]
+          operationId: oauthRevoke
+          summary: RFC 7009 revocation; 200 whatever the token was.
+          requestBody:
+            required: true
+            content:
+              application/x-www-form-urlencoded:
+                schema:
+                  type: object
+                  required: [token]
+                  properties:
+                    token: {type: string}
+                    token_type_hint: {type: string}
+          responses:
+            "200": {description: Revoked, or nothing to revoke.}
+            "400": {$ref: "#/components/responses/OAuthError"}
+            "413": {$ref: "#/components/responses/PayloadTooLarge"}
+            "429": {$ref: "#/components/responses/RateLimited"}
+            "503": {$ref: "#/components/responses/Unavailable"}
       /api/auth/logout:
         post:
           tags: [auth]
@@ -829,7 +945,7 @@ package enum OpenAPIDocument {
         get:
           tags: [discovery]
           operationId: serverMetadata
-          summary: RFC 8414 metadata (a subset; the endpoints take JSON bodies).
+          summary: RFC 8414 metadata of the authorization server, with the gateway's own JSON endpoints as portcullis_* members.
           responses:
             "200":
               description: The metadata.
@@ -866,6 +982,19 @@ package enum OpenAPIDocument {
             "200":
               $ref: "#/components/responses/ProtectedResourceMetadata"
             "404": {$ref: "#/components/responses/NotFound"}
+      /.well-known/openid-configuration:
+        get:
+          tags: [discovery]
+          operationId: openidConfiguration
+          summary: The same RFC 8414 metadata as /.well-known/oauth-authorization-server, where OpenID and MCP clients look for it.
+          responses:
+            "200":
+              description: The metadata.
+              content:
+                application/json:
+                  schema:
+                    type: object
+                    required: [issuer, authorization_endpoint, token_endpoint, jwks_uri]
       /.well-known/openapi.yaml:
         get:
           tags: [discovery]
@@ -1070,6 +1199,24 @@ package enum OpenAPIDocument {
             error: {description: "The failure, once failed."}
             replayed: {type: boolean, const: true}
       responses:
+        OAuthError:
+          description: An OAuth error (RFC 6749 §5.2).
+          headers:
+            Cache-Control: {schema: {type: string, const: no-store}}
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [error, error_description]
+                properties:
+                  error: {type: string}
+                  error_description: {type: string}
+        OAuthPage:
+          description: The gateway's own page saying why (its code in X-Portcullis-Error).
+          headers:
+            X-Portcullis-Error: {schema: {type: string}}
+          content:
+            text/html: {schema: {type: string}}
         ProtectedResourceMetadata:
           description: An MCP server's protected resource metadata (RFC 9728).
           headers:

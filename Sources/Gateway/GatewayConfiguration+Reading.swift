@@ -1,3 +1,4 @@
+import AuthorizationServer
 import ConfigurationReading
 import DataPlane
 import Foundation
@@ -131,6 +132,7 @@ extension GatewayConfiguration {
         }
         configuration.trust = try TrustConfiguration(reading: values, gatewayIssuer: configuration.issuer)
         configuration.routes = try configuration.resolvingMCPResources(configuration.routes)
+        configuration.authorizationServer = try AuthorizationServerSettings(reading: values)
         try configuration.checkRouteIssuers()
         try configuration.checkRouteAudiences()
         self = configuration

@@ -1,3 +1,4 @@
+import AuthorizationServer
 import DataPlane
 import EdgeHTTP
 import Foundation
@@ -113,6 +114,8 @@ public struct GatewayConfiguration: Sendable, Equatable {
     public var demo: DemoMode = .auto
     /// Identity providers whose access tokens are accepted beside the gateway's own (`trust.issuers`).
     public var trust = TrustConfiguration()
+    /// `authorization_server`: the clients the gateway's OAuth authorization server knows, and its lifetimes.
+    public var authorizationServer = AuthorizationServerSettings()
 
     /// Whether `/demo/` is served.
     public enum DemoMode: String, Sendable, Equatable, CaseIterable {

@@ -32,6 +32,7 @@ public enum GatewayServer {
         services.authRoutes.register(on: router)
         services.providerLoginRoutes.register(on: router)
         services.browserSessionRoutes.register(on: router)
+        services.authorizationServerRoutes.register(on: router)
         services.forwardAuthRoutes.register(on: router)
         services.sessionRoutes.register(on: router)
         services.intentRoutes.register(on: router)

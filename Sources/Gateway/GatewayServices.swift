@@ -1,3 +1,4 @@
+import AuthorizationServer
 import DataPlane
 import HTTPTypes
 import Hummingbird
@@ -21,7 +22,7 @@ import TrustedIssuers
 /// The gateway's own store holds accounts and credentials only; sessions and
 /// executions belong to the Runtime and are reached through `runtime`.
 public struct GatewayServices: Sendable {
-    public typealias Store = UserRepository & CredentialRepository & LoginFlowRepository & ProviderSessionRepository & ProviderUserRepository & BrowserSessionRepository
+    public typealias Store = UserRepository & CredentialRepository & LoginFlowRepository & ProviderSessionRepository & ProviderUserRepository & BrowserSessionRepository & OAuthRepository
 
     public let configuration: GatewayConfiguration
     public let store: any Store
@@ -198,6 +199,16 @@ public struct GatewayServices: Sendable {
             forwardedProto: configuration.forwardedProto, upstreamTLS: try DataPlane.upstreamTLSContext(caFile: configuration.upstreamCAFile),
             upstreamTLSForHTTP2: try DataPlane.upstreamTLSContext(caFile: configuration.upstreamCAFile, alpn: ["h2"]),
             browser: browserGate, tunnels: tunnels)
+    }
+
+    var authorizationServerRoutes: AuthorizationServerRoutes {
+        let settings = configuration.authorizationServer
+        return AuthorizationServerRoutes(
+            settings: settings,
+            tokens: OAuthTokenService(
+                store: store, keys: keys, issuer: configuration.issuer.trimmingTrailingSlash, settings: settings, refreshLifetime: configuration.refreshTokenLifetime,
+                clock: clock),
+            store: store, browser: browserSessionRoutes, table: routeTable, verifier: authenticator.verifier, logger: logger)
     }
 
     var discoveryRoutes: DiscoveryRoutes {

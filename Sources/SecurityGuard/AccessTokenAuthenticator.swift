@@ -209,7 +209,7 @@ public struct AccessTokenAuthenticator: Sendable {
         let (cached, generation) = cache?.lookup(token, now: now) ?? (nil, 0)
         if let cached {
             // One cache for every audience: the binding is checked on every use, whichever filled it.
-            try Self.checkBinding(cached, resource: resource)
+            try checkBinding(cached, resource: resource)
             return .caller(cached)
         }
         let verified: VerifiedAccessToken
@@ -226,7 +226,7 @@ public struct AccessTokenAuthenticator: Sendable {
                         throw TokenValidationError(.malformed, "the token could not be read")
                     }
                     cache?.insert(caller, for: token, now: now, generation: generation)
-                    try Self.checkBinding(caller, resource: resource)
+                    try checkBinding(caller, resource: resource)
                     return .caller(caller)
                 case .refused(let error):
                     throw error
@@ -270,28 +270,29 @@ public struct AccessTokenAuthenticator: Sendable {
     /// Refuses a caller whose token was made for another audience than the one asked: an MCP
     /// resource's token anywhere but there, the gateway's API token at an MCP resource, a trusted
     /// issuer's token at an MCP resource its `aud` does not name.
-    static func checkBinding(_ caller: AuthenticatedCaller, resource: String?) throws(AuthenticationFailure) {
-        if caller.external != nil {
-            // A provider's token: its issuer's audiences were checked; an MCP resource must be one of its own.
-            guard let resource, !Self.audiences(caller.claims).contains(resource) else { return }
+    ///
+    /// A gateway token is one whose `iss` is the gateway's (a provider's user's included, whose
+    /// token names `idp_iss` too); only such a token can be bound to a resource (`resource`).
+    func checkBinding(_ caller: AuthenticatedCaller, resource: String?) throws(AuthenticationFailure) {
+        if let bound = caller.resource {
+            guard bound != resource else { return }
+            guard let resource else {
+                throw .invalid(TokenValidationError(.wrongAudience, "this token was issued for the MCP server \(bound) and is taken there only; use the gateway's API token here"))
+            }
+            throw .invalid(TokenValidationError(.wrongAudience, "this token was issued for the MCP server \(bound), not for \(resource); get a token for this server"))
+        }
+        guard let resource else { return }
+        if caller.claims["iss"]?.stringValue != verifier.policy.issuer {
+            // A trusted issuer's token: its issuer's audiences were checked; this resource must be one of its own.
+            guard !Self.audiences(caller.claims).contains(resource) else { return }
             throw .invalid(
                 TokenValidationError(
                     .wrongAudience, "this token's issuer did not make it for the MCP server \(resource) (its aud does not name it); get a token for this server"))
         }
-        guard caller.resource != resource else { return }
-        switch (caller.resource, resource) {
-        case (let bound?, nil):
-            throw .invalid(TokenValidationError(.wrongAudience, "this token was issued for the MCP server \(bound) and is taken there only; use the gateway's API token here"))
-        case (nil, let asked?):
-            throw .invalid(
-                TokenValidationError(
-                    .wrongAudience,
-                    "this is the gateway's API token, not one for the MCP server \(asked); a client gets one from the gateway's authorization server with resource=\(asked)"))
-        case (let bound?, let asked?):
-            throw .invalid(TokenValidationError(.wrongAudience, "this token was issued for the MCP server \(bound), not for \(asked); get a token for this server"))
-        case (nil, nil):
-            return
-        }
+        throw .invalid(
+            TokenValidationError(
+                .wrongAudience,
+                "this is the gateway's API token, not one for the MCP server \(resource); a client gets one from the gateway's authorization server with resource=\(resource)"))
     }
 
     /// The wrong-audience refusal at an MCP resource, naming what the token was for when it is the

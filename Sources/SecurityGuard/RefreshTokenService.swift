@@ -24,12 +24,20 @@ public struct RefreshTokenService: Sendable {
     public let lifetime: Double
     public let clock: any TokenClock
 
+    /// The prefix of the gateway API's refresh tokens (`/api/auth/refresh`).
     public static let prefix = "rt_"
+    /// The prefix of the authorization server's (OAuth clients'): another kind, so that neither
+    /// endpoint takes the other's (an agent's refresh token never becomes an API token).
+    public static let oauthPrefix = "rto_"
 
-    public init(credentials: any CredentialRepository, lifetime: Double = 30 * 86_400, clock: any TokenClock = SystemClock()) {
+    /// This service's kind of token: `prefix` or `oauthPrefix`.
+    public let tokenPrefix: String
+
+    public init(credentials: any CredentialRepository, lifetime: Double = 30 * 86_400, clock: any TokenClock = SystemClock(), tokenPrefix: String = Self.prefix) {
         self.credentials = credentials
         self.lifetime = lifetime
         self.clock = clock
+        self.tokenPrefix = tokenPrefix
     }
 
     /// The stored form of a token: SHA-256, base64url.
@@ -39,7 +47,7 @@ public struct RefreshTokenService: Sendable {
 
     func mint(sessionID: String, userID: String, tenantID: String, familyID: String) throws -> IssuedRefreshToken {
         let now = clock.now()
-        let token = Self.prefix + (try SecureRandom.identifier(bytes: 32))
+        let token = tokenPrefix + (try SecureRandom.identifier(bytes: 32))
         let record = RefreshTokenRecord(
             id: "rtk_" + (try SecureRandom.identifier(bytes: 12)), tokenHash: try Self.hash(token), familyID: familyID, sessionID: sessionID,
             userID: userID, tenantID: tenantID, createdAt: now, expiresAt: now + lifetime)
@@ -53,14 +61,18 @@ public struct RefreshTokenService: Sendable {
         try await credentials.revokeRefreshTokens(sessionID: sessionID, now: clock.now())
     }
 
-    public func issue(sessionID: String, userID: String, tenantID: String) async throws -> IssuedRefreshToken {
-        let issued = try mint(sessionID: sessionID, userID: userID, tenantID: tenantID, familyID: "rtf_" + (try SecureRandom.identifier(bytes: 12)))
+    public func issue(sessionID: String, userID: String, tenantID: String, familyID: String? = nil) async throws -> IssuedRefreshToken {
+        let issued = try mint(sessionID: sessionID, userID: userID, tenantID: tenantID, familyID: try familyID ?? Self.newFamilyID())
         try await credentials.insertRefreshToken(issued.record)
         return issued
     }
 
-    static func isWellFormed(_ token: String) -> Bool {
-        token.hasPrefix(prefix) && token.utf8.count == 46 && Base64URL.decode(String(token.dropFirst(3)))?.count == 32
+    /// A new family's id.
+    public static func newFamilyID() throws -> String { "rtf_" + (try SecureRandom.identifier(bytes: 12)) }
+
+    func isWellFormed(_ token: String) -> Bool {
+        token.hasPrefix(tokenPrefix) && token.utf8.count == tokenPrefix.utf8.count + 43
+            && Base64URL.decode(String(token.dropFirst(tokenPrefix.utf8.count)))?.count == 32
     }
 
     /// The record of a live, unspent `token`, without spending it (to check its
@@ -68,7 +80,7 @@ public struct RefreshTokenService: Sendable {
     ///
     /// - Throws: `RefreshFailure.unknown`, `.expired` or `.revoked`.
     public func peek(_ token: String) async throws -> RefreshTokenRecord {
-        guard Self.isWellFormed(token), let record = try await credentials.refreshToken(hash: try Self.hash(token)) else {
+        guard isWellFormed(token), let record = try await credentials.refreshToken(hash: try Self.hash(token)) else {
             throw RefreshFailure.unknown
         }
         if record.revokedAt != nil { throw RefreshFailure.revoked }
@@ -80,7 +92,7 @@ public struct RefreshTokenService: Sendable {
     ///
     /// - Throws: `RefreshFailure`; `.reused` has already revoked the family.
     public func rotate(_ token: String) async throws -> IssuedRefreshToken {
-        guard Self.isWellFormed(token) else { throw RefreshFailure.unknown }
+        guard isWellFormed(token) else { throw RefreshFailure.unknown }
         let next = try mint(sessionID: "", userID: "", tenantID: "", familyID: "")
         switch try await credentials.rotateRefreshToken(tokenHash: try Self.hash(token), next: next.record, now: clock.now()) {
         case .rotated(_, let successor):

@@ -142,7 +142,59 @@ struct SchemaMigration: Sendable {
             name: "v8: users seen through providers",
             sqlite: providerUsers(real: "REAL"),
             postgres: providerUsers(real: "DOUBLE PRECISION")),
+        SchemaMigration(
+            name: "v9: the authorization server's codes, consents and token families",
+            sqlite: authorizationServer(real: "REAL"),
+            postgres: authorizationServer(real: "DOUBLE PRECISION")),
     ]
+
+    /// The authorization server's codes (by hash), the consents people gave, and the refresh
+    /// token families it started (their tokens are `refresh_tokens` rows).
+    static func authorizationServer(real: String) -> String {
+        """
+        CREATE TABLE oauth_codes (
+            code_hash TEXT PRIMARY KEY NOT NULL,
+            client_id TEXT NOT NULL,
+            redirect_uri TEXT NOT NULL,
+            code_challenge TEXT NOT NULL,
+            resource TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            tenant_id TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            claims TEXT NOT NULL,
+            created_at \(real) NOT NULL,
+            expires_at \(real) NOT NULL,
+            used_at \(real),
+            family_id TEXT,
+            access_token_id TEXT
+        );
+        CREATE INDEX oauth_codes_by_expiry ON oauth_codes (expires_at);
+        CREATE TABLE oauth_grants (
+            user_id TEXT NOT NULL,
+            tenant_id TEXT NOT NULL,
+            client_id TEXT NOT NULL,
+            client_name TEXT NOT NULL,
+            resource TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            created_at \(real) NOT NULL,
+            updated_at \(real) NOT NULL,
+            PRIMARY KEY (user_id, tenant_id, client_id, resource)
+        );
+        CREATE TABLE oauth_families (
+            family_id TEXT PRIMARY KEY NOT NULL,
+            client_id TEXT NOT NULL,
+            resource TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            tenant_id TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            claims TEXT NOT NULL,
+            created_at \(real) NOT NULL
+        );
+        CREATE INDEX oauth_families_by_grant ON oauth_families (user_id, tenant_id, client_id, resource);
+        """
+    }
 
     /// Who signed in through a provider, by the gateway's id (`users list`, `users find`).
     static func providerUsers(real: String) -> String {

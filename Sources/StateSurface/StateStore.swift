@@ -6,7 +6,7 @@ import Resilience
 /// `SQLiteStateSurface` (one file, the embedded default) and `PostgresStateSurface`
 /// (one database shared by several gateways and Runtimes) implement it with the
 /// same atomic guarantees; callers never know which one they hold.
-public protocol StateStore: SessionRepository, ExecutionRepository, UserRepository, CredentialRepository, LoginFlowRepository, ProviderSessionRepository, ProviderUserRepository, BrowserSessionRepository, AccessChangeFeed {
+public protocol StateStore: SessionRepository, ExecutionRepository, UserRepository, CredentialRepository, LoginFlowRepository, ProviderSessionRepository, ProviderUserRepository, BrowserSessionRepository, OAuthRepository, AccessChangeFeed {
     /// What to call the store in logs, errors and readiness: the SQLite file, or the
     /// database as `postgresql://host:port/name` (never a user or a password).
     var name: String { get }
@@ -90,6 +90,6 @@ extension StateStore {
     /// Returns how many rows went.
     @discardableResult
     public func deleteExpiredSignIns(before cutoff: Double) async throws -> Int {
-        try await deleteExpiredLoginFlows(before: cutoff) + deleteExpiredProviderSignIns(before: cutoff)
+        try await deleteExpiredLoginFlows(before: cutoff) + deleteExpiredProviderSignIns(before: cutoff) + deleteExpiredOAuthCodes(before: cutoff)
     }
 }

@@ -374,7 +374,7 @@ struct RepositoryContractTests {
         #expect(named.tls == .verifyFull, "TLS is verified by default beyond loopback")
         let report = try await StateStores.migrate(store.configuration)
         #expect(report.appliedNow.isEmpty)
-        #expect(report.applied.count == 8 && report.applied.last == "v8: users seen through providers")
+        #expect(report.applied.count == 9 && report.applied.last == "v9: the authorization server's codes, consents and token families")
     }
 
     @Test("a provider's user is recorded at each sign-in: the names replaced, the first sign-in kept; listed the most recent first; found by id, subject, username or email in any case, never by part of one", arguments: StoreKind.available)
@@ -403,6 +403,55 @@ struct RepositoryContractTests {
             #expect(try await state.providerUsers(matching: text).isEmpty, "\(text)")
         }
         #expect(try await state.providerUsers(matching: "99").map(\.userID) == ["ext_bob"])
+    }
+
+    @Test("an authorization code is redeemed once (of two exchanges, one wins; the second sees what the first was given); an expired one is unknown; a consent is widened in place and its removal revokes its families' refresh tokens", arguments: StoreKind.available)
+    func authorizationServerState(kind: StoreKind) async throws {
+        let state = try await TestStore(kind).open()
+        let code = OAuthCodeRecord(
+            codeHash: "code-1", clientID: "ops-cli", redirectURI: "http://127.0.0.1/cb", codeChallenge: "ch", resource: "https://a.example/mcp", scope: "tools",
+            userID: "usr_1", tenantID: "acme", sessionID: "ses_1", claims: "{}", createdAt: now, expiresAt: now + 60)
+        try await state.insertOAuthCode(code)
+        var expired = code
+        (expired.codeHash, expired.expiresAt) = ("code-2", now - 1)
+        try await state.insertOAuthCode(expired)
+        async let first = state.redeemOAuthCode(codeHash: "code-1", familyID: "fam-a", accessTokenID: "at-a", now: now)
+        async let second = state.redeemOAuthCode(codeHash: "code-1", familyID: "fam-b", accessTokenID: "at-b", now: now)
+        let outcomes = try await [first, second]
+        let redeemed = outcomes.compactMap { if case .redeemed(let record) = $0 { record } else { nil } }
+        let reused = outcomes.compactMap { if case .reused(let record) = $0 { record } else { nil } }
+        #expect(redeemed.count == 1 && reused.count == 1, "\(outcomes)")
+        #expect(reused.first?.familyID == redeemed.first?.familyID && reused.first?.accessTokenID == redeemed.first?.accessTokenID && reused.first?.usedAt == now)
+        #expect(try await state.redeemOAuthCode(codeHash: "code-2", familyID: "f", accessTokenID: "a", now: now) == .unknown)
+        #expect(try await state.redeemOAuthCode(codeHash: "nothing", familyID: "f", accessTokenID: "a", now: now) == .unknown)
+
+        let grant = OAuthGrantRecord(userID: "usr_1", tenantID: "acme", clientID: "ops-cli", clientName: "Ops", resource: "https://a.example/mcp", scope: "tools", createdAt: now, updatedAt: now)
+        try await state.upsertOAuthGrant(grant)
+        var widened = grant
+        (widened.scope, widened.updatedAt, widened.createdAt) = ("tools admin", now + 5, now + 5)
+        try await state.upsertOAuthGrant(widened)
+        let kept = try await state.oauthGrant(userID: "usr_1", tenantID: "acme", clientID: "ops-cli", resource: "https://a.example/mcp")
+        #expect(kept?.scope == "tools admin" && kept?.createdAt == now && kept?.updatedAt == now + 5)
+        #expect(try await state.oauthGrant(userID: "usr_1", tenantID: "other", clientID: "ops-cli", resource: "https://a.example/mcp") == nil)
+        let (mine, others, all) = (try await state.oauthGrants(userID: "usr_1"), try await state.oauthGrants(userID: "usr_2"), try await state.oauthGrants(userID: nil))
+        #expect(mine.count == 1 && others.isEmpty && all.count == 1)
+
+        let family = OAuthFamilyRecord(
+            familyID: "fam-a", clientID: "ops-cli", resource: "https://a.example/mcp", scope: "tools", userID: "usr_1", tenantID: "acme", sessionID: "ses_1", claims: "{}",
+            createdAt: now)
+        try await state.insertOAuthFamily(family)
+        let (found, missing) = (try await state.oauthFamily(id: "fam-a"), try await state.oauthFamily(id: "fam-x"))
+        #expect(found == family && missing == nil)
+        try await state.insertRefreshToken(
+            RefreshTokenRecord(id: "rtk_a", tokenHash: "ha", familyID: "fam-a", sessionID: "ses_1", userID: "usr_1", tenantID: "acme", createdAt: now, expiresAt: now + 600))
+        try await state.insertRefreshToken(
+            RefreshTokenRecord(id: "rtk_o", tokenHash: "ho", familyID: "fam-other", sessionID: "ses_1", userID: "usr_1", tenantID: "acme", createdAt: now, expiresAt: now + 600))
+        #expect(try await state.deleteOAuthGrant(userID: "usr_1", tenantID: "acme", clientID: "ops-cli", resource: "https://a.example/mcp", now: now) == 1)
+        #expect(try await state.refreshToken(hash: "ha")?.revokedAt == now, "the grant's family is revoked")
+        #expect(try await state.refreshToken(hash: "ho")?.revokedAt == nil, "another family is not")
+        let (firstRevoke, secondRevoke) = (try await state.revokeRefreshFamily("fam-other", now: now), try await state.revokeRefreshFamily("fam-other", now: now))
+        #expect(firstRevoke == 1 && secondRevoke == 0)
+        #expect(try await state.deleteExpiredOAuthCodes(before: now) == 1)
     }
 
     @Test("revoked tokens, disabled accounts and revoked sessions enter the access-change feed once each, in order", arguments: StoreKind.available)

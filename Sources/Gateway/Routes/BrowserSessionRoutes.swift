@@ -362,7 +362,7 @@ struct BrowserSessionRoutes: Sendable {
     /// is `no-referrer` (Fetch, "serializing a request origin"), the gateway's own pages before
     /// they said `same-origin`; `Sec-Fetch-Site` is set by the browser alone (no page can forge
     /// it), and a form from another site carries `same-site` or `cross-site` there.
-    private func crossSiteRefusal(_ request: Request) -> GatewayError? {
+    func crossSiteRefusal(_ request: Request) -> GatewayError? {
         let fetchSite = request.headers[Self.secFetchSite]?.lowercased()
         if let origin = request.headers[.origin], origin != "null" {
             if ReturnTarget.origin(of: publicURL) == origin || returnOrigins.contains(origin) || isOwnOrigin(origin, request) { return nil }

@@ -1,3 +1,4 @@
+import AuthorizationServer
 import DataPlane
 import EdgeHTTP
 import EmbeddedAssets
@@ -23,8 +24,13 @@ struct DiscoveryRoutes: Sendable {
             response.headers[.cacheControl] = "public, max-age=300"
             return response
         }
-        router.get("/.well-known/oauth-authorization-server") { _, _ -> Response in
-            JSONBody.response(metadata())
+        // RFC 8414, and where OpenID clients (and MCP clients after them) look for it too.
+        for path in ["/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"] {
+            router.get(RouterPath(path)) { _, _ -> Response in
+                var response = JSONBody.response(metadata())
+                response.headers[.accessControlAllowOrigin] = "*"
+                return response
+            }
         }
         // RFC 9728 §3.1: the metadata of the resource whose path follows the well-known one, on its own host.
         router.get(RouterPath(ProtectedResourceMetadata.wellKnownPath)) { request, _ -> Response in
@@ -65,21 +71,17 @@ struct DiscoveryRoutes: Sendable {
     /// The embedded document, its bytes and ETag made once (`nil` only if libcrypto cannot hash).
     static let openAPIDocument = StaticAsset(text: OpenAPIDocument.text, contentType: "application/yaml; charset=utf-8", cacheControl: "public, max-age=300")
 
-    /// RFC 8414 subset. The endpoints take JSON bodies, not OAuth form posts;
-    /// the `portcullis_*` members name them plainly.
+    /// The authorization server's RFC 8414 metadata (`AuthorizationServerMetadata`), with the
+    /// gateway's own JSON endpoints beside it as `portcullis_*` members.
     func metadata() -> JSONValue {
         let base = issuer.trimmingTrailingSlash
         let algorithms = Array(Set(keys.keySet.entries.map(\.key.algorithm.rawValue))).sorted()
-        return [
-            "issuer": .string(issuer),
-            "jwks_uri": .string(jwksURL),
-            "token_endpoint": .string(base + "/api/auth/login"),
-            "portcullis_refresh_endpoint": .string(base + "/api/auth/refresh"),
-            "portcullis_logout_endpoint": .string(base + "/api/auth/logout"),
-            "grant_types_supported": ["password", "refresh_token"],
-            "response_types_supported": [],
-            "token_endpoint_auth_methods_supported": ["none"],
-            "access_token_signing_alg_values_supported": .array(algorithms.map(JSONValue.string)),
-        ]
+        var scopes: [String] = []
+        for resource in routes.current.routes.compactMap(\.mcp) { for scope in resource.scopes where !scopes.contains(scope) { scopes.append(scope) } }
+        var document = AuthorizationServerMetadata.document(issuer: base, jwksURI: jwksURL, scopes: scopes, signingAlgorithms: algorithms)
+        document["portcullis_login_endpoint"] = .string(base + "/api/auth/login")
+        document["portcullis_refresh_endpoint"] = .string(base + "/api/auth/refresh")
+        document["portcullis_logout_endpoint"] = .string(base + "/api/auth/logout")
+        return .object(document)
     }
 }

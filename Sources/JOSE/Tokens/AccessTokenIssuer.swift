@@ -41,8 +41,12 @@ public struct AccessTokenIssuer: Sendable {
 
     /// Mints a token for `subject`.
     ///
-    /// - Parameter additionalClaims: extra claims; registered names and `session_id` are refused.
-    public func issue(subject: String, tenantID: String, clientID: String, scope: String? = nil, additionalClaims: JSONObject = JSONObject()) throws -> IssuedAccessToken {
+    /// - Parameters:
+    ///   - additionalClaims: extra claims; registered names and `session_id` are refused.
+    ///   - tokenID: the `jti`, when the caller must know it before the token exists (a fresh random one otherwise).
+    public func issue(
+        subject: String, tenantID: String, clientID: String, scope: String? = nil, additionalClaims: JSONObject = JSONObject(), tokenID: String? = nil
+    ) throws -> IssuedAccessToken {
         guard !subject.isEmpty else { throw TokenIssueError("the subject (sub) must not be empty") }
         for member in additionalClaims.members {
             if member.name == "session_id" {
@@ -54,7 +58,7 @@ public struct AccessTokenIssuer: Sendable {
         }
         let key = try keys.currentSigningKey()
         let now = clock.now().rounded(.down)
-        let jti = try SecureRandom.identifier(bytes: 16)
+        let jti = try tokenID ?? SecureRandom.identifier(bytes: 16)
         var claims: JSONObject = [
             "iss": .string(issuer), "sub": .string(subject), "aud": .string(audience),
             "exp": .number(now + lifetime), "iat": .number(now), "nbf": .number(now), "jti": .string(jti),

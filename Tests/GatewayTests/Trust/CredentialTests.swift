@@ -83,7 +83,7 @@ struct CredentialTests {
         let metadata = try await fixture.send(.GET, "/.well-known/oauth-authorization-server")
         #expect(metadata["issuer"] == "http://127.0.0.1:8080")
         #expect(metadata["jwks_uri"] == "http://127.0.0.1:8080/.well-known/jwks.json")
-        #expect(metadata["token_endpoint"] == "http://127.0.0.1:8080/api/auth/login")
+        #expect(metadata["token_endpoint"] == "http://127.0.0.1:8080/api/auth/oauth/token" && metadata["portcullis_login_endpoint"] == "http://127.0.0.1:8080/api/auth/login")
         try await fixture.stop()
     }
 

@@ -1,0 +1,154 @@
+import JOSE
+import MCPResource
+import SecurityGuard
+import StateSurface
+
+/// The authorization server's codes and tokens: a code made after consent, exchanged once for an
+/// access token bound to one MCP resource and a rotating refresh token; refresh; revocation.
+///
+/// Everything it keeps is in the State Surface, so an authorization started on one instance may
+/// finish on another.
+public struct OAuthTokenService: Sendable {
+    let store: any OAuthRepository & CredentialRepository
+    let refreshTokens: RefreshTokenService
+    let keys: any SigningKeyProvider
+    /// The gateway's issuer: the `iss` of what it issues, and of its authorization responses.
+    public let issuer: String
+    let settings: AuthorizationServerSettings
+    let clock: any TokenClock
+
+    public init(
+        store: any OAuthRepository & CredentialRepository, keys: any SigningKeyProvider, issuer: String, settings: AuthorizationServerSettings,
+        refreshLifetime: Double, clock: any TokenClock = SystemClock()
+    ) {
+        self.store = store
+        self.keys = keys
+        self.issuer = issuer
+        self.settings = settings
+        self.clock = clock
+        refreshTokens = RefreshTokenService(credentials: store, lifetime: refreshLifetime, clock: clock, tokenPrefix: RefreshTokenService.oauthPrefix)
+    }
+
+    /// Now, by the service's clock.
+    public var now: Double { clock.now() }
+
+    /// Makes the code an approved request is answered with; only its hash is kept.
+    public func issueCode(for request: AuthorizationRequest, person: OAuthPerson) async throws -> String {
+        let code = "ac_" + (try SecureRandom.identifier(bytes: 32))
+        let now = clock.now()
+        try await store.insertOAuthCode(
+            OAuthCodeRecord(
+                codeHash: try Digest.sha256Base64URL(code), clientID: request.client.clientID, redirectURI: request.redirectURI,
+                codeChallenge: request.challenge.value, resource: request.resource.identifier, scope: request.scopes.joined(separator: " "),
+                userID: person.userID, tenantID: person.tenantID, sessionID: person.sessionID, claims: JSONWriter.string(.object(person.claims)),
+                createdAt: now, expiresAt: now + settings.codeLifetime))
+        return code
+    }
+
+    /// `grant_type=authorization_code`: the code, once, by its client, with its `redirect_uri`,
+    /// its PKCE verifier and (when given) its resource.
+    ///
+    /// A code presented a second time revokes what the first exchange issued (its refresh family
+    /// and its access token) and is refused.
+    public func exchange(
+        code: String?, clientID: String?, redirectURI: String?, verifier: String?, resource: String?, sessionIsLive: (_ sessionID: String, _ userID: String, _ tenantID: String) async throws -> Bool
+    ) async throws -> OAuthTokenResponse {
+        guard let code, !code.isEmpty else { throw OAuthError.invalidRequest("code is required") }
+        guard let clientID, !clientID.isEmpty else { throw OAuthError.invalidRequest("client_id is required (public clients identify themselves)") }
+        guard let verifier else { throw OAuthError.invalidRequest("code_verifier is required (PKCE)") }
+        let familyID = try RefreshTokenService.newFamilyID()
+        let tokenID = "at_" + (try SecureRandom.identifier(bytes: 16))
+        let now = clock.now()
+        let record: OAuthCodeRecord
+        switch try await store.redeemOAuthCode(codeHash: try Digest.sha256Base64URL(code), familyID: familyID, accessTokenID: tokenID, now: now) {
+        case .unknown:
+            throw OAuthError.invalidGrant("the code is unknown or expired; start the authorization again")
+        case .reused(let spent):
+            // OAuth 2.1 §4.1.3: what the first exchange issued is revoked.
+            if let family = spent.familyID { try await store.revokeRefreshFamily(family, now: now) }
+            if let issued = spent.accessTokenID { try await store.revokeTokenID(issued, expiresAt: now + settings.accessTokenLifetime, now: now) }
+            throw OAuthError.invalidGrant("the code was used before; what it gave is revoked, start the authorization again")
+        case .redeemed(let redeemed):
+            record = redeemed
+        }
+        // The code is spent whatever follows: a wrong client, redirect or verifier burns it.
+        guard record.clientID == clientID else { throw OAuthError.invalidGrant("the code was issued to another client") }
+        guard redirectURI == record.redirectURI else {
+            throw OAuthError.invalidGrant("redirect_uri must be the one the authorization request named")
+        }
+        guard PKCEChallenge(stored: record.codeChallenge).isMatched(by: verifier) else {
+            throw OAuthError.invalidGrant("the code_verifier does not match the code_challenge")
+        }
+        if let resource, resource != record.resource {
+            throw OAuthError.invalidTarget("resource must be the one the authorization was for (\(record.resource))")
+        }
+        guard try await sessionIsLive(record.sessionID, record.userID, record.tenantID) else {
+            throw OAuthError.invalidGrant("the person's session ended (signed out or expired) before the code was exchanged; sign in again")
+        }
+        let family = OAuthFamilyRecord(
+            familyID: familyID, clientID: record.clientID, resource: record.resource, scope: record.scope, userID: record.userID, tenantID: record.tenantID,
+            sessionID: record.sessionID, claims: record.claims, createdAt: now)
+        try await store.insertOAuthFamily(family)
+        let refresh = try await refreshTokens.issue(sessionID: record.sessionID, userID: record.userID, tenantID: record.tenantID, familyID: familyID)
+        return try response(for: family, tokenID: tokenID, refreshToken: refresh.token)
+    }
+
+    /// `grant_type=refresh_token`: rotation with reuse detection (a spent token revokes its family).
+    public func refresh(token: String?, clientID: String?, resource: String?, sessionIsLive: (_ sessionID: String, _ userID: String, _ tenantID: String) async throws -> Bool) async throws -> OAuthTokenResponse {
+        guard let token, !token.isEmpty else { throw OAuthError.invalidRequest("refresh_token is required") }
+        guard let clientID, !clientID.isEmpty else { throw OAuthError.invalidRequest("client_id is required (public clients identify themselves)") }
+        let record: RefreshTokenRecord
+        do {
+            record = try await refreshTokens.peek(token)
+        } catch is RefreshFailure {
+            throw OAuthError.invalidGrant("the refresh token is unknown, expired or revoked; authorize again")
+        }
+        guard let family = try await store.oauthFamily(id: record.familyID) else {
+            throw OAuthError.invalidGrant("the refresh token is unknown, expired or revoked; authorize again")
+        }
+        guard family.clientID == clientID else { throw OAuthError.invalidGrant("the refresh token was issued to another client") }
+        if let resource, resource != family.resource { throw OAuthError.invalidTarget("resource must be the one the refresh token is for (\(family.resource))") }
+        guard try await sessionIsLive(family.sessionID, family.userID, family.tenantID) else {
+            try await store.revokeRefreshFamily(family.familyID, now: clock.now())
+            throw OAuthError.invalidGrant("the person's session ended (signed out or expired); authorize again")
+        }
+        let next: IssuedRefreshToken
+        do {
+            next = try await refreshTokens.rotate(token)
+        } catch RefreshFailure.reused {
+            throw OAuthError.invalidGrant("the refresh token was used before; its family is revoked, authorize again")
+        } catch is RefreshFailure {
+            throw OAuthError.invalidGrant("the refresh token is unknown, expired or revoked; authorize again")
+        }
+        return try response(for: family, tokenID: "at_" + (try SecureRandom.identifier(bytes: 16)), refreshToken: next.token)
+    }
+
+    /// RFC 7009: a refresh token ends its family; an access token of this server's is revoked by its id.
+    /// Anything else is ignored (the answer is 200 whatever was sent, §2.2).
+    public func revoke(token: String, verifier: AccessTokenVerifier, resources: [String]) async throws {
+        let now = clock.now()
+        if token.hasPrefix(RefreshTokenService.oauthPrefix) {
+            if let record = try? await refreshTokens.peek(token), try await store.oauthFamily(id: record.familyID) != nil {
+                try await store.revokeRefreshFamily(record.familyID, now: now)
+            }
+            return
+        }
+        for resource in resources {
+            guard let verified = try? verifier.forAudience(resource).verify(token), let tokenID = verified.tokenID else { continue }
+            try await store.revokeTokenID(tokenID, expiresAt: verified.expiresAt, now: now)
+            return
+        }
+    }
+
+    /// An access token for a family's resource: `aud` the resource, `client_id` the client, the
+    /// family's scopes and person.
+    func response(for family: OAuthFamilyRecord, tokenID: String, refreshToken: String) throws -> OAuthTokenResponse {
+        let stored = (try? StrictJSONReader().parseObject(Array(family.claims.utf8))) ?? [:]
+        var claims: JSONObject = [:]
+        for name in OAuthPerson.carriedClaims { if let value = stored[name] { claims[name] = value } }
+        let issuer = AccessTokenIssuer(keys: keys, issuer: self.issuer, audience: family.resource, lifetime: settings.accessTokenLifetime, clock: clock)
+        let issued = try issuer.issue(subject: family.userID, tenantID: family.tenantID, clientID: family.clientID, scope: family.scope, additionalClaims: claims, tokenID: tokenID)
+        return OAuthTokenResponse(
+            accessToken: issued.token, expiresIn: Int(settings.accessTokenLifetime), refreshToken: refreshToken, scope: family.scope, resource: family.resource)
+    }
+}

@@ -1,0 +1,239 @@
+import AuthorizationServer
+import DataPlane
+import EdgeHTTP
+import HTTPTypes
+import Hummingbird
+import JOSE
+import Logging
+import MCPResource
+import ProviderLogin
+import RuntimeAPI
+import RuntimeAccess
+import SecurityGuard
+import StateSurface
+import TrafficCop
+
+/// `/api/auth/oauth/*`: the gateway as the OAuth 2.1 authorization server (authorization with
+/// consent, token, revocation). The checks are `AuthorizationServer`'s; this is the HTTP around them.
+///
+/// The person signs in with the browser session of `auth: browser` (the gateway's accounts or a
+/// provider), then consents once per client, resource and scopes.
+struct AuthorizationServerRoutes: Sendable {
+    let settings: AuthorizationServerSettings
+    let tokens: OAuthTokenService
+    let store: any OAuthRepository
+    let browser: BrowserSessionRoutes
+    let table: LiveRouteTable
+    let verifier: AccessTokenVerifier
+    let logger: Logger
+
+    func register(on router: Router<GatewayRequestContext>) {
+        router.get(RouterPath(AuthorizationServerMetadata.authorizationPath)) { request, context in try await authorize(request, context) }
+        router.post(RouterPath(AuthorizationServerMetadata.consentPath)) { request, context in try await consent(request, context) }
+        router.post(RouterPath(AuthorizationServerMetadata.tokenPath)) { request, context in try await token(request, context) }
+        router.post(RouterPath(AuthorizationServerMetadata.revocationPath)) { request, context in try await revoke(request, context) }
+    }
+
+    /// The MCP resources in force, by canonical URL.
+    func resource(_ identifier: String) -> MCPResource? {
+        table.current.routes.lazy.compactMap(\.mcp).first { $0.identifier == identifier }
+    }
+
+    var resourceIdentifiers: [String] { table.current.routes.compactMap(\.mcp?.identifier) }
+
+    // MARK: Authorization
+
+    /// `GET /api/auth/oauth/authorize`: checks the request, sends an unsigned browser to sign in,
+    /// shows the consent page (or skips it for a consent already given), and answers with a code.
+    func authorize(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
+        guard let parameters = try? BrowserSessionRoutes.query(request) else {
+            return Self.errorPage(.badRequest, code: "request_invalid", message: "the authorization request must name each parameter once, percent-encoded as UTF-8")
+        }
+        let checked: AuthorizationRequest
+        switch validated(parameters) {
+        case .page(let page): return page
+        case .redirect(let redirect): return redirect
+        case .valid(let valid): checked = valid
+        }
+        guard let (session, _) = try await browser.session(request, context) else {
+            // Sign in first, then back here with the same request.
+            let rd = request.uri.path + "?" + (request.uri.query ?? "")
+            return Response(status: .seeOther, headers: [.location: "/.portcullis/sign_in?rd=" + BrowserSessionRoutes.queryEncoded(rd), .cacheControl: "no-store"])
+        }
+        let person = Self.person(session)
+        if let grant = try await store.oauthGrant(userID: person.userID, tenantID: person.tenantID, clientID: checked.client.clientID, resource: checked.resource.identifier) {
+            let granted = Set(grant.scope.split(separator: " ").map(String.init))
+            if checked.scopes.allSatisfy(granted.contains) {
+                return try await approved(checked, person: person)
+            }
+        }
+        return ConsentPage.page(for: checked, parameters: parameters, person: session.caller)
+    }
+
+    /// `POST /api/auth/oauth/consent`: the person's answer, from the gateway's own page only.
+    func consent(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
+        if let refusal = browser.crossSiteRefusal(request) {
+            return Self.errorPage(.forbidden, code: refusal.code, message: "consent is given on the gateway's own page only; start again from the application")
+        }
+        guard let form = try? await BrowserSessionRoutes.form(request) else {
+            return Self.errorPage(.badRequest, code: "request_invalid", message: "the consent form could not be read; start again from the application")
+        }
+        var parameters = form
+        let decision = parameters.removeValue(forKey: "decision")
+        let checked: AuthorizationRequest
+        switch validated(parameters) {
+        case .page(let page): return page
+        case .redirect(let redirect): return redirect
+        case .valid(let valid): checked = valid
+        }
+        guard let (session, _) = try await browser.session(request, context) else {
+            return Self.errorPage(.unauthorized, code: "not_signed_in", message: "this browser is no longer signed in; start again from the application")
+        }
+        guard decision == "allow" else {
+            return Self.redirect(to: checked.redirectURI, ["error": "access_denied", "error_description": "the person declined", "state": checked.state, "iss": tokens.issuer])
+        }
+        let person = Self.person(session)
+        let now = tokens.now
+        let earlier = try await store.oauthGrant(userID: person.userID, tenantID: person.tenantID, clientID: checked.client.clientID, resource: checked.resource.identifier)
+        var scopes = earlier.map { $0.scope.split(separator: " ").map(String.init) } ?? []
+        for scope in checked.scopes where !scopes.contains(scope) { scopes.append(scope) }
+        try await store.upsertOAuthGrant(
+            OAuthGrantRecord(
+                userID: person.userID, tenantID: person.tenantID, clientID: checked.client.clientID, clientName: checked.client.name,
+                resource: checked.resource.identifier, scope: scopes.joined(separator: " "), createdAt: earlier?.createdAt ?? now, updatedAt: now))
+        logger.info(
+            "consent given",
+            metadata: ["user_id": .string(person.userID), "client_id": .string(checked.client.clientID), "resource": .string(checked.resource.identifier)])
+        return try await approved(checked, person: person)
+    }
+
+    /// The code, sent back to the client with `state` and `iss` (RFC 9207).
+    func approved(_ request: AuthorizationRequest, person: OAuthPerson) async throws -> Response {
+        let code = try await tokens.issueCode(for: request, person: person)
+        return Self.redirect(to: request.redirectURI, ["code": code, "state": request.state, "iss": tokens.issuer])
+    }
+
+    enum Validation {
+        case valid(AuthorizationRequest)
+        case page(Response)
+        case redirect(Response)
+    }
+
+    /// Both steps of the request's checks: the client and redirect (an error is a page), then the rest (an error goes back).
+    func validated(_ parameters: [String: String]) -> Validation {
+        let client: RegisteredClient
+        let redirectURI: String
+        do {
+            (client, redirectURI) = try AuthorizationRequest.redirectTarget(parameters, repeated: [], client: settings.client)
+        } catch {
+            return .page(Self.errorPage(.badRequest, code: error.code, message: error.message))
+        }
+        do {
+            return .valid(try AuthorizationRequest(parameters, repeated: [], client: client, redirectURI: redirectURI, resource: resource))
+        } catch {
+            return .redirect(Self.redirect(to: redirectURI, ["error": error.code, "error_description": error.description, "state": parameters["state"], "iss": tokens.issuer]))
+        }
+    }
+
+    static func person(_ session: BrowserSession) -> OAuthPerson {
+        var claims: JSONObject = [:]
+        for name in OAuthPerson.carriedClaims { if let value = session.claims[name] { claims[name] = value } }
+        if let issuer = session.record.issuer, let subject = session.record.subject {
+            claims["idp_iss"] = .string(issuer)
+            claims["idp_sub"] = .string(subject)
+        }
+        return OAuthPerson(userID: session.record.userID, tenantID: session.record.tenantID, sessionID: session.record.sessionID, claims: claims)
+    }
+
+    // MARK: Token and revocation
+
+    /// `POST /api/auth/oauth/token` (form): `authorization_code` or `refresh_token`.
+    func token(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
+        let form: [String: String]
+        do {
+            form = try await Self.tokenForm(request)
+        } catch let error as OAuthError {
+            return Self.tokenError(error)
+        }
+        let sessions = browser.auth.sessionOwners
+        let (runtime, admission) = (browser.runtime, browser.admission)
+        let sessionIsLive: (String, String, String) async throws -> Bool = { sessionID, userID, tenantID in
+            // The person's session must still be theirs and live: a sign-out or expiry ends the agent's access too.
+            if let owned = sessions.isOwned(sessionID, by: userID, tenantID: tenantID) { return owned }
+            do {
+                return try await sessions.askRuntime(sessionID, by: Principal(userID: userID, tenantID: tenantID), runtime: runtime, admission: admission)
+            } catch let refusal as RuntimeRefusal where refusal.code == .sessionNotFound || refusal.code == .sessionForbidden {
+                return false
+            }
+        }
+        do {
+            let answer: OAuthTokenResponse
+            switch form["grant_type"] {
+            case "authorization_code":
+                answer = try await tokens.exchange(
+                    code: form["code"], clientID: form["client_id"], redirectURI: form["redirect_uri"], verifier: form["code_verifier"], resource: form["resource"],
+                    sessionIsLive: sessionIsLive)
+            case "refresh_token":
+                answer = try await tokens.refresh(token: form["refresh_token"], clientID: form["client_id"], resource: form["resource"], sessionIsLive: sessionIsLive)
+            case nil:
+                throw OAuthError.invalidRequest("grant_type is required (authorization_code or refresh_token)")
+            case let other?:
+                throw OAuthError("unsupported_grant_type", "grant_type \(other.prefix(40)) is not supported; use authorization_code or refresh_token")
+            }
+            var response = JSONBody.response(answer.json, noStore: true)
+            response.headers[HTTPField.Name("Pragma")!] = "no-cache"
+            return response
+        } catch let error as OAuthError {
+            return Self.tokenError(error)
+        }
+    }
+
+    /// `POST /api/auth/oauth/revoke` (form, RFC 7009): 200 whatever the token was.
+    func revoke(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
+        let form: [String: String]
+        do {
+            form = try await Self.tokenForm(request)
+        } catch let error as OAuthError {
+            return Self.tokenError(error)
+        }
+        guard let token = form["token"], !token.isEmpty else { return Self.tokenError(.invalidRequest("token is required")) }
+        try await tokens.revoke(token: token, verifier: verifier, resources: resourceIdentifiers)
+        return Response(status: .ok, headers: [.cacheControl: "no-store", .contentLength: "0"])
+    }
+
+    /// The token endpoint's form: `application/x-www-form-urlencoded`, each parameter once, at most 8 KiB.
+    static func tokenForm(_ request: Request) async throws -> [String: String] {
+        let contentType = request.headers[.contentType]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
+        guard contentType == "application/x-www-form-urlencoded" else {
+            throw OAuthError.invalidRequest("the body must be application/x-www-form-urlencoded (RFC 6749 §3.2)")
+        }
+        guard let bytes = try? await request.body.collect(upTo: 8 << 10), let fields = FormEncoding.fields(Substring(String(buffer: bytes))) else {
+            throw OAuthError.invalidRequest("the form must be at most 8 KiB and name each parameter once, percent-encoded as UTF-8")
+        }
+        return fields
+    }
+
+    static func tokenError(_ error: OAuthError) -> Response {
+        let status: HTTPResponse.Status = error.code == "invalid_client" ? .unauthorized : .badRequest
+        var response = JSONBody.response(["error": .string(error.code), "error_description": .string(error.description)], status: status, noStore: true)
+        response.headers[HTTPField.Name("Pragma")!] = "no-cache"
+        return response
+    }
+
+    // MARK: Answers
+
+    /// A 303 to `uri` with `parameters` added to its query (those with a value).
+    static func redirect(to uri: String, _ parameters: [String: String?]) -> Response {
+        let query = parameters.compactMap { name, value in value.map { name + "=" + BrowserSessionRoutes.queryEncoded($0) } }.sorted().joined(separator: "&")
+        let separator = uri.contains("?") ? "&" : "?"
+        return Response(status: .seeOther, headers: [.location: uri + separator + query, .cacheControl: "no-store", BrowserSessionRoutes.referrerPolicy: "no-referrer"])
+    }
+
+    /// The gateway's own page for a request that cannot go back to its client.
+    static func errorPage(_ status: HTTPResponse.Status, code: String, message: String) -> Response {
+        var response = SignInPages.response(
+            status, title: "Authorization failed", body: "<p>\(RefusalPage.escaped(message))</p><p><small>\(RefusalPage.escaped(code))</small></p>")
+        response.headers[HTTPField.Name("X-Portcullis-Error")!] = code
+        return response
+    }
+}

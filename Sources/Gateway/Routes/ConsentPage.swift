@@ -1,0 +1,38 @@
+import AuthorizationServer
+import EdgeHTTP
+import HTTPTypes
+import ProviderLogin
+import Hummingbird
+import SecurityGuard
+
+/// The page where a person lets a client act for them at an MCP server: who asks, for which
+/// server, with which scopes. Its form posts the request back with the answer; the page is never
+/// framed and posts only to the gateway (and its redirect goes only to the client's `redirect_uri`).
+enum ConsentPage {
+    static func page(for request: AuthorizationRequest, parameters: [String: String], person: AuthenticatedCaller) -> Response {
+        let hidden = parameters.sorted { $0.key < $1.key }.map { name, value in
+            "<input type=\"hidden\" name=\"\(RefusalPage.escaped(name))\" value=\"\(RefusalPage.escaped(value))\">"
+        }.joined(separator: "\n")
+        let scopes = request.scopes.isEmpty ? "<li><em>no scope</em></li>" : request.scopes.map { "<li><code>\(RefusalPage.escaped($0))</code></li>" }.joined()
+        let who = person.claims["preferred_username"]?.stringValue ?? person.claims["email"]?.stringValue ?? person.userID
+        let source = request.client.source == .configured ? "registered by this gateway's operator" : "unverified"
+        var response = SignInPages.response(
+            .ok, title: "Allow access?",
+            body: """
+                <p><strong>\(RefusalPage.escaped(request.client.name))</strong> <small>(\(RefusalPage.escaped(request.client.clientID)), \(source))</small>
+                asks to act for <strong>\(RefusalPage.escaped(who))</strong> at the MCP server
+                <strong>\(RefusalPage.escaped(request.resource.name))</strong> <small>(\(RefusalPage.escaped(request.resource.identifier)))</small> with:</p>
+                <ul>\(scopes)</ul>
+                <p>It will be sent back to <code>\(RefusalPage.escaped(request.redirectURI))</code>.</p>
+                <form method="post" action="\(AuthorizationServerMetadata.consentPath)">
+                \(hidden)
+                <button type="submit" name="decision" value="allow">Allow</button>
+                <button type="submit" name="decision" value="deny">Deny</button>
+                </form>
+                """)
+        // CSP3's form-action holds the form's redirect too: the answer goes to the client's redirect URI.
+        let target = ReturnTarget.origin(of: request.redirectURI).map { " " + $0 } ?? ""
+        response.headers[.contentSecurityPolicy] = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'\(target); frame-ancestors 'none'"
+        return response
+    }
+}

@@ -1,0 +1,137 @@
+/// An authorization code of the gateway's authorization server (`oauth_codes`), kept by its hash.
+///
+/// One use, short-lived, bound to its client, `redirect_uri`, PKCE challenge and resource. When it
+/// is exchanged, the family of tokens it gave and the access token's id are written on it, so that a
+/// second use can revoke what the first issued (OAuth 2.1 §4.1.3).
+public struct OAuthCodeRecord: Sendable, Equatable {
+    /// SHA-256 of the code, base64url.
+    public var codeHash: String
+    public var clientID: String
+    public var redirectURI: String
+    /// The S256 PKCE challenge the verifier must hash to.
+    public var codeChallenge: String
+    /// The MCP resource (canonical URL) the tokens are for.
+    public var resource: String
+    /// The scopes granted, space-separated.
+    public var scope: String
+    public var userID: String
+    public var tenantID: String
+    /// The person's gateway session: the tokens end with it.
+    public var sessionID: String
+    /// Claims about the person the access tokens carry (`preferred_username`, `email`, ...), as JSON text.
+    public var claims: String
+    public var createdAt: Double
+    public var expiresAt: Double
+    /// When it was exchanged; with the family and access token id it gave.
+    public var usedAt: Double?
+    public var familyID: String?
+    public var accessTokenID: String?
+
+    public init(
+        codeHash: String, clientID: String, redirectURI: String, codeChallenge: String, resource: String, scope: String, userID: String, tenantID: String,
+        sessionID: String, claims: String, createdAt: Double, expiresAt: Double, usedAt: Double? = nil, familyID: String? = nil, accessTokenID: String? = nil
+    ) {
+        self.codeHash = codeHash
+        self.clientID = clientID
+        self.redirectURI = redirectURI
+        self.codeChallenge = codeChallenge
+        self.resource = resource
+        self.scope = scope
+        self.userID = userID
+        self.tenantID = tenantID
+        self.sessionID = sessionID
+        self.claims = claims
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+        self.usedAt = usedAt
+        self.familyID = familyID
+        self.accessTokenID = accessTokenID
+    }
+}
+
+/// What a person consented to: this client may act for them at this resource with these scopes
+/// (`oauth_grants`). A later authorization asking no more skips the consent page.
+public struct OAuthGrantRecord: Sendable, Equatable {
+    public var userID: String
+    public var tenantID: String
+    public var clientID: String
+    /// The client's name when consent was given, for listings.
+    public var clientName: String
+    public var resource: String
+    /// Space-separated.
+    public var scope: String
+    public var createdAt: Double
+    public var updatedAt: Double
+
+    public init(userID: String, tenantID: String, clientID: String, clientName: String, resource: String, scope: String, createdAt: Double, updatedAt: Double) {
+        self.userID = userID
+        self.tenantID = tenantID
+        self.clientID = clientID
+        self.clientName = clientName
+        self.resource = resource
+        self.scope = scope
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+    }
+}
+
+/// A refresh token family the authorization server started (`oauth_families`): which client,
+/// resource and scopes its tokens carry. Its refresh tokens are rows of `refresh_tokens` like any.
+public struct OAuthFamilyRecord: Sendable, Equatable {
+    public var familyID: String
+    public var clientID: String
+    public var resource: String
+    public var scope: String
+    public var userID: String
+    public var tenantID: String
+    public var sessionID: String
+    /// Claims about the person the access tokens carry, as JSON text.
+    public var claims: String
+    public var createdAt: Double
+
+    public init(familyID: String, clientID: String, resource: String, scope: String, userID: String, tenantID: String, sessionID: String, claims: String, createdAt: Double) {
+        self.familyID = familyID
+        self.clientID = clientID
+        self.resource = resource
+        self.scope = scope
+        self.userID = userID
+        self.tenantID = tenantID
+        self.sessionID = sessionID
+        self.claims = claims
+        self.createdAt = createdAt
+    }
+}
+
+/// What an exchange of a code found.
+public enum OAuthCodeRedemption: Sendable, Equatable {
+    /// The code was live and is now spent, with the family and token id written on it.
+    case redeemed(OAuthCodeRecord)
+    /// The code had been exchanged before: what that exchange issued must be revoked.
+    case reused(OAuthCodeRecord)
+    /// No such code, or it expired.
+    case unknown
+}
+
+/// The authorization server's state: codes, consents and token families, on any instance.
+public protocol OAuthRepository: Sendable {
+    func insertOAuthCode(_ record: OAuthCodeRecord) async throws
+    /// Spends the code with `codeHash` if it is live at `now`, writing `familyID` and
+    /// `accessTokenID` on it, in one step: of two exchanges of one code, one redeems it.
+    func redeemOAuthCode(codeHash: String, familyID: String, accessTokenID: String, now: Double) async throws -> OAuthCodeRedemption
+    /// Records (or widens) a consent.
+    func upsertOAuthGrant(_ record: OAuthGrantRecord) async throws
+    func oauthGrant(userID: String, tenantID: String, clientID: String, resource: String) async throws -> OAuthGrantRecord?
+    /// Every consent, or one person's, newest first.
+    func oauthGrants(userID: String?) async throws -> [OAuthGrantRecord]
+    /// Removes the consent and revokes the refresh tokens of its families; returns how many consents were removed.
+    @discardableResult
+    func deleteOAuthGrant(userID: String, tenantID: String, clientID: String, resource: String, now: Double) async throws -> Int
+    func insertOAuthFamily(_ record: OAuthFamilyRecord) async throws
+    func oauthFamily(id: String) async throws -> OAuthFamilyRecord?
+    /// Revokes every refresh token of a family; returns how many were live.
+    @discardableResult
+    func revokeRefreshFamily(_ familyID: String, now: Double) async throws -> Int
+    /// Forgets codes that expired before `cutoff`; returns how many.
+    @discardableResult
+    func deleteExpiredOAuthCodes(before cutoff: Double) async throws -> Int
+}

@@ -1,0 +1,133 @@
+import PostgresNIO
+
+extension PostgresStateSurface: OAuthRepository {
+    public func insertOAuthCode(_ record: OAuthCodeRecord) async throws {
+        _ = try await rows(
+            """
+            INSERT INTO oauth_codes (code_hash, client_id, redirect_uri, code_challenge, resource, scope, user_id, tenant_id, session_id, claims, created_at, expires_at)
+            VALUES (\(record.codeHash), \(record.clientID), \(record.redirectURI), \(record.codeChallenge), \(record.resource), \(record.scope),
+                    \(record.userID), \(record.tenantID), \(record.sessionID), \(record.claims), \(record.createdAt), \(record.expiresAt))
+            """)
+    }
+
+    public func redeemOAuthCode(codeHash: String, familyID: String, accessTokenID: String, now: Double) async throws -> OAuthCodeRedemption {
+        // One statement spends it: of two exchanges (on any instances), one updates the row.
+        if let row = try await rows(
+            """
+            UPDATE oauth_codes SET used_at = \(now), family_id = \(familyID), access_token_id = \(accessTokenID)
+            WHERE code_hash = \(codeHash) AND used_at IS NULL AND expires_at > \(now)
+            RETURNING code_hash, client_id, redirect_uri, code_challenge, resource, scope, user_id, tenant_id, session_id, claims, created_at, expires_at,
+                      used_at, family_id, access_token_id
+            """
+        ).first {
+            return .redeemed(try Self.oauthCode(row))
+        }
+        guard
+            let row = try await rows(
+                """
+                SELECT code_hash, client_id, redirect_uri, code_challenge, resource, scope, user_id, tenant_id, session_id, claims, created_at, expires_at,
+                       used_at, family_id, access_token_id
+                FROM oauth_codes WHERE code_hash = \(codeHash)
+                """
+            ).first
+        else { return .unknown }
+        let record = try Self.oauthCode(row)
+        return record.usedAt != nil ? .reused(record) : .unknown
+    }
+
+    public func upsertOAuthGrant(_ record: OAuthGrantRecord) async throws {
+        _ = try await rows(
+            """
+            INSERT INTO oauth_grants (user_id, tenant_id, client_id, client_name, resource, scope, created_at, updated_at)
+            VALUES (\(record.userID), \(record.tenantID), \(record.clientID), \(record.clientName), \(record.resource), \(record.scope), \(record.createdAt), \(record.updatedAt))
+            ON CONFLICT (user_id, tenant_id, client_id, resource) DO UPDATE SET
+                client_name = excluded.client_name, scope = excluded.scope, updated_at = excluded.updated_at
+            """)
+    }
+
+    public func oauthGrant(userID: String, tenantID: String, clientID: String, resource: String) async throws -> OAuthGrantRecord? {
+        try await rows(
+            """
+            SELECT user_id, tenant_id, client_id, client_name, resource, scope, created_at, updated_at FROM oauth_grants
+            WHERE user_id = \(userID) AND tenant_id = \(tenantID) AND client_id = \(clientID) AND resource = \(resource)
+            """
+        ).first.map(Self.oauthGrant)
+    }
+
+    public func oauthGrants(userID: String?) async throws -> [OAuthGrantRecord] {
+        if let userID {
+            return try await rows(
+                """
+                SELECT user_id, tenant_id, client_id, client_name, resource, scope, created_at, updated_at FROM oauth_grants
+                WHERE user_id = \(userID) ORDER BY updated_at DESC
+                """
+            ).map(Self.oauthGrant)
+        }
+        return try await rows(
+            "SELECT user_id, tenant_id, client_id, client_name, resource, scope, created_at, updated_at FROM oauth_grants ORDER BY updated_at DESC"
+        ).map(Self.oauthGrant)
+    }
+
+    public func deleteOAuthGrant(userID: String, tenantID: String, clientID: String, resource: String, now: Double) async throws -> Int {
+        let logger = self.logger
+        return try await transaction { connection in
+            try await connection.query(
+                """
+                UPDATE refresh_tokens SET revoked_at = \(now) WHERE revoked_at IS NULL AND family_id IN
+                    (SELECT family_id FROM oauth_families WHERE user_id = \(userID) AND tenant_id = \(tenantID) AND client_id = \(clientID) AND resource = \(resource))
+                """, logger: logger)
+            return try await connection.query(
+                """
+                DELETE FROM oauth_grants WHERE user_id = \(userID) AND tenant_id = \(tenantID) AND client_id = \(clientID) AND resource = \(resource)
+                RETURNING user_id
+                """, logger: logger
+            ).collect().count
+        }
+    }
+
+    public func insertOAuthFamily(_ record: OAuthFamilyRecord) async throws {
+        _ = try await rows(
+            """
+            INSERT INTO oauth_families (family_id, client_id, resource, scope, user_id, tenant_id, session_id, claims, created_at)
+            VALUES (\(record.familyID), \(record.clientID), \(record.resource), \(record.scope), \(record.userID), \(record.tenantID), \(record.sessionID),
+                    \(record.claims), \(record.createdAt))
+            """)
+    }
+
+    public func oauthFamily(id: String) async throws -> OAuthFamilyRecord? {
+        guard
+            let row = try await rows(
+                "SELECT family_id, client_id, resource, scope, user_id, tenant_id, session_id, claims, created_at FROM oauth_families WHERE family_id = \(id)"
+            ).first
+        else { return nil }
+        let (familyID, clientID, resource, scope, userID, tenantID, sessionID, claims, createdAt) = try row.decode(
+            (String, String, String, String, String, String, String, String, Double).self)
+        return OAuthFamilyRecord(
+            familyID: familyID, clientID: clientID, resource: resource, scope: scope, userID: userID, tenantID: tenantID, sessionID: sessionID, claims: claims,
+            createdAt: createdAt)
+    }
+
+    public func revokeRefreshFamily(_ familyID: String, now: Double) async throws -> Int {
+        try await rows("UPDATE refresh_tokens SET revoked_at = \(now) WHERE family_id = \(familyID) AND revoked_at IS NULL RETURNING id").count
+    }
+
+    public func deleteExpiredOAuthCodes(before cutoff: Double) async throws -> Int {
+        try await rows("DELETE FROM oauth_codes WHERE expires_at < \(cutoff) RETURNING code_hash").count
+    }
+
+    static func oauthCode(_ row: PostgresRow) throws -> OAuthCodeRecord {
+        let (codeHash, clientID, redirectURI, codeChallenge, resource, scope, userID, tenantID, sessionID, claims, createdAt, expiresAt, usedAt, familyID, accessTokenID) =
+            try row.decode((String, String, String, String, String, String, String, String, String, String, Double, Double, Double?, String?, String?).self)
+        return OAuthCodeRecord(
+            codeHash: codeHash, clientID: clientID, redirectURI: redirectURI, codeChallenge: codeChallenge, resource: resource, scope: scope, userID: userID,
+            tenantID: tenantID, sessionID: sessionID, claims: claims, createdAt: createdAt, expiresAt: expiresAt, usedAt: usedAt, familyID: familyID,
+            accessTokenID: accessTokenID)
+    }
+
+    static func oauthGrant(_ row: PostgresRow) throws -> OAuthGrantRecord {
+        let (userID, tenantID, clientID, clientName, resource, scope, createdAt, updatedAt) = try row.decode(
+            (String, String, String, String, String, String, Double, Double).self)
+        return OAuthGrantRecord(
+            userID: userID, tenantID: tenantID, clientID: clientID, clientName: clientName, resource: resource, scope: scope, createdAt: createdAt, updatedAt: updatedAt)
+    }
+}

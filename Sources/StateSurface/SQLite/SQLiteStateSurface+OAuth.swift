@@ -1,0 +1,145 @@
+import GRDB
+
+extension SQLiteStateSurface: OAuthRepository {
+    public func insertOAuthCode(_ record: OAuthCodeRecord) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO oauth_codes (code_hash, client_id, redirect_uri, code_challenge, resource, scope, user_id, tenant_id, session_id, claims, created_at, expires_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    record.codeHash, record.clientID, record.redirectURI, record.codeChallenge, record.resource, record.scope, record.userID, record.tenantID,
+                    record.sessionID, record.claims, record.createdAt, record.expiresAt,
+                ])
+        }
+    }
+
+    public func redeemOAuthCode(codeHash: String, familyID: String, accessTokenID: String, now: Double) async throws -> OAuthCodeRedemption {
+        try await pool.write { db in
+            // One statement spends it: of two exchanges, one updates the row.
+            if let row = try Row.fetchOne(
+                db,
+                sql: """
+                    UPDATE oauth_codes SET used_at = ?, family_id = ?, access_token_id = ?
+                    WHERE code_hash = ? AND used_at IS NULL AND expires_at > ?
+                    RETURNING \(Self.oauthCodeColumns)
+                    """,
+                arguments: [now, familyID, accessTokenID, codeHash, now])
+            {
+                return .redeemed(Self.oauthCode(row))
+            }
+            guard let row = try Row.fetchOne(db, sql: "SELECT \(Self.oauthCodeColumns) FROM oauth_codes WHERE code_hash = ?", arguments: [codeHash]) else {
+                return .unknown
+            }
+            let record = Self.oauthCode(row)
+            return record.usedAt != nil ? .reused(record) : .unknown
+        }
+    }
+
+    public func upsertOAuthGrant(_ record: OAuthGrantRecord) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO oauth_grants (user_id, tenant_id, client_id, client_name, resource, scope, created_at, updated_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (user_id, tenant_id, client_id, resource) DO UPDATE SET
+                        client_name = excluded.client_name, scope = excluded.scope, updated_at = excluded.updated_at
+                    """,
+                arguments: [record.userID, record.tenantID, record.clientID, record.clientName, record.resource, record.scope, record.createdAt, record.updatedAt])
+        }
+    }
+
+    public func oauthGrant(userID: String, tenantID: String, clientID: String, resource: String) async throws -> OAuthGrantRecord? {
+        try await pool.read { db in
+            try Row.fetchOne(
+                db, sql: "SELECT \(Self.oauthGrantColumns) FROM oauth_grants WHERE user_id = ? AND tenant_id = ? AND client_id = ? AND resource = ?",
+                arguments: [userID, tenantID, clientID, resource]
+            ).map(Self.oauthGrant)
+        }
+    }
+
+    public func oauthGrants(userID: String?) async throws -> [OAuthGrantRecord] {
+        try await pool.read { db in
+            if let userID {
+                return try Row.fetchAll(db, sql: "SELECT \(Self.oauthGrantColumns) FROM oauth_grants WHERE user_id = ? ORDER BY updated_at DESC", arguments: [userID])
+                    .map(Self.oauthGrant)
+            }
+            return try Row.fetchAll(db, sql: "SELECT \(Self.oauthGrantColumns) FROM oauth_grants ORDER BY updated_at DESC").map(Self.oauthGrant)
+        }
+    }
+
+    public func deleteOAuthGrant(userID: String, tenantID: String, clientID: String, resource: String, now: Double) async throws -> Int {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE refresh_tokens SET revoked_at = ? WHERE revoked_at IS NULL AND family_id IN
+                        (SELECT family_id FROM oauth_families WHERE user_id = ? AND tenant_id = ? AND client_id = ? AND resource = ?)
+                    """,
+                arguments: [now, userID, tenantID, clientID, resource])
+            try db.execute(
+                sql: "DELETE FROM oauth_grants WHERE user_id = ? AND tenant_id = ? AND client_id = ? AND resource = ?",
+                arguments: [userID, tenantID, clientID, resource])
+            return db.changesCount
+        }
+    }
+
+    public func insertOAuthFamily(_ record: OAuthFamilyRecord) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO oauth_families (family_id, client_id, resource, scope, user_id, tenant_id, session_id, claims, created_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    record.familyID, record.clientID, record.resource, record.scope, record.userID, record.tenantID, record.sessionID, record.claims, record.createdAt,
+                ])
+        }
+    }
+
+    public func oauthFamily(id: String) async throws -> OAuthFamilyRecord? {
+        try await pool.read { db in
+            try Row.fetchOne(
+                db,
+                sql: "SELECT family_id, client_id, resource, scope, user_id, tenant_id, session_id, claims, created_at FROM oauth_families WHERE family_id = ?",
+                arguments: [id]
+            ).map { row in
+                OAuthFamilyRecord(
+                    familyID: row["family_id"], clientID: row["client_id"], resource: row["resource"], scope: row["scope"], userID: row["user_id"],
+                    tenantID: row["tenant_id"], sessionID: row["session_id"], claims: row["claims"], createdAt: row["created_at"])
+            }
+        }
+    }
+
+    public func revokeRefreshFamily(_ familyID: String, now: Double) async throws -> Int {
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE refresh_tokens SET revoked_at = ? WHERE family_id = ? AND revoked_at IS NULL", arguments: [now, familyID])
+            return db.changesCount
+        }
+    }
+
+    public func deleteExpiredOAuthCodes(before cutoff: Double) async throws -> Int {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM oauth_codes WHERE expires_at < ?", arguments: [cutoff])
+            return db.changesCount
+        }
+    }
+
+    static let oauthCodeColumns =
+        "code_hash, client_id, redirect_uri, code_challenge, resource, scope, user_id, tenant_id, session_id, claims, created_at, expires_at, used_at, family_id, access_token_id"
+    static let oauthGrantColumns = "user_id, tenant_id, client_id, client_name, resource, scope, created_at, updated_at"
+
+    static func oauthCode(_ row: Row) -> OAuthCodeRecord {
+        OAuthCodeRecord(
+            codeHash: row["code_hash"], clientID: row["client_id"], redirectURI: row["redirect_uri"], codeChallenge: row["code_challenge"],
+            resource: row["resource"], scope: row["scope"], userID: row["user_id"], tenantID: row["tenant_id"], sessionID: row["session_id"],
+            claims: row["claims"], createdAt: row["created_at"], expiresAt: row["expires_at"], usedAt: row["used_at"], familyID: row["family_id"],
+            accessTokenID: row["access_token_id"])
+    }
+
+    static func oauthGrant(_ row: Row) -> OAuthGrantRecord {
+        OAuthGrantRecord(
+            userID: row["user_id"], tenantID: row["tenant_id"], clientID: row["client_id"], clientName: row["client_name"], resource: row["resource"],
+            scope: row["scope"], createdAt: row["created_at"], updatedAt: row["updated_at"])
+    }
+}

@@ -1,0 +1,244 @@
+import AuthorizationServer
+import Foundation
+import DataPlane
+import Gateway
+import JOSE
+import NIOHTTP1
+import PortcullisTestSupport
+import ProviderLogin
+import Testing
+import TrafficCop
+
+/// The gateway as an OAuth 2.1 authorization server (issue 55, part A): a configured client
+/// signs a person in through the browser session, asks consent, and gets tokens bound to one MCP
+/// server; every refusal the spec names, through the real gateway.
+@Suite("The authorization server: authorize, consent, token, refresh, revoke")
+struct AuthorizationServerTests {
+    static let redirect = "http://127.0.0.1:5555/callback"
+    static let verifier = "the-code-verifier-of-this-test-0123456789-abcdefgh"
+    static var challenge: String { (try? Digest.sha256Base64URL(verifier)) ?? "" }
+    static let resource = MCPRouteTests.publicURL + "/mcp/a"
+    static let own = [("Origin", MCPRouteTests.publicURL), ("Content-Type", "application/x-www-form-urlencoded")]
+
+    /// A gateway with the MCP route `/mcp/a` (scope `tools`), a plain route, the client `ops-cli` and the account `alice`.
+    static func gateway(_ body: (GatewayFixture, CookieJar) async throws -> Void) async throws {
+        let upstream = try await RecordingUpstream.start()
+        let port = upstream.port
+        let fixture = try await GatewayFixture { configuration in
+            configuration.routes = [try! MCPRouteTests.mcpRoute("/mcp/a", upstream: port, scopes: ["tools"]), ProxyRoute(prefix: "/api/plain", upstream: "http://127.0.0.1:\(port)")]
+            var settings = AuthorizationServerSettings()
+            settings.clients = [
+                RegisteredClient(clientID: "ops-cli", name: "Ops CLI", redirectURIs: ["http://127.0.0.1/callback"], source: .configured),
+                RegisteredClient(clientID: "other-cli", name: "Other", redirectURIs: ["https://other.example/cb"], source: .configured),
+            ]
+            configuration.authorizationServer = settings
+        }
+        try await fixture.addUser("alice")
+        let signedIn = try await Answer.request(
+            .POST, fixture.baseURL + "/.portcullis/sign_in", headers: own, body: "username=alice&password=correct+horse+battery&rd=%2F", followRedirects: false)
+        #expect(signedIn.status == 303, "\(signedIn.raw)")
+        var jar = CookieJar()
+        jar.take(signedIn)
+        fixture.remember(try #require(jar["portcullis"]))
+        try await body(fixture, jar)
+        try await fixture.stop()
+    }
+
+    static func query(_ parameters: [(String, String)]) -> String {
+        parameters.map { $0.0 + "=" + FormEncoding.encode($0.1) }.joined(separator: "&")
+    }
+
+    static func authorizeParameters(redirect: String = redirect, client: String = "ops-cli", extra: [(String, String)] = []) -> [(String, String)] {
+        [("response_type", "code"), ("client_id", client), ("redirect_uri", redirect), ("code_challenge", challenge), ("code_challenge_method", "S256"),
+         ("resource", resource), ("scope", "tools"), ("state", "st-123")] + extra
+    }
+
+    static func authorize(_ fixture: GatewayFixture, _ jar: CookieJar, _ parameters: [(String, String)]) async throws -> Answer {
+        try await Answer.request(.GET, fixture.baseURL + "/api/auth/oauth/authorize?" + query(parameters), headers: [jar.header], followRedirects: false)
+    }
+
+    /// The query parameters of a redirect's `Location`.
+    static func redirectParameters(_ answer: Answer) -> [String: String] {
+        guard let location = answer.headers["Location"].first, let query = location.split(separator: "?", maxSplits: 1).last else { return [:] }
+        return FormEncoding.fields(query) ?? [:]
+    }
+
+    /// Consent given through the page's form (or remembered), and the code from the redirect.
+    static func consentedCode(_ fixture: GatewayFixture, _ jar: CookieJar, redirect: String = redirect) async throws -> String {
+        let page = try await authorize(fixture, jar, authorizeParameters(redirect: redirect))
+        // Consent given before for these scopes: the code comes at once.
+        if page.status == 303, let code = redirectParameters(page)["code"] { return code }
+        #expect(page.status == 200 && page.raw.contains("Ops CLI") && page.raw.contains(resource), "\(page.raw)")
+        let answer = try await Answer.request(
+            .POST, fixture.baseURL + "/api/auth/oauth/consent", headers: own + [jar.header], body: query(authorizeParameters(redirect: redirect) + [("decision", "allow")]),
+            followRedirects: false)
+        #expect(answer.status == 303 && answer.headers["Location"].first?.hasPrefix(redirect + "?") == true, "\(answer.raw)")
+        return try #require(redirectParameters(answer)["code"])
+    }
+
+    static func token(_ fixture: GatewayFixture, _ parameters: [(String, String)]) async throws -> Answer {
+        try await Answer.request(
+            .POST, fixture.baseURL + "/api/auth/oauth/token", headers: [("Content-Type", "application/x-www-form-urlencoded")], body: query(parameters), followRedirects: false)
+    }
+
+    static func exchange(_ fixture: GatewayFixture, code: String, client: String = "ops-cli", verifier: String = verifier, redirect: String = redirect, resource: String? = nil)
+        async throws -> Answer
+    {
+        try await token(
+            fixture,
+            [("grant_type", "authorization_code"), ("code", code), ("client_id", client), ("redirect_uri", redirect), ("code_verifier", verifier)]
+                + (resource.map { [("resource", $0)] } ?? []))
+    }
+
+    @Test("the metadata (RFC 8414) names the endpoints, S256 only, code only, public clients, iss in responses and the MCP routes' scopes; also at openid-configuration")
+    func metadata() async throws {
+        try await Self.gateway { fixture, _ in
+            for path in ["/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"] {
+                let document = try await fixture.send(.GET, path)
+                #expect(document.status == 200)
+                #expect(document["authorization_endpoint"] == "http://127.0.0.1:8080/api/auth/oauth/authorize" && document["token_endpoint"] == "http://127.0.0.1:8080/api/auth/oauth/token")
+                #expect(document["revocation_endpoint"] == "http://127.0.0.1:8080/api/auth/oauth/revoke" && document.json["registration_endpoint"] == nil)
+                #expect(document.json["code_challenge_methods_supported"] == ["S256"] && document.json["response_types_supported"] == ["code"])
+                #expect(document.json["grant_types_supported"] == ["authorization_code", "refresh_token"] && document.json["token_endpoint_auth_methods_supported"] == ["none"])
+                #expect(document.json["authorization_response_iss_parameter_supported"] == true && document.json["scopes_supported"] == ["tools"])
+            }
+        }
+    }
+
+    @Test("a person signs in, consents on a page nobody may frame, and the client's code becomes a token for that MCP server only (aud, client_id, scope); a second authorization skips consent; the code works once and its second use revokes what the first gave")
+    func codeFlow() async throws {
+        try await Self.gateway { fixture, jar in
+            // Not signed in: sent to sign in, and back here after.
+            let anonymous = try await Self.authorize(fixture, CookieJar(), Self.authorizeParameters())
+            #expect(anonymous.status == 303 && anonymous.headers["Location"].first?.hasPrefix("/.portcullis/sign_in?rd=%2Fapi%2Fauth%2Foauth%2Fauthorize%3F") == true, "\(anonymous.raw)")
+            let page = try await Self.authorize(fixture, jar, Self.authorizeParameters())
+            #expect(page.headers["Content-Security-Policy"].first?.contains("frame-ancestors 'none'") == true && page.headers["X-Frame-Options"].first == "DENY")
+            #expect(page.headers["Content-Security-Policy"].first?.contains("form-action 'self' http://127.0.0.1:5555") == true)
+            let code = try await Self.consentedCode(fixture, jar)
+            let tokens = try await Self.exchange(fixture, code: code, resource: Self.resource)
+            #expect(tokens.status == 200 && tokens.headers["Cache-Control"].first == "no-store", "\(tokens.raw)")
+            let access = try #require(tokens["access_token"])
+            let refresh = try #require(tokens["refresh_token"])
+            fixture.remember(access)
+            fixture.remember(refresh)
+            #expect(refresh.hasPrefix("rto_") && tokens["scope"] == "tools" && tokens["token_type"] == "Bearer")
+            let claims = try StrictJSONReader().parseObject(try JWSCompact.parse(access, maximumBytes: 16_384, reader: StrictJSONReader()).payload)
+            #expect(claims["aud"]?.stringValue == Self.resource && claims["client_id"]?.stringValue == "ops-cli" && claims["scope"]?.stringValue == "tools")
+            #expect(claims["preferred_username"]?.stringValue == "alice")
+            let called = try await fixture.send(.POST, "/mcp/a", bearer: access, body: "{}")
+            #expect(called.status == 200, "\(called.raw)")
+            #expect(try await fixture.send(.GET, "/api/plain/x", bearer: access).status == 401)
+            // The refresh token is no API refresh token.
+            let asAPI = try await fixture.post("/api/auth/refresh", ["refresh_token": .string(refresh)])
+            #expect(asAPI.status == 401, "\(asAPI.raw)")
+            // A second authorization asking no more skips the page.
+            let again = try await Self.authorize(fixture, jar, Self.authorizeParameters())
+            let parameters = Self.redirectParameters(again)
+            #expect(again.status == 303 && parameters["code"] != nil && parameters["state"] == "st-123" && parameters["iss"] == "http://127.0.0.1:8080", "\(again.raw)")
+            // The first code again: refused, and what it gave is revoked.
+            let reused = try await Self.exchange(fixture, code: code)
+            #expect(reused.status == 400 && reused.error == "invalid_grant", "\(reused.raw)")
+            let refreshed = try await Self.token(fixture, [("grant_type", "refresh_token"), ("refresh_token", refresh), ("client_id", "ops-cli")])
+            #expect(refreshed.status == 400 && refreshed.error == "invalid_grant", "\(refreshed.raw)")
+            let revoked = try await Answer.eventually(within: 3, { try await fixture.send(.POST, "/mcp/a", bearer: access, body: "{}") }, until: { $0.status == 401 })
+            #expect(revoked.status == 401 && revoked.error == "token_revoked", "\(revoked.raw)")
+        }
+    }
+
+    @Test("refresh rotates (the old token then revokes its family); the revocation endpoint ends a family; a refresh by another client or for another resource is refused")
+    func refreshAndRevoke() async throws {
+        try await Self.gateway { fixture, jar in
+            let first = try await Self.exchange(fixture, code: try await Self.consentedCode(fixture, jar))
+            let refresh = try #require(first["refresh_token"])
+            fixture.remember(refresh)
+            #expect(try await Self.token(fixture, [("grant_type", "refresh_token"), ("refresh_token", refresh), ("client_id", "other-cli")]).error == "invalid_grant")
+            #expect(try await Self.token(fixture, [("grant_type", "refresh_token"), ("refresh_token", refresh), ("client_id", "ops-cli"), ("resource", "http://127.0.0.1:8080/mcp/b")]).error == "invalid_target")
+            let second = try await Self.token(fixture, [("grant_type", "refresh_token"), ("refresh_token", refresh), ("client_id", "ops-cli")])
+            #expect(second.status == 200, "\(second.raw)")
+            let next = try #require(second["refresh_token"])
+            fixture.remember(next)
+            #expect(next != refresh)
+            #expect(try await Self.token(fixture, [("grant_type", "refresh_token"), ("refresh_token", refresh), ("client_id", "ops-cli")]).error == "invalid_grant")
+            #expect(try await Self.token(fixture, [("grant_type", "refresh_token"), ("refresh_token", next), ("client_id", "ops-cli")]).error == "invalid_grant", "reuse revoked the family")
+            // A fresh family, revoked at the revocation endpoint.
+            let third = try await Self.exchange(fixture, code: try await Self.consentedCode(fixture, jar))
+            let other = try #require(third["refresh_token"])
+            fixture.remember(other)
+            let revoked = try await Answer.request(
+                .POST, fixture.baseURL + "/api/auth/oauth/revoke", headers: [("Content-Type", "application/x-www-form-urlencoded")], body: "token=" + other, followRedirects: false)
+            #expect(revoked.status == 200)
+            #expect(try await Self.token(fixture, [("grant_type", "refresh_token"), ("refresh_token", other), ("client_id", "ops-cli")]).error == "invalid_grant")
+            let unknown = try await Answer.request(
+                .POST, fixture.baseURL + "/api/auth/oauth/revoke", headers: [("Content-Type", "application/x-www-form-urlencoded")], body: "token=nothing", followRedirects: false)
+            #expect(unknown.status == 200, "RFC 7009: 200 for a token it does not know")
+        }
+    }
+
+    @Test("a redirect_uri by prefix, on another host, with a fragment or userinfo, or an unknown client, is the gateway's own page, never a redirect; a loopback redirect matches on any port")
+    func redirectRules() async throws {
+        try await Self.gateway { fixture, jar in
+            for bad in ["http://127.0.0.1/callback/evil", "http://127.0.0.1:5555/callbackx", "http://evil.example/callback", "http://127.0.0.1/callback#x", "http://user@127.0.0.1/callback",
+                        "http://127.0.0.2/callback", "https://127.0.0.1/callback"] {
+                let answer = try await Self.authorize(fixture, jar, Self.authorizeParameters(redirect: bad))
+                #expect(answer.status == 400 && answer.headers["Location"].isEmpty && answer.headers["X-Portcullis-Error"].first == "redirect_uri_invalid", "\(bad): \(answer.raw)")
+            }
+            let unknown = try await Self.authorize(fixture, jar, Self.authorizeParameters(client: "nobody"))
+            #expect(unknown.status == 400 && unknown.headers["Location"].isEmpty && unknown.headers["X-Portcullis-Error"].first == "client_unknown")
+            let otherClientsURI = try await Self.authorize(fixture, jar, Self.authorizeParameters(redirect: "https://other.example/cb"))
+            #expect(otherClientsURI.status == 400 && otherClientsURI.headers["Location"].isEmpty)
+            for port in ["1", "65535", "40000"] {
+                #expect(try await Self.authorize(fixture, jar, Self.authorizeParameters(redirect: "http://127.0.0.1:\(port)/callback")).status == 200, "port \(port)")
+            }
+        }
+    }
+
+    @Test("errors after the client and redirect are checked go back to it with state and iss: PKCE missing, plain or malformed; a resource naming no MCP route; a scope the route lacks; another response_type")
+    func redirectedErrors() async throws {
+        try await Self.gateway { fixture, jar in
+            func parameters(without names: Set<String> = [], with extra: [(String, String)] = []) -> [(String, String)] {
+                Self.authorizeParameters().filter { !names.contains($0.0) && !extra.map(\.0).contains($0.0) } + extra
+            }
+            let cases: [([(String, String)], String)] = [
+                (parameters(without: ["code_challenge", "code_challenge_method"]), "invalid_request"),
+                (parameters(with: [("code_challenge_method", "plain")]), "invalid_request"),
+                (parameters(with: [("code_challenge", "short")]), "invalid_request"),
+                (parameters(without: ["resource"]), "invalid_target"),
+                (parameters(with: [("resource", "http://127.0.0.1:8080/api/plain")]), "invalid_target"),
+                (parameters(with: [("resource", "http://127.0.0.1:8080/mcp/a/")]), "invalid_target"),
+                (parameters(with: [("scope", "admin")]), "invalid_scope"),
+                (parameters(with: [("response_type", "token")]), "unsupported_response_type"),
+            ]
+            for (asked, error) in cases {
+                let answer = try await Self.authorize(fixture, jar, asked)
+                let back = Self.redirectParameters(answer)
+                #expect(answer.status == 303 && answer.headers["Location"].first?.hasPrefix(Self.redirect + "?") == true, "\(error): \(answer.raw)")
+                #expect(back["error"] == error && back["state"] == "st-123" && back["iss"] == "http://127.0.0.1:8080" && back["code"] == nil, "\(error): \(back)")
+            }
+        }
+    }
+
+    @Test("the token endpoint refuses a wrong verifier, another client, another redirect_uri, another resource, and each burns the code; a consent posted from another origin is refused on a page")
+    func tokenRefusals() async throws {
+        try await Self.gateway { fixture, jar in
+            let wrongVerifier = try await Self.exchange(fixture, code: try await Self.consentedCode(fixture, jar), verifier: String(repeating: "x", count: 43))
+            #expect(wrongVerifier.status == 400 && wrongVerifier.error == "invalid_grant", "\(wrongVerifier.raw)")
+            let byOther = try await Self.exchange(fixture, code: try await Self.consentedCode(fixture, jar), client: "other-cli")
+            #expect(byOther.error == "invalid_grant")
+            let code = try await Self.consentedCode(fixture, jar)
+            #expect(try await Self.exchange(fixture, code: code, redirect: "http://127.0.0.1:5556/callback").error == "invalid_grant")
+            #expect(try await Self.exchange(fixture, code: code).error == "invalid_grant", "a refused exchange spent the code")
+            #expect(try await Self.exchange(fixture, code: try await Self.consentedCode(fixture, jar), resource: "http://127.0.0.1:8080/mcp/b").error == "invalid_target")
+            #expect(try await Self.exchange(fixture, code: "ac_unknown").error == "invalid_grant")
+            let json = try await Answer.request(.POST, fixture.baseURL + "/api/auth/oauth/token", body: "{}", followRedirects: false)
+            #expect(json.status == 400 && json.error == "invalid_request")
+            let crossSite = try await Answer.request(
+                .POST, fixture.baseURL + "/api/auth/oauth/consent", headers: [("Origin", "https://evil.example"), Self.own[1], jar.header],
+                body: Self.query(Self.authorizeParameters() + [("decision", "allow")]), followRedirects: false)
+            #expect(crossSite.status == 403 && crossSite.headers["Location"].isEmpty && crossSite.headers["Content-Type"].first?.hasPrefix("text/html") == true, "\(crossSite.raw)")
+            let denied = try await Answer.request(
+                .POST, fixture.baseURL + "/api/auth/oauth/consent", headers: Self.own + [jar.header], body: Self.query(Self.authorizeParameters() + [("decision", "deny")]),
+                followRedirects: false)
+            #expect(Self.redirectParameters(denied)["error"] == "access_denied")
+        }
+    }
+}
