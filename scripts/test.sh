@@ -16,6 +16,8 @@ PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 600 scripts/sockets.sh
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 900 scripts/browser-tests.sh
 # Browser sessions end to end in Chromium: an app (Debian's Radicale) on its own host behind https, a provider's sign-in by redirect.
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 600 scripts/browser-sessions.sh
+# MCP clients through the gateway: the official MCP SDK's client registers, signs a person in through the test provider in Chromium, consents, and calls FastMCP's tools behind an MCP route.
+PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 300 scripts/mcp-tests.sh
 # Forward-auth with Debian's nginx and Caddy in front, on the shipped configurations (docs/guides/forward-auth.md; skipped with a note when missing, never in CI).
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 300 scripts/forward-auth.sh
 # The README's quickstart, run as written (its shell blocks, in order, with the debug binary as portcullis).

@@ -22,7 +22,7 @@ public struct AuthorizationRequest: Sendable, Equatable {
     ///
     /// - Throws: `UnredirectableAuthorizationError`: the gateway's own page answers.
     public static func redirectTarget(
-        _ parameters: Parameters, repeated: Set<String>, client find: (String) -> RegisteredClient?
+        _ parameters: Parameters, repeated: Set<String>, client found: RegisteredClient?
     ) throws(UnredirectableAuthorizationError) -> (RegisteredClient, String) {
         if repeated.contains("client_id") || repeated.contains("redirect_uri") {
             throw UnredirectableAuthorizationError("request_invalid", "client_id and redirect_uri may each be given once")
@@ -30,9 +30,10 @@ public struct AuthorizationRequest: Sendable, Equatable {
         guard let clientID = parameters["client_id"], !clientID.isEmpty else {
             throw UnredirectableAuthorizationError("client_missing", "the request names no client_id; the application that sent you here must send one")
         }
-        guard let client = find(clientID) else {
+        guard let client = found, client.clientID == clientID else {
             throw UnredirectableAuthorizationError(
-                "client_unknown", "the client \(Self.printable(clientID)) is not registered with this gateway; its operator adds it under authorization_server.clients")
+                "client_unknown",
+                "the client \(Self.printable(clientID)) is not registered with this gateway (or its registration expired); its operator adds it under authorization_server.clients")
         }
         guard let redirectURI = parameters["redirect_uri"] else {
             // One registered URI is the default (RFC 6749 §3.1.2.3); with several, the request must say.

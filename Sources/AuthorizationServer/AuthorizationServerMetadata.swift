@@ -7,14 +7,15 @@ public enum AuthorizationServerMetadata {
     public static let tokenPath = "/api/auth/oauth/token"
     public static let revocationPath = "/api/auth/oauth/revoke"
     public static let consentPath = "/api/auth/oauth/consent"
+    public static let registrationPath = "/api/auth/oauth/register"
 
     /// The document for `issuer` (no trailing `/`).
     ///
     /// - Parameters:
     ///   - scopes: every scope some MCP route offers.
     ///   - signingAlgorithms: the algorithms of the gateway's keys.
-    public static func document(issuer: String, jwksURI: String, scopes: [String], signingAlgorithms: [String]) -> JSONObject {
-        [
+    public static func document(issuer: String, jwksURI: String, scopes: [String], signingAlgorithms: [String], registration: Bool) -> JSONObject {
+        var document: JSONObject = [
             "issuer": .string(issuer),
             "authorization_endpoint": .string(issuer + authorizationPath),
             "token_endpoint": .string(issuer + tokenPath),
@@ -31,5 +32,7 @@ public enum AuthorizationServerMetadata {
             "scopes_supported": .array(scopes.map(JSONValue.string)),
             "access_token_signing_alg_values_supported": .array(signingAlgorithms.map(JSONValue.string)),
         ]
+        if registration { document["registration_endpoint"] = .string(issuer + registrationPath) }
+        return document
     }
 }

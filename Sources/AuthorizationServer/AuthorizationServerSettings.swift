@@ -33,11 +33,7 @@ public struct AuthorizationServerSettings: Sendable, Equatable {
                 key: "authorization_server.client_metadata_hosts",
                 "names hosts, but this version does not fetch Client ID Metadata Documents yet; register the client under authorization_server.clients and leave this empty")
         }
-        guard !dynamicRegistration else {
-            throw ConfigurationError(
-                key: "authorization_server.dynamic_registration",
-                "is true, but this version does not serve RFC 7591 registration yet; register the client under authorization_server.clients and leave this false")
-        }
+
         guard let entries = values.mapList("authorization_server.clients") else { return }
         for entry in entries {
             if let unknown = entry.names.subtracting(Self.clientKeys).sorted().first {

@@ -32,10 +32,33 @@ public struct OAuthTokenService: Sendable {
     /// Now, by the service's clock.
     public var now: Double { clock.now() }
 
+    /// An unused registration lives a day; one that authorized lives this long after its last authorization.
+    public static let registrationIdleLifetime: Double = 30 * 86_400
+    public static let unusedRegistrationLifetime: Double = 86_400
+
+    /// The client with `clientID`: registered in the configuration, or by itself (RFC 7591) and not expired.
+    public func client(_ clientID: String) async throws -> RegisteredClient? {
+        if let configured = settings.client(clientID) { return configured }
+        guard settings.dynamicRegistration, clientID.hasPrefix("dyn_"), clientID.utf8.count <= 64 else { return nil }
+        return try await store.oauthClient(id: clientID, now: clock.now()).flatMap(RegisteredClient.init)
+    }
+
+    /// Registers a public client (RFC 7591).
+    public func register(_ registration: ClientRegistration) async throws -> (RegisteredClient, issuedAt: Double) {
+        let now = clock.now()
+        let client = RegisteredClient(clientID: "dyn_" + (try SecureRandom.identifier(bytes: 16)), name: registration.name, redirectURIs: registration.redirectURIs, source: .dynamic)
+        try await store.insertOAuthClient(
+            OAuthClientRecord(
+                clientID: client.clientID, name: client.name, redirectURIs: JSONWriter.string(.array(client.redirectURIs.map(JSONValue.string))), createdAt: now,
+                expiresAt: now + Self.unusedRegistrationLifetime))
+        return (client, now)
+    }
+
     /// Makes the code an approved request is answered with; only its hash is kept.
     public func issueCode(for request: AuthorizationRequest, person: OAuthPerson) async throws -> String {
         let code = "ac_" + (try SecureRandom.identifier(bytes: 32))
         let now = clock.now()
+        if request.client.source == .dynamic { try await store.extendOAuthClient(id: request.client.clientID, expiresAt: now + Self.registrationIdleLifetime) }
         try await store.insertOAuthCode(
             OAuthCodeRecord(
                 codeHash: try Digest.sha256Base64URL(code), clientID: request.client.clientID, redirectURI: request.redirectURI,

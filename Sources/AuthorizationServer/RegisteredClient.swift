@@ -5,6 +5,8 @@ public struct RegisteredClient: Sendable, Equatable {
     public enum Source: String, Sendable, Equatable {
         /// `authorization_server.clients` in the configuration.
         case configured
+        /// Registered by the client itself (RFC 7591): its name is its own claim, unverified.
+        case dynamic
     }
 
     public let clientID: String
@@ -17,5 +19,13 @@ public struct RegisteredClient: Sendable, Equatable {
         self.name = name
         self.redirectURIs = redirectURIs
         self.source = source
+    }
+}
+
+extension Optional {
+    /// The wrapped value mapped by an async `transform`.
+    package func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
+        guard let self else { return nil }
+        return try await transform(self)
     }
 }

@@ -236,7 +236,7 @@ package enum OpenAPIDocument {
               headers:
                 Location: {schema: {type: string}}
             "400":
-              description: The gateway's own page: the client or redirect_uri cannot be used, so nothing is sent back to it.
+              description: "The gateway's own page, since the client or redirect_uri cannot be used: nothing is sent back to it."
               headers:
                 X-Portcullis-Error: {schema: {type: string}}
               content:
@@ -324,6 +324,43 @@ package enum OpenAPIDocument {
           responses:
             "200": {description: Revoked, or nothing to revoke.}
             "400": {$ref: "#/components/responses/OAuthError"}
+            "413": {$ref: "#/components/responses/PayloadTooLarge"}
+            "429": {$ref: "#/components/responses/RateLimited"}
+            "503": {$ref: "#/components/responses/Unavailable"}
+      /api/auth/oauth/register:
+        post:
+          tags: [oauth]
+          operationId: oauthRegister
+          summary: RFC 7591 registration of a public client (with authorization_server.dynamic_registration; 404 without).
+          requestBody:
+            required: true
+            content:
+              application/json:
+                schema:
+                  type: object
+                  required: [redirect_uris]
+                  properties:
+                    redirect_uris: {type: array, items: {type: string}, minItems: 1, maxItems: 10}
+                    client_name: {type: string}
+                    grant_types: {type: array, items: {type: string}}
+                    response_types: {type: array, items: {type: string}}
+                    token_endpoint_auth_method: {type: string}
+          responses:
+            "201":
+              description: Registered; public (token_endpoint_auth_method none, no secret).
+              content:
+                application/json:
+                  schema:
+                    type: object
+                    required: [client_id, client_id_issued_at, redirect_uris, token_endpoint_auth_method]
+                    properties:
+                      client_id: {type: string}
+                      client_id_issued_at: {type: integer}
+                      client_name: {type: string}
+                      redirect_uris: {type: array, items: {type: string}}
+                      token_endpoint_auth_method: {type: string, const: none}
+            "400": {$ref: "#/components/responses/OAuthError"}
+            "404": {$ref: "#/components/responses/NotFound"}
             "413": {$ref: "#/components/responses/PayloadTooLarge"}
             "429": {$ref: "#/components/responses/RateLimited"}
             "503": {$ref: "#/components/responses/Unavailable"}

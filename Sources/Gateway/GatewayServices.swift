@@ -214,7 +214,7 @@ public struct GatewayServices: Sendable {
     var discoveryRoutes: DiscoveryRoutes {
         DiscoveryRoutes(
             keys: keys, issuer: configuration.issuer, jwksURL: configuration.jwksURL, readiness: Readiness(monitor: monitor, trustedIssuers: trustedIssuers),
-            routes: routeTable)
+            routes: routeTable, dynamicRegistration: configuration.authorizationServer.dynamicRegistration)
     }
 
     var socketGuard: WebSocketGuard {

@@ -102,6 +102,25 @@ public struct OAuthFamilyRecord: Sendable, Equatable {
     }
 }
 
+/// A client that registered itself (RFC 7591, `oauth_clients`): public, no secret.
+public struct OAuthClientRecord: Sendable, Equatable {
+    public var clientID: String
+    public var name: String
+    /// As a JSON array of strings.
+    public var redirectURIs: String
+    public var createdAt: Double
+    /// Unused registrations go; each authorization pushes this back.
+    public var expiresAt: Double
+
+    public init(clientID: String, name: String, redirectURIs: String, createdAt: Double, expiresAt: Double) {
+        self.clientID = clientID
+        self.name = name
+        self.redirectURIs = redirectURIs
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+    }
+}
+
 /// What an exchange of a code found.
 public enum OAuthCodeRedemption: Sendable, Equatable {
     /// The code was live and is now spent, with the family and token id written on it.
@@ -131,7 +150,17 @@ public protocol OAuthRepository: Sendable {
     /// Revokes every refresh token of a family; returns how many were live.
     @discardableResult
     func revokeRefreshFamily(_ familyID: String, now: Double) async throws -> Int
-    /// Forgets codes that expired before `cutoff`; returns how many.
+    /// Forgets codes and registered clients that expired before `cutoff`; returns how many.
     @discardableResult
     func deleteExpiredOAuthCodes(before cutoff: Double) async throws -> Int
+    func insertOAuthClient(_ record: OAuthClientRecord) async throws
+    /// The registered client, when it has not expired at `now`.
+    func oauthClient(id: String, now: Double) async throws -> OAuthClientRecord?
+    /// Pushes a registration's expiry back to `expiresAt` (never forward).
+    func extendOAuthClient(id: String, expiresAt: Double) async throws
+    /// Every live registration, newest first.
+    func oauthClients(now: Double) async throws -> [OAuthClientRecord]
+    /// Removes a registration, its consents, and revokes its refresh tokens; returns how many registrations went.
+    @discardableResult
+    func deleteOAuthClient(id: String, now: Double) async throws -> Int
 }

@@ -143,13 +143,14 @@ struct SchemaMigration: Sendable {
             sqlite: providerUsers(real: "REAL"),
             postgres: providerUsers(real: "DOUBLE PRECISION")),
         SchemaMigration(
-            name: "v9: the authorization server's codes, consents and token families",
+            name: "v9: the authorization server's codes, consents, token families and registered clients",
             sqlite: authorizationServer(real: "REAL"),
             postgres: authorizationServer(real: "DOUBLE PRECISION")),
     ]
 
-    /// The authorization server's codes (by hash), the consents people gave, and the refresh
-    /// token families it started (their tokens are `refresh_tokens` rows).
+    /// The authorization server's codes (by hash), the consents people gave, the refresh token
+    /// families it started (their tokens are `refresh_tokens` rows), and the clients that
+    /// registered themselves (RFC 7591).
     static func authorizationServer(real: String) -> String {
         """
         CREATE TABLE oauth_codes (
@@ -193,6 +194,14 @@ struct SchemaMigration: Sendable {
             created_at \(real) NOT NULL
         );
         CREATE INDEX oauth_families_by_grant ON oauth_families (user_id, tenant_id, client_id, resource);
+        CREATE TABLE oauth_clients (
+            client_id TEXT PRIMARY KEY NOT NULL,
+            name TEXT NOT NULL,
+            redirect_uris TEXT NOT NULL,
+            created_at \(real) NOT NULL,
+            expires_at \(real) NOT NULL
+        );
+        CREATE INDEX oauth_clients_by_expiry ON oauth_clients (expires_at);
         """
     }
 

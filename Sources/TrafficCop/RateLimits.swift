@@ -28,6 +28,8 @@ public struct AdmissionRateLimits: Sendable {
         case backChannelLogoutPerClient = "backchannel_logout_per_client"
         /// A session cookie this instance has not met, read from the store, keyed by client address.
         case sessionCookieLookupPerClient = "session_cookie_lookup_per_client"
+        /// The authorization server's registration, token and revocation endpoints, keyed by client address.
+        case oauthPerClient = "oauth_per_client"
     }
 
     public struct Settings: Sendable, Equatable {
@@ -41,6 +43,8 @@ public struct AdmissionRateLimits: Sendable {
         /// Generous: a browser's cookie is read once per instance, then answered from memory; an
         /// office behind one address signs in again after a restart.
         public var sessionCookieLookupPerClient = RateLimit(perMinute: 300, burst: 100)
+        /// An agent refreshes every few minutes; a registration is rare. Bounds guessing and registrations.
+        public var oauthPerClient = RateLimit(perMinute: 120, burst: 30)
 
         public init() {}
 
@@ -54,6 +58,7 @@ public struct AdmissionRateLimits: Sendable {
                 case .intentPerUser: intentPerUser
                 case .backChannelLogoutPerClient: backChannelLogoutPerClient
                 case .sessionCookieLookupPerClient: sessionCookieLookupPerClient
+                case .oauthPerClient: oauthPerClient
                 }
             }
             set {
@@ -65,6 +70,7 @@ public struct AdmissionRateLimits: Sendable {
                 case .intentPerUser: intentPerUser = newValue
                 case .backChannelLogoutPerClient: backChannelLogoutPerClient = newValue
                 case .sessionCookieLookupPerClient: sessionCookieLookupPerClient = newValue
+                case .oauthPerClient: oauthPerClient = newValue
                 }
             }
         }

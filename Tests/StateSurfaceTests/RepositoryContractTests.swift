@@ -374,7 +374,7 @@ struct RepositoryContractTests {
         #expect(named.tls == .verifyFull, "TLS is verified by default beyond loopback")
         let report = try await StateStores.migrate(store.configuration)
         #expect(report.appliedNow.isEmpty)
-        #expect(report.applied.count == 9 && report.applied.last == "v9: the authorization server's codes, consents and token families")
+        #expect(report.applied.count == 9 && report.applied.last == "v9: the authorization server's codes, consents, token families and registered clients")
     }
 
     @Test("a provider's user is recorded at each sign-in: the names replaced, the first sign-in kept; listed the most recent first; found by id, subject, username or email in any case, never by part of one", arguments: StoreKind.available)

@@ -32,6 +32,35 @@ struct AuthorizationServerRoutes: Sendable {
         router.post(RouterPath(AuthorizationServerMetadata.consentPath)) { request, context in try await consent(request, context) }
         router.post(RouterPath(AuthorizationServerMetadata.tokenPath)) { request, context in try await token(request, context) }
         router.post(RouterPath(AuthorizationServerMetadata.revocationPath)) { request, context in try await revoke(request, context) }
+        router.post(RouterPath(AuthorizationServerMetadata.registrationPath)) { request, context in try await register(request, context) }
+    }
+
+    /// The rate limit of the endpoints a client calls without a person: register, token, revoke.
+    func limit(_ request: Request, _ context: GatewayRequestContext) throws {
+        let admission = browser.admission
+        try admission.limit(.oauthPerClient, key: admission.clientAddress(request, context))
+    }
+
+    /// `POST /api/auth/oauth/register` (RFC 7591, with `dynamic_registration: true`): a public client.
+    func register(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
+        guard settings.dynamicRegistration else {
+            throw GatewayError(.notFound, "not_found", "this gateway does not take client registrations; its operator registers clients under authorization_server.clients")
+        }
+        try limit(request, context)
+        let body: JSONObject
+        do {
+            let bytes = try await request.body.collect(upTo: 8 << 10)
+            body = try StrictJSONReader().parseObject(Array(buffer: bytes))
+        } catch {
+            return Self.tokenError(OAuthError("invalid_client_metadata", "the registration must be one strict JSON object of at most 8 KiB"))
+        }
+        do {
+            let (client, issuedAt) = try await tokens.register(try ClientRegistration(body))
+            logger.info("client registered", metadata: ["client_id": .string(client.clientID)])
+            return JSONBody.response(ClientRegistration.response(for: client, issuedAt: issuedAt), status: .created, noStore: true)
+        } catch let error as OAuthError {
+            return Self.tokenError(error)
+        }
     }
 
     /// The MCP resources in force, by canonical URL.
@@ -50,7 +79,7 @@ struct AuthorizationServerRoutes: Sendable {
             return Self.errorPage(.badRequest, code: "request_invalid", message: "the authorization request must name each parameter once, percent-encoded as UTF-8")
         }
         let checked: AuthorizationRequest
-        switch validated(parameters) {
+        switch try await validated(parameters) {
         case .page(let page): return page
         case .redirect(let redirect): return redirect
         case .valid(let valid): checked = valid
@@ -81,7 +110,7 @@ struct AuthorizationServerRoutes: Sendable {
         var parameters = form
         let decision = parameters.removeValue(forKey: "decision")
         let checked: AuthorizationRequest
-        switch validated(parameters) {
+        switch try await validated(parameters) {
         case .page(let page): return page
         case .redirect(let redirect): return redirect
         case .valid(let valid): checked = valid
@@ -120,11 +149,12 @@ struct AuthorizationServerRoutes: Sendable {
     }
 
     /// Both steps of the request's checks: the client and redirect (an error is a page), then the rest (an error goes back).
-    func validated(_ parameters: [String: String]) -> Validation {
+    func validated(_ parameters: [String: String]) async throws -> Validation {
         let client: RegisteredClient
         let redirectURI: String
+        let found = try await parameters["client_id"].asyncMap(tokens.client) ?? nil
         do {
-            (client, redirectURI) = try AuthorizationRequest.redirectTarget(parameters, repeated: [], client: settings.client)
+            (client, redirectURI) = try AuthorizationRequest.redirectTarget(parameters, repeated: [], client: found)
         } catch {
             return .page(Self.errorPage(.badRequest, code: error.code, message: error.message))
         }
@@ -149,6 +179,7 @@ struct AuthorizationServerRoutes: Sendable {
 
     /// `POST /api/auth/oauth/token` (form): `authorization_code` or `refresh_token`.
     func token(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
+        try limit(request, context)
         let form: [String: String]
         do {
             form = try await Self.tokenForm(request)
@@ -190,6 +221,7 @@ struct AuthorizationServerRoutes: Sendable {
 
     /// `POST /api/auth/oauth/revoke` (form, RFC 7009): 200 whatever the token was.
     func revoke(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
+        try limit(request, context)
         let form: [String: String]
         do {
             form = try await Self.tokenForm(request)

@@ -112,7 +112,50 @@ extension PostgresStateSurface: OAuthRepository {
     }
 
     public func deleteExpiredOAuthCodes(before cutoff: Double) async throws -> Int {
-        try await rows("DELETE FROM oauth_codes WHERE expires_at < \(cutoff) RETURNING code_hash").count
+        let codes = try await rows("DELETE FROM oauth_codes WHERE expires_at < \(cutoff) RETURNING code_hash").count
+        return codes + (try await rows("DELETE FROM oauth_clients WHERE expires_at < \(cutoff) RETURNING client_id").count)
+    }
+
+    public func insertOAuthClient(_ record: OAuthClientRecord) async throws {
+        _ = try await rows(
+            """
+            INSERT INTO oauth_clients (client_id, name, redirect_uris, created_at, expires_at)
+            VALUES (\(record.clientID), \(record.name), \(record.redirectURIs), \(record.createdAt), \(record.expiresAt))
+            """)
+    }
+
+    public func oauthClient(id: String, now: Double) async throws -> OAuthClientRecord? {
+        try await rows(
+            "SELECT client_id, name, redirect_uris, created_at, expires_at FROM oauth_clients WHERE client_id = \(id) AND expires_at > \(now)"
+        ).first.map(Self.oauthClient)
+    }
+
+    public func extendOAuthClient(id: String, expiresAt: Double) async throws {
+        _ = try await rows("UPDATE oauth_clients SET expires_at = \(expiresAt) WHERE client_id = \(id) AND expires_at < \(expiresAt)")
+    }
+
+    public func oauthClients(now: Double) async throws -> [OAuthClientRecord] {
+        try await rows(
+            "SELECT client_id, name, redirect_uris, created_at, expires_at FROM oauth_clients WHERE expires_at > \(now) ORDER BY created_at DESC"
+        ).map(Self.oauthClient)
+    }
+
+    public func deleteOAuthClient(id: String, now: Double) async throws -> Int {
+        let logger = self.logger
+        return try await transaction { connection in
+            try await connection.query(
+                """
+                UPDATE refresh_tokens SET revoked_at = \(now) WHERE revoked_at IS NULL AND family_id IN
+                    (SELECT family_id FROM oauth_families WHERE client_id = \(id))
+                """, logger: logger)
+            try await connection.query("DELETE FROM oauth_grants WHERE client_id = \(id)", logger: logger)
+            return try await connection.query("DELETE FROM oauth_clients WHERE client_id = \(id) RETURNING client_id", logger: logger).collect().count
+        }
+    }
+
+    static func oauthClient(_ row: PostgresRow) throws -> OAuthClientRecord {
+        let (clientID, name, redirectURIs, createdAt, expiresAt) = try row.decode((String, String, String, Double, Double).self)
+        return OAuthClientRecord(clientID: clientID, name: name, redirectURIs: redirectURIs, createdAt: createdAt, expiresAt: expiresAt)
     }
 
     static func oauthCode(_ row: PostgresRow) throws -> OAuthCodeRecord {

@@ -121,8 +121,55 @@ extension SQLiteStateSurface: OAuthRepository {
     public func deleteExpiredOAuthCodes(before cutoff: Double) async throws -> Int {
         try await pool.write { db in
             try db.execute(sql: "DELETE FROM oauth_codes WHERE expires_at < ?", arguments: [cutoff])
+            let codes = db.changesCount
+            try db.execute(sql: "DELETE FROM oauth_clients WHERE expires_at < ?", arguments: [cutoff])
+            return codes + db.changesCount
+        }
+    }
+
+    public func insertOAuthClient(_ record: OAuthClientRecord) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "INSERT INTO oauth_clients (client_id, name, redirect_uris, created_at, expires_at) VALUES (?, ?, ?, ?, ?)",
+                arguments: [record.clientID, record.name, record.redirectURIs, record.createdAt, record.expiresAt])
+        }
+    }
+
+    public func oauthClient(id: String, now: Double) async throws -> OAuthClientRecord? {
+        try await pool.read { db in
+            try Row.fetchOne(
+                db, sql: "SELECT client_id, name, redirect_uris, created_at, expires_at FROM oauth_clients WHERE client_id = ? AND expires_at > ?", arguments: [id, now]
+            ).map(Self.oauthClient)
+        }
+    }
+
+    public func extendOAuthClient(id: String, expiresAt: Double) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE oauth_clients SET expires_at = ? WHERE client_id = ? AND expires_at < ?", arguments: [expiresAt, id, expiresAt])
+        }
+    }
+
+    public func oauthClients(now: Double) async throws -> [OAuthClientRecord] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT client_id, name, redirect_uris, created_at, expires_at FROM oauth_clients WHERE expires_at > ? ORDER BY created_at DESC", arguments: [now]
+            ).map(Self.oauthClient)
+        }
+    }
+
+    public func deleteOAuthClient(id: String, now: Double) async throws -> Int {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE refresh_tokens SET revoked_at = ? WHERE revoked_at IS NULL AND family_id IN (SELECT family_id FROM oauth_families WHERE client_id = ?)",
+                arguments: [now, id])
+            try db.execute(sql: "DELETE FROM oauth_grants WHERE client_id = ?", arguments: [id])
+            try db.execute(sql: "DELETE FROM oauth_clients WHERE client_id = ?", arguments: [id])
             return db.changesCount
         }
+    }
+
+    static func oauthClient(_ row: Row) -> OAuthClientRecord {
+        OAuthClientRecord(clientID: row["client_id"], name: row["name"], redirectURIs: row["redirect_uris"], createdAt: row["created_at"], expiresAt: row["expires_at"])
     }
 
     static let oauthCodeColumns =

@@ -21,7 +21,7 @@ struct AuthorizationServerTests {
     static let own = [("Origin", MCPRouteTests.publicURL), ("Content-Type", "application/x-www-form-urlencoded")]
 
     /// A gateway with the MCP route `/mcp/a` (scope `tools`), a plain route, the client `ops-cli` and the account `alice`.
-    static func gateway(_ body: (GatewayFixture, CookieJar) async throws -> Void) async throws {
+    static func gateway(dynamicRegistration: Bool = false, _ body: (GatewayFixture, CookieJar) async throws -> Void) async throws {
         let upstream = try await RecordingUpstream.start()
         let port = upstream.port
         let fixture = try await GatewayFixture { configuration in
@@ -31,6 +31,7 @@ struct AuthorizationServerTests {
                 RegisteredClient(clientID: "ops-cli", name: "Ops CLI", redirectURIs: ["http://127.0.0.1/callback"], source: .configured),
                 RegisteredClient(clientID: "other-cli", name: "Other", redirectURIs: ["https://other.example/cb"], source: .configured),
             ]
+            settings.dynamicRegistration = dynamicRegistration
             configuration.authorizationServer = settings
         }
         try await fixture.addUser("alice")
@@ -239,6 +240,48 @@ struct AuthorizationServerTests {
                 .POST, fixture.baseURL + "/api/auth/oauth/consent", headers: Self.own + [jar.header], body: Self.query(Self.authorizeParameters() + [("decision", "deny")]),
                 followRedirects: false)
             #expect(Self.redirectParameters(denied)["error"] == "access_denied")
+        }
+    }
+
+    @Test("with dynamic_registration a client registers itself (RFC 7591) as a public client, is shown as unverified at consent, and completes the flow; a registration without redirect URIs, with an unsafe one, another grant type or not JSON is refused; without it the endpoint is 404 and the metadata names none")
+    func dynamicRegistration() async throws {
+        try await Self.gateway { fixture, _ in
+            let off = try await fixture.send(.POST, "/api/auth/oauth/register", body: #"{"redirect_uris":["http://127.0.0.1/cb"]}"#)
+            #expect(off.status == 404)
+        }
+        try await Self.gateway(dynamicRegistration: true) { fixture, jar in
+            let metadata = try await fixture.send(.GET, "/.well-known/oauth-authorization-server")
+            #expect(metadata["registration_endpoint"] == "http://127.0.0.1:8080/api/auth/oauth/register")
+            let refusals: [(String, String)] = [
+                (#"{"client_name":"x"}"#, "invalid_redirect_uri"),
+                (#"{"redirect_uris":["http://evil.example/cb"]}"#, "invalid_redirect_uri"),
+                (#"{"redirect_uris":["https://ok.example/cb#frag"]}"#, "invalid_redirect_uri"),
+                (#"{"redirect_uris":["https://ok.example/cb"],"grant_types":["implicit"]}"#, "invalid_client_metadata"),
+                (#"{"redirect_uris":["https://ok.example/cb"],"client_name":"a\u0007b"}"#, "invalid_client_metadata"),
+                (#"{"redirect_uris":["https://ok.example/cb"],"redirect_uris":["https://x.example/cb"]}"#, "invalid_client_metadata"),
+                ("not json", "invalid_client_metadata"),
+            ]
+            for (body, error) in refusals {
+                let refused = try await fixture.send(.POST, "/api/auth/oauth/register", body: body)
+                #expect(refused.status == 400 && refused.error == error, "\(body): \(refused.raw)")
+            }
+            let registered = try await fixture.send(
+                .POST, "/api/auth/oauth/register",
+                body: #"{"client_name":"Agent <b>X</b>","redirect_uris":["http://127.0.0.1/callback"],"token_endpoint_auth_method":"client_secret_post","grant_types":["authorization_code","refresh_token"]}"#)
+            #expect(registered.status == 201, "\(registered.raw)")
+            let clientID = try #require(registered["client_id"])
+            #expect(clientID.hasPrefix("dyn_") && registered["token_endpoint_auth_method"] == "none" && registered.json["client_secret"] == nil)
+            let parameters = Self.authorizeParameters(client: clientID)
+            let page = try await Self.authorize(fixture, jar, parameters)
+            #expect(page.status == 200 && page.raw.contains("unverified") && page.raw.contains("Agent &lt;b&gt;X&lt;/b&gt;") && !page.raw.contains("<b>X</b>"), "\(page.raw)")
+            let answer = try await Answer.request(
+                .POST, fixture.baseURL + "/api/auth/oauth/consent", headers: Self.own + [jar.header], body: Self.query(parameters + [("decision", "allow")]), followRedirects: false)
+            let code = try #require(Self.redirectParameters(answer)["code"])
+            let tokens = try await Self.exchange(fixture, code: code, client: clientID)
+            #expect(tokens.status == 200, "\(tokens.raw)")
+            fixture.remember(tokens["access_token"] ?? "")
+            fixture.remember(tokens["refresh_token"] ?? "")
+            #expect(try await fixture.send(.POST, "/mcp/a", bearer: try #require(tokens["access_token"]), body: "{}").status == 200)
         }
     }
 }

@@ -1,0 +1,49 @@
+"""The MCP server behind the gateway in scripts/mcp-tests.sh: FastMCP over Streamable HTTP.
+
+Tools: `add` (a JSON-RPC answer), `whoami` (what reached the server: never the client's token,
+always the gateway's assertion, read here without verifying, which a test may do) and `slow`
+(progress notifications spaced out on one SSE answer, so that a test can see each event pass
+the gateway as it comes, and the stream outlive the gateway's idle timeout).
+
+Run: tools_server.py PORT
+"""
+import asyncio
+import base64
+import json
+import sys
+
+from fastmcp import Context, FastMCP
+from fastmcp.server.dependencies import get_http_headers
+
+mcp = FastMCP("tools")
+
+
+@mcp.tool
+def add(a: int, b: int) -> int:
+    """Adds two numbers."""
+    return a + b
+
+
+@mcp.tool
+def whoami() -> dict:
+    """What the request that reached the server carried."""
+    headers = get_http_headers(include_all=True)
+    assertion = headers.get("x-portcullis-assertion", "")
+    claims = {}
+    if assertion.count(".") == 2:
+        payload = assertion.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    return {"authorization": "authorization" in headers, "sub": claims.get("sub"), "client_id": claims.get("client_id"), "aud": claims.get("aud")}
+
+
+@mcp.tool
+async def slow(steps: int, delay: float, ctx: Context) -> str:
+    """Reports progress `steps` times, `delay` seconds apart, then answers."""
+    for step in range(steps):
+        await ctx.report_progress(step + 1, steps)
+        await asyncio.sleep(delay)
+    return "done"
+
+
+if __name__ == "__main__":
+    mcp.run(transport="http", host="127.0.0.1", port=int(sys.argv[1]), path="/mcp", show_banner=False)
