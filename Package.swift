@@ -293,6 +293,7 @@ let package = Package(
         .executableTarget(
             name: "portcullis",
             dependencies: [
+                "AuthorizationServer",
                 "CBuildInfo",
                 "ConfigurationReading",
                 "EdgeHTTP",

@@ -113,3 +113,45 @@ struct UsersFindTests {
         #expect(none.status == 1 && none.stderr.contains("no user matches nobody@example.com") && none.stdout.isEmpty, "\(none.stderr)")
     }
 }
+
+/// `portcullis oauth`: the authorization server's clients and grants, listed and revoked (issue 55).
+@Suite("portcullis oauth (the real binary)", .serialized)
+struct OAuthCommandTests {
+    @Test("oauth clients lists the configured and the self-registered clients; oauth grants lists what people allowed (all, or one person's); oauth revoke removes a grant and ends its refresh tokens, and says so when there is none; remove-client removes a registration")
+    func clientsAndGrants() async throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let database = cli.directory + "/oauth.sqlite"
+        try "authorization_server:\n  dynamic_registration: true\n  clients:\n    - {client_id: ops-cli, name: Ops CLI, redirect_uris: ['http://127.0.0.1/callback']}\n"
+            .write(toFile: cli.directory + "/oauth.yaml", atomically: true, encoding: .utf8)
+        let options = ["--config", cli.directory + "/oauth.yaml", "--database", database]
+        #expect(try cli.run(["oauth", "grants"] + options).stdout.contains("no grants yet"))
+        var storage = StorageConfiguration()
+        storage.sqlitePath = database
+        let state = try await StateStores.open(storage)
+        let now = Date().timeIntervalSince1970
+        try await state.insertOAuthClient(
+            OAuthClientRecord(clientID: "dyn_agentexample", name: "Agent X", redirectURIs: #"["http://127.0.0.1/cb"]"#, createdAt: now, expiresAt: now + 3_600))
+        try await state.upsertOAuthGrant(
+            OAuthGrantRecord(userID: "usr_alice", tenantID: "acme", clientID: "dyn_agentexample", clientName: "Agent X", resource: "https://auth.example.com/mcp/github", scope: "github", createdAt: now, updatedAt: now))
+        try await state.insertOAuthFamily(
+            OAuthFamilyRecord(familyID: "rtf_x", clientID: "dyn_agentexample", resource: "https://auth.example.com/mcp/github", scope: "github", userID: "usr_alice", tenantID: "acme",
+                              sessionID: "ses_1", claims: "{}", createdAt: now))
+        try await state.insertRefreshToken(
+            RefreshTokenRecord(id: "rtk_x", tokenHash: "hx", familyID: "rtf_x", sessionID: "ses_1", userID: "usr_alice", tenantID: "acme", createdAt: now, expiresAt: now + 600))
+        let clients = try cli.run(["oauth", "clients"] + options)
+        #expect(clients.status == 0 && clients.stdout.contains("ops-cli  Ops CLI  (configured)") && clients.stdout.contains("dyn_agentexample  Agent X  (registered itself"), "\(clients.stdout)\(clients.stderr)")
+        let grants = try cli.run(["oauth", "grants", "--user", "usr_alice"] + options)
+        #expect(grants.status == 0 && grants.stdout.contains("dyn_agentexample") && grants.stdout.contains("https://auth.example.com/mcp/github") && grants.stdout.contains("scope: github"), "\(grants.stdout)")
+        #expect(try cli.run(["oauth", "grants", "--user", "usr_bob"] + options).stdout.contains("usr_bob has granted nothing"))
+        let revoke = ["oauth", "revoke", "--user", "usr_alice", "--tenant", "acme", "--client", "dyn_agentexample", "--resource", "https://auth.example.com/mcp/github"] + options
+        let revoked = try cli.run(revoke)
+        #expect(revoked.status == 0 && revoked.stdout.contains("revoked"), "\(revoked.stderr)")
+        #expect(try await state.refreshToken(hash: "hx")?.revokedAt != nil, "the grant's refresh tokens end with it")
+        let again = try cli.run(revoke)
+        #expect(again.status == 1 && again.stderr.contains("no grant of usr_alice"), "\(again.stderr)")
+        #expect(try cli.run(["oauth", "remove-client", "dyn_agentexample"] + options).status == 0)
+        #expect(!(try cli.run(["oauth", "clients"] + options).stdout.contains("dyn_agentexample")))
+        #expect(try cli.run(["oauth", "remove-client", "dyn_nothing"] + options).status == 1)
+    }
+}

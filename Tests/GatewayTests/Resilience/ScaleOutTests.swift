@@ -4,6 +4,7 @@ import JOSE
 import NIOCore
 import NIOHTTP1
 import PortcullisTestSupport
+import ProviderLogin
 import Synchronization
 import Testing
 
@@ -241,6 +242,52 @@ struct ScaleOutTests {
         }
         #expect(afterwards.status == 302 && afterwards.headers["Location"].first?.contains("/.portcullis/sign_in") == true, "\(afterwards.raw)")
         cluster.stop(secrets: [value])
+        try await upstream.stop()
+    }
+
+    @Test("an MCP client's authorization started on gateway A is exchanged on gateway B, its token calls the MCP server through either, and its refresh rotates on A; the code's second use on A is refused")
+    func authorizationAcrossGateways() async throws {
+        let upstream = try await RecordingUpstream.start()
+        let cluster = try await ScaleOut(configuration: """
+            gateway:
+              public_url: http://127.0.0.1
+              routes:
+                - {prefix: /mcp/a, upstream: "http://127.0.0.1:\(upstream.port)/mcp", mcp: true, require: {scopes: [tools]}}
+            authorization_server:
+              clients:
+                - {client_id: ops-cli, name: Ops CLI, redirect_uris: ["http://127.0.0.1/callback"]}
+            """)
+        defer { cluster.stop() }
+        let form = [("Sec-Fetch-Site", "same-origin"), ("Content-Type", "application/x-www-form-urlencoded")]
+        let signedIn = try await Answer.request(
+            .POST, cluster.a + "/.portcullis/sign_in", headers: form, body: "username=alice&password=correct+horse+battery&rd=%2F", followRedirects: false)
+        var jar = CookieJar()
+        jar.take(signedIn)
+        let verifier = "a-verifier-long-enough-for-pkce-0123456789-abcdef"
+        let parameters = [
+            ("response_type", "code"), ("client_id", "ops-cli"), ("redirect_uri", "http://127.0.0.1:5555/callback"), ("code_challenge", try Digest.sha256Base64URL(verifier)),
+            ("code_challenge_method", "S256"), ("resource", "http://127.0.0.1/mcp/a"), ("state", "s1"),
+        ]
+        let query = parameters.map { $0.0 + "=" + FormEncoding.encode($0.1) }.joined(separator: "&")
+        let page = try await Answer.request(.GET, cluster.a + "/api/auth/oauth/authorize?" + query, headers: [jar.header], followRedirects: false)
+        #expect(page.status == 200, "\(page.raw)")
+        let consented = try await Answer.request(.POST, cluster.a + "/api/auth/oauth/consent", headers: form + [jar.header], body: query + "&decision=allow", followRedirects: false)
+        let location = try #require(consented.headers["Location"].first, "\(consented.raw)")
+        let code = try #require(FormEncoding.fields(location.split(separator: "?", maxSplits: 1).last ?? "")?["code"])
+        let exchange = "grant_type=authorization_code&code=\(code)&client_id=ops-cli&redirect_uri=" + FormEncoding.encode("http://127.0.0.1:5555/callback") + "&code_verifier=" + verifier
+        let tokens = try await Answer.request(.POST, cluster.b + "/api/auth/oauth/token", headers: [form[1]], body: exchange, followRedirects: false)
+        #expect(tokens.status == 200, "\(tokens.raw)")
+        let access = try #require(tokens["access_token"]), refresh = try #require(tokens["refresh_token"])
+        for base in [cluster.a, cluster.b] {
+            let called = try await cluster.send(.POST, base + "/mcp/a", bearer: access, ["jsonrpc": "2.0", "id": 1, "method": "tools/list"])
+            #expect(called.status == 200, "\(base): \(called.raw)")
+        }
+        let refreshed = try await Answer.request(
+            .POST, cluster.a + "/api/auth/oauth/token", headers: [form[1]], body: "grant_type=refresh_token&client_id=ops-cli&refresh_token=" + refresh, followRedirects: false)
+        #expect(refreshed.status == 200 && refreshed["refresh_token"] != refresh, "\(refreshed.raw)")
+        let reused = try await Answer.request(.POST, cluster.a + "/api/auth/oauth/token", headers: [form[1]], body: exchange, followRedirects: false)
+        #expect(reused.status == 400 && reused["error"] == "invalid_grant", "\(reused.raw)")
+        cluster.stop(secrets: [access, refresh, refreshed["refresh_token"] ?? refresh, code])
         try await upstream.stop()
     }
 
