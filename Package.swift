@@ -188,7 +188,13 @@ let package = Package(
         // codes, consents, the access and refresh tokens it issues for MCP resources.
         .target(
             name: "AuthorizationServer",
-            dependencies: ["ConfigurationReading", "JOSE", "MCPResource", "SecurityGuard", "StateSurface"]
+            dependencies: [
+                "ConfigurationReading", "JOSE", "MCPResource", "SecurityGuard", "StateSurface",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ]
         ),
         // The proxy path of gateway.routes on the event loop, front to upstream; no Hummingbird.
         .target(

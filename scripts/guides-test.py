@@ -114,6 +114,9 @@ SUBSTITUTIONS = {
         "radicale --config radicale.conf &", "radicale --config radicale.conf > radicale.log 2>&1 & echo $! >> \"$BACKGROUND_PIDS\"", 1),
     "python3 app.py &": lambda command: command.replace("python3 app.py &", "python3 app.py & echo $! >> \"$BACKGROUND_PIDS\"", 1),
     "portcullis serve &": lambda command: command.replace("portcullis serve &", "portcullis serve > serve.log 2>&1 & echo $! >> \"$BACKGROUND_PIDS\"", 1),
+    # mcp.md: the MCP server it sends to the background is noted to be stopped.
+    "venv/bin/python server.py > server.log 2>&1 &": lambda command: command.replace(
+        "venv/bin/python server.py > server.log 2>&1 &", "venv/bin/python server.py > server.log 2>&1 & echo $! >> \"$BACKGROUND_PIDS\"", 1),
 }
 
 
@@ -250,6 +253,32 @@ def main():
     browser_app_guide()
     if not os.environ.get("NO_RADICALE"):
         dav_guide()
+    mcp_guide()
+
+
+def mcp_guide():
+    """mcp.md, as written: FastMCP behind an MCP route, serve; what a client finds from the 401; an
+    MCP client (the official SDK's, tests/MCP/guide_client.py) registering, alice signing in and
+    allowing it in Chromium, a tool called; then the oauth commands that list the client and grant."""
+    (commands,) = blocks("mcp.md", "sh")
+    before = noted()
+    run_session("mcp.md try it", os.path.join(WORK, "home"), [(commands, [])])
+    wait_until_ready()
+    for _ in range(100):
+        try:
+            import socket
+            socket.create_connection(("127.0.0.1", 9100), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.2)
+    discovery, listing = blocks("mcp.md", "console")
+    run_session("mcp.md discovery", os.path.join(WORK, "home", "try-mcp"), console_steps(discovery))
+    client = subprocess.run([os.environ["MCP_PYTHON"], os.path.join(ROOT, "Tests", "MCP", "guide_client.py")], capture_output=True, text=True, timeout=120)
+    if client.returncode != 0 or "add: 42" not in client.stdout:
+        fail(f"mcp.md: an MCP client signs alice in and calls add: {client.stdout[-500:]} {client.stderr[-1500:]}")
+    ok("mcp.md: the MCP SDK's client, given only the route's URL, registered, alice signed in and allowed it in Chromium, and add answered 42")
+    run_session("mcp.md oauth", os.path.join(WORK, "home", "try-mcp"), console_steps(listing))
+    stop_started_since(before)
 
 
 def wait_until_closed(port):

@@ -15,24 +15,38 @@ if [ -z "$CHROMIUM" ]; then
   if [ "${CI:-}" = true ]; then echo "mcp-tests.sh: chromium missing (apt-get install chromium)" >&2; exit 1; fi
   echo "mcp-tests.sh: skipped: install chromium (apt-get install chromium)"; exit 0
 fi
-VENV="$ROOT/.build/mcp-venv"
-if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import mcp, fastmcp, playwright, cryptography" 2>/dev/null; then
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q mcp fastmcp playwright cryptography
-fi
-BIN=$(realpath "${PORTCULLIS_BIN:-$ROOT/.build/debug/portcullis}")
 source "$ROOT/scripts/lib/gateway.sh"
+VENV=$(mcp_venv)
+BIN=$(realpath "${PORTCULLIS_BIN:-$ROOT/.build/debug/portcullis}")
 WORK=$(mktemp -d)
-PORT=18740 SSO_PORT=18741 TOOLS=18742 CALLBACK=18743
-SERVE_PID= SSO_PID= TOOLS_PID=
+PORT=18740 SSO_PORT=18741 TOOLS=18742 CALLBACK=18743 DOCUMENTS=18744
+SERVE_PID= SSO_PID= TOOLS_PID= DOCUMENTS_PID=
 cleanup() {
-  for pid in $SERVE_PID $SSO_PID $TOOLS_PID; do kill "$pid" 2>/dev/null || true; done
+  for pid in $SERVE_PID $SSO_PID $TOOLS_PID $DOCUMENTS_PID; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
 
 "$VENV/bin/python" "$ROOT/Tests/MCP/tools_server.py" "$TOOLS" > "$WORK/tools.log" 2>&1 & TOOLS_PID=$!
+
+# The client's metadata document, over https on localhost (a certificate the gateway trusts through
+# gateway.upstream_ca_file), as a client's own site would serve it.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj "/CN=localhost" \
+  -addext "subjectAltName=DNS:localhost" -keyout "$WORK/documents.key" -out "$WORK/documents.pem" 2>/dev/null
+CLIENT_METADATA_URL="https://localhost:$DOCUMENTS/mcp-client.json"
+mkdir -p "$WORK/documents"
+printf '{"client_id":"%s","client_name":"SDK test agent","redirect_uris":["http://127.0.0.1:%s/callback"],"grant_types":["authorization_code","refresh_token"],"response_types":["code"],"token_endpoint_auth_method":"none"}' \
+  "$CLIENT_METADATA_URL" "$CALLBACK" > "$WORK/documents/mcp-client.json"
+python3 - "$DOCUMENTS" "$WORK/documents" "$WORK/documents.pem" "$WORK/documents.key" > "$WORK/documents.log" 2>&1 <<'PY' & DOCUMENTS_PID=$!
+import functools, http.server, ssl, sys
+port, root, cert, key = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+server = http.server.ThreadingHTTPServer(("127.0.0.1", port), functools.partial(http.server.SimpleHTTPRequestHandler, directory=root))
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.load_cert_chain(cert, key)
+server.socket = context.wrap_socket(server.socket, server_side=True)
+server.serve_forever()
+PY
 (umask 077 && printf 'mcp-client-secret\n' > "$WORK/sso.secret")
 "$VENV/bin/python" "$ROOT/Tests/Browser/fake_idp.py" "$SSO_PORT" "$WORK/sso.secret" "http://127.0.0.1:$PORT/api/auth/oidc/backchannel-logout" \
   > "$WORK/sso.log" 2>&1 & SSO_PID=$!
@@ -40,10 +54,12 @@ for _ in $(seq 100); do curl -sf -o /dev/null "127.0.0.1:$SSO_PORT/jwks" && brea
 for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$TOOLS") 2>/dev/null && break; sleep 0.1; done
 
 start_serve "$WORK" "$PORT" "  public_url: http://127.0.0.1:$PORT
+  upstream_ca_file: $WORK/documents.pem
   routes:
     - {prefix: /mcp/tools, upstream: 'http://127.0.0.1:$TOOLS/mcp', mcp: true, require: {scopes: [tools]}}
     - {prefix: /mcp/other, upstream: 'http://127.0.0.1:$TOOLS/mcp', mcp: true}" "authorization_server:
   dynamic_registration: true
+  client_metadata_hosts: [localhost]
 limits:
   idle_timeout_seconds: 2
   request_timeout_seconds: 2
@@ -58,9 +74,9 @@ trust:
         client_id: portcullis
         client_secret_file: $WORK/sso.secret"
 
-GATEWAY="http://127.0.0.1:$PORT" CHROMIUM="$CHROMIUM" CALLBACK_PORT="$CALLBACK" "$VENV/bin/python" "$ROOT/Tests/MCP/test_mcp.py" || {
+GATEWAY="http://127.0.0.1:$PORT" CHROMIUM="$CHROMIUM" CALLBACK_PORT="$CALLBACK" CLIENT_METADATA_URL="$CLIENT_METADATA_URL" "$VENV/bin/python" "$ROOT/Tests/MCP/test_mcp.py" || {
   status=$?
-  for log in serve.log tools.log sso.log; do
+  for log in serve.log tools.log sso.log documents.log; do
     [ -f "$WORK/$log" ] && { echo "--- $log (last 40 lines)"; tail -40 "$WORK/$log" | sed -E 's/eyJ[A-Za-z0-9_.-]+/<token>/g; s/rto_[A-Za-z0-9_-]+/<refresh>/g'; }
   done
   exit "$status"

@@ -14,7 +14,7 @@ public enum AuthorizationServerMetadata {
     /// - Parameters:
     ///   - scopes: every scope some MCP route offers.
     ///   - signingAlgorithms: the algorithms of the gateway's keys.
-    public static func document(issuer: String, jwksURI: String, scopes: [String], signingAlgorithms: [String], registration: Bool) -> JSONObject {
+    public static func document(issuer: String, jwksURI: String, scopes: [String], signingAlgorithms: [String], registration: Bool, clientMetadataDocuments: Bool) -> JSONObject {
         var document: JSONObject = [
             "issuer": .string(issuer),
             "authorization_endpoint": .string(issuer + authorizationPath),
@@ -28,7 +28,7 @@ public enum AuthorizationServerMetadata {
             "token_endpoint_auth_methods_supported": ["none"],
             "revocation_endpoint_auth_methods_supported": ["none"],
             "authorization_response_iss_parameter_supported": true,
-            "client_id_metadata_document_supported": false,
+            "client_id_metadata_document_supported": .bool(clientMetadataDocuments),
             "scopes_supported": .array(scopes.map(JSONValue.string)),
             "access_token_signing_alg_values_supported": .array(signingAlgorithms.map(JSONValue.string)),
         ]

@@ -9,8 +9,8 @@ public struct AuthorizationServerSettings: Sendable, Equatable {
     public var accessTokenLifetime: Double = 600
     /// `authorization_server.code_lifetime_seconds`: how long a code may wait for its exchange (60).
     public var codeLifetime: Double = 60
-    /// `authorization_server.client_metadata_hosts`: where Client ID Metadata Documents may be fetched from.
-    public var clientMetadataHosts: [String] = []
+    /// `authorization_server.client_metadata_hosts`: where Client ID Metadata Documents may be fetched from (none: not fetched).
+    public var clientMetadataHosts = ClientMetadataHosts([])!
     /// `authorization_server.dynamic_registration`: RFC 7591 registration, off by default.
     public var dynamicRegistration = false
 
@@ -25,15 +25,15 @@ public struct AuthorizationServerSettings: Sendable, Equatable {
     public init(reading values: ConfigurationValues) throws(ConfigurationError) {
         if let seconds = try values.int("authorization_server.access_token_lifetime_seconds", in: 60...3_600) { accessTokenLifetime = Double(seconds) }
         if let seconds = try values.int("authorization_server.code_lifetime_seconds", in: 10...600) { codeLifetime = Double(seconds) }
-        if let hosts = try values.strings("authorization_server.client_metadata_hosts") { clientMetadataHosts = hosts.map { $0.lowercased() } }
-        if let on = try values.bool("authorization_server.dynamic_registration") { dynamicRegistration = on }
-        // Not served yet: said at start rather than taken and ignored.
-        guard clientMetadataHosts.isEmpty else {
-            throw ConfigurationError(
-                key: "authorization_server.client_metadata_hosts",
-                "names hosts, but this version does not fetch Client ID Metadata Documents yet; register the client under authorization_server.clients and leave this empty")
+        if let entries = try values.strings("authorization_server.client_metadata_hosts") {
+            guard let hosts = ClientMetadataHosts(entries) else {
+                throw ConfigurationError(
+                    key: "authorization_server.client_metadata_hosts",
+                    "must list host names (vscode.dev), *.domain for every host under one, or * for any host (public addresses only for those two), not \(entries)")
+            }
+            clientMetadataHosts = hosts
         }
-
+        if let on = try values.bool("authorization_server.dynamic_registration") { dynamicRegistration = on }
         guard let entries = values.mapList("authorization_server.clients") else { return }
         for entry in entries {
             if let unknown = entry.names.subtracting(Self.clientKeys).sorted().first {

@@ -16,11 +16,14 @@ public struct OAuthTokenService: Sendable {
     public let issuer: String
     let settings: AuthorizationServerSettings
     let clock: any TokenClock
+    /// Fetches Client ID Metadata Documents (`nil`: `client_metadata_hosts` is empty).
+    let clientMetadata: ClientMetadataFetcher?
 
     public init(
         store: any OAuthRepository & CredentialRepository, keys: any SigningKeyProvider, issuer: String, settings: AuthorizationServerSettings,
-        refreshLifetime: Double, clock: any TokenClock = SystemClock()
+        refreshLifetime: Double, clock: any TokenClock = SystemClock(), clientMetadata: ClientMetadataFetcher? = nil
     ) {
+        self.clientMetadata = clientMetadata
         self.store = store
         self.keys = keys
         self.issuer = issuer
@@ -36,9 +39,23 @@ public struct OAuthTokenService: Sendable {
     public static let registrationIdleLifetime: Double = 30 * 86_400
     public static let unusedRegistrationLifetime: Double = 86_400
 
-    /// The client with `clientID`: registered in the configuration, or by itself (RFC 7591) and not expired.
+    /// The client with `clientID`: registered in the configuration, by itself (RFC 7591) and not
+    /// expired, or described by the Client ID Metadata Document at `clientID`.
+    ///
+    /// - Throws: `UnredirectableAuthorizationError` for a metadata document that cannot be used.
     public func client(_ clientID: String) async throws -> RegisteredClient? {
         if let configured = settings.client(clientID) { return configured }
+        if clientID.hasPrefix("https://") {
+            guard let clientMetadata else {
+                throw UnredirectableAuthorizationError(
+                    "client_metadata_not_fetched", "the client_id is a metadata document's URL, and this gateway fetches none (authorization_server.client_metadata_hosts is empty)")
+            }
+            guard let url = ClientMetadataURL(clientID) else {
+                throw UnredirectableAuthorizationError(
+                    "client_metadata_url_invalid", "the client_id is not a metadata document's URL this gateway fetches: https, a host, a path other than /, no userinfo or fragment")
+            }
+            return try await clientMetadata.client(url, now: clock.now())
+        }
         guard settings.dynamicRegistration, clientID.hasPrefix("dyn_"), clientID.utf8.count <= 64 else { return nil }
         return try await store.oauthClient(id: clientID, now: clock.now()).flatMap(RegisteredClient.init)
     }

@@ -7,18 +7,23 @@ public struct RegisteredClient: Sendable, Equatable {
         case configured
         /// Registered by the client itself (RFC 7591): its name is its own claim, unverified.
         case dynamic
+        /// Described by a Client ID Metadata Document: its `client_id` is the document's URL.
+        case metadataDocument
     }
 
     public let clientID: String
     public let name: String
     public let redirectURIs: [String]
     public let source: Source
+    /// For a metadata document's client: the host it was fetched from (the name is that host's claim).
+    public let metadataHost: String?
 
-    public init(clientID: String, name: String, redirectURIs: [String], source: Source) {
+    public init(clientID: String, name: String, redirectURIs: [String], source: Source, metadataHost: String? = nil) {
         self.clientID = clientID
         self.name = name
         self.redirectURIs = redirectURIs
         self.source = source
+        self.metadataHost = metadataHost
     }
 }
 

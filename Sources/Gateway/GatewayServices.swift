@@ -64,6 +64,9 @@ public struct GatewayServices: Sendable {
     public let browserSessions: BrowserSessionBook
     /// The session cookie's name and attributes on this deployment.
     public let sessionCookie: SessionCookie
+    /// Fetches Client ID Metadata Documents, keeping them as their `Cache-Control` says (`nil`:
+    /// `authorization_server.client_metadata_hosts` is empty). Trusts what `https://` routes do.
+    let clientMetadata: ClientMetadataFetcher?
 
     /// - Parameters:
     ///   - trustedIssuers: built from `configuration.trust` (`TrustedIssuers(configuration:...)`,
@@ -82,6 +85,10 @@ public struct GatewayServices: Sendable {
             store: store, idleSeconds: configuration.browserSessions.idleMinutes * 60, maximumSeconds: configuration.browserSessions.maximumHours * 3600,
             recheckSeconds: configuration.browserSessions.recheckMinutes * 60)
         sessionCookie = SessionCookie(secure: configuration.servesBrowsersOverHTTPS, domain: configuration.cookieDomain)
+        let metadataHosts = configuration.authorizationServer.clientMetadataHosts
+        // The CA file is read again (and refused, naming it) by the data plane at start.
+        clientMetadata = metadataHosts.isEmpty
+            ? nil : (try? DataPlane.upstreamTLSContext(caFile: configuration.upstreamCAFile)).map { ClientMetadataFetcher(hosts: metadataHosts, tls: $0) }
         routeTable = LiveRouteTable(RouteTable(routes: configuration.routes, allowedOrigins: configuration.allowedOrigins, publicHost: configuration.publicHost))
         self.providers = providers
         self.accessLog = accessLog ?? AccessLog(logger: logger)
@@ -207,14 +214,15 @@ public struct GatewayServices: Sendable {
             settings: settings,
             tokens: OAuthTokenService(
                 store: store, keys: keys, issuer: configuration.issuer.trimmingTrailingSlash, settings: settings, refreshLifetime: configuration.refreshTokenLifetime,
-                clock: clock),
+                clock: clock, clientMetadata: clientMetadata),
             store: store, browser: browserSessionRoutes, table: routeTable, verifier: authenticator.verifier, logger: logger)
     }
 
     var discoveryRoutes: DiscoveryRoutes {
         DiscoveryRoutes(
             keys: keys, issuer: configuration.issuer, jwksURL: configuration.jwksURL, readiness: Readiness(monitor: monitor, trustedIssuers: trustedIssuers),
-            routes: routeTable, dynamicRegistration: configuration.authorizationServer.dynamicRegistration)
+            routes: routeTable, dynamicRegistration: configuration.authorizationServer.dynamicRegistration,
+            clientMetadataDocuments: !configuration.authorizationServer.clientMetadataHosts.isEmpty)
     }
 
     var socketGuard: WebSocketGuard {

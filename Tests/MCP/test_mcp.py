@@ -1,13 +1,14 @@
 """MCP clients through the gateway (issue 55), run by scripts/mcp-tests.sh.
 
 The official MCP SDK's client (`OAuthClientProvider`), given only the MCP route's URL, finds the
-authorization server from the 401, registers itself (RFC 7591), sends the person through the
+authorization server from the 401, identifies itself by a Client ID Metadata Document (served
+over https on localhost, a host the allow-list names) or registers itself (RFC 7591), sends the person through the
 gateway's sign-in (the test provider, in Chromium) and its consent page, gets a token bound to
 that server, and calls tools on FastMCP behind the route: a JSON-RPC answer, what reached the
 server, and progress events on one SSE answer spaced out past the gateway's idle timeout. Then
 the token is refreshed, and a token for this MCP server is refused at the other one.
 
-Environment: GATEWAY (http://127.0.0.1:PORT), CHROMIUM, CALLBACK_PORT.
+Environment: GATEWAY (http://127.0.0.1:PORT), CHROMIUM, CALLBACK_PORT, CLIENT_METADATA_URL.
 """
 import asyncio
 import json
@@ -56,8 +57,8 @@ class MemoryStorage(TokenStorage):
 class Browser:
     """Chromium, driven as a person: sign in at the provider, allow at the consent page."""
 
-    def __init__(self, page):
-        self.page, self.result, self.pages = page, None, []
+    def __init__(self, page, expected_client):
+        self.page, self.result, self.pages, self.expected_client = page, None, [], expected_client
 
     async def redirect(self, url: str):
         check(url.startswith(GATEWAY + "/api/auth/oauth/authorize?"), "the client is sent to the gateway's authorization endpoint")
@@ -77,7 +78,8 @@ class Browser:
         await self.page.wait_for_selector("button[value=allow]", timeout=15000)
         content = await self.page.content()
         self.pages.append(content)
-        check("Allow access?" in content and "unverified" in content and "/mcp/tools" in content, "the consent page names the client (unverified), the MCP server and its scope")
+        check("Allow access?" in content and self.expected_client in content and "/mcp/tools" in content,
+              f"the consent page names the client ({self.expected_client}), the MCP server and its scope")
         await self.page.click("button[value=allow]")
         back = urllib.parse.urlsplit(await asyncio.wait_for(captured, 15))
         query = urllib.parse.parse_qs(back.query)
@@ -101,34 +103,31 @@ def raw(method, path, token=None, body=None, headers=None):
         return error.code, dict(error.headers), error.read()
 
 
-async def main():
-    status, headers, _ = raw("POST", "/mcp/tools", body=b"{}", headers={"Content-Type": "application/json"})
-    check(status == 401 and 'resource_metadata="' + GATEWAY + '/.well-known/oauth-protected-resource/mcp/tools"' in headers.get("WWW-Authenticate", ""),
-          "a request without a token is 401 naming resource_metadata")
-    async with async_playwright() as p:
-        browser = await p.chromium.launch(executable_path=os.environ["CHROMIUM"], args=["--no-sandbox"])
-        page = await browser.new_page()
-        person = Browser(page)
-        storage = MemoryStorage()
-        provider = OAuthClientProvider(
-            server_url=GATEWAY + "/mcp/tools",
-            client_metadata=OAuthClientMetadata(client_name="SDK test agent", redirect_uris=[CALLBACK], grant_types=["authorization_code", "refresh_token"],
-                                                response_types=["code"]),
-            storage=storage, redirect_handler=person.redirect, callback_handler=person.callback)
-        async with httpx2.AsyncClient(auth=provider, timeout=30) as http:
-            async with streamable_http_client(GATEWAY + "/mcp/tools", http_client=http) as streams:
-                read, write = streams[0], streams[1]
-                async with ClientSession(read, write) as session:
-                    await session.initialize()
-                    tools = {tool.name for tool in (await session.list_tools()).tools}
-                    check({"add", "whoami", "slow"} <= tools, "tools/list through the gateway")
-                    added = await session.call_tool("add", {"a": 2, "b": 40})
-                    check(not added.is_error and "42" in json.dumps([c.model_dump() for c in added.content]), "tools/call answered (2 + 40)")
-                    who = await session.call_tool("whoami", {})
-                    seen = json.loads(who.content[0].text)
-                    check(seen["authorization"] is False, "the client's token never reaches the MCP server")
-                    check(seen["client_id"] == storage.client.client_id and (seen["sub"] or "").startswith("ext_"),
-                          "the server's assertion names the person (the provider's user) and the client")
+async def flow(page, client_metadata_url, expected_client):
+    kind = "CIMD" if client_metadata_url else "RFC 7591"
+    print(f"--- the SDK's client, registering by {kind}")
+    person = Browser(page, expected_client)
+    storage = MemoryStorage()
+    provider = OAuthClientProvider(
+        server_url=GATEWAY + "/mcp/tools",
+        client_metadata=OAuthClientMetadata(client_name="SDK test agent", redirect_uris=[CALLBACK], grant_types=["authorization_code", "refresh_token"],
+                                            response_types=["code"]),
+        storage=storage, redirect_handler=person.redirect, callback_handler=person.callback, client_metadata_url=client_metadata_url)
+    async with httpx2.AsyncClient(auth=provider, timeout=30) as http:
+        async with streamable_http_client(GATEWAY + "/mcp/tools", http_client=http) as streams:
+            read, write = streams[0], streams[1]
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                tools = {tool.name for tool in (await session.list_tools()).tools}
+                check({"add", "whoami", "slow"} <= tools, "tools/list through the gateway")
+                added = await session.call_tool("add", {"a": 2, "b": 40})
+                check(not added.is_error and "42" in json.dumps([c.model_dump() for c in added.content]), "tools/call answered (2 + 40)")
+                who = await session.call_tool("whoami", {})
+                seen = json.loads(who.content[0].text)
+                check(seen["authorization"] is False, "the client's token never reaches the MCP server")
+                check(seen["client_id"] == storage.client.client_id and (seen["sub"] or "").startswith("ext_"),
+                      "the server's assertion names the person (the provider's user) and the client")
+                if client_metadata_url:
                     stamps = []
 
                     async def progress(done, total, message):
@@ -139,14 +138,29 @@ async def main():
                     ended = time.monotonic()
                     check(not result.is_error and len(stamps) == 3, f"an SSE answer with three progress events outlived the gateway's 2 s idle timeout ({ended - started:.1f} s)")
                     check(bool(stamps) and stamps[0] - started < 1.5 and ended - stamps[-1] > 2, "each event passed the gateway as it came, not at the end")
+    if client_metadata_url:
+        check(storage.client.client_id == client_metadata_url, "the client_id is its metadata document's URL")
+    else:
         check(storage.client.client_id.startswith("dyn_"), "the client registered itself (RFC 7591)")
-        access = storage.tokens.access_token
-        refresh = storage.tokens.refresh_token
-        status, _, _ = raw("POST", "/mcp/other", token=access, body=b"{}", headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
-        check(status == 401, "the token for /mcp/tools is refused at /mcp/other")
-        form = urllib.parse.urlencode({"grant_type": "refresh_token", "refresh_token": refresh, "client_id": storage.client.client_id}).encode()
-        status, _, body = raw("POST", "/api/auth/oauth/token", body=form, headers={"Content-Type": "application/x-www-form-urlencoded"})
-        check(status == 200 and json.loads(body).get("refresh_token") != refresh, "the refresh token rotates")
+    access = storage.tokens.access_token
+    refresh = storage.tokens.refresh_token
+    status, _, _ = raw("POST", "/mcp/other", token=access, body=b"{}", headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+    check(status == 401, "the token for /mcp/tools is refused at /mcp/other")
+    form = urllib.parse.urlencode({"grant_type": "refresh_token", "refresh_token": refresh, "client_id": storage.client.client_id}).encode()
+    status, _, body = raw("POST", "/api/auth/oauth/token", body=form, headers={"Content-Type": "application/x-www-form-urlencoded"})
+    check(status == 200 and json.loads(body).get("refresh_token") != refresh, "the refresh token rotates")
+
+
+async def main():
+    status, headers, _ = raw("POST", "/mcp/tools", body=b"{}", headers={"Content-Type": "application/json"})
+    check(status == 401 and 'resource_metadata="' + GATEWAY + '/.well-known/oauth-protected-resource/mcp/tools"' in headers.get("WWW-Authenticate", ""),
+          "a request without a token is 401 naming resource_metadata")
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=os.environ["CHROMIUM"], args=["--no-sandbox"])
+        page = await browser.new_page()
+        # First with a Client ID Metadata Document (the 2025-11-25 default), then by registration.
+        await flow(page, client_metadata_url=os.environ["CLIENT_METADATA_URL"], expected_client="described by localhost")
+        await flow(page, client_metadata_url=None, expected_client="registered itself: unverified")
         await browser.close()
     if FAILURES:
         print(f"{len(FAILURES)} failed")

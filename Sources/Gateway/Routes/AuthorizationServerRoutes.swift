@@ -152,7 +152,12 @@ struct AuthorizationServerRoutes: Sendable {
     func validated(_ parameters: [String: String]) async throws -> Validation {
         let client: RegisteredClient
         let redirectURI: String
-        let found = try await parameters["client_id"].asyncMap(tokens.client) ?? nil
+        let found: RegisteredClient?
+        do {
+            found = try await parameters["client_id"].asyncMap(tokens.client) ?? nil
+        } catch let refusal as UnredirectableAuthorizationError {
+            return .page(Self.errorPage(.badRequest, code: refusal.code, message: refusal.message))
+        }
         do {
             (client, redirectURI) = try AuthorizationRequest.redirectTarget(parameters, repeated: [], client: found)
         } catch {

@@ -15,7 +15,12 @@ enum ConsentPage {
         }.joined(separator: "\n")
         let scopes = request.scopes.isEmpty ? "<li><em>no scope</em></li>" : request.scopes.map { "<li><code>\(RefusalPage.escaped($0))</code></li>" }.joined()
         let who = person.claims["preferred_username"]?.stringValue ?? person.claims["email"]?.stringValue ?? person.userID
-        let source = request.client.source == .configured ? "registered by this gateway's operator" : "unverified"
+        let source: String
+        switch request.client.source {
+        case .configured: source = "registered by this gateway's operator"
+        case .dynamic: source = "registered itself: unverified"
+        case .metadataDocument: source = "described by \(RefusalPage.escaped(request.client.metadataHost ?? "its host")): its name is that host's claim"
+        }
         var response = SignInPages.response(
             .ok, title: "Allow access?",
             body: """

@@ -19,6 +19,8 @@ struct DiscoveryRoutes: Sendable {
     let routes: LiveRouteTable
     /// `authorization_server.dynamic_registration`: the metadata names the registration endpoint.
     let dynamicRegistration: Bool
+    /// `authorization_server.client_metadata_hosts` is not empty: Client ID Metadata Documents are fetched.
+    let clientMetadataDocuments: Bool
 
     func register(on router: Router<GatewayRequestContext>) {
         router.get("/.well-known/jwks.json") { _, _ -> Response in
@@ -80,7 +82,7 @@ struct DiscoveryRoutes: Sendable {
         let algorithms = Array(Set(keys.keySet.entries.map(\.key.algorithm.rawValue))).sorted()
         var scopes: [String] = []
         for resource in routes.current.routes.compactMap(\.mcp) { for scope in resource.scopes where !scopes.contains(scope) { scopes.append(scope) } }
-        var document = AuthorizationServerMetadata.document(issuer: base, jwksURI: jwksURL, scopes: scopes, signingAlgorithms: algorithms, registration: dynamicRegistration)
+        var document = AuthorizationServerMetadata.document(issuer: base, jwksURI: jwksURL, scopes: scopes, signingAlgorithms: algorithms, registration: dynamicRegistration, clientMetadataDocuments: clientMetadataDocuments)
         document["portcullis_login_endpoint"] = .string(base + "/api/auth/login")
         document["portcullis_refresh_endpoint"] = .string(base + "/api/auth/refresh")
         document["portcullis_logout_endpoint"] = .string(base + "/api/auth/logout")

@@ -1,0 +1,266 @@
+import JOSE
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Fetches a Client ID Metadata Document and makes the client it describes.
+///
+/// What it holds to, each refusal a page that says what to fix: the host on
+/// `client_metadata_hosts`; `https` only, the certificate verified for the host; the addresses
+/// checked before connecting and the connection made to a checked one (a name that resolves
+/// elsewhere a moment later is never asked); no redirect followed; 5 KiB at most; 3 seconds
+/// for the whole fetch; the document's `client_id` exactly its URL. Documents are kept per
+/// instance as `Cache-Control` says (`max-age`, `no-store`), within a day, 5 minutes without it.
+public final class ClientMetadataFetcher: Sendable {
+    let hosts: ClientMetadataHosts
+    let tls: NIOSSLContext
+    let group: any EventLoopGroup
+    public static let maximumBytes = 5 * 1_024
+    public static let timeout: TimeAmount = .seconds(3)
+    static let maximumCacheSeconds: Double = 86_400
+    static let defaultCacheSeconds: Double = 300
+    private let cache = Mutex<[String: (client: RegisteredClient, until: Double)]>([:])
+
+    public init(hosts: ClientMetadataHosts, tls: NIOSSLContext, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
+        self.hosts = hosts
+        self.tls = tls
+        self.group = group
+    }
+
+    typealias Refusal = UnredirectableAuthorizationError
+
+    /// The client `url` describes.
+    public func client(_ url: ClientMetadataURL, now: Double) async throws(UnredirectableAuthorizationError) -> RegisteredClient {
+        let admission = hosts.admission(of: url.host)
+        guard admission != .refused else {
+            throw Refusal(
+                "client_metadata_host_refused",
+                "the client's metadata is at \(url.host), which is not on this gateway's list (authorization_server.client_metadata_hosts); its operator adds the host to use the client")
+        }
+        if let cached = cache.withLock({ $0[url.url] }), cached.until > now { return cached.client }
+        let addresses = try await Self.resolve(url)
+        if admission == .publicOnly, let inside = addresses.first(where: { !Self.isPublic($0) }) {
+            throw Refusal(
+                "client_metadata_address_refused",
+                "\(url.host) resolves to \(inside.ipAddress ?? "an address") inside a private, loopback or link-local network; only a host the list names exactly may be fetched there")
+        }
+        guard let address = addresses.first else { throw Refusal("client_metadata_unreachable", "\(url.host) has no address; check the client's metadata URL") }
+        let answer = try await fetch(url, from: address)
+        let (client, seconds) = try Self.client(from: answer, url: url)
+        if seconds > 0 {
+            cache.withLock { cache in
+                if cache.count >= 1_000 { cache = cache.filter { $0.value.until > now } }
+                if cache.count < 1_000 { cache[url.url] = (client, now + seconds) }
+            }
+        }
+        return client
+    }
+
+    /// A fetched answer: its status, `Cache-Control` and body.
+    struct Answer {
+        var status: Int = 0
+        var cacheControl: String?
+        var contentType: String?
+        var body: [UInt8] = []
+    }
+
+    static func client(from answer: Answer, url: ClientMetadataURL) throws(UnredirectableAuthorizationError) -> (RegisteredClient, Double) {
+        guard answer.status == 200 else {
+            let why = (300..<400).contains(answer.status) ? "a redirect, which is not followed: the document must be at the client_id itself" : "HTTP \(answer.status)"
+            throw Refusal("client_metadata_unavailable", "the client's metadata document at \(url.url) answered \(why)")
+        }
+        let document: JSONObject
+        do { document = try StrictJSONReader().parseObject(answer.body) } catch {
+            throw Refusal("client_metadata_invalid", "the client's metadata document is not one strict JSON object: \(error.message)")
+        }
+        guard document["client_id"]?.stringValue == url.url else {
+            throw Refusal("client_metadata_id_mismatch", "the client's metadata document names another client_id than its own URL; they must be equal")
+        }
+        if let method = document["token_endpoint_auth_method"], method.stringValue != "none" {
+            throw Refusal("client_metadata_invalid", "the client's metadata asks for a token_endpoint_auth_method other than none; this gateway takes public clients only")
+        }
+        let registration: ClientRegistration
+        do { registration = try ClientRegistration(document) } catch {
+            throw Refusal("client_metadata_invalid", "the client's metadata document cannot be used: \(error.description)")
+        }
+        let client = RegisteredClient(
+            clientID: url.url, name: document["client_name"] == nil ? url.host : registration.name, redirectURIs: registration.redirectURIs,
+            source: .metadataDocument, metadataHost: url.host)
+        return (client, cacheSeconds(answer.cacheControl))
+    }
+
+    /// How long `Cache-Control` lets the document be kept, within a day (5 minutes when it says nothing).
+    static func cacheSeconds(_ cacheControl: String?) -> Double {
+        guard let cacheControl = cacheControl?.lowercased() else { return defaultCacheSeconds }
+        let directives = cacheControl.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        if directives.contains(where: { $0 == "no-store" || $0 == "no-cache" }) { return 0 }
+        if let maxAge = directives.first(where: { $0.hasPrefix("max-age=") }).flatMap({ Double($0.dropFirst(8)) }), maxAge >= 0 {
+            return min(maxAge, maximumCacheSeconds)
+        }
+        return defaultCacheSeconds
+    }
+
+    /// The addresses of `url`'s host (an IPv4 literal stands for itself), resolved off the event loops.
+    static func resolve(_ url: ClientMetadataURL) async throws(UnredirectableAuthorizationError) -> [SocketAddress] {
+        if ClientMetadataHosts.isIPv4(url.host), let address = try? SocketAddress(ipAddress: url.host, port: url.port) { return [address] }
+        let (host, port) = (url.host, url.port)
+        let resolved: [SocketAddress]
+        do {
+            resolved = try await NIOThreadPool.singleton.runIfActive { try Self.getaddrinfo(host, port: port) }
+        } catch {
+            throw Refusal("client_metadata_unreachable", "\(host) could not be resolved; check the client's metadata URL")
+        }
+        return resolved
+    }
+
+    static func getaddrinfo(_ host: String, port: Int) throws -> [SocketAddress] {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>?
+        guard Glibc.getaddrinfo(host, String(port), &hints, &list) == 0, let first = list else { throw ResolutionFailed() }
+        defer { freeaddrinfo(list) }
+        var addresses: [SocketAddress] = []
+        var entry: UnsafeMutablePointer<addrinfo>? = first
+        while let current = entry {
+            if let raw = current.pointee.ai_addr {
+                switch Int32(raw.pointee.sa_family) {
+                case AF_INET:
+                    addresses.append(raw.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { SocketAddress($0.pointee, host: host) })
+                case AF_INET6:
+                    addresses.append(raw.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { SocketAddress($0.pointee, host: host) })
+                default: break
+                }
+            }
+            entry = current.pointee.ai_next
+        }
+        return addresses
+    }
+
+    struct ResolutionFailed: Error {}
+
+    /// Whether an address is on the public internet: not loopback, private (RFC 1918, unique
+    /// local), link-local, shared (100.64/10), unspecified or multicast.
+    public static func isPublic(_ address: SocketAddress) -> Bool {
+        switch address {
+        case .v4(let v4):
+            let value = UInt32(bigEndian: v4.address.sin_addr.s_addr)
+            let (a, b) = (UInt8(value >> 24), UInt8((value >> 16) & 0xFF))
+            if a == 0 || a == 10 || a == 127 || a >= 224 { return false }
+            if a == 169 && b == 254 { return false }
+            if a == 172 && (16...31).contains(b) { return false }
+            if a == 192 && b == 168 { return false }
+            if a == 100 && (64...127).contains(b) { return false }
+            return true
+        case .v6(let v6):
+            let bytes = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
+            if bytes.allSatisfy({ $0 == 0 }) || bytes == [UInt8](repeating: 0, count: 15) + [1] { return false }
+            if bytes[0] & 0xFE == 0xFC { return false }  // fc00::/7
+            if bytes[0] == 0xFE && bytes[1] & 0xC0 == 0x80 { return false }  // fe80::/10
+            if bytes[0] == 0xFF { return false }
+            if bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xFF && bytes[11] == 0xFF {
+                // An IPv4 address mapped into IPv6: judged as that address.
+                let v4 = bytes[12...].map { String($0) }.joined(separator: ".")
+                return (try? SocketAddress(ipAddress: v4, port: 0)).map(isPublic) ?? false
+            }
+            return true
+        default:
+            return false
+        }
+    }
+
+    /// One GET over TLS to `address`, verified for the URL's host, within `timeout` and `maximumBytes`.
+    func fetch(_ url: ClientMetadataURL, from address: SocketAddress) async throws(UnredirectableAuthorizationError) -> Answer {
+        let promise = group.next().makePromise(of: Answer.self)
+        let (tls, host) = (self.tls, url.host)
+        let sni: String? = ClientMetadataHosts.isIPv4(host) ? nil : host
+        let bootstrap = ClientBootstrap(group: promise.futureResult.eventLoop)
+            .connectTimeout(Self.timeout)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: sni))
+                    try sync.addHTTPClientHandlers()
+                    try sync.addHandler(MetadataAnswerHandler(promise: promise, maximumBytes: Self.maximumBytes))
+                }
+            }
+        let eventLoop = promise.futureResult.eventLoop
+        let deadline = eventLoop.scheduleTask(in: Self.timeout) { promise.fail(FetchTimedOut()) }
+        bootstrap.connect(to: address).whenComplete { result in
+            switch result {
+            case .success(let channel):
+                var headers = HTTPHeaders()
+                headers.add(name: "Host", value: url.port == 443 ? host : "\(host):\(url.port)")
+                headers.add(name: "Accept", value: "application/json")
+                headers.add(name: "User-Agent", value: "portcullis")
+                headers.add(name: "Connection", value: "close")
+                channel.write(HTTPClientRequestPart.head(HTTPRequestHead(version: .http1_1, method: .GET, uri: url.target, headers: headers)), promise: nil)
+                channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
+                promise.futureResult.whenComplete { _ in channel.close(promise: nil) }
+            case .failure(let error):
+                promise.fail(error)
+            }
+        }
+        do {
+            let answer = try await promise.futureResult.get()
+            deadline.cancel()
+            return answer
+        } catch is FetchTimedOut {
+            throw Refusal("client_metadata_timeout", "the client's metadata document at \(host) did not arrive within 3 seconds")
+        } catch is TooLarge {
+            throw Refusal("client_metadata_too_large", "the client's metadata document is over 5 KiB")
+        } catch let error as NIOSSLError {
+            throw Refusal("client_metadata_unreachable", "the TLS connection to \(host) failed (\(error)); its certificate must be valid for the host")
+        } catch {
+            deadline.cancel()
+            throw Refusal("client_metadata_unreachable", "the client's metadata document at \(host) could not be fetched; check the client's metadata URL")
+        }
+    }
+
+    struct FetchTimedOut: Error {}
+    struct TooLarge: Error {}
+}
+
+/// Reads one answer into `Answer`, failing past `maximumBytes` of body.
+final class MetadataAnswerHandler: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = HTTPClientResponsePart
+    let promise: EventLoopPromise<ClientMetadataFetcher.Answer>
+    let maximumBytes: Int
+    var answer = ClientMetadataFetcher.Answer()
+
+    init(promise: EventLoopPromise<ClientMetadataFetcher.Answer>, maximumBytes: Int) {
+        self.promise = promise
+        self.maximumBytes = maximumBytes
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            answer.status = Int(head.status.code)
+            answer.cacheControl = head.headers.first(name: "cache-control")
+            answer.contentType = head.headers.first(name: "content-type")
+            if let length = head.headers.first(name: "content-length").flatMap(Int.init), length > maximumBytes {
+                promise.fail(ClientMetadataFetcher.TooLarge())
+            }
+        case .body(var buffer):
+            guard answer.body.count + buffer.readableBytes <= maximumBytes else { return promise.fail(ClientMetadataFetcher.TooLarge()) }
+            answer.body += buffer.readBytes(length: buffer.readableBytes) ?? []
+        case .end:
+            promise.succeed(answer)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        promise.fail(ChannelError.eof)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        promise.fail(error)
+        context.close(promise: nil)
+    }
+}

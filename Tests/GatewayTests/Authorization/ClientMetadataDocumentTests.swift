@@ -1,0 +1,145 @@
+import AuthorizationServer
+import DataPlane
+import Foundation
+import Gateway
+import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
+import JOSE
+import Logging
+import NIOCore
+import NIOSSL
+import PortcullisTestSupport
+import Testing
+
+/// Client ID Metadata Documents (issue 55): a client whose `client_id` is an https URL is what the
+/// document there says, fetched only from the hosts the operator lists and under every bound.
+@Suite("Client ID Metadata Documents: fetched, checked, bounded")
+struct ClientMetadataDocumentTests {
+    /// An https server on localhost with the documents the tests ask for.
+    static func documentServer(certificate: TLSFiles) async throws -> BackgroundServer {
+        let router = Router()
+        router.get("/:name") { request, context -> Response in
+            let name = context.parameters.get("name") ?? ""
+            let port = request.head.authority?.split(separator: ":").last.map(String.init) ?? ""
+            let own = "https://localhost:\(port)/\(name)"
+            let body: String
+            var headers: HTTPFields = [.contentType: "application/json"]
+            switch name {
+            case "good.json":
+                body = #"{"client_id":"\#(own)","client_name":"Good Agent","redirect_uris":["http://127.0.0.1/callback"]}"#
+                headers[.cacheControl] = "max-age=60"
+            case "unnamed.json": body = #"{"client_id":"\#(own)","redirect_uris":["http://127.0.0.1/callback"]}"#
+            case "mismatch.json": body = #"{"client_id":"https://localhost:\#(port)/other.json","redirect_uris":["http://127.0.0.1/callback"]}"#
+            case "secret.json": body = #"{"client_id":"\#(own)","redirect_uris":["http://127.0.0.1/callback"],"token_endpoint_auth_method":"client_secret_basic"}"#
+            case "huge.json": body = #"{"client_id":"\#(own)","redirect_uris":["http://127.0.0.1/callback"],"x":""# + String(repeating: "a", count: 10_000) + "\"}"
+            case "slow.json":
+                try await Task.sleep(for: .seconds(5))
+                body = "{}"
+            case "redirect.json":
+                return Response(status: .found, headers: [.location: "/good.json"])
+            default:
+                return Response(status: .notFound)
+            }
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: body)))
+        }
+        let tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: try NIOSSLCertificate.fromPEMFile(certificate.certificatePath).map { .certificate($0) },
+            privateKey: .privateKey(try NIOSSLPrivateKey(file: certificate.privateKeyPath, format: .pem)))
+        let server: HTTPServerBuilder = try .tls(.http1(), tlsConfiguration: tls)
+        return try await BackgroundServer.start { onPort in
+            Application(
+                router: router, server: server, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                onServerRunning: { await onPort($0.localAddress?.port ?? 0) }, logger: Logger(label: "test.documents"))
+        }
+    }
+
+    static func certificate(in directory: String) throws -> TLSFiles {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try OpenSSLTool.run([
+            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+            "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", directory + "/tls.key", "-out", directory + "/tls.pem",
+        ])
+        return TLSFiles(certificatePath: directory + "/tls.pem", privateKeyPath: directory + "/tls.key")
+    }
+
+    @Test("the allow-list: a host named exactly may be anywhere, one a wildcard covers only public; the URL must be https with a path; private, loopback, link-local and shared addresses are not public")
+    func hostsAndAddresses() throws {
+        let hosts = try #require(ClientMetadataHosts(["vscode.dev", "*.claude.ai"]))
+        #expect(hosts.admission(of: "VSCode.dev") == .named && hosts.admission(of: "app.claude.ai") == .publicOnly)
+        #expect(hosts.admission(of: "claude.ai") == .refused && hosts.admission(of: "evilvscode.dev") == .refused && hosts.admission(of: "vscode.dev.evil.test") == .refused)
+        #expect(try #require(ClientMetadataHosts(["*"])).admission(of: "anything.test") == .publicOnly)
+        #expect(ClientMetadataHosts(["https://vscode.dev"]) == nil && ClientMetadataHosts(["*.com/x"]) == nil && ClientMetadataHosts(["*."]) == nil)
+        #expect(ClientMetadataURL("https://vscode.dev/oauth/client.json")?.host == "vscode.dev")
+        for bad in ["http://vscode.dev/c.json", "https://vscode.dev/", "https://vscode.dev", "https://u@vscode.dev/c", "https://vscode.dev/c#f", "https://vscode.dev/a/../c",
+                    "https://[::1]/c", "https://vscode.dev:0/c", "https://vscode.dev/c d"] {
+            #expect(ClientMetadataURL(bad) == nil, "\(bad)")
+        }
+        let inside = ["127.0.0.1", "10.1.2.3", "172.16.0.1", "172.31.255.255", "192.168.1.1", "169.254.169.254", "100.64.0.1", "0.0.0.0", "::1", "fd00::1", "fe80::1", "::ffff:127.0.0.1", "::"]
+        for address in inside { #expect(!ClientMetadataFetcher.isPublic(try SocketAddress(ipAddress: address, port: 443)), "\(address)") }
+        for address in ["93.184.216.34", "172.32.0.1", "2606:4700::1111", "::ffff:8.8.8.8"] {
+            #expect(ClientMetadataFetcher.isPublic(try SocketAddress(ipAddress: address, port: 443)), "\(address)")
+        }
+    }
+
+    @Test("a client whose client_id is its document's URL on a listed host signs in with what the document says (its host shown at consent); a document that names another client_id, asks for a secret, is over 5 KiB, slow, redirecting, on an unlisted or private address is the gateway's page saying what to fix")
+    func documentsThroughTheGateway() async throws {
+        let directory = NSTemporaryDirectory() + "portcullis-cimd-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let certificate = try Self.certificate(in: directory)
+        let documents = try await Self.documentServer(certificate: certificate)
+        let port = documents.port
+        let upstream = try await RecordingUpstream.start()
+        let upstreamPort = upstream.port
+        let fixture = try await GatewayFixture { configuration in
+            configuration.routes = [try! MCPRouteTests.mcpRoute("/mcp/a", upstream: upstreamPort, scopes: ["tools"])]
+            configuration.upstreamCAFile = certificate.certificatePath
+            var settings = AuthorizationServerSettings()
+            settings.clientMetadataHosts = ClientMetadataHosts(["localhost", "*"])!
+            configuration.authorizationServer = settings
+        }
+        try await fixture.addUser("alice")
+        let signedIn = try await Answer.request(
+            .POST, fixture.baseURL + "/.portcullis/sign_in", headers: AuthorizationServerTests.own, body: "username=alice&password=correct+horse+battery&rd=%2F",
+            followRedirects: false)
+        var jar = CookieJar()
+        jar.take(signedIn)
+        let metadata = try await fixture.send(.GET, "/.well-known/oauth-authorization-server")
+        #expect(metadata.json["client_id_metadata_document_supported"] == true)
+
+        let good = "https://localhost:\(port)/good.json"
+        let page = try await AuthorizationServerTests.authorize(fixture, jar, AuthorizationServerTests.authorizeParameters(client: good))
+        #expect(page.status == 200 && page.raw.contains("Good Agent") && page.raw.contains("described by localhost"), "\(page.raw)")
+        let consented = try await Answer.request(
+            .POST, fixture.baseURL + "/api/auth/oauth/consent", headers: AuthorizationServerTests.own + [jar.header],
+            body: AuthorizationServerTests.query(AuthorizationServerTests.authorizeParameters(client: good) + [("decision", "allow")]), followRedirects: false)
+        let code = try #require(AuthorizationServerTests.redirectParameters(consented)["code"], "\(consented.raw)")
+        let tokens = try await AuthorizationServerTests.exchange(fixture, code: code, client: good)
+        #expect(tokens.status == 200, "\(tokens.raw)")
+        fixture.remember(tokens["access_token"] ?? "")
+        fixture.remember(tokens["refresh_token"] ?? "")
+        let unnamed = try await AuthorizationServerTests.authorize(fixture, jar, AuthorizationServerTests.authorizeParameters(client: "https://localhost:\(port)/unnamed.json"))
+        #expect(unnamed.status == 200 && unnamed.raw.contains("<strong>localhost</strong>"), "a document without client_name is shown by its host")
+
+        let refusals: [(String, String)] = [
+            ("https://localhost:\(port)/mismatch.json", "client_metadata_id_mismatch"),
+            ("https://localhost:\(port)/secret.json", "client_metadata_invalid"),
+            ("https://localhost:\(port)/huge.json", "client_metadata_too_large"),
+            ("https://localhost:\(port)/slow.json", "client_metadata_timeout"),
+            ("https://localhost:\(port)/redirect.json", "client_metadata_unavailable"),
+            ("https://localhost:\(port)/missing.json", "client_metadata_unavailable"),
+            ("https://127.0.0.1:\(port)/good.json", "client_metadata_address_refused"),
+            ("https://localhost:\(port)/", "client_metadata_url_invalid"),
+            ("http://localhost:\(port)/good.json", "client_unknown"),
+        ]
+        for (clientID, code) in refusals {
+            let started = ContinuousClock.now
+            let answer = try await AuthorizationServerTests.authorize(fixture, jar, AuthorizationServerTests.authorizeParameters(client: clientID))
+            #expect(answer.status == 400 && answer.headers["Location"].isEmpty && answer.headers["X-Portcullis-Error"].first == code, "\(clientID): \(answer.raw)")
+            #expect(ContinuousClock.now - started < .seconds(4), "\(clientID) answered within the fetch's bound")
+        }
+        try await fixture.stop()
+        try await documents.stop()
+        try await upstream.stop()
+    }
+}
