@@ -95,6 +95,7 @@ CONF
 "$BIN" jwks --keys "$WORK/idp" > "$WORK/idp/jwks.json"
 nginx_conf upstream $UPSTREAM "location = /idp/jwks.json { default_type application/json; alias $WORK/idp/jwks.json; }
     location / { default_type application/json; return 200 '{\"ok\":true,\"service\":\"bench upstream\"}'; }"
+UPSTREAM_PID=${PIDS[-1]}
 nginx_conf proxy $NGINX_PROXY 'location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; }'
 NGINX_PROXY_PID=${PIDS[-1]}
 ACCESS_LOG="access_log $WORK/logged/logs/access.log combined buffer=64k;" \
@@ -111,8 +112,15 @@ source "$ROOT/scripts/lib/gateway.sh"
 # A second route to the same upstream with a policy (a scope, a claim rule and a tenant), for the
 # provider's token that holds them: its row beside the provider's token on the route without one.
 # A third, auth: browser, for the session cookie's row beside the Bearer token's on the same kind of route.
-start_serve "$WORK/gateway" "$GATEWAY" "  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\", {prefix: /api/policy, upstream: \"http://127.0.0.1:$UPSTREAM\", require: {scopes: [bench:read], any_of: [{claim: groups, contains: bench}], tenants: [default]}}, {prefix: /api/browser, upstream: \"http://127.0.0.1:$UPSTREAM\", auth: browser}]
-  trusted_proxies: [127.0.0.1]" "rate_limits:
+# A fourth, an MCP server (mcp: true), its token from the gateway's authorization server (issue 55).
+start_serve "$WORK/gateway" "$GATEWAY" "  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\", {prefix: /api/policy, upstream: \"http://127.0.0.1:$UPSTREAM\", require: {scopes: [bench:read], any_of: [{claim: groups, contains: bench}], tenants: [default]}}, {prefix: /api/browser, upstream: \"http://127.0.0.1:$UPSTREAM\", auth: browser}, {prefix: /mcp/bench, upstream: \"http://127.0.0.1:$UPSTREAM\", mcp: true}]
+  trusted_proxies: [127.0.0.1]" "authorization_server:
+  access_token_lifetime_seconds: 3600
+  clients: [{client_id: bench-cli, name: Bench, redirect_uris: ['http://127.0.0.1/cb']}]
+rate_limits:
+  oauth_per_client:
+    per_minute: 1000000
+    burst: 1000000
   intent_per_user:
     per_minute: 1000000
     burst: 1000000
@@ -147,6 +155,45 @@ login_bench_user "$WORK/gateway" "$GATEWAY"
 COOKIE=$(curl -s -o /dev/null -D - -X POST "127.0.0.1:$GATEWAY/.portcullis/sign_in" -H 'Sec-Fetch-Site: same-origin' \
   -H 'Content-Type: application/x-www-form-urlencoded' --data 'username=bench&password=bench+password+1&rd=%2Fapi%2Fbrowser%2F' |
   sed -n 's/^[Ss]et-[Cc]ookie: \([^;]*\);.*/\1/p' | head -1)
+# An MCP client's token for /mcp/bench, through the gateway's authorization server: the user's consent
+# once, then authorizations that skip it (authorize, then the token endpoint), the gateway's CPU for
+# AUTHORIZATIONS of them measured (one authorization's cost), the last one's token kept for the rows.
+AUTHORIZATIONS=${AUTHORIZATIONS:-100}
+read -r MCP_TOKEN AUTHORIZATION_US < <(python3 - "$GATEWAY" "$COOKIE" "$GATEWAY_PID" "$AUTHORIZATIONS" <<'PY'
+import base64, hashlib, http.client, json, os, sys, urllib.parse
+port, cookie, pid, count = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+verifier = "bench-verifier-0123456789-abcdefghijklmnopqrstuvwxyz"
+challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+query = urllib.parse.urlencode({"response_type": "code", "client_id": "bench-cli", "redirect_uri": "http://127.0.0.1/cb", "code_challenge": challenge,
+                                "code_challenge_method": "S256", "resource": f"http://127.0.0.1:{port}/mcp/bench"})
+connection = http.client.HTTPConnection("127.0.0.1", port)
+def ask(method, path, body=None, headers={}):
+    connection.request(method, path, body=body, headers=headers)
+    answer = connection.getresponse()
+    return answer.status, answer.getheader("Location"), answer.read()
+form = {"Content-Type": "application/x-www-form-urlencoded"}
+_, _, page = ask("GET", "/api/auth/oauth/authorize?" + query, headers={"Cookie": cookie})
+nonce = page.decode().split('name="consent_nonce" value="', 1)[1].split('"', 1)[0]
+ask("POST", "/api/auth/oauth/consent", query + "&consent_nonce=" + nonce + "&decision=allow", {"Cookie": cookie, "Sec-Fetch-Site": "same-origin", **form})
+def ticks():
+    total = 0
+    for p in [pid]:
+        fields = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total
+def authorize():
+    status, location, _ = ask("GET", "/api/auth/oauth/authorize?" + query, headers={"Cookie": cookie})
+    code = urllib.parse.parse_qs(urllib.parse.urlsplit(location or "").query).get("code", [""])[0]
+    status, _, body = ask("POST", "/api/auth/oauth/token", urllib.parse.urlencode(
+        {"grant_type": "authorization_code", "code": code, "client_id": "bench-cli", "redirect_uri": "http://127.0.0.1/cb", "code_verifier": verifier}), form)
+    if status != 200: sys.exit(f"bench-proxy.sh: an authorization failed: {status} {body[:200]}")
+    return json.loads(body)["access_token"]
+authorize()
+before = ticks()
+for _ in range(count): token = authorize()
+print(token, f"{(ticks() - before) / os.sysconf('SC_CLK_TCK') * 1e6 / count:.0f}")
+PY
+)
 # The provider's token for the same kind of request (its keys are fetched at start; wait for them).
 # It holds what the policy route asks (a scope, a group): the two provider rows differ by the policy alone.
 EXT_TOKEN=$("$BIN" token issue --keys "$WORK/idp" --sub bench-external --issuer https://idp.bench.example --audience portcullis-bench --ttl 2h \
@@ -208,6 +255,16 @@ wrk.method = "POST"
 wrk.body = '{"session_id":"$SESSION","intent_type":"echo","payload":{"n":1}}'
 wrk.headers["Content-Type"] = "application/json"
 LUA
+cat > "$WORK/mcp.lua" <<'LUA'
+wrk.method = "POST"
+wrk.body = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add","arguments":{"a":1,"b":2}}}'
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Accept"] = "application/json, text/event-stream"
+wrk.headers["MCP-Protocol-Version"] = "2025-11-25"
+wrk.headers["Mcp-Session-Id"] = "bench-session"
+LUA
+EXPECT=200 check -X POST -H "Authorization: Bearer $MCP_TOKEN" -H 'Content-Type: application/json' -d '{}' "127.0.0.1:$GATEWAY/mcp/bench"
+EXPECT=401 check -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d '{}' "127.0.0.1:$GATEWAY/mcp/bench"
 EXPECT=200 check -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
   -d "{\"session_id\":\"$SESSION\",\"intent_type\":\"echo\",\"payload\":{\"n\":1}}" "127.0.0.1:$GATEWAY/api/intent"
 
@@ -264,6 +321,10 @@ for round in $(seq "$ROUNDS"); do
   AUTH_TOKEN=$EXT_TOKEN run "Portcullis forward-auth decision, a route policy" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/auth/verify" \
     -H "X-Original-URI: /api/policy/" -H "X-Original-Method: GET"
   run "Portcullis POST /api/intent" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/intent" -s "$WORK/intent.lua"
+  # An MCP tools/call (a JSON answer) through the MCP route, the same POST on a plain Bearer route, and to the server directly.
+  AUTH_TOKEN=$MCP_TOKEN run "Portcullis MCP tools/call (JSON)" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/mcp/bench" -s "$WORK/mcp.lua"
+  run "Portcullis Bearer route, the same POST" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/" -s "$WORK/mcp.lua"
+  NO_BEARER=1 run "the MCP server directly (the upstream), the same POST" "$UPSTREAM_PID" "http://127.0.0.1:$UPSTREAM/" -s "$WORK/mcp.lua"
   run "nginx proxy, access_log buffer=64k" "$NGINX_LOGGED_PID" "http://127.0.0.1:$NGINX_LOGGED/"
   AUTH_TOKEN=$TOKEN_INFO run "Portcullis gateway.routes, access log at info" "$GATEWAY_INFO_PID" "http://127.0.0.1:$GATEWAY_INFO/api/bench/"
 done
@@ -343,4 +404,8 @@ for name in names:
     errors = sum(int(x[6]) for x in mine)
     print(f"| {name} | {med(2):,.0f} | {same_round(name, base, 2):.2f}x | {med(3):.2f} | {same_round(name, base, 3):.2f}x | {med(4):.0f} | "
           f"{same_round(name, base, 4):.2f}x | {same_round(name, floor, 4):.2f}x | {med(5):.0f} | {errors} |")
+mcp, bearer = "Portcullis MCP tools/call (JSON)", "Portcullis Bearer route, the same POST"
+if any(r[0] == mcp for r in rows) and any(r[0] == bearer for r in rows):
+    print(f"\nMCP tools/call: CPU per request {same_round(mcp, bearer, 4):.2f}x the Bearer route's for the same POST (same-round median)")
 PY
+echo "One authorization (authorize, consent skipped, then the token endpoint): $AUTHORIZATION_US us of gateway CPU (mean of $AUTHORIZATIONS)"

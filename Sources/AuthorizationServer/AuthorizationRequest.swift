@@ -6,6 +6,8 @@ import MCPResource
 public struct AuthorizationRequest: Sendable, Equatable {
     public let client: RegisteredClient
     public let redirectURI: String
+    /// Whether the request named `redirect_uri` (the token request must then name it too, RFC 6749 §4.1.3).
+    public let redirectURIGiven: Bool
     public let state: String?
     public let challenge: PKCEChallenge
     public let resource: MCPResource
@@ -59,6 +61,7 @@ public struct AuthorizationRequest: Sendable, Equatable {
     ) throws(OAuthError) {
         self.client = client
         self.redirectURI = redirectURI
+        redirectURIGiven = parameters["redirect_uri"] != nil
         state = parameters["state"]
         if let twice = Self.singleParameters.first(where: repeated.contains) { throw .invalidRequest("\(twice) may be given once") }
         guard parameters["response_type"] == "code" else {

@@ -26,11 +26,19 @@ public final class ClientMetadataFetcher: Sendable {
     static let maximumCacheSeconds: Double = 86_400
     static let defaultCacheSeconds: Double = 300
     private let cache = Mutex<[String: (client: RegisteredClient, until: Double)]>([:])
+    /// Name resolution's own threads: a name that never answers holds one of these, never a thread
+    /// another part of the gateway needs (scrypt's, say).
+    private let resolver: NIOThreadPool
+    /// Fetches in flight, at most `maximumFetches`: beyond it a fetch is refused at once.
+    private let inFlight = Atomic<Int>(0)
+    public static let maximumFetches = 16
 
     public init(hosts: ClientMetadataHosts, tls: NIOSSLContext, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
         self.hosts = hosts
         self.tls = tls
         self.group = group
+        resolver = NIOThreadPool(numberOfThreads: 2)
+        resolver.start()
     }
 
     typealias Refusal = UnredirectableAuthorizationError
@@ -44,11 +52,17 @@ public final class ClientMetadataFetcher: Sendable {
                 "the client's metadata is at \(url.host), which is not on this gateway's list (authorization_server.client_metadata_hosts); its operator adds the host to use the client")
         }
         if let cached = cache.withLock({ $0[url.url] }), cached.until > now { return cached.client }
-        let addresses = try await Self.resolve(url)
-        if admission == .publicOnly, let inside = addresses.first(where: { !Self.isPublic($0) }) {
+        guard inFlight.wrappingAdd(1, ordering: .relaxed).newValue <= Self.maximumFetches else {
+            inFlight.wrappingSubtract(1, ordering: .relaxed)
+            throw Refusal("client_metadata_busy", "too many client metadata documents are being fetched right now; try again in a few seconds")
+        }
+        defer { inFlight.wrappingSubtract(1, ordering: .relaxed) }
+        let addresses = try await resolve(url)
+        if admission == .publicOnly, addresses.contains(where: { !Self.isPublic($0) }) {
+            // The address is not named: the refusal must not tell a stranger what an internal name resolves to.
             throw Refusal(
                 "client_metadata_address_refused",
-                "\(url.host) resolves to \(inside.ipAddress ?? "an address") inside a private, loopback or link-local network; only a host the list names exactly may be fetched there")
+                "\(url.host) resolves to an address inside a private, loopback or link-local network; only a host the list names exactly may be fetched there")
         }
         guard let address = addresses.first else { throw Refusal("client_metadata_unreachable", "\(url.host) has no address; check the client's metadata URL") }
         let answer = try await fetch(url, from: address)
@@ -90,7 +104,7 @@ public final class ClientMetadataFetcher: Sendable {
             throw Refusal("client_metadata_invalid", "the client's metadata document cannot be used: \(error.description)")
         }
         let client = RegisteredClient(
-            clientID: url.url, name: document["client_name"] == nil ? url.host : registration.name, redirectURIs: registration.redirectURIs,
+            clientID: url.url, name: document["client_name"]?.stringValue == nil ? url.host : registration.name, redirectURIs: registration.redirectURIs,
             source: .metadataDocument, metadataHost: url.host)
         return (client, cacheSeconds(answer.cacheControl))
     }
@@ -106,16 +120,27 @@ public final class ClientMetadataFetcher: Sendable {
         return defaultCacheSeconds
     }
 
-    /// The addresses of `url`'s host (an IPv4 literal stands for itself), resolved off the event loops.
-    static func resolve(_ url: ClientMetadataURL) async throws(UnredirectableAuthorizationError) -> [SocketAddress] {
+    /// The addresses of `url`'s host (an IPv4 literal stands for itself), resolved on the resolver's
+    /// own threads within `timeout`.
+    func resolve(_ url: ClientMetadataURL) async throws(UnredirectableAuthorizationError) -> [SocketAddress] {
         if ClientMetadataHosts.isIPv4(url.host), let address = try? SocketAddress(ipAddress: url.host, port: url.port) { return [address] }
-        let (host, port) = (url.host, url.port)
-        let resolved: [SocketAddress]
+        let (host, port, resolver) = (url.host, url.port, resolver)
+        let resolved: [SocketAddress]?
         do {
-            resolved = try await NIOThreadPool.singleton.runIfActive { try Self.getaddrinfo(host, port: port) }
+            resolved = try await withThrowingTaskGroup(of: [SocketAddress]?.self) { group in
+                group.addTask { try await resolver.runIfActive { try Self.getaddrinfo(host, port: port) } }
+                group.addTask {
+                    try await Task.sleep(for: .seconds(3))
+                    return nil
+                }
+                let first = try await group.next() ?? nil
+                group.cancelAll()
+                return first
+            }
         } catch {
             throw Refusal("client_metadata_unreachable", "\(host) could not be resolved; check the client's metadata URL")
         }
+        guard let resolved else { throw Refusal("client_metadata_timeout", "\(host) could not be resolved within 3 seconds") }
         return resolved
     }
 
@@ -150,28 +175,40 @@ public final class ClientMetadataFetcher: Sendable {
         switch address {
         case .v4(let v4):
             let value = UInt32(bigEndian: v4.address.sin_addr.s_addr)
-            let (a, b) = (UInt8(value >> 24), UInt8((value >> 16) & 0xFF))
-            if a == 0 || a == 10 || a == 127 || a >= 224 { return false }
-            if a == 169 && b == 254 { return false }
-            if a == 172 && (16...31).contains(b) { return false }
-            if a == 192 && b == 168 { return false }
-            if a == 100 && (64...127).contains(b) { return false }
-            return true
+            return isPublicIPv4(UInt8(value >> 24), UInt8((value >> 16) & 0xFF), UInt8((value >> 8) & 0xFF))
         case .v6(let v6):
             let bytes = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
             if bytes.allSatisfy({ $0 == 0 }) || bytes == [UInt8](repeating: 0, count: 15) + [1] { return false }
             if bytes[0] & 0xFE == 0xFC { return false }  // fc00::/7
             if bytes[0] == 0xFE && bytes[1] & 0xC0 == 0x80 { return false }  // fe80::/10
             if bytes[0] == 0xFF { return false }
-            if bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xFF && bytes[11] == 0xFF {
-                // An IPv4 address mapped into IPv6: judged as that address.
-                let v4 = bytes[12...].map { String($0) }.joined(separator: ".")
-                return (try? SocketAddress(ipAddress: v4, port: 0)).map(isPublic) ?? false
+            // IPv6 forms that carry an IPv4 address are judged as that address: mapped (::ffff:a.b.c.d),
+            // compatible (::a.b.c.d), NAT64 (64:ff9b::/96) and 6to4 (2002::/16).
+            if bytes[0..<10].allSatisfy({ $0 == 0 }) && (bytes[10..<12].allSatisfy({ $0 == 0xFF }) || bytes[10..<12].allSatisfy({ $0 == 0 })) {
+                return isPublicIPv4(bytes[12], bytes[13], bytes[14])
             }
+            if bytes[0..<12] == [0x00, 0x64, 0xFF, 0x9B, 0, 0, 0, 0, 0, 0, 0, 0] { return isPublicIPv4(bytes[12], bytes[13], bytes[14]) }
+            if bytes[0] == 0x20 && bytes[1] == 0x02 { return isPublicIPv4(bytes[2], bytes[3], bytes[4]) }
+            // Teredo (2001::/32) hides its IPv4 address: never fetched from.
+            if bytes[0] == 0x20 && bytes[1] == 0x01 && bytes[2] == 0 && bytes[3] == 0 { return false }
             return true
         default:
             return false
         }
+    }
+
+    /// Whether the IPv4 address `a.b.c.x` is public: not this network (0/8), private (10/8, 172.16/12,
+    /// 192.168/16), shared (100.64/10), loopback (127/8), link-local (169.254/16), IETF protocol
+    /// assignments (192.0.0/24), benchmarking (198.18/15), multicast or reserved (224/3).
+    static func isPublicIPv4(_ a: UInt8, _ b: UInt8, _ c: UInt8) -> Bool {
+        if a == 0 || a == 10 || a == 127 || a >= 224 { return false }
+        if a == 169 && b == 254 { return false }
+        if a == 172 && (16...31).contains(b) { return false }
+        if a == 192 && b == 168 { return false }
+        if a == 192 && b == 0 && c == 0 { return false }
+        if a == 198 && (b == 18 || b == 19) { return false }
+        if a == 100 && (64...127).contains(b) { return false }
+        return true
     }
 
     /// One GET over TLS to `address`, verified for the URL's host, within `timeout` and `maximumBytes`.

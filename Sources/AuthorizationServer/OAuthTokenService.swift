@@ -78,7 +78,7 @@ public struct OAuthTokenService: Sendable {
         if request.client.source == .dynamic { try await store.extendOAuthClient(id: request.client.clientID, expiresAt: now + Self.registrationIdleLifetime) }
         try await store.insertOAuthCode(
             OAuthCodeRecord(
-                codeHash: try Digest.sha256Base64URL(code), clientID: request.client.clientID, redirectURI: request.redirectURI,
+                codeHash: try Digest.sha256Base64URL(code), clientID: request.client.clientID, redirectURI: request.redirectURIGiven ? request.redirectURI : "",
                 codeChallenge: request.challenge.value, resource: request.resource.identifier, scope: request.scopes.joined(separator: " "),
                 userID: person.userID, tenantID: person.tenantID, sessionID: person.sessionID, claims: JSONWriter.string(.object(person.claims)),
                 createdAt: now, expiresAt: now + settings.codeLifetime))
@@ -113,8 +113,9 @@ public struct OAuthTokenService: Sendable {
         }
         // The code is spent whatever follows: a wrong client, redirect or verifier burns it.
         guard record.clientID == clientID else { throw OAuthError.invalidGrant("the code was issued to another client") }
-        guard redirectURI == record.redirectURI else {
-            throw OAuthError.invalidGrant("redirect_uri must be the one the authorization request named")
+        // Named at the authorization, it must be named again, the same; not named there, not here either.
+        guard (redirectURI ?? "") == record.redirectURI else {
+            throw OAuthError.invalidGrant("redirect_uri must be the one the authorization request named (or absent when it named none)")
         }
         guard PKCEChallenge(stored: record.codeChallenge).isMatched(by: verifier) else {
             throw OAuthError.invalidGrant("the code_verifier does not match the code_challenge")
@@ -130,6 +131,12 @@ public struct OAuthTokenService: Sendable {
             sessionID: record.sessionID, claims: record.claims, createdAt: now)
         try await store.insertOAuthFamily(family)
         let refresh = try await refreshTokens.issue(sessionID: record.sessionID, userID: record.userID, tenantID: record.tenantID, familyID: familyID)
+        // A second use between the redemption and now found no family to revoke: its mark on the
+        // code says so, and what this exchange made is revoked here instead.
+        if try await store.oauthCodeReused(codeHash: record.codeHash) {
+            try await store.revokeRefreshFamily(familyID, now: clock.now())
+            throw OAuthError.invalidGrant("the code was used twice; what it gave is revoked, start the authorization again")
+        }
         return try response(for: family, tokenID: tokenID, refreshToken: refresh.token)
     }
 

@@ -135,6 +135,7 @@ extension GatewayConfiguration {
         configuration.authorizationServer = try AuthorizationServerSettings(reading: values)
         try configuration.checkRouteIssuers()
         try configuration.checkRouteAudiences()
+        try configuration.checkMCPAudiences()
         self = configuration
     }
 

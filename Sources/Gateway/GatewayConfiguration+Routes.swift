@@ -74,6 +74,26 @@ extension GatewayConfiguration {
         return resolved
     }
 
+    /// Checks that no MCP route's canonical URL is an audience the gateway takes elsewhere:
+    /// `gateway.audience` (its API tokens) or a trusted issuer's `audiences`. A token whose `aud`
+    /// is only the MCP server's would otherwise pass as an API token too. (A provider token for an
+    /// MCP server names the server beside one of its issuer's audiences.)
+    func checkMCPAudiences() throws(ConfigurationError) {
+        for (index, route) in routes.enumerated() {
+            guard let resource = route.mcp?.identifier else { continue }
+            if resource == audience {
+                throw ConfigurationError(
+                    fileKey: "gateway.routes[\(index)].mcp",
+                    "names \(resource), which is gateway.audience too: the gateway's API tokens would pass as this MCP server's; give the route another prefix or the gateway another audience")
+            }
+            if let issuer = trust.issuers.firstIndex(where: { $0.audiences.contains(resource) }) {
+                throw ConfigurationError(
+                    fileKey: "trust.issuers[\(issuer)].audiences",
+                    "lists \(resource), gateway.routes[\(index)]'s MCP server: its tokens would be taken everywhere the issuer's are; leave it out (a provider token for the server names it beside one of these audiences)")
+            }
+        }
+    }
+
     /// Checks each route's `require.issuers` against `trust.issuers`: an issuer that is neither
     /// configured there nor `local` could never match, and the route would refuse everyone it meant.
     func checkRouteIssuers() throws(ConfigurationError) {

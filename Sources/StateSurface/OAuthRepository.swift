@@ -125,7 +125,8 @@ public struct OAuthClientRecord: Sendable, Equatable {
 public enum OAuthCodeRedemption: Sendable, Equatable {
     /// The code was live and is now spent, with the family and token id written on it.
     case redeemed(OAuthCodeRecord)
-    /// The code had been exchanged before: what that exchange issued must be revoked.
+    /// The code had been exchanged before: what that exchange issued must be revoked (the code is
+    /// marked reused, for an exchange still issuing to see).
     case reused(OAuthCodeRecord)
     /// No such code, or it expired.
     case unknown
@@ -137,6 +138,8 @@ public protocol OAuthRepository: Sendable {
     /// Spends the code with `codeHash` if it is live at `now`, writing `familyID` and
     /// `accessTokenID` on it, in one step: of two exchanges of one code, one redeems it.
     func redeemOAuthCode(codeHash: String, familyID: String, accessTokenID: String, now: Double) async throws -> OAuthCodeRedemption
+    /// Whether a code was presented again after its redemption (`redeemOAuthCode` marks it so).
+    func oauthCodeReused(codeHash: String) async throws -> Bool
     /// Records (or widens) a consent.
     func upsertOAuthGrant(_ record: OAuthGrantRecord) async throws
     func oauthGrant(userID: String, tenantID: String, clientID: String, resource: String) async throws -> OAuthGrantRecord?

@@ -168,7 +168,8 @@ struct SchemaMigration: Sendable {
             expires_at \(real) NOT NULL,
             used_at \(real),
             family_id TEXT,
-            access_token_id TEXT
+            access_token_id TEXT,
+            reused_at \(real)
         );
         CREATE INDEX oauth_codes_by_expiry ON oauth_codes (expires_at);
         CREATE TABLE oauth_grants (

@@ -422,6 +422,8 @@ struct RepositoryContractTests {
         let reused = outcomes.compactMap { if case .reused(let record) = $0 { record } else { nil } }
         #expect(redeemed.count == 1 && reused.count == 1, "\(outcomes)")
         #expect(reused.first?.familyID == redeemed.first?.familyID && reused.first?.accessTokenID == redeemed.first?.accessTokenID && reused.first?.usedAt == now)
+        #expect(try await state.oauthCodeReused(codeHash: "code-1"), "the second use is marked, for an exchange still issuing to see")
+        #expect(try await state.oauthCodeReused(codeHash: "code-2") == false)
         #expect(try await state.redeemOAuthCode(codeHash: "code-2", familyID: "f", accessTokenID: "a", now: now) == .unknown)
         #expect(try await state.redeemOAuthCode(codeHash: "nothing", familyID: "f", accessTokenID: "a", now: now) == .unknown)
 

@@ -10,6 +10,7 @@ import ProviderLogin
 import RuntimeAPI
 import RuntimeAccess
 import SecurityGuard
+import ProviderLogin
 import StateSurface
 import TrafficCop
 
@@ -79,12 +80,12 @@ struct AuthorizationServerRoutes: Sendable {
             return Self.errorPage(.badRequest, code: "request_invalid", message: "the authorization request must name each parameter once, percent-encoded as UTF-8")
         }
         let checked: AuthorizationRequest
-        switch try await validated(parameters) {
+        switch try await validated(parameters, request, context) {
         case .page(let page): return page
         case .redirect(let redirect): return redirect
         case .valid(let valid): checked = valid
         }
-        guard let (session, _) = try await browser.session(request, context) else {
+        guard let (session, cookieValue) = try await browser.session(request, context) else {
             // Sign in first, then back here with the same request.
             let rd = request.uri.path + "?" + (request.uri.query ?? "")
             return Response(status: .seeOther, headers: [.location: "/.portcullis/sign_in?rd=" + BrowserSessionRoutes.queryEncoded(rd), .cacheControl: "no-store"])
@@ -96,27 +97,46 @@ struct AuthorizationServerRoutes: Sendable {
                 return try await approved(checked, person: person)
             }
         }
-        return ConsentPage.page(for: checked, parameters: parameters, person: session.caller)
+        return ConsentPage.page(for: checked, parameters: parameters, person: session.caller, nonce: try Self.consentNonce(cookieValue: cookieValue))
+    }
+
+    /// The consent form's nonce: bound to the browser session (its cookie is HttpOnly, so a page of
+    /// another origin, even same-site, can neither read nor make it).
+    static func consentNonce(cookieValue: String) throws -> String {
+        String(try Digest.sha256Base64URL("portcullis consent\n" + cookieValue).prefix(32))
+    }
+
+    /// Whether a consent post comes from the gateway's own page: `Origin` the public URL's, or no
+    /// `Origin` (or `null`) with `Sec-Fetch-Site: same-origin`. Stricter than sign-in's rule: no
+    /// `login_return_origins`, no route host.
+    func isFromConsentPage(_ request: Request) -> Bool {
+        let origin = request.headers[.origin]
+        if let origin, origin != "null" { return origin == ReturnTarget.origin(of: browser.publicURL) }
+        return request.headers[BrowserSessionRoutes.secFetchSite]?.lowercased() == "same-origin"
     }
 
     /// `POST /api/auth/oauth/consent`: the person's answer, from the gateway's own page only.
     func consent(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
-        if let refusal = browser.crossSiteRefusal(request) {
-            return Self.errorPage(.forbidden, code: refusal.code, message: "consent is given on the gateway's own page only; start again from the application")
+        guard isFromConsentPage(request) else {
+            return Self.errorPage(.forbidden, code: "csrf_refused", message: "consent is given on the gateway's own page only; start again from the application")
         }
         guard let form = try? await BrowserSessionRoutes.form(request) else {
             return Self.errorPage(.badRequest, code: "request_invalid", message: "the consent form could not be read; start again from the application")
         }
         var parameters = form
         let decision = parameters.removeValue(forKey: "decision")
+        let nonce = parameters.removeValue(forKey: "consent_nonce")
         let checked: AuthorizationRequest
-        switch try await validated(parameters) {
+        switch try await validated(parameters, request, context) {
         case .page(let page): return page
         case .redirect(let redirect): return redirect
         case .valid(let valid): checked = valid
         }
-        guard let (session, _) = try await browser.session(request, context) else {
+        guard let (session, cookieValue) = try await browser.session(request, context) else {
             return Self.errorPage(.unauthorized, code: "not_signed_in", message: "this browser is no longer signed in; start again from the application")
+        }
+        guard let nonce, let expected = try? Self.consentNonce(cookieValue: cookieValue), nonce == expected else {
+            return Self.errorPage(.forbidden, code: "csrf_refused", message: "this consent was not given on this browser's own page; start again from the application")
         }
         guard decision == "allow" else {
             return Self.redirect(to: checked.redirectURI, ["error": "access_denied", "error_description": "the person declined", "state": checked.state, "iss": tokens.issuer])
@@ -149,9 +169,11 @@ struct AuthorizationServerRoutes: Sendable {
     }
 
     /// Both steps of the request's checks: the client and redirect (an error is a page), then the rest (an error goes back).
-    func validated(_ parameters: [String: String]) async throws -> Validation {
+    func validated(_ parameters: [String: String], _ request: Request, _ context: GatewayRequestContext) async throws -> Validation {
         let client: RegisteredClient
         let redirectURI: String
+        // A metadata document is fetched on anybody's say-so: as rate limited as registration.
+        if parameters["client_id"]?.hasPrefix("https://") == true { try limit(request, context) }
         let found: RegisteredClient?
         do {
             found = try await parameters["client_id"].asyncMap(tokens.client) ?? nil
@@ -166,6 +188,11 @@ struct AuthorizationServerRoutes: Sendable {
         do {
             return .valid(try AuthorizationRequest(parameters, repeated: [], client: client, redirectURI: redirectURI, resource: resource))
         } catch {
+            // A client nobody vouches for (self-registered, or a metadata document on a wildcard host)
+            // could otherwise make the gateway a redirector to any URI it registered (RFC 9700 §4.11.2).
+            guard client.source == .configured else {
+                return .page(Self.errorPage(.badRequest, code: error.code, message: error.description))
+            }
             return .redirect(Self.redirect(to: redirectURI, ["error": error.code, "error_description": error.description, "state": parameters["state"], "iss": tokens.issuer]))
         }
     }

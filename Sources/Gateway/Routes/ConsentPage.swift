@@ -9,8 +9,8 @@ import SecurityGuard
 /// server, with which scopes. Its form posts the request back with the answer; the page is never
 /// framed and posts only to the gateway (and its redirect goes only to the client's `redirect_uri`).
 enum ConsentPage {
-    static func page(for request: AuthorizationRequest, parameters: [String: String], person: AuthenticatedCaller) -> Response {
-        let hidden = parameters.sorted { $0.key < $1.key }.map { name, value in
+    static func page(for request: AuthorizationRequest, parameters: [String: String], person: AuthenticatedCaller, nonce: String) -> Response {
+        let hidden = (parameters.sorted { $0.key < $1.key } + [("consent_nonce", nonce)]).map { name, value in
             "<input type=\"hidden\" name=\"\(RefusalPage.escaped(name))\" value=\"\(RefusalPage.escaped(value))\">"
         }.joined(separator: "\n")
         let scopes = request.scopes.isEmpty ? "<li><em>no scope</em></li>" : request.scopes.map { "<li><code>\(RefusalPage.escaped($0))</code></li>" }.joined()
@@ -36,7 +36,14 @@ enum ConsentPage {
                 </form>
                 """)
         // CSP3's form-action holds the form's redirect too: the answer goes to the client's redirect URI.
-        let target = ReturnTarget.origin(of: request.redirectURI).map { " " + $0 } ?? ""
+        let target: String
+        if let origin = ReturnTarget.origin(of: request.redirectURI) {
+            target = " " + origin
+        } else if let colon = request.redirectURI.firstIndex(of: ":") {
+            target = " " + request.redirectURI[...colon]  // an app's own scheme (com.example.app:)
+        } else {
+            target = ""
+        }
         response.headers[.contentSecurityPolicy] = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'\(target); frame-ancestors 'none'"
         return response
     }

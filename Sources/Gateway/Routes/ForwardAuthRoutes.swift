@@ -109,6 +109,13 @@ struct ForwardAuthRoutes: Sendable {
         guard let (route, _) = table.route(host: host, path: path) else {
             throw GatewayError(.notFound, "not_found", "no gateway.routes prefix serves \(PathRedaction.redactedPath(String(path)))\(host == nil ? "" : " on that host")")
         }
+        // An MCP server's tokens are bound to it and checked by the data plane (audience, Origin,
+        // the challenge naming its metadata): a proxy in front is never asked to admit them.
+        guard route.mcp == nil else {
+            throw GatewayError(
+                .notFound, "not_found",
+                "\(PathRedaction.redactedPath(String(path))) is an MCP server the gateway serves itself; forward-auth does not decide it: send its requests to the gateway")
+        }
         guard route.allowedMethodNames.contains(method.rawValue) else {
             throw GatewayError.methodNotAllowed(method.rawValue, path: PathRedaction.redactedPath(String(path)), allowed: route.allowedMethodNames)
         }

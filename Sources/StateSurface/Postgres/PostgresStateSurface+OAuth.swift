@@ -25,14 +25,17 @@ extension PostgresStateSurface: OAuthRepository {
         guard
             let row = try await rows(
                 """
-                SELECT code_hash, client_id, redirect_uri, code_challenge, resource, scope, user_id, tenant_id, session_id, claims, created_at, expires_at,
-                       used_at, family_id, access_token_id
-                FROM oauth_codes WHERE code_hash = \(codeHash)
+                UPDATE oauth_codes SET reused_at = \(now) WHERE code_hash = \(codeHash) AND used_at IS NOT NULL
+                RETURNING code_hash, client_id, redirect_uri, code_challenge, resource, scope, user_id, tenant_id, session_id, claims, created_at, expires_at,
+                          used_at, family_id, access_token_id
                 """
             ).first
         else { return .unknown }
-        let record = try Self.oauthCode(row)
-        return record.usedAt != nil ? .reused(record) : .unknown
+        return .reused(try Self.oauthCode(row))
+    }
+
+    public func oauthCodeReused(codeHash: String) async throws -> Bool {
+        try await rows("SELECT reused_at IS NOT NULL FROM oauth_codes WHERE code_hash = \(codeHash)").first.map { try $0.decode(Bool.self) } ?? false
     }
 
     public func upsertOAuthGrant(_ record: OAuthGrantRecord) async throws {

@@ -29,11 +29,17 @@ extension SQLiteStateSurface: OAuthRepository {
             {
                 return .redeemed(Self.oauthCode(row))
             }
-            guard let row = try Row.fetchOne(db, sql: "SELECT \(Self.oauthCodeColumns) FROM oauth_codes WHERE code_hash = ?", arguments: [codeHash]) else {
-                return .unknown
-            }
-            let record = Self.oauthCode(row)
-            return record.usedAt != nil ? .reused(record) : .unknown
+            guard
+                let row = try Row.fetchOne(
+                    db, sql: "UPDATE oauth_codes SET reused_at = ? WHERE code_hash = ? AND used_at IS NOT NULL RETURNING \(Self.oauthCodeColumns)", arguments: [now, codeHash])
+            else { return .unknown }
+            return .reused(Self.oauthCode(row))
+        }
+    }
+
+    public func oauthCodeReused(codeHash: String) async throws -> Bool {
+        try await pool.read { db in
+            try Bool.fetchOne(db, sql: "SELECT reused_at IS NOT NULL FROM oauth_codes WHERE code_hash = ?", arguments: [codeHash]) ?? false
         }
     }
 

@@ -64,15 +64,27 @@ struct AuthorizationServerTests {
         return FormEncoding.fields(query) ?? [:]
     }
 
+    /// The consent form's nonce, from the page.
+    static func nonce(_ page: Answer) -> String {
+        guard let range = page.raw.range(of: #"name="consent_nonce" value=""#) else { return "" }
+        return String(page.raw[range.upperBound...].prefix { $0 != "\"" })
+    }
+
+    /// Posts the consent form of `page` with `decision`.
+    static func consent(_ fixture: GatewayFixture, _ jar: CookieJar, _ parameters: [(String, String)], page: Answer, decision: String = "allow",
+                        headers: [(String, String)] = own) async throws -> Answer {
+        try await Answer.request(
+            .POST, fixture.baseURL + "/api/auth/oauth/consent", headers: headers + [jar.header],
+            body: query(parameters + [("consent_nonce", nonce(page)), ("decision", decision)]), followRedirects: false)
+    }
+
     /// Consent given through the page's form (or remembered), and the code from the redirect.
     static func consentedCode(_ fixture: GatewayFixture, _ jar: CookieJar, redirect: String = redirect) async throws -> String {
         let page = try await authorize(fixture, jar, authorizeParameters(redirect: redirect))
         // Consent given before for these scopes: the code comes at once.
         if page.status == 303, let code = redirectParameters(page)["code"] { return code }
         #expect(page.status == 200 && page.raw.contains("Ops CLI") && page.raw.contains(resource), "\(page.raw)")
-        let answer = try await Answer.request(
-            .POST, fixture.baseURL + "/api/auth/oauth/consent", headers: own + [jar.header], body: query(authorizeParameters(redirect: redirect) + [("decision", "allow")]),
-            followRedirects: false)
+        let answer = try await consent(fixture, jar, authorizeParameters(redirect: redirect), page: page)
         #expect(answer.status == 303 && answer.headers["Location"].first?.hasPrefix(redirect + "?") == true, "\(answer.raw)")
         return try #require(redirectParameters(answer)["code"])
     }
@@ -143,6 +155,28 @@ struct AuthorizationServerTests {
             #expect(refreshed.status == 400 && refreshed.error == "invalid_grant", "\(refreshed.raw)")
             let revoked = try await Answer.eventually(within: 3, { try await fixture.send(.POST, "/mcp/a", bearer: access, body: "{}") }, until: { $0.status == 401 })
             #expect(revoked.status == 401 && revoked.error == "token_revoked", "\(revoked.raw)")
+        }
+    }
+
+    @Test("a client with one registered https redirect_uri may leave it out of the authorization, and then out of the token request too; naming it there is refused")
+    func redirectURILeftOut() async throws {
+        try await Self.gateway { fixture, jar in
+            let parameters = Self.authorizeParameters(client: "other-cli").filter { $0.0 != "redirect_uri" }
+            let page = try await Self.authorize(fixture, jar, parameters)
+            #expect(page.status == 200, "\(page.raw)")
+            func code() async throws -> String {
+                let page = try await Self.authorize(fixture, jar, parameters)
+                if page.status == 303 { return try #require(Self.redirectParameters(page)["code"]) }
+                let answer = try await Self.consent(fixture, jar, parameters, page: page)
+                #expect(answer.headers["Location"].first?.hasPrefix("https://other.example/cb?") == true, "\(answer.raw)")
+                return try #require(Self.redirectParameters(answer)["code"])
+            }
+            let named = try await Self.exchange(fixture, code: try await code(), client: "other-cli", redirect: "https://other.example/cb")
+            #expect(named.status == 400 && named.error == "invalid_grant", "\(named.raw)")
+            let left = try await Self.token(fixture, [("grant_type", "authorization_code"), ("code", try await code()), ("client_id", "other-cli"), ("code_verifier", Self.verifier)])
+            #expect(left.status == 200, "\(left.raw)")
+            fixture.remember(left["access_token"] ?? "")
+            fixture.remember(left["refresh_token"] ?? "")
         }
     }
 
@@ -232,13 +266,27 @@ struct AuthorizationServerTests {
             #expect(try await Self.exchange(fixture, code: "ac_unknown").error == "invalid_grant")
             let json = try await Answer.request(.POST, fixture.baseURL + "/api/auth/oauth/token", body: "{}", followRedirects: false)
             #expect(json.status == 400 && json.error == "invalid_request")
-            let crossSite = try await Answer.request(
-                .POST, fixture.baseURL + "/api/auth/oauth/consent", headers: [("Origin", "https://evil.example"), Self.own[1], jar.header],
-                body: Self.query(Self.authorizeParameters() + [("decision", "allow")]), followRedirects: false)
+            // A fresh person's page (no consent yet): bob.
+            try await fixture.addUser("bob")
+            let bobSignedIn = try await Answer.request(
+                .POST, fixture.baseURL + "/.portcullis/sign_in", headers: Self.own, body: "username=bob&password=correct+horse+battery&rd=%2F", followRedirects: false)
+            var bob = CookieJar()
+            bob.take(bobSignedIn)
+            fixture.remember(bob["portcullis"] ?? "")
+            let page = try await Self.authorize(fixture, bob, Self.authorizeParameters())
+            #expect(page.status == 200 && !Self.nonce(page).isEmpty, "\(page.raw)")
+            let crossSite = try await Self.consent(fixture, bob, Self.authorizeParameters(), page: page, headers: [("Origin", "https://evil.example"), Self.own[1]])
             #expect(crossSite.status == 403 && crossSite.headers["Location"].isEmpty && crossSite.headers["Content-Type"].first?.hasPrefix("text/html") == true, "\(crossSite.raw)")
-            let denied = try await Answer.request(
-                .POST, fixture.baseURL + "/api/auth/oauth/consent", headers: Self.own + [jar.header], body: Self.query(Self.authorizeParameters() + [("decision", "deny")]),
+            // Without the page's nonce (a same-site page that can post but not read the page), or with another browser's: refused.
+            let noNonce = try await Answer.request(
+                .POST, fixture.baseURL + "/api/auth/oauth/consent", headers: Self.own + [bob.header], body: Self.query(Self.authorizeParameters() + [("decision", "allow")]),
                 followRedirects: false)
+            #expect(noNonce.status == 403 && noNonce.headers["Location"].isEmpty, "\(noNonce.raw)")
+            let alicesNonce = try await Answer.request(
+                .POST, fixture.baseURL + "/api/auth/oauth/consent", headers: Self.own + [bob.header],
+                body: Self.query(Self.authorizeParameters() + [("consent_nonce", String(repeating: "A", count: 32)), ("decision", "allow")]), followRedirects: false)
+            #expect(alicesNonce.status == 403 && alicesNonce.headers["Location"].isEmpty)
+            let denied = try await Self.consent(fixture, bob, Self.authorizeParameters(), page: page, decision: "deny")
             #expect(Self.redirectParameters(denied)["error"] == "access_denied")
         }
     }
@@ -274,9 +322,11 @@ struct AuthorizationServerTests {
             let parameters = Self.authorizeParameters(client: clientID)
             let page = try await Self.authorize(fixture, jar, parameters)
             #expect(page.status == 200 && page.raw.contains("unverified") && page.raw.contains("Agent &lt;b&gt;X&lt;/b&gt;") && !page.raw.contains("<b>X</b>"), "\(page.raw)")
-            let answer = try await Answer.request(
-                .POST, fixture.baseURL + "/api/auth/oauth/consent", headers: Self.own + [jar.header], body: Self.query(parameters + [("decision", "allow")]), followRedirects: false)
+            let answer = try await Self.consent(fixture, jar, parameters, page: page)
             let code = try #require(Self.redirectParameters(answer)["code"])
+            // An error of a client nobody vouches for is the gateway's page: it would otherwise redirect anywhere it registered.
+            let bad = try await Self.authorize(fixture, jar, parameters.filter { $0.0 != "code_challenge" })
+            #expect(bad.status == 400 && bad.headers["Location"].isEmpty && bad.headers["X-Portcullis-Error"].first == "invalid_request", "\(bad.raw)")
             let tokens = try await Self.exchange(fixture, code: code, client: clientID)
             #expect(tokens.status == 200, "\(tokens.raw)")
             fixture.remember(tokens["access_token"] ?? "")

@@ -75,9 +75,10 @@ struct ClientMetadataDocumentTests {
                     "https://[::1]/c", "https://vscode.dev:0/c", "https://vscode.dev/c d"] {
             #expect(ClientMetadataURL(bad) == nil, "\(bad)")
         }
-        let inside = ["127.0.0.1", "10.1.2.3", "172.16.0.1", "172.31.255.255", "192.168.1.1", "169.254.169.254", "100.64.0.1", "0.0.0.0", "::1", "fd00::1", "fe80::1", "::ffff:127.0.0.1", "::"]
+        let inside = ["127.0.0.1", "10.1.2.3", "172.16.0.1", "172.31.255.255", "192.168.1.1", "169.254.169.254", "100.64.0.1", "0.0.0.0", "192.0.0.8", "198.18.0.1",
+                      "::1", "fd00::1", "fe80::1", "::ffff:127.0.0.1", "::", "::10.0.0.1", "64:ff9b::a9fe:a9fe", "2002:7f00:1::1", "2001:0:4136:e378::1"]
         for address in inside { #expect(!ClientMetadataFetcher.isPublic(try SocketAddress(ipAddress: address, port: 443)), "\(address)") }
-        for address in ["93.184.216.34", "172.32.0.1", "2606:4700::1111", "::ffff:8.8.8.8"] {
+        for address in ["93.184.216.34", "172.32.0.1", "2606:4700::1111", "::ffff:8.8.8.8", "64:ff9b::808:808", "2002:808:808::1"] {
             #expect(ClientMetadataFetcher.isPublic(try SocketAddress(ipAddress: address, port: 443)), "\(address)")
         }
     }
@@ -110,9 +111,7 @@ struct ClientMetadataDocumentTests {
         let good = "https://localhost:\(port)/good.json"
         let page = try await AuthorizationServerTests.authorize(fixture, jar, AuthorizationServerTests.authorizeParameters(client: good))
         #expect(page.status == 200 && page.raw.contains("Good Agent") && page.raw.contains("described by localhost"), "\(page.raw)")
-        let consented = try await Answer.request(
-            .POST, fixture.baseURL + "/api/auth/oauth/consent", headers: AuthorizationServerTests.own + [jar.header],
-            body: AuthorizationServerTests.query(AuthorizationServerTests.authorizeParameters(client: good) + [("decision", "allow")]), followRedirects: false)
+        let consented = try await AuthorizationServerTests.consent(fixture, jar, AuthorizationServerTests.authorizeParameters(client: good), page: page)
         let code = try #require(AuthorizationServerTests.redirectParameters(consented)["code"], "\(consented.raw)")
         let tokens = try await AuthorizationServerTests.exchange(fixture, code: code, client: good)
         #expect(tokens.status == 200, "\(tokens.raw)")

@@ -58,6 +58,17 @@ struct MCPRouteTests {
             let error = await #expect(throws: ConfigurationError.self, "\(yaml)") { _ = try await RoutePolicyTests.routes(yaml) }
             #expect(error?.message.contains("gateway.routes[0].mcp") == true, "\(error?.message ?? "no error")")
         }
+        // An MCP server's URL is never an audience the gateway takes elsewhere.
+        let asAudience = await #expect(throws: ConfigurationError.self) {
+            _ = try await RoutePolicyTests.routes("    - {prefix: /, upstream: http://127.0.0.1:1, mcp: true}\n  public_url: https://auth.example.com\n  audience: https://auth.example.com\n")
+        }
+        #expect(asAudience?.message.contains("gateway.routes[0].mcp") == true, "\(asAudience?.message ?? "")")
+        let asIssuerAudience = await #expect(throws: ConfigurationError.self) {
+            _ = try await RoutePolicyTests.routes(
+                "    - {prefix: /mcp/x, upstream: http://127.0.0.1:1, mcp: true}\n  public_url: https://auth.example.com\n",
+                trust: "trust:\n  issuers:\n    - issuer: https://idp.example.com\n      audiences: [https://auth.example.com/mcp/x]\n      tenant: acme\n")
+        }
+        #expect(asIssuerAudience?.message.contains("trust.issuers[0].audiences") == true, "\(asIssuerAudience?.message ?? "")")
     }
 
     @Test("an MCP route takes only tokens whose aud is its canonical URL: no token or another's is 401 naming resource_metadata and the scope; the gateway's API token, another MCP route's token and a token for it elsewhere are refused naming the mix-up; the client's token never reaches the server, the assertion names the client")
@@ -112,6 +123,9 @@ struct MCPRouteTests {
         #expect(try await fixture.send(.GET, "/api/plain/x", bearer: fresh).status == 401)
         // The API token still works where it belongs.
         #expect(try await fixture.send(.GET, "/api/plain/x", bearer: api).status == 200)
+        // Forward-auth never decides an MCP route (the data plane checks its audience, Origin and challenge).
+        let forwarded = try await fixture.send(.GET, "/api/auth/verify", bearer: api, headers: [("X-Original-URI", "/mcp/a"), ("X-Original-Method", "POST")])
+        #expect(forwarded.status == 404 || forwarded.status == 403, "\(forwarded.raw)")
     }
 
     @Test("an MCP route's scopes are refused 403 insufficient_scope with scope= and resource_metadata, so a client can step up")

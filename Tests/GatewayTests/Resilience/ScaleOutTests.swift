@@ -271,7 +271,9 @@ struct ScaleOutTests {
         let query = parameters.map { $0.0 + "=" + FormEncoding.encode($0.1) }.joined(separator: "&")
         let page = try await Answer.request(.GET, cluster.a + "/api/auth/oauth/authorize?" + query, headers: [jar.header], followRedirects: false)
         #expect(page.status == 200, "\(page.raw)")
-        let consented = try await Answer.request(.POST, cluster.a + "/api/auth/oauth/consent", headers: form + [jar.header], body: query + "&decision=allow", followRedirects: false)
+        let consented = try await Answer.request(
+            .POST, cluster.a + "/api/auth/oauth/consent", headers: form + [jar.header], body: query + "&consent_nonce=" + AuthorizationServerTests.nonce(page) + "&decision=allow",
+            followRedirects: false)
         let location = try #require(consented.headers["Location"].first, "\(consented.raw)")
         let code = try #require(FormEncoding.fields(location.split(separator: "?", maxSplits: 1).last ?? "")?["code"])
         let exchange = "grant_type=authorization_code&code=\(code)&client_id=ops-cli&redirect_uri=" + FormEncoding.encode("http://127.0.0.1:5555/callback") + "&code_verifier=" + verifier
