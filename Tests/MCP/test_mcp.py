@@ -139,6 +139,23 @@ async def flow(page, client_metadata_url, expected_client):
                     check(not result.is_error and len(stamps) == 3, f"an SSE answer with three progress events outlived the gateway's 2 s idle timeout ({ended - started:.1f} s)")
                     check(bool(stamps) and stamps[0] - started < 1.5 and ended - stamps[-1] > 2, "each event passed the gateway as it came, not at the end")
     if client_metadata_url:
+        # The same client and tokens over HTTP/2 (h2c, prior knowledge): Streamable HTTP's POST, its SSE answer and GET stream.
+        async with httpx2.AsyncClient(auth=provider, timeout=30, http1=False, http2=True) as http:
+            probe = await http.post(GATEWAY + "/mcp/tools", json={"jsonrpc": "2.0", "id": 0, "method": "ping"},
+                                    headers={"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"})
+            check(probe.http_version == "HTTP/2", f"the client speaks HTTP/2 to the gateway ({probe.http_version}, {probe.status_code})")
+            async with streamable_http_client(GATEWAY + "/mcp/tools", http_client=http) as streams:
+                async with ClientSession(streams[0], streams[1]) as session:
+                    await session.initialize()
+                    stamps = []
+
+                    async def progress(done, total, message):
+                        stamps.append(time.monotonic())
+
+                    result = await session.call_tool("slow", {"steps": 2, "delay": 1.0}, progress_callback=progress)
+                    added = await session.call_tool("add", {"a": 40, "b": 2})
+                    check(not result.is_error and len(stamps) == 2 and "42" in json.dumps([c.model_dump() for c in added.content]),
+                          "over HTTP/2: tools/call answered, an SSE answer's progress events relayed")
         check(storage.client.client_id == client_metadata_url, "the client_id is its metadata document's URL")
     else:
         check(storage.client.client_id.startswith("dyn_"), "the client registered itself (RFC 7591)")
