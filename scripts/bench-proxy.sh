@@ -27,7 +27,8 @@
 #                                         run each: a count that does not move with the machine's noise
 #   PORTCULLIS_BIN=path                   benchmark another portcullis binary (e.g. an older build)
 #   COMPARE_BIN=path                      also run a gateway from this binary (an older build, say) beside
-#                                         it: one more row, interleaved in the same rounds (A/B of a change)
+#                                         it, and one from this build with the same configuration: two more
+#                                         rows, interleaved in the same rounds, and their ratio (A/B of a change)
 #   COMPARE_LEVEL=info                    run that gateway at this logging level (default: as quiet as the main row)
 #   ONLY=regex                            only the rows whose names match (plus nginx's plain proxy and the
 #                                         byte floor, the ratios' bases): ONLY='floor|routes$' for a quick A/B
@@ -57,7 +58,7 @@ fi
 (cd "$ROOT" && swift build -c release --product floor-proxy >/dev/null)
 FLOOR_BIN="$ROOT/.build/release/floor-proxy"
 WORK=$(mktemp -d)
-UPSTREAM=18401 NGINX_PROXY=18402 HAPROXY=18403 GATEWAY=18404 FLOOR_NIO=18405 FLOOR_BYTES=18406 NGINX_LOGGED=18407 GATEWAY_INFO=18408 GATEWAY_COMPARE=18409
+UPSTREAM=18401 NGINX_PROXY=18402 HAPROXY=18403 GATEWAY=18404 FLOOR_NIO=18405 FLOOR_BYTES=18406 NGINX_LOGGED=18407 GATEWAY_INFO=18408 GATEWAY_COMPARE=18409 GATEWAY_SAME=18410
 FLOOR_DECODER=18410
 PIDS=()
 cleanup() {
@@ -149,6 +150,13 @@ if [ -n "${COMPARE_BIN:-}" ]; then
   login_bench_user "$WORK/gateway-compare" "$GATEWAY_COMPARE"
   TOKEN_COMPARE=$TOKEN
   BIN=$MAIN_BIN
+  # This binary with the compare gateway's configuration exactly (one route, nothing else): the A/B
+  # of the two binaries is this row against COMPARE_BIN's, not the main row, whose configuration
+  # has more routes, a trusted issuer and the authorization server.
+  start_serve "$WORK/gateway-same" "$GATEWAY_SAME" "$compare_routes" ""
+  PIDS+=("$SERVE_PID"); GATEWAY_SAME_PID=$SERVE_PID
+  login_bench_user "$WORK/gateway-same" "$GATEWAY_SAME"
+  TOKEN_SAME=$TOKEN
 fi
 login_bench_user "$WORK/gateway" "$GATEWAY"
 # The same user signed in as a browser (the account form: no provider signs in here): its session cookie.
@@ -312,6 +320,7 @@ for round in $(seq "$ROUNDS"); do
   run "Portcullis gateway.routes" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/"
   if [ -n "${COMPARE_BIN:-}" ]; then
     AUTH_TOKEN=$TOKEN_COMPARE run "Portcullis gateway.routes, COMPARE_BIN${COMPARE_LEVEL:+ at $COMPARE_LEVEL}" "$GATEWAY_COMPARE_PID" "http://127.0.0.1:$GATEWAY_COMPARE/api/bench/"
+    AUTH_TOKEN=$TOKEN_SAME run "Portcullis gateway.routes, COMPARE_BIN's configuration" "$GATEWAY_SAME_PID" "http://127.0.0.1:$GATEWAY_SAME/api/bench/"
   fi
   run "Portcullis + X-Session-Id" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/" -H "X-Session-Id: $SESSION"
   NO_BEARER=1 run "Portcullis, a browser's session cookie" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/browser/" -H "Cookie: $COOKIE"
@@ -404,6 +413,10 @@ for name in names:
     errors = sum(int(x[6]) for x in mine)
     print(f"| {name} | {med(2):,.0f} | {same_round(name, base, 2):.2f}x | {med(3):.2f} | {same_round(name, base, 3):.2f}x | {med(4):.0f} | "
           f"{same_round(name, base, 4):.2f}x | {same_round(name, floor, 4):.2f}x | {med(5):.0f} | {errors} |")
+same, compare = "Portcullis gateway.routes, COMPARE_BIN's configuration", [n for n in names if n.startswith("Portcullis gateway.routes, COMPARE_BIN")]
+if same in names and compare:
+    print(f"\nA/B, the same configuration: this binary against COMPARE_BIN: CPU a request {same_round(same, compare[0], 4):.3f}x, "
+          f"req/s {same_round(same, compare[0], 2):.3f}x, p99 {same_round(same, compare[0], 3):.3f}x (medians of same-round ratios)")
 mcp, bearer = "Portcullis MCP tools/call (JSON)", "Portcullis Bearer route, the same POST"
 if any(r[0] == mcp for r in rows) and any(r[0] == bearer for r in rows):
     print(f"\nMCP tools/call: CPU per request {same_round(mcp, bearer, 4):.2f}x the Bearer route's for the same POST (same-round median)")
