@@ -1014,10 +1014,11 @@ package enum OpenAPIDocument {
               in: path
               required: true
               description: The MCP route's prefix without its leading slash (it may hold slashes itself).
-              schema: {type: string}
+              schema: {type: string, pattern: "^[A-Za-z0-9._~/-]*$"}
           responses:
             "200":
               $ref: "#/components/responses/ProtectedResourceMetadata"
+            "400": {$ref: "#/components/responses/BadRequest"}
             "404": {$ref: "#/components/responses/NotFound"}
       /.well-known/openid-configuration:
         get:
