@@ -184,6 +184,12 @@ let package = Package(
             name: "MCPResource",
             dependencies: ["JOSE"]
         ),
+        // What an MCP route's callers may do: its JSON-RPC bodies read strictly, the Mcp-Method and
+        // Mcp-Name fields checked against them, rules per tool, prompt, resource and method.
+        .target(
+            name: "MCPPolicy",
+            dependencies: ["JOSE", "TrafficCop"]
+        ),
         // The gateway as an OAuth 2.1 authorization server: clients, authorization requests, PKCE,
         // codes, consents, the access and refresh tokens it issues for MCP resources.
         .target(
@@ -201,6 +207,7 @@ let package = Package(
             name: "DataPlane",
             dependencies: [
                 "EdgeHTTP",
+                "MCPPolicy",
                 "MCPResource",
                 "RuntimeAccess",
                 "JOSE",
@@ -261,6 +268,7 @@ let package = Package(
                 "AuthorizationServer",
                 "ConfigurationReading",
                 "DataPlane",
+                "MCPPolicy",
                 "MCPResource",
                 "EdgeHTTP",
                 "EmbeddedAssets",
@@ -365,6 +373,10 @@ let package = Package(
             dependencies: ["TrafficCop"]
         ),
         .testTarget(
+            name: "MCPPolicyTests",
+            dependencies: ["MCPPolicy", "JOSE", "TrafficCop"]
+        ),
+        .testTarget(
             name: "SecurityGuardTests",
             dependencies: ["SecurityGuard", "StateSurface", "RuntimeAPI", "JOSE"]
         ),
@@ -390,6 +402,7 @@ let package = Package(
                 "Gateway",
                 "AuthorizationServer",
                 "DataPlane",
+                "MCPPolicy",
                 "MCPResource",
                 "EdgeHTTP",
                 "ProviderLogin",

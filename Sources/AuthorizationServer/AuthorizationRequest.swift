@@ -81,7 +81,7 @@ public struct AuthorizationRequest: Sendable, Equatable {
         } else {
             // Scopes the resource does not know are left out (RFC 6749 §3.3 lets the server grant less).
             // What its route requires must all be there, or the token would be refused at once.
-            let offered = askedScopes.filter(resource.scopes.contains)
+            let offered = askedScopes.filter(resource.supportedScopes.contains)
             var unique: [String] = []
             for scope in offered where !unique.contains(scope) { unique.append(scope) }
             guard resource.scopes.allSatisfy(unique.contains) else {

@@ -1,6 +1,7 @@
 import EdgeHTTP
 import HTTPTypes
 import Logging
+import MCPPolicy
 import MCPResource
 import NIOCore
 import NIOHTTP1
@@ -60,6 +61,8 @@ package final class DataPlane: Sendable {
         package let grpcOnly: Bool
         /// `mcp: true`: the MCP server's resource; only tokens whose `aud` is its identifier are taken.
         package let mcp: MCPResource?
+        /// What an MCP route's callers may do: every POST's body is read and decided on (set with `mcp`).
+        package let mcpPolicy: MCPCallPolicy?
     }
 
     /// The routes and origins in force (a reload replaces them).

@@ -1,6 +1,7 @@
 import EdgeHTTP
 import HTTPTypes
 import JOSE
+import MCPPolicy
 import MCPResource
 import Logging
 import NIOCore
@@ -46,8 +47,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     let plane: DataPlane
 
     private(set) var requestEnded = false
-    private var pendingBody: [ByteBuffer] = []
-    private var bodyBytes = 0
+    private(set) var pendingBody: [ByteBuffer] = []
+    private(set) var bodyBytes = 0
     var upstream: UpstreamConnection?
     /// The stream to an HTTP/2 upstream (`protocol: h2c` or `h2`), instead of `upstream`.
     var upstreamStream: UpstreamStream?
@@ -99,6 +100,20 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     var tunnelRegistration: UInt64?
     /// Closes the tunnel when its credential ends (the token's `exp`, the cookie session's `max_hours`).
     var tunnelExpiry: Scheduled<Void>?
+    /// An MCP POST's admitted caller and session, held until its whole body is read and decided on.
+    var mcpAwaiting: (caller: AuthenticatedCaller, sessionID: String?)?
+    /// An MCP request's call as decided (set once its decision is made): the log line's and the metrics'.
+    var mcpCall: MCPCallFields?
+    /// A `traceparent` the gateway started for the MCP server (the client sent none, or an invalid one).
+    var startedTraceparent: String?
+    /// A list call's answer is filtered to what the caller may use (`tools/list` on a route with tool rules).
+    var listFilter: MCPListFilter?
+    /// A filtered answer held whole until its end (JSON, or any answer with a length): its head and bytes so far.
+    var heldAnswer: (head: UpstreamResponseHead, bytes: [UInt8])?
+    /// A filtered SSE answer, its events passed on as they complete.
+    var eventFilter: MCPEventStreamFilter?
+    /// The length of an answer the gateway rewrote, sent instead of the upstream's.
+    var rewrittenLength: Int?
 
     init(
         handler: any ProxyExchangeHost, eventLoop: any EventLoop, route: DataPlane.Route, head: HTTPRequestHead, path: Substring, remainder: Substring,
@@ -242,6 +257,10 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     /// Forwards the request; `caller` is `nil` only on an `auth: none` route asked without a token
     /// (its assertion then names no user).
     func proceed(_ caller: AuthenticatedCaller?, sessionID: String?) {
+        // An MCP route decides on what is called before anything is forwarded: a POST waits for its body.
+        if let policy = route.mcpPolicy, mcpCall == nil, let caller {
+            return admitMCP(policy, caller: caller, sessionID: sessionID)
+        }
         guard !finished, handler.context != nil, let pool = handler.pool, let headBuffers = handler.headBuffers else { return }
         self.pool = pool
         userID = caller?.userID
@@ -327,12 +346,17 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             // A name some route sets as an identity field, in any spelling, is never the client's to send.
             if !configuredNames.isEmpty, configuredNames.contains(HeaderScreen.folded(name)) { continue }
             // The gateway's cookies never reach an upstream; the app's own pass as they came.
+            // The client's trace context goes on unless the gateway started another (it sent an invalid one).
+            if startedTraceparent != nil, MCPTrace.isTraceField(name) { continue }
+            // A filtered list answer must come as bytes the gateway can read.
+            if listFilter != nil, name.utf8.count == 15, HeaderScreen.equalsLowercased(name.utf8, "accept-encoding") { continue }
             if name.utf8.count == 6, HeaderScreen.equalsLowercased(name.utf8, "cookie") {
                 if let kept = SessionCookie.withoutGatewayCookies(value) { emit(name, kept) }
                 continue
             }
             emit(name, value)
         }
+        if let startedTraceparent { emit("traceparent", startedTraceparent) }
         emit("Host", upstreamHost)
         emit(AssertionHeader.name, assertion)
         if let identity = route.identityFields { Self.forEachIdentityField(identity, of: caller, emit) }
@@ -435,6 +459,10 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             guard bodyBytes <= plane.maximumBodyBytes else {
                 return fail(Self.tooLarge(plane.maximumBodyBytes), closeClient: true)
             }
+            // An MCP POST is read whole to be decided on, and one too large for that is never passed undecided.
+            if let policy = route.mcpPolicy, head.method == .POST, mcpCall == nil, bodyBytes > policy.maximumBodyBytes {
+                return fail(Self.mcpBodyTooLarge(policy.maximumBodyBytes), closeClient: true)
+            }
             // An HTTP/2 GET, HEAD, DELETE or TRACE without content-length is framed as having no body
             // (swift-nio-http2 adds no length for them): DATA on it would reach an HTTP/1.1 upstream as
             // bytes after the request, read there as another request. Refused, before any byte goes.
@@ -460,6 +488,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             requestEnded = true
             if finished {
                 handler.exchangeFinished(requestEnded: true, closeConnection: false)
+            } else if mcpAwaiting != nil {
+                decideMCPBody()
             } else {
                 if upstreamChunked { upstream?.channel.writeAndFlush(HTTP1Bytes.lastChunk, promise: nil) }
                 upstreamStream?.channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
@@ -484,6 +514,14 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         switch part {
         case .head(let response) where webSocket && response.status == 101:
             beginTunnel(response)
+        case .head(let response) where listFilter != nil:
+            holdOrFilterAnswer(response)
+        case .body(let buffer) where heldAnswer != nil || eventFilter != nil:
+            filterAnswerBody(buffer)
+        case .end where heldAnswer != nil:
+            releaseHeldAnswer()
+        case .end where eventFilter != nil:
+            endFilteredEvents()
         case .head(let response):
             responseStarted = true
             deadline = nil
@@ -540,6 +578,9 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             out.writeStaticString("\r\n")
         }
         closesClient = Self.wantsClose(head)
+        if let rewrittenLength {
+            HTTP1Bytes.writeField("Content-Length", number: rewrittenLength, into: &out)
+        } else {
         switch response.framing {
         case .none, .length:
             if let length = response.contentLength { HTTP1Bytes.writeField("Content-Length", number: length, into: &out) }
@@ -550,6 +591,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             } else {
                 closesClient = true  // an HTTP/1.0 client reads the body until the connection closes
             }
+        }
         }
         HTTP1Bytes.writeField("X-Request-Id", requestID, into: &out)
         if let origin {
@@ -601,7 +643,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         let (origin, varyCoversOrigin, varyCoversCookie) = forEachReturnedField(of: response) { field in
             fields.add(field, of: response)
         }
-        if let length = response.contentLength { fields.add(.contentLength, value: String(length)) }
+        if let length = rewrittenLength ?? response.contentLength { fields.add(.contentLength, value: String(length)) }
         fields.add(.requestID, value: requestID)
         if let origin {
             fields.add(.allowOrigin, value: origin)
@@ -736,10 +778,12 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     func fail(_ error: GatewayError, closeClient: Bool = false, upstreamStatus: Int? = nil) {
         guard !finished else { return }
         var error = error
+        // An MCP request refused before its decision (no token, another origin) is logged as refused all the same.
+        if route.mcp != nil, mcpCall == nil { mcpCall = MCPCallFields(decision: error.code) }
         if let mcp = route.mcp, error.status == .unauthorized || error.insufficientScope != nil {
             // An MCP client finds where to get a token from the refusal alone (RFC 9728 §5.1).
             error.resourceMetadata = mcp.metadataURL
-            error.challengeScope = mcp.scope
+            if error.challengeScope == nil { error.challengeScope = mcp.scope }
         }
         if let upstream {
             upstream.handler.delegate = nil
@@ -778,7 +822,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             upstreamNanoseconds: upstreamNanoseconds)
         plane.accessLog.record(
             requestID: requestID, method: head.method.rawValue, route: route.template, path: path, status: status, nanoseconds: nanoseconds,
-            protocol: head.version.major == 2 ? "HTTP/2" : head.version.minor == 0 ? "HTTP/1.0" : "HTTP/1.1", userID: userID)
+            protocol: head.version.major == 2 ? "HTTP/2" : head.version.minor == 0 ? "HTTP/1.0" : "HTTP/1.1", userID: userID, mcp: mcpCall)
+        if let mcpCall { plane.metrics.mcpCall(route: route.template, method: mcpCall.method ?? head.method.rawValue, name: mcpCall.name, decision: mcpCall.decision) }
         handler.exchangeFinished(requestEnded: requestEnded, closeConnection: closeClient)
     }
 

@@ -1,5 +1,6 @@
 import EdgeHTTP
 import HTTPTypes
+import MCPPolicy
 import MCPResource
 import RuntimeAccess
 import TrafficCop
@@ -38,6 +39,9 @@ public struct ProxyRoute: Sendable, Equatable {
     public var servesMCP: Bool = false
     /// The resource it stands for, once `gateway.public_url` gave its canonical URL (`servesMCP` only).
     public var mcp: MCPResource?
+    /// What its callers may do, per tool, prompt, resource and method (`mcp:` as a map; `mcp: true`
+    /// is every tool and the standard methods). Set with `servesMCP`.
+    public var mcpPolicy: MCPCallPolicy?
 
     public init(prefix: String, upstream: String, methods: [HTTPRequest.Method]? = nil, requiresToken: Bool = true, policy: RoutePolicy? = nil) {
         self.prefix = prefix

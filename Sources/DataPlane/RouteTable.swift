@@ -1,3 +1,4 @@
+import MCPPolicy
 import EdgeHTTP
 import NIOHTTP1
 import Synchronization
@@ -55,7 +56,8 @@ package struct RouteTable: Sendable {
                 generation: generation, methods: methods.map { HTTPMethod(rawValue: $0.rawValue) }, allowedMethodNames: methods.map(\.rawValue),
                 requiresToken: route.requiresToken, policy: route.policy, allowedOrigins: origins, stripsPrefix: route.stripsPrefix, preservesHost: route.preservesHost, forwardAuthOnly: route.isForwardAuthOnly,
                 identityFields: route.identityFields, identityFieldNames: identityFieldNames, acceptsSessionCookie: route.acceptsSessionCookie,
-                signIn: route.signIn, grpcOnly: route.grpcOnly, mcp: route.mcp)
+                signIn: route.signIn, grpcOnly: route.grpcOnly, mcp: route.mcp,
+                mcpPolicy: route.mcp == nil ? nil : route.mcpPolicy ?? MCPCallPolicy())
         }
     }
 

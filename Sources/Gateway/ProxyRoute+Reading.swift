@@ -3,6 +3,7 @@ import DataPlane
 import EdgeHTTP
 import Foundation
 import HTTPTypes
+import MCPPolicy
 import TrafficCop
 
 extension ProxyRoute {
@@ -12,6 +13,10 @@ extension ProxyRoute {
     static let identityFieldKeys: Set<String> = ["user", "email", "groups", "tenant", "username", "subject", "name", "claims"]
     /// The keys of a route's `require`.
     static let requirementNames: Set<String> = ["scopes", "any_of", "tenants", "issuers", "session", "email_domains"]
+    /// The keys of a route's `mcp` map.
+    static let mcpSettingNames: Set<String> = ["tools", "prompts", "resources", "methods", "max_body_bytes"]
+    /// The keys of one rule of `mcp.tools` or `mcp.prompts` (`mcp.resources` says `uri` for `name`).
+    static let mcpRuleNames: Set<String> = ["name", "require", "scopes"]
     /// The keys of one `any_of` rule.
     static let claimRuleNames: Set<String> = ["claim", "contains"]
 
@@ -112,7 +117,14 @@ extension ProxyRoute {
             guard requiresToken else { throw entry.problem("require", "cannot be set with auth: none (there is no token to check)") }
             policy = try Self.policy(reading: require)
         }
-        if try entry.bool("mcp") == true {
+        // `mcp: true`, or a map of rules (which is `true` with them).
+        let mcpRules: ConfigurationMap?
+        let servesMCP: Bool
+        switch entry.values["mcp"] {
+        case .map(let map)?: (mcpRules, servesMCP) = (map, true)
+        default: (mcpRules, servesMCP) = (nil, try entry.bool("mcp") == true)
+        }
+        if servesMCP {
             // An MCP server takes the tokens made for it, by Bearer only: no cookie, no anonymous call.
             guard !upstream.isEmpty else { throw entry.problem("mcp", "needs an upstream: the MCP server's URL, such as http://127.0.0.1:9100/mcp") }
             guard requiresToken, !acceptsSessionCookie else {
@@ -122,7 +134,8 @@ extension ProxyRoute {
             if case .wildcard? = host {
                 throw entry.problem("mcp", "needs one host: an MCP server's canonical URL names it, so a wildcard host cannot be one")
             }
-            servesMCP = true
+            self.servesMCP = true
+            if let mcpRules { mcpPolicy = try Self.mcpPolicy(reading: mcpRules) }
         }
     }
 
@@ -221,5 +234,64 @@ extension ProxyRoute {
     /// prefix. Nested prefixes are fine: the longest serves.
     static func duplicates(_ a: ProxyRoute, _ b: ProxyRoute) -> Bool {
         a.host == b.host && a.pathPrefix == b.pathPrefix
+    }
+
+    /// A route's `mcp` map: its rules per tool, prompt and resource, the methods it passes besides
+    /// the standard ones, and the largest body it reads to decide.
+    static func mcpPolicy(reading map: ConfigurationMap) throws(ConfigurationError) -> MCPCallPolicy {
+        if let unknown = map.names.subtracting(mcpSettingNames).sorted().first {
+            throw map.problem(unknown, "is not a setting of an MCP route (known: \(mcpSettingNames.sorted().joined(separator: ", ")))")
+        }
+        var policy = MCPCallPolicy()
+        policy.tools = try mcpRules(map, "tools", naming: "name", what: "tool")
+        policy.prompts = try mcpRules(map, "prompts", naming: "name", what: "prompt")
+        policy.resources = try mcpRules(map, "resources", naming: "uri", what: "resource")
+        for text in try map.strings("methods") ?? [] {
+            guard let pattern = NamePattern(text), text.utf8.count <= 256 else { throw map.problem("methods", "must list method names (or globs such as x-acme/*), none empty") }
+            if MCPMessage.nameMember(of: text) != nil || MCPCallPolicy.standardMethods.contains(text) {
+                throw map.problem("methods", "lists \(text), which the gateway decides already (by tools, prompts or resources, or as a standard method); list only methods beyond those")
+            }
+            policy.methods.append(pattern)
+        }
+        if let bytes = try map.int("max_body_bytes", in: 1024...(16 << 20)) { policy.maximumBodyBytes = bytes }
+        return policy
+    }
+
+    /// One kind of `mcp` rules, in order; `nil` when the kind is not listed (every name goes through).
+    private static func mcpRules(_ map: ConfigurationMap, _ key: String, naming member: String, what: String) throws(ConfigurationError) -> [MCPRule]? {
+        switch map.values[key] {
+        case nil: return nil
+        case .list(let items)? where items.isEmpty: return []  // `tools: []`: no tool is open
+        default: break
+        }
+        guard let entries = try map.maps(key) else { return nil }
+        let known = mcpRuleNames.subtracting(["name"]).union([member])
+        var rules: [MCPRule] = []
+        for entry in entries {
+            if let unknown = entry.names.subtracting(known).sorted().first {
+                throw entry.problem(unknown, "is not a setting of an MCP \(what) rule (known: \(known.sorted().joined(separator: ", ")))")
+            }
+            guard let text = try entry.string(member), let pattern = NamePattern(text), text.utf8.count <= 1024 else {
+                throw entry.problem(member, "is required: the \(what)'s \(member), exactly or as a glob whose * stands for any characters")
+            }
+            var policy: RoutePolicy?
+            if let require = try entry.map("require") {
+                if require.names.contains("scopes") {
+                    throw require.problem(
+                        "scopes", "belongs beside require, as the rule's own scopes: a client without them is asked to step up (403 insufficient_scope), not refused")
+                }
+                policy = try Self.policy(reading: require)
+            }
+            let scopes = try entry.strings("scopes") ?? []
+            for scope in scopes where scope.isEmpty || !scope.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
+                throw entry.problem("scopes", "must list scope names of visible ASCII without quotes or backslashes, not \"\(scope)\"")
+            }
+            if let earlier = rules.first(where: { $0.pattern.covers(pattern) }) {
+                throw entry.problem(
+                    member, "\(text) can never decide anything: the earlier rule for \(earlier.pattern.text) matches every \(what) it names (the first rule that matches decides); reorder or remove one")
+            }
+            rules.append(MCPRule(pattern: pattern, policy: policy, scopes: scopes))
+        }
+        return rules
     }
 }

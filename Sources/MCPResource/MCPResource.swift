@@ -20,6 +20,9 @@ public struct MCPResource: Sendable, Equatable {
     public let scopes: [String]
     /// A name a person reads on the consent page and in `resource_name`.
     public let name: String
+    /// The scopes its tool, prompt and resource rules ask for beyond `scopes`: a client may ask for
+    /// them (a step-up), and consent offers them.
+    public let ruleScopes: [String]
 
     /// The resource a route stands for, or `nil` when `publicURL` is not an absolute http(s) URL.
     ///
@@ -27,7 +30,7 @@ public struct MCPResource: Sendable, Equatable {
     ///   - publicURL: `gateway.public_url` (scheme, host, optional port; any path is not the route's).
     ///   - host: the route's exact host, or `nil` for a route on the public host.
     ///   - pathPrefix: the route's prefix without its trailing `/` (empty for `/`).
-    public init?(publicURL: String, host: String?, pathPrefix: String, scopes: [String], name: String? = nil) {
+    public init?(publicURL: String, host: String?, pathPrefix: String, scopes: [String], ruleScopes: [String] = [], name: String? = nil) {
         guard let parts = Self.schemeAndAuthority(publicURL) else { return nil }
         let authority: String
         if let host {
@@ -40,6 +43,7 @@ public struct MCPResource: Sendable, Equatable {
         metadataPath = ProtectedResourceMetadata.wellKnownPath + pathPrefix
         metadataURL = origin + metadataPath
         self.scopes = scopes
+        self.ruleScopes = ruleScopes.filter { !scopes.contains($0) }
         self.name = name ?? (host ?? "") + (pathPrefix.isEmpty ? "/" : pathPrefix)
     }
 
@@ -69,6 +73,9 @@ public struct MCPResource: Sendable, Equatable {
         guard let requestOrigin else { return true }
         return requestOrigin.lowercased() == origin || allowed.contains(requestOrigin)
     }
+
+    /// Every scope a token for it may hold: the route's, then its rules' (`scopes_supported`).
+    public var supportedScopes: [String] { scopes + ruleScopes }
 
     /// The scopes a token needs here, as a challenge's `scope` lists them.
     public var scope: String { scopes.joined(separator: " ") }

@@ -11,7 +11,7 @@ public enum ProtectedResourceMetadata {
         [
             "resource": .string(resource.identifier),
             "authorization_servers": [.string(authorizationServer)],
-            "scopes_supported": .array(resource.scopes.map(JSONValue.string)),
+            "scopes_supported": .array(resource.supportedScopes.map(JSONValue.string)),
             "bearer_methods_supported": ["header"],
             "resource_name": .string(resource.name),
         ]

@@ -46,9 +46,9 @@ public struct AccessLog: Sendable {
     ///   or a session id), written as `user_id` when there is one.
     public func record(
         requestID: String, method: String, route: String, path: Substring, status: Int, nanoseconds: Int64, protocol version: String = "HTTP/1.1",
-        userID: String? = nil
+        userID: String? = nil, mcp: MCPCallFields? = nil
     ) {
-        recordLine(requestID: requestID, method: method, route: route, path: path, status: status, nanoseconds: nanoseconds, version: version, userID: userID)
+        recordLine(requestID: requestID, method: method, route: route, path: path, status: status, nanoseconds: nanoseconds, version: version, userID: userID, mcp: mcp)
     }
 
     /// `record` for a path held as a `String`.
@@ -56,11 +56,11 @@ public struct AccessLog: Sendable {
         requestID: String, method: String, route: String, path: String, status: Int, nanoseconds: Int64, protocol version: String = "HTTP/1.1",
         userID: String? = nil
     ) {
-        recordLine(requestID: requestID, method: method, route: route, path: path, status: status, nanoseconds: nanoseconds, version: version, userID: userID)
+        recordLine(requestID: requestID, method: method, route: route, path: path, status: status, nanoseconds: nanoseconds, version: version, userID: userID, mcp: nil)
     }
 
     private func recordLine(
-        requestID: String, method: String, route: String, path: some StringProtocol, status: Int, nanoseconds: Int64, version: String, userID: String?
+        requestID: String, method: String, route: String, path: some StringProtocol, status: Int, nanoseconds: Int64, version: String, userID: String?, mcp: MCPCallFields?
     ) {
         guard isEnabled else { return }
         switch output {
@@ -71,6 +71,7 @@ public struct AccessLog: Sendable {
                 "duration_ms": .stringConvertible(Double(nanoseconds / 1000) / 1000),
             ]
             if let userID { metadata["user_id"] = "\(userID)" }
+            for (name, value) in mcp?.pairs ?? [] { metadata[name] = "\(value)" }
             logger.info("request", metadata: metadata)
         case .sink(let sink, .json):
             // The fields in JSONLogHandler's order: ts, level, label, message, then the metadata by name.
@@ -98,6 +99,12 @@ public struct AccessLog: Sendable {
                     line.append(contentsOf: #","user_id":"#.utf8)
                     JSONWriter.appendString(userID, to: &line)
                 }
+                for (name, value) in mcp?.pairs ?? [] {
+                    line.append(UInt8(ascii: ","))
+                    JSONWriter.appendString(name, to: &line)
+                    line.append(UInt8(ascii: ":"))
+                    JSONWriter.appendString(value, to: &line)
+                }
                 line.append(contentsOf: #"}"#.utf8)
             }
         case .sink(let sink, .text):
@@ -123,6 +130,13 @@ public struct AccessLog: Sendable {
                 if let userID {
                     line.append(contentsOf: " user_id=".utf8)
                     line.append(contentsOf: userID.utf8)
+                }
+                // A name is the client's: quoted and escaped as JSON, so no line can be forged with it.
+                for (name, value) in mcp?.pairs ?? [] {
+                    line.append(UInt8(ascii: " "))
+                    line.append(contentsOf: name.utf8)
+                    line.append(UInt8(ascii: "="))
+                    JSONWriter.appendString(value, to: &line)
                 }
                 line.append(contentsOf: " request".utf8)
             }

@@ -16,6 +16,8 @@ public struct GatewayMetrics: Sendable {
     package let openSocketsMeter: Meter
     /// WebSocket tunnels to routes open now.
     package let openTunnelsMeter: Meter
+    /// Beyond this many distinct names, calls are counted under `_other`.
+    package static let maximumMCPNames = 256
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -54,6 +56,26 @@ public struct GatewayMetrics: Sendable {
     /// An access token refused, by the verifier's reason (or `missing`, `revoked`).
     package func tokenRejected(reason: String) {
         Counter(label: "portcullis_token_rejections_total", dimensions: [("reason", reason)], factory: factory).increment()
+    }
+
+    /// One MCP request decided: by route, JSON-RPC method, tool (or prompt or resource) and decision.
+    ///
+    /// The name label is bounded: the first `maximumMCPNames` distinct names, then `_other`.
+    package func mcpCall(route: String, method: String, name: String?, decision: String) {
+        let label: String
+        if let name {
+            label = handles.mcpNames.withLock { names in
+                if names.contains(name) { return name }
+                guard names.count < Self.maximumMCPNames else { return "_other" }
+                names.insert(name)
+                return name
+            }
+        } else {
+            label = ""
+        }
+        Counter(
+            label: "portcullis_mcp_calls_total", dimensions: [("route", route), ("method", method), ("name", label), ("decision", decision)], factory: factory
+        ).increment()
     }
 
     /// A request refused by a rate limit.
@@ -159,6 +181,8 @@ package final class MetricHandles: Sendable {
     }
 
     private let counters = Mutex<[Key: Metrics.Counter]>([:])
+    /// The MCP names seen as metric labels, at most `GatewayMetrics.maximumMCPNames` (a client chooses them).
+    package let mcpNames = Mutex<Set<String>>([])
     private let timers = Mutex<[Key: Metrics.Timer]>([:])
 
     package func counter(_ key: Key, make: () -> Metrics.Counter) -> Metrics.Counter {

@@ -81,7 +81,7 @@ struct DiscoveryRoutes: Sendable {
         let base = issuer.trimmingTrailingSlash
         let algorithms = Array(Set(keys.keySet.entries.map(\.key.algorithm.rawValue))).sorted()
         var scopes: [String] = []
-        for resource in routes.current.routes.compactMap(\.mcp) { for scope in resource.scopes where !scopes.contains(scope) { scopes.append(scope) } }
+        for resource in routes.current.routes.compactMap(\.mcp) { for scope in resource.supportedScopes where !scopes.contains(scope) { scopes.append(scope) } }
         var document = AuthorizationServerMetadata.document(issuer: base, jwksURI: jwksURL, scopes: scopes, signingAlgorithms: algorithms, registration: dynamicRegistration, clientMetadataDocuments: clientMetadataDocuments)
         document["portcullis_login_endpoint"] = .string(base + "/api/auth/login")
         document["portcullis_refresh_endpoint"] = .string(base + "/api/auth/refresh")

@@ -138,7 +138,7 @@ struct AuthorizationServerTests {
             let claims = try StrictJSONReader().parseObject(try JWSCompact.parse(access, maximumBytes: 16_384, reader: StrictJSONReader()).payload)
             #expect(claims["aud"]?.stringValue == Self.resource && claims["client_id"]?.stringValue == "ops-cli" && claims["scope"]?.stringValue == "tools")
             #expect(claims["preferred_username"]?.stringValue == "alice")
-            let called = try await fixture.send(.POST, "/mcp/a", bearer: access, body: "{}")
+            let called = try await fixture.send(.POST, "/mcp/a", bearer: access, body: MCPRouteTests.ping)
             #expect(called.status == 200, "\(called.raw)")
             #expect(try await fixture.send(.GET, "/api/plain/x", bearer: access).status == 401)
             // The refresh token is no API refresh token.
@@ -153,7 +153,7 @@ struct AuthorizationServerTests {
             #expect(reused.status == 400 && reused.error == "invalid_grant", "\(reused.raw)")
             let refreshed = try await Self.token(fixture, [("grant_type", "refresh_token"), ("refresh_token", refresh), ("client_id", "ops-cli")])
             #expect(refreshed.status == 400 && refreshed.error == "invalid_grant", "\(refreshed.raw)")
-            let revoked = try await Answer.eventually(within: 3, { try await fixture.send(.POST, "/mcp/a", bearer: access, body: "{}") }, until: { $0.status == 401 })
+            let revoked = try await Answer.eventually(within: 3, { try await fixture.send(.POST, "/mcp/a", bearer: access, body: MCPRouteTests.ping) }, until: { $0.status == 401 })
             #expect(revoked.status == 401 && revoked.error == "token_revoked", "\(revoked.raw)")
         }
     }
@@ -331,7 +331,7 @@ struct AuthorizationServerTests {
             #expect(tokens.status == 200, "\(tokens.raw)")
             fixture.remember(tokens["access_token"] ?? "")
             fixture.remember(tokens["refresh_token"] ?? "")
-            #expect(try await fixture.send(.POST, "/mcp/a", bearer: try #require(tokens["access_token"]), body: "{}").status == 200)
+            #expect(try await fixture.send(.POST, "/mcp/a", bearer: try #require(tokens["access_token"]), body: MCPRouteTests.ping).status == 200)
         }
     }
 }

@@ -3,6 +3,7 @@ import DataPlane
 import Foundation
 import Gateway
 import JOSE
+import MCPPolicy
 import MCPResource
 import NIOHTTP1
 import Testing
@@ -14,11 +15,14 @@ import TrafficCop
 struct MCPRouteTests {
     /// The public URL the fixture's gateway names resources by (its issuer's default).
     static let publicURL = "http://127.0.0.1:8080"
+    /// A JSON-RPC request every MCP route passes (the standard `ping`).
+    static let ping = #"{"jsonrpc":"2.0","id":1,"method":"ping"}"#
 
-    static func mcpRoute(_ prefix: String, upstream: Int, scopes: [String] = []) throws -> ProxyRoute {
-        var route = ProxyRoute(prefix: prefix, upstream: "http://127.0.0.1:\(upstream)/mcp", policy: scopes.isEmpty ? nil : RoutePolicy(scopes: scopes))
+    static func mcpRoute(_ prefix: String, upstream: Int, scopes: [String] = [], policy: MCPCallPolicy? = nil, base: String = "/mcp") throws -> ProxyRoute {
+        var route = ProxyRoute(prefix: prefix, upstream: "http://127.0.0.1:\(upstream)" + base, policy: scopes.isEmpty ? nil : RoutePolicy(scopes: scopes))
         route.servesMCP = true
-        route.mcp = try #require(MCPResource(publicURL: publicURL, host: nil, pathPrefix: prefix, scopes: scopes))
+        route.mcpPolicy = policy
+        route.mcp = try #require(MCPResource(publicURL: publicURL, host: nil, pathPrefix: prefix, scopes: scopes, ruleScopes: policy?.ruleScopes ?? []))
         return route
     }
 
@@ -88,14 +92,14 @@ struct MCPRouteTests {
         let resourceA = Self.publicURL + "/mcp/a"
         let metadataA = Self.publicURL + "/.well-known/oauth-protected-resource/mcp/a"
 
-        let anonymous = try await fixture.send(.POST, "/mcp/a", body: "{}")
+        let anonymous = try await fixture.send(.POST, "/mcp/a", body: Self.ping)
         #expect(anonymous.status == 401)
         let challenge = anonymous.headers.first(name: "www-authenticate") ?? ""
         #expect(challenge.hasPrefix("Bearer ") && challenge.contains("resource_metadata=\"\(metadataA)\"") && challenge.contains("scope=\"tools\""), "\(challenge)")
         #expect(!challenge.contains("invalid_token"))
 
         let good = try Self.token(fixture, audience: resourceA, scope: "tools")
-        let served = try await fixture.send(.POST, "/mcp/a", bearer: good, headers: [("Mcp-Method", "tools/call"), ("Mcp-Name", "search")], body: #"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#)
+        let served = try await fixture.send(.POST, "/mcp/a", bearer: good, headers: [("Mcp-Method", "tools/call"), ("Mcp-Name", "search")], body: #"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search"}}"#)
         #expect(served.status == 200, "\(served.raw)")
         #expect(served.json["path"]?.stringValue == "/mcp" && served.receivedHeaders["authorization"] == nil)
         #expect(served.receivedHeaders["mcp-method"] == ["tools/call"] && served.receivedHeaders["mcp-name"] == ["search"])
@@ -105,21 +109,21 @@ struct MCPRouteTests {
 
         try await fixture.addUser("alice")
         let api = try await fixture.login("alice").accessToken
-        let apiRefused = try await fixture.send(.POST, "/mcp/a", bearer: api, body: "{}")
+        let apiRefused = try await fixture.send(.POST, "/mcp/a", bearer: api, body: Self.ping)
         #expect(apiRefused.status == 401 && apiRefused.error == "token_invalid" && apiRefused["message"]?.contains("gateway's API token") == true, "\(apiRefused.raw)")
         let apiChallenge = apiRefused.headers.first(name: "www-authenticate") ?? ""
         #expect(apiChallenge.contains("error=\"invalid_token\"") && apiChallenge.contains("resource_metadata=\"\(metadataA)\""), "\(apiChallenge)")
 
         let forB = try Self.token(fixture, audience: Self.publicURL + "/mcp/b")
-        #expect(try await fixture.send(.POST, "/mcp/b", bearer: forB, body: "{}").status == 200)
+        #expect(try await fixture.send(.POST, "/mcp/b", bearer: forB, body: Self.ping).status == 200)
         // Now cached as B's: at A it is still B's token.
-        let crossed = try await fixture.send(.POST, "/mcp/a", bearer: forB, body: "{}")
+        let crossed = try await fixture.send(.POST, "/mcp/a", bearer: forB, body: Self.ping)
         #expect(crossed.status == 401 && crossed["message"]?.contains("/mcp/b") == true, "\(crossed.raw)")
         // A's token (cached) at a plain route, at the API and at B.
         let plain = try await fixture.send(.GET, "/api/plain/x", bearer: good)
         #expect(plain.status == 401 && plain["message"]?.contains("MCP server") == true, "\(plain.raw)")
         #expect(try await fixture.send(.GET, "/api/session/ses_AAAAAAAAAAAAAAAAAAAAAA", bearer: good).status == 401)
-        #expect(try await fixture.send(.POST, "/mcp/b", bearer: good, body: "{}").status == 401)
+        #expect(try await fixture.send(.POST, "/mcp/b", bearer: good, body: Self.ping).status == 401)
         // Uncached, an MCP token is refused at a plain route by its audience.
         let fresh = try Self.token(fixture, audience: resourceA, scope: "tools")
         #expect(try await fixture.send(.GET, "/api/plain/x", bearer: fresh).status == 401)
@@ -140,7 +144,7 @@ struct MCPRouteTests {
         let fixture = try await GatewayFixture { configuration in configuration.routes = [try! Self.mcpRoute("/mcp/a", upstream: port, scopes: ["tools"])] }
         defer { Task { try? await fixture.stop() } }
         let token = try Self.token(fixture, audience: Self.publicURL + "/mcp/a", scope: "other")
-        let refused = try await fixture.send(.POST, "/mcp/a", bearer: token, body: "{}")
+        let refused = try await fixture.send(.POST, "/mcp/a", bearer: token, body: Self.ping)
         #expect(refused.status == 403 && refused.error == "insufficient_scope", "\(refused.raw)")
         let challenge = refused.headers.first(name: "www-authenticate") ?? ""
         #expect(challenge.contains("error=\"insufficient_scope\"") && challenge.contains("scope=\"tools\"") && challenge.contains("resource_metadata=\"http://127.0.0.1:8080/.well-known/oauth-protected-resource/mcp/a\""), "\(challenge)")
@@ -157,11 +161,11 @@ struct MCPRouteTests {
         defer { Task { try? await fixture.stop() } }
         let token = try Self.token(fixture, audience: Self.publicURL + "/mcp/a")
         for origin in ["http://evil.example", "http://127.0.0.1:8080.evil.example", "null"] {
-            let refused = try await fixture.send(.POST, "/mcp/a", bearer: token, headers: [("Origin", origin)], body: "{}")
+            let refused = try await fixture.send(.POST, "/mcp/a", bearer: token, headers: [("Origin", origin)], body: Self.ping)
             #expect(refused.status == 403 && refused.error == "origin_refused", "\(origin): \(refused.raw)")
         }
         for origin in ["http://127.0.0.1:8080", "HTTP://127.0.0.1:8080", "https://inspector.example"] {
-            #expect(try await fixture.send(.POST, "/mcp/a", bearer: token, headers: [("Origin", origin)], body: "{}").status == 200, "\(origin)")
+            #expect(try await fixture.send(.POST, "/mcp/a", bearer: token, headers: [("Origin", origin)], body: Self.ping).status == 200, "\(origin)")
         }
     }
 

@@ -1,0 +1,107 @@
+/// `MCPListFilter` over an SSE answer (`text/event-stream`): events pass whole, as they complete,
+/// and the one carrying the list's response is filtered.
+///
+/// An event is held until its blank line comes (never forwarded in part), up to
+/// `MCPListFilter.maximumBytes`; once the response went by, the rest of the stream passes as it comes.
+public struct MCPEventStreamFilter: Sendable {
+    public let filter: MCPListFilter
+    private var pending: [UInt8] = []
+    /// The response was filtered: nothing more is held.
+    private var passing = false
+
+    /// An event larger than the gateway holds to filter: the stream is ended, never passed unfiltered.
+    public struct TooLarge: Error, Sendable {}
+
+    public init(filter: MCPListFilter) {
+        self.filter = filter
+    }
+
+    /// The complete events among what came so far (and `bytes`), filtered, as bytes to send on.
+    public mutating func feed(_ bytes: some Sequence<UInt8>) throws(TooLarge) -> [UInt8] {
+        if passing { return Array(bytes) }
+        pending.append(contentsOf: bytes)
+        var out: [UInt8] = []
+        var eventStart = 0
+        var lineStart = 0
+        var index = 0
+        while index < pending.count {
+            let byte = pending[index]
+            guard byte == 0x0A || byte == 0x0D else {
+                index += 1
+                continue
+            }
+            var terminator = 1
+            if byte == 0x0D {
+                guard index + 1 < pending.count else { break }  // a CR at the end: its LF may follow
+                if pending[index + 1] == 0x0A { terminator = 2 }
+            }
+            let blank = index == lineStart
+            index += terminator
+            lineStart = index
+            if blank {
+                out.append(contentsOf: event(pending[eventStart..<index]))
+                eventStart = index
+                if passing {
+                    out.append(contentsOf: pending[index...])
+                    pending = []
+                    return out
+                }
+            }
+        }
+        pending.removeFirst(eventStart)
+        guard pending.count <= MCPListFilter.maximumBytes else { throw TooLarge() }
+        return out
+    }
+
+    /// What is held when the stream ends (an event without its blank line, which no client acts on), as it came.
+    public mutating func finish() -> [UInt8] {
+        defer { pending = [] }
+        return pending
+    }
+
+    /// One whole event (its blank line included), filtered when it carries the list's response.
+    private mutating func event(_ bytes: ArraySlice<UInt8>) -> [UInt8] {
+        var lines: [ArraySlice<UInt8>] = []
+        var start = bytes.startIndex
+        var index = bytes.startIndex
+        while index < bytes.endIndex {
+            if bytes[index] == 0x0A || bytes[index] == 0x0D {
+                lines.append(bytes[start..<index])
+                if bytes[index] == 0x0D, index + 1 < bytes.endIndex, bytes[index + 1] == 0x0A { index += 1 }
+                start = index + 1
+            }
+            index += 1
+        }
+        let dataPrefix = Array("data:".utf8)
+        var document: [UInt8] = []
+        var dataLines = 0
+        for line in lines where line.starts(with: dataPrefix) {
+            if dataLines > 0 { document.append(0x0A) }
+            var value = line.dropFirst(dataPrefix.count)
+            if value.first == 0x20 { value = value.dropFirst() }
+            document.append(contentsOf: value)
+            dataLines += 1
+        }
+        guard dataLines > 0, let filtered = try? filter.filtered(document) else { return Array(bytes) }
+        passing = true
+        guard filtered != document else { return Array(bytes) }
+        var out: [UInt8] = []
+        var wroteData = false
+        for line in lines where !line.isEmpty {
+            if line.starts(with: dataPrefix) {
+                guard !wroteData else { continue }
+                wroteData = true
+                for part in filtered.split(separator: 0x0A, omittingEmptySubsequences: false) {
+                    out.append(contentsOf: "data: ".utf8)
+                    out.append(contentsOf: part)
+                    out.append(0x0A)
+                }
+            } else {
+                out.append(contentsOf: line)
+                out.append(0x0A)
+            }
+        }
+        out.append(0x0A)
+        return out
+    }
+}

@@ -1,0 +1,200 @@
+import JOSE
+import MCPPolicy
+import Testing
+import TrafficCop
+
+@Suite("MCP call policy: bodies read strictly, headers checked against them, rules per tool")
+struct MCPPolicyTests {
+    static func body(_ text: String) throws -> MCPBody { try MCPBody.read(Array(text.utf8)) }
+    static let admins: JSONObject = ["sub": "usr_a", "groups": ["admins"], "scope": "tools"]
+    static let staff: JSONObject = ["sub": "usr_b", "groups": ["staff"], "scope": "tools"]
+
+    static let policy = MCPCallPolicy(
+        tools: [
+            MCPRule(pattern: NamePattern("search_*")!),
+            MCPRule(pattern: NamePattern("delete_repository")!, policy: RoutePolicy(anyOf: [RoutePolicy.ClaimRule(path: "groups", contains: "admins")!]), scopes: ["github:admin"]),
+        ],
+        resources: [MCPRule(pattern: NamePattern("file:///public/*")!)])
+
+    func decide(_ text: String, _ claims: JSONObject = admins, policy: MCPCallPolicy = policy) throws -> MCPDecision {
+        try policy.decide(Self.body(text), claims: claims, tenantID: "default", issuer: nil, hasSession: false, routeScopes: ["tools"]).body
+    }
+
+    @Test("a glob's * stands for any run of characters, nothing else is special, and names are compared byte for byte")
+    func namePatterns() throws {
+        let search = try #require(NamePattern("search_*"))
+        #expect(search.matches("search_") && search.matches("search_issues") && !search.matches("Search_issues") && !search.matches("xsearch_issues"))
+        let middle = try #require(NamePattern("a*b*c"))
+        #expect(middle.matches("abc") && middle.matches("aXXbYYc") && !middle.matches("acb") && !middle.matches("ab"))
+        #expect(NamePattern("get?")!.matches("get?") && !NamePattern("get?")!.matches("getx"))
+        #expect(NamePattern("*")!.matches("") && NamePattern("") == nil)
+        // A name another way spelled (é composed or not) is another name.
+        #expect(!NamePattern("caf\u{E9}")!.matches("cafe\u{301}"))
+        #expect(NamePattern("*")!.covers(search) && search.covers(NamePattern("search_x")!) && !search.covers(NamePattern("search_*x")!))
+    }
+
+    @Test("a body is read strictly: a duplicate member, invalid UTF-8, trailing data, a non-2.0 message, a call without its name, a null id are refused with JSON-RPC's codes")
+    func strictBodies() throws {
+        let call = try Self.body(#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search_issues","arguments":{"q":"x"}}}"#)
+        #expect(call == .single(MCPMessage(kind: .request, id: 7, method: "tools/call", name: "search_issues")))
+        // Escapes decode: the name the server reads is the name decided on.
+        #expect(try Self.body(#"{"jsonrpc":"2.0","id":"a","method":"tools\/call","params":{"name":"delete\u005frepository"}}"#).messages[0].name == "delete_repository")
+        #expect(try Self.body(#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).messages[0].kind == .notification)
+        #expect(try Self.body(#"{"jsonrpc":"2.0","id":3,"result":{}}"#).messages[0].kind == .response)
+        let refused: [(String, MCPBodyError.Kind)] = [
+            (#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_x","name":"delete_repository"}}"#, .parse),
+            (#"{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call","params":{"name":"x"}}"#, .parse),
+            (#"{"jsonrpc":"2.0","id":1,"method":"ping"} x"#, .parse),
+            ("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"x\":\"\u{FFFD}\\ud800\"}", .parse),
+            (#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#, .invalidRequest),
+            (#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}"#, .invalidRequest),
+            (#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":5}}"#, .invalidRequest),
+            (#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#, .invalidRequest),
+            (#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#, .invalidRequest),
+            (#"{"jsonrpc":"2.0","id":1}"#, .invalidRequest),
+            (#"[]"#, .invalidRequest),
+            (#""ping""#, .invalidRequest),
+            ("", .parse),
+        ]
+        for (text, kind) in refused {
+            let error = #expect(throws: MCPBodyError.self, "\(text)") { _ = try Self.body(text) }
+            #expect(error?.kind == kind, "\(text): \(String(describing: error))")
+        }
+        var bytes = Array(#"{"jsonrpc":"2.0","id":1,"method":"ping","x":"?"}"#.utf8)
+        bytes[bytes.count - 3] = 0xFF
+        #expect(throws: MCPBodyError.self) { _ = try MCPBody.read(bytes) }
+        let deep = String(repeating: "[", count: 70) + String(repeating: "]", count: 70)
+        #expect(throws: MCPBodyError.self) { _ = try Self.body(#"{"jsonrpc":"2.0","id":1,"method":"ping","params":"# + deep + "}") }
+        let batch = "[" + Array(repeating: #"{"jsonrpc":"2.0","method":"notifications/x"}"#, count: 65).joined(separator: ",") + "]"
+        #expect(throws: MCPBodyError.self) { _ = try Self.body(batch) }
+    }
+
+    @Test("Mcp-Method and Mcp-Name must agree with the body: a different method or name, a missing name beside the method, a batch, two values or bad Base64 are HeaderMismatch (-32020)")
+    func headerAgreement() throws {
+        let call = try Self.body(#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_issues"}}"#)
+        #expect(MCPRequestHeaders().mismatch(with: call) == nil)
+        #expect(MCPRequestHeaders(methods: ["tools/call"], names: ["search_issues"]).mismatch(with: call) == nil)
+        let encoded = "=?base64?" + "c2VhcmNoX2lzc3Vlcw==" + "?="  // search_issues
+        #expect(MCPRequestHeaders(methods: ["tools/call"], names: [encoded]).mismatch(with: call) == nil)
+        let unicode = try Self.body(#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"Hello, 世界"}}"#)
+        #expect(MCPRequestHeaders(methods: ["tools/call"], names: ["=?base64?SGVsbG8sIOS4lueVjA==?="]).mismatch(with: unicode) == nil)
+        let mismatches: [MCPRequestHeaders] = [
+            MCPRequestHeaders(methods: ["tools/list"], names: []),
+            MCPRequestHeaders(methods: ["tools/call"], names: ["delete_repository"]),
+            MCPRequestHeaders(methods: ["tools/call"], names: []),
+            MCPRequestHeaders(methods: ["Tools/Call"], names: ["search_issues"]),
+            MCPRequestHeaders(methods: ["tools/call", "tools/call"], names: ["search_issues"]),
+            MCPRequestHeaders(methods: ["tools/call"], names: ["=?base64?c2VhcmNoX2lzc3Vlcw?="]),
+            MCPRequestHeaders(methods: ["tools/call"], names: ["=?base64?c2VhcmNoX2lzc3Vlcw=x?="]),
+            MCPRequestHeaders(methods: ["tools/call"], names: ["=?base64?ZGVsZXRlX3JlcG9zaXRvcnk=?="]),
+            MCPRequestHeaders(methods: [], names: ["delete_repository"]),
+        ]
+        for headers in mismatches {
+            let error = headers.mismatch(with: call)
+            #expect(error?.kind == .headerMismatch && error?.rpcCode == -32020 && error?.id == 1, "\(headers)")
+        }
+        let batch = try Self.body(#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#)
+        #expect(MCPRequestHeaders(methods: ["ping"]).mismatch(with: batch)?.kind == .headerMismatch)
+        #expect(MCPRequestHeaders.decodedName("=?base64?" + "_-8=" + "?=") == nil)
+    }
+
+    @Test("the first rule whose name matches decides: a listed tool is allowed, one no rule lists is refused, a rule's require refuses, its missing scope asks for a step-up naming the route's and the rule's scopes")
+    func toolRules() throws {
+        #expect(try decide(#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_issues"}}"#, Self.staff) == .allowed)
+        guard case .refused(let unlisted) = try decide(#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"drop_tables"}}"#) else {
+            Issue.record("an unlisted tool passed")
+            return
+        }
+        #expect(unlisted.code == "mcp_tool_refused" && unlisted.message.contains("drop_tables"))
+        guard case .refused(let forbidden) = try decide(#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_repository"}}"#, Self.staff) else {
+            Issue.record("a staff member passed the admins rule")
+            return
+        }
+        #expect(forbidden.message.contains("groups containing admins"))
+        #expect(try decide(#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_repository"}}"#) == .needsScopes(["tools", "github:admin"]))
+        var holding = Self.admins
+        holding["scope"] = "tools github:admin"
+        #expect(try decide(#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_repository"}}"#, holding) == .allowed)
+        // Resources by URI; prompts unruled pass; the standard methods, notifications and responses pass; another method is refused unless listed.
+        #expect(try decide(#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///public/a"}}"#) == .allowed)
+        #expect(try decide(#"{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"file:///etc/passwd"}}"#) != .allowed)
+        #expect(try decide(#"{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"anything"}}"#) == .allowed)
+        for method in ["initialize", "ping", "tools/list", "notifications/initialized", "notifications/cancelled"] {
+            #expect(try decide(#"{"jsonrpc":"2.0","id":1,"method":"\#(method)"}"#) == .allowed, "\(method)")
+        }
+        #expect(try decide(#"{"jsonrpc":"2.0","id":9,"result":{"action":"accept"}}"#) == .allowed)
+        #expect(try decide(#"{"jsonrpc":"2.0","id":1,"method":"x-acme/reindex"}"#) != .allowed)
+        var extended = Self.policy
+        extended.methods = [NamePattern("x-acme/*")!]
+        #expect(try decide(#"{"jsonrpc":"2.0","id":1,"method":"x-acme/reindex"}"#, policy: extended) == .allowed)
+        // No tool rules at all: every tool passes to the route's own policy.
+        #expect(try decide(#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"drop_tables"}}"#, policy: MCPCallPolicy()) == .allowed)
+        #expect(try decide(#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}"#, policy: MCPCallPolicy(tools: [])) != .allowed)
+        #expect(Self.policy.ruleScopes == ["github:admin"])
+    }
+
+    @Test("a batch is forwarded whole only when every message is allowed; a refused one refuses it all, each request answered (the refused with why, the others as not run); a missing scope anywhere asks for a step-up")
+    func batches() throws {
+        let allowed = #"[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_a"}},{"jsonrpc":"2.0","method":"notifications/progress"}]"#
+        #expect(try decide(allowed) == .allowed)
+        let mixed = #"[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_a"}},{"jsonrpc":"2.0","id":"two","method":"tools/call","params":{"name":"drop_tables"}},{"jsonrpc":"2.0","method":"notifications/progress"}]"#
+        let body = try Self.body(mixed)
+        let (decision, decisions) = Self.policy.decide(body, claims: Self.admins, tenantID: "default", issuer: nil, hasSession: false, routeScopes: [])
+        #expect(decision.label == "mcp_tool_refused")
+        let answer = try StrictJSONReader().parse(try #require(JSONRPCErrorAnswer.refusal(for: body, decisions: decisions)))
+        guard case .array(let errors) = answer else {
+            Issue.record("not an array: \(answer)")
+            return
+        }
+        #expect(errors.count == 2)
+        #expect(errors[0].objectValue?["id"] == 1 && errors[0].objectValue?.value(atPath: ["error", "data", "code"]) == "mcp_batch_refused")
+        #expect(errors[1].objectValue?["id"] == "two" && errors[1].objectValue?.value(atPath: ["error", "data", "code"]) == "mcp_tool_refused")
+        #expect(errors[1].objectValue?.value(atPath: ["error", "code"]) == .number(Double(JSONRPCErrorAnswer.refusedCode)))
+        let stepUp = #"[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_repository"}},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"drop_tables"}}]"#
+        #expect(try decide(stepUp) == .needsScopes(["tools", "github:admin"]))
+    }
+
+    @Test("a list answer keeps only the entries the caller may use, cut from the server's own bytes; another id's response and other messages pass as they came")
+    func listFiltering() throws {
+        let filter = MCPListFilter(method: "tools/list", id: 4) { Self.policy.lists(name: $0, method: "tools/list", claims: Self.staff, tenantID: "default", issuer: nil, hasSession: false) }
+        let answer = #"{"jsonrpc":"2.0","id":4,"result":{"tools":[{"name":"search_issues","inputSchema":{"type":"object","properties":{"n":{"type":"number","maximum":1.50}}}},{"name":"delete_repository","inputSchema":{}} , {"name":"drop_tables"},{"nameless":true}],"nextCursor":"c"}}"#
+        let filtered = try #require(try filter.filtered(Array(answer.utf8)))
+        #expect(String(decoding: filtered, as: UTF8.self) == #"{"jsonrpc":"2.0","id":4,"result":{"tools":[{"name":"search_issues","inputSchema":{"type":"object","properties":{"n":{"type":"number","maximum":1.50}}}}],"nextCursor":"c"}}"#)
+        // An admin keeps delete_repository (its missing scope is a step-up, not a refusal).
+        let admin = MCPListFilter(method: "tools/list", id: 4) { Self.policy.lists(name: $0, method: "tools/list", claims: Self.admins, tenantID: "default", issuer: nil, hasSession: false) }
+        let kept = String(decoding: try #require(try admin.filtered(Array(answer.utf8))), as: UTF8.self)
+        #expect(kept.contains("delete_repository") && !kept.contains("drop_tables"))
+        #expect(try filter.filtered(Array(#"{"jsonrpc":"2.0","id":5,"result":{"tools":[{"name":"drop_tables"}]}}"#.utf8)) == nil)
+        #expect(throws: JSONReadError.self) { _ = try filter.filtered(Array(#"{"jsonrpc":"2.0","id":4,"result":{"tools":[{"name":"a","name":"b"}]}}"#.utf8)) }
+        // Escaped member names are read as any client reads them.
+        let escaped = #"{"jsonrpc":"2.0","id":4,"\u0072esult":{"tool\u0073":[{"name":"drop_tables"}]}}"#
+        #expect(String(decoding: try #require(try filter.filtered(Array(escaped.utf8))), as: UTF8.self).contains("drop_tables") == false)
+    }
+
+    @Test("an SSE answer passes event by event, never in part; the event with the list's response is filtered (its data lines rewritten), the others pass byte for byte, in whatever pieces they come")
+    func eventStreamFiltering() throws {
+        let filter = MCPListFilter(method: "tools/list", id: "L") { Self.policy.lists(name: $0, method: "tools/list", claims: Self.staff, tenantID: "default", issuer: nil, hasSession: false) }
+        let progress = "event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"tools\":[{\"name\":\"drop_tables\"}]}}\r\n\r\n"
+        let response = "id: 7\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"L\",\ndata: \"result\":{\"tools\":[{\"name\":\"drop_tables\"},{\"name\":\"search_a\"}]}}\n\n"
+        let stream = Array((": keepalive\n\n" + progress + response + "data: after\n\n").utf8)
+        for size in [1, 2, 7, 64, stream.count] {
+            var events = MCPEventStreamFilter(filter: filter)
+            var out: [UInt8] = []
+            var index = 0
+            while index < stream.count {
+                let piece = stream[index..<min(index + size, stream.count)]
+                let passed = try events.feed(piece)
+                // Until the response went by, whatever passes ends at an event's end; then the rest passes as it comes.
+                let responseWent = String(decoding: out + passed, as: UTF8.self).contains("search_a")
+                #expect(passed.isEmpty || passed.suffix(1) == [0x0A] || responseWent, "\(size)")
+                out += passed
+                index += size
+            }
+            out += events.finish()
+            let text = String(decoding: out, as: UTF8.self)
+            #expect(text.hasPrefix(": keepalive\n\n" + progress), "\(size)")
+            #expect(text.contains("id: 7\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"L\",\ndata: \"result\":{\"tools\":[{\"name\":\"search_a\"}]}}\n\n"), "\(size): \(text)")
+            #expect(text.hasSuffix("data: after\n\n"))
+        }
+    }
+}
