@@ -137,7 +137,7 @@ public struct OAuthTokenService: Sendable {
             try await store.revokeRefreshFamily(familyID, now: clock.now())
             throw OAuthError.invalidGrant("the code was used twice; what it gave is revoked, start the authorization again")
         }
-        return try response(for: family, tokenID: tokenID, refreshToken: refresh.token)
+        return try await response(for: family, tokenID: tokenID, refreshToken: refresh.token)
     }
 
     /// `grant_type=refresh_token`: rotation with reuse detection (a spent token revokes its family).
@@ -167,7 +167,7 @@ public struct OAuthTokenService: Sendable {
         } catch is RefreshFailure {
             throw OAuthError.invalidGrant("the refresh token is unknown, expired or revoked; authorize again")
         }
-        return try response(for: family, tokenID: "at_" + (try SecureRandom.identifier(bytes: 16)), refreshToken: next.token)
+        return try await response(for: family, tokenID: "at_" + (try SecureRandom.identifier(bytes: 16)), refreshToken: next.token)
     }
 
     /// RFC 7009: a refresh token ends its family; an access token of this server's is revoked by its id.
@@ -189,11 +189,14 @@ public struct OAuthTokenService: Sendable {
 
     /// An access token for a family's resource: `aud` the resource, `client_id` the client, the
     /// family's scopes and person.
-    func response(for family: OAuthFamilyRecord, tokenID: String, refreshToken: String) throws -> OAuthTokenResponse {
+    /// The token is recorded with its family and the person's session first, so that their end revokes it.
+    func response(for family: OAuthFamilyRecord, tokenID: String, refreshToken: String) async throws -> OAuthTokenResponse {
         let stored = (try? StrictJSONReader().parseObject(Array(family.claims.utf8))) ?? [:]
         var claims: JSONObject = [:]
         for name in OAuthPerson.carriedClaims { if let value = stored[name] { claims[name] = value } }
         let issuer = AccessTokenIssuer(keys: keys, issuer: self.issuer, audience: family.resource, lifetime: settings.accessTokenLifetime, clock: clock)
+        try await store.recordOAuthAccessToken(
+            tokenID: tokenID, familyID: family.familyID, sessionID: family.sessionID, expiresAt: clock.now() + settings.accessTokenLifetime + 60)
         let issued = try issuer.issue(subject: family.userID, tenantID: family.tenantID, clientID: family.clientID, scope: family.scope, additionalClaims: claims, tokenID: tokenID)
         return OAuthTokenResponse(
             accessToken: issued.token, expiresIn: Int(settings.accessTokenLifetime), refreshToken: refreshToken, scope: family.scope, resource: family.resource)

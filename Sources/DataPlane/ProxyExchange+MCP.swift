@@ -187,7 +187,7 @@ extension ProxyExchange {
         heldAnswer = nil
         listFilter = nil
         var out: [UInt8]
-        if isEventStream(response) {
+        if Self.isEventStream(response) {
             var events = MCPEventStreamFilter(filter: filter)
             do {
                 out = try events.feed(bytes)
@@ -217,8 +217,11 @@ extension ProxyExchange {
         if !rest.isEmpty { upstreamRead(.body(ByteBuffer(bytes: rest))) }
         upstreamRead(.end)
     }
+}
 
-    private func isEventStream(_ response: UpstreamResponseHead) -> Bool {
+extension ProxyExchange {
+    /// Whether an answer is an event stream (`text/event-stream`).
+    static func isEventStream(_ response: UpstreamResponseHead) -> Bool {
         response.fields.contains { response.name(of: $0, is: "content-type") && response.valueString(of: $0).lowercased().hasPrefix("text/event-stream") }
     }
 }

@@ -30,7 +30,7 @@ extension ProxyExchange {
         let loop = eventLoop
         tunnelRegistration = plane.tunnels.register(
             TunnelRegistry.Entry(
-                sessionID: tunnelSessionID, userID: tunnelCaller?.userID, tenantID: tunnelCaller?.tenantID,
+                sessionID: tunnelSessionID, userID: tunnelCaller?.userID, tenantID: tunnelCaller?.tenantID, tokenID: tunnelCaller?.tokenID,
                 close: { code, reason in loop.execute { bound.value.closeTunnel(code: code, reason: reason) } }))
         guard let expiresAt = tunnelCaller?.expiresAt else { return }
         let seconds = max(0, expiresAt - plane.browser.clock.now())

@@ -68,7 +68,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     var upstreamKeepAlive = false
     var responseStarted = false
     /// The answer's body goes to the client in chunks (the upstream's length is not known, the client speaks HTTP/1.1).
-    private var relayChunked = false
+    private(set) var relayChunked = false
     /// The client's connection closes after this answer.
     var closesClient = false
     /// The client sent `Expect: 100-continue` and waits for the gateway's word before its body.
@@ -114,6 +114,10 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     var eventFilter: MCPEventStreamFilter?
     /// The length of an answer the gateway rewrote, sent instead of the upstream's.
     var rewrittenLength: Int?
+    /// An MCP SSE answer's event boundaries, followed so that an end of access ends it between events.
+    var mcpEvents: SSEEventBoundary?
+    /// Access ended while an event was under way: the stream ends at the event's end, or is cut at this.
+    var mcpEndPending: Scheduled<Void>?
 
     init(
         handler: any ProxyExchangeHost, eventLoop: any EventLoop, route: DataPlane.Route, head: HTTPRequestHead, path: Substring, remainder: Substring,
@@ -267,6 +271,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         if webSocket {
             (tunnelCaller, tunnelSessionID) = (caller, sessionID)
             registerTunnel()
+        } else if route.mcp != nil, let caller {
+            registerMCPExchange(caller)
         }
         let assertion: String
         do {
@@ -527,12 +533,28 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             deadline = nil
             status = response.status
             upstreamKeepAlive = response.keepAlive
+            if route.mcp != nil, response.status == 200, Self.isEventStream(response) { beginMCPEvents() }
             if handler.relaysAnswerParts { return handler.writeAnswerHead(response, of: self) }
             // The host has its loop's head buffers from the moment it joins the pipeline; without them, no answer can start.
             guard let headBuffers = handler.headBuffers else { return finish(closeClient: true) }
             let answerHead = headBuffers.clientAnswer.write(minimumCapacity: response.bytes.count + 160) { writeClientHead(for: response, into: &$0) }
             handler.writeBytesToClient(answerHead)
-        case .body(let buffer):
+        case .body(var buffer):
+            if mcpEvents != nil {
+                guard let relayed = relayMCPEventsEnding(buffer) else { return }
+                if mcpEndPending != nil, relayed.readableBytes != buffer.readableBytes || (mcpEvents?.isAtBoundary ?? false) {
+                    // The event under way ended in this piece: what reaches its end goes, then the stream ends.
+                    if relayed.readableBytes > 0 {
+                        // Relayed as any piece is, without walking its events again.
+                        let events = mcpEvents
+                        mcpEvents = nil
+                        upstreamRead(.body(relayed))
+                        mcpEvents = events
+                    }
+                    return endMCPStreamCleanly()
+                }
+                buffer = relayed
+            }
             if handler.relaysAnswerParts {
                 handler.writeToClient(.body(.byteBuffer(buffer)))
             } else if relayChunked {
@@ -717,6 +739,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         finished = true
         deadline = nil
         endTunnel()
+        endMCPEvents()
         if let upstream {
             upstream.handler.delegate = nil
             upstream.channel.close(promise: nil)
@@ -816,6 +839,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         finished = true
         deadline = nil
         endTunnel()
+        endMCPEvents()
         let nanoseconds = (ContinuousClock.now - started).nanoseconds
         handler.metricHandles?.record(
             route: route, method: head.method, status: status, nanoseconds: nanoseconds, upstreamStatus: upstreamStatus,

@@ -139,6 +139,7 @@ final class AccessChangeWatcher: Service, Sendable {
             switch change {
             case .tokenRevoked(let jti, let expiresAt):
                 revocations.remember(jti, expiresAt: expiresAt)
+                sockets.close(tokenID: jti, reason: "token revoked")
             case .accountCutOff(let cutoff):
                 if revocations.apply(cutoff) { sockets.close(userID: cutoff.userID, tenantID: cutoff.tenantID, reason: cutoff.cause.closeReason) }
             case .sessionEnded(let sessionID):

@@ -16,6 +16,8 @@ public struct GatewayMetrics: Sendable {
     package let openSocketsMeter: Meter
     /// WebSocket tunnels to routes open now.
     package let openTunnelsMeter: Meter
+    /// MCP answers streaming now (SSE: a GET stream, a POST answered as events).
+    package let openMCPStreamsMeter: Meter
     /// Beyond this many distinct names, calls are counted under `_other`.
     package static let maximumMCPNames = 256
 
@@ -29,6 +31,7 @@ public struct GatewayMetrics: Sendable {
         self.factory = factory
         openSocketsMeter = Meter(label: "portcullis_ws_open_sockets", dimensions: [], factory: factory)
         openTunnelsMeter = Meter(label: "portcullis_ws_open_tunnels", dimensions: [], factory: factory)
+        openMCPStreamsMeter = Meter(label: "portcullis_mcp_open_streams", dimensions: [], factory: factory)
     }
 
     /// One answered request.
@@ -119,6 +122,12 @@ public struct GatewayMetrics: Sendable {
 
     /// A WebSocket tunnel to a route closed.
     package func webSocketTunnelClosed() { openTunnelsMeter.decrement(by: 1) }
+
+    /// An MCP answer began streaming (SSE).
+    package func mcpStreamOpened() { openMCPStreamsMeter.increment(by: 1) }
+
+    /// An MCP stream ended.
+    package func mcpStreamClosed() { openMCPStreamsMeter.decrement(by: 1) }
 
     /// A relay failure (the Runtime went away, a frame could not be passed on).
     package func relayError(kind: String) {

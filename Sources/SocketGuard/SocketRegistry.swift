@@ -159,6 +159,11 @@ public final class SocketRegistry: Sendable {
         tunnels?.close(userID: userID, tenantID: tenantID, code: code, reason: reason)
     }
 
+    /// Closes the WebSocket tunnels and MCP streams opened with the token `tokenID` (it was revoked).
+    public func close(tokenID: String, code: UInt16 = 1008, reason: String) {
+        tunnels?.close(tokenID: tokenID, code: code, reason: reason)
+    }
+
     /// Asks every socket to close (the gateway is shutting down).
     public func closeAll(code: UInt16 = 1001, reason: String) {
         let targets = state.withLock { state in state.sessions.values.flatMap { Array($0.sockets.values) } }

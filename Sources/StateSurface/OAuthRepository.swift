@@ -149,8 +149,12 @@ public protocol OAuthRepository: Sendable {
     @discardableResult
     func deleteOAuthGrant(userID: String, tenantID: String, clientID: String, resource: String, now: Double) async throws -> Int
     func insertOAuthFamily(_ record: OAuthFamilyRecord) async throws
+    /// Records an access token issued for a family, so that the family's end (`revokeRefreshFamily`,
+    /// `deleteOAuthGrant`, `deleteOAuthClient`) or its session's (`revokeSession`, `revokeSessions`)
+    /// revokes it too: a `revoked_tokens` row and a `tokenRevoked` access change, every instance refusing it at once.
+    func recordOAuthAccessToken(tokenID: String, familyID: String, sessionID: String, expiresAt: Double) async throws
     func oauthFamily(id: String) async throws -> OAuthFamilyRecord?
-    /// Revokes every refresh token of a family; returns how many were live.
+    /// Revokes every refresh token of a family, and its live access tokens; returns how many refresh tokens were live.
     @discardableResult
     func revokeRefreshFamily(_ familyID: String, now: Double) async throws -> Int
     /// Forgets codes and registered clients that expired before `cutoff`; returns how many.

@@ -146,7 +146,28 @@ struct SchemaMigration: Sendable {
             name: "v9: the authorization server's codes, consents, token families and registered clients",
             sqlite: authorizationServer(real: "REAL"),
             postgres: authorizationServer(real: "DOUBLE PRECISION")),
+        SchemaMigration(
+            name: "v10: the access tokens the authorization server issued, by family and session",
+            sqlite: oauthAccessTokens(real: "REAL"),
+            postgres: oauthAccessTokens(real: "DOUBLE PRECISION")),
     ]
+
+    /// The access tokens issued for MCP resources, with their family and the person's session:
+    /// a family revoked, a consent withdrawn or a session ended revokes its live tokens at once
+    /// (`revoked_tokens`, and the access-change feed), so no agent keeps access for their lifetime.
+    static func oauthAccessTokens(real: String) -> String {
+        """
+        CREATE TABLE oauth_access_tokens (
+            token_id TEXT PRIMARY KEY NOT NULL,
+            family_id TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            expires_at \(real) NOT NULL
+        );
+        CREATE INDEX oauth_access_tokens_by_family ON oauth_access_tokens (family_id);
+        CREATE INDEX oauth_access_tokens_by_session ON oauth_access_tokens (session_id);
+        CREATE INDEX oauth_access_tokens_by_expiry ON oauth_access_tokens (expires_at);
+        """
+    }
 
     /// The authorization server's codes (by hash), the consents people gave, the refresh token
     /// families it started (their tokens are `refresh_tokens` rows), and the clients that

@@ -374,7 +374,7 @@ struct RepositoryContractTests {
         #expect(named.tls == .verifyFull, "TLS is verified by default beyond loopback")
         let report = try await StateStores.migrate(store.configuration)
         #expect(report.appliedNow.isEmpty)
-        #expect(report.applied.count == 9 && report.applied.last == "v9: the authorization server's codes, consents, token families and registered clients")
+        #expect(report.applied.count == 10 && report.applied.last == "v10: the access tokens the authorization server issued, by family and session")
     }
 
     @Test("a provider's user is recorded at each sign-in: the names replaced, the first sign-in kept; listed the most recent first; found by id, subject, username or email in any case, never by part of one", arguments: StoreKind.available)
@@ -403,6 +403,49 @@ struct RepositoryContractTests {
             #expect(try await state.providerUsers(matching: text).isEmpty, "\(text)")
         }
         #expect(try await state.providerUsers(matching: "99").map(\.userID) == ["ext_bob"])
+    }
+
+    @Test("an access token the authorization server issued is revoked (a revoked_tokens row and a tokenRevoked change) when its family is revoked, its consent withdrawn, its client removed or its session ended; an expired one is only forgotten", arguments: StoreKind.available)
+    func oauthAccessTokensEndWithTheirGrant(kind: StoreKind) async throws {
+        let state = try await TestStore(kind).open()
+        let session = try anonymous()
+        try await state.insertSession(session, maximumLiveForOwner: nil)
+        let start = try await state.latestAccessChangeVersion()
+        func family(_ id: String, client: String, sessionID: String) async throws {
+            try await state.insertOAuthFamily(
+                OAuthFamilyRecord(
+                    familyID: id, clientID: client, resource: "https://a.example/mcp", scope: "tools", userID: "usr_1", tenantID: "acme", sessionID: sessionID, claims: "{}",
+                    createdAt: now))
+        }
+        try await family("fam-1", client: "c1", sessionID: "ses_other")
+        try await family("fam-2", client: "c2", sessionID: "ses_other")
+        try await family("fam-3", client: "c3", sessionID: "ses_other")
+        try await family("fam-4", client: "c4", sessionID: session.id)
+        for (token, family) in [("at-1", "fam-1"), ("at-2", "fam-2"), ("at-3", "fam-3"), ("at-4", "fam-4")] {
+            try await state.recordOAuthAccessToken(tokenID: token, familyID: family, sessionID: family == "fam-4" ? session.id : "ses_other", expiresAt: now + 600)
+        }
+        try await state.recordOAuthAccessToken(tokenID: "at-old", familyID: "fam-1", sessionID: "ses_other", expiresAt: now - 1)
+        try await state.upsertOAuthGrant(
+            OAuthGrantRecord(userID: "usr_1", tenantID: "acme", clientID: "c2", clientName: "C2", resource: "https://a.example/mcp", scope: "tools", createdAt: now, updatedAt: now))
+
+        _ = try await state.revokeRefreshFamily("fam-1", now: now)
+        let revokedNow = { (jti: String) async throws -> Bool in try await state.isTokenIDRevoked(jti) }
+        #expect(try await revokedNow("at-1"))
+        let (old, second) = (try await revokedNow("at-old"), try await revokedNow("at-2"))
+        #expect(!old && !second, "an expired token is forgotten, another family's kept")
+        _ = try await state.deleteOAuthGrant(userID: "usr_1", tenantID: "acme", clientID: "c2", resource: "https://a.example/mcp", now: now)
+        #expect(try await revokedNow("at-2"))
+        #expect(try await revokedNow("at-3") == false)
+        _ = try await state.deleteOAuthClient(id: "c3", now: now)
+        #expect(try await revokedNow("at-3"))
+        #expect(try await revokedNow("at-4") == false)
+        #expect(try await state.revokeSession(id: session.id, now: now))
+        #expect(try await state.isTokenIDRevoked("at-4"))
+        let revoked = try await state.accessChanges(after: start, limit: 100).compactMap { if case .tokenRevoked(let jti, _) = $0.change { jti } else { nil } }
+        #expect(revoked == ["at-1", "at-2", "at-3", "at-4"], "every instance hears of each, in order")
+        // Revoking again finds nothing left to revoke.
+        _ = try await state.revokeRefreshFamily("fam-1", now: now)
+        #expect(try await state.accessChanges(after: start, limit: 100).count == revoked.count + 1, "only the session's end was added")
     }
 
     @Test("an authorization code is redeemed once (of two exchanges, one wins; the second sees what the first was given); an expired one is unknown; a consent is widened in place and its removal revokes its families' refresh tokens", arguments: StoreKind.available)

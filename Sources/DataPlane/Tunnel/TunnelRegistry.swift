@@ -1,14 +1,17 @@
 import NIOCore
 import Synchronization
 
-/// The WebSocket tunnels open to routes, with the gateway session and account they were opened
-/// for: a logout, a back-channel logout or a disabled account closes them (1008, its reason) as it
-/// closes agent sockets (`SocketRegistry` forwards its closes here).
+/// The WebSocket tunnels open to routes and the MCP requests under way (an SSE stream above all),
+/// with the gateway session, account and token they were opened with: a logout, a back-channel
+/// logout, a disabled account or a revoked token closes them (1008, its reason) as it closes agent
+/// sockets (`SocketRegistry` forwards its closes here).
 package final class TunnelRegistry: Sendable {
     package struct Entry: Sendable {
         let sessionID: String?
         let userID: String?
         let tenantID: String?
+        /// The id (`jti`) of the token it was opened with: its revocation closes it.
+        let tokenID: String?
         /// Asks the tunnel, on its event loop, to close with a code and reason.
         let close: @Sendable (UInt16, String) -> Void
     }
@@ -41,6 +44,11 @@ package final class TunnelRegistry: Sendable {
     /// Closes the tunnels of an account.
     package func close(userID: String, tenantID: String, code: UInt16 = 1008, reason: String) {
         close(code: code, reason: reason) { $0.userID == userID && $0.tenantID == tenantID }
+    }
+
+    /// Closes the tunnels and streams opened with a token (it was revoked).
+    package func close(tokenID: String, code: UInt16 = 1008, reason: String) {
+        close(code: code, reason: reason) { $0.tokenID == tokenID }
     }
 
     /// Closes every tunnel (the gateway is shutting down).

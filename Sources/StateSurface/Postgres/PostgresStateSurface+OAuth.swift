@@ -79,6 +79,14 @@ extension PostgresStateSurface: OAuthRepository {
                 UPDATE refresh_tokens SET revoked_at = \(now) WHERE revoked_at IS NULL AND family_id IN
                     (SELECT family_id FROM oauth_families WHERE user_id = \(userID) AND tenant_id = \(tenantID) AND client_id = \(clientID) AND resource = \(resource))
                 """, logger: logger)
+            let tokens = try await connection.query(
+                """
+                DELETE FROM oauth_access_tokens WHERE family_id IN
+                    (SELECT family_id FROM oauth_families WHERE user_id = \(userID) AND tenant_id = \(tenantID) AND client_id = \(clientID) AND resource = \(resource))
+                RETURNING token_id, expires_at
+                """, logger: logger
+            ).collect()
+            try await Self.revokeOAuthAccessTokens(tokens, now: now, connection, logger: logger)
             return try await connection.query(
                 """
                 DELETE FROM oauth_grants WHERE user_id = \(userID) AND tenant_id = \(tenantID) AND client_id = \(clientID) AND resource = \(resource)
@@ -111,11 +119,41 @@ extension PostgresStateSurface: OAuthRepository {
     }
 
     public func revokeRefreshFamily(_ familyID: String, now: Double) async throws -> Int {
-        try await rows("UPDATE refresh_tokens SET revoked_at = \(now) WHERE family_id = \(familyID) AND revoked_at IS NULL RETURNING id").count
+        let logger = self.logger
+        return try await transaction { connection in
+            let revoked = try await connection.query(
+                "UPDATE refresh_tokens SET revoked_at = \(now) WHERE family_id = \(familyID) AND revoked_at IS NULL RETURNING id", logger: logger
+            ).collect().count
+            let tokens = try await connection.query(
+                "DELETE FROM oauth_access_tokens WHERE family_id = \(familyID) RETURNING token_id, expires_at", logger: logger
+            ).collect()
+            try await Self.revokeOAuthAccessTokens(tokens, now: now, connection, logger: logger)
+            return revoked
+        }
+    }
+
+    public func recordOAuthAccessToken(tokenID: String, familyID: String, sessionID: String, expiresAt: Double) async throws {
+        _ = try await rows(
+            "INSERT INTO oauth_access_tokens (token_id, family_id, session_id, expires_at) VALUES (\(tokenID), \(familyID), \(sessionID), \(expiresAt))")
+    }
+
+    /// Revokes the deleted access-token rows (`token_id, expires_at`) that are still live: a
+    /// `revoked_tokens` row and a `tokenRevoked` change each.
+    static func revokeOAuthAccessTokens(_ deleted: [PostgresRow], now: Double, _ connection: PostgresConnection, logger: Logger) async throws {
+        for row in deleted {
+            let (tokenID, expiresAt) = try row.decode((String, Double).self)
+            guard expiresAt > now else { continue }
+            let inserted = try await connection.query(
+                "INSERT INTO revoked_tokens (jti, expires_at, revoked_at) VALUES (\(tokenID), \(expiresAt), \(now)) ON CONFLICT (jti) DO NOTHING RETURNING jti",
+                logger: logger
+            ).collect()
+            if !inserted.isEmpty { try await record(.tokenRevoked(jti: tokenID, expiresAt: expiresAt), at: now, connection, logger: logger) }
+        }
     }
 
     public func deleteExpiredOAuthCodes(before cutoff: Double) async throws -> Int {
         let codes = try await rows("DELETE FROM oauth_codes WHERE expires_at < \(cutoff) RETURNING code_hash").count
+        _ = try await rows("DELETE FROM oauth_access_tokens WHERE expires_at < \(cutoff) RETURNING token_id")
         return codes + (try await rows("DELETE FROM oauth_clients WHERE expires_at < \(cutoff) RETURNING client_id").count)
     }
 
@@ -151,6 +189,11 @@ extension PostgresStateSurface: OAuthRepository {
                 UPDATE refresh_tokens SET revoked_at = \(now) WHERE revoked_at IS NULL AND family_id IN
                     (SELECT family_id FROM oauth_families WHERE client_id = \(id))
                 """, logger: logger)
+            let tokens = try await connection.query(
+                "DELETE FROM oauth_access_tokens WHERE family_id IN (SELECT family_id FROM oauth_families WHERE client_id = \(id)) RETURNING token_id, expires_at",
+                logger: logger
+            ).collect()
+            try await Self.revokeOAuthAccessTokens(tokens, now: now, connection, logger: logger)
             try await connection.query("DELETE FROM oauth_grants WHERE client_id = \(id)", logger: logger)
             return try await connection.query("DELETE FROM oauth_clients WHERE client_id = \(id) RETURNING client_id", logger: logger).collect().count
         }

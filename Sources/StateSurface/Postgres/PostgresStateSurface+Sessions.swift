@@ -96,6 +96,8 @@ extension PostgresStateSurface: SessionRepository, ExecutionRepository, StateSto
             ).collect()
             if !changed.isEmpty {
                 try await Self.record(.sessionEnded(sessionID: id), at: now, connection, logger: logger)
+                let tokens = try await connection.query("DELETE FROM oauth_access_tokens WHERE session_id = \(id) RETURNING token_id, expires_at", logger: logger).collect()
+                try await Self.revokeOAuthAccessTokens(tokens, now: now, connection, logger: logger)
                 return true
             }
             return try await Self.fetchSession(connection, id: id, logger: logger) != nil
@@ -135,7 +137,11 @@ extension PostgresStateSurface: SessionRepository, ExecutionRepository, StateSto
                 WHERE user_id = \(userID) AND tenant_id = \(tenantID) AND state <> 'revoked' RETURNING id
                 """, logger: logger
             ).collect().map { try $0.decode(String.self) }
-            for id in ended { try await Self.record(.sessionEnded(sessionID: id), at: now, connection, logger: logger) }
+            for id in ended {
+                try await Self.record(.sessionEnded(sessionID: id), at: now, connection, logger: logger)
+                let tokens = try await connection.query("DELETE FROM oauth_access_tokens WHERE session_id = \(id) RETURNING token_id, expires_at", logger: logger).collect()
+                try await Self.revokeOAuthAccessTokens(tokens, now: now, connection, logger: logger)
+            }
             return ended.count
         }
     }

@@ -83,6 +83,9 @@ extension SQLiteStateSurface: OAuthRepository {
                         (SELECT family_id FROM oauth_families WHERE user_id = ? AND tenant_id = ? AND client_id = ? AND resource = ?)
                     """,
                 arguments: [now, userID, tenantID, clientID, resource])
+            try Self.revokeOAuthAccessTokens(
+                where: "family_id IN (SELECT family_id FROM oauth_families WHERE user_id = ? AND tenant_id = ? AND client_id = ? AND resource = ?)",
+                [userID, tenantID, clientID, resource], now: now, db)
             try db.execute(
                 sql: "DELETE FROM oauth_grants WHERE user_id = ? AND tenant_id = ? AND client_id = ? AND resource = ?",
                 arguments: [userID, tenantID, clientID, resource])
@@ -120,14 +123,40 @@ extension SQLiteStateSurface: OAuthRepository {
     public func revokeRefreshFamily(_ familyID: String, now: Double) async throws -> Int {
         try await pool.write { db in
             try db.execute(sql: "UPDATE refresh_tokens SET revoked_at = ? WHERE family_id = ? AND revoked_at IS NULL", arguments: [now, familyID])
-            return db.changesCount
+            let revoked = db.changesCount
+            try Self.revokeOAuthAccessTokens(where: "family_id = ?", [familyID], now: now, db)
+            return revoked
         }
+    }
+
+    public func recordOAuthAccessToken(tokenID: String, familyID: String, sessionID: String, expiresAt: Double) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "INSERT INTO oauth_access_tokens (token_id, family_id, session_id, expires_at) VALUES (?, ?, ?, ?)",
+                arguments: [tokenID, familyID, sessionID, expiresAt])
+        }
+    }
+
+    /// Revokes the recorded access tokens `condition` selects that are still live (a
+    /// `revoked_tokens` row and a `tokenRevoked` change each), and forgets them all.
+    static func revokeOAuthAccessTokens(where condition: String, _ arguments: [any DatabaseValueConvertible], now: Double, _ db: Database) throws {
+        let rows = try Row.fetchAll(
+            db, sql: "SELECT token_id, expires_at FROM oauth_access_tokens WHERE (\(condition)) AND expires_at > ?",
+            arguments: StatementArguments(arguments + [now]))
+        for row in rows {
+            let (tokenID, expiresAt): (String, Double) = (row["token_id"], row["expires_at"])
+            try db.execute(
+                sql: "INSERT INTO revoked_tokens (jti, expires_at, revoked_at) VALUES (?, ?, ?) ON CONFLICT (jti) DO NOTHING", arguments: [tokenID, expiresAt, now])
+            if db.changesCount == 1 { try record(.tokenRevoked(jti: tokenID, expiresAt: expiresAt), at: now, db) }
+        }
+        try db.execute(sql: "DELETE FROM oauth_access_tokens WHERE \(condition)", arguments: StatementArguments(arguments))
     }
 
     public func deleteExpiredOAuthCodes(before cutoff: Double) async throws -> Int {
         try await pool.write { db in
             try db.execute(sql: "DELETE FROM oauth_codes WHERE expires_at < ?", arguments: [cutoff])
             let codes = db.changesCount
+            try db.execute(sql: "DELETE FROM oauth_access_tokens WHERE expires_at < ?", arguments: [cutoff])
             try db.execute(sql: "DELETE FROM oauth_clients WHERE expires_at < ?", arguments: [cutoff])
             return codes + db.changesCount
         }
@@ -168,6 +197,7 @@ extension SQLiteStateSurface: OAuthRepository {
             try db.execute(
                 sql: "UPDATE refresh_tokens SET revoked_at = ? WHERE revoked_at IS NULL AND family_id IN (SELECT family_id FROM oauth_families WHERE client_id = ?)",
                 arguments: [now, id])
+            try Self.revokeOAuthAccessTokens(where: "family_id IN (SELECT family_id FROM oauth_families WHERE client_id = ?)", [id], now: now, db)
             try db.execute(sql: "DELETE FROM oauth_grants WHERE client_id = ?", arguments: [id])
             try db.execute(sql: "DELETE FROM oauth_clients WHERE client_id = ?", arguments: [id])
             return db.changesCount

@@ -160,6 +160,7 @@ public final class SQLiteStateSurface: SessionRepository, ExecutionRepository {
                 arguments: [now, id])
             if db.changesCount == 1 {
                 try Self.record(.sessionEnded(sessionID: id), at: now, db)
+                try Self.revokeOAuthAccessTokens(where: "session_id = ?", [id], now: now, db)
                 return true
             }
             return try Self.fetchSession(db, id: id) != nil
@@ -206,7 +207,10 @@ public final class SQLiteStateSurface: SessionRepository, ExecutionRepository {
             try db.execute(
                 sql: "UPDATE sessions SET state = 'revoked', last_seen_at = ?, version = version + 1 WHERE user_id = ? AND tenant_id = ? AND state <> 'revoked'",
                 arguments: [now, userID, tenantID])
-            for id in ended { try Self.record(.sessionEnded(sessionID: id), at: now, db) }
+            for id in ended {
+                try Self.record(.sessionEnded(sessionID: id), at: now, db)
+                try Self.revokeOAuthAccessTokens(where: "session_id = ?", [id], now: now, db)
+            }
             return ended.count
         }
     }

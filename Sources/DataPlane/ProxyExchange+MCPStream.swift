@@ -1,0 +1,99 @@
+import EdgeHTTP
+import NIOCore
+import NIOHTTP1
+import SecurityGuard
+
+/// An MCP request under way is registered with its caller's account and token from its admission
+/// to its end: a sign-out, a back-channel logout, a disabled account, a revoked grant, family or
+/// token (on any instance: the access-change feed) or the token's expiry ends it within a second.
+/// An SSE answer ends between two events, cleanly; anything else not yet answered is refused as
+/// the next request would be.
+extension ProxyExchange {
+    /// How long an end waits for the event under way before the connection is cut instead.
+    static let mcpStreamEndGrace = TimeAmount.milliseconds(500)
+
+    func registerMCPExchange(_ caller: AuthenticatedCaller) {
+        let bound = NIOLoopBound(self, eventLoop: eventLoop)
+        let loop = eventLoop
+        tunnelRegistration = plane.tunnels.register(
+            TunnelRegistry.Entry(
+                sessionID: nil, userID: caller.userID, tenantID: caller.tenantID, tokenID: caller.tokenID,
+                close: { _, reason in loop.execute { bound.value.endMCPExchange(reason: reason) } }))
+        let seconds = max(0, caller.expiresAt - plane.browser.clock.now())
+        tunnelExpiry = eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(min(seconds, 400 * 24 * 3600) * 1000))) { [self] in
+            endMCPExchange(reason: "token expired")
+        }
+    }
+
+    /// The caller's access ended while this request was under way.
+    func endMCPExchange(reason: String) {
+        guard !finished, mcpEndPending == nil else { return }
+        guard responseStarted else {
+            return fail(GatewayError(.unauthorized, "access_ended", "access to this MCP server ended (\(reason)) before it answered; authorize again"))
+        }
+        guard let events = mcpEvents else { return finish(closeClient: true) }  // a JSON answer under way: cut
+        if events.isAtBoundary { return endMCPStreamCleanly() }
+        mcpEndPending = eventLoop.assumeIsolated().scheduleTask(in: Self.mcpStreamEndGrace) { [self] in
+            guard !finished else { return }
+            plane.logger.info("MCP stream cut mid-event", metadata: ["request_id": "\(requestID)", "reason": "\(reason)"])
+            closeUpstream()
+            finish(closeClient: true)
+        }
+    }
+
+    /// An SSE answer's head: its events are followed, and it counts as an open stream.
+    func beginMCPEvents() {
+        mcpEvents = SSEEventBoundary()
+        plane.metrics.mcpStreamOpened()
+    }
+
+    /// A piece of an SSE answer under an end: relayed up to the first event's end, then the stream ends.
+    /// Returns whether the stream ended (the piece is not to be relayed as usual).
+    func relayMCPEventsEnding(_ buffer: ByteBuffer) -> ByteBuffer? {
+        guard var events = mcpEvents else { return buffer }
+        let upTo = buffer.withUnsafeReadableBytes { events.advance($0, stoppingAtBoundary: mcpEndPending != nil) }
+        mcpEvents = events
+        guard mcpEndPending != nil, let upTo else { return buffer }
+        return buffer.getSlice(at: buffer.readerIndex, length: upTo)
+    }
+
+    /// Ends an SSE answer between two events: the upstream's side closed, the client's answer ended
+    /// as any answer ends (HTTP/2's end of stream, HTTP/1.1's last chunk), or its connection closed.
+    func endMCPStreamCleanly() {
+        mcpEndPending?.cancel()
+        closeUpstream()
+        if handler.relaysAnswerParts {
+            finish(closeClient: false)
+            return handler.writeToClient(.end(nil), flush: true)
+        }
+        if relayChunked {
+            handler.writeBytesToClient(HTTP1Bytes.lastChunk)
+            handler.bytesAnswerEnded()
+            handler.flushClient()
+            return finish(closeClient: closesClient)
+        }
+        finish(closeClient: true)
+    }
+
+    private func closeUpstream() {
+        if let upstream {
+            upstream.handler.delegate = nil
+            upstream.channel.close(promise: nil)
+            self.upstream = nil
+        }
+        if let stream = upstreamStream {
+            stream.handler.delegate = nil
+            stream.channel.close(promise: nil)
+            upstreamStream = nil
+        }
+    }
+
+    /// The exchange is over: its stream is no longer open.
+    func endMCPEvents() {
+        mcpEndPending?.cancel()
+        mcpEndPending = nil
+        guard mcpEvents != nil else { return }
+        mcpEvents = nil
+        plane.metrics.mcpStreamClosed()
+    }
+}
