@@ -293,6 +293,65 @@ struct ScaleOutTests {
         try await upstream.stop()
     }
 
+    @Test("an agent's MCP stream held on gateway B ends within a second, between two events, when the person signs out on gateway A; its token is then refused on B with the metadata pointer")
+    func mcpStreamEndsAcrossGateways() async throws {
+        let upstream = try await EventStreamUpstream.start()
+        let cluster = try await ScaleOut(configuration: """
+            gateway:
+              public_url: http://127.0.0.1
+              routes:
+                - {prefix: /mcp/a, upstream: "http://127.0.0.1:\(upstream.port)/mcp", mcp: true}
+            authorization_server:
+              clients:
+                - {client_id: ops-cli, name: Ops CLI, redirect_uris: ["http://127.0.0.1/callback"]}
+            """)
+        defer { cluster.stop() }
+        let (access, refresh, jar) = try await Self.authorize(cluster)
+        var request = HTTPClientRequest(url: cluster.b + "/mcp/a")
+        request.method = .POST
+        request.headers.add(name: "Authorization", value: "Bearer " + access)
+        request.headers.add(name: "Accept", value: "application/json, text/event-stream")
+        request.body = .bytes(ByteBuffer(string: #"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow"}}"#))
+        let stream = HeldStream(request)
+        await stream.wait(seconds: 5) { $0.text.contains("\"progress\":2") }
+        #expect(stream.text.contains("\"progress\":2") && stream.ended == nil, "\(stream.text)")
+        let started = ContinuousClock.now
+        let out = try await Answer.request(.POST, cluster.a + "/.portcullis/sign_out", headers: [("Sec-Fetch-Site", "same-origin"), jar.header], followRedirects: false)
+        #expect(out.status == 303, "\(out.raw)")
+        await stream.wait(seconds: 3) { $0.ended != nil }
+        let ended = try #require(stream.ended, "the stream on B did not end")
+        #expect(ended - started < .seconds(TimeBounds.seconds(1)), "ended \(ended - started) after the sign-out on A")
+        #expect(!stream.failed && stream.text.hasSuffix("}\n\n"), "\(stream.text.suffix(80))")
+        let next = try await cluster.send(.POST, cluster.b + "/mcp/a", bearer: access, ["jsonrpc": "2.0", "id": 2, "method": "ping"])
+        #expect(next.status == 401 && next.headers.first(name: "www-authenticate")?.contains("resource_metadata=") == true, "\(next.raw)")
+        cluster.stop(secrets: [access, refresh])
+        try await upstream.stop()
+    }
+
+    /// Signs alice in on A, authorizes `ops-cli` for `/mcp/a` there and exchanges the code on B.
+    static func authorize(_ cluster: ScaleOut) async throws -> (access: String, refresh: String, jar: CookieJar) {
+        let form = [("Sec-Fetch-Site", "same-origin"), ("Content-Type", "application/x-www-form-urlencoded")]
+        let signedIn = try await Answer.request(
+            .POST, cluster.a + "/.portcullis/sign_in", headers: form, body: "username=alice&password=correct+horse+battery&rd=%2F", followRedirects: false)
+        var jar = CookieJar()
+        jar.take(signedIn)
+        let verifier = "a-verifier-long-enough-for-pkce-0123456789-abcdef"
+        let parameters = [
+            ("response_type", "code"), ("client_id", "ops-cli"), ("redirect_uri", "http://127.0.0.1:5555/callback"), ("code_challenge", try Digest.sha256Base64URL(verifier)),
+            ("code_challenge_method", "S256"), ("resource", "http://127.0.0.1/mcp/a"), ("state", "s1"),
+        ]
+        let query = parameters.map { $0.0 + "=" + FormEncoding.encode($0.1) }.joined(separator: "&")
+        let page = try await Answer.request(.GET, cluster.a + "/api/auth/oauth/authorize?" + query, headers: [jar.header], followRedirects: false)
+        let consented = try await Answer.request(
+            .POST, cluster.a + "/api/auth/oauth/consent", headers: form + [jar.header], body: query + "&consent_nonce=" + AuthorizationServerTests.nonce(page) + "&decision=allow",
+            followRedirects: false)
+        let location = try #require(consented.headers["Location"].first, "\(consented.raw)")
+        let code = try #require(FormEncoding.fields(location.split(separator: "?", maxSplits: 1).last ?? "")?["code"])
+        let exchange = "grant_type=authorization_code&code=\(code)&client_id=ops-cli&redirect_uri=" + FormEncoding.encode("http://127.0.0.1:5555/callback") + "&code_verifier=" + verifier
+        let tokens = try await Answer.request(.POST, cluster.b + "/api/auth/oauth/token", headers: [form[1]], body: exchange, followRedirects: false)
+        return (try #require(tokens["access_token"], "\(tokens.raw)"), try #require(tokens["refresh_token"]), jar)
+    }
+
     @Test("a token revoked through gateway A is refused by gateway B within a second")
     func revocationReachesOtherGateway() async throws {
         let cluster = try await ScaleOut()
