@@ -57,7 +57,17 @@ start_serve "$WORK" "$PORT" "  public_url: http://127.0.0.1:$PORT
   upstream_ca_file: $WORK/documents.pem
   routes:
     - {prefix: /mcp/tools, upstream: 'http://127.0.0.1:$TOOLS/mcp', mcp: true, require: {scopes: [tools]}}
-    - {prefix: /mcp/other, upstream: 'http://127.0.0.1:$TOOLS/mcp', mcp: true}" "authorization_server:
+    - {prefix: /mcp/other, upstream: 'http://127.0.0.1:$TOOLS/mcp', mcp: true}
+    - prefix: /mcp/guarded
+      upstream: 'http://127.0.0.1:$TOOLS/mcp'
+      require: {scopes: [tools]}
+      mcp:
+        tools:
+          - name: add
+          - name: whoami
+            require: {any_of: [{claim: groups, contains: admins}]}
+          - name: slow
+            scopes: ['tools:slow']" "authorization_server:
   dynamic_registration: true
   client_metadata_hosts: [localhost]
 limits:

@@ -195,6 +195,7 @@ public struct OAuthTokenService: Sendable {
         var claims: JSONObject = [:]
         for name in OAuthPerson.carriedClaims { if let value = stored[name] { claims[name] = value } }
         let issuer = AccessTokenIssuer(keys: keys, issuer: self.issuer, audience: family.resource, lifetime: settings.accessTokenLifetime, clock: clock)
+        try await store.touchOAuthGrant(userID: family.userID, tenantID: family.tenantID, clientID: family.clientID, resource: family.resource, now: clock.now())
         try await store.recordOAuthAccessToken(
             tokenID: tokenID, familyID: family.familyID, sessionID: family.sessionID, expiresAt: clock.now() + settings.accessTokenLifetime + 60)
         let issued = try issuer.issue(subject: family.userID, tenantID: family.tenantID, clientID: family.clientID, scope: family.scope, additionalClaims: claims, tokenID: tokenID)

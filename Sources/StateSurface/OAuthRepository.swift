@@ -62,8 +62,14 @@ public struct OAuthGrantRecord: Sendable, Equatable {
     public var scope: String
     public var createdAt: Double
     public var updatedAt: Double
+    /// When a token was last issued under it (an exchange or a refresh); `nil`: never.
+    public var lastUsedAt: Double?
 
-    public init(userID: String, tenantID: String, clientID: String, clientName: String, resource: String, scope: String, createdAt: Double, updatedAt: Double) {
+    public init(
+        userID: String, tenantID: String, clientID: String, clientName: String, resource: String, scope: String, createdAt: Double, updatedAt: Double,
+        lastUsedAt: Double? = nil
+    ) {
+        self.lastUsedAt = lastUsedAt
         self.userID = userID
         self.tenantID = tenantID
         self.clientID = clientID
@@ -143,6 +149,8 @@ public protocol OAuthRepository: Sendable {
     /// Records (or widens) a consent.
     func upsertOAuthGrant(_ record: OAuthGrantRecord) async throws
     func oauthGrant(userID: String, tenantID: String, clientID: String, resource: String) async throws -> OAuthGrantRecord?
+    /// Notes that a token was issued under a consent (`lastUsedAt`).
+    func touchOAuthGrant(userID: String, tenantID: String, clientID: String, resource: String, now: Double) async throws
     /// Every consent, or one person's, newest first.
     func oauthGrants(userID: String?) async throws -> [OAuthGrantRecord]
     /// Removes the consent and revokes the refresh tokens of its families; returns how many consents were removed.

@@ -166,6 +166,7 @@ struct SchemaMigration: Sendable {
         CREATE INDEX oauth_access_tokens_by_family ON oauth_access_tokens (family_id);
         CREATE INDEX oauth_access_tokens_by_session ON oauth_access_tokens (session_id);
         CREATE INDEX oauth_access_tokens_by_expiry ON oauth_access_tokens (expires_at);
+        ALTER TABLE oauth_grants ADD COLUMN last_used_at \(real);
         """
     }
 

@@ -8,6 +8,12 @@ that server, and calls tools on FastMCP behind the route: a JSON-RPC answer, wha
 server, and progress events on one SSE answer spaced out past the gateway's idle timeout. Then
 the token is refreshed, and a token for this MCP server is refused at the other one.
 
+Then a route with rules per tool (issue 56): the filtered tools/list, an allowed call, a refused one
+read by the client as the JSON-RPC error it is, and a step-up (403 insufficient_scope) the SDK
+answers by sending the person back to consent to the new scope. Last, the person's own page
+(/.portcullis/agents) in Chromium: the grants listed, one revoked with its button while the agent
+holds an SSE stream over HTTP/2, which ends within a second; the agent's next call is refused.
+
 Environment: GATEWAY (http://127.0.0.1:PORT), CHROMIUM, CALLBACK_PORT, CLIENT_METADATA_URL.
 """
 import asyncio
@@ -57,13 +63,14 @@ class MemoryStorage(TokenStorage):
 class Browser:
     """Chromium, driven as a person: sign in at the provider, allow at the consent page."""
 
-    def __init__(self, page, expected_client):
-        self.page, self.result, self.pages, self.expected_client = page, None, [], expected_client
+    def __init__(self, page, expected_client, server="/mcp/tools"):
+        self.page, self.result, self.pages, self.expected_client, self.server, self.scopes = page, None, [], expected_client, server, []
 
     async def redirect(self, url: str):
         check(url.startswith(GATEWAY + "/api/auth/oauth/authorize?"), "the client is sent to the gateway's authorization endpoint")
         asked = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
-        check(asked.get("code_challenge_method") == ["S256"] and asked.get("resource") == [GATEWAY + "/mcp/tools"], "with PKCE S256 and resource = the route's canonical URL")
+        self.scopes.append(asked.get("scope", [""])[0])
+        check(asked.get("code_challenge_method") == ["S256"] and asked.get("resource") == [GATEWAY + self.server], "with PKCE S256 and resource = the route's canonical URL")
         captured = asyncio.get_running_loop().create_future()
 
         async def callback(route):
@@ -78,7 +85,7 @@ class Browser:
         await self.page.wait_for_selector("button[value=allow]", timeout=15000)
         content = await self.page.content()
         self.pages.append(content)
-        check("Allow access?" in content and self.expected_client in content and "/mcp/tools" in content,
+        check("Allow access?" in content and self.expected_client in content and self.server in content,
               f"the consent page names the client ({self.expected_client}), the MCP server and its scope")
         await self.page.click("button[value=allow]")
         back = urllib.parse.urlsplit(await asyncio.wait_for(captured, 15))
@@ -166,6 +173,108 @@ async def flow(page, client_metadata_url, expected_client):
     form = urllib.parse.urlencode({"grant_type": "refresh_token", "refresh_token": refresh, "client_id": storage.client.client_id}).encode()
     status, _, body = raw("POST", "/api/auth/oauth/token", body=form, headers={"Content-Type": "application/x-www-form-urlencoded"})
     check(status == 200 and json.loads(body).get("refresh_token") != refresh, "the refresh token rotates")
+    if status == 200:
+        refreshed = json.loads(body)
+        storage.tokens = OAuthToken(access_token=refreshed["access_token"], token_type="Bearer", refresh_token=refreshed["refresh_token"], scope=refreshed.get("scope"))
+    return storage
+
+
+async def guarded(page, client_metadata_url):
+    """A route with rules per tool: add for anyone, whoami for admins only, slow with the scope tools:slow."""
+    print("--- rules per tool, with the SDK's client")
+    person = Browser(page, "described by localhost", server="/mcp/guarded")
+    storage = MemoryStorage()
+    provider = OAuthClientProvider(
+        server_url=GATEWAY + "/mcp/guarded",
+        client_metadata=OAuthClientMetadata(client_name="SDK test agent", redirect_uris=[CALLBACK], grant_types=["authorization_code", "refresh_token"],
+                                            response_types=["code"]),
+        storage=storage, redirect_handler=person.redirect, callback_handler=person.callback, client_metadata_url=client_metadata_url)
+    async with httpx2.AsyncClient(auth=provider, timeout=30) as http:
+        async with streamable_http_client(GATEWAY + "/mcp/guarded", http_client=http) as streams:
+            async with ClientSession(streams[0], streams[1]) as session:
+                await session.initialize()
+                tools = sorted(tool.name for tool in (await session.list_tools()).tools)
+                check(tools == ["add", "slow"], f"tools/list is filtered to what the person may call, the step-up tool kept ({tools})")
+                added = await session.call_tool("add", {"a": 1, "b": 2})
+                check(not added.is_error and "3" in json.dumps([c.model_dump() for c in added.content]), "an allowed tool is called")
+                try:
+                    refused = await session.call_tool("whoami", {})
+                    message = json.dumps([c.model_dump() for c in refused.content]) if refused.is_error else ""
+                except Exception as error:  # McpError: the JSON-RPC error the gateway answered with
+                    message = str(error)
+                check("whoami" in message and "not open to you" in message, f"a tool the person may never call is the JSON-RPC error the client shows ({message[:120]})")
+                check(person.scopes == ["tools"], f"the first authorization asked for the route's scope only ({person.scopes})")
+                result = await session.call_tool("slow", {"steps": 1, "delay": 0.1})
+                check(not result.is_error, "the step-up tool is called once the person granted its scope")
+                check(len(person.scopes) == 2 and "tools:slow" in person.scopes[1].split(), f"the 403 insufficient_scope sent the person back to consent to tools:slow ({person.scopes})")
+                check(sum("tools:slow" in page for page in person.pages) == 1, "the second consent page names the new scope")
+    return storage
+
+
+async def agents_page(page, storage_tools):
+    """The person's own page: the grants listed; one revoked while its agent holds an HTTP/2 SSE stream."""
+    print("--- the person's page of agents, in Chromium")
+    await page.goto(GATEWAY + "/.portcullis/agents")
+    content = await page.content()
+    check("Agents with access" in content and "SDK test agent" in content and "/mcp/tools" in content and "/mcp/guarded" in content and "tools:slow" in content,
+          "the page lists the agent's grants: the client, the MCP servers and the scopes")
+    check("described by localhost" in content and "last used" in content, "with the client's metadata host and when it was last used")
+    access = storage_tools.tokens.access_token
+    ended = {}
+
+    async def hold():
+        async with httpx2.AsyncClient(timeout=30, http1=False, http2=True) as http:
+            body = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "slow", "arguments": {"steps": 20, "delay": 0.5}, "_meta": {"progressToken": 9}}}
+            headers = {"Authorization": "Bearer " + access, "Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+                       "MCP-Protocol-Version": "2025-11-25"}
+            session_id = ended.get("session")
+            if session_id:
+                headers["Mcp-Session-Id"] = session_id
+            async with http.stream("POST", GATEWAY + "/mcp/tools", json=body, headers=headers) as answer:
+                ended["version"] = answer.http_version
+                ended["text"] = ""
+                try:
+                    async for chunk in answer.aiter_text():
+                        ended["text"] += chunk
+                except Exception as error:
+                    ended["error"] = repr(error)
+                ended["at"] = time.monotonic()
+
+    # The stream needs an MCP session of the server's: initialize one over the same token.
+    status, headers, _ = raw("POST", "/mcp/tools", token=access, body=json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}).encode(),
+        headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+    ended["session"] = {k.lower(): v for k, v in headers.items()}.get("mcp-session-id")
+    check(status == 200 and ended["session"], f"an MCP session is opened for the stream ({status})")
+    task = asyncio.create_task(hold())
+    for _ in range(100):
+        if "progress" in ended.get("text", ""):
+            break
+        await asyncio.sleep(0.05)
+    check(ended.get("version") == "HTTP/2" and "progress" in ended.get("text", ""), f"the agent holds an SSE stream over HTTP/2 ({ended.get('version')})")
+    # The metadata-document client's grant for /mcp/tools (the self-registered one has a grant there too).
+    section = page.locator("section.agent").filter(has_text="/mcp/tools").filter(has_text="described by localhost")
+    check(await section.count() == 1, "one grant of that client for that server")
+    revoked_at = time.monotonic()
+    await section.locator("button", has_text="Revoke").click()
+    await page.wait_for_load_state()
+    await asyncio.wait_for(task, 10)
+    seconds = ended["at"] - revoked_at
+    between = ended["text"].endswith("\n\n") or ended["text"].endswith("\r\n\r\n")
+    check(seconds < 1.0 and "error" not in ended and between,
+          f"the stream ended {seconds:.2f} s after the revoke, between two events ({ended.get('error', 'cleanly')}, ends {ended['text'][-12:]!r})")
+    content = await page.content()
+    check("Access withdrawn" in content and "/mcp/guarded" in content and page.url.startswith(GATEWAY + "/.portcullis/agents"), "the page says so and lists the other grant still")
+    status, headers, _ = raw("POST", "/mcp/tools", token=access, body=b'{"jsonrpc":"2.0","id":1,"method":"ping"}',
+                             headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+    check(status == 401 and "resource_metadata=" in headers.get("WWW-Authenticate", ""), f"the agent's next call is refused (401, {status})")
+    form = urllib.parse.urlencode({"grant_type": "refresh_token", "refresh_token": storage_tools.tokens.refresh_token, "client_id": storage_tools.client.client_id}).encode()
+    status, _, _ = raw("POST", "/api/auth/oauth/token", body=form, headers={"Content-Type": "application/x-www-form-urlencoded"})
+    check(status == 400, "and its refresh token no longer works")
+    # Another site's form cannot revoke: no nonce, another origin.
+    status, _, _ = raw("POST", "/.portcullis/agents/revoke", body=b"client_id=x&resource=y&nonce=z",
+                       headers={"Content-Type": "application/x-www-form-urlencoded", "Origin": "http://evil.example"})
+    check(status == 403, "a revoke from another site is refused (403)")
 
 
 async def main():
@@ -176,8 +285,10 @@ async def main():
         browser = await p.chromium.launch(executable_path=os.environ["CHROMIUM"], args=["--no-sandbox"])
         page = await browser.new_page()
         # First with a Client ID Metadata Document (the 2025-11-25 default), then by registration.
-        await flow(page, client_metadata_url=os.environ["CLIENT_METADATA_URL"], expected_client="described by localhost")
+        tools_storage = await flow(page, client_metadata_url=os.environ["CLIENT_METADATA_URL"], expected_client="described by localhost")
         await flow(page, client_metadata_url=None, expected_client="registered itself: unverified")
+        await guarded(page, os.environ["CLIENT_METADATA_URL"])
+        await agents_page(page, tools_storage)
         await browser.close()
     if FAILURES:
         print(f"{len(FAILURES)} failed")

@@ -34,6 +34,7 @@ struct AuthorizationServerRoutes: Sendable {
         router.post(RouterPath(AuthorizationServerMetadata.tokenPath)) { request, context in try await token(request, context) }
         router.post(RouterPath(AuthorizationServerMetadata.revocationPath)) { request, context in try await revoke(request, context) }
         router.post(RouterPath(AuthorizationServerMetadata.registrationPath)) { request, context in try await register(request, context) }
+        registerAgentAccess(on: router)
     }
 
     /// The rate limit of the endpoints a client calls without a person: register, token, revoke.

@@ -51,7 +51,7 @@ extension PostgresStateSurface: OAuthRepository {
     public func oauthGrant(userID: String, tenantID: String, clientID: String, resource: String) async throws -> OAuthGrantRecord? {
         try await rows(
             """
-            SELECT user_id, tenant_id, client_id, client_name, resource, scope, created_at, updated_at FROM oauth_grants
+            SELECT user_id, tenant_id, client_id, client_name, resource, scope, created_at, updated_at, last_used_at FROM oauth_grants
             WHERE user_id = \(userID) AND tenant_id = \(tenantID) AND client_id = \(clientID) AND resource = \(resource)
             """
         ).first.map(Self.oauthGrant)
@@ -61,13 +61,13 @@ extension PostgresStateSurface: OAuthRepository {
         if let userID {
             return try await rows(
                 """
-                SELECT user_id, tenant_id, client_id, client_name, resource, scope, created_at, updated_at FROM oauth_grants
+                SELECT user_id, tenant_id, client_id, client_name, resource, scope, created_at, updated_at, last_used_at FROM oauth_grants
                 WHERE user_id = \(userID) ORDER BY updated_at DESC
                 """
             ).map(Self.oauthGrant)
         }
         return try await rows(
-            "SELECT user_id, tenant_id, client_id, client_name, resource, scope, created_at, updated_at FROM oauth_grants ORDER BY updated_at DESC"
+            "SELECT user_id, tenant_id, client_id, client_name, resource, scope, created_at, updated_at, last_used_at FROM oauth_grants ORDER BY updated_at DESC"
         ).map(Self.oauthGrant)
     }
 
@@ -130,6 +130,14 @@ extension PostgresStateSurface: OAuthRepository {
             try await Self.revokeOAuthAccessTokens(tokens, now: now, connection, logger: logger)
             return revoked
         }
+    }
+
+    public func touchOAuthGrant(userID: String, tenantID: String, clientID: String, resource: String, now: Double) async throws {
+        _ = try await rows(
+            """
+            UPDATE oauth_grants SET last_used_at = \(now)
+            WHERE user_id = \(userID) AND tenant_id = \(tenantID) AND client_id = \(clientID) AND resource = \(resource) RETURNING user_id
+            """)
     }
 
     public func recordOAuthAccessToken(tokenID: String, familyID: String, sessionID: String, expiresAt: Double) async throws {
@@ -214,9 +222,10 @@ extension PostgresStateSurface: OAuthRepository {
     }
 
     static func oauthGrant(_ row: PostgresRow) throws -> OAuthGrantRecord {
-        let (userID, tenantID, clientID, clientName, resource, scope, createdAt, updatedAt) = try row.decode(
-            (String, String, String, String, String, String, Double, Double).self)
+        let (userID, tenantID, clientID, clientName, resource, scope, createdAt, updatedAt, lastUsedAt) = try row.decode(
+            (String, String, String, String, String, String, Double, Double, Double?).self)
         return OAuthGrantRecord(
-            userID: userID, tenantID: tenantID, clientID: clientID, clientName: clientName, resource: resource, scope: scope, createdAt: createdAt, updatedAt: updatedAt)
+            userID: userID, tenantID: tenantID, clientID: clientID, clientName: clientName, resource: resource, scope: scope, createdAt: createdAt, updatedAt: updatedAt,
+            lastUsedAt: lastUsedAt)
     }
 }

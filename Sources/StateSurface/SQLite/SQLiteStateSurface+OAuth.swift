@@ -56,6 +56,14 @@ extension SQLiteStateSurface: OAuthRepository {
         }
     }
 
+    public func touchOAuthGrant(userID: String, tenantID: String, clientID: String, resource: String, now: Double) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE oauth_grants SET last_used_at = ? WHERE user_id = ? AND tenant_id = ? AND client_id = ? AND resource = ?",
+                arguments: [now, userID, tenantID, clientID, resource])
+        }
+    }
+
     public func oauthGrant(userID: String, tenantID: String, clientID: String, resource: String) async throws -> OAuthGrantRecord? {
         try await pool.read { db in
             try Row.fetchOne(
@@ -210,7 +218,7 @@ extension SQLiteStateSurface: OAuthRepository {
 
     static let oauthCodeColumns =
         "code_hash, client_id, redirect_uri, code_challenge, resource, scope, user_id, tenant_id, session_id, claims, created_at, expires_at, used_at, family_id, access_token_id"
-    static let oauthGrantColumns = "user_id, tenant_id, client_id, client_name, resource, scope, created_at, updated_at"
+    static let oauthGrantColumns = "user_id, tenant_id, client_id, client_name, resource, scope, created_at, updated_at, last_used_at"
 
     static func oauthCode(_ row: Row) -> OAuthCodeRecord {
         OAuthCodeRecord(
@@ -223,6 +231,6 @@ extension SQLiteStateSurface: OAuthRepository {
     static func oauthGrant(_ row: Row) -> OAuthGrantRecord {
         OAuthGrantRecord(
             userID: row["user_id"], tenantID: row["tenant_id"], clientID: row["client_id"], clientName: row["client_name"], resource: row["resource"],
-            scope: row["scope"], createdAt: row["created_at"], updatedAt: row["updated_at"])
+            scope: row["scope"], createdAt: row["created_at"], updatedAt: row["updated_at"], lastUsedAt: row["last_used_at"])
     }
 }
