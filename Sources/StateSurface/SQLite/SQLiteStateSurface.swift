@@ -65,7 +65,9 @@ public final class SQLiteStateSurface: SessionRepository, ExecutionRepository {
 
     /// The names of the schema steps applied to this file, in order.
     public func appliedMigrations() async throws -> [String] {
-        try await pool.read { db in try Self.migrator.appliedIdentifiers(db).sorted() }
+        // In the schema's order (by name, v10 would come before v2).
+        let applied = try await pool.read { db in try Self.migrator.appliedIdentifiers(db) }
+        return SchemaMigration.all.map(\.name).filter(applied.contains)
     }
 
     /// Runs `PRAGMA integrity_check`; "ok" when the file is sound.

@@ -135,7 +135,7 @@ struct ClientMetadataDocumentTests {
             let started = ContinuousClock.now
             let answer = try await AuthorizationServerTests.authorize(fixture, jar, AuthorizationServerTests.authorizeParameters(client: clientID))
             #expect(answer.status == 400 && answer.headers["Location"].isEmpty && answer.headers["X-Portcullis-Error"].first == code, "\(clientID): \(answer.raw)")
-            #expect(ContinuousClock.now - started < .seconds(4), "\(clientID) answered within the fetch's bound")
+            #expect(ContinuousClock.now - started < .seconds(TimeBounds.seconds(4)), "\(clientID) answered within the fetch's bound")
         }
         try await fixture.stop()
         try await documents.stop()
