@@ -91,10 +91,17 @@ http {
 CONF
   nginx -p "$WORK/$1" -c "$WORK/$1/nginx.conf" -g 'daemon off;' & PIDS+=($!)
 }
+# An MCP server's tools/list answer (id 1, eight tools) for the list rows, served by the upstream nginx at /tools.
+TOOLS_LIST='{"jsonrpc":"2.0","id":1,"result":{"tools":['
+for tool in search_issues search_code add get_issue list_pulls create_pull delete_branch delete_repository; do
+  TOOLS_LIST+="{\"name\":\"$tool\",\"description\":\"The $tool tool of the bench server.\",\"inputSchema\":{\"type\":\"object\",\"properties\":{\"q\":{\"type\":\"string\"}}}},"
+done
+TOOLS_LIST="${TOOLS_LIST%,}]}}"
 # A trusted identity provider's keys (trust.issuers): an ES256 key of its own, its JWKS served by the upstream nginx.
 "$BIN" keys generate --alg ES256 --dir "$WORK/idp" >/dev/null
 "$BIN" jwks --keys "$WORK/idp" > "$WORK/idp/jwks.json"
 nginx_conf upstream $UPSTREAM "location = /idp/jwks.json { default_type application/json; alias $WORK/idp/jwks.json; }
+    location = /tools { default_type application/json; return 200 '$TOOLS_LIST'; }
     location / { default_type application/json; return 200 '{\"ok\":true,\"service\":\"bench upstream\"}'; }"
 UPSTREAM_PID=${PIDS[-1]}
 nginx_conf proxy $NGINX_PROXY 'location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; }'
@@ -114,7 +121,10 @@ source "$ROOT/scripts/lib/gateway.sh"
 # provider's token that holds them: its row beside the provider's token on the route without one.
 # A third, auth: browser, for the session cookie's row beside the Bearer token's on the same kind of route.
 # A fourth, an MCP server (mcp: true), its token from the gateway's authorization server (issue 55).
-start_serve "$WORK/gateway" "$GATEWAY" "  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\", {prefix: /api/policy, upstream: \"http://127.0.0.1:$UPSTREAM\", require: {scopes: [bench:read], any_of: [{claim: groups, contains: bench}], tenants: [default]}}, {prefix: /api/browser, upstream: \"http://127.0.0.1:$UPSTREAM\", auth: browser}, {prefix: /mcp/bench, upstream: \"http://127.0.0.1:$UPSTREAM\", mcp: true}]
+# Then MCP servers with rules per tool (issue 56): /mcp/rules beside /mcp/bench for tools/call, and
+# /mcp/list (no rules) beside /mcp/rules-list (rules) for a tools/list answer of eight tools.
+TOOL_RULES="{tools: [{name: 'search_*'}, {name: add}, {name: 'delete_*', require: {any_of: [{claim: groups, contains: admins}]}}]}"
+start_serve "$WORK/gateway" "$GATEWAY" "  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\", {prefix: /api/policy, upstream: \"http://127.0.0.1:$UPSTREAM\", require: {scopes: [bench:read], any_of: [{claim: groups, contains: bench}], tenants: [default]}}, {prefix: /api/browser, upstream: \"http://127.0.0.1:$UPSTREAM\", auth: browser}, {prefix: /mcp/bench, upstream: \"http://127.0.0.1:$UPSTREAM\", mcp: true}, {prefix: /mcp/rules, upstream: \"http://127.0.0.1:$UPSTREAM\", mcp: $TOOL_RULES}, {prefix: /mcp/list, upstream: \"http://127.0.0.1:$UPSTREAM/tools\", mcp: true}, {prefix: /mcp/rules-list, upstream: \"http://127.0.0.1:$UPSTREAM/tools\", mcp: $TOOL_RULES}]
   trusted_proxies: [127.0.0.1]" "authorization_server:
   access_token_lifetime_seconds: 3600
   clients: [{client_id: bench-cli, name: Bench, redirect_uris: ['http://127.0.0.1/cb']}]
@@ -167,13 +177,15 @@ COOKIE=$(curl -s -o /dev/null -D - -X POST "127.0.0.1:$GATEWAY/.portcullis/sign_
 # once, then authorizations that skip it (authorize, then the token endpoint), the gateway's CPU for
 # AUTHORIZATIONS of them measured (one authorization's cost), the last one's token kept for the rows.
 AUTHORIZATIONS=${AUTHORIZATIONS:-100}
-read -r MCP_TOKEN AUTHORIZATION_US < <(python3 - "$GATEWAY" "$COOKIE" "$GATEWAY_PID" "$AUTHORIZATIONS" <<'PY'
+read -r MCP_TOKEN AUTHORIZATION_US MCP_RULES_TOKEN MCP_LIST_TOKEN MCP_RULES_LIST_TOKEN < <(python3 - "$GATEWAY" "$COOKIE" "$GATEWAY_PID" "$AUTHORIZATIONS" <<'PY'
 import base64, hashlib, http.client, json, os, sys, urllib.parse
 port, cookie, pid, count = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
 verifier = "bench-verifier-0123456789-abcdefghijklmnopqrstuvwxyz"
 challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
-query = urllib.parse.urlencode({"response_type": "code", "client_id": "bench-cli", "redirect_uri": "http://127.0.0.1/cb", "code_challenge": challenge,
-                                "code_challenge_method": "S256", "resource": f"http://127.0.0.1:{port}/mcp/bench"})
+def query_for(path):
+    return urllib.parse.urlencode({"response_type": "code", "client_id": "bench-cli", "redirect_uri": "http://127.0.0.1/cb", "code_challenge": challenge,
+                                   "code_challenge_method": "S256", "resource": f"http://127.0.0.1:{port}{path}"})
+query = query_for("/mcp/bench")
 connection = http.client.HTTPConnection("127.0.0.1", port)
 def ask(method, path, body=None, headers={}):
     connection.request(method, path, body=body, headers=headers)
@@ -199,7 +211,15 @@ def authorize():
 authorize()
 before = ticks()
 for _ in range(count): token = authorize()
-print(token, f"{(ticks() - before) / os.sysconf('SC_CLK_TCK') * 1e6 / count:.0f}")
+measured = f"{(ticks() - before) / os.sysconf('SC_CLK_TCK') * 1e6 / count:.0f}"
+others = []
+for path in ["/mcp/rules", "/mcp/list", "/mcp/rules-list"]:
+    query = query_for(path)
+    _, _, page = ask("GET", "/api/auth/oauth/authorize?" + query, headers={"Cookie": cookie})
+    nonce = page.decode().split('name="consent_nonce" value="', 1)[1].split('"', 1)[0]
+    ask("POST", "/api/auth/oauth/consent", query + "&consent_nonce=" + nonce + "&decision=allow", {"Cookie": cookie, "Sec-Fetch-Site": "same-origin", **form})
+    others.append(authorize())
+print(token, measured, *others)
 PY
 )
 # The provider's token for the same kind of request (its keys are fetched at start; wait for them).
@@ -271,8 +291,25 @@ wrk.headers["Accept"] = "application/json, text/event-stream"
 wrk.headers["MCP-Protocol-Version"] = "2025-11-25"
 wrk.headers["Mcp-Session-Id"] = "bench-session"
 LUA
-EXPECT=200 check -X POST -H "Authorization: Bearer $MCP_TOKEN" -H 'Content-Type: application/json' -d '{}' "127.0.0.1:$GATEWAY/mcp/bench"
-EXPECT=401 check -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d '{}' "127.0.0.1:$GATEWAY/mcp/bench"
+cat > "$WORK/list.lua" <<'LUA'
+wrk.method = "POST"
+wrk.body = '{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Accept"] = "application/json, text/event-stream"
+wrk.headers["MCP-Protocol-Version"] = "2025-11-25"
+wrk.headers["Mcp-Session-Id"] = "bench-session"
+LUA
+CALL='{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add","arguments":{"a":1,"b":2}}}'
+EXPECT=200 check -X POST -H "Authorization: Bearer $MCP_TOKEN" -H 'Content-Type: application/json' -d "$CALL" "127.0.0.1:$GATEWAY/mcp/bench"
+EXPECT=401 check -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d "$CALL" "127.0.0.1:$GATEWAY/mcp/bench"
+EXPECT=200 check -X POST -H "Authorization: Bearer $MCP_RULES_TOKEN" -H 'Content-Type: application/json' -d "$CALL" "127.0.0.1:$GATEWAY/mcp/rules"
+# The filtered list keeps three of the eight tools (search_issues, search_code, add); the unfiltered all eight.
+LISTED=$(curl -s -X POST -H "Authorization: Bearer $MCP_RULES_LIST_TOKEN" -H 'Content-Type: application/json' -d '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' "127.0.0.1:$GATEWAY/mcp/rules-list" |
+  python3 -c 'import json,sys; print(",".join(t["name"] for t in json.load(sys.stdin)["result"]["tools"]))')
+[ "$LISTED" = "search_issues,search_code,add" ] || { echo "bench-proxy.sh: the filtered tools/list answered $LISTED" >&2; exit 1; }
+UNFILTERED=$(curl -s -X POST -H "Authorization: Bearer $MCP_LIST_TOKEN" -H 'Content-Type: application/json' -d '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' "127.0.0.1:$GATEWAY/mcp/list" |
+  python3 -c 'import json,sys; print(len(json.load(sys.stdin)["result"]["tools"]))')
+[ "$UNFILTERED" = 8 ] || { echo "bench-proxy.sh: the unfiltered tools/list answered $UNFILTERED tools" >&2; exit 1; }
 EXPECT=200 check -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
   -d "{\"session_id\":\"$SESSION\",\"intent_type\":\"echo\",\"payload\":{\"n\":1}}" "127.0.0.1:$GATEWAY/api/intent"
 
@@ -334,6 +371,9 @@ for round in $(seq "$ROUNDS"); do
   AUTH_TOKEN=$MCP_TOKEN run "Portcullis MCP tools/call (JSON)" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/mcp/bench" -s "$WORK/mcp.lua"
   run "Portcullis Bearer route, the same POST" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/" -s "$WORK/mcp.lua"
   NO_BEARER=1 run "the MCP server directly (the upstream), the same POST" "$UPSTREAM_PID" "http://127.0.0.1:$UPSTREAM/" -s "$WORK/mcp.lua"
+  AUTH_TOKEN=$MCP_RULES_TOKEN run "Portcullis MCP tools/call decided by a tool rule" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/mcp/rules" -s "$WORK/mcp.lua"
+  AUTH_TOKEN=$MCP_LIST_TOKEN run "Portcullis MCP tools/list, no rules (8 tools)" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/mcp/list" -s "$WORK/list.lua"
+  AUTH_TOKEN=$MCP_RULES_LIST_TOKEN run "Portcullis MCP tools/list filtered by tool rules (8 to 3)" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/mcp/rules-list" -s "$WORK/list.lua"
   run "nginx proxy, access_log buffer=64k" "$NGINX_LOGGED_PID" "http://127.0.0.1:$NGINX_LOGGED/"
   AUTH_TOKEN=$TOKEN_INFO run "Portcullis gateway.routes, access log at info" "$GATEWAY_INFO_PID" "http://127.0.0.1:$GATEWAY_INFO/api/bench/"
 done
@@ -420,5 +460,10 @@ if same in names and compare:
 mcp, bearer = "Portcullis MCP tools/call (JSON)", "Portcullis Bearer route, the same POST"
 if any(r[0] == mcp for r in rows) and any(r[0] == bearer for r in rows):
     print(f"\nMCP tools/call: CPU per request {same_round(mcp, bearer, 4):.2f}x the Bearer route's for the same POST (same-round median)")
+ruled, listed, filtered = "Portcullis MCP tools/call decided by a tool rule", "Portcullis MCP tools/list, no rules (8 tools)", "Portcullis MCP tools/list filtered by tool rules (8 to 3)"
+if ruled in names and mcp in names:
+    print(f"MCP tools/call decided by a tool rule: CPU per request {same_round(ruled, mcp, 4):.3f}x, req/s {same_round(ruled, mcp, 2):.3f}x the MCP route without rules (same-round medians)")
+if filtered in names and listed in names:
+    print(f"MCP tools/list filtered: CPU per request {same_round(filtered, listed, 4):.3f}x, req/s {same_round(filtered, listed, 2):.3f}x the unfiltered list (same-round medians)")
 PY
 echo "One authorization (authorize, consent skipped, then the token endpoint): $AUTHORIZATION_US us of gateway CPU (mean of $AUTHORIZATIONS)"

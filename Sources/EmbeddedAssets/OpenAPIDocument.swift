@@ -937,6 +937,58 @@ package enum OpenAPIDocument {
             "429": {$ref: "#/components/responses/RateLimited"}
             "431": {$ref: "#/components/responses/HeadersTooLarge"}
             "503": {$ref: "#/components/responses/Unavailable"}
+      /.portcullis/agents:
+        get:
+          tags: [browser]
+          operationId: browserAgents
+          summary: The signed-in person's page of the agents (OAuth clients) that hold access for them at MCP servers.
+          description: |
+            An HTML page: each consent with its client, MCP server, scopes, when granted and last used,
+            and a Revoke button. A browser that is not signed in is sent to sign in first (303).
+          parameters:
+            - {name: done, in: query, required: false, description: "what the page says was done (revoked, gone); any other value says nothing", schema: {type: string}}
+          responses:
+            "200":
+              description: The page.
+              content:
+                text/html: {schema: {type: string}}
+            "303":
+              description: Not signed in; to `/.portcullis/sign_in` and back.
+              headers:
+                Location: {schema: {type: string}}
+            "429": {$ref: "#/components/responses/RateLimited"}
+            "431": {$ref: "#/components/responses/HeadersTooLarge"}
+            "503": {$ref: "#/components/responses/Unavailable"}
+      /.portcullis/agents/revoke:
+        post:
+          tags: [browser]
+          operationId: browserAgentRevoke
+          summary: Withdraws one consent (its tokens revoked, its MCP streams ended on every instance); from the gateway's own page only.
+          description: |
+            403 `csrf_refused` unless `Origin` is the public origin (or absent or `null` with
+            `Sec-Fetch-Site: same-origin`) and `nonce` is the page's (bound to the session cookie).
+          requestBody:
+            required: true
+            content:
+              application/x-www-form-urlencoded:
+                schema:
+                  type: object
+                  required: [client_id, resource, nonce]
+                  properties:
+                    client_id: {type: string}
+                    resource: {type: string}
+                    nonce: {type: string}
+          responses:
+            "303":
+              description: Back to the page, which says what was done.
+              headers:
+                Location: {schema: {type: string}}
+            "400": {$ref: "#/components/responses/OAuthPage"}
+            "401": {$ref: "#/components/responses/OAuthPage"}
+            "403": {$ref: "#/components/responses/OAuthPage"}
+            "413": {$ref: "#/components/responses/PayloadTooLarge"}
+            "429": {$ref: "#/components/responses/RateLimited"}
+            "503": {$ref: "#/components/responses/Unavailable"}
       /.portcullis/userinfo:
         get:
           tags: [browser]

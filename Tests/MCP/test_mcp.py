@@ -14,7 +14,7 @@ answers by sending the person back to consent to the new scope. Last, the person
 (/.portcullis/agents) in Chromium: the grants listed, one revoked with its button while the agent
 holds an SSE stream over HTTP/2, which ends within a second; the agent's next call is refused.
 
-Environment: GATEWAY (http://127.0.0.1:PORT), CHROMIUM, CALLBACK_PORT, CLIENT_METADATA_URL.
+Environment: GATEWAY (http://127.0.0.1:PORT), CHROMIUM, CALLBACK_PORT, CLIENT_METADATA_URL, SSO (the test provider's URL).
 """
 import asyncio
 import json
@@ -208,7 +208,63 @@ async def guarded(page, client_metadata_url):
                 check(not result.is_error, "the step-up tool is called once the person granted its scope")
                 check(len(person.scopes) == 2 and "tools:slow" in person.scopes[1].split(), f"the 403 insufficient_scope sent the person back to consent to tools:slow ({person.scopes})")
                 check(sum("tools:slow" in page for page in person.pages) == 1, "the second consent page names the new scope")
+    # The same filtering over HTTP/2, raw: the answer's length rewritten in its HEADERS.
+    async with httpx2.AsyncClient(timeout=30, http1=False, http2=True) as http:
+        headers = {"Authorization": "Bearer " + storage.tokens.access_token, "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
+        opened = await http.post(GATEWAY + "/mcp/guarded", headers=headers, json={
+            "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}})
+        headers["Mcp-Session-Id"] = opened.headers.get("mcp-session-id", "")
+        listed = await http.post(GATEWAY + "/mcp/guarded", headers=headers | {"Mcp-Method": "tools/list"}, json={"jsonrpc": "2.0", "id": "h2", "method": "tools/list"})
+        text = listed.text
+        names = []
+        for line in text.splitlines():
+            if line.startswith("data:"):
+                names = [tool["name"] for tool in json.loads(line[5:]).get("result", {}).get("tools", [])] or names
+        if not names and text.startswith("{"):
+            names = [tool["name"] for tool in json.loads(text)["result"]["tools"]]
+        check(listed.http_version == "HTTP/2" and sorted(names) == ["add", "slow"], f"over HTTP/2 the list is filtered too ({listed.http_version}, {names})")
     return storage
+
+
+async def backchannel(storage):
+    """The provider's back-channel logout ends the person's session: the agent's stream ends, its token is refused."""
+    print("--- the provider's back-channel logout")
+    access = storage.tokens.access_token
+    ended = {}
+
+    async def hold():
+        async with httpx2.AsyncClient(timeout=30) as http:
+            headers = {"Authorization": "Bearer " + access, "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
+            opened = await http.post(GATEWAY + "/mcp/guarded", headers=headers, json={
+                "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}})
+            headers["Mcp-Session-Id"] = opened.headers.get("mcp-session-id", "")
+            body = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "slow", "arguments": {"steps": 20, "delay": 0.5}, "_meta": {"progressToken": 2}}}
+            async with http.stream("POST", GATEWAY + "/mcp/guarded", json=body, headers=headers) as answer:
+                ended["text"] = ""
+                try:
+                    async for chunk in answer.aiter_text():
+                        ended["text"] += chunk
+                except Exception as error:
+                    ended["error"] = repr(error)
+                ended["at"] = time.monotonic()
+
+    task = asyncio.create_task(hold())
+    for _ in range(100):
+        if "progress" in ended.get("text", ""):
+            break
+        await asyncio.sleep(0.05)
+    check("progress" in ended.get("text", ""), "the agent holds an SSE stream (a slow tool's progress)")
+    sent_at = time.monotonic()
+    with urllib.request.urlopen(urllib.request.Request(os.environ["SSO"] + "/test/backchannel-logout", data=b"", method="POST"), timeout=10) as answer:
+        status = json.loads(answer.read()).get("gateway_status")
+    check(status == 200, f"the provider's logout token was taken ({status})")
+    await asyncio.wait_for(task, 10)
+    seconds = ended["at"] - sent_at
+    between = ended["text"].endswith("\n\n") or ended["text"].endswith("\r\n\r\n")
+    check(seconds < 1.0 and "error" not in ended and between, f"the stream ended {seconds:.2f} s after the back-channel logout, between two events")
+    status, headers, _ = raw("POST", "/mcp/guarded", token=access, body=b'{"jsonrpc":"2.0","id":1,"method":"ping"}',
+                             headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+    check(status == 401, f"the agent's next call is refused ({status})")
 
 
 async def agents_page(page, storage_tools):
@@ -287,8 +343,9 @@ async def main():
         # First with a Client ID Metadata Document (the 2025-11-25 default), then by registration.
         tools_storage = await flow(page, client_metadata_url=os.environ["CLIENT_METADATA_URL"], expected_client="described by localhost")
         await flow(page, client_metadata_url=None, expected_client="registered itself: unverified")
-        await guarded(page, os.environ["CLIENT_METADATA_URL"])
+        guarded_storage = await guarded(page, os.environ["CLIENT_METADATA_URL"])
         await agents_page(page, tools_storage)
+        await backchannel(guarded_storage)
         await browser.close()
     if FAILURES:
         print(f"{len(FAILURES)} failed")
