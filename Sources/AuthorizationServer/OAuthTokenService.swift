@@ -196,8 +196,12 @@ public struct OAuthTokenService: Sendable {
         for name in OAuthPerson.carriedClaims { if let value = stored[name] { claims[name] = value } }
         let issuer = AccessTokenIssuer(keys: keys, issuer: self.issuer, audience: family.resource, lifetime: settings.accessTokenLifetime, clock: clock)
         try await store.touchOAuthGrant(userID: family.userID, tenantID: family.tenantID, clientID: family.clientID, resource: family.resource, now: clock.now())
-        try await store.recordOAuthAccessToken(
-            tokenID: tokenID, familyID: family.familyID, sessionID: family.sessionID, expiresAt: clock.now() + settings.accessTokenLifetime + 60)
+        guard
+            try await store.recordOAuthAccessToken(
+                tokenID: tokenID, familyID: family.familyID, sessionID: family.sessionID, expiresAt: clock.now() + settings.accessTokenLifetime + 60, now: clock.now())
+        else {
+            throw OAuthError.invalidGrant("the person's session or this grant ended while the token was being issued; authorize again")
+        }
         let issued = try issuer.issue(subject: family.userID, tenantID: family.tenantID, clientID: family.clientID, scope: family.scope, additionalClaims: claims, tokenID: tokenID)
         return OAuthTokenResponse(
             accessToken: issued.token, expiresIn: Int(settings.accessTokenLifetime), refreshToken: refreshToken, scope: family.scope, resource: family.resource)

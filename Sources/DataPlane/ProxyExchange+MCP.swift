@@ -1,4 +1,5 @@
 import EdgeHTTP
+import Foundation
 import JOSE
 import MCPPolicy
 import NIOCore
@@ -10,13 +11,45 @@ import SecurityGuard
 /// read whole (up to `mcp.max_body_bytes`), checked against `Mcp-Method` and `Mcp-Name`, and
 /// decided message by message; a GET stream or a DELETE is the route's policy's alone.
 extension ProxyExchange {
-    /// Holds an admitted MCP POST until its body is read, then decides; any other method goes on.
+    /// The methods an MCP route takes: the transport's (POST a message, GET a stream, DELETE a
+    /// session), and HEAD and OPTIONS, which carry no call. Another is 405, whatever `methods` says.
+    static let mcpMethods: [HTTPMethod] = [.POST, .GET, .DELETE, .HEAD, .OPTIONS]
+
+    /// Holds an admitted MCP POST until its body is read, then decides; a GET, DELETE, HEAD or
+    /// OPTIONS (no call in it) goes on. The request is registered at once with its caller's account
+    /// and token, so that access ending while its body is still coming refuses it.
     func admitMCP(_ policy: MCPCallPolicy, caller: AuthenticatedCaller, sessionID: String?) {
         guard !finished else { return }
         userID = caller.userID  // its line names the caller, whatever is decided
+        let call = MCPCallFields(clientID: caller.clientID, tenantID: caller.tenantID, decision: "allowed")
+        guard Self.mcpMethods.contains(head.method), !webSocket else {
+            mcpCall = call.deciding("method_not_allowed")
+            return fail(
+                GatewayError(
+                    .methodNotAllowed, "method_not_allowed",
+                    "an MCP server takes POST (a message), GET (a stream) and DELETE (its session)\(webSocket ? ", never a WebSocket" : "")"))
+        }
+        // Only a POST carries a call; a method a proxy or framework reads from a field would be another.
+        if head.headers.contains(name: "x-http-method-override") || head.headers.contains(name: "x-method-override") || head.headers.contains(name: "x-http-method") {
+            mcpCall = call.deciding("mcp_invalid_request")
+            return fail(.invalidRequest("an MCP request may not carry X-HTTP-Method-Override (or X-Method-Override, X-HTTP-Method): send the method itself"))
+        }
+        guard head.method == .POST || (fields.contentLength.map { $0 == "0" } ?? !fields.hasTransferEncoding) else {
+            mcpCall = call.deciding("mcp_invalid_request")
+            return fail(.invalidRequest("only a POST to an MCP server carries a body; send this \(head.method.rawValue) without one"), closeClient: true)
+        }
+        registerMCPExchange(caller)
         guard head.method == .POST else {
-            mcpCall = MCPCallFields(clientID: caller.clientID, tenantID: caller.tenantID, decision: "allowed")
+            mcpCall = call
+            // A stream may carry a list's answer again (a resumed request): filtered like the POST's own.
+            if head.method == .GET, policy.filtersAnyList {
+                listFilter = Self.listFilter(policy, caller: caller, hasSession: fields.sessionID != nil, id: nil, method: nil)
+            }
             return proceed(caller, sessionID: sessionID)
+        }
+        if let length = fields.contentLength.flatMap(Int.init), length > policy.maximumBodyBytes {
+            mcpCall = call.deciding("mcp_body_too_large")
+            return fail(Self.mcpBodyTooLarge(policy.maximumBodyBytes), closeClient: true)
         }
         mcpAwaiting = (caller, sessionID)
         if requestEnded { return decideMCPBody() }
@@ -31,12 +64,19 @@ extension ProxyExchange {
         guard let (caller, sessionID) = mcpAwaiting, let policy = route.mcpPolicy, !finished else { return }
         mcpAwaiting = nil
         var call = MCPCallFields(clientID: caller.clientID, tenantID: caller.tenantID, decision: "allowed")
-        if let encoding = head.headers.first(name: "content-encoding"), encoding.lowercased() != "identity" {
-            call.decision = "mcp_body_encoded"
-            mcpCall = call
+        if head.headers["content-encoding"].contains(where: { !$0.split(separator: ",").allSatisfy { $0.trimmingCharacters(in: .whitespaces).lowercased() == "identity" } }) {
+            mcpCall = call.deciding("mcp_body_encoded")
             return fail(
                 GatewayError(
                     .unsupportedMediaType, "mcp_body_encoded", "the gateway decides on an MCP request by its body, and cannot read one with a content-encoding; send it uncompressed"))
+        }
+        // The body is read as UTF-8 JSON here; a server told another charset (UTF-7, UTF-16) would read another message.
+        guard Self.isJSONContentType(head.headers["content-type"]) else {
+            mcpCall = call.deciding("mcp_content_type")
+            return fail(
+                GatewayError(
+                    .unsupportedMediaType, "mcp_content_type",
+                    "an MCP message is sent as Content-Type: application/json (charset utf-8 or none), once; the gateway reads no other"))
         }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(bodyBytes)
@@ -53,10 +93,12 @@ extension ProxyExchange {
                 status: .badRequest, JSONWriter.bytes(JSONRPCErrorAnswer.error(id: error.id, rpcCode: error.rpcCode, message: error.message, code: error.code)))
         }
         if case .single(let message) = body {
-            call.method = message.method
-            call.name = message.name.map { message.method?.hasPrefix("resources/") == true ? MCPCallFields.loggedName($0) : $0 }
+            call.method = message.method.map { String($0.prefix(128)) }
+            call.name = message.name.map { message.method?.hasPrefix("resources/") == true || message.completes == "ref/resource" ? MCPCallFields.loggedName($0) : String($0.prefix(256)) }
+            let labels = policy.labels(message)
+            (call.methodLabel, call.nameLabel) = (labels.method, labels.name)
         } else {
-            call.method = "batch"
+            (call.method, call.methodLabel) = ("batch", "batch")
         }
         let (decision, decisions) = policy.decide(
             body, claims: caller.claims, tenantID: caller.tenantID, issuer: caller.external?.issuer, hasSession: fields.sessionID != nil,
@@ -65,10 +107,7 @@ extension ProxyExchange {
         switch decision {
         case .allowed:
             if case .single(let message) = body, message.kind == .request, let method = message.method, let id = message.id, policy.filtersList(method) {
-                let (claims, tenantID, issuer, hasSession) = (caller.claims, caller.tenantID, caller.external?.issuer, fields.sessionID != nil)
-                listFilter = MCPListFilter(method: method, id: id) { name in
-                    policy.lists(name: name, method: method, claims: claims, tenantID: tenantID, issuer: issuer, hasSession: hasSession)
-                }
+                listFilter = Self.listFilter(policy, caller: caller, hasSession: fields.sessionID != nil, id: id, method: method)
             }
             startedTraceparent = MCPTrace.startedTraceparent(for: head.headers)
             call.traceID = MCPTrace.traceID(startedTraceparent ?? head.headers.first(name: "traceparent"))
@@ -109,6 +148,24 @@ extension ProxyExchange {
         finish(closeClient: closeClient || Self.wantsClose(head))
     }
 
+    /// The filter of a list request's answer (`id` and `method`), or of every list answer on a stream.
+    static func listFilter(_ policy: MCPCallPolicy, caller: AuthenticatedCaller, hasSession: Bool, id: JSONValue?, method: String?) -> MCPListFilter {
+        let (claims, tenantID, issuer) = (caller.claims, caller.tenantID, caller.external?.issuer)
+        let keeps: @Sendable (String, String) -> Bool = { method, name in
+            policy.lists(name: name, method: method, claims: claims, tenantID: tenantID, issuer: issuer, hasSession: hasSession)
+        }
+        if let id, let method { return MCPListFilter(method: method, id: id, keeps: keeps) }
+        return MCPListFilter(streamOf: ["tools/list", "prompts/list", "resources/list", "resources/templates/list"].filter(policy.filtersList), keeps: keeps)
+    }
+
+    /// `application/json`, with no parameter but `charset=utf-8`, in one field.
+    static func isJSONContentType(_ values: [String]) -> Bool {
+        guard values.count == 1 else { return false }
+        let parts = values[0].split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        guard parts.first == "application/json" else { return false }
+        return parts.dropFirst().allSatisfy { $0 == "charset=utf-8" || $0 == "charset=\"utf-8\"" }
+    }
+
     static func mcpBodyTooLarge(_ limit: Int) -> GatewayError {
         GatewayError(
             .contentTooLarge, "mcp_body_too_large",
@@ -125,7 +182,9 @@ extension ProxyExchange {
     func holdOrFilterAnswer(_ response: UpstreamResponseHead) {
         guard let filter = listFilter else { return }
         listFilter = nil
-        guard response.status == 200 else { return upstreamRead(.head(response)) }  // an error lists nothing
+        guard (200..<300).contains(response.status), response.status != 202, response.status != 204 else {
+            return upstreamRead(.head(response))  // an error, or nothing, lists nothing
+        }
         var contentType = ""
         var encoded = false
         for field in response.fields {
@@ -144,7 +203,7 @@ extension ProxyExchange {
             eventFilter = MCPEventStreamFilter(filter: filter)
             return upstreamRead(.head(response))
         }
-        deadline = nil
+        // Held until its end, within the upstream's time (the deadline stays: an answer that never ends is 504).
         status = response.status
         heldAnswer = (response, [])
         listFilter = filter
@@ -168,8 +227,11 @@ extension ProxyExchange {
             eventFilter = filter
             if !out.isEmpty { passFiltered(out) }
         } catch {
-            plane.logger.warning("MCP list event too large to filter; stream ended", metadata: ["upstream": "\(route.name)", "request_id": "\(requestID)"])
-            finish(closeClient: true)
+            // Never passed unfiltered: the stream ends here (at an event boundary: nothing of this event went).
+            plane.logger.warning(
+                "MCP list event not filterable; stream ended", metadata: ["upstream": "\(route.name)", "request_id": "\(requestID)", "why": "\(error)"])
+            mcpCall?.ended = "list_unfilterable"
+            endMCPStreamCleanly()
         }
     }
 
@@ -192,7 +254,9 @@ extension ProxyExchange {
             do {
                 out = try events.feed(bytes)
             } catch {
-                return fail(GatewayError(.badGateway, "mcp_answer_too_large", "the MCP server's list answer is larger than the gateway filters (8 MiB)"), upstreamStatus: 502)
+                return fail(
+                    GatewayError(.badGateway, "mcp_answer_unfilterable", "the MCP server's list answer is not JSON the gateway can filter, or over 8 MiB; its operator must fix it"),
+                    upstreamStatus: 502)
             }
             out += events.finish()
         } else {

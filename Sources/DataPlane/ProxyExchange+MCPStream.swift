@@ -28,6 +28,7 @@ extension ProxyExchange {
     /// The caller's access ended while this request was under way.
     func endMCPExchange(reason: String) {
         guard !finished, mcpEndPending == nil else { return }
+        mcpCall?.ended = "access_ended: " + reason
         guard responseStarted else {
             return fail(GatewayError(.unauthorized, "access_ended", "access to this MCP server ended (\(reason)) before it answered; authorize again"))
         }

@@ -271,8 +271,6 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         if webSocket {
             (tunnelCaller, tunnelSessionID) = (caller, sessionID)
             registerTunnel()
-        } else if route.mcp != nil, let caller {
-            registerMCPExchange(caller)
         }
         let assertion: String
         do {
@@ -740,6 +738,13 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         deadline = nil
         endTunnel()
         endMCPEvents()
+        // An MCP request is one line whatever ends it: the client that left (a stream closed, a call cancelled) too.
+        if var call = mcpCall {
+            call.ended = "client_gone"
+            plane.accessLog.record(
+                requestID: requestID, method: head.method.rawValue, route: route.template, path: path, status: status == 0 ? 499 : status,
+                nanoseconds: (ContinuousClock.now - started).nanoseconds, protocol: head.version.major == 2 ? "HTTP/2" : "HTTP/1.1", userID: userID, mcp: call)
+        }
         if let upstream {
             upstream.handler.delegate = nil
             upstream.channel.close(promise: nil)
@@ -847,7 +852,9 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         plane.accessLog.record(
             requestID: requestID, method: head.method.rawValue, route: route.template, path: path, status: status, nanoseconds: nanoseconds,
             protocol: head.version.major == 2 ? "HTTP/2" : head.version.minor == 0 ? "HTTP/1.0" : "HTTP/1.1", userID: userID, mcp: mcpCall)
-        if let mcpCall { plane.metrics.mcpCall(route: route.template, method: mcpCall.method ?? head.method.rawValue, name: mcpCall.name, decision: mcpCall.decision) }
+        if let mcpCall {
+            plane.metrics.mcpCall(route: route.template, method: mcpCall.methodLabel ?? head.method.rawValue, name: mcpCall.nameLabel, decision: mcpCall.decision)
+        }
         handler.exchangeFinished(requestEnded: requestEnded, closeConnection: closeClient)
     }
 

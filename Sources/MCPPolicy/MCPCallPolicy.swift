@@ -37,7 +37,12 @@ public struct MCPCallPolicy: Sendable, Equatable {
     public static let standardMethods: Set<String> = [
         "initialize", "ping", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "completion/complete",
         "logging/setLevel", "subscriptions/listen", "tasks/get", "tasks/list", "tasks/result", "tasks/cancel",
+        "notifications/initialized", "notifications/cancelled", "notifications/progress", "notifications/roots/list_changed",
+        "notifications/elicitation/complete", "notifications/tasks/status",
     ]
+
+    /// The methods decided by their kind's rules, by name.
+    public static let namedMethods: Set<String> = ["tools/call", "prompts/get", "resources/read", "resources/subscribe", "resources/unsubscribe"]
 
     /// The scopes the rules ask for beyond the route's: offered at consent and in `scopes_supported`.
     public var ruleScopes: [String] {
@@ -48,14 +53,37 @@ public struct MCPCallPolicy: Sendable, Equatable {
         return scopes
     }
 
-    /// Whether a list answer (`tools/list`, `prompts/list`, `resources/list`) is filtered: its kind has rules.
+    /// Whether a list answer (`tools/list`, `prompts/list`, `resources/list`, `resources/templates/list`) is filtered: its kind has rules.
     public func filtersList(_ method: String) -> Bool {
         switch method {
         case "tools/list": tools != nil
         case "prompts/list": prompts != nil
-        case "resources/list": resources != nil
+        case "resources/list", "resources/templates/list": resources != nil
         default: false
         }
+    }
+
+    /// Whether any list is filtered on this route (its SSE streams are then read for list answers too).
+    public var filtersAnyList: Bool { tools != nil || prompts != nil || resources != nil }
+
+    /// The metric labels of a message: its method when it is one the gateway knows (else the
+    /// `methods` pattern that allowed it, else `_other`); the rule pattern that matched its name
+    /// when its kind has rules (else `_unlisted`), or the name itself, at most 64 bytes, when it has none.
+    /// A client chooses methods and names: the labels are bounded by the configuration.
+    public func labels(_ message: MCPMessage) -> (method: String, name: String?) {
+        guard let method = message.method else { return ("response", nil) }
+        let methodLabel: String
+        if Self.standardMethods.contains(method) || Self.namedMethods.contains(method) {
+            methodLabel = method
+        } else {
+            methodLabel = methods.first(where: { $0.matches(method) })?.text ?? "_other"
+        }
+        guard let name = message.name else { return (methodLabel, nil) }
+        let kind = message.completes == "ref/prompt" ? "prompts/get" : message.completes == "ref/resource" ? "resources/read" : method
+        if let (rules, _) = rules(for: kind), let rules {
+            return (methodLabel, rules.first(where: { $0.pattern.matches(name) })?.pattern.text ?? "_unlisted")
+        }
+        return (methodLabel, name.utf8.count <= 64 ? name : "_long")
     }
 
     /// The rules deciding the names a method acts on, with the word for what they name.
@@ -63,7 +91,7 @@ public struct MCPCallPolicy: Sendable, Equatable {
         switch method {
         case "tools/call", "tools/list": (tools, "tool")
         case "prompts/get", "prompts/list": (prompts, "prompt")
-        case "resources/read", "resources/subscribe", "resources/unsubscribe", "resources/list": (resources, "resource")
+        case "resources/read", "resources/subscribe", "resources/unsubscribe", "resources/list", "resources/templates/list": (resources, "resource")
         default: nil
         }
     }
@@ -75,10 +103,12 @@ public struct MCPCallPolicy: Sendable, Equatable {
     ///   - routeScopes: the route's own scopes, named again in a step-up challenge.
     public func decide(_ message: MCPMessage, claims: JSONObject, tenantID: String, issuer: String?, hasSession: Bool, routeScopes: [String]) -> MCPDecision {
         guard let method = message.method else { return .allowed }  // the client's answer to the server
-        if let name = message.name, let (rules, kind) = rules(for: method) {
+        // A completion is decided as the prompt or resource it completes the arguments of.
+        let decidedAs = message.completes == "ref/prompt" ? "prompts/get" : message.completes == "ref/resource" ? "resources/read" : method
+        if let name = message.name, let (rules, kind) = rules(for: decidedAs) {
             return decide(name: name, kind: kind, rules: rules, claims: claims, tenantID: tenantID, issuer: issuer, hasSession: hasSession, routeScopes: routeScopes)
         }
-        if Self.standardMethods.contains(method) || method.hasPrefix("notifications/") || methods.contains(where: { $0.matches(method) }) {
+        if Self.standardMethods.contains(method) || methods.contains(where: { $0.matches(method) }) {
             return .allowed
         }
         return .refused(
@@ -123,8 +153,14 @@ extension MCPCallPolicy {
     public func decide(_ body: MCPBody, claims: JSONObject, tenantID: String, issuer: String?, hasSession: Bool, routeScopes: [String]) -> (
         body: MCPDecision, messages: [MCPDecision]
     ) {
-        let decisions = body.messages.map {
-            decide($0, claims: claims, tenantID: tenantID, issuer: issuer, hasSession: hasSession, routeScopes: routeScopes)
+        let batched: Bool
+        if case .batch = body { batched = true } else { batched = false }
+        let decisions = body.messages.map { message -> MCPDecision in
+            // A filtered list is answered on its own request only: in a batch its answer would be one of many.
+            if batched, let method = message.method, filtersList(method) {
+                return .refused(.init(code: "mcp_batch_refused", message: "send \(method) on its own, not in a batch: its answer is filtered"))
+            }
+            return decide(message, claims: claims, tenantID: tenantID, issuer: issuer, hasSession: hasSession, routeScopes: routeScopes)
         }
         var needed: [String] = []
         var refusal: MCPDecision?

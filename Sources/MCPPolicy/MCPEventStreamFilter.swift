@@ -1,29 +1,36 @@
 /// `MCPListFilter` over an SSE answer (`text/event-stream`): events pass whole, as they complete,
-/// and the one carrying the list's response is filtered.
+/// and those carrying a filtered list's response are filtered.
 ///
 /// An event is held until its blank line comes (never forwarded in part), up to
-/// `MCPListFilter.maximumBytes`; once the response went by, the rest of the stream passes as it comes.
+/// `MCPListFilter.maximumBytes`. With the filter of one request's answer, the rest of the stream
+/// passes as it comes once that response went by; a stream's filter reads every event. An event
+/// whose data is not JSON ends the stream: it is never passed unread.
 public struct MCPEventStreamFilter: Sendable {
     public let filter: MCPListFilter
     private var pending: [UInt8] = []
+    /// Where the scan of `pending` stopped, and where its current line and event began.
+    private var scanned = 0
+    private var lineStart = 0
+    private var eventStart = 0
     /// The response was filtered: nothing more is held.
     private var passing = false
 
-    /// An event larger than the gateway holds to filter: the stream is ended, never passed unfiltered.
-    public struct TooLarge: Error, Sendable {}
+    /// Why the stream must end: an event larger than the gateway holds, or one it cannot read.
+    public enum Failure: Error, Sendable {
+        case tooLarge
+        case unreadable
+    }
 
     public init(filter: MCPListFilter) {
         self.filter = filter
     }
 
     /// The complete events among what came so far (and `bytes`), filtered, as bytes to send on.
-    public mutating func feed(_ bytes: some Sequence<UInt8>) throws(TooLarge) -> [UInt8] {
+    public mutating func feed(_ bytes: some Sequence<UInt8>) throws(Failure) -> [UInt8] {
         if passing { return Array(bytes) }
         pending.append(contentsOf: bytes)
         var out: [UInt8] = []
-        var eventStart = 0
-        var lineStart = 0
-        var index = 0
+        var index = scanned
         while index < pending.count {
             let byte = pending[index]
             guard byte == 0x0A || byte == 0x0D else {
@@ -39,28 +46,33 @@ public struct MCPEventStreamFilter: Sendable {
             index += terminator
             lineStart = index
             if blank {
-                out.append(contentsOf: event(pending[eventStart..<index]))
+                out.append(contentsOf: try event(pending[eventStart..<index]))
                 eventStart = index
                 if passing {
                     out.append(contentsOf: pending[index...])
                     pending = []
+                    (scanned, lineStart, eventStart) = (0, 0, 0)
                     return out
                 }
             }
         }
+        // What was passed on goes; the scan goes on from where it stopped.
         pending.removeFirst(eventStart)
-        guard pending.count <= MCPListFilter.maximumBytes else { throw TooLarge() }
+        scanned = index - eventStart
+        lineStart -= eventStart
+        eventStart = 0
+        guard pending.count <= MCPListFilter.maximumBytes else { throw .tooLarge }
         return out
     }
 
     /// What is held when the stream ends (an event without its blank line, which no client acts on), as it came.
     public mutating func finish() -> [UInt8] {
-        defer { pending = [] }
+        defer { (pending, scanned, lineStart, eventStart) = ([], 0, 0, 0) }
         return pending
     }
 
-    /// One whole event (its blank line included), filtered when it carries the list's response.
-    private mutating func event(_ bytes: ArraySlice<UInt8>) -> [UInt8] {
+    /// One whole event (its blank line included), filtered when it carries a filtered list's response.
+    private mutating func event(_ bytes: ArraySlice<UInt8>) throws(Failure) -> [UInt8] {
         var lines: [ArraySlice<UInt8>] = []
         var start = bytes.startIndex
         var index = bytes.startIndex
@@ -82,8 +94,16 @@ public struct MCPEventStreamFilter: Sendable {
             document.append(contentsOf: value)
             dataLines += 1
         }
-        guard dataLines > 0, let filtered = try? filter.filtered(document) else { return Array(bytes) }
-        passing = true
+        // No data, or empty data (a priming event carrying only its id): nothing to filter.
+        guard dataLines > 0, document.contains(where: { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }) else { return Array(bytes) }
+        let filtered: [UInt8]?
+        do {
+            filtered = try filter.filtered(document)
+        } catch {
+            throw .unreadable
+        }
+        guard let filtered else { return Array(bytes) }
+        if filter.id != nil { passing = true }
         guard filtered != document else { return Array(bytes) }
         var out: [UInt8] = []
         var wroteData = false

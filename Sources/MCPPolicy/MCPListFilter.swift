@@ -1,52 +1,65 @@
 import JOSE
 
-/// Filters the answer to a `tools/list`, `prompts/list` or `resources/list` to the entries the
-/// caller may use, so an agent is never offered what it would be refused.
+/// Filters the answers to `tools/list`, `prompts/list`, `resources/list` and
+/// `resources/templates/list` to the entries the caller may use, so an agent is never offered
+/// what it would be refused.
 ///
-/// The answer is the server's JSON-RPC response (a JSON body, or one event of an SSE stream);
-/// entries are cut out of its bytes and nothing else changes. Only the response to the request's
-/// own `id` is filtered; every other message passes as it came.
+/// An answer is the server's JSON-RPC response (a JSON body, or one event of an SSE stream);
+/// entries are cut out of its bytes and nothing else changes. With an `id`, only the response to
+/// that request is filtered (a POST's own answer); without one, every response carrying a filtered
+/// list is (a GET stream, where a resumed request's answer may come again).
 public struct MCPListFilter: Sendable {
-    /// The list method asked (`tools/list`).
-    public let method: String
-    /// The request's id: the response carrying it is the one filtered.
-    public let id: JSONValue
-    /// Whether an entry's name (or URI) stays.
-    let keeps: @Sendable (String) -> Bool
+    /// The request's id: the response carrying it is the one filtered; `nil`: any response.
+    public let id: JSONValue?
+    /// The lists filtered: the method, the member of `result` listing the entries, and the member naming each.
+    let lists: [(method: String, member: String, name: String)]
+    /// Whether an entry of a list method's answer stays, by its name (or URI).
+    let keeps: @Sendable (_ method: String, _ name: String) -> Bool
     /// The most bytes of one answer (or one SSE event) the gateway holds to filter.
     public static let maximumBytes = 8 << 20
 
-    public init(method: String, id: JSONValue, keeps: @escaping @Sendable (String) -> Bool) {
-        self.method = method
+    /// A filter of the answer to one list request.
+    public init(method: String, id: JSONValue, keeps: @escaping @Sendable (_ method: String, _ name: String) -> Bool) {
         self.id = id
+        self.lists = Self.lists(for: [method])
         self.keeps = keeps
     }
 
-    /// The member of `result` listing the entries, and the entry member naming each.
-    private var listMember: (list: String, name: String) {
-        switch method {
-        case "prompts/list": ("prompts", "name")
-        case "resources/list": ("resources", "uri")
-        default: ("tools", "name")
+    /// A filter of every response on a stream carrying one of `methods`' lists.
+    public init(streamOf methods: [String], keeps: @escaping @Sendable (_ method: String, _ name: String) -> Bool) {
+        self.id = nil
+        self.lists = Self.lists(for: methods)
+        self.keeps = keeps
+    }
+
+    static func lists(for methods: [String]) -> [(method: String, member: String, name: String)] {
+        methods.compactMap { method in
+            switch method {
+            case "tools/list": (method, "tools", "name")
+            case "prompts/list": (method, "prompts", "name")
+            case "resources/list": (method, "resources", "uri")
+            case "resources/templates/list": (method, "resourceTemplates", "uriTemplate")
+            default: nil
+            }
         }
     }
 
-    /// `document` with the entries the caller may not use cut out; `nil` when it is not the
-    /// response to this request (it then passes as it came). Throws when it is not JSON.
+    /// `document` with the entries the caller may not use cut out; `nil` when it is not a response
+    /// this filter is for, or carries no list (it then passes as it came). Throws when it is not JSON.
     public func filtered(_ document: [UInt8]) throws(JSONReadError) -> [UInt8]? {
-        guard case .object(let object) = try StrictJSONReader(maxDepth: MCPBody.maximumDepth).parse(document), object["id"] == id,
-            case .object? = object["result"]
+        guard case .object(let object) = try StrictJSONReader(maxDepth: MCPBody.maximumDepth).parse(document), case .object(let result)? = object["result"]
         else { return nil }
+        if let id { guard object["id"] == id else { return nil } } else { guard object["id"] != nil else { return nil } }
+        guard let list = lists.first(where: { result[$0.member] != nil }) else { return nil }
         let spans = JSONSpans(bytes: document)
-        let (list, nameMember) = listMember
-        guard let result = spans.member("result", in: 0..<document.count), let entries = spans.member(list, in: result),
+        guard let resultSpan = spans.member("result", in: 0..<document.count), let entries = spans.member(list.member, in: resultSpan),
             let elements = spans.elements(of: entries)
         else { return nil }
         var kept: [Range<Int>] = []
         for element in elements {
             let entry = try? StrictJSONReader(maxDepth: MCPBody.maximumDepth).parse(Array(document[element]))
             // An entry without a name is no one's to call: it goes.
-            guard case .object(let fields)? = entry, case .string(let name)? = fields[nameMember], keeps(name) else { continue }
+            guard case .object(let fields)? = entry, case .string(let name)? = fields[list.name], keeps(list.method, name) else { continue }
             kept.append(element)
         }
         guard kept.count != elements.count else { return document }

@@ -1,3 +1,4 @@
+import Foundation
 import JOSE
 
 /// One JSON-RPC message of an MCP request body, as far as the gateway decides on it.
@@ -17,14 +18,40 @@ public struct MCPMessage: Sendable, Equatable {
     /// The method (`nil` for a response).
     public let method: String?
     /// What the method acts on: `params.name` for `tools/call` and `prompts/get`, `params.uri` for
-    /// `resources/read`, `resources/subscribe` and `resources/unsubscribe`; `nil` for other methods.
+    /// `resources/read`, `resources/subscribe` and `resources/unsubscribe`, `params.ref`'s name or
+    /// URI for `completion/complete`; `nil` for other methods.
     public let name: String?
+    /// For `completion/complete`: whether its `ref` names a prompt (`ref/prompt`) or a resource (`ref/resource`).
+    public let completes: String?
 
-    public init(kind: Kind, id: JSONValue?, method: String?, name: String?) {
+    public init(kind: Kind, id: JSONValue?, method: String?, name: String?, completes: String? = nil) {
         self.kind = kind
         self.id = id
         self.method = method
         self.name = name
+        self.completes = completes
+    }
+
+    /// Whether a resource URI is in the form a server would not rewrite: a lower-case scheme, no
+    /// userinfo, no backslash, no dot segment (`.` or `..`, percent-encoded or not), no control
+    /// character. Another form is refused rather than matched byte for byte against rules that
+    /// the server's own URL parsing would then not agree with (`file:///docs/../etc/passwd`).
+    public static func isNormalURI(_ uri: String) -> Bool {
+        let bytes = Array(uri.utf8)
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon > 0 else { return false }
+        guard bytes[0..<colon].allSatisfy({ (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2B || $0 == 0x2D || $0 == 0x2E }),
+            (0x61...0x7A).contains(bytes[0])
+        else { return false }
+        guard !bytes.contains(where: { $0 < 0x20 || $0 == 0x7F || $0 == UInt8(ascii: "\\") }) else { return false }
+        let rest = bytes[(colon + 1)...]
+        if rest.starts(with: Array("//".utf8)) {
+            let authority = rest.dropFirst(2).prefix { $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") }
+            if authority.contains(UInt8(ascii: "@")) { return false }
+        }
+        // Dot segments, with `%2e` read as a dot (any case).
+        let lowered = String(decoding: rest.prefix { $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") }, as: UTF8.self).lowercased().replacingOccurrences(of: "%2e", with: ".")
+        for segment in lowered.split(separator: "/", omittingEmptySubsequences: false) where segment == "." || segment == ".." { return false }
+        return true
     }
 
     /// The methods that act on one named thing, and the member of `params` that names it.
@@ -103,12 +130,27 @@ public enum MCPBody: Sendable, Equatable {
         }
         guard case .string(let method) = methodValue, !method.isEmpty else { throw MCPBodyError(.invalidRequest, "\(place) has a method that is not a string") }
         var name: String?
+        var completes: String?
         if let member = MCPMessage.nameMember(of: method) {
             guard case .object(let params)? = object["params"], case .string(let named)? = params[member] else {
                 throw MCPBodyError(.invalidRequest, "\(place) calls \(MCPRequestHeaders.printable(method)) without params.\(member) (a string)", id: id)
             }
             name = named
+        } else if method == "completion/complete" {
+            // Completions of a prompt's or a resource's arguments are decided as that prompt or resource.
+            guard case .object(let params)? = object["params"], case .object(let ref)? = params["ref"], case .string(let type)? = ref["type"],
+                let member = type == "ref/prompt" ? "name" : type == "ref/resource" ? "uri" : nil, case .string(let named)? = ref[member]
+            else {
+                throw MCPBodyError(.invalidRequest, "\(place) asks for completions without params.ref (ref/prompt with a name, or ref/resource with a uri)", id: id)
+            }
+            (name, completes) = (named, type)
         }
-        return MCPMessage(kind: id == nil ? .notification : .request, id: id, method: method, name: name)
+        if let name, MCPMessage.nameMember(of: method) == "uri" || completes == "ref/resource", !MCPMessage.isNormalURI(name) {
+            throw MCPBodyError(
+                .invalidRequest,
+                "\(place) names a resource URI not in its normal form (a lower-case scheme, no userinfo, backslash or dot segment); send the URI as the server lists it",
+                id: id)
+        }
+        return MCPMessage(kind: id == nil ? .notification : .request, id: id, method: method, name: name, completes: completes)
     }
 }

@@ -62,7 +62,7 @@ public struct MCPRequestHeaders: Sendable, Equatable {
             guard let bodyMethod = message.method else {
                 return MCPBodyError(.headerMismatch, "Mcp-Method is sent with a response, which has no method", id: id)
             }
-            guard method == bodyMethod else {
+            guard method.utf8.elementsEqual(bodyMethod.utf8) else {
                 return MCPBodyError(.headerMismatch, "the Mcp-Method header does not match the body's method \(Self.printable(bodyMethod))", id: id)
             }
             if message.name != nil, names.isEmpty {
@@ -76,7 +76,7 @@ public struct MCPRequestHeaders: Sendable, Equatable {
             guard let bodyName = message.name else {
                 return MCPBodyError(.headerMismatch, "Mcp-Name is sent, and the body's method names nothing", id: id)
             }
-            guard name == bodyName else {
+            guard name.utf8.elementsEqual(bodyName.utf8) else {
                 return MCPBodyError(.headerMismatch, "the Mcp-Name header does not match the name in the body", id: id)
             }
         }

@@ -22,31 +22,20 @@ public struct NamePattern: Sendable, Equatable, CustomStringConvertible {
     /// Whether the pattern has no star: it names one thing.
     public var isExact: Bool { parts.count == 1 }
 
-    /// Whether `name` is one the pattern names.
-    public func matches(_ name: some StringProtocol) -> Bool {
-        let bytes = Array(name.utf8)
-        if isExact { return bytes == parts[0] }
+    /// Whether `name` is one the pattern names (over its bytes in place: no copy per call decided).
+    public func matches(_ name: String) -> Bool {
+        let bytes = name.utf8
+        if isExact { return bytes.elementsEqual(parts[0]) }
         let first = parts[0]
         let last = parts[parts.count - 1]
-        guard bytes.count >= first.count + last.count, bytes.starts(with: first), bytes.suffix(last.count).elementsEqual(last) else { return false }
+        guard bytes.count >= first.count + last.count, bytes.starts(with: first), bytes.reversed().starts(with: last.reversed()) else { return false }
         // The middle runs, each found leftmost after the one before, between the fixed ends.
-        var position = first.count
-        let end = bytes.count - last.count
+        var rest = bytes.dropFirst(first.count).dropLast(last.count)
         for part in parts.dropFirst().dropLast() where !part.isEmpty {
-            guard let found = Self.find(part, in: bytes, from: position, before: end) else { return false }
-            position = found + part.count
+            guard let found = rest.firstRange(of: part) else { return false }
+            rest = rest[found.upperBound...]
         }
         return true
-    }
-
-    private static func find(_ needle: [UInt8], in haystack: [UInt8], from start: Int, before end: Int) -> Int? {
-        guard end - start >= needle.count else { return nil }
-        var index = start
-        while index + needle.count <= end {
-            if haystack[index..<(index + needle.count)].elementsEqual(needle) { return index }
-            index += 1
-        }
-        return nil
     }
 
     /// Whether every name `later` matches is matched by this pattern too (so a rule for `later`

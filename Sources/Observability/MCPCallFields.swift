@@ -13,6 +13,11 @@ public struct MCPCallFields: Sendable, Equatable {
     public var decision: String
     /// The W3C trace id the MCP server got (the client's, or one started here).
     public var traceID: String?
+    /// Why the gateway ended the request under way (`access_ended: session ended`, `client_gone`), if it did.
+    public var ended: String?
+    /// The metrics' labels, bounded by the configuration (`MCPCallPolicy.labels`): never a client's free text.
+    public var methodLabel: String?
+    public var nameLabel: String?
 
     public init(method: String? = nil, name: String? = nil, clientID: String? = nil, tenantID: String? = nil, decision: String, traceID: String? = nil) {
         self.method = method
@@ -23,10 +28,24 @@ public struct MCPCallFields: Sendable, Equatable {
         self.traceID = traceID
     }
 
-    /// A resource URI as logged: without its query and fragment, where credentials would ride.
+    /// The same fields with another decision.
+    public func deciding(_ decision: String) -> MCPCallFields {
+        var fields = self
+        fields.decision = decision
+        return fields
+    }
+
+    /// A resource URI as logged: without userinfo, query and fragment, where credentials would ride; at most 256 characters.
     public static func loggedName(_ name: String) -> String {
-        guard let cut = name.firstIndex(where: { $0 == "?" || $0 == "#" }) else { return name }
-        return String(name[..<cut])
+        var kept = name
+        if let cut = kept.firstIndex(where: { $0 == "?" || $0 == "#" }) { kept = String(kept[..<cut]) }
+        if let scheme = kept.range(of: "://") {
+            let authorityEnd = kept[scheme.upperBound...].firstIndex(of: "/") ?? kept.endIndex
+            if let at = kept[scheme.upperBound..<authorityEnd].lastIndex(of: "@") {
+                kept.removeSubrange(scheme.upperBound...at)
+            }
+        }
+        return String(kept.prefix(256))
     }
 
     /// The fields by name, as the log line writes them.
@@ -34,6 +53,7 @@ public struct MCPCallFields: Sendable, Equatable {
         var pairs: [(String, String)] = []
         if let clientID { pairs.append(("client_id", clientID)) }
         pairs.append(("mcp_decision", decision))
+        if let ended { pairs.append(("mcp_ended", ended)) }
         if let method { pairs.append(("mcp_method", method)) }
         if let name { pairs.append(("mcp_name", name)) }
         if let tenantID { pairs.append(("tenant_id", tenantID)) }

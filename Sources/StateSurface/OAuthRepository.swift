@@ -160,7 +160,9 @@ public protocol OAuthRepository: Sendable {
     /// Records an access token issued for a family, so that the family's end (`revokeRefreshFamily`,
     /// `deleteOAuthGrant`, `deleteOAuthClient`) or its session's (`revokeSession`, `revokeSessions`)
     /// revokes it too: a `revoked_tokens` row and a `tokenRevoked` access change, every instance refusing it at once.
-    func recordOAuthAccessToken(tokenID: String, familyID: String, sessionID: String, expiresAt: Double) async throws
+    /// Recorded only while the session is live and the family has a live refresh token, in one step
+    /// with those checks; `false` (nothing recorded, the token must not be issued) otherwise.
+    func recordOAuthAccessToken(tokenID: String, familyID: String, sessionID: String, expiresAt: Double, now: Double) async throws -> Bool
     func oauthFamily(id: String) async throws -> OAuthFamilyRecord?
     /// Revokes every refresh token of a family, and its live access tokens; returns how many refresh tokens were live.
     @discardableResult

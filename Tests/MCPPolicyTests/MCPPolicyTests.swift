@@ -156,12 +156,12 @@ struct MCPPolicyTests {
 
     @Test("a list answer keeps only the entries the caller may use, cut from the server's own bytes; another id's response and other messages pass as they came")
     func listFiltering() throws {
-        let filter = MCPListFilter(method: "tools/list", id: 4) { Self.policy.lists(name: $0, method: "tools/list", claims: Self.staff, tenantID: "default", issuer: nil, hasSession: false) }
+        let filter = MCPListFilter(method: "tools/list", id: 4) { Self.policy.lists(name: $1, method: $0, claims: Self.staff, tenantID: "default", issuer: nil, hasSession: false) }
         let answer = #"{"jsonrpc":"2.0","id":4,"result":{"tools":[{"name":"search_issues","inputSchema":{"type":"object","properties":{"n":{"type":"number","maximum":1.50}}}},{"name":"delete_repository","inputSchema":{}} , {"name":"drop_tables"},{"nameless":true}],"nextCursor":"c"}}"#
         let filtered = try #require(try filter.filtered(Array(answer.utf8)))
         #expect(String(decoding: filtered, as: UTF8.self) == #"{"jsonrpc":"2.0","id":4,"result":{"tools":[{"name":"search_issues","inputSchema":{"type":"object","properties":{"n":{"type":"number","maximum":1.50}}}}],"nextCursor":"c"}}"#)
         // An admin keeps delete_repository (its missing scope is a step-up, not a refusal).
-        let admin = MCPListFilter(method: "tools/list", id: 4) { Self.policy.lists(name: $0, method: "tools/list", claims: Self.admins, tenantID: "default", issuer: nil, hasSession: false) }
+        let admin = MCPListFilter(method: "tools/list", id: 4) { Self.policy.lists(name: $1, method: $0, claims: Self.admins, tenantID: "default", issuer: nil, hasSession: false) }
         let kept = String(decoding: try #require(try admin.filtered(Array(answer.utf8))), as: UTF8.self)
         #expect(kept.contains("delete_repository") && !kept.contains("drop_tables"))
         #expect(try filter.filtered(Array(#"{"jsonrpc":"2.0","id":5,"result":{"tools":[{"name":"drop_tables"}]}}"#.utf8)) == nil)
@@ -173,7 +173,7 @@ struct MCPPolicyTests {
 
     @Test("an SSE answer passes event by event, never in part; the event with the list's response is filtered (its data lines rewritten), the others pass byte for byte, in whatever pieces they come")
     func eventStreamFiltering() throws {
-        let filter = MCPListFilter(method: "tools/list", id: "L") { Self.policy.lists(name: $0, method: "tools/list", claims: Self.staff, tenantID: "default", issuer: nil, hasSession: false) }
+        let filter = MCPListFilter(method: "tools/list", id: "L") { Self.policy.lists(name: $1, method: $0, claims: Self.staff, tenantID: "default", issuer: nil, hasSession: false) }
         let progress = "event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"tools\":[{\"name\":\"drop_tables\"}]}}\r\n\r\n"
         let response = "id: 7\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"L\",\ndata: \"result\":{\"tools\":[{\"name\":\"drop_tables\"},{\"name\":\"search_a\"}]}}\n\n"
         let stream = Array((": keepalive\n\n" + progress + response + "data: after\n\n").utf8)
@@ -197,4 +197,61 @@ struct MCPPolicyTests {
             #expect(text.hasSuffix("data: after\n\n"))
         }
     }
+
+    @Test("a resource URI is decided only in its normal form: a dot segment (plain or %2e), userinfo, a backslash, an upper-case scheme or a control character is refused, never matched byte for byte")
+    func resourceURIs() throws {
+        for uri in ["file:///docs/a.md", "https://example.com/x?y=1", "db://main/table", "file:///docs/.hidden", "file:///a..b"] {
+            #expect(MCPMessage.isNormalURI(uri), "\(uri)")
+        }
+        for uri in ["file:///docs/../etc/passwd", "file:///docs/%2e%2e/etc", "file:///docs/%2E./x", "file:///docs/./x", "file:///docs/..", "FILE:///docs/a",
+                    "https://user:tok@example.com/x", "file:///docs\\..\\x", "file:///docs/a\u{0}", "docs/a", ":x"] {
+            #expect(!MCPMessage.isNormalURI(uri), "\(uri)")
+            let error = #expect(throws: MCPBodyError.self) {
+                _ = try Self.body(#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"# + String(decoding: JSONWriter.bytes(.string(uri)), as: UTF8.self) + "}}")
+            }
+            #expect(error?.kind == .invalidRequest, "\(uri)")
+        }
+    }
+
+    @Test("completion/complete is decided as the prompt or resource it completes; only the standard notifications pass unless methods lists more; a filtered list in a batch is refused; metric labels are the configuration's words, never a client's free text")
+    func completionsNotificationsAndLabels() throws {
+        let prompts = MCPCallPolicy(prompts: [MCPRule(pattern: NamePattern("greet")!)])
+        let completion = { (ref: String) in #"{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"ref":\#(ref),"argument":{"name":"a","value":"b"}}}"# }
+        #expect(try decide(completion(#"{"type":"ref/prompt","name":"greet"}"#), policy: prompts) == .allowed)
+        #expect(try decide(completion(#"{"type":"ref/prompt","name":"secret_prompt"}"#), policy: prompts) != .allowed)
+        #expect(throws: MCPBodyError.self) { _ = try Self.body(#"{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{}}"#) }
+        #expect(try decide(#"{"jsonrpc":"2.0","method":"notifications/progress","params":{}}"#) == .allowed)
+        #expect(try decide(#"{"jsonrpc":"2.0","method":"notifications/x-acme/reindex"}"#) != .allowed)
+        let batch = "[" + #"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"# + "," + #"{"jsonrpc":"2.0","id":2,"method":"ping"}"# + "]"
+        #expect(try decide(batch).label == "mcp_batch_refused")
+        #expect(try decide(batch, policy: MCPCallPolicy()) == .allowed, "without rules the list is not filtered, and may be batched")
+        let call = try Self.body(#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_issues"}}"#).messages[0]
+        #expect(Self.policy.labels(call) == ("tools/call", "search_*"))
+        let unlisted = try Self.body(#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"random-\#(String(repeating: "x", count: 300))"}}"#).messages[0]
+        #expect(Self.policy.labels(unlisted) == ("tools/call", "_unlisted"))
+        #expect(MCPCallPolicy().labels(unlisted).name == "_long")
+        let junk = try Self.body(#"{"jsonrpc":"2.0","id":1,"method":"made/up/\#(String(repeating: "y", count: 300))"}"#).messages[0]
+        #expect(Self.policy.labels(junk) == ("_other", nil))
+    }
+
+    @Test("a stream's filter reads every event for a filtered list's response (a resumed request's answer included), passes empty priming events, and ends the stream at an event whose data is not JSON rather than pass it unread; templates are filtered by uriTemplate")
+    func streamFilters() throws {
+        let policy = MCPCallPolicy(tools: [MCPRule(pattern: NamePattern("search_*")!)], resources: [MCPRule(pattern: NamePattern("file:///docs/*")!)])
+        let keeps: @Sendable (String, String) -> Bool = { policy.lists(name: $1, method: $0, claims: Self.staff, tenantID: "default", issuer: nil, hasSession: false) }
+        var stream = MCPEventStreamFilter(filter: MCPListFilter(streamOf: ["tools/list", "resources/templates/list"], keeps: keeps))
+        let priming = "id: 1\ndata:\n\n"
+        let first = "data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"tools\":[{\"name\":\"search_a\"},{\"name\":\"drop\"}]}}\n\n"
+        let second = "data: {\"jsonrpc\":\"2.0\",\"id\":8,\"result\":{\"resourceTemplates\":[{\"uriTemplate\":\"file:///docs/*\"},{\"uriTemplate\":\"file:///etc/{f}\"}]}}\n\n"
+        let out = String(decoding: try stream.feed(Array((priming + first + second).utf8)), as: UTF8.self)
+        #expect(out.hasPrefix(priming) && out.contains("search_a") && !out.contains("drop") && out.contains("file:///docs/*") && !out.contains("/etc/"), "\(out)")
+        #expect(throws: MCPEventStreamFilter.Failure.self) { _ = try stream.feed(Array("data: not json\n\n".utf8)) }
+        // A huge event trickled in byte by byte is scanned once (no rescan from its start each time).
+        var trickled = MCPEventStreamFilter(filter: MCPListFilter(streamOf: ["tools/list"], keeps: keeps))
+        let big = "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"data\":\"" + String(repeating: "z", count: 200_000) + "\"}}\n\n"
+        var passed = 0
+        let clock = ContinuousClock()
+        let took = try clock.measure { for byte in big.utf8 { passed += try trickled.feed([byte]).count } }
+        #expect(passed == big.utf8.count && took < .seconds(5), "\(took)")
+    }
 }
+

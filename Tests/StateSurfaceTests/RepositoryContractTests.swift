@@ -410,6 +410,8 @@ struct RepositoryContractTests {
         let state = try await TestStore(kind).open()
         let session = try anonymous()
         try await state.insertSession(session, maximumLiveForOwner: nil)
+        let other = try anonymous()
+        try await state.insertSession(other, maximumLiveForOwner: nil)
         let start = try await state.latestAccessChangeVersion()
         func family(_ id: String, client: String, sessionID: String) async throws {
             try await state.insertOAuthFamily(
@@ -417,14 +419,22 @@ struct RepositoryContractTests {
                     familyID: id, clientID: client, resource: "https://a.example/mcp", scope: "tools", userID: "usr_1", tenantID: "acme", sessionID: sessionID, claims: "{}",
                     createdAt: now))
         }
-        try await family("fam-1", client: "c1", sessionID: "ses_other")
-        try await family("fam-2", client: "c2", sessionID: "ses_other")
-        try await family("fam-3", client: "c3", sessionID: "ses_other")
-        try await family("fam-4", client: "c4", sessionID: session.id)
-        for (token, family) in [("at-1", "fam-1"), ("at-2", "fam-2"), ("at-3", "fam-3"), ("at-4", "fam-4")] {
-            try await state.recordOAuthAccessToken(tokenID: token, familyID: family, sessionID: family == "fam-4" ? session.id : "ses_other", expiresAt: now + 600)
+        for (index, id) in ["fam-1", "fam-2", "fam-3", "fam-4", "fam-5"].enumerated() {
+            let sessionID = id == "fam-4" ? session.id : other.id
+            try await family(id, client: "c\(index + 1)", sessionID: sessionID)
+            try await state.insertRefreshToken(
+                RefreshTokenRecord(id: "rt-\(id)", tokenHash: "h-\(id)", familyID: id, sessionID: sessionID, userID: "usr_1", tenantID: "acme", createdAt: now, expiresAt: now + 600))
         }
-        try await state.recordOAuthAccessToken(tokenID: "at-old", familyID: "fam-1", sessionID: "ses_other", expiresAt: now - 1)
+        for (token, family) in [("at-1", "fam-1"), ("at-2", "fam-2"), ("at-3", "fam-3"), ("at-4", "fam-4")] {
+            let recorded = try await state.recordOAuthAccessToken(
+                tokenID: token, familyID: family, sessionID: family == "fam-4" ? session.id : other.id, expiresAt: now + 600, now: now)
+            #expect(recorded, "\(token)")
+        }
+        #expect(try await state.recordOAuthAccessToken(tokenID: "at-old", familyID: "fam-1", sessionID: other.id, expiresAt: now - 1, now: now))
+        // Nothing is recorded (and no token may be issued) for a session that ended or a family without a live refresh token.
+        _ = try await state.revokeRefreshFamily("fam-5", now: now)
+        #expect(try await state.recordOAuthAccessToken(tokenID: "at-5", familyID: "fam-5", sessionID: other.id, expiresAt: now + 600, now: now) == false)
+        #expect(try await state.recordOAuthAccessToken(tokenID: "at-6", familyID: "fam-1", sessionID: "ses_unknown", expiresAt: now + 600, now: now) == false)
         try await state.upsertOAuthGrant(
             OAuthGrantRecord(userID: "usr_1", tenantID: "acme", clientID: "c2", clientName: "C2", resource: "https://a.example/mcp", scope: "tools", createdAt: now, updatedAt: now))
 

@@ -140,9 +140,19 @@ extension PostgresStateSurface: OAuthRepository {
             """)
     }
 
-    public func recordOAuthAccessToken(tokenID: String, familyID: String, sessionID: String, expiresAt: Double) async throws {
-        _ = try await rows(
-            "INSERT INTO oauth_access_tokens (token_id, family_id, session_id, expires_at) VALUES (\(tokenID), \(familyID), \(sessionID), \(expiresAt))")
+    public func recordOAuthAccessToken(tokenID: String, familyID: String, sessionID: String, expiresAt: Double, now: Double) async throws -> Bool {
+        // The session's and a refresh token's rows are locked (FOR SHARE) until this commits: an end
+        // committing meanwhile waits, and its delete of the family's or session's tokens then sees this row.
+        try await !rows(
+            """
+            INSERT INTO oauth_access_tokens (token_id, family_id, session_id, expires_at)
+            SELECT \(tokenID), \(familyID), s.id, \(expiresAt) FROM sessions s
+            WHERE s.id = \(sessionID) AND s.state <> 'revoked' AND s.expires_at > \(now)
+              AND EXISTS (SELECT 1 FROM refresh_tokens r WHERE r.family_id = \(familyID) AND r.revoked_at IS NULL FOR SHARE)
+            FOR SHARE OF s
+            RETURNING token_id
+            """
+        ).isEmpty
     }
 
     /// Revokes the deleted access-token rows (`token_id, expires_at`) that are still live: a

@@ -137,11 +137,17 @@ extension SQLiteStateSurface: OAuthRepository {
         }
     }
 
-    public func recordOAuthAccessToken(tokenID: String, familyID: String, sessionID: String, expiresAt: Double) async throws {
+    public func recordOAuthAccessToken(tokenID: String, familyID: String, sessionID: String, expiresAt: Double, now: Double) async throws -> Bool {
         try await pool.write { db in
+            // One writer at a time: a session or family ended before this sees it; one ended after finds this row.
             try db.execute(
-                sql: "INSERT INTO oauth_access_tokens (token_id, family_id, session_id, expires_at) VALUES (?, ?, ?, ?)",
-                arguments: [tokenID, familyID, sessionID, expiresAt])
+                sql: """
+                    INSERT INTO oauth_access_tokens (token_id, family_id, session_id, expires_at)
+                    SELECT ?, ?, id, ? FROM sessions WHERE id = ? AND state <> 'revoked' AND expires_at > ?
+                      AND EXISTS (SELECT 1 FROM refresh_tokens WHERE family_id = ? AND revoked_at IS NULL)
+                    """,
+                arguments: [tokenID, familyID, expiresAt, sessionID, now, familyID])
+            return db.changesCount == 1
         }
     }
 

@@ -54,7 +54,11 @@ struct MCPStreamEndTests {
             OAuthFamilyRecord(
                 familyID: family, clientID: "agent", resource: resource, scope: "", userID: try await Self.userID(fixture), tenantID: "default", sessionID: sessionID,
                 claims: "{}", createdAt: now))
-        try await fixture.state.recordOAuthAccessToken(tokenID: tokenID, familyID: family, sessionID: sessionID, expiresAt: now + lifetime + 60)
+        try await fixture.state.insertRefreshToken(
+            RefreshTokenRecord(
+                id: "rt_" + family, tokenHash: "h_" + family, familyID: family, sessionID: sessionID, userID: try await Self.userID(fixture), tenantID: "default",
+                createdAt: now, expiresAt: now + 3600))
+        #expect(try await fixture.state.recordOAuthAccessToken(tokenID: tokenID, familyID: family, sessionID: sessionID, expiresAt: now + lifetime + 60, now: now))
         let issuer = AccessTokenIssuer(keys: fixture.keys, issuer: MCPRouteTests.publicURL, audience: resource, lifetime: lifetime)
         let token = try issuer.issue(subject: try await Self.userID(fixture), tenantID: "default", clientID: "agent", tokenID: tokenID).token
         fixture.remember(token)
@@ -70,7 +74,10 @@ struct MCPStreamEndTests {
         request.method = method
         request.headers.add(name: "Authorization", value: "Bearer " + token)
         request.headers.add(name: "Accept", value: "application/json, text/event-stream")
-        if method == .POST { request.body = .bytes(ByteBuffer(string: #"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow"}}"#)) }
+        if method == .POST {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(string: #"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow"}}"#))
+        }
         return HeldStream(request)
     }
 

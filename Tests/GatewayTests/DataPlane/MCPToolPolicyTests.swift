@@ -177,7 +177,9 @@ struct MCPToolPolicyTests {
         #expect(!fixture.log.text.contains("s3cr3t") && !fixture.log.text.contains(staff))
         // The metrics count calls by route, tool and decision.
         let metrics = try await fixture.send(.GET, "/metrics", port: fixture.adminPort).raw
-        #expect(metrics.contains(#"portcullis_mcp_calls_total{route="/mcp/gh/**",method="tools/call",name="drop_tables",decision="mcp_tool_refused"} 1"#), "\(metrics.split(separator: "\n").filter { $0.contains("mcp") })")
+        // Labelled by the rule that matched (a client chooses names: the labels are the configuration's), `_unlisted` for none.
+        #expect(metrics.contains(#"portcullis_mcp_calls_total{route="/mcp/gh/**",method="tools/call",name="_unlisted",decision="mcp_tool_refused"} 1"#), "\(metrics.split(separator: "\n").filter { $0.contains("mcp") })")
+        #expect(metrics.contains(#"portcullis_mcp_calls_total{route="/mcp/gh/**",method="tools/call",name="search_*",decision="allowed"} 1"#))
     }
 
     @Test("raw: headers that disagree with the body are 400 HeaderMismatch (-32020), never forwarded; Base64-wrapped names are read; a batch mixing allowed and refused calls is refused whole; a body beyond max_body_bytes is 413, one with a content-encoding 415, one not JSON 400 (-32700)")
@@ -231,7 +233,23 @@ struct MCPToolPolicyTests {
             let unreadable = try await fixture.send(.POST, "/mcp/gh", bearer: staff, body: text)
             #expect(unreadable.status == 400 && unreadable.json.value(atPath: ["error", "code"]) == -32700, "\(unreadable.raw)")
         }
-        #expect(calls.all.count == 3)
+        // A charset the server would decode otherwise (UTF-7 hides a second "method"), or another type, is never forwarded.
+        for type in ["application/json; charset=utf-7", "application/json; charset=utf-16", "text/plain", "application/json;charset=utf-8;x=y"] {
+            let refused = try await fixture.send(.POST, "/mcp/gh", bearer: staff, headers: [("Content-Type", type)], body: Self.call("search_issues"))
+            #expect(refused.status == 415 && refused.error == "mcp_content_type", "\(type): \(refused.raw)")
+        }
+        #expect(try await fixture.send(.POST, "/mcp/gh", bearer: staff, headers: [("Content-Type", "Application/JSON; Charset=UTF-8")], body: Self.call("search_code")).status == 200)
+        // Only POST carries a call: another method, a body on a GET, or a method override is refused.
+        let put = try await fixture.send(.PUT, "/mcp/gh", bearer: staff, body: Self.call("drop_tables"))
+        #expect(put.status == 405, "\(put.raw)")
+        let getWithBody = try await fixture.send(.GET, "/mcp/gh", bearer: staff, body: Self.call("drop_tables"))
+        #expect(getWithBody.status == 400, "\(getWithBody.raw)")
+        let overridden = try await fixture.send(.POST, "/mcp/gh", bearer: staff, headers: [("X-HTTP-Method-Override", "PUT")], body: Self.call("search_issues"))
+        #expect(overridden.status == 400, "\(overridden.raw)")
+        // A resource URI in another form than its normal one is refused, not matched byte for byte.
+        let dotted = try await fixture.send(.POST, "/mcp/gh", bearer: staff, body: #"{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"file:///docs/../etc/passwd"}}"#)
+        #expect(dotted.status == 400 && dotted.json.value(atPath: ["error", "code"]) == -32600 && dotted.json["id"] == 3, "\(dotted.raw)")
+        #expect(calls.all.count == 4)
     }
 
     @Test("a tools/list answer is filtered to the tools the caller may call, as JSON (its length rewritten) and as SSE (event by event, other events as they came); a tool whose scope the client lacks is still listed, for a step-up")

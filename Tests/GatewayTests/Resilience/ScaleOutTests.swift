@@ -311,6 +311,7 @@ struct ScaleOutTests {
         request.method = .POST
         request.headers.add(name: "Authorization", value: "Bearer " + access)
         request.headers.add(name: "Accept", value: "application/json, text/event-stream")
+        request.headers.add(name: "Content-Type", value: "application/json")
         request.body = .bytes(ByteBuffer(string: #"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow"}}"#))
         let stream = HeldStream(request)
         await stream.wait(seconds: 5) { $0.text.contains("\"progress\":2") }
