@@ -19,10 +19,8 @@ extension ProxyExchange {
             TunnelRegistry.Entry(
                 sessionID: nil, userID: caller.userID, tenantID: caller.tenantID, tokenID: caller.tokenID,
                 close: { _, reason in loop.execute { bound.value.endMCPExchange(reason: reason) } }))
-        let seconds = max(0, caller.expiresAt - plane.browser.clock.now())
-        tunnelExpiry = eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(min(seconds, 400 * 24 * 3600) * 1000))) { [self] in
-            endMCPExchange(reason: "token expired")
-        }
+        // Its token's expiry ends a stream (armed when one begins): a JSON answer is not held past it anyway.
+        mcp.expiresAt = caller.expiresAt
     }
 
     /// The caller's access ended while this request was under way.
@@ -46,6 +44,11 @@ extension ProxyExchange {
     func beginMCPEvents() {
         mcpEvents = SSEEventBoundary()
         plane.metrics.mcpStreamOpened()
+        guard let expiresAt = mcpState?.expiresAt else { return }
+        let seconds = max(0, expiresAt - plane.browser.clock.now())
+        tunnelExpiry = eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(min(seconds, 400 * 24 * 3600) * 1000))) { [self] in
+            endMCPExchange(reason: "token expired")
+        }
     }
 
     /// A piece of an SSE answer under an end: relayed up to the first event's end, then the stream ends.

@@ -100,24 +100,51 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     var tunnelRegistration: UInt64?
     /// Closes the tunnel when its credential ends (the token's `exp`, the cookie session's `max_hours`).
     var tunnelExpiry: Scheduled<Void>?
-    /// An MCP POST's admitted caller and session, held until its whole body is read and decided on.
-    var mcpAwaiting: (caller: AuthenticatedCaller, sessionID: String?)?
-    /// An MCP request's call as decided (set once its decision is made): the log line's and the metrics'.
-    var mcpCall: MCPCallFields?
-    /// A `traceparent` the gateway started for the MCP server (the client sent none, or an invalid one).
-    var startedTraceparent: String?
-    /// A list call's answer is filtered to what the caller may use (`tools/list` on a route with tool rules).
-    var listFilter: MCPListFilter?
-    /// A filtered answer held whole until its end (JSON, or any answer with a length): its head and bytes so far.
-    var heldAnswer: (head: UpstreamResponseHead, bytes: [UInt8])?
-    /// A filtered SSE answer, its events passed on as they complete.
-    var eventFilter: MCPEventStreamFilter?
-    /// The length of an answer the gateway rewrote, sent instead of the upstream's.
-    var rewrittenLength: Int?
-    /// An MCP SSE answer's event boundaries, followed so that an end of access ends it between events.
-    var mcpEvents: SSEEventBoundary?
-    /// Access ended while an event was under way: the stream ends at the event's end, or is cut at this.
-    var mcpEndPending: Scheduled<Void>?
+    /// The MCP part of the exchange (`MCPExchangeState`), made on an MCP route only: one pointer
+    /// on every other request, which the fields below read through.
+    var mcpState: MCPExchangeState?
+    var mcp: MCPExchangeState {
+        if let mcpState { return mcpState }
+        let made = MCPExchangeState()
+        mcpState = made
+        return made
+    }
+    var mcpAwaiting: (caller: AuthenticatedCaller, sessionID: String?)? {
+        get { mcpState?.awaiting }
+        set { if newValue != nil || mcpState != nil { mcp.awaiting = newValue } }
+    }
+    var mcpCall: MCPCallFields? {
+        get { mcpState?.call }
+        set { if newValue != nil || mcpState != nil { mcp.call = newValue } }
+    }
+    var startedTraceparent: String? {
+        get { mcpState?.startedTraceparent }
+        set { if newValue != nil || mcpState != nil { mcp.startedTraceparent = newValue } }
+    }
+    var listFilter: MCPListFilter? {
+        get { mcpState?.listFilter }
+        set { if newValue != nil || mcpState != nil { mcp.listFilter = newValue } }
+    }
+    var heldAnswer: (head: UpstreamResponseHead, bytes: [UInt8])? {
+        get { mcpState?.heldAnswer }
+        set { if newValue != nil || mcpState != nil { mcp.heldAnswer = newValue } }
+    }
+    var eventFilter: MCPEventStreamFilter? {
+        get { mcpState?.eventFilter }
+        set { if newValue != nil || mcpState != nil { mcp.eventFilter = newValue } }
+    }
+    var rewrittenLength: Int? {
+        get { mcpState?.rewrittenLength }
+        set { if newValue != nil || mcpState != nil { mcp.rewrittenLength = newValue } }
+    }
+    var mcpEvents: SSEEventBoundary? {
+        get { mcpState?.events }
+        set { if newValue != nil || mcpState != nil { mcp.events = newValue } }
+    }
+    var mcpEndPending: Scheduled<Void>? {
+        get { mcpState?.endPending }
+        set { if newValue != nil || mcpState != nil { mcp.endPending = newValue } }
+    }
 
     init(
         handler: any ProxyExchangeHost, eventLoop: any EventLoop, route: DataPlane.Route, head: HTTPRequestHead, path: Substring, remainder: Substring,
@@ -350,10 +377,12 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             // A name some route sets as an identity field, in any spelling, is never the client's to send.
             if !configuredNames.isEmpty, configuredNames.contains(HeaderScreen.folded(name)) { continue }
             // The gateway's cookies never reach an upstream; the app's own pass as they came.
-            // The client's trace context goes on unless the gateway started another (it sent an invalid one).
-            if startedTraceparent != nil, MCPTrace.isTraceField(name) { continue }
-            // A filtered list answer must come as bytes the gateway can read.
-            if listFilter != nil, name.utf8.count == 15, HeaderScreen.equalsLowercased(name.utf8, "accept-encoding") { continue }
+            if let mcpState {
+                // The client's trace context goes on unless the gateway started another (it sent an invalid one).
+                if mcpState.startedTraceparent != nil, MCPTrace.isTraceField(name) { continue }
+                // A filtered list answer must come as bytes the gateway can read.
+                if mcpState.listFilter != nil, name.utf8.count == 15, HeaderScreen.equalsLowercased(name.utf8, "accept-encoding") { continue }
+            }
             if name.utf8.count == 6, HeaderScreen.equalsLowercased(name.utf8, "cookie") {
                 if let kept = SessionCookie.withoutGatewayCookies(value) { emit(name, kept) }
                 continue

@@ -76,9 +76,12 @@ public struct GatewayMetrics: Sendable {
         } else {
             label = ""
         }
-        Counter(
-            label: "portcullis_mcp_calls_total", dimensions: [("route", route), ("method", method), ("name", label), ("decision", decision)], factory: factory
-        ).increment()
+        let factory = self.factory
+        // Made once per label set (the labels are bounded), as the request metrics are.
+        handles.counter(MetricHandles.Key(route + "\u{0}" + method, label + "\u{0}" + decision, -1)) {
+            Metrics.Counter(
+                label: "portcullis_mcp_calls_total", dimensions: [("route", route), ("method", method), ("name", label), ("decision", decision)], factory: factory)
+        }.increment()
     }
 
     /// A request refused by a rate limit.
