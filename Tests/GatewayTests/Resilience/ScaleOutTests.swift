@@ -259,27 +259,7 @@ struct ScaleOutTests {
             """)
         defer { cluster.stop() }
         let form = [("Sec-Fetch-Site", "same-origin"), ("Content-Type", "application/x-www-form-urlencoded")]
-        let signedIn = try await Answer.request(
-            .POST, cluster.a + "/.portcullis/sign_in", headers: form, body: "username=alice&password=correct+horse+battery&rd=%2F", followRedirects: false)
-        var jar = CookieJar()
-        jar.take(signedIn)
-        let verifier = "a-verifier-long-enough-for-pkce-0123456789-abcdef"
-        let parameters = [
-            ("response_type", "code"), ("client_id", "ops-cli"), ("redirect_uri", "http://127.0.0.1:5555/callback"), ("code_challenge", try Digest.sha256Base64URL(verifier)),
-            ("code_challenge_method", "S256"), ("resource", "http://127.0.0.1/mcp/a"), ("state", "s1"),
-        ]
-        let query = parameters.map { $0.0 + "=" + FormEncoding.encode($0.1) }.joined(separator: "&")
-        let page = try await Answer.request(.GET, cluster.a + "/api/auth/oauth/authorize?" + query, headers: [jar.header], followRedirects: false)
-        #expect(page.status == 200, "\(page.raw)")
-        let consented = try await Answer.request(
-            .POST, cluster.a + "/api/auth/oauth/consent", headers: form + [jar.header], body: query + "&consent_nonce=" + AuthorizationServerTests.nonce(page) + "&decision=allow",
-            followRedirects: false)
-        let location = try #require(consented.headers["Location"].first, "\(consented.raw)")
-        let code = try #require(FormEncoding.fields(location.split(separator: "?", maxSplits: 1).last ?? "")?["code"])
-        let exchange = "grant_type=authorization_code&code=\(code)&client_id=ops-cli&redirect_uri=" + FormEncoding.encode("http://127.0.0.1:5555/callback") + "&code_verifier=" + verifier
-        let tokens = try await Answer.request(.POST, cluster.b + "/api/auth/oauth/token", headers: [form[1]], body: exchange, followRedirects: false)
-        #expect(tokens.status == 200, "\(tokens.raw)")
-        let access = try #require(tokens["access_token"]), refresh = try #require(tokens["refresh_token"])
+        let (access, refresh, _, code, exchange) = try await Self.authorize(cluster)
         for base in [cluster.a, cluster.b] {
             let called = try await cluster.send(.POST, base + "/mcp/a", bearer: access, ["jsonrpc": "2.0", "id": 1, "method": "tools/list"])
             #expect(called.status == 200, "\(base): \(called.raw)")
@@ -306,7 +286,7 @@ struct ScaleOutTests {
                 - {client_id: ops-cli, name: Ops CLI, redirect_uris: ["http://127.0.0.1/callback"]}
             """)
         defer { cluster.stop() }
-        let (access, refresh, jar) = try await Self.authorize(cluster)
+        let (access, refresh, jar, _, _) = try await Self.authorize(cluster)
         var request = HTTPClientRequest(url: cluster.b + "/mcp/a")
         request.method = .POST
         request.headers.add(name: "Authorization", value: "Bearer " + access)
@@ -330,7 +310,7 @@ struct ScaleOutTests {
     }
 
     /// Signs alice in on A, authorizes `ops-cli` for `/mcp/a` there and exchanges the code on B.
-    static func authorize(_ cluster: ScaleOut) async throws -> (access: String, refresh: String, jar: CookieJar) {
+    static func authorize(_ cluster: ScaleOut) async throws -> (access: String, refresh: String, jar: CookieJar, code: String, exchange: String) {
         let form = [("Sec-Fetch-Site", "same-origin"), ("Content-Type", "application/x-www-form-urlencoded")]
         let signedIn = try await Answer.request(
             .POST, cluster.a + "/.portcullis/sign_in", headers: form, body: "username=alice&password=correct+horse+battery&rd=%2F", followRedirects: false)
@@ -350,7 +330,8 @@ struct ScaleOutTests {
         let code = try #require(FormEncoding.fields(location.split(separator: "?", maxSplits: 1).last ?? "")?["code"])
         let exchange = "grant_type=authorization_code&code=\(code)&client_id=ops-cli&redirect_uri=" + FormEncoding.encode("http://127.0.0.1:5555/callback") + "&code_verifier=" + verifier
         let tokens = try await Answer.request(.POST, cluster.b + "/api/auth/oauth/token", headers: [form[1]], body: exchange, followRedirects: false)
-        return (try #require(tokens["access_token"], "\(tokens.raw)"), try #require(tokens["refresh_token"]), jar)
+        #expect(page.status == 200 && tokens.status == 200, "\(page.raw) \(tokens.raw)")
+        return (try #require(tokens["access_token"], "\(tokens.raw)"), try #require(tokens["refresh_token"]), jar, code, exchange)
     }
 
     @Test("a token revoked through gateway A is refused by gateway B within a second")
