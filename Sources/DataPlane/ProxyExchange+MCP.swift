@@ -64,7 +64,7 @@ extension ProxyExchange {
         guard let (caller, sessionID) = mcpAwaiting, let policy = route.mcpPolicy, !finished else { return }
         mcpAwaiting = nil
         var call = MCPCallFields(clientID: caller.clientID, tenantID: caller.tenantID, decision: "allowed")
-        if head.headers["content-encoding"].contains(where: { !$0.split(separator: ",").allSatisfy { $0.trimmingCharacters(in: .whitespaces).lowercased() == "identity" } }) {
+        if !Self.isIdentityEncoded(head.headers["content-encoding"]) {
             mcpCall = call.deciding("mcp_body_encoded")
             return fail(
                 GatewayError(
@@ -158,12 +158,35 @@ extension ProxyExchange {
         return MCPListFilter(streamOf: ["tools/list", "prompts/list", "resources/list", "resources/templates/list"].filter(policy.filtersList), keeps: keeps)
     }
 
-    /// `application/json`, with no parameter but `charset=utf-8`, in one field.
+    /// `application/json`, with no parameter but `charset=utf-8`, in one field (read over its bytes:
+    /// every MCP POST asks).
     static func isJSONContentType(_ values: [String]) -> Bool {
         guard values.count == 1 else { return false }
-        let parts = values[0].split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-        guard parts.first == "application/json" else { return false }
-        return parts.dropFirst().allSatisfy { $0 == "charset=utf-8" || $0 == "charset=\"utf-8\"" }
+        var first = true
+        for part in values[0].utf8.split(separator: UInt8(ascii: ";"), omittingEmptySubsequences: false) {
+            let word = trimmed(part)
+            if first {
+                guard HeaderScreen.equalsLowercasedBytes(word, "application/json") else { return false }
+                first = false
+            } else if !HeaderScreen.equalsLowercasedBytes(word, "charset=utf-8"), !HeaderScreen.equalsLowercasedBytes(word, "charset=\"utf-8\"") {
+                return false
+            }
+        }
+        return !first
+    }
+
+    /// Whether every `Content-Encoding` value is `identity` (or there is none).
+    static func isIdentityEncoded(_ values: [String]) -> Bool {
+        values.allSatisfy { value in
+            value.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false).allSatisfy { HeaderScreen.equalsLowercasedBytes(trimmed($0), "identity") }
+        }
+    }
+
+    /// `bytes` without the spaces and tabs around them.
+    private static func trimmed(_ bytes: Substring.UTF8View.SubSequence) -> Substring.UTF8View.SubSequence {
+        let isBlank = { (byte: UInt8) in byte == 0x20 || byte == 0x09 }
+        guard let start = bytes.firstIndex(where: { !isBlank($0) }), let end = bytes.lastIndex(where: { !isBlank($0) }) else { return bytes[bytes.endIndex...] }
+        return bytes[start...end]
     }
 
     static func mcpBodyTooLarge(_ limit: Int) -> GatewayError {

@@ -227,14 +227,17 @@ struct MCPToolPolicyTests {
         let large = #"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_issues","arguments":{"text":""# + String(repeating: "x", count: 5000) + #""}}}"#
         let tooLarge = try await fixture.send(.POST, "/mcp/gh", bearer: staff, body: large)
         #expect(tooLarge.status == 413 && tooLarge.error == "mcp_body_too_large", "\(tooLarge.raw)")
-        let encoded = try await fixture.send(.POST, "/mcp/gh", bearer: staff, headers: [("Content-Encoding", "gzip")], body: Self.call("search_issues"))
-        #expect(encoded.status == 415 && encoded.error == "mcp_body_encoded", "\(encoded.raw)")
+        for encoding in [[("Content-Encoding", "gzip")], [("Content-Encoding", "identity, gzip")], [("Content-Encoding", "identity"), ("Content-Encoding", "br")]] {
+            let encoded = try await fixture.send(.POST, "/mcp/gh", bearer: staff, headers: encoding, body: Self.call("search_issues"))
+            #expect(encoded.status == 415 && encoded.error == "mcp_body_encoded", "\(encoding): \(encoded.raw)")
+        }
+        #expect(try await fixture.send(.POST, "/mcp/gh", bearer: staff, headers: [("Content-Encoding", "Identity")], body: Self.call("search_issues")).status == 200)
         for text in ["not json", #"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_x","name":"drop_tables"}}"#] {
             let unreadable = try await fixture.send(.POST, "/mcp/gh", bearer: staff, body: text)
             #expect(unreadable.status == 400 && unreadable.json.value(atPath: ["error", "code"]) == -32700, "\(unreadable.raw)")
         }
         // A charset the server would decode otherwise (UTF-7 hides a second "method"), or another type, is never forwarded.
-        for type in ["application/json; charset=utf-7", "application/json; charset=utf-16", "text/plain", "application/json;charset=utf-8;x=y"] {
+        for type in ["application/json; charset=utf-7", "application/json; charset=utf-16", "text/plain", "application/json;charset=utf-8;x=y", "application/jsonx", "", "application/json;"] {
             let refused = try await fixture.send(.POST, "/mcp/gh", bearer: staff, headers: [("Content-Type", type)], body: Self.call("search_issues"))
             #expect(refused.status == 415 && refused.error == "mcp_content_type", "\(type): \(refused.raw)")
         }
@@ -249,7 +252,7 @@ struct MCPToolPolicyTests {
         // A resource URI in another form than its normal one is refused, not matched byte for byte.
         let dotted = try await fixture.send(.POST, "/mcp/gh", bearer: staff, body: #"{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"file:///docs/../etc/passwd"}}"#)
         #expect(dotted.status == 400 && dotted.json.value(atPath: ["error", "code"]) == -32600 && dotted.json["id"] == 3, "\(dotted.raw)")
-        #expect(calls.all.count == 4)
+        #expect(calls.all.count == 5)
     }
 
     @Test("a tools/list answer is filtered to the tools the caller may call, as JSON (its length rewritten) and as SSE (event by event, other events as they came); a tool whose scope the client lacks is still listed, for a step-up")
