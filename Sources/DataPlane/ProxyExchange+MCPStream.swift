@@ -79,19 +79,6 @@ extension ProxyExchange {
         finish(closeClient: true)
     }
 
-    private func closeUpstream() {
-        if let upstream {
-            upstream.handler.delegate = nil
-            upstream.channel.close(promise: nil)
-            self.upstream = nil
-        }
-        if let stream = upstreamStream {
-            stream.handler.delegate = nil
-            stream.channel.close(promise: nil)
-            upstreamStream = nil
-        }
-    }
-
     /// The exchange is over: its stream is no longer open.
     func endMCPEvents() {
         mcpEndPending?.cancel()

@@ -770,13 +770,28 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         // An MCP request is one line whatever ends it: the client that left (a stream closed, a call cancelled) too.
         if var call = mcpCall {
             call.ended = "client_gone"
-            plane.accessLog.record(
-                requestID: requestID, method: head.method.rawValue, route: route.template, path: path, status: status == 0 ? 499 : status,
-                nanoseconds: (ContinuousClock.now - started).nanoseconds, protocol: head.version.major == 2 ? "HTTP/2" : "HTTP/1.1", userID: userID, mcp: call)
+            recordAccessLine(status: status == 0 ? 499 : status, nanoseconds: (ContinuousClock.now - started).nanoseconds, mcp: call)
         }
         if let upstream {
             upstream.handler.delegate = nil
             upstream.channel.close(promise: nil)
+        }
+        dropUpstreamStream()
+    }
+
+    /// The request's access log line.
+    private func recordAccessLine(status: Int, nanoseconds: Int64, mcp: MCPCallFields?) {
+        plane.accessLog.record(
+            requestID: requestID, method: head.method.rawValue, route: route.template, path: path, status: status, nanoseconds: nanoseconds,
+            protocol: head.version.major == 2 ? "HTTP/2" : head.version.minor == 0 ? "HTTP/1.0" : "HTTP/1.1", userID: userID, mcp: mcp)
+    }
+
+    /// Closes the upstream's side of the exchange, whichever protocol (its answer is not wanted any more).
+    func closeUpstream() {
+        if let upstream {
+            upstream.handler.delegate = nil
+            upstream.channel.close(promise: nil)
+            self.upstream = nil
         }
         dropUpstreamStream()
     }
@@ -842,12 +857,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             error.resourceMetadata = mcp.metadataURL
             if error.challengeScope == nil { error.challengeScope = mcp.scope }
         }
-        if let upstream {
-            upstream.handler.delegate = nil
-            upstream.channel.close(promise: nil)
-            self.upstream = nil
-        }
-        dropUpstreamStream()
+        closeUpstream()
         if let upstreamStatus { recordUpstream(upstreamStatus) }
         if responseStarted {
             return finish(closeClient: true)
@@ -878,9 +888,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         handler.metricHandles?.record(
             route: route, method: head.method, status: status, nanoseconds: nanoseconds, upstreamStatus: upstreamStatus,
             upstreamNanoseconds: upstreamNanoseconds)
-        plane.accessLog.record(
-            requestID: requestID, method: head.method.rawValue, route: route.template, path: path, status: status, nanoseconds: nanoseconds,
-            protocol: head.version.major == 2 ? "HTTP/2" : head.version.minor == 0 ? "HTTP/1.0" : "HTTP/1.1", userID: userID, mcp: mcpCall)
+        recordAccessLine(status: status, nanoseconds: nanoseconds, mcp: mcpCall)
         if let mcpCall {
             plane.metrics.mcpCall(route: route.template, method: mcpCall.methodLabel ?? head.method.rawValue, name: mcpCall.nameLabel, decision: mcpCall.decision)
         }
