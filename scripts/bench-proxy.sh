@@ -124,15 +124,17 @@ source "$ROOT/scripts/lib/gateway.sh"
 # A fourth, an MCP server (mcp: true), its token from the gateway's authorization server (issue 55).
 # Then MCP servers with rules per tool (issue 56): /mcp/rules beside /mcp/bench for tools/call, and
 # /mcp/list (no rules) beside /mcp/rules-list (rules) for a tools/list answer of eight tools.
-TOOL_RULES="{tools: [{name: 'search_*'}, {name: add}, {name: 'delete_*', require: {any_of: [{claim: groups, contains: admins}]}}]}"
-start_serve "$WORK/gateway" "$GATEWAY" "  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\", {prefix: /api/policy, upstream: \"http://127.0.0.1:$UPSTREAM\", require: {scopes: [bench:read], any_of: [{claim: groups, contains: bench}], tenants: [default]}}, {prefix: /api/browser, upstream: \"http://127.0.0.1:$UPSTREAM\", auth: browser}, {prefix: /mcp/bench, upstream: \"http://127.0.0.1:$UPSTREAM\", mcp: true}, {prefix: /mcp/rules, upstream: \"http://127.0.0.1:$UPSTREAM\", mcp: $TOOL_RULES}, {prefix: /mcp/list, upstream: \"http://127.0.0.1:$UPSTREAM/tools\", mcp: true}, {prefix: /mcp/rules-list, upstream: \"http://127.0.0.1:$UPSTREAM/tools\", mcp: $TOOL_RULES}]
-  trusted_proxies: [127.0.0.1]" "authorization_server:
+# The gateway's authorization server (an MCP client's tokens), with its per-client rate limit out of the way.
+AS_YAML="authorization_server:
   access_token_lifetime_seconds: 3600
   clients: [{client_id: bench-cli, name: Bench, redirect_uris: ['http://127.0.0.1/cb']}]
 rate_limits:
   oauth_per_client:
     per_minute: 1000000
-    burst: 1000000
+    burst: 1000000"
+TOOL_RULES="{tools: [{name: 'search_*'}, {name: add}, {name: 'delete_*', require: {any_of: [{claim: groups, contains: admins}]}}]}"
+start_serve "$WORK/gateway" "$GATEWAY" "  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\", {prefix: /api/policy, upstream: \"http://127.0.0.1:$UPSTREAM\", require: {scopes: [bench:read], any_of: [{claim: groups, contains: bench}], tenants: [default]}}, {prefix: /api/browser, upstream: \"http://127.0.0.1:$UPSTREAM\", auth: browser}, {prefix: /mcp/bench, upstream: \"http://127.0.0.1:$UPSTREAM\", mcp: true}, {prefix: /mcp/rules, upstream: \"http://127.0.0.1:$UPSTREAM\", mcp: $TOOL_RULES}, {prefix: /mcp/list, upstream: \"http://127.0.0.1:$UPSTREAM/tools\", mcp: true}, {prefix: /mcp/rules-list, upstream: \"http://127.0.0.1:$UPSTREAM/tools\", mcp: $TOOL_RULES}]
+  trusted_proxies: [127.0.0.1]" "$AS_YAML
   intent_per_user:
     per_minute: 1000000
     burst: 1000000
@@ -151,11 +153,12 @@ TOKEN_INFO=$TOKEN
 if [ -n "${COMPARE_BIN:-}" ]; then
   # The same gateway.routes set-up from another binary (BIN is what start_serve and the login run).
   MAIN_BIN=$BIN; BIN=$(realpath "$COMPARE_BIN")
-  compare_routes="  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\"]"
+  # The MCP route of part 1 (issue 55, mcp: true) is in it too: the older binary's MCP row.
+  compare_routes="  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\", {prefix: /mcp/bench, upstream: \"http://127.0.0.1:$UPSTREAM\", mcp: true}]"
   if [ -n "${COMPARE_LEVEL:-}" ]; then
-    LOGGING_LEVEL=$COMPARE_LEVEL start_serve "$WORK/gateway-compare" "$GATEWAY_COMPARE" "$compare_routes" ""
+    LOGGING_LEVEL=$COMPARE_LEVEL start_serve "$WORK/gateway-compare" "$GATEWAY_COMPARE" "$compare_routes" "$AS_YAML"
   else
-    start_serve "$WORK/gateway-compare" "$GATEWAY_COMPARE" "$compare_routes" ""
+    start_serve "$WORK/gateway-compare" "$GATEWAY_COMPARE" "$compare_routes" "$AS_YAML"
   fi
   PIDS+=("$SERVE_PID"); GATEWAY_COMPARE_PID=$SERVE_PID
   login_bench_user "$WORK/gateway-compare" "$GATEWAY_COMPARE"
@@ -164,16 +167,53 @@ if [ -n "${COMPARE_BIN:-}" ]; then
   # This binary with the compare gateway's configuration exactly (one route, nothing else): the A/B
   # of the two binaries is this row against COMPARE_BIN's, not the main row, whose configuration
   # has more routes, a trusted issuer and the authorization server.
-  start_serve "$WORK/gateway-same" "$GATEWAY_SAME" "$compare_routes" ""
+  # One more route here, tool rules (issue 56), for its row against the older binary's MCP row.
+  start_serve "$WORK/gateway-same" "$GATEWAY_SAME" "${compare_routes%]}, {prefix: /mcp/rules, upstream: \"http://127.0.0.1:$UPSTREAM\", mcp: $TOOL_RULES}]" "$AS_YAML"
   PIDS+=("$SERVE_PID"); GATEWAY_SAME_PID=$SERVE_PID
   login_bench_user "$WORK/gateway-same" "$GATEWAY_SAME"
   TOKEN_SAME=$TOKEN
 fi
 login_bench_user "$WORK/gateway" "$GATEWAY"
 # The same user signed in as a browser (the account form: no provider signs in here): its session cookie.
-COOKIE=$(curl -s -o /dev/null -D - -X POST "127.0.0.1:$GATEWAY/.portcullis/sign_in" -H 'Sec-Fetch-Site: same-origin' \
-  -H 'Content-Type: application/x-www-form-urlencoded' --data 'username=bench&password=bench+password+1&rd=%2Fapi%2Fbrowser%2F' |
-  sed -n 's/^[Ss]et-[Cc]ookie: \([^;]*\);.*/\1/p' | head -1)
+browser_cookie() {  # PORT: the bench user's session cookie from the account form there
+  curl -s -o /dev/null -D - -X POST "127.0.0.1:$1/.portcullis/sign_in" -H 'Sec-Fetch-Site: same-origin' \
+    -H 'Content-Type: application/x-www-form-urlencoded' --data 'username=bench&password=bench+password+1&rd=%2Fapi%2Fbrowser%2F' |
+    sed -n 's/^[Ss]et-[Cc]ookie: \([^;]*\);.*/\1/p' | head -1
+}
+COOKIE=$(browser_cookie "$GATEWAY")
+mcp_tokens() {  # PORT COOKIE PATH...: an MCP client's token for each route, the person's consent given on the way
+  python3 - "$@" <<'PY'
+import base64, hashlib, http.client, json, sys, urllib.parse
+port, cookie, paths = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+verifier = "bench-verifier-0123456789-abcdefghijklmnopqrstuvwxyz"
+challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+connection = http.client.HTTPConnection("127.0.0.1", port)
+form = {"Content-Type": "application/x-www-form-urlencoded"}
+def ask(method, path, body=None, headers={}):
+    connection.request(method, path, body=body, headers=headers)
+    answer = connection.getresponse()
+    return answer.status, answer.getheader("Location"), answer.read()
+tokens = []
+for path in paths:
+    query = urllib.parse.urlencode({"response_type": "code", "client_id": "bench-cli", "redirect_uri": "http://127.0.0.1/cb", "code_challenge": challenge,
+                                    "code_challenge_method": "S256", "resource": f"http://127.0.0.1:{port}{path}"})
+    _, _, page = ask("GET", "/api/auth/oauth/authorize?" + query, headers={"Cookie": cookie})
+    nonce = page.decode().split('name="consent_nonce" value="', 1)[1].split('"', 1)[0]
+    ask("POST", "/api/auth/oauth/consent", query + "&consent_nonce=" + nonce + "&decision=allow", {"Cookie": cookie, "Sec-Fetch-Site": "same-origin", **form})
+    _, location, _ = ask("GET", "/api/auth/oauth/authorize?" + query, headers={"Cookie": cookie})
+    code = urllib.parse.parse_qs(urllib.parse.urlsplit(location or "").query).get("code", [""])[0]
+    status, _, body = ask("POST", "/api/auth/oauth/token", urllib.parse.urlencode(
+        {"grant_type": "authorization_code", "code": code, "client_id": "bench-cli", "redirect_uri": "http://127.0.0.1/cb", "code_verifier": verifier}), form)
+    if status != 200: sys.exit(f"bench-proxy.sh: an authorization for {path} on port {port} failed: {status}")
+    tokens.append(json.loads(body)["access_token"])
+print(*tokens)
+PY
+}
+if [ -n "${COMPARE_BIN:-}" ]; then
+  # Part 1's MCP row from the older binary, and this binary's MCP rows under the same configuration.
+  read -r MCP_TOKEN_COMPARE < <(mcp_tokens "$GATEWAY_COMPARE" "$(browser_cookie "$GATEWAY_COMPARE")" /mcp/bench)
+  read -r MCP_TOKEN_SAME MCP_RULES_TOKEN_SAME < <(mcp_tokens "$GATEWAY_SAME" "$(browser_cookie "$GATEWAY_SAME")" /mcp/bench /mcp/rules)
+fi
 # An MCP client's token for /mcp/bench, through the gateway's authorization server: the user's consent
 # once, then authorizations that skip it (authorize, then the token endpoint), the gateway's CPU for
 # AUTHORIZATIONS of them measured (one authorization's cost), the last one's token kept for the rows.
@@ -266,7 +306,6 @@ EXPECT=200 check -H "Authorization: Bearer $TOKEN" "127.0.0.1:$NGINX_LOGGED/"
 EXPECT=200 check -H "Authorization: Bearer $TOKEN" "127.0.0.1:$FLOOR_NIO/"
 EXPECT=200 check -H "Authorization: Bearer $TOKEN" "127.0.0.1:$FLOOR_BYTES/"
 EXPECT=200 check -H "Authorization: Bearer $TOKEN_INFO" "127.0.0.1:$GATEWAY_INFO/api/bench/"
-if [ -n "${COMPARE_BIN:-}" ]; then EXPECT=200 check -H "Authorization: Bearer $TOKEN_COMPARE" "127.0.0.1:$GATEWAY_COMPARE/api/bench/"; fi
 EXPECT=200 check -H "Authorization: Bearer $TOKEN" "127.0.0.1:$HAPROXY/"
 EXPECT=401 check "127.0.0.1:$HAPROXY/"
 EXPECT=200 check -H "Authorization: Bearer $TOKEN" "127.0.0.1:$GATEWAY/api/bench/"
@@ -304,6 +343,12 @@ CALL='{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add","argu
 EXPECT=200 check -X POST -H "Authorization: Bearer $MCP_TOKEN" -H 'Content-Type: application/json' -d "$CALL" "127.0.0.1:$GATEWAY/mcp/bench"
 EXPECT=401 check -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d "$CALL" "127.0.0.1:$GATEWAY/mcp/bench"
 EXPECT=200 check -X POST -H "Authorization: Bearer $MCP_RULES_TOKEN" -H 'Content-Type: application/json' -d "$CALL" "127.0.0.1:$GATEWAY/mcp/rules"
+if [ -n "${COMPARE_BIN:-}" ]; then
+  EXPECT=200 check -H "Authorization: Bearer $TOKEN_COMPARE" "127.0.0.1:$GATEWAY_COMPARE/api/bench/"
+  EXPECT=200 check -X POST -H "Authorization: Bearer $MCP_TOKEN_COMPARE" -H 'Content-Type: application/json' -d "$CALL" "127.0.0.1:$GATEWAY_COMPARE/mcp/bench"
+  EXPECT=200 check -X POST -H "Authorization: Bearer $MCP_TOKEN_SAME" -H 'Content-Type: application/json' -d "$CALL" "127.0.0.1:$GATEWAY_SAME/mcp/bench"
+  EXPECT=200 check -X POST -H "Authorization: Bearer $MCP_RULES_TOKEN_SAME" -H 'Content-Type: application/json' -d "$CALL" "127.0.0.1:$GATEWAY_SAME/mcp/rules"
+fi
 # The filtered list keeps three of the eight tools (search_issues, search_code, add); the unfiltered all eight.
 LISTED=$(curl -s -X POST -H "Authorization: Bearer $MCP_RULES_LIST_TOKEN" -H 'Content-Type: application/json' -d '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' "127.0.0.1:$GATEWAY/mcp/rules-list" |
   python3 -c 'import json,sys; print(",".join(t["name"] for t in json.load(sys.stdin)["result"]["tools"]))')
@@ -373,6 +418,11 @@ for round in $(seq "$ROUNDS"); do
   run "Portcullis Bearer route, the same POST" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/" -s "$WORK/mcp.lua"
   NO_BEARER=1 run "the MCP server directly (the upstream), the same POST" "$UPSTREAM_PID" "http://127.0.0.1:$UPSTREAM/" -s "$WORK/mcp.lua"
   AUTH_TOKEN=$MCP_RULES_TOKEN run "Portcullis MCP tools/call decided by a tool rule" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/mcp/rules" -s "$WORK/mcp.lua"
+  if [ -n "${COMPARE_BIN:-}" ]; then
+    AUTH_TOKEN=$MCP_TOKEN_COMPARE run "Portcullis MCP tools/call (JSON), COMPARE_BIN" "$GATEWAY_COMPARE_PID" "http://127.0.0.1:$GATEWAY_COMPARE/mcp/bench" -s "$WORK/mcp.lua"
+    AUTH_TOKEN=$MCP_TOKEN_SAME run "Portcullis MCP tools/call (JSON), COMPARE_BIN's configuration" "$GATEWAY_SAME_PID" "http://127.0.0.1:$GATEWAY_SAME/mcp/bench" -s "$WORK/mcp.lua"
+    AUTH_TOKEN=$MCP_RULES_TOKEN_SAME run "Portcullis MCP tools/call decided by a tool rule, COMPARE_BIN's configuration" "$GATEWAY_SAME_PID" "http://127.0.0.1:$GATEWAY_SAME/mcp/rules" -s "$WORK/mcp.lua"
+  fi
   AUTH_TOKEN=$MCP_LIST_TOKEN run "Portcullis MCP tools/list, no rules (8 tools)" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/mcp/list" -s "$WORK/list.lua"
   AUTH_TOKEN=$MCP_RULES_LIST_TOKEN run "Portcullis MCP tools/list filtered by tool rules (8 to 3)" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/mcp/rules-list" -s "$WORK/list.lua"
   run "nginx proxy, access_log buffer=64k" "$NGINX_LOGGED_PID" "http://127.0.0.1:$NGINX_LOGGED/"
@@ -468,6 +518,10 @@ if any(r[0] == mcp for r in rows) and any(r[0] == bearer for r in rows):
 ruled, listed, filtered = "Portcullis MCP tools/call decided by a tool rule", "Portcullis MCP tools/list, no rules (8 tools)", "Portcullis MCP tools/list filtered by tool rules (8 to 3)"
 if ruled in names and mcp in names:
     print(f"MCP tools/call decided by a tool rule: CPU per request {same_round(ruled, mcp, 4):.3f}x, req/s {same_round(ruled, mcp, 2):.3f}x the MCP route without rules (same-round medians)")
+mcp_compare, mcp_same, ruled_same = "Portcullis MCP tools/call (JSON), COMPARE_BIN", "Portcullis MCP tools/call (JSON), COMPARE_BIN's configuration", "Portcullis MCP tools/call decided by a tool rule, COMPARE_BIN's configuration"
+if mcp_compare in names and mcp_same in names and ruled_same in names:
+    print(f"MCP A/B against COMPARE_BIN's MCP row: this binary's MCP row CPU a request {same_round(mcp_same, mcp_compare, 4):.3f}x, req/s {same_round(mcp_same, mcp_compare, 2):.3f}x; "
+          f"a tools/call decided by a tool rule CPU a request {same_round(ruled_same, mcp_compare, 4):.3f}x, req/s {same_round(ruled_same, mcp_compare, 2):.3f}x (same-round medians)")
 if filtered in names and listed in names:
     print(f"MCP tools/list filtered: CPU per request {same_round(filtered, listed, 4):.3f}x, req/s {same_round(filtered, listed, 2):.3f}x the unfiltered list (same-round medians)")
 PY

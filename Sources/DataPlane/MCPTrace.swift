@@ -16,7 +16,7 @@ enum MCPTrace {
     static func startedTraceparent(for headers: HTTPHeaders) -> String? {
         let sent = headers["traceparent"]
         if sent.count == 1, isValid(sent[0]) { return nil }
-        guard let random = try? SecureRandom.bytes(24) else { return nil }
+        guard let random = RandomReservoir.shared.bytes(24) else { return nil }
         return "00-" + hex(random[0..<16]) + "-" + hex(random[16..<24]) + "-01"
     }
 
