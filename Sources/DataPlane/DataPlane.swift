@@ -20,7 +20,10 @@ import TrafficCop
 /// the rest of the API stays on Hummingbird. It is the only proxy path.
 package final class DataPlane: Sendable {
     /// One `gateway.routes` entry served on the event loop.
-    package struct Route: Sendable {
+    ///
+    /// A class: every exchange holds its route, and a struct of this size was copied into each
+    /// one, a retain and a release for each of its references on every request.
+    package final class Route: Sendable {
         /// The path prefix without its trailing `/` (empty for `/`).
         package let prefix: String
         /// The host it is bound to; `nil`: any host.
@@ -63,6 +66,46 @@ package final class DataPlane: Sendable {
         package let mcp: MCPResource?
         /// What an MCP route's callers may do: every POST's body is read and decided on (set with `mcp`).
         package let mcpPolicy: MCPCallPolicy?
+        /// `mcp != nil`, its identifier and its scopes, kept apart: asked on every request, where
+        /// reading them through the optional struct copied all of it.
+        package let isMCP: Bool
+        package let mcpIdentifier: String?
+        package let mcpScopes: [String]
+
+        package init(
+            prefix: String, host: RouteHost?, origin: UpstreamOrigin, audience: String, template: String, name: String, index: Int,
+            generation: Int, methods: [HTTPMethod], allowedMethodNames: [String], requiresToken: Bool, policy: RoutePolicy?,
+            allowedOrigins: Set<String>, stripsPrefix: Bool, preservesHost: Bool, forwardAuthOnly: Bool,
+            identityFields: IdentityFieldNames?, identityFieldNames: Set<String>, acceptsSessionCookie: Bool, signIn: String?,
+            grpcOnly: Bool, mcp: MCPResource?, mcpPolicy: MCPCallPolicy?
+        ) {
+            self.prefix = prefix
+            self.host = host
+            self.origin = origin
+            self.audience = audience
+            self.template = template
+            self.name = name
+            self.index = index
+            self.generation = generation
+            self.methods = methods
+            self.allowedMethodNames = allowedMethodNames
+            self.requiresToken = requiresToken
+            self.policy = policy
+            self.allowedOrigins = allowedOrigins
+            self.stripsPrefix = stripsPrefix
+            self.preservesHost = preservesHost
+            self.forwardAuthOnly = forwardAuthOnly
+            self.identityFields = identityFields
+            self.identityFieldNames = identityFieldNames
+            self.acceptsSessionCookie = acceptsSessionCookie
+            self.signIn = signIn
+            self.grpcOnly = grpcOnly
+            self.mcp = mcp
+            self.mcpPolicy = mcpPolicy
+            self.isMCP = mcp != nil
+            self.mcpIdentifier = mcp?.identifier
+            self.mcpScopes = mcp?.scopes ?? []
+        }
     }
 
     /// The routes and origins in force (a reload replaces them).

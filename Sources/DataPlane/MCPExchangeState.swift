@@ -11,6 +11,8 @@ final class MCPExchangeState {
     var awaiting: (caller: AuthenticatedCaller, sessionID: String?)?
     /// The request's call as decided (set once its decision is made): the log line's and the metrics'.
     var call: MCPCallFields?
+    /// `call != nil`, set with it (asked on every request of the route).
+    var isDecided = false
     /// A `traceparent` the gateway started for the MCP server (the client sent none, or an invalid one).
     var startedTraceparent: String?
     /// A list call's answer is filtered to what the caller may use (`tools/list` on a route with tool rules).

@@ -64,14 +64,15 @@ extension ProxyExchange {
         guard let (caller, sessionID) = mcpAwaiting, let policy = route.mcpPolicy, !finished else { return }
         mcpAwaiting = nil
         var call = MCPCallFields(clientID: caller.clientID, tenantID: caller.tenantID, decision: "allowed")
-        if !Self.isIdentityEncoded(head.headers["content-encoding"]) {
+        let post = MCPPostFields(head.headers)
+        if !Self.isIdentityEncoded(post.contentEncodings) {
             mcpCall = call.deciding("mcp_body_encoded")
             return fail(
                 GatewayError(
                     .unsupportedMediaType, "mcp_body_encoded", "the gateway decides on an MCP request by its body, and cannot read one with a content-encoding; send it uncompressed"))
         }
         // The body is read as UTF-8 JSON here; a server told another charset (UTF-7, UTF-16) would read another message.
-        guard Self.isJSONContentType(head.headers["content-type"]) else {
+        guard Self.isJSONContentType(post.contentTypes) else {
             mcpCall = call.deciding("mcp_content_type")
             return fail(
                 GatewayError(
@@ -84,7 +85,7 @@ extension ProxyExchange {
         let body: MCPBody
         do throws(MCPBodyError) {
             body = try MCPBody.read(bytes)
-            let sent = MCPRequestHeaders(methods: head.headers["mcp-method"], names: head.headers["mcp-name"])
+            let sent = MCPRequestHeaders(methods: post.methods, names: post.names)
             if let mismatch = sent.mismatch(with: body) { throw mismatch }
         } catch {
             call.decision = error.code
@@ -102,15 +103,15 @@ extension ProxyExchange {
         }
         let (decision, decisions) = policy.decide(
             body, claims: caller.claims, tenantID: caller.tenantID, issuer: caller.external?.issuer, hasSession: fields.sessionID != nil,
-            routeScopes: route.mcp?.scopes ?? [])
+            routeScopes: route.mcpScopes)
         call.decision = decision.label
         switch decision {
         case .allowed:
             if case .single(let message) = body, message.kind == .request, let method = message.method, let id = message.id, policy.filtersList(method) {
                 listFilter = Self.listFilter(policy, caller: caller, hasSession: fields.sessionID != nil, id: id, method: method)
             }
-            startedTraceparent = MCPTrace.startedTraceparent(for: head.headers)
-            call.traceID = MCPTrace.traceID(startedTraceparent ?? head.headers.first(name: "traceparent"))
+            startedTraceparent = MCPTrace.startedTraceparent(sent: post.traceparents)
+            call.traceID = MCPTrace.traceID(startedTraceparent ?? post.traceparents.first)
             mcpCall = call
             proceed(caller, sessionID: sessionID)
         case .needsScopes(let scopes):

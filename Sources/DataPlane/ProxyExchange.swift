@@ -115,8 +115,13 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     }
     var mcpCall: MCPCallFields? {
         get { mcpState?.call }
-        set { if newValue != nil || mcpState != nil { mcp.call = newValue } }
+        set {
+            let decided = newValue != nil
+            if decided || mcpState != nil { (mcp.call, mcp.isDecided) = (newValue, decided) }
+        }
     }
+    /// `mcpCall != nil`, without copying the call out to ask.
+    var mcpDecided: Bool { mcpState?.isDecided ?? false }
     var startedTraceparent: String? {
         get { mcpState?.startedTraceparent }
         set { if newValue != nil || mcpState != nil { mcp.startedTraceparent = newValue } }
@@ -207,7 +212,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             expectsContinue = true
         }
         // An MCP server: a page of another origin never reaches it (the transport's rule against DNS rebinding).
-        if let mcp = route.mcp, !mcp.admitsOrigin(fields.origin, allowed: route.allowedOrigins) {
+        if route.isMCP, fields.origin != nil, let mcp = route.mcp, !mcp.admitsOrigin(fields.origin, allowed: route.allowedOrigins) {
             return fail(
                 GatewayError(
                     .forbidden, "origin_refused",
@@ -223,14 +228,14 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             if token == nil, !route.requiresToken { return proceed(nil, sessionID: nil) }
             // `auth: browser`: without a token, the session cookie (or a sign-in for a navigation).
             if token == nil, route.acceptsSessionCookie { return startWithCookie() }
-            if let caller = try plane.authenticator.authenticateInMemory(token, resource: route.mcp?.identifier) {
+            if let caller = try plane.authenticator.authenticateInMemory(token, resource: route.mcpIdentifier) {
                 return authenticated(caller)
             }
         } catch {
             return refused(error)
         }
         // The revocation mirror is stale: only the store can answer.
-        let (authenticator, resource) = (plane.authenticator, route.mcp?.identifier)
+        let (authenticator, resource) = (plane.authenticator, route.mcpIdentifier)
         then(eventLoop.makeFutureWithTask { try await authenticator.authenticate(token, resource: resource) }) { exchange, result in
             switch result {
             case .success(let caller): exchange.authenticated(caller)
@@ -289,7 +294,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     /// (its assertion then names no user).
     func proceed(_ caller: AuthenticatedCaller?, sessionID: String?) {
         // An MCP route decides on what is called before anything is forwarded: a POST waits for its body.
-        if let policy = route.mcpPolicy, mcpCall == nil, let caller {
+        if route.isMCP, !mcpDecided, let policy = route.mcpPolicy, let caller {
             return admitMCP(policy, caller: caller, sessionID: sessionID)
         }
         guard !finished, handler.context != nil, let pool = handler.pool, let headBuffers = handler.headBuffers else { return }
@@ -302,7 +307,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         let assertion: String
         do {
             assertion = try plane.runtime.assertions.assertion(
-                audience: route.audience, caller: caller.map { RuntimeCaller($0, sessionID: sessionID, namingClient: route.mcp != nil) }
+                audience: route.audience, caller: caller.map { RuntimeCaller($0, sessionID: sessionID, namingClient: route.isMCP) }
                     ?? RuntimeCaller(userID: nil, tenantID: nil, sessionID: nil))
         } catch {
             return fail(.noSigningKey)
@@ -493,7 +498,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
                 return fail(Self.tooLarge(plane.maximumBodyBytes), closeClient: true)
             }
             // An MCP POST is read whole to be decided on, and one too large for that is never passed undecided.
-            if let policy = route.mcpPolicy, head.method == .POST, mcpCall == nil, bodyBytes > policy.maximumBodyBytes {
+            if route.isMCP, head.method == .POST, !mcpDecided, let policy = route.mcpPolicy, bodyBytes > policy.maximumBodyBytes {
                 return fail(Self.mcpBodyTooLarge(policy.maximumBodyBytes), closeClient: true)
             }
             // An HTTP/2 GET, HEAD, DELETE or TRACE without content-length is framed as having no body
@@ -560,7 +565,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             deadline = nil
             status = response.status
             upstreamKeepAlive = response.keepAlive
-            if route.mcp != nil, response.status == 200, Self.isEventStream(response) { beginMCPEvents() }
+            if route.isMCP, response.status == 200, Self.isEventStream(response) { beginMCPEvents() }
             if handler.relaysAnswerParts { return handler.writeAnswerHead(response, of: self) }
             // The host has its loop's head buffers from the moment it joins the pipeline; without them, no answer can start.
             guard let headBuffers = handler.headBuffers else { return finish(closeClient: true) }
@@ -851,8 +856,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         guard !finished else { return }
         var error = error
         // An MCP request refused before its decision (no token, another origin) is logged as refused all the same.
-        if route.mcp != nil, mcpCall == nil { mcpCall = MCPCallFields(decision: error.code) }
-        if let mcp = route.mcp, error.status == .unauthorized || error.insufficientScope != nil {
+        if route.isMCP, !mcpDecided { mcpCall = MCPCallFields(decision: error.code) }
+        if route.isMCP, let mcp = route.mcp, error.status == .unauthorized || error.insufficientScope != nil {
             // An MCP client finds where to get a token from the refusal alone (RFC 9728 §5.1).
             error.resourceMetadata = mcp.metadataURL
             if error.challengeScope == nil { error.challengeScope = mcp.scope }
@@ -888,6 +893,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         handler.metricHandles?.record(
             route: route, method: head.method, status: status, nanoseconds: nanoseconds, upstreamStatus: upstreamStatus,
             upstreamNanoseconds: upstreamNanoseconds)
+        let mcpCall = mcpCall
         recordAccessLine(status: status, nanoseconds: nanoseconds, mcp: mcpCall)
         if let mcpCall {
             plane.metrics.mcpCall(route: route.template, method: mcpCall.methodLabel ?? head.method.rawValue, name: mcpCall.nameLabel, decision: mcpCall.decision)
