@@ -293,11 +293,19 @@ struct MCPToolPolicyTests {
         let passed = try await fixture.send(.POST, "/mcp/gh", bearer: token, headers: [("traceparent", sent), ("tracestate", "a=b")], body: MCPRouteTests.ping)
         #expect(passed.receivedHeaders["traceparent"] == [sent] && passed.receivedHeaders["tracestate"] == ["a=b"], "\(passed.raw)")
         #expect(await !fixture.log.lines(containing: #""trace_id":"4bf92f3577b34da6a3ce929d0e0e4736""#).isEmpty)
-        for headers in [[], [("traceparent", "00-00000000000000000000000000000000-00f067aa0ba902b7-01"), ("tracestate", "a=b")]] {
+        var startedValues: [String] = []
+        for headers in [[], [("traceparent", "00-00000000000000000000000000000000-00f067aa0ba902b7-01"), ("tracestate", "a=b")], []] {
             let started = try await fixture.send(.POST, "/mcp/gh", bearer: token, headers: headers, body: MCPRouteTests.ping)
             let value = try #require(started.receivedHeaders["traceparent"]?.first)
             #expect(started.receivedHeaders["traceparent"]?.count == 1 && started.receivedHeaders["tracestate"] == nil, "\(started.raw)")
-            #expect(value.utf8.count == 55 && value.hasPrefix("00-") && value.hasSuffix("-01") && !value.contains("00000000000000000000000000000000"), "\(value)")
+            // 00-<32 lower-case hex>-<16 lower-case hex>-01, neither id all zeros.
+            let parts = value.split(separator: "-", omittingEmptySubsequences: false)
+            let isHex = { (part: Substring) in part.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) } }
+            #expect(parts.count == 4 && parts[0] == "00" && parts[1].count == 32 && parts[2].count == 16 && parts[3] == "01", "\(value)")
+            #expect(parts.count == 4 && isHex(parts[1]) && isHex(parts[2]) && parts[1].contains { $0 != "0" } && parts[2].contains { $0 != "0" }, "\(value)")
+            if parts.count == 4 { #expect(await !fixture.log.lines(containing: #""trace_id":"\#(parts[1])""#).isEmpty) }
+            startedValues.append(value)
         }
+        #expect(Set(startedValues).count == startedValues.count, "each started trace is a new one: \(startedValues)")
     }
 }
