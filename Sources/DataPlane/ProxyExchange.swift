@@ -896,7 +896,13 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         let mcpCall = mcpCall
         recordAccessLine(status: status, nanoseconds: nanoseconds, mcp: mcpCall)
         if let mcpCall {
-            plane.metrics.mcpCall(route: route.template, method: mcpCall.methodLabel ?? head.method.rawValue, name: mcpCall.nameLabel, decision: mcpCall.decision)
+            // Labelled as the request metrics label methods (a bounded set).
+            let method = mcpCall.methodLabel ?? ProxyMetricHandles.label(head.method)
+            if let handles = handler.metricHandles {
+                handles.recordMCPCall(route: route, method: method, name: mcpCall.nameLabel, decision: mcpCall.decision)
+            } else {
+                plane.metrics.mcpCall(route: route.template, method: method, name: mcpCall.nameLabel, decision: mcpCall.decision)
+            }
         }
         handler.exchangeFinished(requestEnded: requestEnded, closeConnection: closeClient)
     }

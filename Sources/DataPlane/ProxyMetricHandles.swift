@@ -17,6 +17,14 @@ final class ProxyMetricHandles {
     private let metrics: GatewayMetrics
     private var byKey: [Int: Handles] = [:]
     private var timers: [Int: (request: Metrics.Timer, upstream: Metrics.Timer)] = [:]
+    /// MCP calls' counters by route and labels (each label bounded: see `GatewayMetrics.mcpCallCounter`).
+    private struct MCPCallKey: Hashable {
+        let route: Int
+        let method: String
+        let name: String?
+        let decision: String
+    }
+    private var mcpCalls: [MCPCallKey: Metrics.Counter] = [:]
     /// The route table the handles are kept for: a reload's new table starts them afresh.
     private var generation = 0
 
@@ -36,6 +44,7 @@ final class ProxyMetricHandles {
             }
             byKey.removeAll()
             timers.removeAll()
+            mcpCalls.removeAll()
             generation = route.generation
         }
         let methodIndex = ProxyExchange.methods.firstIndex(of: method) ?? ProxyExchange.methods.count
@@ -66,6 +75,18 @@ final class ProxyMetricHandles {
             proxied.increment()
             timer.upstream.recordNanoseconds(upstreamNanoseconds)
         }
+    }
+
+    /// Records one MCP call (after `record` for its exchange, which follows the route table's generation).
+    func recordMCPCall(route: DataPlane.Route, method: String, name: String?, decision: String) {
+        guard route.generation == generation else {
+            return metrics.mcpCall(route: route.template, method: method, name: name, decision: decision)
+        }
+        let key = MCPCallKey(route: route.index, method: method, name: name, decision: decision)
+        if let counter = mcpCalls[key] { return counter.increment() }
+        let (counter, keepable) = metrics.mcpCallCounter(route: route.template, method: method, name: name, decision: decision)
+        if keepable { mcpCalls[key] = counter }
+        counter.increment()
     }
 
     /// A method's metric label: its name when some route may forward it, else `OTHER` (a client

@@ -65,6 +65,13 @@ public struct GatewayMetrics: Sendable {
     ///
     /// The name label is bounded: the first `maximumMCPNames` distinct names, then `_other`.
     package func mcpCall(route: String, method: String, name: String?, decision: String) {
+        mcpCallCounter(route: route, method: method, name: name, decision: decision).counter.increment()
+    }
+
+    /// The counter of one MCP label set (see `mcpCall`), and whether a caller may keep it under
+    /// these labels: not when the name was counted as `_other`, or its table would grow with
+    /// every name a client makes up.
+    package func mcpCallCounter(route: String, method: String, name: String?, decision: String) -> (counter: Metrics.Counter, keepable: Bool) {
         let label: String
         if let name {
             label = handles.mcpNames.withLock { names in
@@ -78,10 +85,11 @@ public struct GatewayMetrics: Sendable {
         }
         let factory = self.factory
         // Made once per label set (the labels are bounded), as the request metrics are.
-        handles.counter(MetricHandles.Key(route + "\u{0}" + method, label + "\u{0}" + decision, -1)) {
+        let counter = handles.counter(MetricHandles.Key(route + "\u{0}" + method, label + "\u{0}" + decision, -1)) {
             Metrics.Counter(
                 label: "portcullis_mcp_calls_total", dimensions: [("route", route), ("method", method), ("name", label), ("decision", decision)], factory: factory)
-        }.increment()
+        }
+        return (counter, name == nil || label == name)
     }
 
     /// A request refused by a rate limit.

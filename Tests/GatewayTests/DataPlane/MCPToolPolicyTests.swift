@@ -180,6 +180,10 @@ struct MCPToolPolicyTests {
         // Labelled by the rule that matched (a client chooses names: the labels are the configuration's), `_unlisted` for none.
         #expect(metrics.contains(#"portcullis_mcp_calls_total{route="/mcp/gh/**",method="tools/call",name="_unlisted",decision="mcp_tool_refused"} 1"#), "\(metrics.split(separator: "\n").filter { $0.contains("mcp") })")
         #expect(metrics.contains(#"portcullis_mcp_calls_total{route="/mcp/gh/**",method="tools/call",name="search_*",decision="allowed"} 1"#))
+        // Counted again from each event loop's own table of handles: the same series, not a new one.
+        for _ in 0..<2 { #expect(try await fixture.send(.POST, "/mcp/gh", bearer: staff, body: Self.call("search_issues")).status == 200) }
+        let again = try await fixture.send(.GET, "/metrics", port: fixture.adminPort).raw
+        #expect(again.contains(#"portcullis_mcp_calls_total{route="/mcp/gh/**",method="tools/call",name="search_*",decision="allowed"} 3"#), "\(again.split(separator: "\n").filter { $0.contains("mcp_calls") })")
     }
 
     @Test("raw: headers that disagree with the body are 400 HeaderMismatch (-32020), never forwarded; Base64-wrapped names are read; a batch mixing allowed and refused calls is refused whole; a body beyond max_body_bytes is 413, one with a content-encoding 415, one not JSON 400 (-32700)")
