@@ -35,7 +35,11 @@ public enum AuthenticationFailure: Error, Sendable, Equatable {
 }
 
 /// The caller an access token proved.
-public struct AuthenticatedCaller: Sendable, Equatable {
+///
+/// A class: a request hands its caller from the token check to the policy, the assertion, the
+/// log line and (on an MCP route) its registration, and a struct of ten references was copied,
+/// a retain and a release each, at every step. Immutable, so shared safely.
+public final class AuthenticatedCaller: Sendable, Equatable {
     public let userID: String
     public let tenantID: String
     public let clientID: String?
@@ -67,13 +71,21 @@ public struct AuthenticatedCaller: Sendable, Equatable {
         self.claims = claims
     }
 
+    /// Field by field, as the struct it was compared.
+    public static func == (lhs: AuthenticatedCaller, rhs: AuthenticatedCaller) -> Bool {
+        lhs === rhs
+            || (lhs.userID == rhs.userID && lhs.tenantID == rhs.tenantID && lhs.clientID == rhs.clientID && lhs.tokenID == rhs.tokenID
+                && lhs.issuedAt == rhs.issuedAt && lhs.expiresAt == rhs.expiresAt && lhs.external == rhs.external && lhs.claims == rhs.claims
+                && lhs.resource == rhs.resource)
+    }
+
     /// The caller a trusted issuer's verified token proves.
     ///
     /// The user is the pair (issuer, subject), so the same `sub` from another issuer, or a
     /// local account's id, is another user: `ext_` and 22 characters of SHA-256 over both.
     /// The token id (for revocation at logout) is derived from the issuer and the `jti`,
     /// or from the whole token when it has none, so two issuers' `jti`s never collide.
-    public init(_ identity: ExternalIdentity, token: VerifiedAccessToken, raw: String) throws {
+    public convenience init(_ identity: ExternalIdentity, token: VerifiedAccessToken, raw: String) throws {
         let tokenID = token.tokenID.map { identity.issuer + "\n" + $0 } ?? identity.issuer + "\n" + raw
         self.init(
             userID: try Self.externalID(identity.issuer + "\n" + identity.subject), tenantID: identity.tenantID,
