@@ -15,7 +15,7 @@ import Synchronization
 public final class VerifiedTokenCache: Sendable {
     public let maximumAge: Double
     private struct State {
-        var entries: BoundedDictionary<String, (caller: AuthenticatedCaller, validUntil: Double)>
+        var entries: BoundedDictionary<TokenKey, (caller: AuthenticatedCaller, validUntil: Double)>
         /// How many times the cache was emptied.
         var generation: UInt64 = 0
     }
@@ -30,9 +30,10 @@ public final class VerifiedTokenCache: Sendable {
     /// `insert` when the token is verified afresh).
     func lookup(_ token: String, now: Double) -> (caller: AuthenticatedCaller?, generation: UInt64) {
         state.withLock { state in
-            guard let entry = state.entries[token] else { return (nil, state.generation) }
+            let key = TokenKey(token)
+            guard let entry = state.entries[key] else { return (nil, state.generation) }
             if entry.validUntil > now { return (entry.caller, state.generation) }
-            state.entries.removeValue(forKey: token)
+            state.entries.removeValue(forKey: key)
             return (nil, state.generation)
         }
     }
@@ -54,7 +55,27 @@ public final class VerifiedTokenCache: Sendable {
             guard state.generation == generation else { return }
             // Expired entries go as new ones come: the cache holds the live tokens, not `capacity` old ones.
             state.entries.removeOldest { $0.validUntil <= now }
-            state.entries.insert((caller, validUntil), for: token)
+            state.entries.insert((caller, validUntil), for: TokenKey(token))
         }
+    }
+}
+
+/// A token as the cache's key: equal only to the same token, byte for byte, but hashed over its
+/// length and last 32 bytes (its signature's end), not all of it (hashing whole tokens of a few
+/// hundred bytes was the lookup's main cost, on every request).
+///
+/// Only verified tokens are kept, and their signatures are the issuer's: a client cannot make
+/// them collide, and a lookup of a made-up token is still compared in full against any entry.
+struct TokenKey: Hashable {
+    let token: String
+
+    init(_ token: String) { self.token = token }
+
+    static func == (lhs: TokenKey, rhs: TokenKey) -> Bool { lhs.token == rhs.token }
+
+    func hash(into hasher: inout Hasher) {
+        let bytes = token.utf8
+        hasher.combine(bytes.count)
+        for byte in bytes.suffix(32) { hasher.combine(byte) }
     }
 }

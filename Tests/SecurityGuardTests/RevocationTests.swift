@@ -78,6 +78,21 @@ struct RevocationTests {
         #expect(cache.lookup("token-a", now: clock.now()).caller == nil, "kept 30 s at most")
     }
 
+    @Test("the verified-token cache finds a token only by all of it: tokens of the same length and the same last 32 bytes (the part its key is hashed over) are different entries")
+    func cacheKeyIsTheWholeToken() {
+        let clock = MutableClock(3_000_000)
+        let cache = VerifiedTokenCache(capacity: 16, maximumAge: 30)
+        let tail = String(repeating: "s", count: 40)
+        let (first, second) = ("header.payload-one." + tail, "header.payload-two." + tail)
+        let generation = cache.lookup(first, now: clock.now()).generation
+        cache.insert(token("one", clock), for: first, now: clock.now(), generation: generation)
+        #expect(cache.lookup(first, now: clock.now()).caller?.tokenID == "one")
+        #expect(cache.lookup(second, now: clock.now()).caller == nil, "another token with the same hashed part is not the cached one")
+        cache.insert(token("two", clock), for: second, now: clock.now(), generation: generation)
+        #expect(cache.lookup(first, now: clock.now()).caller?.tokenID == "one" && cache.lookup(second, now: clock.now()).caller?.tokenID == "two")
+        #expect(cache.lookup(first + "x", now: clock.now()).caller == nil && cache.lookup(String(first.dropFirst()), now: clock.now()).caller == nil)
+    }
+
     @Test("a disabled account's tokens issued up to its not-before second are refused once synced; later ones and other accounts pass")
     func accountNotBefore() async throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
