@@ -29,7 +29,9 @@
 #   PORTCULLIS_BIN=path                   benchmark another portcullis binary (e.g. an older build)
 #   COMPARE_BIN=path                      also run a gateway from this binary (an older build, say) beside
 #                                         it, and one from this build with the same configuration: two more
-#                                         rows, interleaved in the same rounds, and their ratio (A/B of a change)
+#                                         rows, interleaved in the same rounds, and their ratio (A/B of a change);
+#                                         both also serve an MCP route (mcp: true, this build one with tool
+#                                         rules too): the older binary's MCP row beside this build's
 #   COMPARE_LEVEL=info                    run that gateway at this logging level (default: as quiet as the main row)
 #   ONLY=regex                            only the rows whose names match (plus nginx's plain proxy and the
 #                                         byte floor, the ratios' bases): ONLY='floor|routes$' for a quick A/B
