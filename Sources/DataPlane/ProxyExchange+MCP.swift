@@ -24,10 +24,12 @@ extension ProxyExchange {
         let call = MCPCallFields(clientID: caller.clientID, tenantID: caller.tenantID, decision: "allowed")
         guard Self.mcpMethods.contains(head.method), !webSocket else {
             mcpCall = call.deciding("method_not_allowed")
-            return fail(
-                GatewayError(
-                    .methodNotAllowed, "method_not_allowed",
-                    "an MCP server takes POST (a message), GET (a stream) and DELETE (its session)\(webSocket ? ", never a WebSocket" : "")"))
+            var error = GatewayError(
+                .methodNotAllowed, "method_not_allowed",
+                "an MCP server takes POST (a message), GET (a stream) and DELETE (its session)\(webSocket ? ", never a WebSocket" : "")")
+            // RFC 9110 §15.5.6: a 405 lists what the resource does take.
+            error.allow = Self.mcpMethods.map(\.rawValue).filter(route.allowedMethodNames.contains).sorted().joined(separator: ", ")
+            return fail(error)
         }
         // Only a POST carries a call; a method a proxy or framework reads from a field would be another.
         if head.headers.contains(where: { Self.isMethodOverride($0.name) }) {
