@@ -28,10 +28,12 @@
 #                                         run each: a count that does not move with the machine's noise
 #   PORTCULLIS_BIN=path                   benchmark another portcullis binary (e.g. an older build)
 #   COMPARE_BIN=path                      also run a gateway from this binary (an older build, say) beside
-#                                         it, and one from this build with the same configuration: two more
-#                                         rows, interleaved in the same rounds, and their ratio (A/B of a change);
-#                                         both also serve an MCP route (mcp: true, this build one with tool
-#                                         rules too): the older binary's MCP row beside this build's
+#                                         it, and one from this build with the same configuration (one route):
+#                                         two more rows, interleaved in the same rounds, and their ratio (A/B)
+#   COMPARE_MCP=1                         with COMPARE_BIN (a build of issue 55 or later): both gateways also
+#                                         serve an MCP route (mcp: true) and the authorization server, and this
+#                                         build's a route with tool rules too: three more rows, the older
+#                                         binary's MCP row beside this build's (issue 56's target)
 #   COMPARE_LEVEL=info                    run that gateway at this logging level (default: as quiet as the main row)
 #   ONLY=regex                            only the rows whose names match (plus nginx's plain proxy and the
 #                                         byte floor, the ratios' bases): ONLY='floor|routes$' for a quick A/B
@@ -155,22 +157,28 @@ TOKEN_INFO=$TOKEN
 if [ -n "${COMPARE_BIN:-}" ]; then
   # The same gateway.routes set-up from another binary (BIN is what start_serve and the login run).
   MAIN_BIN=$BIN; BIN=$(realpath "$COMPARE_BIN")
-  # The MCP route of part 1 (issue 55, mcp: true) is in it too: the older binary's MCP row.
-  compare_routes="  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\", {prefix: /mcp/bench, upstream: \"http://127.0.0.1:$UPSTREAM\", mcp: true}]"
+  compare_routes="  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\"]" compare_extra="" same_routes=""
+  if [ "${COMPARE_MCP:-}" = 1 ]; then
+    # The MCP route of part 1 (issue 55, mcp: true) and its authorization server: the older binary's
+    # MCP row; this build's gateway has one more route, tool rules (issue 56), for its row beside it.
+    compare_routes="  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\", {prefix: /mcp/bench, upstream: \"http://127.0.0.1:$UPSTREAM\", mcp: true}]"
+    compare_extra=$AS_YAML
+    same_routes="${compare_routes%]}, {prefix: /mcp/rules, upstream: \"http://127.0.0.1:$UPSTREAM\", mcp: $TOOL_RULES}]"
+  fi
   if [ -n "${COMPARE_LEVEL:-}" ]; then
-    LOGGING_LEVEL=$COMPARE_LEVEL start_serve "$WORK/gateway-compare" "$GATEWAY_COMPARE" "$compare_routes" "$AS_YAML"
+    LOGGING_LEVEL=$COMPARE_LEVEL start_serve "$WORK/gateway-compare" "$GATEWAY_COMPARE" "$compare_routes" "$compare_extra"
   else
-    start_serve "$WORK/gateway-compare" "$GATEWAY_COMPARE" "$compare_routes" "$AS_YAML"
+    start_serve "$WORK/gateway-compare" "$GATEWAY_COMPARE" "$compare_routes" "$compare_extra"
   fi
   PIDS+=("$SERVE_PID"); GATEWAY_COMPARE_PID=$SERVE_PID
   login_bench_user "$WORK/gateway-compare" "$GATEWAY_COMPARE"
   TOKEN_COMPARE=$TOKEN
   BIN=$MAIN_BIN
-  # This binary with the compare gateway's configuration exactly (one route, nothing else): the A/B
-  # of the two binaries is this row against COMPARE_BIN's, not the main row, whose configuration
-  # has more routes, a trusted issuer and the authorization server.
-  # One more route here, tool rules (issue 56), for its row against the older binary's MCP row.
-  start_serve "$WORK/gateway-same" "$GATEWAY_SAME" "${compare_routes%]}, {prefix: /mcp/rules, upstream: \"http://127.0.0.1:$UPSTREAM\", mcp: $TOOL_RULES}]" "$AS_YAML"
+  # This binary with the compare gateway's configuration (one route; with COMPARE_MCP, the MCP route,
+  # the authorization server and the tool-rule route): the A/B of the two binaries is this row
+  # against COMPARE_BIN's, not the main row, whose configuration has more routes, a trusted issuer
+  # and the authorization server.
+  start_serve "$WORK/gateway-same" "$GATEWAY_SAME" "${same_routes:-$compare_routes}" "$compare_extra"
   PIDS+=("$SERVE_PID"); GATEWAY_SAME_PID=$SERVE_PID
   login_bench_user "$WORK/gateway-same" "$GATEWAY_SAME"
   TOKEN_SAME=$TOKEN
@@ -211,7 +219,7 @@ for path in paths:
 print(*tokens)
 PY
 }
-if [ -n "${COMPARE_BIN:-}" ]; then
+if [ -n "${COMPARE_BIN:-}" ] && [ "${COMPARE_MCP:-}" = 1 ]; then
   # Part 1's MCP row from the older binary, and this binary's MCP rows under the same configuration.
   read -r MCP_TOKEN_COMPARE < <(mcp_tokens "$GATEWAY_COMPARE" "$(browser_cookie "$GATEWAY_COMPARE")" /mcp/bench)
   read -r MCP_TOKEN_SAME MCP_RULES_TOKEN_SAME < <(mcp_tokens "$GATEWAY_SAME" "$(browser_cookie "$GATEWAY_SAME")" /mcp/bench /mcp/rules)
@@ -345,8 +353,8 @@ CALL='{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add","argu
 EXPECT=200 check -X POST -H "Authorization: Bearer $MCP_TOKEN" -H 'Content-Type: application/json' -d "$CALL" "127.0.0.1:$GATEWAY/mcp/bench"
 EXPECT=401 check -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d "$CALL" "127.0.0.1:$GATEWAY/mcp/bench"
 EXPECT=200 check -X POST -H "Authorization: Bearer $MCP_RULES_TOKEN" -H 'Content-Type: application/json' -d "$CALL" "127.0.0.1:$GATEWAY/mcp/rules"
-if [ -n "${COMPARE_BIN:-}" ]; then
-  EXPECT=200 check -H "Authorization: Bearer $TOKEN_COMPARE" "127.0.0.1:$GATEWAY_COMPARE/api/bench/"
+if [ -n "${COMPARE_BIN:-}" ]; then EXPECT=200 check -H "Authorization: Bearer $TOKEN_COMPARE" "127.0.0.1:$GATEWAY_COMPARE/api/bench/"; fi
+if [ -n "${COMPARE_BIN:-}" ] && [ "${COMPARE_MCP:-}" = 1 ]; then
   EXPECT=200 check -X POST -H "Authorization: Bearer $MCP_TOKEN_COMPARE" -H 'Content-Type: application/json' -d "$CALL" "127.0.0.1:$GATEWAY_COMPARE/mcp/bench"
   EXPECT=200 check -X POST -H "Authorization: Bearer $MCP_TOKEN_SAME" -H 'Content-Type: application/json' -d "$CALL" "127.0.0.1:$GATEWAY_SAME/mcp/bench"
   EXPECT=200 check -X POST -H "Authorization: Bearer $MCP_RULES_TOKEN_SAME" -H 'Content-Type: application/json' -d "$CALL" "127.0.0.1:$GATEWAY_SAME/mcp/rules"
@@ -420,7 +428,7 @@ for round in $(seq "$ROUNDS"); do
   run "Portcullis Bearer route, the same POST" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/" -s "$WORK/mcp.lua"
   NO_BEARER=1 run "the MCP server directly (the upstream), the same POST" "$UPSTREAM_PID" "http://127.0.0.1:$UPSTREAM/" -s "$WORK/mcp.lua"
   AUTH_TOKEN=$MCP_RULES_TOKEN run "Portcullis MCP tools/call decided by a tool rule" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/mcp/rules" -s "$WORK/mcp.lua"
-  if [ -n "${COMPARE_BIN:-}" ]; then
+  if [ -n "${COMPARE_BIN:-}" ] && [ "${COMPARE_MCP:-}" = 1 ]; then
     AUTH_TOKEN=$MCP_TOKEN_COMPARE run "Portcullis MCP tools/call (JSON), COMPARE_BIN" "$GATEWAY_COMPARE_PID" "http://127.0.0.1:$GATEWAY_COMPARE/mcp/bench" -s "$WORK/mcp.lua"
     AUTH_TOKEN=$MCP_TOKEN_SAME run "Portcullis MCP tools/call (JSON), COMPARE_BIN's configuration" "$GATEWAY_SAME_PID" "http://127.0.0.1:$GATEWAY_SAME/mcp/bench" -s "$WORK/mcp.lua"
     AUTH_TOKEN=$MCP_RULES_TOKEN_SAME run "Portcullis MCP tools/call decided by a tool rule, COMPARE_BIN's configuration" "$GATEWAY_SAME_PID" "http://127.0.0.1:$GATEWAY_SAME/mcp/rules" -s "$WORK/mcp.lua"
@@ -512,7 +520,7 @@ for name in names:
           f"{same_round(name, base, 4):.2f}x | {same_round(name, floor, 4):.2f}x | {med(5):.0f} | {errors} |")
 same, compare = "Portcullis gateway.routes, COMPARE_BIN's configuration", [n for n in names if n.startswith("Portcullis gateway.routes, COMPARE_BIN")]
 if same in names and compare:
-    print(f"\nA/B, the same configuration: this binary against COMPARE_BIN: CPU a request {same_round(same, compare[0], 4):.3f}x, "
+    print(f"\nA/B, the same configuration (with COMPARE_MCP, this build's has one more route): this binary against COMPARE_BIN: CPU a request {same_round(same, compare[0], 4):.3f}x, "
           f"req/s {same_round(same, compare[0], 2):.3f}x, p99 {same_round(same, compare[0], 3):.3f}x (medians of same-round ratios)")
 mcp, bearer = "Portcullis MCP tools/call (JSON)", "Portcullis Bearer route, the same POST"
 if any(r[0] == mcp for r in rows) and any(r[0] == bearer for r in rows):

@@ -71,7 +71,9 @@ struct TokenKey: Hashable {
 
     init(_ token: String) { self.token = token }
 
-    static func == (lhs: TokenKey, rhs: TokenKey) -> Bool { lhs.token == rhs.token }
+    /// Byte for byte (String's `==` takes canonically equivalent spellings as equal, which the
+    /// byte hash would not).
+    static func == (lhs: TokenKey, rhs: TokenKey) -> Bool { lhs.token.utf8.elementsEqual(rhs.token.utf8) }
 
     func hash(into hasher: inout Hasher) {
         let bytes = token.utf8
