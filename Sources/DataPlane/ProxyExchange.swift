@@ -777,11 +777,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             call.ended = "client_gone"
             recordAccessLine(status: status == 0 ? 499 : status, nanoseconds: (ContinuousClock.now - started).nanoseconds, mcp: call)
         }
-        if let upstream {
-            upstream.handler.delegate = nil
-            upstream.channel.close(promise: nil)
-        }
-        dropUpstreamStream()
+        closeUpstream()
     }
 
     /// The request's access log line.
@@ -897,12 +893,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         recordAccessLine(status: status, nanoseconds: nanoseconds, mcp: mcpCall)
         if let mcpCall {
             // Labelled as the request metrics label methods (a bounded set).
-            let method = mcpCall.methodLabel ?? ProxyMetricHandles.label(head.method)
-            if let handles = handler.metricHandles {
-                handles.recordMCPCall(route: route, method: method, name: mcpCall.nameLabel, decision: mcpCall.decision)
-            } else {
-                plane.metrics.mcpCall(route: route.template, method: method, name: mcpCall.nameLabel, decision: mcpCall.decision)
-            }
+            handler.metricHandles?.recordMCPCall(
+                route: route, method: mcpCall.methodLabel ?? ProxyMetricHandles.label(head.method), name: mcpCall.nameLabel, decision: mcpCall.decision)
         }
         handler.exchangeFinished(requestEnded: requestEnded, closeConnection: closeClient)
     }

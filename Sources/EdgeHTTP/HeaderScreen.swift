@@ -138,7 +138,7 @@ package enum HeaderScreen {
     }
 
     /// Whether `bytes`, lower-cased (ASCII), are `lowercased`.
-    package static func equalsLowercasedBytes<Bytes: Collection<UInt8>>(_ bytes: Bytes, _ lowercased: StaticString) -> Bool {
+    static func equalsLowercasedBytes<Bytes: Collection<UInt8>>(_ bytes: Bytes, _ lowercased: StaticString) -> Bool {
         guard bytes.count == lowercased.utf8CodeUnitCount else { return false }
         return lowercased.withUTF8Buffer { word in
             zip(bytes, word).allSatisfy { (($0 >= 0x41 && $0 <= 0x5A) ? $0 + 32 : $0) == $1 }
