@@ -23,6 +23,7 @@
 #   PROFILE=cookie scripts/bench-proxy.sh   the same, a browser's session cookie on the auth: browser route
 #   PROFILE=floor scripts/bench-proxy.sh    the same, of the byte floor (to set the gateway's profile beside)
 #   PROFILE=mcp scripts/bench-proxy.sh      the same, of an MCP tools/call decided by a tool rule
+#   PROFILE=forward scripts/bench-proxy.sh  the same, of forward-auth's decision (the policy row's request)
 #   SYSCALLS=1 scripts/bench-proxy.sh     also counts the system calls per request (strace -c on every
 #                                         thread) of the byte floor, nginx's proxy and the gateway, one
 #                                         run each: a count that does not move with the machine's noise
@@ -439,7 +440,7 @@ for round in $(seq "$ROUNDS"); do
   AUTH_TOKEN=$TOKEN_INFO run "Portcullis gateway.routes, access log at info" "$GATEWAY_INFO_PID" "http://127.0.0.1:$GATEWAY_INFO/api/bench/"
 done
 
-if [ "${PROFILE:-}" = 1 ] || [ "${PROFILE:-}" = session ] || [ "${PROFILE:-}" = cookie ] || [ "${PROFILE:-}" = floor ] || [ "${PROFILE:-}" = mcp ]; then
+if [ "${PROFILE:-}" = 1 ] || [ "${PROFILE:-}" = session ] || [ "${PROFILE:-}" = cookie ] || [ "${PROFILE:-}" = floor ] || [ "${PROFILE:-}" = mcp ] || [ "${PROFILE:-}" = forward ]; then
   PERF_OUT="$ROOT/.build/bench-proxy.perf.data"
   PROFILED_HEADERS=(-H "Authorization: Bearer $TOKEN")
   PROFILED_PID=$GATEWAY_PID PROFILED_URL="http://127.0.0.1:$GATEWAY/api/bench/"
@@ -454,6 +455,11 @@ if [ "${PROFILE:-}" = 1 ] || [ "${PROFILE:-}" = session ] || [ "${PROFILE:-}" = 
   if [ "$PROFILE" = mcp ]; then
     PERF_OUT="$ROOT/.build/bench-proxy.mcp.perf.data"
     PROFILED_HEADERS=(-H "Authorization: Bearer $MCP_RULES_TOKEN" -s "$WORK/mcp.lua") PROFILED_URL="http://127.0.0.1:$GATEWAY/mcp/rules"
+  fi
+  if [ "$PROFILE" = forward ]; then
+    PERF_OUT="$ROOT/.build/bench-proxy.forward.perf.data"
+    PROFILED_HEADERS=(-H "Authorization: Bearer $EXT_TOKEN" -H "X-Original-URI: /api/policy/" -H "X-Original-Method: GET")
+    PROFILED_URL="http://127.0.0.1:$GATEWAY/api/auth/verify"
   fi
   if [ "$PROFILE" = cookie ]; then
     PERF_OUT="$ROOT/.build/bench-proxy.cookie.perf.data"

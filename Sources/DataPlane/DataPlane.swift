@@ -129,6 +129,9 @@ package final class DataPlane: Sendable {
     let browser: BrowserSessionGate
     /// The WebSocket tunnels open to routes.
     package let tunnels: TunnelRegistry
+    /// Which header family each proxy in front speaks to `/api/auth/verify`; `nil`: forward-auth
+    /// is not decided on the event loop (Hummingbird's route answers every decision).
+    let forwardAuthProxies: ForwardAuthProxies?
     private let pools = EventLoopTable<UpstreamPool>()
     private let http2Pools = EventLoopTable<UpstreamHTTP2Pool>()
     private let metricTables = EventLoopTable<ProxyMetricHandles>()
@@ -137,8 +140,10 @@ package final class DataPlane: Sendable {
     package init(
         table: LiveRouteTable, authenticator: AccessTokenAuthenticator, sessions: SessionOwnershipView, runtime: RuntimeClient,
         admission: Admission, metrics: GatewayMetrics, logger: Logger, accessLog: AccessLog, maximumBodyBytes: Int, upstreamTimeout: Double, forwardedProto: String,
-        upstreamTLS: NIOSSLContext?, upstreamTLSForHTTP2: NIOSSLContext? = nil, browser: BrowserSessionGate, tunnels: TunnelRegistry = TunnelRegistry()
+        upstreamTLS: NIOSSLContext?, upstreamTLSForHTTP2: NIOSSLContext? = nil, browser: BrowserSessionGate, tunnels: TunnelRegistry = TunnelRegistry(),
+        forwardAuthProxies: ForwardAuthProxies? = nil
     ) {
+        self.forwardAuthProxies = forwardAuthProxies
         self.upstreamTLSForHTTP2 = upstreamTLSForHTTP2
         self.tunnels = tunnels
         self.upstreamTLS = upstreamTLS

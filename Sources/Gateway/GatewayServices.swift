@@ -185,7 +185,7 @@ public struct GatewayServices: Sendable {
     var forwardAuthRoutes: ForwardAuthRoutes {
         ForwardAuthRoutes(
             table: routeTable, authentication: authentication, admission: admission, runtime: runtime, sessionOwners: sessionOwners,
-            metrics: metrics, proxies: ForwardAuthProxies(defaultFamily: configuration.forwardAuthHeaders, bindings: configuration.forwardAuthProxies),
+            metrics: metrics, proxies: forwardAuthProxies,
             browser: browserSessionRoutes, gate: browserGate)
     }
 
@@ -205,7 +205,12 @@ public struct GatewayServices: Sendable {
             metrics: metrics, logger: logger, accessLog: accessLog, maximumBodyBytes: configuration.maximumBodyBytes, upstreamTimeout: configuration.runtimeTimeout,
             forwardedProto: configuration.forwardedProto, upstreamTLS: try DataPlane.upstreamTLSContext(caFile: configuration.upstreamCAFile),
             upstreamTLSForHTTP2: try DataPlane.upstreamTLSContext(caFile: configuration.upstreamCAFile, alpn: ["h2"]),
-            browser: browserGate, tunnels: tunnels)
+            browser: browserGate, tunnels: tunnels, forwardAuthProxies: forwardAuthProxies)
+    }
+
+    /// Which header family each proxy in front speaks (`gateway.forward_auth`).
+    var forwardAuthProxies: ForwardAuthProxies {
+        ForwardAuthProxies(defaultFamily: configuration.forwardAuthHeaders, bindings: configuration.forwardAuthProxies)
     }
 
     var authorizationServerRoutes: AuthorizationServerRoutes {

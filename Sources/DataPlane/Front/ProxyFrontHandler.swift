@@ -42,6 +42,12 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
     /// Bytes read and not yet served or handed on.
     private var received = ByteBuffer()
     private var exchange: ProxyExchange?
+    /// A forward-auth decision in flight (waiting for the store); like `exchange`, it holds the bytes behind it.
+    private var decision: ForwardAuthExchange?
+    /// An answer could not be written out (the client is not reading): nothing more is served until it can.
+    private var awaitingWritable = false
+    /// Whether a request is being answered: bytes behind it wait.
+    private var requestInFlight: Bool { exchange != nil || decision != nil }
     /// Serving requests from `received` now (an exchange that finishes at once must not start the next itself).
     private var serving = false
     private var handedOn = false
@@ -96,7 +102,7 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         } else {
             received.writeBuffer(&bytes)
         }
-        if exchange != nil {
+        if requestInFlight || awaitingWritable {
             // Behind a request in flight: waits, unread further, within its bound.
             holdingReads = true
             if received.readableBytes > maximumQueuedBytes {
@@ -119,39 +125,61 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         guard !serving else { return }
         serving = true
         defer { serving = false }
-        while exchange == nil, !handedOn, !closing, received.readableBytes > 0, self.context != nil {
+        while !requestInFlight, !awaitingWritable, !handedOn, !closing, received.readableBytes > 0, self.context != nil {
             let outcome = received.withUnsafeReadableBytes { PlainRequestHead.parse($0, limits: limits) }
             guard case .complete(let plain) = outcome, let started = start(plain, context: context) else {
                 // Not plain, or not whole in what came: NIO's decoder takes it from its first byte.
                 return handOn(context: context)
             }
             received.moveReaderIndex(forwardBy: plain.length)
-            exchange = started
-            // No body: the request has ended before its exchange starts.
-            started.clientRead(.end(nil))
-            started.start()
+            switch started {
+            case .proxy(let started):
+                exchange = started
+                // No body: the request has ended before its exchange starts.
+                started.clientRead(.end(nil))
+                started.start()
+            case .decision(let started):
+                // Answered within `start`, or in flight until the store answers.
+                decision = started
+                if !started.start(table: routeTable) {
+                    // Not decided on the loop (a browser's cookie): Hummingbird's route takes it from its first byte.
+                    decision = nil
+                    received.moveReaderIndex(forwardBy: -plain.length)
+                    return handOn(context: context)
+                }
+            }
         }
         guard !handedOn else { return }
         // Read whole, `received` is left as it is (not cleared: clearing a buffer NIO's read pool
         // still shares allocates a new one); the next read replaces it.
-        if exchange == nil {
+        if !requestInFlight && !awaitingWritable {
             releaseReads()
         } else if received.readableBytes > 0 {
             holdingReads = true  // the next request waits for this one's answer
         }
     }
 
-    /// The exchange for `plain`, when its target is in its normalised spelling and under a route.
-    private func start(_ plain: PlainRequestHead, context: ChannelHandlerContext) -> ProxyExchange? {
+    /// What serves a plain request on the loop.
+    private enum Started {
+        case proxy(ProxyExchange)
+        case decision(ForwardAuthExchange)
+    }
+
+    /// The exchange for `plain`, when its target is in its normalised spelling and under a route,
+    /// or forward-auth's decision for it (`/api/auth/verify` exactly).
+    private func start(_ plain: PlainRequestHead, context: ChannelHandlerContext) -> Started? {
         var head = HTTPRequestHead(
             version: .http1_1, method: HTTPMethod(rawValue: plain.method.rawValue), uri: plain.uri, headers: HTTPHeaders(plain.fields))
         // The same screen as every request NIO decodes; one it refuses is answered by that path.
         guard (try? RequestTargetHandler.screen(&head)) != nil else { return nil }
         let (path, query) = RequestTarget.split(head.uri[...])
         plane.table.refresh(&routeTable)
+        if path == ForwardAuthExchange.path, let proxies = plane.forwardAuthProxies {
+            return .decision(ForwardAuthExchange(handler: self, plane: plane, proxies: proxies, head: head, eventLoop: context.eventLoop))
+        }
         let host = routeTable.hasHostRoutes ? head.headers.first(name: "host") : nil
         guard let (route, remainder) = routeTable.route(host: host, path: path) else { return nil }
-        return ProxyExchange(handler: self, eventLoop: context.eventLoop, route: route, head: head, path: path, remainder: remainder, query: query)
+        return .proxy(ProxyExchange(handler: self, eventLoop: context.eventLoop, route: route, head: head, path: path, remainder: remainder, query: query))
     }
 
     /// Hands the connection to the pipeline behind this handler from the first byte not served,
@@ -185,18 +213,25 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
     package func channelWritabilityChanged(context: ChannelHandlerContext) {
         exchange?.clientWritabilityChanged(context.channel.isWritable)
         context.fireChannelWritabilityChanged()
+        if awaitingWritable, context.channel.isWritable, !handedOn {
+            // The client read what was answered: the requests behind it are served now.
+            awaitingWritable = false
+            serve(context: context)
+        }
     }
 
     package func channelInactive(context: ChannelHandlerContext) {
         exchange?.clientGone()
         exchange = nil
+        decision?.clientGone()
+        decision = nil
         received = ByteBuffer()
         context.fireChannelInactive()
     }
 
     package func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         guard !handedOn, event is ChannelShouldQuiesceEvent else { return context.fireUserInboundEventTriggered(event) }
-        if exchange == nil {
+        if !requestInFlight {
             context.close(promise: nil)
         } else {
             closeWhenIdle = true
@@ -246,6 +281,19 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         releaseReads()
     }
 
+    /// Forward-auth's answer has been written: as an exchange's end, and the next request waits
+    /// while the client is not reading what it was answered.
+    func decisionFinished(closeConnection: Bool) {
+        decision = nil
+        if let context, !closeConnection, !context.channel.isWritable {
+            awaitingWritable = true
+            holdingReads = true
+            lastActive = .now()
+            return
+        }
+        exchangeFinished(requestEnded: true, closeConnection: closeConnection)
+    }
+
     func exchangeFinished(requestEnded: Bool, closeConnection: Bool) {
         exchange = nil
         // The deadline check stays scheduled: the next request's deadline is later, and the check re-arms for it.
@@ -285,7 +333,7 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         guard let context else { return }
         idleCheck = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [weak self] in
             guard let self, let context = self.context, !self.handedOn else { return }
-            guard self.exchange == nil else { return self.scheduleIdleCheck(at: .now() + self.idleTimeout) }
+            guard !self.requestInFlight else { return self.scheduleIdleCheck(at: .now() + self.idleTimeout) }
             let due = self.lastActive + self.idleTimeout
             if due <= .now() {
                 context.close(promise: nil)

@@ -35,63 +35,6 @@ struct ForwardAuthRoutes: Sendable {
         }
     }
 
-    /// The original request, from `family`'s two fields only; GET when no method is named.
-    ///
-    /// Refused (400): the other family's fields present (a client may have set them, and a
-    /// proxy that copies client headers passes them on), either field given twice, and a URI
-    /// not already in the one spelling `RequestTarget` makes: the proxy forwards the URI as it
-    /// came, so deciding on a normalised copy (`/a/../b` as `/b`) would decide for a path other
-    /// than the one the upstream receives.
-    static func original(_ headers: HTTPFields, family: ForwardAuthHeaderFamily) throws -> (path: Substring, method: HTTPRequest.Method) {
-        let other = family.other
-        for name in [other.uriField, other.methodField] where headers[name] != nil {
-            throw GatewayError(
-                .badRequest, "forward_auth_headers_mixed",
-                "the request carries \(name.rawName), which this gateway never reads (this proxy's family is \(family.rawValue), gateway.forward_auth: \(family.uriField.rawName) and \(family.methodField.rawName)); have the proxy remove the client's \(name.rawName)")
-        }
-        let uris = headers[values: family.uriField]
-        let methods = headers[values: family.methodField]
-        guard uris.count <= 1, methods.count <= 1 else {
-            throw GatewayError.invalidRequest("\((uris.count > 1 ? family.uriField : family.methodField).rawName) is given more than once; name one original request")
-        }
-        guard let uri = uris.first, !uri.isEmpty else {
-            throw GatewayError.invalidRequest("name the original request in \(family.uriField.rawName) (this proxy's family is \(family.rawValue), gateway.forward_auth)")
-        }
-        let name = methods.first ?? "GET"
-        guard let method = ProxyRoute.forwardableMethods.first(where: { $0.rawValue == name }) else {
-            throw GatewayError(.methodNotAllowed, "method_not_allowed", "the original method \(JSONValue.clip(name)) is not one a route forwards")
-        }
-        let (rawPath, query) = RequestTarget.split(uri[...])
-        let path: Substring
-        do {
-            path = try RequestTarget.normalizedPath(rawPath)
-            try RequestTarget.checkQuery(query)
-        } catch {
-            throw GatewayError.invalidRequest(error.message)
-        }
-        guard path == rawPath else {
-            throw GatewayError(
-                .badRequest, "original_uri_not_canonical",
-                "the original URI's path is not in its one spelling (it would be \(PathRedaction.redactedPath(String(path)))), and the proxy forwards it as it came; refuse or normalise such paths in the proxy")
-        }
-        // A token in the URI is never read (it would sit in every log on the way); saying so beats ignoring it.
-        if let query, RequestTarget.queryWithoutCredentials(query) != query {
-            throw GatewayError(.badRequest, "token_in_url", "the original URI carries access_token; send the token in Authorization instead")
-        }
-        return (path, method)
-    }
-
-    /// The original request's host, from `family`'s host field, given exactly once: with routes
-    /// bound to hosts, a decision without it could be another host's route's.
-    static func originalHost(_ headers: HTTPFields, family: ForwardAuthHeaderFamily) throws -> String {
-        let hosts = headers[values: family.hostField]
-        guard hosts.count == 1, let host = hosts.first, !host.isEmpty else {
-            throw GatewayError.invalidRequest(
-                "name the original host in \(family.hostField.rawName), once: routes are bound to hosts (this proxy's family is \(family.rawValue), gateway.forward_auth)")
-        }
-        return host
-    }
-
     /// 200 with the identity for the proxy to pass on, or the refusal the route itself would answer.
     func verify(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
         // The original-request fields are believed from the proxies in front only: anybody else
@@ -102,10 +45,13 @@ struct ForwardAuthRoutes: Sendable {
                 "forward-auth answers only the proxies listed in gateway.trusted_proxies; add the proxy's address there")
         }
         let family = proxies.family(for: peer)
-        let (path, method) = try Self.original(request.headers, family: family)
+        let headers = request.headers
+        let values: (HTTPField.Name) -> [String] = { headers[values: $0] }
+        let original = try ForwardAuthOriginal(family: family, values: values)
+        let (path, method) = (original.path, original.method)
         let table = table.current
         // The data plane's own match, on the same table; by host too once a route is bound to one.
-        let host = table.hasHostRoutes ? try Self.originalHost(request.headers, family: family) : nil
+        let host = table.hasHostRoutes ? try ForwardAuthOriginal.host(family: family, values: values) : nil
         guard let (route, _) = table.route(host: host, path: path) else {
             throw GatewayError(.notFound, "not_found", "no gateway.routes prefix serves \(PathRedaction.redactedPath(String(path)))\(host == nil ? "" : " on that host")")
         }
@@ -128,7 +74,7 @@ struct ForwardAuthRoutes: Sendable {
             let assertion = try assertion(for: route, caller: RuntimeCaller(userID: nil, tenantID: nil, sessionID: nil))
             // Every identity field, empty: a proxy that copies a field the answer lacks may send its
             // own placeholder, or the client's copy, upstream instead (Caddy 2.6).
-            return Response(status: .ok, headers: Self.identityFields(assertion: assertion, caller: nil, appCookie: Self.appCookie(request)))
+            return Response(status: .ok, headers: Self.identityFields(assertion: assertion, caller: nil, route: route, appCookie: Self.appCookie(request)))
         }
         if token == nil, route.acceptsSessionCookie {
             return try await verifyBrowser(request, context, route: route, path: path, method: method, host: host, family: family)
@@ -156,13 +102,9 @@ struct ForwardAuthRoutes: Sendable {
         return Response(status: .ok, headers: Self.identityFields(assertion: assertion, caller: caller, route: route, appCookie: Self.appCookie(request)))
     }
 
-    /// The request's `Cookie` without the gateway's cookies (the gateway's own parser, every one of
-    /// them in any spelling), for the proxy to send the app instead of the browser's: a proxy's
-    /// pattern would miss a second copy or a flow cookie. Empty when nothing is left.
+    /// The request's `Cookie` without the gateway's cookies, for the proxy to send the app.
     static func appCookie(_ request: Request) -> String {
-        let values = request.headers[values: .cookie]
-        guard !values.isEmpty else { return "" }
-        return SessionCookie.withoutGatewayCookies(values.joined(separator: "; ")) ?? ""
+        ForwardAuthAnswer.appCookie(request.headers[values: .cookie])
     }
 
     /// An `auth: browser` route asked without a token: the session cookie the proxy passed on.
@@ -175,7 +117,8 @@ struct ForwardAuthRoutes: Sendable {
         _ request: Request, _ context: GatewayRequestContext, route: DataPlane.Route, path: Substring, method: HTTPRequest.Method, host: String?,
         family: ForwardAuthHeaderFamily
     ) async throws -> Response {
-        let originalHost = host ?? (try? Self.originalHost(request.headers, family: family))
+        let headers = request.headers
+        let originalHost = host ?? (try? ForwardAuthOriginal.host(family: family) { headers[values: $0] })
         // Sent twice (one planted by another host under the domain, say): refused as on the data plane, never a sign-in loop.
         if case .several = gate.cookie.sessionValue(in: request.headers[values: .cookie]) {
             throw GatewayError(
@@ -212,35 +155,18 @@ struct ForwardAuthRoutes: Sendable {
         return Response(status: .ok, headers: Self.identityFields(assertion: assertion, caller: caller, route: route, appCookie: Self.appCookie(request)))
     }
 
-    /// A 200's fields: the assertion and every identity field, in oauth2-proxy's names (so that
-    /// existing proxy configurations carry over), each present, empty when there is no value.
+    /// A 200's fields (`ForwardAuthAnswer`, which the event loop's decisions answer with too).
     static func identityFields(assertion: String, caller: AuthenticatedCaller?, route: DataPlane.Route? = nil, appCookie: String = "") -> HTTPFields {
-        let values = caller.map(IdentityFieldValues.init) ?? IdentityFieldValues()
-        var fields: HTTPFields = [
-            .cacheControl: "no-store", assertionHeader: assertion, Header.user: values.user, Header.tenant: values.tenant, Header.email: values.email,
-            Header.groups: values.groups, Header.preferredUsername: values.username, Header.appCookie: appCookie,
-        ]
-        // The route's own identity fields too, each present (empty without a value), for the proxy to copy.
-        if let names = route?.identityFields {
-            for name in names.names { if let field = HTTPField.Name(name) { fields[field] = "" } }
-            if let caller { names.forEach(of: caller) { name, value in if let field = HTTPField.Name(name) { fields[field] = value } } }
+        var fields = HTTPFields()
+        for field in ForwardAuthAnswer.fields(assertion: assertion, caller: caller, route: route, appCookie: appCookie) {
+            if let name = HTTPField.Name(field.name) { fields.append(HTTPField(name: name, value: field.value)) }
         }
         return fields
     }
 
-    static let assertionHeader = HTTPField.Name(AssertionHeader.name)!
-
     /// The header names read and written here (valid field names: the unwraps cannot fail).
     enum Header {
         static let sessionID = HTTPField.Name("X-Session-Id")!
-        static let user = HTTPField.Name("X-Auth-Request-User")!
-        static let tenant = HTTPField.Name("X-Auth-Request-Tenant")!
-        static let email = HTTPField.Name("X-Auth-Request-Email")!
-        static let groups = HTTPField.Name("X-Auth-Request-Groups")!
-        /// oauth2-proxy's name for the `preferred_username` claim.
-        static let preferredUsername = HTTPField.Name("X-Auth-Request-Preferred-Username")!
-        /// The browser's cookies without the gateway's, for the proxy to send the app.
-        static let appCookie = HTTPField.Name("X-Portcullis-App-Cookie")!
         /// Where a navigation without a session signs in (nginx's `error_page 401` reads it).
         static let signIn = HTTPField.Name("X-Portcullis-Sign-In")!
         static let fetchMode = HTTPField.Name("Sec-Fetch-Mode")!

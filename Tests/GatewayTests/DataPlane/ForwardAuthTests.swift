@@ -81,6 +81,101 @@ struct ForwardAuthTests {
         try await provider.stop()
     }
 
+    /// Sends `requests` on one raw connection at once and reads their answers in order, on a thread
+    /// of its own (a blocking read on the concurrency pool would starve Hummingbird's routes).
+    static func rawAnswers(port: Int, _ requests: [String], methods: [String]) async throws -> [StrictAnswerReader.Answer] {
+        try await onOwnThread {
+            let connection = try RawConnection(port: port)
+            defer { connection.close() }
+            connection.send(requests.joined())
+            var bytes: [UInt8] = []
+            while true {
+                if let answers = try? StrictAnswerReader.readAll(bytes, methods: methods), answers.count == requests.count { return answers }
+                let more = connection.readSome()
+                if more.isEmpty { return (try? StrictAnswerReader.readAll(bytes, methods: methods)) ?? [] }
+                bytes += more
+            }
+        }
+    }
+
+    static func verifyRequest(_ method: String = "GET", bearer: String?, _ fields: [(String, String)], extra: String = "") -> String {
+        var text = "\(method) /api/auth/verify HTTP/1.1\r\nHost: gw\r\n"
+        if let bearer { text += "Authorization: Bearer \(bearer)\r\n" }
+        for (name, value) in fields { text += "\(name): \(value)\r\n" }
+        return text + extra + "\r\n"
+    }
+
+    @Test("a decision made on the event loop answers as Hummingbird's route does (status, error, every field but the request id and the assertion's own signature), for an allowed caller, a policy refusal, a method off the route, an unknown path, a mixed family, no token and auth: none")
+    func eventLoopDecisionsAnswerAsTheRouteDoes() async throws {
+        let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
+        let fixture = try await Self.gateway(provider)
+        let allowed = try provider.token(claims: ["scope": "billing:read", "email": "ann@example.com", "groups": ["finance", "ops"]])
+        let unscoped = try provider.token(claims: ["scope": "openid"])
+        // Warm: the token is verified once (the store's path), so both ways below decide from memory.
+        #expect(try await fixture.send(.GET, "/api/auth/verify", bearer: allowed, headers: [("X-Original-URI", "/api/billing/x")]).status == 200)
+        let cases: [(String, String?, [(String, String)], Int)] = [
+            ("allowed", allowed, [("X-Original-URI", "/api/billing/x?page=2"), ("X-Original-Method", "POST"), ("Cookie", "theme=dark")], 200),
+            ("policy refusal", unscoped, [("X-Original-URI", "/api/billing/x")], 403),
+            ("method off the route", allowed, [("X-Original-URI", "/api/billing/x"), ("X-Original-Method", "DELETE")], 405),
+            ("unknown path", allowed, [("X-Original-URI", "/api/other")], 404),
+            ("mixed family", allowed, [("X-Original-URI", "/api/billing/x"), ("X-Forwarded-Uri", "/public/x")], 400),
+            ("no token", nil, [("X-Original-URI", "/api/billing/x")], 401),
+            ("auth: none", nil, [("X-Original-URI", "/public/status")], 200),
+            ("a session_id as the token", "ses_0123456789abcdef0123456789abcdef", [("X-Original-URI", "/api/billing/x")], 401),
+        ]
+        let volatile: Set<String> = ["x-request-id", "x-portcullis-assertion", "date", "server", "content-length"]
+        for (name, bearer, fields, status) in cases {
+            // Plain: decided on the loop. With Content-Length: 0 it is not plain, and Hummingbird's route decides it.
+            let onLoop = try #require(try await Self.rawAnswers(port: fixture.gatewayPort, [Self.verifyRequest(bearer: bearer, fields)], methods: ["GET"]).first, "\(name)")
+            let onRoute = try #require(
+                try await Self.rawAnswers(port: fixture.gatewayPort, [Self.verifyRequest(bearer: bearer, fields, extra: "Content-Length: 0\r\n")], methods: ["GET"]).first, "\(name)")
+            #expect(onLoop.status == status && onRoute.status == status, "\(name): \(onLoop.status) and \(onRoute.status)")
+            let loopBody = (try? StrictJSONReader().parseObject(onLoop.body)) ?? JSONObject()
+            let routeBody = (try? StrictJSONReader().parseObject(onRoute.body)) ?? JSONObject()
+            #expect(loopBody == routeBody, "\(name): \(StrictAnswerReader.printable(onLoop.body)) and \(StrictAnswerReader.printable(onRoute.body))")
+            let loopFields = onLoop.fields.filter { !volatile.contains($0.name) }.map { "\($0.name): \($0.value)" }.sorted()
+            let routeFields = onRoute.fields.filter { !volatile.contains($0.name) }.map { "\($0.name): \($0.value)" }.sorted()
+            #expect(loopFields == routeFields, "\(name): \(loopFields) and \(routeFields)")
+            #expect((onLoop.field("x-portcullis-assertion") == nil) == (status != 200) && (onRoute.field("x-portcullis-assertion") == nil) == (status != 200), "\(name)")
+            #expect(onLoop.field("x-request-id") != nil && onRoute.field("x-request-id") != nil, "\(name)")
+        }
+        try await fixture.stop()
+        try await provider.stop()
+    }
+
+    @Test("decisions pipelined on one connection are answered in order, each framed for its own request (a HEAD without a body), all on the event loop (one connection's request ids); a token whose session ends is refused by the very next decision")
+    func pipelinedDecisionsAndRevocation() async throws {
+        let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
+        let fixture = try await Self.gateway(provider)
+        let allowed = try provider.token(claims: ["scope": "billing:read"])
+        #expect(try await fixture.send(.GET, "/api/auth/verify", bearer: allowed, headers: [("X-Original-URI", "/api/billing/x")]).status == 200)
+        let requests = [
+            Self.verifyRequest(bearer: allowed, [("X-Original-URI", "/api/billing/a")]),
+            Self.verifyRequest("HEAD", bearer: nil, [("X-Original-URI", "/api/billing/b")]),
+            Self.verifyRequest(bearer: try provider.token(claims: ["scope": "openid"]), [("X-Original-URI", "/api/billing/c")]),
+            Self.verifyRequest("HEAD", bearer: allowed, [("X-Original-URI", "/api/billing/d")]),
+            "GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n",
+        ]
+        let answers = try await Self.rawAnswers(port: fixture.gatewayPort, requests, methods: ["GET", "HEAD", "GET", "HEAD", "GET"])
+        #expect(answers.map(\.status) == [200, 401, 403, 200, 200], "\(answers.map(\.status))")
+        #expect(answers.count == 5 && answers[1].body.isEmpty && answers[3].body.isEmpty)
+        // The data plane numbers a connection's requests after one random prefix; Hummingbird's ids are random each.
+        let ids = answers.prefix(4).compactMap { $0.field("x-request-id") }
+        #expect(ids.count == 4 && Set(ids.map { $0.prefix(8) }).count == 1, "\(ids)")
+
+        // The gateway's own token: its session ended (logout), the next decision is 401 token_revoked.
+        try await fixture.addUser("alice")
+        let login = try await fixture.login("alice")
+        let ownFields = [("X-Original-URI", "/api/plain/x")]
+        #expect(try await Self.rawAnswers(port: fixture.gatewayPort, [Self.verifyRequest(bearer: login.accessToken, ownFields)], methods: ["GET"]).first?.status == 200)
+        #expect(try await fixture.post("/api/auth/logout", bearer: login.accessToken, ["session_id": .string(login.sessionID)]).status == 204)
+        let after = try #require(try await Self.rawAnswers(port: fixture.gatewayPort, [Self.verifyRequest(bearer: login.accessToken, ownFields)], methods: ["GET"]).first)
+        let error = (try? StrictJSONReader().parseObject(after.body))?["error"]?.stringValue
+        #expect(after.status == 401 && error == "token_revoked", "\(StrictAnswerReader.printable(after.body))")
+        try await fixture.stop()
+        try await provider.stop()
+    }
+
     @Test("forward-auth reads one header family: with nginx's, any X-Forwarded-Uri or -Method is 400 forward_auth_headers_mixed, never read; with forwarded (Caddy, Traefik), any X-Original-URI or -Method is")
     func oneHeaderFamily() async throws {
         let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])

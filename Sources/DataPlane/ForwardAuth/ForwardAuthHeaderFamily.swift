@@ -14,14 +14,14 @@ public enum ForwardAuthHeaderFamily: String, Sendable, Equatable, CaseIterable {
     case forwarded
 
     /// The field naming the original request target.
-    var uriField: HTTPField.Name { self == .nginx ? Self.originalURI : Self.forwardedURI }
+    package var uriField: HTTPField.Name { self == .nginx ? Self.originalURI : Self.forwardedURI }
     /// The field naming the original method.
-    var methodField: HTTPField.Name { self == .nginx ? Self.originalMethod : Self.forwardedMethod }
+    package var methodField: HTTPField.Name { self == .nginx ? Self.originalMethod : Self.forwardedMethod }
     /// The field naming the original host, read when a route is bound to a host: `X-Original-Host`
     /// (which the shipped nginx configuration sets from `$host`), or `X-Forwarded-Host`.
-    var hostField: HTTPField.Name { self == .nginx ? Self.originalHost : Self.forwardedHost }
+    package var hostField: HTTPField.Name { self == .nginx ? Self.originalHost : Self.forwardedHost }
     /// The other family.
-    var other: ForwardAuthHeaderFamily { self == .nginx ? .forwarded : .nginx }
+    package var other: ForwardAuthHeaderFamily { self == .nginx ? .forwarded : .nginx }
 
     // Valid field names: the unwraps cannot fail, and each name is made once.
     private static let originalURI = HTTPField.Name("X-Original-URI")!

@@ -35,7 +35,7 @@ public struct ForwardAuthProxies: Sendable, Equatable {
     }
 
     /// Whether two networks share an address (one holds the other's first address, at the shorter prefix).
-    static func overlap(_ a: IPNetwork, _ b: IPNetwork) -> Bool {
+    package static func overlap(_ a: IPNetwork, _ b: IPNetwork) -> Bool {
         a.bytes.count == b.bytes.count && (a.contains(b.bytes) || b.contains(a.bytes))
     }
 }

@@ -1,0 +1,222 @@
+import EdgeHTTP
+import HTTPTypes
+import JOSE
+import NIOCore
+import NIOHTTP1
+import Observability
+import RuntimeAPI
+import RuntimeAccess
+import SecurityGuard
+import TrafficCop
+
+/// One `/api/auth/verify` decision made on the connection's event loop, as a proxied request is
+/// admitted: no hop to the Swift concurrency pool unless memory cannot answer (a token not yet
+/// verified, a revocation mirror behind, a session not in the local view).
+///
+/// The decision is the one Hummingbird's route makes, by the same parts: the original request
+/// read by `ForwardAuthOriginal`, the route table's match, `AccessTokenAuthenticator`, the route's
+/// policy, `SessionOwnershipView`, the assertion, and the 200's fields from `ForwardAuthAnswer`.
+/// A browser's session cookie (an `auth: browser` route asked without a token) is not decided
+/// here: `start` says so before anything is written, and the front hands the request to that route.
+final class ForwardAuthExchange {
+    /// The path forward-auth answers (exactly; any other spelling is Hummingbird's to answer).
+    static let path = "/api/auth/verify"
+
+    private let handler: ProxyFrontHandler
+    private let plane: DataPlane
+    private let proxies: ForwardAuthProxies
+    private let head: HTTPRequestHead
+    private let fields: RequestFields
+    private let eventLoop: any EventLoop
+    private let requestID: String
+    private let started = ContinuousClock.now
+    private var finished = false
+    private var userID: String?
+    /// `gateway.allowed_origins` of the table the decision was made on (CORS on its answer).
+    private var allowedOrigins: Set<String> = []
+
+    init(handler: ProxyFrontHandler, plane: DataPlane, proxies: ForwardAuthProxies, head: HTTPRequestHead, eventLoop: any EventLoop) {
+        self.handler = handler
+        self.plane = plane
+        self.proxies = proxies
+        self.head = head
+        self.fields = RequestFields(head.headers)
+        self.eventLoop = eventLoop
+        self.requestID = handler.nextRequestID()
+    }
+
+    /// Decides, answering now or once the store has; `false` (nothing written): not decided here.
+    func start(table: RouteTable) -> Bool {
+        allowedOrigins = table.allowedOrigins
+        // The original-request fields are believed from the proxies in front only: anybody else
+        // could name any request and learn, or obtain an assertion for, what it would get.
+        guard let peer = handler.peerAddress, plane.admission.clientAddresses.isTrustedProxy(peer) else {
+            fail(
+                GatewayError(
+                    .forbidden, "forward_auth_untrusted_peer",
+                    "forward-auth answers only the proxies listed in gateway.trusted_proxies; add the proxy's address there"))
+            return true
+        }
+        let family = proxies.family(for: peer)
+        let headers = head.headers
+        let values: (HTTPField.Name) -> [String] = { headers[$0.canonicalName] }
+        let route: DataPlane.Route
+        do throws(GatewayError) {
+            let original = try ForwardAuthOriginal(family: family, values: values)
+            // The data plane's own match, on the same table; by host too once a route is bound to one.
+            let host = table.hasHostRoutes ? try ForwardAuthOriginal.host(family: family, values: values) : nil
+            guard let (matched, _) = table.route(host: host, path: original.path) else {
+                throw GatewayError(.notFound, "not_found", "no gateway.routes prefix serves \(PathRedaction.redactedPath(String(original.path)))\(host == nil ? "" : " on that host")")
+            }
+            // An MCP server's tokens are bound to it and checked by the data plane (audience, Origin,
+            // the challenge naming its metadata): a proxy in front is never asked to admit them.
+            guard !matched.isMCP else {
+                throw GatewayError(
+                    .notFound, "not_found",
+                    "\(PathRedaction.redactedPath(String(original.path))) is an MCP server the gateway serves itself; forward-auth does not decide it: send its requests to the gateway")
+            }
+            guard matched.allowedMethodNames.contains(original.method.rawValue) else {
+                throw GatewayError.methodNotAllowed(original.method.rawValue, path: PathRedaction.redactedPath(String(original.path)), allowed: matched.allowedMethodNames)
+            }
+            route = matched
+        } catch {
+            fail(error)
+            return true
+        }
+        let token: String?
+        do {
+            token =
+                route.acceptsSessionCookie
+                ? try AccessTokenAuthenticator.bearerTokenBesideCookie(fromAuthorization: fields.authorization)
+                : try AccessTokenAuthenticator.bearerToken(fromAuthorization: fields.authorization)
+            if token == nil, !route.requiresToken {
+                allow(route: route, caller: nil, sessionID: nil)
+                return true
+            }
+            // A browser's session cookie: Hummingbird's route reads it (and sends a navigation to sign in).
+            if token == nil, route.acceptsSessionCookie { return false }
+            if let caller = try plane.authenticator.authenticateInMemory(token, resource: nil) {
+                authenticated(caller, route: route)
+                return true
+            }
+        } catch {
+            refused(error)
+            return true
+        }
+        // The revocation mirror is stale, or the token not yet verified: the store answers.
+        let authenticator = plane.authenticator
+        then(eventLoop.makeFutureWithTask { try await authenticator.authenticate(token, resource: nil) }) { exchange, result in
+            switch result {
+            case .success(let caller): exchange.authenticated(caller, route: route)
+            case .failure(let error): exchange.refused(error)
+            }
+        }
+        return true
+    }
+
+    /// The client went away: nothing more is written, whatever the store answers.
+    func clientGone() {
+        finished = true
+    }
+
+    private func then<T: Sendable>(_ future: EventLoopFuture<T>, _ body: @escaping (ForwardAuthExchange, Result<T, any Error>) -> Void) {
+        future.assumeIsolated().whenComplete { [self] result in body(self, result) }
+    }
+
+    private func refused(_ error: any Error) {
+        if let failure = error as? AuthenticationFailure {
+            CallerAuthentication.record(failure, in: plane.metrics)
+        }
+        fail(GatewayError(answering: error))
+    }
+
+    /// The route's policy, then the session the request names (in memory, else the Runtime's answer).
+    private func authenticated(_ caller: AuthenticatedCaller, route: DataPlane.Route) {
+        guard !finished else { return }
+        userID = caller.userID
+        if let policy = route.policy,
+            let refusal = policy.refusal(claims: caller.claims, tenantID: caller.tenantID, issuer: caller.external?.issuer, hasSession: fields.sessionID != nil)
+        {
+            plane.metrics.policyRefused()
+            return fail(GatewayError(refusedBy: refusal))
+        }
+        guard let named = fields.sessionID else { return allow(route: route, caller: caller, sessionID: nil) }
+        let sessionID: String
+        do {
+            sessionID = try GatewayError.checkedSessionID(named)
+        } catch {
+            return fail(GatewayError(answering: error))
+        }
+        switch plane.sessions.isOwned(sessionID, by: caller.userID, tenantID: caller.tenantID) {
+        case true?:
+            allow(route: route, caller: caller, sessionID: sessionID)
+        case false?:
+            fail(Self.sessionForbidden)
+        case nil:
+            let (runtime, admission, sessions) = (plane.runtime, plane.admission, plane.sessions)
+            let principal = Principal(userID: caller.userID, tenantID: caller.tenantID)
+            then(eventLoop.makeFutureWithTask { try await sessions.askRuntime(sessionID, by: principal, runtime: runtime, admission: admission) }) {
+                exchange, result in
+                switch result {
+                case .success(true): exchange.allow(route: route, caller: caller, sessionID: sessionID)
+                case .success(false): exchange.fail(Self.sessionForbidden)
+                case .failure(let error): exchange.fail(GatewayError(answering: error))
+                }
+            }
+        }
+    }
+
+    static let sessionForbidden = GatewayError(.forbidden, "session_forbidden", "the session belongs to another user or tenant")
+
+    /// 200 with the assertion and the identity for the proxy to pass on.
+    private func allow(route: DataPlane.Route, caller: AuthenticatedCaller?, sessionID: String?) {
+        guard !finished else { return }
+        let assertion: String
+        do {
+            assertion = try plane.runtime.assertions.assertion(
+                audience: route.audience, caller: caller.map { RuntimeCaller($0, sessionID: sessionID) } ?? RuntimeCaller(userID: nil, tenantID: nil, sessionID: nil))
+        } catch {
+            return fail(.noSigningKey)
+        }
+        var headers = HTTPHeaders()
+        headers.reserveCapacity(12)
+        let appCookie = ForwardAuthAnswer.appCookie(head.headers["cookie"])
+        for field in ForwardAuthAnswer.fields(assertion: assertion, caller: caller, route: route, appCookie: appCookie) {
+            headers.add(name: field.name, value: field.value)
+        }
+        headers.add(name: "Content-Length", value: "0")
+        answer(.ok, headers: headers, body: nil)
+    }
+
+    private func fail(_ error: GatewayError) {
+        guard !finished else { return }
+        let body = ByteBuffer(bytes: JSONWriter.bytes(error.json))
+        var headers = HTTPHeaders()
+        for field in error.headers { headers.add(name: field.name.rawName, value: field.value) }
+        headers.add(name: "Content-Length", value: String(body.readableBytes))
+        answer(HTTPResponseStatus(statusCode: error.status.code, reasonPhrase: error.status.reasonPhrase), headers: headers, body: body)
+    }
+
+    /// Writes the answer (a HEAD's without its body), records it, and frees the connection for the next request.
+    private func answer(_ status: HTTPResponseStatus, headers: HTTPHeaders, body: ByteBuffer?) {
+        finished = true
+        var headers = headers
+        let close = ProxyExchange.wantsClose(head)
+        if close { headers.add(name: "Connection", value: "close") }
+        headers.replaceOrAdd(name: "X-Request-Id", value: requestID)
+        // As Hummingbird's routes answer an origin gateway.allowed_origins lists.
+        if let origin = fields.origin, allowedOrigins.contains(origin) {
+            headers.replaceOrAdd(name: "Access-Control-Allow-Origin", value: origin)
+            headers.replaceOrAdd(name: "Vary", value: "Origin")
+        }
+        handler.writeToClient(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers)), flush: false)
+        if let body, head.method != .HEAD { handler.writeBytesToClient(body) }
+        handler.flushClient()
+        let nanoseconds = (ContinuousClock.now - started).nanoseconds
+        plane.metrics.request(route: Self.path, method: head.method.rawValue, status: Int(status.code), nanoseconds: nanoseconds)
+        plane.accessLog.record(
+            requestID: requestID, method: head.method.rawValue, route: Self.path, path: Self.path, status: Int(status.code), nanoseconds: nanoseconds,
+            protocol: "HTTP/1.1", userID: userID)
+        handler.decisionFinished(closeConnection: close)
+    }
+}
