@@ -65,7 +65,7 @@ fi
 FLOOR_BIN="$ROOT/.build/release/floor-proxy"
 WORK=$(mktemp -d)
 UPSTREAM=18401 NGINX_PROXY=18402 HAPROXY=18403 GATEWAY=18404 FLOOR_NIO=18405 FLOOR_BYTES=18406 NGINX_LOGGED=18407 GATEWAY_INFO=18408 GATEWAY_COMPARE=18409 GATEWAY_SAME=18411
-FLOOR_DECODER=18410
+FLOOR_DECODER=18410 NGINX_AUTH=18412
 PIDS=()
 cleanup() {
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -75,7 +75,7 @@ cleanup() {
 trap cleanup EXIT
 
 # --- the upstream and nginx as a plain proxy (one nginx each, 2 workers) ---
-nginx_conf() {  # name port body
+nginx_conf() {  # name port body [http-level lines]
   mkdir -p "$WORK/$1/logs"
   cat > "$WORK/$1/nginx.conf" <<CONF
 worker_processes 2;
@@ -89,6 +89,7 @@ http {
   fastcgi_temp_path $WORK/$1/fcgi; uwsgi_temp_path $WORK/$1/uwsgi; scgi_temp_path $WORK/$1/scgi;
   keepalive_requests 1000000;
   upstream up { server 127.0.0.1:$UPSTREAM; keepalive 64; }
+  ${4:-}
   server {
     listen 127.0.0.1:$2;
     $3
@@ -115,6 +116,14 @@ NGINX_PROXY_PID=${PIDS[-1]}
 ACCESS_LOG="access_log $WORK/logged/logs/access.log combined buffer=64k;" \
   nginx_conf logged $NGINX_LOGGED 'location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; }'
 NGINX_LOGGED_PID=${PIDS[-1]}
+# nginx asking Portcullis (forward-auth, as the shipped nginx.conf does) before proxying to the same upstream:
+# the end-to-end row, set beside nginx alone.
+nginx_conf auth $NGINX_AUTH 'location / { auth_request /_portcullis_verify; proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; }
+    location = /_portcullis_verify { internal; proxy_pass http://portcullis/api/auth/verify; proxy_pass_request_body off;
+      proxy_set_header Content-Length ""; proxy_http_version 1.1; proxy_set_header Connection "";
+      proxy_set_header X-Original-URI $request_uri; proxy_set_header X-Original-Method $request_method; }' \
+  "upstream portcullis { server 127.0.0.1:$GATEWAY; keepalive 64; }"
+NGINX_AUTH_PID=${PIDS[-1]}
 
 # --- the floor: floor-proxy on NIOHTTP1's codecs, on NIO's request decoder only, and framing bytes itself (2 threads each) ---
 "$FLOOR_BIN" --listen $FLOOR_NIO --upstream $UPSTREAM --codec nio --threads 2 > "$WORK/floor-nio.log" 2>&1 & PIDS+=($!); FLOOR_NIO_PID=$!
@@ -329,6 +338,8 @@ EXPECT=200 check -H "Authorization: Bearer $EXT_TOKEN" "127.0.0.1:$GATEWAY/api/p
 EXPECT=403 check -H "Authorization: Bearer $UNSCOPED_TOKEN" "127.0.0.1:$GATEWAY/api/policy/"
 EXPECT=200 check -H "Authorization: Bearer $EXT_TOKEN" -H "X-Original-URI: /api/policy/" "127.0.0.1:$GATEWAY/api/auth/verify"
 EXPECT=403 check -H "Authorization: Bearer $UNSCOPED_TOKEN" -H "X-Original-URI: /api/policy/" "127.0.0.1:$GATEWAY/api/auth/verify"
+EXPECT=200 check -H "Authorization: Bearer $EXT_TOKEN" "127.0.0.1:$NGINX_AUTH/api/policy/"
+EXPECT=403 check -H "Authorization: Bearer $UNSCOPED_TOKEN" "127.0.0.1:$NGINX_AUTH/api/policy/"
 cat > "$WORK/intent.lua" <<LUA
 wrk.method = "POST"
 wrk.body = '{"session_id":"$SESSION","intent_type":"echo","payload":{"n":1}}'
@@ -371,8 +382,9 @@ EXPECT=200 check -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: app
   -d "{\"session_id\":\"$SESSION\",\"intent_type\":\"echo\",\"payload\":{\"n\":1}}" "127.0.0.1:$GATEWAY/api/intent"
 
 # CPU ticks (utime+stime) of a process and its children (nginx workers), and their RSS in KiB.
-ticks() { local total=0; for p in $1 $(pgrep -P "$1" || true); do total=$((total + $(awk '{print $14 + $15}' /proc/$p/stat))); done; echo $total; }
-rss() { local total=0; for p in $1 $(pgrep -P "$1" || true); do total=$((total + $(awk '/VmRSS/ {print $2}' /proc/$p/status))); done; echo $total; }
+# A comma-separated list of PIDs counts them all (nginx and the gateway behind it, say).
+ticks() { local total=0; for root in ${1//,/ }; do for p in $root $(pgrep -P "$root" || true); do total=$((total + $(awk '{print $14 + $15}' /proc/$p/stat))); done; done; echo $total; }
+rss() { local total=0; for root in ${1//,/ }; do for p in $root $(pgrep -P "$root" || true); do total=$((total + $(awk '/VmRSS/ {print $2}' /proc/$p/status))); done; done; echo $total; }
 HZ=$(getconf CLK_TCK)
 
 run() {  # name pid url [wrk args...]
@@ -423,6 +435,8 @@ for round in $(seq "$ROUNDS"); do
   # Forward-auth: the decision for the same request as the policy row, asked by a proxy in front (nothing forwarded).
   AUTH_TOKEN=$EXT_TOKEN run "Portcullis forward-auth decision, a route policy" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/auth/verify" \
     -H "X-Original-URI: /api/policy/" -H "X-Original-Method: GET"
+  # End to end: nginx's auth_request asks Portcullis, then proxies; CPU counts nginx and the gateway together.
+  AUTH_TOKEN=$EXT_TOKEN run "nginx auth_request to Portcullis forward-auth, then the upstream" "$NGINX_AUTH_PID,$GATEWAY_PID" "http://127.0.0.1:$NGINX_AUTH/api/policy/"
   run "Portcullis POST /api/intent" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/intent" -s "$WORK/intent.lua"
   # An MCP tools/call (a JSON answer) through the MCP route, the same POST on a plain Bearer route, and to the server directly.
   AUTH_TOKEN=$MCP_TOKEN run "Portcullis MCP tools/call (JSON)" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/mcp/bench" -s "$WORK/mcp.lua"
@@ -538,6 +552,12 @@ mcp_compare, mcp_same, ruled_same = "Portcullis MCP tools/call (JSON), COMPARE_B
 if mcp_compare in names and mcp_same in names and ruled_same in names:
     print(f"MCP A/B against COMPARE_BIN's MCP row: this binary's MCP row CPU a request {same_round(mcp_same, mcp_compare, 4):.3f}x, req/s {same_round(mcp_same, mcp_compare, 2):.3f}x; "
           f"a tools/call decided by a tool rule CPU a request {same_round(ruled_same, mcp_compare, 4):.3f}x, req/s {same_round(ruled_same, mcp_compare, 2):.3f}x (same-round medians)")
+ended = "nginx auth_request to Portcullis forward-auth, then the upstream"
+if ended in names and base in names:
+    def added(column):
+        return statistics.median(float(by[(ended, r)][column]) - float(by[(base, r)][column]) for r in rounds)
+    print(f"\nForward-auth end to end (nginx auth_request, Portcullis deciding): {added(4):.1f} us of CPU a request added to nginx alone "
+          f"(nginx and the gateway together), p99 {added(3):+.2f} ms, req/s {same_round(ended, base, 2):.2f}x nginx alone (same-round medians)")
 if filtered in names and listed in names:
     print(f"MCP tools/list filtered: CPU per request {same_round(filtered, listed, 4):.3f}x, req/s {same_round(filtered, listed, 2):.3f}x the unfiltered list (same-round medians)")
 PY

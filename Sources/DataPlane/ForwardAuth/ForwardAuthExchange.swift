@@ -16,8 +16,11 @@ import TrafficCop
 /// The decision is the one Hummingbird's route makes, by the same parts: the original request
 /// read by `ForwardAuthOriginal`, the route table's match, `AccessTokenAuthenticator`, the route's
 /// policy, `SessionOwnershipView`, the assertion, and the 200's fields from `ForwardAuthAnswer`.
-/// A browser's session cookie (an `auth: browser` route asked without a token) is not decided
-/// here: `start` says so before anything is written, and the front hands the request to that route.
+/// A browser's session cookie (an `auth: browser` route asked without a token) is decided here
+/// too, as Hummingbird's route decides it: the session from memory (the store once per cookie
+/// not met), the gateway session behind it, the cross-site rule with the original method, the
+/// policy; without a session, a navigation is sent to sign in (nginx: 401 with
+/// `X-Portcullis-Sign-In`; Caddy and Traefik: 302).
 final class ForwardAuthExchange {
     /// The path forward-auth answers (exactly; any other spelling is Hummingbird's to answer).
     static let path = "/api/auth/verify"
@@ -34,6 +37,10 @@ final class ForwardAuthExchange {
     private var userID: String?
     /// `gateway.allowed_origins` of the table the decision was made on (CORS on its answer).
     private var allowedOrigins: Set<String> = []
+    /// What the proxy named: the original request, its host field (when given once) and the family read.
+    private var original: ForwardAuthOriginal?
+    private var originalHost: String?
+    private var family = ForwardAuthHeaderFamily.nginx
 
     init(handler: ProxyFrontHandler, plane: DataPlane, proxies: ForwardAuthProxies, head: HTTPRequestHead, eventLoop: any EventLoop) {
         self.handler = handler
@@ -58,6 +65,7 @@ final class ForwardAuthExchange {
             return true
         }
         let family = proxies.family(for: peer)
+        self.family = family
         let headers = head.headers
         let values: (HTTPField.Name) -> [String] = { headers[$0.canonicalName] }
         let route: DataPlane.Route
@@ -79,6 +87,8 @@ final class ForwardAuthExchange {
                 throw GatewayError.methodNotAllowed(original.method.rawValue, path: PathRedaction.redactedPath(String(original.path)), allowed: matched.allowedMethodNames)
             }
             route = matched
+            self.original = original
+            originalHost = host ?? (try? ForwardAuthOriginal.host(family: family, values: values))
         } catch {
             fail(error)
             return true
@@ -93,8 +103,10 @@ final class ForwardAuthExchange {
                 allow(route: route, caller: nil, sessionID: nil)
                 return true
             }
-            // A browser's session cookie: Hummingbird's route reads it (and sends a navigation to sign in).
-            if token == nil, route.acceptsSessionCookie { return false }
+            if token == nil, route.acceptsSessionCookie {
+                startWithCookie(route: route)
+                return true
+            }
             if let caller = try plane.authenticator.authenticateInMemory(token, resource: nil) {
                 authenticated(caller, route: route)
                 return true
@@ -166,6 +178,122 @@ final class ForwardAuthExchange {
         }
     }
 
+    // MARK: A browser's session cookie
+
+    /// `auth: browser` asked without a token: the session cookie the proxy passed on.
+    private func startWithCookie(route: DataPlane.Route) {
+        let gate = plane.browser
+        switch gate.cookie.sessionValue(in: head.headers["cookie"]) {
+        case .none:
+            signInNeeded(route: route)
+        case .several:
+            // Sent twice (one planted by another host under the domain, say): refused, never a sign-in loop.
+            fail(
+                GatewayError(
+                    .badRequest, "session_cookie_ambiguous",
+                    "the request carries the session cookie \(gate.cookie.name) more than once; clear this site's cookies and sign in again"))
+        case .one(let value):
+            let now = gate.clock.now()
+            switch gate.book.lookup(cookieValue: value, now: now) {
+            case .live(let session, let touch):
+                // Activity behind the proxy keeps the session from its idle limit, as on a route.
+                if touch {
+                    let book = gate.book
+                    Task { await book.touch(session, now: now) }
+                }
+                signedIn(session, cookieValue: value, route: route)
+            case .ended:
+                signInNeeded(route: route)
+            case .unknown:
+                // A store read per cookie never met here: bounded per client (behind the proxy, by X-Forwarded-For, as on the route).
+                if BrowserSessionBook.isWellFormed(value) {
+                    let client = plane.admission.clientAddresses.clientAddress(peer: handler.peerAddress, forwardedFor: head.headers["x-forwarded-for"])
+                    do {
+                        try plane.admission.limit(.sessionCookieLookupPerClient, key: client)
+                    } catch {
+                        return fail(GatewayError(answering: error))
+                    }
+                }
+                let book = gate.book
+                then(eventLoop.makeFutureWithTask { try await book.load(cookieValue: value, now: now) }) { exchange, result in
+                    switch result {
+                    case .success(let session?): exchange.signedIn(session, cookieValue: value, route: route)
+                    case .success(nil): exchange.signInNeeded(route: route)
+                    case .failure(let error): exchange.fail(GatewayError(answering: error))
+                    }
+                }
+            }
+        }
+    }
+
+    /// A live browser session: the gateway session behind it must live, then the cross-site rule and the policy.
+    private func signedIn(_ session: BrowserSession, cookieValue: String, route: DataPlane.Route) {
+        guard !finished else { return }
+        let caller = session.caller
+        let sessionID = session.record.sessionID
+        switch plane.sessions.isOwned(sessionID, by: caller.userID, tenantID: caller.tenantID) {
+        case true?:
+            admitSignedIn(caller, sessionID: sessionID, route: route)
+        case false?:
+            sessionEnded(cookieValue, route: route)
+        case nil:
+            let (runtime, admission, sessions) = (plane.runtime, plane.admission, plane.sessions)
+            let principal = Principal(userID: caller.userID, tenantID: caller.tenantID)
+            then(eventLoop.makeFutureWithTask { try await sessions.askRuntime(sessionID, by: principal, runtime: runtime, admission: admission) }) {
+                exchange, result in
+                switch result {
+                case .success(true): exchange.admitSignedIn(caller, sessionID: sessionID, route: route)
+                case .success(false): exchange.sessionEnded(cookieValue, route: route)
+                case .failure(let error as RuntimeRefusal) where error.code == .sessionNotFound || error.code == .sessionForbidden:
+                    exchange.sessionEnded(cookieValue, route: route)
+                case .failure(let error): exchange.fail(GatewayError(answering: error))
+                }
+            }
+        }
+    }
+
+    private func admitSignedIn(_ caller: AuthenticatedCaller, sessionID: String, route: DataPlane.Route) {
+        guard !finished else { return }
+        userID = caller.userID
+        if let method = original?.method.rawValue, !["GET", "HEAD", "OPTIONS"].contains(method),
+            let refusal = plane.browser.crossSiteRefusal(
+                origin: fields.origin, fetchSite: head.headers.first(name: "sec-fetch-site"), host: originalHost, allowedOrigins: route.allowedOrigins)
+        {
+            return fail(refusal)
+        }
+        if let policy = route.policy, let refusal = policy.refusal(claims: caller.claims, tenantID: caller.tenantID, issuer: caller.external?.issuer, hasSession: true) {
+            plane.metrics.policyRefused()
+            return fail(GatewayError(refusedBy: refusal))
+        }
+        allow(route: route, caller: caller, sessionID: sessionID)
+    }
+
+    /// The gateway session behind a cookie ended (a logout, the provider's, a disabled account): forgotten, and sign in again.
+    private func sessionEnded(_ cookieValue: String, route: DataPlane.Route) {
+        plane.browser.book.forget(cookieValue: cookieValue)
+        signInNeeded(route: route)
+    }
+
+    /// No session: a navigation is sent to sign in (nginx's `error_page 401` reads `X-Portcullis-Sign-In`;
+    /// Caddy and Traefik relay a 302), anything else is 401 JSON.
+    private func signInNeeded(route: DataPlane.Route) {
+        guard !finished, let original else { return }
+        let refusal = GatewayError(.unauthorized, "token_missing", "sign in: no access token and no session cookie")
+        let navigation = BrowserSessionGate.isNavigation(
+            method: original.method.rawValue, fetchMode: head.headers.first(name: "sec-fetch-mode"), accept: head.headers["accept"])
+        if navigation, let location = plane.browser.signInLocation(host: originalHost, path: original.path, query: original.query, provider: route.signIn) {
+            if family == .forwarded {
+                var headers = HTTPHeaders()
+                headers.add(name: "Location", value: location)
+                headers.add(name: "Cache-Control", value: "no-store")
+                headers.add(name: "Content-Length", value: "0")
+                return answer(.found, headers: headers, body: nil)
+            }
+            return fail(refusal, extra: [("X-Portcullis-Sign-In", location)])
+        }
+        fail(refusal)
+    }
+
     static let sessionForbidden = GatewayError(.forbidden, "session_forbidden", "the session belongs to another user or tenant")
 
     /// 200 with the assertion and the identity for the proxy to pass on.
@@ -188,11 +316,12 @@ final class ForwardAuthExchange {
         answer(.ok, headers: headers, body: nil)
     }
 
-    private func fail(_ error: GatewayError) {
+    private func fail(_ error: GatewayError, extra: [(String, String)] = []) {
         guard !finished else { return }
         let body = ByteBuffer(bytes: JSONWriter.bytes(error.json))
         var headers = HTTPHeaders()
         for field in error.headers { headers.add(name: field.name.rawName, value: field.value) }
+        for (name, value) in extra { headers.add(name: name, value: value) }
         headers.add(name: "Content-Length", value: String(body.readableBytes))
         answer(HTTPResponseStatus(statusCode: error.status.code, reasonPhrase: error.status.reasonPhrase), headers: headers, body: body)
     }

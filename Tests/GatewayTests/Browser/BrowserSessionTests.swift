@@ -591,6 +591,24 @@ struct BrowserSessionTests {
             let method = family == .nginx ? "X-Original-Method" : "X-Forwarded-Method"
             let crossSite = try await verify([(uri, "/app/form"), (method, "POST"), (host, "app.example.test"), ("Origin", "https://evil.example"), jar.header])
             #expect(crossSite.status == 403 && crossSite.error == "csrf_refused", "\(family): \(crossSite.raw)")
+            // Each of these decided on the event loop answers as Hummingbird's route (the same request made not plain by Content-Length: 0).
+            let cases: [[(String, String)]] = [
+                [(uri, "/app/page"), (host, "app.example.test"), ("Cookie", jar.header.1 + "; lang=en")],
+                [(uri, "/app/page"), (host, "app.example.test"), ("Cookie", jar.header.1 + "; " + jar.header.1)],
+                [(uri, "/app/page?x=1"), (host, "127.0.0.1:8080")] + Self.navigation,
+                [(uri, "/app/data"), (host, "app.example.test"), ("Accept", "application/json"), ("Cookie", "portcullis=not-one-of-ours")],
+                [(uri, "/app/form"), (method, "POST"), (host, "app.example.test"), ("Origin", "https://evil.example"), jar.header],
+            ]
+            let volatile: Set<String> = ["x-request-id", "x-portcullis-assertion", "date", "content-length"]
+            for fields in cases {
+                let onLoop = try await ForwardAuthTests.rawAnswers(port: fixture.gatewayPort, [ForwardAuthTests.verifyRequest(bearer: nil, fields)], methods: ["GET"])
+                let onRoute = try await ForwardAuthTests.rawAnswers(
+                    port: fixture.gatewayPort, [ForwardAuthTests.verifyRequest(bearer: nil, fields, extra: "Content-Length: 0\r\n")], methods: ["GET"])
+                let loopFields = onLoop.first?.fields.filter { !volatile.contains($0.name) }.map { "\($0.name): \($0.value)" }.sorted()
+                let routeFields = onRoute.first?.fields.filter { !volatile.contains($0.name) }.map { "\($0.name): \($0.value)" }.sorted()
+                #expect(onLoop.first?.status != nil && onLoop.first?.status == onRoute.first?.status && onLoop.first?.body == onRoute.first?.body, "\(family) \(fields.map(\.0))")
+                #expect(loopFields == routeFields, "\(family): \(loopFields ?? []) and \(routeFields ?? [])")
+            }
             try await fixture.stop()
         }
     }
