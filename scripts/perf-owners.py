@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 # The project's modules, as their names appear in mangled Swift symbols ($s<length><name>).
-MODULES = ["Gateway", "TrafficCop", "SecurityGuard", "JOSE", "Runtime", "RuntimeAPI", "StateSurface", "TrustedIssuers", "Resilience"]
+MODULES = ["Gateway", "DataPlane", "EdgeHTTP", "Observability", "RuntimeAccess", "MCPPolicy", "MCPResource", "AuthorizationServer", "ProviderLogin", "TrafficCop", "SecurityGuard", "JOSE", "Runtime", "RuntimeAPI", "StateSurface", "TrustedIssuers", "Resilience"]
 PREFIXES = tuple(f"$s{len(name)}{name}" for name in MODULES)
 FRAME = re.compile(r"^\s*[0-9a-f]+ (.*) \((.*)\)$")
 

@@ -107,7 +107,10 @@ public final class AuthenticatedCaller: Sendable, Equatable {
 /// Checks a presented access token: the JOSE verifier (or the cache of
 /// tokens it recently passed), then, on every use, the revoked token ids and
 /// the account's not-before.
-public struct AccessTokenAuthenticator: Sendable {
+///
+/// A class: every proxied request calls it through the data plane, and as a struct (the
+/// verifier's policy and keys inside) each call copied it, a retain and a release per reference.
+public final class AccessTokenAuthenticator: Sendable {
     public let verifier: AccessTokenVerifier
     public let revocations: RevocationList
     public let cache: VerifiedTokenCache?

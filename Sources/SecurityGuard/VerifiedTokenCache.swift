@@ -72,8 +72,13 @@ struct TokenKey: Hashable {
     init(_ token: String) { self.token = token }
 
     /// Byte for byte (String's `==` takes canonically equivalent spellings as equal, which the
-    /// byte hash would not).
-    static func == (lhs: TokenKey, rhs: TokenKey) -> Bool { lhs.token.utf8.elementsEqual(rhs.token.utf8) }
+    /// byte hash would not), over the two strings' contiguous UTF-8: iterating `String.UTF8View`
+    /// byte by byte cost about 1 us a request, 3% of a proxied request's CPU.
+    static func == (lhs: TokenKey, rhs: TokenKey) -> Bool {
+        var (left, right) = (lhs.token, rhs.token)
+        guard left.utf8.count == right.utf8.count else { return false }
+        return left.withUTF8 { left in right.withUTF8 { right in left.elementsEqual(right) } }
+    }
 
     func hash(into hasher: inout Hasher) {
         let bytes = token.utf8
