@@ -118,3 +118,20 @@ struct StrictJSONReaderTests {
         #expect(try read(JSONWriter.pretty(value)) == value)
     }
 }
+
+@Suite("Registered names: each header and claim name the verifier acts on is recognised in one step")
+struct RegisteredNameTests {
+    @Test("every registered name classifies as itself, from a member the reader made and from its text; a name of another spelling or length, or one the list lacks, is none")
+    func everyNameClassifiesAsItself() throws {
+        for name in RegisteredName.allCases {
+            #expect(RegisteredName.classify(name.text) == name, "\(name.text)")
+            let object = try StrictJSONReader().parseObject(Array("{\"\(name.text)\":1}".utf8))
+            let member = try #require(object.members.first)
+            #expect(RegisteredName.classify(member) == name, "\(name.text) as the reader hands it out")
+            #expect(RegisteredName.classify(name.text.uppercased()) == nil && RegisteredName.classify(name.text + "x") == nil, "\(name.text)")
+        }
+        for other in ["email", "groups", "Kid", "ki", "kidd", "", "éxp"] {
+            #expect(RegisteredName.classify(other) == nil, "\(other)")
+        }
+    }
+}
