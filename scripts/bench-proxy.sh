@@ -339,6 +339,7 @@ EXPECT=403 check -H "Authorization: Bearer $UNSCOPED_TOKEN" "127.0.0.1:$GATEWAY/
 EXPECT=200 check -H "Authorization: Bearer $EXT_TOKEN" -H "X-Original-URI: /api/policy/" "127.0.0.1:$GATEWAY/api/auth/verify"
 EXPECT=403 check -H "Authorization: Bearer $UNSCOPED_TOKEN" -H "X-Original-URI: /api/policy/" "127.0.0.1:$GATEWAY/api/auth/verify"
 EXPECT=200 check -H "Authorization: Bearer $EXT_TOKEN" "127.0.0.1:$NGINX_AUTH/api/policy/"
+EXPECT=200 check -H "Cookie: $COOKIE" -H "X-Original-URI: /api/browser/" "127.0.0.1:$GATEWAY/api/auth/verify"
 EXPECT=403 check -H "Authorization: Bearer $UNSCOPED_TOKEN" "127.0.0.1:$NGINX_AUTH/api/policy/"
 cat > "$WORK/intent.lua" <<LUA
 wrk.method = "POST"
@@ -435,6 +436,8 @@ for round in $(seq "$ROUNDS"); do
   # Forward-auth: the decision for the same request as the policy row, asked by a proxy in front (nothing forwarded).
   AUTH_TOKEN=$EXT_TOKEN run "Portcullis forward-auth decision, a route policy" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/auth/verify" \
     -H "X-Original-URI: /api/policy/" -H "X-Original-Method: GET"
+  NO_BEARER=1 run "Portcullis forward-auth decision, a browser's session cookie" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/auth/verify" \
+    -H "Cookie: $COOKIE" -H "X-Original-URI: /api/browser/" -H "X-Original-Method: GET"
   # End to end: nginx's auth_request asks Portcullis, then proxies; CPU counts nginx and the gateway together.
   AUTH_TOKEN=$EXT_TOKEN run "nginx auth_request to Portcullis forward-auth, then the upstream" "$NGINX_AUTH_PID,$GATEWAY_PID" "http://127.0.0.1:$NGINX_AUTH/api/policy/"
   run "Portcullis POST /api/intent" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/intent" -s "$WORK/intent.lua"

@@ -22,7 +22,7 @@ PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 300 scripts/mcp-tests.
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 300 scripts/forward-auth.sh
 # The README's quickstart, run as written (its shell blocks, in order, with the debug binary as portcullis).
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 180 scripts/readme-test.sh
-# The guides' commands, run as written: api-with-tokens.md's sessions and its browser snippet verbatim in Chromium, keys.md, reload.md.
+# The guides' commands, run as written: api-with-tokens.md's sessions and its browser snippet verbatim in Chromium, keys.md, reload.md, tls.md, several-instances.md, browser-app.md (with Radicale), mcp.md.
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 300 scripts/guides-test.sh
 # HTTP/2 and gRPC against the real serve: grpcio reads every refusal as its gRPC status; the HTTP/2 attacks (Rapid Reset, CONTINUATION flood, HPACK bomb, floods, slow read) leave it up, bounded and serving.
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 300 scripts/http2-tests.sh

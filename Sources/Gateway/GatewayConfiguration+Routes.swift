@@ -96,13 +96,32 @@ extension GatewayConfiguration {
 
     /// Checks each route's `require.issuers` against `trust.issuers`: an issuer that is neither
     /// configured there nor `local` could never match, and the route would refuse everyone it meant.
+    /// With `require.tenants` beside it and `local` not listed, the tenants those issuers' users
+    /// can belong to (each issuer's `tenant`, or the `tenants` its `tenant_claim` may name) must
+    /// meet the route's: if none does, the rule could never match either.
     func checkRouteIssuers() throws(ConfigurationError) {
         let known = Set(trust.issuers.map(\.issuer)).union([RoutePolicy.localIssuer])
         for (index, route) in routes.enumerated() {
-            guard let issuers = route.policy?.issuers, let unknown = issuers.subtracting(known).sorted().first else { continue }
-            throw ConfigurationError(
-                fileKey: "gateway.routes[\(index)].require.issuers",
-                "names \(unknown), which is neither in trust.issuers nor local: the rule could never match; add the issuer under trust.issuers or correct its name")
+            guard let issuers = route.policy?.issuers else { continue }
+            if let unknown = issuers.subtracting(known).sorted().first {
+                throw ConfigurationError(
+                    fileKey: "gateway.routes[\(index)].require.issuers",
+                    "names \(unknown), which is neither in trust.issuers nor local: the rule could never match; add the issuer under trust.issuers or correct its name")
+            }
+            // The gateway's own accounts may be in any tenant: only issuers' fixed sets can rule a tenant out.
+            guard !issuers.contains(RoutePolicy.localIssuer), let tenants = route.policy?.tenants else { continue }
+            var reachable = Set<String>()
+            for issuer in trust.issuers where issuers.contains(issuer.issuer) {
+                switch issuer.tenant {
+                case .fixed(let tenant): reachable.insert(tenant)
+                case .claim(_, let named): reachable.formUnion(named)
+                }
+            }
+            if reachable.isDisjoint(with: tenants) {
+                throw ConfigurationError(
+                    fileKey: "gateway.routes[\(index)].require.tenants",
+                    "lists \(tenants.sorted().joined(separator: ", ")), but the users of require.issuers belong to \(reachable.sorted().joined(separator: ", ")) only (their trust.issuers tenant or tenants): the rule could never match; correct the tenants or the issuers")
+            }
         }
     }
 

@@ -145,7 +145,7 @@ struct RoutePolicyTests {
         #expect(routes[0].policy?.refusal(claims: ["email": "ann@example.com", "email_verified": true], tenantID: "t", issuer: nil, hasSession: false) == nil)
     }
 
-    @Test("config refuses a rule that could never match, naming it: require.issuers naming an issuer that is not trusted (nor local), and email_domains that are no domains")
+    @Test("config refuses a rule that could never match, naming it: require.issuers naming an issuer that is not trusted (nor local), require.tenants none of whose tenants the listed issuers' users can be in, and email_domains that are no domains")
     func rulesThatNeverMatch() async throws {
         do {
             _ = try await Self.routes("    - {prefix: /a, upstream: http://127.0.0.1:1, require: {issuers: [https://keycloak.example.com/realms/acm]}}\n", trust: Self.keycloak)
@@ -160,6 +160,19 @@ struct RoutePolicyTests {
             #expect(error.description.contains("gateway.routes[0].require.email_domains"))
         }
         _ = try await Self.routes("    - {prefix: /a, upstream: http://127.0.0.1:1, require: {issuers: [local, https://keycloak.example.com/realms/acme]}}\n", trust: Self.keycloak)
+        // The issuer's users are all in acme: a route asking for another tenant of them could never admit one.
+        do {
+            _ = try await Self.routes(
+                "    - {prefix: /a, upstream: http://127.0.0.1:1, require: {issuers: [https://keycloak.example.com/realms/acme], tenants: [globex]}}\n", trust: Self.keycloak)
+            Issue.record("a tenant the issuer's users can never be in was accepted")
+        } catch let error as ConfigurationError {
+            #expect(error.description.contains("gateway.routes[0].require.tenants") && error.description.contains("globex") && error.description.contains("acme"), "\(error)")
+        }
+        // Its own tenant, or local beside it (local accounts may be in any tenant), is a rule that can match.
+        _ = try await Self.routes(
+            "    - {prefix: /a, upstream: http://127.0.0.1:1, require: {issuers: [https://keycloak.example.com/realms/acme], tenants: [acme, globex]}}\n", trust: Self.keycloak)
+        _ = try await Self.routes(
+            "    - {prefix: /a, upstream: http://127.0.0.1:1, require: {issuers: [local, https://keycloak.example.com/realms/acme], tenants: [globex]}}\n", trust: Self.keycloak)
     }
 
     @Test("a claim rule holds for an array holding the value or a string equal to it or listing it; an absent path or another type fails, never matches")
