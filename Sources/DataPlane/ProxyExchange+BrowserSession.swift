@@ -32,12 +32,8 @@ extension ProxyExchange {
         case .one(let value):
             let now = gate.clock.now()
             // Memory first, keyed by the value: the common request computes no hash and checks no form.
-            switch gate.book.lookup(cookieValue: value, now: now) {
-            case .live(let session, let touch):
-                if touch {
-                    let book = gate.book
-                    Task { await book.touch(session, now: now) }
-                }
+            switch gate.lookup(cookieValue: value, now: now) {
+            case .live(let session, _):
                 signedIn(session, cookieValue: value)
             case .ended:
                 signInNeeded(clearingCookie: true)
@@ -48,13 +44,13 @@ extension ProxyExchange {
                     return fail(Self.cookieRefusal(value, name: gate.cookie.name))
                 }
                 // A store read per cookie never met here: bounded per client (random cookies cost the store nothing more).
+                let load: EventLoopFuture<BrowserSession?>
                 do {
-                    try plane.admission.limit(.sessionCookieLookupPerClient, key: clientAddress)
+                    load = try plane.loadBrowserSession(cookieValue: value, client: clientAddress, now: now, on: eventLoop)
                 } catch {
                     return fail(GatewayError(answering: error))
                 }
-                let book = gate.book
-                then(eventLoop.makeFutureWithTask { try await book.load(cookieValue: value, now: now) }) { exchange, result in
+                then(load) { exchange, result in
                     switch result {
                     case .success(let session?): exchange.signedIn(session, cookieValue: value)
                     case .success(nil): exchange.signInNeeded(clearingCookie: true)
@@ -90,25 +86,19 @@ extension ProxyExchange {
             return fail(refusal)
         }
         let caller = session.caller
-        if let policy = route.policy,
-            let refusal = policy.refusal(claims: caller.claims, tenantID: caller.tenantID, issuer: caller.external?.issuer, hasSession: true)
-        {
-            plane.metrics.policyRefused()
+        if let refusal = plane.policyRefusal(route, caller: caller, hasSession: true) {
             // Signed in and refused: a page saying so, never a redirect to sign in again (which would loop).
-            return failSignedIn(GatewayError(refusedBy: refusal))
+            return failSignedIn(refusal)
         }
         let sessionID = session.record.sessionID
         authenticatedByCookie = true
-        switch plane.sessions.isOwned(sessionID, by: caller.userID, tenantID: caller.tenantID) {
-        case true?:
+        switch plane.sessionOwnership(sessionID, of: caller, on: eventLoop) {
+        case .known(true):
             proceed(caller, sessionID: sessionID)
-        case false?:
+        case .known(false):
             sessionEnded(cookieValue)
-        case nil:
-            let (runtime, admission, sessions) = (plane.runtime, plane.admission, plane.sessions)
-            let principal = Principal(userID: caller.userID, tenantID: caller.tenantID)
-            then(eventLoop.makeFutureWithTask { try await sessions.askRuntime(sessionID, by: principal, runtime: runtime, admission: admission) }) {
-                exchange, result in
+        case .asking(let read):
+            then(read) { exchange, result in
                 switch result {
                 case .success(true): exchange.proceed(caller, sessionID: sessionID)
                 case .success(false): exchange.sessionEnded(cookieValue)

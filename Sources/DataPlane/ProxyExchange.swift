@@ -254,12 +254,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     private func authenticated(_ caller: AuthenticatedCaller) {
         guard !finished else { return }
         // The route's policy, from the verified token's claims (the cache holds them): before any session read.
-        if let policy = route.policy,
-            let refusal = policy.refusal(claims: caller.claims, tenantID: caller.tenantID, issuer: caller.external?.issuer, hasSession: fields.sessionID != nil)
-        {
-            plane.metrics.policyRefused()
-            return fail(GatewayError(refusedBy: refusal))
-        }
+        if let refusal = plane.policyRefusal(route, caller: caller, hasSession: fields.sessionID != nil) { return fail(refusal) }
         guard let named = fields.sessionID else { return proceed(caller, sessionID: nil) }
         let sessionID: String
         do {
@@ -267,16 +262,12 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         } catch {
             return fail(GatewayError(answering: error))
         }
-        switch plane.sessions.isOwned(sessionID, by: caller.userID, tenantID: caller.tenantID) {
-        case true?:
+        switch plane.sessionOwnership(sessionID, of: caller, on: eventLoop) {
+        case .known(true):
             proceed(caller, sessionID: sessionID)
-        case false?:
+        case .known(false):
             fail(GatewayError(.forbidden, "session_forbidden", "the session belongs to another user or tenant"))
-        case nil:
-            // Not in the local view: the Runtime answers, through an admitted read.
-            let (runtime, admission, sessions) = (plane.runtime, plane.admission, plane.sessions)
-            let principal = Principal(userID: caller.userID, tenantID: caller.tenantID)
-            let read = eventLoop.makeFutureWithTask { try await sessions.askRuntime(sessionID, by: principal, runtime: runtime, admission: admission) }
+        case .asking(let read):
             then(read) { exchange, result in
                 switch result {
                 case .success(true): exchange.proceed(caller, sessionID: sessionID)

@@ -146,12 +146,7 @@ final class ForwardAuthExchange {
     private func authenticated(_ caller: AuthenticatedCaller, route: DataPlane.Route) {
         guard !finished else { return }
         userID = caller.userID
-        if let policy = route.policy,
-            let refusal = policy.refusal(claims: caller.claims, tenantID: caller.tenantID, issuer: caller.external?.issuer, hasSession: fields.sessionID != nil)
-        {
-            plane.metrics.policyRefused()
-            return fail(GatewayError(refusedBy: refusal))
-        }
+        if let refusal = plane.policyRefusal(route, caller: caller, hasSession: fields.sessionID != nil) { return fail(refusal) }
         guard let named = fields.sessionID else { return allow(route: route, caller: caller, sessionID: nil) }
         let sessionID: String
         do {
@@ -159,16 +154,13 @@ final class ForwardAuthExchange {
         } catch {
             return fail(GatewayError(answering: error))
         }
-        switch plane.sessions.isOwned(sessionID, by: caller.userID, tenantID: caller.tenantID) {
-        case true?:
+        switch plane.sessionOwnership(sessionID, of: caller, on: eventLoop) {
+        case .known(true):
             allow(route: route, caller: caller, sessionID: sessionID)
-        case false?:
+        case .known(false):
             fail(Self.sessionForbidden)
-        case nil:
-            let (runtime, admission, sessions) = (plane.runtime, plane.admission, plane.sessions)
-            let principal = Principal(userID: caller.userID, tenantID: caller.tenantID)
-            then(eventLoop.makeFutureWithTask { try await sessions.askRuntime(sessionID, by: principal, runtime: runtime, admission: admission) }) {
-                exchange, result in
+        case .asking(let read):
+            then(read) { exchange, result in
                 switch result {
                 case .success(true): exchange.allow(route: route, caller: caller, sessionID: sessionID)
                 case .success(false): exchange.fail(Self.sessionForbidden)
@@ -194,28 +186,24 @@ final class ForwardAuthExchange {
                     "the request carries the session cookie \(gate.cookie.name) more than once; clear this site's cookies and sign in again"))
         case .one(let value):
             let now = gate.clock.now()
-            switch gate.book.lookup(cookieValue: value, now: now) {
-            case .live(let session, let touch):
-                // Activity behind the proxy keeps the session from its idle limit, as on a route.
-                if touch {
-                    let book = gate.book
-                    Task { await book.touch(session, now: now) }
-                }
+            // Activity behind the proxy keeps a live session from its idle limit, as on a route.
+            switch gate.lookup(cookieValue: value, now: now) {
+            case .live(let session, _):
                 signedIn(session, cookieValue: value, route: route)
             case .ended:
                 signInNeeded(route: route)
             case .unknown:
+                // Not the gateway's form: no session (the route answers it so too).
+                guard BrowserSessionBook.isWellFormed(value) else { return signInNeeded(route: route) }
                 // A store read per cookie never met here: bounded per client (behind the proxy, by X-Forwarded-For, as on the route).
-                if BrowserSessionBook.isWellFormed(value) {
-                    let client = plane.admission.clientAddresses.clientAddress(peer: handler.peerAddress, forwardedFor: head.headers["x-forwarded-for"])
-                    do {
-                        try plane.admission.limit(.sessionCookieLookupPerClient, key: client)
-                    } catch {
-                        return fail(GatewayError(answering: error))
-                    }
+                let client = plane.admission.clientAddresses.clientAddress(peer: handler.peerAddress, forwardedFor: head.headers["x-forwarded-for"])
+                let load: EventLoopFuture<BrowserSession?>
+                do {
+                    load = try plane.loadBrowserSession(cookieValue: value, client: client, now: now, on: eventLoop)
+                } catch {
+                    return fail(GatewayError(answering: error))
                 }
-                let book = gate.book
-                then(eventLoop.makeFutureWithTask { try await book.load(cookieValue: value, now: now) }) { exchange, result in
+                then(load) { exchange, result in
                     switch result {
                     case .success(let session?): exchange.signedIn(session, cookieValue: value, route: route)
                     case .success(nil): exchange.signInNeeded(route: route)
@@ -231,16 +219,13 @@ final class ForwardAuthExchange {
         guard !finished else { return }
         let caller = session.caller
         let sessionID = session.record.sessionID
-        switch plane.sessions.isOwned(sessionID, by: caller.userID, tenantID: caller.tenantID) {
-        case true?:
+        switch plane.sessionOwnership(sessionID, of: caller, on: eventLoop) {
+        case .known(true):
             admitSignedIn(caller, sessionID: sessionID, route: route)
-        case false?:
+        case .known(false):
             sessionEnded(cookieValue, route: route)
-        case nil:
-            let (runtime, admission, sessions) = (plane.runtime, plane.admission, plane.sessions)
-            let principal = Principal(userID: caller.userID, tenantID: caller.tenantID)
-            then(eventLoop.makeFutureWithTask { try await sessions.askRuntime(sessionID, by: principal, runtime: runtime, admission: admission) }) {
-                exchange, result in
+        case .asking(let read):
+            then(read) { exchange, result in
                 switch result {
                 case .success(true): exchange.admitSignedIn(caller, sessionID: sessionID, route: route)
                 case .success(false): exchange.sessionEnded(cookieValue, route: route)
@@ -261,10 +246,7 @@ final class ForwardAuthExchange {
         {
             return fail(refusal)
         }
-        if let policy = route.policy, let refusal = policy.refusal(claims: caller.claims, tenantID: caller.tenantID, issuer: caller.external?.issuer, hasSession: true) {
-            plane.metrics.policyRefused()
-            return fail(GatewayError(refusedBy: refusal))
-        }
+        if let refusal = plane.policyRefusal(route, caller: caller, hasSession: true) { return fail(refusal) }
         allow(route: route, caller: caller, sessionID: sessionID)
     }
 
