@@ -12,7 +12,10 @@ import SecurityGuard
 /// Replaces a relay of tasks per socket: an admitted socket is served by one
 /// `AgentSocketHandler` on its event loop, and its messages travel to the
 /// Runtime as a stream of its loop's `RuntimeAgentLink`.
-package struct AgentSockets: Sendable {
+///
+/// A class: every socket's handler holds it, and a copy of the struct (the limits, the logger,
+/// the clock) was a few hundred bytes of every socket's memory.
+package final class AgentSockets: Sendable {
     package let links: RuntimeAgentLinks
     let authenticator: AccessTokenAuthenticator
     let registry: SocketRegistry
