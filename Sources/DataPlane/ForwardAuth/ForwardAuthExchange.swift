@@ -4,6 +4,7 @@ import JOSE
 import NIOCore
 import NIOHTTP1
 import Observability
+import Resilience
 import RuntimeAPI
 import RuntimeAccess
 import SecurityGuard
@@ -52,17 +53,16 @@ final class ForwardAuthExchange {
         self.requestID = handler.nextRequestID()
     }
 
-    /// Decides, answering now or once the store has; `false` (nothing written): not decided here.
-    func start(table: RouteTable) -> Bool {
+    /// Decides, answering now or once the store has.
+    func start(table: RouteTable) {
         allowedOrigins = table.allowedOrigins
         // The original-request fields are believed from the proxies in front only: anybody else
         // could name any request and learn, or obtain an assertion for, what it would get.
         guard let peer = handler.peerAddress, plane.admission.clientAddresses.isTrustedProxy(peer) else {
-            fail(
+            return fail(
                 GatewayError(
                     .forbidden, "forward_auth_untrusted_peer",
                     "forward-auth answers only the proxies listed in gateway.trusted_proxies; add the proxy's address there"))
-            return true
         }
         let family = proxies.family(for: peer)
         self.family = family
@@ -90,8 +90,7 @@ final class ForwardAuthExchange {
             self.original = original
             originalHost = host ?? (try? ForwardAuthOriginal.host(family: family, values: values))
         } catch {
-            fail(error)
-            return true
+            return fail(error)
         }
         let token: String?
         do {
@@ -99,21 +98,11 @@ final class ForwardAuthExchange {
                 route.acceptsSessionCookie
                 ? try AccessTokenAuthenticator.bearerTokenBesideCookie(fromAuthorization: fields.authorization)
                 : try AccessTokenAuthenticator.bearerToken(fromAuthorization: fields.authorization)
-            if token == nil, !route.requiresToken {
-                allow(route: route, caller: nil, sessionID: nil)
-                return true
-            }
-            if token == nil, route.acceptsSessionCookie {
-                startWithCookie(route: route)
-                return true
-            }
-            if let caller = try plane.authenticator.authenticateInMemory(token, resource: nil) {
-                authenticated(caller, route: route)
-                return true
-            }
+            if token == nil, !route.requiresToken { return allow(route: route, caller: nil, sessionID: nil) }
+            if token == nil, route.acceptsSessionCookie { return startWithCookie(route: route) }
+            if let caller = try plane.authenticator.authenticateInMemory(token, resource: nil) { return authenticated(caller, route: route) }
         } catch {
-            refused(error)
-            return true
+            return refused(error)
         }
         // The revocation mirror is stale, or the token not yet verified: the store answers.
         let authenticator = plane.authenticator
@@ -123,7 +112,6 @@ final class ForwardAuthExchange {
             case .failure(let error): exchange.refused(error)
             }
         }
-        return true
     }
 
     /// The client went away: nothing more is written, whatever the store answers.
@@ -139,20 +127,32 @@ final class ForwardAuthExchange {
         if let failure = error as? AuthenticationFailure {
             CallerAuthentication.record(failure, in: plane.metrics)
         }
+        failed(error)
+    }
+
+    /// Answers `error` as the gateway answers it everywhere; one that is no refusal (the store's,
+    /// say) is logged by its type and the request id, as the API's routes log it (never its text,
+    /// which may quote values).
+    private func failed(_ error: any Error) {
+        switch error {
+        case is GatewayError, is RuntimeRefusal, is AdmissionRefusal, is AuthenticationFailure, is DependencyCircuit.Refusal:
+            break
+        default:
+            plane.logger.error("request failed", metadata: ["request_id": "\(requestID)", "error_type": "\(String(reflecting: type(of: error)))"])
+        }
         fail(GatewayError(answering: error))
     }
 
     /// The route's policy, then the session the request names (in memory, else the Runtime's answer).
     private func authenticated(_ caller: AuthenticatedCaller, route: DataPlane.Route) {
         guard !finished else { return }
-        userID = caller.userID
         if let refusal = plane.policyRefusal(route, caller: caller, hasSession: fields.sessionID != nil) { return fail(refusal) }
         guard let named = fields.sessionID else { return allow(route: route, caller: caller, sessionID: nil) }
         let sessionID: String
         do {
             sessionID = try GatewayError.checkedSessionID(named)
         } catch {
-            return fail(GatewayError(answering: error))
+            return failed(error)
         }
         switch plane.sessionOwnership(sessionID, of: caller, on: eventLoop) {
         case .known(true):
@@ -164,7 +164,7 @@ final class ForwardAuthExchange {
                 switch result {
                 case .success(true): exchange.allow(route: route, caller: caller, sessionID: sessionID)
                 case .success(false): exchange.fail(Self.sessionForbidden)
-                case .failure(let error): exchange.fail(GatewayError(answering: error))
+                case .failure(let error): exchange.failed(error)
                 }
             }
         }
@@ -201,13 +201,13 @@ final class ForwardAuthExchange {
                 do {
                     load = try plane.loadBrowserSession(cookieValue: value, client: client, now: now, on: eventLoop)
                 } catch {
-                    return fail(GatewayError(answering: error))
+                    return failed(error)
                 }
                 then(load) { exchange, result in
                     switch result {
                     case .success(let session?): exchange.signedIn(session, cookieValue: value, route: route)
                     case .success(nil): exchange.signInNeeded(route: route)
-                    case .failure(let error): exchange.fail(GatewayError(answering: error))
+                    case .failure(let error): exchange.failed(error)
                     }
                 }
             }
@@ -231,7 +231,7 @@ final class ForwardAuthExchange {
                 case .success(false): exchange.sessionEnded(cookieValue, route: route)
                 case .failure(let error as RuntimeRefusal) where error.code == .sessionNotFound || error.code == .sessionForbidden:
                     exchange.sessionEnded(cookieValue, route: route)
-                case .failure(let error): exchange.fail(GatewayError(answering: error))
+                case .failure(let error): exchange.failed(error)
                 }
             }
         }
@@ -239,7 +239,6 @@ final class ForwardAuthExchange {
 
     private func admitSignedIn(_ caller: AuthenticatedCaller, sessionID: String, route: DataPlane.Route) {
         guard !finished else { return }
-        userID = caller.userID
         if let method = original?.method.rawValue, !["GET", "HEAD", "OPTIONS"].contains(method),
             let refusal = plane.browser.crossSiteRefusal(
                 origin: fields.origin, fetchSite: head.headers.first(name: "sec-fetch-site"), host: originalHost, allowedOrigins: route.allowedOrigins)
@@ -281,6 +280,8 @@ final class ForwardAuthExchange {
     /// 200 with the assertion and the identity for the proxy to pass on.
     private func allow(route: DataPlane.Route, caller: AuthenticatedCaller?, sessionID: String?) {
         guard !finished else { return }
+        // The access log names the caller admitted, as a proxied request's does; never one refused.
+        userID = caller?.userID
         let assertion: String
         do {
             assertion = try plane.runtime.assertions.assertion(

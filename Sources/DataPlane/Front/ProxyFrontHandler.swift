@@ -141,12 +141,7 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
             case .decision(let started):
                 // Answered within `start`, or in flight until the store answers.
                 decision = started
-                if !started.start(table: routeTable) {
-                    // Not decided on the loop (a browser's cookie): Hummingbird's route takes it from its first byte.
-                    decision = nil
-                    received.moveReaderIndex(forwardBy: -plain.length)
-                    return handOn(context: context)
-                }
+                started.start(table: routeTable)
             }
         }
         guard !handedOn else { return }
@@ -214,8 +209,14 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         exchange?.clientWritabilityChanged(context.channel.isWritable)
         context.fireChannelWritabilityChanged()
         if awaitingWritable, context.channel.isWritable, !handedOn {
-            // The client read what was answered: the requests behind it are served now.
+            // The client read what was answered: the requests behind it are served now (or, once a
+            // graceful shutdown asked, the connection closes with everything answered out).
             awaitingWritable = false
+            if closeWhenIdle {
+                closing = true
+                context.close(promise: nil)
+                return
+            }
             serve(context: context)
         }
     }
@@ -231,7 +232,8 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
 
     package func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         guard !handedOn, event is ChannelShouldQuiesceEvent else { return context.fireUserInboundEventTriggered(event) }
-        if !requestInFlight {
+        // An answer not yet written out counts as in flight: closing now would drop it.
+        if !requestInFlight && !awaitingWritable {
             context.close(promise: nil)
         } else {
             closeWhenIdle = true

@@ -66,10 +66,17 @@ struct ForwardAuthRoutes: Sendable {
             throw GatewayError.methodNotAllowed(method.rawValue, path: PathRedaction.redactedPath(String(path)), allowed: route.allowedMethodNames)
         }
         let authorization = request.headers[.authorization]
-        let token =
-            route.acceptsSessionCookie
-            ? try AccessTokenAuthenticator.bearerTokenBesideCookie(fromAuthorization: authorization)
-            : try AccessTokenAuthenticator.bearerToken(fromAuthorization: authorization)
+        let token: String?
+        do {
+            token =
+                route.acceptsSessionCookie
+                ? try AccessTokenAuthenticator.bearerTokenBesideCookie(fromAuthorization: authorization)
+                : try AccessTokenAuthenticator.bearerToken(fromAuthorization: authorization)
+        } catch let failure as AuthenticationFailure {
+            // Counted as every refused token is (the event loop's decisions count it too).
+            CallerAuthentication.record(failure, in: metrics)
+            throw failure
+        }
         if token == nil, !route.requiresToken {
             let assertion = try assertion(for: route, caller: RuntimeCaller(userID: nil, tenantID: nil, sessionID: nil))
             // Every identity field, empty: a proxy that copies a field the answer lacks may send its

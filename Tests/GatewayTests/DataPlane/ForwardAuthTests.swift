@@ -98,6 +98,13 @@ struct ForwardAuthTests {
         }
     }
 
+    /// Whether answers read on one connection were all made by the data plane's front: its request
+    /// ids share the connection's random prefix and count up (Hummingbird's are random each).
+    static func answeredOnTheLoop(_ answers: [StrictAnswerReader.Answer]) -> Bool {
+        let ids = answers.compactMap { $0.field("x-request-id") }
+        return ids.count == answers.count && ids.count > 1 && Set(ids.map { $0.prefix(8) }).count == 1 && Set(ids).count == ids.count
+    }
+
     static func verifyRequest(_ method: String = "GET", bearer: String?, _ fields: [(String, String)], extra: String = "") -> String {
         var text = "\(method) /api/auth/verify HTTP/1.1\r\nHost: gw\r\n"
         if let bearer { text += "Authorization: Bearer \(bearer)\r\n" }
@@ -125,8 +132,12 @@ struct ForwardAuthTests {
         ]
         let volatile: Set<String> = ["x-request-id", "x-portcullis-assertion", "date", "server", "content-length"]
         for (name, bearer, fields, status) in cases {
-            // Plain: decided on the loop. With Content-Length: 0 it is not plain, and Hummingbird's route decides it.
-            let onLoop = try #require(try await Self.rawAnswers(port: fixture.gatewayPort, [Self.verifyRequest(bearer: bearer, fields)], methods: ["GET"]).first, "\(name)")
+            // Plain: decided on the loop (sent twice on one connection, both answered under that connection's
+            // request-id prefix: the data plane's, not Hummingbird's random ids). With Content-Length: 0 it is
+            // not plain, and Hummingbird's route decides it.
+            let twice = try await Self.rawAnswers(port: fixture.gatewayPort, [Self.verifyRequest(bearer: bearer, fields), Self.verifyRequest(bearer: bearer, fields)], methods: ["GET", "GET"])
+            #expect(Self.answeredOnTheLoop(twice), "\(name): \(twice.map { $0.field("x-request-id") ?? "" })")
+            let onLoop = try #require(twice.first, "\(name)")
             let onRoute = try #require(
                 try await Self.rawAnswers(port: fixture.gatewayPort, [Self.verifyRequest(bearer: bearer, fields, extra: "Content-Length: 0\r\n")], methods: ["GET"]).first, "\(name)")
             #expect(onLoop.status == status && onRoute.status == status, "\(name): \(onLoop.status) and \(onRoute.status)")
@@ -160,8 +171,29 @@ struct ForwardAuthTests {
         #expect(answers.map(\.status) == [200, 401, 403, 200, 200], "\(answers.map(\.status))")
         #expect(answers.count == 5 && answers[1].body.isEmpty && answers[3].body.isEmpty)
         // The data plane numbers a connection's requests after one random prefix; Hummingbird's ids are random each.
-        let ids = answers.prefix(4).compactMap { $0.field("x-request-id") }
-        #expect(ids.count == 4 && Set(ids.map { $0.prefix(8) }).count == 1, "\(ids)")
+        #expect(Self.answeredOnTheLoop(Array(answers.prefix(4))), "\(answers.map { $0.field("x-request-id") ?? "" })")
+
+        // A decision that waits for the store (a key the gateway has not fetched yet): the requests pipelined
+        // behind it wait, and all are answered in order, framed for their own.
+        let later = try JWSKey.generate(algorithm: .es256, kid: "ec-2")
+        provider.publish(provider.keys + [later])
+        let waiting = [
+            Self.verifyRequest(bearer: try provider.token(key: later, claims: ["scope": "billing:read"]), [("X-Original-URI", "/api/billing/e")]),
+            Self.verifyRequest("HEAD", bearer: nil, [("X-Original-URI", "/api/billing/f")]),
+            Self.verifyRequest(bearer: allowed, [("X-Original-URI", "/api/billing/g")]),
+            "GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n",
+        ]
+        let behind = try await Self.rawAnswers(port: fixture.gatewayPort, waiting, methods: ["GET", "HEAD", "GET", "GET"])
+        #expect(behind.map(\.status) == [200, 401, 200, 200], "\(behind.map(\.status))")
+        #expect(Self.answeredOnTheLoop(Array(behind.prefix(3))), "\(behind.map { $0.field("x-request-id") ?? "" })")
+        // A proxy that leaves while its decision waits: nothing is written to it, and the gateway serves on.
+        let third = try JWSKey.generate(algorithm: .es256, kid: "ec-3")
+        provider.publish(provider.keys + [third])
+        let leaving = try RawConnection(port: fixture.gatewayPort)
+        leaving.send(Self.verifyRequest(bearer: try provider.token(key: third, claims: ["scope": "billing:read"]), [("X-Original-URI", "/api/billing/h")]))
+        leaving.close()
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try await fixture.send(.GET, "/api/auth/verify", bearer: allowed, headers: [("X-Original-URI", "/api/billing/i")]).status == 200)
 
         // The gateway's own token: its session ended (logout), the next decision is 401 token_revoked.
         try await fixture.addUser("alice")
