@@ -45,17 +45,6 @@ package struct BrowserSessionGate: Sendable {
         scheme = publicURL.lowercased().hasPrefix("https://") ? "https" : "http"
     }
 
-    /// The book's answer for a cookie value at `now`, a live session's idle limit renewed (in the
-    /// background) when it is due.
-    func lookup(cookieValue: String, now: Double) -> BrowserSessionBook.Lookup {
-        let found = book.lookup(cookieValue: cookieValue, now: now)
-        if case .live(let session, true) = found {
-            let book = self.book
-            Task { await book.touch(session, now: now) }
-        }
-        return found
-    }
-
     /// Whether a request is a browser's navigation (a page load, not an app's own fetch): `GET` or
     /// `HEAD` with `Sec-Fetch-Mode: navigate`, or without `Sec-Fetch-Mode` and with `Accept`
     /// naming `text/html` (a browser too old to send `Sec-Fetch-*`). Only a navigation is ever

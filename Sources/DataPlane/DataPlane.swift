@@ -106,6 +106,14 @@ package final class DataPlane: Sendable {
             self.mcpIdentifier = mcp?.identifier
             self.mcpScopes = mcp?.scopes ?? []
         }
+
+        /// The Bearer token of an `Authorization` value as this route reads it: beside the session
+        /// cookie on an `auth: browser` route (another scheme left to the cookie), strictly elsewhere.
+        package func bearerToken(fromAuthorization authorization: String?) throws(AuthenticationFailure) -> String? {
+            acceptsSessionCookie
+                ? try AccessTokenAuthenticator.bearerTokenBesideCookie(fromAuthorization: authorization)
+                : try AccessTokenAuthenticator.bearerToken(fromAuthorization: authorization)
+        }
     }
 
     /// The routes and origins in force (a reload replaces them).

@@ -32,8 +32,8 @@ extension ProxyExchange {
         case .one(let value):
             let now = gate.clock.now()
             // Memory first, keyed by the value: the common request computes no hash and checks no form.
-            switch gate.lookup(cookieValue: value, now: now) {
-            case .live(let session, _):
+            switch gate.book.lookup(cookieValue: value, now: now) {
+            case .live(let session):
                 signedIn(session, cookieValue: value)
             case .ended:
                 signInNeeded(clearingCookie: true)

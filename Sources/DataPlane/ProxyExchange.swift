@@ -220,10 +220,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         }
         let token: String?
         do {
-            token =
-                route.acceptsSessionCookie
-                ? try AccessTokenAuthenticator.bearerTokenBesideCookie(fromAuthorization: fields.authorization)
-                : try AccessTokenAuthenticator.bearerToken(fromAuthorization: fields.authorization)
+            token = try route.bearerToken(fromAuthorization: fields.authorization)
             // `auth: none`: a request without a token goes on as anonymous; one that sends a token has it checked.
             if token == nil, !route.requiresToken { return proceed(nil, sessionID: nil) }
             // `auth: browser`: without a token, the session cookie (or a sign-in for a navigation).

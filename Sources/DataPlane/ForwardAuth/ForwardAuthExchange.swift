@@ -94,10 +94,7 @@ final class ForwardAuthExchange {
         }
         let token: String?
         do {
-            token =
-                route.acceptsSessionCookie
-                ? try AccessTokenAuthenticator.bearerTokenBesideCookie(fromAuthorization: fields.authorization)
-                : try AccessTokenAuthenticator.bearerToken(fromAuthorization: fields.authorization)
+            token = try route.bearerToken(fromAuthorization: fields.authorization)
             if token == nil, !route.requiresToken { return allow(route: route, caller: nil, sessionID: nil) }
             if token == nil, route.acceptsSessionCookie { return startWithCookie(route: route) }
             if let caller = try plane.authenticator.authenticateInMemory(token, resource: nil) { return authenticated(caller, route: route) }
@@ -186,9 +183,9 @@ final class ForwardAuthExchange {
                     "the request carries the session cookie \(gate.cookie.name) more than once; clear this site's cookies and sign in again"))
         case .one(let value):
             let now = gate.clock.now()
-            // Activity behind the proxy keeps a live session from its idle limit, as on a route.
-            switch gate.lookup(cookieValue: value, now: now) {
-            case .live(let session, _):
+            // The lookup keeps a live session from its idle limit, as a proxied request's does.
+            switch gate.book.lookup(cookieValue: value, now: now) {
+            case .live(let session):
                 signedIn(session, cookieValue: value, route: route)
             case .ended:
                 signInNeeded(route: route)
@@ -263,13 +260,7 @@ final class ForwardAuthExchange {
         let navigation = BrowserSessionGate.isNavigation(
             method: original.method.rawValue, fetchMode: head.headers.first(name: "sec-fetch-mode"), accept: head.headers["accept"])
         if navigation, let location = plane.browser.signInLocation(host: originalHost, path: original.path, query: original.query, provider: route.signIn) {
-            if family == .forwarded {
-                var headers = HTTPHeaders()
-                headers.add(name: "Location", value: location)
-                headers.add(name: "Cache-Control", value: "no-store")
-                headers.add(name: "Content-Length", value: "0")
-                return answer(.found, headers: headers, body: nil)
-            }
+            if family == .forwarded { return answer(.found, fields: [("Location", location), ("Cache-Control", "no-store")]) }
             return fail(refusal, extra: [("X-Portcullis-Sign-In", location)])
         }
         fail(refusal)
@@ -289,39 +280,48 @@ final class ForwardAuthExchange {
         } catch {
             return fail(.noSigningKey)
         }
-        var headers = HTTPHeaders()
-        headers.reserveCapacity(12)
         let appCookie = ForwardAuthAnswer.appCookie(head.headers["cookie"])
-        for field in ForwardAuthAnswer.fields(assertion: assertion, caller: caller, route: route, appCookie: appCookie) {
-            headers.add(name: field.name, value: field.value)
-        }
-        headers.add(name: "Content-Length", value: "0")
-        answer(.ok, headers: headers, body: nil)
+        answer(.ok, fields: ForwardAuthAnswer.fields(assertion: assertion, caller: caller, route: route, appCookie: appCookie))
     }
 
+    /// The refusal as the data plane answers one (`GatewayError.responseHead`), with `extra` fields.
     private func fail(_ error: GatewayError, extra: [(String, String)] = []) {
         guard !finished else { return }
         let body = ByteBuffer(bytes: JSONWriter.bytes(error.json))
-        var headers = HTTPHeaders()
-        for field in error.headers { headers.add(name: field.name.rawName, value: field.value) }
-        for (name, value) in extra { headers.add(name: name, value: value) }
-        headers.add(name: "Content-Length", value: String(body.readableBytes))
-        answer(HTTPResponseStatus(statusCode: error.status.code, reasonPhrase: error.status.reasonPhrase), headers: headers, body: body)
+        let close = ProxyExchange.wantsClose(head)
+        let responseHead = error.responseHead(contentLength: body.readableBytes, close: close) { headers in
+            for (name, value) in extra { headers.add(name: name, value: value) }
+            decorate(&headers)
+        }
+        write(responseHead, body: body, close: close)
     }
 
-    /// Writes the answer (a HEAD's without its body), records it, and frees the connection for the next request.
-    private func answer(_ status: HTTPResponseStatus, headers: HTTPHeaders, body: ByteBuffer?) {
-        finished = true
-        var headers = headers
+    /// A bodiless answer of the gateway's own.
+    private func answer(_ status: HTTPResponseStatus, fields: [(name: String, value: String)]) {
         let close = ProxyExchange.wantsClose(head)
+        var headers = HTTPHeaders()
+        headers.reserveCapacity(fields.count + 4)
+        for field in fields { headers.add(name: field.name, value: field.value) }
+        headers.add(name: "Content-Length", value: "0")
         if close { headers.add(name: "Connection", value: "close") }
+        decorate(&headers)
+        write(HTTPResponseHead(version: .http1_1, status: status, headers: headers), body: nil, close: close)
+    }
+
+    /// The request id, and the CORS answer for an origin gateway.allowed_origins lists (as the API's routes answer it).
+    private func decorate(_ headers: inout HTTPHeaders) {
         headers.replaceOrAdd(name: "X-Request-Id", value: requestID)
-        // As Hummingbird's routes answer an origin gateway.allowed_origins lists.
         if let origin = fields.origin, allowedOrigins.contains(origin) {
             headers.replaceOrAdd(name: "Access-Control-Allow-Origin", value: origin)
             headers.replaceOrAdd(name: "Vary", value: "Origin")
         }
-        handler.writeToClient(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers)), flush: false)
+    }
+
+    /// Writes the answer (a HEAD's without its body), records it, and frees the connection for the next request.
+    private func write(_ responseHead: HTTPResponseHead, body: ByteBuffer?, close: Bool) {
+        finished = true
+        let status = responseHead.status
+        handler.writeToClient(.head(responseHead), flush: false)
         if let body, head.method != .HEAD { handler.writeBytesToClient(body) }
         handler.flushClient()
         let nanoseconds = (ContinuousClock.now - started).nanoseconds

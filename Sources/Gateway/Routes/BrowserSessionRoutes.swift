@@ -235,13 +235,7 @@ struct BrowserSessionRoutes: Sendable {
         let now = clock.now()
         let found: BrowserSession?
         switch book.lookup(cookieValue: value, now: now) {
-        case .live(let session, let touch):
-            // Activity keeps the session from its idle limit, as on a route (the lookup has noted the write as due).
-            if touch {
-                let book = self.book
-                Task { await book.touch(session, now: now) }
-            }
-            found = session
+        case .live(let session): found = session
         case .ended: found = nil
         case .unknown:
             // A store read per cookie never met here: bounded per client, as on a route.

@@ -68,10 +68,7 @@ struct ForwardAuthRoutes: Sendable {
         let authorization = request.headers[.authorization]
         let token: String?
         do {
-            token =
-                route.acceptsSessionCookie
-                ? try AccessTokenAuthenticator.bearerTokenBesideCookie(fromAuthorization: authorization)
-                : try AccessTokenAuthenticator.bearerToken(fromAuthorization: authorization)
+            token = try route.bearerToken(fromAuthorization: authorization)
         } catch let failure as AuthenticationFailure {
             // Counted as every refused token is (the event loop's decisions count it too).
             CallerAuthentication.record(failure, in: metrics)

@@ -80,28 +80,36 @@ public final class BrowserSessionBook: Sendable {
 
     /// What memory says of a cookie.
     public enum Lookup: Sendable {
-        /// A live session; `touch` says whether its last-seen time is due to be written.
-        case live(BrowserSession, touch: Bool)
+        /// A live session.
+        case live(BrowserSession)
         /// Not known here, or idle here: ask the store (`load`).
         case unknown
         /// Past its absolute end.
         case ended
     }
 
-    /// Looks a cookie up in memory, marking it seen at `now`.
+    /// Looks a cookie up in memory, marking it seen at `now`; at most once a `writeInterval` the
+    /// last-seen time is written to the store too (in the background), whoever asked: every
+    /// reader of a session (a proxied request, forward-auth, the gateway's own pages) keeps it
+    /// from its idle limit on every instance.
     public func lookup(cookieValue: String, now: Double) -> Lookup {
-        entries.withLock { entries in
-            guard let entry = entries[cookieValue] else { return .unknown }
+        let (found, due) = entries.withLock { entries -> (Lookup, Bool) in
+            guard let entry = entries[cookieValue] else { return (.unknown, false) }
             if entry.session.record.expiresAt <= now {
                 entries.removeValue(forKey: cookieValue)
-                return .ended
+                return (.ended, false)
             }
-            if now - entry.lastSeen > idleSeconds { return .unknown }
+            if now - entry.lastSeen > idleSeconds { return (.unknown, false) }
             entry.lastSeen = now
-            let touch = now - entry.lastWritten >= Self.writeInterval
-            if touch { entry.lastWritten = now }
-            return .live(entry.session, touch: touch)
+            let due = now - entry.lastWritten >= Self.writeInterval
+            if due { entry.lastWritten = now }
+            return (.live(entry.session), due)
         }
+        if due, case .live(let session) = found {
+            let store = self.store
+            Task { try? await store.touchBrowserSession(cookieHash: session.record.cookieHash, lastSeenAt: now) }
+        }
+        return found
     }
 
     /// Reads a cookie's record from the store: the session when it is live at `now` (kept in
@@ -120,11 +128,6 @@ public final class BrowserSessionBook: Sendable {
         try await store.touchBrowserSession(cookieHash: cookieHash, lastSeenAt: now)
         entries.withLock { $0.insert(Entry(session: session, lastSeen: now, lastWritten: now), for: cookieValue) }
         return session
-    }
-
-    /// Writes a session's last-seen time (after `lookup` said `touch`).
-    public func touch(_ session: BrowserSession, now: Double) async {
-        try? await store.touchBrowserSession(cookieHash: session.record.cookieHash, lastSeenAt: now)
     }
 
     /// Stores a new session, whose cookie holds `cookieValue`, and keeps it in memory.

@@ -714,7 +714,7 @@ struct BrowserSessionBookTests {
             subject: nil, provider: nil, claims: "{}", createdAt: createdAt, lastSeenAt: createdAt, expiresAt: expiresAt)
     }
 
-    @Test("a session ends after idle_minutes without a request and at max_hours whatever its use, in memory and in the store; use within the idle limit keeps it, and another instance's use (in the store) counts")
+    @Test("a session ends after idle_minutes without a request and at max_hours whatever its use, in memory and in the store; use within the idle limit keeps it, a use seen in memory is written to the store, and another instance's use (in the store) counts")
     func lifetimes() async throws {
         let directory = NSTemporaryDirectory() + "portcullis-browser-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -739,6 +739,17 @@ struct BrowserSessionBookTests {
         _ = try await other.load(cookieValue: shared, now: 2_500)
         guard case .unknown = book.lookup(cookieValue: shared, now: 2_700) else { Issue.record("idle here answered from memory"); return }
         #expect(try await book.load(cookieValue: shared, now: 2_700) != nil)
+        // A lookup in memory writes the last-seen time to the store when it is due, whoever looked it up
+        // (a proxied request, forward-auth, the gateway's pages): other instances see the use.
+        let renewed = Self.value("renewed")
+        try await book.insert(try Self.record("renewed", createdAt: 1_000, expiresAt: 4_600), cookieValue: renewed, claims: [:])
+        guard case .live = book.lookup(cookieValue: renewed, now: 1_100) else { Issue.record("renewed: not live at 1100"); return }
+        var written = try await store.browserSession(cookieHash: try BrowserSessionBook.hash(renewed))?.lastSeenAt
+        for _ in 0..<50 where written != 1_100 {
+            try await Task.sleep(for: .milliseconds(40))
+            written = try await store.browserSession(cookieHash: try BrowserSessionBook.hash(renewed))?.lastSeenAt
+        }
+        #expect(written == 1_100, "the lookup's use reached the store: \(String(describing: written))")
         try await book.insert(try Self.record("swept", createdAt: 3_000, expiresAt: 6_600), cookieValue: swept, claims: [:])
         #expect(try await book.sweep(now: 3_700) >= 1)
         #expect(try await store.browserSession(cookieHash: try BrowserSessionBook.hash(swept)) == nil)
