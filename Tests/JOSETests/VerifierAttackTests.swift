@@ -19,6 +19,29 @@ struct VerifierAttackTests {
         #expect(verified.claims["session_id"] == nil)
     }
 
+    @Test("a token too long for the verifier's stack scratch (over 1 KiB) verifies and is refused as a short one is, by either entry point",
+          arguments: [20, 4_000])
+    func longTokensTakeTheSameChecks(padding: Int) throws {
+        let claims = Fixture.claims(["scope": "\"\(String(repeating: "a", count: padding))\""])
+        let token = try es.forge(claims: claims)
+        #expect((token.utf8.count > 1_400) == (padding > 1_000))
+        let verified = try es.verifier.verify(token)
+        #expect(verified.scope?.utf8.count == padding)
+        #expect(try es.verifier.verify(JWSCompact.parse(token)).claims == verified.claims)
+        // A flipped payload byte, and a flipped signature byte, each fail the signature.
+        var parts = token.split(separator: ".").map(String.init)
+        var payload = Base64URL.decode(parts[1])!
+        payload[payload.count - 3] ^= 0x01
+        #expect(es.reason(parts[0] + "." + Base64URL.encode(payload) + "." + parts[2]) == .badSignature)
+        var signature = Base64URL.decode(parts[2])!
+        signature[0] ^= 0x80
+        parts[2] = Base64URL.encode(signature)
+        #expect(es.reason(parts.joined(separator: ".")) == .badSignature)
+        #expect((try? es.verifier.verify(JWSCompact.parse(parts.joined(separator: ".")))) == nil)
+        // Padding (not canonical base64url) in the last segment is malformed, not a bad signature.
+        #expect(es.reason(token + "=") == .malformed)
+    }
+
     @Test("alg none is refused in every spelling, with or without a signature", arguments: ["none", "None", "NONE", "nOnE"])
     func algNone(spelling: String) throws {
         let input = Forge.b64("{\"alg\":\"\(spelling)\",\"typ\":\"at+jwt\",\"kid\":\"k1\"}") + "." + Forge.b64(Fixture.claims())

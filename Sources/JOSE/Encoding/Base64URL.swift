@@ -71,47 +71,58 @@ public enum Base64URL {
 
     /// Decodes canonical, unpadded base64url bytes; `nil` on any deviation.
     public static func decode(_ input: UnsafeRawBufferPointer) -> [UInt8]? {
-        let count = input.count
-        if count % 4 == 1 { return nil }
-        let capacity = count / 4 * 3 + max(0, count % 4 - 1)
+        guard let capacity = decodedCount(input.count) else { return nil }
         var valid = true
-        let table = decodeTable
         let out = [UInt8](unsafeUninitializedCapacity: capacity) { output, initialized in
-            valid = {
-                var index = 0, written = 0
-                while index + 4 <= count {
-                    let a = table[Int(input[index])], b = table[Int(input[index + 1])]
-                    let c = table[Int(input[index + 2])], d = table[Int(input[index + 3])]
-                    if (a | b | c | d) & 0xC0 != 0 { return false }
-                    output[written] = a << 2 | b >> 4
-                    output[written + 1] = b << 4 | c >> 2
-                    output[written + 2] = c << 6 | d
-                    index += 4
-                    written += 3
-                }
-                switch count - index {
-                case 0:
-                    return true
-                case 2:
-                    let a = table[Int(input[index])], b = table[Int(input[index + 1])]
-                    // The unused low 4 bits of the last character must be zero.
-                    if (a | b) & 0xC0 != 0 || b & 0x0F != 0 { return false }
-                    output[written] = a << 2 | b >> 4
-                    return true
-                default:  // 3
-                    let a = table[Int(input[index])], b = table[Int(input[index + 1])], c = table[Int(input[index + 2])]
-                    // The unused low 2 bits of the last character must be zero.
-                    if (a | b | c) & 0xC0 != 0 || c & 0x03 != 0 { return false }
-                    output[written] = a << 2 | b >> 4
-                    output[written + 1] = b << 4 | c >> 2
-                    return true
-                }
-            }()
+            valid = decode(input, into: UnsafeMutableRawBufferPointer(output)) != nil
             // Every byte is written whenever decoding succeeds; on failure the
             // buffer is discarded, so report it fully initialised of zeros.
             if !valid { output.initialize(repeating: 0) }
             initialized = capacity
         }
         return valid ? out : nil
+    }
+
+    /// How many bytes `count` base64url characters decode to; `nil` for a length no canonical encoding has.
+    @inline(__always)
+    public static func decodedCount(_ count: Int) -> Int? {
+        count % 4 == 1 ? nil : count / 4 * 3 + max(0, count % 4 - 1)
+    }
+
+    /// Decodes canonical, unpadded base64url bytes into the front of `output`, which must hold
+    /// `decodedCount(input.count)` bytes; the count written, or `nil` on any deviation (what was
+    /// written is then meaningless). No allocation: for the verifier's hot path.
+    public static func decode(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) -> Int? {
+        let count = input.count
+        guard let capacity = decodedCount(count), output.count >= capacity else { return nil }
+        let table = decodeTable
+        var index = 0, written = 0
+        while index + 4 <= count {
+            let a = table[Int(input[index])], b = table[Int(input[index + 1])]
+            let c = table[Int(input[index + 2])], d = table[Int(input[index + 3])]
+            if (a | b | c | d) & 0xC0 != 0 { return nil }
+            output[written] = a << 2 | b >> 4
+            output[written + 1] = b << 4 | c >> 2
+            output[written + 2] = c << 6 | d
+            index += 4
+            written += 3
+        }
+        switch count - index {
+        case 0:
+            return written
+        case 2:
+            let a = table[Int(input[index])], b = table[Int(input[index + 1])]
+            // The unused low 4 bits of the last character must be zero.
+            if (a | b) & 0xC0 != 0 || b & 0x0F != 0 { return nil }
+            output[written] = a << 2 | b >> 4
+            return written + 1
+        default:  // 3
+            let a = table[Int(input[index])], b = table[Int(input[index + 1])], c = table[Int(input[index + 2])]
+            // The unused low 2 bits of the last character must be zero.
+            if (a | b | c) & 0xC0 != 0 || c & 0x03 != 0 { return nil }
+            output[written] = a << 2 | b >> 4
+            output[written + 1] = b << 4 | c >> 2
+            return written + 2
+        }
     }
 }

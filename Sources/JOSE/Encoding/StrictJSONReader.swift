@@ -33,14 +33,22 @@ public struct StrictJSONReader: Sendable {
 
     /// Parses a complete JSON document.
     public func parse(_ bytes: [UInt8]) throws(JSONReadError) -> JSONValue {
-        try bytes.withUnsafeBufferPointer { (buffer) throws(JSONReadError) -> JSONValue in
-            var parser = Parser(bytes: buffer, maxDepth: maxDepth)
-            return try parser.parseDocument()
-        }
+        try bytes.withUnsafeBufferPointer { (buffer) throws(JSONReadError) -> JSONValue in try parse(UnsafeRawBufferPointer(buffer)) }
+    }
+
+    /// Parses a complete JSON document from memory the caller owns for the call.
+    public func parse(_ bytes: UnsafeRawBufferPointer) throws(JSONReadError) -> JSONValue {
+        var parser = Parser(bytes: bytes.assumingMemoryBound(to: UInt8.self), maxDepth: maxDepth)
+        return try parser.parseDocument()
     }
 
     /// Parses a complete JSON document that must be an object.
     public func parseObject(_ bytes: [UInt8]) throws(JSONReadError) -> JSONObject {
+        try bytes.withUnsafeBufferPointer { (buffer) throws(JSONReadError) -> JSONObject in try parseObject(UnsafeRawBufferPointer(buffer)) }
+    }
+
+    /// Parses a complete JSON document that must be an object, from memory the caller owns for the call.
+    public func parseObject(_ bytes: UnsafeRawBufferPointer) throws(JSONReadError) -> JSONObject {
         guard case .object(let object) = try parse(bytes) else {
             throw JSONReadError(code: "syntax", message: "the JSON document is not an object")
         }
@@ -186,14 +194,6 @@ private struct Parser {
         return elements
     }
 
-    /// Names JOSE headers and JWT claim sets use all the time (`RegisteredName`).
-    /// A member name equal to one of these is returned as the shared literal
-    /// instead of a new String: most names in a token cost no allocation or
-    /// UTF-8 decoding, and later comparisons with the literal hit the fast path.
-    static let internedNames: [(hash: UInt32, bytes: [UInt8], name: String)] = RegisteredName.allCases.map {
-        (JSONMember.hash($0.text), Array($0.text.utf8), $0.text)
-    }
-
     /// A member name and its FNV-1a hash, hashed while it is scanned.
     mutating func parseMemberName() throws(JSONReadError) -> (String, UInt32) {
         let quote = index
@@ -202,12 +202,15 @@ private struct Parser {
         while scan < bytes.count {
             let byte = bytes[scan]
             if byte == UInt8(ascii: "\"") {
-                let run = UnsafeBufferPointer(rebasing: bytes[(quote + 1)..<scan])
-                for entry in Self.internedNames where entry.hash == hash && entry.bytes.count == run.count {
-                    if entry.bytes.withUnsafeBufferPointer({ memcmp($0.baseAddress!, run.baseAddress!, run.count) == 0 }) {
-                        index = scan + 1
-                        return (entry.name, hash)
-                    }
+                // Names JOSE headers and claim sets use all the time (`RegisteredName`) are
+                // returned as the shared literal instead of a new String: most names in a token
+                // cost no allocation or UTF-8 decoding, and later comparisons with the literal
+                // hit the fast path.
+                if let registered = RegisteredName.candidate(hash: hash),
+                    registered.isSpelled(by: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(bytes)[(quote + 1)..<scan]))
+                {
+                    index = scan + 1
+                    return (registered.text, hash)
                 }
                 break
             }

@@ -68,27 +68,39 @@ public struct AccessTokenVerifier: Sendable {
     ///
     /// - Throws: `TokenValidationError` with a stable `reason`.
     public func verify(_ token: String) throws(TokenValidationError) -> VerifiedAccessToken {
-        let jws = try JWSCompact.parse(token, maximumBytes: policy.maximumTokenBytes, reader: reader)
-        return try verify(jws)
+        var token = token  // withUTF8 makes the string contiguous in place, once
+        let outcome = token.withUTF8 { utf8 in
+            Result { () throws(TokenValidationError) -> VerifiedAccessToken in
+                try JWSCompact.withParts(of: UnsafeRawBufferPointer(utf8), maximumBytes: policy.maximumTokenBytes, reader: reader) {
+                    (parts) throws(TokenValidationError) in try verify(parts)
+                }
+            }
+        }
+        return try outcome.get()
     }
 
     /// Verifies an already parsed token (its size was checked by `parse`).
     public func verify(_ jws: JWSCompact) throws(TokenValidationError) -> VerifiedAccessToken {
-        let algorithm = try jws.algorithm()
-        let kid = try policy.checkHeader(jws.header)
+        try jws.withParts { (parts) throws(TokenValidationError) in try verify(parts) }
+    }
+
+    /// Every check after the structural ones, on borrowed parts.
+    private func verify(_ parts: JWSCompact.BorrowedParts) throws(TokenValidationError) -> VerifiedAccessToken {
+        let algorithm = try JWSCompact.algorithm(named: parts.algorithmName)
+        let kid = try policy.checkHeader(parts.header)
         let claims: JSONObject
         do {
-            claims = try reader.parseObject(jws.payload)
+            claims = try reader.parseObject(parts.payload)
         } catch {
             throw TokenValidationError(.malformed, "the claims are not a strict JSON object: \(error.message)")
         }
         guard let key = keys.verificationKey(forKID: kid) else {
             throw TokenValidationError(.unknownKey, "no key has the kid \"\(JSONValue.clip(kid))\"")
         }
-        try jws.verifySignature(with: key)
+        try JWSCompact.verifySignature(of: parts, algorithm: algorithm, with: key)
         if let problem = policy.problems(in: claims, at: clock.now(), stopAtFirst: true).first {
             throw problem
         }
-        return VerifiedAccessToken(header: jws.header, claims: claims, keyID: key.kid, algorithm: algorithm)
+        return VerifiedAccessToken(header: parts.header, claims: claims, keyID: key.kid, algorithm: algorithm)
     }
 }

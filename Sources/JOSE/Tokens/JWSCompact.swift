@@ -63,6 +63,30 @@ public struct JWSCompact: Sendable {
 
     /// Parses a compact JWS from its bytes.
     static func parse(_ bytes: UnsafeRawBufferPointer, maximumBytes: Int, reader: StrictJSONReader) throws(TokenValidationError) -> Parts {
+        try withParts(of: bytes, maximumBytes: maximumBytes, reader: reader) { parts in
+            Parts(
+                header: parts.header, algorithmName: parts.algorithmName, payload: Array(parts.payload),
+                signature: Array(parts.signature), signingInputLength: parts.signingInput.count)
+        }
+    }
+
+    /// A compact JWS's parts, borrowed for the length of one call: the signing input from the
+    /// token's own bytes, the payload and signature from scratch memory. Never escape them.
+    struct BorrowedParts {
+        let header: JSONObject
+        let algorithmName: String
+        let payload: UnsafeRawBufferPointer
+        let signature: UnsafeRawBufferPointer
+        let signingInput: UnsafeRawBufferPointer
+    }
+
+    /// Checks the structure of a compact JWS's bytes (the same checks as `parse`) and runs `body`
+    /// with its parts, decoded into one scratch buffer: on the stack for a token up to about
+    /// 1,300 bytes, so verifying one makes no array.
+    static func withParts<Result>(
+        of bytes: UnsafeRawBufferPointer, maximumBytes: Int, reader: StrictJSONReader,
+        _ body: (BorrowedParts) throws(TokenValidationError) -> Result
+    ) throws(TokenValidationError) -> Result {
         guard bytes.count <= maximumBytes else {
             throw TokenValidationError(.tooLarge, "the token is \(bytes.count) bytes; the limit is \(maximumBytes)")
         }
@@ -85,29 +109,78 @@ public struct JWSCompact: Sendable {
             }
             throw TokenValidationError(.malformed, "the token must have three dot-separated segments, not \(dots + 1)")
         }
-        guard let headerBytes = Base64URL.decode(UnsafeRawBufferPointer(rebasing: bytes[0..<firstDot])) else {
-            throw TokenValidationError(.malformed, "the header segment is not canonical unpadded base64url")
+        let headerText = UnsafeRawBufferPointer(rebasing: bytes[0..<firstDot])
+        let payloadText = UnsafeRawBufferPointer(rebasing: bytes[(firstDot + 1)..<secondDot])
+        let signatureText = UnsafeRawBufferPointer(rebasing: bytes[(secondDot + 1)...])
+        // Three segments decode to at most three quarters of the token's bytes.
+        return try withScratch(byteCount: bytes.count) { (scratch) throws(TokenValidationError) -> Result in
+            guard let headerCount = Base64URL.decode(headerText, into: scratch) else {
+                throw TokenValidationError(.malformed, "the header segment is not canonical unpadded base64url")
+            }
+            let afterHeader = UnsafeMutableRawBufferPointer(rebasing: scratch[headerCount...])
+            guard let payloadCount = Base64URL.decode(payloadText, into: afterHeader) else {
+                throw TokenValidationError(.malformed, "the payload segment is not canonical unpadded base64url")
+            }
+            let afterPayload = UnsafeMutableRawBufferPointer(rebasing: afterHeader[payloadCount...])
+            guard let signatureCount = Base64URL.decode(signatureText, into: afterPayload) else {
+                throw TokenValidationError(.malformed, "the signature segment is not canonical unpadded base64url")
+            }
+            let header: JSONObject
+            do throws(JSONReadError) {
+                header = try reader.parseObject(UnsafeRawBufferPointer(rebasing: scratch[..<headerCount]))
+            } catch {
+                throw TokenValidationError(.malformed, "the header is not strict JSON: \(error.message)")
+            }
+            guard let alg = header["alg"] else { throw TokenValidationError(.malformed, "the header has no \"alg\"") }
+            guard let algorithmName = alg.stringValue else { throw TokenValidationError(.malformed, "the header's \"alg\" is not a string") }
+            return try body(
+                BorrowedParts(
+                    header: header, algorithmName: algorithmName,
+                    payload: UnsafeRawBufferPointer(rebasing: afterHeader[..<payloadCount]),
+                    signature: UnsafeRawBufferPointer(rebasing: afterPayload[..<signatureCount]),
+                    signingInput: UnsafeRawBufferPointer(rebasing: bytes[..<secondDot])))
         }
-        guard let payload = Base64URL.decode(UnsafeRawBufferPointer(rebasing: bytes[(firstDot + 1)..<secondDot])) else {
-            throw TokenValidationError(.malformed, "the payload segment is not canonical unpadded base64url")
+    }
+
+    /// Runs `body` with `byteCount` bytes of scratch memory: on the stack up to 1 KiB (the
+    /// standard library checks nothing below that), one heap allocation above.
+    private static func withScratch<Result>(
+        byteCount: Int, _ body: (UnsafeMutableRawBufferPointer) throws(TokenValidationError) -> Result
+    ) throws(TokenValidationError) -> Result {
+        if byteCount <= 1024 {
+            return try withUnsafeTemporaryAllocation(byteCount: byteCount, alignment: 1, body)
         }
-        guard let signature = Base64URL.decode(UnsafeRawBufferPointer(rebasing: bytes[(secondDot + 1)...])) else {
-            throw TokenValidationError(.malformed, "the signature segment is not canonical unpadded base64url")
+        let heap = UnsafeMutableRawBufferPointer.allocate(byteCount: byteCount, alignment: 1)
+        defer { heap.deallocate() }
+        return try body(heap)
+    }
+
+    /// Runs `body` with this token's parts, borrowed from its stored bytes.
+    func withParts<Result>(_ body: (BorrowedParts) throws(TokenValidationError) -> Result) throws(TokenValidationError) -> Result {
+        var compact = compact
+        let outcome = compact.withUTF8 { utf8 in
+            payload.withUnsafeBytes { payload in
+                signature.withUnsafeBytes { signature in
+                    Swift.Result { () throws(TokenValidationError) -> Result in
+                        try body(
+                            BorrowedParts(
+                                header: header, algorithmName: algorithmName, payload: payload, signature: signature,
+                                signingInput: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(utf8)[..<signingInputLength])))
+                    }
+                }
+            }
         }
-        let header: JSONObject
-        do {
-            header = try reader.parseObject(headerBytes)
-        } catch {
-            throw TokenValidationError(.malformed, "the header is not strict JSON: \(error.message)")
-        }
-        guard let alg = header["alg"] else { throw TokenValidationError(.malformed, "the header has no \"alg\"") }
-        guard let algorithmName = alg.stringValue else { throw TokenValidationError(.malformed, "the header's \"alg\" is not a string") }
-        return Parts(header: header, algorithmName: algorithmName, payload: payload, signature: signature, signingInputLength: secondDot)
+        return try outcome.get()
     }
 
     /// The algorithm named by the header, refusing `none` in any spelling and
     /// anything Portcullis does not implement.
     public func algorithm() throws(TokenValidationError) -> JWSAlgorithm {
+        try Self.algorithm(named: algorithmName)
+    }
+
+    /// The algorithm a header's `alg` names, refusing `none` in any spelling and anything not implemented.
+    static func algorithm(named algorithmName: String) throws(TokenValidationError) -> JWSAlgorithm {
         if let algorithm = JWSAlgorithm(headerValue: algorithmName) { return algorithm }
         if algorithmName.lowercased() == "none" {
             throw TokenValidationError(.unsupportedAlgorithm, "unsigned tokens (alg \"none\") are never accepted")
@@ -118,16 +191,18 @@ public struct JWSCompact: Sendable {
     /// Verifies the signature with `key`, which must be bound to the header's algorithm.
     public func verifySignature(with key: JWSKey) throws(TokenValidationError) {
         let algorithm = try algorithm()
+        try withParts { (parts) throws(TokenValidationError) in
+            try Self.verifySignature(of: parts, algorithm: algorithm, with: key)
+        }
+    }
+
+    /// Verifies a token's signature over its own bytes (no copy of the signing input) with `key`,
+    /// which must be bound to `algorithm`, the header's.
+    static func verifySignature(of parts: BorrowedParts, algorithm: JWSAlgorithm, with key: JWSKey) throws(TokenValidationError) {
         guard algorithm == key.algorithm else {
             throw TokenValidationError(.algorithmMismatch, "the token says \(algorithm.rawValue) but key \"\(key.kid)\" is bound to \(key.algorithm.rawValue)")
         }
-        // Verify over the token's own bytes: no copy of the signing input.
-        let verified = compact.utf8.withContiguousStorageIfAvailable { utf8 in
-            signature.withUnsafeBytes { signature in
-                key.verify(signature: signature, message: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(utf8)[..<signingInputLength]))
-            }
-        } ?? key.verify(signature: signature, message: signingInput)
-        guard verified else {
+        guard key.verify(signature: parts.signature, message: parts.signingInput) else {
             throw TokenValidationError(.badSignature, "the signature does not verify with key \"\(key.kid)\"")
         }
     }

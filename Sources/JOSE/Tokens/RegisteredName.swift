@@ -40,10 +40,88 @@ enum RegisteredName: UInt8, CaseIterable {
         }
     }
 
+    /// The same text as a `StaticString`: bytes in the binary, compared without making a String.
+    var staticText: StaticString {
+        switch self {
+        case .alg: return "alg"
+        case .typ: return "typ"
+        case .kid: return "kid"
+        case .cty: return "cty"
+        case .crit: return "crit"
+        case .jwk: return "jwk"
+        case .jku: return "jku"
+        case .x5u: return "x5u"
+        case .x5c: return "x5c"
+        case .b64: return "b64"
+        case .zip: return "zip"
+        case .iss: return "iss"
+        case .sub: return "sub"
+        case .aud: return "aud"
+        case .exp: return "exp"
+        case .nbf: return "nbf"
+        case .iat: return "iat"
+        case .jti: return "jti"
+        case .clientID: return "client_id"
+        case .tenantID: return "tenant_id"
+        case .scope: return "scope"
+        case .sessionID: return "session_id"
+        case .nonce: return "nonce"
+        case .atHash: return "at_hash"
+        case .cHash: return "c_hash"
+        case .events: return "events"
+        }
+    }
+
+    /// Whether `bytes` are exactly this name's UTF-8.
+    @inline(__always)
+    func isSpelled(by bytes: UnsafeRawBufferPointer) -> Bool {
+        let text = staticText
+        let count = text.utf8CodeUnitCount
+        guard bytes.count == count else { return false }
+        let start = text.utf8Start
+        for offset in 0..<count where bytes[offset] != start[offset] { return false }
+        return true
+    }
+
     /// A bit for sets of names.
     var bit: UInt32 { 1 << UInt32(rawValue) }
 
-    private static let table: [(hash: UInt32, text: String, name: RegisteredName)] = allCases.map { (JSONMember.hash($0.text), $0.text, $0) }
+    /// The registered name whose text hashes (FNV-1a, `JSONMember.hash`) to `hash`, if any: a
+    /// candidate the caller confirms by comparing text. A switch over constants: no table, no
+    /// lazy global, no string copied or retained on the hot path. `RegisteredNameTests` checks
+    /// every constant against the hash of its text.
+    @inline(__always)
+    static func candidate(hash: UInt32) -> RegisteredName? {
+        switch hash {
+        case 0x0E2543E5: return .alg
+        case 0xBB338DFA: return .typ
+        case 0x7CF7D467: return .kid
+        case 0xFD53FA31: return .cty
+        case 0x9654058D: return .crit
+        case 0xE6C0B64F: return .jwk
+        case 0xCCDEA275: return .jku
+        case 0xC2E60179: return .x5u
+        case 0xD4E61DCF: return .x5c
+        case 0x337B46A7: return .b64
+        case 0xAB8273B4: return .zip
+        case 0x8909BD92: return .iss
+        case 0xDC4E3915: return .sub
+        case 0x4163FCED: return .aud
+        case 0x72A68728: return .exp
+        case 0x19973FDD: return .nbf
+        case 0x97DCB591: return .iat
+        case 0xC0BE3BE6: return .jti
+        case 0xD95D0D1E: return .clientID
+        case 0x2338C8D3: return .tenantID
+        case 0xBE2AF3EB: return .scope
+        case 0x077580E5: return .sessionID
+        case 0xF90879F8: return .nonce
+        case 0xE46E5261: return .atHash
+        case 0xB4E5CAC7: return .cHash
+        case 0x12D8E384: return .events
+        default: return nil
+        }
+    }
 
     /// The registered name a member has, if any.
     @inline(__always)
@@ -52,11 +130,8 @@ enum RegisteredName: UInt8, CaseIterable {
     }
 
     static func classify(_ name: String, hash: UInt32? = nil) -> RegisteredName? {
-        let hash = hash ?? JSONMember.hash(name)
-        for entry in table where entry.hash == hash {
-            return entry.text == name ? entry.name : nil
-        }
-        return nil
+        guard let candidate = candidate(hash: hash ?? JSONMember.hash(name)) else { return nil }
+        return candidate.text == name ? candidate : nil
     }
 
     /// Splits claim names into a mask of registered ones and a list of the rest.
