@@ -105,6 +105,23 @@ struct AgentRelayTests {
         try await fixture.stop()
     }
 
+    @Test("an upgrade whose head is longer than a connection's first receive buffer (1 KiB), read in several reads, is admitted and relays its answers", arguments: [900, 3_000, 6_000])
+    func longUpgradeHeads(padding: Int) async throws {
+        let fixture = try await GatewayFixture()
+        try await fixture.addUser("alice")
+        let login = try await fixture.login("alice", sessionID: try await fixture.createAnonymousSession())
+        let transcript = try await Self.session(Self.url(fixture, login), headers: [("X-Padding", String(repeating: "p", count: padding))]) {
+            outbound, iterator, transcript in
+            try await outbound.write(.text(#"{"type":"intent","request_id":"r1","intent_type":"echo","payload":{"long":"head"}}"#))
+            transcript.messages.append(try await Self.nextJSON(&iterator))
+            try await outbound.close(.normalClosure, reason: nil)
+        }
+        let reply = try #require(transcript.messages.first)
+        #expect(reply["request_id"] == "r1")
+        #expect(reply["result"] == ["long": "head"])
+        try await fixture.stop()
+    }
+
     /// Established TCP connections to `port` on 127.0.0.1 whose local end is the client (from /proc/net/tcp).
     static func establishedConnections(toPort port: Int) throws -> Int {
         // Read to the end: /proc files report no size, and a single read stops at a page.
