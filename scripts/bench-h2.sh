@@ -13,6 +13,8 @@
 #   scripts/bench-h2.sh [ROUNDS] [SECONDS] [H2_CONNECTIONS] [STREAMS] [H1_CONNECTIONS]   (default 5 8 20 10 50)
 #   PORTCULLIS_BIN=path        benchmark this portcullis binary (default: a release build made here)
 #   COMPARE_BIN=path           also an older portcullis binary's rows (HTTP/2 and HTTP/1.1), interleaved (A/B)
+#   PROFILE=1                  perf record -e cpu-clock -g of the gateway during its HTTP/2 runs
+#                              (.build/bench-h2.perf.data; scripts/perf-owners.py FILE to read it)
 #
 # Needs Debian's nginx, nghttp2-client (h2load) and wrk. Loopback only; every process it starts is
 # stopped by its PID on exit. Reports per row: req/s, server CPU per request (utime+stime from
@@ -127,12 +129,17 @@ LOG="$ROOT/.build/bench-h2.load.log"
 run() {  # name kind(h2|h1) pid url token
   local name=$1 kind=$2 pid=$3 url=$4 token=$5 before after out
   before=$(ticks "$pid")
+  local perf_pid=
+  if [ "${PROFILE:-}" = 1 ] && [ "$name" = "Portcullis gateway.routes (h2c)" ]; then
+    perf record -e cpu-clock -g -p "$pid" -o "$ROOT/.build/bench-h2.perf.data" >/dev/null 2>&1 & perf_pid=$!
+  fi
   if [ "$kind" = h2 ]; then
     out=$(h2load -c "$H2_CONNECTIONS" -m "$STREAMS" -t 2 -D "$SECONDS_PER_RUN" --warm-up-time=1 ${token:+-H "authorization: Bearer $token"} "$url" 2>&1)
   else
     out=$(wrk -t2 -c"$H1_CONNECTIONS" -d"${SECONDS_PER_RUN}s" ${token:+-H "Authorization: Bearer $token"} "$url")
   fi
   after=$(ticks "$pid")
+  if [ -n "$perf_pid" ]; then kill -INT "$perf_pid"; wait "$perf_pid" 2>/dev/null || true; fi
   printf '%s\n' "== $name, round $round" "$out" >> "$LOG"
   python3 - "$name" "$kind" "$round" "$((after - before))" "$HZ" "$(rss "$pid")" "$out" >> "$WORK/results.tsv" <<'PY'
 import re, sys
