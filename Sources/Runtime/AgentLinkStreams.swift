@@ -15,7 +15,10 @@ import Synchronization
 /// an ended session closes the stream with 1008.
 final class AgentLinkStreams: Sendable {
     private struct Stream {
-        let channel: AgentChannel
+        /// Whom the stream acts for. The execution service is the link's, not copied into every
+        /// stream's entry: with it, an entry was about 650 bytes of every idle agent socket.
+        let sessionID: String
+        let caller: RuntimeCaller
         var waiting: [ByteBuffer] = []
         /// A drainer is answering this stream's messages.
         var busy = false
@@ -50,8 +53,7 @@ final class AgentLinkStreams: Sendable {
         }
         switch frame {
         case .open(let id, let identity):
-            let channel = AgentChannel(executions: executions, sessionID: identity.sessionID, caller: identity.caller)
-            streams.withLock { $0[id] = Stream(channel: channel) }
+            streams.withLock { $0[id] = Stream(sessionID: identity.sessionID, caller: identity.caller) }
             return .none
         case .text(let id, let text):
             enum Outcome { case drain, none, unknown, overflow }
@@ -94,7 +96,7 @@ final class AgentLinkStreams: Sendable {
                 }
                 let message = stream.waiting.removeFirst()
                 streams[id] = stream
-                return (stream.channel, message)
+                return (AgentChannel(executions: executions, sessionID: stream.sessionID, caller: stream.caller), message)
             }
             guard let (channel, message) = next else { return }
             switch await channel.handle(text: String(buffer: message)) {

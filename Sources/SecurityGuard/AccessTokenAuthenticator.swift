@@ -229,32 +229,38 @@ public final class AccessTokenAuthenticator: Sendable {
         }
         let verified: VerifiedAccessToken
         do {
-            let jws = try JWSCompact.parse(token, maximumBytes: verifier.policy.maximumTokenBytes, reader: verifier.reader)
-            // `iss` as the token states it, before any check: it picks whose keys check the token, nothing more.
-            // (Kept while empty: a reload may add issuers.)
-            if let trusted, !trusted.isEmpty, case let claims = try Self.claims(jws, reader: verifier.reader), let issuer = claims["iss"]?.stringValue,
-                trusted.handles(issuer: issuer)
-            {
-                switch trusted.verify(jws, claims: claims, issuer: issuer) {
-                case .verified(let identity, let external):
-                    guard let caller = try? AuthenticatedCaller(identity, token: external, raw: token) else {
-                        throw TokenValidationError(.malformed, "the token could not be read")
+            let verifier = resource.map(verifier.forAudience) ?? verifier
+            // (Trusted issuers kept while empty: a reload may add issuers.)
+            if let trusted, !trusted.isEmpty {
+                let jws = try JWSCompact.parse(token, maximumBytes: verifier.policy.maximumTokenBytes, reader: verifier.reader)
+                // `iss` as the token states it, before any check: it picks whose keys check the token, nothing more.
+                if case let claims = try Self.claims(jws, reader: verifier.reader), let issuer = claims["iss"]?.stringValue,
+                    trusted.handles(issuer: issuer)
+                {
+                    switch trusted.verify(jws, claims: claims, issuer: issuer) {
+                    case .verified(let identity, let external):
+                        guard let caller = try? AuthenticatedCaller(identity, token: external, raw: token) else {
+                            throw TokenValidationError(.malformed, "the token could not be read")
+                        }
+                        cache?.insert(caller, for: token, now: now, generation: generation)
+                        try checkBinding(caller, resource: resource)
+                        return .caller(caller)
+                    case .refused(let error):
+                        throw error
+                    case .unavailable(let why):
+                        throw AuthenticationFailure.issuerUnavailable(why)
+                    case .tenantNotAllowed(let why):
+                        throw AuthenticationFailure.tenantNotAllowed(why)
+                    case .keysMayHaveChanged:
+                        if fetchedAgain { throw TokenValidationError(.unknownKey, "\(issuer) publishes no key with the token's kid") }
+                        return .awaitingKeys(issuer: issuer)
                     }
-                    cache?.insert(caller, for: token, now: now, generation: generation)
-                    try checkBinding(caller, resource: resource)
-                    return .caller(caller)
-                case .refused(let error):
-                    throw error
-                case .unavailable(let why):
-                    throw AuthenticationFailure.issuerUnavailable(why)
-                case .tenantNotAllowed(let why):
-                    throw AuthenticationFailure.tenantNotAllowed(why)
-                case .keysMayHaveChanged:
-                    if fetchedAgain { throw TokenValidationError(.unknownKey, "\(issuer) publishes no key with the token's kid") }
-                    return .awaitingKeys(issuer: issuer)
                 }
+                verified = try verifier.verify(jws)
+            } else {
+                // No trusted issuer: the token is the gateway's or nothing, verified from its own bytes (no array made).
+                verified = try verifier.verify(token)
             }
-            verified = try (resource.map(verifier.forAudience) ?? verifier).verify(jws)
         } catch let failure as AuthenticationFailure {
             throw failure
         } catch let error as TokenValidationError {

@@ -42,6 +42,65 @@ struct VerifierAttackTests {
         #expect(es.reason(token + "=") == .malformed)
     }
 
+    /// What each entry point says of `token`: `verify(String)` (from its bytes) and `verify(parse(...))`.
+    static func bothEntryPoints(_ fixture: Fixture, _ token: String) -> (TokenValidationError.Reason?, TokenValidationError.Reason?) {
+        let fromBytes = fixture.reason(token)
+        let fromParsed: TokenValidationError.Reason?
+        do {
+            _ = try fixture.verifier.verify(JWSCompact.parse(token, maximumBytes: fixture.verifier.policy.maximumTokenBytes))
+            fromParsed = nil
+        } catch {
+            fromParsed = error.reason
+        }
+        return (fromBytes, fromParsed)
+    }
+
+    @Test("tokens across the stack scratch's edge (segments decoding to about 1 KiB), at the size limit and one past it, and with empty segments get the same answer from both entry points",
+          arguments: [JWSAlgorithm.hs256, .es256])
+    func entryPointsAgreeAcrossSizes(algorithm: JWSAlgorithm) throws {
+        let fixture = try Fixture(algorithm)
+        func token(padding: Int) throws -> String {
+            try fixture.forge(claims: Fixture.claims(["scope": "\"\(String(repeating: "s", count: padding))\""]))
+        }
+        // Every length from 1,340 to 1,400 characters that a padding reaches: the decoded total crosses 1,024 bytes.
+        var lengths: Set<Int> = []
+        var decodedTotals: Set<Int> = []
+        for padding in 600...900 {
+            let good = try token(padding: padding)
+            guard (1_340...1_400).contains(good.utf8.count) else { continue }
+            lengths.insert(good.utf8.count)
+            decodedTotals.insert(good.split(separator: ".").map { Base64URL.decodedCount($0.utf8.count) ?? 0 }.reduce(0, +))
+            let (fromBytes, fromParsed) = Self.bothEntryPoints(fixture, good)
+            #expect(fromBytes == nil && fromParsed == nil, "\(good.utf8.count) characters")
+            var parts = good.split(separator: ".").map(String.init)
+            var signature = Base64URL.decode(parts[2])!
+            signature[signature.count - 1] ^= 0x01
+            parts[2] = Base64URL.encode(signature)
+            let flipped = Self.bothEntryPoints(fixture, parts.joined(separator: "."))
+            #expect(flipped.0 == .badSignature && flipped.1 == .badSignature, "\(good.utf8.count) characters, flipped")
+        }
+        #expect(lengths.count >= 40, "the sweep covered \(lengths.count) lengths")
+        #expect(decodedTotals.contains(1_024) || decodedTotals.contains(1_023), "the sweep reaches the stack's last byte")
+        #expect(decodedTotals.contains { $0 > 1_024 } && decodedTotals.contains { $0 < 1_020 }, "the sweep crosses to the heap")
+        // The longest token within the limit verifies; the next one is too large, by either way in.
+        let limit = fixture.verifier.policy.maximumTokenBytes
+        var padding = 5_000
+        while try token(padding: padding + 1).utf8.count <= limit { padding += 1 }
+        let atLimit = try token(padding: padding)
+        #expect(atLimit.utf8.count <= limit && atLimit.utf8.count >= limit - 2)
+        let fits = Self.bothEntryPoints(fixture, atLimit)
+        #expect(fits.0 == nil && fits.1 == nil)
+        let over = Self.bothEntryPoints(fixture, try token(padding: padding + 1))
+        #expect(over.0 == .tooLarge && over.1 == .tooLarge)
+        // Empty and misshapen segments.
+        let good = try token(padding: 10)
+        let parts = good.split(separator: ".").map(String.init)
+        for shape in ["..", "\(parts[0])..", ".\(parts[1]).\(parts[2])", "\(parts[0]).\(parts[1]).", "\(parts[0])..\(parts[2])", "\(parts[0])A.\(parts[1]).\(parts[2])"] {
+            let (fromBytes, fromParsed) = Self.bothEntryPoints(fixture, shape)
+            #expect(fromBytes != nil && fromBytes == fromParsed, "\(shape.prefix(12))...: \(String(describing: fromBytes)) and \(String(describing: fromParsed))")
+        }
+    }
+
     @Test("alg none is refused in every spelling, with or without a signature", arguments: ["none", "None", "NONE", "nOnE"])
     func algNone(spelling: String) throws {
         let input = Forge.b64("{\"alg\":\"\(spelling)\",\"typ\":\"at+jwt\",\"kid\":\"k1\"}") + "." + Forge.b64(Fixture.claims())

@@ -56,16 +56,6 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
     /// `gateway.http2`: HTTP/2 beside HTTP/1.1, told apart by the connection's first bytes.
     let http2: Bool
 
-    /// How a connection's receive buffer is sized: a first guess of 1 KiB (NIO's default is 2 KiB),
-    /// doubling after a read that fills it, up to 64 KiB.
-    ///
-    /// NIO keeps each channel's receive buffer for its next read for as long as the connection
-    /// lives, so the first guess is what every idle agent socket holds (issue 57: 1 KiB of its
-    /// 7.4). A request head, an upgrade with its token included, fits in 1 KiB; nginx's
-    /// `client_header_buffer_size` is 1k for the same reason. A longer head costs one more read
-    /// and a second, larger buffer.
-    static let receiveBuffers = AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 1024, maximum: 65536)
-
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         // Over the connection limit: a JSON 503 straight to the socket, then close.
         guard connections.acquire() else {
@@ -78,7 +68,6 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
         let connections = self.connections
         channel.closeFuture.whenComplete { _ in connections.release() }
         return channel.eventLoop.makeCompletedFuture {
-            try channel.syncOptions?.setOption(ChannelOptions.recvAllocator, value: Self.receiveBuffers)
             try channel.pipeline.syncOperations.addHandler(RequestHeadTimeoutHandler(timeout: .milliseconds(Int64(limits.requestHeadTimeout * 1000))))
             guard http2 else { return Value(outcome: try configureHTTP1(channel: channel, logger: logger), channel: channel) }
             // HTTP/2 or HTTP/1, by the first bytes (the preface); the pipeline for it is built then.

@@ -81,8 +81,8 @@ public struct JWSCompact: Sendable {
     }
 
     /// Checks the structure of a compact JWS's bytes (the same checks as `parse`) and runs `body`
-    /// with its parts, decoded into one scratch buffer: on the stack for a token up to about
-    /// 1,300 bytes, so verifying one makes no array.
+    /// with its parts, decoded into one scratch buffer: on the stack while they decode to at most
+    /// 1 KiB (a token of about 1,370 characters), so verifying one makes no array.
     static func withParts<Result>(
         of bytes: UnsafeRawBufferPointer, maximumBytes: Int, reader: StrictJSONReader,
         _ body: (BorrowedParts) throws(TokenValidationError) -> Result
@@ -112,22 +112,23 @@ public struct JWSCompact: Sendable {
         let headerText = UnsafeRawBufferPointer(rebasing: bytes[0..<firstDot])
         let payloadText = UnsafeRawBufferPointer(rebasing: bytes[(firstDot + 1)..<secondDot])
         let signatureText = UnsafeRawBufferPointer(rebasing: bytes[(secondDot + 1)...])
-        // Three segments decode to at most three quarters of the token's bytes.
-        return try withScratch(byteCount: bytes.count) { (scratch) throws(TokenValidationError) -> Result in
-            guard let headerCount = Base64URL.decode(headerText, into: scratch) else {
-                throw TokenValidationError(.malformed, "the header segment is not canonical unpadded base64url")
-            }
-            let afterHeader = UnsafeMutableRawBufferPointer(rebasing: scratch[headerCount...])
-            guard let payloadCount = Base64URL.decode(payloadText, into: afterHeader) else {
-                throw TokenValidationError(.malformed, "the payload segment is not canonical unpadded base64url")
-            }
-            let afterPayload = UnsafeMutableRawBufferPointer(rebasing: afterHeader[payloadCount...])
-            guard let signatureCount = Base64URL.decode(signatureText, into: afterPayload) else {
-                throw TokenValidationError(.malformed, "the signature segment is not canonical unpadded base64url")
-            }
+        func notCanonical(_ segment: String) -> TokenValidationError {
+            TokenValidationError(.malformed, "the \(segment) segment is not canonical unpadded base64url")
+        }
+        // What each segment decodes to (a length no base64url has is refused here, in segment order).
+        guard let headerCount = Base64URL.decodedCount(headerText.count) else { throw notCanonical("header") }
+        guard let payloadCount = Base64URL.decodedCount(payloadText.count) else { throw notCanonical("payload") }
+        guard let signatureCount = Base64URL.decodedCount(signatureText.count) else { throw notCanonical("signature") }
+        return try withScratch(byteCount: headerCount + payloadCount + signatureCount) { (scratch) throws(TokenValidationError) -> Result in
+            let headerBytes = UnsafeMutableRawBufferPointer(rebasing: scratch[..<headerCount])
+            let payloadBytes = UnsafeMutableRawBufferPointer(rebasing: scratch[headerCount..<(headerCount + payloadCount)])
+            let signatureBytes = UnsafeMutableRawBufferPointer(rebasing: scratch[(headerCount + payloadCount)...])
+            guard Base64URL.decode(headerText, into: headerBytes) != nil else { throw notCanonical("header") }
+            guard Base64URL.decode(payloadText, into: payloadBytes) != nil else { throw notCanonical("payload") }
+            guard Base64URL.decode(signatureText, into: signatureBytes) != nil else { throw notCanonical("signature") }
             let header: JSONObject
             do throws(JSONReadError) {
-                header = try reader.parseObject(UnsafeRawBufferPointer(rebasing: scratch[..<headerCount]))
+                header = try reader.parseObject(UnsafeRawBufferPointer(headerBytes))
             } catch {
                 throw TokenValidationError(.malformed, "the header is not strict JSON: \(error.message)")
             }
@@ -135,23 +136,26 @@ public struct JWSCompact: Sendable {
             guard let algorithmName = alg.stringValue else { throw TokenValidationError(.malformed, "the header's \"alg\" is not a string") }
             return try body(
                 BorrowedParts(
-                    header: header, algorithmName: algorithmName,
-                    payload: UnsafeRawBufferPointer(rebasing: afterHeader[..<payloadCount]),
-                    signature: UnsafeRawBufferPointer(rebasing: afterPayload[..<signatureCount]),
-                    signingInput: UnsafeRawBufferPointer(rebasing: bytes[..<secondDot])))
+                    header: header, algorithmName: algorithmName, payload: UnsafeRawBufferPointer(payloadBytes),
+                    signature: UnsafeRawBufferPointer(signatureBytes), signingInput: UnsafeRawBufferPointer(rebasing: bytes[..<secondDot])))
         }
     }
 
-    /// Runs `body` with `byteCount` bytes of scratch memory: on the stack up to 1 KiB (the
-    /// standard library checks nothing below that), one heap allocation above.
+    /// Runs `body` with `byteCount` bytes of scratch memory, bound to `UInt8` (the reader reads
+    /// it as bytes): on the stack up to 1 KiB (the standard library checks nothing below that),
+    /// one heap allocation above.
     private static func withScratch<Result>(
         byteCount: Int, _ body: (UnsafeMutableRawBufferPointer) throws(TokenValidationError) -> Result
     ) throws(TokenValidationError) -> Result {
         if byteCount <= 1024 {
-            return try withUnsafeTemporaryAllocation(byteCount: byteCount, alignment: 1, body)
+            return try withUnsafeTemporaryAllocation(byteCount: byteCount, alignment: 1) { (scratch) throws(TokenValidationError) -> Result in
+                _ = scratch.bindMemory(to: UInt8.self)
+                return try body(scratch)
+            }
         }
         let heap = UnsafeMutableRawBufferPointer.allocate(byteCount: byteCount, alignment: 1)
         defer { heap.deallocate() }
+        _ = heap.bindMemory(to: UInt8.self)
         return try body(heap)
     }
 
