@@ -112,6 +112,83 @@ struct ForwardAuthTests {
         return text + extra + "\r\n"
     }
 
+    /// A gateway whose only route needs no token (decisions without a provider), heads timed at 1 s.
+    static func noTokenGateway() async throws -> GatewayFixture {
+        try await GatewayFixture { configuration in
+            configuration.routes = [ProxyRoute(prefix: "/public", upstream: "http://status.internal:8080", requiresToken: false)]
+            configuration.trustedProxies = ["127.0.0.1"].compactMap(IPNetwork.init)
+            configuration.limits.requestHeadTimeout = 1
+        }
+    }
+
+    /// Reads from `connection` until `count` answers are whole (or the connection ends).
+    static func readAnswers(_ connection: RawConnection, count: Int, into bytes: inout [UInt8]) -> [StrictAnswerReader.Answer] {
+        let methods = Array(repeating: "GET", count: count)
+        while true {
+            if let answers = try? StrictAnswerReader.readAll(bytes, methods: methods), answers.count == count { return answers }
+            let more = connection.readSome()
+            if more.isEmpty { return (try? StrictAnswerReader.readAll(bytes, methods: methods)) ?? [] }
+            bytes += more
+        }
+    }
+
+    @Test("a head that comes in pieces across reads (after a first request, split mid-field, with pauses) is decided on the event loop, and so is the next; nothing is handed to the router")
+    func splitHeadsStayOnTheLoop() async throws {
+        let fixture = try await Self.noTokenGateway()
+        let request = Self.verifyRequest(bearer: nil, [("X-Original-URI", "/public/status"), ("X-Padding", String(repeating: "p", count: 3_000))])
+        let answers = try await onOwnThread { () -> [StrictAnswerReader.Answer] in
+            let connection = try RawConnection(port: fixture.gatewayPort)
+            defer { connection.close() }
+            var bytes: [UInt8] = []
+            connection.send(request)
+            _ = Self.readAnswers(connection, count: 1, into: &bytes)
+            // The second head in three pieces, the cuts inside a field name and a value.
+            let cuts = [request.index(request.startIndex, offsetBy: 40), request.index(request.startIndex, offsetBy: 2_000)]
+            connection.send(String(request[..<cuts[0]]))
+            Thread.sleep(forTimeInterval: 0.15)
+            connection.send(String(request[cuts[0]..<cuts[1]]))
+            Thread.sleep(forTimeInterval: 0.15)
+            connection.send(String(request[cuts[1]...]))
+            _ = Self.readAnswers(connection, count: 2, into: &bytes)
+            connection.send(request)
+            return Self.readAnswers(connection, count: 3, into: &bytes)
+        }
+        #expect(answers.map(\.status) == [200, 200, 200])
+        #expect(Self.answeredOnTheLoop(answers), "\(answers.map { $0.field("x-request-id") ?? "" })")
+        try await fixture.stop()
+    }
+
+    @Test("a later head left unfinished, or trickled on past limits.request_head_timeout_seconds, gets 408 request_timeout from when it began, and the connection closes")
+    func unfinishedLaterHeadsTimeOut() async throws {
+        let fixture = try await Self.noTokenGateway()
+        let request = Self.verifyRequest(bearer: nil, [("X-Original-URI", "/public/status")])
+        for trickle in [false, true] {
+            let (text, seconds) = try await onOwnThread { () -> (String, Double) in
+                let connection = try RawConnection(port: fixture.gatewayPort)
+                defer { connection.close() }
+                var bytes: [UInt8] = []
+                connection.send(request)
+                _ = Self.readAnswers(connection, count: 1, into: &bytes)
+                let started = Date()
+                connection.send("GET /api/auth/verify HTTP/1.1\r\nHost: gw\r\n")
+                if trickle {
+                    for index in 0..<8 {
+                        Thread.sleep(forTimeInterval: 0.25)
+                        connection.send("X-Slow-\(index): 1\r\n")
+                    }
+                }
+                bytes += connection.readAll()
+                return (String(decoding: bytes, as: UTF8.self), Date().timeIntervalSince(started))
+            }
+            let second = text.components(separatedBy: "HTTP/1.1 ").dropFirst(2).first ?? ""
+            #expect(second.hasPrefix("408"), "trickled \(trickle): \(text.suffix(300))")
+            #expect(text.contains(#""error":"request_timeout""#))
+            // 1 s from the head's first byte: not reset by each trickled line, and it fires.
+            #expect(seconds >= 0.9 && seconds < 10, "trickled \(trickle): answered \(seconds) s after the head began")
+        }
+        try await fixture.stop()
+    }
+
     @Test("a decision made on the event loop answers as Hummingbird's route does (status, error, every field but the request id and the assertion's own signature), for an allowed caller, a policy refusal, a method off the route, an unknown path, a mixed family, no token and auth: none")
     func eventLoopDecisionsAnswerAsTheRouteDoes() async throws {
         let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
