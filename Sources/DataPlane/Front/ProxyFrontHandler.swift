@@ -9,9 +9,8 @@ import TrafficCop
 /// The common proxied request (a bodyless request to a route whose head arrives whole; see
 /// `PlainRequestHead` for exactly what "plain" admits) costs NIO's decoder, the upgrade check,
 /// the target screen and a handler hop per part when it goes the general way; here it is read
-/// in one pass and handed to its `ProxyExchange` at once. A head split across reads is waited
-/// for, its bytes kept (at most `limits.max_header_bytes`), under the head timeout. Everything
-/// else (a body, an upgrade, a path no route serves, anything unusual) goes to the pipeline
+/// in one pass and handed to its `ProxyExchange` at once. Everything else (a body, an upgrade,
+/// a path no route serves, a head split across reads, anything unusual) goes to the pipeline
 /// behind this handler from that request's first byte, and this handler leaves the pipeline:
 /// the rest of the connection is NIO's, with the head timeout re-armed for the head it was handed.
 /// Answers keep their order: bytes that follow a request wait (and the connection is not read)
@@ -26,8 +25,7 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
     let limits: PlainRequestHead.Limits
     /// How long the client may send nothing between requests (`limits.idle_timeout_seconds`).
     let idleTimeout: TimeAmount
-    /// How long a head may take to arrive whole (`limits.request_head_timeout_seconds`): one split
-    /// across reads here, or one handed to NIO.
+    /// How long a head handed to NIO may take to arrive whole (`limits.request_head_timeout_seconds`).
     let headTimeout: TimeAmount
     /// The most bytes that may wait behind a request in flight before the connection is closed.
     let maximumQueuedBytes: Int
@@ -63,9 +61,6 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
     private var closeWhenIdle = false
     private var lastActive = NIODeadline.now()
     private var idleCheck: Scheduled<Void>?
-    /// The deadline of a head that began in `received` and is not whole yet (after the connection's
-    /// first head, which `RequestHeadTimeoutHandler` times); `nil` while none waits.
-    private var partialHeadCheck: Scheduled<Void>?
     var upstreamDeadlineCheck: UpstreamDeadlineCheck?
     var currentExchange: ProxyExchange? { exchange }
 
@@ -89,8 +84,6 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
 
     package func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
-        partialHeadCheck?.cancel()
-        partialHeadCheck = nil
         idleCheck?.cancel()
         upstreamDeadlineCheck?.task.cancel()
         idleCheck = nil
@@ -134,18 +127,10 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         defer { serving = false }
         while !requestInFlight, !awaitingWritable, !handedOn, !closing, received.readableBytes > 0, self.context != nil {
             let outcome = received.withUnsafeReadableBytes { PlainRequestHead.parse($0, limits: limits) }
-            if outcome == .incomplete {
-                // The start of a head that may still be plain (within the head's bound): its bytes
-                // stay, and the rest is read, under the head timeout.
-                awaitRestOfHead(context: context)
-                break
-            }
             guard case .complete(let plain) = outcome, let started = start(plain, context: context) else {
-                // Not plain: NIO's decoder takes it from its first byte.
+                // Not plain, or not whole in what came: NIO's decoder takes it from its first byte.
                 return handOn(context: context)
             }
-            partialHeadCheck?.cancel()
-            partialHeadCheck = nil
             received.moveReaderIndex(forwardBy: plain.length)
             switch started {
             case .proxy(let started):
@@ -198,8 +183,6 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         handedOn = true
         idleCheck?.cancel()
         idleCheck = nil
-        partialHeadCheck?.cancel()
-        partialHeadCheck = nil
         let rest = received
         received = ByteBuffer()
         // The connection's first head may still be on its way, under the timeout armed when it opened.
@@ -244,8 +227,6 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         decision?.clientGone()
         decision = nil
         received = ByteBuffer()
-        partialHeadCheck?.cancel()
-        partialHeadCheck = nil
         context.fireChannelInactive()
     }
 
@@ -346,24 +327,6 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         guard readPending else { return }
         readPending = false
         context?.read()
-    }
-
-    /// Times a head split across reads: once `headTimeout` has passed since it began and it is
-    /// still not whole, the client is answered 408 `request_timeout` (as a head handed to NIO's
-    /// decoder would be) and the connection closes. The connection's first head is timed by the
-    /// `RequestHeadTimeoutHandler` ahead of this handler until it has arrived.
-    private func awaitRestOfHead(context: ChannelHandlerContext) {
-        guard partialHeadCheck == nil,
-            (try? context.pipeline.syncOperations.context(handlerType: RequestHeadTimeoutHandler.self)) == nil
-        else { return }
-        partialHeadCheck = context.eventLoop.assumeIsolated().scheduleTask(in: headTimeout) { [weak self] in
-            guard let self, let context = self.context else { return }
-            self.partialHeadCheck = nil
-            guard !self.handedOn, !self.closing, !self.requestInFlight, self.received.readableBytes > 0 else { return }
-            self.closing = true
-            let answer = RawResponse.bytes(GatewayError(.requestTimeout, "request_timeout", "the request head did not arrive in time; send it at once"))
-            context.writeAndFlush(self.wrapOutboundOut(answer)).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
-        }
     }
 
     /// Closes the connection after `idleTimeout` with nothing from the client and no request in

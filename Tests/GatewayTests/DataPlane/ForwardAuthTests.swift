@@ -132,32 +132,6 @@ struct ForwardAuthTests {
         }
     }
 
-    @Test("a head that comes in pieces across reads (after a first request, split mid-field, with pauses) is decided on the event loop, and so is the next; nothing is handed to the router")
-    func splitHeadsStayOnTheLoop() async throws {
-        let fixture = try await Self.noTokenGateway()
-        let request = Self.verifyRequest(bearer: nil, [("X-Original-URI", "/public/status"), ("X-Padding", String(repeating: "p", count: 3_000))])
-        let answers = try await onOwnThread { () -> [StrictAnswerReader.Answer] in
-            let connection = try RawConnection(port: fixture.gatewayPort)
-            defer { connection.close() }
-            var bytes: [UInt8] = []
-            connection.send(request)
-            _ = Self.readAnswers(connection, count: 1, into: &bytes)
-            // The second head in three pieces, the cuts inside a field name and a value.
-            let cuts = [request.index(request.startIndex, offsetBy: 40), request.index(request.startIndex, offsetBy: 2_000)]
-            connection.send(String(request[..<cuts[0]]))
-            Thread.sleep(forTimeInterval: 0.15)
-            connection.send(String(request[cuts[0]..<cuts[1]]))
-            Thread.sleep(forTimeInterval: 0.15)
-            connection.send(String(request[cuts[1]...]))
-            _ = Self.readAnswers(connection, count: 2, into: &bytes)
-            connection.send(request)
-            return Self.readAnswers(connection, count: 3, into: &bytes)
-        }
-        #expect(answers.map(\.status) == [200, 200, 200])
-        #expect(Self.answeredOnTheLoop(answers), "\(answers.map { $0.field("x-request-id") ?? "" })")
-        try await fixture.stop()
-    }
-
     @Test("a later head left unfinished, or trickled on past limits.request_head_timeout_seconds, gets 408 request_timeout from when it began, and the connection closes")
     func unfinishedLaterHeadsTimeOut() async throws {
         let fixture = try await Self.noTokenGateway()
