@@ -61,6 +61,10 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
     private var closeWhenIdle = false
     private var lastActive = NIODeadline.now()
     private var idleCheck: Scheduled<Void>?
+    /// Whether a head has been taken whole here. From then on a head handed on is timed by a
+    /// `RequestHeadTimeoutHandler` added for it: the connection's first one leaves once the first
+    /// head has passed it, in the same read, so finding it in the pipeline then says nothing.
+    private var firstHeadTaken = false
     var upstreamDeadlineCheck: UpstreamDeadlineCheck?
     var currentExchange: ProxyExchange? { exchange }
 
@@ -131,6 +135,7 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
                 // Not plain, or not whole in what came: NIO's decoder takes it from its first byte.
                 return handOn(context: context)
             }
+            firstHeadTaken = true
             received.moveReaderIndex(forwardBy: plain.length)
             switch started {
             case .proxy(let started):
@@ -185,8 +190,9 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         idleCheck = nil
         let rest = received
         received = ByteBuffer()
-        // The connection's first head may still be on its way, under the timeout armed when it opened.
-        if (try? context.pipeline.syncOperations.context(handlerType: RequestHeadTimeoutHandler.self)) == nil {
+        // The connection's first head may still be on its way, under the timeout armed when it opened;
+        // a later head (even one that began in the read that ended the first) gets a timeout of its own.
+        if firstHeadTaken || (try? context.pipeline.syncOperations.context(handlerType: RequestHeadTimeoutHandler.self)) == nil {
             do {
                 try context.pipeline.syncOperations.addHandler(RequestHeadTimeoutHandler(timeout: headTimeout), position: .after(self))
             } catch {

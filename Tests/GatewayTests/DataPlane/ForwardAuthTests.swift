@@ -132,19 +132,27 @@ struct ForwardAuthTests {
         }
     }
 
-    @Test("a later head left unfinished, or trickled on past limits.request_head_timeout_seconds, gets 408 request_timeout from when it began, and the connection closes")
+    @Test("a later head left unfinished, or trickled on past limits.request_head_timeout_seconds (also one begun in the read that ended the first head), gets 408 request_timeout from when it began, and the connection closes")
     func unfinishedLaterHeadsTimeOut() async throws {
         let fixture = try await Self.noTokenGateway()
         let request = Self.verifyRequest(bearer: nil, [("X-Original-URI", "/public/status")])
-        for trickle in [false, true] {
+        // The third: the later head begins in the same write as the first, which is answered at once.
+        for (trickle, sameWrite) in [(false, false), (true, false), (true, true)] {
             let (text, seconds) = try await onOwnThread { () -> (String, Double) in
                 let connection = try RawConnection(port: fixture.gatewayPort)
                 defer { connection.close() }
                 var bytes: [UInt8] = []
-                connection.send(request)
-                _ = Self.readAnswers(connection, count: 1, into: &bytes)
-                let started = Date()
-                connection.send("GET /api/auth/verify HTTP/1.1\r\nHost: gw\r\n")
+                let later = "GET /api/auth/verify HTTP/1.1\r\nHost: gw\r\n"
+                let started: Date
+                if sameWrite {
+                    started = Date()
+                    connection.send(request + later)
+                } else {
+                    connection.send(request)
+                    _ = Self.readAnswers(connection, count: 1, into: &bytes)
+                    started = Date()
+                    connection.send(later)
+                }
                 if trickle {
                     for index in 0..<8 {
                         Thread.sleep(forTimeInterval: 0.25)
@@ -155,10 +163,10 @@ struct ForwardAuthTests {
                 return (String(decoding: bytes, as: UTF8.self), Date().timeIntervalSince(started))
             }
             let second = text.components(separatedBy: "HTTP/1.1 ").dropFirst(2).first ?? ""
-            #expect(second.hasPrefix("408"), "trickled \(trickle): \(text.suffix(300))")
+            #expect(second.hasPrefix("408"), "trickled \(trickle), same write \(sameWrite): \(text.suffix(300))")
             #expect(text.contains(#""error":"request_timeout""#))
             // 1 s from the head's first byte: not reset by each trickled line, and it fires.
-            #expect(seconds >= 0.9 && seconds < 10, "trickled \(trickle): answered \(seconds) s after the head began")
+            #expect(seconds >= 0.9 && seconds < 10, "trickled \(trickle), same write \(sameWrite): answered \(seconds) s after the head began")
         }
         try await fixture.stop()
     }
