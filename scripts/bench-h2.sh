@@ -13,8 +13,8 @@
 #   scripts/bench-h2.sh [ROUNDS] [SECONDS] [H2_CONNECTIONS] [STREAMS] [H1_CONNECTIONS]   (default 5 8 20 10 50)
 #   PORTCULLIS_BIN=path        benchmark this portcullis binary (default: a release build made here)
 #   COMPARE_BIN=path           also an older portcullis binary's rows (HTTP/2 and HTTP/1.1), interleaved (A/B)
-#   PROFILE=1                  perf record -e cpu-clock -g of the gateway during its HTTP/2 runs
-#                              (.build/bench-h2.perf.data; scripts/perf-owners.py FILE to read it)
+#   PROFILE=1                  perf record -e cpu-clock -g of the gateway during its HTTP/2 run (each
+#                              round's replaces the last's: .build/bench-h2.perf.data; scripts/perf-owners.py FILE)
 #
 # Needs Debian's nginx, nghttp2-client (h2load) and wrk. Loopback only; every process it starts is
 # stopped by its PID on exit. Reports per row: req/s, server CPU per request (utime+stime from

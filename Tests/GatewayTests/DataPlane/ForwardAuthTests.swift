@@ -89,12 +89,7 @@ struct ForwardAuthTests {
             defer { connection.close() }
             connection.send(requests.joined())
             var bytes: [UInt8] = []
-            while true {
-                if let answers = try? StrictAnswerReader.readAll(bytes, methods: methods), answers.count == requests.count { return answers }
-                let more = connection.readSome()
-                if more.isEmpty { return (try? StrictAnswerReader.readAll(bytes, methods: methods)) ?? [] }
-                bytes += more
-            }
+            return Self.readAnswers(connection, methods: methods, into: &bytes)
         }
     }
 
@@ -121,11 +116,10 @@ struct ForwardAuthTests {
         }
     }
 
-    /// Reads from `connection` until `count` answers are whole (or the connection ends).
-    static func readAnswers(_ connection: RawConnection, count: Int, into bytes: inout [UInt8]) -> [StrictAnswerReader.Answer] {
-        let methods = Array(repeating: "GET", count: count)
+    /// Reads from `connection` until an answer to each of `methods` is whole (or the connection ends).
+    static func readAnswers(_ connection: RawConnection, methods: [String], into bytes: inout [UInt8]) -> [StrictAnswerReader.Answer] {
         while true {
-            if let answers = try? StrictAnswerReader.readAll(bytes, methods: methods), answers.count == count { return answers }
+            if let answers = try? StrictAnswerReader.readAll(bytes, methods: methods), answers.count == methods.count { return answers }
             let more = connection.readSome()
             if more.isEmpty { return (try? StrictAnswerReader.readAll(bytes, methods: methods)) ?? [] }
             bytes += more
@@ -149,7 +143,7 @@ struct ForwardAuthTests {
                     connection.send(request + later)
                 } else {
                     connection.send(request)
-                    _ = Self.readAnswers(connection, count: 1, into: &bytes)
+                    _ = Self.readAnswers(connection, methods: ["GET"], into: &bytes)
                     started = Date()
                     connection.send(later)
                 }
