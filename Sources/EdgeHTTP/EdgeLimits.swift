@@ -71,6 +71,13 @@ package enum RawResponse {
     }
 }
 
+extension GatewayError {
+    /// A request head that did not arrive whole within `limits.request_head_timeout_seconds`.
+    package static var requestHeadTimedOut: GatewayError {
+        GatewayError(.requestTimeout, "request_timeout", "the request head did not arrive in time; send it at once")
+    }
+}
+
 /// Closes a connection whose first request head has not fully arrived within
 /// the timeout (a slowloris client), answering 408 with the JSON error.
 /// Sees raw bytes (after TLS); removes itself once the head's blank line arrives.
@@ -88,7 +95,7 @@ package final class RequestHeadTimeoutHandler: ChannelInboundHandler, RemovableC
         let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
         timer = context.eventLoop.scheduleTask(in: timeout) {
             let context = loopBound.value
-            let answer = RawResponse.bytes(GatewayError(.requestTimeout, "request_timeout", "the request head did not arrive in time; send it at once"))
+            let answer = RawResponse.bytes(.requestHeadTimedOut)
             context.writeAndFlush(NIOAny(answer)).whenComplete { _ in context.close(promise: nil) }
         }
     }

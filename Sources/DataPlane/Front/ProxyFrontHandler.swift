@@ -9,8 +9,12 @@ import TrafficCop
 /// The common proxied request (a bodyless request to a route whose head arrives whole; see
 /// `PlainRequestHead` for exactly what "plain" admits) costs NIO's decoder, the upgrade check,
 /// the target screen and a handler hop per part when it goes the general way; here it is read
-/// in one pass and handed to its `ProxyExchange` at once. Everything else (a body, an upgrade,
-/// a path no route serves, a head split across reads, anything unusual) goes to the pipeline
+/// in one pass and handed to its `ProxyExchange` at once. A head split across reads (a browser's
+/// cookies past the first read, pipelined requests across a read) is waited for: its bytes are
+/// kept, at most `limits.max_header_bytes` and one read, and it is timed from its first byte
+/// (the connection's first head by the `RequestHeadTimeoutHandler` ahead of this handler, a
+/// later one here), never from its latest. Everything else (a body, an upgrade, a path no route
+/// serves, anything unusual) goes to the pipeline
 /// behind this handler from that request's first byte, and this handler leaves the pipeline:
 /// the rest of the connection is NIO's, with the head timeout re-armed for the head it was handed.
 /// Answers keep their order: bytes that follow a request wait (and the connection is not read)
@@ -25,7 +29,8 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
     let limits: PlainRequestHead.Limits
     /// How long the client may send nothing between requests (`limits.idle_timeout_seconds`).
     let idleTimeout: TimeAmount
-    /// How long a head handed to NIO may take to arrive whole (`limits.request_head_timeout_seconds`).
+    /// How long a head may take to arrive whole (`limits.request_head_timeout_seconds`): a later
+    /// head waited for here, or one handed to NIO.
     let headTimeout: TimeAmount
     /// The most bytes that may wait behind a request in flight before the connection is closed.
     let maximumQueuedBytes: Int
@@ -65,6 +70,8 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
     /// `RequestHeadTimeoutHandler` added for it: the connection's first one leaves once the first
     /// head has passed it, in the same read, so finding it in the pipeline then says nothing.
     private var firstHeadTaken = false
+    /// A head begun in `received` and not yet whole, waited for; `nil` while none waits.
+    private var partialHead: PartialHead?
     var upstreamDeadlineCheck: UpstreamDeadlineCheck?
     var currentExchange: ProxyExchange? { exchange }
 
@@ -88,6 +95,8 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
 
     package func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
+        partialHead?.deadlineCheck?.cancel()
+        partialHead = nil
         idleCheck?.cancel()
         upstreamDeadlineCheck?.task.cancel()
         idleCheck = nil
@@ -98,6 +107,8 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
 
     package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !handedOn else { return context.fireChannelRead(data) }
+        // Closing (a head timed out): what the client still sends is not kept.
+        guard !closing else { return }
         inReadCycle = true
         lastActive = .now()
         var bytes = unwrapInboundIn(data)
@@ -130,11 +141,23 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         serving = true
         defer { serving = false }
         while !requestInFlight, !awaitingWritable, !handedOn, !closing, received.readableBytes > 0, self.context != nil {
+            // A head waited for is read again only once it can have ended (or has passed its bound).
+            if let waiting = partialHead, !waiting.mayHaveEnded(received, maximumHeadBytes: limits.maximumHeadBytes) {
+                partialHead?.scanned = received.readableBytes
+                break
+            }
             let outcome = received.withUnsafeReadableBytes { PlainRequestHead.parse($0, limits: limits) }
+            if outcome == .incomplete {
+                // The start of a head that may still be plain, within its bound: the rest is read.
+                awaitRestOfHead(context: context)
+                break
+            }
             guard case .complete(let plain) = outcome, let started = start(plain, context: context) else {
-                // Not plain, or not whole in what came: NIO's decoder takes it from its first byte.
+                // Not plain: NIO's decoder takes it from its first byte.
                 return handOn(context: context)
             }
+            partialHead?.deadlineCheck?.cancel()
+            partialHead = nil
             firstHeadTaken = true
             received.moveReaderIndex(forwardBy: plain.length)
             switch started {
@@ -188,13 +211,18 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         handedOn = true
         idleCheck?.cancel()
         idleCheck = nil
+        // A head waited for here keeps the deadline it began with.
+        let deadline = partialHead?.deadline ?? .now() + headTimeout
+        partialHead?.deadlineCheck?.cancel()
+        partialHead = nil
         let rest = received
         received = ByteBuffer()
         // The connection's first head may still be on its way, under the timeout armed when it opened;
         // a later head (even one that began in the read that ended the first) gets a timeout of its own.
         if firstHeadTaken || (try? context.pipeline.syncOperations.context(handlerType: RequestHeadTimeoutHandler.self)) == nil {
             do {
-                try context.pipeline.syncOperations.addHandler(RequestHeadTimeoutHandler(timeout: headTimeout), position: .after(self))
+                let timeout = max(deadline - .now(), .milliseconds(1))
+                try context.pipeline.syncOperations.addHandler(RequestHeadTimeoutHandler(timeout: timeout), position: .after(self))
             } catch {
                 return context.close(promise: nil)
             }
@@ -233,6 +261,8 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         decision?.clientGone()
         decision = nil
         received = ByteBuffer()
+        partialHead?.deadlineCheck?.cancel()
+        partialHead = nil
         context.fireChannelInactive()
     }
 
@@ -333,6 +363,37 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         guard readPending else { return }
         readPending = false
         context?.read()
+    }
+
+    /// Waits for the rest of the head at the start of `received`. A later head is timed here from
+    /// the first time it was seen unfinished (the read it began in, or the end of the answer it
+    /// waited behind): past `headTimeout` the client is answered 408 `request_timeout`, as a head
+    /// handed to NIO's decoder would be, nothing more is read or kept, and the connection closes.
+    /// The connection's first head is timed by the `RequestHeadTimeoutHandler` ahead of this one.
+    private func awaitRestOfHead(context: ChannelHandlerContext) {
+        if partialHead == nil {
+            var waiting = PartialHead(deadline: .now() + headTimeout)
+            if firstHeadTaken {
+                waiting.deadlineCheck = context.eventLoop.assumeIsolated().scheduleTask(deadline: waiting.deadline) { [weak self] in
+                    self?.headTimedOut()
+                }
+            }
+            partialHead = waiting
+        }
+        partialHead?.scanned = received.readableBytes
+    }
+
+    /// A later head did not arrive whole in time: 408, and the connection closes at once (a client
+    /// that does not read its answer cannot hold it open).
+    private func headTimedOut() {
+        guard let context, partialHead != nil, !handedOn, !closing else { return }
+        partialHead = nil
+        closing = true
+        received = ByteBuffer()
+        holdingReads = true
+        readPending = false
+        context.writeAndFlush(wrapOutboundOut(RawResponse.bytes(.requestHeadTimedOut)), promise: nil)
+        context.close(promise: nil)
     }
 
     /// Closes the connection after `idleTimeout` with nothing from the client and no request in

@@ -126,6 +126,68 @@ struct ForwardAuthTests {
         }
     }
 
+    @Test("a head that comes in pieces (cut in its method, in a field name, in a value, with pauses; the connection's first and a later one) is decided on the event loop, and so is the next; nothing is handed to the router")
+    func splitHeadsStayOnTheLoop() async throws {
+        let fixture = try await Self.noTokenGateway()
+        // Past the 2 KiB of a connection's first read, as a browser's cookies can be.
+        let request = Self.verifyRequest(bearer: nil, [("X-Original-URI", "/public/status"), ("X-Padding", String(repeating: "p", count: 3_000))])
+        let answers = try await onOwnThread { () -> [StrictAnswerReader.Answer] in
+            let connection = try RawConnection(port: fixture.gatewayPort)
+            defer { connection.close() }
+            var bytes: [UInt8] = []
+            // Cut at byte offsets (a cut may fall between CR and LF).
+            let whole = Array(request.utf8)
+            func sendInPieces(_ cuts: [Int]) {
+                var start = 0
+                for cut in cuts {
+                    _ = connection.send(bytes: Array(whole[start..<cut]))
+                    Thread.sleep(forTimeInterval: 0.15)
+                    start = cut
+                }
+                _ = connection.send(bytes: Array(whole[start...]))
+            }
+            sendInPieces([2, 40])
+            _ = Self.readAnswers(connection, methods: ["GET"], into: &bytes)
+            sendInPieces([40, 2_000, request.utf8.count - 2])
+            _ = Self.readAnswers(connection, methods: ["GET", "GET"], into: &bytes)
+            connection.send(request)
+            return Self.readAnswers(connection, methods: ["GET", "GET", "GET"], into: &bytes)
+        }
+        #expect(answers.map(\.status) == [200, 200, 200])
+        #expect(Self.answeredOnTheLoop(answers), "\(answers.map { $0.field("x-request-id") ?? "" })")
+        try await fixture.stop()
+    }
+
+    @Test("a head that comes in pieces is held to limits.max_header_bytes as NIO's decoder holds one: within it decided on the loop, past it 431 headers_too_large")
+    func splitHeadsWithinTheHeadBound() async throws {
+        let fixture = try await Self.noTokenGateway()
+        let field = String(repeating: "q", count: 7_000)
+        // Two fields: about 14 KB, within the default 16 KiB. Three: past it.
+        let within = Self.verifyRequest(bearer: nil, [("X-Original-URI", "/public/status"), ("X-A", field), ("X-B", field)])
+        let past = Self.verifyRequest(bearer: nil, [("X-Original-URI", "/public/status"), ("X-A", field), ("X-B", field), ("X-C", field)])
+        let (answers, refusal) = try await onOwnThread { () -> ([StrictAnswerReader.Answer], String) in
+            let connection = try RawConnection(port: fixture.gatewayPort)
+            defer { connection.close() }
+            var bytes: [UInt8] = []
+            for request in [within, within, past] {
+                let whole = Array(request.utf8)
+                _ = connection.send(bytes: Array(whole[..<1_500]))
+                Thread.sleep(forTimeInterval: 0.1)
+                _ = connection.send(bytes: Array(whole[1_500...]))
+                if request == past { break }
+                _ = Self.readAnswers(connection, methods: Array(repeating: "GET", count: bytes.isEmpty ? 1 : 2), into: &bytes)
+            }
+            let answers = Self.readAnswers(connection, methods: ["GET", "GET"], into: &bytes)
+            return (answers, String(decoding: bytes + connection.readAll(), as: UTF8.self))
+        }
+        #expect(answers.map(\.status) == [200, 200])
+        #expect(Self.answeredOnTheLoop(answers), "\(answers.map { $0.field("x-request-id") ?? "" })")
+        let third = refusal.components(separatedBy: "HTTP/1.1 ").dropFirst(3).first ?? ""
+        #expect(third.hasPrefix("431"), "\(refusal.suffix(300))")
+        #expect(third.contains(#""error":"headers_too_large""#))
+        try await fixture.stop()
+    }
+
     @Test("a later head left unfinished, or trickled on past limits.request_head_timeout_seconds (also one begun in the read that ended the first head), gets 408 request_timeout from when it began, and the connection closes")
     func unfinishedLaterHeadsTimeOut() async throws {
         let fixture = try await Self.noTokenGateway()
