@@ -169,7 +169,9 @@ package final class AgentSocketHandler: ChannelDuplexHandler {
     }
 
     package func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if let error = error as? NIOWebSocketError, error == .invalidFrameLength {
+        if let error = error as? AgentFrameError {
+            close(code: error.closeCode, reason: error.reason, runtimeReason: "client went away")
+        } else if let error = error as? NIOWebSocketError, error == .invalidFrameLength {
             close(code: 1009, reason: "message too large (limit \(sockets.maximumMessageBytes) bytes)", runtimeReason: "client went away")
         } else {
             close(code: 1009, reason: "message too large or malformed", runtimeReason: "client went away")

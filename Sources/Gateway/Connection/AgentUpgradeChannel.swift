@@ -45,6 +45,12 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
         case refused(GatewayError)
     }
 
+    /// The size of a connection's first read, and so of the receive buffer NIO keeps for it: 1 KiB
+    /// holds an agent's upgrade or an API request with a bearer token whole, and halves what an idle
+    /// socket keeps against NIO's 2 KiB. A longer head (a browser's cookies) takes a second read,
+    /// which the adaptive allocator then sizes up to, and the data plane's front waits for it.
+    static let firstReadBytes = 1_024
+
     let responder: HTTPChannelHandler.Responder
     let guardian: WebSocketGuard
     let sockets: AgentSockets
@@ -68,6 +74,10 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
         let connections = self.connections
         channel.closeFuture.whenComplete { _ in connections.release() }
         return channel.eventLoop.makeCompletedFuture {
+            // NIO keeps a connection's first receive buffer for its later reads, so its first guess is
+            // what an idle connection holds for good (see `firstReadBytes`).
+            try channel.syncOptions?.setOption(
+                ChannelOptions.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: Self.firstReadBytes, maximum: 65_536))
             try channel.pipeline.syncOperations.addHandler(RequestHeadTimeoutHandler(timeout: .milliseconds(Int64(limits.requestHeadTimeout * 1000))))
             guard http2 else { return Value(outcome: try configureHTTP1(channel: channel, logger: logger), channel: channel) }
             // HTTP/2 or HTTP/1, by the first bytes (the preface); the pipeline for it is built then.
@@ -107,7 +117,7 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
         let routeUpgrades = RouteUpgradeOffer()
         let guardian = self.guardian
         let links = sockets.links
-        let upgrader = NIOTypedWebSocketServerUpgrader<Outcome>(
+        let handshake = NIOTypedWebSocketServerUpgrader<Outcome>(
             maxFrameSize: maximumMessageBytes,
             shouldUpgrade: { channel, head in
                 let request = UpgradeRequest(uri: head.uri, headers: head.headers.map { ($0.name, $0.value) })
@@ -130,7 +140,9 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
                     case .success(let socket):
                         // The socket holds a slot in its session's limit from here; whatever
                         // happens to the upgrade, the connection's end gives it back.
-                        channel.closeFuture.whenComplete { _ in registry.unregister(socket.registration) }
+                        // (The registration alone is kept: the callback lives as long as the socket.)
+                        let registration = socket.registration
+                        channel.closeFuture.whenComplete { _ in registry.unregister(registration) }
                         decision.withLockedValue { $0 = .admitted(socket) }
                         // The agent subprotocol when offered; never a credential offered beside it.
                         return request.offersAgentProtocol ? HTTPHeaders([("Sec-WebSocket-Protocol", UpgradeRequest.agentProtocol)]) : HTTPHeaders()
@@ -161,22 +173,23 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
                 promise.completeWithTask { decide(await guardian.admitUpgrade(request)) }
                 return promise.futureResult.flatMap(withLink)
             },
-            upgradePipelineHandler: { channel, _ in
-                channel.eventLoop.makeCompletedFuture {
-                    guard case .admitted(let socket) = decision.withLockedValue({ $0 }) else {
-                        throw ChannelError.inappropriateOperationForState
-                    }
-                    // An HTTP parse error can no longer happen here: the responder goes, and its memory with it.
-                    _ = channel.pipeline.syncOperations.removeHandler(name: HTTPParseErrorResponder.name)
-                    // Whole messages, at most the configured size (1009 beyond).
-                    try channel.pipeline.syncOperations.addHandler(
-                        NIOWebSocketFrameAggregator(
-                            minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 1_024, maxAccumulatedFrameSize: maximumMessageBytes))
-                    try channel.pipeline.syncOperations.addHandler(AgentSocketHandler(sockets: sockets, admitted: socket))
-                    return Outcome.websocket
-                }
-            }
+            // Never called: `AgentSocketUpgrader` builds the socket's pipeline itself.
+            upgradePipelineHandler: { channel, _ in channel.eventLoop.makeFailedFuture(ChannelError.inappropriateOperationForState) }
         )
+        let maximumMessageBytes = self.maximumMessageBytes
+        let upgrader = AgentSocketUpgrader(handshake: handshake) { channel, _ in
+            channel.eventLoop.makeCompletedFuture {
+                guard case .admitted(let socket) = decision.withLockedValue({ $0 }) else {
+                    throw ChannelError.inappropriateOperationForState
+                }
+                // An HTTP parse error can no longer happen here: the responder goes, and its memory with it.
+                _ = channel.pipeline.syncOperations.removeHandler(name: HTTPParseErrorResponder.name)
+                // Whole messages, at most the configured size (1009 beyond).
+                try channel.pipeline.syncOperations.addHandler(AgentFrameCodec(maximumMessageBytes: maximumMessageBytes))
+                try channel.pipeline.syncOperations.addHandler(AgentSocketHandler(sockets: sockets, admitted: socket))
+                return Outcome.websocket
+            }
+        }
         let configuration = NIOTypedHTTPServerUpgradeConfiguration(
             upgraders: [upgrader],
             notUpgradingCompletionHandler: { channel in
