@@ -8,7 +8,9 @@ import NIOCore
 /// load balancer in front does). Any other first byte is HTTP/1: the decision is made at
 /// the first byte that differs from the preface, so an HTTP/1 request waits for nothing.
 /// The bytes read meanwhile go on to the handlers just built, as they came. The head
-/// timeout before this handler bounds a client that sends part of the preface and stops.
+/// timeout before this handler bounds a client that sends part of the preface and stops; since
+/// that handler leaves at the preface's first blank line (byte 18), this one closes a connection
+/// still undecided at `timeout` itself.
 package final class HTTP2PrefaceSniffer: ChannelInboundHandler, RemovableChannelHandler {
     package typealias InboundIn = ByteBuffer
     package typealias InboundOut = ByteBuffer
@@ -20,13 +22,35 @@ package final class HTTP2PrefaceSniffer: ChannelInboundHandler, RemovableChannel
     private let abandoned: () -> Void
     private var buffered: ByteBuffer?
     private var decided = false
+    /// How long the preface may take (`limits.request_head_timeout_seconds`).
+    private let timeout: TimeAmount
+    private var deadlineCheck: Scheduled<Void>?
 
     /// - Parameters:
     ///   - configure: builds the pipeline after this handler, for HTTP/2 or HTTP/1; on the event loop.
     ///   - abandoned: the connection ended (or `configure` threw) before it was decided.
-    package init(configure: @escaping (_ isHTTP2: Bool) throws -> Void, abandoned: @escaping () -> Void) {
+    ///   - timeout: how long the client may take to be told apart; then the connection closes.
+    package init(timeout: TimeAmount, configure: @escaping (_ isHTTP2: Bool) throws -> Void, abandoned: @escaping () -> Void) {
+        self.timeout = timeout
         self.configure = configure
         self.abandoned = abandoned
+    }
+
+    package func handlerAdded(context: ChannelHandlerContext) {
+        deadlineCheck = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { [weak self] in
+            guard let self, !self.decided else { return }
+            // While the head timeout is still ahead of this handler, it answers (408) and closes.
+            guard (try? context.pipeline.syncOperations.context(handlerType: RequestHeadTimeoutHandler.self)) == nil else { return }
+            self.decided = true
+            self.buffered = nil
+            self.abandoned()
+            context.close(promise: nil)
+        }
+    }
+
+    package func handlerRemoved(context: ChannelHandlerContext) {
+        deadlineCheck?.cancel()
+        deadlineCheck = nil
     }
 
     package func channelRead(context: ChannelHandlerContext, data: NIOAny) {

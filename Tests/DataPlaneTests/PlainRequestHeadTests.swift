@@ -179,6 +179,32 @@ struct PlainRequestHeadTests {
         #expect(Self.nio(together, limits: wide) == nil)
         // A target past a field's bound, its read ending before " HTTP/1.1": not plain, not incomplete.
         #expect(Self.parse(Array("GET /\(String(repeating: "a", count: 70))".utf8), limits: limits) == .notPlain)
+        // A field bound above the head's (the configuration allows it): the head's bound still holds the target.
+        let wideFields = PlainRequestHead.Limits(maximumHeadBytes: 1_024, maximumFieldCount: 100, maximumFieldBytes: 8_192)
+        #expect(Self.parse(Array("GET /\(String(repeating: "a", count: 1_030))".utf8), limits: wideFields) == .notPlain)
+        #expect(Self.parse(Array("GET /\(String(repeating: "a", count: 1_000))".utf8), limits: wideFields) == .incomplete)
+    }
+
+    @Test("an unfinished head never holds a blank line or more than the head's bound: 3,000 generated heads, every prefix; what follows a target is the start of ' HTTP/1.1' or not plain")
+    func incompleteHoldsNoBlankLine() {
+        var random = SeededGenerator(seed: 0x5EED_2026_1128)
+        let pieces: [String] = ["GET", " ", "/", "/api/x", " HTTP/1.1", " HTTP", "\r\n", "\n", "\r", "\r\n\r\n", "Host", ": ", "v", "X-A", "\t", "\u{0}"]
+        let limits = PlainRequestHead.Limits(maximumHeadBytes: 64, maximumFieldCount: 4, maximumFieldBytes: 48)
+        for _ in 0..<3_000 {
+            var bytes: [UInt8] = Array("GET /a".utf8)
+            for _ in 0..<Int(random.next() % 16) { bytes += Array(pieces[Int(random.next() % UInt64(pieces.count))].utf8) }
+            for cut in 0...bytes.count {
+                let prefix = Array(bytes[..<cut])
+                guard Self.parse(prefix, limits: limits) == .incomplete else { continue }
+                let text = String(decoding: prefix, as: UTF8.self)
+                #expect(!text.contains("\r\n\r\n") && !text.utf8.elementsEqual("\n\n".utf8) && !text.contains("\n\n"), "\(text.debugDescription)")
+                #expect(prefix.count <= limits.maximumHeadBytes + 2, "\(prefix.count) bytes")
+            }
+        }
+        for text in ["GET / \r\n\r\n", "GET /x HTTP\r\n\r\n", "GET /x HTTP/1.1\r", "GET /x HTTP/1.1\r\nA: b\r\n\r"] {
+            let outcome = Self.parse(Array(text.utf8))
+            #expect(outcome == (text.hasSuffix("\r") ? .incomplete : .notPlain), "\(text.debugDescription)")
+        }
     }
 
     @Test("differential: 20,000 generated and mutated heads; every one read as plain is what NIO's decoder reads from the same bytes")

@@ -66,14 +66,16 @@ package struct PlainRequestHead: Equatable {
         let targetStart = index
         guard index < bytes.count else { return .incomplete }
         guard bytes[index] == UInt8(ascii: "/") else { return .notPlain }
-        // NIO's decoder counts the target as a field: no longer than one, and part of the head's bytes.
+        // NIO's decoder counts the target as a field: no longer than one, and part of the head's bytes
+        // (a target past the head's bound makes a head past it, whatever the field bound).
         while index < bytes.count, bytes[index] != 0x20 {
-            guard isTargetByte(bytes[index]), index - targetStart < limits.maximumFieldBytes else { return .notPlain }
+            guard isTargetByte(bytes[index]), index - targetStart < limits.maximumFieldBytes, index < limits.maximumHeadBytes else { return .notPlain }
             index += 1
         }
         let targetEnd = index
+        // What came of the version must be the start of it: `.incomplete` never holds a blank line.
+        guard matchesPrefix(bytes, at: index, " HTTP/1.1\r\n") else { return .notPlain }
         guard index + 11 <= bytes.count else { return .incomplete }
-        guard matches(bytes, at: index, " HTTP/1.1\r\n") else { return .notPlain }
         index += 11
 
         // The fields, up to the blank line.
@@ -150,6 +152,14 @@ package struct PlainRequestHead: Equatable {
     }
 
     /// Whether `bytes` at `offset` start with `text`, byte for byte.
+    /// Whether the bytes from `offset` (as many as there are, up to `text`'s length) begin `text`.
+    private static func matchesPrefix(_ bytes: UnsafeRawBufferPointer, at offset: Int, _ text: StaticString) -> Bool {
+        let count = min(text.utf8CodeUnitCount, bytes.count - offset)
+        guard count >= 0 else { return false }
+        for index in 0..<count where bytes[offset + index] != text.utf8Start[index] { return false }
+        return true
+    }
+
     private static func matches(_ bytes: UnsafeRawBufferPointer, at offset: Int, _ text: StaticString) -> Bool {
         let count = text.utf8CodeUnitCount
         guard offset + count <= bytes.count else { return false }

@@ -11,9 +11,11 @@ import TrafficCop
 /// the target screen and a handler hop per part when it goes the general way; here it is read
 /// in one pass and handed to its `ProxyExchange` at once. A head split across reads (a browser's
 /// cookies past the first read, pipelined requests across a read) is waited for: its bytes are
-/// kept, at most `limits.max_header_bytes` and one read, and it is timed from its first byte
-/// (the connection's first head by the `RequestHeadTimeoutHandler` ahead of this handler, a
-/// later one here), never from its latest. Everything else (a body, an upgrade, a path no route
+/// kept, at most `limits.max_header_bytes` and one read, and its deadline never moves with the
+/// bytes that follow (the connection's first head: from when the connection opened, timed by
+/// the `RequestHeadTimeoutHandler` ahead of this handler while it is there; a later one: from
+/// when it is first read, which for one waiting behind a request in flight, unread, is when that
+/// answer ends). Everything else (a body, an upgrade, a path no route
 /// serves, anything unusual) goes to the pipeline
 /// behind this handler from that request's first byte, and this handler leaves the pipeline:
 /// the rest of the connection is NIO's, with the head timeout re-armed for the head it was handed.
@@ -72,6 +74,11 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
     private var firstHeadTaken = false
     /// A head begun in `received` and not yet whole, waited for; `nil` while none waits.
     private var partialHead: PartialHead?
+    /// Answers a head waited for past its deadline: armed when one begins and none is armed, never
+    /// cancelled per request (a fire with no head late re-arms for the next, or ends).
+    private var headCheck: Scheduled<Void>?
+    /// When the front was added, at the connection's start: the first head's deadline runs from it.
+    private var openedAt = NIODeadline.now()
     var upstreamDeadlineCheck: UpstreamDeadlineCheck?
     var currentExchange: ProxyExchange? { exchange }
 
@@ -90,12 +97,14 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         metricHandles = plane.metricHandles(for: context.eventLoop)
         headBuffers = plane.headBuffers(for: context.eventLoop)
         lastActive = .now()
+        openedAt = lastActive
         scheduleIdleCheck(at: lastActive + idleTimeout)
     }
 
     package func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
-        partialHead?.deadlineCheck?.cancel()
+        headCheck?.cancel()
+        headCheck = nil
         partialHead = nil
         idleCheck?.cancel()
         upstreamDeadlineCheck?.task.cancel()
@@ -156,7 +165,6 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
                 // Not plain: NIO's decoder takes it from its first byte.
                 return handOn(context: context)
             }
-            partialHead?.deadlineCheck?.cancel()
             partialHead = nil
             firstHeadTaken = true
             received.moveReaderIndex(forwardBy: plain.length)
@@ -213,7 +221,8 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         idleCheck = nil
         // A head waited for here keeps the deadline it began with.
         let deadline = partialHead?.deadline ?? .now() + headTimeout
-        partialHead?.deadlineCheck?.cancel()
+        headCheck?.cancel()
+        headCheck = nil
         partialHead = nil
         let rest = received
         received = ByteBuffer()
@@ -261,7 +270,6 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         decision?.clientGone()
         decision = nil
         received = ByteBuffer()
-        partialHead?.deadlineCheck?.cancel()
         partialHead = nil
         context.fireChannelInactive()
     }
@@ -365,26 +373,41 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         context?.read()
     }
 
-    /// Waits for the rest of the head at the start of `received`. A later head is timed here from
-    /// the first time it was seen unfinished (the read it began in, or the end of the answer it
-    /// waited behind): past `headTimeout` the client is answered 408 `request_timeout`, as a head
-    /// handed to NIO's decoder would be, nothing more is read or kept, and the connection closes.
-    /// The connection's first head is timed by the `RequestHeadTimeoutHandler` ahead of this one.
+    /// Waits for the rest of the head at the start of `received`, until its deadline: past it the
+    /// client is answered 408 `request_timeout`, as a head handed to NIO's decoder would be,
+    /// nothing more is read or kept, and the connection closes. A later head's deadline runs from
+    /// the first time it is seen unfinished (the read it began in, or the end of the answer it
+    /// waited behind, unread); the first head's from the connection's start, and it is timed here
+    /// only once the `RequestHeadTimeoutHandler` ahead of this handler has left (which the parser's
+    /// `.incomplete`, never holding a blank line, keeps from happening while the head is unfinished).
     private func awaitRestOfHead(context: ChannelHandlerContext) {
         if partialHead == nil {
-            var waiting = PartialHead(deadline: .now() + headTimeout)
-            if firstHeadTaken {
-                waiting.deadlineCheck = context.eventLoop.assumeIsolated().scheduleTask(deadline: waiting.deadline) { [weak self] in
-                    self?.headTimedOut()
-                }
-            }
+            let timedHere = firstHeadTaken || (try? context.pipeline.syncOperations.context(handlerType: RequestHeadTimeoutHandler.self)) == nil
+            let waiting = PartialHead(deadline: firstHeadTaken ? .now() + headTimeout : openedAt + headTimeout, timedHere: timedHere)
             partialHead = waiting
+            if timedHere && headCheck == nil { scheduleHeadCheck(at: waiting.deadline) }
         }
         partialHead?.scanned = received.readableBytes
     }
 
-    /// A later head did not arrive whole in time: 408, and the connection closes at once (a client
-    /// that does not read its answer cannot hold it open).
+    /// Checks the head waited for at `deadline`. Deadlines only grow, so one check armed for an
+    /// earlier head that has since come whole serves the next by re-arming for its deadline.
+    private func scheduleHeadCheck(at deadline: NIODeadline) {
+        guard let context else { return }
+        headCheck = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [weak self] in
+            guard let self else { return }
+            self.headCheck = nil
+            guard let waiting = self.partialHead, waiting.timedHere, !self.handedOn, !self.closing else { return }
+            if waiting.deadline <= .now() {
+                self.headTimedOut()
+            } else {
+                self.scheduleHeadCheck(at: waiting.deadline)
+            }
+        }
+    }
+
+    /// A head did not arrive whole in time: 408, and the connection closes at once (a client that
+    /// does not read its answer cannot hold it open).
     private func headTimedOut() {
         guard let context, partialHead != nil, !handedOn, !closing else { return }
         partialHead = nil

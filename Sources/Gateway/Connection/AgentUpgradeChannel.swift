@@ -84,6 +84,7 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
             let outcome = channel.eventLoop.makePromise(of: Outcome.self)
             try channel.pipeline.syncOperations.addHandler(
                 HTTP2PrefaceSniffer(
+                    timeout: .milliseconds(Int64(limits.requestHeadTimeout * 1000)),
                     configure: { isHTTP2 in
                         if isHTTP2 {
                             try configureHTTP2(channel: channel, logger: logger)

@@ -179,6 +179,22 @@ struct HTTP2Tests {
         try await fixture.stop()
     }
 
+    @Test("a client that sends the HTTP/2 preface up to its first blank line and stops is closed at limits.request_head_timeout_seconds, not held")
+    func stalledPrefaceIsClosed() async throws {
+        let fixture = try await GatewayFixture { $0.limits.requestHeadTimeout = 1 }
+        let port = fixture.gatewayPort
+        let seconds = try await onOwnThread { () -> Double in
+            let connection = try RawConnection(port: port, receiveTimeout: 20)
+            defer { connection.close() }
+            let started = Date()
+            connection.send("PRI * HTTP/2.0\r\n\r\n")
+            _ = connection.readAll()
+            return Date().timeIntervalSince(started)
+        }
+        #expect(seconds >= 0.9 && seconds < TimeBounds.seconds(5), "closed after \(seconds) s")
+        try await fixture.stop()
+    }
+
     @Test("Upgrade: h2c (deprecated by RFC 9113) is answered over HTTP/1.1 as a plain request, never a 101 and never a silent close")
     func upgradeToH2CIsAnsweredInHTTP1() async throws {
         let fixture = try await GatewayFixture()

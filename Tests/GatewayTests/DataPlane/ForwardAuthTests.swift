@@ -188,6 +188,43 @@ struct ForwardAuthTests {
         try await fixture.stop()
     }
 
+    @Test("a later head past limits.max_header_bytes with no blank line yet is 431 headers_too_large at once, not 408 at its deadline; so is a target that long when max_header_field_bytes is above max_header_bytes")
+    func laterHeadPastTheBoundAtOnce() async throws {
+        let fixture = try await GatewayFixture { configuration in
+            configuration.routes = [ProxyRoute(prefix: "/public", upstream: "http://status.internal:8080", requiresToken: false)]
+            configuration.trustedProxies = ["127.0.0.1"].compactMap(IPNetwork.init)
+            configuration.limits.requestHeadTimeout = 5
+            configuration.limits.maximumHeaderBytes = 4_096
+            configuration.limits.maximumHeaderFieldBytes = 65_536
+        }
+        let request = Self.verifyRequest(bearer: nil, [("X-Original-URI", "/public/status")])
+        let fields = "GET /api/auth/verify HTTP/1.1\r\n" + (0..<40).map { "X-Pad-\($0): \(String(repeating: "p", count: 120))\r\n" }.joined()
+        let target = "GET /api/auth/verify?" + String(repeating: "t", count: 6_000)
+        for later in [fields, target] {
+            let (text, seconds) = try await onOwnThread { () -> (String, Double) in
+                let connection = try RawConnection(port: fixture.gatewayPort, receiveTimeout: 20)
+                defer { connection.close() }
+                var bytes: [UInt8] = []
+                connection.send(request)
+                _ = Self.readAnswers(connection, methods: ["GET"], into: &bytes)
+                let started = Date()
+                // In pieces, as a slow client would: no blank line ever comes.
+                let whole = Array(later.utf8)
+                for start in stride(from: 0, to: whole.count, by: 1_000) {
+                    _ = connection.send(bytes: Array(whole[start..<min(start + 1_000, whole.count)]))
+                    Thread.sleep(forTimeInterval: 0.05)
+                }
+                bytes += connection.readAll()
+                return (String(decoding: bytes, as: UTF8.self), Date().timeIntervalSince(started))
+            }
+            let second = text.components(separatedBy: "HTTP/1.1 ").dropFirst(2).first ?? ""
+            #expect(second.hasPrefix("431"), "\(later.prefix(30)): \(text.suffix(200))")
+            #expect(second.contains(#""error":"headers_too_large""#))
+            #expect(seconds < TimeBounds.seconds(3), "\(later.prefix(30)): answered \(seconds) s after it began, not at once")
+        }
+        try await fixture.stop()
+    }
+
     @Test("a later head left unfinished, or trickled on past limits.request_head_timeout_seconds (also one begun in the read that ended the first head), gets 408 request_timeout from when it began, and the connection closes")
     func unfinishedLaterHeadsTimeOut() async throws {
         let fixture = try await Self.noTokenGateway()

@@ -175,6 +175,36 @@ struct ProxyFrontTests {
         try await world.stop()
     }
 
+    @Test("the connection's first head, with routes (the front ahead): one whose version a blank line cuts short is NIO's to answer at once (400); one left unfinished, or trickled, gets 408 request_timeout at limits.request_head_timeout_seconds")
+    func firstHeadIsTimed() async throws {
+        let world = try await DataPlaneTests.World.start { $0.limits.requestHeadTimeout = 1 }
+        let port = world.port
+        for (sent, trickle, status) in [("GET / \r\n\r\n", false, "400"), ("GET /api/echo/x HTTP/1.1\r\nHost: x\r\n", false, "408"), ("GET /api/echo/x HTTP/1.1\r\n", true, "408")] {
+            let (answer, seconds) = try await onOwnThread { () -> (String, Double) in
+                let connection = try RawConnection(port: port, receiveTimeout: 20)
+                defer { connection.close() }
+                let started = Date()
+                connection.send(sent)
+                if trickle {
+                    for index in 0..<6 {
+                        Thread.sleep(forTimeInterval: 0.25)
+                        connection.send("X-Slow-\(index): 1\r\n")
+                    }
+                }
+                return (connection.readAll().text, Date().timeIntervalSince(started))
+            }
+            #expect(answer.hasPrefix("HTTP/1.1 \(status)"), "\(sent.debugDescription): \(answer.prefix(60))")
+            if status == "408" {
+                #expect(answer.contains("request_timeout"))
+                #expect(seconds >= 0.9 && seconds < TimeBounds.seconds(5), "\(sent.debugDescription): closed after \(seconds) s")
+            } else {
+                #expect(seconds < TimeBounds.seconds(0.9), "\(sent.debugDescription): answered after \(seconds) s")
+            }
+        }
+        #expect(world.targets.all.isEmpty)
+        try await world.stop()
+    }
+
     @Test("Proxy-Connection: close closes the connection after its answer on both paths, as NIO's parser reads it")
     func proxyConnectionClose() async throws {
         let world = try await DataPlaneTests.World.start()
