@@ -24,7 +24,9 @@ package final class AgentFrameCodec: ChannelDuplexHandler, RemovableChannelHandl
 
     /// The largest message, its fragments' payloads together (`gateway.max_message_bytes`).
     let maximumMessageBytes: Int
-    /// Bytes of a frame not yet whole, copied out of the read (`nil`, holding nothing, between frames).
+    /// Bytes of a frame not yet whole, in a buffer of this handler's own (`nil`, holding nothing,
+    /// between frames). The next read is appended to it in place, so a frame trickled in a byte at
+    /// a time costs its bytes once, not once a read.
     private var partial: ByteBuffer?
     /// A message begun in fragments: its opcode, its payload so far and how many frames brought it.
     private var fragments: (opcode: WebSocketOpcode, data: ByteBuffer, count: Int)?
@@ -41,18 +43,27 @@ package final class AgentFrameCodec: ChannelDuplexHandler, RemovableChannelHandl
     package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !failed else { return }
         var bytes = unwrapInboundIn(data)
+        // Whether `bytes` is this handler's own buffer (the frame begun earlier, this read appended).
+        let owned = partial != nil
         if var held = partial {
-            partial = nil
+            partial = nil  // uniquely referenced again: appended in place, its growth amortised
             held.writeBuffer(&bytes)
             bytes = held
         }
+        var consumed = false
         while !failed {
             switch nextFrame(&bytes) {
             case .frame(let frame):
+                consumed = true
                 context.fireChannelRead(wrapInboundOut(frame))
             case .incomplete:
-                // Copied: holding a slice of the read would keep NIO's receive buffer from being reused.
-                if bytes.readableBytes > 0 {
+                guard bytes.readableBytes > 0 else { return }
+                if owned && !consumed {
+                    // Still the frame begun earlier: kept as it is, no copy.
+                    partial = bytes
+                } else {
+                    // A frame begun in this read (after one it ended, or in NIO's receive buffer, which
+                    // holding a slice of would keep from being reused): its bytes so far, all from this read, copied.
                     var held = context.channel.allocator.buffer(capacity: bytes.readableBytes)
                     held.writeBuffer(&bytes)
                     partial = held

@@ -168,14 +168,12 @@ package final class AgentSocketHandler: ChannelDuplexHandler {
         }
     }
 
+    /// A frame the codec refused: the client is told why (1002 or 1009) and, since nothing after
+    /// that frame can be read (not even its close), the connection closes once that is written.
+    /// Any other error (the connection failing) closes it at once.
     package func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if let error = error as? AgentFrameError {
-            close(code: error.closeCode, reason: error.reason, runtimeReason: "client went away")
-        } else if let error = error as? NIOWebSocketError, error == .invalidFrameLength {
-            close(code: 1009, reason: "message too large (limit \(sockets.maximumMessageBytes) bytes)", runtimeReason: "client went away")
-        } else {
-            close(code: 1009, reason: "message too large or malformed", runtimeReason: "client went away")
-        }
+        guard let error = error as? AgentFrameError else { return context.close(promise: nil) }
+        close(code: error.closeCode, reason: error.reason, runtimeReason: "client went away", thenDisconnect: true)
     }
 
     /// The token bucket of the client's message rate.
@@ -293,8 +291,8 @@ package final class AgentSocketHandler: ChannelDuplexHandler {
 
     /// Sends the client one close frame and tells the Runtime (unless it ended
     /// the stream itself); the connection closes when the client answers, or
-    /// after a grace period.
-    func close(code: UInt16, reason: String, runtimeReason: String?) {
+    /// after a grace period (at once once the frame is written, with `thenDisconnect`).
+    func close(code: UInt16, reason: String, runtimeReason: String?, thenDisconnect: Bool = false) {
         guard let context, !closeSent else { return }
         closeSent = true
         closeCode = code
@@ -304,7 +302,8 @@ package final class AgentSocketHandler: ChannelDuplexHandler {
         var data = context.channel.allocator.buffer(capacity: 2 + min(reason.utf8.count, 123))
         data.writeInteger(code)
         data.writeBytes(reason.utf8.prefix(123))
-        context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: data)), promise: nil)
+        let written = context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: data)))
+        if thenDisconnect { written.assumeIsolated().whenComplete { _ in context.close(promise: nil) } }
         // The client has the close grace to answer; then the connection closes anyway.
         timers?.schedule(self, at: .now() + AgentSockets.closeGrace)
     }

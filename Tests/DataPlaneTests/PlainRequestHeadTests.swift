@@ -189,8 +189,9 @@ struct PlainRequestHeadTests {
     func incompleteHoldsNoBlankLine() {
         var random = SeededGenerator(seed: 0x5EED_2026_1128)
         let pieces: [String] = ["GET", " ", "/", "/api/x", " HTTP/1.1", " HTTP", "\r\n", "\n", "\r", "\r\n\r\n", "Host", ": ", "v", "X-A", "\t", "\u{0}"]
-        let limits = PlainRequestHead.Limits(maximumHeadBytes: 64, maximumFieldCount: 4, maximumFieldBytes: 48)
-        for _ in 0..<3_000 {
+        // Two shapes of bounds: the field's below the head's, and above it (the configuration allows both).
+        for limits in [PlainRequestHead.Limits(maximumHeadBytes: 64, maximumFieldCount: 4, maximumFieldBytes: 48), PlainRequestHead.Limits(maximumHeadBytes: 40, maximumFieldCount: 4, maximumFieldBytes: 80)] {
+        for _ in 0..<1_500 {
             var bytes: [UInt8] = Array("GET /a".utf8)
             for _ in 0..<Int(random.next() % 16) { bytes += Array(pieces[Int(random.next() % UInt64(pieces.count))].utf8) }
             for cut in 0...bytes.count {
@@ -200,6 +201,7 @@ struct PlainRequestHeadTests {
                 #expect(!text.contains("\r\n\r\n") && !text.utf8.elementsEqual("\n\n".utf8) && !text.contains("\n\n"), "\(text.debugDescription)")
                 #expect(prefix.count <= limits.maximumHeadBytes + 2, "\(prefix.count) bytes")
             }
+        }
         }
         for text in ["GET / \r\n\r\n", "GET /x HTTP\r\n\r\n", "GET /x HTTP/1.1\r", "GET /x HTTP/1.1\r\nA: b\r\n\r"] {
             let outcome = Self.parse(Array(text.utf8))

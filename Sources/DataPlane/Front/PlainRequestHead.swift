@@ -43,7 +43,6 @@ package struct PlainRequestHead: Equatable {
 
     /// The listener's bounds on a head (`limits.max_header_*`): a head past one is not
     /// plain, so NIO's decoder answers it as it answers any other.
-    /// The edge's head limits (`limits.max_header_*`) as the front applies them.
     package struct Limits: Sendable {
         var maximumHeadBytes: Int
         var maximumFieldCount: Int
@@ -75,7 +74,7 @@ package struct PlainRequestHead: Equatable {
         let targetEnd = index
         // What came of the version must be the start of it: `.incomplete` never holds a blank line.
         guard matchesPrefix(bytes, at: index, " HTTP/1.1\r\n") else { return .notPlain }
-        guard index + 11 <= bytes.count else { return .incomplete }
+        guard index + 11 <= bytes.count else { return index > limits.maximumHeadBytes ? .notPlain : .incomplete }
         index += 11
 
         // The fields, up to the blank line.
@@ -84,7 +83,7 @@ package struct PlainRequestHead: Equatable {
         while true {
             guard index < bytes.count else { return index > limits.maximumHeadBytes ? .notPlain : .incomplete }
             if bytes[index] == 0x0D {
-                guard index + 1 < bytes.count else { return .incomplete }
+                guard index + 1 < bytes.count else { return index > limits.maximumHeadBytes ? .notPlain : .incomplete }
                 guard bytes[index + 1] == 0x0A else { return .notPlain }
                 index += 2
                 // The whole head within its bound, however few fields it has.
@@ -151,7 +150,6 @@ package struct PlainRequestHead: Equatable {
             || equalsLowercased(name, "expect") || equalsLowercased(name, "proxy-connection"))
     }
 
-    /// Whether `bytes` at `offset` start with `text`, byte for byte.
     /// Whether the bytes from `offset` (as many as there are, up to `text`'s length) begin `text`.
     private static func matchesPrefix(_ bytes: UnsafeRawBufferPointer, at offset: Int, _ text: StaticString) -> Bool {
         let count = min(text.utf8CodeUnitCount, bytes.count - offset)
@@ -160,6 +158,7 @@ package struct PlainRequestHead: Equatable {
         return true
     }
 
+    /// Whether `bytes` at `offset` start with `text`, byte for byte.
     private static func matches(_ bytes: UnsafeRawBufferPointer, at offset: Int, _ text: StaticString) -> Bool {
         let count = text.utf8CodeUnitCount
         guard offset + count <= bytes.count else { return false }

@@ -119,6 +119,8 @@ struct AgentFrameCodecTests {
         #expect(announced.error?.closeCode == 1009)
         let atBound = try Self.read([Self.clientFrame(opcode: 0x2, Self.payload(1_000))], maximumMessageBytes: 1_000)
         #expect(atBound.error == nil && atBound.frames.first?.unmaskedData.readableBytes == 1_000)
+        let pastBound = try Self.read([Self.clientFrame(opcode: 0x2, Self.payload(1_001))], maximumMessageBytes: 1_000)
+        #expect(pastBound.error?.closeCode == 1009 && pastBound.frames.isEmpty)
         let fragmented = Self.clientFrame(fin: false, opcode: 0x2, Self.payload(600)) + Array(Self.clientFrame(opcode: 0x0, Self.payload(401)).prefix(8))
         let joinedPast = try Self.read([fragmented], maximumMessageBytes: 1_000)
         #expect(joinedPast.error?.closeCode == 1009 && joinedPast.frames.isEmpty)

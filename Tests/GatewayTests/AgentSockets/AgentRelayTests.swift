@@ -105,7 +105,7 @@ struct AgentRelayTests {
         try await fixture.stop()
     }
 
-    @Test("an upgrade is admitted and relays its answers whether its head fits a connection's first read (2 KiB) or takes several", arguments: [900, 3_000, 6_000])
+    @Test("an upgrade is admitted and relays its answers whether its head fits a connection's first read (1 KiB) or takes several", arguments: [0, 900, 3_000, 6_000])
     func longUpgradeHeads(padding: Int) async throws {
         let fixture = try await GatewayFixture()
         try await fixture.addUser("alice")
@@ -119,6 +119,34 @@ struct AgentRelayTests {
         let reply = try #require(transcript.messages.first)
         #expect(reply["request_id"] == "r1")
         #expect(reply["result"] == ["long": "head"])
+        try await fixture.stop()
+    }
+
+    @Test("a message sent in the same write as the upgrade request is relayed; a frame outside RFC 6455 (unmasked) is answered with close 1002 and the connection closes once that is written, not after the close grace")
+    func framesBehindTheUpgradeAndProtocolErrors() async throws {
+        let fixture = try await GatewayFixture()
+        try await fixture.addUser("alice")
+        let login = try await fixture.login("alice", sessionID: try await fixture.createAnonymousSession())
+        let target = "/api/runtime/agent?access_token=\(login.accessToken)&session_id=\(login.sessionID)"
+        let port = fixture.gatewayPort
+        let (status, reply, close, seconds) = try await onOwnThread { () -> (Int, String, (opcode: UInt8, payload: [UInt8])?, Double) in
+            let socket = try RawWebSocket(
+                port: port, target: target, headers: [], early: #"{"type":"intent","request_id":"r1","intent_type":"echo","payload":{"early":true}}"#)
+            guard socket.status == 101 else { return (socket.status, "", nil, 0) }
+            let reply = try socket.readFrame().map { String(decoding: $0.payload, as: UTF8.self) } ?? ""
+            let started = Date()
+            // Unmasked, with well-formed frames behind it in the same write: none of them is read.
+            let masked: [UInt8] = [0x81, 0x83, 0, 0, 0, 0] + Array("abc".utf8)
+            socket.sendRaw([0x81, 0x03] + Array("abc".utf8) + Array(repeating: masked, count: 20).joined())
+            let close = try socket.readFrame()
+            while try socket.readFrame() != nil {}
+            return (101, reply, close, Date().timeIntervalSince(started))
+        }
+        #expect(status == 101)
+        #expect(reply.contains(#""request_id":"r1""#) && reply.contains(#""early":true"#), "\(reply)")
+        #expect(close?.opcode == 0x8 && close.map { Array($0.payload.prefix(2)) } == [0x03, 0xEA], "\(String(describing: close))")
+        // Closed once the close frame is written: well within the 2 s close grace.
+        #expect(seconds < TimeBounds.seconds(1.5), "closed after \(seconds) s")
         try await fixture.stop()
     }
 

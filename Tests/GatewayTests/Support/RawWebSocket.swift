@@ -64,6 +64,11 @@ final class RawWebSocket: @unchecked Sendable {
         _ = frame.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
     }
 
+    /// Sends `bytes` as they are (a frame a test shapes itself, well formed or not).
+    func sendRaw(_ bytes: [UInt8]) {
+        _ = bytes.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
     /// The next whole frame (unmasked, as a server sends), or `nil` when the connection closed first.
     func readFrame() throws -> (opcode: UInt8, payload: [UInt8])? {
         while true {
