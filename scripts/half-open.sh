@@ -10,6 +10,9 @@
 # Each round opens N, waits for the gateway to close them all, and reports; a second round
 # shows whether memory kept after the first is reused (the allocator's) or grows (a leak).
 #   PORTCULLIS_BIN=path                                 another portcullis binary
+#   ROUTES=1                                            the gateway also has a gateway.routes entry, so every
+#                                                       connection starts at the data plane's front, which waits
+#                                                       for the split heads itself (and times them)
 #
 # Every process it starts is stopped by its PID on exit.
 set -euo pipefail
@@ -27,7 +30,8 @@ SERVE_PID=""
 cleanup() { [ -n "$SERVE_PID" ] && kill "$SERVE_PID" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$WORK"; }
 trap cleanup EXIT
 source "$ROOT/scripts/lib/gateway.sh"
-start_serve "$WORK" $GATEWAY_PORT "" "limits:
+ROUTE_LINES=""; [ "${ROUTES:-}" = 1 ] && ROUTE_LINES="  routes: [\"/api/bench=http://127.0.0.1:9\"]"
+start_serve "$WORK" $GATEWAY_PORT "$ROUTE_LINES" "limits:
   request_head_timeout_seconds: $HEAD_TIMEOUT
   max_connections: $((N + 1000))"
 for round in $(seq "$ROUNDS"); do
