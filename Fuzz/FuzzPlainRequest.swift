@@ -1,6 +1,6 @@
 // libFuzzer target: bytes -> PlainRequestHead.parse (the data plane's front reads these heads
 // without NIO's decoder). The differential against NIO's decoder runs in PlainRequestHeadTests;
-// here, the oracles: a complete head ends with its blank line inside the bytes; no shorter prefix
+// here, the oracles: an unfinished head holds no blank line and stays within the bound; a complete head ends with its blank line inside the bytes; no shorter prefix
 // of it is complete; the same head is read from its own bytes alone and from its canonical
 // re-spelling; every field read is a token name and a value of visible ASCII with no whitespace
 // at either end, and none frames a body.
@@ -13,7 +13,17 @@ func parse(_ bytes: [UInt8]) -> PlainRequestHead.Outcome {
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzPlainRequest(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
-    guard case .complete(let head) = parse(bytes) else { return 0 }
+    let outcome = parse(bytes)
+    if outcome == .incomplete {
+        // What the front waits on: never a blank line (the head timeout leaves at one), never past the bound.
+        if bytes.count > limits.maximumHeadBytes + 2 { fatalError("an unfinished head of \(bytes.count) bytes, past the bound") }
+        for index in 0..<max(0, bytes.count - 1) where bytes[index] == 0x0A {
+            if bytes[index + 1] == 0x0A || (index + 2 < bytes.count && bytes[index + 1] == 0x0D && bytes[index + 2] == 0x0A) {
+                fatalError("an unfinished head holding a blank line")
+            }
+        }
+    }
+    guard case .complete(let head) = outcome else { return 0 }
     if head.length > bytes.count || head.length < 4 { fatalError("a head longer than its bytes") }
     if Array(bytes[(head.length - 4)..<head.length]) != Array("\r\n\r\n".utf8) { fatalError("a head that does not end with its blank line") }
     let own = Array(bytes[..<head.length])
