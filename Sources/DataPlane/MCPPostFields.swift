@@ -13,6 +13,8 @@ struct MCPPostFields {
     /// `Mcp-Method` and `Mcp-Name` (2026-07-28), checked against the body.
     private(set) var methods: [String] = []
     private(set) var names: [String] = []
+    /// `MCP-Protocol-Version`: the revision a refusal is answered in (MCPProtocolRevision).
+    private(set) var protocolVersions: [String] = []
     /// `traceparent`: passed on when valid and alone, else a trace is started.
     private(set) var traceparents: [String] = []
 
@@ -24,6 +26,7 @@ struct MCPPostFields {
             case 11 where HeaderScreen.equalsLowercased(name.utf8, "traceparent"): traceparents.append(value)
             case 12 where HeaderScreen.equalsLowercased(name.utf8, "content-type"): contentTypes.append(value)
             case 16 where HeaderScreen.equalsLowercased(name.utf8, "content-encoding"): contentEncodings.append(value)
+            case 20 where HeaderScreen.equalsLowercased(name.utf8, "mcp-protocol-version"): protocolVersions.append(value)
             default: break
             }
         }

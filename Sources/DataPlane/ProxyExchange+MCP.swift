@@ -129,8 +129,18 @@ extension ProxyExchange {
                 // Notifications only: nothing awaits a JSON-RPC answer.
                 return fail(GatewayError(.forbidden, call.decision, "the gateway's policy refuses this notification for this MCP server"))
             }
-            answerRPC(status: .ok, answer)
+            answerRPC(status: Self.refusalStatus(body, decision: decision, post: post), answer)
         }
+    }
+
+    /// A refusal's status: 404 for a method the gateway does not pass, to a client of 2026-07-28 or
+    /// later (its transport's rule for a method the server does not implement); 200 otherwise, the
+    /// error in the body, as earlier revisions' servers answer.
+    static func refusalStatus(_ body: MCPBody, decision: MCPDecision, post: MCPPostFields) -> HTTPResponseStatus {
+        guard case .single = body, case .refused(let refusal) = decision, refusal.rpcCode == JSONRPCErrorAnswer.methodNotFoundCode,
+            MCPProtocolRevision.answersUnknownMethodWith404(post.protocolVersions)
+        else { return .ok }
+        return .notFound
     }
 
     /// Answers with a JSON-RPC body the gateway made (an error the client shows as one) and ends

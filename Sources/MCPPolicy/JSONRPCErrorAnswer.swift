@@ -5,6 +5,8 @@ public enum JSONRPCErrorAnswer {
     /// The code of a message refused by the gateway's policy: outside JSON-RPC's reserved range
     /// (-32768 to -32000), which MCP partitions for its own codes.
     public static let refusedCode = -31403
+    /// JSON-RPC's Method not found: a method the gateway does not pass, answered as a server lacking it would.
+    public static let methodNotFoundCode = -32601
 
     /// One error response: `{"jsonrpc":"2.0","id":ID,"error":{"code":N,"message":M,"data":{"code":C}}}`.
     public static func error(id: JSONValue?, rpcCode: Int, message: String, code: String) -> JSONValue {
@@ -22,7 +24,7 @@ public enum JSONRPCErrorAnswer {
         for (message, decision) in zip(body.messages, decisions) where message.kind == .request {
             switch decision {
             case .refused(let refusal):
-                answers.append(error(id: message.id, rpcCode: refusedCode, message: refusal.message, code: refusal.code))
+                answers.append(error(id: message.id, rpcCode: refusal.rpcCode, message: refusal.message, code: refusal.code))
             default:
                 answers.append(
                     error(id: message.id, rpcCode: refusedCode, message: "not run: another message of this batch was refused by the gateway", code: "mcp_batch_refused"))

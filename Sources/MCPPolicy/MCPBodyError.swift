@@ -7,6 +7,9 @@ public struct MCPBodyError: Error, Sendable, Equatable {
         case parse
         /// JSON, but not a JSON-RPC message the gateway reads (-32600).
         case invalidRequest
+        /// A member another JSON decoder could read in place of the one the gateway decides on
+        /// (`Method` beside `method`, `paramſ` beside `params`): -32600, refused whatever the rules.
+        case ambiguousMember
         /// `Mcp-Method` or `Mcp-Name` disagree with the body, or are malformed (MCP's HeaderMismatch, -32020).
         case headerMismatch
     }
@@ -28,6 +31,7 @@ public struct MCPBodyError: Error, Sendable, Equatable {
         switch kind {
         case .parse: "mcp_body_unreadable"
         case .invalidRequest: "mcp_invalid_request"
+        case .ambiguousMember: "mcp_member_ambiguous"
         case .headerMismatch: "mcp_header_mismatch"
         }
     }
@@ -36,7 +40,7 @@ public struct MCPBodyError: Error, Sendable, Equatable {
     public var rpcCode: Int {
         switch kind {
         case .parse: -32700
-        case .invalidRequest: -32600
+        case .invalidRequest, .ambiguousMember: -32600
         case .headerMismatch: -32020
         }
     }

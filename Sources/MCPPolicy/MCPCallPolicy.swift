@@ -31,11 +31,14 @@ public struct MCPCallPolicy: Sendable, Equatable {
         self.maximumBodyBytes = maximumBodyBytes
     }
 
-    /// The methods every MCP session needs, decided by the route's policy alone: the lifecycle,
-    /// the lists (filtered when their kind has rules), completion, logging, subscriptions, tasks
-    /// and every notification.
+    /// The methods a client sends a server in any revision the gateway supports (2025-03-26,
+    /// 2025-06-18, 2025-11-25 and 2026-07-28: the union of `ClientRequest` and `ClientNotification`
+    /// in each revision's schema.ts), decided by the route's policy alone: discovery and the
+    /// lifecycle, the lists (filtered when their kind has rules), completion, logging,
+    /// subscriptions, tasks and the notifications. A client of any of them meets no refusal
+    /// that the server alone would not give.
     public static let standardMethods: Set<String> = [
-        "initialize", "ping", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "completion/complete",
+        "server/discover", "initialize", "ping", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "completion/complete",
         "logging/setLevel", "subscriptions/listen", "tasks/get", "tasks/list", "tasks/result", "tasks/cancel",
         "notifications/initialized", "notifications/cancelled", "notifications/progress", "notifications/roots/list_changed",
         "notifications/elicitation/complete", "notifications/tasks/status",
@@ -112,7 +115,10 @@ public struct MCPCallPolicy: Sendable, Equatable {
             return .allowed
         }
         return .refused(
-            .init(code: "mcp_method_refused", message: "the gateway does not pass the method \(MCPRequestHeaders.printable(method)) to this MCP server; its operator may allow it (mcp.methods)"))
+            .init(
+                code: "mcp_method_refused",
+                message: "Method not found: the gateway does not pass the method \(MCPRequestHeaders.printable(method)) to this MCP server; its operator may allow it (mcp.methods)",
+                rpcCode: JSONRPCErrorAnswer.methodNotFoundCode))
     }
 
     private func decide(

@@ -14,10 +14,14 @@ public enum MCPDecision: Sendable, Equatable {
         public let code: String
         /// One sentence the client shows a person: what was refused and which requirement failed.
         public let message: String
+        /// The JSON-RPC error code: -32601 (Method not found) for a method the gateway does not
+        /// pass, as the server would answer a method it lacks; the policy's own -31403 otherwise.
+        public let rpcCode: Int
 
-        public init(code: String, message: String) {
+        public init(code: String, message: String, rpcCode: Int = JSONRPCErrorAnswer.refusedCode) {
             self.code = code
             self.message = message
+            self.rpcCode = rpcCode
         }
     }
 

@@ -113,6 +113,8 @@ public enum MCPBody: Sendable, Equatable {
 
     private static func message(_ object: JSONObject, at index: Int?) throws(MCPBodyError) -> MCPMessage {
         let place = index.map { "batch element \($0)" } ?? "the message"
+        // Read as every decoder reads it, before anything is decided on it (MemberNameFold).
+        try unambiguous(object, reads: envelopeNames, at: place, id: nil)
         guard object["jsonrpc"] == .string("2.0") else { throw MCPBodyError(.invalidRequest, "\(place) is not JSON-RPC 2.0 (jsonrpc must be \"2.0\")") }
         let id = object["id"]
         if let id {
@@ -129,6 +131,12 @@ public enum MCPBody: Sendable, Equatable {
             return MCPMessage(kind: .response, id: id, method: nil, name: nil)
         }
         guard case .string(let method) = methodValue, !method.isEmpty else { throw MCPBodyError(.invalidRequest, "\(place) has a method that is not a string") }
+        if case .object(let params)? = object["params"] {
+            try unambiguous(params, reads: paramsNames, at: place + "'s params", id: id)
+            if method == "completion/complete", case .object(let ref)? = params["ref"] {
+                try unambiguous(ref, reads: refNames, at: place + "'s params.ref", id: id)
+            }
+        }
         var name: String?
         var completes: String?
         if let member = MCPMessage.nameMember(of: method) {
@@ -152,5 +160,20 @@ public enum MCPBody: Sendable, Equatable {
                 id: id)
         }
         return MCPMessage(kind: id == nil ? .notification : .request, id: id, method: method, name: name, completes: completes)
+    }
+
+    /// The members the gateway reads of a message, of its `params` and of a completion's `params.ref`.
+    static let envelopeNames = ["jsonrpc", "id", "method", "params", "result", "error"]
+    static let paramsNames = ["name", "uri", "ref"]
+    static let refNames = ["type", "name", "uri"]
+
+    /// Refuses an object that a decoder matching names loosely would read otherwise than the gateway.
+    private static func unambiguous(_ object: JSONObject, reads: [String], at place: String, id: JSONValue?) throws(MCPBodyError) {
+        if let problem = MemberNameFold.ambiguity(in: object, reads: reads) {
+            throw MCPBodyError(
+                .ambiguousMember,
+                "\(place) has \(problem), which a server decoding names loosely would read otherwise; send each member once, spelled exactly as MCP spells it",
+                id: id)
+        }
     }
 }

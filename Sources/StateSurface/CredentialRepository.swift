@@ -34,7 +34,8 @@ public struct RefreshTokenRecord: Sendable, Equatable {
 public enum RefreshRotationOutcome: Sendable, Equatable {
     /// The token was live: it is now spent and `next` replaces it.
     case rotated(previous: RefreshTokenRecord, next: RefreshTokenRecord)
-    /// The token had been spent already: its whole family is now revoked.
+    /// The token had been spent already: its whole family is now revoked, with the access tokens
+    /// recorded for it (`recordOAuthAccessToken`), in the same step.
     case reused(RefreshTokenRecord)
     /// Revoked earlier (logout, reuse, operator).
     case revoked

@@ -45,6 +45,11 @@ extension PostgresStateSurface: CredentialRepository {
             if current.usedAt != nil {
                 try await connection.query(
                     "UPDATE refresh_tokens SET revoked_at = \(now) WHERE family_id = \(current.familyID) AND revoked_at IS NULL", logger: logger)
+                // What the family gave is ended with it: a thief who refreshed first keeps no access token.
+                let tokens = try await connection.query(
+                    "DELETE FROM oauth_access_tokens WHERE family_id = \(current.familyID) RETURNING token_id, expires_at", logger: logger
+                ).collect()
+                try await Self.revokeOAuthAccessTokens(tokens, now: now, connection, logger: logger)
                 return .reused(current)
             }
             if current.expiresAt <= now { return .expired }

@@ -40,6 +40,8 @@ extension SQLiteStateSurface: CredentialRepository {
                 try db.execute(
                     sql: "UPDATE refresh_tokens SET revoked_at = ? WHERE family_id = ? AND revoked_at IS NULL",
                     arguments: [now, current.familyID])
+                // What the family gave is ended with it: a thief who refreshed first keeps no access token.
+                try Self.revokeOAuthAccessTokens(where: "family_id = ?", [current.familyID], now: now, db)
                 return .reused(current)
             }
             if current.expiresAt <= now { return .expired }

@@ -6,6 +6,7 @@ import JOSE
 import NIOCore
 import NIOHTTP1
 import PortcullisTestSupport
+import SecurityGuard
 import StateSurface
 import Synchronization
 import Testing
@@ -154,5 +155,39 @@ struct MCPStreamEndTests {
         try await expectEnded(fixture, disabledToken, "account disabled") {
             _ = try await fixture.state.disableUser(tenantID: "default", username: "alice", now: now())
         }
+    }
+
+    @Test("a refresh token used twice ends all its family gave: the thief who refreshed first loses their stream within a second, their access token next, and the refresh token they got")
+    func refreshTokenReuse() async throws {
+        let (fixture, upstream) = try await fixture()
+        defer { Task { try? await fixture.stop(); try? await upstream.stop() } }
+        let login = try await fixture.login("alice")
+        let now = Date().timeIntervalSince1970
+        let stolen = RefreshTokenService.oauthPrefix + (try SecureRandom.identifier(bytes: 32))
+        fixture.remember(stolen)
+        try await fixture.state.insertOAuthFamily(
+            OAuthFamilyRecord(
+                familyID: "fam_reuse", clientID: "agent", resource: Self.resource, scope: "", userID: try await Self.userID(fixture), tenantID: "default",
+                sessionID: login.sessionID, claims: "{}", createdAt: now))
+        try await fixture.state.insertRefreshToken(
+            RefreshTokenRecord(
+                id: "rt_fam_reuse", tokenHash: try RefreshTokenService.hash(stolen), familyID: "fam_reuse", sessionID: login.sessionID,
+                userID: try await Self.userID(fixture), tenantID: "default", createdAt: now, expiresAt: now + 3600))
+        let form = [("Content-Type", "application/x-www-form-urlencoded")]
+        let refresh = { (token: String) in
+            try await fixture.send(.POST, "/api/auth/oauth/token", headers: form, body: "grant_type=refresh_token&client_id=agent&refresh_token=" + token)
+        }
+        let thief = try await refresh(stolen)
+        #expect(thief.status == 200, "\(thief.raw)")
+        let thiefToken = try #require(thief["access_token"])
+        let thiefRefresh = try #require(thief["refresh_token"])
+        fixture.remember(thiefToken)
+        fixture.remember(thiefRefresh)
+        try await expectEnded(fixture, thiefToken, "refresh token reused") {
+            let victim = try await refresh(stolen)
+            #expect(victim.status == 400 && victim.error == "invalid_grant", "\(victim.raw)")
+        }
+        let again = try await refresh(thiefRefresh)
+        #expect(again.status == 400 && again.error == "invalid_grant", "\(again.raw)")
     }
 }

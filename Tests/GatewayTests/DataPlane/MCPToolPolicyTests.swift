@@ -261,6 +261,29 @@ struct MCPToolPolicyTests {
         #expect(calls.all.count == 5)
     }
 
+    @Test("the methods of every revision pass (server/discover of 2026-07-28 among them); another is Method not found (-32601, mcp_method_refused): HTTP 404 to a client of 2026-07-28, 200 to earlier ones and to one that names no revision, and the server never hears of it")
+    func methodsOfEveryRevision() async throws {
+        let calls = ListingUpstream.Calls()
+        let upstream = try await ListingUpstream.start(recording: calls)
+        let fixture = try await Self.fixture(upstream: upstream.port)
+        defer { Task { try? await fixture.stop() } }
+        let staff = try Self.token(fixture, groups: ["staff"])
+        let discover = try await fixture.send(
+            .POST, "/mcp/gh", bearer: staff, headers: [("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "server/discover")],
+            body: #"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}"#)
+        #expect(discover.status == 200 && discover.json["result"] != nil, "\(discover.raw)")
+        let unknown = #"{"jsonrpc":"2.0","id":2,"method":"x-acme/reset","params":{}}"#
+        for (version, status) in [("2026-07-28", 404), ("2026-12-01", 404), ("2025-11-25", 200), ("2025-06-18", 200), (nil, 200), ("garbage", 200)] {
+            let refused = try await fixture.send(.POST, "/mcp/gh", bearer: staff, headers: version.map { [("MCP-Protocol-Version", $0)] } ?? [], body: unknown)
+            #expect(refused.status == status, "\(version ?? "none"): \(refused.raw)")
+            #expect(refused.json.value(atPath: ["error", "code"]) == -32601 && refused.json.value(atPath: ["error", "data", "code"]) == "mcp_method_refused" && refused.json["id"] == 2, "\(refused.raw)")
+        }
+        // A refused tool keeps the policy's own code, whatever the revision.
+        let tool = try await fixture.send(.POST, "/mcp/gh", bearer: staff, headers: [("MCP-Protocol-Version", "2026-07-28")], body: Self.call("drop_tables"))
+        #expect(tool.status == 200 && tool.json.value(atPath: ["error", "code"]) == -31403, "\(tool.raw)")
+        #expect(calls.all == ["server/discover"])
+    }
+
     @Test("a tools/list answer is filtered to the tools the caller may call, as JSON (its length rewritten) and as SSE (event by event, other events as they came); a tool whose scope the client lacks is still listed, for a step-up")
     func listFiltering() async throws {
         let calls = ListingUpstream.Calls()
