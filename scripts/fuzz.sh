@@ -11,6 +11,7 @@
 # plain-request (the data plane's front: request heads read without NIO's decoder),
 # form-fields (the sign-in callback's query and the back-channel logout's form: FormEncoding),
 # sign-in-redirect (a browser sign-in's rd: SignInRedirect, against Foundation's URL resolution),
+# mcp-body (an MCP POST's body: MCPBody.read, against a model of Go's encoding/json name matching),
 # answer-framing (mixed request sequences on one connection to a live gateway, every answer
 # read strictly for its own request; the books of owed answers against a model),
 # http2-frames (HTTP/2 frames on one connection to a live gateway: every frame it sends back well
@@ -28,7 +29,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VECTORS=${PORTCULLIS_VECTORS:-$ROOT/../shared/vectors}
 OUT="$ROOT/.build/fuzz"
 TARGETS=("$@")
-[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(token json base64url session-id agent-frame request-target upstream-response plain-request form-fields sign-in-redirect answer-framing http2-frames)
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(token json base64url session-id agent-frame request-target upstream-response plain-request form-fields sign-in-redirect mcp-body answer-framing http2-frames)
 mkdir -p "$OUT/lib"
 FLAGS=(-sanitize=fuzzer,address -parse-as-library -O -g -package-name portcullis -I "$ROOT/Sources/CLibCrypto" -I "$ROOT/Sources/CLibCryptoSetup/include")
 
@@ -73,6 +74,13 @@ seed() {  # target
                  printf '\x03\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b' > "$corpus/refused-target" ;;
     sign-in-redirect) for v in '/dashboard?x=1' '//evil.com' '/%2F/evil.com' 'https://app.example.com/x' 'https://grafana.example.com/' 'https://a@evil.com' '/a/%2e%2e/b'; do
                       printf '%s' "$v" > "$corpus/$(printf '%s' "$v" | sha1sum | cut -c1-16)"; done ;;
+    mcp-body) i=0; for v in '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_issue","Name":"delete_repository"}}' \
+                 '{"jsonrpc":"2.0","id":1,"method":"ping","Method":"tools/call"}' '{"jsonrpc":"2.0","id":1,"mEthod":"tools/call","method":"ping"}' \
+                 '{"jsonrpc":"2.0","id":1,"method":"tools/call","paramſ":{"name":"x"},"params":{"name":"y"}}' \
+                 '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","\u212aey":1,"key":2}}' \
+                 '{"jsonrpc":"2.0","id":2,"result":{},"Method":"tools/call"}' '[{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///a"}}]' \
+                 '{"jsonrpc":"2.0","id":3,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"p"},"argument":{"name":"a","value":""}}}'; do
+                   i=$((i+1)); printf '%s' "$v" > "$corpus/seed$i"; done ;;
     form-fields) printf '%s' 'code=a%2Fb&state=s+t&iss=http%3A%2F%2F127.0.0.1' > "$corpus/callback"
                  printf '%s' 'logout_token=eyJ.eyJ.x&x=%C3%A9&=&a' > "$corpus/form" ;;
     agent-frame) printf '%s' '{"type":"ping"}' > "$corpus/ping"
@@ -128,6 +136,7 @@ for target in "${TARGETS[@]}"; do
                     start_framing_gateway ;;
     http2-frames) build http2-frames "$ROOT/Fuzz/FuzzHTTP2Frames.swift"
                   [ -n "$SERVE_PID" ] || start_framing_gateway ;;
+    mcp-body) build mcp-body "$ROOT"/Sources/MCPPolicy/{MCPMessage,MCPBodyError,MCPRequestHeaders,MemberNameFold}.swift "$ROOT/Fuzz/FuzzMCPBody.swift" ;;
     upstream-response) build upstream-response "$ROOT"/Sources/DataPlane/Upstream/UpstreamResponse{Parser,Head,Error}.swift "$ROOT/Fuzz/FuzzUpstreamResponse.swift" ;;
     *) echo "fuzz.sh: unknown target $target" >&2; exit 2 ;;
   esac

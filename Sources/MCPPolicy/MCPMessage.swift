@@ -33,8 +33,8 @@ public struct MCPMessage: Sendable, Equatable {
     }
 
     /// Whether a resource URI is in the form a server would not rewrite: a lower-case scheme, no
-    /// userinfo, no backslash, no dot segment (`.` or `..`, percent-encoded or not), no control
-    /// character. Another form is refused rather than matched byte for byte against rules that
+    /// userinfo, no backslash, no dot segment (`.` or `..`, percent-encoded or not), no encoded
+    /// separator (`%2f`, `%5c`) before its query, no control character. Another form is refused rather than matched byte for byte against rules that
     /// the server's own URL parsing would then not agree with (`file:///docs/../etc/passwd`).
     public static func isNormalURI(_ uri: String) -> Bool {
         let bytes = Array(uri.utf8)
@@ -48,9 +48,14 @@ public struct MCPMessage: Sendable, Equatable {
             let authority = rest.dropFirst(2).prefix { $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") }
             if authority.contains(UInt8(ascii: "@")) { return false }
         }
+        // An encoded separator (`%2f`, `%5c`, any case): a server that decodes before it splits
+        // would find segments the rules never saw (`file:///docs/x%2f..%2f..%2fetc%2fpasswd`).
+        let lowered = String(decoding: rest.prefix { $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") }, as: UTF8.self).lowercased()
+        if lowered.contains("%2f") || lowered.contains("%5c") { return false }
         // Dot segments, with `%2e` read as a dot (any case).
-        let lowered = String(decoding: rest.prefix { $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") }, as: UTF8.self).lowercased().replacingOccurrences(of: "%2e", with: ".")
-        for segment in lowered.split(separator: "/", omittingEmptySubsequences: false) where segment == "." || segment == ".." { return false }
+        for segment in lowered.replacingOccurrences(of: "%2e", with: ".").split(separator: "/", omittingEmptySubsequences: false) where segment == "." || segment == ".." {
+            return false
+        }
         return true
     }
 

@@ -198,13 +198,14 @@ struct MCPPolicyTests {
         }
     }
 
-    @Test("a resource URI is decided only in its normal form: a dot segment (plain or %2e), userinfo, a backslash, an upper-case scheme or a control character is refused, never matched byte for byte")
+    @Test("a resource URI is decided only in its normal form: a dot segment (plain or %2e), an encoded separator (%2f, %5c) before the query, userinfo, a backslash, an upper-case scheme or a control character is refused, never matched byte for byte")
     func resourceURIs() throws {
-        for uri in ["file:///docs/a.md", "https://example.com/x?y=1", "db://main/table", "file:///docs/.hidden", "file:///a..b"] {
+        for uri in ["file:///docs/a.md", "https://example.com/x?y=1", "db://main/table", "file:///docs/.hidden", "file:///a..b", "https://example.com/x?next=%2Fy", "file:///docs/a%20b"] {
             #expect(MCPMessage.isNormalURI(uri), "\(uri)")
         }
         for uri in ["file:///docs/../etc/passwd", "file:///docs/%2e%2e/etc", "file:///docs/%2E./x", "file:///docs/./x", "file:///docs/..", "FILE:///docs/a",
-                    "https://user:tok@example.com/x", "file:///docs\\..\\x", "file:///docs/a\u{0}", "docs/a", ":x"] {
+                    "https://user:tok@example.com/x", "file:///docs\\..\\x", "file:///docs/a\u{0}", "docs/a", ":x",
+                    "file:///docs/x%2f..%2f..%2fetc%2fpasswd", "file:///docs/x%2F..%2Fy", "file:///docs/x%5c..%5cy", "file:///docs/%5C"] {
             #expect(!MCPMessage.isNormalURI(uri), "\(uri)")
             let error = #expect(throws: MCPBodyError.self) {
                 _ = try Self.body(#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"# + String(decoding: JSONWriter.bytes(.string(uri)), as: UTF8.self) + "}}")
