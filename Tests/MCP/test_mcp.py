@@ -13,6 +13,8 @@ read by the client as the JSON-RPC error it is, and a step-up (403 insufficient_
 answers by sending the person back to consent to the new scope. Last, the person's own page
 (/.portcullis/agents) in Chromium: the grants listed, one revoked with its button while the agent
 holds an SSE stream over HTTP/2, which ends within a second; the agent's next call is refused.
+A client of 2026-07-28 discovers the server (server/discover) through the gateway, and a method the
+gateway does not pass is answered as that revision's transport requires (404, -32601).
 
 Environment: GATEWAY (http://127.0.0.1:PORT), CHROMIUM, CALLBACK_PORT, CLIENT_METADATA_URL, SSO (the test provider's URL).
 """
@@ -179,6 +181,33 @@ async def flow(page, client_metadata_url, expected_client):
     return storage
 
 
+async def modern(storage):
+    """A client of 2026-07-28 (the SDK's newest revision): server/discover, a call, and the gateway's refusal of a
+    method it does not pass as that revision's transport says a server answers one it lacks (404, -32601)."""
+    print("--- the SDK's client speaking 2026-07-28")
+    headers = {"Authorization": "Bearer " + storage.tokens.access_token}
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+        async with streamable_http_client(GATEWAY + "/mcp/tools", http_client=http) as streams:
+            async with ClientSession(streams[0], streams[1]) as session:
+                try:
+                    found = await session.discover()
+                    versions = found.supported_versions
+                except Exception as error:  # the gateway's refusal, before the fix: -31403
+                    versions = f"refused: {error}"
+                check(isinstance(versions, list) and "2026-07-28" in versions, f"server/discover passes the gateway ({versions})")
+                added = await session.call_tool("add", {"a": 1, "b": 41})
+                check(not added.is_error and "42" in json.dumps([c.model_dump() for c in added.content]), "a tools/call at 2026-07-28 is answered")
+    # Written from the transport page: a method the server does not implement is 404 with -32601, which the SDK reads as such.
+    unknown = json.dumps({"jsonrpc": "2.0", "id": 9, "method": "x-acme/reset", "params": {}}).encode()
+    for version, expected in (("2026-07-28", 404), ("2025-11-25", 200)):
+        status, _, body = raw("POST", "/mcp/tools", token=storage.tokens.access_token, body=unknown,
+                              headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                                       "MCP-Protocol-Version": version, "Mcp-Method": "x-acme/reset"})
+        answer = json.loads(body or b"{}")
+        check(status == expected and answer.get("error", {}).get("code") == -32601 and answer.get("id") == 9,
+              f"a method the gateway does not pass is {expected} with -32601 Method not found at {version} ({status}, {answer.get('error', {}).get('code')})")
+
+
 async def guarded(page, client_metadata_url):
     """A route with rules per tool: add for anyone, whoami for admins only, slow with the scope tools:slow."""
     print("--- rules per tool, with the SDK's client")
@@ -342,6 +371,7 @@ async def main():
         page = await browser.new_page()
         # First with a Client ID Metadata Document (the 2025-11-25 default), then by registration.
         tools_storage = await flow(page, client_metadata_url=os.environ["CLIENT_METADATA_URL"], expected_client="described by localhost")
+        await modern(tools_storage)
         await flow(page, client_metadata_url=None, expected_client="registered itself: unverified")
         guarded_storage = await guarded(page, os.environ["CLIENT_METADATA_URL"])
         await agents_page(page, tools_storage)
