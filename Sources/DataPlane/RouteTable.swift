@@ -48,7 +48,11 @@ package struct RouteTable: Sendable {
         }.map(\.element)
         self.routes = ordered.enumerated().map { index, pair in
             let (route, origin) = pair
-            let methods = route.methods ?? ProxyRoute.methods
+            // An MCP route takes the transport's methods only, whatever else `methods` lists: its
+            // 405 names those (RFC 9110 §15.5.6), never a PUT or PATCH it would refuse anyway.
+            let methods = (route.methods ?? ProxyRoute.methods).filter { method in
+                route.mcp == nil || ProxyExchange.mcpMethods.contains { $0.rawValue == method.rawValue }
+            }
             let name = (route.host.map(\.description) ?? "") + route.prefix
             return DataPlane.Route(
                 prefix: route.pathPrefix, host: route.host, origin: origin, audience: route.audience,

@@ -1072,19 +1072,6 @@ package enum OpenAPIDocument {
               $ref: "#/components/responses/ProtectedResourceMetadata"
             "400": {$ref: "#/components/responses/BadRequest"}
             "404": {$ref: "#/components/responses/NotFound"}
-      /.well-known/openid-configuration:
-        get:
-          tags: [discovery]
-          operationId: openidConfiguration
-          summary: The same RFC 8414 metadata as /.well-known/oauth-authorization-server, where OpenID and MCP clients look for it.
-          responses:
-            "200":
-              description: The metadata.
-              content:
-                application/json:
-                  schema:
-                    type: object
-                    required: [issuer, authorization_endpoint, token_endpoint, jwks_uri]
       /.well-known/openapi.yaml:
         get:
           tags: [discovery]

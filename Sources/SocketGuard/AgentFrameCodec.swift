@@ -129,6 +129,7 @@ package final class AgentFrameCodec: ChannelDuplexHandler, RemovableChannelHandl
             if isControl || (fin && fragments == nil) {
                 var payload = ByteBufferAllocator().buffer(capacity: payloadBytes)
                 Self.unmask(bytes, at: payloadStart, length: payloadBytes, mask: mask, into: &payload)
+                if opcode == .connectionClose, let problem = Self.closeProblem(payload) { return .refused(.protocolError(problem)) }
                 bytes.moveReaderIndex(forwardBy: frameBytes)
                 return .frame(WebSocketFrame(fin: true, opcode: opcode, data: payload))
             }
@@ -142,6 +143,22 @@ package final class AgentFrameCodec: ChannelDuplexHandler, RemovableChannelHandl
             if fin { return .frame(WebSocketFrame(fin: true, opcode: message.opcode, data: message.data)) }
             fragments = message
         }
+    }
+
+    /// What is wrong with a close frame's payload (RFC 6455 §5.5.1, §7.4): one byte (a code is two),
+    /// a code no endpoint may send (below 1000, 1004-1006, 1015, 1016-2999 unassigned), or a reason
+    /// that is not UTF-8. `nil`: none, or a code and a UTF-8 reason.
+    static func closeProblem(_ payload: ByteBuffer) -> String? {
+        guard payload.readableBytes > 0 else { return nil }
+        guard let code = payload.getInteger(at: payload.readerIndex, as: UInt16.self) else { return "a close frame's payload is one byte; a code is two" }
+        switch code {
+        case 1000...1003, 1007...1014, 3000...4999: break
+        default: return "the close code \(code) may not be sent"
+        }
+        guard let reason = payload.getBytes(at: payload.readerIndex + 2, length: payload.readableBytes - 2),
+            String(validating: reason, as: UTF8.self) != nil
+        else { return "a close frame's reason is not UTF-8" }
+        return nil
     }
 
     /// Text, binary, continuation, close, ping, pong: the opcodes RFC 6455 defines.

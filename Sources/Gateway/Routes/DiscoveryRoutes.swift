@@ -28,13 +28,13 @@ struct DiscoveryRoutes: Sendable {
             response.headers[.cacheControl] = "public, max-age=300"
             return response
         }
-        // RFC 8414, and where OpenID clients (and MCP clients after them) look for it too.
-        for path in ["/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"] {
-            router.get(RouterPath(path)) { _, _ -> Response in
-                var response = JSONBody.response(metadata())
-                response.headers[.accessControlAllowOrigin] = "*"
-                return response
-            }
+        // RFC 8414. Not at /.well-known/openid-configuration: the gateway is no OpenID Provider
+        // (it issues no ID token), and OpenID Discovery's required members would claim it is. An
+        // MCP client looks at oauth-authorization-server first, and finds it.
+        router.get("/.well-known/oauth-authorization-server") { _, _ -> Response in
+            var response = JSONBody.response(metadata())
+            response.headers[.accessControlAllowOrigin] = "*"
+            return response
         }
         // RFC 9728 §3.1: the metadata of the resource whose path follows the well-known one, on its own host.
         router.get(RouterPath(ProtectedResourceMetadata.wellKnownPath)) { request, _ -> Response in

@@ -88,7 +88,7 @@ struct AgentFrameCodecTests {
     }
 
     @Test(
-        "a frame outside the protocol is refused with 1002, and nothing after it is read: a reserved bit, a reserved opcode, an unmasked frame, a continuation with no message begun, a new message inside one, a fragmented or long control frame, a length with its top bit set",
+        "a frame outside the protocol is refused with 1002, and nothing after it is read: a reserved bit, a reserved opcode, an unmasked frame, a continuation with no message begun, a new message inside one, a fragmented or long control frame, a length with its top bit set, a close frame of one byte, with a code no endpoint sends or a reason not UTF-8",
         arguments: [
             ("rsv1", Self.clientFrame(rsv: 0x4, opcode: 0x1, [0x61])),
             ("rsv3", Self.clientFrame(rsv: 0x1, opcode: 0x2, [0x61])),
@@ -100,6 +100,11 @@ struct AgentFrameCodecTests {
             ("fragmented ping", Self.clientFrame(fin: false, opcode: 0x9, [])),
             ("126-byte ping", Self.clientFrame(opcode: 0x9, Self.payload(126))),
             ("top bit", Self.clientFrame(opcode: 0x2, [], lengthForm: 64, announcedLength: 1 << 63)),
+            ("one-byte close", Self.clientFrame(opcode: 0x8, [0x03])),
+            ("close 1005", Self.clientFrame(opcode: 0x8, [0x03, 0xED])),
+            ("close 999", Self.clientFrame(opcode: 0x8, [0x03, 0xE7])),
+            ("close 2000", Self.clientFrame(opcode: 0x8, [0x07, 0xD0])),
+            ("close reason not UTF-8", Self.clientFrame(opcode: 0x8, [0x03, 0xE8, 0xC3, 0x28])),
         ])
     func protocolErrors(_ shape: String, _ frame: [UInt8]) throws {
         // Refused from its own bytes, alone: not from what a wrong reading of it runs into.
@@ -110,6 +115,14 @@ struct AgentFrameCodecTests {
         #expect(recorder.error?.closeCode == 1002, "\(shape): \(String(describing: recorder.error))")
         // Only a whole message before the refused frame could have been passed on.
         #expect(recorder.frames.allSatisfy { String(buffer: $0.unmaskedData) != "after" }, "\(shape)")
+    }
+
+    @Test("a close frame with no payload, with a code an endpoint may send (1000, 1001, 1011, 3000, 4999) and a UTF-8 reason is read as a close")
+    func closeFramesRead() throws {
+        for payload in [[], [0x03, 0xE8], [0x03, 0xE9], [0x03, 0xF3], [0x0B, 0xB8], [0x13, 0x87], [0x03, 0xE8] + Array("bye é".utf8)] as [[UInt8]] {
+            let read = try Self.read([Self.clientFrame(opcode: 0x8, payload)])
+            #expect(read.error == nil && read.frames.first?.opcode == .connectionClose, "\(payload)")
+        }
     }
 
     @Test("a message past max_message_bytes is refused with 1009 from its header, before its payload comes; its fragments count together; at the bound it is read; more than 1,024 fragments are refused")

@@ -103,10 +103,12 @@ struct AuthorizationServerTests {
                 + (resource.map { [("resource", $0)] } ?? []))
     }
 
-    @Test("the metadata (RFC 8414) names the endpoints, S256 only, code only, public clients, iss in responses and the MCP routes' scopes; also at openid-configuration")
+    @Test("the metadata (RFC 8414) names the endpoints, S256 only, code only, public clients, iss in responses and the MCP routes' scopes; openid-configuration is not served (no OpenID Provider: no ID tokens)")
     func metadata() async throws {
         try await Self.gateway { fixture, _ in
-            for path in ["/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"] {
+            let openID = try await fixture.send(.GET, "/.well-known/openid-configuration")
+            #expect(openID.status == 404, "\(openID.raw)")
+            for path in ["/.well-known/oauth-authorization-server"] {
                 let document = try await fixture.send(.GET, path)
                 #expect(document.status == 200)
                 #expect(document["authorization_endpoint"] == "http://127.0.0.1:8080/api/auth/oauth/authorize" && document["token_endpoint"] == "http://127.0.0.1:8080/api/auth/oauth/token")

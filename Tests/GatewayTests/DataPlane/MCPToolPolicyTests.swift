@@ -249,6 +249,11 @@ struct MCPToolPolicyTests {
         // Only POST carries a call: another method, a body on a GET, or a method override is refused.
         let put = try await fixture.send(.PUT, "/mcp/gh", bearer: staff, body: Self.call("drop_tables"))
         #expect(put.status == 405 && put.headers.first(name: "allow") == "DELETE, GET, HEAD, OPTIONS, POST", "\(put.raw)")
+        // Without a token, and with a method no route lists: the same five, never PUT or PATCH.
+        for (method, bearer) in [(HTTPMethod.PATCH, nil), (.PUT, nil), (.PROPFIND, staff), (.PROPFIND, nil)] as [(HTTPMethod, String?)] {
+            let refused = try await fixture.send(method, "/mcp/gh", bearer: bearer)
+            #expect(refused.status == 405 && refused.headers.first(name: "allow") == "DELETE, GET, HEAD, OPTIONS, POST", "\(method) \(bearer == nil ? "no token" : "token"): \(refused.raw)")
+        }
         let getWithBody = try await fixture.send(.GET, "/mcp/gh", bearer: staff, body: Self.call("drop_tables"))
         #expect(getWithBody.status == 400, "\(getWithBody.raw)")
         for field in ["X-HTTP-Method-Override", "x-method-override", "X-HTTP-METHOD"] {
