@@ -388,7 +388,10 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         if let identity = route.identityFields { Self.forEachIdentityField(identity, of: caller, emit) }
         emit("X-Forwarded-For", clientAddress)
         emit("X-Forwarded-Proto", plane.forwardedProto)
-        if let authority = fields.host { emit("X-Forwarded-Host", authority) }
+        // With preserve_host, the host decided on only: a name the client chose that was not
+        // passed as Host is not passed here either (an app building links from either would
+        // otherwise build them to it).
+        if let authority = fields.host, !route.preservesHost || upstreamHost == authority { emit("X-Forwarded-Host", authority) }
     }
 
     /// The `Host` the upstream gets: the upstream URL's, or with `preserve_host` the client's when

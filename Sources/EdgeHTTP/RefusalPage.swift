@@ -17,14 +17,16 @@ package enum RefusalPage {
     package static func escaped(_ text: String) -> String {
         var result = ""
         result.reserveCapacity(text.utf8.count)
-        for character in text {
-            switch character {
+        // By scalar, never by Character: a `"` or `>` followed by a combining mark is one grapheme
+        // cluster that equals neither, yet the browser's HTML parser reads the quote alone.
+        for scalar in text.unicodeScalars {
+            switch scalar {
             case "&": result += "&amp;"
             case "<": result += "&lt;"
             case ">": result += "&gt;"
             case "\"": result += "&quot;"
             case "'": result += "&#39;"
-            default: result.append(character)
+            default: result.unicodeScalars.append(scalar)
             }
         }
         return result

@@ -239,7 +239,16 @@ struct HostRouteTests {
         try await other.stop()
     }
 
-    @Test("preserve_host: true sends the upstream the client's Host (with its port) when the route was matched by it, or is on any host and it is the public host; another name a client chose, or no host name, gets the upstream's own; read from the configuration")
+    /// Every X-Forwarded-Host the recording upstream received.
+    static func forwardedHosts(_ answer: Answer) -> [String] {
+        guard case .array(let headers)? = answer.json["headers"] else { return [] }
+        return headers.compactMap { header -> String? in
+            guard case .array(let pair) = header, pair.count == 2, pair[0].stringValue?.lowercased() == "x-forwarded-host" else { return nil }
+            return pair[1].stringValue
+        }
+    }
+
+    @Test("preserve_host: true sends the upstream the client's Host (with its port) when the route was matched by it, or is on any host and it is the public host; another name a client chose, or no host name, gets the upstream's own and no X-Forwarded-Host; read from the configuration")
     func preserveHost() async throws {
         let upstream = try await RecordingUpstream.start()
         let fixture = try await GatewayFixture {
@@ -257,10 +266,13 @@ struct HostRouteTests {
         #expect(publicHost.status == 200 && publicHost["authority"] == "127.0.0.1:8080", "\(publicHost.raw)")
         let chosen = try await fixture.send(.GET, "/kept/x", bearer: login.accessToken, headers: [("Host", "attacker.example")])
         #expect(chosen.status == 200 && chosen["authority"] == "127.0.0.1:\(upstream.port)", "a name the client chose is not passed on: \(chosen.raw)")
+        #expect(Self.forwardedHosts(chosen).isEmpty, "nor as X-Forwarded-Host: \(chosen.raw)")
+        #expect(Self.forwardedHosts(kept) == ["Wiki.127.0.0.1.nip.test:8443"] && Self.forwardedHosts(publicHost) == ["127.0.0.1:8080"], "the host decided on is")
         let own = try await fixture.send(.GET, "/own/x", bearer: login.accessToken, headers: [("Host", "127.0.0.1:8080")])
         #expect(own.status == 200 && own["authority"] == "127.0.0.1:\(upstream.port)", "\(own.raw)")
         let odd = try await fixture.send(.GET, "/kept/x", bearer: login.accessToken, headers: [("Host", "user@127.0.0.1")])
-        #expect(odd.status == 200 && odd["authority"] == "127.0.0.1:\(upstream.port)", "\(odd.raw)")
+        #expect(odd.status == 200 && odd["authority"] == "127.0.0.1:\(upstream.port)" && Self.forwardedHosts(odd).isEmpty, "\(odd.raw)")
+        #expect(Self.forwardedHosts(own) == ["127.0.0.1:8080"], "without preserve_host, as before: \(own.raw)")
         let read = try await Self.configuration("  routes:\n    - {prefix: /app, upstream: 'http://127.0.0.1:3000', preserve_host: true}\n    - {prefix: /b, upstream: 'http://127.0.0.1:3000'}\n")
         #expect(read.routes.map(\.preservesHost) == [true, false])
         #expect(try await Self.refusal("  routes:\n    - {prefix: /app, upstream: 'http://127.0.0.1:3000', preserve_host: sometimes}\n")?.key == "gateway.routes[0].preserve_host")
