@@ -234,14 +234,17 @@ extension ProxyExchange {
         guard (200..<300).contains(response.status), response.status != 202, response.status != 204 else {
             return upstreamRead(.head(response))  // an error, or nothing, lists nothing
         }
-        var contentType = ""
+        var contentTypes: [String] = []
         var encoded = false
         for field in response.fields {
-            if response.name(of: field, is: "content-type") { contentType = response.valueString(of: field).lowercased() }
+            if response.name(of: field, is: "content-type") { contentTypes.append(response.valueString(of: field).lowercased()) }
             if response.name(of: field, is: "content-encoding"), response.valueString(of: field).lowercased() != "identity" { encoded = true }
         }
-        let isJSON = contentType.hasPrefix("application/json")
-        let isEvents = contentType.hasPrefix("text/event-stream")
+        // One Content-Type, its media type exactly JSON's or SSE's: two would be read differently by different clients.
+        let contentType = contentTypes.first ?? ""
+        let mediaType = contentType.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+        let isJSON = contentTypes.count == 1 && mediaType == "application/json"
+        let isEvents = contentTypes.count == 1 && mediaType == "text/event-stream"
         guard !encoded, isJSON || isEvents else {
             plane.logger.warning("MCP list answer not filterable", metadata: ["upstream": "\(route.name)", "content_type": "\(contentType.prefix(60))"])
             return fail(
@@ -310,10 +313,12 @@ extension ProxyExchange {
             out += events.finish()
         } else {
             do {
-                out = try filter.filtered(bytes) ?? bytes
+                out = try filter.filteredAnswer(bytes)
             } catch {
                 return fail(
-                    GatewayError(.badGateway, "mcp_answer_unfilterable", "the MCP server's list answer is not valid JSON; its operator must fix it"), upstreamStatus: 502)
+                    GatewayError(
+                        .badGateway, "mcp_answer_unfilterable",
+                        "the MCP server's list answer is not one JSON-RPC response to the request the gateway can filter; its operator must fix it"), upstreamStatus: 502)
             }
         }
         rewrittenLength = out.count
@@ -322,7 +327,7 @@ extension ProxyExchange {
         upstreamRead(.end)
     }
 
-    /// A filtered SSE answer's end: what was held goes as it came, then the end.
+    /// A filtered SSE answer's end: an unfinished event held is dropped (MCPEventStreamFilter.finish), then the end.
     func endFilteredEvents() {
         guard var filter = eventFilter else { return }
         eventFilter = nil

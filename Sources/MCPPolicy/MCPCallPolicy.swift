@@ -106,6 +106,10 @@ public struct MCPCallPolicy: Sendable, Equatable {
     ///   - routeScopes: the route's own scopes, named again in a step-up challenge.
     public func decide(_ message: MCPMessage, claims: JSONObject, tenantID: String, issuer: String?, hasSession: Bool, routeScopes: [String]) -> MCPDecision {
         guard let method = message.method else { return .allowed }  // the client's answer to the server
+        // A filtered list sent as a notification: the server may answer it anyway, with no id to filter by.
+        if message.kind == .notification, filtersList(method) {
+            return .refused(.init(code: "mcp_list_refused", message: "send \(method) as a request (with an id): its answer is filtered, and a notification's could not be"))
+        }
         // A completion is decided as the prompt or resource it completes the arguments of.
         let decidedAs = message.completes == "ref/prompt" ? "prompts/get" : message.completes == "ref/resource" ? "resources/read" : method
         if let name = message.name, let (rules, kind) = rules(for: decidedAs) {

@@ -65,10 +65,12 @@ public struct MCPEventStreamFilter: Sendable {
         return out
     }
 
-    /// What is held when the stream ends (an event without its blank line, which no client acts on), as it came.
+    /// What is passed when the stream ends: nothing. An event without its blank line is one the
+    /// SSE standard discards, but a client that dispatched it anyway would read a list the gateway
+    /// never filtered; it is dropped unread.
     public mutating func finish() -> [UInt8] {
-        defer { (pending, scanned, lineStart, eventStart) = ([], 0, 0, 0) }
-        return pending
+        (pending, scanned, lineStart, eventStart) = ([], 0, 0, 0)
+        return []
     }
 
     /// One whole event (its blank line included), filtered when it carries a filtered list's response.

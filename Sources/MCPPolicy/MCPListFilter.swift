@@ -44,12 +44,27 @@ public struct MCPListFilter: Sendable {
         }
     }
 
+    /// Why an answer is not passed: it could carry a list the gateway would not have read.
+    public enum Unfilterable: Error, Sendable, Equatable {
+        /// A JSON array: a batch of messages, any of which could be the list's response.
+        case batch
+        /// A member a client matching names loosely could read as the one filtered (`Tools` beside `tools`).
+        case ambiguous
+        /// A JSON answer to a list request that is not exactly one response with the request's id.
+        case notTheResponse
+    }
+
     /// `document` with the entries the caller may not use cut out; `nil` when it is not a response
-    /// this filter is for, or carries no list (it then passes as it came). Throws when it is not JSON.
-    public func filtered(_ document: [UInt8]) throws(JSONReadError) -> [UInt8]? {
-        guard case .object(let object) = try StrictJSONReader(maxDepth: MCPBody.maximumDepth).parse(document), case .object(let result)? = object["result"]
-        else { return nil }
+    /// this filter is for, or carries no list (it then passes as it came). Throws when it is not
+    /// JSON, is a batch, or has a member a loose decoder would read otherwise (`Unfilterable`).
+    public func filtered(_ document: [UInt8]) throws -> [UInt8]? {
+        let value = try StrictJSONReader(maxDepth: MCPBody.maximumDepth).parse(document)
+        if case .array = value { throw Unfilterable.batch }
+        guard case .object(let object) = value else { return nil }
+        if MemberNameFold.ambiguity(in: object, reads: ["jsonrpc", "id", "result", "error"]) != nil { throw Unfilterable.ambiguous }
+        guard case .object(let result)? = object["result"] else { return nil }
         if let id { guard object["id"] == id else { return nil } } else { guard object["id"] != nil else { return nil } }
+        if MemberNameFold.ambiguity(in: result, reads: lists.map(\.member)) != nil { throw Unfilterable.ambiguous }
         guard let list = lists.first(where: { result[$0.member] != nil }) else { return nil }
         let spans = JSONSpans(bytes: document)
         guard let resultSpan = spans.member("result", in: 0..<document.count), let entries = spans.member(list.member, in: resultSpan),
@@ -72,5 +87,16 @@ public struct MCPListFilter: Sendable {
         }
         out.append(contentsOf: document[(entries.upperBound - 1)...])  // from the `]`
         return out
+    }
+
+    /// A whole JSON answer (not an event stream), filtered: it must be exactly one JSON-RPC
+    /// response (a result or an error) with the request's id (any id for a stream's filter);
+    /// anything else throws and is refused, never passed unread.
+    public func filteredAnswer(_ document: [UInt8]) throws -> [UInt8] {
+        let value = try StrictJSONReader(maxDepth: MCPBody.maximumDepth).parse(document)
+        guard case .object(let object) = value, let answered = object["id"], id == nil || answered == id, object["result"] != nil || object["error"] != nil else {
+            throw Unfilterable.notTheResponse
+        }
+        return try filtered(document) ?? document
     }
 }

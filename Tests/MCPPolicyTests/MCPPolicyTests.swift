@@ -124,6 +124,10 @@ struct MCPPolicyTests {
         }
         #expect(try decide(#"{"jsonrpc":"2.0","id":9,"result":{"action":"accept"}}"#) == .allowed)
         #expect(try decide(#"{"jsonrpc":"2.0","id":1,"method":"x-acme/reindex"}"#) != .allowed)
+        #expect(try decide(#"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}"#) == .allowed)
+        // A filtered list as a notification: no id to filter its answer by.
+        #expect(try decide(#"{"jsonrpc":"2.0","method":"tools/list"}"#) == .refused(.init(code: "mcp_list_refused", message: "send tools/list as a request (with an id): its answer is filtered, and a notification's could not be")))
+        #expect(try decide(#"{"jsonrpc":"2.0","method":"prompts/list"}"#) == .allowed)  // prompts are not filtered here
         var extended = Self.policy
         extended.methods = [NamePattern("x-acme/*")!]
         #expect(try decide(#"{"jsonrpc":"2.0","id":1,"method":"x-acme/reindex"}"#, policy: extended) == .allowed)
@@ -166,6 +170,15 @@ struct MCPPolicyTests {
         #expect(kept.contains("delete_repository") && !kept.contains("drop_tables"))
         #expect(try filter.filtered(Array(#"{"jsonrpc":"2.0","id":5,"result":{"tools":[{"name":"drop_tables"}]}}"#.utf8)) == nil)
         #expect(throws: JSONReadError.self) { _ = try filter.filtered(Array(#"{"jsonrpc":"2.0","id":4,"result":{"tools":[{"name":"a","name":"b"}]}}"#.utf8)) }
+        // A batch, or a member a loose decoder would read as result or tools, is never passed unread.
+        #expect(throws: MCPListFilter.Unfilterable.batch) { _ = try filter.filtered(Array(("[" + answer + "]").utf8)) }
+        #expect(throws: MCPListFilter.Unfilterable.ambiguous) { _ = try filter.filtered(Array(#"{"jsonrpc":"2.0","id":4,"result":{"tools":[],"Tools":[{"name":"drop_tables"}]}}"#.utf8)) }
+        #expect(throws: MCPListFilter.Unfilterable.ambiguous) { _ = try filter.filtered(Array(#"{"jsonrpc":"2.0","id":4,"result":{"tools":[]},"Result":{"tools":[{"name":"drop_tables"}]}}"#.utf8)) }
+        // A whole JSON answer must be the request's response.
+        #expect(try filter.filteredAnswer(Array(answer.utf8)) == filtered)
+        for other in [#"{"jsonrpc":"2.0","id":5,"result":{"tools":[]}}"#, #"{"jsonrpc":"2.0","method":"x","params":{"tools":[]}}"#, "[" + answer + "]", "42", #"{"jsonrpc":"2.0","id":4}"#] {
+            #expect(throws: (any Error).self, "\(other)") { _ = try filter.filteredAnswer(Array(other.utf8)) }
+        }
         // Escaped member names are read as any client reads them.
         let escaped = #"{"jsonrpc":"2.0","id":4,"\u0072esult":{"tool\u0073":[{"name":"drop_tables"}]}}"#
         #expect(String(decoding: try #require(try filter.filtered(Array(escaped.utf8))), as: UTF8.self).contains("drop_tables") == false)
@@ -196,6 +209,10 @@ struct MCPPolicyTests {
             #expect(text.contains("id: 7\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"L\",\ndata: \"result\":{\"tools\":[{\"name\":\"search_a\"}]}}\n\n"), "\(size): \(text)")
             #expect(text.hasSuffix("data: after\n\n"))
         }
+        // An event the stream never finished is dropped, not passed unread.
+        var unfinished = MCPEventStreamFilter(filter: filter)
+        #expect(try unfinished.feed(Array(": hi\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"L\",\"result\":{\"tools\":[{\"name\":\"drop_tables\"}]}}".utf8)) == Array(": hi\n\n".utf8))
+        #expect(unfinished.finish().isEmpty)
     }
 
     @Test("a resource URI is decided only in its normal form: a dot segment (plain or %2e), an encoded separator (%2f, %5c) before the query, userinfo, a backslash, an upper-case scheme or a control character is refused, never matched byte for byte")

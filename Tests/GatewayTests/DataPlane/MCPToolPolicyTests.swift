@@ -289,6 +289,52 @@ struct MCPToolPolicyTests {
         #expect(calls.all == ["server/discover"])
     }
 
+    @Test("a filtered list's answer that is not exactly one JSON-RPC response with the request's id is refused (502) or its stream ends: two Content-Type fields, a top-level array, another id, a notification, Tools beside tools, an SSE event never finished; a tools/list sent as a notification is refused before the server hears of it")
+    func listAnswersNeverFailOpen() async throws {
+        let list = #"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"drop_tables"},{"name":"search_code"}]}}"#
+        func json(_ body: String, contentTypes: [String] = ["application/json"]) -> ScriptedUpstream.Answer {
+            .init("HTTP/1.1 200 OK\r\n" + contentTypes.map { "Content-Type: \($0)\r\n" }.joined() + "Content-Length: \(body.utf8.count)\r\n\r\n" + body, close: true)
+        }
+        let answers: [String: ScriptedUpstream.Answer] = [
+            "/two-types": json(list, contentTypes: ["application/json", "text/event-stream"]),
+            "/jsonx": json(list, contentTypes: ["application/jsonx"]),
+            "/array": json("[" + list + "]"),
+            "/other-id": json(list.replacingOccurrences(of: #""id":7"#, with: #""id":8"#)),
+            "/notification": json(#"{"jsonrpc":"2.0","method":"notifications/message","params":{"tools":[{"name":"drop_tables"}]}}"#),
+            "/loose": json(#"{"jsonrpc":"2.0","id":7,"result":{"tools":[],"Tools":[{"name":"drop_tables"}]}}"#),
+            "/unfinished": .init("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" + {
+                let event = "data: " + list
+                return String(event.utf8.count, radix: 16) + "\r\n" + event + "\r\n0\r\n\r\n"
+            }(), close: true),
+            "/plain": json(list),
+        ]
+        let upstream = try ScriptedUpstream(answers: answers)
+        defer { upstream.stop() }
+        let routes = try answers.keys.sorted().map { path in
+            try MCPRouteTests.mcpRoute("/mcp" + path, upstream: upstream.port, scopes: ["tools"], policy: Self.policy, base: path)
+        }
+        let fixture = try await GatewayFixture { configuration in configuration.routes = routes }
+        defer { Task { try? await fixture.stop() } }
+        let request = #"{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{}}"#
+        for path in answers.keys.sorted() {
+            let token = try MCPRouteTests.token(fixture, audience: MCPRouteTests.publicURL + "/mcp" + path, scope: "tools")
+            let answer = try await fixture.send(.POST, "/mcp" + path, bearer: token, body: request)
+            switch path {
+            case "/plain":
+                #expect(answer.status == 200 && answer.raw.contains("search_code") && !answer.raw.contains("drop_tables"), "\(path): \(answer.raw)")
+            case "/unfinished":
+                #expect(!answer.raw.contains("drop_tables"), "\(path): an event never finished is dropped, not passed unread: \(answer.raw)")
+            default:
+                #expect(answer.status == 502 && answer.error == "mcp_answer_unfilterable" && !answer.raw.contains("drop_tables"), "\(path): \(answer.raw)")
+            }
+        }
+        let token = try MCPRouteTests.token(fixture, audience: MCPRouteTests.publicURL + "/mcp/plain", scope: "tools")
+        let before = upstream.requestHeads.count
+        let notification = try await fixture.send(.POST, "/mcp/plain", bearer: token, body: #"{"jsonrpc":"2.0","method":"tools/list","params":{}}"#)
+        #expect(notification.status == 403 && notification.error == "mcp_list_refused", "\(notification.raw)")
+        #expect(upstream.requestHeads.count == before)
+    }
+
     @Test("a tools/list answer is filtered to the tools the caller may call, as JSON (its length rewritten) and as SSE (event by event, other events as they came); a tool whose scope the client lacks is still listed, for a step-up")
     func listFiltering() async throws {
         let calls = ListingUpstream.Calls()
