@@ -13,12 +13,23 @@ public struct AuthorizationRequest: Sendable, Equatable {
     public let resource: MCPResource
     /// The scopes asked, each one the resource offers; the resource's own when none were asked.
     public let scopes: [String]
+    /// `prompt` (OpenID Connect's, space-separated): `consent` shows the consent page whatever was
+    /// remembered; `none` never shows a page (what needs one is `consent_required` or `login_required`).
+    public let prompt: Set<String>
+
+    /// Whether the redirect identifies the client (RFC 8252 §8.6): an `https` URI registered
+    /// exactly. A loopback one (any port: any program on the machine may listen there) or a
+    /// private-use scheme (any app may claim it) does not, so a consent given before is never
+    /// taken for this request without the person's click.
+    public var redirectIdentifiesClient: Bool {
+        redirectURI.utf8.count > 8 && redirectURI.prefix(8).lowercased() == "https://" && client.redirectURIs.contains(redirectURI)
+    }
 
     /// The parameters as the query held them (each at most once).
     public typealias Parameters = [String: String]
 
     /// The parameters that may appear at most once (RFC 6749 §3.1).
-    static let singleParameters = ["response_type", "client_id", "redirect_uri", "scope", "state", "code_challenge", "code_challenge_method", "resource"]
+    static let singleParameters = ["response_type", "client_id", "redirect_uri", "scope", "state", "code_challenge", "code_challenge_method", "resource", "prompt"]
 
     /// Step one: the client and where it goes back to.
     ///
@@ -63,7 +74,9 @@ public struct AuthorizationRequest: Sendable, Equatable {
         self.redirectURI = redirectURI
         redirectURIGiven = parameters["redirect_uri"] != nil
         state = parameters["state"]
+        prompt = Set((parameters["prompt"] ?? "").split(separator: " ").map(String.init))
         if let twice = Self.singleParameters.first(where: repeated.contains) { throw .invalidRequest("\(twice) may be given once") }
+        if prompt.contains("none"), prompt.count > 1 { throw .invalidRequest("prompt=none may not be combined with another value") }
         guard parameters["response_type"] == "code" else {
             throw OAuthError("unsupported_response_type", "response_type must be code (the authorization code flow with PKCE)")
         }

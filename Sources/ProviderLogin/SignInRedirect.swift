@@ -18,8 +18,9 @@ import TrustedIssuers
 ///   whose origin is an allowed one or whose host the caller accepts (a route's host).
 ///
 /// Either way: printable ASCII only (a unicode dot such as `。` is refused, not folded), no
-/// whitespace, no control character and no backslash, before or after percent-decoding, and at
-/// most 2048 bytes.
+/// whitespace, no control character and no backslash, as sent and, before the query, once
+/// percent-decoded (the query's escapes are the target's own: `%20` in a `state`), and at most
+/// 2048 bytes.
 public struct SignInRedirect: Sendable, Equatable {
     /// The target as it will be written in `Location`: exactly as it came, once checked.
     public let target: String
@@ -50,8 +51,12 @@ public struct SignInRedirect: Sendable, Equatable {
         guard bytes.allSatisfy(isPlain) else {
             throw Refusal(message: "the return address may hold printable ASCII only: no space, control character, backslash or non-ASCII letter")
         }
-        guard let decoded = percentDecoded(bytes), decoded.allSatisfy(isPlain) else {
-            throw Refusal(message: "the return address holds an escape that is malformed or stands for a space, a control character, a backslash or a non-ASCII byte")
+        // Where the browser goes is decided before the query: there, no escape may stand for what
+        // a browser reads otherwise. The query is the target's own (an authorization request's
+        // `scope` or `state` holds `%20`, as encodeURIComponent writes a space): any well-formed escape.
+        let located = bytes.prefix { $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") }
+        guard let decoded = percentDecoded(bytes), let decodedLocation = percentDecoded(Array(located)), decodedLocation.allSatisfy(isPlain) else {
+            throw Refusal(message: "the return address holds an escape that is malformed, or one before its query that stands for a space, a control character, a backslash or a non-ASCII byte")
         }
         if bytes.first == UInt8(ascii: "/") {
             try checkPath(bytes, decoded: decoded)

@@ -87,18 +87,25 @@ struct AuthorizationServerRoutes: Sendable {
         case .valid(let valid): checked = valid
         }
         guard let (session, cookieValue) = try await browser.session(request, context) else {
+            if checked.prompt.contains("none") {
+                return Self.redirect(to: checked.redirectURI, ["error": "login_required", "error_description": "the person is not signed in", "state": checked.state, "iss": tokens.issuer])
+            }
             // Sign in first, then back here with the same request.
             let rd = request.uri.path + "?" + (request.uri.query ?? "")
             return Response(status: .seeOther, headers: [.location: "/.portcullis/sign_in?rd=" + BrowserSessionRoutes.queryEncoded(rd), .cacheControl: "no-store"])
         }
         let person = Self.person(session)
-        if let grant = try await store.oauthGrant(userID: person.userID, tenantID: person.tenantID, clientID: checked.client.clientID, resource: checked.resource.identifier) {
-            let granted = Set(grant.scope.split(separator: " ").map(String.init))
-            if checked.scopes.allSatisfy(granted.contains) {
-                return try await approved(checked, person: person)
-            }
+        let grant = try await store.oauthGrant(userID: person.userID, tenantID: person.tenantID, clientID: checked.client.clientID, resource: checked.resource.identifier)
+        let remembered = grant.map { $0.scope.split(separator: " ").map(String.init) } ?? []
+        // A consent given before stands in for a click only where the redirect identifies the
+        // client (RFC 8252 §8.6), and not when the client asks for the page (prompt=consent).
+        if checked.scopes.allSatisfy(remembered.contains), checked.redirectIdentifiesClient, !checked.prompt.contains("consent") {
+            return try await approved(checked, person: person)
         }
-        return ConsentPage.page(for: checked, parameters: parameters, person: session.caller, nonce: try Self.consentNonce(cookieValue: cookieValue))
+        if checked.prompt.contains("none") {
+            return Self.redirect(to: checked.redirectURI, ["error": "consent_required", "error_description": "the person must allow this on the consent page", "state": checked.state, "iss": tokens.issuer])
+        }
+        return ConsentPage.page(for: checked, parameters: parameters, person: session.caller, remembered: remembered, nonce: try Self.consentNonce(cookieValue: cookieValue))
     }
 
     /// The consent form's nonce: bound to the browser session (its cookie is HttpOnly, so a page of

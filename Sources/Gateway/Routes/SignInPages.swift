@@ -1,3 +1,4 @@
+import AuthorizationServer
 import EdgeHTTP
 import HTTPTypes
 import Hummingbird
@@ -51,10 +52,23 @@ enum SignInPages {
                 <button type="submit">Sign in</button>
                 </form>
                 """)
-        if let origin = ReturnTarget.origin(of: rd) {
-            page.headers[.contentSecurityPolicy] = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self' \(origin); frame-ancestors 'none'"
+        let targets = formTargets(rd: rd)
+        if !targets.isEmpty {
+            page.headers[.contentSecurityPolicy] = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self' \(targets.joined(separator: " ")); frame-ancestors 'none'"
         }
         return page
+    }
+
+    /// Where the sign-in form's redirects may end, beyond the gateway: `rd`'s origin (an app on its
+    /// own host); for an `rd` that is the authorization endpoint, the client's `redirect_uri`, where
+    /// a consent already given sends the browser next (browsers hold a form's whole redirect chain
+    /// to `form-action`, and Chromium stopped the second day of every agent there). That endpoint
+    /// checks the `redirect_uri` against the client's registration before anything goes to it.
+    static func formTargets(rd: String) -> [String] {
+        if let origin = ReturnTarget.origin(of: rd) { return [origin] }
+        let authorize = AuthorizationServerMetadata.authorizationPath + "?"
+        guard rd.hasPrefix(authorize), let query = FormEncoding.fields(rd.dropFirst(authorize.utf8.count)), let redirect = query["redirect_uri"] else { return [] }
+        return ConsentPage.formTarget(redirect).map { [$0] } ?? []
     }
 
     /// The providers to choose from, each a link that starts its sign-in.

@@ -120,7 +120,7 @@ struct AuthorizationServerTests {
         }
     }
 
-    @Test("a person signs in, consents on a page nobody may frame, and the client's code becomes a token for that MCP server only (aud, client_id, scope); a second authorization skips consent; the code works once and its second use revokes what the first gave")
+    @Test("a person signs in, consents on a page nobody may frame, and the client's code becomes a token for that MCP server only (aud, client_id, scope); a second authorization to a loopback redirect asks again; the code works once and its second use revokes what the first gave")
     func codeFlow() async throws {
         try await Self.gateway { fixture, jar in
             // Not signed in: sent to sign in, and back here after.
@@ -146,10 +146,10 @@ struct AuthorizationServerTests {
             // The refresh token is no API refresh token.
             let asAPI = try await fixture.post("/api/auth/refresh", ["refresh_token": .string(refresh)])
             #expect(asAPI.status == 401, "\(asAPI.raw)")
-            // A second authorization asking no more skips the page.
-            let again = try await Self.authorize(fixture, jar, Self.authorizeParameters())
-            let parameters = Self.redirectParameters(again)
-            #expect(again.status == 303 && parameters["code"] != nil && parameters["state"] == "st-123" && parameters["iss"] == "http://127.0.0.1:8080", "\(again.raw)")
+            // A second authorization asking no more, to a loopback redirect on another port (any
+            // program on the machine may listen there): the page again, naming what was allowed.
+            let again = try await Self.authorize(fixture, jar, Self.authorizeParameters(redirect: "http://127.0.0.1:6666/callback"))
+            #expect(again.status == 200 && again.raw.contains("You allowed it before: <code>tools</code>") && again.raw.contains("any program on your computer"), "\(again.raw)")
             // The first code again: refused, and what it gave is revoked.
             let reused = try await Self.exchange(fixture, code: code)
             #expect(reused.status == 400 && reused.error == "invalid_grant", "\(reused.raw)")
@@ -158,6 +158,56 @@ struct AuthorizationServerTests {
             // A call already admitted when the revocation lands is ended with 401 access_ended; the next one is refused outright.
             let revoked = try await Answer.eventually(within: 3, { try await fixture.send(.POST, "/mcp/a", bearer: access, body: MCPRouteTests.ping) }, until: { $0.status == 401 && $0.error != "access_ended" })
             #expect(revoked.status == 401 && revoked.error == "token_revoked", "\(revoked.raw)")
+        }
+    }
+
+    @Test("a consent given before is taken without a page only where the redirect identifies the client (an https URI registered exactly) and the client did not ask prompt=consent; prompt=none answers login_required or consent_required instead of a page")
+    func rememberedConsent() async throws {
+        try await Self.gateway { fixture, jar in
+            let https = Self.authorizeParameters(redirect: "https://other.example/cb", client: "other-cli")
+            let none = try await Self.authorize(fixture, jar, https + [("prompt", "none")])
+            #expect(none.status == 303 && Self.redirectParameters(none)["error"] == "consent_required", "\(none.raw)")
+            let anonymous = try await Self.authorize(fixture, CookieJar(), https + [("prompt", "none")])
+            #expect(anonymous.status == 303 && Self.redirectParameters(anonymous)["error"] == "login_required", "\(anonymous.raw)")
+            let first = try await Self.authorize(fixture, jar, https)
+            #expect(first.status == 200 && !first.raw.contains("You allowed it before"), "\(first.raw)")
+            let allowed = try await Self.consent(fixture, jar, https, page: first)
+            #expect(allowed.status == 303 && Self.redirectParameters(allowed)["code"] != nil, "\(allowed.raw)")
+            // The same again: no page, the code at once.
+            let again = try await Self.authorize(fixture, jar, https)
+            let parameters = Self.redirectParameters(again)
+            #expect(again.status == 303 && parameters["code"] != nil && parameters["state"] == "st-123" && parameters["iss"] == "http://127.0.0.1:8080", "\(again.raw)")
+            #expect(again.headers["Location"].first?.hasPrefix("https://other.example/cb?") == true)
+            // Signing in on the way (a new browser): the sign-in form may be sent on to where the
+            // authorization goes next, the client's redirect (its CSP form-action names it); a state
+            // and scope holding an escaped space (encodeURIComponent's %20) sign in too.
+            var spaced = https.filter { $0.0 != "state" }
+            spaced.append(("state", "a b/c"))
+            let rd = "/api/auth/oauth/authorize?" + Self.query(spaced)
+            #expect(rd.contains("a%20b"), "\(rd)")
+            let form = try await Answer.request(.GET, fixture.baseURL + "/.portcullis/sign_in?rd=" + FormEncoding.encode(rd), followRedirects: false)
+            #expect(form.status == 200 && form.headers["Content-Security-Policy"].first?.contains("form-action 'self' https://other.example;") == true, "\(form.headers) \(form.raw)")
+            let signedIn = try await Answer.request(
+                .POST, fixture.baseURL + "/.portcullis/sign_in", headers: Self.own,
+                body: "username=alice&password=correct+horse+battery&rd=" + FormEncoding.encode(rd), followRedirects: false)
+            #expect(signedIn.status == 303 && signedIn.headers["Location"].first == rd, "\(signedIn.raw)")
+            var fresh = CookieJar()
+            fresh.take(signedIn)
+            let onward = try await Answer.request(.GET, fixture.baseURL + rd, headers: [fresh.header], followRedirects: false)
+            #expect(onward.status == 303 && Self.redirectParameters(onward)["state"] == "a b/c" && onward.headers["Location"].first?.hasPrefix("https://other.example/cb?") == true, "\(onward.raw)")
+            let quiet = try await Self.authorize(fixture, jar, https + [("prompt", "none")])
+            #expect(quiet.status == 303 && Self.redirectParameters(quiet)["code"] != nil, "\(quiet.raw)")
+            // The client asks for the page: shown, with what was allowed.
+            let asked = try await Self.authorize(fixture, jar, https + [("prompt", "consent")])
+            #expect(asked.status == 200 && asked.raw.contains("You allowed it before") && asked.raw.contains("asked for this page again"), "\(asked.raw)")
+            let twice = try await Self.authorize(fixture, jar, https + [("prompt", "none consent")])
+            #expect(twice.status == 303 && Self.redirectParameters(twice)["error"] == "invalid_request", "\(twice.raw)")
+            // The loopback client, consent remembered: asked again at every port, the same port too.
+            _ = try await Self.consentedCode(fixture, jar)
+            for redirect in [Self.redirect, "http://127.0.0.1:7777/callback"] {
+                let page = try await Self.authorize(fixture, jar, Self.authorizeParameters(redirect: redirect))
+                #expect(page.status == 200 && page.raw.contains("You allowed it before"), "\(redirect): \(page.raw)")
+            }
         }
     }
 

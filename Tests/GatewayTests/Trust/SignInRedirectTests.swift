@@ -17,6 +17,8 @@ struct SignInRedirectTests {
         "same-host paths and allowed origins pass, exactly as they came",
         arguments: [
             "/", "/dashboard", "/d/x?tab=2&next=%2Fa", "/a/b/", "/search?q=a//b", "/p#/route/x", "/%7Euser",
+            // An authorization request's own escapes in its query (encodeURIComponent's %20 in scope and state).
+            "/api/auth/oauth/authorize?scope=tools%20admin&state=a%20b%2Fc&redirect_uri=http%3A%2F%2F127.0.0.1%3A5555%2Fcb", "/q?x=%09%0a%C3%A9",
             "https://app.example.com/", "https://app.example.com:443/x?y=1", "HTTPS://APP.EXAMPLE.COM/x",
             "https://grafana.example.com/d/abc", "https://example.com", "http://127.0.0.1:8080/demo/", "https://grafana.example.com:8443/x",
         ])
@@ -33,7 +35,7 @@ struct SignInRedirectTests {
             "//evil.com", "///evil.com", "/\\evil.com", "/\\/evil.com", "/./\\evil.com", "\\\\evil.com",
             // Escapes that decode to a separator, whitespace or a control character.
             "/%2F/evil.com", "/%2f%2fevil.com", "/%5Cevil.com", "/%09/evil.com", "/%0a/", "/%0d/", "/%0d%0aSet-Cookie:x=1", "/%00", "/%",
-            "/%zz",
+            "/%zz", "/x?y=%zz", "/x?y=%",
             // Raw whitespace and controls.
             "/\t\t/\t/evil.com", "/ /evil.com", "/x\r\nLocation: https://evil.com", "/\u{7F}",
             // Dot segments and empty segments.
@@ -61,7 +63,7 @@ struct SignInRedirectTests {
 
     @Test("a refusal never quotes the target, and a target past 2048 bytes is refused")
     func refusalsAreClean() {
-        let secretLooking = "/x?token=eyJhbGciOi.secret.value%0a"
+        let secretLooking = "/x%0a?token=eyJhbGciOi.secret.value"
         guard case .failure(let refusal) = Self.check(secretLooking) else {
             Issue.record("accepted")
             return
