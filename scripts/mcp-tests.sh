@@ -6,7 +6,7 @@
 #   PORTCULLIS_BIN=path           another binary
 #
 # Makes its own Python environment in .build/mcp-venv (pip install mcp fastmcp playwright
-# cryptography). Tests/MCP/test_mcp.py says what is checked. Without chromium it says what to
+# cryptography). Tests/MCP/test_mcp.py and test_reauthorize.py say what is checked. Without chromium it says what to
 # install and exits 0, except in CI (CI=true). Loopback only; every process it starts is stopped.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,10 +19,10 @@ source "$ROOT/scripts/lib/gateway.sh"
 VENV=$(mcp_venv)
 BIN=$(realpath "${PORTCULLIS_BIN:-$ROOT/.build/debug/portcullis}")
 WORK=$(mktemp -d)
-PORT=18740 SSO_PORT=18741 TOOLS=18742 CALLBACK=18743 DOCUMENTS=18744
-SERVE_PID= SSO_PID= TOOLS_PID= DOCUMENTS_PID=
+PORT=18740 SSO_PORT=18741 TOOLS=18742 CALLBACK=18743 DOCUMENTS=18744 ACCOUNTS=18745
+SERVE_PID= SSO_PID= TOOLS_PID= DOCUMENTS_PID= FIRST_PID=
 cleanup() {
-  for pid in $SERVE_PID $SSO_PID $TOOLS_PID $DOCUMENTS_PID; do kill "$pid" 2>/dev/null || true; done
+  for pid in $FIRST_PID $SERVE_PID $SSO_PID $TOOLS_PID $DOCUMENTS_PID; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$WORK"
 }
@@ -89,5 +89,24 @@ GATEWAY="http://127.0.0.1:$PORT" SSO="http://127.0.0.1:$SSO_PORT" CHROMIUM="$CHR
   for log in serve.log tools.log sso.log documents.log; do
     [ -f "$WORK/$log" ] && { echo "--- $log (last 40 lines)"; tail -40 "$WORK/$log" | sed -E 's/eyJ[A-Za-z0-9_.-]+/<token>/g; s/rto_[A-Za-z0-9_-]+/<refresh>/g'; }
   done
+  exit "$status"
+}
+
+# Re-authorization in Chromium (Tests/MCP/test_reauthorize.py): a gateway with its own accounts (the
+# sign-in form and its CSP), the client desk-app with an https and a loopback redirect.
+FIRST_PID=$SERVE_PID
+mkdir -p "$WORK/accounts"
+start_serve "$WORK/accounts" "$ACCOUNTS" "  public_url: http://127.0.0.1:$ACCOUNTS
+  login_return_origins: [https://app.example]
+  routes:
+    - {prefix: /mcp/tools, upstream: 'http://127.0.0.1:$TOOLS/mcp', mcp: true, require: {scopes: [tools]}}" "authorization_server:
+  clients:
+    - client_id: desk-app
+      name: Desk app
+      redirect_uris: ['https://desk.example/cb', 'http://127.0.0.1/callback']"
+printf 'correct horse battery\n' | (cd "$WORK/accounts" && "$BIN" users add alice --tenant default --password-stdin >/dev/null)
+GATEWAY="http://127.0.0.1:$ACCOUNTS" CHROMIUM="$CHROMIUM" "$VENV/bin/python" "$ROOT/Tests/MCP/test_reauthorize.py" || {
+  status=$?
+  echo "--- accounts/serve.log (last 40 lines)"; tail -40 "$WORK/accounts/serve.log" | sed -E 's/eyJ[A-Za-z0-9_.-]+/<token>/g'
   exit "$status"
 }
