@@ -89,12 +89,33 @@ class Person:
         return urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
 
 
+def redacted(text):
+    """An error's first line, without the codes and states a URL in it may carry."""
+    import re
+    return re.sub(r"(code|state)=[^&\s\"]*", r"\1=<redacted>", str(text).splitlines()[0] if str(text) else "")[:200]
+
+
+class Scenario:
+    """One person's visit: an exception (a page that never came) is a failure of its own, and the next visit runs."""
+
+    def __init__(self, name):
+        self.name = name
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, kind, error, trace):
+        if error is not None:
+            check(False, f"{self.name}: {kind.__name__}: {redacted(error)}")
+        return True
+
+
 async def main():
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=os.environ["CHROMIUM"], args=["--no-sandbox"])
 
         print("--- an https redirect registered exactly")
-        async with Person(browser) as person:
+        async with Scenario("https, consent not remembered"), Person(browser) as person:
             await person.page.goto(authorize_url("https://desk.example/cb", "first day", scope="tools"))
             await person.sign_in()
             await person.page.wait_for_selector("button[value=allow]", timeout=15000)
@@ -104,7 +125,7 @@ async def main():
 
         print("--- a loopback redirect: the page every time")
         for day in ("first", "second"):
-            async with Person(browser) as person:
+            async with Scenario(f"loopback, {day} day"), Person(browser) as person:
                 await person.page.goto(authorize_url("http://127.0.0.1:5599/callback", f"loop {day}"))
                 await person.sign_in()
                 await person.page.wait_for_selector("button[value=allow]", timeout=15000)
@@ -116,13 +137,15 @@ async def main():
                 check(bool(query.get("code")) and query.get("state") == [f"loop {day}"], f"loopback, {day} day: the code and the state (with its space) reach the client")
 
         print("--- the https redirect again")
-        async with Person(browser) as person:
-            # The second day: signed out, consent remembered; an escaped space in state and scope.
-            await person.page.goto(authorize_url("https://desk.example/cb", "second day", scope="tools tools"))
-            await person.sign_in()
-            query = await person.landed("https, consent remembered, after the sign-in form")
-            check(bool(query.get("code")) and query.get("state") == ["second day"], "https, consent remembered: signed in, the browser goes on to the client with its code, no page")
-        async with Person(browser) as person:
+        for state, scope in (("day2", "tools"), ("second day", "tools tools")):
+            async with Scenario(f"https, consent remembered ({state})"), Person(browser) as person:
+                # The second day: signed out, consent remembered; plainly, then with an escaped space in state and scope.
+                await person.page.goto(authorize_url("https://desk.example/cb", state, scope=scope))
+                await person.sign_in()
+                query = await person.landed(f"https, consent remembered ({state}), after the sign-in form")
+                check(bool(query.get("code")) and query.get("state") == [state],
+                      f"https, consent remembered ({state}): signed in, the browser goes on to the client with its code, no page")
+        async with Scenario("prompt=consent"), Person(browser) as person:
             await person.page.goto(authorize_url("https://desk.example/cb", "asked", prompt="consent"))
             await person.sign_in()
             await person.page.wait_for_selector("button[value=allow]", timeout=15000)
@@ -132,7 +155,7 @@ async def main():
             check(bool(query.get("code")), "prompt=consent: allowed, the code reaches the client")
 
         print("--- an app on another host")
-        async with Person(browser) as person:
+        async with Scenario("rd on another host"), Person(browser) as person:
             await person.page.goto(GATEWAY + "/.portcullis/sign_in?rd=" + urllib.parse.quote("https://app.example/inbox?x=a%20b", safe=""))
             await person.sign_in()
             await person.landed("rd on another host")
