@@ -87,7 +87,7 @@ storage:
 logging:
   level: error
 authorization_server:
-  clients: [{client_id: bench-cli, name: Bench, redirect_uris: ['http://127.0.0.1/cb']}]
+  clients: [{client_id: bench-cli, name: Bench, redirect_uris: ['https://bench.example/cb']}]
 contracts:
   sockets_per_session: 1000000
 rate_limits:
@@ -127,7 +127,7 @@ for r in range(rounds):
     a, b = ports[r % 2], ports[(r + 1) % 2]
     status, _, cookie, _ = ask(a, "POST", "/.portcullis/sign_in", "username=bench&password=bench+password+1&rd=%2F", {"Sec-Fetch-Site": "same-origin", **form})
     cookie = cookie.split(";", 1)[0]
-    query = urllib.parse.urlencode({"response_type": "code", "client_id": "bench-cli", "redirect_uri": "http://127.0.0.1/cb", "code_challenge": challenge,
+    query = urllib.parse.urlencode({"response_type": "code", "client_id": "bench-cli", "redirect_uri": "https://bench.example/cb", "code_challenge": challenge,
                                     "code_challenge_method": "S256", "resource": "http://127.0.0.1/mcp/bench"})
     status, location, _, page = ask(a, "GET", "/api/auth/oauth/authorize?" + query, headers={"Cookie": cookie})
     if status == 200:  # the consent page, the first time
@@ -136,7 +136,7 @@ for r in range(rounds):
                                      {"Cookie": cookie, "Sec-Fetch-Site": "same-origin", **form})
     code = urllib.parse.parse_qs(urllib.parse.urlsplit(location).query)["code"][0]
     status, _, _, body = ask(a, "POST", "/api/auth/oauth/token", urllib.parse.urlencode(
-        {"grant_type": "authorization_code", "code": code, "client_id": "bench-cli", "redirect_uri": "http://127.0.0.1/cb", "code_verifier": verifier}), form)
+        {"grant_type": "authorization_code", "code": code, "client_id": "bench-cli", "redirect_uri": "https://bench.example/cb", "code_verifier": verifier}), form)
     token = json.loads(body)["access_token"]
     stream = socket.create_connection(("127.0.0.1", b), timeout=10)
     call = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow"}}'

@@ -141,7 +141,7 @@ source "$ROOT/scripts/lib/gateway.sh"
 # The gateway's authorization server (an MCP client's tokens), with its per-client rate limit out of the way.
 AS_YAML="authorization_server:
   access_token_lifetime_seconds: 3600
-  clients: [{client_id: bench-cli, name: Bench, redirect_uris: ['http://127.0.0.1/cb']}]
+  clients: [{client_id: bench-cli, name: Bench, redirect_uris: ['https://bench.example/cb']}]
 rate_limits:
   oauth_per_client:
     per_minute: 1000000
@@ -215,7 +215,7 @@ def ask(method, path, body=None, headers={}):
     return answer.status, answer.getheader("Location"), answer.read()
 tokens = []
 for path in paths:
-    query = urllib.parse.urlencode({"response_type": "code", "client_id": "bench-cli", "redirect_uri": "http://127.0.0.1/cb", "code_challenge": challenge,
+    query = urllib.parse.urlencode({"response_type": "code", "client_id": "bench-cli", "redirect_uri": "https://bench.example/cb", "code_challenge": challenge,
                                     "code_challenge_method": "S256", "resource": f"http://127.0.0.1:{port}{path}"})
     _, _, page = ask("GET", "/api/auth/oauth/authorize?" + query, headers={"Cookie": cookie})
     nonce = page.decode().split('name="consent_nonce" value="', 1)[1].split('"', 1)[0]
@@ -223,7 +223,7 @@ for path in paths:
     _, location, _ = ask("GET", "/api/auth/oauth/authorize?" + query, headers={"Cookie": cookie})
     code = urllib.parse.parse_qs(urllib.parse.urlsplit(location or "").query).get("code", [""])[0]
     status, _, body = ask("POST", "/api/auth/oauth/token", urllib.parse.urlencode(
-        {"grant_type": "authorization_code", "code": code, "client_id": "bench-cli", "redirect_uri": "http://127.0.0.1/cb", "code_verifier": verifier}), form)
+        {"grant_type": "authorization_code", "code": code, "client_id": "bench-cli", "redirect_uri": "https://bench.example/cb", "code_verifier": verifier}), form)
     if status != 200: sys.exit(f"bench-proxy.sh: an authorization for {path} on port {port} failed: {status}")
     tokens.append(json.loads(body)["access_token"])
 print(*tokens)
@@ -244,7 +244,7 @@ port, cookie, pid, count = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.a
 verifier = "bench-verifier-0123456789-abcdefghijklmnopqrstuvwxyz"
 challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
 def query_for(path):
-    return urllib.parse.urlencode({"response_type": "code", "client_id": "bench-cli", "redirect_uri": "http://127.0.0.1/cb", "code_challenge": challenge,
+    return urllib.parse.urlencode({"response_type": "code", "client_id": "bench-cli", "redirect_uri": "https://bench.example/cb", "code_challenge": challenge,
                                    "code_challenge_method": "S256", "resource": f"http://127.0.0.1:{port}{path}"})
 query = query_for("/mcp/bench")
 connection = http.client.HTTPConnection("127.0.0.1", port)
@@ -266,7 +266,7 @@ def authorize():
     status, location, _ = ask("GET", "/api/auth/oauth/authorize?" + query, headers={"Cookie": cookie})
     code = urllib.parse.parse_qs(urllib.parse.urlsplit(location or "").query).get("code", [""])[0]
     status, _, body = ask("POST", "/api/auth/oauth/token", urllib.parse.urlencode(
-        {"grant_type": "authorization_code", "code": code, "client_id": "bench-cli", "redirect_uri": "http://127.0.0.1/cb", "code_verifier": verifier}), form)
+        {"grant_type": "authorization_code", "code": code, "client_id": "bench-cli", "redirect_uri": "https://bench.example/cb", "code_verifier": verifier}), form)
     if status != 200: sys.exit(f"bench-proxy.sh: an authorization failed: {status} {body[:200]}")
     return json.loads(body)["access_token"]
 authorize()
