@@ -18,6 +18,8 @@ PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 900 scripts/browser-te
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 600 scripts/browser-sessions.sh
 # MCP clients through the gateway: the official MCP SDK's client registers, signs a person in through the test provider in Chromium, consents, and calls FastMCP's tools behind an MCP route.
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 300 scripts/mcp-tests.sh
+# WebDAV's COPY and MOVE through the gateway to a real WebDAV server (wsgidav): a Destination on another route, in any spelling, refused; within the route, rewritten.
+PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 300 scripts/webdav-tests.sh
 # Forward-auth with Debian's nginx and Caddy in front, on the shipped configurations (docs/guides/forward-auth.md; skipped with a note when missing, never in CI).
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 300 scripts/forward-auth.sh
 # The README's quickstart, run as written (its shell blocks, in order, with the debug binary as portcullis).

@@ -78,6 +78,9 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     var authenticatedByCookie = false
     /// The admitted caller's user id, for the access log line (`nil`: anonymous, or refused before).
     var userID: String?
+    /// A COPY's or MOVE's `Destination`, decided and in the upstream's namespace (`WebDAVDestination`);
+    /// the client's own never goes upstream.
+    private var webDAVDestination: String?
     var status = 0
     /// The upstream's answer (or 502/503/504 for its failure), for the proxied-request metrics; `nil` when it was never asked.
     private var upstreamStatus: Int?
@@ -189,6 +192,15 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         }
         guard route.methods.contains(head.method) else {
             return fail(.methodNotAllowed(head.method.rawValue, path: PathRedaction.redactedPath(String(path)), allowed: route.allowedMethodNames))
+        }
+        if head.method == .COPY || head.method == .MOVE {
+            do throws(WebDAVDestination.Refusal) {
+                webDAVDestination = try WebDAVDestination.rewritten(
+                    head.headers["destination"], requestHost: fields.host, route: route, table: plane.table.current,
+                    upstream: (route.origin.usesTLS ? "https://" : "http://") + upstreamHost)
+            } catch {
+                return fail(GatewayError(error.forbidden ? .forbidden : .badRequest, error.code, error.message))
+            }
         }
         if route.grpcOnly, GRPCRequest.contentType(fields.contentType) == nil {
             return fail(
@@ -376,6 +388,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
                 // A filtered list answer must come as bytes the gateway can read.
                 if mcpState.listFilter != nil, name.utf8.count == 15, HeaderScreen.equalsLowercased(name.utf8, "accept-encoding") { continue }
             }
+            // A Destination is the gateway's to write (WebDAVDestination), for COPY and MOVE only.
+            if name.utf8.count == 11, HeaderScreen.equalsLowercased(name.utf8, "destination") { continue }
             if name.utf8.count == 6, HeaderScreen.equalsLowercased(name.utf8, "cookie") {
                 if let kept = SessionCookie.withoutGatewayCookies(value) { emit(name, kept) }
                 continue
@@ -383,6 +397,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             emit(name, value)
         }
         if let startedTraceparent { emit("traceparent", startedTraceparent) }
+        if let webDAVDestination { emit("Destination", webDAVDestination) }
         emit("Host", upstreamHost)
         emit(AssertionHeader.name, assertion)
         if let identity = route.identityFields { Self.forEachIdentityField(identity, of: caller, emit) }
