@@ -7,8 +7,10 @@ import JOSE
 // member such a decoder matches to each name is the member spelled exactly so. A first-wins or a
 // last-wins decoder reads alike since no name is there twice.
 
-/// Go's fold of one scalar, from Unicode's case mappings (simple ones: a single scalar; İ, whose
-/// full lower case is i with a combining dot, lowers to i as Go's tables have it).
+/// A loose decoder's fold of one scalar, from Unicode's case mappings (simple ones: a single
+/// scalar), upper(lower(r)) as Go's encoding/json has it; İ, whose full lower case is i with a
+/// combining dot, is taken to lower to i as .NET's invariant culture may, stricter than Go (whose
+/// case orbit leaves İ and ı alone).
 func goFold(_ scalar: Unicode.Scalar) -> Unicode.Scalar {
     let lower = scalar.properties.lowercaseMapping.unicodeScalars
     var lowered = scalar

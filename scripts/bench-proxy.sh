@@ -217,10 +217,11 @@ tokens = []
 for path in paths:
     query = urllib.parse.urlencode({"response_type": "code", "client_id": "bench-cli", "redirect_uri": "https://bench.example/cb", "code_challenge": challenge,
                                     "code_challenge_method": "S256", "resource": f"http://127.0.0.1:{port}{path}"})
-    _, _, page = ask("GET", "/api/auth/oauth/authorize?" + query, headers={"Cookie": cookie})
-    nonce = page.decode().split('name="consent_nonce" value="', 1)[1].split('"', 1)[0]
-    ask("POST", "/api/auth/oauth/consent", query + "&consent_nonce=" + nonce + "&decision=allow", {"Cookie": cookie, "Sec-Fetch-Site": "same-origin", **form})
-    _, location, _ = ask("GET", "/api/auth/oauth/authorize?" + query, headers={"Cookie": cookie})
+    status, location, page = ask("GET", "/api/auth/oauth/authorize?" + query, headers={"Cookie": cookie})
+    if b'name="consent_nonce"' in page:  # the consent page (a consent remembered skips it: the code at once)
+        nonce = page.decode().split('name="consent_nonce" value="', 1)[1].split('"', 1)[0]
+        _, location, _ = ask("POST", "/api/auth/oauth/consent", query + "&consent_nonce=" + nonce + "&decision=allow",
+                             {"Cookie": cookie, "Sec-Fetch-Site": "same-origin", **form})
     code = urllib.parse.parse_qs(urllib.parse.urlsplit(location or "").query).get("code", [""])[0]
     status, _, body = ask("POST", "/api/auth/oauth/token", urllib.parse.urlencode(
         {"grant_type": "authorization_code", "code": code, "client_id": "bench-cli", "redirect_uri": "https://bench.example/cb", "code_verifier": verifier}), form)
@@ -254,8 +255,9 @@ def ask(method, path, body=None, headers={}):
     return answer.status, answer.getheader("Location"), answer.read()
 form = {"Content-Type": "application/x-www-form-urlencoded"}
 _, _, page = ask("GET", "/api/auth/oauth/authorize?" + query, headers={"Cookie": cookie})
-nonce = page.decode().split('name="consent_nonce" value="', 1)[1].split('"', 1)[0]
-ask("POST", "/api/auth/oauth/consent", query + "&consent_nonce=" + nonce + "&decision=allow", {"Cookie": cookie, "Sec-Fetch-Site": "same-origin", **form})
+if b'name="consent_nonce"' in page:  # the consent page once (remembered already when the gateways share a store)
+    nonce = page.decode().split('name="consent_nonce" value="', 1)[1].split('"', 1)[0]
+    ask("POST", "/api/auth/oauth/consent", query + "&consent_nonce=" + nonce + "&decision=allow", {"Cookie": cookie, "Sec-Fetch-Site": "same-origin", **form})
 def ticks():
     total = 0
     for p in [pid]:
@@ -277,8 +279,9 @@ others = []
 for path in ["/mcp/rules", "/mcp/list", "/mcp/rules-list"]:
     query = query_for(path)
     _, _, page = ask("GET", "/api/auth/oauth/authorize?" + query, headers={"Cookie": cookie})
-    nonce = page.decode().split('name="consent_nonce" value="', 1)[1].split('"', 1)[0]
-    ask("POST", "/api/auth/oauth/consent", query + "&consent_nonce=" + nonce + "&decision=allow", {"Cookie": cookie, "Sec-Fetch-Site": "same-origin", **form})
+    if b'name="consent_nonce"' in page:  # the consent page once (remembered already when the gateways share a store)
+        nonce = page.decode().split('name="consent_nonce" value="', 1)[1].split('"', 1)[0]
+        ask("POST", "/api/auth/oauth/consent", query + "&consent_nonce=" + nonce + "&decision=allow", {"Cookie": cookie, "Sec-Fetch-Site": "same-origin", **form})
     others.append(authorize())
 print(token, measured, *others)
 PY

@@ -34,7 +34,8 @@ for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$DAV") 2>/dev/null && break
 METHODS="[GET, HEAD, PUT, DELETE, PROPFIND, MKCOL, COPY, MOVE]"
 start_serve "$WORK/gateway" "$PORT" "  routes:
     - {prefix: /dav/pub, upstream: 'http://127.0.0.1:$DAV/pub', methods: $METHODS}
-    - {prefix: /dav/adm, upstream: 'http://127.0.0.1:$DAV/adm', methods: $METHODS, require: {tenants: [admins]}}" ""
+    - {prefix: /dav/adm, upstream: 'http://127.0.0.1:$DAV/adm', methods: $METHODS, require: {tenants: [admins]}}
+    - {prefix: /dav/all, upstream: 'http://127.0.0.1:$DAV', methods: $METHODS}" ""
 login_bench_user "$WORK/gateway" "$PORT"
 GATEWAY="127.0.0.1:$PORT" UPSTREAM="127.0.0.1:$DAV" ROOT="$WORK/dav" TOKEN="$TOKEN" "$VENV/bin/python" "$ROOT/Tests/WebDAV/test_webdav.py" || {
   status=$?

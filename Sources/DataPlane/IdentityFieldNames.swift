@@ -124,12 +124,14 @@ package struct IdentityFieldValues: Sendable, Equatable {
 
     /// Whether `value` can be sent as a field value of text: 1-512 bytes, no control character
     /// (C0, DEL or C1: UTF-8 beyond ASCII goes as it is, RFC 9110's obs-text, but never one a
-    /// terminal showing it would act on), no space at either end (a field value's ends are
-    /// trimmed, so it would not arrive as it was).
+    /// terminal showing it would act on), no format character (a bidi override or isolate, a
+    /// zero-width joiner: a name that shows as another, `admin` spelled backwards in a log or an
+    /// app's user list), no space at either end (a field value's ends are trimmed, so it would not
+    /// arrive as it was).
     package static func isFieldText(_ value: String) -> Bool {
         guard !value.isEmpty, value.utf8.count <= 512, value.utf8.first != 0x20, value.utf8.last != 0x20 else { return false }
         if value.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) { return true }
-        return value.unicodeScalars.allSatisfy { $0.properties.generalCategory != .control }
+        return value.unicodeScalars.allSatisfy { $0.properties.generalCategory != .control && $0.properties.generalCategory != .format }
     }
 
     /// A claim's value at `path` as field text: a string, a number (whole numbers without a

@@ -193,6 +193,14 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         guard route.methods.contains(head.method) else {
             return fail(.methodNotAllowed(head.method.rawValue, path: PathRedaction.redactedPath(String(path)), allowed: route.allowedMethodNames))
         }
+        if head.method == .COPY || head.method == .MOVE || (head.method == .DELETE && route.speaksWebDAV) {
+            // The source: a folder holding another route's files is acted on with them.
+            let source = WebDAVDestination.upstreamPath(route: route, path: path, remainder: remainder)
+            if WebDAVDestination.coversAnotherRoute(source, route: route, table: plane.table.current) {
+                let refusal = WebDAVDestination.reachesAnotherRoute
+                return fail(GatewayError(.forbidden, refusal.code, refusal.message))
+            }
+        }
         if head.method == .COPY || head.method == .MOVE {
             do throws(WebDAVDestination.Refusal) {
                 webDAVDestination = try WebDAVDestination.rewritten(

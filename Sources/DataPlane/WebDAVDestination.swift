@@ -8,7 +8,8 @@ import TrafficCop
 /// refuses them (another route's path, spelled `/dav/pub/../adm` or `%2e%2e`, or on another host).
 /// So, as nginx's `dav_methods` does: exactly one `Destination`, on the host the request was sent
 /// to, its path normalised as a request target is, served by the same route, and rewritten to
-/// where that route sends it upstream (its base path, the upstream's scheme and `Host`).
+/// where that route sends it upstream (its base path, the upstream's scheme and `Host`). Neither
+/// the source nor the destination may be a folder holding another route's files upstream.
 enum WebDAVDestination {
     /// Why a `Destination` is refused: the stable code and one sentence.
     struct Refusal: Error, Equatable {
@@ -55,11 +56,50 @@ enum WebDAVDestination {
         } catch {
             throw .invalid("the Destination's path is not one the gateway routes (\(error.code))")
         }
-        guard let (destinationRoute, remainder) = table.route(host: requestHost, path: normalized), destinationRoute.index == route.index else {
+        // The same route object: a reload since the request was routed refuses rather than compares two tables' routes.
+        guard let (destinationRoute, remainder) = table.route(host: requestHost, path: normalized), destinationRoute === route else {
             throw Refusal(code: "destination_refused", message: "a COPY or MOVE may only name a Destination on the route it was sent to", forbidden: true)
         }
-        let below = route.stripsPrefix ? remainder : normalized
-        let target = route.origin.basePath + below
-        return upstream + (target.isEmpty ? "/" : target)
+        let target = upstreamPath(route: route, path: normalized, remainder: remainder)
+        if coversAnotherRoute(target, route: route, table: table) { throw reachesAnotherRoute }
+        return upstream + target
+    }
+
+    /// The refusal of a folder that holds another route's files.
+    static let reachesAnotherRoute = Refusal(
+        code: "destination_refused", message: "this folder holds another route's files upstream; a COPY, MOVE or DELETE of it would reach them", forbidden: true)
+
+    /// Where `path` (below the route's prefix: `remainder`) is at the upstream, as `writeTarget` writes it.
+    static func upstreamPath(route: DataPlane.Route, path: Substring, remainder: Substring) -> String {
+        let target = route.origin.basePath + (route.stripsPrefix ? remainder : path)
+        return target.isEmpty ? "/" : target
+    }
+
+    /// Whether `target` at the upstream reaches another route's files there: COPY, MOVE and DELETE
+    /// act on a folder with all it holds (`Depth: infinity`), so a folder on this route that is, or
+    /// holds, another route's files (`/dav` beside `/dav/projects/adm`) would reach past that
+    /// route's policy; and a target inside a part of this route's namespace that another route
+    /// carved out (`/dav/projects/adm/x` on `/dav`) is that route's file.
+    static func coversAnotherRoute(_ target: String, route: DataPlane.Route, table: RouteTable) -> Bool {
+        let folder = asFolder(target)
+        let ownRoot = namespace(of: route)
+        for other in table.routes where other !== route && sameServer(other.origin, route.origin) {
+            let root = namespace(of: other)
+            if root.hasPrefix(folder) { return true }
+            if root.utf8.count > ownRoot.utf8.count, root.hasPrefix(ownRoot), folder.hasPrefix(root) { return true }
+        }
+        return false
+    }
+
+    /// Where a route's files are at its upstream, as a folder.
+    private static func namespace(of route: DataPlane.Route) -> String {
+        asFolder(route.origin.basePath + (route.stripsPrefix ? "" : route.prefix))
+    }
+
+    private static func asFolder(_ path: String) -> String { path.hasSuffix("/") ? path : path + "/" }
+
+    /// The same server, whatever the base path: one namespace of files.
+    private static func sameServer(_ a: UpstreamOrigin, _ b: UpstreamOrigin) -> Bool {
+        a.host == b.host && a.port == b.port && a.usesTLS == b.usesTLS
     }
 }

@@ -62,6 +62,9 @@ public struct MCPListFilter: Sendable {
         if case .array = value { throw Unfilterable.batch }
         guard case .object(let object) = value else { return nil }
         if MemberNameFold.ambiguity(in: object, reads: ["jsonrpc", "id", "result", "error"]) != nil { throw Unfilterable.ambiguous }
+        // On a list request's own stream, a response to any other id is not passed unread: a
+        // client may take it for the answer (`"1"` for `1`: the TypeScript SDK reads `Number(id)`).
+        if let id, object["method"] == nil, object["result"] != nil || object["error"] != nil, object["id"] != id { throw Unfilterable.notTheResponse }
         guard case .object(let result)? = object["result"] else { return nil }
         if let id { guard object["id"] == id else { return nil } } else { guard object["id"] != nil else { return nil } }
         if MemberNameFold.ambiguity(in: result, reads: lists.map(\.member)) != nil { throw Unfilterable.ambiguous }
@@ -74,7 +77,10 @@ public struct MCPListFilter: Sendable {
         for element in elements {
             let entry = try? StrictJSONReader(maxDepth: MCPBody.maximumDepth).parse(Array(document[element]))
             // An entry without a name is no one's to call: it goes.
-            guard case .object(let fields)? = entry, case .string(let name)? = fields[list.name], keeps(list.method, name) else { continue }
+            guard case .object(let fields)? = entry else { continue }
+            // An entry a loose decoder reads another name of (`Name` beside `name`) is not passed.
+            if MemberNameFold.ambiguity(in: fields, reads: [list.name]) != nil { throw Unfilterable.ambiguous }
+            guard case .string(let name)? = fields[list.name], keeps(list.method, name) else { continue }
             kept.append(element)
         }
         guard kept.count != elements.count else { return document }

@@ -136,6 +136,8 @@ public enum MCPBody: Sendable, Equatable {
             return MCPMessage(kind: .response, id: id, method: nil, name: nil)
         }
         guard case .string(let method) = methodValue, !method.isEmpty else { throw MCPBodyError(.invalidRequest, "\(place) has a method that is not a string") }
+        // No control character (NUL above all): a server keeping strings as C strings would read less of it.
+        guard !Self.hasControl(method) else { throw MCPBodyError(.invalidRequest, "\(place) has a method holding a control character", id: id) }
         if case .object(let params)? = object["params"] {
             try unambiguous(params, reads: paramsNames, at: place + "'s params", id: id)
             if method == "completion/complete", case .object(let ref)? = params["ref"] {
@@ -158,6 +160,9 @@ public enum MCPBody: Sendable, Equatable {
             }
             (name, completes) = (named, type)
         }
+        if let name, Self.hasControl(name) {
+            throw MCPBodyError(.invalidRequest, "\(place) names what it acts on with a control character in it", id: id)
+        }
         if let name, MCPMessage.nameMember(of: method) == "uri" || completes == "ref/resource", !MCPMessage.isNormalURI(name) {
             throw MCPBodyError(
                 .invalidRequest,
@@ -167,17 +172,22 @@ public enum MCPBody: Sendable, Equatable {
         return MCPMessage(kind: id == nil ? .notification : .request, id: id, method: method, name: name, completes: completes)
     }
 
+    /// Whether `text` holds a C0 control character or DEL.
+    static func hasControl(_ text: String) -> Bool {
+        text.utf8.contains { $0 < 0x20 || $0 == 0x7F }
+    }
+
     /// The members the gateway reads of a message, of its `params` and of a completion's `params.ref`.
-    static let envelopeNames = ["jsonrpc", "id", "method", "params", "result", "error"]
-    static let paramsNames = ["name", "uri", "ref"]
-    static let refNames = ["type", "name", "uri"]
+    static let envelopeNames = MemberNameFold.Reads(["jsonrpc", "id", "method", "params", "result", "error"])
+    static let paramsNames = MemberNameFold.Reads(["name", "uri", "ref"])
+    static let refNames = MemberNameFold.Reads(["type", "name", "uri"])
 
     /// Refuses an object that a decoder matching names loosely would read otherwise than the gateway.
-    private static func unambiguous(_ object: JSONObject, reads: [String], at place: String, id: JSONValue?) throws(MCPBodyError) {
+    private static func unambiguous(_ object: JSONObject, reads: MemberNameFold.Reads, at place: @autoclosure () -> String, id: JSONValue?) throws(MCPBodyError) {
         if let problem = MemberNameFold.ambiguity(in: object, reads: reads) {
             throw MCPBodyError(
                 .ambiguousMember,
-                "\(place) has \(problem), which a server decoding names loosely would read otherwise; send each member once, spelled exactly as MCP spells it",
+                "\(place()) has \(problem), which a server decoding names loosely would read otherwise; send each member once, spelled exactly as MCP spells it",
                 id: id)
         }
     }

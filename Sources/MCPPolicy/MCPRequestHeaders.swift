@@ -65,7 +65,9 @@ public struct MCPRequestHeaders: Sendable, Equatable {
             guard method.utf8.elementsEqual(bodyMethod.utf8) else {
                 return MCPBodyError(.headerMismatch, "the Mcp-Method header does not match the body's method \(Self.printable(bodyMethod))", id: id)
             }
-            if message.name != nil, names.isEmpty {
+            // Required where 2026-07-28's transport requires it (tools/call, resources/read,
+            // prompts/get); for another method that names something, checked only when sent.
+            if message.name != nil, names.isEmpty, Self.namesRequired.contains(bodyMethod) {
                 return MCPBodyError(.headerMismatch, "Mcp-Name is missing: \(Self.printable(bodyMethod)) names what it acts on, and Mcp-Method was sent", id: id)
             }
         }
@@ -82,6 +84,9 @@ public struct MCPRequestHeaders: Sendable, Equatable {
         }
         return nil
     }
+
+    /// The methods whose `Mcp-Name` the Streamable HTTP transport requires beside `Mcp-Method`.
+    static let namesRequired: Set<String> = ["tools/call", "resources/read", "prompts/get"]
 
     /// A value from a request, fit for a message: printable ASCII, at most 80 characters, quoted.
     public static func printable(_ text: String) -> String {

@@ -32,13 +32,35 @@ public enum MemberNameFold {
     /// of: a member spelled otherwise than the name it folds to (`Method` beside or instead of
     /// `method`), or two members that fold alike. `nil` when every decoder reads it alike.
     public static func ambiguity(in object: JSONObject, reads: [String]) -> String? {
+        ambiguity(in: object, reads: Reads(reads))
+    }
+
+    /// The names an object is read for, with their keys, made once (every MCP POST asks).
+    public struct Reads: Sendable {
+        let names: [String]
+        let keys: [String]
+
+        public init(_ names: [String]) {
+            self.names = names
+            keys = names.map { MemberNameFold.isFolded($0) ? $0 : MemberNameFold.key($0) }
+        }
+    }
+
+    /// `ambiguity(in:reads:)` with the names' keys made beforehand.
+    public static func ambiguity(in object: JSONObject, reads: Reads) -> String? {
         // A lower-case ASCII name is its own key, and exact duplicates never reach here (the
         // strict reader refuses them): only the other names need folding and comparing.
+        let (readNames, readKeys) = (reads.names, reads.keys)
         var folded: [String] = []
-        for member in object.members where !isFolded(member.name) {
-            let key = key(member.name)
-            if let read = reads.first(where: { $0 == key }) { return "a member spelled like \(read) but not as it" }
-            folded.append(key)
+        for member in object.members {
+            // A control character (NUL above all: a decoder keeping names as C strings ends the name there).
+            if member.name.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) { return "a member name holding a control character" }
+            let plain = isFolded(member.name)
+            let memberKey = plain ? member.name : key(member.name)
+            if let index = readKeys.firstIndex(of: memberKey), readNames[index] != member.name {
+                return "a member spelled like \(readNames[index]) but not as it"
+            }
+            if !plain { folded.append(memberKey) }
         }
         guard !folded.isEmpty else { return nil }
         if object.count <= 16 {

@@ -84,6 +84,9 @@ public struct OAuthGrantRecord: Sendable, Equatable {
 /// A refresh token family the authorization server started (`oauth_families`): which client,
 /// resource and scopes its tokens carry. Its refresh tokens are rows of `refresh_tokens` like any.
 public struct OAuthFamilyRecord: Sendable, Equatable {
+    /// How old a family must be before an ended one is forgotten (`deleteExpiredOAuthCodes`): an
+    /// exchange makes the family before its first refresh token.
+    public static let endedGrace: Double = 3_600
     public var familyID: String
     public var clientID: String
     public var resource: String
@@ -167,7 +170,8 @@ public protocol OAuthRepository: Sendable {
     /// Revokes every refresh token of a family, and its live access tokens; returns how many refresh tokens were live.
     @discardableResult
     func revokeRefreshFamily(_ familyID: String, now: Double) async throws -> Int
-    /// Forgets codes and registered clients that expired before `cutoff`; returns how many.
+    /// Forgets codes and registered clients that expired before `cutoff`, and refresh families
+    /// that ended (no live refresh token, no access token recorded) and are over an hour old; returns how many.
     @discardableResult
     func deleteExpiredOAuthCodes(before cutoff: Double) async throws -> Int
     func insertOAuthClient(_ record: OAuthClientRecord) async throws

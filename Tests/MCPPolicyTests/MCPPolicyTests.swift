@@ -95,6 +95,12 @@ struct MCPPolicyTests {
         }
         let batch = try Self.body(#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#)
         #expect(MCPRequestHeaders(methods: ["ping"]).mismatch(with: batch)?.kind == .headerMismatch)
+        // Mcp-Name is required beside Mcp-Method only where the transport requires it (tools/call, resources/read, prompts/get).
+        let completion = try Self.body(#"{"jsonrpc":"2.0","id":2,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"p"},"argument":{"name":"a","value":""}}}"#)
+        #expect(MCPRequestHeaders(methods: ["completion/complete"]).mismatch(with: completion) == nil)
+        #expect(MCPRequestHeaders(methods: ["completion/complete"], names: ["q"]).mismatch(with: completion)?.kind == .headerMismatch)
+        let read = try Self.body(#"{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"file:///a"}}"#)
+        #expect(MCPRequestHeaders(methods: ["resources/read"]).mismatch(with: read)?.kind == .headerMismatch)
         #expect(MCPRequestHeaders.decodedName("=?base64?" + "_-8=" + "?=") == nil)
     }
 
@@ -158,7 +164,7 @@ struct MCPPolicyTests {
         #expect(try decide(stepUp) == .needsScopes(["tools", "github:admin"]))
     }
 
-    @Test("a list answer keeps only the entries the caller may use, cut from the server's own bytes; another id's response and other messages pass as they came")
+    @Test("a list answer keeps only the entries the caller may use, cut from the server's own bytes; other messages pass as they came, another id's response on the request's own answer does not")
     func listFiltering() throws {
         let filter = MCPListFilter(method: "tools/list", id: 4) { Self.policy.lists(name: $1, method: $0, claims: Self.staff, tenantID: "default", issuer: nil, hasSession: false) }
         let answer = #"{"jsonrpc":"2.0","id":4,"result":{"tools":[{"name":"search_issues","inputSchema":{"type":"object","properties":{"n":{"type":"number","maximum":1.50}}}},{"name":"delete_repository","inputSchema":{}} , {"name":"drop_tables"},{"nameless":true}],"nextCursor":"c"}}"#
@@ -168,12 +174,22 @@ struct MCPPolicyTests {
         let admin = MCPListFilter(method: "tools/list", id: 4) { Self.policy.lists(name: $1, method: $0, claims: Self.admins, tenantID: "default", issuer: nil, hasSession: false) }
         let kept = String(decoding: try #require(try admin.filtered(Array(answer.utf8))), as: UTF8.self)
         #expect(kept.contains("delete_repository") && !kept.contains("drop_tables"))
-        #expect(try filter.filtered(Array(#"{"jsonrpc":"2.0","id":5,"result":{"tools":[{"name":"drop_tables"}]}}"#.utf8)) == nil)
+        // Another id's response is not this request's answer: never passed unread (the stream ends).
+        #expect(throws: MCPListFilter.Unfilterable.notTheResponse) { _ = try filter.filtered(Array(#"{"jsonrpc":"2.0","id":5,"result":{"tools":[{"name":"drop_tables"}]}}"#.utf8)) }
+        // A stream's filter (no id) filters every response.
+        let stream = MCPListFilter(streamOf: ["tools/list"]) { Self.policy.lists(name: $1, method: $0, claims: Self.staff, tenantID: "default", issuer: nil, hasSession: false) }
+        #expect(try stream.filtered(Array(#"{"jsonrpc":"2.0","id":5,"result":{"tools":[{"name":"drop_tables"}]}}"#.utf8)).map { String(decoding: $0, as: UTF8.self).contains("drop_tables") } == false)
         #expect(throws: JSONReadError.self) { _ = try filter.filtered(Array(#"{"jsonrpc":"2.0","id":4,"result":{"tools":[{"name":"a","name":"b"}]}}"#.utf8)) }
         // A batch, or a member a loose decoder would read as result or tools, is never passed unread.
         #expect(throws: MCPListFilter.Unfilterable.batch) { _ = try filter.filtered(Array(("[" + answer + "]").utf8)) }
         #expect(throws: MCPListFilter.Unfilterable.ambiguous) { _ = try filter.filtered(Array(#"{"jsonrpc":"2.0","id":4,"result":{"tools":[],"Tools":[{"name":"drop_tables"}]}}"#.utf8)) }
         #expect(throws: MCPListFilter.Unfilterable.ambiguous) { _ = try filter.filtered(Array(#"{"jsonrpc":"2.0","id":4,"result":{"tools":[]},"Result":{"tools":[{"name":"drop_tables"}]}}"#.utf8)) }
+        // On the request's own stream, a response to another id (`"4"` for `4`, which some clients take for it) is not passed.
+        #expect(throws: MCPListFilter.Unfilterable.notTheResponse) { _ = try filter.filtered(Array(#"{"jsonrpc":"2.0","id":"4","result":{"tools":[{"name":"drop_tables"}]}}"#.utf8)) }
+        // An entry a loose decoder reads another name of, and a list under another spelling.
+        #expect(throws: MCPListFilter.Unfilterable.ambiguous) { _ = try filter.filtered(Array(#"{"jsonrpc":"2.0","id":4,"result":{"tools":[{"name":"search_a","Name":"drop_tables"}]}}"#.utf8)) }
+        let templates = MCPListFilter(method: "resources/templates/list", id: 4) { _, _ in false }
+        #expect(throws: MCPListFilter.Unfilterable.ambiguous) { _ = try templates.filtered(Array(#"{"jsonrpc":"2.0","id":4,"result":{"resourcetemplates":[{"uriTemplate":"x"}]}}"#.utf8)) }
         // A whole JSON answer must be the request's response.
         #expect(try filter.filteredAnswer(Array(answer.utf8)) == filtered)
         for other in [#"{"jsonrpc":"2.0","id":5,"result":{"tools":[]}}"#, #"{"jsonrpc":"2.0","method":"x","params":{"tools":[]}}"#, "[" + answer + "]", "42", #"{"jsonrpc":"2.0","id":4}"#] {

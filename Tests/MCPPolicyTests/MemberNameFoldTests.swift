@@ -44,6 +44,13 @@ struct MemberNameFoldTests {
         #expect(try ambiguity(#"{"protocolVersion":"1","clientInfo":{},"capabilities":{},"_meta":{}}"#, reads: ["name", "uri", "ref"]) == nil)
         #expect(try ambiguity(#"{"Name":"x"}"#, reads: ["name", "uri", "ref"]) != nil)
         #expect(try ambiguity(#"{"name":"x","Name":"x"}"#, reads: ["name", "uri", "ref"]) != nil)
+        // A name the gateway reads in camelCase: every other spelling of it, lower case too.
+        #expect(try ambiguity(#"{"resourcetemplates":[]}"#, reads: ["resourceTemplates"]) != nil)
+        #expect(try ambiguity(#"{"ResourceTemplates":[]}"#, reads: ["resourceTemplates"]) != nil)
+        #expect(try ambiguity(#"{"resourceTemplates":[]}"#, reads: ["resourceTemplates"]) == nil)
+        // A control character in a name (a C-string decoder ends the name at NUL).
+        #expect(try ambiguity(#"{"method\u0000":"tools/call","method":"ping"}"#) != nil)
+        #expect(try ambiguity(#"{"x\u001f":1}"#) != nil)
     }
 
     @Test("a large object is checked in linear time and still finds its pair, wherever it is")
@@ -67,5 +74,9 @@ struct MemberNameFoldTests {
         #expect(refusal(#"{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"a","NAME":"b"}}}"#)?.code == "mcp_member_ambiguous")
         #expect(refusal(#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"ping","mEthod":"tools/call"}]"#)?.code == "mcp_member_ambiguous")
         #expect(refusal(#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"Name":"b","name":"c"}}}"#) == nil)
+        // A control character in the method or the name it acts on: refused, whatever the rules.
+        #expect(refusal(#"{"jsonrpc":"2.0","id":1,"method":"tools/call\u0000","params":{"name":"a"}}"#)?.code == "mcp_invalid_request")
+        #expect(refusal(#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x\u0000_read"}}"#)?.code == "mcp_invalid_request")
+        #expect(refusal(#"{"jsonrpc":"2.0","id":1,"method":"ping\n"}"#)?.code == "mcp_invalid_request")
     }
 }

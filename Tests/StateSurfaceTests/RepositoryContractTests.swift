@@ -507,6 +507,17 @@ struct RepositoryContractTests {
         let (firstRevoke, secondRevoke) = (try await state.revokeRefreshFamily("fam-other", now: now), try await state.revokeRefreshFamily("fam-other", now: now))
         #expect(firstRevoke == 1 && secondRevoke == 0)
         #expect(try await state.deleteExpiredOAuthCodes(before: now) == 1)
+        // An ended family is forgotten once over an hour old; a live one is kept.
+        let live = OAuthFamilyRecord(
+            familyID: "fam-live", clientID: "ops-cli", resource: "https://a.example/mcp", scope: "tools", userID: "usr_1", tenantID: "acme", sessionID: "ses_1", claims: "{}",
+            createdAt: now)
+        try await state.insertOAuthFamily(live)
+        try await state.insertRefreshToken(
+            RefreshTokenRecord(id: "rtk_l", tokenHash: "hl", familyID: "fam-live", sessionID: "ses_1", userID: "usr_1", tenantID: "acme", createdAt: now, expiresAt: now + 86_400))
+        #expect(try await state.oauthFamily(id: "fam-a") != nil, "an hour's grace")
+        #expect(try await state.deleteExpiredOAuthCodes(before: now + 7_200) >= 1)
+        let (ended, stillLive) = (try await state.oauthFamily(id: "fam-a"), try await state.oauthFamily(id: "fam-live"))
+        #expect(ended == nil && stillLive == live)
     }
 
     @Test("revoked tokens, disabled accounts and revoked sessions enter the access-change feed once each, in order", arguments: StoreKind.available)

@@ -70,6 +70,13 @@ for method in ("COPY", "MOVE"):
 check(secret() == "secret" and sorted(os.listdir(os.path.join(ROOT, "adm"))) == ["secret.txt"], "the file behind /dav/adm is unchanged, nothing new beside it")
 check(os.path.exists(os.path.join(ROOT, "pub", "a.txt")), "and the source was not moved")
 
+# A route over the whole upstream (/dav/all): a folder holding another route's files is refused as source and as destination.
+for method, path, destinations in (("COPY", "/dav/all/", [here + "/dav/all/loot/"]), ("MOVE", "/dav/all/adm/", [here + "/dav/all/loot/"]),
+                                   ("DELETE", "/dav/all/adm", []), ("DELETE", "/dav/all/", []), ("COPY", "/dav/all/pub/a.txt", [here + "/dav/all/adm/x.txt"])):
+    status, code, _ = send(method, path, destinations, {"Depth": "infinity", "Overwrite": "T"})
+    check(status == 403 and code == "destination_refused", f"{method} {path} reaching another route's files: 403 ({status} {code})")
+check(secret() == "secret" and not os.path.exists(os.path.join(ROOT, "loot")), "the other route's files are where they were, nothing copied out")
+
 status, _, _ = send("COPY", "/dav/pub/a.txt", [here + "/dav/pub/b.txt"])
 check(status in (201, 204) and open(os.path.join(ROOT, "pub", "b.txt")).read() == "public", f"COPY within the route, by URL ({status})")
 status, _, _ = send("MOVE", "/dav/pub/b.txt", ["/dav/pub/c.txt"])

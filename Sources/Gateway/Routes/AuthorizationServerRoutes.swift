@@ -88,7 +88,7 @@ struct AuthorizationServerRoutes: Sendable {
         }
         guard let (session, cookieValue) = try await browser.session(request, context) else {
             if checked.prompt.contains("none") {
-                return Self.redirect(to: checked.redirectURI, ["error": "login_required", "error_description": "the person is not signed in", "state": checked.state, "iss": tokens.issuer])
+                return promptNoneRefusal(checked, error: "login_required", description: "the person is not signed in")
             }
             // Sign in first, then back here with the same request.
             let rd = request.uri.path + "?" + (request.uri.query ?? "")
@@ -103,9 +103,20 @@ struct AuthorizationServerRoutes: Sendable {
             return try await approved(checked, person: person)
         }
         if checked.prompt.contains("none") {
-            return Self.redirect(to: checked.redirectURI, ["error": "consent_required", "error_description": "the person must allow this on the consent page", "state": checked.state, "iss": tokens.issuer])
+            return promptNoneRefusal(checked, error: "consent_required", description: "the person must allow this on the consent page")
         }
         return ConsentPage.page(for: checked, parameters: parameters, person: session.caller, remembered: remembered, nonce: try Self.consentNonce(cookieValue: cookieValue))
+    }
+
+    /// `prompt=none` when a page would be needed: the error goes back to a configured client; a
+    /// self-registered or metadata-document client gets the gateway's own page instead, as for any
+    /// error before consent, or anyone could make the gateway a redirector to whatever URI they
+    /// registered, without a click (RFC 9700 §4.11.2).
+    func promptNoneRefusal(_ request: AuthorizationRequest, error: String, description: String) -> Response {
+        guard request.client.source == .configured else {
+            return Self.errorPage(.badRequest, code: error, message: description + "; start again from the application")
+        }
+        return Self.redirect(to: request.redirectURI, ["error": error, "error_description": description, "state": request.state, "iss": tokens.issuer])
     }
 
     /// The consent form's nonce: bound to the browser session (its cookie is HttpOnly, so a page of

@@ -67,7 +67,11 @@ enum SignInPages {
     static func formTargets(rd: String) -> [String] {
         if let origin = ReturnTarget.origin(of: rd) { return [origin] }
         let authorize = AuthorizationServerMetadata.authorizationPath + "?"
-        guard rd.hasPrefix(authorize), let query = FormEncoding.fields(rd.dropFirst(authorize.utf8.count)), let redirect = query["redirect_uri"] else { return [] }
+        // An https redirect only: a consent remembered is taken without a page for no other (a
+        // loopback or app-scheme redirect gets the consent page, the gateway's own).
+        guard rd.hasPrefix(authorize), let query = FormEncoding.fields(rd.dropFirst(authorize.utf8.count)), let redirect = query["redirect_uri"],
+            redirect.utf8.count > 8, redirect.prefix(8).lowercased() == "https://"
+        else { return [] }
         return ConsentPage.formTarget(redirect).map { [$0] } ?? []
     }
 

@@ -172,7 +172,17 @@ extension PostgresStateSurface: OAuthRepository {
     public func deleteExpiredOAuthCodes(before cutoff: Double) async throws -> Int {
         let codes = try await rows("DELETE FROM oauth_codes WHERE expires_at < \(cutoff) RETURNING code_hash").count
         _ = try await rows("DELETE FROM oauth_access_tokens WHERE expires_at < \(cutoff) RETURNING token_id")
-        return codes + (try await rows("DELETE FROM oauth_clients WHERE expires_at < \(cutoff) RETURNING client_id").count)
+        let clients = try await rows("DELETE FROM oauth_clients WHERE expires_at < \(cutoff) RETURNING client_id").count
+        // A family with no live refresh token and no access token recorded, made long enough ago that its first refresh token is written.
+        let families = try await rows(
+            """
+            DELETE FROM oauth_families f
+            WHERE NOT EXISTS (SELECT 1 FROM refresh_tokens r WHERE r.family_id = f.family_id AND r.revoked_at IS NULL AND r.expires_at >= \(cutoff))
+              AND NOT EXISTS (SELECT 1 FROM oauth_access_tokens a WHERE a.family_id = f.family_id) AND f.created_at < \(cutoff - OAuthFamilyRecord.endedGrace)
+            RETURNING f.family_id
+            """
+        ).count
+        return codes + clients + families
     }
 
     public func insertOAuthClient(_ record: OAuthClientRecord) async throws {

@@ -166,13 +166,21 @@ extension SQLiteStateSurface: OAuthRepository {
         try db.execute(sql: "DELETE FROM oauth_access_tokens WHERE \(condition)", arguments: StatementArguments(arguments))
     }
 
+    /// A family with no live refresh token and no access token recorded, made long enough ago
+    /// that its first refresh token is written (the exchange makes the family first).
+    static let endedFamily = """
+        NOT EXISTS (SELECT 1 FROM refresh_tokens r WHERE r.family_id = oauth_families.family_id AND r.revoked_at IS NULL AND r.expires_at >= ?)
+          AND NOT EXISTS (SELECT 1 FROM oauth_access_tokens a WHERE a.family_id = oauth_families.family_id) AND created_at < ?
+        """
     public func deleteExpiredOAuthCodes(before cutoff: Double) async throws -> Int {
         try await pool.write { db in
             try db.execute(sql: "DELETE FROM oauth_codes WHERE expires_at < ?", arguments: [cutoff])
             let codes = db.changesCount
             try db.execute(sql: "DELETE FROM oauth_access_tokens WHERE expires_at < ?", arguments: [cutoff])
             try db.execute(sql: "DELETE FROM oauth_clients WHERE expires_at < ?", arguments: [cutoff])
-            return codes + db.changesCount
+            let clients = db.changesCount
+            try db.execute(sql: "DELETE FROM oauth_families WHERE \(Self.endedFamily)", arguments: [cutoff, cutoff - OAuthFamilyRecord.endedGrace])
+            return codes + clients + db.changesCount
         }
     }
 

@@ -380,6 +380,11 @@ struct AuthorizationServerTests {
             // An error of a client nobody vouches for is the gateway's page: it would otherwise redirect anywhere it registered.
             let bad = try await Self.authorize(fixture, jar, parameters.filter { $0.0 != "code_challenge" })
             #expect(bad.status == 400 && bad.headers["Location"].isEmpty && bad.headers["X-Portcullis-Error"].first == "invalid_request", "\(bad.raw)")
+            // prompt=none, where a page would be needed, likewise: signed in or not, no redirect without a click.
+            for (cookies, error) in [(jar, "consent_required"), (CookieJar(), "login_required")] {
+                let quiet = try await Self.authorize(fixture, cookies, parameters + [("prompt", "none")])
+                #expect(quiet.status == 400 && quiet.headers["Location"].isEmpty && quiet.headers["X-Portcullis-Error"].first == error, "\(quiet.raw)")
+            }
             let tokens = try await Self.exchange(fixture, code: code, client: clientID)
             #expect(tokens.status == 200, "\(tokens.raw)")
             fixture.remember(tokens["access_token"] ?? "")

@@ -11,6 +11,16 @@ import TrafficCop
 /// `username`, `subject`, `name` and `claims`, beside the stable `user`.
 @Suite("Identity fields: the user's names and chosen claims for the app")
 struct IdentityFieldTests {
+    @Test("a name sent as a field holds no format character (a bidi override or isolate, a zero-width joiner) nor control: left out, never sent as it would show; other UTF-8 passes")
+    func namesWithoutFormatCharacters() {
+        for bad in ["adm\u{202E}nimda", "\u{2066}root\u{2069}", "ann\u{200D}lee", "x\u{FEFF}", "a\u{85}b", "a\u{7F}"] {
+            #expect(!IdentityFieldValues.isFieldText(bad), "\(bad.unicodeScalars.map { String($0.value, radix: 16) })")
+        }
+        for good in ["Ann Lée", "李雷", "ann.lee", "Zoë O'Neil"] {
+            #expect(IdentityFieldValues.isFieldText(good), "\(good)")
+        }
+    }
+
     @Test("username, subject, name and claims are read from identity_headers; a bad claim path, an empty claims map or a field another key names is refused naming the key")
     func readFromTheConfiguration() async throws {
         let read = try await HostRouteTests.configuration(
