@@ -350,6 +350,36 @@ struct RepositoryContractTests {
         #expect(try await state.revokeRefreshTokens(sessionID: "s2", now: now) == 1)
     }
 
+    @Test("a refresh token presented again revokes, in the same step, the access tokens recorded for its family: the thief who rotated first keeps none", arguments: StoreKind.available)
+    func reuseRevokesTheFamilysAccessTokens(kind: StoreKind) async throws {
+        let state = try await TestStore(kind).open()
+        let now = self.now
+        let session = SessionRecord(id: try SessionID.generate(), state: .authenticated, userID: "usr_1", tenantID: "acme", createdAt: now, lastSeenAt: now, expiresAt: now + 600)
+        try await state.insertSession(session, maximumLiveForOwner: nil)
+        try await state.insertOAuthFamily(
+            OAuthFamilyRecord(
+                familyID: "fam-r", clientID: "agent", resource: "https://a.example/mcp", scope: "tools", userID: "usr_1", tenantID: "acme", sessionID: session.id,
+                claims: "{}", createdAt: now))
+        try await state.insertRefreshToken(
+            RefreshTokenRecord(id: "rt_r0", tokenHash: "hr0", familyID: "fam-r", sessionID: session.id, userID: "usr_1", tenantID: "acme", createdAt: now, expiresAt: now + 600))
+        let next = RefreshTokenRecord(id: "rt_r1", tokenHash: "hr1", familyID: "", sessionID: "", userID: "", tenantID: "", createdAt: now, expiresAt: now + 600)
+        guard case .rotated = try await state.rotateRefreshToken(tokenHash: "hr0", next: next, now: now) else {
+            Issue.record("the first rotation did not rotate")
+            return
+        }
+        // The thief's access token, recorded with the family as the authorization server records it.
+        #expect(try await state.recordOAuthAccessToken(tokenID: "at_thief", familyID: "fam-r", sessionID: session.id, expiresAt: now + 600, now: now))
+        #expect(try await !state.isTokenIDRevoked("at_thief"))
+        let again = RefreshTokenRecord(id: "rt_r2", tokenHash: "hr2", familyID: "", sessionID: "", userID: "", tenantID: "", createdAt: now, expiresAt: now + 600)
+        guard case .reused = try await state.rotateRefreshToken(tokenHash: "hr0", next: again, now: now + 1) else {
+            Issue.record("the second presentation was not reuse")
+            return
+        }
+        #expect(try await state.isTokenIDRevoked("at_thief"), "the family's access token is revoked with it")
+        #expect(try await state.refreshToken(hash: "hr1")?.revokedAt != nil, "and the thief's refresh token")
+        #expect(try await !state.recordOAuthAccessToken(tokenID: "at_late", familyID: "fam-r", sessionID: session.id, expiresAt: now + 600, now: now + 2), "nothing more is issued for it")
+    }
+
     @Test("a revoked token id is recorded once, listed until its token expires, then swept", arguments: StoreKind.available)
     func revokedTokenIDs(kind: StoreKind) async throws {
         let state = try await TestStore(kind).open()
