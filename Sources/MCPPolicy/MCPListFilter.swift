@@ -58,7 +58,11 @@ public struct MCPListFilter: Sendable {
     /// this filter is for, or carries no list (it then passes as it came). Throws when it is not
     /// JSON, is a batch, or has a member a loose decoder would read otherwise (`Unfilterable`).
     public func filtered(_ document: [UInt8]) throws -> [UInt8]? {
-        let value = try StrictJSONReader(maxDepth: MCPBody.maximumDepth).parse(document)
+        try filtered(document, read: try StrictJSONReader(maxDepth: MCPBody.maximumDepth).parse(document))
+    }
+
+    /// `filtered(_:)` of a document already read (`value`), so that it is read once.
+    private func filtered(_ document: [UInt8], read value: JSONValue) throws -> [UInt8]? {
         if case .array = value { throw Unfilterable.batch }
         guard case .object(let object) = value else { return nil }
         if MemberNameFold.ambiguity(in: object, reads: ["jsonrpc", "id", "result", "error"]) != nil { throw Unfilterable.ambiguous }
@@ -103,6 +107,6 @@ public struct MCPListFilter: Sendable {
         guard case .object(let object) = value, let answered = object["id"], id == nil || answered == id, object["result"] != nil || object["error"] != nil else {
             throw Unfilterable.notTheResponse
         }
-        return try filtered(document) ?? document
+        return try filtered(document, read: value) ?? document
     }
 }
