@@ -13,6 +13,10 @@ public struct AuthorizationServerSettings: Sendable, Equatable {
     public var clientMetadataHosts = ClientMetadataHosts([])!
     /// `authorization_server.dynamic_registration`: RFC 7591 registration, off by default.
     public var dynamicRegistration = false
+    /// `authorization_server.max_unused_registrations`: how many registrations nobody has used yet
+    /// (each lives ten minutes) all instances together keep; past it a registration is answered
+    /// 503 `temporarily_unavailable` (1000).
+    public var maximumUnusedRegistrations = 1_000
 
     public init() {}
 
@@ -34,6 +38,7 @@ public struct AuthorizationServerSettings: Sendable, Equatable {
             clientMetadataHosts = hosts
         }
         if let on = try values.bool("authorization_server.dynamic_registration") { dynamicRegistration = on }
+        if let count = try values.int("authorization_server.max_unused_registrations", in: 1...1_000_000) { maximumUnusedRegistrations = count }
         guard let entries = values.mapList("authorization_server.clients") else { return }
         for entry in entries {
             if let unknown = entry.names.subtracting(Self.clientKeys).sorted().first {

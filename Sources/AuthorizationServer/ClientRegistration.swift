@@ -11,6 +11,9 @@ public struct ClientRegistration: Sendable, Equatable {
 
     /// The most redirect URIs one registration may list.
     public static let maximumRedirectURIs = 10
+    /// The most bytes a registration's redirect URIs may take together: with its name (at most
+    /// 100 characters) all a self-registration stores, so at most a few KiB each.
+    public static let maximumRedirectURIBytes = 2_048
 
     /// - Throws: `OAuthError` `invalid_client_metadata` or `invalid_redirect_uri` (RFC 7591 §3.2.2).
     public init(_ body: JSONObject) throws(OAuthError) {
@@ -24,6 +27,9 @@ public struct ClientRegistration: Sendable, Equatable {
                     "invalid_redirect_uri", "each redirect URI must be https, http on a loopback host (127.0.0.1, [::1], localhost), or an app's own scheme, without a fragment")
             }
             if !redirectURIs.contains(text) { redirectURIs.append(text) }
+        }
+        guard redirectURIs.reduce(0, { $0 + $1.utf8.count }) <= Self.maximumRedirectURIBytes else {
+            throw OAuthError("invalid_redirect_uri", "redirect_uris may take at most \(Self.maximumRedirectURIBytes) bytes together")
         }
         self.redirectURIs = redirectURIs
         if let grants = body["grant_types"] {

@@ -35,9 +35,11 @@ public struct OAuthTokenService: Sendable {
     /// Now, by the service's clock.
     public var now: Double { clock.now() }
 
-    /// An unused registration lives a day; one that authorized lives this long after its last authorization.
+    /// A registration lives this long after its last authorization.
     public static let registrationIdleLifetime: Double = 30 * 86_400
-    public static let unusedRegistrationLifetime: Double = 86_400
+    /// A registration that no person has authorized yet lives ten minutes: long enough to sign in
+    /// and consent, short enough that registrations nobody uses do not pile up.
+    public static let unusedRegistrationLifetime: Double = 600
 
     /// The client with `clientID`: registered in the configuration, by itself (RFC 7591) and not
     /// expired, or described by the Client ID Metadata Document at `clientID`.
@@ -61,13 +63,22 @@ public struct OAuthTokenService: Sendable {
     }
 
     /// Registers a public client (RFC 7591).
+    ///
+    /// - Throws: `OAuthError` `temporarily_unavailable` when `authorization_server.max_unused_registrations`
+    ///   registrations nobody has used yet stand already (on every instance together).
     public func register(_ registration: ClientRegistration) async throws -> (RegisteredClient, issuedAt: Double) {
         let now = clock.now()
         let client = RegisteredClient(clientID: "dyn_" + (try SecureRandom.identifier(bytes: 16)), name: registration.name, redirectURIs: registration.redirectURIs, source: .dynamic)
-        try await store.insertOAuthClient(
+        let stored = try await store.insertOAuthClient(
             OAuthClientRecord(
                 clientID: client.clientID, name: client.name, redirectURIs: JSONWriter.string(.array(client.redirectURIs.map(JSONValue.string))), createdAt: now,
-                expiresAt: now + Self.unusedRegistrationLifetime))
+                expiresAt: now + Self.unusedRegistrationLifetime),
+            unusedLimit: settings.maximumUnusedRegistrations, now: now)
+        guard stored else {
+            throw OAuthError(
+                "temporarily_unavailable",
+                "the gateway holds as many registrations nobody has used yet as it keeps; try again in a few minutes, or ask its operator to register the client")
+        }
         return (client, now)
     }
 

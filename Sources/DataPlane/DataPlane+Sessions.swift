@@ -38,7 +38,7 @@ extension DataPlane {
     ///
     /// - Throws: the limit's refusal (429), before any read.
     func loadBrowserSession(cookieValue: String, client: String, now: Double, on eventLoop: any EventLoop) throws -> EventLoopFuture<BrowserSession?> {
-        try admission.limit(.sessionCookieLookupPerClient, key: client)
+        try admission.limit(.sessionCookieLookupPerClient, key: ClientAddressResolver.rateLimitKey(client))
         let book = browser.book
         return eventLoop.makeFutureWithTask { try await book.load(cookieValue: cookieValue, now: now) }
     }

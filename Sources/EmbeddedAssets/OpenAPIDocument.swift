@@ -340,8 +340,8 @@ package enum OpenAPIDocument {
                   type: object
                   required: [redirect_uris]
                   properties:
-                    redirect_uris: {type: array, items: {type: string}, minItems: 1, maxItems: 10}
-                    client_name: {type: string}
+                    redirect_uris: {type: array, items: {type: string, maxLength: 2048}, minItems: 1, maxItems: 10, description: "At most 2048 bytes together."}
+                    client_name: {type: string, minLength: 1, maxLength: 100}
                     grant_types: {type: array, items: {type: string}}
                     response_types: {type: array, items: {type: string}}
                     token_endpoint_auth_method: {type: string}
@@ -363,7 +363,20 @@ package enum OpenAPIDocument {
             "404": {$ref: "#/components/responses/NotFound"}
             "413": {$ref: "#/components/responses/PayloadTooLarge"}
             "429": {$ref: "#/components/responses/RateLimited"}
-            "503": {$ref: "#/components/responses/Unavailable"}
+            "503":
+              description: >-
+                temporarily_unavailable (with Retry-After): authorization_server.max_unused_registrations registrations nobody has
+                used yet stand already, on every instance together; or the store does not answer.
+              headers:
+                Retry-After: {schema: {type: integer}}
+              content:
+                application/json:
+                  schema:
+                    type: object
+                    required: [error]
+                    properties:
+                      error: {}
+                      error_description: {type: string}
       /api/auth/logout:
         post:
           tags: [auth]

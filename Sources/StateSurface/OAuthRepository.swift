@@ -174,7 +174,12 @@ public protocol OAuthRepository: Sendable {
     /// that ended (no live refresh token, no access token recorded) and are over an hour old; returns how many.
     @discardableResult
     func deleteExpiredOAuthCodes(before cutoff: Double) async throws -> Int
-    func insertOAuthClient(_ record: OAuthClientRecord) async throws
+    /// Stores a registration unless `unusedLimit` registrations stand unused already: live at
+    /// `now` and never used (their expiry never pushed back, so it lies no further from their
+    /// registration than `record`'s does). Counted and stored in one step across instances.
+    ///
+    /// - Returns: `false` (nothing stored) when the limit is reached.
+    func insertOAuthClient(_ record: OAuthClientRecord, unusedLimit: Int, now: Double) async throws -> Bool
     /// The registered client, when it has not expired at `now`.
     func oauthClient(id: String, now: Double) async throws -> OAuthClientRecord?
     /// Pushes a registration's expiry back to `expiresAt` (never forward).

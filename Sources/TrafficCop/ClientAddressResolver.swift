@@ -50,13 +50,21 @@ public struct IPNetwork: Sendable, Equatable, CustomStringConvertible {
         return true
     }
 
-    public var description: String {
+    init(bytes: [UInt8], prefixLength: Int) {
+        self.bytes = bytes
+        self.prefixLength = prefixLength
+    }
+
+    /// The network's address as text (`10.0.0.0`, `2001:db8::`).
+    public var address: String {
         var text = [CChar](repeating: 0, count: 64)
         let family = bytes.count == 4 ? AF_INET : AF_INET6
         _ = bytes.withUnsafeBytes { inet_ntop(family, $0.baseAddress, &text, socklen_t(text.count)) }
         let end = text.firstIndex(of: 0) ?? text.count
-        return String(decoding: text[..<end].map { UInt8(bitPattern: $0) }, as: UTF8.self) + "/\(prefixLength)"
+        return String(decoding: text[..<end].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
+
+    public var description: String { address + "/\(prefixLength)" }
 }
 
 /// Finds the client address a request is keyed by for rate limits.
@@ -96,6 +104,19 @@ public struct ClientAddressResolver: Sendable {
             if !isTrustedProxy(hop) { break }
         }
         return client
+    }
+}
+
+extension ClientAddressResolver {
+    /// The key a client address counts under in a per-client rate limit: an IPv4 address as it
+    /// is, an IPv6 address by its /64.
+    ///
+    /// One IPv6 host is usually given a whole /64 (RFC 6177), so keying by address would give it
+    /// 2^64 buckets. An IPv4-mapped address counts as its IPv4 address.
+    public static func rateLimitKey(_ address: String) -> String {
+        guard let bytes = IPNetwork.parseAddress(address) else { return address }
+        guard bytes.count == 16 else { return IPNetwork(bytes: bytes, prefixLength: 32).address }
+        return IPNetwork(bytes: Array(bytes[0..<8]) + [UInt8](repeating: 0, count: 8), prefixLength: 64).description
     }
 }
 

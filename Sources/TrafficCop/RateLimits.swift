@@ -30,6 +30,8 @@ public struct AdmissionRateLimits: Sendable {
         case sessionCookieLookupPerClient = "session_cookie_lookup_per_client"
         /// The authorization server's registration, token and revocation endpoints, keyed by client address.
         case oauthPerClient = "oauth_per_client"
+        /// `POST /api/auth/oauth/register`, keyed by client address, on top of `oauthPerClient`.
+        case registrationPerClient = "oauth_registration_per_client"
     }
 
     public struct Settings: Sendable, Equatable {
@@ -45,6 +47,8 @@ public struct AdmissionRateLimits: Sendable {
         public var sessionCookieLookupPerClient = RateLimit(perMinute: 300, burst: 100)
         /// An agent refreshes every few minutes; a registration is rare. Bounds guessing and registrations.
         public var oauthPerClient = RateLimit(perMinute: 120, burst: 30)
+        /// A client registers once per install: a burst for a developer trying things, then few.
+        public var registrationPerClient = RateLimit(perMinute: 6, burst: 20)
 
         public init() {}
 
@@ -59,6 +63,7 @@ public struct AdmissionRateLimits: Sendable {
                 case .backChannelLogoutPerClient: backChannelLogoutPerClient
                 case .sessionCookieLookupPerClient: sessionCookieLookupPerClient
                 case .oauthPerClient: oauthPerClient
+                case .registrationPerClient: registrationPerClient
                 }
             }
             set {
@@ -71,6 +76,7 @@ public struct AdmissionRateLimits: Sendable {
                 case .backChannelLogoutPerClient: backChannelLogoutPerClient = newValue
                 case .sessionCookieLookupPerClient: sessionCookieLookupPerClient = newValue
                 case .oauthPerClient: oauthPerClient = newValue
+                case .registrationPerClient: registrationPerClient = newValue
                 }
             }
         }

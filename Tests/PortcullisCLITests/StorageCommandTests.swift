@@ -130,8 +130,8 @@ struct OAuthCommandTests {
         storage.sqlitePath = database
         let state = try await StateStores.open(storage)
         let now = Date().timeIntervalSince1970
-        try await state.insertOAuthClient(
-            OAuthClientRecord(clientID: "dyn_agentexample", name: "Agent X", redirectURIs: #"["http://127.0.0.1/cb"]"#, createdAt: now, expiresAt: now + 3_600))
+        _ = try await state.insertOAuthClient(
+            OAuthClientRecord(clientID: "dyn_agentexample", name: "Agent X", redirectURIs: #"["http://127.0.0.1/cb"]"#, createdAt: now, expiresAt: now + 3_600), unusedLimit: 10, now: now)
         try await state.upsertOAuthGrant(
             OAuthGrantRecord(userID: "usr_alice", tenantID: "acme", clientID: "dyn_agentexample", clientName: "Agent X", resource: "https://auth.example.com/mcp/github", scope: "github", createdAt: now, updatedAt: now))
         try await state.insertOAuthFamily(

@@ -621,4 +621,27 @@ struct RepositoryContractTests {
         await writer.shutdown()
         await reader.shutdown()
     }
+
+    @Test("registrations nobody used are capped as a whole: of twenty racing past a limit of five exactly five are stored; one used (its expiry pushed back) or expired does not count", arguments: StoreKind.available)
+    func unusedRegistrationsCapped(kind: StoreKind) async throws {
+        let state = try await TestStore(kind).open()
+        let now = self.now
+        func record(_ id: String, at time: Double) -> OAuthClientRecord {
+            OAuthClientRecord(clientID: id, name: "Agent", redirectURIs: #"["http://127.0.0.1/cb"]"#, createdAt: time, expiresAt: time + 600)
+        }
+        #expect(try await state.insertOAuthClient(record("dyn_used", at: now), unusedLimit: 5, now: now))
+        try await state.extendOAuthClient(id: "dyn_used", expiresAt: now + 30 * 86_400)
+        #expect(try await state.insertOAuthClient(record("dyn_expired", at: now - 700), unusedLimit: 5, now: now - 700))
+        let stored = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for index in 0..<20 { group.addTask { try await state.insertOAuthClient(record("dyn_\(index)", at: now), unusedLimit: 5, now: now) } }
+            return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(stored == 5)
+        #expect(try await state.oauthClients(now: now).count == 6, "five unused and the used one are live")
+        #expect(try await !state.insertOAuthClient(record("dyn_more", at: now), unusedLimit: 5, now: now))
+        #expect(try await state.oauthClient(id: "dyn_more", now: now) == nil, "a refused registration stores nothing")
+        // Ten minutes on, they have expired and no longer count.
+        #expect(try await state.insertOAuthClient(record("dyn_later", at: now + 601), unusedLimit: 5, now: now + 601))
+        await state.shutdown()
+    }
 }

@@ -29,6 +29,18 @@ struct ClientAddressTests {
         #expect(resolver.clientAddress(peer: "10.0.0.2", forwardedFor: ["garbage"]) == "10.0.0.2")
         #expect(resolver.clientAddress(peer: "10.0.0.2", forwardedFor: []) == "10.0.0.2")
     }
+
+    @Test("per-client rate limits count an IPv6 client by its /64 (in any spelling) and an IPv4 or IPv4-mapped one by its address")
+    func rateLimitKeys() {
+        let key = ClientAddressResolver.rateLimitKey
+        #expect(key("2001:db8:1:2:aaaa::1") == "2001:db8:1:2::/64")
+        #expect(key("2001:0DB8:0001:0002:ffff:ffff:ffff:ffff") == "2001:db8:1:2::/64")
+        #expect(key("2001:db8:1:3::1") == "2001:db8:1:3::/64")
+        #expect(key("::ffff:198.51.100.7") == "198.51.100.7")
+        #expect(key("198.51.100.7") == "198.51.100.7")
+        #expect(key("198.51.100.8") != key("198.51.100.7"))
+        #expect(key("unknown") == "unknown")
+    }
 }
 
 @Suite("Session intents against the execution contract")

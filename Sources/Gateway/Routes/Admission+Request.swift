@@ -4,11 +4,17 @@ import HTTPTypes
 import Hummingbird
 import RuntimeAccess
 import SecurityGuard
+import TrafficCop
 
 extension Admission {
     /// The client's address for rate limits (peer, or `X-Forwarded-For` from a trusted proxy).
     func clientAddress(_ request: Request, _ context: GatewayRequestContext) -> String {
         clientAddresses.clientAddress(peer: context.peerAddress, forwardedFor: request.headers[values: HTTPField.Name("X-Forwarded-For")!])
+    }
+
+    /// The key the client counts under in per-client rate limits: its address, or its IPv6 /64.
+    func clientKey(_ request: Request, _ context: GatewayRequestContext) -> String {
+        ClientAddressResolver.rateLimitKey(clientAddress(request, context))
     }
 }
 

@@ -50,7 +50,7 @@ struct AuthRoutes: Sendable {
     /// Checks the password, then upgrades the given anonymous session (same
     /// `session_id`), reuses it if it is already the user's, or creates one.
     func login(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
-        try admission.limit(.loginPerClient, key: admission.clientAddress(request, context))
+        try admission.limit(.loginPerClient, key: admission.clientKey(request, context))
         let body = try await body.object(request)
         let username = try body.requiredString("username")
         let password = try body.requiredString("password")

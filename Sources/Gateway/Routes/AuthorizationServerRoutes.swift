@@ -40,7 +40,7 @@ struct AuthorizationServerRoutes: Sendable {
     /// The rate limit of the endpoints a client calls without a person: register, token, revoke.
     func limit(_ request: Request, _ context: GatewayRequestContext) throws {
         let admission = browser.admission
-        try admission.limit(.oauthPerClient, key: admission.clientAddress(request, context))
+        try admission.limit(.oauthPerClient, key: admission.clientKey(request, context))
     }
 
     /// `POST /api/auth/oauth/register` (RFC 7591, with `dynamic_registration: true`): a public client.
@@ -49,6 +49,7 @@ struct AuthorizationServerRoutes: Sendable {
             throw GatewayError(.notFound, "not_found", "this gateway does not take client registrations; its operator registers clients under authorization_server.clients")
         }
         try limit(request, context)
+        try browser.admission.limit(.registrationPerClient, key: browser.admission.clientKey(request, context))
         let body: JSONObject
         do {
             let bytes = try await request.body.collect(upTo: 8 << 10)
@@ -61,6 +62,11 @@ struct AuthorizationServerRoutes: Sendable {
             logger.info("client registered", metadata: ["client_id": .string(client.clientID)])
             return JSONBody.response(ClientRegistration.response(for: client, issuedAt: issuedAt), status: .created, noStore: true)
         } catch let error as OAuthError {
+            if error.code == "temporarily_unavailable" {
+                logger.warning(
+                    "client registration refused: authorization_server.max_unused_registrations registrations nobody has used stand already",
+                    metadata: ["limit": .stringConvertible(settings.maximumUnusedRegistrations)])
+            }
             return Self.tokenError(error)
         }
     }
@@ -297,9 +303,15 @@ struct AuthorizationServerRoutes: Sendable {
     }
 
     static func tokenError(_ error: OAuthError) -> Response {
-        let status: HTTPResponse.Status = error.code == "invalid_client" ? .unauthorized : .badRequest
+        let status: HTTPResponse.Status =
+            switch error.code {
+            case "invalid_client": .unauthorized
+            case "temporarily_unavailable": .serviceUnavailable
+            default: .badRequest
+            }
         var response = JSONBody.response(["error": .string(error.code), "error_description": .string(error.description)], status: status, noStore: true)
         response.headers[HTTPField.Name("Pragma")!] = "no-cache"
+        if status == .serviceUnavailable { response.headers[.retryAfter] = "60" }
         return response
     }
 

@@ -59,7 +59,7 @@ struct BrowserSessionRoutes: Sendable {
     func start(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
         // On a route host: the same request on the public host, where the flow cookie must live.
         if let onPublicHost = publicHostRedirect(request) { return onPublicHost }
-        try admission.limit(.loginPerClient, key: admission.clientAddress(request, context))
+        try admission.limit(.loginPerClient, key: admission.clientKey(request, context))
         // A browser asked: a page says what is wrong, as for every refusal here.
         guard let query = try? Self.query(request) else {
             return SignInPages.failure(.badRequest, code: "invalid_request", message: "The address must name each parameter once, percent-encoded as UTF-8.")
@@ -179,7 +179,7 @@ struct BrowserSessionRoutes: Sendable {
             throw GatewayError(.methodNotAllowed, "method_not_allowed", "sign in through the identity provider: GET /.portcullis/sign_in")
         }
         if let refusal = crossSiteRefusal(request) { throw refusal }
-        try admission.limit(.loginPerClient, key: admission.clientAddress(request, context))
+        try admission.limit(.loginPerClient, key: admission.clientKey(request, context))
         let form = try await Self.form(request)
         let rd: SignInRedirect
         do {
@@ -239,7 +239,7 @@ struct BrowserSessionRoutes: Sendable {
         case .ended: found = nil
         case .unknown:
             // A store read per cookie never met here: bounded per client, as on a route.
-            if BrowserSessionBook.isWellFormed(value) { try admission.limit(.sessionCookieLookupPerClient, key: admission.clientAddress(request, context)) }
+            if BrowserSessionBook.isWellFormed(value) { try admission.limit(.sessionCookieLookupPerClient, key: admission.clientKey(request, context)) }
             found = try await book.load(cookieValue: value, now: now)
         }
         guard let found else { return nil }

@@ -53,7 +53,7 @@ struct ProviderLoginRoutes: Sendable {
 
     /// Starts a sign-in: checks the anonymous session, keeps the flow, answers the provider's authorization URL.
     func start(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
-        try admission.limit(.loginPerClient, key: admission.clientAddress(request, context))
+        try admission.limit(.loginPerClient, key: admission.clientKey(request, context))
         let name = context.parameters.get("name") ?? ""
         guard let provider = directory.provider(named: name) else {
             throw GatewayError(.notFound, "provider_not_found", "no provider named \(JSONValue.clip(name)) is configured for sign-in; GET /api/auth/providers lists them")
@@ -95,7 +95,7 @@ struct ProviderLoginRoutes: Sendable {
     /// The provider's redirect back: 303 to the flow's `return_to` with a login code or an error
     /// in the fragment; 400 when the state names no live flow (there is nowhere safe to go).
     func callback(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
-        try admission.limit(.loginPerClient, key: admission.clientAddress(request, context))
+        try admission.limit(.loginPerClient, key: admission.clientKey(request, context))
         guard let signIn else { throw Self.stateInvalid("no provider is configured for sign-in") }
         guard let query = FormEncoding.fields(Substring(request.uri.query ?? "")) else {
             throw GatewayError.invalidRequest("the callback's query must name each parameter once, percent-encoded as UTF-8")
@@ -122,7 +122,7 @@ struct ProviderLoginRoutes: Sendable {
 
     /// Redeems a login code: upgrades the session in place and answers as `POST /api/auth/login` does.
     func complete(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
-        try admission.limit(.loginPerClient, key: admission.clientAddress(request, context))
+        try admission.limit(.loginPerClient, key: admission.clientKey(request, context))
         let body = try await body.object(request)
         let loginCode = try body.requiredString("login_code")
         let sessionID = try GatewayError.checkedSessionID(try body.optionalString("session_id"))
@@ -161,7 +161,7 @@ struct ProviderLoginRoutes: Sendable {
     func backChannelLogout(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
         func refused(_ message: String) -> GatewayError { GatewayError(.badRequest, "invalid_request", message) }
         // Before anything is read or verified: each token costs a signature check and a store write.
-        try admission.limit(.backChannelLogoutPerClient, key: admission.clientAddress(request, context))
+        try admission.limit(.backChannelLogoutPerClient, key: admission.clientKey(request, context))
         let contentType = request.headers[.contentType]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
         guard contentType == "application/x-www-form-urlencoded" else {
             throw refused("the logout token is sent as a form (Content-Type: application/x-www-form-urlencoded, field logout_token)")

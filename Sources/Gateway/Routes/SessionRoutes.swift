@@ -34,7 +34,7 @@ struct SessionRoutes: Sendable {
     }
 
     func createAnonymous(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
-        try admission.limit(.anonymousSessionPerClient, key: admission.clientAddress(request, context))
+        try admission.limit(.anonymousSessionPerClient, key: admission.clientKey(request, context))
         let metadata = try metadataAndCheck(try await body.object(request))
         let session = try await runtime.session(admission.admit(SessionIntent(.createAnonymous)), metadata: metadata)
         return JSONBody.response(session.json, status: .created)

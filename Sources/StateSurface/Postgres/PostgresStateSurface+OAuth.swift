@@ -185,12 +185,27 @@ extension PostgresStateSurface: OAuthRepository {
         return codes + clients + families
     }
 
-    public func insertOAuthClient(_ record: OAuthClientRecord) async throws {
-        _ = try await rows(
-            """
-            INSERT INTO oauth_clients (client_id, name, redirect_uris, created_at, expires_at)
-            VALUES (\(record.clientID), \(record.name), \(record.redirectURIs), \(record.createdAt), \(record.expiresAt))
-            """)
+    /// The advisory lock registrations are counted and stored under, so that instances registering
+    /// at once cannot together pass the limit of unused ones ("portcull" + 2).
+    static let registrationLock: Int64 = migrationLock + 2
+
+    public func insertOAuthClient(_ record: OAuthClientRecord, unusedLimit: Int, now: Double) async throws -> Bool {
+        let logger = self.logger
+        let lifetime = record.expiresAt - record.createdAt
+        return try await transaction { connection in
+            try await connection.query("SELECT pg_advisory_xact_lock(\(Self.registrationLock))", logger: logger)
+            let counted = try await connection.query(
+                "SELECT COUNT(*)::BIGINT FROM oauth_clients WHERE expires_at > \(now) AND expires_at - created_at <= \(lifetime)", logger: logger
+            ).collect()
+            let unused = try counted.first?.decode(Int64.self) ?? 0
+            guard unused < Int64(unusedLimit) else { return false }
+            try await connection.query(
+                """
+                INSERT INTO oauth_clients (client_id, name, redirect_uris, created_at, expires_at)
+                VALUES (\(record.clientID), \(record.name), \(record.redirectURIs), \(record.createdAt), \(record.expiresAt))
+                """, logger: logger)
+            return true
+        }
     }
 
     public func oauthClient(id: String, now: Double) async throws -> OAuthClientRecord? {

@@ -184,11 +184,18 @@ extension SQLiteStateSurface: OAuthRepository {
         }
     }
 
-    public func insertOAuthClient(_ record: OAuthClientRecord) async throws {
+    public func insertOAuthClient(_ record: OAuthClientRecord, unusedLimit: Int, now: Double) async throws -> Bool {
         try await pool.write { db in
+            // One writer at a time: the count and the insert are one step.
+            let unused =
+                try Int.fetchOne(
+                    db, sql: "SELECT COUNT(*) FROM oauth_clients WHERE expires_at > ? AND expires_at - created_at <= ?",
+                    arguments: [now, record.expiresAt - record.createdAt]) ?? 0
+            guard unused < unusedLimit else { return false }
             try db.execute(
                 sql: "INSERT INTO oauth_clients (client_id, name, redirect_uris, created_at, expires_at) VALUES (?, ?, ?, ?, ?)",
                 arguments: [record.clientID, record.name, record.redirectURIs, record.createdAt, record.expiresAt])
+            return true
         }
     }
 

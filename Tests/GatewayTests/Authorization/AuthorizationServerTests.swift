@@ -21,7 +21,9 @@ struct AuthorizationServerTests {
     static let own = [("Origin", MCPRouteTests.publicURL), ("Content-Type", "application/x-www-form-urlencoded")]
 
     /// A gateway with the MCP route `/mcp/a` (scope `tools`), a plain route, the client `ops-cli` and the account `alice`.
-    static func gateway(dynamicRegistration: Bool = false, _ body: (GatewayFixture, CookieJar) async throws -> Void) async throws {
+    static func gateway(
+        dynamicRegistration: Bool = false, configure: (inout GatewayConfiguration) -> Void = { _ in }, _ body: (GatewayFixture, CookieJar) async throws -> Void
+    ) async throws {
         let upstream = try await RecordingUpstream.start()
         let port = upstream.port
         let fixture = try await GatewayFixture { configuration in
@@ -33,6 +35,7 @@ struct AuthorizationServerTests {
             ]
             settings.dynamicRegistration = dynamicRegistration
             configuration.authorizationServer = settings
+            configure(&configuration)
         }
         try await fixture.addUser("alice")
         let signedIn = try await Answer.request(
@@ -390,6 +393,45 @@ struct AuthorizationServerTests {
             fixture.remember(tokens["access_token"] ?? "")
             fixture.remember(tokens["refresh_token"] ?? "")
             #expect(try await fixture.send(.POST, "/mcp/a", bearer: try #require(tokens["access_token"]), body: MCPRouteTests.ping).status == 200)
+        }
+    }
+
+    @Test("open registration is bounded as a whole: past max_unused_registrations live unused ones it is 503 temporarily_unavailable until one is used or ten minutes pass; the per-address limit counts an IPv6 /64 as one client; redirect URIs over 2 KiB together are refused")
+    func registrationBounds() async throws {
+        try await Self.gateway(dynamicRegistration: true, configure: { configuration in
+            configuration.authorizationServer.maximumUnusedRegistrations = 2
+            configuration.rateLimits.registrationPerClient = RateLimit(perMinute: 1, burst: 3)
+            configuration.trustedProxies = [IPNetwork("127.0.0.1")!]
+        }) { fixture, jar in
+            func register(from address: String, _ body: String = #"{"redirect_uris":["http://127.0.0.1/callback"]}"#) async throws -> Answer {
+                try await fixture.send(.POST, "/api/auth/oauth/register", headers: [("X-Forwarded-For", address)], body: body)
+            }
+            // Three from one /64, whatever their host bits, then that /64 is limited; its neighbour is not.
+            for address in ["2001:db8:0:f::1", "2001:db8:0:f::2", "2001:0DB8:0000:000F:ffff:ffff:ffff:fffe"] {
+                #expect(try await register(from: address, "not json").status == 400)
+            }
+            let limited = try await register(from: "2001:db8:0:f:1234::9", "not json")
+            #expect(limited.status == 429 && limited.headers["Retry-After"].first != nil, "\(limited.raw)")
+            #expect(try await register(from: "2001:db8:0:e::1", "not json").status == 400)
+            let long = "https://app.example/" + String(repeating: "a", count: 700)
+            let tooLong = try await register(from: "198.51.100.1", #"{"redirect_uris":["# + [long + "1", long + "2", long + "3"].map { "\"\($0)\"" }.joined(separator: ",") + "]}")
+            #expect(tooLong.status == 400 && tooLong.error == "invalid_redirect_uri", "\(tooLong.raw)")
+            // Two unused registrations stand; a third waits, from any address.
+            let first = try await register(from: "198.51.100.2")
+            #expect(try await register(from: "198.51.100.3").status == 201)
+            let full = try await register(from: "198.51.100.4")
+            #expect(full.status == 503 && full.error == "temporarily_unavailable" && full.headers["Retry-After"].first == "60", "\(full.raw)")
+            #expect(fixture.log.text.contains("max_unused_registrations"))
+            // A registration a person authorized no longer counts.
+            let clientID = try #require(first["client_id"])
+            let parameters = Self.authorizeParameters(client: clientID)
+            let answer = try await Self.consent(fixture, jar, parameters, page: try await Self.authorize(fixture, jar, parameters))
+            #expect(Self.redirectParameters(answer)["code"] != nil, "\(answer.raw)")
+            #expect(try await register(from: "198.51.100.5").status == 201)
+            // An unused one lives ten minutes; the used one a month.
+            let now = Date().timeIntervalSince1970
+            let live = try await fixture.state.oauthClients(now: now + 601).map(\.clientID)
+            #expect(live == [clientID], "\(live)")
         }
     }
 }
