@@ -69,7 +69,7 @@ start_serve "$WORK" "$PORT" "  public_url: http://127.0.0.1:$PORT
           - name: slow
             scopes: ['tools:slow']" "authorization_server:
   dynamic_registration: true
-  client_metadata_hosts: [localhost]
+  client_metadata_hosts: ['localhost:$DOCUMENTS']   # the documents server is not on 443: its port is named
 limits:
   idle_timeout_seconds: 2
   request_timeout_seconds: 2

@@ -11,12 +11,19 @@ import Glibc
 
 /// Fetches a Client ID Metadata Document and makes the client it describes.
 ///
-/// What it holds to, each refusal a page that says what to fix: the host on
-/// `client_metadata_hosts`; `https` only, the certificate verified for the host; the addresses
-/// checked before connecting and the connection made to a checked one (a name that resolves
-/// elsewhere a moment later is never asked); no redirect followed; 5 KiB at most; 3 seconds
-/// for the whole fetch; the document's `client_id` exactly its URL. Documents are kept per
-/// instance as `Cache-Control` says (`max-age`, `no-store`), within a day, 5 minutes without it.
+/// What it holds to, each refusal a page that says what to fix: the host and port on
+/// `client_metadata_hosts` (443 unless an entry names another); `https` only, the certificate
+/// verified for the host; the addresses checked before connecting and the connection made to a
+/// checked one (a name that resolves elsewhere a moment later is never asked); no redirect
+/// followed; 5 KiB at most; 3 seconds for the whole fetch; the document's `client_id` exactly its
+/// URL. Documents are kept per instance as `Cache-Control` says (`max-age`, `no-store`), within a
+/// day, 5 minutes without it.
+///
+/// A fetch that fails before an answer (no name, a closed or a filtered port, a TLS failure, too
+/// slow) says only that the document could not be fetched, and says it when the 3 seconds are
+/// up: its text and its time do not tell a port that refused from one that never answered.
+/// Names are resolved on threads of their own, at most `resolverThreads` at once and half of them
+/// for names under one domain, so slow names of one zone cannot hold up everybody else's.
 public final class ClientMetadataFetcher: Sendable {
     let hosts: ClientMetadataHosts
     let tls: NIOSSLContext
@@ -32,12 +39,15 @@ public final class ClientMetadataFetcher: Sendable {
     /// Fetches in flight, at most `maximumFetches`: beyond it a fetch is refused at once.
     private let inFlight = Atomic<Int>(0)
     public static let maximumFetches = 16
+    /// Name lookups that have not returned (even where the fetch gave up on them), by domain.
+    private let lookups = Mutex(ResolverSlots())
+    static let resolverThreads = 4
 
     public init(hosts: ClientMetadataHosts, tls: NIOSSLContext, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
         self.hosts = hosts
         self.tls = tls
         self.group = group
-        resolver = NIOThreadPool(numberOfThreads: 2)
+        resolver = NIOThreadPool(numberOfThreads: Self.resolverThreads)
         resolver.start()
     }
 
@@ -45,8 +55,13 @@ public final class ClientMetadataFetcher: Sendable {
 
     /// The client `url` describes.
     public func client(_ url: ClientMetadataURL, now: Double) async throws(UnredirectableAuthorizationError) -> RegisteredClient {
-        let admission = hosts.admission(of: url.host)
+        let admission = hosts.admission(of: url.host, port: url.port)
         guard admission != .refused else {
+            if url.port != 443, hosts.admission(of: url.host) != .refused {
+                throw Refusal(
+                    "client_metadata_host_refused",
+                    "the client's metadata is on port \(url.port) of \(url.host), and this gateway fetches on 443 only unless authorization_server.client_metadata_hosts names the port (\(url.host):\(url.port))")
+            }
             throw Refusal(
                 "client_metadata_host_refused",
                 "the client's metadata is at \(url.host), which is not on this gateway's list (authorization_server.client_metadata_hosts); its operator adds the host to use the client")
@@ -64,7 +79,7 @@ public final class ClientMetadataFetcher: Sendable {
                 "client_metadata_address_refused",
                 "\(url.host) resolves to an address inside a private, loopback or link-local network; only a host the list names exactly may be fetched there")
         }
-        guard let address = addresses.first else { throw Refusal("client_metadata_unreachable", "\(url.host) has no address; check the client's metadata URL") }
+        guard let address = addresses.first else { throw Self.unreachable(url) }
         let answer = try await fetch(url, from: address)
         let (client, seconds) = try Self.client(from: answer, url: url)
         if seconds > 0 {
@@ -120,28 +135,38 @@ public final class ClientMetadataFetcher: Sendable {
         return defaultCacheSeconds
     }
 
+    /// The refusal of every fetch that got no answer: the same words whatever went wrong.
+    static func unreachable(_ url: ClientMetadataURL) -> Refusal {
+        Refusal("client_metadata_unreachable", "the client's metadata document at \(url.host) could not be fetched; check the client's metadata URL")
+    }
+
     /// The addresses of `url`'s host (an IPv4 literal stands for itself), resolved on the resolver's
     /// own threads within `timeout`.
+    ///
+    /// - Throws: `client_metadata_busy` at once when the lookups that have not returned fill the
+    ///   resolver's threads, or half of them are for names under the host's domain.
     func resolve(_ url: ClientMetadataURL) async throws(UnredirectableAuthorizationError) -> [SocketAddress] {
         if ClientMetadataHosts.isIPv4(url.host), let address = try? SocketAddress(ipAddress: url.host, port: url.port) { return [address] }
-        let (host, port, resolver) = (url.host, url.port, resolver)
-        let resolved: [SocketAddress]?
-        do {
-            resolved = try await withThrowingTaskGroup(of: [SocketAddress]?.self) { group in
-                group.addTask { try await resolver.runIfActive { try Self.getaddrinfo(host, port: port) } }
-                group.addTask {
-                    try await Task.sleep(for: .seconds(3))
-                    return nil
-                }
-                let first = try await group.next() ?? nil
-                group.cancelAll()
-                return first
-            }
-        } catch {
-            throw Refusal("client_metadata_unreachable", "\(host) could not be resolved; check the client's metadata URL")
+        let (host, port) = (url.host, url.port)
+        let domain = ResolverSlots.domain(of: host)
+        guard self.lookups.withLock({ $0.take(domain, threads: Self.resolverThreads) }) else {
+            throw Refusal("client_metadata_busy", "too many client metadata hosts are being looked up right now; try again in a few seconds")
         }
-        guard let resolved else { throw Refusal("client_metadata_timeout", "\(host) could not be resolved within 3 seconds") }
-        return resolved
+        // The lookup cannot be stopped once begun: the fetch stops waiting for it after 3 seconds,
+        // and its slot is given back only when it returns.
+        let eventLoop = group.next()
+        let promise = eventLoop.makePromise(of: [SocketAddress].self)
+        let deadline = eventLoop.scheduleTask(in: .seconds(3)) { promise.fail(FetchTimedOut()) }
+        resolver.runIfActive(eventLoop: eventLoop) { try Self.getaddrinfo(host, port: port) }.whenComplete { result in
+            self.lookups.withLock { $0.give(domain) }
+            deadline.cancel()
+            promise.completeWith(result)
+        }
+        do {
+            return try await promise.futureResult.get()
+        } catch {
+            throw Self.unreachable(url)
+        }
     }
 
     static func getaddrinfo(_ host: String, port: Int) throws -> [SocketAddress] {
@@ -170,7 +195,8 @@ public final class ClientMetadataFetcher: Sendable {
     struct ResolutionFailed: Error {}
 
     /// Whether an address is on the public internet: not loopback, private (RFC 1918, unique
-    /// local), link-local, shared (100.64/10), unspecified or multicast.
+    /// local), link-local, site-local, shared (100.64/10), unspecified, multicast, IPv4-mapped or
+    /// -compatible, or local-use NAT64.
     public static func isPublic(_ address: SocketAddress) -> Bool {
         switch address {
         case .v4(let v4):
@@ -182,11 +208,13 @@ public final class ClientMetadataFetcher: Sendable {
             if bytes[0] & 0xFE == 0xFC { return false }  // fc00::/7
             if bytes[0] == 0xFE && bytes[1] & 0xC0 == 0x80 { return false }  // fe80::/10
             if bytes[0] == 0xFF { return false }
-            // IPv6 forms that carry an IPv4 address are judged as that address: mapped (::ffff:a.b.c.d),
-            // compatible (::a.b.c.d), NAT64 (64:ff9b::/96) and 6to4 (2002::/16).
-            if bytes[0..<10].allSatisfy({ $0 == 0 }) && (bytes[10..<12].allSatisfy({ $0 == 0xFF }) || bytes[10..<12].allSatisfy({ $0 == 0 })) {
-                return isPublicIPv4(bytes[12], bytes[13], bytes[14])
-            }
+            if bytes[0] == 0xFE && bytes[1] & 0xC0 == 0xC0 { return false }  // fec0::/10, site-local
+            // IPv4-mapped (::ffff:0:0/96) and IPv4-compatible (::/96) addresses are no address a
+            // public name has: a name that resolves to one is not fetched from, whatever it carries.
+            if bytes[0..<10].allSatisfy({ $0 == 0 }) && (bytes[10..<12].allSatisfy({ $0 == 0xFF }) || bytes[10..<12].allSatisfy({ $0 == 0 })) { return false }
+            // Local-use NAT64 (64:ff9b:1::/48, RFC 8215) translates into a network of its own.
+            if bytes[0..<6] == [0x00, 0x64, 0xFF, 0x9B, 0x00, 0x01] { return false }
+            // The well-known NAT64 prefix (64:ff9b::/96) and 6to4 (2002::/16) are judged as the IPv4 address they carry.
             if bytes[0..<12] == [0x00, 0x64, 0xFF, 0x9B, 0, 0, 0, 0, 0, 0, 0, 0] { return isPublicIPv4(bytes[12], bytes[13], bytes[14]) }
             if bytes[0] == 0x20 && bytes[1] == 0x02 { return isPublicIPv4(bytes[2], bytes[3], bytes[4]) }
             // Teredo (2001::/32) hides its IPv4 address: never fetched from.
@@ -213,6 +241,7 @@ public final class ClientMetadataFetcher: Sendable {
 
     /// One GET over TLS to `address`, verified for the URL's host, within `timeout` and `maximumBytes`.
     func fetch(_ url: ClientMetadataURL, from address: SocketAddress) async throws(UnredirectableAuthorizationError) -> Answer {
+        let started = ContinuousClock.now
         let promise = group.next().makePromise(of: Answer.self)
         let (tls, host) = (self.tls, url.host)
         let sni: String? = ClientMetadataHosts.isIPv4(host) ? nil : host
@@ -247,20 +276,48 @@ public final class ClientMetadataFetcher: Sendable {
             let answer = try await promise.futureResult.get()
             deadline.cancel()
             return answer
-        } catch is FetchTimedOut {
-            throw Refusal("client_metadata_timeout", "the client's metadata document at \(host) did not arrive within 3 seconds")
         } catch is TooLarge {
-            throw Refusal("client_metadata_too_large", "the client's metadata document is over 5 KiB")
-        } catch let error as NIOSSLError {
-            throw Refusal("client_metadata_unreachable", "the TLS connection to \(host) failed (\(error)); its certificate must be valid for the host")
-        } catch {
             deadline.cancel()
-            throw Refusal("client_metadata_unreachable", "the client's metadata document at \(host) could not be fetched; check the client's metadata URL")
+            throw Refusal("client_metadata_too_large", "the client's metadata document is over 5 KiB")
+        } catch {
+            // A refused connection, a TLS failure or a silence: one answer, when the time is up.
+            deadline.cancel()
+            try? await Task.sleep(until: started + .seconds(Self.timeout.nanoseconds / 1_000_000_000), clock: .continuous)
+            throw Self.unreachable(url)
         }
     }
 
     struct FetchTimedOut: Error {}
     struct TooLarge: Error {}
+}
+
+/// Name lookups that have not returned, by domain: the resolver's threads are shared out so that
+/// one zone's slow names hold at most half of them.
+package struct ResolverSlots {
+    var byDomain: [String: Int] = [:]
+    var total = 0
+
+    package init() {}
+
+    /// The last two labels of `host` (`example.com` for `a.b.example.com`): the zone a slow answer
+    /// most likely comes from.
+    package static func domain(of host: String) -> String {
+        host.split(separator: ".").suffix(2).joined(separator: ".")
+    }
+
+    /// Takes a slot for a lookup under `domain`, unless all `threads` are taken or half are `domain`'s.
+    package mutating func take(_ domain: String, threads: Int) -> Bool {
+        guard total < threads, byDomain[domain, default: 0] < max(1, threads / 2) else { return false }
+        total += 1
+        byDomain[domain, default: 0] += 1
+        return true
+    }
+
+    package mutating func give(_ domain: String) {
+        total -= 1
+        byDomain[domain, default: 1] -= 1
+        if byDomain[domain] == 0 { byDomain[domain] = nil }
+    }
 }
 
 /// Reads one answer into `Answer`, failing past `maximumBytes` of body.

@@ -70,17 +70,42 @@ struct ClientMetadataDocumentTests {
         #expect(hosts.admission(of: "claude.ai") == .refused && hosts.admission(of: "evilvscode.dev") == .refused && hosts.admission(of: "vscode.dev.evil.test") == .refused)
         #expect(try #require(ClientMetadataHosts(["*"])).admission(of: "anything.test") == .publicOnly)
         #expect(ClientMetadataHosts(["https://vscode.dev"]) == nil && ClientMetadataHosts(["*.com/x"]) == nil && ClientMetadataHosts(["*."]) == nil)
+        // The https port only, unless an entry names another.
+        #expect(hosts.admission(of: "vscode.dev", port: 8443) == .refused && hosts.admission(of: "app.claude.ai", port: 22) == .refused)
+        let ported = try #require(ClientMetadataHosts(["docs.example.com:8443", "*.example.net:8080", "*:9443"]))
+        #expect(ported.admission(of: "docs.example.com", port: 8443) == .named && ported.admission(of: "docs.example.com") == .refused)
+        #expect(ported.admission(of: "docs.example.com", port: 8080) == .refused && ported.admission(of: "a.example.net", port: 8080) == .publicOnly)
+        #expect(ported.admission(of: "anything.test", port: 9443) == .publicOnly && ported.admission(of: "anything.test") == .refused)
+        for bad in ["vscode.dev:", "vscode.dev:0", "vscode.dev:65536", "vscode.dev:+1", "vscode.dev:٣", "vscode.dev:1:2"] {
+            #expect(ClientMetadataHosts([bad]) == nil, "\(bad)")
+        }
         #expect(ClientMetadataURL("https://vscode.dev/oauth/client.json")?.host == "vscode.dev")
         for bad in ["http://vscode.dev/c.json", "https://vscode.dev/", "https://vscode.dev", "https://u@vscode.dev/c", "https://vscode.dev/c#f", "https://vscode.dev/a/../c",
                     "https://[::1]/c", "https://vscode.dev:0/c", "https://vscode.dev/c d"] {
             #expect(ClientMetadataURL(bad) == nil, "\(bad)")
         }
         let inside = ["127.0.0.1", "10.1.2.3", "172.16.0.1", "172.31.255.255", "192.168.1.1", "169.254.169.254", "100.64.0.1", "0.0.0.0", "192.0.0.8", "198.18.0.1",
-                      "::1", "fd00::1", "fe80::1", "::ffff:127.0.0.1", "::", "::10.0.0.1", "64:ff9b::a9fe:a9fe", "2002:7f00:1::1", "2001:0:4136:e378::1"]
+                      "::1", "fd00::1", "fe80::1", "::ffff:127.0.0.1", "::", "::10.0.0.1", "64:ff9b::a9fe:a9fe", "2002:7f00:1::1", "2001:0:4136:e378::1",
+                      // Mapped and compatible forms whatever they carry, local-use NAT64, site-local.
+                      "::ffff:8.8.8.8", "::8.8.8.8", "64:ff9b:1::808:808", "64:ff9b:1:ffff::1", "fec0::1", "feff::1"]
         for address in inside { #expect(!ClientMetadataFetcher.isPublic(try SocketAddress(ipAddress: address, port: 443)), "\(address)") }
-        for address in ["93.184.216.34", "172.32.0.1", "2606:4700::1111", "::ffff:8.8.8.8", "64:ff9b::808:808", "2002:808:808::1"] {
+        for address in ["93.184.216.34", "172.32.0.1", "2606:4700::1111", "64:ff9b::808:808", "2002:808:808::1", "64:ff9b:2::1", "fe00::1"] {
             #expect(ClientMetadataFetcher.isPublic(try SocketAddress(ipAddress: address, port: 443)), "\(address)")
         }
+    }
+
+    @Test("name lookups are shared out: one domain's lookups that have not returned hold at most half the resolver's threads, all of them at most all; a returned lookup gives its thread back")
+    func resolverSlots() {
+        var slots = ResolverSlots()
+        let slow = ResolverSlots.domain(of: "a.slow.attacker.example")
+        #expect(slow == "attacker.example" && ResolverSlots.domain(of: "b.attacker.example") == slow && ResolverSlots.domain(of: "vscode.dev") == "vscode.dev")
+        let taken = [slots.take(slow, threads: 4), slots.take(slow, threads: 4), slots.take(slow, threads: 4)]
+        #expect(taken == [true, true, false], "a third slow name of one domain waits for none: it is refused")
+        let others = [slots.take("vscode.dev", threads: 4), slots.take("claude.ai", threads: 4), slots.take("example.org", threads: 4)]
+        #expect(others == [true, true, false], "other domains still resolve, until all four threads are taken")
+        slots.give(slow)
+        let freed = slots.take("example.org", threads: 4)
+        #expect(freed, "a returned lookup gives its thread back")
     }
 
     @Test("a client whose client_id is its document's URL on a listed host signs in with what the document says (its host shown at consent); a document that names another client_id, asks for a secret, is over 5 KiB, slow, redirecting, on an unlisted or private address is the gateway's page saying what to fix")
@@ -92,11 +117,16 @@ struct ClientMetadataDocumentTests {
         let port = documents.port
         let upstream = try await RecordingUpstream.start()
         let upstreamPort = upstream.port
+        // A port nothing listens on, one that never answers, and one that answers without TLS.
+        let closedPort = try TestPostgres.freePort()
+        let silent = try SilentListener()
+        defer { silent.close() }
         let fixture = try await GatewayFixture { configuration in
             configuration.routes = [try! MCPRouteTests.mcpRoute("/mcp/a", upstream: upstreamPort, scopes: ["tools"])]
             configuration.upstreamCAFile = certificate.certificatePath
             var settings = AuthorizationServerSettings()
-            settings.clientMetadataHosts = ClientMetadataHosts(["localhost", "*"])!
+            settings.clientMetadataHosts = ClientMetadataHosts(
+                ["localhost:\(port)", "*:\(port)", "localhost:\(closedPort)", "localhost:\(silent.port)", "localhost:\(upstreamPort)", "localhost"])!
             configuration.authorizationServer = settings
         }
         try await fixture.addUser("alice")
@@ -124,12 +154,13 @@ struct ClientMetadataDocumentTests {
             ("https://localhost:\(port)/mismatch.json", "client_metadata_id_mismatch"),
             ("https://localhost:\(port)/secret.json", "client_metadata_invalid"),
             ("https://localhost:\(port)/huge.json", "client_metadata_too_large"),
-            ("https://localhost:\(port)/slow.json", "client_metadata_timeout"),
+            ("https://localhost:\(port)/slow.json", "client_metadata_unreachable"),
             ("https://localhost:\(port)/redirect.json", "client_metadata_unavailable"),
             ("https://localhost:\(port)/missing.json", "client_metadata_unavailable"),
             ("https://127.0.0.1:\(port)/good.json", "client_metadata_address_refused"),
             ("https://localhost:\(port)/", "client_metadata_url_invalid"),
             ("http://localhost:\(port)/good.json", "client_unknown"),
+            ("https://localhost:\(port + 1)/good.json", "client_metadata_host_refused"),
         ]
         for (clientID, code) in refusals {
             let started = ContinuousClock.now
@@ -137,6 +168,19 @@ struct ClientMetadataDocumentTests {
             #expect(answer.status == 400 && answer.headers["Location"].isEmpty && answer.headers["X-Portcullis-Error"].first == code, "\(clientID): \(answer.raw)")
             #expect(ContinuousClock.now - started < .seconds(TimeBounds.seconds(4)), "\(clientID) answered within the fetch's bound")
         }
+        // A closed port, a silent one and one without TLS read alike: the same words, at the same time.
+        var pages: [String] = []
+        for unreachable in [closedPort, silent.port, upstreamPort] {
+            let started = ContinuousClock.now
+            let answer = try await AuthorizationServerTests.authorize(
+                fixture, jar, AuthorizationServerTests.authorizeParameters(client: "https://localhost:\(unreachable)/good.json"))
+            let waited = ContinuousClock.now - started
+            #expect(answer.headers["X-Portcullis-Error"].first == "client_metadata_unreachable", "\(unreachable): \(answer.raw)")
+            #expect(waited >= .milliseconds(2_900) && waited < .seconds(TimeBounds.seconds(5)), "\(unreachable) answered after \(waited)")
+            pages.append(answer.raw.replacingOccurrences(of: "\(unreachable)", with: "PORT"))
+        }
+        #expect(Set(pages).count == 1, "\(pages)")
+        #expect(!pages[0].lowercased().contains("ssl") && !pages[0].lowercased().contains("tls") && !pages[0].contains("refused"), "\(pages[0])")
         try await fixture.stop()
         try await documents.stop()
         try await upstream.stop()
