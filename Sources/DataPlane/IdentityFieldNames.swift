@@ -1,6 +1,7 @@
 import EdgeHTTP
 import JOSE
 import SecurityGuard
+import TrafficCop
 
 /// The fields a route sends its upstream about the caller besides the signed assertion
 /// (`gateway.routes[].identity_headers`), for apps that trust a proxy's user header
@@ -105,10 +106,14 @@ package struct IdentityFieldValues: Sendable, Equatable {
     /// The values for `caller`. An identifier (email, a group, the subject) that is not printable
     /// ASCII of 1-512 bytes (one a proxy or an app could read another way) is left out, as is a
     /// group holding `,` (the separator); a name (`preferred_username`, `name`) may be UTF-8.
+    ///
+    /// `email` is there only when the caller's claims say it is verified (`email_verified` true):
+    /// an unverified address proves nothing about who holds it, and an app that keys accounts by
+    /// it would hand one person's account to another (oauth2-proxy refuses them too).
     package init(_ caller: AuthenticatedCaller) {
         user = caller.userID
         tenant = caller.tenantID
-        if let claimed = caller.claims["email"]?.stringValue, Self.isFieldSafe(claimed) { email = claimed }
+        if let claimed = caller.claims["email"]?.stringValue, EmailDomains.isVerified(caller.claims), Self.isFieldSafe(claimed) { email = claimed }
         if case .array(let values)? = caller.claims["groups"] {
             groups = values.compactMap(\.stringValue).filter { Self.isFieldSafe($0) && !$0.contains(",") }.joined(separator: ",")
         }

@@ -29,12 +29,18 @@ public struct EmailDomains: Sendable, Equatable, CustomStringConvertible {
 
     public var description: String { entries.joined(separator: ", ") }
 
+    /// Whether `claims` say their `email` is verified: `email_verified` is `true` (or the string
+    /// `"true"`, as Amazon Cognito sends it); absent or anything else, it is not.
+    public static func isVerified(_ claims: JSONObject) -> Bool {
+        switch claims["email_verified"] {
+        case .bool(true)?, .string("true")?: true
+        default: false
+        }
+    }
+
     /// Whether `claims` hold a verified email address under one of the entries.
     public func admits(_ claims: JSONObject) -> Bool {
-        switch claims["email_verified"] {
-        case .bool(true)?, .string("true")?: break
-        default: return false
-        }
+        guard Self.isVerified(claims) else { return false }
         guard let email = claims["email"]?.stringValue, let at = email.lastIndex(of: "@"), at != email.startIndex else { return false }
         // ASCII before case folding: Unicode's would fold a look-alike (U+212A KELVIN SIGN) into `k`.
         let part = email[email.index(after: at)...]

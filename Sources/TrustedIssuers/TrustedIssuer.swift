@@ -52,12 +52,16 @@ public struct TrustedIssuer: Sendable, Equatable {
     /// Whether its access tokens may carry `nonce` (`access_tokens_carry_nonce`): Keycloak up to
     /// version 24 copies the sign-in's `nonce` into them. `false`: a token with `nonce` is an ID token.
     public var accessTokensCarryNonce = false
+    /// Whether every address this issuer sends is one it verified (`emails_verified: true`): its
+    /// `email` without `email_verified` then counts as verified (Entra ID sends none). `false`: an
+    /// address counts only with `email_verified: true`; an explicit `false` is never overridden.
+    public var emailsVerified = false
 
     /// The keys an entry may set.
     public static let settingNames: Set<String> = [
         "issuer", "jwks_url", "audiences", "algorithms", "tenant", "tenant_claim", "tenants", "subject_claim", "secret_file",
         "refresh_cooldown_seconds", "max_stale_seconds", "ca_file", "max_token_lifetime_seconds", "login", "access_token_type",
-        "access_tokens_carry_nonce",
+        "access_tokens_carry_nonce", "emails_verified",
     ]
 
     public init(issuer: String, keySource: KeySource, audiences: [String], algorithms: [JWSAlgorithm]? = nil, tenant: Tenant) {
@@ -150,6 +154,7 @@ public struct TrustedIssuer: Sendable, Equatable {
         if let value = try entry.int("refresh_cooldown_seconds", in: 1...3_600) { refreshCooldown = Double(value) }
         if let value = try entry.int("max_stale_seconds", in: 60...(30 * 86_400)) { maximumStaleness = Double(value) }
         if let value = try entry.int("max_token_lifetime_seconds", in: 60...(7 * 86_400)) { maximumTokenLifetime = Double(value) }
+        if let value = try entry.bool("emails_verified") { emailsVerified = value }
         if let file = try entry.string("ca_file") {
             guard FileManager.default.isReadableFile(atPath: file) else { throw entry.problem("ca_file", "names \(file), which cannot be read") }
             caFile = file

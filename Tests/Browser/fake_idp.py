@@ -58,7 +58,7 @@ def jwks():
 
 def id_token(sid, nonce=None):
     now = int(time.time())
-    claims = {"iss": ISSUER, "sub": "browser-sso-user", "aud": CLIENT_ID, "iat": now, "exp": now + 300, "sid": sid, "email": "sso@example.com"}
+    claims = {"iss": ISSUER, "sub": "browser-sso-user", "aud": CLIENT_ID, "iat": now, "exp": now + 300, "sid": sid, "email": "sso@example.com", "email_verified": True}
     if nonce:
         claims["nonce"] = nonce
     return sign(claims)

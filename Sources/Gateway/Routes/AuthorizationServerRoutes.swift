@@ -225,6 +225,8 @@ struct AuthorizationServerRoutes: Sendable {
     static func person(_ session: BrowserSession) -> OAuthPerson {
         var claims: JSONObject = [:]
         for name in OAuthPerson.carriedClaims { if let value = session.claims[name] { claims[name] = value } }
+        // An address the provider did not verify is not carried: the MCP server could take it for the person's.
+        if !EmailDomains.isVerified(claims) { claims["email"] = nil }
         if let issuer = session.record.issuer, let subject = session.record.subject {
             claims["idp_iss"] = .string(issuer)
             claims["idp_sub"] = .string(subject)

@@ -136,7 +136,7 @@ struct BrowserSessionTests {
 
     @Test("the provider sign-in end to end: a flow cookie and a 302 to the provider; the callback in the same browser sets the session cookie (HttpOnly, SameSite=Lax, Path=/, no session id, no token) and 302s to rd; the cookie reaches the route as the user, with the identity fields and an assertion naming the session, the gateway's cookies stripped and the app's kept")
     func providerSignInEndToEnd() async throws {
-        try await Self.withBrowserGateway(provider: { $0.flow.withLock { $0.idTokenClaims = ["email": "ann@example.com", "groups": ["staff", "grafana-users"]] } }) {
+        try await Self.withBrowserGateway(provider: { $0.flow.withLock { $0.idTokenClaims = ["email": "ann@example.com", "email_verified": true, "groups": ["staff", "grafana-users"]] } }) {
             provider, fixture, targets in
             var jar = CookieJar()
             let start = try await Self.get(fixture, "/.portcullis/sign_in?rd=%2Fapp%2Fafter", jar, headers: Self.navigation)
@@ -352,6 +352,7 @@ struct BrowserSessionTests {
             #expect(try await fixture.state.providerUsers(matching: "ann@example.com").map(\.userID) == [user.userID])
             let info = try await Self.get(fixture, "/.portcullis/userinfo", jar)
             #expect(info.json["preferred_username"] == "ann.lee" && info.json["name"] == "Ann Lée" && info.json["sub"] == "user-1", "\(info.raw)")
+            #expect(info["email"] == "", "the provider did not say it verified the address: it is no identity field (\(info.raw))")
             #expect(info.json["expires_at"]?.numberValue.map { $0 == $0.rounded() } == true, "whole seconds: \(info.raw)")
             let page = try await Self.get(fixture, "/app/home", jar)
             #expect(page.receivedHeaders["x-remote-name"] == ["ann.lee"] && page.receivedHeaders["x-remote-full-name"] == ["Ann Lée"], "\(page.receivedHeaders)")

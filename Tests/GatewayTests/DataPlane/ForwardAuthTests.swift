@@ -32,7 +32,7 @@ struct ForwardAuthTests {
         let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
         let upstream = Self.upstream
         let fixture = try await Self.gateway(provider)
-        let allowed = try provider.token(claims: ["scope": "billing:read", "email": "ann@example.com", "groups": ["finance", "ops"]])
+        let allowed = try provider.token(claims: ["scope": "billing:read", "email": "ann@example.com", "email_verified": true, "groups": ["finance", "ops"]])
         func verify(_ headers: [(String, String)], bearer: String? = nil, method: HTTPMethod = .GET) async throws -> Answer {
             try await fixture.send(method, "/api/auth/verify", bearer: bearer, headers: headers)
         }
@@ -78,6 +78,31 @@ struct ForwardAuthTests {
         let plain = try await verify([("X-Original-URI", "/api/plain/x")], bearer: try provider.token(claims: [:]))
         #expect(plain.status == 200 && plain.headers["X-Auth-Request-Email"] == [""] && plain.headers["X-Auth-Request-Groups"] == [""], "\(plain.raw)")
         try await fixture.stop()
+        try await provider.stop()
+    }
+
+    @Test("an email address is an identity field only when the issuer verified it (email_verified true, or the string \"true\"); with emails_verified on the issuer, one without email_verified counts as verified, an explicit false never does")
+    func onlyVerifiedEmailIsAnIdentityField() async throws {
+        let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
+        for vouched in [false, true] {
+            let fixture = try await TrustedIssuerTests.gateway([provider], configure: { configuration in
+                configuration.routes = [ProxyRoute(prefix: "/api/plain", upstream: "http://plain.internal:8080")]
+                configuration.trustedProxies = [IPNetwork("127.0.0.1")!]
+                configuration.trust.issuers[0].emailsVerified = vouched
+            })
+            let cases: [(JSONObject, Bool)] = [
+                (["email": "ann@example.com", "email_verified": true], true),
+                (["email": "ann@example.com", "email_verified": "true"], true),
+                (["email": "ann@example.com"], vouched),
+                (["email": "ann@example.com", "email_verified": false], false),
+                (["email": "ann@example.com", "email_verified": "True"], false),
+            ]
+            for (claims, shown) in cases {
+                let answer = try await fixture.send(.GET, "/api/auth/verify", bearer: try provider.token(claims: claims), headers: [("X-Original-URI", "/api/plain/x")])
+                #expect(answer.status == 200 && answer.headers["X-Auth-Request-Email"] == [shown ? "ann@example.com" : ""], "emails_verified \(vouched), \(claims): \(answer.raw)")
+            }
+            try await fixture.stop()
+        }
         try await provider.stop()
     }
 
@@ -268,7 +293,7 @@ struct ForwardAuthTests {
     func eventLoopDecisionsAnswerAsTheRouteDoes() async throws {
         let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
         let fixture = try await Self.gateway(provider)
-        let allowed = try provider.token(claims: ["scope": "billing:read", "email": "ann@example.com", "groups": ["finance", "ops"]])
+        let allowed = try provider.token(claims: ["scope": "billing:read", "email": "ann@example.com", "email_verified": true, "groups": ["finance", "ops"]])
         let unscoped = try provider.token(claims: ["scope": "openid"])
         // Warm: the token is verified once (the store's path), so both ways below decide from memory.
         #expect(try await fixture.send(.GET, "/api/auth/verify", bearer: allowed, headers: [("X-Original-URI", "/api/billing/x")]).status == 200)
