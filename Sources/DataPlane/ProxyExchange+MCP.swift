@@ -109,8 +109,13 @@ extension ProxyExchange {
         call.decision = decision.label
         switch decision {
         case .allowed:
-            if case .single(let message) = body, message.kind == .request, let method = message.method, let id = message.id, policy.filtersList(method) {
-                listFilter = Self.listFilter(policy, caller: caller, hasSession: fields.sessionID != nil, id: id, method: method)
+            if case .single(let message) = body, message.kind == .request, let method = message.method, let id = message.id {
+                if policy.filtersList(method) {
+                    listFilter = Self.listFilter(policy, caller: caller, hasSession: fields.sessionID != nil, id: id, method: method)
+                } else if policy.filtersAnyList {
+                    // Another request's answer on a filtering route: only its own response may come on it.
+                    listFilter = MCPListFilter(answerTo: id)
+                }
             }
             startedTraceparent = MCPTrace.startedTraceparent(sent: post.traceparents)
             call.traceID = MCPTrace.traceID(startedTraceparent ?? post.traceparents.first)
@@ -225,9 +230,9 @@ extension ProxyExchange {
 // MARK: Filtered list answers
 
 extension ProxyExchange {
-    /// A list call's answer head: held (JSON, or any answer with a length, whose length changes),
-    /// or passed on with its events filtered as they come (SSE); an answer the gateway cannot read
-    /// is refused, never passed unfiltered.
+    /// A list call's answer head (or any request's, on a route that filters lists): held (JSON, or
+    /// any answer with a length, whose length changes), or passed on with its events filtered as
+    /// they come (SSE); an answer the gateway cannot read is refused, never passed unfiltered.
     func holdOrFilterAnswer(_ response: UpstreamResponseHead) {
         guard let filter = listFilter else { return }
         listFilter = nil
@@ -248,7 +253,7 @@ extension ProxyExchange {
         guard !encoded, isJSON || isEvents else {
             plane.logger.warning("MCP list answer not filterable", metadata: ["upstream": "\(route.name)", "content_type": "\(contentType.prefix(60))"])
             return fail(
-                GatewayError(.badGateway, "mcp_answer_unfilterable", "the MCP server answered the list in a form the gateway cannot filter (JSON or SSE, uncompressed); its operator must fix it"),
+                GatewayError(.badGateway, "mcp_answer_unfilterable", "the MCP server answered in a form the gateway cannot read on a route that filters lists (JSON or SSE, uncompressed); its operator must fix it"),
                 upstreamStatus: 502)
         }
         if isEvents && response.contentLength == nil {
@@ -267,7 +272,7 @@ extension ProxyExchange {
             heldAnswer = nil  // one copy of the bytes while they grow
             held.bytes.append(contentsOf: buffer.readableBytesView)
             guard held.bytes.count <= MCPListFilter.maximumBytes else {
-                return fail(GatewayError(.badGateway, "mcp_answer_too_large", "the MCP server's list answer is larger than the gateway filters (8 MiB)"), upstreamStatus: 502)
+                return fail(GatewayError(.badGateway, "mcp_answer_too_large", "the MCP server's answer is larger than the gateway reads on a route that filters lists (8 MiB)"), upstreamStatus: 502)
             }
             heldAnswer = held
             return
@@ -307,7 +312,7 @@ extension ProxyExchange {
                 out = try events.feed(bytes)
             } catch {
                 return fail(
-                    GatewayError(.badGateway, "mcp_answer_unfilterable", "the MCP server's list answer is not JSON the gateway can filter, or over 8 MiB; its operator must fix it"),
+                    GatewayError(.badGateway, "mcp_answer_unfilterable", "the MCP server's answer is not JSON the gateway can read, or over 8 MiB, on a route that filters lists; its operator must fix it"),
                     upstreamStatus: 502)
             }
             out += events.finish()
@@ -318,7 +323,7 @@ extension ProxyExchange {
                 return fail(
                     GatewayError(
                         .badGateway, "mcp_answer_unfilterable",
-                        "the MCP server's list answer is not one JSON-RPC response to the request the gateway can filter; its operator must fix it"), upstreamStatus: 502)
+                        "the MCP server's answer is not one JSON-RPC response to the request, which a route that filters lists requires; its operator must fix it"), upstreamStatus: 502)
             }
         }
         rewrittenLength = out.count

@@ -201,6 +201,16 @@ final class ProxyExchange: UpstreamConnectionDelegate {
                 return fail(GatewayError(.forbidden, refusal.code, refusal.message))
             }
         }
+        if head.method == .PROPFIND || head.method == .LOCK, route.speaksWebDAV, !WebDAVDestination.isShallow(head.headers["depth"]) {
+            // Depth: infinity (a PROPFIND's or LOCK's default) lists or locks all a folder holds, another route's files too.
+            let target = WebDAVDestination.upstreamPath(route: route, path: path, remainder: remainder)
+            if WebDAVDestination.coversAnotherRoute(target, route: route, table: plane.table.current) {
+                return fail(
+                    GatewayError(
+                        .forbidden, "depth_refused",
+                        "this folder holds another route's files upstream; a \(head.method.rawValue) of it with Depth: infinity would reach them: send Depth: 0 or 1"))
+            }
+        }
         if head.method == .COPY || head.method == .MOVE {
             do throws(WebDAVDestination.Refusal) {
                 webDAVDestination = try WebDAVDestination.rewritten(

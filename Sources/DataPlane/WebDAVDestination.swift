@@ -43,7 +43,9 @@ enum WebDAVDestination {
             guard schemeLength > 0 else { throw .invalid("the Destination is an http(s) URI or an absolute path") }
             let rest = value.dropFirst(schemeLength)
             let authority = rest.prefix { $0 != "/" }
-            guard let host = requestHost, !authority.isEmpty, authority.lowercased() == host.lowercased() else {
+            // `gw:443` is `gw` to an https URI (`:80` to an http one), in the Destination and in Host alike.
+            let defaultPort = schemeLength == 8 ? ":443" : ":80"
+            guard let host = requestHost, !authority.isEmpty, Self.withoutPort(defaultPort, authority) == Self.withoutPort(defaultPort, Substring(host)) else {
                 throw Refusal(code: "destination_refused", message: "the Destination must be on the host the request was sent to", forbidden: true)
             }
             path = rest.dropFirst(authority.count)
@@ -63,6 +65,13 @@ enum WebDAVDestination {
         let target = upstreamPath(route: route, path: normalized, remainder: remainder)
         if coversAnotherRoute(target, route: route, table: table) { throw reachesAnotherRoute }
         return upstream + target
+    }
+
+    /// Whether `values` (every `Depth` field) ask for one level at most: exactly one `Depth`, `0` or
+    /// `1`. None is `infinity` for PROPFIND and LOCK (RFC 4918 §9.1, §9.10.3); two are read by
+    /// servers differently.
+    static func isShallow(_ values: [String]) -> Bool {
+        values.count == 1 && (values[0] == "0" || values[0] == "1")
     }
 
     /// The refusal of a folder that holds another route's files.
@@ -93,13 +102,25 @@ enum WebDAVDestination {
 
     /// Where a route's files are at its upstream, as a folder.
     private static func namespace(of route: DataPlane.Route) -> String {
-        asFolder(route.origin.basePath + (route.stripsPrefix ? "" : route.prefix))
+        // `/dav//adm` is `/dav/adm` to most servers: compared in that form.
+        var path = ""
+        for character in route.origin.basePath + (route.stripsPrefix ? "" : route.prefix) where !(character == "/" && path.hasSuffix("/")) {
+            path.append(character)
+        }
+        return asFolder(path)
     }
 
     private static func asFolder(_ path: String) -> String { path.hasSuffix("/") ? path : path + "/" }
 
-    /// The same server, whatever the base path: one namespace of files.
+    /// The same server, whatever the base path: one namespace of files. Host names compare in any
+    /// case; two names for one address (`localhost`, `127.0.0.1`) are not seen as one.
     private static func sameServer(_ a: UpstreamOrigin, _ b: UpstreamOrigin) -> Bool {
-        a.host == b.host && a.port == b.port && a.usesTLS == b.usesTLS
+        a.host.lowercased() == b.host.lowercased() && a.port == b.port && a.usesTLS == b.usesTLS
+    }
+
+    /// An authority in lower case without its scheme's default port (`defaultPort`, `:443`).
+    private static func withoutPort(_ defaultPort: String, _ authority: Substring) -> Substring {
+        let lowered = Substring(authority.lowercased())
+        return lowered.hasSuffix(defaultPort) ? lowered.dropLast(defaultPort.count) : lowered
     }
 }

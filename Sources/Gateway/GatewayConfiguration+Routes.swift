@@ -17,8 +17,9 @@ extension GatewayConfiguration {
     /// - Throws: `ConfigurationError` naming `gateway.routes[N]` for an `auth: browser` route
     ///   while the public URL is plain http off loopback, two routes serving the same
     ///   host and prefix, a route host that is neither the public host nor under `cookie_domain`
-    ///   (at a dot: `example.com` never covers `badexample.com`), or a route on the public host
-    ///   over one of the gateway's own paths.
+    ///   (at a dot: `example.com` never covers `badexample.com`), a route on the public host
+    ///   over one of the gateway's own paths, or two routes, one of them WebDAV, that reach one
+    ///   upstream folder at different paths (`UpstreamNamespace`).
     func checkRoutes(_ routes: [ProxyRoute]) throws(ConfigurationError) {
         if let index = routes.firstIndex(where: \.acceptsSessionCookie), !servesBrowsersOverHTTPS, !(publicHost.map(LoopbackHost.contains) ?? false) {
             throw ConfigurationError(
@@ -32,6 +33,12 @@ extension GatewayConfiguration {
                 throw ConfigurationError(
                     fileKey: key,
                     "serves \(route.host.map { "host \($0), " } ?? "")prefix \(route.prefix) as an earlier route (\(earlier.upstream)) does; give each upstream a prefix or host of its own")
+            }
+            for earlier in routes[..<index] {
+                guard let folder = UpstreamNamespace.sharedFolder(earlier, route) else { continue }
+                throw ConfigurationError(
+                    fileKey: key,
+                    "reaches the upstream folder \(folder) that the route with prefix \(earlier.prefix) reaches too, at another path: a WebDAV route acts on folders, so a caller admitted on one would reach the other's files past its policy; give each route a folder of its own upstream, or map the outer route so that the inner folder is reached at the inner route's prefix")
             }
             guard let host = route.host else { continue }
             if let publicHost, host.matches(publicHost[...]) {

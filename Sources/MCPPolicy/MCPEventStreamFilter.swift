@@ -2,9 +2,10 @@
 /// and those carrying a filtered list's response are filtered.
 ///
 /// An event is held until its blank line comes (never forwarded in part), up to
-/// `MCPListFilter.maximumBytes`. With the filter of one request's answer, the rest of the stream
-/// passes as it comes once that response went by; a stream's filter reads every event. An event
-/// whose data is not JSON ends the stream: it is never passed unread.
+/// `MCPListFilter.maximumBytes`. Every event is read, after the response too: on one request's
+/// answer a response to another id ends the stream (a client would take it for that request's
+/// answer, a list nobody filtered). An event whose data is not JSON ends the stream: it is never
+/// passed unread.
 public struct MCPEventStreamFilter: Sendable {
     public let filter: MCPListFilter
     private var pending: [UInt8] = []
@@ -12,8 +13,9 @@ public struct MCPEventStreamFilter: Sendable {
     private var scanned = 0
     private var lineStart = 0
     private var eventStart = 0
-    /// The response was filtered: nothing more is held.
-    private var passing = false
+    /// Whether the stream's first bytes were read: a byte order mark there is dropped, as the
+    /// SSE standard has clients drop it (so `\u{FEFF}data:` is a data line to them and here).
+    private var started = false
 
     /// Why the stream must end: an event larger than the gateway holds, or one it cannot read.
     public enum Failure: Error, Sendable {
@@ -27,8 +29,12 @@ public struct MCPEventStreamFilter: Sendable {
 
     /// The complete events among what came so far (and `bytes`), filtered, as bytes to send on.
     public mutating func feed(_ bytes: some Sequence<UInt8>) throws(Failure) -> [UInt8] {
-        if passing { return Array(bytes) }
         pending.append(contentsOf: bytes)
+        if !started {
+            guard pending.count >= 3 || !Array("\u{FEFF}".utf8).starts(with: pending) else { return [] }  // a mark may be on its way
+            if pending.starts(with: Array("\u{FEFF}".utf8)) { pending.removeFirst(3) }
+            started = true
+        }
         var out: [UInt8] = []
         var index = scanned
         while index < pending.count {
@@ -48,12 +54,6 @@ public struct MCPEventStreamFilter: Sendable {
             if blank {
                 out.append(contentsOf: try event(pending[eventStart..<index]))
                 eventStart = index
-                if passing {
-                    out.append(contentsOf: pending[index...])
-                    pending = []
-                    (scanned, lineStart, eventStart) = (0, 0, 0)
-                    return out
-                }
             }
         }
         // What was passed on goes; the scan goes on from where it stopped.
@@ -104,9 +104,7 @@ public struct MCPEventStreamFilter: Sendable {
         } catch {
             throw .unreadable
         }
-        guard let filtered else { return Array(bytes) }
-        if filter.id != nil { passing = true }
-        guard filtered != document else { return Array(bytes) }
+        guard let filtered, filtered != document else { return Array(bytes) }
         var out: [UInt8] = []
         var wroteData = false
         for line in lines where !line.isEmpty {

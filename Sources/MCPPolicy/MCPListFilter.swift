@@ -25,6 +25,15 @@ public struct MCPListFilter: Sendable {
         self.keeps = keeps
     }
 
+    /// The check of a request's answer on a route that filters lists, where the request is not a
+    /// filtered list: only the response to `id` may come on it (a response to another id could be
+    /// a list request's, passed past its filter), and it is passed as it came.
+    public init(answerTo id: JSONValue) {
+        self.id = id
+        self.lists = []
+        self.keeps = { _, _ in true }
+    }
+
     /// A filter of every response on a stream carrying one of `methods`' lists.
     public init(streamOf methods: [String], keeps: @escaping @Sendable (_ method: String, _ name: String) -> Bool) {
         self.id = nil
@@ -68,7 +77,8 @@ public struct MCPListFilter: Sendable {
         if MemberNameFold.ambiguity(in: object, reads: ["jsonrpc", "id", "result", "error"]) != nil { throw Unfilterable.ambiguous }
         // On a list request's own stream, a response to any other id is not passed unread: a
         // client may take it for the answer (`"1"` for `1`: the TypeScript SDK reads `Number(id)`).
-        if let id, object["method"] == nil, object["result"] != nil || object["error"] != nil, object["id"] != id { throw Unfilterable.notTheResponse }
+        // A message with a method and a result is read as a response by some clients: so is it here.
+        if let id, object["result"] != nil || object["error"] != nil, object["id"] != id { throw Unfilterable.notTheResponse }
         guard case .object(let result)? = object["result"] else { return nil }
         if let id { guard object["id"] == id else { return nil } } else { guard object["id"] != nil else { return nil } }
         if MemberNameFold.ambiguity(in: result, reads: lists.map(\.member)) != nil { throw Unfilterable.ambiguous }

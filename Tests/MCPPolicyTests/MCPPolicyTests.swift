@@ -200,12 +200,13 @@ struct MCPPolicyTests {
         #expect(String(decoding: try #require(try filter.filtered(Array(escaped.utf8))), as: UTF8.self).contains("drop_tables") == false)
     }
 
-    @Test("an SSE answer passes event by event, never in part; the event with the list's response is filtered (its data lines rewritten), the others pass byte for byte, in whatever pieces they come")
+    @Test("an SSE answer passes event by event, never in part, after the response too; the event with the list's response is filtered (its data lines rewritten), the others pass byte for byte, in whatever pieces they come; a response to another id after it ends the stream")
     func eventStreamFiltering() throws {
         let filter = MCPListFilter(method: "tools/list", id: "L") { Self.policy.lists(name: $1, method: $0, claims: Self.staff, tenantID: "default", issuer: nil, hasSession: false) }
         let progress = "event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"tools\":[{\"name\":\"drop_tables\"}]}}\r\n\r\n"
         let response = "id: 7\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"L\",\ndata: \"result\":{\"tools\":[{\"name\":\"drop_tables\"},{\"name\":\"search_a\"}]}}\n\n"
-        let stream = Array((": keepalive\n\n" + progress + response + "data: after\n\n").utf8)
+        let after = "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{}}\n\n"
+        let stream = Array((": keepalive\n\n" + progress + response + after).utf8)
         for size in [1, 2, 7, 64, stream.count] {
             var events = MCPEventStreamFilter(filter: filter)
             var out: [UInt8] = []
@@ -213,9 +214,8 @@ struct MCPPolicyTests {
             while index < stream.count {
                 let piece = stream[index..<min(index + size, stream.count)]
                 let passed = try events.feed(piece)
-                // Until the response went by, whatever passes ends at an event's end; then the rest passes as it comes.
-                let responseWent = String(decoding: out + passed, as: UTF8.self).contains("search_a")
-                #expect(passed.isEmpty || passed.suffix(1) == [0x0A] || responseWent, "\(size)")
+                // Whatever passes ends at an event's end, after the response too.
+                #expect(passed.isEmpty || passed.suffix(2) == [0x0A, 0x0A] || passed.suffix(4) == [0x0D, 0x0A, 0x0D, 0x0A], "\(size)")
                 out += passed
                 index += size
             }
@@ -223,12 +223,39 @@ struct MCPPolicyTests {
             let text = String(decoding: out, as: UTF8.self)
             #expect(text.hasPrefix(": keepalive\n\n" + progress), "\(size)")
             #expect(text.contains("id: 7\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"L\",\ndata: \"result\":{\"tools\":[{\"name\":\"search_a\"}]}}\n\n"), "\(size): \(text)")
-            #expect(text.hasSuffix("data: after\n\n"))
+            #expect(text.hasSuffix(after))
         }
+        // After the list's response, a response to another id (a list nobody filtered) is not passed.
+        var late = MCPEventStreamFilter(filter: filter)
+        _ = try late.feed(Array(response.utf8))
+        #expect(throws: MCPEventStreamFilter.Failure.self) { _ = try late.feed(Array("data: {\"jsonrpc\":\"2.0\",\"id\":\"M\",\"result\":{\"tools\":[]}}\n\n".utf8)) }
         // An event the stream never finished is dropped, not passed unread.
         var unfinished = MCPEventStreamFilter(filter: filter)
         #expect(try unfinished.feed(Array(": hi\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"L\",\"result\":{\"tools\":[{\"name\":\"drop_tables\"}]}}".utf8)) == Array(": hi\n\n".utf8))
         #expect(unfinished.finish().isEmpty)
+    }
+
+    @Test("a stream led by a byte order mark is read as clients read it (the mark dropped, its first line a data line), in any pieces; on a list's own stream a message with a method and a result for another id is not passed")
+    func byteOrderMarkAndMethodWithResult() throws {
+        let filter = MCPListFilter(method: "tools/list", id: "L") { Self.policy.lists(name: $1, method: $0, claims: Self.staff, tenantID: "default", issuer: nil, hasSession: false) }
+        let stream = Array("\u{FEFF}data: {\"jsonrpc\":\"2.0\",\"id\":\"L\",\"result\":{\"tools\":[{\"name\":\"drop_tables\"},{\"name\":\"search_a\"}]}}\n\n".utf8)
+        for size in [1, 2, 3, 4, stream.count] {
+            var events = MCPEventStreamFilter(filter: filter)
+            var out: [UInt8] = []
+            var index = 0
+            while index < stream.count {
+                out += try events.feed(stream[index..<min(index + size, stream.count)])
+                index += size
+            }
+            let text = String(decoding: out, as: UTF8.self)
+            #expect(text.contains("search_a") && !text.contains("drop_tables"), "\(size): \(text)")
+        }
+        // A mark only at the stream's start: later, a line led by one is no data line to anybody.
+        var later = MCPEventStreamFilter(filter: filter)
+        #expect(try later.feed(Array(": hi\n\n\u{FEFF}x\n\n".utf8)) == Array(": hi\n\n\u{FEFF}x\n\n".utf8))
+        #expect(throws: MCPListFilter.Unfilterable.notTheResponse) {
+            _ = try filter.filtered(Array(#"{"jsonrpc":"2.0","id":"M","method":"ping","result":{"tools":[{"name":"drop_tables"}]}}"#.utf8))
+        }
     }
 
     @Test("a resource URI is decided only in its normal form: a dot segment (plain or %2e), an encoded separator (%2f, %5c) before the query, userinfo, a backslash, an upper-case scheme or a control character is refused, never matched byte for byte")

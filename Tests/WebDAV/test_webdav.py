@@ -23,9 +23,11 @@ def check(condition, what):
         FAILURES.append(what)
 
 
-def send(method, path, destinations=(), headers=None):
+def send(method, path, destinations=(), headers=None, host=None):
     connection = http.client.HTTPConnection(GATEWAY, timeout=10)
-    connection.putrequest(method, path, skip_accept_encoding=True)
+    connection.putrequest(method, path, skip_accept_encoding=True, skip_host=host is not None)
+    if host is not None:
+        connection.putheader("Host", host)
     connection.putheader("Authorization", "Bearer " + TOKEN)
     for destination in destinations:
         connection.putheader("Destination", destination)
@@ -70,12 +72,29 @@ for method in ("COPY", "MOVE"):
 check(secret() == "secret" and sorted(os.listdir(os.path.join(ROOT, "adm"))) == ["secret.txt"], "the file behind /dav/adm is unchanged, nothing new beside it")
 check(os.path.exists(os.path.join(ROOT, "pub", "a.txt")), "and the source was not moved")
 
-# A route over the whole upstream (/dav/all): a folder holding another route's files is refused as source and as destination.
-for method, path, destinations in (("COPY", "/dav/all/", [here + "/dav/all/loot/"]), ("MOVE", "/dav/all/adm/", [here + "/dav/all/loot/"]),
-                                   ("DELETE", "/dav/all/adm", []), ("DELETE", "/dav/all/", []), ("COPY", "/dav/all/pub/a.txt", [here + "/dav/all/adm/x.txt"])):
+# A route over the whole server (/dav) beside the routes over its folders: a folder holding another
+# route's files is refused as a source and as a destination, and a deep PROPFIND or LOCK of it.
+for method, path, destinations in (("COPY", "/dav/", [here + "/dav/loot/"]), ("MOVE", "/dav/", [here + "/dav/loot/"]), ("DELETE", "/dav/", []),
+                                   ("COPY", "/dav/pub/a.txt", [here + "/dav/adm/x.txt"])):
     status, code, _ = send(method, path, destinations, {"Depth": "infinity", "Overwrite": "T"})
     check(status == 403 and code == "destination_refused", f"{method} {path} reaching another route's files: 403 ({status} {code})")
+for method, depth in (("PROPFIND", "infinity"), ("PROPFIND", None), ("LOCK", "infinity"), ("LOCK", None)):
+    headers = {"Depth": depth} if depth else {}
+    status, code, body = send(method, "/dav/", headers=headers)
+    check(status == 403 and code == "depth_refused" and b"secret" not in body, f"{method} /dav/ with Depth {depth or '(none: infinity)'}: 403 depth_refused ({status} {code})")
+status, _, body = send("PROPFIND", "/dav/", headers={"Depth": "1"})
+check(status == 207 and b"adm/" in body and b"secret.txt" not in body, f"PROPFIND /dav/ with Depth 1 names the folders, not their files ({status})")
+status, _, body = send("PROPFIND", "/dav/pub/", headers={"Depth": "infinity"})
+check(status in (207, 403) and b"secret" not in body, f"a deep PROPFIND of a folder holding no other route's files is the server's to answer ({status})")
 check(secret() == "secret" and not os.path.exists(os.path.join(ROOT, "loot")), "the other route's files are where they were, nothing copied out")
+
+# The Destination's host in another case, or with its scheme's default port, is the request's host.
+for host, destination in (("dav.example", "http://DAV.example/dav/pub/e.txt"), ("dav.example", "http://dav.example:80/dav/pub/f.txt"),
+                          ("dav.example:80", "http://dav.example/dav/pub/g.txt")):
+    status, code, _ = send("COPY", "/dav/pub/a.txt", [destination], host=host)
+    check(status in (201, 204), f"COPY with Host {host} to {destination} ({status} {code})")
+status, code, _ = send("COPY", "/dav/pub/a.txt", ["http://dav.example:8080/dav/pub/h.txt"], host="dav.example")
+check(status == 403 and code == "destination_refused", f"another port is another host ({status} {code})")
 
 status, _, _ = send("COPY", "/dav/pub/a.txt", [here + "/dav/pub/b.txt"])
 check(status in (201, 204) and open(os.path.join(ROOT, "pub", "b.txt")).read() == "public", f"COPY within the route, by URL ({status})")

@@ -189,6 +189,31 @@ struct HostRouteTests {
         }
     }
 
+    @Test("a WebDAV route and another that reach one upstream folder at different paths are refused, naming the later route (any spelling of the server, any slashes); nested routes that reach it at the inner route's own prefix, other servers, and plain routes sharing an app are accepted")
+    func webDAVNamespacesDoNotOverlap() async throws {
+        let dav = "methods: [GET, PUT, DELETE, PROPFIND, MKCOL, COPY, MOVE]"
+        let refused = [
+            "    - {prefix: /dav/adm, upstream: 'http://127.0.0.1:9000/adm', \(dav)}\n    - {prefix: /dav/all, upstream: 'http://127.0.0.1:9000', \(dav)}\n",
+            "    - {prefix: /dav/all, upstream: 'http://LOCALHOST:9000//', \(dav)}\n    - {prefix: /dav/adm, upstream: 'http://localhost:9000/adm', require: {tenants: [admins]}}\n",
+            "    - {prefix: /files, upstream: 'http://127.0.0.1:9000/files', strip_prefix: false, \(dav)}\n    - {prefix: /x, upstream: 'http://127.0.0.1:9000/files', \(dav)}\n",
+            "    - {prefix: /a, upstream: 'http://127.0.0.1:9000/f', \(dav)}\n    - {prefix: /b, upstream: 'http://127.0.0.1:9000/f/', \(dav)}\n",
+        ]
+        for routes in refused {
+            let error = try await Self.refusal("  routes:\n" + routes)
+            #expect(error?.key == "gateway.routes[1]" && error?.message.contains("folder") == true, "\(routes): \(error?.message ?? "accepted")")
+        }
+        let accepted = [
+            "    - {prefix: /dav, upstream: 'http://127.0.0.1:9000', \(dav)}\n    - {prefix: /dav/adm, upstream: 'http://127.0.0.1:9000/adm', \(dav)}\n",
+            "    - {prefix: /dav/a, upstream: 'http://127.0.0.1:9000/a', \(dav)}\n    - {prefix: /dav/b, upstream: 'http://127.0.0.1:9000/b', \(dav)}\n",
+            "    - {prefix: /dav/a, upstream: 'http://127.0.0.1:9000', \(dav)}\n    - {prefix: /dav/b, upstream: 'http://127.0.0.1:9001', \(dav)}\n",
+            "    - {prefix: /app, upstream: 'http://127.0.0.1:9000'}\n    - {prefix: /admin, upstream: 'http://127.0.0.1:9000', require: {tenants: [admins]}}\n",
+        ]
+        for routes in accepted {
+            let error = try await Self.refusal("  routes:\n" + routes)
+            #expect(error == nil, "\(routes): \(error?.message ?? "")")
+        }
+    }
+
     @Test("through the gateway: a route on its own host at / gets the whole path (strip_prefix false) and the identity fields; the client's copies of any route's identity fields, in any spelling, reach no upstream")
     func servedByHost() async throws {
         let upstream = try await RecordingUpstream.start()

@@ -289,7 +289,7 @@ struct MCPToolPolicyTests {
         #expect(calls.all == ["server/discover"])
     }
 
-    @Test("a filtered list's answer that is not exactly one JSON-RPC response with the request's id is refused (502) or its stream ends: two Content-Type fields, a top-level array, another id, a notification, Tools beside tools, an SSE event never finished; a tools/list sent as a notification is refused before the server hears of it")
+    @Test("a filtered list's answer that is not exactly one JSON-RPC response with the request's id is refused (502) or its stream ends: two Content-Type fields, a top-level array, another id, a notification, Tools beside tools, an SSE event never finished; a tools/list sent as a notification is refused before the server hears of it; on a filtering route another request's answer carrying a response to another id is refused or ended, its own passes")
     func listAnswersNeverFailOpen() async throws {
         let list = #"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"drop_tables"},{"name":"search_code"}]}}"#
         func json(_ body: String, contentTypes: [String] = ["application/json"]) -> ScriptedUpstream.Answer {
@@ -307,6 +307,10 @@ struct MCPToolPolicyTests {
                 return String(event.utf8.count, radix: 16) + "\r\n" + event + "\r\n0\r\n\r\n"
             }(), close: true),
             "/plain": json(list),
+            "/sse": .init("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" + {
+                let event = "data: " + list + "\n\n"
+                return String(event.utf8.count, radix: 16) + "\r\n" + event + "\r\n0\r\n\r\n"
+            }(), close: true),
         ]
         let upstream = try ScriptedUpstream(answers: answers)
         defer { upstream.stop() }
@@ -320,7 +324,7 @@ struct MCPToolPolicyTests {
             let token = try MCPRouteTests.token(fixture, audience: MCPRouteTests.publicURL + "/mcp" + path, scope: "tools")
             let answer = try await fixture.send(.POST, "/mcp" + path, bearer: token, body: request)
             switch path {
-            case "/plain":
+            case "/plain", "/sse":
                 #expect(answer.status == 200 && answer.raw.contains("search_code") && !answer.raw.contains("drop_tables"), "\(path): \(answer.raw)")
             case "/unfinished":
                 #expect(!answer.raw.contains("drop_tables"), "\(path): an event never finished is dropped, not passed unread: \(answer.raw)")
@@ -333,6 +337,15 @@ struct MCPToolPolicyTests {
         let notification = try await fixture.send(.POST, "/mcp/plain", bearer: token, body: #"{"jsonrpc":"2.0","method":"tools/list","params":{}}"#)
         #expect(notification.status == 403 && notification.error == "mcp_list_refused", "\(notification.raw)")
         #expect(upstream.requestHeads.count == before)
+        // Another request's answer (a ping's) carrying the list's response to id 7: refused as JSON, its stream ended as SSE.
+        for path in ["/plain", "/sse"] {
+            let token = try MCPRouteTests.token(fixture, audience: MCPRouteTests.publicURL + "/mcp" + path, scope: "tools")
+            let ping = try await fixture.send(.POST, "/mcp" + path, bearer: token, body: #"{"jsonrpc":"2.0","id":9,"method":"ping"}"#)
+            #expect(!ping.raw.contains("drop_tables") && (path == "/sse" || (ping.status == 502 && ping.error == "mcp_answer_unfilterable")), "\(path): \(ping.raw)")
+            // Its own response passes as it came.
+            let own = try await fixture.send(.POST, "/mcp" + path, bearer: token, body: #"{"jsonrpc":"2.0","id":7,"method":"ping"}"#)
+            #expect(own.status == 200 && own.raw.contains("drop_tables"), "\(path): \(own.raw)")
+        }
     }
 
     @Test("a tools/list answer is filtered to the tools the caller may call, as JSON (its length rewritten) and as SSE (event by event, other events as they came); a tool whose scope the client lacks is still listed, for a step-up")

@@ -1,0 +1,47 @@
+/// Where a route's requests land on its upstream, as a folder of the upstream's namespace, and
+/// whether two routes share files under different paths.
+///
+/// A route maps its prefix folder (`/dav/adm/`) to one folder upstream (`/adm/` on
+/// `http://dav:9000`). Two routes on one server whose folders nest are safe when the outer route
+/// maps the inner folder to the inner route's own prefix (`/dav` to `/`, `/dav/adm` to `/adm`):
+/// the longest prefix then routes `/dav/adm/x` to the inner route, under its policy. Otherwise
+/// (`/dav/all` to `/` beside `/dav/adm` to `/adm`) the outer route reaches the inner one's files
+/// at another path (`/dav/all/adm/x`), past the inner route's policy.
+package enum UpstreamNamespace {
+    /// The upstream folder the routes share at different paths, when `a` and `b` are on one
+    /// upstream server, one of them speaks WebDAV (a folder of files, acted on whole), and the
+    /// outer one reaches the inner one's folder at a path that is not the inner one's prefix on
+    /// the same host; `nil` otherwise.
+    ///
+    /// Plain HTTP routes are not compared: one application behind several prefixes is common, and
+    /// its paths are not files that COPY, MOVE or PROPFIND act on.
+    package static func sharedFolder(_ a: ProxyRoute, _ b: ProxyRoute) -> String? {
+        guard Self.speaksWebDAV(a) || Self.speaksWebDAV(b), !a.isForwardAuthOnly, !b.isForwardAuthOnly,
+            let originA = UpstreamOrigin(url: a.upstream), let originB = UpstreamOrigin(url: b.upstream),
+            originA.host.lowercased() == originB.host.lowercased(), originA.port == originB.port, originA.usesTLS == originB.usesTLS
+        else { return nil }
+        let (folderA, folderB) = (folder(a, originA), folder(b, originB))
+        let (outer, outerFolder, inner, innerFolder) = folderB.hasPrefix(folderA) ? (a, folderA, b, folderB) : (b, folderB, a, folderA)
+        guard innerFolder.hasPrefix(outerFolder) else { return nil }
+        // The gateway path the outer route sends to the inner route's folder.
+        let reached = asFolder(outer.pathPrefix) + innerFolder.dropFirst(outerFolder.count)
+        if reached == asFolder(inner.pathPrefix), outer.host == inner.host { return nil }
+        return innerFolder
+    }
+
+    /// Whether `route` forwards a WebDAV method that acts on a folder's contents or lists them.
+    static func speaksWebDAV(_ route: ProxyRoute) -> Bool {
+        route.methods?.contains { ["COPY", "MOVE", "MKCOL", "PROPFIND"].contains($0.rawValue) } ?? false
+    }
+
+    /// The folder `route`'s prefix folder is at upstream, its slashes collapsed.
+    static func folder(_ route: ProxyRoute, _ origin: UpstreamOrigin) -> String {
+        var path = ""
+        for character in origin.basePath + (route.stripsPrefix ? "" : route.pathPrefix) where !(character == "/" && path.hasSuffix("/")) {
+            path.append(character)
+        }
+        return asFolder(path)
+    }
+
+    static func asFolder(_ path: String) -> String { path.hasSuffix("/") ? path : path + "/" }
+}
