@@ -35,6 +35,8 @@
 #                                         serve an MCP route (mcp: true) and the authorization server, and this
 #                                         build's a route with tool rules too: three more rows, the older
 #                                         binary's MCP row beside this build's (issue 56's target)
+#   COMPARE_RULES=1                       with COMPARE_MCP (a build of issue 56 or later): the older binary serves the
+#                                         tool-rule route too, and its row is set beside this build's (A/B of a tool rule)
 #   COMPARE_LEVEL=info                    run that gateway at this logging level (default: as quiet as the main row)
 #   ONLY=regex                            only the rows whose names match (plus nginx's plain proxy and the
 #                                         byte floor, the ratios' bases): ONLY='floor|routes$' for a quick A/B
@@ -109,6 +111,7 @@ TOOLS_LIST="${TOOLS_LIST%,}]}}"
 "$BIN" jwks --keys "$WORK/idp" > "$WORK/idp/jwks.json"
 nginx_conf upstream $UPSTREAM "location = /idp/jwks.json { default_type application/json; alias $WORK/idp/jwks.json; }
     location = /tools { default_type application/json; return 200 '$TOOLS_LIST'; }
+    location = /rpc { default_type application/json; return 200 '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"3\"}]}}'; }
     location / { default_type application/json; return 200 '{\"ok\":true,\"service\":\"bench upstream\"}'; }"
 UPSTREAM_PID=${PIDS[-1]}
 nginx_conf proxy $NGINX_PROXY 'location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; }'
@@ -136,6 +139,8 @@ source "$ROOT/scripts/lib/gateway.sh"
 # provider's token that holds them: its row beside the provider's token on the route without one.
 # A third, auth: browser, for the session cookie's row beside the Bearer token's on the same kind of route.
 # A fourth, an MCP server (mcp: true), its token from the gateway's authorization server (issue 55).
+# The MCP server's answer to a tools/call is a JSON-RPC response to id 1 (/rpc): on a route with rules the
+# gateway passes only the request's own response (issue 64).
 # Then MCP servers with rules per tool (issue 56): /mcp/rules beside /mcp/bench for tools/call, and
 # /mcp/list (no rules) beside /mcp/rules-list (rules) for a tools/list answer of eight tools.
 # The gateway's authorization server (an MCP client's tokens), with its per-client rate limit out of the way.
@@ -147,7 +152,7 @@ rate_limits:
     per_minute: 1000000
     burst: 1000000"
 TOOL_RULES="{tools: [{name: 'search_*'}, {name: add}, {name: 'delete_*', require: {any_of: [{claim: groups, contains: admins}]}}]}"
-start_serve "$WORK/gateway" "$GATEWAY" "  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\", {prefix: /api/policy, upstream: \"http://127.0.0.1:$UPSTREAM\", require: {scopes: [bench:read], any_of: [{claim: groups, contains: bench}], tenants: [default]}}, {prefix: /api/browser, upstream: \"http://127.0.0.1:$UPSTREAM\", auth: browser}, {prefix: /mcp/bench, upstream: \"http://127.0.0.1:$UPSTREAM\", mcp: true}, {prefix: /mcp/rules, upstream: \"http://127.0.0.1:$UPSTREAM\", mcp: $TOOL_RULES}, {prefix: /mcp/list, upstream: \"http://127.0.0.1:$UPSTREAM/tools\", mcp: true}, {prefix: /mcp/rules-list, upstream: \"http://127.0.0.1:$UPSTREAM/tools\", mcp: $TOOL_RULES}]
+start_serve "$WORK/gateway" "$GATEWAY" "  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\", {prefix: /api/policy, upstream: \"http://127.0.0.1:$UPSTREAM\", require: {scopes: [bench:read], any_of: [{claim: groups, contains: bench}], tenants: [default]}}, {prefix: /api/browser, upstream: \"http://127.0.0.1:$UPSTREAM\", auth: browser}, {prefix: /mcp/bench, upstream: \"http://127.0.0.1:$UPSTREAM/rpc\", mcp: true}, {prefix: /mcp/rules, upstream: \"http://127.0.0.1:$UPSTREAM/rpc\", mcp: $TOOL_RULES}, {prefix: /mcp/list, upstream: \"http://127.0.0.1:$UPSTREAM/tools\", mcp: true}, {prefix: /mcp/rules-list, upstream: \"http://127.0.0.1:$UPSTREAM/tools\", mcp: $TOOL_RULES}]
   trusted_proxies: [127.0.0.1]" "$AS_YAML
   intent_per_user:
     per_minute: 1000000
@@ -171,9 +176,10 @@ if [ -n "${COMPARE_BIN:-}" ]; then
   if [ "${COMPARE_MCP:-}" = 1 ]; then
     # The MCP route of part 1 (issue 55, mcp: true) and its authorization server: the older binary's
     # MCP row; this build's gateway has one more route, tool rules (issue 56), for its row beside it.
-    compare_routes="  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\", {prefix: /mcp/bench, upstream: \"http://127.0.0.1:$UPSTREAM\", mcp: true}]"
+    compare_routes="  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\", {prefix: /mcp/bench, upstream: \"http://127.0.0.1:$UPSTREAM/rpc\", mcp: true}]"
     compare_extra=$AS_YAML
-    same_routes="${compare_routes%]}, {prefix: /mcp/rules, upstream: \"http://127.0.0.1:$UPSTREAM\", mcp: $TOOL_RULES}]"
+    same_routes="${compare_routes%]}, {prefix: /mcp/rules, upstream: \"http://127.0.0.1:$UPSTREAM/rpc\", mcp: $TOOL_RULES}]"
+    if [ "${COMPARE_RULES:-}" = 1 ]; then compare_routes=$same_routes; fi
   fi
   if [ -n "${COMPARE_LEVEL:-}" ]; then
     LOGGING_LEVEL=$COMPARE_LEVEL start_serve "$WORK/gateway-compare" "$GATEWAY_COMPARE" "$compare_routes" "$compare_extra"
@@ -232,7 +238,11 @@ PY
 }
 if [ -n "${COMPARE_BIN:-}" ] && [ "${COMPARE_MCP:-}" = 1 ]; then
   # Part 1's MCP row from the older binary, and this binary's MCP rows under the same configuration.
-  read -r MCP_TOKEN_COMPARE < <(mcp_tokens "$GATEWAY_COMPARE" "$(browser_cookie "$GATEWAY_COMPARE")" /mcp/bench)
+  if [ "${COMPARE_RULES:-}" = 1 ]; then
+    read -r MCP_TOKEN_COMPARE MCP_RULES_TOKEN_COMPARE < <(mcp_tokens "$GATEWAY_COMPARE" "$(browser_cookie "$GATEWAY_COMPARE")" /mcp/bench /mcp/rules)
+  else
+    read -r MCP_TOKEN_COMPARE < <(mcp_tokens "$GATEWAY_COMPARE" "$(browser_cookie "$GATEWAY_COMPARE")" /mcp/bench)
+  fi
   read -r MCP_TOKEN_SAME MCP_RULES_TOKEN_SAME < <(mcp_tokens "$GATEWAY_SAME" "$(browser_cookie "$GATEWAY_SAME")" /mcp/bench /mcp/rules)
 fi
 # An MCP client's token for /mcp/bench, through the gateway's authorization server: the user's consent
@@ -447,12 +457,15 @@ for round in $(seq "$ROUNDS"); do
   # An MCP tools/call (a JSON answer) through the MCP route, the same POST on a plain Bearer route, and to the server directly.
   AUTH_TOKEN=$MCP_TOKEN run "Portcullis MCP tools/call (JSON)" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/mcp/bench" -s "$WORK/mcp.lua"
   run "Portcullis Bearer route, the same POST" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/" -s "$WORK/mcp.lua"
-  NO_BEARER=1 run "the MCP server directly (the upstream), the same POST" "$UPSTREAM_PID" "http://127.0.0.1:$UPSTREAM/" -s "$WORK/mcp.lua"
+  NO_BEARER=1 run "the MCP server directly (the upstream), the same POST" "$UPSTREAM_PID" "http://127.0.0.1:$UPSTREAM/rpc" -s "$WORK/mcp.lua"
   AUTH_TOKEN=$MCP_RULES_TOKEN run "Portcullis MCP tools/call decided by a tool rule" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/mcp/rules" -s "$WORK/mcp.lua"
   if [ -n "${COMPARE_BIN:-}" ] && [ "${COMPARE_MCP:-}" = 1 ]; then
     AUTH_TOKEN=$MCP_TOKEN_COMPARE run "Portcullis MCP tools/call (JSON), COMPARE_BIN" "$GATEWAY_COMPARE_PID" "http://127.0.0.1:$GATEWAY_COMPARE/mcp/bench" -s "$WORK/mcp.lua"
     AUTH_TOKEN=$MCP_TOKEN_SAME run "Portcullis MCP tools/call (JSON), COMPARE_BIN's configuration" "$GATEWAY_SAME_PID" "http://127.0.0.1:$GATEWAY_SAME/mcp/bench" -s "$WORK/mcp.lua"
     AUTH_TOKEN=$MCP_RULES_TOKEN_SAME run "Portcullis MCP tools/call decided by a tool rule, COMPARE_BIN's configuration" "$GATEWAY_SAME_PID" "http://127.0.0.1:$GATEWAY_SAME/mcp/rules" -s "$WORK/mcp.lua"
+    if [ "${COMPARE_RULES:-}" = 1 ]; then
+      AUTH_TOKEN=$MCP_RULES_TOKEN_COMPARE run "Portcullis MCP tools/call decided by a tool rule, COMPARE_BIN" "$GATEWAY_COMPARE_PID" "http://127.0.0.1:$GATEWAY_COMPARE/mcp/rules" -s "$WORK/mcp.lua"
+    fi
   fi
   AUTH_TOKEN=$MCP_LIST_TOKEN run "Portcullis MCP tools/list, no rules (8 tools)" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/mcp/list" -s "$WORK/list.lua"
   AUTH_TOKEN=$MCP_RULES_LIST_TOKEN run "Portcullis MCP tools/list filtered by tool rules (8 to 3)" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/mcp/rules-list" -s "$WORK/list.lua"
@@ -558,6 +571,10 @@ mcp_compare, mcp_same, ruled_same = "Portcullis MCP tools/call (JSON), COMPARE_B
 if mcp_compare in names and mcp_same in names and ruled_same in names:
     print(f"MCP A/B against COMPARE_BIN's MCP row: this binary's MCP row CPU a request {same_round(mcp_same, mcp_compare, 4):.3f}x, req/s {same_round(mcp_same, mcp_compare, 2):.3f}x; "
           f"a tools/call decided by a tool rule CPU a request {same_round(ruled_same, mcp_compare, 4):.3f}x, req/s {same_round(ruled_same, mcp_compare, 2):.3f}x (same-round medians)")
+ruled_compare = "Portcullis MCP tools/call decided by a tool rule, COMPARE_BIN"
+if ruled_compare in names and ruled_same in names:
+    print(f"Tool-rule A/B: this binary's tools/call decided by a tool rule against COMPARE_BIN's, CPU a request {same_round(ruled_same, ruled_compare, 4):.3f}x, "
+          f"req/s {same_round(ruled_same, ruled_compare, 2):.3f}x (same-round medians)")
 ended = "nginx auth_request to Portcullis forward-auth, then the upstream"
 if ended in names and base in names:
     def added(column):
