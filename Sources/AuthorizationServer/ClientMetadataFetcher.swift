@@ -212,6 +212,10 @@ public final class ClientMetadataFetcher: Sendable {
             // IPv4-mapped (::ffff:0:0/96) and IPv4-compatible (::/96) addresses are no address a
             // public name has: a name that resolves to one is not fetched from, whatever it carries.
             if bytes[0..<10].allSatisfy({ $0 == 0 }) && (bytes[10..<12].allSatisfy({ $0 == 0xFF }) || bytes[10..<12].allSatisfy({ $0 == 0 })) { return false }
+            // SIIT's ::ffff:0:0:0/96, the discard prefix 100::/64, documentation 2001:db8::/32.
+            if bytes[0..<8].allSatisfy({ $0 == 0 }) && bytes[8] == 0xFF && bytes[9] == 0xFF && bytes[10] == 0 && bytes[11] == 0 { return false }
+            if bytes[0] == 0x01 && bytes[1..<8].allSatisfy({ $0 == 0 }) { return false }
+            if bytes[0..<4] == [0x20, 0x01, 0x0D, 0xB8] { return false }
             // Local-use NAT64 (64:ff9b:1::/48, RFC 8215) translates into a network of its own.
             if bytes[0..<6] == [0x00, 0x64, 0xFF, 0x9B, 0x00, 0x01] { return false }
             // The well-known NAT64 prefix (64:ff9b::/96) and 6to4 (2002::/16) are judged as the IPv4 address they carry.
@@ -227,7 +231,8 @@ public final class ClientMetadataFetcher: Sendable {
 
     /// Whether the IPv4 address `a.b.c.x` is public: not this network (0/8), private (10/8, 172.16/12,
     /// 192.168/16), shared (100.64/10), loopback (127/8), link-local (169.254/16), IETF protocol
-    /// assignments (192.0.0/24), benchmarking (198.18/15), multicast or reserved (224/3).
+    /// assignments (192.0.0/24), benchmarking (198.18/15), documentation (192.0.2/24, 198.51.100/24,
+    /// 203.0.113/24), multicast or reserved (224/3).
     static func isPublicIPv4(_ a: UInt8, _ b: UInt8, _ c: UInt8) -> Bool {
         if a == 0 || a == 10 || a == 127 || a >= 224 { return false }
         if a == 169 && b == 254 { return false }
@@ -236,6 +241,8 @@ public final class ClientMetadataFetcher: Sendable {
         if a == 192 && b == 0 && c == 0 { return false }
         if a == 198 && (b == 18 || b == 19) { return false }
         if a == 100 && (64...127).contains(b) { return false }
+        // Documentation (TEST-NET-1, -2, -3).
+        if (a == 192 && b == 0 && c == 2) || (a == 198 && b == 51 && c == 100) || (a == 203 && b == 0 && c == 113) { return false }
         return true
     }
 

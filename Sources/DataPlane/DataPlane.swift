@@ -43,9 +43,11 @@ package final class DataPlane: Sendable {
         /// `false` for `auth: none`.
         package let requiresToken: Bool
         /// Whether it forwards a WebDAV method that acts on a folder's contents or lists them
-        /// (`COPY`, `MOVE`, `MKCOL`, `PROPFIND`): its upstream is a WebDAV server, where a `DELETE`
-        /// of a folder takes all it holds.
-        package var speaksWebDAV: Bool { methods.contains { $0 == .COPY || $0 == .MOVE || $0 == .MKCOL || $0 == .PROPFIND } }
+        /// (`COPY`, `MOVE`, `MKCOL`, `PROPFIND`, `PROPPATCH`, `LOCK`, `UNLOCK`): its upstream is a
+        /// WebDAV server, where a `DELETE` of a folder takes all it holds.
+        package var speaksWebDAV: Bool {
+            methods.contains { $0 == .COPY || $0 == .MOVE || $0 == .MKCOL || $0 == .PROPFIND || $0 == .PROPPATCH || $0 == .LOCK || $0 == .UNLOCK }
+        }
         package let policy: RoutePolicy?
         /// `gateway.allowed_origins` as the route's table holds them (CORS on its answers).
         package let allowedOrigins: Set<String>

@@ -16,6 +16,8 @@ package enum UpstreamNamespace {
     /// Plain HTTP routes are not compared: one application behind several prefixes is common, and
     /// its paths are not files that COPY, MOVE or PROPFIND act on.
     package static func sharedFolder(_ a: ProxyRoute, _ b: ProxyRoute) -> String? {
+        // Each sends its own host (`preserve_host`, bound to different hosts): two virtual hosts, two namespaces.
+        if a.preservesHost, b.preservesHost, a.host != nil, b.host != nil, a.host != b.host { return nil }
         guard Self.speaksWebDAV(a) || Self.speaksWebDAV(b), !a.isForwardAuthOnly, !b.isForwardAuthOnly,
             let originA = UpstreamOrigin(url: a.upstream), let originB = UpstreamOrigin(url: b.upstream),
             originA.host.lowercased() == originB.host.lowercased(), originA.port == originB.port, originA.usesTLS == originB.usesTLS
@@ -31,7 +33,7 @@ package enum UpstreamNamespace {
 
     /// Whether `route` forwards a WebDAV method that acts on a folder's contents or lists them.
     static func speaksWebDAV(_ route: ProxyRoute) -> Bool {
-        route.methods?.contains { ["COPY", "MOVE", "MKCOL", "PROPFIND"].contains($0.rawValue) } ?? false
+        route.methods?.contains { ["COPY", "MOVE", "MKCOL", "PROPFIND", "PROPPATCH", "LOCK", "UNLOCK"].contains($0.rawValue) } ?? false
     }
 
     /// The folder `route`'s prefix folder is at upstream, its slashes collapsed.

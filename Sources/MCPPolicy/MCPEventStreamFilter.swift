@@ -13,8 +13,8 @@ public struct MCPEventStreamFilter: Sendable {
     private var scanned = 0
     private var lineStart = 0
     private var eventStart = 0
-    /// Whether the stream's first bytes were read: a byte order mark there is dropped, as the
-    /// SSE standard has clients drop it (so `\u{FEFF}data:` is a data line to them and here).
+    /// Whether the stream's first bytes were read: byte order marks there are dropped, as the
+    /// SSE standard has clients drop one (so `\u{FEFF}data:` is a data line to them and here).
     private var started = false
 
     /// Why the stream must end: an event larger than the gateway holds, or one it cannot read.
@@ -30,10 +30,16 @@ public struct MCPEventStreamFilter: Sendable {
     /// The complete events among what came so far (and `bytes`), filtered, as bytes to send on.
     public mutating func feed(_ bytes: some Sequence<UInt8>) throws(Failure) -> [UInt8] {
         pending.append(contentsOf: bytes)
-        if !started {
-            guard pending.count >= 3 || !Array("\u{FEFF}".utf8).starts(with: pending) else { return [] }  // a mark may be on its way
-            if pending.starts(with: Array("\u{FEFF}".utf8)) { pending.removeFirst(3) }
-            started = true
+        // Every mark leading the stream goes: passed on, the one after the first would lead what the
+        // client decodes, and be dropped there, its line then a data line the gateway did not read.
+        while !started {
+            let mark: [UInt8] = [0xEF, 0xBB, 0xBF]
+            if pending.count < 3, mark.starts(with: pending) { return [] }  // a mark may be on its way
+            guard pending.starts(with: mark) else {
+                started = true
+                break
+            }
+            pending.removeFirst(3)
         }
         var out: [UInt8] = []
         var index = scanned

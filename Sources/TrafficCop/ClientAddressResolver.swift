@@ -112,10 +112,13 @@ extension ClientAddressResolver {
     /// is, an IPv6 address by its /64.
     ///
     /// One IPv6 host is usually given a whole /64 (RFC 6177), so keying by address would give it
-    /// 2^64 buckets. An IPv4-mapped address counts as its IPv4 address.
+    /// 2^64 buckets. An IPv4-mapped address, or one under the NAT64 prefix `64:ff9b::/96`, counts
+    /// as its IPv4 address. Hosts that share a /64 (an office's VLAN) share its buckets.
     public static func rateLimitKey(_ address: String) -> String {
         guard let bytes = IPNetwork.parseAddress(address) else { return address }
         guard bytes.count == 16 else { return IPNetwork(bytes: bytes, prefixLength: 32).address }
+        // The well-known NAT64 prefix (64:ff9b::/96) carries an IPv4 client: counted as that address.
+        if bytes[0..<12] == [0x00, 0x64, 0xFF, 0x9B, 0, 0, 0, 0, 0, 0, 0, 0] { return IPNetwork(bytes: Array(bytes[12...]), prefixLength: 32).address }
         return IPNetwork(bytes: Array(bytes[0..<8]) + [UInt8](repeating: 0, count: 8), prefixLength: 64).description
     }
 }

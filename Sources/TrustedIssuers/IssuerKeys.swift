@@ -175,9 +175,8 @@ final class IssuerKeys: Sendable {
                 }
                 tenantID = value
             }
-            var claims = claims
             // The operator's word for this issuer (emails_verified): an address it sends is one it verified.
-            if issuer.emailsVerified, claims["email"] != nil, claims["email_verified"] == nil { claims["email_verified"] = .bool(true) }
+            let claims = issuer.vouchingForEmail(claims)
             let verified = VerifiedAccessToken(header: jws.header, claims: claims, keyID: key.kid, algorithm: algorithm)
             return .verified(ExternalIdentity(issuer: issuer.issuer, subject: subject, tenantID: tenantID), verified)
         } catch {

@@ -53,9 +53,18 @@ public struct TrustedIssuer: Sendable, Equatable {
     /// version 24 copies the sign-in's `nonce` into them. `false`: a token with `nonce` is an ID token.
     public var accessTokensCarryNonce = false
     /// Whether every address this issuer sends is one it verified (`emails_verified: true`): its
-    /// `email` without `email_verified` then counts as verified (Entra ID sends none). `false`: an
+    /// `email` without `email_verified` then counts as verified. `false`: an
     /// address counts only with `email_verified: true`; an explicit `false` is never overridden.
     public var emailsVerified = false
+
+    /// `claims` as this issuer's word makes them: with `emailsVerified`, an `email` without
+    /// `email_verified` gets `email_verified: true` (an explicit value is kept, `false` too).
+    public func vouchingForEmail(_ claims: JSONObject) -> JSONObject {
+        guard emailsVerified, claims["email"] != nil, claims["email_verified"] == nil else { return claims }
+        var vouched = claims
+        vouched["email_verified"] = .bool(true)
+        return vouched
+    }
 
     /// The keys an entry may set.
     public static let settingNames: Set<String> = [

@@ -235,11 +235,12 @@ struct MCPPolicyTests {
         #expect(unfinished.finish().isEmpty)
     }
 
-    @Test("a stream led by a byte order mark is read as clients read it (the mark dropped, its first line a data line), in any pieces; on a list's own stream a message with a method and a result for another id is not passed")
+    @Test("a stream led by byte order marks is read as clients read it (the marks dropped, none passed on, its first line a data line), in any pieces; on a list's own stream a message with a method and a result for another id is not passed")
     func byteOrderMarkAndMethodWithResult() throws {
         let filter = MCPListFilter(method: "tools/list", id: "L") { Self.policy.lists(name: $1, method: $0, claims: Self.staff, tenantID: "default", issuer: nil, hasSession: false) }
-        let stream = Array("\u{FEFF}data: {\"jsonrpc\":\"2.0\",\"id\":\"L\",\"result\":{\"tools\":[{\"name\":\"drop_tables\"},{\"name\":\"search_a\"}]}}\n\n".utf8)
-        for size in [1, 2, 3, 4, stream.count] {
+        let event = "data: {\"jsonrpc\":\"2.0\",\"id\":\"L\",\"result\":{\"tools\":[{\"name\":\"drop_tables\"},{\"name\":\"search_a\"}]}}\n\n"
+        // One mark, or two (a client drops the one that leads what it gets: none may be passed on).
+        for (stream, size) in [1, 2, 3, 4, 100].flatMap({ size in [(Array(("\u{FEFF}" + event).utf8), size), (Array(("\u{FEFF}\u{FEFF}" + event).utf8), size)] }) {
             var events = MCPEventStreamFilter(filter: filter)
             var out: [UInt8] = []
             var index = 0
@@ -248,7 +249,7 @@ struct MCPPolicyTests {
                 index += size
             }
             let text = String(decoding: out, as: UTF8.self)
-            #expect(text.contains("search_a") && !text.contains("drop_tables"), "\(size): \(text)")
+            #expect(text.contains("search_a") && !text.contains("drop_tables") && !out.starts(with: [0xEF, 0xBB, 0xBF]), "\(size): \(text)")
         }
         // A mark only at the stream's start: later, a line led by one is no data line to anybody.
         var later = MCPEventStreamFilter(filter: filter)

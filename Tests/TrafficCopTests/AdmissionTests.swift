@@ -36,7 +36,7 @@ struct ClientAddressTests {
         #expect(key("2001:db8:1:2:aaaa::1") == "2001:db8:1:2::/64")
         #expect(key("2001:0DB8:0001:0002:ffff:ffff:ffff:ffff") == "2001:db8:1:2::/64")
         #expect(key("2001:db8:1:3::1") == "2001:db8:1:3::/64")
-        #expect(key("::ffff:198.51.100.7") == "198.51.100.7")
+        #expect(key("::ffff:198.51.100.7") == "198.51.100.7" && key("64:ff9b::c633:6407") == "198.51.100.7" && key("64:ff9b::c633:6408") != key("64:ff9b::c633:6407"))
         #expect(key("198.51.100.7") == "198.51.100.7")
         #expect(key("198.51.100.8") != key("198.51.100.7"))
         #expect(key("unknown") == "unknown")

@@ -153,7 +153,9 @@ struct BrowserSessionRoutes: Sendable {
         // The provider is asked again while the session is in use (its refresh token), as the API's refreshes ask it.
         if identity.sealedRefreshToken != nil { try await store.scheduleProviderRecheck(sessionID: granted.sessionID, at: now + book.recheckSeconds) }
         auth.sessionOwners.remember(granted)
-        let claims = Self.identityClaims(signIn.vault.open(identity.sealedIDToken, kind: .idToken, sessionID: granted.sessionID))
+        var claims = Self.identityClaims(signIn.vault.open(identity.sealedIDToken, kind: .idToken, sessionID: granted.sessionID))
+        // The provider's entry may vouch for its addresses (emails_verified), as for its tokens.
+        if let trust = providers.provider(named: identity.provider)?.trust { claims = trust.vouchingForEmail(claims) }
         try await store.recordProviderUser(ProviderUserRecord(userID: userID, identity: identity, idTokenClaims: claims, at: now))
         let rd = String(result.flow.returnTo.dropFirst(LoginStart.browserReturnPrefix.count))
         var response = try await signedIn(

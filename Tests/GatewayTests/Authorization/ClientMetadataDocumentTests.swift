@@ -87,7 +87,8 @@ struct ClientMetadataDocumentTests {
         let inside = ["127.0.0.1", "10.1.2.3", "172.16.0.1", "172.31.255.255", "192.168.1.1", "169.254.169.254", "100.64.0.1", "0.0.0.0", "192.0.0.8", "198.18.0.1",
                       "::1", "fd00::1", "fe80::1", "::ffff:127.0.0.1", "::", "::10.0.0.1", "64:ff9b::a9fe:a9fe", "2002:7f00:1::1", "2001:0:4136:e378::1",
                       // Mapped and compatible forms whatever they carry, local-use NAT64, site-local.
-                      "::ffff:8.8.8.8", "::8.8.8.8", "64:ff9b:1::808:808", "64:ff9b:1:ffff::1", "fec0::1", "feff::1"]
+                      "::ffff:8.8.8.8", "::8.8.8.8", "64:ff9b:1::808:808", "64:ff9b:1:ffff::1", "fec0::1", "feff::1",
+                      "::ffff:0:808:808", "100::1", "2001:db8::1", "192.0.2.1", "198.51.100.7", "203.0.113.9"]
         for address in inside { #expect(!ClientMetadataFetcher.isPublic(try SocketAddress(ipAddress: address, port: 443)), "\(address)") }
         for address in ["93.184.216.34", "172.32.0.1", "2606:4700::1111", "64:ff9b::808:808", "2002:808:808::1", "64:ff9b:2::1", "fe00::1"] {
             #expect(ClientMetadataFetcher.isPublic(try SocketAddress(ipAddress: address, port: 443)), "\(address)")

@@ -333,6 +333,28 @@ struct BrowserSessionTests {
         }
     }
 
+    @Test("with emails_verified on the provider's entry, a browser sign-in's address without email_verified is an identity field (userinfo, the route's field); an explicit email_verified false still is not")
+    func emailsVerifiedProviderInTheBrowser() async throws {
+        let routes = { (upstream: String) -> [ProxyRoute] in
+            var route = Self.browserRoute("/app", upstream)
+            route.identityFields = IdentityFieldNames(user: "X-Remote-User", email: "X-Remote-Email")
+            return [route]
+        }
+        for (claims, shown) in [(["email": "ann@example.com"] as JSONObject, true), (["email": "ann@example.com", "email_verified": false], false)] {
+            try await Self.withBrowserGateway(
+                routes: routes, provider: { $0.flow.withLock { $0.idTokenClaims = claims } },
+                configure: { $0.trust.issuers[0].emailsVerified = true }
+            ) { provider, fixture, _ in
+                var jar = CookieJar()
+                _ = try await Self.signIn(fixture, provider, &jar)
+                let info = try await Self.get(fixture, "/.portcullis/userinfo", jar)
+                #expect(info["email"] == (shown ? "ann@example.com" : ""), "\(claims): \(info.raw)")
+                let page = try await Self.get(fixture, "/app/home", jar)
+                #expect(page.receivedHeaders["x-remote-email"] == (shown ? ["ann@example.com"] : nil), "\(claims): \(page.receivedHeaders)")
+            }
+        }
+    }
+
     @Test("a browser's provider sign-in records the user (issuer, subject, the ID token's email, username and name) for users list and find; userinfo names them, and the route's username field carries the provider's name")
     func providerUserRecorded() async throws {
         let routes = { (upstream: String) -> [ProxyRoute] in
