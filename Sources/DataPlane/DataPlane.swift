@@ -42,12 +42,9 @@ package final class DataPlane: Sendable {
         package let allowedMethodNames: [String]
         /// `false` for `auth: none`.
         package let requiresToken: Bool
-        /// Whether it forwards a WebDAV method that acts on a folder's contents or lists them
-        /// (`COPY`, `MOVE`, `MKCOL`, `PROPFIND`, `PROPPATCH`, `LOCK`, `UNLOCK`): its upstream is a
-        /// WebDAV server, where a `DELETE` of a folder takes all it holds.
-        package var speaksWebDAV: Bool {
-            methods.contains { $0 == .COPY || $0 == .MOVE || $0 == .MKCOL || $0 == .PROPFIND || $0 == .PROPPATCH || $0 == .LOCK || $0 == .UNLOCK }
-        }
+        /// Whether it forwards one of `UpstreamNamespace.webDAVMethods`: its upstream is a WebDAV
+        /// server, where a `DELETE` of a folder takes all it holds.
+        package var speaksWebDAV: Bool { methods.contains { UpstreamNamespace.webDAVMethods.contains($0.rawValue) } }
         package let policy: RoutePolicy?
         /// `gateway.allowed_origins` as the route's table holds them (CORS on its answers).
         package let allowedOrigins: Set<String>

@@ -19,10 +19,9 @@ package enum UpstreamNamespace {
         // Each sends its own host (`preserve_host`, bound to different hosts): two virtual hosts, two namespaces.
         if a.preservesHost, b.preservesHost, a.host != nil, b.host != nil, a.host != b.host { return nil }
         guard Self.speaksWebDAV(a) || Self.speaksWebDAV(b), !a.isForwardAuthOnly, !b.isForwardAuthOnly,
-            let originA = UpstreamOrigin(url: a.upstream), let originB = UpstreamOrigin(url: b.upstream),
-            originA.host.lowercased() == originB.host.lowercased(), originA.port == originB.port, originA.usesTLS == originB.usesTLS
+            let originA = UpstreamOrigin(url: a.upstream), let originB = UpstreamOrigin(url: b.upstream), sameServer(originA, originB)
         else { return nil }
-        let (folderA, folderB) = (folder(a, originA), folder(b, originB))
+        let (folderA, folderB) = (folder(originA, prefix: a.stripsPrefix ? "" : a.pathPrefix), folder(originB, prefix: b.stripsPrefix ? "" : b.pathPrefix))
         let (outer, outerFolder, inner, innerFolder) = folderB.hasPrefix(folderA) ? (a, folderA, b, folderB) : (b, folderB, a, folderA)
         guard innerFolder.hasPrefix(outerFolder) else { return nil }
         // The gateway path the outer route sends to the inner route's folder.
@@ -31,15 +30,26 @@ package enum UpstreamNamespace {
         return innerFolder
     }
 
-    /// Whether `route` forwards a WebDAV method that acts on a folder's contents or lists them.
+    /// The methods that make a route WebDAV: they act on a folder's contents or list them, so its
+    /// upstream is a WebDAV server, where a `DELETE` of a folder takes all it holds.
+    package static let webDAVMethods: Set<String> = ["COPY", "MOVE", "MKCOL", "PROPFIND", "PROPPATCH", "LOCK", "UNLOCK"]
+
+    /// Whether `route` forwards a WebDAV method.
     static func speaksWebDAV(_ route: ProxyRoute) -> Bool {
-        route.methods?.contains { ["COPY", "MOVE", "MKCOL", "PROPFIND", "PROPPATCH", "LOCK", "UNLOCK"].contains($0.rawValue) } ?? false
+        route.methods?.contains { webDAVMethods.contains($0.rawValue) } ?? false
     }
 
-    /// The folder `route`'s prefix folder is at upstream, its slashes collapsed.
-    static func folder(_ route: ProxyRoute, _ origin: UpstreamOrigin) -> String {
+    /// The same server, whatever the base path: one namespace of files. Host names compare in any
+    /// case; two names for one address (`localhost`, `127.0.0.1`) are not seen as one.
+    static func sameServer(_ a: UpstreamOrigin, _ b: UpstreamOrigin) -> Bool {
+        a.host.lowercased() == b.host.lowercased() && a.port == b.port && a.usesTLS == b.usesTLS
+    }
+
+    /// The folder a route's prefix folder is at upstream: `origin`'s base path, then `prefix` (the
+    /// route's, when it does not strip it), its slashes collapsed (`/dav//adm` is `/dav/adm` to most servers).
+    static func folder(_ origin: UpstreamOrigin, prefix: String) -> String {
         var path = ""
-        for character in origin.basePath + (route.stripsPrefix ? "" : route.pathPrefix) where !(character == "/" && path.hasSuffix("/")) {
+        for character in origin.basePath + prefix where !(character == "/" && path.hasSuffix("/")) {
             path.append(character)
         }
         return asFolder(path)

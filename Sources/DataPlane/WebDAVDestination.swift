@@ -90,9 +90,9 @@ enum WebDAVDestination {
     /// route's policy; and a target inside a part of this route's namespace that another route
     /// carved out (`/dav/projects/adm/x` on `/dav`) is that route's file.
     static func coversAnotherRoute(_ target: String, route: DataPlane.Route, table: RouteTable) -> Bool {
-        let folder = asFolder(target)
+        let folder = UpstreamNamespace.asFolder(target)
         let ownRoot = namespace(of: route)
-        for other in table.routes where other !== route && sameServer(other.origin, route.origin) {
+        for other in table.routes where other !== route && UpstreamNamespace.sameServer(other.origin, route.origin) {
             let root = namespace(of: other)
             if root.hasPrefix(folder) { return true }
             if root.utf8.count > ownRoot.utf8.count, root.hasPrefix(ownRoot), folder.hasPrefix(root) { return true }
@@ -102,20 +102,7 @@ enum WebDAVDestination {
 
     /// Where a route's files are at its upstream, as a folder.
     private static func namespace(of route: DataPlane.Route) -> String {
-        // `/dav//adm` is `/dav/adm` to most servers: compared in that form.
-        var path = ""
-        for character in route.origin.basePath + (route.stripsPrefix ? "" : route.prefix) where !(character == "/" && path.hasSuffix("/")) {
-            path.append(character)
-        }
-        return asFolder(path)
-    }
-
-    private static func asFolder(_ path: String) -> String { path.hasSuffix("/") ? path : path + "/" }
-
-    /// The same server, whatever the base path: one namespace of files. Host names compare in any
-    /// case; two names for one address (`localhost`, `127.0.0.1`) are not seen as one.
-    private static func sameServer(_ a: UpstreamOrigin, _ b: UpstreamOrigin) -> Bool {
-        a.host.lowercased() == b.host.lowercased() && a.port == b.port && a.usesTLS == b.usesTLS
+        UpstreamNamespace.folder(route.origin, prefix: route.stripsPrefix ? "" : route.prefix)
     }
 
     /// An authority in lower case without its scheme's default port (`defaultPort`, `:443`).
