@@ -10,6 +10,9 @@ public struct BrowserSessionSettings: Sendable, Equatable {
     /// `recheck_minutes`: a session signed in through a provider that gave a refresh token, in use,
     /// is re-checked with it this often (15: an access token's life); refused there, it ends.
     public var recheckMinutes: Double = 15
+    /// `recheck_unavailable_limit_minutes`: a provider that cannot be asked (unreachable, 5xx, 429)
+    /// is asked again with backoff; a session it has not confirmed for this long ends as if refused (60).
+    public var recheckUnavailableLimitMinutes: Double = 60
 
     public init() {}
 
@@ -18,6 +21,9 @@ public struct BrowserSessionSettings: Sendable, Equatable {
         if let value = try values.int("gateway.browser_sessions.idle_minutes", in: 1...(60 * 24 * 30)) { idleMinutes = Double(value) }
         if let value = try values.int("gateway.browser_sessions.max_hours", in: 1...(24 * 90)) { maximumHours = Double(value) }
         if let value = try values.int("gateway.browser_sessions.recheck_minutes", in: 1...(60 * 24)) { recheckMinutes = Double(value) }
+        if let value = try values.int("gateway.browser_sessions.recheck_unavailable_limit_minutes", in: 1...(60 * 24 * 7)) {
+            recheckUnavailableLimitMinutes = Double(value)
+        }
         if idleMinutes > maximumHours * 60 {
             throw ConfigurationError(key: "gateway.browser_sessions.idle_minutes", "is longer than gateway.browser_sessions.max_hours; make it shorter")
         }

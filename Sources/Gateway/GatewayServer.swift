@@ -128,7 +128,8 @@ public enum GatewayServer {
     ) -> some ApplicationProtocol {
         let router = Router(options: .autoGenerateHeadEndpoints)
         if let services {
-            let readiness = Readiness(monitor: services.monitor, trustedIssuers: services.trustedIssuers, reloads: services.reloads)
+            let readiness = Readiness(
+                monitor: services.monitor, trustedIssuers: services.trustedIssuers, reloads: services.reloads, providerRechecks: services.providerRechecks)
             router.get("/readyz") { _, _ -> Response in readiness.response(detailed: true) }
         }
         router.get("/metrics") { _, _ -> Response in

@@ -60,6 +60,8 @@ public struct GatewayServices: Sendable {
     let routeTable: LiveRouteTable
     /// How the last configuration reload ended (the admin `/readyz` says).
     public let reloads = ReloadStatus()
+    /// The last provider re-check of each provider on this instance (the admin `/readyz` shows it).
+    let providerRechecks = ProviderRecheckStatus()
     /// The browser sessions met so far (`auth: browser` routes, `/.portcullis/*`).
     public let browserSessions: BrowserSessionBook
     /// The session cookie's name and attributes on this deployment.
@@ -156,11 +158,13 @@ public struct GatewayServices: Sendable {
             returnOrigins: configuration.effectiveLoginReturnOrigins, sessionLifetime: configuration.refreshTokenLifetime, browser: browserSessionRoutes)
     }
 
-    /// Re-checks browser sign-ins in use with their provider (`nil` with no provider to sign in with).
+    /// Re-checks provider sign-ins in use (by a browser or an agent) with their provider (`nil` with no provider to sign in with).
     var providerRecheck: ProviderRecheck? {
         providerSignIn.map { signIn in
             ProviderRecheck(
-                signIn: signIn, store: store, ending: authRoutes.providerEnding, interval: browserSessions.recheckSeconds, clock: clock, logger: logger)
+                signIn: signIn, store: store, ending: authRoutes.providerEnding, interval: browserSessions.recheckSeconds,
+                unavailableLimit: configuration.browserSessions.recheckUnavailableLimitMinutes * 60, metrics: metrics, status: providerRechecks, clock: clock,
+                logger: logger)
         }
     }
 
@@ -220,7 +224,7 @@ public struct GatewayServices: Sendable {
             tokens: OAuthTokenService(
                 store: store, keys: keys, issuer: configuration.issuer.trimmingTrailingSlash, settings: settings, refreshLifetime: configuration.refreshTokenLifetime,
                 clock: clock, clientMetadata: clientMetadata),
-            store: store, browser: browserSessionRoutes, table: routeTable, verifier: authenticator.verifier, logger: logger)
+            store: store, browser: browserSessionRoutes, recheck: providerRecheck, table: routeTable, verifier: authenticator.verifier, logger: logger)
     }
 
     var discoveryRoutes: DiscoveryRoutes {

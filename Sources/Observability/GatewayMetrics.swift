@@ -113,6 +113,12 @@ public struct GatewayMetrics: Sendable {
         Counter(label: "portcullis_login_failures_total", dimensions: [], factory: factory).increment()
     }
 
+    /// A provider re-check of a session, by its provider and outcome: `accepted`, `refused`,
+    /// `unavailable` (asked again later) or `gave_up` (unanswered for the limit: the session ended).
+    package func providerRecheck(provider: String, outcome: String) {
+        Counter(label: "portcullis_provider_rechecks_total", dimensions: [("provider", provider), ("outcome", outcome)], factory: factory).increment()
+    }
+
     /// A refresh answered from the ownership view because the Runtime was down.
     package func refreshedDuringRuntimeOutage() {
         Counter(label: "portcullis_refreshes_during_runtime_outage_total", dimensions: [], factory: factory).increment()

@@ -171,41 +171,78 @@ public struct ProviderSignIn: Sendable {
 
     /// Why a refresh through the provider gave nothing.
     public enum RefreshOutcome: Error, Sendable, Equatable {
-        /// The provider refused the refresh token (`invalid_grant`): the user is signed out there.
+        /// The provider said no: its token endpoint answered a 4xx other than 429 (whatever the
+        /// body, an empty one too), or returned an ID token for another user. The user is
+        /// disabled, deleted or signed out there.
         case refused
-        /// The provider cannot be asked now.
+        /// The provider cannot be asked now: unreachable, too slow, a 5xx, 429, an answer that is
+        /// not a token response, or its keys out of reach to check a returned ID token.
         case unavailable
     }
 
     /// Uses the session's provider refresh token, when it has one.
+    ///
+    /// An ID token in the answer is verified (signature, `iss`, `aud`, times) and must name the
+    /// sign-in's subject (OpenID Connect Core 12.2); one for another subject is a refusal.
     ///
     /// - Returns: the record with the provider's new tokens sealed (unchanged without a refresh
     ///   token), or the reason the provider gave none.
     public func refresh(_ session: ProviderSessionRecord) async -> Result<ProviderSessionRecord, RefreshOutcome> {
         guard let sealed = session.identity.sealedRefreshToken else { return .success(session) }
         guard let provider = directory.provider(named: session.identity.provider),
-            let endpoints = trusted?.endpoints(issuer: provider.issuer)
+            let trusted, let endpoints = trusted.endpoints(issuer: provider.issuer)
         else { return .failure(.unavailable) }
         guard let refreshToken = vault.open(sealed, kind: .refreshToken, sessionID: session.sessionID) else {
             // Another key sealed it (keys/provider-tokens.key was replaced): nothing can vouch for the user now.
             logger.warning("a provider refresh token cannot be opened: keys/provider-tokens.key changed", metadata: ["session_id": "\(session.sessionID)"])
             return .failure(.refused)
         }
+        let answer: TokenEndpointAnswer
         do {
-            let answer = try await tokenEndpoint.refresh(refreshToken, provider: provider, endpoint: endpoints.token)
-            var next = session
+            answer = try await tokenEndpoint.refresh(refreshToken, provider: provider, endpoint: endpoints.token)
+        } catch {
+            switch error {
+            case .refused(let reason):
+                logger.notice("the provider refused a refresh", metadata: ["provider": "\(provider.name)", "error": "\(reason)", "session_id": "\(session.sessionID)"])
+                return .failure(.refused)
+            case .unavailable(let why), .malformed(let why):
+                logger.notice("the provider could not be asked for a refresh", metadata: ["provider": "\(provider.name)", "why": "\(why)", "session_id": "\(session.sessionID)"])
+                return .failure(.unavailable)
+            }
+        }
+        var next = session
+        var keptIDToken = answer.idToken
+        if let idToken = answer.idToken {
+            switch await trusted.verifyIDToken(idToken, issuer: provider.issuer, clientID: provider.settings.clientID, nonce: nil) {
+            case .verified(let token):
+                guard token.identity.issuer == session.identity.issuer, token.identity.subject == session.identity.subject else {
+                    logger.warning(
+                        "the provider's refresh returned an ID token for another user; the session ends",
+                        metadata: ["provider": "\(provider.name)", "session_id": "\(session.sessionID)"])
+                    return .failure(.refused)
+                }
+            case .refused(let error):
+                logger.warning(
+                    "the provider's refresh returned an ID token that fails its checks; the session ends",
+                    metadata: ["provider": "\(provider.name)", "error": "\(error.reason.rawValue)", "session_id": "\(session.sessionID)"])
+                return .failure(.refused)
+            case .tenantNotAllowed:
+                return .failure(.refused)
+            case .unavailable:
+                // The provider said yes and rotated its refresh token, which must be kept; the ID
+                // token that could not be checked is not (the sign-in's stays).
+                keptIDToken = nil
+            }
+        }
+        do {
             if let rotated = answer.refreshToken {
                 next.identity.sealedRefreshToken = try vault.seal(rotated, kind: .refreshToken, sessionID: session.sessionID)
             }
-            if let idToken = answer.idToken { next.identity.sealedIDToken = try vault.seal(idToken, kind: .idToken, sessionID: session.sessionID) }
-            return .success(next)
-        } catch TokenEndpointFailure.refused(let reason) {
-            logger.notice("the provider refused a refresh", metadata: ["provider": "\(provider.name)", "error": "\(reason)", "session_id": "\(session.sessionID)"])
-            // invalid_grant is the user's; another error (invalid_client, say) is the configuration's, not a sign-out.
-            return .failure(reason == "invalid_grant" ? .refused : .unavailable)
+            if let keptIDToken { next.identity.sealedIDToken = try vault.seal(keptIDToken, kind: .idToken, sessionID: session.sessionID) }
         } catch {
             return .failure(.unavailable)
         }
+        return .success(next)
     }
 
     /// The provider's end-session URL for a session (OpenID Connect RP-Initiated Logout 1.0):

@@ -15,9 +15,10 @@ public struct TokenEndpointAnswer: Sendable {
 
 /// Why a token-endpoint call gave no tokens.
 public enum TokenEndpointFailure: Error, Sendable, Equatable {
-    /// The provider refused the grant (RFC 6749 5.2): its `error` code, such as `invalid_grant`.
+    /// The provider refused the grant: a 4xx other than 429, with its `error` code (RFC 6749 5.2,
+    /// such as `invalid_grant`) or `HTTP <status> without an error code`.
     case refused(String)
-    /// The provider could not be reached, answered out of time, too much, or with a server error.
+    /// The provider could not be reached, answered out of time, too much, with a server error or 429.
     case unavailable(String)
     /// The answer was not a token response.
     case malformed(String)
@@ -98,11 +99,14 @@ public struct TokenEndpoint: Sendable {
     static func read(status: HTTPResponseStatus, body: [UInt8]) throws(TokenEndpointFailure) -> TokenEndpointAnswer {
         let document = try? StrictJSONReader().parseObject(body)
         guard status == .ok else {
-            // RFC 6749 5.2: 400 (or 401 for client authentication) with an `error` code.
-            if (400..<500).contains(status.code), let code = document?["error"]?.stringValue, Self.isErrorCode(code) {
-                throw .refused(code)
+            // RFC 6749 5.2: 400 (or 401 for client authentication) with an `error` code. Any 4xx
+            // but 429 is a refusal whatever its body: a provider that answers a deleted user's
+            // refresh with 400 and nothing else has said no, and asking again changes nothing.
+            if (400..<500).contains(status.code), status.code != 429 {
+                if let code = document?["error"]?.stringValue, Self.isErrorCode(code) { throw .refused(code) }
+                throw .refused("HTTP \(status.code) without an error code")
             }
-            throw status.code >= 500 ? .unavailable("the token endpoint answered \(status.code)") : .malformed("the token endpoint answered \(status.code)")
+            throw status.code >= 500 || status.code == 429 ? .unavailable("the token endpoint answered \(status.code)") : .malformed("the token endpoint answered \(status.code)")
         }
         guard let document else { throw .malformed("the token endpoint's answer is not a JSON object") }
         let idToken = document["id_token"]

@@ -82,8 +82,9 @@ public protocol ProviderSessionRepository: Sendable {
 
     /// Records (or replaces) the provider behind a session.
     func saveProviderSession(_ record: ProviderSessionRecord) async throws
-    /// Replaces the record of a session whose provider record still exists; `false` (and nothing
-    /// written) once it was deleted: a refresh racing a logout never brings the session back.
+    /// Replaces the record of a session whose provider record still exists (after a refresh the
+    /// provider granted, so a failing streak it was on ends); `false` (and nothing written) once
+    /// it was deleted: a refresh racing a logout never brings the session back.
     func updateProviderSession(_ record: ProviderSessionRecord) async throws -> Bool
     func providerSession(sessionID: String) async throws -> ProviderSessionRecord?
     /// The sessions of `issuer`'s provider session `providerSessionID`, or of its user `subject`,
@@ -98,10 +99,18 @@ public protocol ProviderSessionRepository: Sendable {
     /// Sets when a browser sign-in's provider session is next re-checked with its refresh token
     /// (`nil`: never, as for a session the API refreshes itself).
     func scheduleProviderRecheck(sessionID: String, at: Double?) async throws
-    /// Provider sessions whose re-check is due at `now` and whose browser session was used since
-    /// the previous one (last seen at or after `due - interval`): a session nobody uses is never
-    /// refreshed at the provider by the gateway alone. At most `limit`, the longest overdue first.
+    /// Provider sessions whose re-check is due at `now` and that were used since the previous one
+    /// (their browser session last seen, or an agent's use recorded, at or after `due - interval`):
+    /// a session nobody uses is never refreshed at the provider by the gateway alone. At most
+    /// `limit`, the longest overdue first.
     func providerRechecksDue(now: Double, interval: Double, limit: Int) async throws -> [(record: ProviderSessionRecord, due: Double)]
+    /// Records an agent's use of the session (a refresh, an authorization) at `at`, and returns
+    /// the session with the time its re-check is due when that is at or before `at`: the caller
+    /// re-checks it before answering.
+    func useProviderSession(sessionID: String, at: Double) async throws -> (record: ProviderSessionRecord, due: Double)?
+    /// Notes that the provider could not be asked for the session at `now`; returns since when it
+    /// has not been (the first such note since the last success). `nil` once the record is gone.
+    func noteProviderRecheckFailing(sessionID: String, now: Double) async throws -> Double?
     /// Moves a re-check that is still due at `due` to `next`; `true` for the one caller (on any
     /// instance) that moved it, which then asks the provider: a rotating refresh token is never
     /// presented twice.

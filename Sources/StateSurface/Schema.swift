@@ -150,6 +150,20 @@ struct SchemaMigration: Sendable {
             name: "v10: the access tokens the authorization server issued, by family and session",
             sqlite: oauthAccessTokens(real: "REAL"),
             postgres: oauthAccessTokens(real: "DOUBLE PRECISION")),
+        SchemaMigration(
+            name: "v11: leavers: provider re-checks an agent's use triggers and a failing provider bounds; provider users disabled by the operator",
+            sqlite: """
+                ALTER TABLE provider_sessions ADD COLUMN recheck_failing_since REAL;
+                ALTER TABLE provider_sessions ADD COLUMN agent_used_at REAL;
+                ALTER TABLE provider_users ADD COLUMN disabled INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE provider_users ADD COLUMN tokens_not_before REAL NOT NULL DEFAULT 0;
+                """,
+            postgres: """
+                ALTER TABLE provider_sessions ADD COLUMN recheck_failing_since DOUBLE PRECISION;
+                ALTER TABLE provider_sessions ADD COLUMN agent_used_at DOUBLE PRECISION;
+                ALTER TABLE provider_users ADD COLUMN disabled BOOLEAN NOT NULL DEFAULT FALSE;
+                ALTER TABLE provider_users ADD COLUMN tokens_not_before DOUBLE PRECISION NOT NULL DEFAULT 0;
+                """),
     ]
 
     /// The access tokens issued for MCP resources, with their family and the person's session:

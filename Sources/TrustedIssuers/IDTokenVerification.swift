@@ -26,7 +26,10 @@ extension TrustedIssuers {
     /// (an unknown `kid` fetches the keys again, as for access tokens), `iss` exactly, `aud`
     /// holding `clientID` (and `azp` naming it when `aud` holds others, or whenever present),
     /// `exp`, `iat` within the leeway and the issuer's `max_token_lifetime_seconds`, and `nonce`.
-    public func verifyIDToken(_ token: String, issuer: String, clientID: String, nonce: String) async -> IDTokenVerification {
+    ///
+    /// `nonce` is `nil` for an ID token a refresh returned (OpenID Connect Core 12.2): no nonce
+    /// was sent, so none is compared; the caller compares its `sub` with the sign-in's.
+    public func verifyIDToken(_ token: String, issuer: String, clientID: String, nonce: String?) async -> IDTokenVerification {
         guard let keys = keys(of: issuer) else { return .refused(TokenValidationError(.wrongIssuer, "the issuer is not trusted")) }
         let jws: JWSCompact
         let claims: JSONObject
@@ -58,11 +61,13 @@ extension TrustedIssuers {
     }
 
     /// What the access-token rules do not cover: `nonce` (required, exactly this sign-in's) and `azp`.
-    static func idTokenProblem(_ claims: JSONObject, clientID: String, nonce: String) -> TokenValidationError? {
-        guard let sent = claims["nonce"]?.stringValue else {
-            return TokenValidationError(.missingClaim, "the ID token has no nonce; it was not made for this sign-in")
+    static func idTokenProblem(_ claims: JSONObject, clientID: String, nonce: String?) -> TokenValidationError? {
+        if let nonce {
+            guard let sent = claims["nonce"]?.stringValue else {
+                return TokenValidationError(.missingClaim, "the ID token has no nonce; it was not made for this sign-in")
+            }
+            guard sent == nonce else { return TokenValidationError(.invalidClaim, "the ID token's nonce is not the one this sign-in sent") }
         }
-        guard sent == nonce else { return TokenValidationError(.invalidClaim, "the ID token's nonce is not the one this sign-in sent") }
         if case .array(let audiences)? = claims["aud"], audiences.count > 1, claims["azp"] == nil {
             return TokenValidationError(.missingClaim, "the ID token names several audiences and no azp")
         }

@@ -130,6 +130,41 @@ struct RepositoryContractTests {
         await state.shutdown()
     }
 
+    @Test("an agent's use of a provider session is recorded and makes its re-check due for the pass as a browser's use does, and returns the session when its re-check is due; a failing streak starts at its first note, keeps that start, and a granted refresh ends it", arguments: StoreKind.available)
+    func providerSessionAgentUse(kind: StoreKind) async throws {
+        let state = try await TestStore(kind).open()
+        let now = self.now
+        let identity = ProviderIdentityRecord(
+            provider: "acme", issuer: "https://idp.example.com", subject: "user-1", tenantID: "acme", providerSessionID: "sid-1", sealedIDToken: "sealed-id",
+            sealedRefreshToken: "sealed-refresh")
+        let record = ProviderSessionRecord(sessionID: "ses_agent", userID: "ext_a", identity: identity, createdAt: now, expiresAt: now + 3_600)
+        try await state.saveProviderSession(record)
+        try await state.insertBrowserSession(
+            BrowserSessionRecord(
+                cookieHash: "cookie-agent", sessionID: "ses_agent", userID: "ext_a", tenantID: "acme", issuer: identity.issuer, subject: identity.subject,
+                provider: "acme", claims: "{}", createdAt: now - 5_000, lastSeenAt: now - 5_000, expiresAt: now + 3_600))
+        try await state.scheduleProviderRecheck(sessionID: "ses_agent", at: now + 60)
+        #expect(try await state.useProviderSession(sessionID: "ses_agent", at: now) == nil, "not due yet: nothing to re-check before the answer")
+        #expect(try await state.useProviderSession(sessionID: "ses_nobody", at: now) == nil)
+        try await state.scheduleProviderRecheck(sessionID: "ses_agent", at: now - 10)
+        // The browser was last seen long ago; the agent's use just now makes it due for the pass.
+        #expect(try await state.providerRechecksDue(now: now, interval: 900, limit: 10).map(\.record.sessionID) == ["ses_agent"])
+        let used = try await state.useProviderSession(sessionID: "ses_agent", at: now + 1)
+        #expect(used?.record == record && used?.due == now - 10, "due: the session and its due time, to claim")
+        // A session only agents use, whose browser is gone for hours, is still due to the pass.
+        try await state.scheduleProviderRecheck(sessionID: "ses_agent", at: now + 800)
+        #expect(try await state.providerRechecksDue(now: now + 900, interval: 900, limit: 10).map(\.record.sessionID) == ["ses_agent"])
+        try await state.scheduleProviderRecheck(sessionID: "ses_agent", at: now + 3_000)
+        #expect(try await state.providerRechecksDue(now: now + 3_000, interval: 900, limit: 10).isEmpty, "unused since the previous re-check: not refreshed by the gateway alone")
+
+        #expect(try await state.noteProviderRecheckFailing(sessionID: "ses_agent", now: now + 100) == now + 100)
+        #expect(try await state.noteProviderRecheckFailing(sessionID: "ses_agent", now: now + 400) == now + 100, "the streak keeps its start")
+        #expect(try await state.updateProviderSession(record))
+        #expect(try await state.noteProviderRecheckFailing(sessionID: "ses_agent", now: now + 500) == now + 500, "a granted refresh ended the streak")
+        #expect(try await state.noteProviderRecheckFailing(sessionID: "ses_nobody", now: now) == nil)
+        await state.shutdown()
+    }
+
     @Test("a login code is taken once by ten racing completions; provider sessions are found by sid, by sub or both, updated in place, and forgotten with their access-token ids; a logout token's id is new once until it expires", arguments: StoreKind.available)
     func providerSessionsContract(kind: StoreKind) async throws {
         let state = try await TestStore(kind).open()

@@ -14,12 +14,16 @@ import TrustedIssuers
 /// gateway ready: only its own users are refused. The public listener never
 /// says where a dependency is; the admin listener (`detailed`) adds each
 /// failure in the dependency's own words (the database's address, say) and how
-/// long it has lasted, and each trusted issuer's last fetch error (`issuer_errors`).
+/// long it has lasted, each trusted issuer's last fetch error (`issuer_errors`), and each
+/// provider's last re-check of a session (`provider_rechecks`: its outcome, and since when it
+/// could not be asked).
 struct Readiness: Sendable {
     let monitor: DependencyMonitor
     let trustedIssuers: TrustedIssuers?
     /// The admin listener's answer says how the last reload ended (`nil`: not said).
     var reloads: ReloadStatus? = nil
+    /// The admin listener's answer shows each provider's last re-check here (`nil`: not said).
+    var providerRechecks: ProviderRecheckStatus? = nil
 
     func response(detailed: Bool) -> Response {
         let results = monitor.results
@@ -49,6 +53,17 @@ struct Readiness: Sendable {
             }
             checks["issuers"] = .object(issuers)
             if detailed, !errors.members.isEmpty { checks["issuer_errors"] = .object(errors) }
+        }
+        // A provider that cannot be asked keeps its sessions standing until recheck_unavailable_limit_minutes:
+        // ready (the gateway serves everyone else), but the operator sees since when.
+        if detailed, let rechecks = providerRechecks?.byProvider, !rechecks.isEmpty {
+            var providers = JSONObject()
+            for (name, entry) in rechecks.sorted(by: { $0.key < $1.key }) {
+                var shown: JSONObject = ["last_outcome": .string(entry.outcome), "at": .string(RFC3339.format(entry.at))]
+                if let since = entry.failingSince { shown["failing_since"] = .string(RFC3339.format(since)) }
+                providers[name] = .object(shown)
+            }
+            checks["provider_rechecks"] = .object(providers)
         }
         // A reload the gateway refused leaves it serving the configuration before: ready, but the operator must know.
         if detailed, let last = reloads?.last {

@@ -24,6 +24,8 @@ struct AuthorizationServerRoutes: Sendable {
     let tokens: OAuthTokenService
     let store: any OAuthRepository
     let browser: BrowserSessionRoutes
+    /// Re-checks a provider's sign-in an agent uses, when it is due (`nil`: no provider sign-in).
+    let recheck: ProviderRecheck?
     let table: LiveRouteTable
     let verifier: AccessTokenVerifier
     let logger: Logger
@@ -97,6 +99,12 @@ struct AuthorizationServerRoutes: Sendable {
                 return promptNoneRefusal(checked, error: "login_required", description: "the person is not signed in")
             }
             // Sign in first, then back here with the same request.
+            let rd = request.uri.path + "?" + (request.uri.query ?? "")
+            return Response(status: .seeOther, headers: [.location: "/.portcullis/sign_in?rd=" + BrowserSessionRoutes.queryEncoded(rd), .cacheControl: "no-store"])
+        }
+        // Reusing the session for an agent is use: a provider re-check that is due runs first, and a
+        // person the provider refuses signs in again (and is refused there) instead of a click.
+        if let recheck, session.record.userID.hasPrefix("ext_"), try await recheck.checkInUse(sessionID: session.record.sessionID) == .ended {
             let rd = request.uri.path + "?" + (request.uri.query ?? "")
             return Response(status: .seeOther, headers: [.location: "/.portcullis/sign_in?rd=" + BrowserSessionRoutes.queryEncoded(rd), .cacheControl: "no-store"])
         }
@@ -247,7 +255,11 @@ struct AuthorizationServerRoutes: Sendable {
         }
         let sessions = browser.auth.sessionOwners
         let (runtime, admission) = (browser.runtime, browser.admission)
+        let recheck = self.recheck
         let sessionIsLive: (String, String, String) async throws -> Bool = { sessionID, userID, tenantID in
+            // An agent's refresh is use of the person's session: a provider re-check that is due runs
+            // before the answer, and a refusal there ends the session (and this refresh) everywhere.
+            if let recheck, userID.hasPrefix("ext_"), try await recheck.checkInUse(sessionID: sessionID) == .ended { return false }
             // The person's session must still be theirs and live: a sign-out or expiry ends the agent's access too.
             if let owned = sessions.isOwned(sessionID, by: userID, tenantID: tenantID) { return owned }
             do {

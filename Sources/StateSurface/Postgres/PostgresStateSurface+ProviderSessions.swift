@@ -82,7 +82,8 @@ extension PostgresStateSurface: ProviderSessionRepository {
             """
             UPDATE provider_sessions SET user_id = \(record.userID), created_at = \(record.createdAt), expires_at = \(record.expiresAt),
                 provider = \(identity.provider), issuer = \(identity.issuer), subject = \(identity.subject), tenant_id = \(identity.tenantID),
-                provider_sid = \(identity.providerSessionID), id_token = \(identity.sealedIDToken), refresh_token = \(identity.sealedRefreshToken)
+                provider_sid = \(identity.providerSessionID), id_token = \(identity.sealedIDToken), refresh_token = \(identity.sealedRefreshToken),
+                recheck_failing_since = NULL
             WHERE session_id = \(record.sessionID)
             RETURNING 1
             """
@@ -100,10 +101,33 @@ extension PostgresStateSurface: ProviderSessionRepository {
                    p.refresh_token, p.recheck_at
             FROM provider_sessions p
             WHERE p.recheck_at IS NOT NULL AND p.recheck_at <= \(now)
-              AND EXISTS (SELECT 1 FROM browser_sessions b WHERE b.session_id = p.session_id AND b.last_seen_at >= p.recheck_at - \(interval))
+              AND (p.agent_used_at >= p.recheck_at - \(interval)
+                   OR EXISTS (SELECT 1 FROM browser_sessions b WHERE b.session_id = p.session_id AND b.last_seen_at >= p.recheck_at - \(interval)))
             ORDER BY p.recheck_at LIMIT \(limit)
             """
         ).map { row in (record: try Self.providerSession(row), due: try Array(row)[11].decode(Double.self)) }
+    }
+
+    public func useProviderSession(sessionID: String, at: Double) async throws -> (record: ProviderSessionRecord, due: Double)? {
+        try await rows(
+            """
+            UPDATE provider_sessions p SET agent_used_at = \(at) WHERE p.session_id = \(sessionID)
+            RETURNING p.session_id, p.user_id, p.created_at, p.expires_at, p.provider, p.issuer, p.subject, p.tenant_id, p.provider_sid, p.id_token,
+                      p.refresh_token, p.recheck_at
+            """
+        ).compactMap { row -> (record: ProviderSessionRecord, due: Double)? in
+            guard let due = try Array(row)[11].decode(Double?.self), due <= at else { return nil }
+            return (record: try Self.providerSession(row), due: due)
+        }.first
+    }
+
+    public func noteProviderRecheckFailing(sessionID: String, now: Double) async throws -> Double? {
+        try await rows(
+            """
+            UPDATE provider_sessions SET recheck_failing_since = coalesce(recheck_failing_since, \(now)) WHERE session_id = \(sessionID)
+            RETURNING recheck_failing_since
+            """
+        ).first.map { try $0.decode(Double.self) }
     }
 
     public func claimProviderRecheck(sessionID: String, due: Double, next: Double) async throws -> Bool {

@@ -59,7 +59,7 @@ extension SQLiteStateSurface: ProviderSessionRepository {
             try db.execute(
                 sql: """
                     UPDATE provider_sessions SET user_id = ?, provider = ?, issuer = ?, subject = ?, tenant_id = ?, provider_sid = ?, id_token = ?,
-                                                 refresh_token = ?, created_at = ?, expires_at = ?
+                                                 refresh_token = ?, created_at = ?, expires_at = ?, recheck_failing_since = NULL
                     WHERE session_id = ?
                     """,
                 arguments: [
@@ -114,11 +114,29 @@ extension SQLiteStateSurface: ProviderSessionRepository {
                 sql: """
                     SELECT p.* FROM provider_sessions p
                     WHERE p.recheck_at IS NOT NULL AND p.recheck_at <= ?
-                      AND EXISTS (SELECT 1 FROM browser_sessions b WHERE b.session_id = p.session_id AND b.last_seen_at >= p.recheck_at - ?)
+                      AND (p.agent_used_at >= p.recheck_at - ?
+                           OR EXISTS (SELECT 1 FROM browser_sessions b WHERE b.session_id = p.session_id AND b.last_seen_at >= p.recheck_at - ?))
                     ORDER BY p.recheck_at LIMIT ?
                     """,
-                arguments: [now, interval, limit]
+                arguments: [now, interval, interval, limit]
             ).map { row -> (record: ProviderSessionRecord, due: Double) in (Self.providerSession(row), row["recheck_at"]) }
+        }
+    }
+
+    public func useProviderSession(sessionID: String, at: Double) async throws -> (record: ProviderSessionRecord, due: Double)? {
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE provider_sessions SET agent_used_at = ? WHERE session_id = ?", arguments: [at, sessionID])
+            return try Row.fetchOne(
+                db, sql: "SELECT * FROM provider_sessions WHERE session_id = ? AND recheck_at IS NOT NULL AND recheck_at <= ?", arguments: [sessionID, at]
+            ).map { row -> (record: ProviderSessionRecord, due: Double) in (Self.providerSession(row), row["recheck_at"]) }
+        }
+    }
+
+    public func noteProviderRecheckFailing(sessionID: String, now: Double) async throws -> Double? {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE provider_sessions SET recheck_failing_since = coalesce(recheck_failing_since, ?) WHERE session_id = ?", arguments: [now, sessionID])
+            return try Double.fetchOne(db, sql: "SELECT recheck_failing_since FROM provider_sessions WHERE session_id = ?", arguments: [sessionID])
         }
     }
 

@@ -44,6 +44,13 @@ extension FakeProvider {
         var holdsRefreshes = false
         /// Refresh requests that reached the provider (held or not).
         var heldRefreshes = 0
+        /// Users deleted at the provider: their refreshes are answered 400 with an empty body, as
+        /// the provider a new user tried answers them (no `error` code at all).
+        var deletedSubjects: Set<String> = []
+        /// When set, every refresh is answered with this status and an empty body (503, 429: an outage).
+        var refreshStatus: Int?
+        /// When set, a refresh returns an ID token for this subject instead of the session's.
+        var refreshSubject: String?
         /// The last token request's form, for checks (never printed).
         var lastForm: [String: String] = [:]
         var lastAuthorization: String?
@@ -162,7 +169,14 @@ extension FakeProvider {
                 return state.refreshTokens.removeValue(forKey: token)
             }
             guard let known else { return error("invalid_grant") }
-            return try tokens(subject: known.subject, sid: known.sid, nonce: nil)
+            let (deleted, status, subject) = flow.withLock { ($0.deletedSubjects.contains(known.subject), $0.refreshStatus, $0.refreshSubject) }
+            if deleted { return Response(status: .badRequest) }
+            if let status {
+                // The token stays good: an outage is not a refusal.
+                flow.withLock { $0.refreshTokens[form["refresh_token"] ?? ""] = known }
+                return Response(status: HTTPResponse.Status(code: status))
+            }
+            return try tokens(subject: subject ?? known.subject, sid: known.sid, nonce: nil)
         default:
             return error("unsupported_grant_type")
         }
