@@ -98,7 +98,7 @@ final class AccessChangeWatcher: Service, Sendable {
     /// Pulls revocations and not-befores into the mirror; closes the sockets of newly disabled accounts.
     func syncRevocations() async {
         do {
-            for account in try await revocations.sync() {
+            for account in try await revocations.sync() where account.cause != .enabled {
                 sockets.close(userID: account.userID, tenantID: account.tenantID, reason: account.cause.closeReason)
             }
             failures.succeeded(Self.revocationSync)
@@ -141,7 +141,9 @@ final class AccessChangeWatcher: Service, Sendable {
                 revocations.remember(jti, expiresAt: expiresAt)
                 sockets.close(tokenID: jti, reason: "token revoked")
             case .accountCutOff(let cutoff):
-                if revocations.apply(cutoff) { sockets.close(userID: cutoff.userID, tenantID: cutoff.tenantID, reason: cutoff.cause.closeReason) }
+                if revocations.apply(cutoff), cutoff.cause != .enabled {
+                    sockets.close(userID: cutoff.userID, tenantID: cutoff.tenantID, reason: cutoff.cause.closeReason)
+                }
             case .sessionEnded(let sessionID):
                 ended.append(sessionID)
             case .keyRingChanged:

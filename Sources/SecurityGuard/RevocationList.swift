@@ -22,13 +22,16 @@ import Synchronization
 /// so requests that need nothing else from the store (a proxied request with a
 /// verified token) keep being served through an outage. 0 turns it off.
 public final class RevocationList: Sendable {
-    public typealias Store = CredentialRepository & UserRepository
+    public typealias Store = CredentialRepository & UserRepository & ProviderUserRepository
 
     struct State {
         var ids: [String: Double] = [:]
         var highWater: Double = 0
         /// Not-before by account.
         var cutoffs: [AccountKey: Double] = [:]
+        /// Provider users (`ext_...`) disabled or deleted by the operator: every token of theirs is
+        /// refused, whatever its age (their provider may go on issuing them tokens).
+        var refusedUsers: Set<AccountKey> = []
         var cutoffHighWater: Double = 0
         var lastSync: Double = -.infinity
     }
@@ -78,6 +81,7 @@ public final class RevocationList: Sendable {
             let age = now - state.lastSync
             guard age <= maximumStaleness || (age <= outageGrace && storeIsDown()) else { return nil }
             return state.ids[caller.tokenID] != nil || Self.isCutOff(issuedAt: caller.issuedAt, notBefore: state.cutoffs[key])
+                || (!state.refusedUsers.isEmpty && state.refusedUsers.contains(key))
         }
     }
 
@@ -85,8 +89,15 @@ public final class RevocationList: Sendable {
     public func isRevoked(_ caller: AuthenticatedCaller) async throws -> Bool {
         if let answer = isRevokedInMemory(caller) { return answer }
         if try await store.isTokenIDRevoked(caller.tokenID) { return true }
-        let account = try await store.user(id: caller.userID, tenantID: caller.tenantID)
-        return Self.isCutOff(issuedAt: caller.issuedAt, notBefore: account?.tokensNotBefore)
+        // A provider's user (`ext_...`) is cut off in provider_users, an account in users.
+        let notBefore =
+            caller.userID.hasPrefix("ext_")
+            ? try await store.providerUser(id: caller.userID).flatMap { user in
+                guard user.tenantID == caller.tenantID else { return nil }
+                return user.disabled ? .infinity : user.tokensNotBefore
+            }
+            : try await store.user(id: caller.userID, tenantID: caller.tenantID)?.tokensNotBefore
+        return Self.isCutOff(issuedAt: caller.issuedAt, notBefore: notBefore)
     }
 
     /// Records a revocation in the store and in the mirror.
@@ -114,6 +125,7 @@ public final class RevocationList: Sendable {
             var changed: [AccountCutoff] = []
             for cutoff in cutoffs {
                 let key = Self.accountKey(userID: cutoff.userID, tenantID: cutoff.tenantID)
+                Self.noteRefusal(cutoff, key: key, in: &state)
                 if state.cutoffs[key] != cutoff.notBefore {
                     state.cutoffs[key] = cutoff.notBefore
                     changed.append(cutoff)
@@ -136,10 +148,18 @@ public final class RevocationList: Sendable {
     public func apply(_ cutoff: AccountCutoff) -> Bool {
         let key = Self.accountKey(userID: cutoff.userID, tenantID: cutoff.tenantID)
         return state.withLock { state in
+            Self.noteRefusal(cutoff, key: key, in: &state)
             guard state.cutoffs[key] != cutoff.notBefore else { return false }
             state.cutoffs[key] = cutoff.notBefore
             return true
         }
+    }
+
+    /// A provider user's disable or delete refuses all their tokens until an enable; an account's
+    /// disable needs no such set (a disabled account is issued no new token).
+    static func noteRefusal(_ cutoff: AccountCutoff, key: AccountKey, in state: inout State) {
+        guard cutoff.userID.hasPrefix("ext_") else { return }
+        if cutoff.cause.refusesEveryToken { state.refusedUsers.insert(key) } else { state.refusedUsers.remove(key) }
     }
 
     /// Ids held in memory.

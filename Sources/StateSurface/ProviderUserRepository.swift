@@ -15,11 +15,17 @@ public struct ProviderUserRecord: Sendable, Equatable {
     public var name: String?
     public var firstSeenAt: Double
     public var lastSeenAt: Double
+    /// Disabled by the operator (`users disable`): their sign-in through the provider is refused.
+    public var disabled: Bool
+    /// Tokens issued to them before this are refused (0: none); set by a disable or a delete.
+    public var tokensNotBefore: Double
 
     public init(
         userID: String, issuer: String, subject: String, tenantID: String, email: String?, username: String?, name: String?, firstSeenAt: Double,
-        lastSeenAt: Double
+        lastSeenAt: Double, disabled: Bool = false, tokensNotBefore: Double = 0
     ) {
+        self.disabled = disabled
+        self.tokensNotBefore = tokensNotBefore
         self.userID = userID
         self.issuer = issuer
         self.subject = subject
@@ -41,4 +47,17 @@ public protocol ProviderUserRepository: Sendable {
     func providerUsers() async throws -> [ProviderUserRecord]
     /// Those whose user id, subject, username, or email (without regard to case) is `text`.
     func providerUsers(matching text: String) async throws -> [ProviderUserRecord]
+    /// The one with the gateway's id `userID` (`ext_...`).
+    func providerUser(id userID: String) async throws -> ProviderUserRecord?
+    /// Cuts a provider user off in one transaction, as `disableUser` does an account: disabled
+    /// (their sign-in refused), tokens issued before `now` refused, their refresh tokens revoked,
+    /// their grants removed with their agents' access tokens, their provider sessions (and the
+    /// provider's tokens) forgotten, and the cut-off in the access-change feed. With
+    /// `forgetNames`, their email, username and name are cleared too (`users delete`). The record
+    /// as it now is; `nil` if there is none.
+    func cutOffProviderUser(id userID: String, now: Double, forgetNames: Bool) async throws -> ProviderUserRecord?
+    /// Lets a disabled provider user sign in again: tokens issued before `now` stay refused (a
+    /// provider's own, issued while they were disabled, too), and the change enters the feed.
+    /// `nil` if there is none.
+    func enableProviderUser(id userID: String, now: Double) async throws -> ProviderUserRecord?
 }

@@ -151,7 +151,7 @@ struct SchemaMigration: Sendable {
             sqlite: oauthAccessTokens(real: "REAL"),
             postgres: oauthAccessTokens(real: "DOUBLE PRECISION")),
         SchemaMigration(
-            name: "v11: leavers: provider re-checks an agent's use triggers and a failing provider bounds; provider users disabled by the operator",
+            name: "v11: provider re-checks of agents' use, bounded for a failing provider; provider users disabled by the operator",
             sqlite: """
                 ALTER TABLE provider_sessions ADD COLUMN recheck_failing_since REAL;
                 ALTER TABLE provider_sessions ADD COLUMN agent_used_at REAL;

@@ -38,6 +38,13 @@ public struct AccountCutoff: Sendable, Equatable {
         case deleted = "account deleted"
         /// `users passwd`: the account is signed out everywhere, and stays enabled.
         case passwordChanged = "password changed"
+        /// `users enable` of a provider's user: tokens issued while they were disabled (a provider's
+        /// own, presented as Bearer) stay refused, and new ones pass again.
+        case enabled = "account enabled"
+
+        /// Whether the user is refused whatever their tokens' age until enabled (a provider's user
+        /// disabled or deleted: the provider may go on issuing them tokens).
+        public var refusesEveryToken: Bool { self == .disabled || self == .deleted }
 
         /// The close reason its sockets get (1008).
         public var closeReason: String { rawValue }
@@ -48,6 +55,7 @@ public struct AccountCutoff: Sendable, Equatable {
             case .disabled: "account_cut_off"
             case .deleted: "account_deleted"
             case .passwordChanged: "account_password_changed"
+            case .enabled: "account_enabled"
             }
         }
     }
@@ -62,7 +70,8 @@ public struct AccountCutoff: Sendable, Equatable {
     /// The cause an account row shows: a tombstone's username is `deleted:...`; otherwise
     /// disabled, or (enabled) its password changed.
     public static func cause(username: String, disabled: Bool) -> Cause {
-        username.hasPrefix("deleted:") ? .deleted : disabled ? .disabled : .passwordChanged
+        // A provider user's row reads `enabled:...` once enabled again (provider_users has no password).
+        username.hasPrefix("enabled:") ? .enabled : username.hasPrefix("deleted:") ? .deleted : disabled ? .disabled : .passwordChanged
     }
 }
 

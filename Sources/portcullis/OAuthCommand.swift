@@ -42,17 +42,22 @@ struct OAuthCommand: ParsableCommand {
     }
 
     struct Grants: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List what people allowed clients to do at MCP servers (a person's, with --user).")
+        static let configuration = CommandConfiguration(abstract: "List what people allowed clients to do at MCP servers (one person's, with --user).")
 
-        @Option(help: "Only this person's grants (the gateway's user id: usr_... or ext_...).")
+        @Option(help: "Only this person's grants: their id (usr_... or ext_...), username, email or a provider's subject.")
         var user: String?
+
+        @Option(help: "With --user: only a person in this tenant.")
+        var tenant: String?
 
         @OptionGroup var storage: UsersCommand.Storage
 
         func run() async throws {
-            let grants = try await storage.open().oauthGrants(userID: user)
+            let store = try await storage.open()
+            let person = try await user.asyncMap { try await PersonLookup(store: store, tenant: tenant).one($0) }
+            let grants = try await store.oauthGrants(userID: person?.userID).filter { person == nil || $0.tenantID == person?.tenantID }
             if grants.isEmpty {
-                print(user.map { "\($0) has granted nothing" } ?? "no grants yet")
+                print(person.map { "\($0.described) has granted nothing" } ?? "no grants yet")
                 return
             }
             for grant in grants {
@@ -63,14 +68,17 @@ struct OAuthCommand: ParsableCommand {
 
     struct Revoke: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Revoke a grant: the client's refresh tokens for that person and MCP server end, and the next authorization asks again.",
-            discussion: "An access token already issued lives out its lifetime (authorization_server.access_token_lifetime_seconds).")
+            abstract: "Revoke a grant at once: the client's refresh and access tokens for that person and MCP server end now, and the next authorization asks again.",
+            discussion: """
+                The access tokens already issued under the grant are refused from now on, on every instance within a \
+                second, and the agent's open MCP streams close. To end everything a person holds, use `users disable`.
+                """)
 
-        @Option(help: "The person (the gateway's user id).")
+        @Option(help: "The person: their id (usr_... or ext_...), username, email or a provider's subject.")
         var user: String
 
-        @Option(help: "The person's tenant.")
-        var tenant: String
+        @Option(help: "Only a person in this tenant.")
+        var tenant: String?
 
         @Option(help: "The client id.")
         var client: String
@@ -81,12 +89,15 @@ struct OAuthCommand: ParsableCommand {
         @OptionGroup var storage: UsersCommand.Storage
 
         func run() async throws {
-            let removed = try await storage.open().deleteOAuthGrant(userID: user, tenantID: tenant, clientID: client, resource: resource, now: Date().timeIntervalSince1970)
+            let store = try await storage.open()
+            let person = try await PersonLookup(store: store, tenant: tenant).one(user)
+            let removed = try await store.deleteOAuthGrant(
+                userID: person.userID, tenantID: person.tenantID, clientID: client, resource: resource, now: Date().timeIntervalSince1970)
             guard removed > 0 else {
-                Terminal.error("no grant of \(user) (tenant \(tenant)) to \(client) at \(resource); `portcullis oauth grants --user \(user)` lists them")
+                Terminal.error("\(person.described) has no grant to \(client) at \(resource); `portcullis oauth grants --user \(person.userID)` lists theirs")
                 throw ExitCode(1)
             }
-            print("revoked: \(client) no longer acts for \(user) at \(resource)")
+            print("revoked: \(client) no longer acts for \(person.described) at \(resource)")
         }
     }
 

@@ -33,15 +33,6 @@ struct UsersCommand: ParsableCommand {
         }
     }
 
-    /// An account: its username and tenant.
-    struct AccountName: ParsableArguments {
-        @Argument(help: "The username.")
-        var username: String
-
-        @Option(help: "The tenant the account belongs to.")
-        var tenant: String
-    }
-
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Add an account. The password is asked for on the terminal, or read from stdin with --password-stdin; never from the command line."
@@ -151,35 +142,50 @@ struct UsersCommand: ParsableCommand {
         guard !users.isEmpty else { return }
         print("\nsigned in through a provider:")
         func column(_ text: String, _ width: Int) -> String { text.padding(toLength: max(width, text.count + 1), withPad: " ", startingAt: 0) }
-        print(column("TENANT", 16) + column("USERNAME", 20) + column("EMAIL", 28) + column("LAST SIGN-IN", 22) + column("ISSUER", 36) + column("SUBJECT", 24) + "ID")
+        print(
+            column("TENANT", 16) + column("USERNAME", 20) + column("EMAIL", 28) + column("STATUS", 10) + column("LAST SIGN-IN", 22) + column("ISSUER", 36)
+                + column("SUBJECT", 24) + "ID")
         for user in users {
             let seen = Date(timeIntervalSince1970: user.lastSeenAt).formatted(.iso8601.year().month().day().time(includingFractionalSeconds: false))
-            print(column(shown(user.tenantID), 16) + column(shown(user.username ?? "-"), 20) + column(shown(user.email ?? "-"), 28) + column(seen, 22)
+            print(column(shown(user.tenantID), 16) + column(shown(user.username ?? "-"), 20) + column(shown(user.email ?? "-"), 28)
+                + column(user.disabled ? "disabled" : "enabled", 10) + column(seen, 22)
                 + column(shown(user.issuer), 36) + column(shown(user.subject), 24) + shown(user.userID))
         }
     }
 
     struct Disable: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Disable an account at once: its sessions and refresh tokens are revoked, its access tokens refused, its sockets closed.",
+            abstract: "Disable a person at once, an account or a provider's user: their sessions, tokens, grants, sockets and streams end everywhere.",
             discussion: """
-                Works while `serve` runs: gateways apply it within a second (their live sockets of the account close with \
-                1008 "account disabled"). Login and refresh then fail like a wrong password. `users enable` lets the \
-                account log in again; tokens issued before the disable stay refused.
+                Name them by id (usr_... or ext_...), username, email or a provider's subject; a name that matches several \
+                people lists them and does nothing. Works while `serve` runs: every gateway applies it within a second (their \
+                live sockets and MCP streams close with 1008 "account disabled"). Their refresh tokens, their agents' grants \
+                and access tokens are revoked. An account's login then fails like a wrong password; a provider's user is \
+                refused at sign-in with a page that says so, and every token their provider issues them is refused, until \
+                `users enable`.
                 """)
 
-        @OptionGroup var account: AccountName
+        @OptionGroup var person: PersonName
         @OptionGroup var storage: Storage
 
         func run() async throws {
-            let (username, tenant) = (account.username, account.tenant)
             let state = try await storage.open()
-            // The account's half (flag, not-before, refresh tokens) in one transaction, then the Runtime's half (sessions).
-            guard let user = try await AccountService(users: state).disable(username: username, tenantID: tenant) else {
-                throw CLIError("tenant \(tenant) has no user named \(username)")
+            let found = try await person.find(in: state)
+            let ended: Int
+            switch found {
+            case .account(let user):
+                // The account's half (flag, not-before, refresh tokens, grants) in one transaction, then the Runtime's half (sessions).
+                guard try await AccountService(users: state).disable(username: user.username, tenantID: user.tenantID) != nil else {
+                    throw CLIError("tenant \(user.tenantID) has no user named \(user.username) any more")
+                }
+                ended = try await SessionService(repository: state, configuration: RuntimeConfiguration()).revokeAll(userID: user.id, tenantID: user.tenantID)
+            case .provider(let user):
+                guard try await state.cutOffProviderUser(id: user.userID, now: SystemClock().now(), forgetNames: false) != nil else {
+                    throw CLIError("no user \(user.userID) any more")
+                }
+                ended = try await SessionService(repository: state, configuration: RuntimeConfiguration()).revokeAll(userID: user.userID, tenantID: user.tenantID)
             }
-            let ended = try await SessionService(repository: state, configuration: RuntimeConfiguration()).revokeAll(userID: user.id, tenantID: tenant)
-            print("disabled \(username) in tenant \(tenant): \(ended) session(s) ended; tokens issued before now are refused")
+            print("disabled \(found.described): \(ended) session(s) ended; their grants removed; tokens issued before now are refused")
         }
     }
 
@@ -188,10 +194,10 @@ struct UsersCommand: ParsableCommand {
             abstract: "Set an account's password (asked on the terminal, or --password-stdin) and sign it out everywhere.",
             discussion: """
                 Its sessions and refresh tokens are revoked and its access tokens refused, as `users disable` does, but the \
-                account stays enabled: it logs in again with the new password. Works while `serve` runs.
+                account stays enabled (its agents' grants too): it logs in again with the new password. Works while `serve` runs.
                 """)
 
-        @OptionGroup var account: AccountName
+        @OptionGroup var person: PersonName
 
         @Flag(name: .customLong("password-stdin"), help: "Read the password from standard input (one line).")
         var passwordStdin = false
@@ -199,56 +205,75 @@ struct UsersCommand: ParsableCommand {
         @OptionGroup var storage: Storage
 
         func run() async throws {
-            let (username, tenant) = (account.username, account.tenant)
-            let password = try passwordStdin ? PasswordInput.fromStdin() : PasswordInput.fromTerminal()
             let state = try await storage.open()
+            guard case .account(let account) = try await person.find(in: state) else {
+                throw CLIError("\(UsersCommand.shown(person.name)) signs in through a provider and has no password here; their provider sets it")
+            }
+            let password = try passwordStdin ? PasswordInput.fromStdin() : PasswordInput.fromTerminal()
             let changed: UserRecord?
             do {
-                changed = try await AccountService(users: state).setPassword(username: username, tenantID: tenant, password: password)
+                changed = try await AccountService(users: state).setPassword(username: account.username, tenantID: account.tenantID, password: password)
             } catch let error as AccountError {
                 throw CLIError(error.message)
             }
-            guard let user = changed else { throw CLIError("tenant \(tenant) has no user named \(username)") }
-            let ended = try await SessionService(repository: state, configuration: RuntimeConfiguration()).revokeAll(userID: user.id, tenantID: tenant)
-            print("set a new password for \(username) in tenant \(tenant): \(ended) session(s) ended; tokens issued before now are refused")
+            guard let user = changed else { throw CLIError("tenant \(account.tenantID) has no user named \(account.username) any more") }
+            let ended = try await SessionService(repository: state, configuration: RuntimeConfiguration()).revokeAll(userID: user.id, tenantID: user.tenantID)
+            print("set a new password for \(user.username) in tenant \(user.tenantID): \(ended) session(s) ended; tokens issued before now are refused")
         }
     }
 
     struct Delete: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Delete an account: signed out everywhere as by `users disable`, and its username free for a new account.",
+            abstract: "Delete a person: ended everywhere as by `users disable`, their grants removed; an account's username is free for a new account.",
             discussion: """
-                The account's id is never used again: a tombstone keeps refusing the tokens issued to it (after a \
-                restart too), and a new account with the same username is another user.
+                An account's id is never used again: a tombstone keeps refusing the tokens issued to it (after a restart \
+                too), and a new account with the same username is another user. A provider's user cannot be deleted at \
+                their provider from here: their names are forgotten and they stay refused at sign-in (a tombstone) until \
+                `users enable ext_...`.
                 """)
 
-        @OptionGroup var account: AccountName
+        @OptionGroup var person: PersonName
         @OptionGroup var storage: Storage
 
         func run() async throws {
-            let (username, tenant) = (account.username, account.tenant)
             let state = try await storage.open()
-            guard let user = try await AccountService(users: state).delete(username: username, tenantID: tenant) else {
-                throw CLIError("tenant \(tenant) has no user named \(username)")
+            let found = try await person.find(in: state)
+            let ended: Int
+            switch found {
+            case .account(let user):
+                guard try await AccountService(users: state).delete(username: user.username, tenantID: user.tenantID) != nil else {
+                    throw CLIError("tenant \(user.tenantID) has no user named \(user.username) any more")
+                }
+                ended = try await SessionService(repository: state, configuration: RuntimeConfiguration()).revokeAll(userID: user.id, tenantID: user.tenantID)
+            case .provider(let user):
+                guard try await state.cutOffProviderUser(id: user.userID, now: SystemClock().now(), forgetNames: true) != nil else {
+                    throw CLIError("no user \(user.userID) any more")
+                }
+                ended = try await SessionService(repository: state, configuration: RuntimeConfiguration()).revokeAll(userID: user.userID, tenantID: user.tenantID)
             }
-            let ended = try await SessionService(repository: state, configuration: RuntimeConfiguration()).revokeAll(userID: user.id, tenantID: tenant)
-            print("deleted \(username) in tenant \(tenant) (\(user.id)): \(ended) session(s) ended; its tokens are refused")
+            print("deleted \(found.described): \(ended) session(s) ended; their grants removed; their tokens are refused")
         }
     }
 
     struct Enable: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Let a disabled account log in again (tokens issued before it was disabled stay refused).")
+            abstract: "Let a disabled person sign in again (tokens issued before they were disabled stay refused; grants are asked again).")
 
-        @OptionGroup var account: AccountName
+        @OptionGroup var person: PersonName
         @OptionGroup var storage: Storage
 
         func run() async throws {
-            let (username, tenant) = (account.username, account.tenant)
-            guard try await AccountService(users: try await storage.open()).enable(username: username, tenantID: tenant) != nil else {
-                throw CLIError("tenant \(tenant) has no user named \(username)")
+            let state = try await storage.open()
+            let found = try await person.find(in: state)
+            switch found {
+            case .account(let user):
+                guard try await AccountService(users: state).enable(username: user.username, tenantID: user.tenantID) != nil else {
+                    throw CLIError("tenant \(user.tenantID) has no user named \(user.username) any more")
+                }
+            case .provider(let user):
+                guard try await state.enableProviderUser(id: user.userID, now: SystemClock().now()) != nil else { throw CLIError("no user \(user.userID) any more") }
             }
-            print("enabled \(username) in tenant \(tenant)")
+            print("enabled \(found.described)")
         }
     }
 }

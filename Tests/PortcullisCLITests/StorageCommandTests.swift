@@ -11,10 +11,10 @@ struct StorageCommandTests {
         defer { cli.remove() }
         let first = try cli.run(["storage", "migrate"])
         #expect(first.status == 0, "\(first.stderr)")
-        #expect(first.stdout.contains("applied: v1: sessions") && first.stdout.contains("applied: v3: access changes") && first.stdout.contains("applied: v4: login flows") && first.stdout.contains("applied: v5: provider sessions") && first.stdout.contains("applied: v6: browser sessions") && first.stdout.contains("applied: v7: provider re-checks") && first.stdout.contains("applied: v8: users seen through providers") && first.stdout.contains("applied: v9: the authorization server") && first.stdout.contains("applied: v10: the access tokens"))
-        #expect(first.stdout.contains("sqlite:data/portcullis.sqlite: schema current (10 steps; 10 applied now)"), "\(first.stdout)")
+        #expect(first.stdout.contains("applied: v1: sessions") && first.stdout.contains("applied: v3: access changes") && first.stdout.contains("applied: v4: login flows") && first.stdout.contains("applied: v5: provider sessions") && first.stdout.contains("applied: v6: browser sessions") && first.stdout.contains("applied: v7: provider re-checks") && first.stdout.contains("applied: v8: users seen through providers") && first.stdout.contains("applied: v9: the authorization server") && first.stdout.contains("applied: v10: the access tokens") && first.stdout.contains("applied: v11: provider re-checks of agents"))
+        #expect(first.stdout.contains("sqlite:data/portcullis.sqlite: schema current (11 steps; 11 applied now)"), "\(first.stdout)")
         let second = try cli.run(["storage", "migrate"])
-        #expect(second.status == 0 && second.stdout.contains("(10 steps; 0 applied now)") && !second.stdout.contains("applied:"), "\(second.stdout)")
+        #expect(second.status == 0 && second.stdout.contains("(11 steps; 0 applied now)") && !second.stdout.contains("applied:"), "\(second.stdout)")
     }
 
     @Test("on PostgreSQL (STORAGE_POSTGRES_URL) it migrates the database, names it without the user, and a second run applies none",
@@ -25,10 +25,10 @@ struct StorageCommandTests {
         let url = try TestPostgres.shared().createDatabase()
         let first = try cli.run(["storage", "migrate"], environment: ["STORAGE_POSTGRES_URL": url])
         #expect(first.status == 0, "\(first.stderr)")
-        #expect(first.stdout.contains("(10 steps; 10 applied now)") && first.stdout.contains("postgresql://127.0.0.1:"), "\(first.stdout)")
+        #expect(first.stdout.contains("(11 steps; 11 applied now)") && first.stdout.contains("postgresql://127.0.0.1:"), "\(first.stdout)")
         #expect(!first.stdout.contains("portcullis@"))
         let second = try cli.run(["storage", "migrate"], environment: ["STORAGE_POSTGRES_URL": url])
-        #expect(second.status == 0 && second.stdout.contains("(10 steps; 0 applied now)"), "\(second.stdout)")
+        #expect(second.status == 0 && second.stdout.contains("(11 steps; 0 applied now)"), "\(second.stdout)")
         #expect(!FileManager.default.fileExists(atPath: cli.directory + "/data"), "no SQLite file was made")
     }
 
@@ -122,6 +122,9 @@ struct OAuthCommandTests {
         let cli = try CLI()
         defer { cli.remove() }
         let database = cli.directory + "/oauth.sqlite"
+        for name in ["alice", "bob"] {
+            #expect(try cli.run(["users", "add", name, "--tenant", "acme", "--password-stdin", "--database", database], stdin: "correct horse battery\n").status == 0)
+        }
         try "authorization_server:\n  dynamic_registration: true\n  clients:\n    - {client_id: ops-cli, name: Ops CLI, redirect_uris: ['http://127.0.0.1/callback']}\n"
             .write(toFile: cli.directory + "/oauth.yaml", atomically: true, encoding: .utf8)
         let options = ["--config", cli.directory + "/oauth.yaml", "--database", database]
@@ -129,29 +132,105 @@ struct OAuthCommandTests {
         var storage = StorageConfiguration()
         storage.sqlitePath = database
         let state = try await StateStores.open(storage)
+        let alice = try #require(try await state.user(tenantID: "acme", username: "alice")).id
         let now = Date().timeIntervalSince1970
         _ = try await state.insertOAuthClient(
             OAuthClientRecord(clientID: "dyn_agentexample", name: "Agent X", redirectURIs: #"["http://127.0.0.1/cb"]"#, createdAt: now, expiresAt: now + 3_600), unusedLimit: 10, now: now)
         try await state.upsertOAuthGrant(
-            OAuthGrantRecord(userID: "usr_alice", tenantID: "acme", clientID: "dyn_agentexample", clientName: "Agent X", resource: "https://auth.example.com/mcp/github", scope: "github", createdAt: now, updatedAt: now))
+            OAuthGrantRecord(userID: alice, tenantID: "acme", clientID: "dyn_agentexample", clientName: "Agent X", resource: "https://auth.example.com/mcp/github", scope: "github", createdAt: now, updatedAt: now))
         try await state.insertOAuthFamily(
-            OAuthFamilyRecord(familyID: "rtf_x", clientID: "dyn_agentexample", resource: "https://auth.example.com/mcp/github", scope: "github", userID: "usr_alice", tenantID: "acme",
+            OAuthFamilyRecord(familyID: "rtf_x", clientID: "dyn_agentexample", resource: "https://auth.example.com/mcp/github", scope: "github", userID: alice, tenantID: "acme",
                               sessionID: "ses_1", claims: "{}", createdAt: now))
         try await state.insertRefreshToken(
-            RefreshTokenRecord(id: "rtk_x", tokenHash: "hx", familyID: "rtf_x", sessionID: "ses_1", userID: "usr_alice", tenantID: "acme", createdAt: now, expiresAt: now + 600))
+            RefreshTokenRecord(id: "rtk_x", tokenHash: "hx", familyID: "rtf_x", sessionID: "ses_1", userID: alice, tenantID: "acme", createdAt: now, expiresAt: now + 600))
         let clients = try cli.run(["oauth", "clients"] + options)
         #expect(clients.status == 0 && clients.stdout.contains("ops-cli  Ops CLI  (configured)") && clients.stdout.contains("dyn_agentexample  Agent X  (registered itself"), "\(clients.stdout)\(clients.stderr)")
-        let grants = try cli.run(["oauth", "grants", "--user", "usr_alice"] + options)
+        // The person by their username, as an operator names them; or their id.
+        let grants = try cli.run(["oauth", "grants", "--user", "alice"] + options)
         #expect(grants.status == 0 && grants.stdout.contains("dyn_agentexample") && grants.stdout.contains("https://auth.example.com/mcp/github") && grants.stdout.contains("scope: github"), "\(grants.stdout)")
-        #expect(try cli.run(["oauth", "grants", "--user", "usr_bob"] + options).stdout.contains("usr_bob has granted nothing"))
-        let revoke = ["oauth", "revoke", "--user", "usr_alice", "--tenant", "acme", "--client", "dyn_agentexample", "--resource", "https://auth.example.com/mcp/github"] + options
+        #expect(try cli.run(["oauth", "grants", "--user", alice] + options).stdout.contains("dyn_agentexample"))
+        let bob = try cli.run(["oauth", "grants", "--user", "bob"] + options)
+        #expect(bob.status == 0 && bob.stdout.contains("bob (usr_") && bob.stdout.contains("has granted nothing"), "\(bob.stdout)\(bob.stderr)")
+        let nobody = try cli.run(["oauth", "grants", "--user", "carol"] + options)
+        #expect(nobody.status != 0 && nobody.stderr.contains("no user matches carol"), "an unknown name says so, not 'granted nothing': \(nobody.stdout)\(nobody.stderr)")
+        let revoke = ["oauth", "revoke", "--user", "alice", "--tenant", "acme", "--client", "dyn_agentexample", "--resource", "https://auth.example.com/mcp/github"] + options
         let revoked = try cli.run(revoke)
         #expect(revoked.status == 0 && revoked.stdout.contains("revoked"), "\(revoked.stderr)")
         #expect(try await state.refreshToken(hash: "hx")?.revokedAt != nil, "the grant's refresh tokens end with it")
         let again = try cli.run(revoke)
-        #expect(again.status == 1 && again.stderr.contains("no grant of usr_alice"), "\(again.stderr)")
+        #expect(again.status == 1 && again.stderr.contains("has no grant to dyn_agentexample"), "\(again.stderr)")
         #expect(try cli.run(["oauth", "remove-client", "dyn_agentexample"] + options).status == 0)
         #expect(!(try cli.run(["oauth", "clients"] + options).stdout.contains("dyn_agentexample")))
         #expect(try cli.run(["oauth", "remove-client", "dyn_nothing"] + options).status == 1)
+    }
+}
+
+/// `portcullis users` names a person as an operator knows them (issue 65): by username, email,
+/// a provider's subject or the gateway's id, and acts on one person only.
+@Suite("portcullis users: naming a person (the real binary)", .serialized)
+struct PersonNamingTests {
+    static let acme = "https://login.acme.example"
+    static let other = "https://idp.other.example"
+
+    @Test("users disable, enable, delete and oauth grants name a person by username, email in any case, a provider's subject (--issuer for one shared by two providers) or the gateway's id; an ambiguous name lists the candidates and changes nothing; an unknown one says so; a provider's user disabled has their grants and provider sessions removed, and delete forgets their names")
+    func namingAPerson() async throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let database = cli.directory + "/people.sqlite"
+        let options = ["--database", database]
+        for name in ["alice", "sam"] {
+            #expect(try cli.run(["users", "add", name, "--tenant", "acme", "--password-stdin"] + options, stdin: "correct horse battery\n").status == 0)
+        }
+        var storage = StorageConfiguration()
+        storage.sqlitePath = database
+        let state = try await StateStores.open(storage)
+        let now = Date().timeIntervalSince1970
+        func provider(_ id: String, issuer: String, subject: String, email: String?, username: String?) -> ProviderUserRecord {
+            ProviderUserRecord(userID: id, issuer: issuer, subject: subject, tenantID: "acme", email: email, username: username, name: nil, firstSeenAt: now, lastSeenAt: now)
+        }
+        try await state.recordProviderUser(provider("ext_smith", issuer: Self.acme, subject: "user-1", email: "Alice.Smith@example.com", username: "asmith"))
+        try await state.recordProviderUser(provider("ext_twin", issuer: Self.other, subject: "user-1", email: nil, username: "sam"))
+        try await state.upsertOAuthGrant(
+            OAuthGrantRecord(
+                userID: "ext_smith", tenantID: "acme", clientID: "ops-cli", clientName: "Ops CLI", resource: "https://gw.example/mcp/a", scope: "tools", createdAt: now,
+                updatedAt: now))
+        let identity = ProviderIdentityRecord(
+            provider: "acme", issuer: Self.acme, subject: "user-1", tenantID: "acme", providerSessionID: nil, sealedIDToken: "sealed", sealedRefreshToken: "sealed")
+        try await state.saveProviderSession(ProviderSessionRecord(sessionID: "ses_smith", userID: "ext_smith", identity: identity, createdAt: now, expiresAt: now + 3_600))
+
+        // Ambiguous: an account and a provider's user are both "sam"; two providers share the subject "user-1".
+        for name in ["sam", "user-1"] {
+            let refused = try cli.run(["users", "disable", name] + options)
+            #expect(refused.status != 0 && refused.stderr.contains("names 2 people") && refused.stderr.contains("nothing was done"), "\(refused.stderr)")
+            #expect(refused.stdout.contains("ext_twin"), "the candidates are listed: \(refused.stdout)")
+        }
+        #expect(try await state.user(tenantID: "acme", username: "sam")?.disabled == false)
+        #expect(try await state.providerUser(id: "ext_twin")?.disabled == false, "nothing was done")
+        let unknown = try cli.run(["users", "disable", "carol@example.com"] + options)
+        #expect(unknown.status != 0 && unknown.stderr.contains("no user matches carol@example.com"), "\(unknown.stderr)")
+
+        // By email, in another case: the provider's user is cut off.
+        let disabled = try cli.run(["users", "disable", "ALICE.SMITH@example.com"] + options)
+        #expect(disabled.status == 0 && disabled.stdout.contains("disabled Alice.Smith@example.com (ext_smith"), "\(disabled.stdout)\(disabled.stderr)")
+        let smith = try #require(try await state.providerUser(id: "ext_smith"))
+        #expect(smith.disabled && smith.tokensNotBefore >= now)
+        #expect(try await state.oauthGrants(userID: "ext_smith").isEmpty, "their grants go")
+        #expect(try await state.providerSession(sessionID: "ses_smith") == nil, "their provider sessions (and the provider's tokens) go")
+        #expect(try cli.run(["users", "list"] + options).stdout.contains("disabled"))
+        // By subject, narrowed to one provider; and by the gateway's id.
+        #expect(try cli.run(["users", "enable", "user-1", "--issuer", Self.acme] + options).status == 0)
+        #expect(try await state.providerUser(id: "ext_smith")?.disabled == false)
+        #expect(try cli.run(["users", "disable", "sam", "--issuer", Self.other] + options).status == 0)
+        #expect(try await state.providerUser(id: "ext_twin")?.disabled == true)
+        #expect(try await state.user(tenantID: "acme", username: "sam")?.disabled == false, "the account sam was not touched")
+        let deleted = try cli.run(["users", "delete", "ext_smith"] + options)
+        #expect(deleted.status == 0, "\(deleted.stderr)")
+        let forgotten = try #require(try await state.providerUser(id: "ext_smith"))
+        #expect(forgotten.disabled && forgotten.email == nil && forgotten.username == nil, "a tombstone: names forgotten, still refused")
+        #expect(try cli.run(["users", "passwd", "ext_twin", "--password-stdin"] + options, stdin: "another long password\n").stderr.contains("has no password here"))
+        // An account by username alone when it is the only one of that name.
+        #expect(try cli.run(["users", "disable", "alice"] + options).status == 0)
+        #expect(try await state.user(tenantID: "acme", username: "alice")?.disabled == true)
+        await state.shutdown()
     }
 }

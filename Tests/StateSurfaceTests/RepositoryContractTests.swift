@@ -439,7 +439,7 @@ struct RepositoryContractTests {
         #expect(named.tls == .verifyFull, "TLS is verified by default beyond loopback")
         let report = try await StateStores.migrate(store.configuration)
         #expect(report.appliedNow.isEmpty)
-        #expect(report.applied.count == 10 && report.applied.last == "v10: the access tokens the authorization server issued, by family and session")
+        #expect(report.applied.count == 11 && report.applied.last?.hasPrefix("v11: provider re-checks of agents") == true)
     }
 
     @Test("a provider's user is recorded at each sign-in: the names replaced, the first sign-in kept; listed the most recent first; found by id, subject, username or email in any case, never by part of one", arguments: StoreKind.available)

@@ -145,6 +145,11 @@ struct BrowserSessionRoutes: Sendable {
             return failure(.badRequest, "flow_cookie_mismatch", "This sign-in does not belong to this browser. Start the sign-in again.")
         }
         let userID = try AuthenticatedCaller.externalUserID(issuer: identity.issuer, subject: identity.subject)
+        // The operator disabled this person (`users disable`): the provider vouching for them changes nothing.
+        if try await store.providerUser(id: userID)?.disabled == true {
+            logger.notice("browser sign-in refused: the user is disabled here", metadata: ["user_id": "\(userID)", "provider": "\(identity.provider)"])
+            return failure(.forbidden, "account_disabled", Self.disabledMessage)
+        }
         let principal = Principal(userID: userID, tenantID: identity.tenantID)
         let granted = try await runtime.session(admission.admit(SessionIntent(.upgrade, principal: principal, sessionID: result.flow.sessionID)))
         let now = clock.now()
@@ -166,6 +171,10 @@ struct BrowserSessionRoutes: Sendable {
         logger.info("browser sign-in", metadata: ["user_id": "\(userID)", "session_id": "\(granted.sessionID)", "provider": "\(identity.provider)"])
         return response
     }
+
+    /// What a person the operator disabled is told when they sign in through their provider.
+    static let disabledMessage =
+        "Your access through this gateway has been disabled by its operator. Your identity provider still knows you, but this gateway will not let you in until the operator enables you again."
 
     /// An ID token's claims, less the ones that belonged to its one sign-in (`nonce`, `at_hash`, `c_hash`).
     static func identityClaims(_ idToken: String?) -> JSONObject {

@@ -137,6 +137,10 @@ struct ProviderLoginRoutes: Sendable {
             throw GatewayError(.badRequest, refusal.code, refusal.message)
         }
         let userID = try AuthenticatedCaller.externalUserID(issuer: identity.issuer, subject: identity.subject)
+        if try await store.providerUser(id: userID)?.disabled == true {
+            logger.notice("login through a provider refused: the user is disabled here", metadata: ["user_id": "\(userID)", "provider": "\(identity.provider)"])
+            throw GatewayError(.forbidden, "account_disabled", BrowserSessionRoutes.disabledMessage)
+        }
         let principal = Principal(userID: userID, tenantID: identity.tenantID)
         // The same compare-and-set as a password login: a session upgraded meanwhile is refused, never shared.
         let granted = try await runtime.session(admission.admit(SessionIntent(.upgrade, principal: principal, sessionID: sessionID)))

@@ -86,6 +86,17 @@ extension PostgresStateSurface: UserRepository {
             let user = try Self.user(from: row)
             try await connection.query(
                 "UPDATE refresh_tokens SET revoked_at = \(now) WHERE user_id = \(user.id) AND tenant_id = \(tenantID) AND revoked_at IS NULL", logger: logger)
+            if cause != .passwordChanged {
+                // Disabled or deleted: the person's consents go with their agents' access tokens (a new password keeps them).
+                let tokens = try await connection.query(
+                    """
+                    DELETE FROM oauth_access_tokens WHERE family_id IN (SELECT family_id FROM oauth_families WHERE user_id = \(user.id) AND tenant_id = \(tenantID))
+                    RETURNING token_id, expires_at
+                    """, logger: logger
+                ).collect()
+                try await Self.revokeOAuthAccessTokens(tokens, now: now, connection, logger: logger)
+                try await connection.query("DELETE FROM oauth_grants WHERE user_id = \(user.id) AND tenant_id = \(tenantID)", logger: logger)
+            }
             try await Self.record(
                 .accountCutOff(AccountCutoff(userID: user.id, tenantID: tenantID, notBefore: user.tokensNotBefore, cause: cause)), at: now, connection, logger: logger)
             return user
@@ -100,7 +111,13 @@ extension PostgresStateSurface: UserRepository {
 
     public func accountCutoffs(since: Double) async throws -> [AccountCutoff] {
         try await rows(
-            "SELECT id, tenant_id, username, disabled, tokens_not_before FROM users WHERE tokens_not_before > 0 AND tokens_not_before >= \(since)"
+            """
+            SELECT id, tenant_id, username, disabled, tokens_not_before FROM users WHERE tokens_not_before > 0 AND tokens_not_before >= \(since)
+            UNION ALL
+            SELECT user_id, tenant_id, CASE WHEN NOT disabled THEN 'enabled:' || user_id WHEN email IS NULL AND username IS NULL AND name IS NULL THEN 'deleted:' || user_id ELSE user_id END,
+                   disabled, tokens_not_before
+            FROM provider_users WHERE tokens_not_before > 0 AND tokens_not_before >= \(since)
+            """
         ).map {
             let (id, tenant, username, disabled, notBefore) = try $0.decode((String, String, String, Bool, Double).self)
             return AccountCutoff(userID: id, tenantID: tenant, notBefore: notBefore, cause: AccountCutoff.cause(username: username, disabled: disabled))

@@ -69,6 +69,12 @@ extension SQLiteStateSurface: UserRepository {
             try db.execute(
                 sql: "UPDATE refresh_tokens SET revoked_at = ? WHERE user_id = ? AND tenant_id = ? AND revoked_at IS NULL",
                 arguments: [now, user.id, tenantID])
+            if cause != .passwordChanged {
+                // Disabled or deleted: the person's consents go with their agents' access tokens (a new password keeps them).
+                try Self.revokeOAuthAccessTokens(
+                    where: "family_id IN (SELECT family_id FROM oauth_families WHERE user_id = ? AND tenant_id = ?)", [user.id, tenantID], now: now, db)
+                try db.execute(sql: "DELETE FROM oauth_grants WHERE user_id = ? AND tenant_id = ?", arguments: [user.id, tenantID])
+            }
             try Self.record(.accountCutOff(AccountCutoff(userID: user.id, tenantID: tenantID, notBefore: user.tokensNotBefore, cause: cause)), at: now, db)
             if let then { try db.execute(sql: then, arguments: [tenantID, username]) }
             return user
@@ -87,8 +93,15 @@ extension SQLiteStateSurface: UserRepository {
     public func accountCutoffs(since: Double) async throws -> [AccountCutoff] {
         try await pool.read { db in
             try Row.fetchAll(
-                db, sql: "SELECT id, tenant_id, username, disabled, tokens_not_before FROM users WHERE tokens_not_before > 0 AND tokens_not_before >= ?",
-                arguments: [since]
+                db,
+                sql: """
+                    SELECT id, tenant_id, username, disabled, tokens_not_before FROM users WHERE tokens_not_before > 0 AND tokens_not_before >= ?
+                    UNION ALL
+                    SELECT user_id, tenant_id, CASE WHEN disabled = 0 THEN 'enabled:' || user_id WHEN email IS NULL AND username IS NULL AND name IS NULL THEN 'deleted:' || user_id ELSE user_id END,
+                           disabled, tokens_not_before
+                    FROM provider_users WHERE tokens_not_before > 0 AND tokens_not_before >= ?
+                    """,
+                arguments: [since, since]
             ).map {
                 AccountCutoff(
                     userID: $0["id"], tenantID: $0["tenant_id"], notBefore: $0["tokens_not_before"],

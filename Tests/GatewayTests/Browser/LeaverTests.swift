@@ -16,6 +16,7 @@ import Testing
 struct LeaverTests {
     /// A gateway with provider sign-in, the MCP route `/mcp/a` (scope `tools`) and the client `ops-cli`.
     static func withAgentGateway(
+        provider configureProvider: (FakeProvider) -> Void = { _ in },
         configure: @escaping (inout GatewayConfiguration) -> Void = { _ in },
         _ body: (FakeProvider, GatewayFixture, CookieJar) async throws -> Void
     ) async throws {
@@ -24,6 +25,7 @@ struct LeaverTests {
                 let port = Int(upstream.split(separator: ":").last.map(String.init) ?? "") ?? 0
                 return [try! MCPRouteTests.mcpRoute("/mcp/a", upstream: port, scopes: ["tools"]), BrowserSessionTests.browserRoute("/app", upstream)]
             },
+            provider: configureProvider,
             configure: { configuration in
                 var settings = AuthorizationServerSettings()
                 settings.clients = [RegisteredClient(clientID: "ops-cli", name: "Ops CLI", redirectURIs: ["http://127.0.0.1/callback"], source: .configured)]
@@ -163,6 +165,42 @@ struct LeaverTests {
             #expect(try await recheck.sweepOnce() == 1, "unanswered past the limit: the session ended")
             try await Self.expectEnded(fixture, jar, sessionID: session.sessionID, access: access, "the provider never answered within the limit")
             #expect(await !fixture.log.lines(containing: "has not confirmed it for recheck_unavailable_limit_minutes").isEmpty)
+        }
+    }
+
+    @Test("users disable names a provider's user by their email and ends them at once: their browser session, their agent's access and refresh tokens, their grants, and every token their provider issues them; their next sign-in through the provider is refused with a page saying so; users enable lets them sign in again")
+    func disablingAProviderUser() async throws {
+        try await Self.withAgentGateway(provider: { $0.flow.withLock { $0.idTokenClaims = ["email": "dana@example.com", "email_verified": true] } }) { provider, fixture, jar in
+            let (access, refresh) = try await Self.agentTokens(fixture, jar)
+            let bearer = try provider.token(sub: "user-1")
+            fixture.remember(bearer)
+            #expect(try await fixture.send(.GET, "/app/x", bearer: bearer).status == 200, "the provider's own token passes before")
+            let disabled = try await runPortcullis(["users", "disable", "Dana@Example.com", "--database", fixture.state.path])
+            #expect(disabled.status == 0 && disabled.output.contains("disabled dana@example.com (ext_"), "\(disabled.output)")
+            let session = try await Answer.eventually(within: 3, { try await BrowserSessionTests.get(fixture, "/app/x", jar) }, until: { $0.status == 401 })
+            #expect(session.status == 401, "the browser session ended: \(session.raw)")
+            let call = try await Answer.eventually(within: 3, { try await Self.toolCall(fixture, access) }, until: { $0.status == 401 })
+            #expect(call.status == 401, "\(call.raw)")
+            #expect(try await Self.refresh(fixture, refresh).error == "invalid_grant")
+            #expect(try await fixture.state.oauthGrants(userID: nil).isEmpty, "their grants are gone")
+            let fresh = try provider.token(sub: "user-1")
+            fixture.remember(fresh)
+            #expect(try await fixture.send(.GET, "/app/x", bearer: fresh).status == 401, "a token the provider issues them after the disable is refused too")
+
+            var again = CookieJar()
+            let refused = try await BrowserSessionTests.signIn(fixture, provider, &again)
+            #expect(refused.status == 403 && refused.raw.contains("disabled by its operator") && refused.raw.contains("account_disabled"), "\(refused.raw)")
+            #expect(again["portcullis"] == nil, "no session cookie")
+
+            let enabled = try await runPortcullis(["users", "enable", "dana@example.com", "--database", fixture.state.path])
+            #expect(enabled.status == 0, "\(enabled.output)")
+            var back = CookieJar()
+            let signedIn = try await BrowserSessionTests.signIn(fixture, provider, &back)
+            #expect(signedIn.status == 302, "\(signedIn.raw)")
+            let newer = try provider.token(sub: "user-1", claims: ["iat": .number(Date().timeIntervalSince1970.rounded(.down) + 2)])
+            fixture.remember(newer)
+            #expect(try await Answer.eventually(within: 3, { try await fixture.send(.GET, "/app/x", bearer: newer) }, until: { $0.status == 200 }).status == 200)
+            #expect(try await fixture.send(.GET, "/app/x", bearer: bearer).status == 401, "tokens from before the disable stay refused")
         }
     }
 }
