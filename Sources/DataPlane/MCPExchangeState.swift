@@ -1,3 +1,4 @@
+import JOSE
 import MCPPolicy
 import NIOCore
 import Observability
@@ -29,4 +30,11 @@ final class MCPExchangeState {
     var endPending: Scheduled<Void>?
     /// The caller's token's expiry, for the stream's end when it comes (an SSE answer only).
     var expiresAt: Double?
+    /// The JSON-RPC ids of the requests forwarded (one, or a batch's), and the revision's fields:
+    /// what an end of access tells the MCP server to stop working on (`MCPUpstreamCancellation`).
+    var forwardedRequestIDs: [JSONValue] = []
+    /// `MCP-Protocol-Version` as the client sent it.
+    var protocolVersions: [String] = []
+    /// The caller and assertion the request went upstream with: a cancellation goes as the request went.
+    var forwardedAs: (caller: AuthenticatedCaller, assertion: String)?
 }

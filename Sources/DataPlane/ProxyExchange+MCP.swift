@@ -120,6 +120,12 @@ extension ProxyExchange {
             startedTraceparent = MCPTrace.startedTraceparent(sent: post.traceparents)
             call.traceID = MCPTrace.traceID(startedTraceparent ?? post.traceparents.first)
             mcpCall = call
+            // What an end of access under way cancels at the MCP server: the requests (not notifications or responses) sent.
+            switch body {
+            case .single(let message): if message.kind == .request, let id = message.id { mcp.forwardedRequestIDs = [id] }
+            case .batch(let messages): mcp.forwardedRequestIDs = messages.compactMap { $0.kind == .request ? $0.id : nil }
+            }
+            if !mcp.forwardedRequestIDs.isEmpty { mcp.protocolVersions = post.protocolVersions }
             proceed(caller, sessionID: sessionID)
         case .needsScopes(let scopes):
             mcpCall = call

@@ -7,7 +7,9 @@ import SecurityGuard
 /// to its end: a sign-out, a back-channel logout, a disabled account, a revoked grant, family or
 /// token (on any instance: the access-change feed) or the token's expiry ends it within a second.
 /// An SSE answer ends between two events, cleanly; anything else not yet answered is refused as
-/// the next request would be.
+/// the next request would be. The MCP server hears of it: the request's upstream connection (or
+/// stream) closes, and before 2026-07-28 each request of it is cancelled with
+/// `notifications/cancelled` (`cancelUpstreamWork`).
 extension ProxyExchange {
     /// How long an end waits for the event under way before the connection is cut instead.
     static let mcpStreamEndGrace = TimeAmount.milliseconds(500)
@@ -27,10 +29,16 @@ extension ProxyExchange {
     func endMCPExchange(reason: String) {
         guard !finished, mcpEndPending == nil else { return }
         mcpCall?.ended = "access_ended: " + reason
+        // The MCP server stops the work too: told so (before 2026-07-28), and its connection for the request closed below.
+        cancelUpstreamWork(reason: reason)
         guard responseStarted else {
             return fail(GatewayError(.unauthorized, "access_ended", "access to this MCP server ended (\(reason)) before it answered; authorize again"))
         }
-        guard let events = mcpEvents else { return finish(closeClient: true) }  // a JSON answer under way: cut
+        guard let events = mcpEvents else {
+            // A JSON answer under way: cut, upstream and client.
+            closeUpstream()
+            return finish(closeClient: true)
+        }
         if events.isAtBoundary { return endMCPStreamCleanly() }
         mcpEndPending = eventLoop.assumeIsolated().scheduleTask(in: Self.mcpStreamEndGrace) { [self] in
             guard !finished else { return }

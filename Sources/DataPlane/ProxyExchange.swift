@@ -330,6 +330,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         } catch {
             return fail(.noSigningKey)
         }
+        if let mcpState, !mcpState.forwardedRequestIDs.isEmpty, let caller { mcpState.forwardedAs = (caller, assertion) }
         let overHTTP2 = route.origin.transport != .http1
         if overHTTP2 {
             guard !webSocket else {
@@ -394,7 +395,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     /// The fields every upstream request carries, whichever protocol: the client's forwardable
     /// fields as they came (never an identity field's name, never the gateway's cookies), then the
     /// gateway's own: `Host`, the assertion, the identity fields, `X-Forwarded-*`.
-    private func forEachUpstreamField(assertion: String, caller: AuthenticatedCaller?, _ emit: (String, String) -> Void) {
+    func forEachUpstreamField(assertion: String, caller: AuthenticatedCaller?, _ emit: (String, String) -> Void) {
         let configuredNames = route.identityFieldNames
         for (name, value) in head.headers where HeaderScreen.isForwardable(name, connectionListed: fields.connectionListed) {
             // A name some route sets as an identity field, in any spelling, is never the client's to send.
@@ -433,7 +434,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     /// host, the public host. Any other value (another name a client chose, which an app would
     /// build its absolute links from: a reset link to the attacker's host) is not passed on, and
     /// the upstream's own goes instead.
-    private var upstreamHost: String {
+    var upstreamHost: String {
         guard route.preservesHost, let host = fields.host, let name = RouteHost.requestHost(host[...]) else { return route.origin.hostHeader }
         if route.host == nil, name != plane.table.current.publicHost?[...] { return route.origin.hostHeader }
         return host
@@ -463,7 +464,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     /// The upstream target: the route's base path, the normalised path below the prefix (or the whole path, `strip_prefix: false`), the
     /// query without `access_token`. The request for the prefix itself to an upstream without a
     /// base path is `/`, never an empty request target (RFC 9112 §3.2.1; nginx answers an empty one with 400).
-    private func writeTarget(into buffer: inout ByteBuffer) {
+    func writeTarget(into buffer: inout ByteBuffer) {
         let below = route.stripsPrefix ? remainder : path
         buffer.writeString(route.origin.basePath)
         buffer.writeSubstring(below)

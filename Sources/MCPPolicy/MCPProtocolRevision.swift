@@ -8,6 +8,11 @@ public struct MCPProtocolRevision: Sendable, Comparable {
     /// implement with HTTP 404 and -32601 (earlier ones: an ordinary answer holding the error).
     public static let methodNotFoundIs404 = MCPProtocolRevision(checked: "2026-07-28")
 
+    /// The first revision whose Streamable HTTP transport takes a closed request stream as the
+    /// cancellation of its request, and expects no `notifications/cancelled` (earlier ones: a
+    /// disconnect is not a cancellation; the client sends the notification).
+    public static let disconnectCancels = MCPProtocolRevision(checked: "2026-07-28")
+
     /// The revision of `values` (every `MCP-Protocol-Version` sent): `nil` unless there is exactly
     /// one and it is a date; a request without one speaks 2025-03-26 (the transport's own rule).
     public init?(fields values: [String]) {
@@ -20,6 +25,12 @@ public struct MCPProtocolRevision: Sendable, Comparable {
     /// Whether a refused method is answered 404 (2026-07-28 and later) rather than 200.
     public static func answersUnknownMethodWith404(_ values: [String]) -> Bool {
         MCPProtocolRevision(fields: values).map { $0 >= methodNotFoundIs404 } ?? false
+    }
+
+    /// Whether a request cancelled under way is told to its server with `notifications/cancelled`
+    /// (before 2026-07-28, and a request that names no single revision), beside its closed stream.
+    public static func cancelsWithNotification(_ values: [String]) -> Bool {
+        MCPProtocolRevision(fields: values).map { $0 < disconnectCancels } ?? true
     }
 
     public static func < (lhs: Self, rhs: Self) -> Bool { lhs.date < rhs.date }

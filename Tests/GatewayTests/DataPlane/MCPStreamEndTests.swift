@@ -157,6 +157,56 @@ struct MCPStreamEndTests {
         }
     }
 
+    @Test("ending access ends the work: the MCP server is sent notifications/cancelled for the request under way, with its Mcp-Session-Id and the gateway's assertion, and the request's upstream connection closes, both within a second; a client of 2026-07-28 (a closed stream is its cancellation) gets no notification, the connection closes all the same")
+    func endingAccessCancelsUpstreamWork() async throws {
+        let seen = EventStreamUpstream.Seen()
+        let upstream = try await EventStreamUpstream.start(seen: seen)
+        let port = upstream.port
+        let fixture = try await GatewayFixture { configuration in configuration.routes = [try! MCPRouteTests.mcpRoute("/mcp/s", upstream: port, base: "")] }
+        try await fixture.addUser("alice")
+        defer { Task { try? await fixture.stop(); try? await upstream.stop() } }
+        for (version, notified) in [("2025-11-25", true), ("2026-07-28", false)] {
+            let login = try await fixture.login("alice")
+            let (token, _) = try await Self.token(fixture, sessionID: login.sessionID, family: "fam_cancel_" + version)
+            var request = HTTPClientRequest(url: fixture.baseURL + "/mcp/s")
+            request.method = .POST
+            request.headers.add(name: "Authorization", value: "Bearer " + token)
+            request.headers.add(name: "Accept", value: "application/json, text/event-stream")
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.headers.add(name: "Mcp-Session-Id", value: "mcp-session-" + version)
+            request.headers.add(name: "MCP-Protocol-Version", value: version)
+            if !notified {
+                request.headers.add(name: "Mcp-Method", value: "tools/call")
+                request.headers.add(name: "Mcp-Name", value: "slow")
+            }
+            request.body = .bytes(ByteBuffer(string: #"{"jsonrpc":"2.0","id":"call-7","method":"tools/call","params":{"name":"slow"}}"#))
+            let stream = HeldStream(request)
+            await stream.wait(seconds: 3) { $0.text.contains("\"progress\":2") }
+            let (cancellationsBefore, closedBefore) = (seen.cancellations.count, seen.closedStreams.count)
+            let out = try await fixture.send(.POST, "/api/auth/logout", bearer: login.accessToken, body: #"{"session_id":"\#(login.sessionID)"}"#)
+            #expect(out.status == 204, "\(out.raw)")
+            let revoked = ContinuousClock.now
+            let deadline = revoked + .seconds(TimeBounds.seconds(3))
+            while seen.closedStreams.count == closedBefore || (notified && seen.cancellations.count == cancellationsBefore), ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            let closed = try #require(seen.closedStreams.dropFirst(closedBefore).first, "\(version): the request's upstream connection was not closed")
+            #expect(closed - revoked < .seconds(TimeBounds.seconds(1)), "\(version): closed \(closed - revoked) after access ended")
+            let cancellations = Array(seen.cancellations.dropFirst(cancellationsBefore))
+            if notified {
+                let cancellation = try #require(cancellations.first, "\(version): no notifications/cancelled")
+                #expect(cancellations.count == 1)
+                #expect(cancellation.at - revoked < .seconds(TimeBounds.seconds(1)), "\(version): told \(cancellation.at - revoked) after access ended")
+                let body = try StrictJSONReader().parseObject(Array(cancellation.body.utf8))
+                #expect(body["method"] == "notifications/cancelled" && body["id"] == nil, "a notification: \(cancellation.body)")
+                #expect(body["params"]?.objectValue?["requestId"] == "call-7", "the request's own id: \(cancellation.body)")
+                #expect(cancellation.sessionID == "mcp-session-" + version && cancellation.hasAssertion, "as the request went")
+            } else {
+                #expect(cancellations.isEmpty, "2026-07-28: the closed stream is the cancellation")
+            }
+        }
+    }
+
     @Test("a refresh token used twice ends all its family gave: the thief who refreshed first loses their stream within a second, their access token next, and the refresh token they got")
     func refreshTokenReuse() async throws {
         let (fixture, upstream) = try await fixture()

@@ -1,20 +1,65 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import Synchronization
 
 /// An MCP server stand-in that answers every POST and GET with an event stream: one progress
 /// notification every 100 ms, for a minute. With `?split=1` each event is written in two halves
 /// 150 ms apart, so an end asked for between them must wait for the event's end.
+///
+/// A `notifications/cancelled` POST is answered 202 and recorded, with when a stream's client went
+/// away (its write failed): what an MCP server sees of a cancellation.
 enum EventStreamUpstream {
-    static func start() async throws -> BackgroundServer {
+    /// What the stand-in saw of cancellations.
+    final class Seen: Sendable {
+        struct Cancellation: Sendable {
+            let body: String
+            let sessionID: String?
+            let hasAssertion: Bool
+            let at: ContinuousClock.Instant
+        }
+        let state = Mutex<(cancellations: [Cancellation], closedStreams: [ContinuousClock.Instant])>(([], []))
+        var cancellations: [Cancellation] { state.withLock { $0.cancellations } }
+        var closedStreams: [ContinuousClock.Instant] { state.withLock { $0.closedStreams } }
+    }
+
+    static func start(seen: Seen = Seen()) async throws -> BackgroundServer {
         let router = Router()
         let handler: @Sendable (Request, BasicRequestContext) async throws -> Response = { request, _ in
-            _ = try await request.body.collect(upTo: 1 << 20)
+            let body = String(buffer: try await request.body.collect(upTo: 1 << 20))
+            if body.contains("notifications/cancelled") {
+                let cancellation = Seen.Cancellation(
+                    body: body, sessionID: request.headers[HTTPField.Name("Mcp-Session-Id")!],
+                    hasAssertion: request.headers[HTTPField.Name("X-Portcullis-Assertion")!] != nil, at: .now)
+                seen.state.withLock { $0.cancellations.append(cancellation) }
+                return Response(status: .accepted)
+            }
             let split = request.uri.queryParameters.get("split") == "1"
             return Response(
                 status: .ok, headers: [.contentType: "text/event-stream", .cacheControl: "no-store"],
                 body: ResponseBody { writer in
+                    do {
+                        try await Self.events(&writer, split: split)
+                    } catch {
+                        seen.state.withLock { $0.closedStreams.append(.now) }
+                        throw error
+                    }
+                })
+        }
+        router.post("/**", use: handler)
+        router.get("/**", use: handler)
+        router.post("/", use: handler)
+        router.get("/", use: handler)
+        return try await BackgroundServer.start { onPort in
+            Application(
+                router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                onServerRunning: { await onPort($0.localAddress?.port ?? 0) }, logger: Logger(label: "test.event-upstream"))
+        }
+    }
+
+    static func events(_ writer: inout any ResponseBodyWriter, split: Bool) async throws {
                     for number in 1...600 {
                         let event = "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":\(number)}}\n\n"
                         if split {
@@ -28,16 +73,5 @@ enum EventStreamUpstream {
                         try await Task.sleep(for: .milliseconds(100))
                     }
                     try await writer.finish(nil)
-                })
-        }
-        router.post("/**", use: handler)
-        router.get("/**", use: handler)
-        router.post("/", use: handler)
-        router.get("/", use: handler)
-        return try await BackgroundServer.start { onPort in
-            Application(
-                router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-                onServerRunning: { await onPort($0.localAddress?.port ?? 0) }, logger: Logger(label: "test.event-upstream"))
-        }
     }
 }
