@@ -84,7 +84,7 @@ trust:
         client_id: portcullis
         client_secret_file: $WORK/sso.secret"
 
-GATEWAY="http://127.0.0.1:$PORT" SSO="http://127.0.0.1:$SSO_PORT" CHROMIUM="$CHROMIUM" CALLBACK_PORT="$CALLBACK" CLIENT_METADATA_URL="$CLIENT_METADATA_URL" "$VENV/bin/python" "$ROOT/Tests/MCP/test_mcp.py" || {
+GATEWAY="http://127.0.0.1:$PORT" SSO="http://127.0.0.1:$SSO_PORT" TOOLS="http://127.0.0.1:$TOOLS" CHROMIUM="$CHROMIUM" CALLBACK_PORT="$CALLBACK" CLIENT_METADATA_URL="$CLIENT_METADATA_URL" "$VENV/bin/python" "$ROOT/Tests/MCP/test_mcp.py" || {
   status=$?
   for log in serve.log tools.log sso.log documents.log; do
     [ -f "$WORK/$log" ] && { echo "--- $log (last 40 lines)"; tail -40 "$WORK/$log" | sed -E 's/eyJ[A-Za-z0-9_.-]+/<token>/g; s/rto_[A-Za-z0-9_-]+/<refresh>/g'; }

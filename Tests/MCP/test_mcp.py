@@ -13,10 +13,13 @@ read by the client as the JSON-RPC error it is, and a step-up (403 insufficient_
 answers by sending the person back to consent to the new scope. Last, the person's own page
 (/.portcullis/agents) in Chromium: the grants listed, one revoked with its button while the agent
 holds an SSE stream over HTTP/2, which ends within a second; the agent's next call is refused.
+Ending access ends the work as well as the stream: the MCP server itself observes the slow tool's
+cancellation within a second of the revoke, and of the back-channel logout (issue 65).
 A client of 2026-07-28 discovers the server (server/discover) through the gateway, and a method the
 gateway does not pass is answered as that revision's transport requires (404, -32601).
 
-Environment: GATEWAY (http://127.0.0.1:PORT), CHROMIUM, CALLBACK_PORT, CLIENT_METADATA_URL, SSO (the test provider's URL).
+Environment: GATEWAY (http://127.0.0.1:PORT), CHROMIUM, CALLBACK_PORT, CLIENT_METADATA_URL, SSO (the test provider's URL),
+TOOLS (the FastMCP server's own URL, asked what it observed).
 """
 import asyncio
 import json
@@ -37,6 +40,18 @@ from playwright.async_api import async_playwright
 GATEWAY = os.environ["GATEWAY"]
 CALLBACK = f"http://127.0.0.1:{os.environ['CALLBACK_PORT']}/callback"
 FAILURES = []
+
+
+def cancelled_at_server(request_id, since, within=3.0):
+    """When the MCP server saw the `slow` call `request_id` cancelled (wall clock), polling its own /observed; None if not within `within` s."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(os.environ["TOOLS"] + "/observed", timeout=5) as answer:
+            for seen in json.loads(answer.read())["cancelled"]:
+                if seen["request_id"] == str(request_id) and seen["at"] >= since:
+                    return seen["at"]
+        time.sleep(0.05)
+    return None
 
 
 def check(condition, what):
@@ -283,11 +298,14 @@ async def backchannel(storage):
             break
         await asyncio.sleep(0.05)
     check("progress" in ended.get("text", ""), "the agent holds an SSE stream (a slow tool's progress)")
-    sent_at = time.monotonic()
+    sent_at, sent_wall = time.monotonic(), time.time()
     with urllib.request.urlopen(urllib.request.Request(os.environ["SSO"] + "/test/backchannel-logout", data=b"", method="POST"), timeout=10) as answer:
         status = json.loads(answer.read()).get("gateway_status")
     check(status == 200, f"the provider's logout token was taken ({status})")
     await asyncio.wait_for(task, 10)
+    seen = cancelled_at_server(2, sent_wall - 1)
+    check(seen is not None and seen - sent_wall < 1.0,
+          f"the MCP server observed the slow tool's cancellation {'never' if seen is None else f'{seen - sent_wall:.2f} s'} after the back-channel logout")
     seconds = ended["at"] - sent_at
     between = ended["text"].endswith("\n\n") or ended["text"].endswith("\r\n\r\n")
     check(seconds < 1.0 and "error" not in ended and between, f"the stream ended {seconds:.2f} s after the back-channel logout, between two events")
@@ -340,10 +358,13 @@ async def agents_page(page, storage_tools):
     # The metadata-document client's grant for /mcp/tools (the self-registered one has a grant there too).
     section = page.locator("section.agent").filter(has_text="/mcp/tools").filter(has_text="described by localhost")
     check(await section.count() == 1, "one grant of that client for that server")
-    revoked_at = time.monotonic()
+    revoked_at, revoked_wall = time.monotonic(), time.time()
     await section.locator("button", has_text="Revoke").click()
     await page.wait_for_load_state()
     await asyncio.wait_for(task, 10)
+    seen = cancelled_at_server(9, revoked_wall - 1)
+    check(seen is not None and seen - revoked_wall < 1.0,
+          f"the MCP server observed the slow tool's cancellation {'never' if seen is None else f'{seen - revoked_wall:.2f} s'} after the revoke (within a second)")
     seconds = ended["at"] - revoked_at
     between = ended["text"].endswith("\n\n") or ended["text"].endswith("\r\n\r\n")
     check(seconds < 1.0 and "error" not in ended and between,

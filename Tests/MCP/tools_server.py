@@ -3,7 +3,10 @@
 Tools: `add` (a JSON-RPC answer), `whoami` (what reached the server: never the client's token,
 always the gateway's assertion, read here without verifying, which a test may do) and `slow`
 (progress notifications spaced out on one SSE answer, so that a test can see each event pass
-the gateway as it comes, and the stream outlive the gateway's idle timeout).
+the gateway as it comes, and the stream outlive the gateway's idle timeout). A `slow` call the
+server is told to stop (its task cancelled: `notifications/cancelled`, or a disconnect its SDK
+takes as one) is recorded with the wall-clock time, and `GET /observed` lists those: what a test
+reads to see that ending access at the gateway ended the work here.
 
 Run: tools_server.py PORT
 """
@@ -11,11 +14,13 @@ import asyncio
 import base64
 import json
 import sys
+import time
 
 from fastmcp import Context, FastMCP
 from fastmcp.server.dependencies import get_http_headers
 
 mcp = FastMCP("tools")
+CANCELLED = []
 
 
 @mcp.tool
@@ -39,10 +44,21 @@ def whoami() -> dict:
 @mcp.tool
 async def slow(steps: int, delay: float, ctx: Context) -> str:
     """Reports progress `steps` times, `delay` seconds apart, then answers."""
-    for step in range(steps):
-        await ctx.report_progress(step + 1, steps)
-        await asyncio.sleep(delay)
+    try:
+        for step in range(steps):
+            await ctx.report_progress(step + 1, steps)
+            await asyncio.sleep(delay)
+    except asyncio.CancelledError:
+        CANCELLED.append({"tool": "slow", "at": time.time(), "request_id": str(ctx.request_id)})
+        raise
     return "done"
+
+
+@mcp.custom_route("/observed", methods=["GET"])
+async def observed(request):
+    """The `slow` calls cancelled so far (not through the gateway: the test asks the server itself)."""
+    from starlette.responses import JSONResponse
+    return JSONResponse({"cancelled": CANCELLED})
 
 
 if __name__ == "__main__":
