@@ -3,6 +3,7 @@ import JOSE
 import Logging
 import Observability
 import Runtime
+import RuntimeAPI
 import RuntimeAccess
 import SecurityGuard
 import ServiceLifecycle
@@ -37,6 +38,8 @@ final class AccessChangeWatcher: Service, Sendable {
     let interval: Double
     /// The last feed version applied; `nil` until the first read.
     private let cursor = Mutex<Int64?>(nil)
+    /// Whether the mirror was synced once (the first sync's cut-offs are history, not news).
+    private let synced = Mutex(false)
     /// One warning per outage of each check below, not one per attempt.
     private let failures: RecurringFailureLog
 
@@ -98,8 +101,15 @@ final class AccessChangeWatcher: Service, Sendable {
     /// Pulls revocations and not-befores into the mirror; closes the sockets of newly disabled accounts.
     func syncRevocations() async {
         do {
-            for account in try await revocations.sync() where account.cause != .enabled {
-                sockets.close(userID: account.userID, tenantID: account.tenantID, reason: account.cause.closeReason)
+            let changed = try await revocations.sync()
+            // The first sync reads every cut-off there has been: actions taken before this instance started, not now.
+            let first = synced.withLock { first in
+                defer { first = true }
+                return !first
+            }
+            for account in changed {
+                let closed = account.cause == .enabled ? 0 : sockets.close(userID: account.userID, tenantID: account.tenantID, reason: account.cause.closeReason)
+                if !first { logAdministrativeAction(account, closed: closed) }
             }
             failures.succeeded(Self.revocationSync)
         } catch {
@@ -141,9 +151,9 @@ final class AccessChangeWatcher: Service, Sendable {
                 revocations.remember(jti, expiresAt: expiresAt)
                 sockets.close(tokenID: jti, reason: "token revoked")
             case .accountCutOff(let cutoff):
-                if revocations.apply(cutoff), cutoff.cause != .enabled {
-                    sockets.close(userID: cutoff.userID, tenantID: cutoff.tenantID, reason: cutoff.cause.closeReason)
-                }
+                guard revocations.apply(cutoff) else { break }
+                let closed = cutoff.cause == .enabled ? 0 : sockets.close(userID: cutoff.userID, tenantID: cutoff.tenantID, reason: cutoff.cause.closeReason)
+                logAdministrativeAction(cutoff, closed: closed)
             case .sessionEnded(let sessionID):
                 ended.append(sessionID)
             case .keyRingChanged:
@@ -155,6 +165,28 @@ final class AccessChangeWatcher: Service, Sendable {
         guard !ended.isEmpty else { return }
         sessionOwners.forget(ended)
         for sessionID in ended { sockets.close(sessionID: sessionID, reason: "session ended") }
+    }
+
+    /// A structured line for an administrative action this instance carried out (`users disable`,
+    /// `enable`, `delete`, `passwd`, from any host): what was done, to whom (the id, and the name
+    /// the store knows them by), and how many of this instance's sockets, tunnels and MCP streams
+    /// it ended. The name is looked up after the line's facts are settled, off the feed's path.
+    func logAdministrativeAction(_ cutoff: AccountCutoff, closed: Int) {
+        let (logger, store) = (self.logger, revocations.store)
+        Task {
+            let name: String? =
+                if cutoff.userID.hasPrefix("ext_") {
+                    try? await store.providerUser(id: cutoff.userID).flatMap { $0.email ?? $0.username ?? $0.subject }
+                } else {
+                    try? await store.user(id: cutoff.userID, tenantID: cutoff.tenantID).map(\.username)
+                }
+            logger.notice(
+                "administrative action applied",
+                metadata: [
+                    "action": "\(cutoff.cause.rawValue)", "user_id": "\(cutoff.userID)", "tenant_id": "\(cutoff.tenantID)", "user_name": "\(name ?? "-")",
+                    "streams_and_sockets_ended": "\(closed)", "tokens_refused_before": "\(RFC3339.format(cutoff.notBefore))",
+                ])
+        }
     }
 
     /// Asks the Runtime which sessions with open sockets, or vouched for by the ownership

@@ -36,7 +36,7 @@ public final class RevocationList: Sendable {
         var lastSync: Double = -.infinity
     }
 
-    let store: any Store
+    package let store: any Store
     let clock: any TokenClock
     let maximumStaleness: Double
     /// How long after its last sync the mirror still answers while `storeIsDown`.

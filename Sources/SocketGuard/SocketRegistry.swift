@@ -150,13 +150,15 @@ public final class SocketRegistry: Sendable {
         tunnels?.close(sessionID: sessionID, code: code, reason: reason)
     }
 
-    /// Asks every socket of an account (all its sessions) to close.
-    public func close(userID: String, tenantID: String, code: UInt16 = 1008, reason: String) {
+    /// Asks every socket of an account (all its sessions) to close, with its tunnels and MCP
+    /// requests under way; how many were asked.
+    @discardableResult
+    public func close(userID: String, tenantID: String, code: UInt16 = 1008, reason: String) -> Int {
         let targets = state.withLock { state in
             state.sessions.values.filter { $0.userID == userID && $0.tenantID == tenantID }.flatMap { Array($0.sockets.values) }
         }
         SocketCloseTarget.deliver(SocketCloseRequest(code: code, reason: reason), to: targets)
-        tunnels?.close(userID: userID, tenantID: tenantID, code: code, reason: reason)
+        return targets.count + (tunnels?.close(userID: userID, tenantID: tenantID, code: code, reason: reason) ?? 0)
     }
 
     /// Closes the WebSocket tunnels and MCP streams opened with the token `tokenID` (it was revoked).

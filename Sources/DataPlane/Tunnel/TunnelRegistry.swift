@@ -41,8 +41,9 @@ package final class TunnelRegistry: Sendable {
         close(code: code, reason: reason) { $0.sessionID == sessionID }
     }
 
-    /// Closes the tunnels of an account.
-    package func close(userID: String, tenantID: String, code: UInt16 = 1008, reason: String) {
+    /// Closes the tunnels and MCP requests under way of an account; how many.
+    @discardableResult
+    package func close(userID: String, tenantID: String, code: UInt16 = 1008, reason: String) -> Int {
         close(code: code, reason: reason) { $0.userID == userID && $0.tenantID == tenantID }
     }
 
@@ -56,8 +57,10 @@ package final class TunnelRegistry: Sendable {
         close(code: code, reason: reason) { _ in true }
     }
 
-    private func close(code: UInt16, reason: String, where matches: (Entry) -> Bool) {
+    @discardableResult
+    private func close(code: UInt16, reason: String, where matches: (Entry) -> Bool) -> Int {
         let chosen = state.withLock { $0.tunnels.values.filter(matches) }
         for entry in chosen { entry.close(code, reason) }
+        return chosen.count
     }
 }

@@ -183,6 +183,8 @@ struct LeaverTests {
             #expect(call.status == 401, "\(call.raw)")
             #expect(try await Self.refresh(fixture, refresh).error == "invalid_grant")
             #expect(try await fixture.state.oauthGrants(userID: nil).isEmpty, "their grants are gone")
+            let applied = await fixture.log.lines(containing: "administrative action applied", "account disabled")
+            #expect(applied.count == 1 && applied.first?.contains("dana@example.com") == true && applied.first?.contains("streams_and_sockets_ended") == true, "\(applied)")
             let fresh = try provider.token(sub: "user-1")
             fixture.remember(fresh)
             #expect(try await fixture.send(.GET, "/app/x", bearer: fresh).status == 401, "a token the provider issues them after the disable is refused too")
@@ -194,6 +196,7 @@ struct LeaverTests {
 
             let enabled = try await runPortcullis(["users", "enable", "dana@example.com", "--database", fixture.state.path])
             #expect(enabled.status == 0, "\(enabled.output)")
+            #expect(await fixture.log.lines(containing: "administrative action applied", "account enabled").count == 1)
             var back = CookieJar()
             let signedIn = try await BrowserSessionTests.signIn(fixture, provider, &back)
             #expect(signedIn.status == 302, "\(signedIn.raw)")
