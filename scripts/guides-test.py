@@ -271,13 +271,15 @@ def mcp_guide():
             break
         except OSError:
             time.sleep(0.2)
-    discovery, listing = blocks("mcp.md", "console")
+    discovery, listing, leaving = blocks("mcp.md", "console")
     run_session("mcp.md discovery", os.path.join(WORK, "home", "try-mcp"), console_steps(discovery))
     client = subprocess.run([os.environ["MCP_PYTHON"], os.path.join(ROOT, "Tests", "MCP", "guide_client.py")], capture_output=True, text=True, timeout=120)
     if client.returncode != 0 or "add: 42" not in client.stdout:
         fail(f"mcp.md: an MCP client signs alice in and calls add: {client.stdout[-500:]} {client.stderr[-1500:]}")
     ok("mcp.md: the MCP SDK's client, given only the route's URL, registered, alice signed in and allowed it in Chromium, and add answered 42")
     run_session("mcp.md oauth", os.path.join(WORK, "home", "try-mcp"), console_steps(listing))
+    # "When someone leaves": alice's grant listed by her username, ended with one command, then enabled again.
+    run_session("mcp.md leaving", os.path.join(WORK, "home", "try-mcp"), console_steps(leaving))
     stop_started_since(before)
 
 

@@ -136,6 +136,12 @@ extension ProxyExchange {
             fail(error)
         case .refused:
             mcpCall = call
+            // Why, in full, for the operator only: the answer names the tool, not the rule it failed.
+            for case .refused(let refusal) in decisions {
+                if let detail = refusal.detail {
+                    plane.logger.notice("MCP call refused", metadata: ["request_id": "\(requestID)", "code": "\(refusal.code)", "why": "\(detail)"])
+                }
+            }
             guard let answer = JSONRPCErrorAnswer.refusal(for: body, decisions: decisions) else {
                 // Notifications only: nothing awaits a JSON-RPC answer.
                 return fail(GatewayError(.forbidden, call.decision, "the gateway's policy refuses this notification for this MCP server"))

@@ -32,7 +32,15 @@ extension GatewayConfiguration {
         }
         if let value = try values.int("gateway.max_message_bytes", in: 1_024...(16 << 20)) { configuration.maximumMessageBytes = value }
         if let origins = try Self.origins(values, "gateway.allowed_origins") { configuration.allowedOrigins = origins }
-        if let value = try values.url("gateway.public_url") { configuration.publicURL = value }
+        if let value = try values.url("gateway.public_url") {
+            // The issuer and every MCP server's URL are made from it: a path would put them in two places.
+            if let path = URL(string: value)?.path, !path.isEmpty, path != "/" {
+                throw ConfigurationError(
+                    key: "gateway.public_url",
+                    "must be an origin (scheme, host and port) without a path, such as https://auth.example.com, not \"\(value)\": the issuer and the MCP servers' URLs are made from it, and a path would make them disagree; serve the gateway at its own host's root")
+            }
+            configuration.publicURL = value
+        }
         configuration.browserSessions = try BrowserSessionSettings(reading: values)
         if let value = try values.string("gateway.cookie_domain") { configuration.cookieDomain = value.isEmpty ? nil : value.lowercased() }
         if let origins = try Self.origins(values, "gateway.login_return_origins") { configuration.loginReturnOrigins = origins }

@@ -9,7 +9,14 @@ extension ProxyRoute {
     /// Its prefix must be a normalised path (requests are matched after normalisation, so any
     /// other spelling would never match) outside the gateway's own paths; its upstream an
     /// `http` or `https` URL with a host and without credentials, query or fragment.
-    public var problem: String? {
+    public var problem: String? { settingProblem?.message }
+
+    /// `problem`, with the route's setting it is about (`prefix` or `upstream`): what a refusal names.
+    public var settingProblem: (setting: String, message: String)? {
+        prefixProblem.map { ("prefix", $0) } ?? upstreamProblem.map { ("upstream", $0) }
+    }
+
+    private var prefixProblem: String? {
         let shown = "\(prefix)=\(upstream)"
         guard prefix.hasPrefix("/"), let normalized = try? RequestTarget.normalizedPath(pathPrefix.isEmpty ? "/" : pathPrefix[...]),
             normalized == (pathPrefix.isEmpty ? "/" : pathPrefix)
@@ -21,6 +28,10 @@ extension ProxyRoute {
         if !pathPrefix.isEmpty, let reserved = ReservedPaths.overlap(with: pathPrefix, among: reservedHere) {
             return "has the prefix \(prefix), which overlaps the gateway's own \(reserved) (\"\(shown)\"); pick a prefix outside \(reservedHere.joined(separator: ", "))"
         }
+        return nil
+    }
+
+    private var upstreamProblem: String? {
         if isForwardAuthOnly { return nil }
         guard let url = URL(string: upstream), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), let host = url.host, !host.isEmpty,
             url.user == nil, url.password == nil, url.query == nil, url.fragment == nil

@@ -63,7 +63,7 @@ extension ProxyRoute {
             }
             self.host = host
         }
-        if let problem { throw entry.problem("prefix", problem) }
+        if let (setting, problem) = settingProblem { throw entry.problem(setting, problem) }
         if let grpc = try entry.bool("grpc") { grpcOnly = grpc }
         // A gRPC method's path is the service's own (`/package.Service/Method`): kept whole unless told.
         stripsPrefix = try entry.bool("strip_prefix") ?? !grpcOnly

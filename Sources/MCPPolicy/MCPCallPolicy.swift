@@ -133,7 +133,12 @@ public struct MCPCallPolicy: Sendable, Equatable {
             return .refused(.init(code: "mcp_\(kind)_refused", message: "the \(kind) \(MCPRequestHeaders.printable(name)) is not open to anyone through this gateway"))
         }
         if let policy = rule.policy, let refusal = policy.refusal(claims: claims, tenantID: tenantID, issuer: issuer, hasSession: hasSession) {
-            return .refused(.init(code: "mcp_\(kind)_refused", message: "the \(kind) \(MCPRequestHeaders.printable(name)) is not open to you: \(refusal.message)"))
+            // The person is told which tool and that it is not theirs; what would pass goes to the log alone.
+            return .refused(
+                .init(
+                    code: "mcp_\(kind)_refused",
+                    message: "the \(kind) \(MCPRequestHeaders.printable(name)) is not open to you through this gateway; its operator can say why (the answer's X-Request-Id)",
+                    detail: refusal.message.replacingOccurrences(of: "this route", with: "this \(kind)")))
         }
         let granted = claims["scope"]?.stringValue ?? ""
         let held = Set(granted.split(separator: " ").map(String.init))

@@ -12,16 +12,20 @@ public enum MCPDecision: Sendable, Equatable {
     public struct Refusal: Sendable, Equatable {
         /// Stable: `mcp_tool_refused`, `mcp_prompt_refused`, `mcp_resource_refused`, `mcp_method_refused`.
         public let code: String
-        /// One sentence the client shows a person: what was refused and which requirement failed.
+        /// One sentence the client shows a person: what was refused, never the claim values that
+        /// would pass (an agent must not learn the rule to game it).
         public let message: String
+        /// The requirement that failed, for the gateway's log only (`nil` when `message` says all).
+        public let detail: String?
         /// The JSON-RPC error code: -32601 (Method not found) for a method the gateway does not
         /// pass, as the server would answer a method it lacks; the policy's own -31403 otherwise.
         public let rpcCode: Int
 
-        public init(code: String, message: String, rpcCode: Int = JSONRPCErrorAnswer.refusedCode) {
+        public init(code: String, message: String, rpcCode: Int = JSONRPCErrorAnswer.refusedCode, detail: String? = nil) {
             self.code = code
             self.message = message
             self.rpcCode = rpcCode
+            self.detail = detail
         }
     }
 

@@ -56,6 +56,12 @@ struct ServeCommand: AsyncParsableCommand {
             warnings.append(
                 "gateway.issuer is not set: tokens and discovery name \(gateway.issuer), which clients on other machines cannot reach; set gateway.issuer or gateway.public_url to the URL they use")
         }
+        if let publicURL = gateway.publicURL, let url = URL(string: publicURL), url.scheme?.lowercased() == "http", let host = url.host,
+            !LoopbackHost.contains(host)
+        {
+            warnings.append(
+                "gateway.public_url is plain http on a host other machines reach (\(host)): tokens, codes and cookies would cross the network in clear; use https (gateway.tls, or a TLS proxy in front)")
+        }
         if gateway.routes.contains(where: \.acceptsSessionCookie), !gateway.servesBrowsersOverHTTPS {
             warnings.append(
                 "auth: browser routes over plain http: the session cookie is not Secure; for loopback development only (an https gateway.public_url makes it __Host-portcullis)")
@@ -136,7 +142,8 @@ struct ServeCommand: AsyncParsableCommand {
         let keys = try LiveKeyRing(directory: KeyDirectory(path: keysDirectory))
         for warning in keys.initialWarnings { logger.warning("\(warning)") }
         let state = try await StateStores.open(storage, logger: logger)
-        if try await state.users().isEmpty {
+        // With a provider to sign in with, people come through it: no account is needed.
+        if gateway.trust.loginIssuers.isEmpty, try await state.users().isEmpty {
             logger.notice(
                 "no user accounts yet: add one with `portcullis users add NAME --tenant \(gateway.defaultTenant)` (or `swift run portcullis users add ...`)")
         }

@@ -116,7 +116,9 @@ struct MCPPolicyTests {
             Issue.record("a staff member passed the admins rule")
             return
         }
-        #expect(forbidden.message.contains("groups containing admins"))
+        // The agent learns which tool and that it is not theirs, never the claim that would pass; the log gets that.
+        #expect(forbidden.message.contains("delete_repository") && !forbidden.message.contains("admins") && !forbidden.message.contains("route"))
+        #expect(forbidden.detail?.contains("groups containing admins") == true && forbidden.detail?.contains("this tool needs") == true, "\(forbidden.detail ?? "-")")
         #expect(try decide(#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_repository"}}"#) == .needsScopes(["tools", "github:admin"]))
         var holding = Self.admins
         holding["scope"] = "tools github:admin"

@@ -71,6 +71,10 @@ struct ConfigCheckTests {
             ("gateway:\n  prot: 8080\n", "gateway.prot in portcullis.yaml is not a setting portcullis knows; did you mean gateway.port?"),
             ("admin: false\n", "configuration key admin in portcullis.yaml is not a setting"),
             ("gateway:\n  tls:\n    certificate_path: missing.pem\n    private_key_path: missing.key\n", "gateway.tls.certificate_path"),
+            // The issuer and the MCP servers' URLs would disagree with a path in the public URL.
+            ("gateway:\n  public_url: https://auth.example.com/portcullis\n", "gateway.public_url (GATEWAY_PUBLIC_URL in the environment) must be an origin"),
+            // A bad upstream is the upstream's fault, not the prefix's.
+            ("gateway:\n  routes:\n    - {prefix: /x, upstream: 'ftp://nowhere'}\n", "gateway.routes[0].upstream"),
             (
                 "trust:\n  issuers:\n    - issuer: https://id.example.com\n      audiences: [api]\n      tenant: acme\n      secret_file: shared.secret\n      algorithms: [HS256]\n",
                 "shared.secret"
@@ -95,6 +99,17 @@ struct ConfigCheckTests {
         try cli.write("portcullis.yaml", Array(yaml.utf8), mode: 0o644)
         let result = try cli.run(["config", "check", "--config", "portcullis.yaml"])
         #expect(result.status == 0, "\(result.stderr)")
+    }
+
+    @Test("a plain-http public_url on a host other machines reach is warned about; on loopback it is not")
+    func plainHTTPPublicURL() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        for (url, warned) in [("http://auth.example.com", true), ("http://127.0.0.1:8080", false), ("https://auth.example.com", false)] {
+            try cli.write("portcullis.yaml", Array("gateway:\n  public_url: \(url)\n".utf8), mode: 0o644)
+            let result = try cli.run(["config", "check", "--config", "portcullis.yaml"])
+            #expect(result.status == 0 && result.stderr.contains("gateway.public_url is plain http") == warned, "\(url): \(result.stderr)")
+        }
     }
 
     @Test("config check on a configuration serve accepts with a warning prints the warning on stderr and exits 0; nothing is created (no keys, not the providers' sealing key, no database)")

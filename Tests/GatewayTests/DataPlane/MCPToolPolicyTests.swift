@@ -157,6 +157,12 @@ struct MCPToolPolicyTests {
             #expect(refused.json.value(atPath: ["error", "code"]) == .number(Double(JSONRPCErrorAnswer.refusedCode)))
             #expect(refused.json.value(atPath: ["error", "data", "code"]) == "mcp_tool_refused")
             #expect(refused.json.value(atPath: ["error", "message"])?.stringValue?.contains(tool) == true, "\(refused.raw)")
+            // The refusal does not teach the rule: no claim or value that would pass; the log has it, under the answer's request id.
+            #expect(!refused.raw.contains("admins") && !refused.raw.contains("groups"), "\(refused.raw)")
+            if tool == "delete_repository", let requestID = refused.headers.first(name: "x-request-id") {
+                let why = await fixture.log.lines(containing: "MCP call refused", requestID)
+                #expect(why.first?.contains("this tool needs one of: groups containing admins") == true, "\(why)")
+            }
         }
         let stepUp = try await fixture.send(.POST, "/mcp/gh", bearer: admin, body: Self.call("delete_repository"))
         #expect(stepUp.status == 403 && stepUp.error == "insufficient_scope", "\(stepUp.raw)")
