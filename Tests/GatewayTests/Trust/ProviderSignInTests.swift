@@ -5,6 +5,7 @@ import ProviderLogin
 import SecurityGuard
 import TrustedIssuers
 import StateSurface
+import Synchronization
 import Testing
 import TrafficCop
 
@@ -381,12 +382,9 @@ struct ProviderSignInTests {
 
 @Suite("Provider sign-in across instances on PostgreSQL", .serialized, .enabled(if: TestPostgres.enabled, "PostgreSQL is not installed (apt-get install postgresql)"))
 struct ProviderSignInScaleOutTests {
-    @Test("two gateways on one PostgreSQL: a sign-in started on A completes through B's callback; a back-channel logout sent to A closes the socket held by B with 1008 within a second")
-    func acrossInstances() async throws {
-        let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
-        let secret = try ProviderLoginTests.clientSecret()
-        defer { try? FileManager.default.removeItem(atPath: secret) }
-        let cluster = try await ScaleOut(
+    /// Two gateways on one PostgreSQL whose provider `acme` is `provider`.
+    static func cluster(_ provider: FakeProvider, secret: String) async throws -> ScaleOut {
+        try await ScaleOut(
             configuration: """
                 gateway:
                   login_return_origins: [https://app.example.com]
@@ -401,6 +399,68 @@ struct ProviderSignInScaleOutTests {
                         client_secret_file: \(secret)
 
                 """)
+    }
+
+    /// A sign-in started on A and completed through B's callback: (session, access token, refresh token, login code).
+    static func signIn(_ cluster: ScaleOut, _ provider: FakeProvider) async throws -> (session: String, access: String, refresh: String, code: String) {
+        let created = try await cluster.send(.POST, cluster.a + "/api/session/create-anonymous")
+        let session = try #require(created["session_id"])
+        let started = try await cluster.send(
+            .POST, cluster.a + "/api/auth/oidc/acme/start",
+            ["session_id": .string(session), "return_to": "https://app.example.com/", "login_challenge": .string(try ProviderLoginTests.challenge(ProviderSignInTests.verifier))])
+        #expect(started.status == 200, "\(started.raw)")
+        let url = try #require(started["authorization_url"])
+        let location = try await ProviderSignInTests.approve(provider, ProviderSignInTests.Started(session: session, authorizationURL: url))
+        let path = String(location[try #require(location.range(of: "/api/auth/oidc/callback")).lowerBound...])
+        let back = try await Answer.request(.GET, cluster.b + path, followRedirects: false)
+        #expect(back.status == 303, "\(back.raw)")
+        let code = try #require(ProviderSignInTests.fragment(back, "portcullis_login"))
+        let done = try await cluster.send(
+            .POST, cluster.b + "/api/auth/oidc/complete",
+            ["login_code": .string(code), "session_id": .string(session), "login_verifier": .string(ProviderSignInTests.verifier)])
+        #expect(done.status == 200, "\(done.raw)")
+        return (session, try #require(done["access_token"]), try #require(done["refresh_token"]), code)
+    }
+
+    @Test("two gateways on one PostgreSQL: a provider that answers a deleted user's refresh on A with 400 and an empty body ends the session everywhere: the socket held on B closes with 1008 within a second, and B refuses the access token")
+    func providerRefusalAcrossInstances() async throws {
+        let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
+        let secret = try ProviderLoginTests.clientSecret()
+        defer { try? FileManager.default.removeItem(atPath: secret) }
+        let cluster = try await Self.cluster(provider, secret: secret)
+        var secrets: [String] = []
+        do {
+            let (session, access, refresh, code) = try await Self.signIn(cluster, provider)
+            secrets = [code, access, refresh]
+            provider.flow.withLock { $0.deletedSubjects = ["user-1"] }
+            let asked = Mutex(Duration.zero)
+            let transcript = try await cluster.socketOnB(token: access, session: session) {
+                let start = ContinuousClock.now
+                let answer = try await cluster.send(.POST, cluster.a + "/api/auth/refresh", ["refresh_token": .string(refresh)])
+                asked.withLock { $0 = ContinuousClock.now - start }
+                #expect(answer.status == 401 && answer.raw.contains("no longer accepts this sign-in"), "\(answer.raw)")
+            }
+            #expect(transcript.close?.closeCode == .policyViolation)
+            // Measured (issue 65): the refresh on A (the provider asked, its 400 read, the session ended
+            // everywhere), then from A's answer to the socket's close on B.
+            print("refresh refused on A in \(asked.withLock { $0 }); the socket on B closed \(transcript.secondsToClose) s after A's answer")
+            #expect(transcript.secondsToClose < TimeBounds.seconds(1), "closed \(transcript.secondsToClose) s after the provider's refusal")
+            #expect(try await cluster.readOnBUntilRefused(session: session, token: access).status == 401, "B refuses the access token")
+        } catch {
+            cluster.stop(secrets: secrets)
+            try await provider.stop()
+            throw error
+        }
+        cluster.stop(secrets: secrets)
+        try await provider.stop()
+    }
+
+    @Test("two gateways on one PostgreSQL: a sign-in started on A completes through B's callback; a back-channel logout sent to A closes the socket held by B with 1008 within a second")
+    func acrossInstances() async throws {
+        let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
+        let secret = try ProviderLoginTests.clientSecret()
+        defer { try? FileManager.default.removeItem(atPath: secret) }
+        let cluster = try await Self.cluster(provider, secret: secret)
         var secrets: [String] = []
         do {
             let created = try await cluster.send(.POST, cluster.a + "/api/session/create-anonymous")
