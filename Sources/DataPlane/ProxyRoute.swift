@@ -42,6 +42,10 @@ public struct ProxyRoute: Sendable, Equatable {
     /// What its callers may do, per tool, prompt, resource and method (`mcp:` as a map; `mcp: true`
     /// is every tool and the standard methods). Set with `servesMCP`.
     public var mcpPolicy: MCPCallPolicy?
+    /// `mcp.name`: what the consent page and `resource_name` call this MCP server (default: the prefix).
+    public var mcpName: String?
+    /// `mcp.scope_descriptions`: a sentence per scope for the consent page.
+    public var mcpScopeDescriptions: [String: String] = [:]
 
     public init(prefix: String, upstream: String, methods: [HTTPRequest.Method]? = nil, requiresToken: Bool = true, policy: RoutePolicy? = nil) {
         self.prefix = prefix

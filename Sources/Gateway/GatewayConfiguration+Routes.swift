@@ -71,7 +71,10 @@ extension GatewayConfiguration {
         for index in resolved.indices where resolved[index].servesMCP {
             let route = resolved[index]
             let host: String? = if case .exact(let name)? = route.host { name } else { nil }
-            guard let resource = MCPResource(publicURL: effectivePublicURL, host: host, pathPrefix: route.pathPrefix, scopes: route.policy?.scopes ?? [], ruleScopes: route.mcpPolicy?.ruleScopes ?? []) else {
+            guard let resource = MCPResource(
+                publicURL: effectivePublicURL, host: host, pathPrefix: route.pathPrefix, scopes: route.policy?.scopes ?? [],
+                ruleScopes: route.mcpPolicy?.ruleScopes ?? [], name: route.mcpName, scopeDescriptions: route.mcpScopeDescriptions)
+            else {
                 throw ConfigurationError(
                     fileKey: "gateway.routes[\(index)].mcp",
                     "needs gateway.public_url to be an absolute http(s) URL (\(effectivePublicURL) is not): an MCP server's canonical URL is made from it")

@@ -14,7 +14,7 @@ extension ProxyRoute {
     /// The keys of a route's `require`.
     static let requirementNames: Set<String> = ["scopes", "any_of", "tenants", "issuers", "session", "email_domains"]
     /// The keys of a route's `mcp` map.
-    static let mcpSettingNames: Set<String> = ["tools", "prompts", "resources", "methods", "max_body_bytes"]
+    static let mcpSettingNames: Set<String> = ["tools", "prompts", "resources", "methods", "max_body_bytes", "name", "scope_descriptions"]
     /// The keys of one rule of `mcp.tools` or `mcp.prompts` (`mcp.resources` says `uri` for `name`).
     static let mcpRuleNames: Set<String> = ["name", "require", "scopes"]
     /// The keys of one `any_of` rule.
@@ -135,7 +135,10 @@ extension ProxyRoute {
                 throw entry.problem("mcp", "needs one host: an MCP server's canonical URL names it, so a wildcard host cannot be one")
             }
             self.servesMCP = true
-            if let mcpRules { mcpPolicy = try Self.mcpPolicy(reading: mcpRules) }
+            if let mcpRules {
+                mcpPolicy = try Self.mcpPolicy(reading: mcpRules)
+                (mcpName, mcpScopeDescriptions) = try Self.mcpWords(reading: mcpRules, scopes: (policy?.scopes ?? []) + (mcpPolicy?.ruleScopes ?? []))
+            }
         }
     }
 
@@ -255,6 +258,31 @@ extension ProxyRoute {
         }
         if let bytes = try map.int("max_body_bytes", in: 1024...(16 << 20)) { policy.maximumBodyBytes = bytes }
         return policy
+    }
+
+    /// A route's `mcp.name` (1-100 characters a page shows as they are) and `mcp.scope_descriptions`
+    /// (a sentence of at most 200 characters for each scope the route or its rules use).
+    static func mcpWords(reading map: ConfigurationMap, scopes: [String]) throws(ConfigurationError) -> (String?, [String: String]) {
+        func readable(_ text: String, _ limit: Int) -> Bool {
+            (1...limit).contains(text.count) && !text.unicodeScalars.contains { $0.properties.generalCategory == .control || $0.properties.generalCategory == .format }
+        }
+        let name = try map.string("name")
+        if let name, !readable(name, 100) {
+            throw map.problem("name", "must be 1-100 characters without control characters: what the consent page calls this MCP server, such as GitHub tools")
+        }
+        var descriptions: [String: String] = [:]
+        if let described = try map.map("scope_descriptions") {
+            for scope in described.names.sorted() {
+                guard scopes.contains(scope) else {
+                    throw described.problem(scope, "describes a scope this route does not use (its require.scopes and its rules' scopes: \(scopes.isEmpty ? "none" : scopes.joined(separator: ", ")))")
+                }
+                guard let text = try described.string(scope), readable(text, 200) else {
+                    throw described.problem(scope, "must be one sentence of 1-200 characters: what a client may do with the scope, as the consent page says it")
+                }
+                descriptions[scope] = text
+            }
+        }
+        return (name, descriptions)
     }
 
     /// One kind of `mcp` rules, in order; `nil` when the kind is not listed (every name goes through).

@@ -23,6 +23,8 @@ public struct MCPResource: Sendable, Equatable {
     /// The scopes its tool, prompt and resource rules ask for beyond `scopes`: a client may ask for
     /// them (a step-up), and consent offers them.
     public let ruleScopes: [String]
+    /// What each scope lets a client do, as the consent page says it (`mcp.scope_descriptions`).
+    public let scopeDescriptions: [String: String]
 
     /// The resource a route stands for, or `nil` when `publicURL` is not an absolute http(s) URL.
     ///
@@ -30,7 +32,11 @@ public struct MCPResource: Sendable, Equatable {
     ///   - publicURL: `gateway.public_url` (scheme, host, optional port; any path is not the route's).
     ///   - host: the route's exact host, or `nil` for a route on the public host.
     ///   - pathPrefix: the route's prefix without its trailing `/` (empty for `/`).
-    public init?(publicURL: String, host: String?, pathPrefix: String, scopes: [String], ruleScopes: [String] = [], name: String? = nil) {
+    public init?(
+        publicURL: String, host: String?, pathPrefix: String, scopes: [String], ruleScopes: [String] = [], name: String? = nil,
+        scopeDescriptions: [String: String] = [:]
+    ) {
+        self.scopeDescriptions = scopeDescriptions
         guard let parts = Self.schemeAndAuthority(publicURL) else { return nil }
         let authority: String
         if let host {

@@ -15,7 +15,13 @@ enum ConsentPage {
         let hidden = (parameters.sorted { $0.key < $1.key } + [("consent_nonce", nonce)]).map { name, value in
             "<input type=\"hidden\" name=\"\(RefusalPage.escaped(name))\" value=\"\(RefusalPage.escaped(value))\">"
         }.joined(separator: "\n")
-        let scopes = request.scopes.isEmpty ? "<li><em>no scope</em></li>" : request.scopes.map { "<li><code>\(RefusalPage.escaped($0))</code></li>" }.joined()
+        let described = request.resource.scopeDescriptions
+        let scopes =
+            request.scopes.isEmpty
+            ? "<li><em>no scope</em></li>"
+            : request.scopes.map { scope in
+                "<li><code>\(RefusalPage.escaped(scope))</code>" + (described[scope].map { ": " + RefusalPage.escaped($0) } ?? "") + "</li>"
+            }.joined()
         let who = person.claims["preferred_username"]?.stringValue ?? person.claims["email"]?.stringValue ?? person.userID
         let source: String
         switch request.client.source {

@@ -3,6 +3,7 @@ import Foundation
 import DataPlane
 import Gateway
 import JOSE
+import MCPResource
 import NIOHTTP1
 import PortcullisTestSupport
 import ProviderLogin
@@ -161,6 +162,20 @@ struct AuthorizationServerTests {
             // A call already admitted when the revocation lands is ended with 401 access_ended; the next one is refused outright.
             let revoked = try await Answer.eventually(within: 3, { try await fixture.send(.POST, "/mcp/a", bearer: access, body: MCPRouteTests.ping) }, until: { $0.status == 401 && $0.error != "access_ended" })
             #expect(revoked.status == 401 && revoked.error == "token_revoked", "\(revoked.raw)")
+        }
+    }
+
+    @Test("the consent page names the MCP server by its configured name and says what each scope allows, escaped")
+    func consentPageWords() async throws {
+        try await Self.gateway(configure: { configuration in
+            let route = configuration.routes[0]
+            configuration.routes[0].mcp = MCPResource(
+                publicURL: MCPRouteTests.publicURL, host: nil, pathPrefix: route.pathPrefix, scopes: ["tools"], name: "Team <tools>",
+                scopeDescriptions: ["tools": "Call the tools & read their answers"])
+        }) { fixture, jar in
+            let page = try await Self.authorize(fixture, jar, Self.authorizeParameters())
+            #expect(page.status == 200, "\(page.raw)")
+            #expect(page.raw.contains("<strong>Team &lt;tools&gt;</strong>") && page.raw.contains("<code>tools</code>: Call the tools &amp; read their answers"), "\(page.raw)")
         }
     }
 

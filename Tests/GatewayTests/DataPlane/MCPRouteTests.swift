@@ -62,6 +62,25 @@ struct MCPRouteTests {
             let error = await #expect(throws: ConfigurationError.self, "\(yaml)") { _ = try await RoutePolicyTests.routes(yaml) }
             #expect(error?.message.contains("gateway.routes[0].mcp") == true, "\(error?.message ?? "no error")")
         }
+        // mcp.name and mcp.scope_descriptions: what the consent page says; a description of a scope the route does not use is refused.
+        let named = try #require(try await RoutePolicyTests.routes(
+            """
+                - prefix: /mcp/gh
+                  upstream: http://127.0.0.1:9100/mcp
+                  require: {scopes: [github]}
+                  mcp:
+                    name: GitHub tools
+                    scope_descriptions: {github: "Read your repositories and issues"}
+
+            """)[0].mcp)
+        #expect(named.name == "GitHub tools" && named.scopeDescriptions == ["github": "Read your repositories and issues"])
+        for yaml in [
+            "    - prefix: /mcp/gh\n      upstream: http://127.0.0.1:1\n      mcp: {scope_descriptions: {admin: x}}\n",
+            "    - prefix: /mcp/gh\n      upstream: http://127.0.0.1:1\n      mcp: {name: \"\"}\n",
+        ] {
+            let error = await #expect(throws: ConfigurationError.self, "\(yaml)") { _ = try await RoutePolicyTests.routes(yaml) }
+            #expect(error?.message.contains("gateway.routes[0].mcp") == true, "\(error?.message ?? "no error")")
+        }
         // An MCP server's URL is never an audience the gateway takes elsewhere.
         let asAudience = await #expect(throws: ConfigurationError.self) {
             _ = try await RoutePolicyTests.routes("    - {prefix: /, upstream: http://127.0.0.1:1, mcp: true}\n  public_url: https://auth.example.com\n  audience: https://auth.example.com\n")
