@@ -35,6 +35,7 @@ final class MCPExchangeState {
     var forwardedRequestIDs: [JSONValue] = []
     /// `MCP-Protocol-Version` as the client sent it.
     var protocolVersions: [String] = []
-    /// The caller and assertion the request went upstream with: a cancellation goes as the request went.
-    var forwardedAs: (caller: AuthenticatedCaller, assertion: String)?
+    /// The caller and session the request went upstream as: a cancellation goes as the request went
+    /// (with an assertion made when it goes: the request's may have expired by then).
+    var forwardedAs: (caller: AuthenticatedCaller, sessionID: String?)?
 }

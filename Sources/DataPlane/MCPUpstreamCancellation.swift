@@ -1,8 +1,11 @@
 import EdgeHTTP
 import JOSE
+import Logging
 import MCPPolicy
 import NIOCore
 import NIOHTTP1
+import RuntimeAPI
+import RuntimeAccess
 
 /// Tells an MCP server to stop working on a request whose caller's access ended while it was under
 /// way: one `notifications/cancelled` (MCP's cancellation utility) POSTed to the route's upstream,
@@ -24,25 +27,33 @@ final class MCPUpstreamCancellation: UpstreamConnectionDelegate {
     ]
 
     private let eventLoop: any EventLoop
+    private let logger: Logger
     private var connection: (pool: UpstreamPool, origin: UpstreamOrigin, connection: UpstreamConnection)?
     private var stream: UpstreamStream?
     private var timer: Scheduled<Void>?
 
-    private init(eventLoop: any EventLoop) {
+    private init(eventLoop: any EventLoop, logger: Logger) {
         self.eventLoop = eventLoop
+        self.logger = logger
     }
 
     /// The notification's body: `requestId` as the request named it, and why.
     static func body(requestID: JSONValue, reason: String) -> ByteBuffer {
-        ByteBuffer(
-            bytes: JSONWriter.bytes([
-                "jsonrpc": "2.0", "method": "notifications/cancelled", "params": ["requestId": requestID, "reason": .string(reason)],
-            ]))
+        ByteBuffer(bytes: JSONWriter.bytes(notification(requestID: requestID, reason: reason)))
+    }
+
+    /// A batch's: one notification for each of its requests, as a JSON-RPC batch.
+    static func body(requestIDs: [JSONValue], reason: String) -> ByteBuffer {
+        ByteBuffer(bytes: JSONWriter.bytes(.array(requestIDs.map { notification(requestID: $0, reason: reason) })))
+    }
+
+    static func notification(requestID: JSONValue, reason: String) -> JSONValue {
+        ["jsonrpc": "2.0", "method": "notifications/cancelled", "params": ["requestId": requestID, "reason": .string(reason)]]
     }
 
     /// Sends one notification over HTTP/1.1: `head` (its fields, with the body's length) then `body`.
-    static func send(head: ByteBuffer, body: ByteBuffer, pool: UpstreamPool, origin: UpstreamOrigin, on eventLoop: any EventLoop) {
-        let cancellation = MCPUpstreamCancellation(eventLoop: eventLoop)
+    static func send(head: ByteBuffer, body: ByteBuffer, pool: UpstreamPool, origin: UpstreamOrigin, on eventLoop: any EventLoop, logger: Logger) {
+        let cancellation = MCPUpstreamCancellation(eventLoop: eventLoop, logger: logger)
         cancellation.arm()
         pool.acquire(origin) { result in
             guard case .success(let connection) = result else { return cancellation.done(reusable: false) }
@@ -56,8 +67,8 @@ final class MCPUpstreamCancellation: UpstreamConnectionDelegate {
     }
 
     /// Sends one notification on a stream of its own to an HTTP/2 upstream.
-    static func send(head: HTTPRequestHead, body: ByteBuffer, pool: UpstreamHTTP2Pool, origin: UpstreamOrigin, on eventLoop: any EventLoop) {
-        let cancellation = MCPUpstreamCancellation(eventLoop: eventLoop)
+    static func send(head: HTTPRequestHead, body: ByteBuffer, pool: UpstreamHTTP2Pool, origin: UpstreamOrigin, on eventLoop: any EventLoop, logger: Logger) {
+        let cancellation = MCPUpstreamCancellation(eventLoop: eventLoop, logger: logger)
         cancellation.arm()
         pool.openStream(to: origin) { result in
             guard case .success(let stream) = result else { return cancellation.done(reusable: false) }
@@ -78,6 +89,7 @@ final class MCPUpstreamCancellation: UpstreamConnectionDelegate {
     private func done(reusable: Bool) {
         timer?.cancel()
         timer = nil
+        if !reusable { logger.notice("an MCP server's answer to notifications/cancelled did not come (closed, failed or over 5 s)") }
         if let (pool, origin, connection) = connection {
             self.connection = nil
             pool.release(connection, to: origin, reusable: reusable)
@@ -90,7 +102,13 @@ final class MCPUpstreamCancellation: UpstreamConnectionDelegate {
     }
 
     func upstreamRead(_ part: UpstreamResponsePart) {
-        if case .end = part { done(reusable: true) }
+        switch part {
+        case .head(let head) where !(200..<300).contains(head.status):
+            // The server did not take it (it may verify the assertion, or not know the session): the operator should know.
+            logger.warning("an MCP server refused the gateway's notifications/cancelled", metadata: ["status": "\(head.status)"])
+        case .end: done(reusable: true)
+        default: break
+        }
     }
 
     func upstreamReadComplete() {}
@@ -109,9 +127,14 @@ extension ProxyExchange {
     /// the request went (its fields, the assertion, the identity fields, `Mcp-Session-Id`), so the
     /// server finds the session the request belongs to.
     func cancelUpstreamWork(reason: String) {
-        guard let mcpState, let (caller, assertion) = mcpState.forwardedAs, upstream != nil || upstreamStream != nil else { return }
+        guard let mcpState, let (caller, sessionID) = mcpState.forwardedAs, upstream != nil || upstreamStream != nil else { return }
         mcpState.forwardedAs = nil
         guard MCPProtocolRevision.cancelsWithNotification(mcpState.protocolVersions) else { return }
+        // An assertion made now: the request's may have expired while the server worked on it.
+        guard
+            let assertion = try? plane.runtime.assertions.assertion(
+                audience: route.audience, caller: RuntimeCaller(caller, sessionID: sessionID, namingClient: true))
+        else { return }
         plane.logger.info(
             "MCP requests under way cancelled at the MCP server", metadata: ["request_id": "\(requestID)", "count": "\(mcpState.forwardedRequestIDs.count)"])
         var fields: [(String, String)] = []
@@ -122,8 +145,12 @@ extension ProxyExchange {
         var target = ByteBuffer()
         writeTarget(into: &target)
         let why = "the caller's access ended at the gateway (\(reason))"
-        for id in mcpState.forwardedRequestIDs.prefix(100) {
-            let body = MCPUpstreamCancellation.body(requestID: id, reason: why)
+        // One POST: a batch (2025-03-26, the one revision with batches) is cancelled by a batch of notifications.
+        let ids = mcpState.forwardedRequestIDs
+        guard let first = ids.first else { return }
+        let body = ids.count == 1 ? MCPUpstreamCancellation.body(requestID: first, reason: why) : MCPUpstreamCancellation.body(requestIDs: ids, reason: why)
+        let logger = plane.logger
+        do {
             if route.origin.transport == .http1 {
                 guard let pool = handler.pool else { return }
                 var head = ByteBuffer()
@@ -133,12 +160,12 @@ extension ProxyExchange {
                 for (name, value) in fields { HTTP1Bytes.writeField(name, value, into: &head) }
                 HTTP1Bytes.writeField("Content-Length", String(body.readableBytes), into: &head)
                 head.writeStaticString("\r\n")
-                MCPUpstreamCancellation.send(head: head, body: body, pool: pool, origin: route.origin, on: eventLoop)
+                MCPUpstreamCancellation.send(head: head, body: body, pool: pool, origin: route.origin, on: eventLoop, logger: logger)
             } else {
                 var headers = HTTPHeaders(fields)
                 headers.add(name: "Content-Length", value: String(body.readableBytes))
                 let head = HTTPRequestHead(version: .http1_1, method: .POST, uri: String(buffer: target), headers: headers)
-                MCPUpstreamCancellation.send(head: head, body: body, pool: plane.http2Pool(for: eventLoop), origin: route.origin, on: eventLoop)
+                MCPUpstreamCancellation.send(head: head, body: body, pool: plane.http2Pool(for: eventLoop), origin: route.origin, on: eventLoop, logger: logger)
             }
         }
     }

@@ -26,11 +26,15 @@ extension ProxyExchange {
     }
 
     /// The caller's access ended while this request was under way.
-    func endMCPExchange(reason: String) {
+    ///
+    /// - Parameter cancelsWork: whether the MCP server is told to stop the request's work: yes when
+    ///   access was taken away; not when the token only expired (the agent refreshes and is still
+    ///   allowed: its stream ends, its work goes on).
+    func endMCPExchange(reason: String, cancelsWork: Bool = true) {
         guard !finished, mcpEndPending == nil else { return }
         mcpCall?.ended = "access_ended: " + reason
         // The MCP server stops the work too: told so (before 2026-07-28), and its connection for the request closed below.
-        cancelUpstreamWork(reason: reason)
+        if cancelsWork { cancelUpstreamWork(reason: reason) }
         guard responseStarted else {
             return fail(GatewayError(.unauthorized, "access_ended", "access to this MCP server ended (\(reason)) before it answered; authorize again"))
         }
@@ -55,7 +59,7 @@ extension ProxyExchange {
         guard let expiresAt = mcpState?.expiresAt else { return }
         let seconds = max(0, expiresAt - plane.browser.clock.now())
         tunnelExpiry = eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(min(seconds, 400 * 24 * 3600) * 1000))) { [self] in
-            endMCPExchange(reason: "token expired")
+            endMCPExchange(reason: "token expired", cancelsWork: false)
         }
     }
 

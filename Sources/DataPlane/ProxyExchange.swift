@@ -330,7 +330,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         } catch {
             return fail(.noSigningKey)
         }
-        if let mcpState, !mcpState.forwardedRequestIDs.isEmpty, let caller { mcpState.forwardedAs = (caller, assertion) }
+        if let mcpState, !mcpState.forwardedRequestIDs.isEmpty, let caller { mcpState.forwardedAs = (caller, sessionID) }
         let overHTTP2 = route.origin.transport != .http1
         if overHTTP2 {
             guard !webSocket else {

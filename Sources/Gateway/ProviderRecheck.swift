@@ -8,8 +8,8 @@ import StateSurface
 /// refresh token is re-checked with it every `gateway.browser_sessions.recheck_minutes`. Refused
 /// there (any 4xx but 429, or an ID token for another user: the user was disabled, deleted or
 /// signed out at the provider), the session ends everywhere, with everything that hangs on it:
-/// its navigations are sent to sign in, its sockets close with 1008, its agents' grants and
-/// tokens are revoked.
+/// its navigations are sent to sign in, its sockets close with 1008, its agents' access and
+/// refresh tokens are revoked (their grants stay: a new sign-in asks no consent again).
 ///
 /// Use is a browser's navigation (the periodic pass), and an agent's: a refresh at the
 /// authorization server's token endpoint or an authorization that reuses the session re-checks
@@ -22,7 +22,7 @@ import StateSurface
 /// re-check is not refreshed (the gateway never keeps a provider's session alive on its own).
 ///
 /// A provider that cannot be asked (unreachable, a 5xx, 429, too slow) is asked again with
-/// backoff (1, 2, 4, 8 then every 15 minutes); a session it has not answered for
+/// backoff (after 1, 1, 2, 4, 8 then every 15 minutes); a session it has not answered for
 /// `recheck_unavailable_limit_minutes` ends as if refused.
 struct ProviderRecheck: Sendable {
     let signIn: ProviderSignIn
@@ -97,10 +97,11 @@ struct ProviderRecheck: Sendable {
             return .stands
         case .failure(.refused):
             noteOutcome(record, "refused", now: now)
-            try await ending.end(record, reason: "signed out at the provider")
+            await endEverywhere(record, reason: "signed out at the provider", next: next, now: now)
             return .ended
         case .failure(.unavailable):
-            guard let since = try await store.noteProviderRecheckFailing(sessionID: record.sessionID, now: now) else { return .ended }
+            guard let since = try await store.noteProviderRecheckFailing(sessionID: record.sessionID, now: now, restartAfter: Self.streakGap)
+            else { return .ended }
             let failingFor = now - since
             if failingFor >= unavailableLimit {
                 noteOutcome(record, "gave_up", now: now, failingSince: since)
@@ -110,7 +111,7 @@ struct ProviderRecheck: Sendable {
                         "session_id": "\(record.sessionID)", "user_id": "\(record.userID)", "provider": "\(record.identity.provider)",
                         "failing_seconds": "\(Int(failingFor))",
                     ])
-                try await ending.end(record, reason: "the identity provider could not confirm the sign-in")
+                await endEverywhere(record, reason: "the identity provider could not confirm the sign-in", next: next, now: now)
                 return .ended
             }
             noteOutcome(record, "unavailable", now: now, failingSince: since)
@@ -124,6 +125,25 @@ struct ProviderRecheck: Sendable {
                     "retry_in_seconds": "\(Int(retry - now))", "ends_in_seconds": "\(Int(unavailableLimit - failingFor))",
                 ])
             return .stands
+        }
+    }
+
+    /// A failing provider is asked at least every 15 minutes while the session is in use: a
+    /// longer gap since its last failure means nobody used the session meanwhile, and a failure
+    /// now starts a new streak rather than ending the session on one blip.
+    static let streakGap: Double = 1_800
+
+    /// Ends a session the provider refused. If it cannot be ended now (the Runtime or the store
+    /// is down), the answer is still "ended" (the agent is refused) and the re-check comes back
+    /// in a minute, when the provider refuses again and the end is tried again.
+    private func endEverywhere(_ record: ProviderSessionRecord, reason: String, next: Double, now: Double) async {
+        do {
+            try await ending.end(record, reason: reason)
+        } catch {
+            logger.warning(
+                "a provider session the provider refused could not be ended everywhere yet; will retry",
+                metadata: ["session_id": "\(record.sessionID)", "error_type": "\(type(of: error))"])
+            _ = try? await store.claimProviderRecheck(sessionID: record.sessionID, due: next, next: now + 60)
         }
     }
 

@@ -31,7 +31,7 @@ public final class RevocationList: Sendable {
         var cutoffs: [AccountKey: Double] = [:]
         /// Provider users (`ext_...`) disabled or deleted by the operator: every token of theirs is
         /// refused, whatever its age (their provider may go on issuing them tokens).
-        var refusedUsers: Set<AccountKey> = []
+        var refusedUsers: Set<String> = []
         var cutoffHighWater: Double = 0
         var lastSync: Double = -.infinity
     }
@@ -81,7 +81,7 @@ public final class RevocationList: Sendable {
             let age = now - state.lastSync
             guard age <= maximumStaleness || (age <= outageGrace && storeIsDown()) else { return nil }
             return state.ids[caller.tokenID] != nil || Self.isCutOff(issuedAt: caller.issuedAt, notBefore: state.cutoffs[key])
-                || (!state.refusedUsers.isEmpty && state.refusedUsers.contains(key))
+                || (!state.refusedUsers.isEmpty && state.refusedUsers.contains(caller.userID))
         }
     }
 
@@ -92,10 +92,8 @@ public final class RevocationList: Sendable {
         // A provider's user (`ext_...`) is cut off in provider_users, an account in users.
         let notBefore =
             caller.userID.hasPrefix("ext_")
-            ? try await store.providerUser(id: caller.userID).flatMap { user in
-                guard user.tenantID == caller.tenantID else { return nil }
-                return user.disabled ? .infinity : user.tokensNotBefore
-            }
+            // Their id is their issuer's and subject's alone: disabled, they are refused in every tenant their tokens may name.
+            ? try await store.providerUser(id: caller.userID).map { $0.disabled ? .infinity : $0.tokensNotBefore }
             : try await store.user(id: caller.userID, tenantID: caller.tenantID)?.tokensNotBefore
         return Self.isCutOff(issuedAt: caller.issuedAt, notBefore: notBefore)
     }
@@ -125,7 +123,7 @@ public final class RevocationList: Sendable {
             var changed: [AccountCutoff] = []
             for cutoff in cutoffs {
                 let key = Self.accountKey(userID: cutoff.userID, tenantID: cutoff.tenantID)
-                Self.noteRefusal(cutoff, key: key, in: &state)
+                Self.noteRefusal(cutoff, in: &state)
                 if state.cutoffs[key] != cutoff.notBefore {
                     state.cutoffs[key] = cutoff.notBefore
                     changed.append(cutoff)
@@ -148,7 +146,7 @@ public final class RevocationList: Sendable {
     public func apply(_ cutoff: AccountCutoff) -> Bool {
         let key = Self.accountKey(userID: cutoff.userID, tenantID: cutoff.tenantID)
         return state.withLock { state in
-            Self.noteRefusal(cutoff, key: key, in: &state)
+            Self.noteRefusal(cutoff, in: &state)
             guard state.cutoffs[key] != cutoff.notBefore else { return false }
             state.cutoffs[key] = cutoff.notBefore
             return true
@@ -157,9 +155,9 @@ public final class RevocationList: Sendable {
 
     /// A provider user's disable or delete refuses all their tokens until an enable; an account's
     /// disable needs no such set (a disabled account is issued no new token).
-    static func noteRefusal(_ cutoff: AccountCutoff, key: AccountKey, in state: inout State) {
+    static func noteRefusal(_ cutoff: AccountCutoff, in state: inout State) {
         guard cutoff.userID.hasPrefix("ext_") else { return }
-        if cutoff.cause.refusesEveryToken { state.refusedUsers.insert(key) } else { state.refusedUsers.remove(key) }
+        if cutoff.cause.refusesEveryToken { state.refusedUsers.insert(cutoff.userID) } else { state.refusedUsers.remove(cutoff.userID) }
     }
 
     /// Ids held in memory.

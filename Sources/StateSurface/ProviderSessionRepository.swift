@@ -109,8 +109,10 @@ public protocol ProviderSessionRepository: Sendable {
     /// re-checks it before answering.
     func useProviderSession(sessionID: String, at: Double) async throws -> (record: ProviderSessionRecord, due: Double)?
     /// Notes that the provider could not be asked for the session at `now`; returns since when it
-    /// has not been (the first such note since the last success). `nil` once the record is gone.
-    func noteProviderRecheckFailing(sessionID: String, now: Double) async throws -> Double?
+    /// has not been: the first such note since the last success, unless the previous note is older
+    /// than `restartAfter` seconds (nobody used the session meanwhile: a new streak starts now).
+    /// `nil` once the record is gone.
+    func noteProviderRecheckFailing(sessionID: String, now: Double, restartAfter: Double) async throws -> Double?
     /// Moves a re-check that is still due at `due` to `next`; `true` for the one caller (on any
     /// instance) that moved it, which then asks the provider: a rotating refresh token is never
     /// presented twice.

@@ -154,12 +154,14 @@ struct SchemaMigration: Sendable {
             name: "v11: provider re-checks of agents' use, bounded for a failing provider; provider users disabled by the operator",
             sqlite: """
                 ALTER TABLE provider_sessions ADD COLUMN recheck_failing_since REAL;
+                ALTER TABLE provider_sessions ADD COLUMN recheck_failed_at REAL;
                 ALTER TABLE provider_sessions ADD COLUMN agent_used_at REAL;
                 ALTER TABLE provider_users ADD COLUMN disabled INTEGER NOT NULL DEFAULT 0;
                 ALTER TABLE provider_users ADD COLUMN tokens_not_before REAL NOT NULL DEFAULT 0;
                 """,
             postgres: """
                 ALTER TABLE provider_sessions ADD COLUMN recheck_failing_since DOUBLE PRECISION;
+                ALTER TABLE provider_sessions ADD COLUMN recheck_failed_at DOUBLE PRECISION;
                 ALTER TABLE provider_sessions ADD COLUMN agent_used_at DOUBLE PRECISION;
                 ALTER TABLE provider_users ADD COLUMN disabled BOOLEAN NOT NULL DEFAULT FALSE;
                 ALTER TABLE provider_users ADD COLUMN tokens_not_before DOUBLE PRECISION NOT NULL DEFAULT 0;

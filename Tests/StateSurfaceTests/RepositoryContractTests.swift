@@ -130,7 +130,7 @@ struct RepositoryContractTests {
         await state.shutdown()
     }
 
-    @Test("an agent's use of a provider session is recorded and makes its re-check due for the pass as a browser's use does, and returns the session when its re-check is due; a failing streak starts at its first note, keeps that start, and a granted refresh ends it", arguments: StoreKind.available)
+    @Test("an agent's use of a provider session is recorded and makes its re-check due for the pass as a browser's use does, and returns the session when its re-check is due; a failing streak starts at its first note, keeps that start, and a granted refresh or a long gap ends it", arguments: StoreKind.available)
     func providerSessionAgentUse(kind: StoreKind) async throws {
         let state = try await TestStore(kind).open()
         let now = self.now
@@ -157,11 +157,50 @@ struct RepositoryContractTests {
         try await state.scheduleProviderRecheck(sessionID: "ses_agent", at: now + 3_000)
         #expect(try await state.providerRechecksDue(now: now + 3_000, interval: 900, limit: 10).isEmpty, "unused since the previous re-check: not refreshed by the gateway alone")
 
-        #expect(try await state.noteProviderRecheckFailing(sessionID: "ses_agent", now: now + 100) == now + 100)
-        #expect(try await state.noteProviderRecheckFailing(sessionID: "ses_agent", now: now + 400) == now + 100, "the streak keeps its start")
+        #expect(try await state.noteProviderRecheckFailing(sessionID: "ses_agent", now: now + 100, restartAfter: 1_800) == now + 100)
+        #expect(try await state.noteProviderRecheckFailing(sessionID: "ses_agent", now: now + 400, restartAfter: 1_800) == now + 100, "the streak keeps its start")
         #expect(try await state.updateProviderSession(record))
-        #expect(try await state.noteProviderRecheckFailing(sessionID: "ses_agent", now: now + 500) == now + 500, "a granted refresh ended the streak")
-        #expect(try await state.noteProviderRecheckFailing(sessionID: "ses_nobody", now: now) == nil)
+        #expect(try await state.noteProviderRecheckFailing(sessionID: "ses_agent", now: now + 500, restartAfter: 1_800) == now + 500, "a granted refresh ended the streak")
+        #expect(
+            try await state.noteProviderRecheckFailing(sessionID: "ses_agent", now: now + 5_000, restartAfter: 1_800) == now + 5_000,
+            "nobody used the session for longer than the gap: one blip now starts a new streak, not the old one's end")
+        #expect(try await state.noteProviderRecheckFailing(sessionID: "ses_nobody", now: now, restartAfter: 1_800) == nil)
+        await state.shutdown()
+    }
+
+    @Test("a provider's user cut off is disabled, their tokens' not-before set, their refresh tokens, grants and provider sessions gone, the cut-off in the feed and among the account cut-offs; enabled, the not-before moves and the feed says so; delete forgets their names", arguments: StoreKind.available)
+    func providerUserCutOff(kind: StoreKind) async throws {
+        let state = try await TestStore(kind).open()
+        let now = self.now
+        try await state.recordProviderUser(
+            ProviderUserRecord(
+                userID: "ext_leaver", issuer: "https://idp.example.com", subject: "user-9", tenantID: "acme", email: "leaver@example.com", username: "leaver",
+                name: "Lee Ver", firstSeenAt: now, lastSeenAt: now))
+        let identity = ProviderIdentityRecord(
+            provider: "acme", issuer: "https://idp.example.com", subject: "user-9", tenantID: "acme", providerSessionID: nil, sealedIDToken: "s", sealedRefreshToken: "s")
+        try await state.saveProviderSession(ProviderSessionRecord(sessionID: "ses_leaver", userID: "ext_leaver", identity: identity, createdAt: now, expiresAt: now + 3_600))
+        try await state.upsertOAuthGrant(
+            OAuthGrantRecord(userID: "ext_leaver", tenantID: "acme", clientID: "c", clientName: "C", resource: "https://gw/mcp", scope: "", createdAt: now, updatedAt: now))
+        try await state.insertRefreshToken(
+            RefreshTokenRecord(id: "rt_leaver", tokenHash: "h_leaver", familyID: "f_leaver", sessionID: "ses_leaver", userID: "ext_leaver", tenantID: "acme", createdAt: now, expiresAt: now + 600))
+        let version = try await state.latestAccessChangeVersion()
+        #expect(try await state.cutOffProviderUser(id: "ext_nobody", now: now, forgetNames: false) == nil)
+        let cut = try #require(try await state.cutOffProviderUser(id: "ext_leaver", now: now, forgetNames: false))
+        #expect(cut.disabled && cut.tokensNotBefore == now && cut.email == "leaver@example.com")
+        #expect(try await state.refreshToken(hash: "h_leaver")?.revokedAt != nil)
+        #expect(try await state.oauthGrants(userID: "ext_leaver").isEmpty)
+        #expect(try await state.providerSession(sessionID: "ses_leaver") == nil)
+        let changes = try await state.accessChanges(after: version, limit: 10).map(\.change)
+        #expect(changes.contains(.accountCutOff(AccountCutoff(userID: "ext_leaver", tenantID: "acme", notBefore: now, cause: .disabled))), "\(changes)")
+        let cutoffs = try await state.accountCutoffs(since: now - 1).filter { $0.userID == "ext_leaver" }
+        #expect(cutoffs.map(\.cause) == [.disabled], "\(cutoffs)")
+        let enabled = try #require(try await state.enableProviderUser(id: "ext_leaver", now: now + 5))
+        #expect(!enabled.disabled && enabled.tokensNotBefore == now + 5)
+        #expect(try await state.accountCutoffs(since: now - 1).filter { $0.userID == "ext_leaver" }.map(\.cause) == [.enabled])
+        #expect(try await state.accessChanges(after: version, limit: 10).map(\.change).contains(
+            .accountCutOff(AccountCutoff(userID: "ext_leaver", tenantID: "acme", notBefore: now + 5, cause: .enabled))))
+        let deleted = try #require(try await state.cutOffProviderUser(id: "ext_leaver", now: now + 10, forgetNames: true))
+        #expect(deleted.disabled && deleted.email == nil && deleted.username == nil && deleted.name == nil && deleted.subject == "user-9")
         await state.shutdown()
     }
 

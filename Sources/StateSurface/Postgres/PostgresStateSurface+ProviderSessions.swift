@@ -83,7 +83,7 @@ extension PostgresStateSurface: ProviderSessionRepository {
             UPDATE provider_sessions SET user_id = \(record.userID), created_at = \(record.createdAt), expires_at = \(record.expiresAt),
                 provider = \(identity.provider), issuer = \(identity.issuer), subject = \(identity.subject), tenant_id = \(identity.tenantID),
                 provider_sid = \(identity.providerSessionID), id_token = \(identity.sealedIDToken), refresh_token = \(identity.sealedRefreshToken),
-                recheck_failing_since = NULL
+                recheck_failing_since = NULL, recheck_failed_at = NULL
             WHERE session_id = \(record.sessionID)
             RETURNING 1
             """
@@ -121,10 +121,14 @@ extension PostgresStateSurface: ProviderSessionRepository {
         }.first
     }
 
-    public func noteProviderRecheckFailing(sessionID: String, now: Double) async throws -> Double? {
+    public func noteProviderRecheckFailing(sessionID: String, now: Double, restartAfter: Double) async throws -> Double? {
         try await rows(
             """
-            UPDATE provider_sessions SET recheck_failing_since = coalesce(recheck_failing_since, \(now)) WHERE session_id = \(sessionID)
+            UPDATE provider_sessions SET
+                recheck_failing_since = CASE WHEN recheck_failing_since IS NULL OR recheck_failed_at IS NULL OR recheck_failed_at < \(now - restartAfter)
+                                             THEN \(now) ELSE recheck_failing_since END,
+                recheck_failed_at = \(now)
+            WHERE session_id = \(sessionID)
             RETURNING recheck_failing_since
             """
         ).first.map { try $0.decode(Double.self) }

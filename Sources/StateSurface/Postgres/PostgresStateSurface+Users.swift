@@ -114,7 +114,7 @@ extension PostgresStateSurface: UserRepository {
             """
             SELECT id, tenant_id, username, disabled, tokens_not_before FROM users WHERE tokens_not_before > 0 AND tokens_not_before >= \(since)
             UNION ALL
-            SELECT user_id, tenant_id, CASE WHEN NOT disabled THEN 'enabled:' || user_id WHEN email IS NULL AND username IS NULL AND name IS NULL THEN 'deleted:' || user_id ELSE user_id END,
+            SELECT user_id, tenant_id, CASE WHEN NOT disabled THEN 'enabled:' || user_id ELSE user_id END,
                    disabled, tokens_not_before
             FROM provider_users WHERE tokens_not_before > 0 AND tokens_not_before >= \(since)
             """

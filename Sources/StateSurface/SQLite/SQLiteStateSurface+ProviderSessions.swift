@@ -59,7 +59,7 @@ extension SQLiteStateSurface: ProviderSessionRepository {
             try db.execute(
                 sql: """
                     UPDATE provider_sessions SET user_id = ?, provider = ?, issuer = ?, subject = ?, tenant_id = ?, provider_sid = ?, id_token = ?,
-                                                 refresh_token = ?, created_at = ?, expires_at = ?, recheck_failing_since = NULL
+                                                 refresh_token = ?, created_at = ?, expires_at = ?, recheck_failing_since = NULL, recheck_failed_at = NULL
                     WHERE session_id = ?
                     """,
                 arguments: [
@@ -132,10 +132,17 @@ extension SQLiteStateSurface: ProviderSessionRepository {
         }
     }
 
-    public func noteProviderRecheckFailing(sessionID: String, now: Double) async throws -> Double? {
+    public func noteProviderRecheckFailing(sessionID: String, now: Double, restartAfter: Double) async throws -> Double? {
         try await pool.write { db in
             try db.execute(
-                sql: "UPDATE provider_sessions SET recheck_failing_since = coalesce(recheck_failing_since, ?) WHERE session_id = ?", arguments: [now, sessionID])
+                sql: """
+                    UPDATE provider_sessions SET
+                        recheck_failing_since = CASE WHEN recheck_failing_since IS NULL OR recheck_failed_at IS NULL OR recheck_failed_at < ? THEN ?
+                                                     ELSE recheck_failing_since END,
+                        recheck_failed_at = ?
+                    WHERE session_id = ?
+                    """,
+                arguments: [now - restartAfter, now, now, sessionID])
             return try Double.fetchOne(db, sql: "SELECT recheck_failing_since FROM provider_sessions WHERE session_id = ?", arguments: [sessionID])
         }
     }

@@ -97,7 +97,7 @@ extension SQLiteStateSurface: UserRepository {
                 sql: """
                     SELECT id, tenant_id, username, disabled, tokens_not_before FROM users WHERE tokens_not_before > 0 AND tokens_not_before >= ?
                     UNION ALL
-                    SELECT user_id, tenant_id, CASE WHEN disabled = 0 THEN 'enabled:' || user_id WHEN email IS NULL AND username IS NULL AND name IS NULL THEN 'deleted:' || user_id ELSE user_id END,
+                    SELECT user_id, tenant_id, CASE WHEN disabled = 0 THEN 'enabled:' || user_id ELSE user_id END,
                            disabled, tokens_not_before
                     FROM provider_users WHERE tokens_not_before > 0 AND tokens_not_before >= ?
                     """,

@@ -156,9 +156,11 @@ struct LeaverTests {
             let shown = ready.json["checks"]?.objectValue?["provider_rechecks"]?.objectValue?["acme"]?.objectValue
             #expect(shown?["last_outcome"]?.stringValue == "unavailable" && shown?["failing_since"]?.stringValue != nil, "\(ready.raw)")
 
-            // The provider has not answered for 31 minutes (its first failure noted then): the next re-check gives up.
+            // The provider has not answered for 31 minutes (failures noted then, 20 and 5 minutes ago): the next re-check gives up.
             _ = try await fixture.state.updateProviderSession(try #require(try await fixture.state.providerSession(sessionID: session.sessionID)))
-            _ = try await fixture.state.noteProviderRecheckFailing(sessionID: session.sessionID, now: now - 31 * 60)
+            for minutesAgo in [31.0, 20, 5] {
+                _ = try await fixture.state.noteProviderRecheckFailing(sessionID: session.sessionID, now: now - minutesAgo * 60, restartAfter: 1_800)
+            }
             try await fixture.state.scheduleProviderRecheck(sessionID: session.sessionID, at: fixture.server.clock.now() - 1)
             let sweepers = try fixture.server.makeServices().compactMap { $0 as? Sweeper }
             let recheck = try #require(sweepers.first { $0.what == "browser sessions re-checked at their provider" })

@@ -159,7 +159,8 @@ struct MCPToolPolicyTests {
             #expect(refused.json.value(atPath: ["error", "message"])?.stringValue?.contains(tool) == true, "\(refused.raw)")
             // The refusal does not teach the rule: no claim or value that would pass; the log has it, under the answer's request id.
             #expect(!refused.raw.contains("admins") && !refused.raw.contains("groups"), "\(refused.raw)")
-            if tool == "delete_repository", let requestID = refused.headers.first(name: "x-request-id") {
+            if tool == "delete_repository" {
+                let requestID = try #require(refused.headers.first(name: "x-request-id"), "the answer names its request id")
                 let why = await fixture.log.lines(containing: "MCP call refused", requestID)
                 #expect(why.first?.contains("this tool needs one of: groups containing admins") == true, "\(why)")
             }
