@@ -150,23 +150,21 @@ extension ProxyExchange {
         guard let first = ids.first else { return }
         let body = ids.count == 1 ? MCPUpstreamCancellation.body(requestID: first, reason: why) : MCPUpstreamCancellation.body(requestIDs: ids, reason: why)
         let logger = plane.logger
-        do {
-            if route.origin.transport == .http1 {
-                guard let pool = handler.pool else { return }
-                var head = ByteBuffer()
-                head.writeStaticString("POST ")
-                head.writeImmutableBuffer(target)
-                head.writeStaticString(" HTTP/1.1\r\n")
-                for (name, value) in fields { HTTP1Bytes.writeField(name, value, into: &head) }
-                HTTP1Bytes.writeField("Content-Length", String(body.readableBytes), into: &head)
-                head.writeStaticString("\r\n")
-                MCPUpstreamCancellation.send(head: head, body: body, pool: pool, origin: route.origin, on: eventLoop, logger: logger)
-            } else {
-                var headers = HTTPHeaders(fields)
-                headers.add(name: "Content-Length", value: String(body.readableBytes))
-                let head = HTTPRequestHead(version: .http1_1, method: .POST, uri: String(buffer: target), headers: headers)
-                MCPUpstreamCancellation.send(head: head, body: body, pool: plane.http2Pool(for: eventLoop), origin: route.origin, on: eventLoop, logger: logger)
-            }
+        if route.origin.transport == .http1 {
+            guard let pool = handler.pool else { return }
+            var head = ByteBuffer()
+            head.writeStaticString("POST ")
+            head.writeImmutableBuffer(target)
+            head.writeStaticString(" HTTP/1.1\r\n")
+            for (name, value) in fields { HTTP1Bytes.writeField(name, value, into: &head) }
+            HTTP1Bytes.writeField("Content-Length", String(body.readableBytes), into: &head)
+            head.writeStaticString("\r\n")
+            MCPUpstreamCancellation.send(head: head, body: body, pool: pool, origin: route.origin, on: eventLoop, logger: logger)
+        } else {
+            var headers = HTTPHeaders(fields)
+            headers.add(name: "Content-Length", value: String(body.readableBytes))
+            let head = HTTPRequestHead(version: .http1_1, method: .POST, uri: String(buffer: target), headers: headers)
+            MCPUpstreamCancellation.send(head: head, body: body, pool: plane.http2Pool(for: eventLoop), origin: route.origin, on: eventLoop, logger: logger)
         }
     }
 }

@@ -171,22 +171,26 @@ struct UsersCommand: ParsableCommand {
         func run() async throws {
             let state = try await storage.open()
             let found = try await person.find(in: state)
-            let ended: Int
-            switch found {
-            case .account(let user):
-                // The account's half (flag, not-before, refresh tokens, grants) in one transaction, then the Runtime's half (sessions).
-                guard try await AccountService(users: state).disable(username: user.username, tenantID: user.tenantID) != nil else {
-                    throw CLIError("tenant \(user.tenantID) has no user named \(user.username) any more")
-                }
-                ended = try await SessionService(repository: state, configuration: RuntimeConfiguration()).revokeAll(userID: user.id, tenantID: user.tenantID)
-            case .provider(let user):
-                guard try await state.cutOffProviderUser(id: user.userID, now: SystemClock().now(), forgetNames: false) != nil else {
-                    throw CLIError("no user \(user.userID) any more")
-                }
-                ended = try await SessionService(repository: state, configuration: RuntimeConfiguration()).revokeAll(userID: user.userID, tenantID: user.tenantID)
-            }
+            let ended = try await UsersCommand.cutOff(found, deleting: false, in: state)
             print("disabled \(found.described): \(ended) session(s) ended; their grants removed; tokens issued before now are refused")
         }
+    }
+
+    /// Disables (or deletes) `person`: the account's or the provider user's half (flag, not-before,
+    /// refresh tokens, grants) in one transaction, then the Runtime's half; the sessions ended.
+    static func cutOff(_ person: Person, deleting: Bool, in state: any StateStore) async throws -> Int {
+        switch person {
+        case .account(let user):
+            let accounts = AccountService(users: state)
+            let done = try await deleting
+                ? accounts.delete(username: user.username, tenantID: user.tenantID) : accounts.disable(username: user.username, tenantID: user.tenantID)
+            guard done != nil else { throw CLIError("tenant \(user.tenantID) has no user named \(user.username) any more") }
+        case .provider(let user):
+            guard try await state.cutOffProviderUser(id: user.userID, now: SystemClock().now(), forgetNames: deleting) != nil else {
+                throw CLIError("no user \(user.userID) any more")
+            }
+        }
+        return try await SessionService(repository: state, configuration: RuntimeConfiguration()).revokeAll(userID: person.userID, tenantID: person.tenantID)
     }
 
     struct Passwd: AsyncParsableCommand {
@@ -238,19 +242,7 @@ struct UsersCommand: ParsableCommand {
         func run() async throws {
             let state = try await storage.open()
             let found = try await person.find(in: state)
-            let ended: Int
-            switch found {
-            case .account(let user):
-                guard try await AccountService(users: state).delete(username: user.username, tenantID: user.tenantID) != nil else {
-                    throw CLIError("tenant \(user.tenantID) has no user named \(user.username) any more")
-                }
-                ended = try await SessionService(repository: state, configuration: RuntimeConfiguration()).revokeAll(userID: user.id, tenantID: user.tenantID)
-            case .provider(let user):
-                guard try await state.cutOffProviderUser(id: user.userID, now: SystemClock().now(), forgetNames: true) != nil else {
-                    throw CLIError("no user \(user.userID) any more")
-                }
-                ended = try await SessionService(repository: state, configuration: RuntimeConfiguration()).revokeAll(userID: user.userID, tenantID: user.tenantID)
-            }
+            let ended = try await UsersCommand.cutOff(found, deleting: true, in: state)
             print("deleted \(found.described): \(ended) session(s) ended; their grants removed; their tokens are refused")
         }
     }

@@ -99,14 +99,12 @@ struct AuthorizationServerRoutes: Sendable {
                 return promptNoneRefusal(checked, error: "login_required", description: "the person is not signed in")
             }
             // Sign in first, then back here with the same request.
-            let rd = request.uri.path + "?" + (request.uri.query ?? "")
-            return Response(status: .seeOther, headers: [.location: "/.portcullis/sign_in?rd=" + BrowserSessionRoutes.queryEncoded(rd), .cacheControl: "no-store"])
+            return Self.signInFirst(request)
         }
         // Reusing the session for an agent is use: a provider re-check that is due runs first, and a
         // person the provider refuses signs in again (and is refused there) instead of a click.
         if let recheck, session.record.userID.hasPrefix("ext_"), try await recheck.checkInUse(sessionID: session.record.sessionID) == .ended {
-            let rd = request.uri.path + "?" + (request.uri.query ?? "")
-            return Response(status: .seeOther, headers: [.location: "/.portcullis/sign_in?rd=" + BrowserSessionRoutes.queryEncoded(rd), .cacheControl: "no-store"])
+            return Self.signInFirst(request)
         }
         let person = Self.person(session)
         let grant = try await store.oauthGrant(userID: person.userID, tenantID: person.tenantID, clientID: checked.client.clientID, resource: checked.resource.identifier)
@@ -120,6 +118,12 @@ struct AuthorizationServerRoutes: Sendable {
             return promptNoneRefusal(checked, error: "consent_required", description: "the person must allow this on the consent page")
         }
         return ConsentPage.page(for: checked, parameters: parameters, person: session.caller, remembered: remembered, nonce: try Self.consentNonce(cookieValue: cookieValue))
+    }
+
+    /// A 303 to sign in, back to this very authorization request afterwards.
+    static func signInFirst(_ request: Request) -> Response {
+        let rd = request.uri.path + "?" + (request.uri.query ?? "")
+        return Response(status: .seeOther, headers: [.location: "/.portcullis/sign_in?rd=" + BrowserSessionRoutes.queryEncoded(rd), .cacheControl: "no-store"])
     }
 
     /// `prompt=none` when a page would be needed: the error goes back to a configured client; a

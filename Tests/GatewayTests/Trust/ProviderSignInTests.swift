@@ -463,24 +463,8 @@ struct ProviderSignInScaleOutTests {
         let cluster = try await Self.cluster(provider, secret: secret)
         var secrets: [String] = []
         do {
-            let created = try await cluster.send(.POST, cluster.a + "/api/session/create-anonymous")
-            let session = try #require(created["session_id"])
-            let started = try await cluster.send(
-                .POST, cluster.a + "/api/auth/oidc/acme/start",
-                ["session_id": .string(session), "return_to": "https://app.example.com/", "login_challenge": .string(try ProviderLoginTests.challenge(ProviderSignInTests.verifier))])
-            #expect(started.status == 200, "\(started.raw)")
-            let url = try #require(started["authorization_url"])
-            let location = try await ProviderSignInTests.approve(provider, ProviderSignInTests.Started(session: session, authorizationURL: url))
-            let path = String(location[try #require(location.range(of: "/api/auth/oidc/callback")).lowerBound...])
-            let back = try await Answer.request(.GET, cluster.b + path, followRedirects: false)
-            #expect(back.status == 303, "\(back.raw)")
-            let code = try #require(ProviderSignInTests.fragment(back, "portcullis_login"))
-            let done = try await cluster.send(
-                .POST, cluster.b + "/api/auth/oidc/complete",
-                ["login_code": .string(code), "session_id": .string(session), "login_verifier": .string(ProviderSignInTests.verifier)])
-            #expect(done.status == 200, "\(done.raw)")
-            let access = try #require(done["access_token"])
-            secrets = [code, access, try #require(done["refresh_token"])]
+            let (session, access, refresh, code) = try await Self.signIn(cluster, provider)
+            secrets = [code, access, refresh]
             let logoutToken = try provider.logoutToken(sid: "sid-1", sub: nil)
             let transcript = try await cluster.socketOnB(token: access, session: session) {
                 let answer = try await Answer.request(
