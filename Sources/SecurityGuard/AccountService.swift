@@ -29,6 +29,16 @@ public struct AccountService: Sendable {
             }
     }
 
+    /// Group names: 1-64 characters of letters, digits and `. _ @ + - : /` (no `,`, which the
+    /// identity headers join groups with, and no space, which a rule's `contains` would split on).
+    public static func isValidGroup(_ name: String) -> Bool {
+        (1...64).contains(name.utf8.count)
+            && name.utf8.allSatisfy { byte in
+                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                    || Array("._@+-:/".utf8).contains(byte)
+            }
+    }
+
     public static let minimumPasswordLength = 8
 
     public init(users: any UserRepository, hasher: PasswordHasher = PasswordHasher(), clock: any TokenClock = SystemClock()) {
@@ -38,19 +48,20 @@ public struct AccountService: Sendable {
     }
 
     /// Creates an account with a fresh scrypt hash of `password`.
-    public func addUser(username: String, tenantID: String, password: String) async throws -> UserRecord {
+    public func addUser(username: String, tenantID: String, password: String, groups: [String] = []) async throws -> UserRecord {
         guard Self.isValidName(username) else {
             throw AccountError("invalid_request", "a username is 1-64 characters of letters, digits and . _ @ + -")
         }
         guard Self.isValidName(tenantID) else {
             throw AccountError("invalid_request", "a tenant is 1-64 characters of letters, digits and . _ @ + -")
         }
+        let groups = try Self.checkedGroups(groups)
         guard password.count >= Self.minimumPasswordLength else {
             throw AccountError("invalid_request", "a password needs at least \(Self.minimumPasswordLength) characters")
         }
         let user = UserRecord(
             id: "usr_" + (try SecureRandom.identifier(bytes: 12)), tenantID: tenantID, username: username,
-            passwordHash: try await hasher.hash(password).description, createdAt: clock.now())
+            passwordHash: try await hasher.hash(password).description, createdAt: clock.now(), groups: groups)
         do {
             try await users.insertUser(user)
         } catch let error as StateSurfaceError where error.code == .conflict {
@@ -84,6 +95,28 @@ public struct AccountService: Sendable {
 
     /// Gives an account a new password and signs it out everywhere (as `disable` does, without
     /// disabling it). `nil` if there is no such account.
+    /// Adds and removes groups of an account (a name in both is removed). Taking a group away signs
+    /// the account out everywhere, since the tokens it holds carry the group; adding one changes
+    /// tokens issued from now (the person's next sign-in). `nil` if there is no such account.
+    public func setGroups(username: String, tenantID: String, adding: [String], removing: [String]) async throws -> (user: UserRecord, signedOut: Bool)? {
+        let (adding, removing) = (try Self.checkedGroups(adding), try Self.checkedGroups(removing))
+        guard let user = try await users.user(tenantID: tenantID, username: username) else { return nil }
+        let groups = Set(user.groups).union(adding).subtracting(removing).sorted()
+        let takenAway = !Set(user.groups).isSubset(of: groups)
+        guard groups != user.groups else { return (user, false) }
+        guard let changed = try await users.setUserGroups(tenantID: tenantID, username: username, groups: groups, cuttingOff: takenAway, now: clock.now())
+        else { return nil }
+        return (changed, takenAway)
+    }
+
+    /// `groups` checked, without repeats, sorted; `invalid_request` naming the first bad one.
+    static func checkedGroups(_ groups: [String]) throws -> [String] {
+        if let bad = groups.first(where: { !isValidGroup($0) }) {
+            throw AccountError("invalid_request", "the group \(JSONValue.clip(bad)) cannot be used: a group is 1-64 characters of letters, digits and . _ @ + - : /")
+        }
+        return Set(groups).sorted()
+    }
+
     public func setPassword(username: String, tenantID: String, password: String) async throws -> UserRecord? {
         // A deleted account's tombstone (`deleted:...`) is no username: never found.
         guard Self.isValidName(username) else { return nil }

@@ -166,6 +166,16 @@ struct SchemaMigration: Sendable {
                 ALTER TABLE provider_users ADD COLUMN disabled BOOLEAN NOT NULL DEFAULT FALSE;
                 ALTER TABLE provider_users ADD COLUMN tokens_not_before DOUBLE PRECISION NOT NULL DEFAULT 0;
                 """),
+        SchemaMigration(
+            name: "v12: groups of the gateway's own accounts; what an account's last cut-off was for",
+            sqlite: """
+                ALTER TABLE users ADD COLUMN group_names TEXT NOT NULL DEFAULT '';
+                ALTER TABLE users ADD COLUMN cutoff_cause TEXT;
+                """,
+            postgres: """
+                ALTER TABLE users ADD COLUMN group_names TEXT NOT NULL DEFAULT '';
+                ALTER TABLE users ADD COLUMN cutoff_cause TEXT;
+                """),
     ]
 
     /// The access tokens issued for MCP resources, with their family and the person's session:

@@ -8,9 +8,13 @@ public struct UserRecord: Sendable, Equatable {
     public var createdAt: Double
     /// Access tokens issued to the account before this instant are refused (set when it is disabled); 0: none.
     public var tokensNotBefore: Double
+    /// The groups the operator put the account in (`users groups`), sorted: its tokens carry them as
+    /// `groups`, as a provider's sign-in carries the provider's.
+    public var groups: [String]
 
     public init(
-        id: String, tenantID: String, username: String, passwordHash: String, disabled: Bool = false, createdAt: Double, tokensNotBefore: Double = 0
+        id: String, tenantID: String, username: String, passwordHash: String, disabled: Bool = false, createdAt: Double, tokensNotBefore: Double = 0,
+        groups: [String] = []
     ) {
         self.id = id
         self.tenantID = tenantID
@@ -19,7 +23,14 @@ public struct UserRecord: Sendable, Equatable {
         self.disabled = disabled
         self.createdAt = createdAt
         self.tokensNotBefore = tokensNotBefore
+        self.groups = groups
     }
+
+    /// The stored form of `groups`: joined by `,` (a group name has none).
+    public static func storedGroups(_ groups: [String]) -> String { groups.joined(separator: ",") }
+
+    /// `groups` read back from its stored form.
+    public static func groups(stored: String) -> [String] { stored.split(separator: ",").map(String.init) }
 }
 
 /// An account's not-before: tokens issued to `userID` in `tenantID` before `notBefore` are refused.
@@ -41,10 +52,16 @@ public struct AccountCutoff: Sendable, Equatable {
         /// `users enable` of a provider's user: tokens issued while they were disabled (a provider's
         /// own, presented as Bearer) stay refused, and new ones pass again.
         case enabled = "account enabled"
+        /// `users groups --remove`: tokens and agents' refresh tokens carry the groups they were
+        /// issued with, so a group taken away signs the account out everywhere (it stays enabled, its grants too).
+        case groupsChanged = "groups changed"
 
         /// Whether the user is refused whatever their tokens' age until enabled (a provider's user
         /// disabled or deleted: the provider may go on issuing them tokens).
         public var refusesEveryToken: Bool { self == .disabled || self == .deleted }
+
+        /// Whether the person's consents stay (they are signed out, not cut off): a new password, groups taken away.
+        public var keepsGrants: Bool { self == .passwordChanged || self == .groupsChanged }
 
         /// The close reason its sockets get (1008).
         public var closeReason: String { rawValue }
@@ -56,6 +73,7 @@ public struct AccountCutoff: Sendable, Equatable {
             case .deleted: "account_deleted"
             case .passwordChanged: "account_password_changed"
             case .enabled: "account_enabled"
+            case .groupsChanged: "account_groups_changed"
             }
         }
     }
@@ -70,8 +88,12 @@ public struct AccountCutoff: Sendable, Equatable {
     /// The cause an account row shows: a tombstone's username is `deleted:...`; otherwise
     /// disabled, or (enabled) its password changed.
     public static func cause(username: String, disabled: Bool) -> Cause {
-        // A provider user's row reads `enabled:...` once enabled again (provider_users has no password).
-        username.hasPrefix("enabled:") ? .enabled : username.hasPrefix("deleted:") ? .deleted : disabled ? .disabled : .passwordChanged
+        // A provider user's row reads `enabled:...` once enabled again (provider_users has no password);
+        // an account whose last cut-off took groups away reads `groups:...` (its `cutoff_cause`).
+        if username.hasPrefix("enabled:") { return .enabled }
+        if username.hasPrefix("deleted:") { return .deleted }
+        if disabled { return .disabled }
+        return username.hasPrefix("groups:") ? .groupsChanged : .passwordChanged
     }
 }
 
@@ -97,6 +119,10 @@ public protocol UserRepository: Sendable {
     /// username can be) so that its not-before keeps refusing its tokens after a restart; `users()`
     /// leaves tombstones out. The account as it was; `nil` if there is none.
     func deleteUser(tenantID: String, username: String, now: Double) async throws -> UserRecord?
+    /// Sets the account's groups. With `cuttingOff` (a group taken away), in one transaction with a
+    /// cut-off as `setUserPassword` makes (cause `groupsChanged`); otherwise only the groups change,
+    /// and tokens issued from now carry them. `nil` if there is no such account.
+    func setUserGroups(tenantID: String, username: String, groups: [String], cuttingOff: Bool, now: Double) async throws -> UserRecord?
     /// Clears the disabled flag (the not-before stays: old tokens stay dead); `nil` if there is no such account.
     func enableUser(tenantID: String, username: String) async throws -> UserRecord?
     /// Accounts whose not-before is at or after `since`.

@@ -16,7 +16,7 @@ struct UsersCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "users",
         abstract: "Manage user accounts (passwords are stored as scrypt hashes).",
-        subcommands: [Add.self, List.self, Find.self, Passwd.self, Disable.self, Enable.self, Delete.self]
+        subcommands: [Add.self, List.self, Find.self, Groups.self, Passwd.self, Disable.self, Enable.self, Delete.self]
     )
 
     struct Storage: ParsableArguments {
@@ -44,17 +44,23 @@ struct UsersCommand: ParsableCommand {
         @Option(help: "The tenant the account belongs to.")
         var tenant: String
 
+        @Option(name: .customLong("group"), help: "A group the account is in (repeat for more); its tokens carry them as `groups`.")
+        var groups: [String] = []
+
         @Flag(name: .customLong("password-stdin"), help: "Read the password from standard input (one line).")
         var passwordStdin = false
 
         @OptionGroup var storage: Storage
 
         func run() async throws {
+            if let bad = groups.first(where: { !AccountService.isValidGroup($0) }) {
+                throw CLIError("the group \(JSONValue.clip(bad)) cannot be used: a group is 1-64 characters of letters, digits and . _ @ + - : /")
+            }
             let password = try passwordStdin ? PasswordInput.fromStdin() : PasswordInput.fromTerminal()
             let accounts = AccountService(users: try await storage.open())
             do {
-                let user = try await accounts.addUser(username: username, tenantID: tenant, password: password)
-                print("added \(user.username) in tenant \(user.tenantID) (\(user.id))")
+                let user = try await accounts.addUser(username: username, tenantID: tenant, password: password, groups: groups)
+                print("added \(user.username) in tenant \(user.tenantID) (\(user.id))" + (user.groups.isEmpty ? "" : ", in \(user.groups.joined(separator: ", "))"))
                 let defaultTenant = (try? GatewayConfiguration(reading: try await ConfigurationValues.load(path: storage.config)))?.defaultTenant ?? "default"
                 if user.tenantID != defaultTenant {
                     // A login without the tenant gets invalid_credentials, the same as a wrong password (on purpose).
@@ -115,6 +121,54 @@ struct UsersCommand: ParsableCommand {
         }
     }
 
+    struct Groups: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show an account's groups, or add and remove some; its tokens carry them as `groups`.",
+            discussion: """
+                A route's rules read them as they read a provider's (`{claim: groups, contains: admins}`). Adding a group \
+                reaches the tokens issued from the person's next login, refresh or browser sign-in. Taking one away signs the account out \
+                everywhere at once (sessions, tokens, agents' refresh tokens; the account and its grants stay), \
+                because the tokens it holds carry the group. A provider's user has the groups their provider sends.
+                """)
+
+        @OptionGroup var person: PersonName
+
+        @Option(name: .customLong("add"), help: "A group to put the account in (repeat for more).")
+        var adding: [String] = []
+
+        @Option(name: .customLong("remove"), help: "A group to take the account out of (repeat for more).")
+        var removing: [String] = []
+
+        @OptionGroup var storage: Storage
+
+        func run() async throws {
+            let state = try await storage.open()
+            guard case .account(let account) = try await person.find(in: state) else {
+                throw CLIError("\(UsersCommand.shown(person.name)) signs in through a provider: their groups are the ones their provider sends")
+            }
+            guard !adding.isEmpty || !removing.isEmpty else {
+                print(account.groups.isEmpty ? "\(account.username) is in no group" : account.groups.joined(separator: "\n"))
+                return
+            }
+            let changed: (user: UserRecord, signedOut: Bool)?
+            do {
+                changed = try await AccountService(users: state).setGroups(username: account.username, tenantID: account.tenantID, adding: adding, removing: removing)
+            } catch let error as AccountError {
+                throw CLIError(error.message)
+            }
+            guard let (user, signedOut) = changed else { throw CLIError("tenant \(account.tenantID) has no user named \(account.username) any more") }
+            let now = user.groups.isEmpty ? "no group" : user.groups.joined(separator: ", ")
+            if signedOut {
+                let ended = try await SessionService(repository: state, configuration: RuntimeConfiguration()).revokeAll(userID: user.id, tenantID: user.tenantID)
+                print("\(user.username) in tenant \(user.tenantID) is now in \(now): signed out everywhere (\(ended) session(s) ended), since their tokens carried a group taken away")
+            } else if user.groups == account.groups {
+                print("\(user.username) in tenant \(user.tenantID) is in \(now) already: nothing changed")
+            } else {
+                print("\(user.username) in tenant \(user.tenantID) is now in \(now): their next sign-in or refresh carries it")
+            }
+        }
+    }
+
     /// `text` as a terminal may show it: control and format characters (an escape sequence, a
     /// carriage return, a bidi override) each as `?`; a provider's subject is the provider's to choose.
     static func shown(_ text: String) -> String {
@@ -129,11 +183,11 @@ struct UsersCommand: ParsableCommand {
     /// The accounts as a table (nothing for none).
     static func printAccounts(_ users: [UserRecord]) {
         guard !users.isEmpty else { return }
-        print("TENANT".padding(toLength: 16, withPad: " ", startingAt: 0) + "USERNAME".padding(toLength: 24, withPad: " ", startingAt: 0) + "STATUS    ID")
+        func column(_ text: String, _ width: Int) -> String { text.padding(toLength: max(width, text.count + 1), withPad: " ", startingAt: 0) }
+        print(column("TENANT", 16) + column("USERNAME", 24) + column("STATUS", 10) + column("ID", 30) + "GROUPS")
         for user in users {
-            print(user.tenantID.padding(toLength: max(16, user.tenantID.count + 1), withPad: " ", startingAt: 0)
-                + user.username.padding(toLength: max(24, user.username.count + 1), withPad: " ", startingAt: 0)
-                + (user.disabled ? "disabled  " : "enabled   ") + user.id)
+            print(column(user.tenantID, 16) + column(user.username, 24) + column(user.disabled ? "disabled" : "enabled", 10) + column(user.id, 30)
+                + (user.groups.isEmpty ? "-" : user.groups.joined(separator: ",")))
         }
     }
 

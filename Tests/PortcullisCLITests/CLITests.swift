@@ -410,4 +410,27 @@ struct UsersCommandTests {
         let wal = (try? Data(contentsOf: URL(fileURLWithPath: cli.directory + "/data/portcullis.sqlite-wal"))) ?? Data()
         #expect(database.range(of: Data(secret.utf8)) == nil && wal.range(of: Data(secret.utf8)) == nil)
     }
+    @Test("groups: add --group puts an account in groups, list shows them, users groups shows, adds and removes (a removal signs the account out); a bad group name or a provider's user is refused with a sentence and changes nothing")
+    func groups() throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let added = try cli.run(["users", "add", "alice", "--tenant", "acme", "--group", "admins", "--group", "staff", "--password-stdin"], stdin: "a long enough password\n")
+        #expect(added.status == 0 && added.stdout.contains("in admins, staff"), "\(added.stdout)\(added.stderr)")
+        let bad = try cli.run(["users", "add", "bob", "--tenant", "acme", "--group", "a,b", "--password-stdin"], stdin: "a long enough password\n")
+        #expect(bad.status == 2 && bad.stderr.contains("the group a,b cannot be used"), "\(bad.stderr)")
+        #expect(try cli.run(["users", "find", "bob"]).status == 1, "nothing was added")
+        let list = try cli.run(["users", "list"])
+        #expect(list.stdout.contains("GROUPS") && list.stdout.contains("admins,staff"), "\(list.stdout)")
+        #expect(try cli.run(["users", "groups", "alice"]).stdout == "admins\nstaff\n")
+        let more = try cli.run(["users", "groups", "alice", "--add", "oncall"])
+        #expect(more.status == 0 && more.stdout.contains("now in admins, oncall, staff") && !more.stdout.contains("signed out"), "\(more.stdout)\(more.stderr)")
+        let same = try cli.run(["users", "groups", "alice", "--add", "oncall"])
+        #expect(same.stdout.contains("nothing changed"), "\(same.stdout)")
+        let fewer = try cli.run(["users", "groups", "alice", "--remove", "admins"])
+        #expect(fewer.status == 0 && fewer.stdout.contains("now in oncall, staff: signed out everywhere"), "\(fewer.stdout)\(fewer.stderr)")
+        let refused = try cli.run(["users", "groups", "alice", "--add", "x y"])
+        #expect(refused.status == 2 && refused.stderr.contains("cannot be used"), "\(refused.stderr)")
+        #expect(try cli.run(["users", "groups", "alice"]).stdout == "oncall\nstaff\n")
+        #expect(try cli.run(["users", "groups", "nobody", "--add", "x"]).status == 2)
+    }
 }

@@ -395,6 +395,29 @@ struct RepositoryContractTests {
         #expect(causes == [.passwordChanged, .deleted], "the feed says why each cut-off happened (the sockets' close reason)")
     }
 
+    @Test("an account's groups are stored sorted and read back; adding changes only them; taking one away cuts the account off as groups changed (refresh tokens revoked, the feed and the cut-offs say so) and keeps it enabled; a later password change says so instead", arguments: StoreKind.available)
+    func accountGroups(kind: StoreKind) async throws {
+        let state = try await TestStore(kind).open()
+        try await state.insertUser(UserRecord(id: "usr_1", tenantID: "acme", username: "alice", passwordHash: "h", createdAt: now, groups: ["admins", "staff"]))
+        #expect(try await state.user(tenantID: "acme", username: "alice")?.groups == ["admins", "staff"])
+        try await state.insertRefreshToken(RefreshTokenRecord(id: "rt_1", tokenHash: "h1", familyID: "f1", sessionID: "s1", userID: "usr_1", tenantID: "acme", createdAt: now, expiresAt: now + 600))
+        let added = try #require(try await state.setUserGroups(tenantID: "acme", username: "alice", groups: ["admins", "oncall", "staff"], cuttingOff: false, now: now + 1))
+        #expect(added.groups == ["admins", "oncall", "staff"] && added.tokensNotBefore == 0)
+        #expect(try await state.refreshToken(hash: "h1")?.revokedAt == nil)
+        #expect(try await state.accountCutoffs(since: 0).isEmpty)
+        let removed = try #require(try await state.setUserGroups(tenantID: "acme", username: "alice", groups: ["oncall"], cuttingOff: true, now: now + 2))
+        #expect(removed.groups == ["oncall"] && !removed.disabled && removed.tokensNotBefore == now + 2)
+        #expect(try await state.refreshToken(hash: "h1")?.revokedAt == now + 2)
+        #expect(try await state.accountCutoffs(since: now) == [AccountCutoff(userID: "usr_1", tenantID: "acme", notBefore: now + 2, cause: .groupsChanged)])
+        #expect(try await state.setUserGroups(tenantID: "acme", username: "nobody", groups: [], cuttingOff: true, now: now) == nil)
+        _ = try await state.setUserPassword(tenantID: "acme", username: "alice", passwordHash: "new", now: now + 3)
+        #expect(try await state.accountCutoffs(since: now).map(\.cause) == [.passwordChanged], "the last cut-off's cause")
+        let causes = try await state.accessChanges(after: 0, limit: 100).compactMap {
+            if case .accountCutOff(let cutoff) = $0.change { cutoff.cause } else { nil }
+        }
+        #expect(causes == [.groupsChanged, .passwordChanged])
+    }
+
     @Test("twenty concurrent rotations of one refresh token: exactly one rotates; the spent token's reuse revokes the family", arguments: StoreKind.available)
     func rotation(kind: StoreKind) async throws {
         let state = try await TestStore(kind).open()
@@ -478,7 +501,7 @@ struct RepositoryContractTests {
         #expect(named.tls == .verifyFull, "TLS is verified by default beyond loopback")
         let report = try await StateStores.migrate(store.configuration)
         #expect(report.appliedNow.isEmpty)
-        #expect(report.applied.count == 11 && report.applied.last?.hasPrefix("v11: provider re-checks of agents") == true)
+        #expect(report.applied.count == 12 && report.applied.last?.hasPrefix("v12: groups of the gateway") == true)
     }
 
     @Test("a provider's user is recorded at each sign-in: the names replaced, the first sign-in kept; listed the most recent first; found by id, subject, username or email in any case, never by part of one", arguments: StoreKind.available)

@@ -72,7 +72,8 @@ struct AuthRoutes: Sendable {
         sessionOwners.remember(granted)  // so that a refresh can be answered while the Runtime is down
         let refresh = try await refreshTokens.issue(sessionID: grantedSessionID, userID: user.id, tenantID: user.tenantID)
         logger.info("login", metadata: ["user_id": "\(user.id)", "tenant_id": "\(user.tenantID)", "session_id": "\(grantedSessionID)"])
-        return try await tokenResponse(principal: principal, sessionID: grantedSessionID, refreshToken: refresh.token, username: user.username)
+        return try await tokenResponse(
+            principal: principal, sessionID: grantedSessionID, refreshToken: refresh.token, username: user.username, groups: user.groups)
     }
 
     /// `{access_token, token_type, expires_in, refresh_token, session_id}`, never cached.
@@ -81,13 +82,16 @@ struct AuthRoutes: Sendable {
     ///   token carries `idp_iss` and `idp_sub`, and its id is kept with the session so that a
     ///   back-channel logout can revoke it.
     func tokenResponse(
-        principal: Principal, sessionID: String, refreshToken: String, external: ExternalIdentity? = nil, username: String? = nil
+        principal: Principal, sessionID: String, refreshToken: String, external: ExternalIdentity? = nil, username: String? = nil,
+        groups: [String] = []
     ) async throws -> Response {
         let access: IssuedAccessToken
         do {
             var claims: JSONObject = external.map { ["idp_iss": .string($0.issuer), "idp_sub": .string($0.subject)] } ?? [:]
             // The account's name, for a route's `identity_headers.username` (a token says who its user is called).
             if let username { claims["preferred_username"] = .string(username) }
+            // An account's groups (`users groups`), read at each login and refresh, as a provider's sign-in carries its own.
+            if !groups.isEmpty { claims["groups"] = .array(groups.map(JSONValue.string)) }
             access = try issuer.issue(subject: principal.userID, tenantID: principal.tenantID, clientID: clientID, additionalClaims: claims)
         } catch {
             throw GatewayError.noSigningKey
@@ -125,6 +129,7 @@ struct AuthRoutes: Sendable {
             // A provider's user has no account here: the provider sign-in behind the session stands in for it.
             var providerSession: ProviderSessionRecord? = nil
             var username: String? = nil
+            var groups: [String] = []
             if presented.userID.hasPrefix("ext_") {
                 providerSession = try await providerSessions.providerSession(sessionID: presented.sessionID)
                 guard providerSession?.userID == presented.userID else {
@@ -137,6 +142,7 @@ struct AuthRoutes: Sendable {
                     throw RefreshFailure.revoked
                 }
                 username = account.username
+                groups = account.groups
             }
             let principal = Principal(userID: presented.userID, tenantID: presented.tenantID)
             // Admitted before the call, so that only the Runtime's absence (below) can stand in for it.
@@ -165,7 +171,8 @@ struct AuthRoutes: Sendable {
             }
             let next = try await refreshTokens.rotate(token)
             return try await tokenResponse(
-                principal: principal, sessionID: next.record.sessionID, refreshToken: next.token, external: external, username: username)
+                principal: principal, sessionID: next.record.sessionID, refreshToken: next.token, external: external, username: username,
+                groups: groups)
         } catch let failure as RefreshFailure {
             switch failure {
             case .unknown: throw Self.refreshRefused("unknown", "the refresh token is not known; log in again")

@@ -214,8 +214,16 @@ struct BrowserSessionRoutes: Sendable {
         logger.info("browser sign-in", metadata: ["user_id": "\(user.id)", "session_id": "\(granted.sessionID)"])
         return try await signedIn(
             sessionID: granted.sessionID, principal: principal, issuer: nil, subject: nil, provider: nil,
-            claims: ["sub": .string(user.id), "tenant_id": .string(user.tenantID), "preferred_username": .string(user.username)], rd: rd.target,
+            claims: Self.accountClaims(user), rd: rd.target,
             status: .seeOther)
+    }
+
+    /// What a browser session of one of the gateway's own accounts says of its person: its groups
+    /// (`users groups`) too, carried as a provider's are, so a route's `groups` rule reads both alike.
+    static func accountClaims(_ user: UserRecord) -> JSONObject {
+        var claims: JSONObject = ["sub": .string(user.id), "tenant_id": .string(user.tenantID), "preferred_username": .string(user.username)]
+        if !user.groups.isEmpty { claims["groups"] = .array(user.groups.map(JSONValue.string)) }
+        return claims
     }
 
     /// Makes the browser session, sets its cookie, and sends the browser to `rd`.

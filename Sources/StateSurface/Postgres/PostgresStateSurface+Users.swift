@@ -2,14 +2,15 @@ import PostgresNIO
 import Logging
 
 extension PostgresStateSurface: UserRepository {
-    static let userColumns = "id, tenant_id, username, password_hash, disabled, created_at, tokens_not_before"
+    static let userColumns = "id, tenant_id, username, password_hash, disabled, created_at, tokens_not_before, group_names"
 
     static func user(from row: PostgresRow) throws -> UserRecord {
         let r = row.makeRandomAccess()
         return UserRecord(
             id: try r["id"].decode(String.self), tenantID: try r["tenant_id"].decode(String.self), username: try r["username"].decode(String.self),
             passwordHash: try r["password_hash"].decode(String.self), disabled: try r["disabled"].decode(Bool.self),
-            createdAt: try r["created_at"].decode(Double.self), tokensNotBefore: try r["tokens_not_before"].decode(Double.self))
+            createdAt: try r["created_at"].decode(Double.self), tokensNotBefore: try r["tokens_not_before"].decode(Double.self),
+            groups: UserRecord.groups(stored: try r["group_names"].decode(String.self)))
     }
 
     public func insertUser(_ user: UserRecord) async throws {
@@ -17,7 +18,7 @@ extension PostgresStateSurface: UserRepository {
             _ = try await rows(
                 """
                 INSERT INTO users (\(unescaped: Self.userColumns)) VALUES (\(user.id), \(user.tenantID), \(user.username), \(user.passwordHash),
-                    \(user.disabled), \(user.createdAt), \(user.tokensNotBefore))
+                    \(user.disabled), \(user.createdAt), \(user.tokensNotBefore), \(UserRecord.storedGroups(user.groups)))
                 """)
         } catch let error as StateSurfaceError where error.code == .conflict {
             throw StateSurfaceError(.conflict, "tenant \(user.tenantID) already has a user named \(user.username)")
@@ -40,7 +41,7 @@ extension PostgresStateSurface: UserRepository {
         try await cutOffUser(tenantID: tenantID, username: username, now: now, cause: .disabled) { connection, logger in
             try await connection.query(
                 """
-                UPDATE users SET disabled = TRUE, tokens_not_before = GREATEST(tokens_not_before, \(now))
+                UPDATE users SET disabled = TRUE, tokens_not_before = GREATEST(tokens_not_before, \(now)), cutoff_cause = 'account disabled'
                 WHERE tenant_id = \(tenantID) AND username = \(username)
                 RETURNING \(unescaped: Self.userColumns)
                 """, logger: logger
@@ -52,7 +53,7 @@ extension PostgresStateSurface: UserRepository {
         try await cutOffUser(tenantID: tenantID, username: username, now: now, cause: .passwordChanged) { connection, logger in
             try await connection.query(
                 """
-                UPDATE users SET password_hash = \(passwordHash), tokens_not_before = GREATEST(tokens_not_before, \(now))
+                UPDATE users SET password_hash = \(passwordHash), tokens_not_before = GREATEST(tokens_not_before, \(now)), cutoff_cause = 'password changed'
                 WHERE tenant_id = \(tenantID) AND username = \(username)
                 RETURNING \(unescaped: Self.userColumns)
                 """, logger: logger
@@ -64,13 +65,31 @@ extension PostgresStateSurface: UserRepository {
         try await cutOffUser(tenantID: tenantID, username: username, now: now, cause: .deleted) { connection, logger in
             let row = try await connection.query(
                 """
-                UPDATE users SET disabled = TRUE, password_hash = '!', tokens_not_before = GREATEST(tokens_not_before, \(now))
+                UPDATE users SET disabled = TRUE, password_hash = '!', tokens_not_before = GREATEST(tokens_not_before, \(now)), cutoff_cause = 'account deleted'
                 WHERE tenant_id = \(tenantID) AND username = \(username)
                 RETURNING \(unescaped: Self.userColumns)
                 """, logger: logger
             ).collect().first
             try await connection.query("UPDATE users SET username = 'deleted:' || id WHERE tenant_id = \(tenantID) AND username = \(username)", logger: logger)
             return row
+        }
+    }
+
+    public func setUserGroups(tenantID: String, username: String, groups: [String], cuttingOff: Bool, now: Double) async throws -> UserRecord? {
+        let stored = UserRecord.storedGroups(groups)
+        guard cuttingOff else {
+            return try await rows(
+                "UPDATE users SET group_names = \(stored) WHERE tenant_id = \(tenantID) AND username = \(username) RETURNING \(unescaped: Self.userColumns)"
+            ).first.map(Self.user(from:))
+        }
+        return try await cutOffUser(tenantID: tenantID, username: username, now: now, cause: .groupsChanged) { connection, logger in
+            try await connection.query(
+                """
+                UPDATE users SET group_names = \(stored), tokens_not_before = GREATEST(tokens_not_before, \(now)), cutoff_cause = 'groups changed'
+                WHERE tenant_id = \(tenantID) AND username = \(username)
+                RETURNING \(unescaped: Self.userColumns)
+                """, logger: logger
+            ).collect().first
         }
     }
 
@@ -86,7 +105,7 @@ extension PostgresStateSurface: UserRepository {
             let user = try Self.user(from: row)
             try await connection.query(
                 "UPDATE refresh_tokens SET revoked_at = \(now) WHERE user_id = \(user.id) AND tenant_id = \(tenantID) AND revoked_at IS NULL", logger: logger)
-            if cause != .passwordChanged {
+            if !cause.keepsGrants {
                 // Disabled or deleted: the person's consents go with their agents' access tokens (a new password keeps them).
                 let tokens = try await connection.query(
                     """
@@ -112,7 +131,9 @@ extension PostgresStateSurface: UserRepository {
     public func accountCutoffs(since: Double) async throws -> [AccountCutoff] {
         try await rows(
             """
-            SELECT id, tenant_id, username, disabled, tokens_not_before FROM users WHERE tokens_not_before > 0 AND tokens_not_before >= \(since)
+            SELECT id, tenant_id, CASE WHEN cutoff_cause = 'groups changed' AND NOT disabled THEN 'groups:' || id ELSE username END,
+                   disabled, tokens_not_before
+            FROM users WHERE tokens_not_before > 0 AND tokens_not_before >= \(since)
             UNION ALL
             SELECT user_id, tenant_id, CASE WHEN NOT disabled THEN 'enabled:' || user_id ELSE user_id END,
                    disabled, tokens_not_before
