@@ -2,15 +2,19 @@
 /// sign-in fails: plain HTML of the gateway's own, escaped, with nothing to load.
 package enum RefusalPage {
     /// A whole page with `title` and `message` (both escaped).
-    package static func html(title: String, message: String) -> String {
-        """
-        <!doctype html>
-        <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
-        <title>\(escaped(title))</title>
-        <style>body{font:16px/1.5 system-ui,sans-serif;max-width:36em;margin:4em auto;padding:0 1em;color:#222}h1{font-size:1.4em}</style>
-        </head><body><h1>\(escaped(title))</h1><p>\(escaped(message))</p></body></html>
+    ///
+    /// - Parameter signOutLink: for a signed-in person refused, the gateway's sign-out page (an
+    ///   address the gateway made), so that they can sign in as someone else.
+    package static func html(title: String, message: String, signOutLink: String? = nil) -> String {
+        let signOut = signOutLink.map { "<p><a href=\"\(escaped($0))\">Sign out</a> to sign in as someone else.</p>" } ?? ""
+        return """
+            <!doctype html>
+            <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
+            <title>\(escaped(title))</title>
+            <style>body{font:16px/1.5 system-ui,sans-serif;max-width:36em;margin:4em auto;padding:0 1em;color:#222}h1{font-size:1.4em}</style>
+            </head><body><h1>\(escaped(title))</h1><p>\(escaped(message))</p>\(signOut)</body></html>
 
-        """
+            """
     }
 
     /// `text` with `&`, `<`, `>`, `"` and `'` as character references.

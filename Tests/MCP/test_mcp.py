@@ -14,7 +14,10 @@ answers by sending the person back to consent to the new scope. Last, the person
 (/.portcullis/agents) in Chromium: the grants listed, one revoked with its button while the agent
 holds an SSE stream over HTTP/2, which ends within a second; the agent's next call is refused.
 Ending access ends the work as well as the stream: the MCP server itself observes the slow tool's
-cancellation within a second of the revoke, and of the back-channel logout (issue 65).
+cancellation within a second of the revoke, and of the back-channel logout (issue 65). The consent
+page offers "Not you? Sign out"; the agents page's sign-out button says what it ends, signs out at
+the provider too (its end-session page, through the page's form-action) and ends the agent's token
+and refresh token at once (issue 65).
 A client of 2026-07-28 discovers the server (server/discover) through the gateway, and a method the
 gateway does not pass is answered as that revision's transport requires (404, -32601).
 
@@ -23,6 +26,7 @@ TOOLS (the FastMCP server's own URL, asked what it observed).
 """
 import asyncio
 import json
+import re
 import os
 import sys
 import time
@@ -104,6 +108,7 @@ class Browser:
         self.pages.append(content)
         check("Allow access?" in content and self.expected_client in content and self.server in content,
               f"the consent page names the client ({self.expected_client}), the MCP server and its scope")
+        check("Sign out</a> and sign in as yourself" in content, "and offers the person signed in to sign out (Not you?)")
         await self.page.click("button[value=allow]")
         back = urllib.parse.urlsplit(await asyncio.wait_for(captured, 15))
         query = urllib.parse.parse_qs(back.query)
@@ -383,6 +388,32 @@ async def agents_page(page, storage_tools):
     check(status == 403, "a revoke from another site is refused (403)")
 
 
+async def sign_out(page):
+    """The sign-out control on the agents page: it says what it ends, ends every agent's access and the provider's session."""
+    print("--- signing out from the person's page, in Chromium")
+    storage = await flow(page, client_metadata_url=None, expected_client="registered itself: unverified")
+    await page.goto(GATEWAY + "/.portcullis/agents")
+    content = await page.content()
+    check("ends the access of every agent you let act for you" in content and "revoke it above instead" in content,
+          "the agents page says that signing out ends every agent's access, and offers revoking one instead")
+    await page.click("#sign-out")
+    await page.wait_for_url(re.compile(re.escape(os.environ["SSO"]) + "/logout"), timeout=10000)
+    asked = urllib.parse.parse_qs(urllib.parse.urlsplit(page.url).query)
+    check(asked.get("post_logout_redirect_uri") == [GATEWAY + "/.portcullis/sign_out"] and "id_token_hint" in asked,
+          "the button signs out at the provider too (its end-session page, the form's redirect let through by the page's form-action)")
+    await page.click("a")
+    await page.wait_for_url(GATEWAY + "/.portcullis/sign_out", timeout=10000)
+    check("Signed out" in await page.title() and "not signed in" in await page.content(), "back at the gateway, a page says the browser is signed out")
+    status, _, _ = raw("POST", "/mcp/tools", token=storage.tokens.access_token, body=b'{"jsonrpc":"2.0","id":1,"method":"ping"}',
+                       headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+    check(status == 401, f"the agent's token is refused at once ({status})")
+    form = urllib.parse.urlencode({"grant_type": "refresh_token", "refresh_token": storage.tokens.refresh_token, "client_id": storage.client.client_id}).encode()
+    status, _, _ = raw("POST", "/api/auth/oauth/token", body=form, headers={"Content-Type": "application/x-www-form-urlencoded"})
+    check(status == 400, f"and its refresh token ({status})")
+    await page.goto(GATEWAY + "/.portcullis/agents")
+    check("Fake IdP" in await page.title(), "the agents page now asks to sign in")
+
+
 async def main():
     status, headers, _ = raw("POST", "/mcp/tools", body=b"{}", headers={"Content-Type": "application/json"})
     check(status == 401 and 'resource_metadata="' + GATEWAY + '/.well-known/oauth-protected-resource/mcp/tools"' in headers.get("WWW-Authenticate", ""),
@@ -397,6 +428,7 @@ async def main():
         guarded_storage = await guarded(page, os.environ["CLIENT_METADATA_URL"])
         await agents_page(page, tools_storage)
         await backchannel(guarded_storage)
+        await sign_out(page)
         await browser.close()
     if FAILURES:
         print(f"{len(FAILURES)} failed")

@@ -18,7 +18,10 @@ enum AgentAccessPage {
         let serverName: String?
     }
 
-    static func page(_ entries: [Entry], person: String, nonce: String, notice: String? = nil) -> Response {
+    /// - Parameters:
+    ///   - signOut: what the page's sign-out control says it ends (`SignOutControl.consequences`),
+    ///     and where its redirects go (the page's `form-action`).
+    static func page(_ entries: [Entry], person: String, nonce: String, notice: String? = nil, signOut: (consequences: String, formTargets: [String])) -> Response {
         let rows: String
         if entries.isEmpty {
             rows = "<p>No agent holds access for you.</p>"
@@ -52,8 +55,11 @@ enum AgentAccessPage {
                 Revoking one ends its tokens and its open streams at once; it must ask you again.</p>
                 \(message)
                 \(rows)
+                <h2>Sign out</h2>
+                <p>\(RefusalPage.escaped(signOut.consequences)) To stop one agent and stay signed in, revoke it above instead.</p>
+                \(SignOutControl.form(rd: SignOutControl.signedOutTarget))
                 """)
-        response.headers[.contentSecurityPolicy] = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'"
+        response.headers[.contentSecurityPolicy] = SignOutControl.policy(formTargets: signOut.formTargets)
         return response
     }
 
@@ -86,14 +92,17 @@ extension AuthorizationServerRoutes {
         let person = Self.person(session)
         let grants = try await store.oauthGrants(userID: person.userID).filter { $0.tenantID == person.tenantID }
         let entries = grants.map { AgentAccessPage.Entry(grant: $0, serverName: resource($0.resource)?.name) }
-        let who = session.caller.claims["preferred_username"]?.stringValue ?? session.caller.claims["email"]?.stringValue ?? person.userID
+        let who = BrowserSessionRoutes.shownName(session.caller)
+        let control = try await browser.signOutControl(for: session, rd: SignOutControl.signedOutTarget)
         let notice: String? =
             switch request.uri.queryParameters.get("done") {
             case "revoked": "Access withdrawn: its tokens are revoked and its open streams ended."
             case "gone": "That access was already withdrawn."
             default: nil
             }
-        return AgentAccessPage.page(entries, person: who, nonce: try Self.agentsNonce(cookieValue: cookieValue), notice: notice)
+        return AgentAccessPage.page(
+            entries, person: who, nonce: try Self.agentsNonce(cookieValue: cookieValue), notice: notice,
+            signOut: (SignOutControl.consequences(agents: control.agents, provider: control.provider), control.formTargets))
     }
 
     /// `POST /.portcullis/agents/revoke`: withdraws one consent (its refresh and access tokens

@@ -117,7 +117,9 @@ struct AuthorizationServerRoutes: Sendable {
         if checked.prompt.contains("none") {
             return promptNoneRefusal(checked, error: "consent_required", description: "the person must allow this on the consent page")
         }
-        return ConsentPage.page(for: checked, parameters: parameters, person: session.caller, remembered: remembered, nonce: try Self.consentNonce(cookieValue: cookieValue))
+        return ConsentPage.page(
+            for: checked, parameters: parameters, person: session.caller, remembered: remembered, nonce: try Self.consentNonce(cookieValue: cookieValue),
+            returnTo: request.uri.path + "?" + (request.uri.query ?? ""))
     }
 
     /// A 303 to sign in, back to this very authorization request afterwards.

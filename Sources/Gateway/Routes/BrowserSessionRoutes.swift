@@ -23,7 +23,7 @@ struct BrowserSessionRoutes: Sendable {
     let providers: ProviderDirectory
     let trustedIssuers: TrustedIssuers?
     let signIn: ProviderSignIn?
-    let store: any LoginFlowRepository & ProviderSessionRepository & ProviderUserRepository
+    let store: any LoginFlowRepository & ProviderSessionRepository & ProviderUserRepository & OAuthRepository
     let book: BrowserSessionBook
     let cookie: SessionCookie
     let admission: Admission
@@ -48,7 +48,8 @@ struct BrowserSessionRoutes: Sendable {
     func register(on router: Router<GatewayRequestContext>) {
         router.get("/.portcullis/sign_in") { request, context in try await start(request, context) }
         router.post("/.portcullis/sign_in") { request, context in try await asPage(request) { try await signInWithAccount(request, context) } }
-        router.post("/.portcullis/sign_out") { request, context in try await asPage(request) { try await signOut(request, context) } }
+        router.get(RouterPath(SignOutControl.path)) { request, context in try await signOutPage(request, context) }
+        router.post(RouterPath(SignOutControl.path)) { request, context in try await asPage(request) { try await signOut(request, context) } }
         router.get("/.portcullis/userinfo") { request, context in try await userinfo(request, context) }
     }
 
@@ -294,6 +295,47 @@ struct BrowserSessionRoutes: Sendable {
         if !values.name.isEmpty { body["name"] = .string(values.name) }
         if !values.subject.isEmpty { body["sub"] = .string(values.subject) }
         return JSONBody.response(.object(body), noStore: true)
+    }
+
+    /// `GET /.portcullis/sign_out[?rd=URL]`: the page that says what signing out ends, with its
+    /// button (the POST below); without a session, that the browser is signed out. Never a sign-out.
+    func signOutPage(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
+        let query = try Self.query(request)
+        let rd: SignInRedirect
+        do {
+            rd = try checkedReturn(query["rd"] ?? SignOutControl.signedOutTarget)
+        } catch {
+            return SignInPages.failure(.badRequest, code: "redirect_invalid", message: "The page to return to after signing out cannot be used: \(error.message)")
+        }
+        guard let (session, _) = try await session(request, context) else { return SignOutControl.signedOut(rd: rd.target) }
+        let control = try await signOutControl(for: session, rd: rd.target)
+        return SignOutControl.confirmation(
+            person: Self.shownName(session.caller), agents: control.agents, provider: control.provider, rd: rd.target, formTargets: control.formTargets)
+    }
+
+    /// What a sign-out control for `session` shows and needs: how many agents hold access
+    /// through the person's consents, the provider they are signed out at too, and the origins
+    /// the sign-out's redirects reach (the provider's end-session page; `rd`'s, or the public
+    /// URL's for a path) for the page's `form-action`.
+    func signOutControl(for session: BrowserSession, rd: String) async throws -> (agents: Int, provider: String?, formTargets: [String]) {
+        let record = session.record
+        let agents = try await store.oauthGrants(userID: record.userID).filter { $0.tenantID == record.tenantID }.count
+        var provider: String? = nil
+        var targets: [String] = []
+        if let signIn, let providerSession = try await store.providerSession(sessionID: record.sessionID), providerSession.userID == record.userID {
+            provider = signIn.directory.provider(named: providerSession.identity.provider)?.displayName
+            let back = rd.hasPrefix("/") ? publicURL + rd : rd
+            if let endSession = signIn.endSessionURL(providerSession, postLogoutRedirectURI: back), let origin = ReturnTarget.origin(of: endSession) {
+                targets.append(origin)
+            }
+        }
+        if let origin = ReturnTarget.origin(of: rd.hasPrefix("/") ? publicURL : rd), !targets.contains(origin) { targets.append(origin) }
+        return (agents, provider, targets)
+    }
+
+    /// How the gateway's pages name a signed-in person: their username, else their email, else their id.
+    static func shownName(_ caller: AuthenticatedCaller) -> String {
+        caller.claims["preferred_username"]?.stringValue ?? caller.claims["email"]?.stringValue ?? caller.userID
     }
 
     /// `POST /.portcullis/sign_out[?rd=URL]`: ends the session everywhere, clears the cookie, and

@@ -11,7 +11,12 @@ import SecurityGuard
 enum ConsentPage {
     /// - Parameter remembered: the scopes this person allowed this client at this server before
     ///   (shown, since the page is asked again where the redirect does not identify the client).
-    static func page(for request: AuthorizationRequest, parameters: [String: String], person: AuthenticatedCaller, remembered: [String] = [], nonce: String) -> Response {
+    ///   - returnTo: this authorization's own path and query: its "Not you? Sign out" link comes back
+    ///     to it, so that the next person signs in first.
+    static func page(
+        for request: AuthorizationRequest, parameters: [String: String], person: AuthenticatedCaller, remembered: [String] = [], nonce: String,
+        returnTo: String
+    ) -> Response {
         let hidden = (parameters.sorted { $0.key < $1.key } + [("consent_nonce", nonce)]).map { name, value in
             "<input type=\"hidden\" name=\"\(RefusalPage.escaped(name))\" value=\"\(RefusalPage.escaped(value))\">"
         }.joined(separator: "\n")
@@ -22,7 +27,7 @@ enum ConsentPage {
             : request.scopes.map { scope in
                 "<li><code>\(RefusalPage.escaped(scope))</code>" + (described[scope].map { ": " + RefusalPage.escaped($0) } ?? "") + "</li>"
             }.joined()
-        let who = person.claims["preferred_username"]?.stringValue ?? person.claims["email"]?.stringValue ?? person.userID
+        let who = BrowserSessionRoutes.shownName(person)
         let source: String
         switch request.client.source {
         case .configured: source = "registered by this gateway's operator"
@@ -43,6 +48,7 @@ enum ConsentPage {
                 <button type="submit" name="decision" value="allow">Allow</button>
                 <button type="submit" name="decision" value="deny">Deny</button>
                 </form>
+                <p><small>Not \(RefusalPage.escaped(who))? <a href="\(RefusalPage.escaped(SignOutControl.path + "?rd=" + BrowserSessionRoutes.queryEncoded(returnTo)))">Sign out</a> and sign in as yourself.</small></p>
                 """)
         // CSP3's form-action holds the form's redirect too: the answer goes to the client's redirect URI.
         let target = formTarget(request.redirectURI).map { " " + $0 } ?? ""

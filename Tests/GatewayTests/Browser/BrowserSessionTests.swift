@@ -396,7 +396,7 @@ struct BrowserSessionTests {
         }
     }
 
-    @Test("a signed-in user outside the route's policy gets a 403 page for a navigation and 403 JSON for a fetch, never a redirect to sign in (no loop)")
+    @Test("a signed-in user outside the route's policy gets a 403 page for a navigation (with a link to the sign-out page, back to the page refused) and 403 JSON for a fetch, never a redirect to sign in (no loop)")
     func policyRefusalIsAPage() async throws {
         let policy = RoutePolicy(anyOf: [RoutePolicy.ClaimRule(path: "groups", contains: "admins")].compactMap { $0 })
         try await Self.withBrowserGateway(routes: { [Self.browserRoute("/app", $0, policy: policy)] }) { provider, fixture, targets in
@@ -405,13 +405,14 @@ struct BrowserSessionTests {
             let page = try await Self.get(fixture, "/app/x", jar, headers: Self.navigation)
             #expect(page.status == 403 && page.headers["Content-Type"].first?.hasPrefix("text/html") == true, "\(page.raw)")
             #expect(page.headers["Location"].isEmpty && page.raw.contains("Not allowed"))
+            #expect(page.raw.contains("<a href=\"/.portcullis/sign_out?rd=%2Fapp%2Fx\">Sign out</a>"), "\(page.raw)")
             let fetch = try await Self.get(fixture, "/app/x", jar, headers: [("Accept", "application/json")])
             #expect(fetch.status == 403 && fetch.error == "insufficient_scope", "\(fetch.raw)")
             #expect(targets.all.isEmpty)
         }
     }
 
-    @Test("sign-out: a cross-site POST is refused and a GET signs nobody out; a same-origin POST (an app's, on its route host) ends the session everywhere, clears the cookie and 303s to the provider's end-session URL; the old cookie then sends a navigation to sign in")
+    @Test("sign-out: a cross-site POST is refused and a GET is the page offering it, signing nobody out (an rd elsewhere is a 400 page); a same-origin POST (an app's, on its route host) ends the session everywhere, clears the cookie and 303s to the provider's end-session URL; the old cookie then sends a navigation to sign in")
     func signOut() async throws {
         let routes: (String) -> [ProxyRoute] = { upstream in
             var wiki = Self.browserRoute("/", upstream)
@@ -424,9 +425,17 @@ struct BrowserSessionTests {
             let cookie = jar.header
             let crossSite = try await Answer.request(.POST, fixture.baseURL + "/.portcullis/sign_out", headers: [("Origin", "https://evil.example"), cookie], followRedirects: false)
             #expect(crossSite.status == 403 && crossSite.error == "csrf_refused", "\(crossSite.raw)")
-            let viaGet = try await Self.get(fixture, "/.portcullis/sign_out", jar)
-            #expect(viaGet.status == 405, "\(viaGet.raw)")
+            // A GET is the page that offers the sign-out, never a sign-out: the button posts, with the
+            // page's form-action naming the provider's end-session origin its redirect reaches.
+            let viaGet = try await Self.get(fixture, "/.portcullis/sign_out?rd=%2Fapp%2Fbye", jar, headers: Self.navigation)
+            #expect(viaGet.status == 200 && viaGet.raw.contains("Sign out?") && viaGet.raw.contains("ends this browser&#39;s session everywhere"), "\(viaGet.raw)")
+            #expect(viaGet.raw.contains("action=\"/.portcullis/sign_out?rd=%2Fapp%2Fbye\""), "\(viaGet.raw)")
+            let policy = viaGet.headers["Content-Security-Policy"].first ?? ""
+            #expect(policy.contains("form-action 'self' " + (ReturnTarget.origin(of: provider.issuer) ?? "?")) && policy.contains("frame-ancestors 'none'"), "\(policy)")
+            #expect(viaGet.headers["Set-Cookie"].isEmpty)
             #expect(try await Self.get(fixture, "/app/x", jar).status == 200, "still signed in")
+            let elsewhere = try await Self.get(fixture, "/.portcullis/sign_out?rd=" + FormEncoding.encode("https://evil.example/"), jar, headers: Self.navigation)
+            #expect(elsewhere.status == 400 && elsewhere.headers["X-Portcullis-Error"].first == "redirect_invalid", "\(elsewhere.raw)")
             // From an app on a route host: its own origin may sign its user out.
             let out = try await Answer.request(
                 .POST, fixture.baseURL + "/.portcullis/sign_out?rd=%2Fapp%2Fbye",
