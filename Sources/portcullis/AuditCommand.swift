@@ -18,8 +18,12 @@ struct AuditCommand: AsyncParsableCommand {
             oversized tokens, and, with --signing-key, expired, not-yet-valid, wrong-audience and \
             other validly signed copies) as Authorization: Bearer, and prints one line per attack: \
             refused or ACCEPTED, with the status seen. Only the given URL is requested, one request \
-            at a time, nothing is followed. Exit 0: every attack refused; 1: at least one accepted; \
-            2: usage error, or the endpoint refused the valid token itself.
+            at a time, nothing is followed. With --mcp the requests are MCP's (POST of a JSON-RPC \
+            ping, its Accept and Content-Type), and the route's discovery is checked too: the 401 \
+            without a token names resource_metadata, and that document (fetched only on the URL's \
+            own origin) names this URL as its resource and an authorization server. Exit 0: every \
+            attack refused (and, with --mcp, discovery right); 1: at least one accepted, or a \
+            discovery problem; 2: usage error, or the endpoint refused the valid token itself.
             """
     )
 
@@ -38,8 +42,17 @@ struct AuditCommand: AsyncParsableCommand {
     @Option(name: .customLong("signing-key"), help: "The private key (PEM) that signed --token, to send validly signed altered copies. Use test keys only.")
     var signingKey: String?
 
-    @Option(help: "HTTP method.")
-    var method: String = "GET"
+    @Option(help: "HTTP method (default GET; POST with --mcp).")
+    var method: String?
+
+    @Option(name: .customLong("header"), help: "A header every request carries, as 'Name: value' (repeat for more).")
+    var headers: [String] = []
+
+    @Option(help: "A body every request carries (with --mcp, default a JSON-RPC ping).")
+    var body: String?
+
+    @Flag(help: "The URL is an MCP server (Streamable HTTP): send MCP's requests and check its discovery (the 401's resource_metadata and that document).")
+    var mcp = false
 
     @Option(help: "Seconds to wait for each answer.")
     var timeout: Int = 5
@@ -72,17 +85,21 @@ struct AuditCommand: AsyncParsableCommand {
             signer = try JWSKey(pem: pem, algorithm: algorithm, kid: header["kid"]?.stringValue ?? "given")
         }
         let catalogue = try TokenAttackCatalogue.attacks(against: given, publicKeys: publicKeys, signingKey: signer, now: Date().timeIntervalSince1970)
+        let request = try requestShape()
 
         var configuration = HTTPClient.Configuration()
         configuration.redirectConfiguration = .disallow
         configuration.connectionPool.retryConnectionEstablishment = false
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-        let baseline = await send(client, token: given)
+        let baseline = await send(client, request, token: given)
         var results: [(name: String, summary: String, outcome: Outcome)] = []
+        var discovery: [MCPDiscoveryAudit.Finding] = []
         if baseline.accepted {
-            results.append(("no-token", "no Authorization header", await send(client, token: nil)))
+            let anonymous = await send(client, request, token: nil)
+            results.append(("no-token", "no Authorization header", anonymous))
+            if mcp { discovery = await MCPDiscoveryAudit(url: url, timeout: timeout).check(client, challenge: anonymous) }
             for attack in catalogue.attacks {
-                results.append((attack.name, attack.summary, await send(client, token: attack.token)))
+                results.append((attack.name, attack.summary, await send(client, request, token: attack.token)))
             }
         }
         try? await client.shutdown()
@@ -102,6 +119,18 @@ struct AuditCommand: AsyncParsableCommand {
                 print("\(verdict)  \(result.outcome.label.padding(toLength: 7, withPad: " ", startingAt: 0))  \(result.name.padding(toLength: 26, withPad: " ", startingAt: 0))  \(result.summary)")
             }
         }
+        for finding in discovery {
+            if json {
+                print(JSONWriter.string([
+                    "check": .string(finding.name), "result": .string(finding.passed ? "ok" : "problem"),
+                    "status": finding.status.map { .number(Double($0)) } ?? .null, "summary": .string(finding.summary),
+                ]))
+            } else {
+                let verdict = finding.passed ? "ok      " : "PROBLEM "
+                let status = finding.status.map(String.init) ?? "-"
+                print("\(verdict)  \(status.padding(toLength: 7, withPad: " ", startingAt: 0))  \(finding.name.padding(toLength: 26, withPad: " ", startingAt: 0))  \(finding.summary)")
+            }
+        }
         for (name, reason) in catalogue.skipped {
             if json {
                 print(JSONWriter.string(["attack": .string(name), "result": "skipped", "reason": .string(reason)]))
@@ -109,26 +138,57 @@ struct AuditCommand: AsyncParsableCommand {
                 print("skipped   -        \(name.padding(toLength: 26, withPad: " ", startingAt: 0))  \(reason)")
             }
         }
+        let problems = discovery.filter { !$0.passed }.count
         if !json {
             print("\(results.count) attacks: \(results.count - accepted) refused, \(accepted) accepted, \(catalogue.skipped.count) skipped")
+            if mcp { print("MCP discovery: \(discovery.count - problems) ok, \(problems) problem(s)") }
         }
-        if accepted > 0 { throw ExitCode(1) }
+        if accepted > 0 || problems > 0 { throw ExitCode(1) }
     }
 
     struct Outcome {
         let status: Int?
         let label: String
+        var headers = HTTPHeaders()
         var accepted: Bool { status.map { (200..<300).contains($0) } ?? false }
     }
 
-    func send(_ client: HTTPClient, token: String?) async -> Outcome {
+    /// What every request of the audit is, but its `Authorization`: method, headers and body.
+    struct RequestShape {
+        var method: HTTPMethod
+        var headers: HTTPHeaders
+        var body: String?
+    }
+
+    /// The request the options describe; with --mcp, Streamable HTTP's POST of a ping unless told otherwise.
+    func requestShape() throws -> RequestShape {
+        var shape = RequestShape(method: HTTPMethod(rawValue: (method ?? (mcp ? "POST" : "GET")).uppercased()), headers: HTTPHeaders(), body: body)
+        if mcp {
+            shape.headers.add(name: "Accept", value: "application/json, text/event-stream")
+            shape.headers.add(name: "Content-Type", value: "application/json")
+            if shape.body == nil { shape.body = #"{"jsonrpc":"2.0","id":1,"method":"ping"}"# }
+        }
+        for header in headers {
+            guard let colon = header.firstIndex(of: ":"), header.startIndex < colon else {
+                throw CLIError("--header takes 'Name: value', such as --header 'MCP-Protocol-Version: 2025-11-25'")
+            }
+            let name = String(header[..<colon]).trimmingCharacters(in: .whitespaces)
+            guard name.lowercased() != "authorization" else { throw CLIError("--header cannot set Authorization: the audit sends the tokens itself") }
+            shape.headers.replaceOrAdd(name: name, value: String(header[header.index(after: colon)...]).trimmingCharacters(in: .whitespaces))
+        }
+        return shape
+    }
+
+    func send(_ client: HTTPClient, _ shape: RequestShape, token: String?) async -> Outcome {
         var request = HTTPClientRequest(url: url)
-        request.method = HTTPMethod(rawValue: method.uppercased())
+        request.method = shape.method
+        request.headers = shape.headers
+        if let body = shape.body { request.body = .bytes(ByteBuffer(string: body)) }
         if let token { request.headers.add(name: "Authorization", value: "Bearer " + token) }
         do {
             let response = try await client.execute(request, timeout: .seconds(Int64(timeout)))
             _ = try? await response.body.collect(upTo: 1 << 20)
-            return Outcome(status: Int(response.status.code), label: String(response.status.code))
+            return Outcome(status: Int(response.status.code), label: String(response.status.code), headers: response.headers)
         } catch {
             return Outcome(status: nil, label: "error")
         }

@@ -1,8 +1,11 @@
+import DataPlane
 import Foundation
 import Gateway
 import Hummingbird
 import JOSE
 import Logging
+import NIOHTTP1
+import MCPResource
 import PortcullisTestSupport
 import Testing
 
@@ -89,5 +92,41 @@ struct AuditTests {
         #expect(refused.status == 2)
         #expect(refused.output.contains("did not accept the given token"))
         try await server.stop()
+    }
+
+    @Test("--mcp against the gateway's MCP route: every attack is POSTed as MCP's ping (its Accept, Content-Type and body reach the server for the valid token only), refused; the 401 names resource_metadata, whose document names this URL and the authorization server")
+    func mcpRoute() async throws {
+        let targets = RecordingUpstream.Targets()
+        let upstream = try await RecordingUpstream.start(recording: targets)
+        let port = try TestPostgres.freePort()
+        let publicURL = "http://127.0.0.1:\(port)"
+        var route = ProxyRoute(prefix: "/mcp/gh", upstream: "http://127.0.0.1:\(upstream.port)/mcp")
+        route.servesMCP = true
+        route.mcp = try #require(MCPResource(publicURL: publicURL, host: nil, pathPrefix: "/mcp/gh", scopes: [], ruleScopes: []))
+        let fixture = try await GatewayFixture { configuration in
+            configuration.port = port
+            configuration.publicURL = publicURL
+            configuration.routes = [route]
+        }
+        let token = try MCPRouteTests.token(fixture, audience: publicURL + "/mcp/gh")
+        let jwksPath = fixture.directory + "/jwks.json"
+        try Data(try await fixture.send(.GET, "/.well-known/jwks.json").raw.utf8).write(to: URL(fileURLWithPath: jwksPath))
+        let kid = try #require(fixture.keys.keySet.entries.first?.key.kid)
+        let (status, output) = try await runAudit(
+            [publicURL + "/mcp/gh", "--mcp", "--jwks", jwksPath, "--signing-key", fixture.directory + "/keys/\(kid).pem", "--timeout", "30"], token: token)
+        #expect(status == 0 && !output.contains("ACCEPTED") && !output.contains("PROBLEM"), "\(output)")
+        #expect(output.contains("mcp-challenge") && output.contains("401 names resource_metadata \(publicURL)/.well-known/oauth-protected-resource/mcp/gh"), "\(output)")
+        #expect(output.contains("its resource is the URL audited") && output.contains("authorization servers: http://127.0.0.1:8080"), "\(output)")
+        #expect(output.contains("MCP discovery: 3 ok, 0 problem(s)"), "\(output)")
+        #expect(targets.all == ["POST /mcp"], "only the valid token's ping reached the server: \(targets.all)")
+        #expect(!output.contains(token))
+
+        // Audited at an address that is not the one clients are given: discovery is a problem (exit 1).
+        let elsewhere = try await runAudit(["http://localhost:\(port)/mcp/gh", "--mcp", "--timeout", "30"], token: token)
+        #expect(elsewhere.status == 1 && elsewhere.output.contains("PROBLEM") && elsewhere.output.contains("another origin"), "\(elsewhere.output)")
+        let badHeader = try await runAudit([publicURL + "/mcp/gh", "--mcp", "--header", "Authorization: Bearer x"], token: token)
+        #expect(badHeader.status == 2 && badHeader.output.contains("cannot set Authorization"), "\(badHeader.output)")
+        try await fixture.stop()
+        try await upstream.stop()
     }
 }
