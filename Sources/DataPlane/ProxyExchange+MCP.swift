@@ -21,6 +21,7 @@ extension ProxyExchange {
     func admitMCP(_ policy: MCPCallPolicy, caller: AuthenticatedCaller, sessionID: String?) {
         guard !finished else { return }
         userID = caller.userID  // its line names the caller, whatever is decided
+        userName = plane.accessLog.userName(caller.claims)
         let call = MCPCallFields(clientID: caller.clientID, tenantID: caller.tenantID, decision: "allowed")
         guard Self.mcpMethods.contains(head.method), !webSocket else {
             mcpCall = call.deciding("method_not_allowed")

@@ -78,6 +78,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     var authenticatedByCookie = false
     /// The admitted caller's user id, for the access log line (`nil`: anonymous, or refused before).
     var userID: String?
+    /// The caller's name for the access log (`logging.access_user_name`), beside `userID`.
+    var userName: String?
     /// A COPY's or MOVE's `Destination`, decided and in the upstream's namespace (`WebDAVDestination`);
     /// the client's own never goes upstream.
     private var webDAVDestination: String?
@@ -318,6 +320,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         guard !finished, handler.context != nil, let pool = handler.pool, let headBuffers = handler.headBuffers else { return }
         self.pool = pool
         userID = caller?.userID
+        userName = caller.flatMap { plane.accessLog.userName($0.claims) }
         if webSocket {
             (tunnelCaller, tunnelSessionID) = (caller, sessionID)
             registerTunnel()
@@ -809,7 +812,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     private func recordAccessLine(status: Int, nanoseconds: Int64, mcp: MCPCallFields?) {
         plane.accessLog.record(
             requestID: requestID, method: head.method.rawValue, route: route.template, path: path, status: status, nanoseconds: nanoseconds,
-            protocol: head.version.major == 2 ? "HTTP/2" : head.version.minor == 0 ? "HTTP/1.0" : "HTTP/1.1", userID: userID, mcp: mcp)
+            protocol: head.version.major == 2 ? "HTTP/2" : head.version.minor == 0 ? "HTTP/1.0" : "HTTP/1.1", userID: userID, userName: userName,
+            mcp: mcp)
     }
 
     /// Closes the upstream's side of the exchange, whichever protocol (its answer is not wanted any more).

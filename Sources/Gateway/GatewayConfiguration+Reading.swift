@@ -2,6 +2,8 @@ import AuthorizationServer
 import ConfigurationReading
 import DataPlane
 import Foundation
+import JOSE
+import Observability
 import SecurityGuard
 import TrafficCop
 import TrustedIssuers
@@ -91,6 +93,12 @@ extension GatewayConfiguration {
         }
         try configuration.checkCookieDomain()
         try configuration.checkRoutes(configuration.routes)
+        if let value = try values.string("logging.access_user_name") {
+            guard let parsed = AccessLogUserName(rawValue: value) else {
+                throw ConfigurationError(key: "logging.access_user_name", "must be username, email or none, not \"\(JSONValue.clip(value))\"")
+            }
+            configuration.accessLogUserName = parsed
+        }
         // admin.port is read (and checked) even with the listener off, so a file keeping it is still good.
         let adminPort = try values.int("admin.port", in: 0...65_535)
         if let value = try values.string("admin.host") { configuration.adminHost = value }

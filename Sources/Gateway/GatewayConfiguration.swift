@@ -3,6 +3,7 @@ import DataPlane
 import EdgeHTTP
 import Foundation
 import HTTPTypes
+import Observability
 import ProviderLogin
 import TrafficCop
 import TrustedIssuers
@@ -67,6 +68,8 @@ public struct GatewayConfiguration: Sendable, Equatable {
     public var browserSessions = BrowserSessionSettings()
     /// Where a provider login may return to (`gateway.login_return_origins`), exact origins; empty: the public URL's own origin.
     public var loginReturnOrigins: [String] = []
+    /// How access-log lines name the person beside `user_id` (`logging.access_user_name`).
+    public var accessLogUserName = AccessLogUserName.username
 
     /// `public_url`, else `issuer`, without a trailing `/`.
     public var effectivePublicURL: String { (publicURL ?? issuer).trimmingTrailingSlash }

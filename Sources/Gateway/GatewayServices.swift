@@ -93,7 +93,9 @@ public struct GatewayServices: Sendable {
             ? nil : (try? DataPlane.upstreamTLSContext(caFile: configuration.upstreamCAFile)).map { ClientMetadataFetcher(hosts: metadataHosts, tls: $0) }
         routeTable = LiveRouteTable(RouteTable(routes: configuration.routes, allowedOrigins: configuration.allowedOrigins, publicHost: configuration.publicHost))
         self.providers = providers
-        self.accessLog = accessLog ?? AccessLog(logger: logger)
+        var accessLog = accessLog ?? AccessLog(logger: logger)
+        accessLog.userNames = configuration.accessLogUserName
+        self.accessLog = accessLog
         self.configuration = configuration
         self.store = store
         self.keys = keys

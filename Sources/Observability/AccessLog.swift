@@ -36,31 +36,47 @@ public struct AccessLog: Sendable {
     public static let label = "portcullis.access"
     private var label = AccessLog.label
 
+    /// How a line names its person beside `user_id` (`logging.access_user_name`).
+    public var userNames = AccessLogUserName.username
+
+    /// The name a line of this caller carries: `nil` when the log is off or names no one.
+    @inline(__always)
+    public func userName(_ claims: JSONObject) -> String? {
+        isEnabled ? userNames.name(in: claims) : nil
+    }
+
     /// Writes the line for one answered request; `path` without its query (credential-looking
     /// segments are redacted here, and nothing is done when the log is off).
     ///
     /// Concrete for the two spellings callers have (the data plane's `Substring`, the API's
     /// `String`): a generic entry point called from another module would run unspecialised.
     ///
-    /// - Parameter userID: the admitted caller's user id (the gateway's stable id, never a token
-    ///   or a session id), written as `user_id` when there is one.
+    /// - Parameters:
+    ///   - userID: the admitted caller's user id (the gateway's stable id, never a token or a
+    ///     session id), written as `user_id` when there is one.
+    ///   - userName: their name (`userName(_:)`), written as `user_name`, quoted in text lines.
     public func record(
         requestID: String, method: String, route: String, path: Substring, status: Int, nanoseconds: Int64, protocol version: String = "HTTP/1.1",
-        userID: String? = nil, mcp: MCPCallFields? = nil
+        userID: String? = nil, userName: String? = nil, mcp: MCPCallFields? = nil
     ) {
-        recordLine(requestID: requestID, method: method, route: route, path: path, status: status, nanoseconds: nanoseconds, version: version, userID: userID, mcp: mcp)
+        recordLine(
+            requestID: requestID, method: method, route: route, path: path, status: status, nanoseconds: nanoseconds, version: version, userID: userID,
+            userName: userName, mcp: mcp)
     }
 
     /// `record` for a path held as a `String`.
     public func record(
         requestID: String, method: String, route: String, path: String, status: Int, nanoseconds: Int64, protocol version: String = "HTTP/1.1",
-        userID: String? = nil
+        userID: String? = nil, userName: String? = nil
     ) {
-        recordLine(requestID: requestID, method: method, route: route, path: path, status: status, nanoseconds: nanoseconds, version: version, userID: userID, mcp: nil)
+        recordLine(
+            requestID: requestID, method: method, route: route, path: path, status: status, nanoseconds: nanoseconds, version: version, userID: userID,
+            userName: userName, mcp: nil)
     }
 
     private func recordLine(
-        requestID: String, method: String, route: String, path: some StringProtocol, status: Int, nanoseconds: Int64, version: String, userID: String?, mcp: MCPCallFields?
+        requestID: String, method: String, route: String, path: some StringProtocol, status: Int, nanoseconds: Int64, version: String, userID: String?, userName: String?,
+        mcp: MCPCallFields?
     ) {
         guard isEnabled else { return }
         switch output {
@@ -71,6 +87,7 @@ public struct AccessLog: Sendable {
                 "duration_ms": .stringConvertible(Double(nanoseconds / 1000) / 1000),
             ]
             if let userID { metadata["user_id"] = "\(userID)" }
+            if let userName { metadata["user_name"] = "\(userName)" }
             for (name, value) in mcp?.pairs ?? [] { metadata[name] = "\(value)" }
             logger.info("request", metadata: metadata)
         case .sink(let sink, .json):
@@ -98,6 +115,10 @@ public struct AccessLog: Sendable {
                 if let userID {
                     line.append(contentsOf: #","user_id":"#.utf8)
                     JSONWriter.appendString(userID, to: &line)
+                }
+                if let userName {
+                    line.append(contentsOf: #","user_name":"#.utf8)
+                    JSONWriter.appendString(userName, to: &line)
                 }
                 for (name, value) in mcp?.pairs ?? [] {
                     line.append(UInt8(ascii: ","))
@@ -130,6 +151,11 @@ public struct AccessLog: Sendable {
                 if let userID {
                     line.append(contentsOf: " user_id=".utf8)
                     line.append(contentsOf: userID.utf8)
+                }
+                // A name is the provider's or the operator's: quoted and escaped as JSON, so no line can be forged with it.
+                if let userName {
+                    line.append(contentsOf: " user_name=".utf8)
+                    JSONWriter.appendString(userName, to: &line)
                 }
                 // A name is the client's: quoted and escaped as JSON, so no line can be forged with it.
                 for (name, value) in mcp?.pairs ?? [] {

@@ -1,29 +1,33 @@
 import Foundation
-import NIOPosix
 import Synchronization
 
-/// A log sink that gathers lines in one buffer per thread and writes each buffer in one
-/// `write(2)` when it fills, when `flush()` is called (on a short timer, `AccessLogFlusher`)
-/// and at shutdown: the access log's counterpart of nginx's `access_log ... buffer=64k`.
+/// A log sink that gathers lines in one buffer and writes it in one `write(2)` when it fills,
+/// when `flush()` is called (on a short timer, `AccessLogFlusher`) and at shutdown: the access
+/// log's counterpart of nginx's `access_log ... buffer=64k`.
 ///
-/// Lines are never dropped: a full buffer is written by the thread that filled it, and
-/// `flush()` writes every thread's buffer. Lines from one thread keep their order; lines
-/// from different threads interleave by buffer, as nginx's workers' do. What a `kill -9`
-/// interrupts is lost with the process, as in nginx; a graceful stop flushes first.
+/// Lines are written in the order they were appended, from every thread: an access line is
+/// appended when its request completes, so the log reads in completion order (per-thread
+/// buffers, as nginx's workers have, interleaved whole buffers, and a reader saw a request's
+/// line before the one that finished first). Lines are never dropped: a full buffer goes into
+/// an ordered queue of batches, and whoever writes drains the queue in order, one writer at a
+/// time. What a `kill -9` interrupts is lost with the process, as in nginx; a graceful stop
+/// flushes first.
 public final class BufferedLogSink: LogSink, Sendable {
-    /// One thread's pending lines.
-    private final class Pending: Sendable {
-        let bytes = Mutex<[UInt8]>([])
+    /// The lines not yet written: the buffer being filled, and full ones waiting in order.
+    private struct Pending {
+        var bytes: [UInt8] = []
+        var full: [[UInt8]] = []
     }
 
-    /// The size at which a thread's buffer is written without waiting for the timer.
+    /// The size at which the buffer is written without waiting for the timer.
     public let capacity: Int
     private let output: @Sendable ([UInt8]) -> Void
-    private let current = ThreadSpecificVariable<Pending>()
-    private let all = Mutex<[Pending]>([])
+    private let pending = Mutex(Pending())
+    /// Held while batches are written, so that two writers cannot reorder them.
+    private let writing = Mutex(())
 
     /// - Parameters:
-    ///   - capacity: bytes gathered per thread before a write (64 KiB, as nginx's `buffer=64k`).
+    ///   - capacity: bytes gathered before a write (64 KiB, as nginx's `buffer=64k`).
     ///   - output: where a batch goes; standard error by default.
     public init(capacity: Int = 64 * 1024, output: @escaping @Sendable ([UInt8]) -> Void = BufferedLogSink.standardError) {
         self.capacity = capacity
@@ -34,36 +38,37 @@ public final class BufferedLogSink: LogSink, Sendable {
         writeLine { $0.append(contentsOf: line.utf8) }
     }
 
-    /// Appends the line straight to this thread's buffer: nothing is allocated for it.
+    /// Appends the line straight to the buffer: nothing is allocated for it.
     public func writeLine(_ build: (inout [UInt8]) -> Void) {
-        let pending = pendingForThisThread()
-        let full = pending.bytes.withLock { bytes -> [UInt8]? in
-            build(&bytes)
-            bytes.append(0x0A)
-            guard bytes.count >= capacity else { return nil }
-            defer { bytes.removeAll(keepingCapacity: true) }
-            return bytes
+        let filled = pending.withLock { pending -> Bool in
+            build(&pending.bytes)
+            pending.bytes.append(0x0A)
+            guard pending.bytes.count >= capacity else { return false }
+            pending.full.append(pending.bytes)
+            pending.bytes = []
+            pending.bytes.reserveCapacity(capacity + 512)
+            return true
         }
-        if let full { output(full) }
+        if filled { drain() }
     }
 
-    /// Writes every thread's pending lines.
+    /// Writes every pending line.
     public func flush() {
-        for pending in all.withLock({ $0 }) {
-            let batch = pending.bytes.withLock { bytes -> [UInt8] in
-                defer { bytes.removeAll(keepingCapacity: true) }
-                return bytes
-            }
-            if !batch.isEmpty { output(batch) }
+        pending.withLock { pending in
+            guard !pending.bytes.isEmpty else { return }
+            pending.full.append(pending.bytes)
+            pending.bytes.removeAll(keepingCapacity: true)
         }
+        drain()
     }
 
-    private func pendingForThisThread() -> Pending {
-        if let pending = current.currentValue { return pending }
-        let pending = Pending()
-        current.currentValue = pending
-        all.withLock { $0.append(pending) }
-        return pending
+    /// Writes the queued batches, oldest first; one writer at a time.
+    private func drain() {
+        writing.withLock { _ in
+            while let batch = pending.withLock({ $0.full.isEmpty ? nil : $0.full.removeFirst() }) {
+                output(batch)
+            }
+        }
     }
 
     /// Writes a batch to standard error, all of it (a pipe may take it in parts).

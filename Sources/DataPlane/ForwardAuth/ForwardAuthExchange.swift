@@ -36,6 +36,7 @@ final class ForwardAuthExchange {
     private let started = ContinuousClock.now
     private var finished = false
     private var userID: String?
+    private var userName: String?
     /// `gateway.allowed_origins` of the table the decision was made on (CORS on its answer).
     private var allowedOrigins: Set<String> = []
     /// What the proxy named: the original request, its host field (when given once) and the family read.
@@ -273,6 +274,7 @@ final class ForwardAuthExchange {
         guard !finished else { return }
         // The access log names the caller admitted, as a proxied request's does; never one refused.
         userID = caller?.userID
+        userName = caller.flatMap { plane.accessLog.userName($0.claims) }
         let assertion: String
         do {
             assertion = try plane.runtime.assertions.assertion(
@@ -328,7 +330,7 @@ final class ForwardAuthExchange {
         plane.metrics.request(route: Self.path, method: head.method.rawValue, status: Int(status.code), nanoseconds: nanoseconds)
         plane.accessLog.record(
             requestID: requestID, method: head.method.rawValue, route: Self.path, path: Self.path, status: Int(status.code), nanoseconds: nanoseconds,
-            protocol: "HTTP/1.1", userID: userID)
+            protocol: "HTTP/1.1", userID: userID, userName: userName)
         handler.decisionFinished(closeConnection: close)
     }
 }

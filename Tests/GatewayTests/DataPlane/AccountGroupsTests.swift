@@ -37,6 +37,9 @@ struct AccountGroupsTests {
         #expect(try Self.groups(of: alice.accessToken) == ["admins", "staff"])
         let passed = try await Answer.request(.GET, fixture.baseURL + "/admin/x", bearer: alice.accessToken)
         #expect(passed.status == 200 && passed.receivedHeaders["x-remote-groups"] == ["admins,staff"], "\(passed.raw)")
+        // Its access line names her: the id, and the username (logging.access_user_name's default).
+        let line = await fixture.log.lines(containing: #""path":"/admin/x""#, #""user_name":"alice""#)
+        #expect(line.count == 1 && line[0].contains(#""user_id":"usr_"#), "\(fixture.log.text.suffix(600))")
         let bob = try await fixture.login("bob")
         #expect(try Self.groups(of: bob.accessToken).isEmpty)
         #expect(try await Answer.request(.GET, fixture.baseURL + "/admin/x", bearer: bob.accessToken).status == 403)

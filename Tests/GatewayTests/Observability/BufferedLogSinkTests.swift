@@ -1,5 +1,6 @@
 @testable import DataPlane
 @testable import EdgeHTTP
+import ConfigurationReading
 import Foundation
 @testable import Gateway
 import JOSE
@@ -9,7 +10,7 @@ import Observability
 import Synchronization
 import Testing
 
-@Suite("The buffered access log: gathered per thread, written in batches, never dropped")
+@Suite("The buffered access log: gathered in completion order, written in batches, never dropped")
 struct BufferedLogSinkTests {
     /// Collects the batches the sink writes.
     final class Batches: Sendable {
@@ -19,15 +20,28 @@ struct BufferedLogSinkTests {
         var lines: [String] { all.flatMap { String(decoding: $0, as: UTF8.self).split(separator: "\n").map(String.init) } }
     }
 
-    @Test("lines wait in their thread's buffer until flush; every line from four threads arrives once, each thread's in its order")
+    /// A value shared by the writing threads, under its own lock.
+    final class Shared<Value: Sendable>: Sendable {
+        let value: Mutex<Value>
+        init(_ value: Value) { self.value = Mutex(value) }
+    }
+
+    @Test("lines wait in the buffer until flush; every line from four threads arrives once, in the order they were appended (completion order), each thread's in its own order")
     func flushWritesEverything() async throws {
         let batches = Batches()
         let sink = BufferedLogSink(capacity: 1 << 20) { batches.append($0) }
+        let appended = Shared<[String]>([])
         try await withThrowingTaskGroup(of: Void.self) { group in
             for thread in 0..<4 {
                 group.addTask {
                     try await onOwnThread {
-                        for line in 0..<1_000 { sink.write("t\(thread) \(line)") }
+                        for line in 0..<1_000 {
+                            // The order they were appended in, as the sink saw it (under the same order of locks).
+                            appended.value.withLock { order in
+                                sink.write("t\(thread) \(line)")
+                                order.append("t\(thread) \(line)")
+                            }
+                        }
                     }
                 }
             }
@@ -37,13 +51,42 @@ struct BufferedLogSinkTests {
         sink.flush()
         let lines = batches.lines
         #expect(lines.count == 4_000)
-        #expect(batches.all.count == 4, "one write per thread's buffer")
+        #expect(lines == appended.value.withLock { $0 }, "one sequence in completion order, not one run per thread")
         for thread in 0..<4 {
             let mine = lines.filter { $0.hasPrefix("t\(thread) ") }
             #expect(mine == (0..<1_000).map { "t\(thread) \($0)" })
         }
         sink.flush()
-        #expect(batches.all.count == 4, "an empty buffer writes nothing")
+        #expect(batches.all.count == 1, "an empty buffer writes nothing")
+    }
+
+    @Test("full buffers filled by many threads at once are written in the order they filled: the lines read back in one increasing sequence")
+    func fullBuffersKeepTheirOrder() async throws {
+        let batches = Batches()
+        let sink = BufferedLogSink(capacity: 256) { batch in
+            batches.append(batch)
+            usleep(200)  // a slow write: another thread's full buffer waits, never overtakes
+        }
+        let counter = Shared(0)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<4 {
+                group.addTask {
+                    try await onOwnThread {
+                        for _ in 0..<500 {
+                            counter.value.withLock { next in
+                                sink.write("n\(next)")
+                                next += 1
+                            }
+                        }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        sink.flush()
+        let numbers = batches.lines.compactMap { Int($0.dropFirst()) }
+        #expect(numbers == Array(0..<2_000), "first difference at \(zip(numbers, 0...).first { $0 != $1 }.map { "\($0)" } ?? "none")")
+        #expect(batches.all.count > 10)
     }
 
     @Test("a buffer that reaches its capacity is written by the thread that filled it, without waiting for a flush")
@@ -112,6 +155,41 @@ struct BufferedLogSinkTests {
         let bytesLine = try StrictJSONReader().parseObject(Array(lines[0].utf8))
         let handlerLine = try StrictJSONReader().parseObject(Array(try #require(handlerLines.all.first).utf8))
         #expect(bytesLine.members.filter { $0.name != "ts" } == handlerLine.members.filter { $0.name != "ts" })
+    }
+
+    @Test("user_name beside user_id: the username (else the email), the email (else the username), or none, as logging.access_user_name says; a name with a quote or a newline stays one line, quoted in text; a long one is cut at 128 bytes")
+    func accessLineNamesThePerson() throws {
+        let alice: JSONObject = ["preferred_username": "alice", "email": "alice@example.com"]
+        #expect(AccessLogUserName.username.name(in: alice) == "alice" && AccessLogUserName.email.name(in: alice) == "alice@example.com")
+        #expect(AccessLogUserName.username.name(in: ["email": "bob@example.com"]) == "bob@example.com")
+        #expect(AccessLogUserName.email.name(in: ["preferred_username": "carol"]) == "carol")
+        #expect(AccessLogUserName.none.name(in: alice) == nil && AccessLogUserName.username.name(in: [:]) == nil)
+        #expect(AccessLogUserName.username.name(in: ["preferred_username": .string(String(repeating: "x", count: 500))])?.utf8.count == 128)
+        let batches = Batches()
+        let sink = BufferedLogSink(capacity: 1 << 20) { batches.append($0) }
+        let hostile = "eve\" status=200 user_id=usr_admin\nforged"
+        AccessLog(sink: sink, format: .text).record(
+            requestID: "a", method: "GET", route: "/app/**", path: "/app/x", status: 403, nanoseconds: 1_000, userID: "usr_eve", userName: hostile)
+        AccessLog(sink: sink, format: .json).record(
+            requestID: "b", method: "GET", route: "/app/**", path: "/app/x", status: 200, nanoseconds: 1_000, userID: "usr_a", userName: "alice")
+        sink.flush()
+        let lines = batches.lines
+        #expect(lines.count == 2, "\(lines)")
+        #expect(lines[0].hasSuffix(#"user_id=usr_eve user_name="eve\" status=200 user_id=usr_admin\nforged" request"#), "\(lines[0])")
+        let object = try StrictJSONReader().parseObject(Array(lines[1].utf8))
+        #expect(object["user_name"] == "alice" && object["user_id"] == "usr_a")
+        let log = AccessLog(sink: sink, format: .json)
+        #expect(log.userName(alice) == "alice", "username by default")
+    }
+
+    @Test("logging.access_user_name reads username, email or none; another value stops start naming the key")
+    func userNameSetting() async throws {
+        #expect(try GatewayConfiguration(reading: try await RoutePolicyTests.load("logging:\n  access_user_name: email\n")).accessLogUserName == .email)
+        #expect(try GatewayConfiguration(reading: try await RoutePolicyTests.load("logging:\n  format: text\n")).accessLogUserName == .username)
+        let error = await #expect(throws: ConfigurationError.self) {
+            _ = try GatewayConfiguration(reading: try await RoutePolicyTests.load("logging:\n  access_user_name: fullname\n"))
+        }
+        #expect(error?.key == "logging.access_user_name")
     }
 
     /// A sink that keeps whole lines (for the log handler's side of a comparison).
