@@ -16,11 +16,16 @@ extension DataPlane {
 
     /// The refusal `route`'s policy gives `caller` (counted in the metrics), or `nil`: from the
     /// verified token's claims (the cache holds them), before any session read.
-    func policyRefusal(_ route: Route, caller: AuthenticatedCaller, hasSession: Bool) -> GatewayError? {
+    ///
+    /// What would have passed (a claim rule's) goes to the log under `requestID`, never to the caller.
+    func policyRefusal(_ route: Route, caller: AuthenticatedCaller, hasSession: Bool, requestID: String) -> GatewayError? {
         guard let policy = route.policy,
             let refusal = policy.refusal(claims: caller.claims, tenantID: caller.tenantID, issuer: caller.external?.issuer, hasSession: hasSession)
         else { return nil }
         metrics.policyRefused()
+        if let detail = refusal.detail {
+            logger.notice("route refused", metadata: ["request_id": "\(requestID)", "route": "\(route.template)", "user_id": "\(caller.userID)", "why": "\(detail)"])
+        }
         return GatewayError(refusedBy: refusal)
     }
 

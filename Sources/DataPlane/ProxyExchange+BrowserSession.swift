@@ -86,7 +86,7 @@ extension ProxyExchange {
             return fail(refusal)
         }
         let caller = session.caller
-        if let refusal = plane.policyRefusal(route, caller: caller, hasSession: true) {
+        if let refusal = plane.policyRefusal(route, caller: caller, hasSession: true, requestID: requestID) {
             // Signed in and refused: a page saying so, never a redirect to sign in again (which would loop).
             return failSignedIn(refusal)
         }

@@ -283,7 +283,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     private func authenticated(_ caller: AuthenticatedCaller) {
         guard !finished else { return }
         // The route's policy, from the verified token's claims (the cache holds them): before any session read.
-        if let refusal = plane.policyRefusal(route, caller: caller, hasSession: fields.sessionID != nil) { return fail(refusal) }
+        if let refusal = plane.policyRefusal(route, caller: caller, hasSession: fields.sessionID != nil, requestID: requestID) { return fail(refusal) }
         guard let named = fields.sessionID else { return proceed(caller, sessionID: nil) }
         let sessionID: String
         do {

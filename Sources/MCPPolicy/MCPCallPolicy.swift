@@ -138,7 +138,7 @@ public struct MCPCallPolicy: Sendable, Equatable {
                 .init(
                     code: "mcp_\(kind)_refused",
                     message: "the \(kind) \(MCPRequestHeaders.printable(name)) is not open to you through this gateway; its operator can say why (the answer's X-Request-Id)",
-                    detail: refusal.message.replacingOccurrences(of: "this route", with: "this \(kind)")))
+                    detail: (refusal.detail ?? refusal.message).replacingOccurrences(of: "this route", with: "this \(kind)")))
         }
         let granted = claims["scope"]?.stringValue ?? ""
         let held = Set(granted.split(separator: " ").map(String.init))

@@ -83,7 +83,18 @@ public struct RoutePolicy: Sendable, Equatable {
         public let requirement: String
         /// For `scopes`: the route's scopes (RFC 6750 3.1's `scope=`).
         public let scopes: [String]
+        /// What the caller is told.
         public let message: String
+        /// What would have passed, for the operator's log alone: a claim rule's claims and values
+        /// (told to the caller they would teach anyone the rule to forge for); `nil` when `message` says it all.
+        public let detail: String?
+
+        public init(requirement: String, scopes: [String], message: String, detail: String? = nil) {
+            self.requirement = requirement
+            self.scopes = scopes
+            self.message = message
+            self.detail = detail
+        }
     }
 
     /// Whether the space-separated `list` has `item` as one of its items, read over the bytes in
@@ -116,7 +127,8 @@ public struct RoutePolicy: Sendable, Equatable {
         if !anyOf.isEmpty, !anyOf.contains(where: { $0.holds(in: claims) }) {
             return Refusal(
                 requirement: "any_of", scopes: [],
-                message: "this route needs one of: " + anyOf.map { "\($0.claim) containing \($0.value)" }.joined(separator: ", "))
+                message: "this route is not open to you through this gateway; its operator can say why (the answer's X-Request-Id)",
+                detail: "this route needs one of: " + anyOf.map { "\($0.claim) containing \($0.value)" }.joined(separator: ", "))
         }
         if let tenants, !tenants.contains(tenantID) {
             return Refusal(requirement: "tenants", scopes: [], message: "this route is not open to the token's tenant")

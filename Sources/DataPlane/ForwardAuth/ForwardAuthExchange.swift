@@ -144,7 +144,7 @@ final class ForwardAuthExchange {
     /// The route's policy, then the session the request names (in memory, else the Runtime's answer).
     private func authenticated(_ caller: AuthenticatedCaller, route: DataPlane.Route) {
         guard !finished else { return }
-        if let refusal = plane.policyRefusal(route, caller: caller, hasSession: fields.sessionID != nil) { return fail(refusal) }
+        if let refusal = plane.policyRefusal(route, caller: caller, hasSession: fields.sessionID != nil, requestID: requestID) { return fail(refusal) }
         guard let named = fields.sessionID else { return allow(route: route, caller: caller, sessionID: nil) }
         let sessionID: String
         do {
@@ -243,7 +243,7 @@ final class ForwardAuthExchange {
         {
             return fail(refusal)
         }
-        if let refusal = plane.policyRefusal(route, caller: caller, hasSession: true) { return fail(refusal) }
+        if let refusal = plane.policyRefusal(route, caller: caller, hasSession: true, requestID: requestID) { return fail(refusal) }
         allow(route: route, caller: caller, sessionID: sessionID)
     }
 

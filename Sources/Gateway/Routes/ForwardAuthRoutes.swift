@@ -89,6 +89,7 @@ struct ForwardAuthRoutes: Sendable {
             let refusal = policy.refusal(claims: caller.claims, tenantID: caller.tenantID, issuer: caller.external?.issuer, hasSession: sessionHeader != nil)
         {
             metrics.policyRefused()
+            logRefusal(refusal, route: route, caller: caller)
             throw GatewayError(refusedBy: refusal)
         }
         var sessionID: String? = nil
@@ -153,10 +154,17 @@ struct ForwardAuthRoutes: Sendable {
         }
         if let policy = route.policy, let refusal = policy.refusal(claims: caller.claims, tenantID: caller.tenantID, issuer: caller.external?.issuer, hasSession: true) {
             metrics.policyRefused()
+            logRefusal(refusal, route: route, caller: caller)
             throw GatewayError(refusedBy: refusal)
         }
         let assertion = try assertion(for: route, caller: RuntimeCaller(caller, sessionID: session.record.sessionID))
         return Response(status: .ok, headers: Self.identityFields(assertion: assertion, caller: caller, route: route, appCookie: Self.appCookie(request)))
+    }
+
+    /// What would have passed (a claim rule's), for the operator's log alone.
+    private func logRefusal(_ refusal: RoutePolicy.Refusal, route: DataPlane.Route, caller: AuthenticatedCaller) {
+        guard let detail = refusal.detail else { return }
+        browser.logger.notice("route refused", metadata: ["route": "\(route.template)", "user_id": "\(caller.userID)", "why": "\(detail)"])
     }
 
     /// A 200's fields (`ForwardAuthAnswer`, which the event loop's decisions answer with too).

@@ -190,7 +190,7 @@ struct RoutePolicyTests {
         #expect(RoutePolicy.ClaimRule(path: Array(repeating: "a", count: 9).joined(separator: "."), contains: "x") == nil)
     }
 
-    @Test("through the real gateway: a policy of scopes, a claim rule, a tenant and an issuer admits a provider token that holds them all, and refuses each that misses one with 403 insufficient_scope naming the requirement (scope= for scopes), never reaching the upstream; methods outside the list are 405 with Allow")
+    @Test("through the real gateway: a policy of scopes, a claim rule, a tenant and an issuer admits a provider token that holds them all, and refuses each that misses one with 403 insufficient_scope naming the requirement (scope= for scopes; a claim rule's claims and values only in the log, under the request id), never reaching the upstream; methods outside the list are 405 with Allow")
     func policyOnTheDataPlane() async throws {
         let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
         let targets = RecordingUpstream.Targets()
@@ -227,6 +227,13 @@ struct RoutePolicyTests {
             #expect(challenge.contains("error=\"insufficient_scope\""), "\(name): \(challenge)")
             #expect(challenge.contains("scope=\"billing:read\"") == (requirement == "scopes"), "\(name): \(challenge)")
             #expect(!answer.raw.contains("ops") && !answer.raw.contains("openid"), "\(name): the caller's claims are never echoed")
+            if requirement == "any_of" {
+                // Nor the rule's: what would pass is the operator's to read, under the answer's request id.
+                #expect(!answer.raw.contains("finance") && !answer.raw.contains("billing-admin") && !answer.raw.contains("groups"), "\(name): \(answer.raw)")
+                let requestID = try #require(answer.headers["X-Request-Id"].first)
+                let why = await fixture.log.lines(containing: "route refused", requestID)
+                #expect(why.first?.contains("groups containing finance") == true, "\(name): \(why)")
+            }
         }
         #expect(targets.all.count == before, "no refused request reached the upstream")
         // A scope claim of another type is the token's fault (the access-token rules): 401, not 403.
