@@ -214,7 +214,7 @@ def main():
     listing = subprocess.run([os.path.join(WORK, "bin", "portcullis"), "keys", "list"], cwd=API_DIR, capture_output=True, text=True).stdout
     if not re.search(re.escape(active[0]) + r"\s+ES256\s+retired", listing) or len([l for l in listing.splitlines() if " active " in l]) != 1:
         fail(f"after keys.md's commands the old key is retired and another active: {listing}")
-    # The gateway watches its key directory ("key ring reloaded" in its log); logins are rate
+    # The gateway watches its key directory ("action=key ring changed" in its log); logins are rate
     # limited, so it logs in only once the reload was seen, and at most three times.
     for _ in range(100):
         if reloads() > reloads_before:
@@ -384,7 +384,7 @@ def stop_background():
 
 
 def reloads():
-    return open(os.path.join(WORK, "serve.log")).read().count("key ring reloaded")
+    return open(os.path.join(WORK, "serve.log")).read().count("key ring changed")
 
 
 def b64decode(part):

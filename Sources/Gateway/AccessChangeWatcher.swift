@@ -145,11 +145,14 @@ final class AccessChangeWatcher: Service, Sendable {
 
     func apply(_ changes: [AccessChange]) {
         var ended: [String] = []
+        // Streams closed for the tokens revoked since the last administrative action of the batch:
+        // an operator's revoke writes its tokens first, then the action.
+        var closedForTokens = 0
         for change in changes {
             switch change {
             case .tokenRevoked(let jti, let expiresAt):
                 revocations.remember(jti, expiresAt: expiresAt)
-                sockets.close(tokenID: jti, reason: "token revoked")
+                closedForTokens += sockets.close(tokenID: jti, reason: "token revoked")
             case .accountCutOff(let cutoff):
                 guard revocations.apply(cutoff) else { break }
                 let closed = cutoff.cause == .enabled ? 0 : sockets.close(userID: cutoff.userID, tenantID: cutoff.tenantID, reason: cutoff.cause.closeReason)
@@ -157,7 +160,10 @@ final class AccessChangeWatcher: Service, Sendable {
             case .sessionEnded(let sessionID):
                 ended.append(sessionID)
             case .keyRingChanged:
-                break  // KeyRingReloader wakes on the same signal and reloads
+                break  // KeyRingReloader wakes on the same signal and reloads (and logs what it loaded)
+            case .administrativeAction(let action):
+                logAdministrativeAction(action, closed: closedForTokens)
+                closedForTokens = 0
             case .unknown:
                 break  // a newer version's kind: the periodic sync applies what its rows changed
             }
@@ -186,6 +192,30 @@ final class AccessChangeWatcher: Service, Sendable {
                     "action": "\(cutoff.cause.rawValue)", "user_id": "\(cutoff.userID)", "tenant_id": "\(cutoff.tenantID)", "user_name": "\(name ?? "-")",
                     "streams_and_sockets_ended": "\(closed)", "tokens_refused_before": "\(RFC3339.format(cutoff.notBefore))",
                 ])
+        }
+    }
+
+    /// The line for an operator's `oauth revoke` or `oauth remove-client`: what, the client, the
+    /// person (id and name) for a grant, and the streams this instance closed for its tokens.
+    func logAdministrativeAction(_ action: AdministrativeAction, closed: Int) {
+        let (logger, store) = (self.logger, revocations.store)
+        Task {
+            var metadata: Logger.Metadata = [
+                "action": "\(action.kind.rawValue)", "client_id": "\(action.clientID)", "streams_and_sockets_ended": "\(closed)",
+            ]
+            if let userID = action.userID {
+                let name: String? =
+                    if userID.hasPrefix("ext_") {
+                        try? await store.providerUser(id: userID).flatMap { $0.email ?? $0.username ?? $0.subject }
+                    } else {
+                        try? await store.user(id: userID, tenantID: action.tenantID ?? "").map(\.username)
+                    }
+                metadata["user_id"] = "\(userID)"
+                metadata["user_name"] = "\(name ?? "-")"
+                metadata["tenant_id"] = "\(action.tenantID ?? "-")"
+            }
+            if let resource = action.resource { metadata["resource"] = "\(resource)" }
+            logger.notice("administrative action applied", metadata: metadata)
         }
     }
 

@@ -26,7 +26,9 @@ public struct KeyRingReloader: Service {
         let ring = self.ring
         do {
             if try await NIOThreadPool.singleton.runIfActive({ try ring.reloadIfChanged() }) {
-                logger.info("key ring reloaded")
+                // An operator's `keys` command (or a hand edit): which keys now sign and verify.
+                let keys = ring.keySet.entries.map { "\($0.key.kid)=\($0.status.rawValue)" }.joined(separator: " ")
+                logger.notice("administrative action applied", metadata: ["action": "key ring changed", "keys": "\(keys)"])
             }
         } catch {
             logger.warning("key ring reload failed; keeping the previous keys", metadata: ["error": "\(error)"])

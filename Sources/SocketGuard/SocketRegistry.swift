@@ -162,8 +162,9 @@ public final class SocketRegistry: Sendable {
     }
 
     /// Closes the WebSocket tunnels and MCP streams opened with the token `tokenID` (it was revoked).
-    public func close(tokenID: String, code: UInt16 = 1008, reason: String) {
-        tunnels?.close(tokenID: tokenID, code: code, reason: reason)
+    @discardableResult
+    public func close(tokenID: String, code: UInt16 = 1008, reason: String) -> Int {
+        tunnels?.close(tokenID: tokenID, code: code, reason: reason) ?? 0
     }
 
     /// Asks every socket to close (the gateway is shutting down).

@@ -13,6 +13,8 @@ public enum AccessChange: Sendable, Equatable {
     case sessionEnded(sessionID: String)
     /// The shared key ring changed (`portcullis keys`): reload it now, not at the next poll.
     case keyRingChanged
+    /// An operator revoked a grant or removed a client: every instance logs it.
+    case administrativeAction(AdministrativeAction)
     /// A kind a newer version wrote, which this one does not know: read past (its version counts),
     /// never applied. The periodic sync still applies what the store's rows say.
     case unknown(kind: String)
@@ -35,7 +37,7 @@ public protocol AccessChangeFeed: Sendable {
     func latestAccessChangeVersion() async throws -> Int64
     /// Changes after `version`, oldest first, at most `limit`.
     func accessChanges(after version: Int64, limit: Int) async throws -> [VersionedAccessChange]
-    /// Records a change that has no row of its own (`keyRingChanged`), and signals it.
+    /// Records a change that has no row of its own (`keyRingChanged`, `administrativeAction`), and signals it.
     func recordAccessChange(_ change: AccessChange, now: Double) async throws
     /// Wakes when another process committed changes (PostgreSQL's LISTEN/NOTIFY), and once
     /// after every reconnection so the reader catches up; `nil` where the store cannot
@@ -51,6 +53,7 @@ extension AccessChange {
         case .accountCutOff(let cutoff): (cutoff.cause.feedKind, cutoff.userID, cutoff.tenantID, cutoff.notBefore)
         case .sessionEnded(let sessionID): ("session_ended", sessionID, nil, nil)
         case .keyRingChanged: ("key_ring_changed", "", nil, nil)
+        case .administrativeAction(let action): (action.kind.feedKind, action.subject, action.tenantID, nil)
         case .unknown(let kind): (kind, "", nil, nil)
         }
     }
@@ -64,6 +67,8 @@ extension AccessChange {
         default:
             if let cause = AccountCutoff.Cause.allCases.first(where: { $0.feedKind == kind }) {
                 self = .accountCutOff(AccountCutoff(userID: subject, tenantID: tenantID ?? "", notBefore: until ?? 0, cause: cause))
+            } else if let action = AdministrativeAction(kind: kind, subject: subject, tenantID: tenantID) {
+                self = .administrativeAction(action)
             } else {
                 self = .unknown(kind: kind)
             }

@@ -97,6 +97,10 @@ struct OAuthCommand: ParsableCommand {
                 Terminal.error("\(person.described) has no grant to \(client) at \(resource); `portcullis oauth grants --user \(person.userID)` lists theirs")
                 throw ExitCode(1)
             }
+            // Every instance logs it (the tokens it revoked are in the feed already).
+            try? await store.recordAccessChange(
+                .administrativeAction(AdministrativeAction(.grantRevoked, clientID: client, userID: person.userID, tenantID: person.tenantID, resource: resource)),
+                now: Date().timeIntervalSince1970)
             print("revoked: \(client) no longer acts for \(person.described) at \(resource)")
         }
     }
@@ -112,11 +116,13 @@ struct OAuthCommand: ParsableCommand {
         @OptionGroup var storage: UsersCommand.Storage
 
         func run() async throws {
-            let removed = try await storage.open().deleteOAuthClient(id: clientID, now: Date().timeIntervalSince1970)
+            let store = try await storage.open()
+            let removed = try await store.deleteOAuthClient(id: clientID, now: Date().timeIntervalSince1970)
             guard removed > 0 else {
                 Terminal.error("no registered client \(clientID); `portcullis oauth clients` lists them (a configured one goes from authorization_server.clients)")
                 throw ExitCode(1)
             }
+            try? await store.recordAccessChange(.administrativeAction(AdministrativeAction(.clientRemoved, clientID: clientID)), now: Date().timeIntervalSince1970)
             print("removed \(clientID), its grants and its refresh tokens")
         }
     }

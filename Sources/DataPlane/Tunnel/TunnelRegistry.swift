@@ -47,8 +47,9 @@ package final class TunnelRegistry: Sendable {
         close(code: code, reason: reason) { $0.userID == userID && $0.tenantID == tenantID }
     }
 
-    /// Closes the tunnels and streams opened with a token (it was revoked).
-    package func close(tokenID: String, code: UInt16 = 1008, reason: String) {
+    /// Closes the tunnels and streams opened with a token (it was revoked); how many.
+    @discardableResult
+    package func close(tokenID: String, code: UInt16 = 1008, reason: String) -> Int {
         close(code: code, reason: reason) { $0.tokenID == tokenID }
     }
 

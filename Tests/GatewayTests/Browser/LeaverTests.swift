@@ -211,4 +211,22 @@ struct LeaverTests {
             #expect(try await fixture.send(.GET, "/app/x", bearer: bearer).status == 401, "tokens from before the disable stay refused")
         }
     }
+
+    @Test("oauth revoke run beside the gateway leaves a structured line in its log: the action, the client, the person by id and name, and the streams it ended; the agent's token is refused")
+    func revokingAGrantIsLogged() async throws {
+        try await Self.withAgentGateway(provider: { $0.flow.withLock { $0.idTokenClaims = ["email": "erin@example.com", "email_verified": true] } }) { _, fixture, jar in
+            let (access, _) = try await Self.agentTokens(fixture, jar)
+            let grant = try #require(try await fixture.state.oauthGrants(userID: nil).first)
+            let revoked = try await runPortcullis(
+                ["oauth", "revoke", "--user", "erin@example.com", "--client", grant.clientID, "--resource", grant.resource, "--database", fixture.state.path])
+            #expect(revoked.status == 0, "\(revoked.output)")
+            let call = try await Answer.eventually(within: 3, { try await Self.toolCall(fixture, access) }, until: { $0.status == 401 })
+            #expect(call.status == 401, "\(call.raw)")
+            let applied = await fixture.log.lines(containing: "administrative action applied", "grant revoked")
+            #expect(applied.count == 1, "\(applied)")
+            let line = applied.first ?? ""
+            #expect(line.contains(grant.clientID) && line.contains(grant.resource) && line.contains("erin@example.com") && line.contains(grant.userID), "\(line)")
+            #expect(line.contains("streams_and_sockets_ended"), "\(line)")
+        }
+    }
 }
