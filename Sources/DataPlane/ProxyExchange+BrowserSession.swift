@@ -144,8 +144,12 @@ extension ProxyExchange {
     /// A refusal of a signed-in browser: a page for a navigation, JSON for anything else.
     func failSignedIn(_ error: GatewayError) {
         guard BrowserSessionGate.isNavigation(head) else { return fail(error) }
-        // The person may be signed in as the wrong account: the sign-out page, back here afterwards.
-        let signOut = "/.portcullis/sign_out?rd=" + BrowserSessionGate.percentEncoded(head.uri)
+        // The person may be signed in as the wrong account: the sign-out page, back here afterwards
+        // (without a credential-looking query parameter, as sign-in's return; the root if too long).
+        var back = String(path)
+        if let kept = RequestTarget.queryWithoutCredentials(query) { back += "?" + kept }
+        if back.utf8.count > 1_024 { back = path.utf8.count > 1_024 ? "/" : String(path) }
+        let signOut = "/.portcullis/sign_out?rd=" + BrowserSessionGate.percentEncoded(back)
         let page = RefusalPage.html(title: "Not allowed", message: error.message, signOutLink: signOut)
         answer(status: HTTPResponseStatus(statusCode: error.status.code), contentType: "text/html; charset=utf-8", body: ByteBuffer(string: page),
             extra: [("Cache-Control", "no-store"), ("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")])

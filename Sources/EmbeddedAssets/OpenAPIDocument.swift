@@ -927,6 +927,30 @@ package enum OpenAPIDocument {
             "431": {$ref: "#/components/responses/HeadersTooLarge"}
             "503": {$ref: "#/components/responses/Unavailable"}
       /.portcullis/sign_out:
+        get:
+          tags: [browser]
+          operationId: browserSignOutPage
+          summary: The page that offers the sign-out; never a sign-out itself.
+          description: |
+            Signed in: who, what signing out ends (this browser's session, every agent's access made
+            through it, the provider's session) and the button that posts the sign-out. With a
+            provider's session the button returns to `{public_url}/`, the post-logout redirect URI
+            registered at the provider; otherwise to rd. Not signed in: a page saying so, with a link
+            to sign in. An rd sign-in would not return to is a 400 page (`redirect_invalid`).
+          parameters:
+            - {name: rd, in: query, required: false, schema: {type: string, maxLength: 2048}}
+          responses:
+            "200":
+              description: The page.
+              content:
+                text/html: {schema: {type: string}}
+            "400":
+              description: rd cannot be used (an HTML page; `X-Portcullis-Error` names the code).
+              content:
+                text/html: {schema: {type: string}}
+            "429": {$ref: "#/components/responses/RateLimited"}
+            "431": {$ref: "#/components/responses/HeadersTooLarge"}
+            "503": {$ref: "#/components/responses/Unavailable"}
         post:
           tags: [browser]
           operationId: browserSignOut

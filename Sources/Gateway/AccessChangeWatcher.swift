@@ -189,7 +189,7 @@ final class AccessChangeWatcher: Service, Sendable {
             logger.notice(
                 "administrative action applied",
                 metadata: [
-                    "action": "\(cutoff.cause.rawValue)", "user_id": "\(cutoff.userID)", "tenant_id": "\(cutoff.tenantID)", "user_name": "\(name ?? "-")",
+                    "action": "\(cutoff.cause.rawValue)", "user_id": "\(cutoff.userID)", "tenant_id": "\(cutoff.tenantID)", "user_name": "\(LogText.printable(name ?? "-"))",
                     "streams_and_sockets_ended": "\(closed)", "tokens_refused_before": "\(RFC3339.format(cutoff.notBefore))",
                 ])
         }
@@ -211,7 +211,7 @@ final class AccessChangeWatcher: Service, Sendable {
                         try? await store.user(id: userID, tenantID: action.tenantID ?? "").map(\.username)
                     }
                 metadata["user_id"] = "\(userID)"
-                metadata["user_name"] = "\(name ?? "-")"
+                metadata["user_name"] = "\(LogText.printable(name ?? "-"))"
                 metadata["tenant_id"] = "\(action.tenantID ?? "-")"
             }
             if let resource = action.resource { metadata["resource"] = "\(resource)" }

@@ -26,6 +26,8 @@ public enum AccessLogUserName: String, Sendable, CaseIterable {
         case .none: return nil
         }
         guard let chosen, !chosen.isEmpty else { return nil }
-        return chosen.utf8.count <= Self.maximumBytes ? chosen : String(decoding: chosen.utf8.prefix(Self.maximumBytes), as: UTF8.self)
+        // Printable whatever handler writes it (swift-log's text handler writes values as they are).
+        let cut = chosen.utf8.count <= Self.maximumBytes ? chosen : String(decoding: chosen.utf8.prefix(Self.maximumBytes), as: UTF8.self)
+        return LogText.printable(cut)
     }
 }

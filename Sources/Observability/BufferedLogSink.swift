@@ -59,15 +59,26 @@ public final class BufferedLogSink: LogSink, Sendable {
             pending.full.append(pending.bytes)
             pending.bytes.removeAll(keepingCapacity: true)
         }
-        drain()
+        drain(waiting: true)  // everything is out when flush returns (at shutdown, above all)
     }
 
     /// Writes the queued batches, oldest first; one writer at a time.
-    private func drain() {
-        writing.withLock { _ in
-            while let batch = pending.withLock({ $0.full.isEmpty ? nil : $0.full.removeFirst() }) {
-                output(batch)
-            }
+    ///
+    /// A thread that finds another writing leaves its batch to it (that writer empties the queue
+    /// before it lets go) rather than wait: an event loop never blocks behind another's `write(2)`.
+    /// A batch queued just as the writer let go waits for the next flush (within a second).
+    private func drain(waiting: Bool = false) {
+        if waiting {
+            writing.withLock { _ in writeQueued() }
+        } else {
+            _ = writing.withLockIfAvailable { _ in writeQueued() }
+        }
+    }
+
+    /// Writes and removes the queued batches in order (`writing` held).
+    private func writeQueued() {
+        while let batch = pending.withLock({ $0.full.isEmpty ? nil : $0.full.removeFirst() }) {
+            output(batch)
         }
     }
 

@@ -93,11 +93,10 @@ public struct AccountService: Sendable {
         return try await users.disableUser(tenantID: tenantID, username: username, now: clock.now())
     }
 
-    /// Gives an account a new password and signs it out everywhere (as `disable` does, without
-    /// disabling it). `nil` if there is no such account.
-    /// Adds and removes groups of an account (a name in both is removed). Taking a group away signs
-    /// the account out everywhere, since the tokens it holds carry the group; adding one changes
-    /// tokens issued from now (the person's next sign-in). `nil` if there is no such account.
+    /// Adds and removes groups of an account (a name in both is removed). Taking a group away cuts
+    /// the account's tokens and refresh tokens off, since they carry the group (the caller ends its
+    /// sessions with `SessionService.revokeAll`, as `users groups` does); adding one changes tokens
+    /// issued from now (the next login, refresh or sign-in). `nil` if there is no such account.
     public func setGroups(username: String, tenantID: String, adding: [String], removing: [String]) async throws -> (user: UserRecord, signedOut: Bool)? {
         let (adding, removing) = (try Self.checkedGroups(adding), try Self.checkedGroups(removing))
         guard let user = try await users.user(tenantID: tenantID, username: username) else { return nil }
@@ -117,6 +116,8 @@ public struct AccountService: Sendable {
         return Set(groups).sorted()
     }
 
+    /// Gives an account a new password and signs it out everywhere (as `disable` does, without
+    /// disabling it). `nil` if there is no such account.
     public func setPassword(username: String, tenantID: String, password: String) async throws -> UserRecord? {
         // A deleted account's tombstone (`deleted:...`) is no username: never found.
         guard Self.isValidName(username) else { return nil }

@@ -70,7 +70,8 @@ struct AuditCommand: AsyncParsableCommand {
         let algorithm = header["alg"]?.stringValue.flatMap(JWSAlgorithm.init(rawValue:))
         var publicKeys: [JWSKey] = []
         if let jwks {
-            guard let data = FileManager.default.contents(atPath: jwks) else { throw CLIError("cannot read the JWKS file \(jwks)") }
+            // Through a file handle: `--jwks <(curl ...)` names a pipe, which FileManager cannot read.
+            guard let data = FileHandle(forReadingAtPath: jwks).flatMap({ try? $0.readToEnd() }) else { throw CLIError("cannot read the JWKS file \(jwks)") }
             publicKeys = try KeySet.fromJWKS([UInt8](data)).entries.map(\.key)
         }
         if let publicKey {
@@ -85,12 +86,17 @@ struct AuditCommand: AsyncParsableCommand {
             signer = try JWSKey(pem: pem, algorithm: algorithm, kid: header["kid"]?.stringValue ?? "given")
         }
         let catalogue = try TokenAttackCatalogue.attacks(against: given, publicKeys: publicKeys, signingKey: signer, now: Date().timeIntervalSince1970)
-        let request = try requestShape()
+        var request = try requestShape()
 
         var configuration = HTTPClient.Configuration()
         configuration.redirectConfiguration = .disallow
         configuration.connectionPool.retryConnectionEstablishment = false
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        // An MCP server that keeps sessions answers 400 to a request outside one: open one first
+        // with the valid token, and send every request of the audit in it.
+        if mcp, request.headers["Mcp-Session-Id"].isEmpty {
+            await openMCPSession(client, &request, token: given)
+        }
         let baseline = await send(client, request, token: given)
         var results: [(name: String, summary: String, outcome: Outcome)] = []
         var discovery: [MCPDiscoveryAudit.Finding] = []
@@ -104,6 +110,11 @@ struct AuditCommand: AsyncParsableCommand {
         }
         try? await client.shutdown()
         guard baseline.accepted else {
+            if let status = baseline.status, status != 401, status != 403 {
+                throw CLIError(
+                    "the endpoint answered \(status) to the given token, which is not a refusal of it: the request itself may be wrong for this endpoint"
+                        + (mcp ? " (an MCP server may need --header for its session or protocol version)" : " (try --method, --header, --body, or --mcp for an MCP server)"))
+            }
             throw CLIError("the endpoint did not accept the given token (\(baseline.label)); give a token it accepts, or the results mean nothing")
         }
         var accepted = 0
@@ -152,6 +163,26 @@ struct AuditCommand: AsyncParsableCommand {
         var headers = HTTPHeaders()
         var accepted: Bool { status.map { (200..<300).contains($0) } ?? false }
     }
+
+    /// Streamable HTTP's `initialize` (then `notifications/initialized`) with the valid token: a
+    /// server that answers with `Mcp-Session-Id` gets it, and the protocol version asked for, on
+    /// every later request. A server that keeps no session answers without one: nothing changes.
+    func openMCPSession(_ client: HTTPClient, _ shape: inout RequestShape, token: String) async {
+        let version = shape.headers["MCP-Protocol-Version"].first ?? Self.mcpProtocolVersion
+        var initialize = shape
+        initialize.body =
+            #"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"\#(version)","capabilities":{},"clientInfo":{"name":"portcullis-audit","version":"1"}}}"#
+        let opened = await send(client, initialize, token: token)
+        guard opened.accepted, let session = opened.headers["Mcp-Session-Id"].first, !session.isEmpty else { return }
+        shape.headers.replaceOrAdd(name: "Mcp-Session-Id", value: session)
+        shape.headers.replaceOrAdd(name: "MCP-Protocol-Version", value: version)
+        var initialized = shape
+        initialized.body = #"{"jsonrpc":"2.0","method":"notifications/initialized"}"#
+        _ = await send(client, initialized, token: token)
+    }
+
+    /// The revision `--mcp` asks for when opening a session (`--header 'MCP-Protocol-Version: ...'` for another).
+    static let mcpProtocolVersion = "2025-11-25"
 
     /// What every request of the audit is, but its `Authorization`: method, headers and body.
     struct RequestShape {

@@ -30,7 +30,7 @@ struct MCPDiscoveryAudit {
                     summary: "without a token the answer must be 401 with WWW-Authenticate naming resource_metadata (MCP clients find the authorization server from it)")
             ]
         }
-        var findings = [Finding(name: "mcp-challenge", passed: true, status: 401, summary: "401 names resource_metadata \(metadataURL)")]
+        var findings = [Finding(name: "mcp-challenge", passed: true, status: 401, summary: "401 names resource_metadata \(UsersCommand.shown(JSONValue.clip(metadataURL, to: 200)))")]
         guard let origin = ReturnTarget.origin(of: metadataURL), origin == ReturnTarget.origin(of: url) else {
             findings.append(
                 Finding(
@@ -60,12 +60,12 @@ struct MCPDiscoveryAudit {
             findings.append(
                 Finding(
                     name: "mcp-resource-metadata", passed: false, status: status,
-                    summary: "its resource is \(resource.map { JSONValue.clip($0, to: 80) } ?? "missing"), not the URL audited: clients refuse a server whose metadata names another resource (RFC 9728 §3.3)"))
+                    summary: "its resource is \(resource.map { UsersCommand.shown(JSONValue.clip($0, to: 80)) } ?? "missing"), not the URL audited: clients refuse a server whose metadata names another resource (RFC 9728 §3.3)"))
         } else {
             findings.append(Finding(name: "mcp-resource-metadata", passed: true, status: status, summary: "its resource is the URL audited"))
         }
         if case .array(let servers)? = document["authorization_servers"], !servers.isEmpty, servers.allSatisfy({ $0.stringValue?.hasPrefix("https://") == true || $0.stringValue?.hasPrefix("http://") == true }) {
-            let names = servers.compactMap(\.stringValue).map { JSONValue.clip($0, to: 80) }.joined(separator: ", ")
+            let names = servers.compactMap(\.stringValue).map { UsersCommand.shown(JSONValue.clip($0, to: 80)) }.joined(separator: ", ")
             findings.append(Finding(name: "mcp-authorization-servers", passed: true, status: status, summary: "authorization servers: \(names)"))
         } else {
             findings.append(

@@ -162,7 +162,7 @@ struct UsersCommand: ParsableCommand {
                 let ended = try await SessionService(repository: state, configuration: RuntimeConfiguration()).revokeAll(userID: user.id, tenantID: user.tenantID)
                 print("\(user.username) in tenant \(user.tenantID) is now in \(now): signed out everywhere (\(ended) session(s) ended), since their tokens carried a group taken away")
             } else if user.groups == account.groups {
-                print("\(user.username) in tenant \(user.tenantID) is in \(now) already: nothing changed")
+                print("nothing changed: \(user.username) in tenant \(user.tenantID) is in \(now)")
             } else {
                 print("\(user.username) in tenant \(user.tenantID) is now in \(now): their next sign-in or refresh carries it")
             }

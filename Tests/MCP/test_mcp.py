@@ -394,16 +394,15 @@ async def sign_out(page):
     storage = await flow(page, client_metadata_url=None, expected_client="registered itself: unverified")
     await page.goto(GATEWAY + "/.portcullis/agents")
     content = await page.content()
-    check("ends the access of every agent you let act for you" in content and "revoke it above instead" in content,
+    check("ends the access of every agent you authorized while signed in here" in content and "revoke it above instead" in content,
           "the agents page says that signing out ends every agent's access, and offers revoking one instead")
     await page.click("#sign-out")
     await page.wait_for_url(re.compile(re.escape(os.environ["SSO"]) + "/logout"), timeout=10000)
     asked = urllib.parse.parse_qs(urllib.parse.urlsplit(page.url).query)
-    check(asked.get("post_logout_redirect_uri") == [GATEWAY + "/.portcullis/sign_out"] and "id_token_hint" in asked,
-          "the button signs out at the provider too (its end-session page, the form's redirect let through by the page's form-action)")
-    await page.click("a")
-    await page.wait_for_url(GATEWAY + "/.portcullis/sign_out", timeout=10000)
-    check("Signed out" in await page.title() and "not signed in" in await page.content(), "back at the gateway, a page says the browser is signed out")
+    check(asked.get("post_logout_redirect_uri") == [GATEWAY + "/"] and "id_token_hint" in asked,
+          "the button signs out at the provider too (its end-session page, the form's redirect let through by the page's form-action), back to the registered {public_url}/")
+    await page.goto(GATEWAY + "/.portcullis/sign_out")
+    check("Signed out" in await page.title() and "not signed in" in await page.content(), "the gateway's sign-out page says the browser is signed out")
     status, _, _ = raw("POST", "/mcp/tools", token=storage.tokens.access_token, body=b'{"jsonrpc":"2.0","id":1,"method":"ping"}',
                        headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
     check(status == 401, f"the agent's token is refused at once ({status})")

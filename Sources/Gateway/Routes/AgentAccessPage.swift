@@ -21,7 +21,7 @@ enum AgentAccessPage {
     /// - Parameters:
     ///   - signOut: what the page's sign-out control says it ends (`SignOutControl.consequences`),
     ///     and where its redirects go (the page's `form-action`).
-    static func page(_ entries: [Entry], person: String, nonce: String, notice: String? = nil, signOut: (consequences: String, formTargets: [String])) -> Response {
+    static func page(_ entries: [Entry], person: String, nonce: String, notice: String? = nil, signOut: SignOutControl.Shape) -> Response {
         let rows: String
         if entries.isEmpty {
             rows = "<p>No agent holds access for you.</p>"
@@ -56,8 +56,8 @@ enum AgentAccessPage {
                 \(message)
                 \(rows)
                 <h2>Sign out</h2>
-                <p>\(RefusalPage.escaped(signOut.consequences)) To stop one agent and stay signed in, revoke it above instead.</p>
-                \(SignOutControl.form(rd: SignOutControl.signedOutTarget))
+                <p>\(RefusalPage.escaped(SignOutControl.consequences(agents: signOut.agents, provider: signOut.provider))) To stop one agent and stay signed in, revoke it above instead.</p>
+                \(SignOutControl.form(rd: signOut.returnTo))
                 """)
         response.headers[.contentSecurityPolicy] = SignOutControl.policy(formTargets: signOut.formTargets)
         return response
@@ -102,7 +102,7 @@ extension AuthorizationServerRoutes {
             }
         return AgentAccessPage.page(
             entries, person: who, nonce: try Self.agentsNonce(cookieValue: cookieValue), notice: notice,
-            signOut: (SignOutControl.consequences(agents: control.agents, provider: control.provider), control.formTargets))
+            signOut: control)
     }
 
     /// `POST /.portcullis/agents/revoke`: withdraws one consent (its refresh and access tokens

@@ -308,29 +308,30 @@ struct BrowserSessionRoutes: Sendable {
             return SignInPages.failure(.badRequest, code: "redirect_invalid", message: "The page to return to after signing out cannot be used: \(error.message)")
         }
         guard let (session, _) = try await session(request, context) else { return SignOutControl.signedOut(rd: rd.target) }
-        let control = try await signOutControl(for: session, rd: rd.target)
-        return SignOutControl.confirmation(
-            person: Self.shownName(session.caller), agents: control.agents, provider: control.provider, rd: rd.target, formTargets: control.formTargets)
+        return SignOutControl.confirmation(person: Self.shownName(session.caller), try await signOutControl(for: session, rd: rd.target))
     }
 
     /// What a sign-out control for `session` shows and needs: how many agents hold access
-    /// through the person's consents, the provider they are signed out at too, and the origins
-    /// the sign-out's redirects reach (the provider's end-session page; `rd`'s, or the public
-    /// URL's for a path) for the page's `form-action`.
-    func signOutControl(for session: BrowserSession, rd: String) async throws -> (agents: Int, provider: String?, formTargets: [String]) {
+    /// through the person's consents, the provider they are signed out at too, where the button
+    /// returns to, and the origins its redirects reach (the page's `form-action`).
+    ///
+    /// With a provider's session the button returns to `{public_url}/`, not `rd`: the provider
+    /// sends the browser back only to a post-logout redirect URI registered with it, and that is
+    /// the one its guide registers (docs/guides/identity-provider.md).
+    func signOutControl(for session: BrowserSession, rd: String) async throws -> SignOutControl.Shape {
         let record = session.record
         let agents = try await store.oauthGrants(userID: record.userID).filter { $0.tenantID == record.tenantID }.count
-        var provider: String? = nil
-        var targets: [String] = []
+        var shape = SignOutControl.Shape(agents: agents, provider: nil, returnTo: rd, formTargets: [])
         if let signIn, let providerSession = try await store.providerSession(sessionID: record.sessionID), providerSession.userID == record.userID {
-            provider = signIn.directory.provider(named: providerSession.identity.provider)?.displayName
-            let back = rd.hasPrefix("/") ? publicURL + rd : rd
-            if let endSession = signIn.endSessionURL(providerSession, postLogoutRedirectURI: back), let origin = ReturnTarget.origin(of: endSession) {
-                targets.append(origin)
+            shape.provider = signIn.directory.provider(named: providerSession.identity.provider)?.displayName
+            if let endSession = signIn.endSessionURL(providerSession, postLogoutRedirectURI: publicURL + "/"), let origin = ReturnTarget.origin(of: endSession) {
+                shape.returnTo = "/"
+                shape.formTargets.append(origin)
             }
         }
-        if let origin = ReturnTarget.origin(of: rd.hasPrefix("/") ? publicURL : rd), !targets.contains(origin) { targets.append(origin) }
-        return (agents, provider, targets)
+        let back = shape.returnTo
+        if let origin = ReturnTarget.origin(of: back.hasPrefix("/") ? publicURL : back), !shape.formTargets.contains(origin) { shape.formTargets.append(origin) }
+        return shape
     }
 
     /// How the gateway's pages name a signed-in person: their username, else their email, else their id.

@@ -63,9 +63,18 @@ struct AccountGroupsTests {
         #expect(try Self.groups(of: bobsNext) == ["admins"])
         #expect(try await Answer.request(.GET, fixture.baseURL + "/admin/x", bearer: bobsNext).status == 200)
 
-        // Taken away: every token and session of alice's ends at once, her refresh token with them.
-        let removed = try #require(try await accounts.setGroups(username: "alice", tenantID: "default", adding: [], removing: ["admins"]))
-        #expect(removed.user.groups == ["staff"] && removed.signedOut)
+        // Without a provider, the sign-out page's button returns where it was asked to.
+        let offer = try await BrowserSessionTests.get(fixture, "/.portcullis/sign_out?rd=%2Fconsole%2F", jar, headers: BrowserSessionTests.navigation)
+        #expect(offer.status == 200 && offer.raw.contains("action=\"/.portcullis/sign_out?rd=%2Fconsole%2F\""), "\(offer.raw)")
+
+        // Taken away (the real command, beside the running gateway): every token and session of
+        // alice's ends at once, her browser's and her refresh token with them.
+        let command = try await runPortcullis(["users", "groups", "alice", "--remove", "admins", "--database", fixture.state.path])
+        #expect(command.status == 0 && command.output.contains("signed out everywhere"), "\(command.output)")
+        let removed = try #require(try await fixture.state.user(tenantID: "default", username: "alice"))
+        #expect(removed.groups == ["staff"])
+        let browserAfter = try await Answer.eventually(within: 3, { try await BrowserSessionTests.get(fixture, "/console/", jar) }) { $0.status != 200 }
+        #expect(browserAfter.status != 200, "the browser session carrying admins ended: \(browserAfter.status)")
         let cutOff = try await Answer.eventually(within: 5, { try await Answer.request(.GET, fixture.baseURL + "/admin/x", bearer: alice.accessToken) }) {
             $0.status == 401
         }
@@ -76,7 +85,7 @@ struct AccountGroupsTests {
         let again = try await fixture.login("alice")
         #expect(try Self.groups(of: again.accessToken) == ["staff"])
         #expect(try await Answer.request(.GET, fixture.baseURL + "/admin/x", bearer: again.accessToken).status == 403)
-        #expect(try await fixture.state.accountCutoffs(since: 0).first { $0.userID == removed.user.id }?.cause == .groupsChanged, "read back as what it was")
+        #expect(try await fixture.state.accountCutoffs(since: 0).first { $0.userID == removed.id }?.cause == .groupsChanged, "read back as what it was")
         // A bad name changes nothing.
         await #expect(throws: AccountError.self) { _ = try await accounts.setGroups(username: "alice", tenantID: "default", adding: ["a,b"], removing: []) }
         await #expect(throws: AccountError.self) { _ = try await accounts.setGroups(username: "alice", tenantID: "default", adding: ["has space"], removing: []) }

@@ -60,7 +60,7 @@ struct BufferedLogSinkTests {
         #expect(batches.all.count == 1, "an empty buffer writes nothing")
     }
 
-    @Test("full buffers filled by many threads at once are written in the order they filled: the lines read back in one increasing sequence")
+    @Test("full buffers filled by four threads at once, with a slow output, are written in the order they filled (a thread finding another writing leaves its batch to it): the lines read back in one increasing sequence")
     func fullBuffersKeepTheirOrder() async throws {
         let batches = Batches()
         let sink = BufferedLogSink(capacity: 256) { batch in
@@ -73,9 +73,13 @@ struct BufferedLogSinkTests {
                 group.addTask {
                     try await onOwnThread {
                         for _ in 0..<500 {
-                            counter.value.withLock { next in
-                                sink.write("n\(next)")
-                                next += 1
+                            // Numbered as the line is appended (under the sink's own lock): the order it was taken in.
+                            sink.writeLine { line in
+                                let next = counter.value.withLock { value in
+                                    defer { value += 1 }
+                                    return value
+                                }
+                                line.append(contentsOf: "n\(next)".utf8)
                             }
                         }
                     }

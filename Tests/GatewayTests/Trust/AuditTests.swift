@@ -1,6 +1,7 @@
 import DataPlane
 import Foundation
 import Gateway
+import HTTPTypes
 import Hummingbird
 import JOSE
 import Logging
@@ -94,10 +95,31 @@ struct AuditTests {
         try await server.stop()
     }
 
-    @Test("--mcp against the gateway's MCP route: every attack is POSTed as MCP's ping (its Accept, Content-Type and body reach the server for the valid token only), refused; the 401 names resource_metadata, whose document names this URL and the authorization server")
+    @Test("--mcp against the gateway's MCP route to a server that keeps sessions: a session is opened with the valid token, every attack is POSTed as MCP's ping in it (only the valid token's reaches the server), refused; the 401 names resource_metadata, whose document names this URL and the authorization server")
     func mcpRoute() async throws {
+        // An MCP server that keeps sessions, as FastMCP's does: outside one, 400.
         let targets = RecordingUpstream.Targets()
-        let upstream = try await RecordingUpstream.start(recording: targets)
+        let router = Router()
+        router.post("/mcp") { request, _ -> Response in
+            let body = String(buffer: try await request.body.collect(upTo: 1 << 16))
+            let method = body.contains("\"initialize\"") ? "initialize" : body.contains("notifications/initialized") ? "initialized" : "ping"
+            targets.append(method + " " + (request.headers[HTTPField.Name("Mcp-Session-Id")!] ?? "-") + " " + (request.headers[HTTPField.Name("MCP-Protocol-Version")!] ?? "-"))
+            if method == "initialize" {
+                return Response(
+                    status: .ok, headers: [.contentType: "application/json", HTTPField.Name("Mcp-Session-Id")!: "s-1"],
+                    body: .init(byteBuffer: ByteBuffer(string: #"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"t","version":"1"}}}"#)))
+            }
+            guard request.headers[HTTPField.Name("Mcp-Session-Id")!] == "s-1" else {
+                return Response(status: .badRequest, body: .init(byteBuffer: ByteBuffer(string: "Bad Request: Missing session ID")))
+            }
+            return method == "initialized"
+                ? Response(status: .accepted)
+                : Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: #"{"jsonrpc":"2.0","id":1,"result":{}}"#)))
+        }
+        let upstream = try await BackgroundServer.start { onPort in
+            Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                onServerRunning: { await onPort($0.localAddress?.port ?? 0) }, logger: Logger(label: "test.mcp-sessions"))
+        }
         let port = try TestPostgres.freePort()
         let publicURL = "http://127.0.0.1:\(port)"
         var route = ProxyRoute(prefix: "/mcp/gh", upstream: "http://127.0.0.1:\(upstream.port)/mcp")
@@ -118,7 +140,8 @@ struct AuditTests {
         #expect(output.contains("mcp-challenge") && output.contains("401 names resource_metadata \(publicURL)/.well-known/oauth-protected-resource/mcp/gh"), "\(output)")
         #expect(output.contains("its resource is the URL audited") && output.contains("authorization servers: http://127.0.0.1:8080"), "\(output)")
         #expect(output.contains("MCP discovery: 3 ok, 0 problem(s)"), "\(output)")
-        #expect(targets.all == ["POST /mcp"], "only the valid token's ping reached the server: \(targets.all)")
+        #expect(targets.all == ["initialize - -", "initialized s-1 2025-11-25", "ping s-1 2025-11-25"],
+                "a session opened with the valid token, then only its ping reached the server: \(targets.all)")
         #expect(!output.contains(token))
 
         // Audited at an address that is not the one clients are given: discovery is a problem (exit 1).
