@@ -184,10 +184,11 @@ struct UsersCommand: ParsableCommand {
     static func printAccounts(_ users: [UserRecord]) {
         guard !users.isEmpty else { return }
         func column(_ text: String, _ width: Int) -> String { text.padding(toLength: max(width, text.count + 1), withPad: " ", startingAt: 0) }
-        print(column("TENANT", 16) + column("USERNAME", 24) + column("STATUS", 10) + column("ID", 30) + "GROUPS")
+        // The id stays last (scripts take it with `awk '{print $NF}'`); groups are one field (joined by commas).
+        print(column("TENANT", 16) + column("USERNAME", 24) + column("STATUS", 10) + column("GROUPS", 20) + "ID")
         for user in users {
-            print(column(user.tenantID, 16) + column(user.username, 24) + column(user.disabled ? "disabled" : "enabled", 10) + column(user.id, 30)
-                + (user.groups.isEmpty ? "-" : user.groups.joined(separator: ",")))
+            print(column(user.tenantID, 16) + column(user.username, 24) + column(user.disabled ? "disabled" : "enabled", 10)
+                + column(user.groups.isEmpty ? "-" : user.groups.joined(separator: ","), 20) + user.id)
         }
     }
 
