@@ -9,7 +9,14 @@ cd "$(dirname "$0")/.."
 # At most 16 tests at once: all 500 at once on two cores starved set-ups past their contract
 # bounds (a fake provider's JWKS answered after the 3 s wait, 6.1 s against 6), failing tests
 # whose code had not changed; 16 keeps the cores busy without starving any one test.
-scripts/bounded.sh 1800 swift test --experimental-maximum-parallelization-width 16
+#
+# The suites that hold a latency contract across processes ("answered within a second" while
+# PostgreSQL is down; a stream ended within a second of a revocation) run alone afterwards: beside
+# 15 other tests on two cores, the scheduler's wait, not the gateway, decided them (a login
+# answered in 1.4-1.7 s in three of four full runs, in 0.3 s alone). Their bounds stay as they are.
+LATENCY_SUITES='PostgresFaultTests|MCPStreamEndTests'
+scripts/bounded.sh 1800 swift test --experimental-maximum-parallelization-width 16 --skip "$LATENCY_SUITES"
+scripts/bounded.sh 900 swift test --skip-build --filter "$LATENCY_SUITES"
 # 300 sockets through the full guard: each opens, a sample answers an intent, a logout closes all.
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 600 scripts/sockets.sh 300
 # The browser client and demo page in a real Chromium (skipped with a note when chromium is missing, never in CI).
