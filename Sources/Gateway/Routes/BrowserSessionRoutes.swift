@@ -300,7 +300,10 @@ struct BrowserSessionRoutes: Sendable {
     /// `GET /.portcullis/sign_out[?rd=URL]`: the page that says what signing out ends, with its
     /// button (the POST below); without a session, that the browser is signed out. Never a sign-out.
     func signOutPage(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
-        let query = try Self.query(request)
+        // A browser asked: a page says what is wrong, as sign-in's does.
+        guard let query = try? Self.query(request) else {
+            return SignInPages.failure(.badRequest, code: "invalid_request", message: "The address must name each parameter once, percent-encoded as UTF-8.")
+        }
         let rd: SignInRedirect
         do {
             rd = try checkedReturn(query["rd"] ?? SignOutControl.signedOutTarget)
