@@ -178,18 +178,13 @@ final class AccessChangeWatcher: Service, Sendable {
     /// the store knows them by), and how many of this instance's sockets, tunnels and MCP streams
     /// it ended. The name is looked up after the line's facts are settled, off the feed's path.
     func logAdministrativeAction(_ cutoff: AccountCutoff, closed: Int) {
-        let (logger, store) = (self.logger, revocations.store)
+        let logger = self.logger
         Task {
-            let name: String? =
-                if cutoff.userID.hasPrefix("ext_") {
-                    try? await store.providerUser(id: cutoff.userID).flatMap { $0.email ?? $0.username ?? $0.subject }
-                } else {
-                    try? await store.user(id: cutoff.userID, tenantID: cutoff.tenantID).map(\.username)
-                }
+            let name = await personName(userID: cutoff.userID, tenantID: cutoff.tenantID)
             logger.notice(
                 "administrative action applied",
                 metadata: [
-                    "action": "\(cutoff.cause.rawValue)", "user_id": "\(cutoff.userID)", "tenant_id": "\(cutoff.tenantID)", "user_name": "\(LogText.printable(name ?? "-"))",
+                    "action": "\(cutoff.cause.rawValue)", "user_id": "\(cutoff.userID)", "tenant_id": "\(cutoff.tenantID)", "user_name": "\(name)",
                     "streams_and_sockets_ended": "\(closed)", "tokens_refused_before": "\(RFC3339.format(cutoff.notBefore))",
                 ])
         }
@@ -198,25 +193,32 @@ final class AccessChangeWatcher: Service, Sendable {
     /// The line for an operator's `oauth revoke` or `oauth remove-client`: what, the client, the
     /// person (id and name) for a grant, and the streams this instance closed for its tokens.
     func logAdministrativeAction(_ action: AdministrativeAction, closed: Int) {
-        let (logger, store) = (self.logger, revocations.store)
+        let logger = self.logger
         Task {
             var metadata: Logger.Metadata = [
                 "action": "\(action.kind.rawValue)", "client_id": "\(action.clientID)", "streams_and_sockets_ended": "\(closed)",
             ]
             if let userID = action.userID {
-                let name: String? =
-                    if userID.hasPrefix("ext_") {
-                        try? await store.providerUser(id: userID).flatMap { $0.email ?? $0.username ?? $0.subject }
-                    } else {
-                        try? await store.user(id: userID, tenantID: action.tenantID ?? "").map(\.username)
-                    }
                 metadata["user_id"] = "\(userID)"
-                metadata["user_name"] = "\(LogText.printable(name ?? "-"))"
+                metadata["user_name"] = "\(await personName(userID: userID, tenantID: action.tenantID ?? ""))"
                 metadata["tenant_id"] = "\(action.tenantID ?? "-")"
             }
             if let resource = action.resource { metadata["resource"] = "\(resource)" }
             logger.notice("administrative action applied", metadata: metadata)
         }
+    }
+
+    /// How an action's line names its person: an account's username, a provider user's email (else
+    /// their username or subject), printable; `-` when the store does not say.
+    func personName(userID: String, tenantID: String) async -> String {
+        let store = revocations.store
+        let name: String? =
+            if userID.hasPrefix("ext_") {
+                try? await store.providerUser(id: userID).flatMap { $0.email ?? $0.username ?? $0.subject }
+            } else {
+                try? await store.user(id: userID, tenantID: tenantID).map(\.username)
+            }
+        return LogText.printable(name ?? "-")
     }
 
     /// Asks the Runtime which sessions with open sockets, or vouched for by the ownership

@@ -3,6 +3,7 @@ import ConfigurationReading
 import Foundation
 import Gateway
 import JOSE
+import Observability
 import Runtime
 import SecurityGuard
 import StateSurface
@@ -171,14 +172,7 @@ struct UsersCommand: ParsableCommand {
 
     /// `text` as a terminal may show it: control and format characters (an escape sequence, a
     /// carriage return, a bidi override) each as `?`; a provider's subject is the provider's to choose.
-    static func shown(_ text: String) -> String {
-        String(String.UnicodeScalarView(text.unicodeScalars.map { scalar in
-            switch scalar.properties.generalCategory {
-            case .control, .format, .lineSeparator, .paragraphSeparator: "?"
-            default: scalar
-            }
-        }))
-    }
+    static func shown(_ text: String) -> String { LogText.printable(text) }
 
     /// The accounts as a table (nothing for none).
     static func printAccounts(_ users: [UserRecord]) {
