@@ -399,6 +399,7 @@ let package = Package(
             name: "GatewayTests",
             dependencies: [
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
                 "Gateway",
                 "AuthorizationServer",
                 "DataPlane",

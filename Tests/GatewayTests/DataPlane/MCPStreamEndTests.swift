@@ -157,24 +157,31 @@ struct MCPStreamEndTests {
         }
     }
 
-    @Test("ending access ends the work: the MCP server is sent notifications/cancelled for the request under way, with its Mcp-Session-Id and the gateway's assertion, and the request's upstream connection closes, both within a second; a client of 2026-07-28 (a closed stream is its cancellation) gets no notification, the connection closes all the same")
-    func endingAccessCancelsUpstreamWork() async throws {
+    @Test(
+        "ending access ends the work: the MCP server is sent notifications/cancelled for the request under way, with its Mcp-Session-Id and the gateway's assertion, and the request's upstream connection (HTTP/1.1) or stream (h2c, reset) closes, both within a second; a client of 2026-07-28 (a closed stream is its cancellation) gets no notification, the connection or stream closes all the same",
+        arguments: [false, true])
+    func endingAccessCancelsUpstreamWork(http2: Bool) async throws {
         let seen = EventStreamUpstream.Seen()
-        let upstream = try await EventStreamUpstream.start(seen: seen)
+        let upstream = try await EventStreamUpstream.start(seen: seen, http2: http2)
         let port = upstream.port
-        let fixture = try await GatewayFixture { configuration in configuration.routes = [try! MCPRouteTests.mcpRoute("/mcp/s", upstream: port, base: "")] }
+        let fixture = try await GatewayFixture { configuration in
+            var route = try! MCPRouteTests.mcpRoute("/mcp/s", upstream: port, base: "")
+            if http2 { route.upstreamProtocol = .h2c }
+            configuration.routes = [route]
+        }
         try await fixture.addUser("alice")
         defer { Task { try? await fixture.stop(); try? await upstream.stop() } }
-        for (version, notified) in [("2025-11-25", true), ("2026-07-28", false)] {
+        for (revision, notified) in [("2025-11-25", true), ("2026-07-28", false)] {
+            let version = revision + (http2 ? " over h2c" : "")
             let login = try await fixture.login("alice")
-            let (token, _) = try await Self.token(fixture, sessionID: login.sessionID, family: "fam_cancel_" + version)
+            let (token, _) = try await Self.token(fixture, sessionID: login.sessionID, family: "fam_cancel_" + revision)
             var request = HTTPClientRequest(url: fixture.baseURL + "/mcp/s")
             request.method = .POST
             request.headers.add(name: "Authorization", value: "Bearer " + token)
             request.headers.add(name: "Accept", value: "application/json, text/event-stream")
             request.headers.add(name: "Content-Type", value: "application/json")
-            request.headers.add(name: "Mcp-Session-Id", value: "mcp-session-" + version)
-            request.headers.add(name: "MCP-Protocol-Version", value: version)
+            request.headers.add(name: "Mcp-Session-Id", value: "mcp-session-" + revision)
+            request.headers.add(name: "MCP-Protocol-Version", value: revision)
             if !notified {
                 request.headers.add(name: "Mcp-Method", value: "tools/call")
                 request.headers.add(name: "Mcp-Name", value: "slow")
@@ -202,7 +209,7 @@ struct MCPStreamEndTests {
                 let body = try StrictJSONReader().parseObject(Array(cancellation.body.utf8))
                 #expect(body["method"] == "notifications/cancelled" && body["id"] == nil, "a notification: \(cancellation.body)")
                 #expect(body["params"]?.objectValue?["requestId"] == "call-7", "the request's own id: \(cancellation.body)")
-                #expect(cancellation.sessionID == "mcp-session-" + version && cancellation.hasAssertion, "as the request went")
+                #expect(cancellation.sessionID == "mcp-session-" + revision && cancellation.hasAssertion, "as the request went")
             } else {
                 #expect(cancellations.isEmpty, "2026-07-28: the closed stream is the cancellation")
             }

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import HummingbirdHTTP2
 import Logging
 import NIOCore
 import Synchronization
@@ -10,7 +11,8 @@ import Synchronization
 /// 150 ms apart, so an end asked for between them must wait for the event's end.
 ///
 /// A `notifications/cancelled` POST is answered 202 and recorded, with when a stream's client went
-/// away (its write failed): what an MCP server sees of a cancellation.
+/// away (its write failed): what an MCP server sees of a cancellation. With `http2` it speaks
+/// HTTP/2 with prior knowledge (h2c), where the client going away is its stream reset.
 enum EventStreamUpstream {
     /// What the stand-in saw of cancellations.
     final class Seen: Sendable {
@@ -25,7 +27,7 @@ enum EventStreamUpstream {
         var closedStreams: [ContinuousClock.Instant] { state.withLock { $0.closedStreams } }
     }
 
-    static func start(seen: Seen = Seen()) async throws -> BackgroundServer {
+    static func start(seen: Seen = Seen(), http2: Bool = false) async throws -> BackgroundServer {
         let router = Router()
         let handler: @Sendable (Request, BasicRequestContext) async throws -> Response = { request, _ in
             let body = String(buffer: try await request.body.collect(upTo: 1 << 20))
@@ -54,7 +56,7 @@ enum EventStreamUpstream {
         router.get("/", use: handler)
         return try await BackgroundServer.start { onPort in
             Application(
-                router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                router: router, server: http2 ? .plaintextHTTP2() : .http1(), configuration: .init(address: .hostname("127.0.0.1", port: 0)),
                 onServerRunning: { await onPort($0.localAddress?.port ?? 0) }, logger: Logger(label: "test.event-upstream"))
         }
     }
