@@ -20,8 +20,7 @@ extension ProxyExchange {
     /// and token, so that access ending while its body is still coming refuses it.
     func admitMCP(_ policy: MCPCallPolicy, caller: AuthenticatedCaller, sessionID: String?) {
         guard !finished else { return }
-        userID = caller.userID  // its line names the caller, whatever is decided
-        userName = plane.accessLog.userName(caller.claims)
+        nameInAccessLog(caller)  // its line names the caller, whatever is decided
         let call = MCPCallFields(clientID: caller.clientID, tenantID: caller.tenantID, decision: "allowed")
         guard Self.mcpMethods.contains(head.method), !webSocket else {
             mcpCall = call.deciding("method_not_allowed")

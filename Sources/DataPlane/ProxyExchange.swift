@@ -276,12 +276,14 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     func refused(_ error: any Error) {
         if let failure = error as? AuthenticationFailure {
             CallerAuthentication.record(failure, in: plane.metrics)
+            if let caller = failure.verifiedCaller { nameInAccessLog(caller) }
         }
         fail(GatewayError(answering: error))
     }
 
     private func authenticated(_ caller: AuthenticatedCaller) {
         guard !finished else { return }
+        nameInAccessLog(caller)
         // The route's policy, from the verified token's claims (the cache holds them): before any session read.
         if let refusal = plane.policyRefusal(route, caller: caller, hasSession: fields.sessionID != nil, requestID: requestID) { return fail(refusal) }
         guard let named = fields.sessionID else { return proceed(caller, sessionID: nil) }
@@ -308,6 +310,13 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         }
     }
 
+    /// The access line names the caller a verified token proves, admitted or refused after (by the
+    /// route's policy, the session's owner, revocation); never one an unverified token claims.
+    func nameInAccessLog(_ caller: AuthenticatedCaller) {
+        userID = caller.userID
+        userName = plane.accessLog.userName(caller.claims)
+    }
+
     // MARK: Upstream
 
     /// Forwards the request; `caller` is `nil` only on an `auth: none` route asked without a token
@@ -319,8 +328,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         }
         guard !finished, handler.context != nil, let pool = handler.pool, let headBuffers = handler.headBuffers else { return }
         self.pool = pool
-        userID = caller?.userID
-        userName = caller.flatMap { plane.accessLog.userName($0.claims) }
+        if let caller { nameInAccessLog(caller) }
         if webSocket {
             (tunnelCaller, tunnelSessionID) = (caller, sessionID)
             registerTunnel()

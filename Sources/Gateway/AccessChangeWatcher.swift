@@ -209,7 +209,8 @@ final class AccessChangeWatcher: Service, Sendable {
     }
 
     /// How an action's line names its person: an account's username, a provider user's email (else
-    /// their username or subject), printable; `-` when the store does not say.
+    /// their username or subject), printable; `-` when the store does not say, and for a person
+    /// deleted (`users delete` forgets their names; the id is what stays).
     func personName(userID: String, tenantID: String) async -> String {
         let store = revocations.store
         let name: String? =
@@ -218,6 +219,8 @@ final class AccessChangeWatcher: Service, Sendable {
             } else {
                 try? await store.user(id: userID, tenantID: tenantID).map(\.username)
             }
+        // A deleted account's row is a tombstone named `deleted:ID`: no name of the person's.
+        if let name, AccountCutoff.cause(username: name, disabled: false) == .deleted { return "-" }
         return LogText.printable(name ?? "-")
     }
 

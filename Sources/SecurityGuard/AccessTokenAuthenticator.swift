@@ -12,13 +12,20 @@ public enum AuthenticationFailure: Error, Sendable, Equatable {
     case refreshTokenGiven
     /// The verifier refused it.
     case invalid(TokenValidationError)
-    /// It was valid but has been revoked (logout, or its account was disabled).
-    case revoked
+    /// It was valid but has been revoked (logout, or its account was disabled). Carries the caller
+    /// its verified signature proves, for the access log's line of the refusal.
+    case revoked(AuthenticatedCaller)
     /// Its issuer is trusted but its keys cannot be had now (never fetched, too old, or not fetched
     /// in time for a new kid): 503, not 401.
     case issuerUnavailable(String)
     /// Valid, but it names a tenant its issuer may not produce: 403.
     case tenantNotAllowed(String)
+
+    /// Who a refused token was issued to, when its signature verified (a revoked token): the access
+    /// log names them, so a leaver's agent that keeps trying is seen as theirs, not as anonymous.
+    public var verifiedCaller: AuthenticatedCaller? {
+        if case .revoked(let caller) = self { caller } else { nil }
+    }
 
     /// One sentence a person can act on; never repeats the token.
     public var message: String {
@@ -195,7 +202,7 @@ public final class AccessTokenAuthenticator: Sendable {
             case .awaitingKeys: throw AuthenticationFailure.invalid(TokenValidationError(.unknownKey, "the issuer publishes no key with the token's kid"))
             }
         }
-        if try await revocations.isRevoked(caller) { throw AuthenticationFailure.revoked }
+        if try await revocations.isRevoked(caller) { throw AuthenticationFailure.revoked(caller) }
         return caller
     }
 
@@ -207,7 +214,7 @@ public final class AccessTokenAuthenticator: Sendable {
     public func authenticateInMemory(_ token: String?, resource: String? = nil) throws(AuthenticationFailure) -> AuthenticatedCaller? {
         guard case .caller(let caller) = try verified(token, resource: resource) else { return nil }
         guard let revoked = revocations.isRevokedInMemory(caller) else { return nil }
-        if revoked { throw .revoked }
+        if revoked { throw .revoked(caller) }
         return caller
     }
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import AuthorizationServer
 import ConfigurationReading
+import EdgeHTTP
 import Foundation
 import Gateway
 import JOSE
@@ -60,8 +61,17 @@ struct OAuthCommand: ParsableCommand {
                 print(person.map { "\($0.described) has granted nothing" } ?? "no grants yet")
                 return
             }
+            // Each person as `users` names them (name, id, tenant), looked up once each.
+            var named: [String: String] = [:]
             for grant in grants {
-                print("\(grant.userID) (tenant \(grant.tenantID))  \(grant.clientID) \"\(grant.clientName)\"  \(grant.resource)  scope: \(grant.scope.isEmpty ? "-" : grant.scope)  since \(Clients.day(grant.createdAt))")
+                let key = grant.tenantID + " " + grant.userID
+                if named[key] == nil {
+                    let found = person?.userID == grant.userID ? person : try await PersonLookup(store: store).person(id: grant.userID, tenantID: grant.tenantID)
+                    named[key] = found?.described ?? "\(grant.userID) (tenant \(UsersCommand.shown(grant.tenantID)))"
+                }
+                print(
+                    "\(named[key] ?? grant.userID)  \(grant.clientID) \"\(UsersCommand.shown(grant.clientName))\"  \(grant.resource)  scope: \(grant.scope.isEmpty ? "-" : grant.scope)  since \(Clients.day(grant.createdAt))"
+                )
             }
         }
     }
@@ -83,7 +93,7 @@ struct OAuthCommand: ParsableCommand {
         @Option(help: "The client id.")
         var client: String
 
-        @Option(help: "The MCP server's canonical URL (the grant's resource).")
+        @Option(help: "The MCP server's canonical URL (the grant's resource, as `oauth grants` lists it; a trailing / is ignored).")
         var resource: String
 
         @OptionGroup var storage: UsersCommand.Storage
@@ -91,6 +101,11 @@ struct OAuthCommand: ParsableCommand {
         func run() async throws {
             let store = try await storage.open()
             let person = try await PersonLookup(store: store, tenant: tenant).one(user)
+            // The resource as the grant holds it: the URL as typed, or with its trailing `/` taken or added.
+            let resource =
+                try await store.oauthGrants(userID: person.userID).first {
+                    $0.tenantID == person.tenantID && $0.clientID == client && $0.resource.trimmingTrailingSlash == self.resource.trimmingTrailingSlash
+                }?.resource ?? self.resource
             let removed = try await store.deleteOAuthGrant(
                 userID: person.userID, tenantID: person.tenantID, clientID: client, resource: resource, now: Date().timeIntervalSince1970)
             guard removed > 0 else {

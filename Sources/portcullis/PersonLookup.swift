@@ -53,6 +53,12 @@ struct PersonLookup {
         return (issuer == nil ? accounts.map(Person.account) : []) + external.map(Person.provider)
     }
 
+    /// The person with the gateway's id `userID`, for naming them beside it (`nil`: not found).
+    func person(id userID: String, tenantID: String) async throws -> Person? {
+        if userID.hasPrefix("ext_") { return try await store.providerUser(id: userID).map(Person.provider) }
+        return try await store.user(id: userID, tenantID: tenantID).map(Person.account)
+    }
+
     /// The one person `text` names; otherwise an error naming the candidates (printed as a table).
     func one(_ text: String) async throws -> Person {
         let found = try await matches(text)

@@ -59,7 +59,10 @@ struct Portcullis: AsyncParsableCommand {
             if exitCode(for: error) == .success {
                 exit(withError: error)  // --help, --version
             }
-            Terminal.error(fullMessage(for: error))
+            // ArgumentParser's own "Error: " would follow ours ("portcullis: error: Error: ...").
+            var message = fullMessage(for: error)
+            if message.hasPrefix("Error: ") { message.removeFirst("Error: ".count) }
+            Terminal.error(message)
             Glibc.exit(2)
         }
     }

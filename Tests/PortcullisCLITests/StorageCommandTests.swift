@@ -117,7 +117,7 @@ struct UsersFindTests {
 /// `portcullis oauth`: the authorization server's clients and grants, listed and revoked (issue 55).
 @Suite("portcullis oauth (the real binary)", .serialized)
 struct OAuthCommandTests {
-    @Test("oauth clients lists the configured and the self-registered clients; oauth grants lists what people allowed (all, or one person's); oauth revoke removes a grant and ends its refresh tokens, and says so when there is none; remove-client removes a registration")
+    @Test("oauth clients lists the configured and the self-registered clients; oauth grants lists what people allowed (all, or one person's), each person named as users names them; oauth revoke takes the resource with or without its trailing slash; oauth revoke removes a grant and ends its refresh tokens, and says so when there is none; remove-client removes a registration")
     func clientsAndGrants() async throws {
         let cli = try CLI()
         defer { cli.remove() }
@@ -148,12 +148,18 @@ struct OAuthCommandTests {
         // The person by their username, as an operator names them; or their id.
         let grants = try cli.run(["oauth", "grants", "--user", "alice"] + options)
         #expect(grants.status == 0 && grants.stdout.contains("dyn_agentexample") && grants.stdout.contains("https://auth.example.com/mcp/github") && grants.stdout.contains("scope: github"), "\(grants.stdout)")
+        // Each grant names its person as `users` does: the name, then the id and tenant.
+        #expect(grants.stdout.hasPrefix("alice (\(alice), tenant acme)  dyn_agentexample \"Agent X\""), "\(grants.stdout)")
+        #expect(try cli.run(["oauth", "grants"] + options).stdout.hasPrefix("alice (\(alice), tenant acme)  dyn_agentexample"))
         #expect(try cli.run(["oauth", "grants", "--user", alice] + options).stdout.contains("dyn_agentexample"))
         let bob = try cli.run(["oauth", "grants", "--user", "bob"] + options)
         #expect(bob.status == 0 && bob.stdout.contains("bob (usr_") && bob.stdout.contains("has granted nothing"), "\(bob.stdout)\(bob.stderr)")
         let nobody = try cli.run(["oauth", "grants", "--user", "carol"] + options)
         #expect(nobody.status != 0 && nobody.stderr.contains("no user matches carol"), "an unknown name says so, not 'granted nothing': \(nobody.stdout)\(nobody.stderr)")
-        let revoke = ["oauth", "revoke", "--user", "alice", "--tenant", "acme", "--client", "dyn_agentexample", "--resource", "https://auth.example.com/mcp/github"] + options
+        let missing = try cli.run(["oauth", "revoke", "--user", "alice"] + options)
+        #expect(missing.status != 0 && missing.stderr.hasPrefix("portcullis: error: Missing expected argument '--client"), "one Error:, ours: \(missing.stderr)")
+        // The resource with a trailing `/` names the same grant.
+        let revoke = ["oauth", "revoke", "--user", "alice", "--tenant", "acme", "--client", "dyn_agentexample", "--resource", "https://auth.example.com/mcp/github/"] + options
         let revoked = try cli.run(revoke)
         #expect(revoked.status == 0 && revoked.stdout.contains("revoked"), "\(revoked.stderr)")
         #expect(try await state.refreshToken(hash: "hx")?.revokedAt != nil, "the grant's refresh tokens end with it")

@@ -124,6 +124,7 @@ final class ForwardAuthExchange {
     private func refused(_ error: any Error) {
         if let failure = error as? AuthenticationFailure {
             CallerAuthentication.record(failure, in: plane.metrics)
+            if let caller = failure.verifiedCaller { nameInAccessLog(caller) }
         }
         failed(error)
     }
@@ -144,6 +145,7 @@ final class ForwardAuthExchange {
     /// The route's policy, then the session the request names (in memory, else the Runtime's answer).
     private func authenticated(_ caller: AuthenticatedCaller, route: DataPlane.Route) {
         guard !finished else { return }
+        nameInAccessLog(caller)
         if let refusal = plane.policyRefusal(route, caller: caller, hasSession: fields.sessionID != nil, requestID: requestID) { return fail(refusal) }
         guard let named = fields.sessionID else { return allow(route: route, caller: caller, sessionID: nil) }
         let sessionID: String
@@ -237,6 +239,7 @@ final class ForwardAuthExchange {
 
     private func admitSignedIn(_ caller: AuthenticatedCaller, sessionID: String, route: DataPlane.Route) {
         guard !finished else { return }
+        nameInAccessLog(caller)
         if let method = original?.method.rawValue, !["GET", "HEAD", "OPTIONS"].contains(method),
             let refusal = plane.browser.crossSiteRefusal(
                 origin: fields.origin, fetchSite: head.headers.first(name: "sec-fetch-site"), host: originalHost, allowedOrigins: route.allowedOrigins)
@@ -267,14 +270,19 @@ final class ForwardAuthExchange {
         fail(refusal)
     }
 
+    /// The access line names the caller a verified token or live session proves, admitted or
+    /// refused after (policy, cross-site rule, session's owner, revocation); never one unverified.
+    private func nameInAccessLog(_ caller: AuthenticatedCaller) {
+        userID = caller.userID
+        userName = plane.accessLog.userName(caller.claims)
+    }
+
     static let sessionForbidden = GatewayError(.forbidden, "session_forbidden", "the session belongs to another user or tenant")
 
     /// 200 with the assertion and the identity for the proxy to pass on.
     private func allow(route: DataPlane.Route, caller: AuthenticatedCaller?, sessionID: String?) {
         guard !finished else { return }
-        // The access log names the caller admitted, as a proxied request's does; never one refused.
-        userID = caller?.userID
-        userName = caller.flatMap { plane.accessLog.userName($0.claims) }
+        if let caller { nameInAccessLog(caller) }
         let assertion: String
         do {
             assertion = try plane.runtime.assertions.assertion(

@@ -182,7 +182,7 @@ struct BoundaryTests {
         try await fixture.stop()
     }
 
-    @Test("users delete while serving, from another process: the socket closes 1008 \"account deleted\"")
+    @Test("users delete while serving, from another process: the socket closes 1008 \"account deleted\", and the action's line names the person by id alone (their names are forgotten)")
     func deletionWhileServing() async throws {
         let fixture = try await GatewayFixture()
         try await fixture.addUser("alice")
@@ -198,6 +198,9 @@ struct BoundaryTests {
         #expect(transcript.close?.closeCode == .policyViolation)
         #expect(transcript.close?.reason == "account deleted")
         #expect(try await fixture.send(.GET, "/api/session/\(login.sessionID)", bearer: login.accessToken).status == 401)
+        // The action's line names the id that stays, never the tombstone's `deleted:` name.
+        let applied = await fixture.log.lines(containing: "administrative action applied", "account deleted")
+        #expect(applied.count == 1 && applied[0].contains(#""user_name":"-""#) && !applied[0].contains("deleted:usr_"), "\(applied)")
         try await fixture.stop()
     }
 

@@ -20,7 +20,7 @@ struct AccountGroupsTests {
         return values.compactMap(\.stringValue)
     }
 
-    @Test("an account's groups are in its login token and browser session; an admins-only route admits the admin and refuses the other; a group added reaches the next refresh; a group taken away signs the account out everywhere, and its next token lacks it")
+    @Test("an account's groups are in its login token and browser session; an admins-only route admits the admin and refuses the other; a group added reaches the next refresh; a group taken away signs the account out everywhere, and its next token lacks it; the access lines name the caller admitted, refused by the policy and refused as revoked, never one whose token did not verify")
     func groupsReachTokensAndRules() async throws {
         let upstream = try await RecordingUpstream.start()
         var admin = ProxyRoute(prefix: "/admin", upstream: "http://127.0.0.1:\(upstream.port)", policy: Self.adminsOnly)
@@ -43,6 +43,15 @@ struct AccountGroupsTests {
         let bob = try await fixture.login("bob")
         #expect(try Self.groups(of: bob.accessToken).isEmpty)
         #expect(try await Answer.request(.GET, fixture.baseURL + "/admin/x", bearer: bob.accessToken).status == 403)
+        // A caller refused after their token verified is named in the line of the refusal, too.
+        let refusedLine = await fixture.log.lines(containing: #""path":"/admin/x""#, #""status":403"#, #""user_name":"bob""#)
+        #expect(refusedLine.count == 1 && refusedLine[0].contains(#""user_id":"usr_"#), "\(fixture.log.text.suffix(600))")
+        // A token whose signature does not check names nobody: its claims are unproven.
+        var forged = Array(alice.accessToken)
+        forged[forged.count - 2] = forged[forged.count - 2] == "A" ? "B" : "A"
+        #expect(try await Answer.request(.GET, fixture.baseURL + "/admin/forged", bearer: String(forged)).status == 401)
+        let forgedLine = await fixture.log.lines(containing: #""path":"/admin/forged""#)
+        #expect(forgedLine.count == 1 && !forgedLine[0].contains("user_id") && !forgedLine[0].contains("user_name"), "\(forgedLine)")
 
         // The browser's sign-in with the account form carries them too.
         let signedIn = try await Answer.request(
@@ -79,6 +88,9 @@ struct AccountGroupsTests {
             $0.status == 401
         }
         #expect(cutOff.status == 401, "\(cutOff.raw)")
+        // The revoked token's refusal names her: a leaver's agent retrying is seen as theirs.
+        let revokedLine = await fixture.log.lines(containing: #""path":"/admin/x""#, #""status":401"#, #""user_name":"alice""#)
+        #expect(revokedLine.count == 1 && revokedLine[0].contains(removed.id), "\(fixture.log.text.suffix(600))")
         #expect(try await fixture.refresh(alice.refreshToken).status == 401)
         // A token minted in the cut-off's second is refused as well (iat has whole seconds): the next second's login.
         try await Task.sleep(for: .milliseconds(1100))
