@@ -86,6 +86,8 @@ extension ProxyExchange {
             return fail(refusal)
         }
         let caller = session.caller
+        // Named from here (the cookie's own site sent it): refused by the policy or admitted, the line is theirs.
+        nameInAccessLog(caller)
         if let refusal = plane.policyRefusal(route, caller: caller, hasSession: true, requestID: requestID) {
             // Signed in and refused: a page saying so, never a redirect to sign in again (which would loop).
             return failSignedIn(refusal)

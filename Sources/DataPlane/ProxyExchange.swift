@@ -76,7 +76,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     private(set) var finished = false
     /// The caller was signed in by the session cookie (not a token): its answer varies by `Cookie`.
     var authenticatedByCookie = false
-    /// The admitted caller's user id, for the access log line (`nil`: anonymous, or refused before).
+    /// The verified caller's user id, for the access log line (`nil`: anonymous, or refused before their token verified).
     var userID: String?
     /// The caller's name for the access log (`logging.access_user_name`), beside `userID`.
     var userName: String?

@@ -180,7 +180,8 @@ final class AccessChangeWatcher: Service, Sendable {
     func logAdministrativeAction(_ cutoff: AccountCutoff, closed: Int) {
         let logger = self.logger
         Task {
-            let name = await personName(userID: cutoff.userID, tenantID: cutoff.tenantID)
+            // A person deleted has no name left (`users delete` forgets them; the id stays).
+            let name = cutoff.cause == .deleted ? "-" : await personName(userID: cutoff.userID, tenantID: cutoff.tenantID)
             logger.notice(
                 "administrative action applied",
                 metadata: [
@@ -209,8 +210,7 @@ final class AccessChangeWatcher: Service, Sendable {
     }
 
     /// How an action's line names its person: an account's username, a provider user's email (else
-    /// their username or subject), printable; `-` when the store does not say, and for a person
-    /// deleted (`users delete` forgets their names; the id is what stays).
+    /// their username or subject), printable; `-` when the store does not say.
     func personName(userID: String, tenantID: String) async -> String {
         let store = revocations.store
         let name: String? =
@@ -219,8 +219,6 @@ final class AccessChangeWatcher: Service, Sendable {
             } else {
                 try? await store.user(id: userID, tenantID: tenantID).map(\.username)
             }
-        // A deleted account's row is a tombstone named `deleted:ID`: no name of the person's.
-        if let name, AccountCutoff.cause(username: name, disabled: false) == .deleted { return "-" }
         return LogText.printable(name ?? "-")
     }
 

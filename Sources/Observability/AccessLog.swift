@@ -52,7 +52,7 @@ public struct AccessLog: Sendable {
     /// `String`): a generic entry point called from another module would run unspecialised.
     ///
     /// - Parameters:
-    ///   - userID: the admitted caller's user id (the gateway's stable id, never a token or a
+    ///   - userID: the verified caller's user id, admitted or refused after verifying (the gateway's stable id, never a token or a
     ///     session id), written as `user_id` when there is one.
     ///   - userName: their name (`userName(_:)`), written as `user_name`, quoted in text lines.
     public func record(

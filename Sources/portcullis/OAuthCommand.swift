@@ -101,11 +101,10 @@ struct OAuthCommand: ParsableCommand {
         func run() async throws {
             let store = try await storage.open()
             let person = try await PersonLookup(store: store, tenant: tenant).one(user)
-            // The resource as the grant holds it: the URL as typed, or with its trailing `/` taken or added.
-            let resource =
-                try await store.oauthGrants(userID: person.userID).first {
-                    $0.tenantID == person.tenantID && $0.clientID == client && $0.resource.trimmingTrailingSlash == self.resource.trimmingTrailingSlash
-                }?.resource ?? self.resource
+            // The resource as the grant holds it: the URL as typed, else the one grant it names with its trailing `/` taken or added.
+            let theirs = try await store.oauthGrants(userID: person.userID).filter { $0.tenantID == person.tenantID && $0.clientID == client }
+            let alike = theirs.filter { $0.resource.trimmingTrailingSlash == self.resource.trimmingTrailingSlash }
+            let resource = theirs.contains { $0.resource == self.resource } || alike.count != 1 ? self.resource : alike[0].resource
             let removed = try await store.deleteOAuthGrant(
                 userID: person.userID, tenantID: person.tenantID, clientID: client, resource: resource, now: Date().timeIntervalSince1970)
             guard removed > 0 else {

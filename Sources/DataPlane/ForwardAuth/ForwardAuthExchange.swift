@@ -239,13 +239,14 @@ final class ForwardAuthExchange {
 
     private func admitSignedIn(_ caller: AuthenticatedCaller, sessionID: String, route: DataPlane.Route) {
         guard !finished else { return }
-        nameInAccessLog(caller)
+        // A cross-site request carrying the cookie is another site's doing, not the person's: it names nobody.
         if let method = original?.method.rawValue, !["GET", "HEAD", "OPTIONS"].contains(method),
             let refusal = plane.browser.crossSiteRefusal(
                 origin: fields.origin, fetchSite: head.headers.first(name: "sec-fetch-site"), host: originalHost, allowedOrigins: route.allowedOrigins)
         {
             return fail(refusal)
         }
+        nameInAccessLog(caller)
         if let refusal = plane.policyRefusal(route, caller: caller, hasSession: true, requestID: requestID) { return fail(refusal) }
         allow(route: route, caller: caller, sessionID: sessionID)
     }

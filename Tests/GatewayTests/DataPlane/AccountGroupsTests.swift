@@ -62,6 +62,16 @@ struct AccountGroupsTests {
         fixture.remember(try #require(jar["portcullis"]))
         let page = try await BrowserSessionTests.get(fixture, "/console/", jar)
         #expect(page.status == 200 && page.receivedHeaders["x-remote-groups"] == ["admins,staff"], "\(page.raw)")
+        // Signed in by cookie and refused by the policy: named too.
+        let bobSignedIn = try await Answer.request(
+            .POST, fixture.baseURL + "/.portcullis/sign_in", headers: [("Sec-Fetch-Site", "same-origin"), ("Content-Type", "application/x-www-form-urlencoded")],
+            body: "username=bob&password=correct+horse+battery&rd=%2Fconsole%2F", followRedirects: false)
+        var bobsJar = CookieJar()
+        bobsJar.take(bobSignedIn)
+        fixture.remember(try #require(bobsJar["portcullis"], "\(bobSignedIn.raw)"))
+        #expect(try await BrowserSessionTests.get(fixture, "/console/bob", bobsJar).status == 403)
+        let cookieRefused = await fixture.log.lines(containing: #""path":"/console/bob""#, #""status":403"#, #""user_name":"bob""#)
+        #expect(cookieRefused.count == 1, "\(fixture.log.text.suffix(600))")
 
         // Added: no sign-out; the next refresh's token carries it.
         let added = try #require(try await accounts.setGroups(username: "bob", tenantID: "default", adding: ["admins"], removing: []))
