@@ -261,11 +261,23 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // People's connected accounts at other services: the gateway as their OAuth client, the tokens sealed.
+        .target(
+            name: "ConnectedAccounts",
+            dependencies: [
+                "ConfigurationReading",
+                "JOSE",
+                "ProviderLogin",
+                "StateSurface",
+                "TrustedIssuers",
+            ]
+        ),
         // The public API's routes, the agent sockets and the composition root (`portcullis serve`).
         .target(
             name: "Gateway",
             dependencies: [
                 "AuthorizationServer",
+                "ConnectedAccounts",
                 "ConfigurationReading",
                 "DataPlane",
                 "MCPPolicy",
@@ -318,6 +330,7 @@ let package = Package(
                 "TrafficCop",
                 "Runtime",
                 "Gateway",
+                "ConnectedAccounts",
                 "Observability",
                 "ProviderLogin",
                 "TrustedIssuers",
@@ -402,6 +415,7 @@ let package = Package(
                 .product(name: "HummingbirdHTTP2", package: "hummingbird"),
                 "Gateway",
                 "AuthorizationServer",
+                "ConnectedAccounts",
                 "DataPlane",
                 "MCPPolicy",
                 "MCPResource",

@@ -36,6 +36,7 @@ cleanup() {
 trap cleanup EXIT
 # A provider users sign in through (`acme`), so that the sign-in routes are explored past "no such
 # provider": its discovery and JWKS as static files on loopback; its token endpoint answers nothing.
+# The same server stands for the service people connect (`connections`, so the connect pages are there).
 IDP="http://127.0.0.1:$IDP_PORT"
 "$BIN" keys generate --alg ES256 --dir "$WORK/idp-keys" >/dev/null
 mkdir -p "$WORK/idp/.well-known" && "$BIN" jwks --keys "$WORK/idp-keys" > "$WORK/idp/jwks.json"
@@ -56,6 +57,13 @@ start_serve "$WORK" "$PORT" "  issuer: http://127.0.0.1:$PORT
         display_name: Acme SSO
         client_id: portcullis
         client_secret_file: $WORK/acme.secret
+connections:
+  - name: github
+    authorization_endpoint: $IDP/authorize
+    token_endpoint: $IDP/token
+    client_id: portcullis-connect
+    client_secret_file: $WORK/acme.secret
+    scopes: [repo]
 rate_limits:
   anonymous_session_per_client: {per_minute: 1000000, burst: 1000000}
   login_per_client: {per_minute: 1000000, burst: 1000000}

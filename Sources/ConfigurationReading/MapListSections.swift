@@ -103,8 +103,13 @@ public struct ConfigurationMap: Sendable, Equatable {
 
 /// The lists of maps the configuration holds, read from the file's text.
 enum MapListSections {
-    /// `section.list` keys read as lists of maps (kept from the library).
-    static let keys: [(section: String, list: String)] = [("trust", "issuers"), ("gateway", "routes"), ("authorization_server", "clients")]
+    /// `section.list` keys read as lists of maps (kept from the library); an empty section is the
+    /// file's top level (`connections`).
+    static let keys: [(section: String, list: String)] = [
+        ("trust", "issuers"), ("gateway", "routes"), ("authorization_server", "clients"), ("", "connections"),
+    ]
+
+    static func dotted(_ section: String, _ list: String) -> String { section.isEmpty ? list : "\(section).\(list)" }
     /// Lists whose entries may also be strings (the short form `PREFIX=URL`).
     static let takingStrings: Set<String> = ["gateway.routes"]
 
@@ -113,7 +118,7 @@ enum MapListSections {
     /// (`gateway:` and nothing under it) sets nothing.
     static func keyPaths(_ text: String) throws -> Set<String> {
         guard let root = try Yams.compose(yaml: text)?.mapping else { return [] }
-        let mapLists = Set(keys.map { "\($0.section).\($0.list)" })
+        let mapLists = Set(keys.map { dotted($0.section, $0.list) })
         var paths: Set<String> = []
         func walk(_ mapping: Node.Mapping, _ prefix: String) {
             for (name, value) in mapping {
@@ -137,8 +142,8 @@ enum MapListSections {
         guard let root = try Yams.compose(yaml: text)?.mapping else { return [:] }
         var result: [String: [ConfigurationMap]] = [:]
         for (section, list) in keys {
-            guard let node = root[section]?.mapping?[list] else { continue }
-            let key = "\(section).\(list)"
+            guard let node = section.isEmpty ? root[list] : root[section]?.mapping?[list] else { continue }
+            let key = dotted(section, list)
             guard let sequence = node.sequence else {
                 if node.scalar?.string.isEmpty == true || node.scalar?.string == "null" { continue }
                 throw ConfigurationError(fileKey: key, "must be a list of maps, one per entry (see config/portcullis.yaml)")
@@ -187,6 +192,12 @@ enum MapListSections {
         guard let root = try Yams.compose(yaml: text), var mapping = root.mapping else { return text }
         var changed = false
         for (section, list) in keys {
+            if section.isEmpty {
+                guard mapping[list] != nil else { continue }
+                mapping[list] = nil
+                changed = true
+                continue
+            }
             guard var inner = mapping[section]?.mapping, inner[list] != nil else { continue }
             inner[list] = nil
             mapping[section] = inner.isEmpty ? nil : Node.mapping(inner)

@@ -1026,6 +1026,96 @@ package enum OpenAPIDocument {
             "413": {$ref: "#/components/responses/PayloadTooLarge"}
             "429": {$ref: "#/components/responses/RateLimited"}
             "503": {$ref: "#/components/responses/Unavailable"}
+      /.portcullis/connect/{name}:
+        get:
+          tags: [browser]
+          operationId: browserConnectPage
+          summary: The page on which a signed-in person connects a service (`connections`), the gateway their OAuth client there.
+          description: |
+            Who is signed in, what connecting gives (the connection's scopes), and a Connect button
+            that posts back here. A browser that is not signed in is sent to sign in first (303),
+            and back. An unknown name is a 404 page; an rd sign-in would not return to, or a query
+            that cannot be read, a 400 page (`X-Portcullis-Error` names the code).
+          parameters:
+            - {name: name, in: path, required: true, schema: {type: string, pattern: "^[a-z][a-z0-9-]{0,31}$"}}
+            - {name: rd, in: query, required: false, description: "where the browser goes once connected (default: the agents page)", schema: {type: string, maxLength: 2048}}
+          responses:
+            "200":
+              description: The page.
+              content:
+                text/html: {schema: {type: string}}
+            "303":
+              description: Not signed in; to sign in, then back.
+              headers:
+                Location: {schema: {type: string}}
+            "400": {$ref: "#/components/responses/PageOrBadRequest"}
+            "404": {$ref: "#/components/responses/OAuthPage"}
+            "429": {$ref: "#/components/responses/RateLimited"}
+            "431": {$ref: "#/components/responses/HeadersTooLarge"}
+            "503": {$ref: "#/components/responses/Unavailable"}
+        post:
+          tags: [browser]
+          operationId: browserConnectStart
+          summary: Starts connecting the service (authorization code with PKCE S256); from the gateway's own page only.
+          description: |
+            403 `csrf_refused` unless `Origin` is the public origin (or absent or `null` with
+            `Sec-Fetch-Site: same-origin`) and `nonce` is the page's (bound to the session cookie and
+            the connection). Then 303 to the service's authorization endpoint, with a `state` bound to
+            this browser's session and this person.
+          parameters:
+            - {name: name, in: path, required: true, schema: {type: string, pattern: "^[a-z][a-z0-9-]{0,31}$"}}
+            - {name: rd, in: query, required: false, schema: {type: string, maxLength: 2048}}
+          requestBody:
+            required: true
+            content:
+              application/x-www-form-urlencoded:
+                schema:
+                  type: object
+                  required: [nonce]
+                  properties:
+                    nonce: {type: string}
+          responses:
+            "303":
+              description: To the service, to allow access.
+              headers:
+                Location: {schema: {type: string}}
+            "400": {$ref: "#/components/responses/PageOrBadRequest"}
+            "401": {$ref: "#/components/responses/OAuthPage"}
+            "403": {$ref: "#/components/responses/OAuthPage"}
+            "404": {$ref: "#/components/responses/OAuthPage"}
+            "413": {$ref: "#/components/responses/PayloadTooLarge"}
+            "429": {$ref: "#/components/responses/RateLimited"}
+            "431": {$ref: "#/components/responses/HeadersTooLarge"}
+            "503": {$ref: "#/components/responses/Unavailable"}
+      /.portcullis/connect/callback:
+        get:
+          tags: [browser]
+          operationId: browserConnectCallback
+          summary: Where a service sends the browser back; completes the connection this browser started, once.
+          description: |
+            The flow `state` names is taken once: it must have been started by this browser's session
+            for this person (403 `connect_browser_mismatch` otherwise, and the flow is spent). The code
+            is exchanged with the flow's PKCE verifier; the tokens are sealed and kept. Refusals are
+            pages with `X-Portcullis-Error`: `connect_flow_unknown` (400: unknown, used or over ten
+            minutes old), `connect_declined` (400: the person said no at the service), `not_signed_in`
+            (401), `connect_refused` (502: the service refused the code), `connect_unavailable` (503).
+          parameters:
+            - {name: state, in: query, required: false, schema: {type: string}}
+            - {name: code, in: query, required: false, schema: {type: string}}
+            - {name: error, in: query, required: false, schema: {type: string}}
+          responses:
+            "200":
+              description: Connected; the page links back to rd.
+              content:
+                text/html: {schema: {type: string}}
+            "400": {$ref: "#/components/responses/PageOrBadRequest"}
+            "401": {$ref: "#/components/responses/OAuthPage"}
+            "403": {$ref: "#/components/responses/OAuthPage"}
+            "404": {$ref: "#/components/responses/OAuthPage"}
+            "429": {$ref: "#/components/responses/RateLimited"}
+            "431": {$ref: "#/components/responses/HeadersTooLarge"}
+            "502": {$ref: "#/components/responses/OAuthPage"}
+            "503": {$ref: "#/components/responses/OAuthPage"}
       /.portcullis/userinfo:
         get:
           tags: [browser]
@@ -1356,6 +1446,17 @@ package enum OpenAPIDocument {
             X-Auth-Request-Groups: {schema: {type: string}}
             X-Auth-Request-Preferred-Username: {schema: {type: string}, description: "the caller's preferred_username (empty when none)"}
             Cache-Control: {schema: {type: string, const: no-store}}
+        PageOrBadRequest:
+          description: |
+            The gateway's page saying why (its code in X-Portcullis-Error); or, for a request target
+            the gateway does not route (an encoded slash or backslash, say), the JSON error every
+            path answers before any page is made.
+          headers:
+            X-Portcullis-Error: {schema: {type: string}}
+          content:
+            text/html: {schema: {type: string}}
+            application/json:
+              schema: {$ref: "#/components/schemas/Error"}
         BadRequest:
           description: The request is not what this route takes (invalid_request, session_missing, session_malformed, ...).
           content:

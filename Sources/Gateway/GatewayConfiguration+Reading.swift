@@ -1,5 +1,6 @@
 import AuthorizationServer
 import ConfigurationReading
+import ConnectedAccounts
 import DataPlane
 import Foundation
 import JOSE
@@ -149,6 +150,7 @@ extension GatewayConfiguration {
         configuration.trust = try TrustConfiguration(reading: values, gatewayIssuer: configuration.issuer)
         configuration.routes = try configuration.resolvingMCPResources(configuration.routes)
         configuration.authorizationServer = try AuthorizationServerSettings(reading: values)
+        configuration.connections = try ConnectionsConfiguration(reading: values)
         try configuration.checkRouteIssuers()
         try configuration.checkRouteAudiences()
         try configuration.checkMCPAudiences()

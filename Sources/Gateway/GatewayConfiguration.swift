@@ -1,4 +1,5 @@
 import AuthorizationServer
+import ConnectedAccounts
 import DataPlane
 import EdgeHTTP
 import Foundation
@@ -119,6 +120,8 @@ public struct GatewayConfiguration: Sendable, Equatable {
     public var trust = TrustConfiguration()
     /// `authorization_server`: the clients the gateway's OAuth authorization server knows, and its lifetimes.
     public var authorizationServer = AuthorizationServerSettings()
+    /// `connections`: services people connect once, the gateway their OAuth client at each.
+    public var connections = ConnectionsConfiguration()
 
     /// Whether `/demo/` is served.
     public enum DemoMode: String, Sendable, Equatable, CaseIterable {

@@ -1,4 +1,5 @@
 import ConfigurationReading
+import ConnectedAccounts
 import DataPlane
 import EdgeHTTP
 import Foundation
@@ -33,6 +34,7 @@ public enum GatewayServer {
         services.providerLoginRoutes.register(on: router)
         services.browserSessionRoutes.register(on: router)
         services.authorizationServerRoutes.register(on: router)
+        services.connectRoutes.register(on: router)
         services.forwardAuthRoutes.register(on: router)
         services.sessionRoutes.register(on: router)
         services.intentRoutes.register(on: router)
@@ -167,7 +169,7 @@ public struct PortcullisServer: Sendable {
     public init(
         gateway: GatewayConfiguration, runtime: RuntimeConfiguration, state: any StateStore, keys: LiveKeyRing,
         metrics: GatewayMetrics = GatewayMetrics(), passwordHasher: PasswordHasher = PasswordHasher(), clock: any TokenClock = SystemClock(),
-        trustedIssuers: TrustedIssuers? = nil, providers: ProviderDirectory = .none, logger: Logger,
+        trustedIssuers: TrustedIssuers? = nil, providers: ProviderDirectory = .none, connections: ConnectionDirectory = .none, logger: Logger,
         accessLog: (sink: BufferedLogSink, format: LogFormat)? = nil
     ) {
         self.gateway = gateway
@@ -183,7 +185,8 @@ public struct PortcullisServer: Sendable {
         self.logger = logger
         services = GatewayServices(
             configuration: gateway, store: state, keys: keys, runtimeBaseURL: nil, metrics: metrics, passwordHasher: passwordHasher, clock: clock,
-            trustedIssuers: trustedIssuers, providers: providers, logger: logger, accessLog: accessLog.map { AccessLog(sink: $0.sink, format: $0.format) })
+            trustedIssuers: trustedIssuers, providers: providers, connections: connections, logger: logger,
+            accessLog: accessLog.map { AccessLog(sink: $0.sink, format: $0.format) })
     }
 
     /// The listeners `makeServices` starts: the gateway's, the embedded Runtime's (without

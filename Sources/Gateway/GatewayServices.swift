@@ -1,4 +1,5 @@
 import AuthorizationServer
+import ConnectedAccounts
 import DataPlane
 import HTTPTypes
 import Hummingbird
@@ -22,7 +23,7 @@ import TrustedIssuers
 /// The gateway's own store holds accounts and credentials only; sessions and
 /// executions belong to the Runtime and are reached through `runtime`.
 public struct GatewayServices: Sendable {
-    public typealias Store = UserRepository & CredentialRepository & LoginFlowRepository & ProviderSessionRepository & ProviderUserRepository & BrowserSessionRepository & OAuthRepository
+    public typealias Store = UserRepository & CredentialRepository & LoginFlowRepository & ProviderSessionRepository & ProviderUserRepository & BrowserSessionRepository & OAuthRepository & ConnectionRepository
 
     public let configuration: GatewayConfiguration
     public let store: any Store
@@ -54,6 +55,8 @@ public struct GatewayServices: Sendable {
     public let trustedIssuers: TrustedIssuers?
     /// The providers users sign in through (`trust.issuers` entries with `login`).
     public let providers: ProviderDirectory
+    /// The services people connect (`connections`), with the gateway's credential at each.
+    public let connections: ConnectionDirectory
     let admission: Admission
     /// The routes and CORS origins in force: the data plane, forward-auth and the origin policy
     /// read them per request, and a reload replaces them (`ConfigurationReloader`).
@@ -78,10 +81,11 @@ public struct GatewayServices: Sendable {
     public init(
         configuration: GatewayConfiguration, store: any Store, keys: LiveKeyRing,
         runtimeBaseURL: String?, metrics: GatewayMetrics, passwordHasher: PasswordHasher = PasswordHasher(),
-        clock: any TokenClock = SystemClock(), trustedIssuers: TrustedIssuers? = nil, providers: ProviderDirectory = .none, logger: Logger,
-        accessLog: AccessLog? = nil
+        clock: any TokenClock = SystemClock(), trustedIssuers: TrustedIssuers? = nil, providers: ProviderDirectory = .none,
+        connections: ConnectionDirectory = .none, logger: Logger, accessLog: AccessLog? = nil
     ) {
         self.trustedIssuers = trustedIssuers
+        self.connections = connections
         sockets = SocketRegistry(tunnels: tunnels)
         browserSessions = BrowserSessionBook(
             store: store, idleSeconds: configuration.browserSessions.idleMinutes * 60, maximumSeconds: configuration.browserSessions.maximumHours * 3600,
@@ -227,6 +231,16 @@ public struct GatewayServices: Sendable {
                 store: store, keys: keys, issuer: configuration.issuer.trimmingTrailingSlash, settings: settings, refreshLifetime: configuration.refreshTokenLifetime,
                 clock: clock, clientMetadata: clientMetadata),
             store: store, browser: browserSessionRoutes, recheck: providerRecheck, table: routeTable, verifier: authenticator.verifier, logger: logger)
+    }
+
+    /// People's connected accounts (none without `connections`).
+    public var connectedAccounts: ConnectedAccountService {
+        ConnectedAccountService(directory: connections, store: store, redirectURI: configuration.effectivePublicURL + ConnectedAccountService.callbackPath)
+    }
+
+    /// `/.portcullis/connect/*`: served with no connection configured too, answering that none has the name.
+    var connectRoutes: ConnectRoutes {
+        ConnectRoutes(accounts: connectedAccounts, browser: browserSessionRoutes, clock: clock, logger: logger)
     }
 
     var discoveryRoutes: DiscoveryRoutes {

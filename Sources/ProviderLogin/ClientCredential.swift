@@ -13,6 +13,17 @@ public enum ClientCredential: Sendable {
     /// The algorithms a `private_key_file` is tried as, in order: the first its key type fits.
     static let privateKeyAlgorithms: [JWSAlgorithm] = [.rs256, .es256, .es384, .es512, .eddsa]
 
+    /// A `client_secret_basic` secret read from `file` (owner-only), its trailing newline left out.
+    ///
+    /// - Parameter key: the configuration key that names the file, for messages.
+    public static func secret(file: String, key: String) throws(ConfigurationError) -> ClientCredential {
+        var bytes = try OwnerOnlyFile.read(file, key: key)
+        // A secret pasted with `echo` ends in a newline that was never part of it.
+        while bytes.last == UInt8(ascii: "\n") || bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
+        guard !bytes.isEmpty else { throw ConfigurationError(fileKey: key, "names \(file), which holds only a newline") }
+        return .secret(bytes)
+    }
+
     /// Reads the credential of `settings`.
     ///
     /// - Parameter key: the configuration key of the provider's `login` map, for messages.
@@ -20,11 +31,7 @@ public enum ClientCredential: Sendable {
     public static func load(_ settings: ProviderLoginSettings, key: String) throws(ConfigurationError) -> ClientCredential {
         switch settings.authentication {
         case .secretBasic(let file):
-            var bytes = try OwnerOnlyFile.read(file, key: key + ".client_secret_file")
-            // A secret pasted with `echo` ends in a newline that was never part of it.
-            while bytes.last == UInt8(ascii: "\n") || bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
-            guard !bytes.isEmpty else { throw ConfigurationError(fileKey: key + ".client_secret_file", "names \(file), which holds only a newline") }
-            return .secret(bytes)
+            return try secret(file: file, key: key + ".client_secret_file")
         case .privateKeyJWT(let file):
             let bytes = try OwnerOnlyFile.read(file, key: key + ".private_key_file")
             let pem = String(decoding: bytes, as: UTF8.self)

@@ -29,25 +29,9 @@ public struct ProviderTokenVault: Sendable {
     /// - Throws: `ConfigurationError` naming the file when it cannot be read, is readable by
     ///   others, or does not hold 32 bytes.
     public static func load(keysDirectory directory: String) throws(ConfigurationError) -> ProviderTokenVault {
-        let path = directory + "/" + fileName
-        if !FileManager.default.fileExists(atPath: path) {
-            // On a first start the keys directory may not exist yet (the signing key is made after the configuration is read).
-            try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            do {
-                let made = try SealingKey.generate()
-                try KeyDirectory.writeNewFile(path, Array((try made.exportedText() + "\n").utf8), mode: 0o600)
-            } catch {
-                // Another instance starting at the same moment made it first (O_EXCL): read that one.
-                guard FileManager.default.fileExists(atPath: path) else {
-                    throw ConfigurationError(fileKey: "keys.directory", "names a directory where \(path) cannot be made: \(error)")
-                }
-            }
-        }
-        let text = String(decoding: try OwnerOnlyFile.read(path, key: "keys.directory"), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard let bytes = Base64URL.decode(text), let key = try? SealingKey(bytes: bytes) else {
-            throw ConfigurationError(fileKey: "keys.directory", "holds \(path), which must hold 32 bytes, base64url; remove it to have a new one made (sessions signed in through a provider then sign in again)")
-        }
-        return ProviderTokenVault(key: key)
+        ProviderTokenVault(
+            key: try SealingKeyFile.load(
+                directory + "/" + fileName, consequence: "sessions signed in through a provider then sign in again"))
     }
 
     public func seal(_ token: String, kind: Kind, sessionID: String) throws -> String {

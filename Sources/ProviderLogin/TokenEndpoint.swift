@@ -11,6 +11,31 @@ public struct TokenEndpointAnswer: Sendable {
     public let idToken: String?
     /// A refresh token, when the provider gives (or rotates) one.
     public let refreshToken: String?
+    /// The access token (RFC 6749 5.1 requires it; a sign-in has no use for it, a connection does).
+    public let accessToken: String?
+    /// `expires_in`, in seconds, when the server says.
+    public let expiresIn: Double?
+    /// `scope`, when the server says (RFC 6749 5.1: when it differs from what was asked).
+    public let scope: String?
+}
+
+/// Who calls a token endpoint: a client id, its credential, and the CA file its TLS is checked
+/// against (`nil`: the system's).
+public struct TokenEndpointClient: Sendable {
+    public let clientID: String
+    public let credential: ClientCredential
+    public let caFile: String?
+
+    public init(clientID: String, credential: ClientCredential, caFile: String?) {
+        self.clientID = clientID
+        self.credential = credential
+        self.caFile = caFile
+    }
+}
+
+extension ProviderDirectory.Provider {
+    /// The gateway as this provider's client.
+    public var tokenClient: TokenEndpointClient { TokenEndpointClient(clientID: settings.clientID, credential: credential, caFile: trust.caFile) }
 }
 
 /// Why a token-endpoint call gave no tokens.
@@ -43,17 +68,29 @@ public struct TokenEndpoint: Sendable {
     public func exchange(
         code: String, codeVerifier: String, redirectURI: String, provider: ProviderDirectory.Provider, endpoint: String
     ) async throws(TokenEndpointFailure) -> TokenEndpointAnswer {
+        try await exchange(code: code, codeVerifier: codeVerifier, redirectURI: redirectURI, client: provider.tokenClient, endpoint: endpoint)
+    }
+
+    /// Exchanges an authorization code as `client`.
+    public func exchange(
+        code: String, codeVerifier: String, redirectURI: String, client: TokenEndpointClient, endpoint: String
+    ) async throws(TokenEndpointFailure) -> TokenEndpointAnswer {
         try await call(
             [("grant_type", "authorization_code"), ("code", code), ("redirect_uri", redirectURI), ("code_verifier", codeVerifier)],
-            provider: provider, endpoint: endpoint)
+            client: client, endpoint: endpoint)
     }
 
     /// Uses a refresh token.
     public func refresh(_ refreshToken: String, provider: ProviderDirectory.Provider, endpoint: String) async throws(TokenEndpointFailure) -> TokenEndpointAnswer {
-        try await call([("grant_type", "refresh_token"), ("refresh_token", refreshToken)], provider: provider, endpoint: endpoint)
+        try await refresh(refreshToken, client: provider.tokenClient, endpoint: endpoint)
     }
 
-    private func call(_ form: [(String, String)], provider: ProviderDirectory.Provider, endpoint: String) async throws(TokenEndpointFailure) -> TokenEndpointAnswer {
+    /// Uses a refresh token as `client`.
+    public func refresh(_ refreshToken: String, client: TokenEndpointClient, endpoint: String) async throws(TokenEndpointFailure) -> TokenEndpointAnswer {
+        try await call([("grant_type", "refresh_token"), ("refresh_token", refreshToken)], client: client, endpoint: endpoint)
+    }
+
+    private func call(_ form: [(String, String)], client identity: TokenEndpointClient, endpoint: String) async throws(TokenEndpointFailure) -> TokenEndpointAnswer {
         guard TrustedIssuer.isFetchable(endpoint) else {
             throw .unavailable("the token endpoint is not an https URL (plain http only to loopback)")
         }
@@ -62,23 +99,23 @@ public struct TokenEndpoint: Sendable {
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
         request.headers.add(name: "Accept", value: "application/json")
-        switch provider.credential {
+        switch identity.credential {
         case .secret(let secret):
-            let pair = FormEncoding.encode(provider.settings.clientID) + ":" + FormEncoding.encode(String(decoding: secret, as: UTF8.self))
+            let pair = FormEncoding.encode(identity.clientID) + ":" + FormEncoding.encode(String(decoding: secret, as: UTF8.self))
             request.headers.add(name: "Authorization", value: "Basic " + Data(pair.utf8).base64EncodedString())
         case .privateKey(let key):
             let assertion: String
             do {
-                assertion = try Self.clientAssertion(clientID: provider.settings.clientID, audience: endpoint, key: key)
+                assertion = try Self.clientAssertion(clientID: identity.clientID, audience: endpoint, key: key)
             } catch {
                 throw .unavailable("the client assertion could not be signed")
             }
-            fields += [("client_id", provider.settings.clientID), ("client_assertion_type", Self.assertionType), ("client_assertion", assertion)]
+            fields += [("client_id", identity.clientID), ("client_assertion_type", Self.assertionType), ("client_assertion", assertion)]
         }
         let body = fields.map { FormEncoding.encode($0.0) + "=" + FormEncoding.encode($0.1) }.joined(separator: "&")
         request.body = .bytes(ByteBuffer(string: body))
 
-        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: KeyFetcher.clientConfiguration(caFile: provider.trust.caFile))
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: KeyFetcher.clientConfiguration(caFile: identity.caFile))
         let outcome: Result<(HTTPResponseStatus, ByteBuffer), TokenEndpointFailure>
         do {
             let response = try await client.execute(request, deadline: .now() + Self.timeout)
@@ -111,15 +148,29 @@ public struct TokenEndpoint: Sendable {
         guard let document else { throw .malformed("the token endpoint's answer is not a JSON object") }
         let idToken = document["id_token"]
         let refreshToken = document["refresh_token"]
-        guard idToken == nil || idToken?.stringValue != nil, refreshToken == nil || refreshToken?.stringValue != nil else {
-            throw .malformed("the token endpoint's id_token and refresh_token must be strings")
+        let accessToken = document["access_token"]
+        let scope = document["scope"]
+        guard idToken == nil || idToken?.stringValue != nil, refreshToken == nil || refreshToken?.stringValue != nil,
+            accessToken == nil || accessToken?.stringValue?.isEmpty == false, scope == nil || scope?.stringValue != nil
+        else {
+            throw .malformed("the token endpoint's id_token, refresh_token, access_token and scope must be strings")
         }
-        return TokenEndpointAnswer(idToken: idToken?.stringValue, refreshToken: refreshToken?.stringValue)
+        // `expires_in`: a number of seconds (some servers write it as a string of digits).
+        var expiresIn: Double?
+        switch document["expires_in"] {
+        case nil, .null?: break
+        case .number(let seconds)? where seconds > 0 && seconds.isFinite: expiresIn = seconds
+        case .string(let text)? where Double(text).map({ $0 > 0 && $0.isFinite }) == true: expiresIn = Double(text)
+        default: throw .malformed("the token endpoint's expires_in must be a positive number of seconds")
+        }
+        return TokenEndpointAnswer(
+            idToken: idToken?.stringValue, refreshToken: refreshToken?.stringValue, accessToken: accessToken?.stringValue, expiresIn: expiresIn,
+            scope: scope?.stringValue)
     }
 
     /// An OAuth error code as RFC 6749 allows it (printable ASCII without `"` and `\`), at most 64 bytes:
     /// it is repeated in a redirect and a log, nothing longer or stranger is.
-    static func isErrorCode(_ code: String) -> Bool {
+    public static func isErrorCode(_ code: String) -> Bool {
         (1...64).contains(code.utf8.count) && code.utf8.allSatisfy { $0 >= 0x20 && $0 <= 0x7E && $0 != 0x22 && $0 != 0x5C }
     }
 

@@ -176,7 +176,44 @@ struct SchemaMigration: Sendable {
                 ALTER TABLE users ADD COLUMN group_names TEXT NOT NULL DEFAULT '';
                 ALTER TABLE users ADD COLUMN cutoff_cause TEXT;
                 """),
+        SchemaMigration(
+            name: "v13: connected accounts and their connecting in flight",
+            sqlite: connections(real: "REAL"),
+            postgres: connections(real: "DOUBLE PRECISION")),
     ]
+
+    /// The services people connected (their tokens sealed) and the connect flows between the
+    /// redirect to a service and its callback.
+    static func connections(real: String) -> String {
+        """
+        CREATE TABLE connect_flows (
+            state_hash TEXT PRIMARY KEY NOT NULL,
+            connection TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            tenant_id TEXT NOT NULL,
+            cookie_hash TEXT NOT NULL,
+            code_verifier TEXT NOT NULL,
+            return_to TEXT NOT NULL,
+            created_at \(real) NOT NULL,
+            expires_at \(real) NOT NULL
+        );
+        CREATE INDEX connect_flows_by_expiry ON connect_flows (expires_at);
+
+        CREATE TABLE connected_accounts (
+            user_id TEXT NOT NULL,
+            tenant_id TEXT NOT NULL,
+            connection TEXT NOT NULL,
+            access_token TEXT NOT NULL,
+            refresh_token TEXT,
+            scope TEXT NOT NULL,
+            expires_at \(real),
+            created_at \(real) NOT NULL,
+            updated_at \(real) NOT NULL,
+            last_used_at \(real),
+            PRIMARY KEY (user_id, tenant_id, connection)
+        );
+        """
+    }
 
     /// The access tokens issued for MCP resources, with their family and the person's session:
     /// a family revoked, a consent withdrawn or a session ended revokes its live tokens at once

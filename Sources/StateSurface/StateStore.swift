@@ -6,7 +6,7 @@ import Resilience
 /// `SQLiteStateSurface` (one file, the embedded default) and `PostgresStateSurface`
 /// (one database shared by several gateways and Runtimes) implement it with the
 /// same atomic guarantees; callers never know which one they hold.
-public protocol StateStore: SessionRepository, ExecutionRepository, UserRepository, CredentialRepository, LoginFlowRepository, ProviderSessionRepository, ProviderUserRepository, BrowserSessionRepository, OAuthRepository, AccessChangeFeed {
+public protocol StateStore: SessionRepository, ExecutionRepository, UserRepository, CredentialRepository, LoginFlowRepository, ProviderSessionRepository, ProviderUserRepository, BrowserSessionRepository, OAuthRepository, ConnectionRepository, AccessChangeFeed {
     /// What to call the store in logs, errors and readiness: the SQLite file, or the
     /// database as `postgresql://host:port/name` (never a user or a password).
     var name: String { get }

@@ -31,7 +31,7 @@ struct ConfigCommand: AsyncParsableCommand {
             var quiet = Logger(label: "portcullis.config-check")
             quiet.logLevel = .critical
             // No keys directory: the providers' sealing key is serve's to make, never the check's.
-            let (_, providers) = try ServeCommand.readSecrets(gateway, keysDirectory: nil, logger: quiet)
+            let (_, providers, _) = try ServeCommand.readSecrets(gateway, keysDirectory: nil, logger: quiet)
             for warning in ServeCommand.startWarnings(gateway) { Terminal.warning(warning) }
             let issuers = gateway.trust.issuers.count, logins = providers.providers.count
             print(

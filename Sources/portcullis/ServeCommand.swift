@@ -1,5 +1,6 @@
 import ArgumentParser
 import ConfigurationReading
+import ConnectedAccounts
 import Foundation
 import Gateway
 import JOSE
@@ -84,10 +85,11 @@ struct ServeCommand: AsyncParsableCommand {
     /// there is none; without it (`config check`), nothing is read or made there.
     static func readSecrets(
         _ gateway: GatewayConfiguration, keysDirectory: String?, logger: Logger
-    ) throws -> (TrustedIssuers, ProviderDirectory) {
+    ) throws -> (TrustedIssuers, ProviderDirectory, ConnectionDirectory) {
         let trusted = try TrustedIssuers(configuration: gateway.trust, leeway: gateway.leeway, logger: logger)
         let providers = gateway.trust.loginIssuers.isEmpty ? ProviderDirectory.none : try ProviderDirectory(trust: gateway.trust, keysDirectory: keysDirectory)
-        return (trusted, providers)
+        let connections = gateway.connections.connections.isEmpty ? ConnectionDirectory.none : try ConnectionDirectory(gateway.connections, keysDirectory: keysDirectory)
+        return (trusted, providers, connections)
     }
 
     /// Runs the gateway; with `alone`, a remote Runtime (`runtime.url`) is required and
@@ -133,7 +135,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         for warning in startWarnings(gateway) { logger.warning("\(warning)") }
         let accessLog = accessSink.map { (sink: $0, format: settings.logFormat) }
-        let (trusted, providers) = try readSecrets(gateway, keysDirectory: keysDirectory, logger: logger)
+        let (trusted, providers, connections) = try readSecrets(gateway, keysDirectory: keysDirectory, logger: logger)
 
         if !FileManager.default.fileExists(atPath: keysDirectory + "/keyring.json") {
             let record = try KeyDirectory(path: keysDirectory).generate(algorithm: .es256)
@@ -148,7 +150,7 @@ struct ServeCommand: AsyncParsableCommand {
                 "no user accounts yet: add one with `portcullis users add NAME --tenant \(gateway.defaultTenant)` (or `swift run portcullis users add ...`)")
         }
 
-        let server = PortcullisServer(gateway: gateway, runtime: runtime, state: state, keys: keys, trustedIssuers: trusted, providers: providers, logger: logger, accessLog: accessLog)
+        let server = PortcullisServer(gateway: gateway, runtime: runtime, state: state, keys: keys, trustedIssuers: trusted, providers: providers, connections: connections, logger: logger, accessLog: accessLog)
         let scheme = gateway.tls == nil ? "http" : "https"
         let systemd = ServiceManagerNotification(logger: logger)
         let readiness = ReadinessAnnouncement(listeners: Set(server.listeners.map(\.rawValue)), notification: systemd)

@@ -17,7 +17,7 @@ struct ConfigurationDefaultsTests {
 
     /// Keys without a default (absent means "not used"); the YAML documents each in a comment.
     static let optionalKeys: Set<String> = [
-        "runtime.url", "storage.postgres_url", "keys.jwks_file", "gateway.tls.certificate_path", "gateway.tls.private_key_path", "trust.issuers", "authorization_server.clients",
+        "runtime.url", "storage.postgres_url", "keys.jwks_file", "gateway.tls.certificate_path", "gateway.tls.private_key_path", "trust.issuers", "authorization_server.clients", "connections",
         "gateway.upstream_ca_file", "gateway.client_directory", "gateway.public_url", "gateway.cookie_domain", "gateway.issuer",
         // Read (and checked) with or without a URL, documented beside it as comments.
         "storage.postgres_pool_size", "storage.postgres_max_waiters", "storage.postgres_connect_timeout_seconds",

@@ -53,6 +53,58 @@ struct RepositoryContractTests {
         await state.shutdown()
     }
 
+    @Test("a connect flow is taken once (of ten racing callbacks one gets it; expired, nobody); a person's account at a connection is one row, replaced by connecting again, listed by person then connection, and forgotten once", arguments: StoreKind.available)
+    func connections(kind: StoreKind) async throws {
+        let state = try await TestStore(kind).open()
+        let now = self.now
+        let flow = ConnectFlowRecord(
+            stateHash: "state-1", connection: "github", userID: "usr_a", tenantID: "default", cookieHash: "cookie-1", codeVerifier: "v",
+            returnTo: "/.portcullis/agents", createdAt: now, expiresAt: now + 600)
+        try await state.insertConnectFlow(flow)
+        let taken = try await withThrowingTaskGroup(of: ConnectFlowRecord?.self) { group in
+            for _ in 0..<10 { group.addTask { try await state.takeConnectFlow(stateHash: "state-1", now: now) } }
+            return try await group.reduce(into: [ConnectFlowRecord]()) { if let record = $1 { $0.append(record) } }
+        }
+        #expect(taken == [flow])
+        #expect(try await state.takeConnectFlow(stateHash: "state-1", now: now) == nil, "a replayed state finds nothing")
+        var expired = flow
+        expired.stateHash = "state-2"
+        expired.expiresAt = now - 1
+        try await state.insertConnectFlow(expired)
+        #expect(try await state.takeConnectFlow(stateHash: "state-2", now: now) == nil, "an expired flow is nobody's")
+        expired.stateHash = "state-3"
+        expired.expiresAt = now - 10
+        try await state.insertConnectFlow(expired)
+        #expect(try await state.deleteExpiredConnectFlows(before: now) == 1)
+
+        let first = ConnectedAccountRecord(
+            userID: "usr_a", tenantID: "default", connection: "github", accessToken: "sealed-1", refreshToken: "sealed-r1", scope: "repo", expiresAt: now + 3600,
+            createdAt: now, updatedAt: now)
+        try await state.upsertConnectedAccount(first)
+        let other = ConnectedAccountRecord(
+            userID: "usr_a", tenantID: "default", connection: "drive", accessToken: "sealed-2", refreshToken: nil, scope: "", expiresAt: nil, createdAt: now,
+            updatedAt: now)
+        try await state.upsertConnectedAccount(other)
+        let bobs = ConnectedAccountRecord(
+            userID: "usr_b", tenantID: "default", connection: "github", accessToken: "sealed-3", refreshToken: nil, scope: "repo", expiresAt: nil, createdAt: now,
+            updatedAt: now, lastUsedAt: now)
+        try await state.upsertConnectedAccount(bobs)
+        #expect(try await state.connectedAccount(userID: "usr_a", tenantID: "default", connection: "github") == first)
+        #expect(try await state.connectedAccount(userID: "usr_a", tenantID: "acme", connection: "github") == nil, "another tenant's is another person's")
+        var again = first
+        again.accessToken = "sealed-4"
+        again.refreshToken = nil
+        again.updatedAt = now + 5
+        try await state.upsertConnectedAccount(again)
+        #expect(try await state.connectedAccount(userID: "usr_a", tenantID: "default", connection: "github") == again, "connecting again replaces")
+        #expect(try await state.connectedAccounts(userID: "usr_a") == [other, again])
+        #expect(try await state.connectedAccounts(userID: nil).map(\.userID) == ["usr_a", "usr_a", "usr_b"])
+        #expect(try await state.deleteConnectedAccount(userID: "usr_a", tenantID: "default", connection: "github"))
+        #expect(try await state.deleteConnectedAccount(userID: "usr_a", tenantID: "default", connection: "github") == false)
+        #expect(try await state.connectedAccounts(userID: nil) == [other, bobs])
+        await state.shutdown()
+    }
+
     @Test("a browser session's record is kept by its cookie's hash with optional provider fields and its claims; last-seen only moves forward; one is deleted once; the sweep takes those past their end or idle", arguments: StoreKind.available)
     func browserSessions(kind: StoreKind) async throws {
         let state = try await TestStore(kind).open()
@@ -501,7 +553,7 @@ struct RepositoryContractTests {
         #expect(named.tls == .verifyFull, "TLS is verified by default beyond loopback")
         let report = try await StateStores.migrate(store.configuration)
         #expect(report.appliedNow.isEmpty)
-        #expect(report.applied.count == 12 && report.applied.last?.hasPrefix("v12: groups of the gateway") == true)
+        #expect(report.applied.count == 13 && report.applied.last?.hasPrefix("v13: connected accounts") == true)
     }
 
     @Test("a provider's user is recorded at each sign-in: the names replaced, the first sign-in kept; listed the most recent first; found by id, subject, username or email in any case, never by part of one", arguments: StoreKind.available)

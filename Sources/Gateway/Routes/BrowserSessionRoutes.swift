@@ -408,7 +408,7 @@ struct BrowserSessionRoutes: Sendable {
 
     /// `rd` checked: a path on the public host, or an https URL (http on loopback) on a route's
     /// host, the public host or a `login_return_origins` origin.
-    private func checkedReturn(_ text: String) throws(SignInRedirect.Refusal) -> SignInRedirect {
+    func checkedReturn(_ text: String) throws(SignInRedirect.Refusal) -> SignInRedirect {
         try Self.checkedReturn(text, table: table.current, publicHost: publicHost, returnOrigins: returnOrigins)
     }
 

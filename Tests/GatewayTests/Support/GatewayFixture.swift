@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import ConnectedAccounts
 import Foundation
 import Gateway
 import JOSE
@@ -129,7 +130,9 @@ final class GatewayFixture: Sendable {
         let trusted = try TrustedIssuers(configuration: gateway.trust, leeway: gateway.leeway, clock: trustClock, logger: logger)
         server = PortcullisServer(
             gateway: gateway, runtime: runtime, state: state, keys: keys, passwordHasher: hasher, trustedIssuers: trusted,
-            providers: gateway.trust.loginIssuers.isEmpty ? .none : try ProviderDirectory(trust: gateway.trust, keysDirectory: keyDirectory.path), logger: logger)
+            providers: gateway.trust.loginIssuers.isEmpty ? .none : try ProviderDirectory(trust: gateway.trust, keysDirectory: keyDirectory.path),
+            connections: gateway.connections.connections.isEmpty ? .none : try ConnectionDirectory(gateway.connections, keysDirectory: keyDirectory.path),
+            logger: logger)
         let start = ServiceGroupStart<PortcullisServer.Listener>()
         let services = try server.makeServices { listener, port in start.report(listener, port) }
         var groupConfiguration = ServiceGroupConfiguration(services: services.map { .init(service: $0) }, logger: logger)

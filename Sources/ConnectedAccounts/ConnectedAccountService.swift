@@ -1,0 +1,104 @@
+import JOSE
+import ProviderLogin
+import StateSurface
+
+/// People's connected accounts: starting a connection, completing it at the callback, listing
+/// and forgetting them.
+///
+/// The tokens are sealed (`ConnectionTokenVault`) before they reach the store, and opened only
+/// to be sent to their own service.
+public struct ConnectedAccountService: Sendable {
+    public let directory: ConnectionDirectory
+    let store: any ConnectionRepository
+    let tokenEndpoint: TokenEndpoint
+    /// `{public_url}/.portcullis/connect/callback`: the one redirect URI every connection registers.
+    public let redirectURI: String
+
+    public init(directory: ConnectionDirectory, store: any ConnectionRepository, redirectURI: String, tokenEndpoint: TokenEndpoint = TokenEndpoint()) {
+        self.directory = directory
+        self.store = store
+        self.redirectURI = redirectURI
+        self.tokenEndpoint = tokenEndpoint
+    }
+
+    /// The callback's path under the public URL.
+    public static let callbackPath = "/.portcullis/connect/callback"
+
+    /// Starts connecting `connection` for `owner` in the browser whose session cookie hashes to
+    /// `cookieHash`: the flow is kept, and the URL to send the browser to is returned.
+    public func start(_ connection: ConnectionDirectory.Connection, owner: ConnectionTokenVault.Owner, cookieHash: String, returnTo: String, now: Double)
+        async throws -> String
+    {
+        let started = try ConnectStart(
+            connection: connection.settings, owner: owner, cookieHash: cookieHash, redirectURI: redirectURI, returnTo: returnTo, now: now)
+        try await store.insertConnectFlow(started.flow)
+        return started.authorizationURL
+    }
+
+    /// The callback's outcome: what was connected, and where the browser goes back to.
+    public struct Completed: Sendable {
+        public let connection: ConnectionSettings
+        public let account: ConnectedAccountRecord
+        public let returnTo: String
+    }
+
+    /// Completes a connection at the callback: the flow `state` names is taken (once), it must
+    /// have been started by this browser session (`cookieHash`) for this person (`owner`), and
+    /// the code is exchanged with the flow's PKCE verifier; the tokens are sealed and kept.
+    ///
+    /// - Parameters:
+    ///   - error: the callback's `error` (the person declined at the service), if any.
+    /// - Throws: `ConnectError`; a store failure as it is.
+    public func complete(state: String, code: String?, error: String?, cookieHash: String, userID: String, tenantID: String, now: Double)
+        async throws -> Completed
+    {
+        guard let flow = try await store.takeConnectFlow(stateHash: try LoginStart.hash(state), now: now) else { throw ConnectError.unknownFlow }
+        // Taken either way: a flow that met the wrong browser is spent, so it cannot be tried again elsewhere.
+        guard flow.cookieHash == cookieHash, flow.userID == userID, flow.tenantID == tenantID else { throw ConnectError.otherBrowser }
+        guard let connection = directory.connection(named: flow.connection) else {
+            throw ConnectError("connect_unknown_connection", "the connection \(flow.connection) is no longer configured; nothing was connected", status: 404)
+        }
+        if let error { throw ConnectError.declined(TokenEndpoint.isErrorCode(error) ? error : "an error") }
+        guard let code, !code.isEmpty else { throw ConnectError.declined("no code came back") }
+        let answer: TokenEndpointAnswer
+        do {
+            answer = try await tokenEndpoint.exchange(
+                code: code, codeVerifier: flow.codeVerifier, redirectURI: redirectURI, client: connection.client, endpoint: connection.settings.tokenEndpoint)
+        } catch {
+            switch error {
+            case .refused(let why): throw ConnectError.refused(why)
+            case .unavailable(let why), .malformed(let why): throw ConnectError.unavailable(why)
+            }
+        }
+        guard let accessToken = answer.accessToken else { throw ConnectError.unavailable("the service's answer has no access_token") }
+        guard let vault = directory.vault else { throw ConnectError.unavailable("no sealing key") }
+        let owner = ConnectionTokenVault.Owner(userID: userID, tenantID: tenantID, connection: connection.settings.name)
+        let account = ConnectedAccountRecord(
+            userID: userID, tenantID: tenantID, connection: connection.settings.name, accessToken: try vault.seal(accessToken, kind: .accessToken, for: owner),
+            refreshToken: try answer.refreshToken.map { try vault.seal($0, kind: .refreshToken, for: owner) },
+            scope: answer.scope ?? connection.settings.scopes.joined(separator: " "), expiresAt: answer.expiresIn.map { now + $0 }, createdAt: now,
+            updatedAt: now)
+        try await store.upsertConnectedAccount(account)
+        return Completed(connection: connection.settings, account: account, returnTo: flow.returnTo)
+    }
+
+    /// The person's connected accounts, for their agents page and `connections list`.
+    public func accounts(userID: String?) async throws -> [ConnectedAccountRecord] {
+        try await store.connectedAccounts(userID: userID)
+    }
+
+    /// The access token of `owner`'s account, opened; `nil` when they have not connected it (or
+    /// the row does not open under this key for them).
+    public func accessToken(for owner: ConnectionTokenVault.Owner) async throws -> String? {
+        guard let vault = directory.vault,
+            let account = try await store.connectedAccount(userID: owner.userID, tenantID: owner.tenantID, connection: owner.connection)
+        else { return nil }
+        return vault.open(account.accessToken, kind: .accessToken, for: owner)
+    }
+
+    /// Forgets `owner`'s account; returns whether there was one.
+    @discardableResult
+    public func disconnect(_ owner: ConnectionTokenVault.Owner) async throws -> Bool {
+        try await store.deleteConnectedAccount(userID: owner.userID, tenantID: owner.tenantID, connection: owner.connection)
+    }
+}

@@ -1,0 +1,153 @@
+import ConnectedAccounts
+import EdgeHTTP
+import HTTPTypes
+import Hummingbird
+import JOSE
+import Logging
+import ProviderLogin
+import SecurityGuard
+
+/// `/.portcullis/connect/*`: a signed-in person connects a service (`connections`) once, the
+/// gateway their OAuth client there.
+///
+/// `GET /.portcullis/connect/{name}` is a page that says what connecting gives and to whom, with a
+/// button; its POST (same-origin, with a nonce bound to the browser's session cookie) starts the
+/// code flow and sends the browser to the service. The service sends it back to
+/// `GET /.portcullis/connect/callback`, which completes only the flow this browser started for
+/// this person: a code can never land in another person's account.
+struct ConnectRoutes: Sendable {
+    let accounts: ConnectedAccountService
+    let browser: BrowserSessionRoutes
+    let clock: any TokenClock
+    let logger: Logger
+
+    static let prefix = "/.portcullis/connect"
+
+    func register(on router: Router<GatewayRequestContext>) {
+        // The callback first: `{name}` would otherwise take "callback".
+        router.get(RouterPath(ConnectedAccountService.callbackPath)) { request, context in try await asPage { try await callback(request, context) } }
+        router.get(RouterPath(Self.prefix + "/:name")) { request, context in try await asPage { try await page(request, context) } }
+        router.post(RouterPath(Self.prefix + "/:name")) { request, context in try await asPage { try await start(request, context) } }
+    }
+
+    /// A request these pages cannot read (its query, its rd) is answered with a page, as a person sees it.
+    private func asPage(_ answer: () async throws -> Response) async throws -> Response {
+        do {
+            return try await answer()
+        } catch let refusal as GatewayError where refusal.status == .badRequest {
+            return Self.errorPage(refusal.status, refusal.code, refusal.message)
+        }
+    }
+
+    /// The form's nonce: bound to the browser session's cookie and the connection, as the agents page's is.
+    static func nonce(cookieValue: String, connection: String) throws -> String {
+        String(try Digest.sha256Base64URL("portcullis connect\n" + connection + "\n" + cookieValue).prefix(32))
+    }
+
+    /// The connection a path names; a 404 page for any other name.
+    private func connection(_ context: GatewayRequestContext) -> ConnectionDirectory.Connection? {
+        context.parameters.get("name").flatMap { accounts.directory.connection(named: $0) }
+    }
+
+    /// Where the browser goes once connected: `rd` when the sign-in rules take it, else the agents page.
+    private func returnTarget(_ request: Request) throws -> String {
+        guard let rd = try BrowserSessionRoutes.query(request)["rd"] else { return AgentAccessPage.path }
+        do {
+            return try browser.checkedReturn(rd).target
+        } catch {
+            throw GatewayError(.badRequest, "redirect_invalid", "rd must be a path on this gateway, a route's host or an allowed origin")
+        }
+    }
+
+    /// `GET /.portcullis/connect/{name}[?rd=URL]`: what connecting gives, and the button; an
+    /// unsigned browser signs in first and comes back.
+    func page(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
+        guard let connection = connection(context) else { return Self.notFound() }
+        let rd = try returnTarget(request)
+        guard let (session, cookieValue) = try await browser.session(request, context) else {
+            let here = Self.prefix + "/" + connection.settings.name + "?rd=" + BrowserSessionRoutes.queryEncoded(rd)
+            return Response(status: .seeOther, headers: [.location: "/.portcullis/sign_in?rd=" + BrowserSessionRoutes.queryEncoded(here), .cacheControl: "no-store"])
+        }
+        let settings = connection.settings
+        let scopes = settings.scopes.isEmpty ? "<em>what the service grants by default</em>" : settings.scopes.map { "<code>\(RefusalPage.escaped($0))</code>" }.joined(separator: " ")
+        let connected = try await accounts.accounts(userID: session.caller.userID).contains { $0.tenantID == session.caller.tenantID && $0.connection == settings.name }
+        let action = Self.prefix + "/" + settings.name + "?rd=" + BrowserSessionRoutes.queryEncoded(rd)
+        var response = SignInPages.response(
+            .ok, title: "Connect \(settings.displayName)",
+            body: """
+                <p>Signed in as <strong>\(RefusalPage.escaped(BrowserSessionRoutes.shownName(session.caller)))</strong>.</p>
+                <p>Connecting \(RefusalPage.escaped(settings.displayName)) lets the tools you use through this gateway act as you there, with: \(scopes).
+                The gateway keeps its tokens sealed and sends them only to those tools; you can disconnect at any time on <a href="\(AgentAccessPage.path)">the agents page</a>.</p>
+                \(connected ? "<p role=\"status\">Already connected; connecting again replaces the access the gateway holds.</p>" : "")
+                <form method="post" action="\(RefusalPage.escaped(action))">
+                <input type="hidden" name="nonce" value="\(RefusalPage.escaped(try Self.nonce(cookieValue: cookieValue, connection: settings.name)))">
+                <button type="submit" id="connect">Connect \(RefusalPage.escaped(settings.displayName))</button>
+                </form>
+                """)
+        // The form's redirect goes on to the service (CSP3's form-action holds the whole chain).
+        let service = ReturnTarget.origin(of: settings.authorizationEndpoint).map { " " + $0 } ?? ""
+        response.headers[.contentSecurityPolicy] = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'\(service); frame-ancestors 'none'"
+        return response
+    }
+
+    /// `POST /.portcullis/connect/{name}`: from the gateway's own page only; the flow is kept and
+    /// the browser sent to the service.
+    func start(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
+        guard let connection = connection(context) else { return Self.notFound() }
+        if browser.crossSiteRefusal(request) != nil {
+            return Self.errorPage(.forbidden, "csrf_refused", "an account is connected from the gateway's own page only; open it again")
+        }
+        let rd = try returnTarget(request)
+        guard let form = try? await BrowserSessionRoutes.form(request) else {
+            return Self.errorPage(.badRequest, "request_invalid", "the form could not be read; open the connect page again")
+        }
+        guard let (session, cookieValue) = try await browser.session(request, context) else {
+            return Self.errorPage(.unauthorized, "not_signed_in", "this browser is no longer signed in; sign in and open the connect page again")
+        }
+        guard let nonce = form["nonce"], nonce == (try? Self.nonce(cookieValue: cookieValue, connection: connection.settings.name)) else {
+            return Self.errorPage(.forbidden, "csrf_refused", "this did not come from this browser's own connect page; open it again")
+        }
+        let owner = ConnectionTokenVault.Owner(userID: session.caller.userID, tenantID: session.caller.tenantID, connection: connection.settings.name)
+        let url = try await accounts.start(connection, owner: owner, cookieHash: try BrowserSessionBook.hash(cookieValue), returnTo: rd, now: clock.now())
+        return Response(status: .seeOther, headers: [.location: url, .cacheControl: "no-store"])
+    }
+
+    /// `GET /.portcullis/connect/callback?state=...&code=...`: completes the flow this browser
+    /// started; the tokens are sealed and kept, and a page says so.
+    func callback(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
+        guard let query = try? BrowserSessionRoutes.query(request), let state = query["state"], !state.isEmpty else {
+            return Self.errorPage(.badRequest, "request_invalid", "this is the service's way back to the gateway and it came without its state; start connecting again")
+        }
+        guard let (session, cookieValue) = try await browser.session(request, context) else {
+            return Self.errorPage(.unauthorized, "not_signed_in", "this browser is not signed in to the gateway; sign in, then start connecting again")
+        }
+        let completed: ConnectedAccountService.Completed
+        do {
+            completed = try await accounts.complete(
+                state: state, code: query["code"], error: query["error"], cookieHash: try BrowserSessionBook.hash(cookieValue), userID: session.caller.userID,
+                tenantID: session.caller.tenantID, now: clock.now())
+        } catch let error as ConnectError {
+            logger.notice("connection refused", metadata: ["code": .string(error.code), "user_id": .string(session.caller.userID)])
+            return Self.errorPage(HTTPResponse.Status(code: error.status), error.code, error.message)
+        }
+        logger.info(
+            "account connected",
+            metadata: ["connection": .string(completed.connection.name), "user_id": .string(session.caller.userID), "scope": .string(completed.account.scope)])
+        return SignInPages.response(
+            .ok, title: "\(completed.connection.displayName) connected",
+            body: """
+                <p>The tools you use through this gateway can now act as you at \(RefusalPage.escaped(completed.connection.displayName)).</p>
+                <p><a id="continue" href="\(RefusalPage.escaped(completed.returnTo))">Continue</a></p>
+                """)
+    }
+
+    static func notFound() -> Response {
+        errorPage(.notFound, "connection_unknown", "no connection has that name; the operator lists them under connections in the configuration")
+    }
+
+    static func errorPage(_ status: HTTPResponse.Status, _ code: String, _ message: String) -> Response {
+        var response = SignInPages.response(status, title: "Connecting failed", body: "<p>\(RefusalPage.escaped(message))</p><p><small>\(RefusalPage.escaped(code))</small></p>")
+        response.headers[HTTPField.Name("X-Portcullis-Error")!] = code
+        return response
+    }
+}

@@ -1,0 +1,101 @@
+/// One person's connecting of a service (`connections`), between the gateway's redirect to the
+/// service and its callback (`connect_flows`).
+///
+/// Kept by the hash of its `state`, so the table never holds what a URL carried; the PKCE verifier
+/// lives here for the flow's ten minutes at most and goes with the row. The flow is bound to the
+/// browser session that started it (`cookieHash`): the callback completes it only in that browser,
+/// signed in as that person, so a code can never land in another person's account.
+public struct ConnectFlowRecord: Sendable, Equatable {
+    /// SHA-256 of the `state` parameter, base64url.
+    public var stateHash: String
+    /// The connection's name (`connections[N].name`).
+    public var connection: String
+    public var userID: String
+    public var tenantID: String
+    /// SHA-256 of the session cookie of the browser that started it (its `browser_sessions` key).
+    public var cookieHash: String
+    /// The PKCE code verifier sent with the code to the service's token endpoint.
+    public var codeVerifier: String
+    /// Where the browser goes back to once connected (a checked same-site target).
+    public var returnTo: String
+    public var createdAt: Double
+    public var expiresAt: Double
+
+    public init(
+        stateHash: String, connection: String, userID: String, tenantID: String, cookieHash: String, codeVerifier: String, returnTo: String,
+        createdAt: Double, expiresAt: Double
+    ) {
+        self.stateHash = stateHash
+        self.connection = connection
+        self.userID = userID
+        self.tenantID = tenantID
+        self.cookieHash = cookieHash
+        self.codeVerifier = codeVerifier
+        self.returnTo = returnTo
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+    }
+}
+
+/// A service a person connected: the tokens the gateway holds for them there (`connected_accounts`).
+///
+/// The tokens are sealed (AES-256-GCM, bound to the person, the connection and the kind) before
+/// they reach this record: a copy of the store, or a row moved to another person, opens nothing.
+public struct ConnectedAccountRecord: Sendable, Equatable {
+    public var userID: String
+    public var tenantID: String
+    /// The connection's name (`connections[N].name`).
+    public var connection: String
+    /// The service's access token, sealed.
+    public var accessToken: String
+    /// The service's refresh token, sealed; `nil` when the service gave none.
+    public var refreshToken: String?
+    /// The scopes the service granted (its `scope`, or those asked for when it did not say), space-separated.
+    public var scope: String
+    /// When the access token expires (`expires_in` from when it was issued); `nil` when the service did not say.
+    public var expiresAt: Double?
+    /// When the person connected (or connected again).
+    public var createdAt: Double
+    /// When the tokens were last written (connected, or refreshed).
+    public var updatedAt: Double
+    /// When a request last went upstream with it; `nil` before the first.
+    public var lastUsedAt: Double?
+
+    public init(
+        userID: String, tenantID: String, connection: String, accessToken: String, refreshToken: String?, scope: String, expiresAt: Double?,
+        createdAt: Double, updatedAt: Double, lastUsedAt: Double? = nil
+    ) {
+        self.userID = userID
+        self.tenantID = tenantID
+        self.connection = connection
+        self.accessToken = accessToken
+        self.refreshToken = refreshToken
+        self.scope = scope
+        self.expiresAt = expiresAt
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+        self.lastUsedAt = lastUsedAt
+    }
+}
+
+/// The services people connected, and their connecting in flight: started on one instance,
+/// completed and used on any.
+public protocol ConnectionRepository: Sendable {
+    func insertConnectFlow(_ record: ConnectFlowRecord) async throws
+    /// Removes the flow with `stateHash` and returns it when it had not expired at `now`: one
+    /// caller at most ever gets a flow (a replayed or raced callback gets `nil`).
+    func takeConnectFlow(stateHash: String, now: Double) async throws -> ConnectFlowRecord?
+    /// Forgets flows that expired before `cutoff`; returns how many.
+    @discardableResult
+    func deleteExpiredConnectFlows(before cutoff: Double) async throws -> Int
+
+    /// Keeps `record` as the person's one account at its connection, replacing any before it.
+    func upsertConnectedAccount(_ record: ConnectedAccountRecord) async throws
+    /// The person's account at `connection`, if they connected it.
+    func connectedAccount(userID: String, tenantID: String, connection: String) async throws -> ConnectedAccountRecord?
+    /// A person's connected accounts (every person's with `nil`), by person then connection.
+    func connectedAccounts(userID: String?) async throws -> [ConnectedAccountRecord]
+    /// Forgets the person's account at `connection`; returns whether there was one.
+    @discardableResult
+    func deleteConnectedAccount(userID: String, tenantID: String, connection: String) async throws -> Bool
+}

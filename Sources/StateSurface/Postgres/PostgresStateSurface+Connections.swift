@@ -1,0 +1,86 @@
+import PostgresNIO
+
+extension PostgresStateSurface: ConnectionRepository {
+    public func insertConnectFlow(_ record: ConnectFlowRecord) async throws {
+        _ = try await rows(
+            """
+            INSERT INTO connect_flows (state_hash, connection, user_id, tenant_id, cookie_hash, code_verifier, return_to, created_at, expires_at)
+            VALUES (\(record.stateHash), \(record.connection), \(record.userID), \(record.tenantID), \(record.cookieHash), \(record.codeVerifier),
+                    \(record.returnTo), \(record.createdAt), \(record.expiresAt))
+            """)
+    }
+
+    public func takeConnectFlow(stateHash: String, now: Double) async throws -> ConnectFlowRecord? {
+        // DELETE ... RETURNING in one statement: of two callbacks with one state (on any instance), one gets the row.
+        let found = try await rows(
+            """
+            DELETE FROM connect_flows WHERE state_hash = \(stateHash)
+            RETURNING state_hash, connection, user_id, tenant_id, cookie_hash, code_verifier, return_to, created_at, expires_at
+            """)
+        guard let row = found.first else { return nil }
+        let (hash, connection, user, tenant, cookie, verifier, returnTo, createdAt, expiresAt) = try row.decode(
+            (String, String, String, String, String, String, String, Double, Double).self)
+        let record = ConnectFlowRecord(
+            stateHash: hash, connection: connection, userID: user, tenantID: tenant, cookieHash: cookie, codeVerifier: verifier, returnTo: returnTo,
+            createdAt: createdAt, expiresAt: expiresAt)
+        return record.expiresAt > now ? record : nil
+    }
+
+    public func deleteExpiredConnectFlows(before cutoff: Double) async throws -> Int {
+        try await rows("DELETE FROM connect_flows WHERE expires_at < \(cutoff) RETURNING 1").count
+    }
+
+    static func connectedAccount(from row: PostgresRow) throws -> ConnectedAccountRecord {
+        let (user, tenant, connection, access, refresh, scope, expiresAt, createdAt, updatedAt, lastUsedAt) = try row.decode(
+            (String, String, String, String, String?, String, Double?, Double, Double, Double?).self)
+        return ConnectedAccountRecord(
+            userID: user, tenantID: tenant, connection: connection, accessToken: access, refreshToken: refresh, scope: scope, expiresAt: expiresAt,
+            createdAt: createdAt, updatedAt: updatedAt, lastUsedAt: lastUsedAt)
+    }
+
+    public func upsertConnectedAccount(_ record: ConnectedAccountRecord) async throws {
+        _ = try await rows(
+            """
+            INSERT INTO connected_accounts (user_id, tenant_id, connection, access_token, refresh_token, scope, expires_at, created_at, updated_at, last_used_at)
+            VALUES (\(record.userID), \(record.tenantID), \(record.connection), \(record.accessToken), \(record.refreshToken), \(record.scope),
+                    \(record.expiresAt), \(record.createdAt), \(record.updatedAt), \(record.lastUsedAt))
+            ON CONFLICT (user_id, tenant_id, connection) DO UPDATE SET
+                access_token = excluded.access_token, refresh_token = excluded.refresh_token, scope = excluded.scope,
+                expires_at = excluded.expires_at, created_at = excluded.created_at, updated_at = excluded.updated_at,
+                last_used_at = excluded.last_used_at
+            """)
+    }
+
+    public func connectedAccount(userID: String, tenantID: String, connection: String) async throws -> ConnectedAccountRecord? {
+        try await rows(
+            """
+            SELECT user_id, tenant_id, connection, access_token, refresh_token, scope, expires_at, created_at, updated_at, last_used_at
+            FROM connected_accounts WHERE user_id = \(userID) AND tenant_id = \(tenantID) AND connection = \(connection)
+            """
+        ).first.map(Self.connectedAccount(from:))
+    }
+
+    public func connectedAccounts(userID: String?) async throws -> [ConnectedAccountRecord] {
+        let found =
+            if let userID {
+                try await rows(
+                    """
+                    SELECT user_id, tenant_id, connection, access_token, refresh_token, scope, expires_at, created_at, updated_at, last_used_at
+                    FROM connected_accounts WHERE user_id = \(userID) ORDER BY tenant_id, connection
+                    """)
+            } else {
+                try await rows(
+                    """
+                    SELECT user_id, tenant_id, connection, access_token, refresh_token, scope, expires_at, created_at, updated_at, last_used_at
+                    FROM connected_accounts ORDER BY user_id, tenant_id, connection
+                    """)
+            }
+        return try found.map(Self.connectedAccount(from:))
+    }
+
+    public func deleteConnectedAccount(userID: String, tenantID: String, connection: String) async throws -> Bool {
+        try await rows(
+            "DELETE FROM connected_accounts WHERE user_id = \(userID) AND tenant_id = \(tenantID) AND connection = \(connection) RETURNING 1"
+        ).count > 0
+    }
+}

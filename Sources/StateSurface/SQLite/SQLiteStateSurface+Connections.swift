@@ -1,0 +1,101 @@
+import GRDB
+
+extension SQLiteStateSurface: ConnectionRepository {
+    public func insertConnectFlow(_ record: ConnectFlowRecord) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO connect_flows (state_hash, connection, user_id, tenant_id, cookie_hash, code_verifier, return_to, created_at, expires_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    record.stateHash, record.connection, record.userID, record.tenantID, record.cookieHash, record.codeVerifier, record.returnTo,
+                    record.createdAt, record.expiresAt,
+                ])
+        }
+    }
+
+    public func takeConnectFlow(stateHash: String, now: Double) async throws -> ConnectFlowRecord? {
+        try await pool.write { db in
+            // DELETE ... RETURNING in one statement: of two callbacks with one state, one gets the row.
+            guard
+                let row = try Row.fetchOne(
+                    db,
+                    sql: """
+                        DELETE FROM connect_flows WHERE state_hash = ?
+                        RETURNING state_hash, connection, user_id, tenant_id, cookie_hash, code_verifier, return_to, created_at, expires_at
+                        """,
+                    arguments: [stateHash])
+            else { return nil }
+            let record = ConnectFlowRecord(
+                stateHash: row["state_hash"], connection: row["connection"], userID: row["user_id"], tenantID: row["tenant_id"],
+                cookieHash: row["cookie_hash"], codeVerifier: row["code_verifier"], returnTo: row["return_to"], createdAt: row["created_at"],
+                expiresAt: row["expires_at"])
+            return record.expiresAt > now ? record : nil
+        }
+    }
+
+    public func deleteExpiredConnectFlows(before cutoff: Double) async throws -> Int {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM connect_flows WHERE expires_at < ?", arguments: [cutoff])
+            return db.changesCount
+        }
+    }
+
+    static let connectedAccountColumns =
+        "user_id, tenant_id, connection, access_token, refresh_token, scope, expires_at, created_at, updated_at, last_used_at"
+
+    static func connectedAccount(from row: Row) -> ConnectedAccountRecord {
+        ConnectedAccountRecord(
+            userID: row["user_id"], tenantID: row["tenant_id"], connection: row["connection"], accessToken: row["access_token"],
+            refreshToken: row["refresh_token"], scope: row["scope"], expiresAt: row["expires_at"], createdAt: row["created_at"],
+            updatedAt: row["updated_at"], lastUsedAt: row["last_used_at"])
+    }
+
+    public func upsertConnectedAccount(_ record: ConnectedAccountRecord) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO connected_accounts (\(Self.connectedAccountColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (user_id, tenant_id, connection) DO UPDATE SET
+                        access_token = excluded.access_token, refresh_token = excluded.refresh_token, scope = excluded.scope,
+                        expires_at = excluded.expires_at, created_at = excluded.created_at, updated_at = excluded.updated_at,
+                        last_used_at = excluded.last_used_at
+                    """,
+                arguments: [
+                    record.userID, record.tenantID, record.connection, record.accessToken, record.refreshToken, record.scope, record.expiresAt,
+                    record.createdAt, record.updatedAt, record.lastUsedAt,
+                ])
+        }
+    }
+
+    public func connectedAccount(userID: String, tenantID: String, connection: String) async throws -> ConnectedAccountRecord? {
+        try await pool.read { db in
+            try Row.fetchOne(
+                db, sql: "SELECT \(Self.connectedAccountColumns) FROM connected_accounts WHERE user_id = ? AND tenant_id = ? AND connection = ?",
+                arguments: [userID, tenantID, connection]
+            ).map(Self.connectedAccount(from:))
+        }
+    }
+
+    public func connectedAccounts(userID: String?) async throws -> [ConnectedAccountRecord] {
+        try await pool.read { db in
+            if let userID {
+                return try Row.fetchAll(
+                    db, sql: "SELECT \(Self.connectedAccountColumns) FROM connected_accounts WHERE user_id = ? ORDER BY tenant_id, connection",
+                    arguments: [userID]
+                ).map(Self.connectedAccount(from:))
+            }
+            return try Row.fetchAll(db, sql: "SELECT \(Self.connectedAccountColumns) FROM connected_accounts ORDER BY user_id, tenant_id, connection")
+                .map(Self.connectedAccount(from:))
+        }
+    }
+
+    public func deleteConnectedAccount(userID: String, tenantID: String, connection: String) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(
+                sql: "DELETE FROM connected_accounts WHERE user_id = ? AND tenant_id = ? AND connection = ?", arguments: [userID, tenantID, connection])
+            return db.changesCount > 0
+        }
+    }
+}

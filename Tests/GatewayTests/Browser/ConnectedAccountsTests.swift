@@ -1,0 +1,171 @@
+import ConfigurationReading
+import ConnectedAccounts
+import Foundation
+import JOSE
+import SecurityGuard
+import StateSurface
+import Testing
+
+/// Connected accounts (issue 66, first part): a signed-in person connects a service once, the
+/// gateway their OAuth client there, through the real gateway and a service of the test's own.
+@Suite("Connected accounts: connecting a service")
+struct ConnectedAccountsTests {
+    static func connection(_ service: FakeOAuthService, secretFile: String) -> ConnectionSettings {
+        ConnectionSettings(
+            name: "github", displayName: "GitHub", authorizationEndpoint: service.base + "/login/oauth/authorize",
+            tokenEndpoint: service.base + "/login/oauth/access_token", clientID: "portcullis-connect", clientSecretFile: secretFile, scopes: ["repo", "read:org"])
+    }
+
+    /// A browser signed in with the account form as `username`.
+    static func signedIn(_ fixture: GatewayFixture, _ username: String) async throws -> CookieJar {
+        let answer = try await Answer.request(
+            .POST, fixture.baseURL + "/.portcullis/sign_in", headers: [("Sec-Fetch-Site", "same-origin"), ("Content-Type", "application/x-www-form-urlencoded")],
+            body: "username=\(username)&password=correct+horse+battery&rd=%2F", followRedirects: false)
+        var jar = CookieJar()
+        jar.take(answer)
+        fixture.remember(try #require(jar["portcullis"], "\(answer.raw)"))
+        return jar
+    }
+
+    /// The connect page's button, pressed in `jar`'s browser: the answer (303 to the service).
+    static func pressConnect(_ fixture: GatewayFixture, _ jar: CookieJar, rd: String = "%2Fafter") async throws -> Answer {
+        let page = try await BrowserSessionTests.get(fixture, "/.portcullis/connect/github?rd=" + rd, jar)
+        let nonce = try #require(page.raw.firstMatch(of: /name="nonce" value="([^"]+)"/)?.1, "\(page.raw)")
+        return try await Answer.request(
+            .POST, fixture.baseURL + "/.portcullis/connect/github?rd=" + rd,
+            headers: [("Sec-Fetch-Site", "same-origin"), ("Content-Type", "application/x-www-form-urlencoded"), jar.header], body: "nonce=\(nonce)",
+            followRedirects: false)
+    }
+
+    /// The service's answer to the authorization URL: the path and query of the gateway's callback it sends the browser to.
+    static func serviceSendsBack(_ location: String) async throws -> String {
+        let answer = try await Answer.request(.GET, location, followRedirects: false)
+        let back = try #require(answer.headers.first(name: "location"), "\(answer.raw)")
+        return BrowserSessionTests.pathOf(back)
+    }
+
+    @Test(
+        "a signed-in person connects a service: the page names them and what is asked; only the page's own POST starts it, to the service with PKCE S256 and a state; the callback completes only in the browser and for the person that started it, once; the tokens are kept sealed to that person and connection and work at the service as them; no token reaches the log"
+    )
+    func connecting() async throws {
+        let service = try await FakeOAuthService.start()
+        let secret = try TrustedIssuerSecretTests.secretFile(Array("service-secret-of-portcullis\n".utf8), mode: 0o600)
+        defer { try? FileManager.default.removeItem(atPath: secret) }
+        let fixture = try await GatewayFixture { $0.connections = ConnectionsConfiguration(connections: [Self.connection(service, secretFile: secret)]) }
+        try await fixture.addUser("alice")
+        try await fixture.addUser("bob")
+        let alice = try await Self.signedIn(fixture, "alice")
+        let bob = try await Self.signedIn(fixture, "bob")
+
+        // Unsigned: sign in first, then back to the page.
+        let unsigned = try await BrowserSessionTests.get(fixture, "/.portcullis/connect/github", CookieJar())
+        #expect(unsigned.status == 303 && unsigned.headers.first(name: "location")?.hasPrefix("/.portcullis/sign_in?rd=%2F.portcullis%2Fconnect%2Fgithub") == true, "\(unsigned.raw)")
+        #expect(try await BrowserSessionTests.get(fixture, "/.portcullis/connect/gitlab", alice).status == 404)
+        let page = try await BrowserSessionTests.get(fixture, "/.portcullis/connect/github", alice)
+        #expect(page.status == 200 && page.raw.contains("alice") && page.raw.contains("<code>repo</code> <code>read:org</code>"), "\(page.raw)")
+        #expect(page.headers.first(name: "content-security-policy")?.contains("form-action 'self' \(service.base)") == true, "the redirect chain to the service")
+
+        // Only the page's own POST: another site's is refused, as is a nonce of another browser's.
+        let crossSite = try await Answer.request(
+            .POST, fixture.baseURL + "/.portcullis/connect/github", headers: [("Origin", "https://evil.example"), ("Content-Type", "application/x-www-form-urlencoded"), alice.header],
+            body: "nonce=x", followRedirects: false)
+        #expect(crossSite.status == 403 && crossSite.headers.first(name: "x-portcullis-error") == "csrf_refused", "\(crossSite.raw)")
+        let bobsPage = try await BrowserSessionTests.get(fixture, "/.portcullis/connect/github", bob)
+        let bobsNonce = try #require(bobsPage.raw.firstMatch(of: /name="nonce" value="([^"]+)"/)?.1)
+        let wrongNonce = try await Answer.request(
+            .POST, fixture.baseURL + "/.portcullis/connect/github",
+            headers: [("Sec-Fetch-Site", "same-origin"), ("Content-Type", "application/x-www-form-urlencoded"), alice.header], body: "nonce=\(bobsNonce)",
+            followRedirects: false)
+        #expect(wrongNonce.status == 403, "\(wrongNonce.raw)")
+
+        // The start: to the service, PKCE S256, a state of 256 bits, the gateway's one callback.
+        let started = try await Self.pressConnect(fixture, alice)
+        let location = try #require(started.headers.first(name: "location"), "\(started.raw)")
+        #expect(started.status == 303 && location.hasPrefix(service.base + "/login/oauth/authorize?"))
+        let callback = try await Self.serviceSendsBack(location)
+        let asked = service.books.withLock { $0.lastAuthorization }
+        #expect(asked["code_challenge_method"] == "S256" && asked["code_challenge"]?.count == 43 && asked["state"]?.count == 43 && asked["scope"] == "repo read:org")
+        #expect(asked["redirect_uri"] == fixture.server.gateway.effectivePublicURL + "/.portcullis/connect/callback")
+        #expect(!location.contains("alice") && !location.contains("usr_"), "nothing about the person in the URL")
+
+        // Another person's browser with alice's callback: refused, and the flow is spent.
+        let stolen = try await BrowserSessionTests.get(fixture, callback, bob)
+        #expect(stolen.status == 403 && stolen.headers.first(name: "x-portcullis-error") == "connect_browser_mismatch", "\(stolen.raw)")
+        let afterTheft = try await BrowserSessionTests.get(fixture, callback, alice)
+        #expect(afterTheft.status == 400 && afterTheft.headers.first(name: "x-portcullis-error") == "connect_flow_unknown", "\(afterTheft.raw)")
+        #expect(try await fixture.state.connectedAccounts(userID: nil).isEmpty, "nothing connected by either")
+
+        // Again, in alice's own browser: connected.
+        let callbackAgain = try await Self.serviceSendsBack(try #require(try await Self.pressConnect(fixture, alice).headers.first(name: "location")))
+        let done = try await BrowserSessionTests.get(fixture, callbackAgain, alice)
+        #expect(done.status == 200 && done.raw.contains("GitHub connected") && done.raw.contains("href=\"/after\""), "\(done.raw)")
+        let replayed = try await BrowserSessionTests.get(fixture, callbackAgain, alice)
+        #expect(replayed.headers.first(name: "x-portcullis-error") == "connect_flow_unknown", "a callback is used once")
+
+        // Kept sealed: the store holds no token; it opens for alice at github only, and works at the service as her.
+        let issued = service.books.withLock { Array($0.accessTokens.keys) + Array($0.refreshTokens.keys) }
+        for token in issued { fixture.remember(token) }
+        let aliceID = try #require(try await fixture.state.user(tenantID: "default", username: "alice")).id
+        let account = try #require(try await fixture.state.connectedAccount(userID: aliceID, tenantID: "default", connection: "github"))
+        #expect(account.scope == "repo read:org" && account.refreshToken != nil && (account.expiresAt ?? 0) > Date().timeIntervalSince1970 + 28_000)
+        for file in ["/portcullis.sqlite", "/portcullis.sqlite-wal"] {
+            let bytes = (try? Data(contentsOf: URL(fileURLWithPath: fixture.directory + file))) ?? Data()
+            for token in issued { #expect(bytes.range(of: Data(token.utf8)) == nil, "\(file) holds a token in the clear") }
+        }
+        let accounts = fixture.server.services.connectedAccounts
+        let owner = ConnectionTokenVault.Owner(userID: aliceID, tenantID: "default", connection: "github")
+        let token = try #require(try await accounts.accessToken(for: owner))
+        #expect(service.books.withLock { $0.accessTokens[token] } == "octocat")
+        let vault = try #require(accounts.directory.vault)
+        #expect(vault.open(account.accessToken, kind: .accessToken, for: ConnectionTokenVault.Owner(userID: "usr_other", tenantID: "default", connection: "github")) == nil)
+        #expect(vault.open(account.accessToken, kind: .accessToken, for: ConnectionTokenVault.Owner(userID: aliceID, tenantID: "default", connection: "drive")) == nil)
+        #expect(vault.open(account.accessToken, kind: .refreshToken, for: owner) == nil)
+        let user = try await Answer.request(.GET, service.base + "/api/user", headers: [("Authorization", "Bearer " + token)])
+        #expect(user.json["login"] == "octocat")
+
+        // Declined at the service: nothing is kept.
+        service.books.withLock { $0.denies = true }
+        let declinedBack = try await Self.serviceSendsBack(try #require(try await Self.pressConnect(fixture, bob).headers.first(name: "location")))
+        let declined = try await BrowserSessionTests.get(fixture, declinedBack, bob)
+        #expect(declined.status == 400 && declined.headers.first(name: "x-portcullis-error") == "connect_declined", "\(declined.raw)")
+        #expect(try await fixture.state.connectedAccounts(userID: nil).map(\.userID) == [aliceID])
+
+        try await fixture.stop()
+        try await service.stop()
+    }
+
+    @Test("connections read themselves: an unknown key, a bad name, an endpoint neither https nor loopback http, a missing client and two entries with one name each stop start naming connections[N].KEY")
+    func configuration() async throws {
+        func read(_ yaml: String) async throws -> ConnectionsConfiguration {
+            let path = NSTemporaryDirectory() + "connections-" + UUID().uuidString + ".yaml"
+            try yaml.write(toFile: path, atomically: true, encoding: .utf8)
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            return try ConnectionsConfiguration(reading: try await ConfigurationValues.load(path: path, environment: false))
+        }
+        let good = """
+            connections:
+              - name: github
+                authorization_endpoint: https://github.com/login/oauth/authorize
+                token_endpoint: https://github.com/login/oauth/access_token
+                client_id: Iv1.abc
+                client_secret_file: keys/github.secret
+                scopes: [repo, read:org]
+
+            """
+        let read1 = try await read(good)
+        #expect(read1.connections.map(\.name) == ["github"] && read1.connection(named: "github")?.scopes == ["repo", "read:org"])
+        #expect(read1.connection(named: "github")?.displayName == "github")
+        let cases: [(String, String, String)] = [
+            ("client_id: Iv1.abc", "client_id: Iv1.abc\n    colour: red", "connections[0].colour"),
+            ("name: github", "name: GitHub", "connections[0].name"),
+            ("token_endpoint: https://github.com/login/oauth/access_token", "token_endpoint: http://github.com/token", "connections[0].token_endpoint"),
+            ("    client_id: Iv1.abc\n", "", "connections[0].client_id"),
+            ("scopes: [repo, read:org]", "scopes: [\"repo read\"]", "connections[0].scopes"),
+        ]
+        for (from, to, key) in cases {
+            await #expect(performing: { _ = try await read(good.replacingOccurrences(of: from, with: to)) }, throws: { ($0 as? ConfigurationError)?.message.contains(key) == true })
+        }
+        let twice = good + good.replacingOccurrences(of: "connections:\n", with: "")
+        await #expect(performing: { _ = try await read(twice) }, throws: { ($0 as? ConfigurationError)?.message.contains("connections[1].name") == true })
+    }
+}
