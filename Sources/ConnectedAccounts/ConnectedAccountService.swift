@@ -60,6 +60,7 @@ public struct ConnectedAccountService: Sendable {
         }
         if let error { throw ConnectError.declined(TokenEndpoint.isErrorCode(error) ? error : "an error") }
         guard let code, !code.isEmpty else { throw ConnectError.declined("no code came back") }
+        guard let vault = directory.vault else { throw ConnectError.unavailable("no sealing key") }
         let answer: TokenEndpointAnswer
         do {
             answer = try await tokenEndpoint.exchange(
@@ -70,16 +71,36 @@ public struct ConnectedAccountService: Sendable {
             case .unavailable(let why), .malformed(let why): throw ConnectError.unavailable(why)
             }
         }
-        guard let accessToken = answer.accessToken else { throw ConnectError.unavailable("the service's answer has no access_token") }
-        guard let vault = directory.vault else { throw ConnectError.unavailable("no sealing key") }
+        guard let accessToken = answer.accessToken, Self.isTokenText(accessToken), answer.refreshToken.map(Self.isTokenText) ?? true else {
+            throw ConnectError.unavailable("the service's answer has no access_token the gateway can send (visible ASCII, at most 8 KiB)")
+        }
+        // Sent upstream as `Authorization: Bearer`: a token of another type would be sent as what it is not.
+        guard answer.tokenType?.lowercased() == "bearer" else {
+            throw ConnectError.unavailable("the service's token_type is \(answer.tokenType == nil ? "missing" : "not Bearer"), and the gateway sends Bearer tokens only")
+        }
         let owner = ConnectionTokenVault.Owner(userID: userID, tenantID: tenantID, connection: connection.settings.name)
         let account = ConnectedAccountRecord(
             userID: userID, tenantID: tenantID, connection: connection.settings.name, accessToken: try vault.seal(accessToken, kind: .accessToken, for: owner),
             refreshToken: try answer.refreshToken.map { try vault.seal($0, kind: .refreshToken, for: owner) },
-            scope: answer.scope ?? connection.settings.scopes.joined(separator: " "), expiresAt: answer.expiresIn.map { now + $0 }, createdAt: now,
+            scope: Self.grantedScope(answer.scope, asked: connection.settings.scopes), expiresAt: answer.expiresIn.map { now + $0 }, createdAt: now,
             updatedAt: now)
         try await store.upsertConnectedAccount(account)
         return Completed(connection: connection.settings, account: account, returnTo: flow.returnTo)
+    }
+
+    /// A token the gateway may keep and send in a header: visible ASCII, at most 8 KiB.
+    package static func isTokenText(_ token: String) -> Bool {
+        (1...8192).contains(token.utf8.count) && token.utf8.allSatisfy { $0 >= 0x21 && $0 <= 0x7E }
+    }
+
+    /// The scopes the service says it granted, space-separated (GitHub separates them with commas);
+    /// those asked for when it says nothing or something that is not scopes (RFC 6749 3.3), so a
+    /// service's answer never reaches a page or a log as anything but scope names.
+    package static func grantedScope(_ said: String?, asked: [String]) -> String {
+        guard let said, said.utf8.count <= 1024,
+            said.utf8.allSatisfy({ $0 == 0x20 || $0 == UInt8(ascii: ",") || ($0 >= 0x21 && $0 <= 0x7E && $0 != 0x22 && $0 != 0x5C) })
+        else { return asked.joined(separator: " ") }
+        return said.split(whereSeparator: { $0 == " " || $0 == "," }).joined(separator: " ")
     }
 
     /// The person's connected accounts, for their agents page and `connections list`.
@@ -96,9 +117,37 @@ public struct ConnectedAccountService: Sendable {
         return vault.open(account.accessToken, kind: .accessToken, for: owner)
     }
 
-    /// Forgets `owner`'s account; returns whether there was one.
-    @discardableResult
-    public func disconnect(_ owner: ConnectionTokenVault.Owner) async throws -> Bool {
-        try await store.deleteConnectedAccount(userID: owner.userID, tenantID: owner.tenantID, connection: owner.connection)
+    /// What a disconnect did at the service.
+    public enum ServiceRevocation: Sendable, Equatable {
+        /// The service was told (RFC 7009) and answered 200.
+        case revoked
+        /// The connection has no `revocation_endpoint`: the tokens are only forgotten here.
+        case notOffered
+        /// The service could not be told (it refused, or did not answer): the tokens are forgotten here all the same.
+        case failed(String)
+    }
+
+    /// Forgets `owner`'s account, then tells the service (its refresh token, else its access
+    /// token) where the connection has a `revocation_endpoint`. `nil` when there was no account.
+    ///
+    /// Forgotten first: once the person asked, the gateway never sends it again, whatever the service says.
+    public func disconnect(_ owner: ConnectionTokenVault.Owner) async throws -> ServiceRevocation? {
+        guard let account = try await store.connectedAccount(userID: owner.userID, tenantID: owner.tenantID, connection: owner.connection),
+            try await store.deleteConnectedAccount(userID: owner.userID, tenantID: owner.tenantID, connection: owner.connection)
+        else { return nil }
+        guard let connection = directory.connection(named: owner.connection), let endpoint = connection.settings.revocationEndpoint else { return .notOffered }
+        // A refresh token's revocation ends its access tokens too (RFC 7009 2.1); the access token is told when there is none.
+        let opened =
+            account.refreshToken.flatMap { sealed in directory.vault?.open(sealed, kind: .refreshToken, for: owner).map { ($0, "refresh_token") } }
+            ?? directory.vault?.open(account.accessToken, kind: .accessToken, for: owner).map { ($0, "access_token") }
+        guard let (token, hint) = opened else { return .failed("the tokens could not be opened under this gateway's key") }
+        do {
+            try await tokenEndpoint.revoke(token, hint: hint, client: connection.client, endpoint: endpoint)
+            return .revoked
+        } catch {
+            switch error {
+            case .refused(let why), .unavailable(let why), .malformed(let why): return .failed(why)
+            }
+        }
     }
 }

@@ -44,9 +44,9 @@ public struct ConnectionSettings: Sendable, Equatable {
     }
 
     /// A connection's name: 1-32 of lower-case letters, digits and `-`, starting with a letter
-    /// (it is a path segment and a key in the store).
+    /// (it is a path segment and a key in the store); never `callback`, the callback's own segment.
     public static func isValidName(_ name: String) -> Bool {
-        guard let first = name.utf8.first, (1...32).contains(name.utf8.count), first >= 0x61 && first <= 0x7A else { return false }
+        guard name != "callback", let first = name.utf8.first, (1...32).contains(name.utf8.count), first >= 0x61 && first <= 0x7A else { return false }
         return name.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == UInt8(ascii: "-") }
     }
 
@@ -59,7 +59,7 @@ public struct ConnectionSettings: Sendable, Equatable {
             throw entry.problem(unknown, "is not a setting of a connection (known: \(Self.keys.sorted().joined(separator: ", ")))")
         }
         guard let name = try entry.string("name"), Self.isValidName(name) else {
-            throw entry.problem("name", "is required: 1-32 lower-case letters, digits and -, starting with a letter, such as github")
+            throw entry.problem("name", "is required: 1-32 lower-case letters, digits and -, starting with a letter, such as github (not callback)")
         }
         func endpoint(_ key: String) throws(ConfigurationError) -> String? {
             guard let url = try entry.string(key) else { return nil }

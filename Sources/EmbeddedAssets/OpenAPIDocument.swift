@@ -1087,6 +1087,41 @@ package enum OpenAPIDocument {
             "429": {$ref: "#/components/responses/RateLimited"}
             "431": {$ref: "#/components/responses/HeadersTooLarge"}
             "503": {$ref: "#/components/responses/Unavailable"}
+      /.portcullis/connect/{name}/disconnect:
+        post:
+          tags: [browser]
+          operationId: browserConnectDisconnect
+          summary: Disconnects the signed-in person's account at a connection; from the agents page only.
+          description: |
+            403 `csrf_refused` unless `Origin` is the public origin (or absent or `null` with
+            `Sec-Fetch-Site: same-origin`) and `nonce` is the agents page's. The tokens are forgotten
+            at once; where the connection has a `revocation_endpoint` the service is told (RFC 7009).
+            303 back to the agents page, which says what was done (`done=disconnected`, or `gone`
+            when there was nothing to disconnect).
+          parameters:
+            - {name: name, in: path, required: true, schema: {type: string, pattern: "^[a-z][a-z0-9-]{0,31}$"}}
+          requestBody:
+            required: true
+            content:
+              application/x-www-form-urlencoded:
+                schema:
+                  type: object
+                  required: [nonce]
+                  properties:
+                    nonce: {type: string}
+          responses:
+            "303":
+              description: Back to the agents page.
+              headers:
+                Location: {schema: {type: string}}
+            "400": {$ref: "#/components/responses/PageOrBadRequest"}
+            "401": {$ref: "#/components/responses/OAuthPage"}
+            "403": {$ref: "#/components/responses/OAuthPage"}
+            "404": {$ref: "#/components/responses/OAuthPage"}
+            "413": {$ref: "#/components/responses/PayloadTooLarge"}
+            "429": {$ref: "#/components/responses/RateLimited"}
+            "431": {$ref: "#/components/responses/HeadersTooLarge"}
+            "503": {$ref: "#/components/responses/Unavailable"}
       /.portcullis/connect/callback:
         get:
           tags: [browser]

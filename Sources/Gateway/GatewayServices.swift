@@ -230,7 +230,8 @@ public struct GatewayServices: Sendable {
             tokens: OAuthTokenService(
                 store: store, keys: keys, issuer: configuration.issuer.trimmingTrailingSlash, settings: settings, refreshLifetime: configuration.refreshTokenLifetime,
                 clock: clock, clientMetadata: clientMetadata),
-            store: store, browser: browserSessionRoutes, recheck: providerRecheck, table: routeTable, verifier: authenticator.verifier, logger: logger)
+            store: store, browser: browserSessionRoutes, recheck: providerRecheck, table: routeTable, verifier: authenticator.verifier,
+            connections: connectedAccounts, logger: logger)
     }
 
     /// People's connected accounts (none without `connections`).

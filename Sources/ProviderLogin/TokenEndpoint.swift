@@ -17,6 +17,8 @@ public struct TokenEndpointAnswer: Sendable {
     public let expiresIn: Double?
     /// `scope`, when the server says (RFC 6749 5.1: when it differs from what was asked).
     public let scope: String?
+    /// `token_type` (`Bearer`, in any case), when the server says.
+    public let tokenType: String?
 }
 
 /// Who calls a token endpoint: a client id, its credential, and the CA file its TLS is checked
@@ -90,7 +92,23 @@ public struct TokenEndpoint: Sendable {
         try await call([("grant_type", "refresh_token"), ("refresh_token", refreshToken)], client: client, endpoint: endpoint)
     }
 
+    /// Tells a server the gateway is done with `token` (RFC 7009 2.1), as `client`: `hint` is
+    /// `access_token` or `refresh_token`. A 200 is done; anything else is the failure it is.
+    public func revoke(_ token: String, hint: String, client: TokenEndpointClient, endpoint: String) async throws(TokenEndpointFailure) {
+        let (status, body) = try await post([("token", token), ("token_type_hint", hint)], client: client, endpoint: endpoint)
+        // RFC 7009 2.2: 200 for a token it did not know too; anything else is read as a token endpoint's failure (it throws).
+        if status != .ok { _ = try Self.read(status: status, body: body) }
+    }
+
     private func call(_ form: [(String, String)], client identity: TokenEndpointClient, endpoint: String) async throws(TokenEndpointFailure) -> TokenEndpointAnswer {
+        let (status, answer) = try await post(form, client: identity, endpoint: endpoint)
+        return try Self.read(status: status, body: answer)
+    }
+
+    /// POSTs `form` to `endpoint` as `identity`: the status and the body (at most 64 KiB, within 10 s).
+    private func post(_ form: [(String, String)], client identity: TokenEndpointClient, endpoint: String) async throws(TokenEndpointFailure) -> (
+        HTTPResponseStatus, [UInt8]
+    ) {
         guard TrustedIssuer.isFetchable(endpoint) else {
             throw .unavailable("the token endpoint is not an https URL (plain http only to loopback)")
         }
@@ -129,11 +147,11 @@ public struct TokenEndpoint: Sendable {
         }
         try? await client.shutdown()
         let (status, answer) = try outcome.get()
-        return try Self.read(status: status, body: Array(answer.readableBytesView))
+        return (status, Array(answer.readableBytesView))
     }
 
     /// The token response, or the OAuth error it carries.
-    static func read(status: HTTPResponseStatus, body: [UInt8]) throws(TokenEndpointFailure) -> TokenEndpointAnswer {
+    package static func read(status: HTTPResponseStatus, body: [UInt8]) throws(TokenEndpointFailure) -> TokenEndpointAnswer {
         let document = try? StrictJSONReader().parseObject(body)
         guard status == .ok else {
             // RFC 6749 5.2: 400 (or 401 for client authentication) with an `error` code. Any 4xx
@@ -148,24 +166,24 @@ public struct TokenEndpoint: Sendable {
         guard let document else { throw .malformed("the token endpoint's answer is not a JSON object") }
         let idToken = document["id_token"]
         let refreshToken = document["refresh_token"]
-        let accessToken = document["access_token"]
-        let scope = document["scope"]
-        guard idToken == nil || idToken?.stringValue != nil, refreshToken == nil || refreshToken?.stringValue != nil,
-            accessToken == nil || accessToken?.stringValue?.isEmpty == false, scope == nil || scope?.stringValue != nil
-        else {
-            throw .malformed("the token endpoint's id_token, refresh_token, access_token and scope must be strings")
+        guard idToken == nil || idToken?.stringValue != nil, refreshToken == nil || refreshToken?.stringValue != nil else {
+            throw .malformed("the token endpoint's id_token and refresh_token must be strings")
         }
-        // `expires_in`: a number of seconds (some servers write it as a string of digits).
+        // A 200 that carries an error and no token is a refusal (GitHub answers a bad code so).
+        if let code = document["error"]?.stringValue, document["access_token"] == nil, idToken == nil {
+            throw .refused(Self.isErrorCode(code) ? code : "an error without a code")
+        }
+        // The fields a sign-in never read are read leniently: one that is not what RFC 6749 says is left out.
         var expiresIn: Double?
         switch document["expires_in"] {
-        case nil, .null?: break
         case .number(let seconds)? where seconds > 0 && seconds.isFinite: expiresIn = seconds
+        // Some servers write it as a string of digits.
         case .string(let text)? where Double(text).map({ $0 > 0 && $0.isFinite }) == true: expiresIn = Double(text)
-        default: throw .malformed("the token endpoint's expires_in must be a positive number of seconds")
+        default: break
         }
         return TokenEndpointAnswer(
-            idToken: idToken?.stringValue, refreshToken: refreshToken?.stringValue, accessToken: accessToken?.stringValue, expiresIn: expiresIn,
-            scope: scope?.stringValue)
+            idToken: idToken?.stringValue, refreshToken: refreshToken?.stringValue, accessToken: document["access_token"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 },
+            expiresIn: expiresIn, scope: document["scope"]?.stringValue, tokenType: document["token_type"]?.stringValue)
     }
 
     /// An OAuth error code as RFC 6749 allows it (printable ASCII without `"` and `\`), at most 64 bytes:

@@ -91,5 +91,6 @@ extension StateStore {
     @discardableResult
     public func deleteExpiredSignIns(before cutoff: Double) async throws -> Int {
         try await deleteExpiredLoginFlows(before: cutoff) + deleteExpiredProviderSignIns(before: cutoff) + deleteExpiredOAuthCodes(before: cutoff)
+            + deleteExpiredConnectFlows(before: cutoff)
     }
 }

@@ -22,7 +22,7 @@ struct Portcullis: AsyncParsableCommand {
             2 usage or configuration error.
             """,
         version: BuildInfo.line,
-        subcommands: [ServeCommand.self, GatewayCommand.self, ConfigCommand.self, KeysCommand.self, JWKSCommand.self, TokenCommand.self, TrustCommand.self, UsersCommand.self, OAuthCommand.self, RuntimeCommand.self, StorageCommand.self, AuditCommand.self, BenchCommand.self]
+        subcommands: [ServeCommand.self, GatewayCommand.self, ConfigCommand.self, KeysCommand.self, JWKSCommand.self, TokenCommand.self, TrustCommand.self, UsersCommand.self, OAuthCommand.self, ConnectionsCommand.self, RuntimeCommand.self, StorageCommand.self, AuditCommand.self, BenchCommand.self]
     )
 
     /// Parses and runs, mapping every failure to the documented exit codes:

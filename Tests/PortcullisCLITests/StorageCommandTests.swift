@@ -171,6 +171,42 @@ struct OAuthCommandTests {
     }
 }
 
+/// `portcullis connections`: the services people connected, listed and revoked by an operator (issue 66).
+@Suite("portcullis connections (the real binary)")
+struct ConnectionsCommandTests {
+    @Test("connections list shows every person's connected accounts (one person's by any of their names), naming them as users does; connections revoke forgets one person's account at one connection and says whether the service was told; an account that is not there is an error")
+    func listAndRevoke() async throws {
+        let cli = try CLI()
+        defer { cli.remove() }
+        let database = cli.directory + "/portcullis.sqlite"
+        for name in ["alice", "bob"] {
+            #expect(try cli.run(["users", "add", name, "--tenant", "acme", "--password-stdin", "--database", database], stdin: "correct horse battery\n").status == 0)
+        }
+        let options = ["--database", database]
+        #expect(try cli.run(["connections", "list"] + options).stdout.contains("no connected accounts yet"))
+        var storage = StorageConfiguration()
+        storage.sqlitePath = database
+        let state = try await StateStores.open(storage)
+        let alice = try #require(try await state.user(tenantID: "acme", username: "alice")).id
+        let now = Date().timeIntervalSince1970
+        for connection in ["github", "drive"] {
+            try await state.upsertConnectedAccount(
+                ConnectedAccountRecord(
+                    userID: alice, tenantID: "acme", connection: connection, accessToken: "sealed", refreshToken: nil, scope: "repo", expiresAt: nil, createdAt: now,
+                    updatedAt: now))
+        }
+        let listed = try cli.run(["connections", "list"] + options)
+        #expect(listed.status == 0 && listed.stdout.hasPrefix("alice (\(alice), tenant acme)  drive  scope: repo") && listed.stdout.contains("last used never"), "\(listed.stdout)\(listed.stderr)")
+        #expect(try cli.run(["connections", "list", "--user", "bob"] + options).stdout.contains("has connected nothing"))
+        let revoked = try cli.run(["connections", "revoke", "--user", "alice", "--connection", "github"] + options)
+        #expect(revoked.status == 0 && revoked.stdout.contains("disconnected: alice") && revoked.stdout.contains("the service was not told"), "\(revoked.stdout)\(revoked.stderr)")
+        #expect(try await state.connectedAccounts(userID: alice).map(\.connection) == ["drive"])
+        let again = try cli.run(["connections", "revoke", "--user", "alice", "--connection", "github"] + options)
+        #expect(again.status == 1 && again.stderr.contains("has no account connected at github"), "\(again.stderr)")
+        await state.shutdown()
+    }
+}
+
 /// `portcullis users` names a person as an operator knows them (issue 65): by username, email,
 /// a provider's subject or the gateway's id, and acts on one person only.
 @Suite("portcullis users: naming a person (the real binary)", .serialized)

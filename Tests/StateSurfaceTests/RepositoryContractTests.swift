@@ -105,6 +105,31 @@ struct RepositoryContractTests {
         await state.shutdown()
     }
 
+    @Test("disabling or deleting an account forgets the services it connected and its connect flows, in the transaction that cuts it off; a new password keeps them", arguments: StoreKind.available)
+    func cutOffForgetsConnections(kind: StoreKind) async throws {
+        let state = try await TestStore(kind).open()
+        let now = self.now
+        for name in ["carol", "dave"] {
+            try await state.insertUser(UserRecord(id: "usr_" + name, tenantID: "default", username: name, passwordHash: "h", createdAt: now))
+            try await state.upsertConnectedAccount(
+                ConnectedAccountRecord(
+                    userID: "usr_" + name, tenantID: "default", connection: "github", accessToken: "s", refreshToken: nil, scope: "", expiresAt: nil, createdAt: now,
+                    updatedAt: now))
+            try await state.insertConnectFlow(
+                ConnectFlowRecord(
+                    stateHash: "flow-" + name, connection: "github", userID: "usr_" + name, tenantID: "default", cookieHash: "c", codeVerifier: "v", returnTo: "/",
+                    createdAt: now, expiresAt: now + 600))
+        }
+        _ = try await state.setUserPassword(tenantID: "default", username: "dave", passwordHash: "h2", now: now)
+        #expect(try await state.connectedAccounts(userID: "usr_dave").count == 1, "a new password keeps them")
+        _ = try await state.disableUser(tenantID: "default", username: "carol", now: now)
+        #expect(try await state.connectedAccounts(userID: "usr_carol").isEmpty)
+        #expect(try await state.takeConnectFlow(stateHash: "flow-carol", now: now) == nil)
+        _ = try await state.deleteUser(tenantID: "default", username: "dave", now: now)
+        #expect(try await state.connectedAccounts(userID: nil).isEmpty)
+        await state.shutdown()
+    }
+
     @Test("a browser session's record is kept by its cookie's hash with optional provider fields and its claims; last-seen only moves forward; one is deleted once; the sweep takes those past their end or idle", arguments: StoreKind.available)
     func browserSessions(kind: StoreKind) async throws {
         let state = try await TestStore(kind).open()

@@ -1,3 +1,4 @@
+import ConnectedAccounts
 import EdgeHTTP
 import Foundation
 import HTTPTypes
@@ -21,7 +22,39 @@ enum AgentAccessPage {
     /// - Parameters:
     ///   - signOut: what the page's sign-out control says it ends (`SignOutControl.consequences`),
     ///     and where its redirects go (the page's `form-action`).
-    static func page(_ entries: [Entry], person: String, nonce: String, notice: String? = nil, signOut: SignOutControl.Shape) -> Response {
+    /// One connected account as the page lists it.
+    struct Connected {
+        let account: ConnectedAccountRecord
+        /// The connection's display name, when it is still configured.
+        let displayName: String?
+    }
+
+    /// The page's section of connected accounts, each with a Disconnect button (`nil`: no connection is configured).
+    static func connectionsSection(_ connected: [Connected], nonce: String) -> String {
+        let rows =
+            connected.isEmpty
+            ? "<p>You have connected no service.</p>"
+            : connected.map { entry in
+                let account = entry.account
+                let scopes = account.scope.isEmpty ? "<em>the service's default</em>" : account.scope.split(separator: " ").map { "<code>\(RefusalPage.escaped(String($0)))</code>" }.joined(separator: " ")
+                return """
+                    <section class="connection">
+                    <h3>\(RefusalPage.escaped(entry.displayName ?? account.connection))</h3>
+                    <p>Scopes: \(scopes)</p>
+                    <p>Connected <time>\(timestamp(account.createdAt))</time>; last used <time>\(account.lastUsedAt.map(timestamp) ?? "never")</time></p>
+                    <form method="post" action="\(RefusalPage.escaped(ConnectRoutes.prefix + "/" + account.connection + "/disconnect"))">
+                    <input type="hidden" name="nonce" value="\(RefusalPage.escaped(nonce))">
+                    <button type="submit">Disconnect</button>
+                    </form>
+                    </section>
+                    """
+            }.joined(separator: "\n")
+        return "<h2>Connected services</h2>\n<p>Tools you use through this gateway act as you at these services. Disconnecting one forgets its tokens at once, and tells the service where it can.</p>\n" + rows
+    }
+
+    static func page(
+        _ entries: [Entry], person: String, nonce: String, notice: String? = nil, signOut: SignOutControl.Shape, connections: String = ""
+    ) -> Response {
         let rows: String
         if entries.isEmpty {
             rows = "<p>No agent holds access for you.</p>"
@@ -55,6 +88,7 @@ enum AgentAccessPage {
                 Revoking one ends its tokens and its open streams at once; it must ask you again.</p>
                 \(message)
                 \(rows)
+                \(connections)
                 <h2>Sign out</h2>
                 <p>\(RefusalPage.escaped(SignOutControl.consequences(agents: signOut.agents, provider: signOut.provider))) To stop one agent and stay signed in, revoke it above instead.</p>
                 \(SignOutControl.form(rd: signOut.returnTo))
@@ -98,11 +132,18 @@ extension AuthorizationServerRoutes {
             switch request.uri.queryParameters.get("done") {
             case "revoked": "Access withdrawn: its tokens are revoked and its open streams ended."
             case "gone": "That access was already withdrawn."
+            case "disconnected": "Disconnected: the gateway no longer holds or sends its tokens."
             default: nil
             }
-        return AgentAccessPage.page(
-            entries, person: who, nonce: try Self.agentsNonce(cookieValue: cookieValue), notice: notice,
-            signOut: control)
+        let nonce = try Self.agentsNonce(cookieValue: cookieValue)
+        var connectionsSection = ""
+        if !connections.directory.isEmpty {
+            let connected = try await connections.accounts(userID: person.userID).filter { $0.tenantID == person.tenantID }.map { account in
+                AgentAccessPage.Connected(account: account, displayName: connections.directory.connection(named: account.connection)?.settings.displayName)
+            }
+            connectionsSection = AgentAccessPage.connectionsSection(connected, nonce: nonce)
+        }
+        return AgentAccessPage.page(entries, person: who, nonce: nonce, notice: notice, signOut: control, connections: connectionsSection)
     }
 
     /// `POST /.portcullis/agents/revoke`: withdraws one consent (its refresh and access tokens

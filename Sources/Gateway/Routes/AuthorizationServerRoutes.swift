@@ -1,4 +1,5 @@
 import AuthorizationServer
+import ConnectedAccounts
 import DataPlane
 import EdgeHTTP
 import HTTPTypes
@@ -28,6 +29,8 @@ struct AuthorizationServerRoutes: Sendable {
     let recheck: ProviderRecheck?
     let table: LiveRouteTable
     let verifier: AccessTokenVerifier
+    /// People's connected accounts, listed on the agents page.
+    let connections: ConnectedAccountService
     let logger: Logger
 
     func register(on router: Router<GatewayRequestContext>) {

@@ -398,7 +398,7 @@ struct BrowserSessionRoutes: Sendable {
     // MARK: Checks
 
     /// A request for `/.portcullis/sign_in` on another host than the public one: the same on the public host.
-    private func publicHostRedirect(_ request: Request) -> Response? {
+    func publicHostRedirect(_ request: Request) -> Response? {
         guard let publicHost, let authority = request.head.authority, let host = RouteHost.requestHost(authority[...]), host != publicHost[...] else {
             return nil
         }

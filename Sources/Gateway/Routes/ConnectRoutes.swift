@@ -28,6 +28,7 @@ struct ConnectRoutes: Sendable {
         router.get(RouterPath(ConnectedAccountService.callbackPath)) { request, context in try await asPage { try await callback(request, context) } }
         router.get(RouterPath(Self.prefix + "/:name")) { request, context in try await asPage { try await page(request, context) } }
         router.post(RouterPath(Self.prefix + "/:name")) { request, context in try await asPage { try await start(request, context) } }
+        router.post(RouterPath(Self.prefix + "/:name/disconnect")) { request, context in try await asPage { try await disconnect(request, context) } }
     }
 
     /// A request these pages cannot read (its query, its rd) is answered with a page, as a person sees it.
@@ -37,6 +38,17 @@ struct ConnectRoutes: Sendable {
         } catch let refusal as GatewayError where refusal.status == .badRequest {
             return Self.errorPage(refusal.status, refusal.code, refusal.message)
         }
+    }
+
+    /// Whether a POST comes from the gateway's own page on the public host: its `Origin` is the
+    /// public origin (or absent or `null`, with `Sec-Fetch-Site: same-origin`), and it was sent to
+    /// the public host. Stricter than sign-out's rule: an app on a route host could read a
+    /// connect page's nonce from its own origin and post it, connecting an account without a
+    /// click where the service approves at once.
+    private func isFromPublicPage(_ request: Request) -> Bool {
+        guard browser.publicHostRedirect(request) == nil else { return false }
+        if let origin = request.headers[.origin], origin != "null" { return origin == ReturnTarget.origin(of: browser.publicURL) }
+        return request.headers[BrowserSessionRoutes.secFetchSite]?.lowercased() == "same-origin"
     }
 
     /// The form's nonce: bound to the browser session's cookie and the connection, as the agents page's is.
@@ -62,6 +74,8 @@ struct ConnectRoutes: Sendable {
     /// `GET /.portcullis/connect/{name}[?rd=URL]`: what connecting gives, and the button; an
     /// unsigned browser signs in first and comes back.
     func page(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
+        // On the public host only (where the callback comes back), as sign-in is.
+        if let onPublicHost = browser.publicHostRedirect(request) { return onPublicHost }
         guard let connection = connection(context) else { return Self.notFound() }
         let rd = try returnTarget(request)
         guard let (session, cookieValue) = try await browser.session(request, context) else {
@@ -84,9 +98,9 @@ struct ConnectRoutes: Sendable {
                 <button type="submit" id="connect">Connect \(RefusalPage.escaped(settings.displayName))</button>
                 </form>
                 """)
-        // The form's redirect goes on to the service (CSP3's form-action holds the whole chain).
-        let service = ReturnTarget.origin(of: settings.authorizationEndpoint).map { " " + $0 } ?? ""
-        response.headers[.contentSecurityPolicy] = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'\(service); frame-ancestors 'none'"
+        // No form-action: CSP3 holds a form's whole redirect chain to it, and a service's authorization
+        // endpoint may send the browser on to another origin of its own. The page carries nothing injected.
+        response.headers[.contentSecurityPolicy] = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'"
         return response
     }
 
@@ -94,9 +108,11 @@ struct ConnectRoutes: Sendable {
     /// the browser sent to the service.
     func start(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
         guard let connection = connection(context) else { return Self.notFound() }
-        if browser.crossSiteRefusal(request) != nil {
+        guard isFromPublicPage(request) else {
             return Self.errorPage(.forbidden, "csrf_refused", "an account is connected from the gateway's own page only; open it again")
         }
+        // Each start writes a flow and, at its callback, costs the service a code exchange: bounded per client, as sign-in is.
+        try browser.admission.limit(.loginPerClient, key: browser.admission.clientKey(request, context))
         let rd = try returnTarget(request)
         guard let form = try? await BrowserSessionRoutes.form(request) else {
             return Self.errorPage(.badRequest, "request_invalid", "the form could not be read; open the connect page again")
@@ -115,7 +131,11 @@ struct ConnectRoutes: Sendable {
     /// `GET /.portcullis/connect/callback?state=...&code=...`: completes the flow this browser
     /// started; the tokens are sealed and kept, and a page says so.
     func callback(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
-        guard let query = try? BrowserSessionRoutes.query(request), let state = query["state"], !state.isEmpty else {
+        try browser.admission.limit(.loginPerClient, key: browser.admission.clientKey(request, context))
+        guard let query = try? BrowserSessionRoutes.query(request) else {
+            return Self.errorPage(.badRequest, "request_invalid", "this way back from the service could not be read (a parameter named twice, or not percent-encoded UTF-8); start connecting again")
+        }
+        guard let state = query["state"], !state.isEmpty else {
             return Self.errorPage(.badRequest, "request_invalid", "this is the service's way back to the gateway and it came without its state; start connecting again")
         }
         guard let (session, cookieValue) = try await browser.session(request, context) else {
@@ -139,6 +159,31 @@ struct ConnectRoutes: Sendable {
                 <p>The tools you use through this gateway can now act as you at \(RefusalPage.escaped(completed.connection.displayName)).</p>
                 <p><a id="continue" href="\(RefusalPage.escaped(completed.returnTo))">Continue</a></p>
                 """)
+    }
+
+    /// `POST /.portcullis/connect/{name}/disconnect`: from the agents page only (its nonce); the
+    /// tokens are forgotten at once, and the service told where it can (RFC 7009).
+    func disconnect(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
+        guard let name = context.parameters.get("name"), ConnectionSettings.isValidName(name) else { return Self.notFound() }
+        // Sign-out's rule (the agents page may be on a route host): a disconnect gives nobody anything.
+        if browser.crossSiteRefusal(request) != nil {
+            return Self.errorPage(.forbidden, "csrf_refused", "an account is disconnected on the gateway's own agents page only; open it again")
+        }
+        guard let form = try? await BrowserSessionRoutes.form(request) else {
+            return Self.errorPage(.badRequest, "request_invalid", "the form could not be read; open the agents page again")
+        }
+        guard let (session, cookieValue) = try await browser.session(request, context) else {
+            return Self.errorPage(.unauthorized, "not_signed_in", "this browser is no longer signed in; sign in and open the agents page again")
+        }
+        guard let nonce = form["nonce"], nonce == (try? AuthorizationServerRoutes.agentsNonce(cookieValue: cookieValue)) else {
+            return Self.errorPage(.forbidden, "csrf_refused", "this did not come from this browser's own agents page; open it again")
+        }
+        let owner = ConnectionTokenVault.Owner(userID: session.caller.userID, tenantID: session.caller.tenantID, connection: name)
+        let outcome = try await accounts.disconnect(owner)
+        var metadata: Logger.Metadata = ["connection": .string(name), "user_id": .string(owner.userID)]
+        if case .failed(let why)? = outcome { metadata["service_revocation_failed"] = .string(why) }
+        if outcome != nil { logger.info("account disconnected", metadata: metadata) }
+        return Response(status: .seeOther, headers: [.location: AgentAccessPage.path + "?done=" + (outcome == nil ? "gone" : "disconnected"), .cacheControl: "no-store"])
     }
 
     static func notFound() -> Response {

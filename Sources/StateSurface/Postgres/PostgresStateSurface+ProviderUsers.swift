@@ -55,6 +55,8 @@ extension PostgresStateSurface: ProviderUserRepository {
             try await Self.revokeOAuthAccessTokens(tokens, now: now, connection, logger: logger)
             try await connection.query("DELETE FROM oauth_grants WHERE user_id = \(userID)", logger: logger)
             try await connection.query("DELETE FROM provider_sessions WHERE user_id = \(userID)", logger: logger)
+            try await connection.query("DELETE FROM connected_accounts WHERE user_id = \(userID)", logger: logger)
+            try await connection.query("DELETE FROM connect_flows WHERE user_id = \(userID)", logger: logger)
             try await Self.record(
                 .accountCutOff(AccountCutoff(userID: userID, tenantID: user.tenantID, notBefore: user.tokensNotBefore, cause: forgetNames ? .deleted : .disabled)),
                 at: now, connection, logger: logger)

@@ -115,6 +115,9 @@ extension PostgresStateSurface: UserRepository {
                 ).collect()
                 try await Self.revokeOAuthAccessTokens(tokens, now: now, connection, logger: logger)
                 try await connection.query("DELETE FROM oauth_grants WHERE user_id = \(user.id) AND tenant_id = \(tenantID)", logger: logger)
+                // And the services they connected: nothing is sent for them again, and nothing is kept.
+                try await connection.query("DELETE FROM connected_accounts WHERE user_id = \(user.id) AND tenant_id = \(tenantID)", logger: logger)
+                try await connection.query("DELETE FROM connect_flows WHERE user_id = \(user.id) AND tenant_id = \(tenantID)", logger: logger)
             }
             try await Self.record(
                 .accountCutOff(AccountCutoff(userID: user.id, tenantID: tenantID, notBefore: user.tokensNotBefore, cause: cause)), at: now, connection, logger: logger)

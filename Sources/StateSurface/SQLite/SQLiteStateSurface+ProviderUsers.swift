@@ -58,6 +58,8 @@ extension SQLiteStateSurface: ProviderUserRepository {
             try Self.revokeOAuthAccessTokens(where: "family_id IN (SELECT family_id FROM oauth_families WHERE user_id = ?)", [userID], now: now, db)
             try db.execute(sql: "DELETE FROM oauth_grants WHERE user_id = ?", arguments: [userID])
             try db.execute(sql: "DELETE FROM provider_sessions WHERE user_id = ?", arguments: [userID])
+            try db.execute(sql: "DELETE FROM connected_accounts WHERE user_id = ?", arguments: [userID])
+            try db.execute(sql: "DELETE FROM connect_flows WHERE user_id = ?", arguments: [userID])
             try Self.record(
                 .accountCutOff(AccountCutoff(userID: userID, tenantID: user.tenantID, notBefore: user.tokensNotBefore, cause: forgetNames ? .deleted : .disabled)),
                 at: now, db)

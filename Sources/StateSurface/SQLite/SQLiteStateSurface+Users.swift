@@ -91,6 +91,9 @@ extension SQLiteStateSurface: UserRepository {
                 try Self.revokeOAuthAccessTokens(
                     where: "family_id IN (SELECT family_id FROM oauth_families WHERE user_id = ? AND tenant_id = ?)", [user.id, tenantID], now: now, db)
                 try db.execute(sql: "DELETE FROM oauth_grants WHERE user_id = ? AND tenant_id = ?", arguments: [user.id, tenantID])
+                // And the services they connected: nothing is sent for them again, and nothing is kept.
+                try db.execute(sql: "DELETE FROM connected_accounts WHERE user_id = ? AND tenant_id = ?", arguments: [user.id, tenantID])
+                try db.execute(sql: "DELETE FROM connect_flows WHERE user_id = ? AND tenant_id = ?", arguments: [user.id, tenantID])
             }
             try Self.record(.accountCutOff(AccountCutoff(userID: user.id, tenantID: tenantID, notBefore: user.tokensNotBefore, cause: cause)), at: now, db)
             if let then { try db.execute(sql: then, arguments: [tenantID, username]) }

@@ -28,6 +28,8 @@ final class FakeOAuthService: Sendable {
         var accessTokens: [String: String] = [:]
         var refreshTokens: [String: String] = [:]
         var tokenRequests = 0
+        /// Tokens revoked at `/login/oauth/revoke` (RFC 7009), with their hint.
+        var revoked: [(token: String, hint: String)] = []
         /// The last authorization request's query, for checks.
         var lastAuthorization: [String: String] = [:]
     }
@@ -70,6 +72,24 @@ final class FakeOAuthService: Sendable {
             guard let service = box.withLock({ $0 }) else { return Response(status: .serviceUnavailable) }
             let form = Self.fields(String(buffer: try await request.body.collect(upTo: 65_536)))
             return try service.tokenAnswer(form: form, authorization: request.headers[.authorization])
+        }
+        router.post("/login/oauth/revoke") { request, _ -> Response in
+            guard let service = box.withLock({ $0 }) else { return Response(status: .serviceUnavailable) }
+            let form = Self.fields(String(buffer: try await request.body.collect(upTo: 65_536)))
+            let secret = service.books.withLock { $0.clientSecret }
+            guard request.headers[.authorization] == "Basic " + Data("portcullis-connect:\(secret)".utf8).base64EncodedString() else {
+                return Response(status: .unauthorized)
+            }
+            guard let token = form["token"] else { return Response(status: .badRequest) }
+            service.books.withLock { books in
+                books.revoked.append((token, form["token_type_hint"] ?? ""))
+                // A refresh token's revocation ends the access tokens of its grant too (RFC 7009 2.1).
+                if let person = books.refreshTokens.removeValue(forKey: token) {
+                    books.accessTokens = books.accessTokens.filter { $0.value != person }
+                }
+                books.accessTokens[token] = nil
+            }
+            return Response(status: .ok)
         }
         router.get("/api/user") { request, _ -> Response in
             guard let service = box.withLock({ $0 }) else { return Response(status: .serviceUnavailable) }
