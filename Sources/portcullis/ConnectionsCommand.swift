@@ -33,16 +33,11 @@ struct ConnectionsCommand: ParsableCommand {
                 print(person.map { "\($0.described) has connected nothing" } ?? "no connected accounts yet")
                 return
             }
-            var named: [String: String] = [:]
+            let named = try await PersonLookup(store: store).described(accounts.map { ($0.userID, $0.tenantID) }, known: person)
             for account in accounts {
-                let key = account.tenantID + " " + account.userID
-                if named[key] == nil {
-                    let found = person?.userID == account.userID ? person : try await PersonLookup(store: store).person(id: account.userID, tenantID: account.tenantID)
-                    named[key] = found?.described ?? "\(account.userID) (tenant \(UsersCommand.shown(account.tenantID)))"
-                }
                 let used = account.lastUsedAt.map(OAuthCommand.Clients.day) ?? "never"
                 print(
-                    "\(named[key] ?? account.userID)  \(account.connection)  scope: \(account.scope.isEmpty ? "-" : UsersCommand.shown(account.scope))  connected \(OAuthCommand.Clients.day(account.createdAt))  last used \(used)"
+                    "\(named[PersonLookup.key(account.userID, account.tenantID)] ?? account.userID)  \(account.connection)  scope: \(account.scope.isEmpty ? "-" : UsersCommand.shown(account.scope))  connected \(OAuthCommand.Clients.day(account.createdAt))  last used \(used)"
                 )
             }
         }

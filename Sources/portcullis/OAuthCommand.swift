@@ -61,16 +61,11 @@ struct OAuthCommand: ParsableCommand {
                 print(person.map { "\($0.described) has granted nothing" } ?? "no grants yet")
                 return
             }
-            // Each person as `users` names them (name, id, tenant), looked up once each.
-            var named: [String: String] = [:]
+            // Each person as `users` names them (name, id, tenant).
+            let named = try await PersonLookup(store: store).described(grants.map { ($0.userID, $0.tenantID) }, known: person)
             for grant in grants {
-                let key = grant.tenantID + " " + grant.userID
-                if named[key] == nil {
-                    let found = person?.userID == grant.userID ? person : try await PersonLookup(store: store).person(id: grant.userID, tenantID: grant.tenantID)
-                    named[key] = found?.described ?? "\(grant.userID) (tenant \(UsersCommand.shown(grant.tenantID)))"
-                }
                 print(
-                    "\(named[key] ?? grant.userID)  \(grant.clientID) \"\(UsersCommand.shown(grant.clientName))\"  \(grant.resource)  scope: \(grant.scope.isEmpty ? "-" : grant.scope)  since \(Clients.day(grant.createdAt))"
+                    "\(named[PersonLookup.key(grant.userID, grant.tenantID)] ?? grant.userID)  \(grant.clientID) \"\(UsersCommand.shown(grant.clientName))\"  \(grant.resource)  scope: \(grant.scope.isEmpty ? "-" : grant.scope)  since \(Clients.day(grant.createdAt))"
                 )
             }
         }

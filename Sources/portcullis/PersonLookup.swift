@@ -59,6 +59,19 @@ struct PersonLookup {
         return try await store.user(id: userID, tenantID: tenantID).map(Person.account)
     }
 
+    /// How a listing names each of `people` (`described`, or the id and tenant of one the store no
+    /// longer knows), each looked up once; `known` is one found already. Keyed by `key(_:_:)`.
+    func described(_ people: [(userID: String, tenantID: String)], known: Person?) async throws -> [String: String] {
+        var named: [String: String] = [:]
+        for (userID, tenantID) in people where named[Self.key(userID, tenantID)] == nil {
+            let found = known?.userID == userID ? known : try await person(id: userID, tenantID: tenantID)
+            named[Self.key(userID, tenantID)] = found?.described ?? "\(userID) (tenant \(UsersCommand.shown(tenantID)))"
+        }
+        return named
+    }
+
+    static func key(_ userID: String, _ tenantID: String) -> String { tenantID + " " + userID }
+
     /// The one person `text` names; otherwise an error naming the candidates (printed as a table).
     func one(_ text: String) async throws -> Person {
         let found = try await matches(text)
