@@ -4,6 +4,7 @@ import Foundation
 import JOSE
 import ProviderLogin
 import SecurityGuard
+import TrafficCop
 import StateSurface
 import Testing
 
@@ -16,6 +17,15 @@ struct ConnectedAccountsTests {
             name: "github", displayName: "GitHub", authorizationEndpoint: service.base + "/login/oauth/authorize",
             tokenEndpoint: service.base + "/login/oauth/access_token", revocationEndpoint: service.base + "/login/oauth/revoke", clientID: "portcullis-connect",
             clientSecretFile: secretFile, scopes: ["repo", "read:org"])
+    }
+
+    /// A gateway with the connection `github` at `service`; sign-in and connecting share the per-client
+    /// rate limit, so a test that signs several people in from one address has room (`loginBurst`).
+    static func gateway(_ service: FakeOAuthService, secretFile: String, loginPerMinute: Double = 6_000, loginBurst: Int = 200) async throws -> GatewayFixture {
+        try await GatewayFixture { configuration in
+            configuration.connections = ConnectionsConfiguration(connections: [Self.connection(service, secretFile: secretFile)])
+            configuration.rateLimits[.loginPerClient] = RateLimit(perMinute: loginPerMinute, burst: loginBurst)
+        }
     }
 
     /// A browser signed in with the account form as `username`.
@@ -53,7 +63,7 @@ struct ConnectedAccountsTests {
         let service = try await FakeOAuthService.start()
         let secret = try TrustedIssuerSecretTests.secretFile(Array("service-secret-of-portcullis\n".utf8), mode: 0o600)
         defer { try? FileManager.default.removeItem(atPath: secret) }
-        let fixture = try await GatewayFixture { $0.connections = ConnectionsConfiguration(connections: [Self.connection(service, secretFile: secret)]) }
+        let fixture = try await Self.gateway(service, secretFile: secret)
         try await fixture.addUser("alice")
         try await fixture.addUser("bob")
         let alice = try await Self.signedIn(fixture, "alice")
@@ -136,6 +146,24 @@ struct ConnectedAccountsTests {
         try await service.stop()
     }
 
+    @Test("starting a connection and its callback count against the client's rate limit (rate_limits.login_per_client), as signing in does: past it, 429")
+    func rateLimited() async throws {
+        let service = try await FakeOAuthService.start()
+        let secret = try TrustedIssuerSecretTests.secretFile(Array("service-secret-of-portcullis\n".utf8), mode: 0o600)
+        defer { try? FileManager.default.removeItem(atPath: secret) }
+        // One for the sign-in, one for the start, one for its callback; the next start is one too many.
+        let fixture = try await Self.gateway(service, secretFile: secret, loginPerMinute: 1, loginBurst: 3)
+        try await fixture.addUser("alice")
+        let alice = try await Self.signedIn(fixture, "alice")
+        let back = try await Self.serviceSendsBack(try #require(try await Self.pressConnect(fixture, alice).headers.first(name: "location")))
+        #expect(try await BrowserSessionTests.get(fixture, back, alice).status == 200)
+        let limited = try await Self.pressConnect(fixture, alice)
+        #expect(limited.status == 429, "\(limited.raw)")
+        for token in service.books.withLock({ Array($0.accessTokens.keys) + Array($0.refreshTokens.keys) }) { fixture.remember(token) }
+        try await fixture.stop()
+        try await service.stop()
+    }
+
     @Test(
         "the agents page lists the person's connected services with their scopes, each with a Disconnect button; only that page's POST disconnects: the tokens are forgotten at once and the service is told (RFC 7009, the refresh token), and another person's account is untouched"
     )
@@ -143,7 +171,7 @@ struct ConnectedAccountsTests {
         let service = try await FakeOAuthService.start()
         let secret = try TrustedIssuerSecretTests.secretFile(Array("service-secret-of-portcullis\n".utf8), mode: 0o600)
         defer { try? FileManager.default.removeItem(atPath: secret) }
-        let fixture = try await GatewayFixture { $0.connections = ConnectionsConfiguration(connections: [Self.connection(service, secretFile: secret)]) }
+        let fixture = try await Self.gateway(service, secretFile: secret)
         try await fixture.addUser("alice")
         try await fixture.addUser("bob")
         let alice = try await Self.signedIn(fixture, "alice")
