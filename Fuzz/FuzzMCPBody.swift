@@ -3,7 +3,8 @@ import JOSE
 // libFuzzer target: bytes -> MCPBody.read (an MCP POST's body, as the gateway decides on it).
 // Oracle: whatever is accepted, a server decoding as Go's encoding/json does (member names matched
 // under Unicode's simple case folding, upper(lower(r)), the last match winning) reads the same
-// method, params, name, URI, ref and id as the gateway: in every object the gateway reads, the one
+// method, params, name, URI, ref and id as the gateway: in every object the gateway reads (a
+// request's or a notification's params; a response's are read by nobody), the one
 // member such a decoder matches to each name is the member spelled exactly so. A first-wins or a
 // last-wins decoder reads alike since no name is there twice.
 
@@ -51,7 +52,8 @@ public func fuzzMCPBody(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     for (object, message) in zip(objects, body.messages) {
         checkReadAlike(object, reads: ["jsonrpc", "id", "method", "params", "result", "error"], "the message")
         guard object["method"]?.stringValue == message.method, object["id"] == message.id else { fatalError("the message's method or id is not the one decided on") }
-        if let params = object["params"]?.objectValue {
+        // A response's params are nobody's: neither the gateway nor a server reads them (no method, once folded).
+        if message.method != nil, let params = object["params"]?.objectValue {
             checkReadAlike(params, reads: ["name", "uri", "ref"], "params")
             if message.method == "completion/complete", let ref = params["ref"]?.objectValue {
                 checkReadAlike(ref, reads: ["type", "name", "uri"], "params.ref")

@@ -79,7 +79,8 @@ seed() {  # target
                  '{"jsonrpc":"2.0","id":1,"method":"tools/call","paramſ":{"name":"x"},"params":{"name":"y"}}' \
                  '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","\u212aey":1,"key":2}}' \
                  '{"jsonrpc":"2.0","id":2,"result":{},"Method":"tools/call"}' '[{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///a"}}]' \
-                 '{"jsonrpc":"2.0","id":3,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"p"},"argument":{"name":"a","value":""}}}'; do
+                 '{"jsonrpc":"2.0","id":3,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"p"},"argument":{"name":"a","value":""}}}' \
+                 '[{"jsonrpc":"2.0","id":2,"result":{},"Methvvv":"resources/read","params":{"Uri":"","id":1,"method":"resource/a"}}]'; do
                    i=$((i+1)); printf '%s' "$v" > "$corpus/seed$i"; done ;;
     form-fields) printf '%s' 'code=a%2Fb&state=s+t&iss=http%3A%2F%2F127.0.0.1' > "$corpus/callback"
                  printf '%s' 'logout_token=eyJ.eyJ.x&x=%C3%A9&=&a' > "$corpus/form" ;;

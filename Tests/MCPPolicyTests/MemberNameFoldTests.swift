@@ -61,7 +61,7 @@ struct MemberNameFoldTests {
         #expect(try ambiguity(#"{"m7x":1,"# + many + "}") != nil)
     }
 
-    @Test("the body reader refuses an ambiguous message, its params or a completion's ref with mcp_member_ambiguous (-32600), echoing the id only once it is unambiguous")
+    @Test("the body reader refuses an ambiguous message, its params or a completion's ref with mcp_member_ambiguous (-32600), echoing the id only once it is unambiguous; a response's params are read by nobody")
     func bodyReader() throws {
         func refusal(_ text: String) -> MCPBodyError? {
             do { _ = try MCPBody.read(Array(text.utf8)) } catch { return error }
@@ -74,6 +74,10 @@ struct MemberNameFoldTests {
         #expect(refusal(#"{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"a","NAME":"b"}}}"#)?.code == "mcp_member_ambiguous")
         #expect(refusal(#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"ping","mEthod":"tools/call"}]"#)?.code == "mcp_member_ambiguous")
         #expect(refusal(#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"Name":"b","name":"c"}}}"#) == nil)
+        // A response's params are read by nobody (no method, once folded, so no server takes it for a request):
+        // members there that fold alike decide nothing (the fuzzer's find, its oracle now the same).
+        #expect(refusal(#"[{"jsonrpc":"2.0","id":2,"result":{},"Methvvv":"resources/read","params":{"Uri":"","uri":"x"}}]"#) == nil)
+        #expect(refusal(#"[{"jsonrpc":"2.0","id":2,"result":{},"Method":"resources/read","params":{"Uri":""}}]"#)?.code == "mcp_member_ambiguous")
         // A control character in the method or the name it acts on: refused, whatever the rules.
         #expect(refusal(#"{"jsonrpc":"2.0","id":1,"method":"tools/call\u0000","params":{"name":"a"}}"#)?.code == "mcp_invalid_request")
         #expect(refusal(#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x\u0000_read"}}"#)?.code == "mcp_invalid_request")
