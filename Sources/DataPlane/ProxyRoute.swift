@@ -46,6 +46,9 @@ public struct ProxyRoute: Sendable, Equatable {
     public var mcpName: String?
     /// `mcp.scope_descriptions`: a sentence per scope for the consent page.
     public var mcpScopeDescriptions: [String: String] = [:]
+    /// `upstream_credential`: the caller's own credential at the upstream, sent in place of nothing
+    /// (`nil`: the upstream gets the assertion and the identity fields only).
+    public var upstreamCredential: UpstreamCredential?
 
     public init(prefix: String, upstream: String, methods: [HTTPRequest.Method]? = nil, requiresToken: Bool = true, policy: RoutePolicy? = nil) {
         self.prefix = prefix

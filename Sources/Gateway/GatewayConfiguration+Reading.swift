@@ -151,6 +151,7 @@ extension GatewayConfiguration {
         configuration.routes = try configuration.resolvingMCPResources(configuration.routes)
         configuration.authorizationServer = try AuthorizationServerSettings(reading: values)
         configuration.connections = try ConnectionsConfiguration(reading: values)
+        try configuration.checkUpstreamCredentials()
         try configuration.checkRouteIssuers()
         try configuration.checkRouteAudiences()
         try configuration.checkMCPAudiences()

@@ -1,4 +1,5 @@
 import ConfigurationReading
+import ConnectedAccounts
 import DataPlane
 import Foundation
 import MCPResource
@@ -88,6 +89,19 @@ extension GatewayConfiguration {
     /// `gateway.audience` (its API tokens) or a trusted issuer's `audiences`. A token whose `aud`
     /// is only the MCP server's would otherwise pass as an API token too. (A provider token for an
     /// MCP server names the server beside one of its issuer's audiences.)
+    /// Checks each route's `upstream_credential` names a configured connection.
+    func checkUpstreamCredentials() throws(ConfigurationError) {
+        for (index, route) in routes.enumerated() {
+            guard case .connection(let name)? = route.upstreamCredential else { continue }
+            guard connections.connection(named: name) != nil else {
+                let known = connections.connections.map(\.name)
+                throw ConfigurationError(
+                    fileKey: "gateway.routes[\(index)].upstream_credential.connection",
+                    "names \(name), which is not a connection (\(known.isEmpty ? "none is configured under connections" : "known: " + known.joined(separator: ", ")))")
+            }
+        }
+    }
+
     func checkMCPAudiences() throws(ConfigurationError) {
         for (index, route) in routes.enumerated() {
             guard let resource = route.mcp?.identifier else { continue }

@@ -8,7 +8,7 @@ import TrafficCop
 
 extension ProxyRoute {
     /// The keys of a route map in `gateway.routes`.
-    static let settingNames: Set<String> = ["host", "prefix", "upstream", "strip_prefix", "methods", "auth", "sign_in", "require", "identity_headers", "grpc", "protocol", "preserve_host", "audience", "mcp"]
+    static let settingNames: Set<String> = ["host", "prefix", "upstream", "strip_prefix", "methods", "auth", "sign_in", "require", "identity_headers", "grpc", "protocol", "preserve_host", "audience", "mcp", "upstream_credential"]
     /// The keys of a route's `identity_headers`.
     static let identityFieldKeys: Set<String> = ["user", "email", "groups", "tenant", "username", "subject", "name", "claims"]
     /// The keys of a route's `require`.
@@ -79,6 +79,18 @@ extension ProxyRoute {
         } else if grpcOnly {
             // gRPC servers speak HTTP/2 only: a gRPC route's upstream is spoken to in HTTP/2 unless told.
             upstreamProtocol = upstream.lowercased().hasPrefix("https://") ? .h2 : .h2c
+        }
+        if let credential = try entry.map("upstream_credential") {
+            if upstream.isEmpty {
+                throw entry.problem("upstream_credential", "applies to proxying, and this route has no upstream; give it an upstream or leave upstream_credential out")
+            }
+            if let unknown = credential.names.subtracting(["connection"]).sorted().first {
+                throw credential.problem(unknown, "is not a kind of upstream credential (known: connection)")
+            }
+            guard let name = try credential.string("connection") else {
+                throw credential.problem("connection", "is required: the name of a connection (connections[].name) whose token the person's requests carry")
+            }
+            upstreamCredential = .connection(name)
         }
         if let fields = try entry.map("identity_headers") {
             identityFields = try Self.identityFields(reading: fields)

@@ -1,6 +1,7 @@
 import ConfigurationReading
 import ConnectedAccounts
 import Foundation
+import Gateway
 import JOSE
 import ProviderLogin
 import SecurityGuard
@@ -225,6 +226,32 @@ struct ConnectedAccountsTests {
         #expect(ConnectedAccountService.grantedScope(nil, asked: ["repo", "gist"]) == "repo gist")
         #expect(ConnectedAccountService.isTokenText("gho_16C7e42F292c6912E7710c838347Ae178B4a"))
         #expect(!ConnectedAccountService.isTokenText("a\r\nX-Injected: 1") && !ConnectedAccountService.isTokenText("") && !ConnectedAccountService.isTokenText("with space"))
+    }
+
+    @Test("a route's upstream_credential names a configured connection: read with the route; an unknown connection, an unknown kind, or one on a route without an upstream stop start naming the key")
+    func upstreamCredentialConfiguration() async throws {
+        func read(_ routes: String, connections: Bool = true) async throws -> GatewayConfiguration {
+            let path = NSTemporaryDirectory() + "upstream-credential-" + UUID().uuidString + ".yaml"
+            let connection = """
+                connections:
+                  - {name: github, authorization_endpoint: https://github.com/login/oauth/authorize, token_endpoint: https://github.com/login/oauth/access_token, client_id: x, client_secret_file: keys/github.secret}
+
+                """
+            try ((connections ? connection : "") + "gateway:\n  routes:\n" + routes).write(toFile: path, atomically: true, encoding: .utf8)
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            return try GatewayConfiguration(reading: try await ConfigurationValues.load(path: path, environment: false))
+        }
+        let good = try await read("    - {prefix: /gh, upstream: http://127.0.0.1:9100, upstream_credential: {connection: github}}\n")
+        #expect(good.routes.first?.upstreamCredential == .connection("github"))
+        let cases: [(String, Bool, String)] = [
+            ("    - {prefix: /gh, upstream: http://127.0.0.1:9100, upstream_credential: {connection: gitlab}}\n", true, "gateway.routes[0].upstream_credential.connection"),
+            ("    - {prefix: /gh, upstream: http://127.0.0.1:9100, upstream_credential: {connection: github}}\n", false, "none is configured"),
+            ("    - {prefix: /gh, upstream: http://127.0.0.1:9100, upstream_credential: {token: x}}\n", true, "gateway.routes[0].upstream_credential.token"),
+            ("    - {prefix: /gh, upstream_credential: {connection: github}}\n", true, "gateway.routes[0].upstream_credential"),
+        ]
+        for (routes, connections, key) in cases {
+            await #expect(performing: { _ = try await read(routes, connections: connections) }, throws: { ($0 as? ConfigurationError)?.message.contains(key) == true })
+        }
     }
 
     @Test("connections read themselves: an unknown key, a bad name, an endpoint neither https nor loopback http, a missing client and two entries with one name each stop start naming connections[N].KEY")
