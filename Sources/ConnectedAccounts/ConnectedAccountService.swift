@@ -111,10 +111,16 @@ public struct ConnectedAccountService: Sendable {
     /// The access token of `owner`'s account, opened; `nil` when they have not connected it (or
     /// the row does not open under this key for them).
     public func accessToken(for owner: ConnectionTokenVault.Owner) async throws -> String? {
+        try await openedAccessToken(for: owner)?.token
+    }
+
+    /// The access token of `owner`'s account, opened, with when it expires.
+    public func openedAccessToken(for owner: ConnectionTokenVault.Owner) async throws -> (token: String, expiresAt: Double?)? {
         guard let vault = directory.vault,
-            let account = try await store.connectedAccount(userID: owner.userID, tenantID: owner.tenantID, connection: owner.connection)
+            let account = try await store.connectedAccount(userID: owner.userID, tenantID: owner.tenantID, connection: owner.connection),
+            let token = vault.open(account.accessToken, kind: .accessToken, for: owner)
         else { return nil }
-        return vault.open(account.accessToken, kind: .accessToken, for: owner)
+        return (token, account.expiresAt)
     }
 
     /// What a disconnect did at the service.

@@ -74,14 +74,17 @@ package final class DataPlane: Sendable {
         package let isMCP: Bool
         package let mcpIdentifier: String?
         package let mcpScopes: [String]
+        /// `upstream_credential`: the caller's own credential at the upstream, looked up per request.
+        package let upstreamCredential: UpstreamCredential?
 
         package init(
             prefix: String, host: RouteHost?, origin: UpstreamOrigin, audience: String, template: String, name: String, index: Int,
             generation: Int, methods: [HTTPMethod], allowedMethodNames: [String], requiresToken: Bool, policy: RoutePolicy?,
             allowedOrigins: Set<String>, stripsPrefix: Bool, preservesHost: Bool, forwardAuthOnly: Bool,
             identityFields: IdentityFieldNames?, identityFieldNames: Set<String>, acceptsSessionCookie: Bool, signIn: String?,
-            grpcOnly: Bool, mcp: MCPResource?, mcpPolicy: MCPCallPolicy?
+            grpcOnly: Bool, mcp: MCPResource?, mcpPolicy: MCPCallPolicy?, upstreamCredential: UpstreamCredential? = nil
         ) {
+            self.upstreamCredential = upstreamCredential
             self.prefix = prefix
             self.host = host
             self.origin = origin
@@ -140,6 +143,8 @@ package final class DataPlane: Sendable {
     let browser: BrowserSessionGate
     /// The WebSocket tunnels open to routes.
     package let tunnels: TunnelRegistry
+    /// Where a route's `upstream_credential` comes from (`nil`: no route may have one).
+    let credentials: (any UpstreamCredentialSource)?
     /// Which header family each proxy in front speaks to `/api/auth/verify`; `nil`: forward-auth
     /// is not decided on the event loop (Hummingbird's route answers every decision).
     let forwardAuthProxies: ForwardAuthProxies?
@@ -152,8 +157,9 @@ package final class DataPlane: Sendable {
         table: LiveRouteTable, authenticator: AccessTokenAuthenticator, sessions: SessionOwnershipView, runtime: RuntimeClient,
         admission: Admission, metrics: GatewayMetrics, logger: Logger, accessLog: AccessLog, maximumBodyBytes: Int, upstreamTimeout: Double, forwardedProto: String,
         upstreamTLS: NIOSSLContext?, upstreamTLSForHTTP2: NIOSSLContext? = nil, browser: BrowserSessionGate, tunnels: TunnelRegistry = TunnelRegistry(),
-        forwardAuthProxies: ForwardAuthProxies? = nil
+        forwardAuthProxies: ForwardAuthProxies? = nil, credentials: (any UpstreamCredentialSource)? = nil
     ) {
+        self.credentials = credentials
         self.forwardAuthProxies = forwardAuthProxies
         self.upstreamTLSForHTTP2 = upstreamTLSForHTTP2
         self.tunnels = tunnels

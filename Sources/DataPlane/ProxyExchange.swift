@@ -80,6 +80,9 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     var userID: String?
     /// The caller's name for the access log (`logging.access_user_name`), beside `userID`.
     var userName: String?
+    /// The caller's token at the route's connected service (`upstream_credential`), once looked up:
+    /// sent as `Authorization: Bearer`, never logged.
+    var upstreamBearer: String?
     /// A COPY's or MOVE's `Destination`, decided and in the upstream's namespace (`WebDAVDestination`);
     /// the client's own never goes upstream.
     private var webDAVDestination: String?
@@ -326,6 +329,10 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         if route.isMCP, !mcpDecided, let policy = route.mcpPolicy, let caller {
             return admitMCP(policy, caller: caller, sessionID: sessionID)
         }
+        // A route that acts as the caller at a connected service: their token there first.
+        if let credential = route.upstreamCredential, upstreamBearer == nil {
+            return lookUpCredential(credential, caller: caller, sessionID: sessionID)
+        }
         guard !finished, handler.context != nil, let pool = handler.pool, let headBuffers = handler.headBuffers else { return }
         self.pool = pool
         if let caller { nameInAccessLog(caller) }
@@ -430,6 +437,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         if let webDAVDestination { emit("Destination", webDAVDestination) }
         emit("Host", upstreamHost)
         emit(AssertionHeader.name, assertion)
+        if let upstreamBearer { emit("Authorization", "Bearer " + upstreamBearer) }
         if let identity = route.identityFields { Self.forEachIdentityField(identity, of: caller, emit) }
         emit("X-Forwarded-For", clientAddress)
         emit("X-Forwarded-Proto", plane.forwardedProto)

@@ -61,7 +61,7 @@ package struct RouteTable: Sendable {
                 requiresToken: route.requiresToken, policy: route.policy, allowedOrigins: origins, stripsPrefix: route.stripsPrefix, preservesHost: route.preservesHost, forwardAuthOnly: route.isForwardAuthOnly,
                 identityFields: route.identityFields, identityFieldNames: identityFieldNames, acceptsSessionCookie: route.acceptsSessionCookie,
                 signIn: route.signIn, grpcOnly: route.grpcOnly, mcp: route.mcp,
-                mcpPolicy: route.mcp == nil ? nil : route.mcpPolicy ?? MCPCallPolicy())
+                mcpPolicy: route.mcp == nil ? nil : route.mcpPolicy ?? MCPCallPolicy(), upstreamCredential: route.upstreamCredential)
         }
     }
 

@@ -57,6 +57,8 @@ public struct GatewayServices: Sendable {
     public let providers: ProviderDirectory
     /// The services people connect (`connections`), with the gateway's credential at each.
     public let connections: ConnectionDirectory
+    /// The connected accounts' tokens this instance sent lately.
+    let connectedTokens = ConnectedTokenCache()
     let admission: Admission
     /// The routes and CORS origins in force: the data plane, forward-auth and the origin policy
     /// read them per request, and a reload replaces them (`ConfigurationReloader`).
@@ -215,7 +217,11 @@ public struct GatewayServices: Sendable {
             metrics: metrics, logger: logger, accessLog: accessLog, maximumBodyBytes: configuration.maximumBodyBytes, upstreamTimeout: configuration.runtimeTimeout,
             forwardedProto: configuration.forwardedProto, upstreamTLS: try DataPlane.upstreamTLSContext(caFile: configuration.upstreamCAFile),
             upstreamTLSForHTTP2: try DataPlane.upstreamTLSContext(caFile: configuration.upstreamCAFile, alpn: ["h2"]),
-            browser: browserGate, tunnels: tunnels, forwardAuthProxies: forwardAuthProxies)
+            browser: browserGate, tunnels: tunnels, forwardAuthProxies: forwardAuthProxies,
+            credentials: connections.isEmpty
+                ? nil
+                : ConnectedAccountCredentials(
+                    accounts: connectedAccounts, cache: connectedTokens, clock: clock, connectBase: configuration.effectivePublicURL + ConnectRoutes.prefix + "/"))
     }
 
     /// Which header family each proxy in front speaks (`gateway.forward_auth`).

@@ -1,5 +1,6 @@
 import ConfigurationReading
 import ConnectedAccounts
+import DataPlane
 import Foundation
 import Gateway
 import JOSE
@@ -22,8 +23,11 @@ struct ConnectedAccountsTests {
 
     /// A gateway with the connection `github` at `service`; sign-in and connecting share the per-client
     /// rate limit, so a test that signs several people in from one address has room (`loginBurst`).
-    static func gateway(_ service: FakeOAuthService, secretFile: String, loginPerMinute: Double = 6_000, loginBurst: Int = 200) async throws -> GatewayFixture {
+    static func gateway(
+        _ service: FakeOAuthService, secretFile: String, loginPerMinute: Double = 6_000, loginBurst: Int = 200, routes: [ProxyRoute] = []
+    ) async throws -> GatewayFixture {
         try await GatewayFixture { configuration in
+            configuration.routes = routes
             configuration.connections = ConnectionsConfiguration(connections: [Self.connection(service, secretFile: secretFile)])
             configuration.rateLimits[.loginPerClient] = RateLimit(perMinute: loginPerMinute, burst: loginBurst)
         }
@@ -143,6 +147,34 @@ struct ConnectedAccountsTests {
         #expect(declined.status == 400 && declined.headers.first(name: "x-portcullis-error") == "connect_declined", "\(declined.raw)")
         #expect(try await fixture.state.connectedAccounts(userID: nil).map(\.userID) == [aliceID])
 
+        try await fixture.stop()
+        try await service.stop()
+    }
+
+    @Test("a route with upstream_credential sends the person's own token at the connected service as Authorization: Bearer (never the client's), so the service answers as them; a person who has not connected it is refused 403 connection_required naming where to connect")
+    func upstreamCredential() async throws {
+        let service = try await FakeOAuthService.start()
+        let secret = try TrustedIssuerSecretTests.secretFile(Array("service-secret-of-portcullis\n".utf8), mode: 0o600)
+        defer { try? FileManager.default.removeItem(atPath: secret) }
+        var route = ProxyRoute(prefix: "/gh", upstream: service.base + "/api")
+        route.upstreamCredential = .connection("github")
+        let fixture = try await Self.gateway(service, secretFile: secret, routes: [route])
+        try await fixture.addUser("alice")
+        try await fixture.addUser("bob")
+        let alice = try await Self.signedIn(fixture, "alice")
+        let back = try await Self.serviceSendsBack(try #require(try await Self.pressConnect(fixture, alice).headers.first(name: "location")))
+        #expect(try await BrowserSessionTests.get(fixture, back, alice).status == 200)
+        for token in service.books.withLock({ Array($0.accessTokens.keys) + Array($0.refreshTokens.keys) }) { fixture.remember(token) }
+
+        let aliceLogin = try await fixture.login("alice")
+        for _ in 0..<2 {  // the store's read, then the cache's answer
+            let answer = try await Answer.request(.GET, fixture.baseURL + "/gh/user", bearer: aliceLogin.accessToken)
+            #expect(answer.status == 200 && answer.json["login"] == "octocat", "\(answer.raw)")
+        }
+        let bobLogin = try await fixture.login("bob")
+        let refused = try await Answer.request(.GET, fixture.baseURL + "/gh/user", bearer: bobLogin.accessToken)
+        #expect(refused.status == 403 && refused.json["error"] == "connection_required", "\(refused.raw)")
+        #expect(refused.json["message"]?.stringValue?.contains("/.portcullis/connect/github") == true)
         try await fixture.stop()
         try await service.stop()
     }

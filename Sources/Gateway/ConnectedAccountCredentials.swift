@@ -1,0 +1,32 @@
+import ConnectedAccounts
+import DataPlane
+import JOSE
+import NIOCore
+import SecurityGuard
+
+/// The data plane's source of people's tokens at connected services: the cache on the event
+/// loop, else the store's sealed row opened off it.
+struct ConnectedAccountCredentials: UpstreamCredentialSource {
+    let accounts: ConnectedAccountService
+    let cache: ConnectedTokenCache
+    let clock: any TokenClock
+    /// `{public_url}/.portcullis/connect/`.
+    let connectBase: String
+
+    func token(for caller: AuthenticatedCaller, connection: String, on eventLoop: any EventLoop) -> UpstreamCredentialLookup {
+        let owner = ConnectionTokenVault.Owner(userID: caller.userID, tenantID: caller.tenantID, connection: connection)
+        let now = clock.now()
+        if let token = cache.token(for: owner, now: now) { return .known(token) }
+        let (accounts, cache, clock) = (accounts, cache, clock)
+        return .asking(
+            eventLoop.makeFutureWithTask {
+                guard let (token, expiresAt) = try await accounts.openedAccessToken(for: owner) else { return nil }
+                // An expired token is as good as none until refresh is built: the person connects again.
+                if let expiresAt, expiresAt <= clock.now() { return nil }
+                cache.keep(token, for: owner, expiresAt: expiresAt, now: clock.now())
+                return token
+            })
+    }
+
+    func connectURL(connection: String) -> String { connectBase + connection }
+}
