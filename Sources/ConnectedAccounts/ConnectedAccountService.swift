@@ -108,6 +108,11 @@ public struct ConnectedAccountService: Sendable {
         try await store.connectedAccounts(userID: userID)
     }
 
+    /// `owner`'s account (its tokens sealed), if they connected it.
+    public func account(for owner: ConnectionTokenVault.Owner) async throws -> ConnectedAccountRecord? {
+        try await store.connectedAccount(userID: owner.userID, tenantID: owner.tenantID, connection: owner.connection)
+    }
+
     /// The access token of `owner`'s account, opened; `nil` when they have not connected it (or
     /// the row does not open under this key for them).
     public func accessToken(for owner: ConnectionTokenVault.Owner) async throws -> String? {
@@ -116,8 +121,7 @@ public struct ConnectedAccountService: Sendable {
 
     /// The access token of `owner`'s account, opened, with when it expires.
     public func openedAccessToken(for owner: ConnectionTokenVault.Owner) async throws -> (token: String, expiresAt: Double?)? {
-        guard let vault = directory.vault,
-            let account = try await store.connectedAccount(userID: owner.userID, tenantID: owner.tenantID, connection: owner.connection),
+        guard let vault = directory.vault, let account = try await account(for: owner),
             let token = vault.open(account.accessToken, kind: .accessToken, for: owner)
         else { return nil }
         return (token, account.expiresAt)
@@ -138,7 +142,7 @@ public struct ConnectedAccountService: Sendable {
     ///
     /// Forgotten first: once the person asked, the gateway never sends it again, whatever the service says.
     public func disconnect(_ owner: ConnectionTokenVault.Owner) async throws -> ServiceRevocation? {
-        guard let account = try await store.connectedAccount(userID: owner.userID, tenantID: owner.tenantID, connection: owner.connection),
+        guard let account = try await account(for: owner),
             try await store.deleteConnectedAccount(userID: owner.userID, tenantID: owner.tenantID, connection: owner.connection)
         else { return nil }
         guard let connection = directory.connection(named: owner.connection), let endpoint = connection.settings.revocationEndpoint else { return .notOffered }

@@ -65,9 +65,8 @@ struct ConnectionsCommand: ParsableCommand {
             let store = try await storage.open()
             let person = try await PersonLookup(store: store, tenant: tenant).one(user)
             // The vault only when the key is there: a revoke never makes a key (its tokens would not open under a new one).
-            let directory =
-                FileManager.default.fileExists(atPath: keysDirectory + "/" + ConnectionTokenVault.fileName)
-                ? try ConnectionDirectory(configured, keysDirectory: keysDirectory) : try ConnectionDirectory(configured, keysDirectory: nil)
+            let hasKey = FileManager.default.fileExists(atPath: keysDirectory + "/" + ConnectionTokenVault.fileName)
+            let directory = try ConnectionDirectory(configured, keysDirectory: hasKey ? keysDirectory : nil)
             let service = ConnectedAccountService(directory: directory, store: store, redirectURI: "")
             let owner = ConnectionTokenVault.Owner(userID: person.userID, tenantID: person.tenantID, connection: connection)
             guard let outcome = try await service.disconnect(owner) else {

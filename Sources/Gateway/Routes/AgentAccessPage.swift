@@ -29,7 +29,8 @@ enum AgentAccessPage {
         let displayName: String?
     }
 
-    /// The page's section of connected accounts, each with a Disconnect button (`nil`: no connection is configured).
+    /// The page's section of connected accounts, each with a Disconnect button (left out when no
+    /// connection is configured).
     static func connectionsSection(_ connected: [Connected], nonce: String) -> String {
         let rows =
             connected.isEmpty

@@ -152,9 +152,7 @@ struct AuthorizationServerRoutes: Sendable {
     /// `Origin` (or `null`) with `Sec-Fetch-Site: same-origin`. Stricter than sign-in's rule: no
     /// `login_return_origins`, no route host.
     func isFromConsentPage(_ request: Request) -> Bool {
-        let origin = request.headers[.origin]
-        if let origin, origin != "null" { return origin == ReturnTarget.origin(of: browser.publicURL) }
-        return request.headers[BrowserSessionRoutes.secFetchSite]?.lowercased() == "same-origin"
+        browser.isFromPublicOrigin(request)
     }
 
     /// `POST /api/auth/oauth/consent`: the person's answer, from the gateway's own page only.
@@ -349,9 +347,6 @@ struct AuthorizationServerRoutes: Sendable {
 
     /// The gateway's own page for a request that cannot go back to its client.
     static func errorPage(_ status: HTTPResponse.Status, code: String, message: String) -> Response {
-        var response = SignInPages.response(
-            status, title: "Authorization failed", body: "<p>\(RefusalPage.escaped(message))</p><p><small>\(RefusalPage.escaped(code))</small></p>")
-        response.headers[HTTPField.Name("X-Portcullis-Error")!] = code
-        return response
+        SignInPages.refusal(status, title: "Authorization failed", code: code, message: message)
     }
 }

@@ -438,6 +438,14 @@ struct BrowserSessionRoutes: Sendable {
             .forbidden, "csrf_refused", "sign-in and sign-out are accepted from the gateway's own pages only (Origin, or Sec-Fetch-Site: same-origin)")
     }
 
+    /// Whether a form post comes from a page of the public origin itself: `Origin` the public
+    /// URL's, or no `Origin` (or `null`) with `Sec-Fetch-Site: same-origin`. Stricter than
+    /// `crossSiteRefusal`: no `login_return_origins`, no route host (the consent and connect pages').
+    func isFromPublicOrigin(_ request: Request) -> Bool {
+        if let origin = request.headers[.origin], origin != "null" { return origin == ReturnTarget.origin(of: publicURL) }
+        return request.headers[Self.secFetchSite]?.lowercased() == "same-origin"
+    }
+
     /// Whether `origin` is the request's own (`scheme://Host`), on the public host or a route's:
     /// an app on a route host signs its user out from its own pages.
     private func isOwnOrigin(_ origin: String, _ request: Request) -> Bool {

@@ -4,7 +4,6 @@ import HTTPTypes
 import Hummingbird
 import JOSE
 import Logging
-import ProviderLogin
 import SecurityGuard
 
 /// `/.portcullis/connect/*`: a signed-in person connects a service (`connections`) once, the
@@ -46,9 +45,7 @@ struct ConnectRoutes: Sendable {
     /// connect page's nonce from its own origin and post it, connecting an account without a
     /// click where the service approves at once.
     private func isFromPublicPage(_ request: Request) -> Bool {
-        guard browser.publicHostRedirect(request) == nil else { return false }
-        if let origin = request.headers[.origin], origin != "null" { return origin == ReturnTarget.origin(of: browser.publicURL) }
-        return request.headers[BrowserSessionRoutes.secFetchSite]?.lowercased() == "same-origin"
+        browser.publicHostRedirect(request) == nil && browser.isFromPublicOrigin(request)
     }
 
     /// The form's nonce: bound to the browser session's cookie and the connection, as the agents page's is.
@@ -84,7 +81,8 @@ struct ConnectRoutes: Sendable {
         }
         let settings = connection.settings
         let scopes = settings.scopes.isEmpty ? "<em>what the service grants by default</em>" : settings.scopes.map { "<code>\(RefusalPage.escaped($0))</code>" }.joined(separator: " ")
-        let connected = try await accounts.accounts(userID: session.caller.userID).contains { $0.tenantID == session.caller.tenantID && $0.connection == settings.name }
+        let owner = ConnectionTokenVault.Owner(userID: session.caller.userID, tenantID: session.caller.tenantID, connection: settings.name)
+        let connected = try await accounts.account(for: owner) != nil
         let action = Self.prefix + "/" + settings.name + "?rd=" + BrowserSessionRoutes.queryEncoded(rd)
         var response = SignInPages.response(
             .ok, title: "Connect \(settings.displayName)",
@@ -191,8 +189,6 @@ struct ConnectRoutes: Sendable {
     }
 
     static func errorPage(_ status: HTTPResponse.Status, _ code: String, _ message: String) -> Response {
-        var response = SignInPages.response(status, title: "Connecting failed", body: "<p>\(RefusalPage.escaped(message))</p><p><small>\(RefusalPage.escaped(code))</small></p>")
-        response.headers[HTTPField.Name("X-Portcullis-Error")!] = code
-        return response
+        SignInPages.refusal(status, title: "Connecting failed", code: code, message: message)
     }
 }

@@ -86,9 +86,13 @@ enum SignInPages {
 
     /// A sign-in that did not happen: why, and where to start again.
     static func failure(_ status: HTTPResponse.Status, code: String, message: String) -> Response {
-        var response = response(
-            status, title: "Sign-in failed",
-            body: "<p>\(RefusalPage.escaped(message))</p><p><small>\(RefusalPage.escaped(code))</small></p><p><a href=\"/.portcullis/sign_in\">Sign in again</a></p>")
+        refusal(status, title: "Sign-in failed", code: code, message: message, more: "<p><a href=\"/.portcullis/sign_in\">Sign in again</a></p>")
+    }
+
+    /// A page that says why something was refused: the sentence, its code under it and in
+    /// `X-Portcullis-Error` (for scripts and tests), then `more` (HTML, already escaped).
+    static func refusal(_ status: HTTPResponse.Status, title: String, code: String, message: String, more: String = "") -> Response {
+        var response = response(status, title: title, body: "<p>\(RefusalPage.escaped(message))</p><p><small>\(RefusalPage.escaped(code))</small></p>" + more)
         response.headers[HTTPField.Name("X-Portcullis-Error")!] = code
         return response
     }
