@@ -165,14 +165,16 @@ struct ServeCommandTests {
         let file = URL(fileURLWithPath: cli.directory + "/custom.yaml")
         try Data("gateway:\n  allowed_origins: [https://one.example]\n".utf8).write(to: file)
         let (process, port) = try startServe(cli, ["--config", "custom.yaml"])
-        let adminLine = process.output.split(separator: "\n").first { $0.contains(#""message":"metrics listening""#) } ?? ""
-        let adminPort = try #require(adminLine.split(separator: ":").last.flatMap { Int($0.prefix { $0.isNumber }) })
         let logged = { (message: String) in process.output.split(separator: "\n").filter { $0.contains(#""message":"\#(message)"#) } }
         // Awaited, not slept: a test that holds a thread of the concurrency pool starves the in-process servers of other tests.
         let waitFor = { (message: String, count: Int) async in
             let started = Date()
             while logged(message).count < count && Date().timeIntervalSince(started) < 10 { try? await Task.sleep(for: .milliseconds(50)) }
         }
+        // The admin listener may start after the gateway's: its line is awaited, not assumed.
+        await waitFor("metrics listening", 1)
+        let adminLine = logged("metrics listening").first ?? ""
+        let adminPort = try #require(adminLine.split(separator: ":").last.flatMap { Int($0.prefix { $0.isNumber }) })
         let lastReload = { () throws -> JSONObject? in
             let (body, _) = try ServerProcess.fetch(URL(string: "http://127.0.0.1:\(adminPort)/readyz")!, method: "GET")
             return json(body)["checks"]?.objectValue?["last_reload"]?.objectValue
