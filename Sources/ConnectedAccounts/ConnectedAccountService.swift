@@ -141,9 +141,11 @@ public struct ConnectedAccountService: Sendable {
     /// token) where the connection has a `revocation_endpoint`. `nil` when there was no account.
     ///
     /// Forgotten first: once the person asked, the gateway never sends it again, whatever the service says.
-    public func disconnect(_ owner: ConnectionTokenVault.Owner) async throws -> ServiceRevocation? {
+    /// Every instance stops sending it within a second (the store's access-change feed), and the
+    /// requests under way that carry it end.
+    public func disconnect(_ owner: ConnectionTokenVault.Owner, now: Double) async throws -> ServiceRevocation? {
         guard let account = try await account(for: owner),
-            try await store.deleteConnectedAccount(userID: owner.userID, tenantID: owner.tenantID, connection: owner.connection)
+            try await store.deleteConnectedAccount(userID: owner.userID, tenantID: owner.tenantID, connection: owner.connection, now: now)
         else { return nil }
         guard let connection = directory.connection(named: owner.connection), let endpoint = connection.settings.revocationEndpoint else { return .notOffered }
         // A refresh token's revocation ends its access tokens too (RFC 7009 2.1); the access token is told when there is none.

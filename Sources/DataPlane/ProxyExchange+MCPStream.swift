@@ -20,7 +20,7 @@ extension ProxyExchange {
         tunnelRegistration = plane.tunnels.register(
             TunnelRegistry.Entry(
                 sessionID: nil, userID: caller.userID, tenantID: caller.tenantID, tokenID: caller.tokenID,
-                close: { _, reason in loop.execute { bound.value.endMCPExchange(reason: reason) } }))
+                close: { _, reason in loop.execute { bound.value.endMCPExchange(reason: reason) } }, connection: route.upstreamCredential?.connection))
         // Its token's expiry ends a stream (armed when one begins): a JSON answer is not held past it anyway.
         mcp.expiresAt = caller.expiresAt
     }

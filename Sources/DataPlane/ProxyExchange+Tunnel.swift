@@ -31,7 +31,8 @@ extension ProxyExchange {
         tunnelRegistration = plane.tunnels.register(
             TunnelRegistry.Entry(
                 sessionID: tunnelSessionID, userID: tunnelCaller?.userID, tenantID: tunnelCaller?.tenantID, tokenID: tunnelCaller?.tokenID,
-                close: { code, reason in loop.execute { bound.value.closeTunnel(code: code, reason: reason) } }))
+                close: { code, reason in loop.execute { bound.value.closeTunnel(code: code, reason: reason) } },
+                connection: route.upstreamCredential?.connection))
         guard let expiresAt = tunnelCaller?.expiresAt else { return }
         let seconds = max(0, expiresAt - plane.browser.clock.now())
         let reason = authenticatedByCookie ? "session expired" : "token expired"

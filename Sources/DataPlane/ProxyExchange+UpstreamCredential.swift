@@ -1,4 +1,5 @@
 import EdgeHTTP
+import NIOCore
 import SecurityGuard
 
 extension ProxyExchange {
@@ -31,6 +32,31 @@ extension ProxyExchange {
                 }
             }
         }
+    }
+
+    /// Registers a request that carries the caller's token at a connected service (an MCP request
+    /// and a WebSocket are registered already) with its account and connection: a disconnect, a
+    /// disabled account or a revoked token ends it, on any instance, as it ends an MCP stream.
+    func registerCredentialedExchange(_ caller: AuthenticatedCaller) {
+        let bound = NIOLoopBound(self, eventLoop: eventLoop)
+        let loop = eventLoop
+        tunnelRegistration = plane.tunnels.register(
+            TunnelRegistry.Entry(
+                sessionID: nil, userID: caller.userID, tenantID: caller.tenantID, tokenID: caller.tokenID,
+                close: { _, reason in loop.execute { bound.value.endCredentialedExchange(reason: reason) } },
+                connection: route.upstreamCredential?.connection))
+    }
+
+    /// The credential this request carries upstream stopped being the caller's to use: not yet
+    /// answered, it is refused; answering, both connections are cut (the upstream's work stops with its request).
+    func endCredentialedExchange(reason: String) {
+        guard !finished else { return }
+        guard responseStarted else {
+            closeUpstream()
+            return fail(GatewayError(.forbidden, "access_ended", "this request's access ended (\(reason)) before the upstream answered; try again"))
+        }
+        closeUpstream()
+        finish(closeClient: true)
     }
 
     /// 403 `connection_required`: the person must connect the service first, at `url`.

@@ -339,6 +339,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         if webSocket {
             (tunnelCaller, tunnelSessionID) = (caller, sessionID)
             registerTunnel()
+        } else if upstreamBearer != nil, tunnelRegistration == nil, let caller {
+            registerCredentialedExchange(caller)
         }
         let assertion: String
         do {

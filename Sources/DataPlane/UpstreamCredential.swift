@@ -6,6 +6,13 @@ import SecurityGuard
 public enum UpstreamCredential: Sendable, Equatable {
     /// `{connection: NAME}`: the person's token at that connected service, as `Authorization: Bearer`.
     case connection(String)
+
+    /// The connected service it sends the token of.
+    public var connection: String? {
+        switch self {
+        case .connection(let name): name
+        }
+    }
 }
 
 /// Where the data plane gets a caller's token at a connected service: from memory on the event

@@ -1,3 +1,4 @@
+import ConnectedAccounts
 import DataPlane
 import JOSE
 import Logging
@@ -31,6 +32,8 @@ final class AccessChangeWatcher: Service, Sendable {
     let runtime: RuntimeClient
     let sockets: SocketRegistry
     let sessionOwners: SessionOwnershipView
+    /// The tokens at connected services this instance keeps: a disconnect or a cut-off drops the person's.
+    let connectedTokens: ConnectedTokenCache?
     /// The store's feed; `nil` runs the periodic sync alone.
     let feed: (any AccessChangeFeed)?
     let clock: any TokenClock
@@ -49,8 +52,9 @@ final class AccessChangeWatcher: Service, Sendable {
 
     init(
         revocations: RevocationList, runtime: RuntimeClient, sockets: SocketRegistry, sessionOwners: SessionOwnershipView,
-        feed: (any AccessChangeFeed)?, clock: any TokenClock, logger: Logger, interval: Double = 0.5
+        connectedTokens: ConnectedTokenCache? = nil, feed: (any AccessChangeFeed)?, clock: any TokenClock, logger: Logger, interval: Double = 0.5
     ) {
+        self.connectedTokens = connectedTokens
         self.revocations = revocations
         self.runtime = runtime
         self.sockets = sockets
@@ -108,6 +112,7 @@ final class AccessChangeWatcher: Service, Sendable {
                 return !first
             }
             for account in changed {
+                connectedTokens?.forget(userID: account.userID, tenantID: account.tenantID)
                 let closed = account.cause == .enabled ? 0 : sockets.close(userID: account.userID, tenantID: account.tenantID, reason: account.cause.closeReason)
                 if !first { logAdministrativeAction(account, closed: closed) }
             }
@@ -154,6 +159,8 @@ final class AccessChangeWatcher: Service, Sendable {
                 revocations.remember(jti, expiresAt: expiresAt)
                 closedForTokens += sockets.close(tokenID: jti, reason: "token revoked")
             case .accountCutOff(let cutoff):
+                // Disabled or deleted: the person's connected accounts are gone from the store too.
+                connectedTokens?.forget(userID: cutoff.userID, tenantID: cutoff.tenantID)
                 guard revocations.apply(cutoff) else { break }
                 let closed = cutoff.cause == .enabled ? 0 : sockets.close(userID: cutoff.userID, tenantID: cutoff.tenantID, reason: cutoff.cause.closeReason)
                 logAdministrativeAction(cutoff, closed: closed)
@@ -164,6 +171,9 @@ final class AccessChangeWatcher: Service, Sendable {
             case .administrativeAction(let action):
                 logAdministrativeAction(action, closed: closedForTokens)
                 closedForTokens = 0
+            case .connectionEnded(let userID, let tenantID, let connection):
+                connectedTokens?.forget(userID: userID, tenantID: tenantID, connection: connection)
+                sockets.close(userID: userID, tenantID: tenantID, connection: connection, reason: "\(connection) disconnected")
             case .unknown:
                 break  // a newer version's kind: the periodic sync applies what its rows changed
             }

@@ -161,6 +161,13 @@ public final class SocketRegistry: Sendable {
         return targets.count + (tunnels?.close(userID: userID, tenantID: tenantID, code: code, reason: reason) ?? 0)
     }
 
+    /// Ends the requests under way, tunnels and MCP streams that carry an account's token at the
+    /// connected service `connection` (it was disconnected); how many.
+    @discardableResult
+    public func close(userID: String, tenantID: String, connection: String, code: UInt16 = 1008, reason: String) -> Int {
+        tunnels?.close(userID: userID, tenantID: tenantID, connection: connection, code: code, reason: reason) ?? 0
+    }
+
     /// Closes the WebSocket tunnels and MCP streams opened with the token `tokenID` (it was revoked).
     @discardableResult
     public func close(tokenID: String, code: UInt16 = 1008, reason: String) -> Int {

@@ -95,7 +95,8 @@ public protocol ConnectionRepository: Sendable {
     func connectedAccount(userID: String, tenantID: String, connection: String) async throws -> ConnectedAccountRecord?
     /// A person's connected accounts (every person's with `nil`), by person then connection.
     func connectedAccounts(userID: String?) async throws -> [ConnectedAccountRecord]
-    /// Forgets the person's account at `connection`; returns whether there was one.
+    /// Forgets the person's account at `connection`, and tells every instance in the same
+    /// transaction (`AccessChange.connectionEnded`); returns whether there was one.
     @discardableResult
-    func deleteConnectedAccount(userID: String, tenantID: String, connection: String) async throws -> Bool
+    func deleteConnectedAccount(userID: String, tenantID: String, connection: String, now: Double) async throws -> Bool
 }

@@ -69,7 +69,7 @@ struct ConnectionsCommand: ParsableCommand {
             let directory = try ConnectionDirectory(configured, keysDirectory: hasKey ? keysDirectory : nil)
             let service = ConnectedAccountService(directory: directory, store: store, redirectURI: "")
             let owner = ConnectionTokenVault.Owner(userID: person.userID, tenantID: person.tenantID, connection: connection)
-            guard let outcome = try await service.disconnect(owner) else {
+            guard let outcome = try await service.disconnect(owner, now: Date().timeIntervalSince1970) else {
                 Terminal.error("\(person.described) has no account connected at \(UsersCommand.shown(connection)); `portcullis connections list --user \(person.userID)` lists theirs")
                 throw ExitCode(1)
             }

@@ -99,8 +99,12 @@ struct RepositoryContractTests {
         #expect(try await state.connectedAccount(userID: "usr_a", tenantID: "default", connection: "github") == again, "connecting again replaces")
         #expect(try await state.connectedAccounts(userID: "usr_a") == [other, again])
         #expect(try await state.connectedAccounts(userID: nil).map(\.userID) == ["usr_a", "usr_a", "usr_b"])
-        #expect(try await state.deleteConnectedAccount(userID: "usr_a", tenantID: "default", connection: "github"))
-        #expect(try await state.deleteConnectedAccount(userID: "usr_a", tenantID: "default", connection: "github") == false)
+        let before = try await state.latestAccessChangeVersion()
+        #expect(try await state.deleteConnectedAccount(userID: "usr_a", tenantID: "default", connection: "github", now: 1_000))
+        #expect(try await state.deleteConnectedAccount(userID: "usr_a", tenantID: "default", connection: "github", now: 1_000) == false)
+        #expect(
+            try await state.accessChanges(after: before, limit: 10).map(\.change) == [.connectionEnded(userID: "usr_a", tenantID: "default", connection: "github")],
+            "a disconnect tells every instance, once, and a second delete of nothing tells nobody")
         #expect(try await state.connectedAccounts(userID: nil) == [other, bobs])
         await state.shutdown()
     }

@@ -1,7 +1,8 @@
 import NIOCore
 import Synchronization
 
-/// The WebSocket tunnels open to routes and the MCP requests under way (an SSE stream above all),
+/// The WebSocket tunnels open to routes, the MCP requests under way (an SSE stream above all) and
+/// the requests under way that carry a person's token at a connected service,
 /// with the gateway session, account and token they were opened with: a logout, a back-channel
 /// logout, a disabled account or a revoked token closes them (1008, its reason) as it closes agent
 /// sockets (`SocketRegistry` forwards its closes here).
@@ -14,6 +15,8 @@ package final class TunnelRegistry: Sendable {
         let tokenID: String?
         /// Asks the tunnel, on its event loop, to close with a code and reason.
         let close: @Sendable (UInt16, String) -> Void
+        /// The connected service whose token it carries upstream (`upstream_credential`): a disconnect closes it.
+        var connection: String? = nil
     }
 
     private let state = Mutex<(next: UInt64, tunnels: [UInt64: Entry])>((0, [:]))
@@ -45,6 +48,12 @@ package final class TunnelRegistry: Sendable {
     @discardableResult
     package func close(userID: String, tenantID: String, code: UInt16 = 1008, reason: String) -> Int {
         close(code: code, reason: reason) { $0.userID == userID && $0.tenantID == tenantID }
+    }
+
+    /// Closes the tunnels and requests under way that carry the account's token at `connection` (it was disconnected); how many.
+    @discardableResult
+    package func close(userID: String, tenantID: String, connection: String, code: UInt16 = 1008, reason: String) -> Int {
+        close(code: code, reason: reason) { $0.connection == connection && $0.userID == userID && $0.tenantID == tenantID }
     }
 
     /// Closes the tunnels and streams opened with a token (it was revoked); how many.

@@ -177,7 +177,7 @@ struct ConnectRoutes: Sendable {
             return Self.errorPage(.forbidden, "csrf_refused", "this did not come from this browser's own agents page; open it again")
         }
         let owner = ConnectionTokenVault.Owner(userID: session.caller.userID, tenantID: session.caller.tenantID, connection: name)
-        let outcome = try await accounts.disconnect(owner)
+        let outcome = try await accounts.disconnect(owner, now: clock.now())
         var metadata: Logger.Metadata = ["connection": .string(name), "user_id": .string(owner.userID)]
         if case .failed(let why)? = outcome { metadata["service_revocation_failed"] = .string(why) }
         if outcome != nil { logger.info("account disconnected", metadata: metadata) }

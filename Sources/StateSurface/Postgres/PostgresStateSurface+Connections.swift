@@ -78,9 +78,16 @@ extension PostgresStateSurface: ConnectionRepository {
         return try found.map(Self.connectedAccount(from:))
     }
 
-    public func deleteConnectedAccount(userID: String, tenantID: String, connection: String) async throws -> Bool {
-        try await rows(
-            "DELETE FROM connected_accounts WHERE user_id = \(userID) AND tenant_id = \(tenantID) AND connection = \(connection) RETURNING 1"
-        ).count > 0
+    public func deleteConnectedAccount(userID: String, tenantID: String, connection: String, now: Double) async throws -> Bool {
+        let logger = self.logger
+        return try await transaction { db in
+            let deleted = try await db.query(
+                "DELETE FROM connected_accounts WHERE user_id = \(userID) AND tenant_id = \(tenantID) AND connection = \(connection) RETURNING 1",
+                logger: logger
+            ).collect().count > 0
+            guard deleted else { return false }
+            try await Self.record(.connectionEnded(userID: userID, tenantID: tenantID, connection: connection), at: now, db, logger: logger)
+            return true
+        }
     }
 }

@@ -91,11 +91,13 @@ extension SQLiteStateSurface: ConnectionRepository {
         }
     }
 
-    public func deleteConnectedAccount(userID: String, tenantID: String, connection: String) async throws -> Bool {
+    public func deleteConnectedAccount(userID: String, tenantID: String, connection: String, now: Double) async throws -> Bool {
         try await pool.write { db in
             try db.execute(
                 sql: "DELETE FROM connected_accounts WHERE user_id = ? AND tenant_id = ? AND connection = ?", arguments: [userID, tenantID, connection])
-            return db.changesCount > 0
+            guard db.changesCount > 0 else { return false }
+            try Self.record(.connectionEnded(userID: userID, tenantID: tenantID, connection: connection), at: now, db)
+            return true
         }
     }
 }

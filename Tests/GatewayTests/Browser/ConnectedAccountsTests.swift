@@ -179,6 +179,60 @@ struct ConnectedAccountsTests {
         try await service.stop()
     }
 
+    @Test(
+        "a disconnect ends the connection's use at once: a request under way upstream with its token is cut within a second, the next is refused connection_required (no minute of cached token), and another connection's or person's use goes on"
+    )
+    func disconnectEndsUse() async throws {
+        let service = try await FakeOAuthService.start()
+        let secret = try TrustedIssuerSecretTests.secretFile(Array("service-secret-of-portcullis\n".utf8), mode: 0o600)
+        defer { try? FileManager.default.removeItem(atPath: secret) }
+        var route = ProxyRoute(prefix: "/gh", upstream: service.base + "/api")
+        route.upstreamCredential = .connection("github")
+        let fixture = try await Self.gateway(service, secretFile: secret, routes: [route])
+        try await fixture.addUser("alice")
+        try await fixture.addUser("bob")
+        var jars: [String: CookieJar] = [:]
+        for name in ["alice", "bob"] {
+            let jar = try await Self.signedIn(fixture, name)
+            service.books.withLock { $0.person = name == "alice" ? "octocat" : "hubot" }
+            let back = try await Self.serviceSendsBack(try #require(try await Self.pressConnect(fixture, jar).headers.first(name: "location")))
+            #expect(try await BrowserSessionTests.get(fixture, back, jar).status == 200)
+            jars[name] = jar
+        }
+        for token in service.books.withLock({ Array($0.accessTokens.keys) + Array($0.refreshTokens.keys) }) { fixture.remember(token) }
+        let alice = try await fixture.login("alice")
+        let bob = try await fixture.login("bob")
+        for login in [alice, bob] {  // both tokens cached now
+            #expect(try await Answer.request(.GET, fixture.baseURL + "/gh/user", bearer: login.accessToken).status == 200)
+        }
+        let baseURL = fixture.baseURL
+        let aliceSlow = Task { try await Answer.request(.GET, baseURL + "/gh/slow", bearer: alice.accessToken) }
+        let bobSlow = Task { try await Answer.request(.GET, baseURL + "/gh/slow", bearer: bob.accessToken) }
+        try await Task.sleep(for: .milliseconds(300))
+
+        let jar = try #require(jars["alice"])
+        let page = try await BrowserSessionTests.get(fixture, "/.portcullis/agents", jar)
+        let nonce = try #require(page.raw.firstMatch(of: /name="nonce" value="([^"]+)"/)?.1)
+        let disconnectedAt = Date()
+        let done = try await Answer.request(
+            .POST, fixture.baseURL + "/.portcullis/connect/github/disconnect",
+            headers: [("Sec-Fetch-Site", "same-origin"), ("Content-Type", "application/x-www-form-urlencoded"), jar.header], body: "nonce=\(nonce)",
+            followRedirects: false)
+        #expect(done.status == 303, "\(done.raw)")
+        let cut = try await aliceSlow.value
+        let waited = Date().timeIntervalSince(disconnectedAt)
+        #expect(cut.status == 403 && cut.json["error"] == "access_ended", "\(cut.raw)")
+        #expect(waited < 2, "the request under way ended \(waited) s after the disconnect, not when the service answered")
+        let next = try await Answer.request(.GET, fixture.baseURL + "/gh/user", bearer: alice.accessToken)
+        #expect(next.status == 403 && next.json["error"] == "connection_required", "\(next.raw)")
+        let bobs = try await bobSlow.value
+        #expect(bobs.status == 200 && bobs.json["slow"] == true, "another person's request is untouched: \(bobs.raw)")
+        let bobNext = try await Answer.request(.GET, fixture.baseURL + "/gh/user", bearer: bob.accessToken)
+        #expect(bobNext.status == 200 && bobNext.json["login"] == "hubot", "\(bobNext.raw)")
+        try await fixture.stop()
+        try await service.stop()
+    }
+
     @Test("starting a connection and its callback count against the client's rate limit (rate_limits.login_per_client), as signing in does: past it, 429")
     func rateLimited() async throws {
         let service = try await FakeOAuthService.start()

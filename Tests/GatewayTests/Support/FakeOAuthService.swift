@@ -8,7 +8,7 @@ import Synchronization
 /// authorization endpoint that approves at once for the person it is told is signed in there, a
 /// token endpoint that checks the client's secret, the redirect URI and the PKCE verifier and
 /// issues access and refresh tokens of its own, and an API (`/api/user`) that answers who a token
-/// belongs to, as GitHub's `/user` does.
+/// belongs to, as GitHub's `/user` does (and `/api/slow`, which answers after five seconds).
 final class FakeOAuthService: Sendable {
     struct Issued: Sendable {
         let person: String
@@ -96,6 +96,11 @@ final class FakeOAuthService: Sendable {
             let token = request.headers[.authorization].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil } ?? ""
             guard let person = service.books.withLock({ $0.accessTokens[token] }) else { return Response(status: .unauthorized) }
             return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: #"{"login":"\#(person)"}"#)))
+        }
+        // A call that takes its time (five seconds), for requests under way when access ends.
+        router.get("/api/slow") { request, _ -> Response in
+            try await Task.sleep(for: .seconds(5))
+            return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: #"{"slow":true}"#)))
         }
         let server = try await BackgroundServer.start { onPort in
             Application(
