@@ -127,6 +127,87 @@ public struct ConnectedAccountService: Sendable {
         return (token, account.expiresAt)
     }
 
+    /// How long before its expiry an access token is refreshed.
+    public static let refreshMargin: Double = 120
+    /// How long one instance's claim on a refresh holds the others off (they wait for its result).
+    static let refreshClaim: Double = 30
+
+    /// The access token to send for `owner` now: the one kept while it has more than
+    /// `refreshMargin` to live, else a refreshed one. `nil` when they have not connected the service,
+    /// or the service refused the refresh (the account is forgotten: they connect again).
+    ///
+    /// Of instances that need one refresh at once, one claims it (compare-and-set in the store) and
+    /// calls the service; the others wait for its result, so a rotating refresh token is used once.
+    /// Notes the use (`last_used_at`).
+    /// - Throws: `ConnectError` (`connect_unavailable`) when the token has expired and the service
+    ///   cannot refresh it now; a store failure as it is.
+    public func currentAccessToken(for owner: ConnectionTokenVault.Owner, now: Double) async throws -> (token: String, expiresAt: Double?)? {
+        guard let vault = directory.vault, let account = try await account(for: owner) else { return nil }
+        try? await store.markConnectedAccountUsed(userID: owner.userID, tenantID: owner.tenantID, connection: owner.connection, at: now)
+        guard let expiresAt = account.expiresAt, expiresAt - now < Self.refreshMargin else {
+            return vault.open(account.accessToken, kind: .accessToken, for: owner).map { ($0, account.expiresAt) }
+        }
+        // Expiring: kept while it lasts (a refresh that fails now is tried again by the next request).
+        let current = expiresAt > now ? vault.open(account.accessToken, kind: .accessToken, for: owner).map { ($0, account.expiresAt) } : nil
+        guard account.refreshToken != nil else { return current }
+        guard
+            let claimed = try await store.claimConnectedAccountRefresh(
+                userID: owner.userID, tenantID: owner.tenantID, connection: owner.connection, now: now, until: now + Self.refreshClaim)
+        else { return try await refreshedElsewhere(owner, current: current, since: account.updatedAt) }
+        return try await refresh(claimed, owner: owner, current: current, now: now)
+    }
+
+    /// Another instance holds the refresh: its result, once written (a tenth of a second apart, five seconds at most).
+    private func refreshedElsewhere(_ owner: ConnectionTokenVault.Owner, current: (String, Double?)?, since: Double) async throws -> (token: String, expiresAt: Double?)? {
+        for _ in 0..<50 {
+            try await Task.sleep(for: .milliseconds(100))
+            guard let account = try await account(for: owner) else { return nil }
+            if account.updatedAt > since, let token = directory.vault?.open(account.accessToken, kind: .accessToken, for: owner) { return (token, account.expiresAt) }
+        }
+        if let current { return current }
+        throw ConnectError.unavailable("another gateway is refreshing the token and has not finished")
+    }
+
+    /// Refreshes the claimed account at its service and keeps the new tokens.
+    private func refresh(_ account: ConnectedAccountRecord, owner: ConnectionTokenVault.Owner, current: (String, Double?)?, now: Double) async throws
+        -> (token: String, expiresAt: Double?)?
+    {
+        guard let vault = directory.vault, let connection = directory.connection(named: owner.connection),
+            let refreshToken = account.refreshToken.flatMap({ vault.open($0, kind: .refreshToken, for: owner) })
+        else { return current }
+        let answer: TokenEndpointAnswer
+        do {
+            answer = try await tokenEndpoint.refresh(refreshToken, client: connection.client, endpoint: connection.settings.tokenEndpoint)
+        } catch {
+            switch error {
+            case .refused:
+                // The service ended the grant (revoked there, or the refresh token expired): forgotten, so the person is asked to connect again.
+                try await store.deleteConnectedAccount(userID: owner.userID, tenantID: owner.tenantID, connection: owner.connection, now: now)
+                return nil
+            case .unavailable(let why), .malformed(let why):
+                // The claim lapses by itself: the next request past it tries again.
+                if let current { return current }
+                throw ConnectError.unavailable(why)
+            }
+        }
+        guard let accessToken = answer.accessToken, Self.isTokenText(accessToken), answer.refreshToken.map(Self.isTokenText) ?? true,
+            answer.tokenType?.lowercased() == "bearer"
+        else {
+            if let current { return current }
+            throw ConnectError.unavailable("the service's refresh answer has no Bearer access_token the gateway can send")
+        }
+        var refreshed = account
+        refreshed.accessToken = try vault.seal(accessToken, kind: .accessToken, for: owner)
+        // A service that does not rotate its refresh token keeps the one it gave.
+        refreshed.refreshToken = try answer.refreshToken.map { try vault.seal($0, kind: .refreshToken, for: owner) } ?? account.refreshToken
+        refreshed.scope = answer.scope.map { Self.grantedScope($0, asked: connection.settings.scopes) } ?? account.scope
+        refreshed.expiresAt = answer.expiresIn.map { now + $0 }
+        refreshed.updatedAt = max(now, account.updatedAt + 0.001)
+        // Disconnected while the service answered: not brought back, and its new token not sent.
+        guard try await store.completeConnectedAccountRefresh(refreshed) else { return nil }
+        return (accessToken, refreshed.expiresAt)
+    }
+
     /// What a disconnect did at the service.
     public enum ServiceRevocation: Sendable, Equatable {
         /// The service was told (RFC 7009) and answered 200.

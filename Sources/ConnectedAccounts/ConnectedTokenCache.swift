@@ -32,9 +32,10 @@ public final class ConnectedTokenCache: Sendable {
         }
     }
 
-    /// Keeps `token` for `owner` until a minute from `now`, or a minute before it expires if sooner.
+    /// Keeps `token` for `owner` until a minute from `now`, or until it is due for refresh if sooner
+    /// (`ConnectedAccountService.refreshMargin` before it expires: the next request reads and refreshes).
     public func keep(_ token: String, for owner: ConnectionTokenVault.Owner, expiresAt: Double?, now: Double) {
-        let until = min(now + Self.lifetime, (expiresAt ?? .infinity) - 60)
+        let until = min(now + Self.lifetime, (expiresAt ?? .infinity) - ConnectedAccountService.refreshMargin)
         guard until > now else { return }
         entries.withLock { table in
             if table.count >= Self.capacity { table.removeAll(keepingCapacity: true) }

@@ -174,6 +174,8 @@ final class AccessChangeWatcher: Service, Sendable {
             case .connectionEnded(let userID, let tenantID, let connection):
                 connectedTokens?.forget(userID: userID, tenantID: tenantID, connection: connection)
                 sockets.close(userID: userID, tenantID: tenantID, connection: connection, reason: "\(connection) disconnected")
+            case .connectionReplaced(let userID, let tenantID, let connection):
+                connectedTokens?.forget(userID: userID, tenantID: tenantID, connection: connection)
             case .unknown:
                 break  // a newer version's kind: the periodic sync applies what its rows changed
             }

@@ -1,11 +1,12 @@
 import ConnectedAccounts
 import DataPlane
+import EdgeHTTP
 import JOSE
 import NIOCore
 import SecurityGuard
 
 /// The data plane's source of people's tokens at connected services: the cache on the event
-/// loop, else the store's sealed row opened off it.
+/// loop, else the store's sealed row opened off it (refreshed first when it is about to expire).
 struct ConnectedAccountCredentials: UpstreamCredentialSource {
     let accounts: ConnectedAccountService
     let cache: ConnectedTokenCache
@@ -20,11 +21,13 @@ struct ConnectedAccountCredentials: UpstreamCredentialSource {
         let (accounts, cache, clock) = (accounts, cache, clock)
         return .asking(
             eventLoop.makeFutureWithTask {
-                guard let (token, expiresAt) = try await accounts.openedAccessToken(for: owner) else { return nil }
-                // An expired token is as good as none until refresh is built: the person connects again.
-                if let expiresAt, expiresAt <= clock.now() { return nil }
-                cache.keep(token, for: owner, expiresAt: expiresAt, now: clock.now())
-                return token
+                do {
+                    guard let (token, expiresAt) = try await accounts.currentAccessToken(for: owner, now: clock.now()) else { return nil }
+                    cache.keep(token, for: owner, expiresAt: expiresAt, now: clock.now())
+                    return token
+                } catch is ConnectError {
+                    throw GatewayError(.serviceUnavailable, "connection_unavailable", "your token at \(connection) has expired and its service cannot renew it now; try again shortly")
+                }
             })
     }
 

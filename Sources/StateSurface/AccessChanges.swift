@@ -15,9 +15,12 @@ public enum AccessChange: Sendable, Equatable {
     case keyRingChanged
     /// An operator revoked a grant or removed a client: every instance logs it.
     case administrativeAction(AdministrativeAction)
-    /// A person's connected account was disconnected: its token is no longer sent, and the
-    /// requests under way that carry it end.
+    /// A person's connected account was disconnected: the token kept of it is no longer sent, and
+    /// the requests under way that carry it end.
     case connectionEnded(userID: String, tenantID: String, connection: String)
+    /// A person connected an account again (perhaps as another account at the service): the token
+    /// kept of the one before is no longer sent (requests under way finish as they were admitted).
+    case connectionReplaced(userID: String, tenantID: String, connection: String)
     /// A kind a newer version wrote, which this one does not know: read past (its version counts),
     /// never applied. The periodic sync still applies what the store's rows say.
     case unknown(kind: String)
@@ -59,6 +62,7 @@ extension AccessChange {
         case .administrativeAction(let action): (action.kind.feedKind, action.subject, action.tenantID, nil)
         // The connection's name (lower-case letters, digits and -) cannot hold the `/` that separates it.
         case .connectionEnded(let userID, let tenantID, let connection): ("connection_ended", connection + "/" + userID, tenantID, nil)
+        case .connectionReplaced(let userID, let tenantID, let connection): ("connection_replaced", connection + "/" + userID, tenantID, nil)
         case .unknown(let kind): (kind, "", nil, nil)
         }
     }
@@ -69,9 +73,17 @@ extension AccessChange {
         case "token_revoked": self = .tokenRevoked(jti: subject, expiresAt: until ?? 0)
         case "session_ended": self = .sessionEnded(sessionID: subject)
         case "key_ring_changed": self = .keyRingChanged
-        case "connection_ended":
+        case "connection_ended", "connection_replaced":
             let parts = subject.split(separator: "/", maxSplits: 1)
-            self = parts.count == 2 ? .connectionEnded(userID: String(parts[1]), tenantID: tenantID ?? "", connection: String(parts[0])) : .unknown(kind: kind)
+            guard parts.count == 2 else {
+                self = .unknown(kind: kind)
+                return
+            }
+            let (connection, userID, tenantID) = (String(parts[0]), String(parts[1]), tenantID ?? "")
+            self =
+                kind == "connection_ended"
+                ? .connectionEnded(userID: userID, tenantID: tenantID, connection: connection)
+                : .connectionReplaced(userID: userID, tenantID: tenantID, connection: connection)
         default:
             if let cause = AccountCutoff.Cause.allCases.first(where: { $0.feedKind == kind }) {
                 self = .accountCutOff(AccountCutoff(userID: subject, tenantID: tenantID ?? "", notBefore: until ?? 0, cause: cause))

@@ -89,12 +89,25 @@ public protocol ConnectionRepository: Sendable {
     @discardableResult
     func deleteExpiredConnectFlows(before cutoff: Double) async throws -> Int
 
-    /// Keeps `record` as the person's one account at its connection, replacing any before it.
+    /// Keeps `record` as the person's one account at its connection, replacing any before it, and
+    /// tells every instance in the same transaction (`AccessChange.connectionReplaced` at `record.updatedAt`):
+    /// what they kept of the account before is dropped.
     func upsertConnectedAccount(_ record: ConnectedAccountRecord) async throws
     /// The person's account at `connection`, if they connected it.
     func connectedAccount(userID: String, tenantID: String, connection: String) async throws -> ConnectedAccountRecord?
     /// A person's connected accounts (every person's with `nil`), by person then connection.
     func connectedAccounts(userID: String?) async throws -> [ConnectedAccountRecord]
+    /// Claims the refresh of the person's account at `connection` until `until`, unless another
+    /// caller holds an unexpired claim: the account as claimed (its tokens as they are now), or
+    /// `nil` when someone else is refreshing it (or there is no account). Of racing instances one wins.
+    func claimConnectedAccountRefresh(userID: String, tenantID: String, connection: String, now: Double, until: Double) async throws -> ConnectedAccountRecord?
+    /// Writes a refresh's tokens (`record`'s access and refresh tokens, scope, expiry, `updatedAt`)
+    /// and lets go of the claim; `false` when the account was disconnected meanwhile (it is not brought back).
+    @discardableResult
+    func completeConnectedAccountRefresh(_ record: ConnectedAccountRecord) async throws -> Bool
+    /// Notes that a request went upstream with the account at `at` (no earlier than what is kept).
+    func markConnectedAccountUsed(userID: String, tenantID: String, connection: String, at: Double) async throws
+
     /// Forgets the person's account at `connection`, and tells every instance in the same
     /// transaction (`AccessChange.connectionEnded`); returns whether there was one.
     @discardableResult

@@ -180,6 +180,10 @@ struct SchemaMigration: Sendable {
             name: "v13: connected accounts and their connecting in flight",
             sqlite: connections(real: "REAL"),
             postgres: connections(real: "DOUBLE PRECISION")),
+        SchemaMigration(
+            name: "v14: a connected account's refresh, claimed by one instance at a time",
+            sqlite: "ALTER TABLE connected_accounts ADD COLUMN refresh_claimed_until REAL;",
+            postgres: "ALTER TABLE connected_accounts ADD COLUMN refresh_claimed_until DOUBLE PRECISION;"),
     ]
 
     /// The services people connected (their tokens sealed) and the connect flows between the

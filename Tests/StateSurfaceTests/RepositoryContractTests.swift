@@ -109,6 +109,40 @@ struct RepositoryContractTests {
         await state.shutdown()
     }
 
+    @Test("a connected account's refresh is claimed by one caller: of ten racing claims one wins; the claim holds others off until it lapses or the refresh is written; a refresh written after a disconnect does not bring the account back; use is noted, never backwards", arguments: StoreKind.available)
+    func connectionRefreshClaims(kind: StoreKind) async throws {
+        let state = try await TestStore(kind).open()
+        let now = self.now
+        let account = ConnectedAccountRecord(
+            userID: "usr_r", tenantID: "default", connection: "github", accessToken: "sealed-1", refreshToken: "sealed-r1", scope: "repo", expiresAt: now + 60,
+            createdAt: now, updatedAt: now)
+        try await state.upsertConnectedAccount(account)
+        let won = try await withThrowingTaskGroup(of: ConnectedAccountRecord?.self) { group in
+            for _ in 0..<10 {
+                group.addTask { try await state.claimConnectedAccountRefresh(userID: "usr_r", tenantID: "default", connection: "github", now: now, until: now + 30) }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }.compactMap { $0 }
+        }
+        #expect(won == [account], "one claim wins, and it reads the tokens as they are")
+        #expect(try await state.claimConnectedAccountRefresh(userID: "usr_r", tenantID: "default", connection: "github", now: now + 10, until: now + 40) == nil)
+        #expect(try await state.claimConnectedAccountRefresh(userID: "usr_r", tenantID: "default", connection: "github", now: now + 31, until: now + 61) != nil, "a lapsed claim is taken over")
+        var refreshed = account
+        refreshed.accessToken = "sealed-2"
+        refreshed.refreshToken = "sealed-r2"
+        refreshed.expiresAt = now + 3_600
+        refreshed.updatedAt = now + 32
+        #expect(try await state.completeConnectedAccountRefresh(refreshed))
+        #expect(try await state.connectedAccount(userID: "usr_r", tenantID: "default", connection: "github") == refreshed)
+        #expect(try await state.claimConnectedAccountRefresh(userID: "usr_r", tenantID: "default", connection: "github", now: now + 33, until: now + 63) == refreshed, "written, the claim is let go")
+        try await state.markConnectedAccountUsed(userID: "usr_r", tenantID: "default", connection: "github", at: now + 50)
+        try await state.markConnectedAccountUsed(userID: "usr_r", tenantID: "default", connection: "github", at: now + 40)
+        #expect(try await state.connectedAccount(userID: "usr_r", tenantID: "default", connection: "github")?.lastUsedAt == now + 50)
+        #expect(try await state.deleteConnectedAccount(userID: "usr_r", tenantID: "default", connection: "github", now: now + 60))
+        #expect(try await state.completeConnectedAccountRefresh(refreshed) == false)
+        #expect(try await state.connectedAccount(userID: "usr_r", tenantID: "default", connection: "github") == nil, "a disconnect during a refresh stands")
+        await state.shutdown()
+    }
+
     @Test("disabling or deleting an account forgets the services it connected and its connect flows, in the transaction that cuts it off; a new password keeps them", arguments: StoreKind.available)
     func cutOffForgetsConnections(kind: StoreKind) async throws {
         let state = try await TestStore(kind).open()
@@ -582,7 +616,7 @@ struct RepositoryContractTests {
         #expect(named.tls == .verifyFull, "TLS is verified by default beyond loopback")
         let report = try await StateStores.migrate(store.configuration)
         #expect(report.appliedNow.isEmpty)
-        #expect(report.applied.count == 13 && report.applied.last?.hasPrefix("v13: connected accounts") == true)
+        #expect(report.applied.count == 14 && report.applied.last?.hasPrefix("v14: a connected account") == true)
     }
 
     @Test("a provider's user is recorded at each sign-in: the names replaced, the first sign-in kept; listed the most recent first; found by id, subject, username or email in any case, never by part of one", arguments: StoreKind.available)

@@ -39,15 +39,53 @@ extension PostgresStateSurface: ConnectionRepository {
     }
 
     public func upsertConnectedAccount(_ record: ConnectedAccountRecord) async throws {
+        let logger = self.logger
+        try await transaction { db in
+            try await db.query(
+                """
+                INSERT INTO connected_accounts (user_id, tenant_id, connection, access_token, refresh_token, scope, expires_at, created_at, updated_at, last_used_at)
+                VALUES (\(record.userID), \(record.tenantID), \(record.connection), \(record.accessToken), \(record.refreshToken), \(record.scope),
+                        \(record.expiresAt), \(record.createdAt), \(record.updatedAt), \(record.lastUsedAt))
+                ON CONFLICT (user_id, tenant_id, connection) DO UPDATE SET
+                    access_token = excluded.access_token, refresh_token = excluded.refresh_token, scope = excluded.scope,
+                    expires_at = excluded.expires_at, created_at = excluded.created_at, updated_at = excluded.updated_at,
+                    last_used_at = excluded.last_used_at, refresh_claimed_until = NULL
+                """, logger: logger)
+            try await Self.record(
+                .connectionReplaced(userID: record.userID, tenantID: record.tenantID, connection: record.connection), at: record.updatedAt, db, logger: logger)
+        }
+    }
+
+    public func claimConnectedAccountRefresh(userID: String, tenantID: String, connection: String, now: Double, until: Double) async throws
+        -> ConnectedAccountRecord?
+    {
+        // One statement: the row lock orders racing claims on any instance, and the second sees the first's claim.
+        try await rows(
+            """
+            UPDATE connected_accounts SET refresh_claimed_until = \(until)
+            WHERE user_id = \(userID) AND tenant_id = \(tenantID) AND connection = \(connection)
+              AND (refresh_claimed_until IS NULL OR refresh_claimed_until <= \(now))
+            RETURNING user_id, tenant_id, connection, access_token, refresh_token, scope, expires_at, created_at, updated_at, last_used_at
+            """
+        ).first.map(Self.connectedAccount(from:))
+    }
+
+    public func completeConnectedAccountRefresh(_ record: ConnectedAccountRecord) async throws -> Bool {
+        try await rows(
+            """
+            UPDATE connected_accounts SET access_token = \(record.accessToken), refresh_token = \(record.refreshToken), scope = \(record.scope),
+                expires_at = \(record.expiresAt), updated_at = \(record.updatedAt), refresh_claimed_until = NULL
+            WHERE user_id = \(record.userID) AND tenant_id = \(record.tenantID) AND connection = \(record.connection)
+            RETURNING 1
+            """
+        ).count > 0
+    }
+
+    public func markConnectedAccountUsed(userID: String, tenantID: String, connection: String, at: Double) async throws {
         _ = try await rows(
             """
-            INSERT INTO connected_accounts (user_id, tenant_id, connection, access_token, refresh_token, scope, expires_at, created_at, updated_at, last_used_at)
-            VALUES (\(record.userID), \(record.tenantID), \(record.connection), \(record.accessToken), \(record.refreshToken), \(record.scope),
-                    \(record.expiresAt), \(record.createdAt), \(record.updatedAt), \(record.lastUsedAt))
-            ON CONFLICT (user_id, tenant_id, connection) DO UPDATE SET
-                access_token = excluded.access_token, refresh_token = excluded.refresh_token, scope = excluded.scope,
-                expires_at = excluded.expires_at, created_at = excluded.created_at, updated_at = excluded.updated_at,
-                last_used_at = excluded.last_used_at
+            UPDATE connected_accounts SET last_used_at = \(at)
+            WHERE user_id = \(userID) AND tenant_id = \(tenantID) AND connection = \(connection) AND (last_used_at IS NULL OR last_used_at < \(at))
             """)
     }
 

@@ -60,12 +60,56 @@ extension SQLiteStateSurface: ConnectionRepository {
                     ON CONFLICT (user_id, tenant_id, connection) DO UPDATE SET
                         access_token = excluded.access_token, refresh_token = excluded.refresh_token, scope = excluded.scope,
                         expires_at = excluded.expires_at, created_at = excluded.created_at, updated_at = excluded.updated_at,
-                        last_used_at = excluded.last_used_at
+                        last_used_at = excluded.last_used_at, refresh_claimed_until = NULL
                     """,
                 arguments: [
                     record.userID, record.tenantID, record.connection, record.accessToken, record.refreshToken, record.scope, record.expiresAt,
                     record.createdAt, record.updatedAt, record.lastUsedAt,
                 ])
+            try Self.record(.connectionReplaced(userID: record.userID, tenantID: record.tenantID, connection: record.connection), at: record.updatedAt, db)
+        }
+    }
+
+    public func claimConnectedAccountRefresh(userID: String, tenantID: String, connection: String, now: Double, until: Double) async throws
+        -> ConnectedAccountRecord?
+    {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE connected_accounts SET refresh_claimed_until = ?
+                    WHERE user_id = ? AND tenant_id = ? AND connection = ? AND (refresh_claimed_until IS NULL OR refresh_claimed_until <= ?)
+                    """,
+                arguments: [until, userID, tenantID, connection, now])
+            guard db.changesCount > 0 else { return nil }
+            return try Row.fetchOne(
+                db, sql: "SELECT \(Self.connectedAccountColumns) FROM connected_accounts WHERE user_id = ? AND tenant_id = ? AND connection = ?",
+                arguments: [userID, tenantID, connection]
+            ).map(Self.connectedAccount(from:))
+        }
+    }
+
+    public func completeConnectedAccountRefresh(_ record: ConnectedAccountRecord) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE connected_accounts SET access_token = ?, refresh_token = ?, scope = ?, expires_at = ?, updated_at = ?, refresh_claimed_until = NULL
+                    WHERE user_id = ? AND tenant_id = ? AND connection = ?
+                    """,
+                arguments: [
+                    record.accessToken, record.refreshToken, record.scope, record.expiresAt, record.updatedAt, record.userID, record.tenantID, record.connection,
+                ])
+            return db.changesCount > 0
+        }
+    }
+
+    public func markConnectedAccountUsed(userID: String, tenantID: String, connection: String, at: Double) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE connected_accounts SET last_used_at = ?
+                    WHERE user_id = ? AND tenant_id = ? AND connection = ? AND (last_used_at IS NULL OR last_used_at < ?)
+                    """,
+                arguments: [at, userID, tenantID, connection, at])
         }
     }
 

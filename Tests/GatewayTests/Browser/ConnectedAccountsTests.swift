@@ -233,6 +233,57 @@ struct ConnectedAccountsTests {
         try await service.stop()
     }
 
+    @Test(
+        "a token about to expire is refreshed before it is sent: of ten requests that need it at once, one refresh reaches the service (a rotating refresh token used once) and all ten go upstream with the new token; a refresh the service refuses forgets the account, and the person is asked to connect again"
+    )
+    func refreshBeforeExpiry() async throws {
+        let service = try await FakeOAuthService.start()
+        let secret = try TrustedIssuerSecretTests.secretFile(Array("service-secret-of-portcullis\n".utf8), mode: 0o600)
+        defer { try? FileManager.default.removeItem(atPath: secret) }
+        var route = ProxyRoute(prefix: "/gh", upstream: service.base + "/api")
+        route.upstreamCredential = .connection("github")
+        let fixture = try await Self.gateway(service, secretFile: secret, routes: [route])
+        try await fixture.addUser("alice")
+        let jar = try await Self.signedIn(fixture, "alice")
+        // Issued to live 30 s: inside the refresh margin from the start.
+        service.books.withLock { $0.tokenLifetime = 30 }
+        let back = try await Self.serviceSendsBack(try #require(try await Self.pressConnect(fixture, jar).headers.first(name: "location")))
+        #expect(try await BrowserSessionTests.get(fixture, back, jar).status == 200)
+        let first = service.books.withLock { (Array($0.accessTokens.keys), Array($0.refreshTokens.keys)) }
+        service.books.withLock { $0.tokenLifetime = 28_800 }
+        let login = try await fixture.login("alice")
+        let baseURL = fixture.baseURL
+        let answers = try await withThrowingTaskGroup(of: Answer.self) { group in
+            for _ in 0..<10 { group.addTask { try await Answer.request(.GET, baseURL + "/gh/user", bearer: login.accessToken) } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(answers.allSatisfy { $0.status == 200 && $0.json["login"] == "octocat" }, "\(answers.map(\.raw))")
+        #expect(service.books.withLock { $0.refreshRequests } == 1, "one refresh for ten requests")
+        let books = service.books.withLock { $0 }
+        #expect(books.accessTokens.count == 1 && !first.0.contains(books.accessTokens.keys.first ?? ""), "the old token ended at the service; the new one worked")
+        for token in first.0 + first.1 + Array(books.accessTokens.keys) + Array(books.refreshTokens.keys) { fixture.remember(token) }
+        let aliceID = try #require(try await fixture.state.user(tenantID: "default", username: "alice")).id
+        let kept = try #require(try await fixture.state.connectedAccount(userID: aliceID, tenantID: "default", connection: "github"))
+        #expect((kept.expiresAt ?? 0) > Date().timeIntervalSince1970 + 28_000 && kept.lastUsedAt != nil, "the new expiry and the use are kept")
+
+        // Connected again with a short-lived token whose refresh the service then refuses.
+        service.books.withLock { $0.tokenLifetime = 30 }
+        let again = try await Self.serviceSendsBack(try #require(try await Self.pressConnect(fixture, jar).headers.first(name: "location")))
+        #expect(try await BrowserSessionTests.get(fixture, again, jar).status == 200)
+        for token in service.books.withLock({ Array($0.accessTokens.keys) + Array($0.refreshTokens.keys) }) { fixture.remember(token) }
+        service.books.withLock { $0.refreshTokens.removeAll() }
+        // Connecting again drops the token kept in memory, on every instance, within a second (the feed).
+        var refused = try await Answer.request(.GET, fixture.baseURL + "/gh/user", bearer: login.accessToken)
+        for _ in 0..<20 where refused.status == 200 {
+            try await Task.sleep(for: .milliseconds(100))
+            refused = try await Answer.request(.GET, fixture.baseURL + "/gh/user", bearer: login.accessToken)
+        }
+        #expect(refused.status == 403 && refused.json["error"] == "connection_required", "\(refused.raw)")
+        #expect(try await fixture.state.connectedAccount(userID: aliceID, tenantID: "default", connection: "github") == nil, "a refused refresh forgets the account")
+        try await fixture.stop()
+        try await service.stop()
+    }
+
     @Test("starting a connection and its callback count against the client's rate limit (rate_limits.login_per_client), as signing in does: past it, 429")
     func rateLimited() async throws {
         let service = try await FakeOAuthService.start()

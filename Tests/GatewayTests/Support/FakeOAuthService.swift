@@ -28,6 +28,10 @@ final class FakeOAuthService: Sendable {
         var accessTokens: [String: String] = [:]
         var refreshTokens: [String: String] = [:]
         var tokenRequests = 0
+        /// Refreshes answered (`grant_type=refresh_token`), refused ones included.
+        var refreshRequests = 0
+        /// The `expires_in` of the access tokens it issues.
+        var tokenLifetime = 28_800
         /// Tokens revoked at `/login/oauth/revoke` (RFC 7009), with their hint.
         var revoked: [(token: String, hint: String)] = []
         /// The last authorization request's query, for checks.
@@ -123,20 +127,36 @@ final class FakeOAuthService: Sendable {
             return books.clientSecret
         }
         guard authorization == "Basic " + Data("portcullis-connect:\(secret)".utf8).base64EncodedString() else { return error("invalid_client", status: .unauthorized) }
+        if form["grant_type"] == "refresh_token" {
+            // Rotating, as GitHub Apps do: the refresh token is good once, and the old access token ends with it.
+            guard let token = form["refresh_token"], let person = books.withLock({ books -> String? in
+                books.refreshRequests += 1
+                guard let person = books.refreshTokens.removeValue(forKey: token) else { return nil }
+                books.accessTokens = books.accessTokens.filter { $0.value != person }
+                return person
+            }) else { return error("invalid_grant") }
+            return issue(to: person, scope: "repo read:org")
+        }
         guard form["grant_type"] == "authorization_code", let code = form["code"], let issued = books.withLock({ $0.codes.removeValue(forKey: code) }) else {
             return error("invalid_grant")
         }
         guard form["redirect_uri"] == issued.redirectURI, let verifier = form["code_verifier"],
             Base64URL.encode(try Digest.sha256(Array(verifier.utf8))) == issued.challenge
         else { return error("invalid_grant") }
+        return issue(to: issued.person, scope: issued.scope)
+    }
+
+    private func issue(to person: String, scope: String) -> Response {
         let access = "svc_at_" + UUID().uuidString
         let refresh = "svc_rt_" + UUID().uuidString
-        books.withLock { books in
-            books.accessTokens[access] = issued.person
-            books.refreshTokens[refresh] = issued.person
+        let lifetime = books.withLock { books in
+            books.accessTokens[access] = person
+            books.refreshTokens[refresh] = person
+            return books.tokenLifetime
         }
         let answer: JSONObject = [
-            "access_token": .string(access), "token_type": "bearer", "expires_in": 28_800, "refresh_token": .string(refresh), "scope": .string(issued.scope),
+            "access_token": .string(access), "token_type": "bearer", "expires_in": .number(Double(lifetime)), "refresh_token": .string(refresh),
+            "scope": .string(scope),
         ]
         return Response(
             status: .ok, headers: [.contentType: "application/json", .cacheControl: "no-store"],
