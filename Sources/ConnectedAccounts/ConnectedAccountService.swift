@@ -154,6 +154,11 @@ public struct ConnectedAccountService: Sendable {
             let claimed = try await store.claimConnectedAccountRefresh(
                 userID: owner.userID, tenantID: owner.tenantID, connection: owner.connection, now: now, until: now + Self.refreshClaim)
         else { return try await refreshedElsewhere(owner, current: current, since: account.updatedAt) }
+        // Refreshed by another caller between the read and the claim: its token, and the claim let go.
+        if let fresh = claimed.expiresAt, fresh - now >= Self.refreshMargin {
+            try await store.completeConnectedAccountRefresh(claimed)
+            return vault.open(claimed.accessToken, kind: .accessToken, for: owner).map { ($0, claimed.expiresAt) }
+        }
         return try await refresh(claimed, owner: owner, current: current, now: now)
     }
 
