@@ -1,4 +1,6 @@
 import EdgeHTTP
+import JOSE
+import MCPPolicy
 import NIOCore
 import SecurityGuard
 
@@ -20,18 +22,46 @@ extension ProxyExchange {
             upstreamBearer = token
             proceed(caller, sessionID: sessionID)
         case .known(nil):
-            fail(Self.connectionRequired(name, url: source.connectURL(connection: name)))
+            connectionMissing(name, url: source.connectURL(connection: name), caller: caller, sessionID: sessionID)
         case .asking(let read):
             then(read) { exchange, result in
                 switch result {
                 case .success(let token?):
                     exchange.upstreamBearer = token
                     exchange.proceed(caller, sessionID: sessionID)
-                case .success(nil): exchange.fail(Self.connectionRequired(name, url: source.connectURL(connection: name)))
+                case .success(nil): exchange.connectionMissing(name, url: source.connectURL(connection: name), caller: caller, sessionID: sessionID)
                 case .failure(let error): exchange.fail(GatewayError(answering: error))
                 }
             }
         }
+    }
+
+    /// The MCP methods a server answers without the person's token at its service: starting a
+    /// session and a ping. Notifications, responses, a GET's stream and a DELETE need none either.
+    static let mcpMethodsWithoutConnection: Set<String> = ["initialize", "ping"]
+
+    /// The caller has not connected the route's service. An MCP request that needs it is answered
+    /// with a URL elicitation (`-32042`) naming the connect page, so the client shows the person
+    /// where to go and retries; what an MCP server does without it goes on without a credential;
+    /// anything else is 403 `connection_required` naming the page.
+    func connectionMissing(_ name: String, url: String, caller: AuthenticatedCaller, sessionID: String?) {
+        guard route.isMCP else { return fail(Self.connectionRequired(name, url: url)) }
+        let method = mcpCall?.method
+        if head.method != .POST || mcp.forwardedRequestIDs.isEmpty || method.map(Self.mcpMethodsWithoutConnection.contains) == true {
+            upstreamCredentialLookedUp = true
+            return proceed(caller, sessionID: sessionID)
+        }
+        guard mcp.forwardedRequestIDs.count == 1, let id = mcp.forwardedRequestIDs.first, method != nil,
+            let elicitationID = try? SecureRandom.identifier(bytes: 16)
+        else { return fail(Self.connectionRequired(name, url: url)) }
+        mcpCall?.decision = "connection_required"
+        answerRPC(
+            status: .ok,
+            JSONWriter.bytes(
+                JSONRPCErrorAnswer.urlElicitationRequired(
+                    id: id, elicitationID: elicitationID, url: url + "?elicitation=" + elicitationID,
+                    message: "This tool acts as you at \(name), which you have not connected yet: open the link, connect it, then try again.",
+                    code: "connection_required")))
     }
 
     /// Registers a request that carries the caller's token at a connected service (an MCP request

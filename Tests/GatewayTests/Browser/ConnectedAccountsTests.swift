@@ -284,6 +284,55 @@ struct ConnectedAccountsTests {
         try await service.stop()
     }
 
+    @Test(
+        "on an MCP route, a tool call of a person who has not connected the service is answered with a URL elicitation (-32042) naming the gateway's connect page and a fresh elicitation id; initialize and ping go on without a credential; once connected, the retried call goes upstream with the person's token"
+    )
+    func mcpElicitation() async throws {
+        let service = try await FakeOAuthService.start()
+        let secret = try TrustedIssuerSecretTests.secretFile(Array("service-secret-of-portcullis\n".utf8), mode: 0o600)
+        defer { try? FileManager.default.removeItem(atPath: secret) }
+        let upstream = try await RecordingUpstream.start()
+        var route = try MCPRouteTests.mcpRoute("/mcp/gh", upstream: upstream.port)
+        route.upstreamCredential = .connection("github")
+        let fixture = try await Self.gateway(service, secretFile: secret, routes: [route])
+        try await fixture.addUser("alice")
+        let aliceID = try #require(try await fixture.state.user(tenantID: "default", username: "alice")).id
+        let token = try MCPRouteTests.token(fixture, audience: MCPRouteTests.publicURL + "/mcp/gh", subject: aliceID)
+        let call = #"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search"}}"#
+        let initialize = #"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{"url":{}}},"clientInfo":{"name":"t","version":"1"}}}"#
+        for body in [initialize, MCPRouteTests.ping] {
+            let passed = try await fixture.send(.POST, "/mcp/gh", bearer: token, headers: [("Content-Type", "application/json")], body: body)
+            #expect(passed.status == 200 && passed.json["path"]?.stringValue == "/mcp" && passed.receivedHeaders["authorization"] == nil, "\(passed.raw)")
+        }
+        var ids: [String] = []
+        for _ in 0..<2 {
+            let asked = try await fixture.send(.POST, "/mcp/gh", bearer: token, headers: [("Content-Type", "application/json")], body: call)
+            #expect(asked.status == 200 && asked.json["id"] == 7, "\(asked.raw)")
+            let error = try #require(asked.json["error"]?.objectValue, "\(asked.raw)")
+            #expect(error["code"] == -32042 && error["data"]?.objectValue?["code"] == "connection_required")
+            guard case .array(let elicitations)? = error["data"]?.objectValue?["elicitations"], case .object(let elicitation)? = elicitations.first else {
+                Issue.record("no elicitation: \(asked.raw)")
+                continue
+            }
+            let id = try #require(elicitation["elicitationId"]?.stringValue)
+            #expect(elicitation["mode"] == "url" && elicitation["url"]?.stringValue?.hasSuffix("/.portcullis/connect/github?elicitation=" + id) == true, "\(elicitation)")
+            #expect(asked.json["path"] == nil, "nothing reached the MCP server")
+            ids.append(id)
+        }
+        #expect(Set(ids).count == 2 && ids.allSatisfy { $0.count >= 20 }, "each elicitation has its own id")
+
+        let jar = try await Self.signedIn(fixture, "alice")
+        let back = try await Self.serviceSendsBack(try #require(try await Self.pressConnect(fixture, jar).headers.first(name: "location")))
+        #expect(try await BrowserSessionTests.get(fixture, back, jar).status == 200)
+        let issued = try #require(service.books.withLock { $0.accessTokens.keys.first })
+        for token in service.books.withLock({ Array($0.accessTokens.keys) + Array($0.refreshTokens.keys) }) { fixture.remember(token) }
+        let retried = try await fixture.send(.POST, "/mcp/gh", bearer: token, headers: [("Content-Type", "application/json")], body: call)
+        #expect(retried.status == 200 && retried.receivedHeaders["authorization"] == ["Bearer " + issued], "\(retried.raw)")
+        try await fixture.stop()
+        try await upstream.stop()
+        try await service.stop()
+    }
+
     @Test("starting a connection and its callback count against the client's rate limit (rate_limits.login_per_client), as signing in does: past it, 429")
     func rateLimited() async throws {
         let service = try await FakeOAuthService.start()
