@@ -127,6 +127,31 @@ public struct ConnectedAccountService: Sendable {
         return (token, account.expiresAt)
     }
 
+    /// How long a URL elicitation's link works.
+    public static let elicitationLifetime: Double = 600
+
+    /// The id of `owner`'s live URL elicitation (made now when there is none): the link an MCP
+    /// client is given to send its person to the connect page. An agent asking again within its
+    /// ten minutes gets the same one.
+    public func makeElicitation(for owner: ConnectionTokenVault.Owner, now: Double) async throws -> String {
+        let made = ConnectElicitationRecord(
+            id: try SecureRandom.identifier(bytes: 16), connection: owner.connection, userID: owner.userID, tenantID: owner.tenantID, createdAt: now,
+            expiresAt: now + Self.elicitationLifetime)
+        return try await store.connectElicitation(making: made).id
+    }
+
+    /// The live elicitation with `id`.
+    public func elicitation(id: String, now: Double) async throws -> ConnectElicitationRecord? {
+        guard id.utf8.count <= 64 else { return nil }
+        return try await store.connectElicitation(id: id, now: now)
+    }
+
+    /// Takes the live elicitation with `id` (the person started connecting from it): once.
+    public func takeElicitation(id: String, now: Double) async throws -> ConnectElicitationRecord? {
+        guard id.utf8.count <= 64 else { return nil }
+        return try await store.takeConnectElicitation(id: id, now: now)
+    }
+
     /// How long before its expiry an access token is refreshed.
     public static let refreshMargin: Double = 120
     /// How long one instance's claim on a refresh holds the others off (they wait for its result).

@@ -22,14 +22,14 @@ extension ProxyExchange {
             upstreamBearer = token
             proceed(caller, sessionID: sessionID)
         case .known(nil):
-            connectionMissing(name, url: source.connectURL(connection: name), caller: caller, sessionID: sessionID)
+            connectionMissing(name, source: source, caller: caller, sessionID: sessionID)
         case .asking(let read):
             then(read) { exchange, result in
                 switch result {
                 case .success(let token?):
                     exchange.upstreamBearer = token
                     exchange.proceed(caller, sessionID: sessionID)
-                case .success(nil): exchange.connectionMissing(name, url: source.connectURL(connection: name), caller: caller, sessionID: sessionID)
+                case .success(nil): exchange.connectionMissing(name, source: source, caller: caller, sessionID: sessionID)
                 case .failure(let error): exchange.fail(GatewayError(answering: error))
                 }
             }
@@ -41,27 +41,37 @@ extension ProxyExchange {
     static let mcpMethodsWithoutConnection: Set<String> = ["initialize", "ping"]
 
     /// The caller has not connected the route's service. An MCP request that needs it is answered
-    /// with a URL elicitation (`-32042`) naming the connect page, so the client shows the person
+    /// with a URL elicitation naming the connect page (`URLElicitationAnswer`: `-32042`, or an
+    /// `InputRequiredResult` for 2026-07-28), its link bound to the person, so the client shows them
     /// where to go and retries; what an MCP server does without it goes on without a credential;
     /// anything else is 403 `connection_required` naming the page.
-    func connectionMissing(_ name: String, url: String, caller: AuthenticatedCaller, sessionID: String?) {
+    func connectionMissing(_ name: String, source: any UpstreamCredentialSource, caller: AuthenticatedCaller, sessionID: String?) {
+        let url = source.connectURL(connection: name)
         guard route.isMCP else { return fail(Self.connectionRequired(name, url: url)) }
         let method = mcpCall?.method
         if head.method != .POST || mcp.forwardedRequestIDs.isEmpty || method.map(Self.mcpMethodsWithoutConnection.contains) == true {
             upstreamCredentialLookedUp = true
             return proceed(caller, sessionID: sessionID)
         }
-        guard mcp.forwardedRequestIDs.count == 1, let id = mcp.forwardedRequestIDs.first, method != nil,
-            let elicitationID = try? SecureRandom.identifier(bytes: 16)
-        else { return fail(Self.connectionRequired(name, url: url)) }
+        guard mcp.forwardedRequestIDs.count == 1, let id = mcp.forwardedRequestIDs.first, method != nil else {
+            return fail(Self.connectionRequired(name, url: url))
+        }
         mcpCall?.decision = "connection_required"
-        answerRPC(
-            status: .ok,
-            JSONWriter.bytes(
-                JSONRPCErrorAnswer.urlElicitationRequired(
-                    id: id, elicitationID: elicitationID, url: url + "?elicitation=" + elicitationID,
-                    message: "This tool acts as you at \(name), which you have not connected yet: open the link, connect it, then try again.",
-                    code: "connection_required")))
+        let protocolVersion = mcp.protocolVersions.first
+        then(source.elicitation(for: caller, connection: name, on: eventLoop)) { exchange, result in
+            switch result {
+            case .success(let elicitationID):
+                let link = url + "?elicitation=" + elicitationID
+                exchange.answerRPC(
+                    status: .ok,
+                    JSONWriter.bytes(
+                        URLElicitationAnswer.answer(
+                            id: id, protocolVersion: protocolVersion, elicitationID: elicitationID, inputKey: "connect_" + name, url: link,
+                            message: "This tool acts as you at \(name), which you have not connected: open \(link) to connect it, then try again.",
+                            code: "connection_required")))
+            case .failure(let error): exchange.fail(GatewayError(answering: error))
+            }
+        }
     }
 
     /// Registers a request that carries the caller's token at a connected service (an MCP request

@@ -22,6 +22,9 @@ package protocol UpstreamCredentialSource: Sendable {
     func token(for caller: AuthenticatedCaller, connection: String, on eventLoop: any EventLoop) -> UpstreamCredentialLookup
     /// Where the person connects `connection` (the gateway's connect page), for the refusal that asks them to.
     func connectURL(connection: String) -> String
+    /// The id of a URL elicitation kept for `caller` to connect `connection` (bound to them; the
+    /// connect page opens its link for them only).
+    func elicitation(for caller: AuthenticatedCaller, connection: String, on eventLoop: any EventLoop) -> EventLoopFuture<String>
 }
 
 /// A credential lookup's answer.

@@ -32,4 +32,10 @@ struct ConnectedAccountCredentials: UpstreamCredentialSource {
     }
 
     func connectURL(connection: String) -> String { connectBase + connection }
+
+    func elicitation(for caller: AuthenticatedCaller, connection: String, on eventLoop: any EventLoop) -> EventLoopFuture<String> {
+        let owner = ConnectionTokenVault.Owner(userID: caller.userID, tenantID: caller.tenantID, connection: connection)
+        let (accounts, clock) = (accounts, clock)
+        return eventLoop.makeFutureWithTask { try await accounts.makeElicitation(for: owner, now: clock.now()) }
+    }
 }

@@ -8,27 +8,6 @@ public enum JSONRPCErrorAnswer {
     /// JSON-RPC's Method not found: a method the gateway does not pass, answered as a server lacking it would.
     public static let methodNotFoundCode = -32601
 
-    /// MCP's URLElicitationRequiredError (2025-11-25): the request needs the person to open a URL first.
-    public static let urlElicitationRequiredCode = -32042
-
-    /// A URLElicitationRequiredError: the person opens `url` (the gateway's own page, never
-    /// pre-authenticated), then the client retries. `data.code` carries the gateway's stable code as
-    /// its other answers do.
-    public static func urlElicitationRequired(id: JSONValue, elicitationID: String, url: String, message: String, code: String) -> JSONValue {
-        .object([
-            "jsonrpc": "2.0", "id": id,
-            "error": .object([
-                "code": .number(Double(urlElicitationRequiredCode)), "message": .string(message),
-                "data": .object([
-                    "code": .string(code),
-                    "elicitations": .array([
-                        .object(["mode": "url", "elicitationId": .string(elicitationID), "url": .string(url), "message": .string(message)])
-                    ]),
-                ]),
-            ]),
-        ])
-    }
-
     /// One error response: `{"jsonrpc":"2.0","id":ID,"error":{"code":N,"message":M,"data":{"code":C}}}`.
     public static func error(id: JSONValue?, rpcCode: Int, message: String, code: String) -> JSONValue {
         .object([

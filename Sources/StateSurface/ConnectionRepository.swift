@@ -37,6 +37,29 @@ public struct ConnectFlowRecord: Sendable, Equatable {
     }
 }
 
+/// A URL elicitation an MCP client was given to send its person to the connect page
+/// (`connect_elicitations`): bound to that person and connection, taken once when they start
+/// connecting. The id is no credential (the page asks for the person's own browser session);
+/// it lets the page refuse a link made for someone else.
+public struct ConnectElicitationRecord: Sendable, Equatable {
+    /// The `elicitationId`, and the connect page URL's `elicitation` parameter.
+    public var id: String
+    public var connection: String
+    public var userID: String
+    public var tenantID: String
+    public var createdAt: Double
+    public var expiresAt: Double
+
+    public init(id: String, connection: String, userID: String, tenantID: String, createdAt: Double, expiresAt: Double) {
+        self.id = id
+        self.connection = connection
+        self.userID = userID
+        self.tenantID = tenantID
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+    }
+}
+
 /// A service a person connected: the tokens the gateway holds for them there (`connected_accounts`).
 ///
 /// The tokens are sealed (AES-256-GCM, bound to the person, the connection and the kind) before
@@ -88,6 +111,14 @@ public protocol ConnectionRepository: Sendable {
     /// Forgets flows that expired before `cutoff`; returns how many.
     @discardableResult
     func deleteExpiredConnectFlows(before cutoff: Double) async throws -> Int
+
+    /// The person's live elicitation at `record`'s connection: the one kept when it has not expired
+    /// at `record.createdAt` (an agent asking again gets the link it was given), else `record`, kept.
+    func connectElicitation(making record: ConnectElicitationRecord) async throws -> ConnectElicitationRecord
+    /// The elicitation with `id`, when it has not expired at `now`.
+    func connectElicitation(id: String, now: Double) async throws -> ConnectElicitationRecord?
+    /// Removes the elicitation with `id` and returns it when it had not expired at `now`: once.
+    func takeConnectElicitation(id: String, now: Double) async throws -> ConnectElicitationRecord?
 
     /// Keeps `record` as the person's one account at its connection, replacing any before it, and
     /// tells every instance in the same transaction (`AccessChange.connectionReplaced` at `record.updatedAt`):

@@ -181,10 +181,28 @@ struct SchemaMigration: Sendable {
             sqlite: connections(real: "REAL"),
             postgres: connections(real: "DOUBLE PRECISION")),
         SchemaMigration(
-            name: "v14: a connected account's refresh, claimed by one instance at a time",
-            sqlite: "ALTER TABLE connected_accounts ADD COLUMN refresh_claimed_until REAL;",
-            postgres: "ALTER TABLE connected_accounts ADD COLUMN refresh_claimed_until DOUBLE PRECISION;"),
+            name: "v14: a connected account's refresh, claimed by one instance at a time; the URL elicitations that send a person to connect",
+            sqlite: connectionRefreshAndElicitations(real: "REAL"),
+            postgres: connectionRefreshAndElicitations(real: "DOUBLE PRECISION")),
     ]
+
+    /// Who holds a connected account's refresh now, and the URL elicitations an MCP client was
+    /// given to send its person to the connect page (one live per person and connection, bound to them).
+    static func connectionRefreshAndElicitations(real: String) -> String {
+        """
+        ALTER TABLE connected_accounts ADD COLUMN refresh_claimed_until \(real);
+        CREATE TABLE connect_elicitations (
+            id TEXT PRIMARY KEY NOT NULL,
+            connection TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            tenant_id TEXT NOT NULL,
+            created_at \(real) NOT NULL,
+            expires_at \(real) NOT NULL
+        );
+        CREATE UNIQUE INDEX connect_elicitations_by_person ON connect_elicitations (user_id, tenant_id, connection);
+        CREATE INDEX connect_elicitations_by_expiry ON connect_elicitations (expires_at);
+        """
+    }
 
     /// The services people connected (their tokens sealed) and the connect flows between the
     /// redirect to a service and its callback.

@@ -34,7 +34,7 @@ struct ConnectRoutes: Sendable {
     private func asPage(_ answer: () async throws -> Response) async throws -> Response {
         do {
             return try await answer()
-        } catch let refusal as GatewayError where refusal.status == .badRequest {
+        } catch let refusal as GatewayError where refusal.status == .badRequest || refusal.code == "connect_elicitation_other_person" {
             return Self.errorPage(refusal.status, refusal.code, refusal.message)
         }
     }
@@ -68,22 +68,47 @@ struct ConnectRoutes: Sendable {
         }
     }
 
-    /// `GET /.portcullis/connect/{name}[?rd=URL]`: what connecting gives, and the button; an
-    /// unsigned browser signs in first and comes back.
+    /// The `elicitation` an MCP client's link carries, when it is live and was made for this person
+    /// and connection; `nil` without one. Taken (once) when `taking`, else read.
+    ///
+    /// - Throws: a refusal page's `GatewayError`: 400 `connect_elicitation_unknown` for a link unknown,
+    ///   used or expired; 403 `connect_elicitation_other_person` for one made for someone else.
+    private func elicitation(_ request: Request, owner: ConnectionTokenVault.Owner, taking: Bool) async throws -> String? {
+        guard let id = try BrowserSessionRoutes.query(request)["elicitation"] else { return nil }
+        let now = clock.now()
+        let found = taking ? try await accounts.takeElicitation(id: id, now: now) : try await accounts.elicitation(id: id, now: now)
+        guard let found else {
+            throw GatewayError(
+                .badRequest, "connect_elicitation_unknown", "this link is unknown, used or more than ten minutes old; ask your agent to try again and open its new link")
+        }
+        guard found.userID == owner.userID, found.tenantID == owner.tenantID, found.connection == owner.connection else {
+            logger.notice("connect link of another person", metadata: ["user_id": .string(owner.userID), "connection": .string(owner.connection)])
+            throw GatewayError(
+                .forbidden, "connect_elicitation_other_person",
+                "this link was made for another person signed in here, or for another service: open the link your own agent gave you, in your own browser")
+        }
+        return id
+    }
+
+    /// `GET /.portcullis/connect/{name}[?rd=URL][&elicitation=ID]`: what connecting gives, and the
+    /// button; an unsigned browser signs in first and comes back. A link an MCP client was given
+    /// (`elicitation`) opens only for the person it was made for.
     func page(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
         // On the public host only (where the callback comes back), as sign-in is.
         if let onPublicHost = browser.publicHostRedirect(request) { return onPublicHost }
         guard let connection = connection(context) else { return Self.notFound() }
         let rd = try returnTarget(request)
+        let elicitationQuery = try BrowserSessionRoutes.query(request)["elicitation"].map { "&elicitation=" + BrowserSessionRoutes.queryEncoded($0) } ?? ""
         guard let (session, cookieValue) = try await browser.session(request, context) else {
-            let here = Self.prefix + "/" + connection.settings.name + "?rd=" + BrowserSessionRoutes.queryEncoded(rd)
+            let here = Self.prefix + "/" + connection.settings.name + "?rd=" + BrowserSessionRoutes.queryEncoded(rd) + elicitationQuery
             return Response(status: .seeOther, headers: [.location: "/.portcullis/sign_in?rd=" + BrowserSessionRoutes.queryEncoded(here), .cacheControl: "no-store"])
         }
         let settings = connection.settings
         let scopes = settings.scopes.isEmpty ? "<em>what the service grants by default</em>" : settings.scopes.map { "<code>\(RefusalPage.escaped($0))</code>" }.joined(separator: " ")
         let owner = ConnectionTokenVault.Owner(userID: session.caller.userID, tenantID: session.caller.tenantID, connection: settings.name)
+        _ = try await elicitation(request, owner: owner, taking: false)
         let connected = try await accounts.account(for: owner) != nil
-        let action = Self.prefix + "/" + settings.name + "?rd=" + BrowserSessionRoutes.queryEncoded(rd)
+        let action = Self.prefix + "/" + settings.name + "?rd=" + BrowserSessionRoutes.queryEncoded(rd) + elicitationQuery
         var response = SignInPages.response(
             .ok, title: "Connect \(settings.displayName)",
             body: """
@@ -122,6 +147,7 @@ struct ConnectRoutes: Sendable {
             return Self.errorPage(.forbidden, "csrf_refused", "this did not come from this browser's own connect page; open it again")
         }
         let owner = ConnectionTokenVault.Owner(userID: session.caller.userID, tenantID: session.caller.tenantID, connection: connection.settings.name)
+        _ = try await elicitation(request, owner: owner, taking: true)
         let url = try await accounts.start(connection, owner: owner, cookieHash: try BrowserSessionBook.hash(cookieValue), returnTo: rd, now: clock.now())
         return Response(status: .seeOther, headers: [.location: url, .cacheControl: "no-store"])
     }

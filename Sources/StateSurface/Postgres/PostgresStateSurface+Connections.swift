@@ -28,6 +28,39 @@ extension PostgresStateSurface: ConnectionRepository {
 
     public func deleteExpiredConnectFlows(before cutoff: Double) async throws -> Int {
         try await rows("DELETE FROM connect_flows WHERE expires_at < \(cutoff) RETURNING 1").count
+            + rows("DELETE FROM connect_elicitations WHERE expires_at < \(cutoff) RETURNING 1").count
+    }
+
+    static func connectElicitation(from row: PostgresRow) throws -> ConnectElicitationRecord {
+        let (id, connection, user, tenant, createdAt, expiresAt) = try row.decode((String, String, String, String, Double, Double).self)
+        return ConnectElicitationRecord(id: id, connection: connection, userID: user, tenantID: tenant, createdAt: createdAt, expiresAt: expiresAt)
+    }
+
+    public func connectElicitation(making record: ConnectElicitationRecord) async throws -> ConnectElicitationRecord {
+        // One statement: of racing callers, each gets the one live row.
+        let kept = try await rows(
+            """
+            INSERT INTO connect_elicitations (id, connection, user_id, tenant_id, created_at, expires_at)
+            VALUES (\(record.id), \(record.connection), \(record.userID), \(record.tenantID), \(record.createdAt), \(record.expiresAt))
+            ON CONFLICT (user_id, tenant_id, connection) DO UPDATE SET
+                id = CASE WHEN connect_elicitations.expires_at <= excluded.created_at THEN excluded.id ELSE connect_elicitations.id END,
+                created_at = CASE WHEN connect_elicitations.expires_at <= excluded.created_at THEN excluded.created_at ELSE connect_elicitations.created_at END,
+                expires_at = CASE WHEN connect_elicitations.expires_at <= excluded.created_at THEN excluded.expires_at ELSE connect_elicitations.expires_at END
+            RETURNING id, connection, user_id, tenant_id, created_at, expires_at
+            """)
+        return try kept.first.map(Self.connectElicitation(from:)) ?? record
+    }
+
+    public func connectElicitation(id: String, now: Double) async throws -> ConnectElicitationRecord? {
+        try await rows(
+            "SELECT id, connection, user_id, tenant_id, created_at, expires_at FROM connect_elicitations WHERE id = \(id) AND expires_at > \(now)"
+        ).first.map(Self.connectElicitation(from:))
+    }
+
+    public func takeConnectElicitation(id: String, now: Double) async throws -> ConnectElicitationRecord? {
+        try await rows(
+            "DELETE FROM connect_elicitations WHERE id = \(id) RETURNING id, connection, user_id, tenant_id, created_at, expires_at"
+        ).first.map(Self.connectElicitation(from:)).flatMap { $0.expiresAt > now ? $0 : nil }
     }
 
     static func connectedAccount(from row: PostgresRow) throws -> ConnectedAccountRecord {

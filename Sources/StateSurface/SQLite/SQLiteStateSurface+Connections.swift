@@ -38,7 +38,50 @@ extension SQLiteStateSurface: ConnectionRepository {
     public func deleteExpiredConnectFlows(before cutoff: Double) async throws -> Int {
         try await pool.write { db in
             try db.execute(sql: "DELETE FROM connect_flows WHERE expires_at < ?", arguments: [cutoff])
-            return db.changesCount
+            let flows = db.changesCount
+            try db.execute(sql: "DELETE FROM connect_elicitations WHERE expires_at < ?", arguments: [cutoff])
+            return flows + db.changesCount
+        }
+    }
+
+    static func connectElicitation(from row: Row) -> ConnectElicitationRecord {
+        ConnectElicitationRecord(
+            id: row["id"], connection: row["connection"], userID: row["user_id"], tenantID: row["tenant_id"], createdAt: row["created_at"],
+            expiresAt: row["expires_at"])
+    }
+
+    public func connectElicitation(making record: ConnectElicitationRecord) async throws -> ConnectElicitationRecord {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO connect_elicitations (id, connection, user_id, tenant_id, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (user_id, tenant_id, connection) DO UPDATE SET
+                        id = excluded.id, created_at = excluded.created_at, expires_at = excluded.expires_at
+                    WHERE connect_elicitations.expires_at <= excluded.created_at
+                    """,
+                arguments: [record.id, record.connection, record.userID, record.tenantID, record.createdAt, record.expiresAt])
+            return try Row.fetchOne(
+                db, sql: "SELECT id, connection, user_id, tenant_id, created_at, expires_at FROM connect_elicitations WHERE user_id = ? AND tenant_id = ? AND connection = ?",
+                arguments: [record.userID, record.tenantID, record.connection]
+            ).map(Self.connectElicitation(from:)) ?? record
+        }
+    }
+
+    public func connectElicitation(id: String, now: Double) async throws -> ConnectElicitationRecord? {
+        try await pool.read { db in
+            try Row.fetchOne(
+                db, sql: "SELECT id, connection, user_id, tenant_id, created_at, expires_at FROM connect_elicitations WHERE id = ? AND expires_at > ?",
+                arguments: [id, now]
+            ).map(Self.connectElicitation(from:))
+        }
+    }
+
+    public func takeConnectElicitation(id: String, now: Double) async throws -> ConnectElicitationRecord? {
+        try await pool.write { db in
+            try Row.fetchOne(
+                db, sql: "DELETE FROM connect_elicitations WHERE id = ? RETURNING id, connection, user_id, tenant_id, created_at, expires_at",
+                arguments: [id]
+            ).map(Self.connectElicitation(from:)).flatMap { $0.expiresAt > now ? $0 : nil }
         }
     }
 

@@ -285,7 +285,7 @@ struct ConnectedAccountsTests {
     }
 
     @Test(
-        "on an MCP route, a tool call of a person who has not connected the service is answered with a URL elicitation (-32042) naming the gateway's connect page and a fresh elicitation id; initialize and ping go on without a credential; once connected, the retried call goes upstream with the person's token"
+        "on an MCP route, a tool call of a person who has not connected the service is answered with a URL elicitation naming the connect page (-32042 with an elicitation id; an InputRequiredResult for 2026-07-28), its link bound to that person: another person is refused it, and it is used once; initialize and ping go on without a credential; once connected, the retried call goes upstream with the person's token"
     )
     func mcpElicitation() async throws {
         let service = try await FakeOAuthService.start()
@@ -305,6 +305,7 @@ struct ConnectedAccountsTests {
             #expect(passed.status == 200 && passed.json["path"]?.stringValue == "/mcp" && passed.receivedHeaders["authorization"] == nil, "\(passed.raw)")
         }
         var ids: [String] = []
+        var link = ""
         for _ in 0..<2 {
             let asked = try await fixture.send(.POST, "/mcp/gh", bearer: token, headers: [("Content-Type", "application/json")], body: call)
             #expect(asked.status == 200 && asked.json["id"] == 7, "\(asked.raw)")
@@ -317,12 +318,37 @@ struct ConnectedAccountsTests {
             let id = try #require(elicitation["elicitationId"]?.stringValue)
             #expect(elicitation["mode"] == "url" && elicitation["url"]?.stringValue?.hasSuffix("/.portcullis/connect/github?elicitation=" + id) == true, "\(elicitation)")
             #expect(asked.json["path"] == nil, "nothing reached the MCP server")
+            #expect(error["message"]?.stringValue?.contains(elicitation["url"]?.stringValue ?? "-") == true, "a client without URL elicitation shows the link")
             ids.append(id)
+            link = elicitation["url"]?.stringValue ?? ""
         }
-        #expect(Set(ids).count == 2 && ids.allSatisfy { $0.count >= 20 }, "each elicitation has its own id")
+        #expect(Set(ids).count == 1 && ids[0].count >= 20, "an agent asking again within ten minutes gets the link it was given")
+        let newer = try await fixture.send(
+            .POST, "/mcp/gh", bearer: token, headers: [("Content-Type", "application/json"), ("MCP-Protocol-Version", "2026-07-28")], body: call)
+        let input = newer.json["result"]?.objectValue?["inputRequests"]?.objectValue?["connect_github"]?.objectValue
+        #expect(newer.json["result"]?.objectValue?["resultType"] == "input_required" && input?["method"] == "elicitation/create", "\(newer.raw)")
+        #expect(input?["params"]?.objectValue?["mode"] == "url" && input?["params"]?.objectValue?["url"]?.stringValue == link, "\(newer.raw)")
 
+        // The link opens for alice only, and starts one connecting.
+        let path = String(try #require(link.range(of: "/.portcullis/").map { link[$0.lowerBound...] }))
+        try await fixture.addUser("bob")
+        let bob = try await Self.signedIn(fixture, "bob")
+        let notBobs = try await BrowserSessionTests.get(fixture, path, bob)
+        #expect(notBobs.status == 403 && notBobs.raw.contains("connect_elicitation_other_person") || notBobs.headers.first(name: "x-portcullis-error") == "connect_elicitation_other_person", "\(notBobs.raw)")
         let jar = try await Self.signedIn(fixture, "alice")
-        let back = try await Self.serviceSendsBack(try #require(try await Self.pressConnect(fixture, jar).headers.first(name: "location")))
+        let page = try await BrowserSessionTests.get(fixture, path, jar)
+        #expect(page.status == 200 && page.raw.contains("elicitation=" + ids[0]), "\(page.raw)")
+        let nonce = try #require(page.raw.firstMatch(of: /name="nonce" value="([^"]+)"/)?.1)
+        let start = { () async throws -> Answer in
+            try await Answer.request(
+                .POST, fixture.baseURL + path, headers: [("Sec-Fetch-Site", "same-origin"), ("Content-Type", "application/x-www-form-urlencoded"), jar.header],
+                body: "nonce=\(nonce)", followRedirects: false)
+        }
+        let started = try await start()
+        #expect(started.status == 303, "\(started.raw)")
+        let replayed = try await start()
+        #expect(replayed.status == 400 && replayed.headers.first(name: "x-portcullis-error") == "connect_elicitation_unknown", "used once: \(replayed.raw)")
+        let back = try await Self.serviceSendsBack(try #require(started.headers.first(name: "location")))
         #expect(try await BrowserSessionTests.get(fixture, back, jar).status == 200)
         let issued = try #require(service.books.withLock { $0.accessTokens.keys.first })
         for token in service.books.withLock({ Array($0.accessTokens.keys) + Array($0.refreshTokens.keys) }) { fixture.remember(token) }
