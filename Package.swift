@@ -270,6 +270,7 @@ let package = Package(
                 "ProviderLogin",
                 "StateSurface",
                 "TrustedIssuers",
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // The public API's routes, the agent sockets and the composition root (`portcullis serve`).

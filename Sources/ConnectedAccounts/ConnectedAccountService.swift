@@ -1,4 +1,5 @@
 import JOSE
+import Logging
 import ProviderLogin
 import StateSurface
 
@@ -11,10 +12,16 @@ public struct ConnectedAccountService: Sendable {
     public let directory: ConnectionDirectory
     let store: any ConnectionRepository
     let tokenEndpoint: TokenEndpoint
+    /// Refreshes that end a grant or fail (never a token).
+    let logger: Logger
     /// `{public_url}/.portcullis/connect/callback`: the one redirect URI every connection registers.
     public let redirectURI: String
 
-    public init(directory: ConnectionDirectory, store: any ConnectionRepository, redirectURI: String, tokenEndpoint: TokenEndpoint = TokenEndpoint()) {
+    public init(
+        directory: ConnectionDirectory, store: any ConnectionRepository, redirectURI: String, tokenEndpoint: TokenEndpoint = TokenEndpoint(),
+        logger: Logger = Logger(label: "portcullis.connections")
+    ) {
+        self.logger = logger
         self.directory = directory
         self.store = store
         self.redirectURI = redirectURI
@@ -157,38 +164,49 @@ public struct ConnectedAccountService: Sendable {
     /// How long one instance's claim on a refresh holds the others off (they wait for its result).
     static let refreshClaim: Double = 30
 
-    /// The access token to send for `owner` now: the one kept while it has more than
-    /// `refreshMargin` to live, else a refreshed one. `nil` when they have not connected the service,
-    /// or the service refused the refresh (the account is forgotten: they connect again).
+    /// The access token to send for `owner` now: the one kept while it has more than its refresh
+    /// margin to live (two minutes, or half its lifetime if shorter), else a refreshed one. `nil`
+    /// when they have not connected the service, or the service ended the grant (`invalid_grant`:
+    /// the account is forgotten, and they connect again).
     ///
     /// Of instances that need one refresh at once, one claims it (compare-and-set in the store) and
     /// calls the service; the others wait for its result, so a rotating refresh token is used once.
-    /// Notes the use (`last_used_at`).
+    /// The refresh is written only over the account it started from: one connected again, or
+    /// disconnected, meanwhile stands. Notes the use (`last_used_at`).
     /// - Throws: `ConnectError` (`connect_unavailable`) when the token has expired and the service
     ///   cannot refresh it now; a store failure as it is.
     public func currentAccessToken(for owner: ConnectionTokenVault.Owner, now: Double) async throws -> (token: String, expiresAt: Double?)? {
         guard let vault = directory.vault, let account = try await account(for: owner) else { return nil }
         try? await store.markConnectedAccountUsed(userID: owner.userID, tenantID: owner.tenantID, connection: owner.connection, at: now)
-        guard let expiresAt = account.expiresAt, expiresAt - now < Self.refreshMargin else {
+        guard let expiresAt = account.expiresAt, expiresAt - now < Self.refreshMargin(account) else {
             return vault.open(account.accessToken, kind: .accessToken, for: owner).map { ($0, account.expiresAt) }
         }
         // Expiring: kept while it lasts (a refresh that fails now is tried again by the next request).
         let current = expiresAt > now ? vault.open(account.accessToken, kind: .accessToken, for: owner).map { ($0, account.expiresAt) } : nil
         guard account.refreshToken != nil else { return current }
+        let claim = now + Self.refreshClaim
         guard
             let claimed = try await store.claimConnectedAccountRefresh(
-                userID: owner.userID, tenantID: owner.tenantID, connection: owner.connection, now: now, until: now + Self.refreshClaim)
+                userID: owner.userID, tenantID: owner.tenantID, connection: owner.connection, now: now, until: claim)
         else { return try await refreshedElsewhere(owner, current: current, since: account.updatedAt) }
         // Refreshed by another caller between the read and the claim: its token, and the claim let go.
-        if let fresh = claimed.expiresAt, fresh - now >= Self.refreshMargin {
-            try await store.completeConnectedAccountRefresh(claimed)
+        if let fresh = claimed.expiresAt, fresh - now >= Self.refreshMargin(claimed) {
+            try await store.releaseConnectedAccountRefresh(userID: owner.userID, tenantID: owner.tenantID, connection: owner.connection, claimedUntil: claim)
             return vault.open(claimed.accessToken, kind: .accessToken, for: owner).map { ($0, claimed.expiresAt) }
         }
-        return try await refresh(claimed, owner: owner, current: current, now: now)
+        return try await refresh(claimed, claimedUntil: claim, owner: owner, current: current, now: now)
+    }
+
+    /// How long before its expiry `account`'s token is refreshed: two minutes, or half of what it
+    /// was issued to live if that is shorter (a five-minute token is not refreshed on every request).
+    static func refreshMargin(_ account: ConnectedAccountRecord) -> Double {
+        guard let expiresAt = account.expiresAt else { return refreshMargin }
+        return min(refreshMargin, max(0, expiresAt - account.updatedAt) / 2)
     }
 
     /// Another instance holds the refresh: its result, once written (a tenth of a second apart, five seconds at most).
     private func refreshedElsewhere(_ owner: ConnectionTokenVault.Owner, current: (String, Double?)?, since: Double) async throws -> (token: String, expiresAt: Double?)? {
+        // Waited for even while the old token lasts: a service that rotates may end it with the refresh.
         for _ in 0..<50 {
             try await Task.sleep(for: .milliseconds(100))
             guard let account = try await account(for: owner) else { return nil }
@@ -198,24 +216,39 @@ public struct ConnectedAccountService: Sendable {
         throw ConnectError.unavailable("another gateway is refreshing the token and has not finished")
     }
 
+    /// The OAuth error codes that say the grant itself is over (the person revoked it at the service,
+    /// or the refresh token expired): anything else (`invalid_client`, a proxy's 403) is the
+    /// operator's to fix, and forgetting every person's account over it would be wrong.
+    static let grantEndedCodes: Set<String> = ["invalid_grant", "bad_refresh_token", "unauthorized_client"]
+
     /// Refreshes the claimed account at its service and keeps the new tokens.
-    private func refresh(_ account: ConnectedAccountRecord, owner: ConnectionTokenVault.Owner, current: (String, Double?)?, now: Double) async throws
-        -> (token: String, expiresAt: Double?)?
-    {
+    private func refresh(
+        _ account: ConnectedAccountRecord, claimedUntil: Double, owner: ConnectionTokenVault.Owner, current: (String, Double?)?, now: Double
+    ) async throws -> (token: String, expiresAt: Double?)? {
+        let release = { [store] in
+            try? await store.releaseConnectedAccountRefresh(userID: owner.userID, tenantID: owner.tenantID, connection: owner.connection, claimedUntil: claimedUntil)
+        }
         guard let vault = directory.vault, let connection = directory.connection(named: owner.connection),
             let refreshToken = account.refreshToken.flatMap({ vault.open($0, kind: .refreshToken, for: owner) })
-        else { return current }
+        else {
+            await release()
+            return current
+        }
+        let metadata: Logger.Metadata = ["connection": .string(owner.connection), "user_id": .string(owner.userID)]
         let answer: TokenEndpointAnswer
         do {
             answer = try await tokenEndpoint.refresh(refreshToken, client: connection.client, endpoint: connection.settings.tokenEndpoint)
         } catch {
             switch error {
-            case .refused:
-                // The service ended the grant (revoked there, or the refresh token expired): forgotten, so the person is asked to connect again.
-                try await store.deleteConnectedAccount(userID: owner.userID, tenantID: owner.tenantID, connection: owner.connection, now: now)
+            case .refused(let code) where Self.grantEndedCodes.contains(code):
+                // The service ended the grant: forgotten (unless it was connected again meanwhile), so the person is asked to connect again.
+                logger.notice("connected account's grant ended at the service", metadata: metadata.merging(["error": .string(code)]) { $1 })
+                try await store.deleteConnectedAccount(
+                    userID: owner.userID, tenantID: owner.tenantID, connection: owner.connection, now: now, ifUpdatedAt: account.updatedAt)
                 return nil
-            case .unavailable(let why), .malformed(let why):
-                // The claim lapses by itself: the next request past it tries again.
+            case .refused(let why), .unavailable(let why), .malformed(let why):
+                logger.warning("connected account's refresh failed; will retry", metadata: metadata.merging(["error": .string(why)]) { $1 })
+                await release()
                 if let current { return current }
                 throw ConnectError.unavailable(why)
             }
@@ -223,6 +256,8 @@ public struct ConnectedAccountService: Sendable {
         guard let accessToken = answer.accessToken, Self.isTokenText(accessToken), answer.refreshToken.map(Self.isTokenText) ?? true,
             answer.tokenType?.lowercased() == "bearer"
         else {
+            logger.warning("connected account's refresh answer unusable (no Bearer access_token); will retry", metadata: metadata)
+            await release()
             if let current { return current }
             throw ConnectError.unavailable("the service's refresh answer has no Bearer access_token the gateway can send")
         }
@@ -233,8 +268,10 @@ public struct ConnectedAccountService: Sendable {
         refreshed.scope = answer.scope.map { Self.grantedScope($0, asked: connection.settings.scopes) } ?? account.scope
         refreshed.expiresAt = answer.expiresIn.map { now + $0 }
         refreshed.updatedAt = max(now, account.updatedAt + 0.001)
-        // Disconnected while the service answered: not brought back, and its new token not sent.
-        guard try await store.completeConnectedAccountRefresh(refreshed) else { return nil }
+        // Disconnected or connected again while the service answered: that stands, and this token is not sent.
+        guard try await store.completeConnectedAccountRefresh(refreshed, claimedUntil: claimedUntil, previousUpdatedAt: account.updatedAt) else {
+            return nil
+        }
         return (accessToken, refreshed.expiresAt)
     }
 

@@ -16,16 +16,20 @@ public final class ConnectedTokenCache: Sendable {
     public static let lifetime: Double = 60
     /// The entries kept at most; past it the table is emptied (a busy gateway reads again, no more).
     public static let capacity = 100_000
-    private let entries = Mutex<[ConnectionTokenVault.Owner: Entry]>([:])
+    private let state = Mutex<(entries: [ConnectionTokenVault.Owner: Entry], generation: UInt64)>(([:], 0))
 
     public init() {}
 
+    /// How many forgets there have been: a reader notes it before reading the store and keeps what it
+    /// read only if no forget came meanwhile (a disconnect applied during the read is not undone).
+    public var generation: UInt64 { state.withLock { $0.generation } }
+
     /// The token of `owner`, when kept and still good at `now`.
     public func token(for owner: ConnectionTokenVault.Owner, now: Double) -> String? {
-        entries.withLock { table in
-            guard let entry = table[owner] else { return nil }
+        state.withLock { state in
+            guard let entry = state.entries[owner] else { return nil }
             guard entry.until > now else {
-                table[owner] = nil
+                state.entries[owner] = nil
                 return nil
             }
             return entry.token
@@ -34,19 +38,26 @@ public final class ConnectedTokenCache: Sendable {
 
     /// Keeps `token` for `owner` until a minute from `now`, or until it is due for refresh if sooner
     /// (`ConnectedAccountService.refreshMargin` before it expires: the next request reads and refreshes).
-    public func keep(_ token: String, for owner: ConnectionTokenVault.Owner, expiresAt: Double?, now: Double) {
+    /// Kept only while the generation is still `seen` (the one noted before the read).
+    public func keep(_ token: String, for owner: ConnectionTokenVault.Owner, expiresAt: Double?, now: Double, seen: UInt64) {
         let until = min(now + Self.lifetime, (expiresAt ?? .infinity) - ConnectedAccountService.refreshMargin)
         guard until > now else { return }
-        entries.withLock { table in
-            if table.count >= Self.capacity { table.removeAll(keepingCapacity: true) }
-            table[owner] = Entry(token: token, until: until)
+        state.withLock { state in
+            guard state.generation == seen else { return }
+            if state.entries.count >= Self.capacity { state.entries.removeAll(keepingCapacity: true) }
+            state.entries[owner] = Entry(token: token, until: until)
         }
     }
 
     /// Drops the person's entries (every connection of theirs with `connection` nil).
     public func forget(userID: String, tenantID: String, connection: String? = nil) {
-        entries.withLock { table in
-            table = table.filter { owner, _ in !(owner.userID == userID && owner.tenantID == tenantID && (connection == nil || owner.connection == connection)) }
+        state.withLock { state in
+            state.generation &+= 1
+            if let connection {
+                state.entries[ConnectionTokenVault.Owner(userID: userID, tenantID: tenantID, connection: connection)] = nil
+            } else {
+                state.entries = state.entries.filter { owner, _ in !(owner.userID == userID && owner.tenantID == tenantID) }
+            }
         }
     }
 }

@@ -129,6 +129,8 @@ extension ProxyExchange {
     func cancelUpstreamWork(reason: String) {
         guard let mcpState, let (caller, sessionID) = mcpState.forwardedAs, upstream != nil || upstreamStream != nil else { return }
         mcpState.forwardedAs = nil
+        // The person's token at a connected service goes upstream with requests, never with their cancelling.
+        upstreamBearer = nil
         guard MCPProtocolRevision.cancelsWithNotification(mcpState.protocolVersions) else { return }
         // An assertion made now: the request's may have expired while the server worked on it.
         guard

@@ -20,7 +20,8 @@ extension ProxyExchange {
         tunnelRegistration = plane.tunnels.register(
             TunnelRegistry.Entry(
                 sessionID: nil, userID: caller.userID, tenantID: caller.tenantID, tokenID: caller.tokenID,
-                close: { _, reason in loop.execute { bound.value.endMCPExchange(reason: reason) } }, connection: route.upstreamCredential?.connection))
+                close: { _, reason in loop.execute { bound.value.endMCPExchange(reason: reason) } }, connection: route.upstreamCredential?.connection,
+                endConnection: { reason in loop.execute { bound.value.endMCPExchange(reason: reason, refusal: Self.connectionEnded(reason)) } }))
         // Its token's expiry ends a stream (armed when one begins): a JSON answer is not held past it anyway.
         mcp.expiresAt = caller.expiresAt
     }
@@ -30,13 +31,14 @@ extension ProxyExchange {
     /// - Parameter cancelsWork: whether the MCP server is told to stop the request's work: yes when
     ///   access was taken away; not when the token only expired (the agent refreshes and is still
     ///   allowed: its stream ends, its work goes on).
-    func endMCPExchange(reason: String, cancelsWork: Bool = true) {
+    /// - Parameter refusal: the answer when nothing was answered yet; 401 `access_ended` (authorize again) without one.
+    func endMCPExchange(reason: String, cancelsWork: Bool = true, refusal: GatewayError? = nil) {
         guard !finished, mcpEndPending == nil else { return }
         mcpCall?.ended = "access_ended: " + reason
         // The MCP server stops the work too: told so (before 2026-07-28), and its connection for the request closed below.
         if cancelsWork { cancelUpstreamWork(reason: reason) }
         guard responseStarted else {
-            return fail(GatewayError(.unauthorized, "access_ended", "access to this MCP server ended (\(reason)) before it answered; authorize again"))
+            return fail(refusal ?? GatewayError(.unauthorized, "access_ended", "access to this MCP server ended (\(reason)) before it answered; authorize again"))
         }
         guard let events = mcpEvents else {
             // A JSON answer under way: cut, upstream and client.

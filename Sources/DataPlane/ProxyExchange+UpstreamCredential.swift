@@ -53,7 +53,8 @@ extension ProxyExchange {
             upstreamCredentialLookedUp = true
             return proceed(caller, sessionID: sessionID)
         }
-        guard mcp.forwardedRequestIDs.count == 1, let id = mcp.forwardedRequestIDs.first, method != nil else {
+        // A batch (2025-03-26) is answered with one 403: an elicitation answers a single request.
+        guard mcp.forwardedRequestIDs.count == 1, let id = mcp.forwardedRequestIDs.first, let method, method != "batch" else {
             return fail(Self.connectionRequired(name, url: url))
         }
         mcpCall?.decision = "connection_required"
@@ -93,10 +94,15 @@ extension ProxyExchange {
         guard !finished else { return }
         guard responseStarted else {
             closeUpstream()
-            return fail(GatewayError(.forbidden, "access_ended", "this request's access ended (\(reason)) before the upstream answered; try again"))
+            return fail(Self.connectionEnded(reason))
         }
         closeUpstream()
         finish(closeClient: true)
+    }
+
+    /// 403 `access_ended`: the account this request carried a token of was disconnected before the upstream answered.
+    static func connectionEnded(_ reason: String) -> GatewayError {
+        GatewayError(.forbidden, "access_ended", "this request's access ended (\(reason)) before the upstream answered; connect it again, then try again")
     }
 
     /// 403 `connection_required`: the person must connect the service first, at `url`.

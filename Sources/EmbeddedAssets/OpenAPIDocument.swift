@@ -1035,10 +1035,14 @@ package enum OpenAPIDocument {
             Who is signed in, what connecting gives (the connection's scopes), and a Connect button
             that posts back here. A browser that is not signed in is sent to sign in first (303),
             and back. An unknown name is a 404 page; an rd sign-in would not return to, or a query
-            that cannot be read, a 400 page (`X-Portcullis-Error` names the code).
+            that cannot be read, a 400 page (`X-Portcullis-Error` names the code). A link an MCP
+            client was given (`elicitation`) opens only for the person it was made for: 403
+            `connect_elicitation_other_person` for anyone else, 400 `connect_elicitation_unknown`
+            for one unknown, used or expired.
           parameters:
             - {name: name, in: path, required: true, schema: {type: string, pattern: "^[a-z][a-z0-9-]{0,31}$"}}
             - {name: rd, in: query, required: false, description: "where the browser goes once connected (default: the agents page)", schema: {type: string, maxLength: 2048}}
+            - {name: elicitation, in: query, required: false, description: "the elicitationId of the URL elicitation that sent the person here", schema: {type: string, maxLength: 64}}
           responses:
             "200":
               description: The page.
@@ -1049,6 +1053,7 @@ package enum OpenAPIDocument {
               headers:
                 Location: {schema: {type: string}}
             "400": {$ref: "#/components/responses/PageOrBadRequest"}
+            "403": {$ref: "#/components/responses/OAuthPage"}
             "404": {$ref: "#/components/responses/OAuthPage"}
             "429": {$ref: "#/components/responses/RateLimited"}
             "431": {$ref: "#/components/responses/HeadersTooLarge"}
@@ -1065,6 +1070,7 @@ package enum OpenAPIDocument {
           parameters:
             - {name: name, in: path, required: true, schema: {type: string, pattern: "^[a-z][a-z0-9-]{0,31}$"}}
             - {name: rd, in: query, required: false, schema: {type: string, maxLength: 2048}}
+            - {name: elicitation, in: query, required: false, description: "taken once: the link cannot start connecting again", schema: {type: string, maxLength: 64}}
           requestBody:
             required: true
             content:

@@ -22,8 +22,13 @@ struct ConnectedAccountCredentials: UpstreamCredentialSource {
         return .asking(
             eventLoop.makeFutureWithTask {
                 do {
+                    let seen = cache.generation
                     guard let (token, expiresAt) = try await accounts.currentAccessToken(for: owner, now: clock.now()) else { return nil }
-                    cache.keep(token, for: owner, expiresAt: expiresAt, now: clock.now())
+                    guard cache.generation == seen else {
+                        // A disconnect (or another forget) was applied during the read: read again, after it.
+                        return try await accounts.currentAccessToken(for: owner, now: clock.now())?.token
+                    }
+                    cache.keep(token, for: owner, expiresAt: expiresAt, now: clock.now(), seen: seen)
                     return token
                 } catch is ConnectError {
                     throw GatewayError(.serviceUnavailable, "connection_unavailable", "your token at \(connection) has expired and its service cannot renew it now; try again shortly")

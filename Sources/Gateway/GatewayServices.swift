@@ -242,7 +242,8 @@ public struct GatewayServices: Sendable {
 
     /// People's connected accounts (none without `connections`).
     public var connectedAccounts: ConnectedAccountService {
-        ConnectedAccountService(directory: connections, store: store, redirectURI: configuration.effectivePublicURL + ConnectedAccountService.callbackPath)
+        ConnectedAccountService(
+            directory: connections, store: store, redirectURI: configuration.effectivePublicURL + ConnectedAccountService.callbackPath, logger: logger)
     }
 
     /// `/.portcullis/connect/*`: served with no connection configured too, answering that none has the name.

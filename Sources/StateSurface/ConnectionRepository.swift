@@ -133,14 +133,28 @@ public protocol ConnectionRepository: Sendable {
     /// `nil` when someone else is refreshing it (or there is no account). Of racing instances one wins.
     func claimConnectedAccountRefresh(userID: String, tenantID: String, connection: String, now: Double, until: Double) async throws -> ConnectedAccountRecord?
     /// Writes a refresh's tokens (`record`'s access and refresh tokens, scope, expiry, `updatedAt`)
-    /// and lets go of the claim; `false` when the account was disconnected meanwhile (it is not brought back).
+    /// and lets go of the claim, only over the account the refresh started from: the claim is still
+    /// `claimedUntil` and the row's `updated_at` still `previousUpdatedAt`. `false` when it was
+    /// disconnected, connected again, or its lapsed claim taken over meanwhile (that stands).
     @discardableResult
-    func completeConnectedAccountRefresh(_ record: ConnectedAccountRecord) async throws -> Bool
+    func completeConnectedAccountRefresh(_ record: ConnectedAccountRecord, claimedUntil: Double, previousUpdatedAt: Double) async throws -> Bool
+    /// Lets go of a refresh claim (`claimedUntil`, the caller's) without writing anything: the next caller may refresh.
+    func releaseConnectedAccountRefresh(userID: String, tenantID: String, connection: String, claimedUntil: Double) async throws
     /// Notes that a request went upstream with the account at `at` (no earlier than what is kept).
     func markConnectedAccountUsed(userID: String, tenantID: String, connection: String, at: Double) async throws
 
     /// Forgets the person's account at `connection`, and tells every instance in the same
     /// transaction (`AccessChange.connectionEnded`); returns whether there was one.
+    /// With `ifUpdatedAt`, only while the row's `updated_at` is that (a refresh refused for an
+    /// account connected again meanwhile forgets nothing).
     @discardableResult
-    func deleteConnectedAccount(userID: String, tenantID: String, connection: String, now: Double) async throws -> Bool
+    func deleteConnectedAccount(userID: String, tenantID: String, connection: String, now: Double, ifUpdatedAt: Double?) async throws -> Bool
+}
+
+extension ConnectionRepository {
+    /// Forgets the person's account at `connection`, whatever it holds (a disconnect).
+    @discardableResult
+    public func deleteConnectedAccount(userID: String, tenantID: String, connection: String, now: Double) async throws -> Bool {
+        try await deleteConnectedAccount(userID: userID, tenantID: tenantID, connection: connection, now: now, ifUpdatedAt: nil)
+    }
 }

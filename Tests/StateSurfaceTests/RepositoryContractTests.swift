@@ -131,15 +131,57 @@ struct RepositoryContractTests {
         refreshed.refreshToken = "sealed-r2"
         refreshed.expiresAt = now + 3_600
         refreshed.updatedAt = now + 32
-        #expect(try await state.completeConnectedAccountRefresh(refreshed))
+        #expect(
+            try await state.completeConnectedAccountRefresh(refreshed, claimedUntil: now + 30, previousUpdatedAt: now) == false,
+            "a claim that lapsed and was taken over writes nothing")
+        #expect(try await state.completeConnectedAccountRefresh(refreshed, claimedUntil: now + 61, previousUpdatedAt: now))
         #expect(try await state.connectedAccount(userID: "usr_r", tenantID: "default", connection: "github") == refreshed)
         #expect(try await state.claimConnectedAccountRefresh(userID: "usr_r", tenantID: "default", connection: "github", now: now + 33, until: now + 63) == refreshed, "written, the claim is let go")
+        try await state.releaseConnectedAccountRefresh(userID: "usr_r", tenantID: "default", connection: "github", claimedUntil: now + 1)
+        #expect(try await state.claimConnectedAccountRefresh(userID: "usr_r", tenantID: "default", connection: "github", now: now + 34, until: now + 64) == nil, "another's release is no release")
+        try await state.releaseConnectedAccountRefresh(userID: "usr_r", tenantID: "default", connection: "github", claimedUntil: now + 63)
+        #expect(try await state.claimConnectedAccountRefresh(userID: "usr_r", tenantID: "default", connection: "github", now: now + 35, until: now + 65) != nil, "released")
+        var connectedAgain = refreshed
+        connectedAgain.accessToken = "sealed-3"
+        connectedAgain.updatedAt = now + 36
+        try await state.upsertConnectedAccount(connectedAgain)
+        #expect(try await state.completeConnectedAccountRefresh(refreshed, claimedUntil: now + 65, previousUpdatedAt: refreshed.updatedAt) == false, "connected again meanwhile: it stands")
+        #expect(
+            try await state.deleteConnectedAccount(userID: "usr_r", tenantID: "default", connection: "github", now: now + 37, ifUpdatedAt: refreshed.updatedAt) == false,
+            "a refused refresh of the account before forgets nothing")
         try await state.markConnectedAccountUsed(userID: "usr_r", tenantID: "default", connection: "github", at: now + 50)
         try await state.markConnectedAccountUsed(userID: "usr_r", tenantID: "default", connection: "github", at: now + 40)
         #expect(try await state.connectedAccount(userID: "usr_r", tenantID: "default", connection: "github")?.lastUsedAt == now + 50)
-        #expect(try await state.deleteConnectedAccount(userID: "usr_r", tenantID: "default", connection: "github", now: now + 60))
-        #expect(try await state.completeConnectedAccountRefresh(refreshed) == false)
+        #expect(try await state.deleteConnectedAccount(userID: "usr_r", tenantID: "default", connection: "github", now: now + 60, ifUpdatedAt: now + 36))
+        #expect(try await state.completeConnectedAccountRefresh(connectedAgain, claimedUntil: now + 65, previousUpdatedAt: now + 36) == false)
         #expect(try await state.connectedAccount(userID: "usr_r", tenantID: "default", connection: "github") == nil, "a disconnect during a refresh stands")
+        await state.shutdown()
+    }
+
+    @Test("a person's URL elicitation at a connection is one live row: asked again it is the same, expired it is made anew; read while live, taken once", arguments: StoreKind.available)
+    func connectElicitations(kind: StoreKind) async throws {
+        let state = try await TestStore(kind).open()
+        let now = self.now
+        let first = ConnectElicitationRecord(id: "eli-1", connection: "github", userID: "usr_e", tenantID: "default", createdAt: now, expiresAt: now + 600)
+        #expect(try await state.connectElicitation(making: first) == first)
+        var second = first
+        (second.id, second.createdAt, second.expiresAt) = ("eli-2", now + 10, now + 610)
+        #expect(try await state.connectElicitation(making: second) == first, "the live one is given again")
+        var other = second
+        other.connection = "drive"
+        #expect(try await state.connectElicitation(making: other) == other, "another connection has its own")
+        #expect(try await state.connectElicitation(id: "eli-1", now: now + 599) == first)
+        #expect(try await state.connectElicitation(id: "eli-1", now: now + 600) == nil, "expired")
+        var third = first
+        (third.id, third.createdAt, third.expiresAt) = ("eli-3", now + 700, now + 1_300)
+        #expect(try await state.connectElicitation(making: third) == third, "an expired one is replaced")
+        let taken = try await withThrowingTaskGroup(of: ConnectElicitationRecord?.self) { group in
+            for _ in 0..<5 { group.addTask { try await state.takeConnectElicitation(id: "eli-3", now: now + 701) } }
+            return try await group.reduce(into: []) { $0.append($1) }.compactMap { $0 }
+        }
+        #expect(taken == [third], "taken once")
+        #expect(try await state.connectElicitation(id: "eli-3", now: now + 702) == nil)
+        #expect(try await state.deleteExpiredConnectFlows(before: now + 2_000) == 1, "the drive one, expired, is swept")
         await state.shutdown()
     }
 

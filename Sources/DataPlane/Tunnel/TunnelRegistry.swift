@@ -17,6 +17,8 @@ package final class TunnelRegistry: Sendable {
         let close: @Sendable (UInt16, String) -> Void
         /// The connected service whose token it carries upstream (`upstream_credential`): a disconnect closes it.
         var connection: String? = nil
+        /// How a disconnect of `connection` ends it, when not as `close` does (an MCP request answers 403, not 401).
+        var endConnection: (@Sendable (String) -> Void)? = nil
     }
 
     private let state = Mutex<(next: UInt64, tunnels: [UInt64: Entry])>((0, [:]))
@@ -53,7 +55,11 @@ package final class TunnelRegistry: Sendable {
     /// Closes the tunnels and requests under way that carry the account's token at `connection` (it was disconnected); how many.
     @discardableResult
     package func close(userID: String, tenantID: String, connection: String, code: UInt16 = 1008, reason: String) -> Int {
-        close(code: code, reason: reason) { $0.connection == connection && $0.userID == userID && $0.tenantID == tenantID }
+        let chosen = state.withLock { $0.tunnels.values.filter { $0.connection == connection && $0.userID == userID && $0.tenantID == tenantID } }
+        for entry in chosen {
+            if let endConnection = entry.endConnection { endConnection(reason) } else { entry.close(code, reason) }
+        }
+        return chosen.count
     }
 
     /// Closes the tunnels and streams opened with a token (it was revoked); how many.

@@ -103,15 +103,24 @@ extension PostgresStateSurface: ConnectionRepository {
         ).first.map(Self.connectedAccount(from:))
     }
 
-    public func completeConnectedAccountRefresh(_ record: ConnectedAccountRecord) async throws -> Bool {
+    public func completeConnectedAccountRefresh(_ record: ConnectedAccountRecord, claimedUntil: Double, previousUpdatedAt: Double) async throws -> Bool {
         try await rows(
             """
             UPDATE connected_accounts SET access_token = \(record.accessToken), refresh_token = \(record.refreshToken), scope = \(record.scope),
                 expires_at = \(record.expiresAt), updated_at = \(record.updatedAt), refresh_claimed_until = NULL
             WHERE user_id = \(record.userID) AND tenant_id = \(record.tenantID) AND connection = \(record.connection)
+              AND refresh_claimed_until = \(claimedUntil) AND updated_at = \(previousUpdatedAt)
             RETURNING 1
             """
         ).count > 0
+    }
+
+    public func releaseConnectedAccountRefresh(userID: String, tenantID: String, connection: String, claimedUntil: Double) async throws {
+        _ = try await rows(
+            """
+            UPDATE connected_accounts SET refresh_claimed_until = NULL
+            WHERE user_id = \(userID) AND tenant_id = \(tenantID) AND connection = \(connection) AND refresh_claimed_until = \(claimedUntil)
+            """)
     }
 
     public func markConnectedAccountUsed(userID: String, tenantID: String, connection: String, at: Double) async throws {
@@ -149,11 +158,15 @@ extension PostgresStateSurface: ConnectionRepository {
         return try found.map(Self.connectedAccount(from:))
     }
 
-    public func deleteConnectedAccount(userID: String, tenantID: String, connection: String, now: Double) async throws -> Bool {
+    public func deleteConnectedAccount(userID: String, tenantID: String, connection: String, now: Double, ifUpdatedAt: Double?) async throws -> Bool {
         let logger = self.logger
         return try await transaction { db in
             let deleted = try await db.query(
-                "DELETE FROM connected_accounts WHERE user_id = \(userID) AND tenant_id = \(tenantID) AND connection = \(connection) RETURNING 1",
+                """
+                DELETE FROM connected_accounts WHERE user_id = \(userID) AND tenant_id = \(tenantID) AND connection = \(connection)
+                  AND (\(ifUpdatedAt)::DOUBLE PRECISION IS NULL OR updated_at = \(ifUpdatedAt))
+                RETURNING 1
+                """,
                 logger: logger
             ).collect().count > 0
             guard deleted else { return false }

@@ -131,17 +131,29 @@ extension SQLiteStateSurface: ConnectionRepository {
         }
     }
 
-    public func completeConnectedAccountRefresh(_ record: ConnectedAccountRecord) async throws -> Bool {
+    public func completeConnectedAccountRefresh(_ record: ConnectedAccountRecord, claimedUntil: Double, previousUpdatedAt: Double) async throws -> Bool {
         try await pool.write { db in
             try db.execute(
                 sql: """
                     UPDATE connected_accounts SET access_token = ?, refresh_token = ?, scope = ?, expires_at = ?, updated_at = ?, refresh_claimed_until = NULL
-                    WHERE user_id = ? AND tenant_id = ? AND connection = ?
+                    WHERE user_id = ? AND tenant_id = ? AND connection = ? AND refresh_claimed_until = ? AND updated_at = ?
                     """,
                 arguments: [
                     record.accessToken, record.refreshToken, record.scope, record.expiresAt, record.updatedAt, record.userID, record.tenantID, record.connection,
+                    claimedUntil, previousUpdatedAt,
                 ])
             return db.changesCount > 0
+        }
+    }
+
+    public func releaseConnectedAccountRefresh(userID: String, tenantID: String, connection: String, claimedUntil: Double) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE connected_accounts SET refresh_claimed_until = NULL
+                    WHERE user_id = ? AND tenant_id = ? AND connection = ? AND refresh_claimed_until = ?
+                    """,
+                arguments: [userID, tenantID, connection, claimedUntil])
         }
     }
 
@@ -178,10 +190,11 @@ extension SQLiteStateSurface: ConnectionRepository {
         }
     }
 
-    public func deleteConnectedAccount(userID: String, tenantID: String, connection: String, now: Double) async throws -> Bool {
+    public func deleteConnectedAccount(userID: String, tenantID: String, connection: String, now: Double, ifUpdatedAt: Double?) async throws -> Bool {
         try await pool.write { db in
             try db.execute(
-                sql: "DELETE FROM connected_accounts WHERE user_id = ? AND tenant_id = ? AND connection = ?", arguments: [userID, tenantID, connection])
+                sql: "DELETE FROM connected_accounts WHERE user_id = ? AND tenant_id = ? AND connection = ? AND (? IS NULL OR updated_at = ?)",
+                arguments: [userID, tenantID, connection, ifUpdatedAt, ifUpdatedAt])
             guard db.changesCount > 0 else { return false }
             try Self.record(.connectionEnded(userID: userID, tenantID: tenantID, connection: connection), at: now, db)
             return true

@@ -245,13 +245,14 @@ struct ConnectedAccountsTests {
         let fixture = try await Self.gateway(service, secretFile: secret, routes: [route])
         try await fixture.addUser("alice")
         let jar = try await Self.signedIn(fixture, "alice")
-        // Issued to live 30 s: inside the refresh margin from the start.
-        service.books.withLock { $0.tokenLifetime = 30 }
+        // Issued to live 2 s: past half of that (the refresh margin of a token that short) a second later.
+        service.books.withLock { $0.tokenLifetime = 2 }
         let back = try await Self.serviceSendsBack(try #require(try await Self.pressConnect(fixture, jar).headers.first(name: "location")))
         #expect(try await BrowserSessionTests.get(fixture, back, jar).status == 200)
         let first = service.books.withLock { (Array($0.accessTokens.keys), Array($0.refreshTokens.keys)) }
         service.books.withLock { $0.tokenLifetime = 28_800 }
         let login = try await fixture.login("alice")
+        try await Task.sleep(for: .milliseconds(1_100))
         let baseURL = fixture.baseURL
         let answers = try await withThrowingTaskGroup(of: Answer.self) { group in
             for _ in 0..<10 { group.addTask { try await Answer.request(.GET, baseURL + "/gh/user", bearer: login.accessToken) } }
@@ -266,12 +267,13 @@ struct ConnectedAccountsTests {
         let kept = try #require(try await fixture.state.connectedAccount(userID: aliceID, tenantID: "default", connection: "github"))
         #expect((kept.expiresAt ?? 0) > Date().timeIntervalSince1970 + 28_000 && kept.lastUsedAt != nil, "the new expiry and the use are kept")
 
-        // Connected again with a short-lived token whose refresh the service then refuses.
-        service.books.withLock { $0.tokenLifetime = 30 }
+        // Connected again with a short-lived token whose refresh the service then refuses (invalid_grant).
+        service.books.withLock { $0.tokenLifetime = 2 }
         let again = try await Self.serviceSendsBack(try #require(try await Self.pressConnect(fixture, jar).headers.first(name: "location")))
         #expect(try await BrowserSessionTests.get(fixture, again, jar).status == 200)
         for token in service.books.withLock({ Array($0.accessTokens.keys) + Array($0.refreshTokens.keys) }) { fixture.remember(token) }
         service.books.withLock { $0.refreshTokens.removeAll() }
+        try await Task.sleep(for: .milliseconds(1_100))
         // Connecting again drops the token kept in memory, on every instance, within a second (the feed).
         var refused = try await Answer.request(.GET, fixture.baseURL + "/gh/user", bearer: login.accessToken)
         for _ in 0..<20 where refused.status == 200 {
@@ -356,6 +358,40 @@ struct ConnectedAccountsTests {
         #expect(retried.status == 200 && retried.receivedHeaders["authorization"] == ["Bearer " + issued], "\(retried.raw)")
         try await fixture.stop()
         try await upstream.stop()
+        try await service.stop()
+    }
+
+    @Test(
+        "a refresh the service refuses for the gateway's own fault (invalid_client: a client secret rotated there) forgets nobody's account: the token is sent while it lasts, then 503 connection_unavailable, and the refresh works again once the secret is right"
+    )
+    func refreshRefusedForTheClient() async throws {
+        let service = try await FakeOAuthService.start()
+        let secret = try TrustedIssuerSecretTests.secretFile(Array("service-secret-of-portcullis\n".utf8), mode: 0o600)
+        defer { try? FileManager.default.removeItem(atPath: secret) }
+        var route = ProxyRoute(prefix: "/gh", upstream: service.base + "/api")
+        route.upstreamCredential = .connection("github")
+        let fixture = try await Self.gateway(service, secretFile: secret, routes: [route])
+        try await fixture.addUser("alice")
+        let jar = try await Self.signedIn(fixture, "alice")
+        service.books.withLock { $0.tokenLifetime = 2 }
+        let back = try await Self.serviceSendsBack(try #require(try await Self.pressConnect(fixture, jar).headers.first(name: "location")))
+        #expect(try await BrowserSessionTests.get(fixture, back, jar).status == 200)
+        for token in service.books.withLock({ Array($0.accessTokens.keys) + Array($0.refreshTokens.keys) }) { fixture.remember(token) }
+        service.books.withLock { $0.clientSecret = "rotated-at-the-service" }
+        let login = try await fixture.login("alice")
+        try await Task.sleep(for: .milliseconds(1_100))
+        let lasting = try await Answer.request(.GET, fixture.baseURL + "/gh/user", bearer: login.accessToken)
+        #expect(lasting.status == 200 && lasting.json["login"] == "octocat", "the token still lasts: \(lasting.raw)")
+        try await Task.sleep(for: .milliseconds(1_000))
+        let expired = try await Answer.request(.GET, fixture.baseURL + "/gh/user", bearer: login.accessToken)
+        #expect(expired.status == 503 && expired.json["error"] == "connection_unavailable", "\(expired.raw)")
+        let aliceID = try #require(try await fixture.state.user(tenantID: "default", username: "alice")).id
+        #expect(try await fixture.state.connectedAccount(userID: aliceID, tenantID: "default", connection: "github") != nil, "kept")
+        service.books.withLock { $0.clientSecret = "service-secret-of-portcullis" }
+        let mended = try await Answer.request(.GET, fixture.baseURL + "/gh/user", bearer: login.accessToken)
+        #expect(mended.status == 200 && mended.json["login"] == "octocat", "\(mended.raw)")
+        for token in service.books.withLock({ Array($0.accessTokens.keys) + Array($0.refreshTokens.keys) }) { fixture.remember(token) }
+        try await fixture.stop()
         try await service.stop()
     }
 
