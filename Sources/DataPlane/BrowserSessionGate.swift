@@ -111,6 +111,19 @@ package struct BrowserSessionGate: Sendable {
     /// the public host's root (`/`) when sign-in would not return to that host at all, so that no
     /// link leads to a sign-in that cannot return.
     package func signInLocation(host: String?, path: Substring, query: Substring?, provider: String?) -> String? {
+        guard var location = location(of: "/.portcullis/sign_in", host: host, path: path, query: query) else { return nil }
+        if let provider { location += "&provider=" + Self.percentEncoded(provider) }
+        return location
+    }
+
+    /// Where a navigation of a person who has not connected `connection` is sent: its connect page
+    /// on the public host, with the page it asked for as `rd` (as `signInLocation` spells it).
+    package func connectLocation(connection: String, host: String?, path: Substring, query: Substring?) -> String? {
+        location(of: "/.portcullis/connect/" + connection, host: host, path: path, query: query)
+    }
+
+    /// `{public_url}{page}?rd=...`: the returnable spelling of the page asked for.
+    private func location(of page: String, host: String?, path: Substring, query: Substring?) -> String? {
         guard let host, let name = RouteHost.requestHost(host[...]) else { return nil }
         var authority = String(name)
         if let colon = host.lastIndex(of: ":") {
@@ -123,9 +136,7 @@ package struct BrowserSessionGate: Sendable {
         // A page sign-in would not send the browser back to (an app host not listed anywhere, say): the public host's root.
         let original = candidates.first { Self.isReturnable($0) && acceptsReturn($0) } ?? (acceptsReturn(site + "/") ? site + "/" : "/")
         if original == "/" { reportUnreturnable(site) }
-        var location = publicURL + "/.portcullis/sign_in?rd=" + Self.percentEncoded(original)
-        if let provider { location += "&provider=" + Self.percentEncoded(provider) }
-        return location
+        return publicURL + page + "?rd=" + Self.percentEncoded(original)
     }
 
     /// Says, once per origin, that sign-in returns to the public host's `/` instead of a page on

@@ -47,7 +47,13 @@ extension ProxyExchange {
     /// anything else is 403 `connection_required` naming the page.
     func connectionMissing(_ name: String, source: any UpstreamCredentialSource, caller: AuthenticatedCaller, sessionID: String?) {
         let url = source.connectURL(connection: name)
-        guard route.isMCP else { return fail(Self.connectionRequired(name, url: url)) }
+        guard route.isMCP else {
+            // A page load: to the connect page, and back here once connected.
+            if BrowserSessionGate.isNavigation(head), let location = plane.browser.connectLocation(connection: name, host: fields.host, path: path, query: query) {
+                return answer(status: .seeOther, contentType: nil, body: ByteBuffer(), extra: [("Location", location), ("Cache-Control", "no-store")])
+            }
+            return fail(Self.connectionRequired(name, url: url))
+        }
         let method = mcpCall?.method
         if head.method != .POST || mcp.forwardedRequestIDs.isEmpty || method.map(Self.mcpMethodsWithoutConnection.contains) == true {
             upstreamCredentialLookedUp = true

@@ -175,6 +175,12 @@ struct ConnectedAccountsTests {
         let refused = try await Answer.request(.GET, fixture.baseURL + "/gh/user", bearer: bobLogin.accessToken)
         #expect(refused.status == 403 && refused.json["error"] == "connection_required", "\(refused.raw)")
         #expect(refused.json["message"]?.stringValue?.contains("/.portcullis/connect/github") == true)
+        let navigated = try await Answer.request(
+            .GET, fixture.baseURL + "/gh/user?tab=repos", bearer: bobLogin.accessToken, headers: [("Sec-Fetch-Mode", "navigate"), ("Accept", "text/html")],
+            followRedirects: false)
+        let location = navigated.headers.first(name: "location") ?? ""
+        #expect(navigated.status == 303 && location.contains("/.portcullis/connect/github?rd="), "a page load goes to the connect page: \(navigated.raw)")
+        #expect(location.removingPercentEncoding?.hasSuffix("/gh/user?tab=repos") == true, "and back to the page: \(location)")
         try await fixture.stop()
         try await service.stop()
     }
