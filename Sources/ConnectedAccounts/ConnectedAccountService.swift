@@ -78,13 +78,7 @@ public struct ConnectedAccountService: Sendable {
             case .unavailable(let why), .malformed(let why): throw ConnectError.unavailable(why)
             }
         }
-        guard let accessToken = answer.accessToken, Self.isTokenText(accessToken), answer.refreshToken.map(Self.isTokenText) ?? true else {
-            throw ConnectError.unavailable("the service's answer has no access_token the gateway can send (visible ASCII, at most 8 KiB)")
-        }
-        // Sent upstream as `Authorization: Bearer`: a token of another type would be sent as what it is not.
-        guard answer.tokenType?.lowercased() == "bearer" else {
-            throw ConnectError.unavailable("the service's token_type is \(answer.tokenType == nil ? "missing" : "not Bearer"), and the gateway sends Bearer tokens only")
-        }
+        let accessToken = try Self.bearerToken(in: answer)
         let owner = ConnectionTokenVault.Owner(userID: userID, tenantID: tenantID, connection: connection.settings.name)
         let account = ConnectedAccountRecord(
             userID: userID, tenantID: tenantID, connection: connection.settings.name, accessToken: try vault.seal(accessToken, kind: .accessToken, for: owner),
@@ -93,6 +87,20 @@ public struct ConnectedAccountService: Sendable {
             updatedAt: now)
         try await store.upsertConnectedAccount(account)
         return Completed(connection: connection.settings, account: account, returnTo: flow.returnTo)
+    }
+
+    /// The access token of a service's token answer, when the gateway can keep and send it: a
+    /// Bearer token (sent as `Authorization: Bearer`, a token of another type would be sent as what
+    /// it is not), it and any refresh token visible ASCII of at most 8 KiB.
+    /// - Throws: `ConnectError` (`connect_unavailable`) saying what is wrong with it.
+    static func bearerToken(in answer: TokenEndpointAnswer) throws(ConnectError) -> String {
+        guard let accessToken = answer.accessToken, Self.isTokenText(accessToken), answer.refreshToken.map(Self.isTokenText) ?? true else {
+            throw ConnectError.unavailable("the service's answer has no access_token the gateway can send (visible ASCII, at most 8 KiB)")
+        }
+        guard answer.tokenType?.lowercased() == "bearer" else {
+            throw ConnectError.unavailable("the service's token_type is \(answer.tokenType == nil ? "missing" : "not Bearer"), and the gateway sends Bearer tokens only")
+        }
+        return accessToken
     }
 
     /// A token the gateway may keep and send in a header: visible ASCII, at most 8 KiB.
@@ -123,15 +131,13 @@ public struct ConnectedAccountService: Sendable {
     /// The access token of `owner`'s account, opened; `nil` when they have not connected it (or
     /// the row does not open under this key for them).
     public func accessToken(for owner: ConnectionTokenVault.Owner) async throws -> String? {
-        try await openedAccessToken(for: owner)?.token
+        try await account(for: owner).flatMap { opened($0, for: owner) }?.token
     }
 
-    /// The access token of `owner`'s account, opened, with when it expires.
-    public func openedAccessToken(for owner: ConnectionTokenVault.Owner) async throws -> (token: String, expiresAt: Double?)? {
-        guard let vault = directory.vault, let account = try await account(for: owner),
-            let token = vault.open(account.accessToken, kind: .accessToken, for: owner)
-        else { return nil }
-        return (token, account.expiresAt)
+    /// `account`'s access token opened for `owner`, with when it expires; `nil` when it does not
+    /// open under this key for them.
+    private func opened(_ account: ConnectedAccountRecord, for owner: ConnectionTokenVault.Owner) -> (token: String, expiresAt: Double?)? {
+        directory.vault?.open(account.accessToken, kind: .accessToken, for: owner).map { ($0, account.expiresAt) }
     }
 
     /// How long a URL elicitation's link works.
@@ -176,13 +182,11 @@ public struct ConnectedAccountService: Sendable {
     /// - Throws: `ConnectError` (`connect_unavailable`) when the token has expired and the service
     ///   cannot refresh it now; a store failure as it is.
     public func currentAccessToken(for owner: ConnectionTokenVault.Owner, now: Double) async throws -> (token: String, expiresAt: Double?)? {
-        guard let vault = directory.vault, let account = try await account(for: owner) else { return nil }
+        guard let account = try await account(for: owner) else { return nil }
         try? await store.markConnectedAccountUsed(userID: owner.userID, tenantID: owner.tenantID, connection: owner.connection, at: now)
-        guard let expiresAt = account.expiresAt, expiresAt - now < Self.refreshMargin(account) else {
-            return vault.open(account.accessToken, kind: .accessToken, for: owner).map { ($0, account.expiresAt) }
-        }
+        guard let expiresAt = account.expiresAt, expiresAt - now < Self.refreshMargin(account) else { return opened(account, for: owner) }
         // Expiring: kept while it lasts (a refresh that fails now is tried again by the next request).
-        let current = expiresAt > now ? vault.open(account.accessToken, kind: .accessToken, for: owner).map { ($0, account.expiresAt) } : nil
+        let current = expiresAt > now ? opened(account, for: owner) : nil
         guard account.refreshToken != nil else { return current }
         let claim = now + Self.refreshClaim
         guard
@@ -192,7 +196,7 @@ public struct ConnectedAccountService: Sendable {
         // Refreshed by another caller between the read and the claim: its token, and the claim let go.
         if let fresh = claimed.expiresAt, fresh - now >= Self.refreshMargin(claimed) {
             try await store.releaseConnectedAccountRefresh(userID: owner.userID, tenantID: owner.tenantID, connection: owner.connection, claimedUntil: claim)
-            return vault.open(claimed.accessToken, kind: .accessToken, for: owner).map { ($0, claimed.expiresAt) }
+            return opened(claimed, for: owner)
         }
         return try await refresh(claimed, claimedUntil: claim, owner: owner, current: current, now: now)
     }
@@ -210,7 +214,7 @@ public struct ConnectedAccountService: Sendable {
         for _ in 0..<50 {
             try await Task.sleep(for: .milliseconds(100))
             guard let account = try await account(for: owner) else { return nil }
-            if account.updatedAt > since, let token = directory.vault?.open(account.accessToken, kind: .accessToken, for: owner) { return (token, account.expiresAt) }
+            if account.updatedAt > since, let token = opened(account, for: owner) { return token }
         }
         if let current { return current }
         throw ConnectError.unavailable("another gateway is refreshing the token and has not finished")
@@ -253,13 +257,14 @@ public struct ConnectedAccountService: Sendable {
                 throw ConnectError.unavailable(why)
             }
         }
-        guard let accessToken = answer.accessToken, Self.isTokenText(accessToken), answer.refreshToken.map(Self.isTokenText) ?? true,
-            answer.tokenType?.lowercased() == "bearer"
-        else {
-            logger.warning("connected account's refresh answer unusable (no Bearer access_token); will retry", metadata: metadata)
+        let accessToken: String
+        do {
+            accessToken = try Self.bearerToken(in: answer)
+        } catch {
+            logger.warning("connected account's refresh answer unusable; will retry", metadata: metadata.merging(["error": .string(error.message)]) { $1 })
             await release()
             if let current { return current }
-            throw ConnectError.unavailable("the service's refresh answer has no Bearer access_token the gateway can send")
+            throw error
         }
         var refreshed = account
         refreshed.accessToken = try vault.seal(accessToken, kind: .accessToken, for: owner)

@@ -15,13 +15,7 @@ extension ProxyExchange {
     static let mcpStreamEndGrace = TimeAmount.milliseconds(500)
 
     func registerMCPExchange(_ caller: AuthenticatedCaller) {
-        let bound = NIOLoopBound(self, eventLoop: eventLoop)
-        let loop = eventLoop
-        tunnelRegistration = plane.tunnels.register(
-            TunnelRegistry.Entry(
-                sessionID: nil, userID: caller.userID, tenantID: caller.tenantID, tokenID: caller.tokenID,
-                close: { _, reason in loop.execute { bound.value.endMCPExchange(reason: reason) } }, connection: route.upstreamCredential?.connection,
-                endConnection: { reason in loop.execute { bound.value.endMCPExchange(reason: reason, refusal: Self.connectionEnded(reason)) } }))
+        registerExchange(of: caller)
         // Its token's expiry ends a stream (armed when one begins): a JSON answer is not held past it anyway.
         mcp.expiresAt = caller.expiresAt
     }

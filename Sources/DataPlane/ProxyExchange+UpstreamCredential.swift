@@ -9,6 +9,7 @@ extension ProxyExchange {
     /// on this event loop when it is there, else after the read. A caller who has not connected
     /// the service is refused with where to connect it.
     func lookUpCredential(_ credential: UpstreamCredential, caller: AuthenticatedCaller?, sessionID: String?) {
+        upstreamCredentialLookedUp = true
         guard case .connection(let name) = credential else { return }
         // `auth: none` without a token: nobody to act as.
         guard let caller else {
@@ -56,7 +57,6 @@ extension ProxyExchange {
         }
         let method = mcpCall?.method
         if head.method != .POST || mcp.forwardedRequestIDs.isEmpty || method.map(Self.mcpMethodsWithoutConnection.contains) == true {
-            upstreamCredentialLookedUp = true
             return proceed(caller, sessionID: sessionID)
         }
         // A batch (2025-03-26) is answered with one 403: an elicitation answers a single request.
@@ -81,17 +81,27 @@ extension ProxyExchange {
         }
     }
 
-    /// Registers a request that carries the caller's token at a connected service (an MCP request
-    /// and a WebSocket are registered already) with its account and connection: a disconnect, a
-    /// disabled account or a revoked token ends it, on any instance, as it ends an MCP stream.
-    func registerCredentialedExchange(_ caller: AuthenticatedCaller) {
+    /// Registers this exchange with `caller`'s account and token and the route's connection: the
+    /// end of any of them ends it, on its event loop (`endRegisteredExchange`), on any instance.
+    /// Every MCP request is registered so; any other request that carries the caller's token at a
+    /// connected service too (a WebSocket is registered as a tunnel).
+    func registerExchange(of caller: AuthenticatedCaller) {
         let bound = NIOLoopBound(self, eventLoop: eventLoop)
         let loop = eventLoop
         tunnelRegistration = plane.tunnels.register(
             TunnelRegistry.Entry(
                 sessionID: nil, userID: caller.userID, tenantID: caller.tenantID, tokenID: caller.tokenID,
-                close: { _, reason in loop.execute { bound.value.endCredentialedExchange(reason: reason) } },
-                connection: route.upstreamCredential?.connection))
+                close: { _, reason in loop.execute { bound.value.endRegisteredExchange(reason: reason, connectionEnded: false) } },
+                connection: route.upstreamCredential?.connection,
+                endConnection: { reason in loop.execute { bound.value.endRegisteredExchange(reason: reason, connectionEnded: true) } }))
+    }
+
+    /// The caller's access, or the connection whose token this request carries, ended while it was
+    /// under way: an MCP request ends as `endMCPExchange` ends it (a disconnect answers 403, not the
+    /// 401 that sends an agent to authorize again), any other as `endCredentialedExchange`.
+    func endRegisteredExchange(reason: String, connectionEnded: Bool) {
+        guard route.isMCP else { return endCredentialedExchange(reason: reason) }
+        endMCPExchange(reason: reason, refusal: connectionEnded ? Self.connectionEnded(reason) : nil)
     }
 
     /// The credential this request carries upstream stopped being the caller's to use: not yet

@@ -83,8 +83,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     /// The caller's token at the route's connected service (`upstream_credential`), once looked up:
     /// sent as `Authorization: Bearer`, never logged.
     var upstreamBearer: String?
-    /// The route's credential was looked up and the request goes on without one (an MCP `initialize`
-    /// of a person who has not connected the service).
+    /// The route's credential was asked for (once a request): found, it is `upstreamBearer`; not,
+    /// the request was refused or goes on without one (an MCP `initialize`).
     var upstreamCredentialLookedUp = false
     /// A COPY's or MOVE's `Destination`, decided and in the upstream's namespace (`WebDAVDestination`);
     /// the client's own never goes upstream.
@@ -333,7 +333,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             return admitMCP(policy, caller: caller, sessionID: sessionID)
         }
         // A route that acts as the caller at a connected service: their token there first.
-        if let credential = route.upstreamCredential, upstreamBearer == nil, !upstreamCredentialLookedUp {
+        if let credential = route.upstreamCredential, !upstreamCredentialLookedUp {
             return lookUpCredential(credential, caller: caller, sessionID: sessionID)
         }
         guard !finished, handler.context != nil, let pool = handler.pool, let headBuffers = handler.headBuffers else { return }
@@ -343,7 +343,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             (tunnelCaller, tunnelSessionID) = (caller, sessionID)
             registerTunnel()
         } else if upstreamBearer != nil, tunnelRegistration == nil, let caller {
-            registerCredentialedExchange(caller)
+            registerExchange(of: caller)
         }
         let assertion: String
         do {

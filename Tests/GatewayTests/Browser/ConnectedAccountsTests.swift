@@ -54,6 +54,19 @@ struct ConnectedAccountsTests {
             followRedirects: false)
     }
 
+    /// `/gh`, acting as the person at the service (`upstream_credential: {connection: github}`).
+    static func actingRoute(_ service: FakeOAuthService) -> ProxyRoute {
+        var route = ProxyRoute(prefix: "/gh", upstream: service.base + "/api")
+        route.upstreamCredential = .connection("github")
+        return route
+    }
+
+    /// Connects the service in `jar`'s browser: the button, the service's approval, the callback's page.
+    static func connect(_ fixture: GatewayFixture, _ jar: CookieJar) async throws {
+        let back = try await serviceSendsBack(try #require(try await pressConnect(fixture, jar).headers.first(name: "location")))
+        #expect(try await BrowserSessionTests.get(fixture, back, jar).status == 200, "the callback completes the connection")
+    }
+
     /// The service's answer to the authorization URL: the path and query of the gateway's callback it sends the browser to.
     static func serviceSendsBack(_ location: String) async throws -> String {
         let answer = try await Answer.request(.GET, location, followRedirects: false)
@@ -156,14 +169,11 @@ struct ConnectedAccountsTests {
         let service = try await FakeOAuthService.start()
         let secret = try TrustedIssuerSecretTests.secretFile(Array("service-secret-of-portcullis\n".utf8), mode: 0o600)
         defer { try? FileManager.default.removeItem(atPath: secret) }
-        var route = ProxyRoute(prefix: "/gh", upstream: service.base + "/api")
-        route.upstreamCredential = .connection("github")
-        let fixture = try await Self.gateway(service, secretFile: secret, routes: [route])
+        let fixture = try await Self.gateway(service, secretFile: secret, routes: [Self.actingRoute(service)])
         try await fixture.addUser("alice")
         try await fixture.addUser("bob")
         let alice = try await Self.signedIn(fixture, "alice")
-        let back = try await Self.serviceSendsBack(try #require(try await Self.pressConnect(fixture, alice).headers.first(name: "location")))
-        #expect(try await BrowserSessionTests.get(fixture, back, alice).status == 200)
+        try await Self.connect(fixture, alice)
         for token in service.books.withLock({ Array($0.accessTokens.keys) + Array($0.refreshTokens.keys) }) { fixture.remember(token) }
 
         let aliceLogin = try await fixture.login("alice")
@@ -192,17 +202,14 @@ struct ConnectedAccountsTests {
         let service = try await FakeOAuthService.start()
         let secret = try TrustedIssuerSecretTests.secretFile(Array("service-secret-of-portcullis\n".utf8), mode: 0o600)
         defer { try? FileManager.default.removeItem(atPath: secret) }
-        var route = ProxyRoute(prefix: "/gh", upstream: service.base + "/api")
-        route.upstreamCredential = .connection("github")
-        let fixture = try await Self.gateway(service, secretFile: secret, routes: [route])
+        let fixture = try await Self.gateway(service, secretFile: secret, routes: [Self.actingRoute(service)])
         try await fixture.addUser("alice")
         try await fixture.addUser("bob")
         var jars: [String: CookieJar] = [:]
         for name in ["alice", "bob"] {
             let jar = try await Self.signedIn(fixture, name)
             service.books.withLock { $0.person = name == "alice" ? "octocat" : "hubot" }
-            let back = try await Self.serviceSendsBack(try #require(try await Self.pressConnect(fixture, jar).headers.first(name: "location")))
-            #expect(try await BrowserSessionTests.get(fixture, back, jar).status == 200)
+            try await Self.connect(fixture, jar)
             jars[name] = jar
         }
         for token in service.books.withLock({ Array($0.accessTokens.keys) + Array($0.refreshTokens.keys) }) { fixture.remember(token) }
@@ -228,7 +235,8 @@ struct ConnectedAccountsTests {
         let cut = try await aliceSlow.value
         let waited = Date().timeIntervalSince(disconnectedAt)
         #expect(cut.status == 403 && cut.json["error"] == "access_ended", "\(cut.raw)")
-        #expect(waited < 2, "the request under way ended \(waited) s after the disconnect, not when the service answered")
+        // The service answers after 5 s: a 403 well before that was the gateway's cut (about 0.5 s on an idle machine, the feed's tick).
+        #expect(waited < 4, "the request under way ended \(waited) s after the disconnect, not when the service answered")
         let next = try await Answer.request(.GET, fixture.baseURL + "/gh/user", bearer: alice.accessToken)
         #expect(next.status == 403 && next.json["error"] == "connection_required", "\(next.raw)")
         let bobs = try await bobSlow.value
@@ -246,15 +254,12 @@ struct ConnectedAccountsTests {
         let service = try await FakeOAuthService.start()
         let secret = try TrustedIssuerSecretTests.secretFile(Array("service-secret-of-portcullis\n".utf8), mode: 0o600)
         defer { try? FileManager.default.removeItem(atPath: secret) }
-        var route = ProxyRoute(prefix: "/gh", upstream: service.base + "/api")
-        route.upstreamCredential = .connection("github")
-        let fixture = try await Self.gateway(service, secretFile: secret, routes: [route])
+        let fixture = try await Self.gateway(service, secretFile: secret, routes: [Self.actingRoute(service)])
         try await fixture.addUser("alice")
         let jar = try await Self.signedIn(fixture, "alice")
         // Issued to live 2 s: past half of that (the refresh margin of a token that short) a second later.
         service.books.withLock { $0.tokenLifetime = 2 }
-        let back = try await Self.serviceSendsBack(try #require(try await Self.pressConnect(fixture, jar).headers.first(name: "location")))
-        #expect(try await BrowserSessionTests.get(fixture, back, jar).status == 200)
+        try await Self.connect(fixture, jar)
         let first = service.books.withLock { (Array($0.accessTokens.keys), Array($0.refreshTokens.keys)) }
         service.books.withLock { $0.tokenLifetime = 28_800 }
         let login = try await fixture.login("alice")
@@ -275,8 +280,7 @@ struct ConnectedAccountsTests {
 
         // Connected again with a short-lived token whose refresh the service then refuses (invalid_grant).
         service.books.withLock { $0.tokenLifetime = 2 }
-        let again = try await Self.serviceSendsBack(try #require(try await Self.pressConnect(fixture, jar).headers.first(name: "location")))
-        #expect(try await BrowserSessionTests.get(fixture, again, jar).status == 200)
+        try await Self.connect(fixture, jar)
         for token in service.books.withLock({ Array($0.accessTokens.keys) + Array($0.refreshTokens.keys) }) { fixture.remember(token) }
         service.books.withLock { $0.refreshTokens.removeAll() }
         try await Task.sleep(for: .milliseconds(1_100))
@@ -374,14 +378,11 @@ struct ConnectedAccountsTests {
         let service = try await FakeOAuthService.start()
         let secret = try TrustedIssuerSecretTests.secretFile(Array("service-secret-of-portcullis\n".utf8), mode: 0o600)
         defer { try? FileManager.default.removeItem(atPath: secret) }
-        var route = ProxyRoute(prefix: "/gh", upstream: service.base + "/api")
-        route.upstreamCredential = .connection("github")
-        let fixture = try await Self.gateway(service, secretFile: secret, routes: [route])
+        let fixture = try await Self.gateway(service, secretFile: secret, routes: [Self.actingRoute(service)])
         try await fixture.addUser("alice")
         let jar = try await Self.signedIn(fixture, "alice")
         service.books.withLock { $0.tokenLifetime = 2 }
-        let back = try await Self.serviceSendsBack(try #require(try await Self.pressConnect(fixture, jar).headers.first(name: "location")))
-        #expect(try await BrowserSessionTests.get(fixture, back, jar).status == 200)
+        try await Self.connect(fixture, jar)
         for token in service.books.withLock({ Array($0.accessTokens.keys) + Array($0.refreshTokens.keys) }) { fixture.remember(token) }
         service.books.withLock { $0.clientSecret = "rotated-at-the-service" }
         let login = try await fixture.login("alice")
@@ -410,8 +411,7 @@ struct ConnectedAccountsTests {
         let fixture = try await Self.gateway(service, secretFile: secret, loginPerMinute: 1, loginBurst: 3)
         try await fixture.addUser("alice")
         let alice = try await Self.signedIn(fixture, "alice")
-        let back = try await Self.serviceSendsBack(try #require(try await Self.pressConnect(fixture, alice).headers.first(name: "location")))
-        #expect(try await BrowserSessionTests.get(fixture, back, alice).status == 200)
+        try await Self.connect(fixture, alice)
         let limited = try await Self.pressConnect(fixture, alice)
         #expect(limited.status == 429, "\(limited.raw)")
         for token in service.books.withLock({ Array($0.accessTokens.keys) + Array($0.refreshTokens.keys) }) { fixture.remember(token) }
@@ -432,8 +432,7 @@ struct ConnectedAccountsTests {
         let alice = try await Self.signedIn(fixture, "alice")
         let bob = try await Self.signedIn(fixture, "bob")
         for jar in [alice, bob] {
-            let back = try await Self.serviceSendsBack(try #require(try await Self.pressConnect(fixture, jar).headers.first(name: "location")))
-            #expect(try await BrowserSessionTests.get(fixture, back, jar).status == 200)
+            try await Self.connect(fixture, jar)
         }
         let issued = service.books.withLock { $0 }
         for token in Array(issued.accessTokens.keys) + Array(issued.refreshTokens.keys) { fixture.remember(token) }
