@@ -85,7 +85,7 @@ struct KeysCommand: AsyncParsableCommand {
         @Option(help: "The keys directory.")
         var dir = "keys"
 
-        @Option(help: "The next key to activate. Default: the oldest next key (published longest).")
+        @Option(parsing: .unconditional, help: "The next key to activate. Default: the oldest next key (published longest).")
         var kid: String?
 
         @OptionGroup var announcement: KeyRingAnnouncement
@@ -106,16 +106,24 @@ struct KeysCommand: AsyncParsableCommand {
     struct Retire: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Mark a key retired: published and verifying, no longer signing.")
 
-        @Argument(help: "The key id.")
-        var kid: String
+        /// An array only so that a kid beginning with "-" is read as the kid, not an unknown option:
+        /// thumbprint kids are base64url, and one in 64 begins with "-".
+        @Argument(parsing: .allUnrecognized, help: "The key id (one; one that begins with \"-\" is read as a key id too).")
+        var kid: [String]
 
         @Option(help: "The keys directory.")
         var dir = "keys"
 
         @OptionGroup var announcement: KeyRingAnnouncement
 
+        func validate() throws {
+            guard kid.count == 1 else {
+                throw ValidationError(kid.isEmpty ? "name the key to retire: portcullis keys retire KID" : "retire one key at a time; got \(kid.count) key ids")
+            }
+        }
+
         func run() async throws {
-            let record = try KeyDirectory(path: dir).retire(kid: kid)
+            let record = try KeyDirectory(path: dir).retire(kid: kid[0])
             print("retired \(record.kid)")
             await announcement.announce()
         }
@@ -130,7 +138,7 @@ struct NewKeyOptions: ParsableArguments {
     @Option(help: "The keys directory.")
     var dir = "keys"
 
-    @Option(help: "Key id (default: the RFC 7638 thumbprint; a random id for HMAC keys; an imported JWK's own kid).")
+    @Option(parsing: .unconditional, help: "Key id (default: the RFC 7638 thumbprint; a random id for HMAC keys; an imported JWK's own kid).")
     var kid: String?
 
     @Option(help: "next or active (default: active if no key is, else next). An imported public key is always retired.")

@@ -49,7 +49,7 @@ struct TokenIssueCommand: AsyncParsableCommand {
     @Option(help: "The keys directory.")
     var keys = "keys"
 
-    @Option(help: "Sign with this key instead of the active one.")
+    @Option(parsing: .unconditional, help: "Sign with this key instead of the active one.")
     var kid: String?
 
     func run() async throws {

@@ -218,6 +218,13 @@ struct CLITests {
         let list = try cli.run(["keys", "list", "--dir", "keys"]).stdout
         #expect(list.contains("one") && list.contains("retired") && list.contains("active"))
         #expect(try cli.run(["keys", "retire", "nobody", "--dir", "keys"]).status == 2)
+        #expect(try cli.run(["keys", "retire", "--dir", "keys"]).status == 2, "retire names a key")
+        #expect(try cli.run(["keys", "retire", "two", "three", "--dir", "keys"]).status == 2, "retire names one key")
+        // A thumbprint kid begins with "-" one time in 64: it is a key id wherever a kid is asked for.
+        #expect(try cli.run(["keys", "generate", "--alg", "ES256", "--dir", "keys", "--kid", "-dash", "--state", "next"]).status == 0)
+        #expect(try cli.run(["keys", "rotate", "--dir", "keys", "--kid", "-dash"]).stdout.contains("activated -dash; retired two"))
+        let dashed = try cli.run(["keys", "retire", "-dash", "--dir", "keys"])
+        #expect(dashed.status == 0 && dashed.stdout.contains("retired -dash"), "\(dashed.stderr)")
         #expect(try cli.run(["keys", "generate", "--alg", "ES256", "--dir", "keys", "--kid", "../evil"]).status == 2)
         #expect(!FileManager.default.fileExists(atPath: cli.directory + "/evil.pem"))
         for command in ["generate", "import"] {
