@@ -14,7 +14,9 @@ public enum AuthorizationServerMetadata {
     /// - Parameters:
     ///   - scopes: every scope some MCP route offers.
     ///   - signingAlgorithms: the algorithms of the gateway's keys.
-    public static func document(issuer: String, jwksURI: String, scopes: [String], signingAlgorithms: [String], registration: Bool, clientMetadataDocuments: Bool) -> JSONObject {
+    ///   - confidentialClients: some configured client has a secret (`client_secret_basic` and `_post` are offered).
+    public static func document(issuer: String, jwksURI: String, scopes: [String], signingAlgorithms: [String], registration: Bool, clientMetadataDocuments: Bool, confidentialClients: Bool = false) -> JSONObject {
+        let authMethods: JSONValue = confidentialClients ? ["none", "client_secret_basic", "client_secret_post"] : ["none"]
         var document: JSONObject = [
             "issuer": .string(issuer),
             "authorization_endpoint": .string(issuer + authorizationPath),
@@ -25,8 +27,8 @@ public enum AuthorizationServerMetadata {
             "response_modes_supported": ["query"],
             "grant_types_supported": ["authorization_code", "refresh_token"],
             "code_challenge_methods_supported": ["S256"],
-            "token_endpoint_auth_methods_supported": ["none"],
-            "revocation_endpoint_auth_methods_supported": ["none"],
+            "token_endpoint_auth_methods_supported": authMethods,
+            "revocation_endpoint_auth_methods_supported": authMethods,
             "authorization_response_iss_parameter_supported": true,
             "client_id_metadata_document_supported": .bool(clientMetadataDocuments),
             "scopes_supported": .array(scopes.map(JSONValue.string)),

@@ -21,7 +21,7 @@ public struct AuthorizationServerSettings: Sendable, Equatable {
     public init() {}
 
     /// The keys of one entry of `authorization_server.clients`.
-    static let clientKeys: Set<String> = ["client_id", "name", "redirect_uris"]
+    static let clientKeys: Set<String> = ["client_id", "name", "redirect_uris", "client_secret_file"]
 
     /// - Throws: `ConfigurationError` naming the key: a client without an id or a redirect URI, a
     ///   redirect URI that is neither https nor a loopback http one (or has a fragment), two clients
@@ -58,9 +58,27 @@ public struct AuthorizationServerSettings: Sendable, Equatable {
                     "redirect_uris", "lists \(bad), which is not a redirect URI a client may have: https, http on a loopback host (127.0.0.1, [::1], localhost), or an app's own scheme; no fragment")
             }
             let name = try entry.string("name") ?? clientID
-            clients.append(RegisteredClient(clientID: clientID, name: name, redirectURIs: uris, source: .configured))
+            var secret: ClientSecret?
+            if let file = try entry.string("client_secret_file") {
+                let key = "authorization_server.clients[\(clients.count)].client_secret_file"
+                var bytes = try OwnerOnlyFile.read(file, key: key)
+                // A secret written with `echo` ends in a newline that was never part of it.
+                while bytes.last == UInt8(ascii: "\n") || bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
+                guard bytes.count >= 16 else {
+                    throw ConfigurationError(fileKey: key, "names \(file), which holds \(bytes.count) bytes; a client secret needs at least 16 (openssl rand -base64 32 makes one)")
+                }
+                do {
+                    secret = try ClientSecret(bytes)
+                } catch {
+                    throw ConfigurationError(fileKey: key, "names \(file), whose secret could not be digested: \(error)")
+                }
+            }
+            clients.append(RegisteredClient(clientID: clientID, name: name, redirectURIs: uris, source: .configured, secret: secret))
         }
     }
+
+    /// Whether some configured client has a secret (the metadata then offers `client_secret_basic` and `client_secret_post`).
+    public var hasConfidentialClients: Bool { clients.contains { $0.secret != nil } }
 
     /// The configured client with `clientID`.
     public func client(_ clientID: String) -> RegisteredClient? {

@@ -62,6 +62,28 @@ public struct OAuthTokenService: Sendable {
         return try await store.oauthClient(id: clientID, now: clock.now()).flatMap(RegisteredClient.init)
     }
 
+    /// The client a token or revocation request comes from, authenticated (RFC 6749 section 2.3):
+    /// a configured client with a secret must present it (Basic or in the form); any other client
+    /// is public and must not present one. `nil` when the request names no client.
+    ///
+    /// - Throws: `OAuthError` `invalid_client` for a missing or wrong secret, or a secret sent by a public client.
+    public func authenticate(_ authentication: ClientAuthentication) throws(OAuthError) -> String? {
+        guard let clientID = authentication.clientID else {
+            if authentication.secret != nil { throw OAuthError.invalidClient("client_secret was sent without client_id; send both, or use Authorization: Basic") }
+            return nil
+        }
+        let configured = settings.client(clientID)
+        if let secret = configured?.secret {
+            guard let presented = authentication.secret else {
+                throw OAuthError.invalidClient("client \(clientID.prefix(80)) is confidential: authenticate with its secret (Authorization: Basic, or client_secret in the form)")
+            }
+            guard secret.isMatched(by: presented) else { throw OAuthError.invalidClient("the client's secret is wrong") }
+        } else if authentication.secret != nil {
+            throw OAuthError.invalidClient("client \(clientID.prefix(80)) has no secret here (a public client): send client_id alone, and PKCE")
+        }
+        return clientID
+    }
+
     /// Registers a public client (RFC 7591).
     ///
     /// - Throws: `OAuthError` `temporarily_unavailable` when `authorization_server.max_unused_registrations`

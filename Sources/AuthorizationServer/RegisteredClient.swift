@@ -17,8 +17,12 @@ public struct RegisteredClient: Sendable, Equatable {
     public let source: Source
     /// For a metadata document's client: the host it was fetched from (the name is that host's claim).
     public let metadataHost: String?
+    /// A confidential client's secret (`client_secret_file`, configured clients only): it must
+    /// authenticate at the token and revocation endpoints. `nil`: a public client (PKCE alone).
+    public let secret: ClientSecret?
 
-    public init(clientID: String, name: String, redirectURIs: [String], source: Source, metadataHost: String? = nil) {
+    public init(clientID: String, name: String, redirectURIs: [String], source: Source, metadataHost: String? = nil, secret: ClientSecret? = nil) {
+        self.secret = secret
         self.clientID = clientID
         self.name = name
         self.redirectURIs = redirectURIs

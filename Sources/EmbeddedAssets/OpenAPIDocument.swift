@@ -268,7 +268,7 @@ package enum OpenAPIDocument {
         post:
           tags: [oauth]
           operationId: oauthToken
-          summary: The token endpoint (RFC 6749 §4.1.3, §6); public clients, no client authentication.
+          summary: "The token endpoint (RFC 6749 §4.1.3, §6): public clients name themselves (client_id, PKCE); a configured confidential client authenticates (Authorization: Basic, or client_secret)."
           requestBody:
             required: true
             content:
@@ -282,6 +282,7 @@ package enum OpenAPIDocument {
                     redirect_uri: {type: string}
                     code_verifier: {type: string}
                     client_id: {type: string}
+                    client_secret: {type: string, description: "A confidential client's secret (client_secret_post); not with Authorization: Basic."}
                     refresh_token: {type: string}
                     resource: {type: string}
           responses:
@@ -302,6 +303,7 @@ package enum OpenAPIDocument {
                       scope: {type: string}
                       resource: {type: string}
             "400": {$ref: "#/components/responses/OAuthError"}
+            "401": {$ref: "#/components/responses/OAuthError"}
             "413": {$ref: "#/components/responses/PayloadTooLarge"}
             "429": {$ref: "#/components/responses/RateLimited"}
             "503": {$ref: "#/components/responses/Unavailable"}
@@ -321,9 +323,12 @@ package enum OpenAPIDocument {
                   properties:
                     token: {type: string}
                     token_type_hint: {type: string}
+                    client_id: {type: string}
+                    client_secret: {type: string, description: "A confidential client authenticates (this, or Authorization: Basic)."}
           responses:
             "200": {description: Revoked, or nothing to revoke.}
             "400": {$ref: "#/components/responses/OAuthError"}
+            "401": {$ref: "#/components/responses/OAuthError"}
             "413": {$ref: "#/components/responses/PayloadTooLarge"}
             "429": {$ref: "#/components/responses/RateLimited"}
             "503": {$ref: "#/components/responses/Unavailable"}

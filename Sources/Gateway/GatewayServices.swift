@@ -255,7 +255,8 @@ public struct GatewayServices: Sendable {
         DiscoveryRoutes(
             keys: keys, issuer: configuration.issuer, jwksURL: configuration.jwksURL, readiness: Readiness(monitor: monitor, trustedIssuers: trustedIssuers),
             routes: routeTable, dynamicRegistration: configuration.authorizationServer.dynamicRegistration,
-            clientMetadataDocuments: !configuration.authorizationServer.clientMetadataHosts.isEmpty)
+            clientMetadataDocuments: !configuration.authorizationServer.clientMetadataHosts.isEmpty,
+            confidentialClients: configuration.authorizationServer.hasConfidentialClients)
     }
 
     var socketGuard: WebSocketGuard {

@@ -79,8 +79,18 @@ struct ConfigCheckTests {
                 "trust:\n  issuers:\n    - issuer: https://id.example.com\n      audiences: [api]\n      tenant: acme\n      secret_file: shared.secret\n      algorithms: [HS256]\n",
                 "shared.secret"
             ),
+            // A confidential client's secret: owner-only, and not a guessable few bytes.
+            (
+                "authorization_server:\n  clients:\n    - {client_id: ops, redirect_uris: ['http://127.0.0.1/cb'], client_secret_file: shared.secret}\n",
+                "authorization_server.clients[0].client_secret_file"
+            ),
+            (
+                "authorization_server:\n  clients:\n    - {client_id: ops, redirect_uris: ['http://127.0.0.1/cb'], client_secret_file: short.secret}\n",
+                "holds 5 bytes; a client secret needs at least 16"
+            ),
         ]
         try cli.write("shared.secret", Array(String(repeating: "k", count: 40).utf8), mode: 0o644)
+        try cli.write("short.secret", Array("short\n".utf8), mode: 0o600)
         for (yaml, said) in cases {
             try cli.write("portcullis.yaml", Array(yaml.utf8), mode: 0o644)
             let result = try cli.run(["config", "check", "--config", "portcullis.yaml"])

@@ -275,15 +275,18 @@ struct AuthorizationServerRoutes: Sendable {
                 return false
             }
         }
+        let usedBasic = Self.triesBasic(request)
         do {
+            let authentication = try ClientAuthentication(authorization: request.headers[.authorization], form: form)
+            let clientID = try tokens.authenticate(authentication)
             let answer: OAuthTokenResponse
             switch form["grant_type"] {
             case "authorization_code":
                 answer = try await tokens.exchange(
-                    code: form["code"], clientID: form["client_id"], redirectURI: form["redirect_uri"], verifier: form["code_verifier"], resource: form["resource"],
+                    code: form["code"], clientID: clientID, redirectURI: form["redirect_uri"], verifier: form["code_verifier"], resource: form["resource"],
                     sessionIsLive: sessionIsLive)
             case "refresh_token":
-                answer = try await tokens.refresh(token: form["refresh_token"], clientID: form["client_id"], resource: form["resource"], sessionIsLive: sessionIsLive)
+                answer = try await tokens.refresh(token: form["refresh_token"], clientID: clientID, resource: form["resource"], sessionIsLive: sessionIsLive)
             case nil:
                 throw OAuthError.invalidRequest("grant_type is required (authorization_code or refresh_token)")
             case let other?:
@@ -293,7 +296,7 @@ struct AuthorizationServerRoutes: Sendable {
             response.headers[HTTPField.Name("Pragma")!] = "no-cache"
             return response
         } catch let error as OAuthError {
-            return Self.tokenError(error)
+            return Self.tokenError(error, basic: usedBasic)
         }
     }
 
@@ -305,6 +308,12 @@ struct AuthorizationServerRoutes: Sendable {
             form = try await Self.tokenForm(request)
         } catch let error as OAuthError {
             return Self.tokenError(error)
+        }
+        // RFC 7009 2.1: a confidential client authenticates; a public one names itself, or nothing.
+        do {
+            _ = try tokens.authenticate(try ClientAuthentication(authorization: request.headers[.authorization], form: form))
+        } catch {
+            return Self.tokenError(error, basic: Self.triesBasic(request))
         }
         guard let token = form["token"], !token.isEmpty else { return Self.tokenError(.invalidRequest("token is required")) }
         try await tokens.revoke(token: token, verifier: verifier, resources: resourceIdentifiers)
@@ -323,7 +332,14 @@ struct AuthorizationServerRoutes: Sendable {
         return fields
     }
 
-    static func tokenError(_ error: OAuthError) -> Response {
+    /// Whether the client tried `Authorization: Basic`.
+    static func triesBasic(_ request: Request) -> Bool {
+        request.headers[.authorization].map { $0.count > 6 && $0.prefix(6).lowercased() == "basic " } ?? false
+    }
+
+    /// The error's answer; an `invalid_client` of a client that tried `Authorization: Basic`
+    /// carries `WWW-Authenticate: Basic` (RFC 6749 section 5.2).
+    static func tokenError(_ error: OAuthError, basic: Bool = false) -> Response {
         let status: HTTPResponse.Status =
             switch error.code {
             case "invalid_client": .unauthorized
@@ -333,6 +349,7 @@ struct AuthorizationServerRoutes: Sendable {
         var response = JSONBody.response(["error": .string(error.code), "error_description": .string(error.description)], status: status, noStore: true)
         response.headers[HTTPField.Name("Pragma")!] = "no-cache"
         if status == .serviceUnavailable { response.headers[.retryAfter] = "60" }
+        if basic, error.code == "invalid_client" { response.headers[.wwwAuthenticate] = #"Basic realm="portcullis", charset="UTF-8""# }
         return response
     }
 

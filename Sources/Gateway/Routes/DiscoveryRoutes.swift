@@ -21,6 +21,8 @@ struct DiscoveryRoutes: Sendable {
     let dynamicRegistration: Bool
     /// `authorization_server.client_metadata_hosts` is not empty: Client ID Metadata Documents are fetched.
     let clientMetadataDocuments: Bool
+    /// Some configured client has a secret: the metadata offers `client_secret_basic` and `client_secret_post`.
+    let confidentialClients: Bool
 
     func register(on router: Router<GatewayRequestContext>) {
         router.get("/.well-known/jwks.json") { _, _ -> Response in
@@ -82,7 +84,8 @@ struct DiscoveryRoutes: Sendable {
         let algorithms = Array(Set(keys.keySet.entries.map(\.key.algorithm.rawValue))).sorted()
         var scopes: [String] = []
         for resource in routes.current.routes.compactMap(\.mcp) { for scope in resource.supportedScopes where !scopes.contains(scope) { scopes.append(scope) } }
-        var document = AuthorizationServerMetadata.document(issuer: base, jwksURI: jwksURL, scopes: scopes, signingAlgorithms: algorithms, registration: dynamicRegistration, clientMetadataDocuments: clientMetadataDocuments)
+        var document = AuthorizationServerMetadata.document(issuer: base, jwksURI: jwksURL, scopes: scopes, signingAlgorithms: algorithms, registration: dynamicRegistration, clientMetadataDocuments: clientMetadataDocuments,
+            confidentialClients: confidentialClients)
         document["portcullis_login_endpoint"] = .string(base + "/api/auth/login")
         document["portcullis_refresh_endpoint"] = .string(base + "/api/auth/refresh")
         document["portcullis_logout_endpoint"] = .string(base + "/api/auth/logout")

@@ -323,6 +323,67 @@ struct AuthorizationServerTests {
         }
     }
 
+    @Test("a configured client with a client_secret_file is confidential: the token and revocation endpoints take it only with its secret (Basic, or client_secret in the form; never both), a wrong or missing one is 401 invalid_client (with WWW-Authenticate: Basic after Basic) and spends no code; a public client that sends a secret is refused; the metadata offers both methods")
+    func confidentialClient() async throws {
+        let secret = "s3cret+of/ops:cli=long enough"
+        try await Self.gateway(configure: { configuration in
+            configuration.authorizationServer.clients[0] = RegisteredClient(
+                clientID: "ops-cli", name: "Ops CLI", redirectURIs: ["http://127.0.0.1/callback"], source: .configured, secret: try! ClientSecret(Array(secret.utf8)))
+        }) { fixture, jar in
+            fixture.remember(secret)
+            let document = try await fixture.send(.GET, "/.well-known/oauth-authorization-server")
+            #expect(document.json["token_endpoint_auth_methods_supported"] == ["none", "client_secret_basic", "client_secret_post"])
+            #expect(document.json["revocation_endpoint_auth_methods_supported"] == ["none", "client_secret_basic", "client_secret_post"])
+            func basic(_ id: String, _ password: String) -> (String, String) {
+                ("Authorization", "Basic " + Data((FormEncoding.encode(id) + ":" + FormEncoding.encode(password)).utf8).base64EncodedString())
+            }
+            func post(_ path: String, _ parameters: [(String, String)], headers: [(String, String)] = []) async throws -> Answer {
+                try await Answer.request(
+                    .POST, fixture.baseURL + path, headers: [("Content-Type", "application/x-www-form-urlencoded")] + headers, body: Self.query(parameters), followRedirects: false)
+            }
+            let code = try await Self.consentedCode(fixture, jar)
+            let grant = [("grant_type", "authorization_code"), ("code", code), ("redirect_uri", Self.redirect), ("code_verifier", Self.verifier)]
+            let missing = try await post("/api/auth/oauth/token", grant + [("client_id", "ops-cli")])
+            #expect(missing.status == 401 && missing.error == "invalid_client" && missing.headers["WWW-Authenticate"].isEmpty, "\(missing.raw)")
+            let wrong = try await post("/api/auth/oauth/token", grant, headers: [basic("ops-cli", "not the secret at all")])
+            #expect(wrong.status == 401 && wrong.error == "invalid_client" && wrong.headers["WWW-Authenticate"].first?.hasPrefix("Basic") == true, "\(wrong.raw)")
+            let garbled = try await post("/api/auth/oauth/token", grant, headers: [("Authorization", "Basic !!!")])
+            #expect(garbled.status == 401 && garbled.error == "invalid_client", "\(garbled.raw)")
+            let twice = try await post("/api/auth/oauth/token", grant + [("client_secret", secret)], headers: [basic("ops-cli", secret)])
+            #expect(twice.status == 400 && twice.error == "invalid_request", "\(twice.raw)")
+            let otherID = try await post("/api/auth/oauth/token", grant + [("client_id", "other-cli")], headers: [basic("ops-cli", secret)])
+            #expect(otherID.status == 400 && otherID.error == "invalid_request", "\(otherID.raw)")
+            // None of the refusals spent the code: with the secret (Basic, form-encoded), it is exchanged.
+            let issued = try await post("/api/auth/oauth/token", grant, headers: [basic("ops-cli", secret)])
+            #expect(issued.status == 200 && issued["token_type"] == "Bearer", "\(issued.raw)")
+            let refresh = try #require(issued["refresh_token"])
+            fixture.remember(refresh)
+            #expect(!issued.raw.contains(secret))
+            let unauthenticated = try await post("/api/auth/oauth/token", [("grant_type", "refresh_token"), ("refresh_token", refresh), ("client_id", "ops-cli")])
+            #expect(unauthenticated.status == 401 && unauthenticated.error == "invalid_client", "\(unauthenticated.raw)")
+            let refreshed = try await post(
+                "/api/auth/oauth/token", [("grant_type", "refresh_token"), ("refresh_token", refresh), ("client_id", "ops-cli"), ("client_secret", secret)])
+            #expect(refreshed.status == 200, "the unauthenticated attempt did not spend the refresh token: \(refreshed.raw)")
+            let next = try #require(refreshed["refresh_token"])
+            fixture.remember(next)
+            // A public client has no secret to send.
+            let publicWithSecret = try await post("/api/auth/oauth/token", [("grant_type", "refresh_token"), ("refresh_token", next), ("client_id", "other-cli"), ("client_secret", "anything-at-all")])
+            #expect(publicWithSecret.status == 401 && publicWithSecret.error == "invalid_client", "\(publicWithSecret.raw)")
+            // Revocation (RFC 7009 2.1): the confidential client authenticates.
+            let revokeWrong = try await post("/api/auth/oauth/revoke", [("token", next)], headers: [basic("ops-cli", "not the secret at all")])
+            #expect(revokeWrong.status == 401 && revokeWrong.error == "invalid_client", "\(revokeWrong.raw)")
+            let revokeUnnamed = try await post("/api/auth/oauth/revoke", [("token", next), ("client_id", "ops-cli")])
+            #expect(revokeUnnamed.status == 401, "\(revokeUnnamed.raw)")
+            let kept = try await post("/api/auth/oauth/token", [("grant_type", "refresh_token"), ("refresh_token", next), ("client_id", "ops-cli"), ("client_secret", secret)])
+            #expect(kept.status == 200, "the refused revocations revoked nothing: \(kept.raw)")
+            let last = try #require(kept["refresh_token"])
+            fixture.remember(last)
+            #expect(try await post("/api/auth/oauth/revoke", [("token", last)], headers: [basic("ops-cli", secret)]).status == 200)
+            let ended = try await post("/api/auth/oauth/token", [("grant_type", "refresh_token"), ("refresh_token", last), ("client_id", "ops-cli"), ("client_secret", secret)])
+            #expect(ended.error == "invalid_grant", "the authenticated revocation ended the family: \(ended.raw)")
+        }
+    }
+
     @Test("the token endpoint refuses a wrong verifier, another client, another redirect_uri, another resource, and each burns the code; a consent posted from another origin is refused on a page")
     func tokenRefusals() async throws {
         try await Self.gateway { fixture, jar in
