@@ -15,7 +15,10 @@ public enum AuthorizationServerMetadata {
     ///   - scopes: every scope some MCP route offers.
     ///   - signingAlgorithms: the algorithms of the gateway's keys.
     ///   - confidentialClients: some configured client has a secret (`client_secret_basic` and `_post` are offered).
-    public static func document(issuer: String, jwksURI: String, scopes: [String], signingAlgorithms: [String], registration: Bool, clientMetadataDocuments: Bool, confidentialClients: Bool = false) -> JSONObject {
+    ///   - identityAssertionGrants: some trusted issuer has `enterprise_authorization` (the jwt-bearer grant is offered).
+    public static func document(issuer: String, jwksURI: String, scopes: [String], signingAlgorithms: [String], registration: Bool, clientMetadataDocuments: Bool, confidentialClients: Bool = false,
+        identityAssertionGrants: Bool = false
+    ) -> JSONObject {
         let authMethods: JSONValue = confidentialClients ? ["none", "client_secret_basic", "client_secret_post"] : ["none"]
         var document: JSONObject = [
             "issuer": .string(issuer),
@@ -35,6 +38,11 @@ public enum AuthorizationServerMetadata {
             "access_token_signing_alg_values_supported": .array(signingAlgorithms.map(JSONValue.string)),
         ]
         if registration { document["registration_endpoint"] = .string(issuer + registrationPath) }
+        if identityAssertionGrants {
+            // The Enterprise-Managed Authorization extension: the grant, and its ID-JAG profile.
+            document["grant_types_supported"] = ["authorization_code", "refresh_token", .string(OAuthTokenService.jwtBearerGrantType)]
+            document["authorization_grant_profiles_supported"] = ["urn:ietf:params:oauth:grant-profile:id-jag"]
+        }
         return document
     }
 }

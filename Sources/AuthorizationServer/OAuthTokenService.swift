@@ -203,6 +203,51 @@ public struct OAuthTokenService: Sendable {
         return try await response(for: family, tokenID: "at_" + (try SecureRandom.identifier(bytes: 16)), refreshToken: next.token)
     }
 
+    /// The grant type of an Identity Assertion JWT Authorization Grant (RFC 7523 section 2.1).
+    public static let jwtBearerGrantType = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+
+    /// `grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer` with an ID-JAG the caller verified
+    /// and found unused: an access token for `person` at `resource`, with the scopes the
+    /// provider granted that the resource offers (and the request asked for, when it named
+    /// some), and no refresh token: no consent page, the company's provider decided.
+    ///
+    /// The family it makes has no session: the grant's end (`oauth revoke`, the client's removal)
+    /// revokes the token, and the person's cut-off (`users disable`) refuses it.
+    /// - Throws: `OAuthError` `invalid_client` when the client is not the grant's, or did not
+    ///   authenticate with a secret; `invalid_target` for a resource other than the grant's.
+    public func issueForAssertion(
+        clientID: String?, grantedTo: String, person: OAuthPerson, resource: MCPResource, granted: [String]?, requested: String?
+    ) async throws -> OAuthTokenResponse {
+        guard let clientID, settings.client(clientID)?.secret != nil else {
+            throw OAuthError.invalidClient("an identity assertion grant is taken from a confidential client that authenticates (authorization_server.clients with client_secret_file)")
+        }
+        guard clientID == grantedTo else { throw OAuthError.invalidGrant("the assertion was issued to another client (its client_id is not the authenticated client's)") }
+        var scopes = (granted ?? []).filter { resource.supportedScopes.contains($0) }
+        if let requested {
+            let asked = requested.split(separator: " ").map(String.init)
+            scopes = scopes.filter { asked.contains($0) }
+        }
+        var unique: [String] = []
+        for scope in scopes where !unique.contains(scope) { unique.append(scope) }
+        let now = clock.now()
+        let family = OAuthFamilyRecord(
+            familyID: try RefreshTokenService.newFamilyID(), clientID: clientID, resource: resource.identifier, scope: unique.joined(separator: " "),
+            userID: person.userID, tenantID: person.tenantID, sessionID: "", claims: JSONWriter.string(.object(person.claims)), createdAt: now)
+        try await store.insertOAuthFamily(family)
+        // Listed (`oauth grants`, the agents page) and revocable as a consent is; a consent the person gave stands as it was.
+        if try await store.oauthGrant(userID: person.userID, tenantID: person.tenantID, clientID: clientID, resource: resource.identifier) == nil {
+            try await store.upsertOAuthGrant(
+                OAuthGrantRecord(
+                    userID: person.userID, tenantID: person.tenantID, clientID: clientID, clientName: settings.client(clientID)?.name ?? clientID,
+                    resource: resource.identifier, scope: family.scope, createdAt: now, updatedAt: now))
+        }
+        let tokenID = "at_" + (try SecureRandom.identifier(bytes: 16))
+        guard try await store.recordAssertionAccessToken(tokenID: tokenID, familyID: family.familyID, expiresAt: now + settings.accessTokenLifetime + 60) else {
+            throw OAuthError.invalidGrant("the grant ended while the token was being issued; present a new assertion")
+        }
+        return try await issued(for: family, tokenID: tokenID, refreshToken: nil)
+    }
+
     /// RFC 7009: a refresh token ends its family; an access token of this server's is revoked by its id.
     /// Anything else is ignored (the answer is 200 whatever was sent, §2.2).
     public func revoke(token: String, verifier: AccessTokenVerifier, resources: [String]) async throws {
@@ -224,17 +269,22 @@ public struct OAuthTokenService: Sendable {
     /// family's scopes and person.
     /// The token is recorded with its family and the person's session first, so that their end revokes it.
     func response(for family: OAuthFamilyRecord, tokenID: String, refreshToken: String) async throws -> OAuthTokenResponse {
-        let stored = (try? StrictJSONReader().parseObject(Array(family.claims.utf8))) ?? [:]
-        var claims: JSONObject = [:]
-        for name in OAuthPerson.carriedClaims { if let value = stored[name] { claims[name] = value } }
-        let issuer = AccessTokenIssuer(keys: keys, issuer: self.issuer, audience: family.resource, lifetime: settings.accessTokenLifetime, clock: clock)
-        try await store.touchOAuthGrant(userID: family.userID, tenantID: family.tenantID, clientID: family.clientID, resource: family.resource, now: clock.now())
         guard
             try await store.recordOAuthAccessToken(
                 tokenID: tokenID, familyID: family.familyID, sessionID: family.sessionID, expiresAt: clock.now() + settings.accessTokenLifetime + 60, now: clock.now())
         else {
             throw OAuthError.invalidGrant("the person's session or this grant ended while the token was being issued; authorize again")
         }
+        return try await issued(for: family, tokenID: tokenID, refreshToken: refreshToken)
+    }
+
+    /// The signed access token of a family whose token id is recorded, and the grant touched.
+    func issued(for family: OAuthFamilyRecord, tokenID: String, refreshToken: String?) async throws -> OAuthTokenResponse {
+        let stored = (try? StrictJSONReader().parseObject(Array(family.claims.utf8))) ?? [:]
+        var claims: JSONObject = [:]
+        for name in OAuthPerson.carriedClaims { if let value = stored[name] { claims[name] = value } }
+        let issuer = AccessTokenIssuer(keys: keys, issuer: self.issuer, audience: family.resource, lifetime: settings.accessTokenLifetime, clock: clock)
+        try await store.touchOAuthGrant(userID: family.userID, tenantID: family.tenantID, clientID: family.clientID, resource: family.resource, now: clock.now())
         let issued = try issuer.issue(subject: family.userID, tenantID: family.tenantID, clientID: family.clientID, scope: family.scope, additionalClaims: claims, tokenID: tokenID)
         return OAuthTokenResponse(
             accessToken: issued.token, expiresIn: Int(settings.accessTokenLifetime), refreshToken: refreshToken, scope: family.scope, resource: family.resource)

@@ -277,7 +277,9 @@ package enum OpenAPIDocument {
                   type: object
                   required: [grant_type]
                   properties:
-                    grant_type: {type: string, enum: [authorization_code, refresh_token]}
+                    grant_type: {type: string, enum: [authorization_code, refresh_token, "urn:ietf:params:oauth:grant-type:jwt-bearer"]}
+                    assertion: {type: string, description: "An Identity Assertion JWT Authorization Grant (with the jwt-bearer grant type and a trust.issuers entry with enterprise_authorization)."}
+                    scope: {type: string}
                     code: {type: string}
                     redirect_uri: {type: string}
                     code_verifier: {type: string}
@@ -287,14 +289,14 @@ package enum OpenAPIDocument {
                     resource: {type: string}
           responses:
             "200":
-              description: An access token for one MCP resource and its refresh token.
+              description: An access token for one MCP resource and its refresh token (none for an identity assertion grant).
               headers:
                 Cache-Control: {schema: {type: string, const: no-store}}
               content:
                 application/json:
                   schema:
                     type: object
-                    required: [access_token, token_type, expires_in, refresh_token, scope, resource]
+                    required: [access_token, token_type, expires_in, scope, resource]
                     properties:
                       access_token: {type: string}
                       token_type: {type: string, const: Bearer}

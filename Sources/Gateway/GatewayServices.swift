@@ -237,7 +237,7 @@ public struct GatewayServices: Sendable {
                 store: store, keys: keys, issuer: configuration.issuer.trimmingTrailingSlash, settings: settings, refreshLifetime: configuration.refreshTokenLifetime,
                 clock: clock, clientMetadata: clientMetadata),
             store: store, browser: browserSessionRoutes, recheck: providerRecheck, table: routeTable, verifier: authenticator.verifier,
-            connections: connectedAccounts, logger: logger)
+            connections: connectedAccounts, trusted: trustedIssuers, people: store, logger: logger)
     }
 
     /// People's connected accounts (none without `connections`).
@@ -256,7 +256,7 @@ public struct GatewayServices: Sendable {
             keys: keys, issuer: configuration.issuer, jwksURL: configuration.jwksURL, readiness: Readiness(monitor: monitor, trustedIssuers: trustedIssuers),
             routes: routeTable, dynamicRegistration: configuration.authorizationServer.dynamicRegistration,
             clientMetadataDocuments: !configuration.authorizationServer.clientMetadataHosts.isEmpty,
-            confidentialClients: configuration.authorizationServer.hasConfidentialClients)
+            confidentialClients: configuration.authorizationServer.hasConfidentialClients, trusted: trustedIssuers)
     }
 
     var socketGuard: WebSocketGuard {

@@ -166,6 +166,11 @@ public protocol OAuthRepository: Sendable {
     /// Recorded only while the session is live and the family has a live refresh token, in one step
     /// with those checks; `false` (nothing recorded, the token must not be issued) otherwise.
     func recordOAuthAccessToken(tokenID: String, familyID: String, sessionID: String, expiresAt: Double, now: Double) async throws -> Bool
+    /// Records an access token issued for a family that has no session and no refresh token (an
+    /// identity assertion grant's: the company's provider decided, no gateway session was used),
+    /// so that the family's end (`deleteOAuthGrant`, `deleteOAuthClient`) revokes it too.
+    /// `false` (nothing recorded) when the family does not exist.
+    func recordAssertionAccessToken(tokenID: String, familyID: String, expiresAt: Double) async throws -> Bool
     func oauthFamily(id: String) async throws -> OAuthFamilyRecord?
     /// Revokes every refresh token of a family, and its live access tokens; returns how many refresh tokens were live.
     @discardableResult

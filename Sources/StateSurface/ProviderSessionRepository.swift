@@ -131,3 +131,14 @@ public protocol ProviderSessionRepository: Sendable {
     @discardableResult
     func deleteExpiredProviderSignIns(before cutoff: Double) async throws -> Int
 }
+
+extension ProviderSessionRepository {
+    /// Records the id of a single-use assertion other than a logout token (an identity assertion
+    /// grant's); `false` when it was recorded already and has not expired (a replay), on any instance.
+    ///
+    /// Kept beside the logout tokens' ids (`logout_token_ids`): the caller makes `id` a hash over
+    /// a prefix of its own, the issuer and the `jti`, so ids of different kinds never meet.
+    public func rememberPresentedAssertion(id: String, expiresAt: Double, now: Double) async throws -> Bool {
+        try await rememberLogoutToken(id: id, expiresAt: expiresAt, now: now)
+    }
+}

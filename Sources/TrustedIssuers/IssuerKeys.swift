@@ -102,6 +102,20 @@ final class IssuerKeys: Sendable {
         return idPolicy
     }
 
+    /// The rules of an Identity Assertion JWT Authorization Grant (draft-ietf-oauth-identity-assertion-authz-grant,
+    /// section 3): `typ` `oauth-id-jag+jwt`, required; `aud` the gateway's issuer (with or without a
+    /// trailing slash); `iss`, `sub`, `aud`, `exp`, `iat`, `jti` and `client_id` required.
+    func identityAssertionGrantPolicy(audience: String) -> AccessTokenPolicy {
+        var grantPolicy = policy
+        let bare = audience.hasSuffix("/") ? String(audience.dropLast()) : audience
+        grantPolicy.audiences = [bare, bare + "/"]
+        grantPolicy.requiredClaims = ["iss", "sub", "aud", "exp", "iat", "jti", "client_id"]
+        grantPolicy.forbiddenClaims = ["nonce", "events"]
+        grantPolicy.acceptedTypes = ["oauth-id-jag+jwt"]
+        grantPolicy.requiresType = true
+        return grantPolicy
+    }
+
     /// The rules of a back-channel logout token (OpenID Connect Back-Channel Logout 1.0, 2.4 and
     /// 2.6): `aud` the gateway's `client_id`; `iss`, `iat` and `jti` required, `exp` when present;
     /// no `nonce`; `typ` `logout+jwt`, `JWT` or none, as providers in the field send.

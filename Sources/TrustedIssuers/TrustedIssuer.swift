@@ -56,6 +56,10 @@ public struct TrustedIssuer: Sendable, Equatable {
     /// `email` without `email_verified` then counts as verified. `false`: an
     /// address counts only with `email_verified: true`; an explicit `false` is never overridden.
     public var emailsVerified = false
+    /// Whether the gateway's authorization server takes this issuer's Identity Assertion JWT
+    /// Authorization Grants (`enterprise_authorization: true`): the company's provider decides
+    /// which client may act for whom at which MCP server, and no consent page is shown.
+    public var enterpriseAuthorization = false
 
     /// `claims` as this issuer's word makes them: with `emailsVerified`, an `email` without
     /// `email_verified` gets `email_verified: true` (an explicit value is kept, `false` too).
@@ -70,7 +74,7 @@ public struct TrustedIssuer: Sendable, Equatable {
     public static let settingNames: Set<String> = [
         "issuer", "jwks_url", "audiences", "algorithms", "tenant", "tenant_claim", "tenants", "subject_claim", "secret_file",
         "refresh_cooldown_seconds", "max_stale_seconds", "ca_file", "max_token_lifetime_seconds", "login", "access_token_type",
-        "access_tokens_carry_nonce", "emails_verified",
+        "access_tokens_carry_nonce", "emails_verified", "enterprise_authorization",
     ]
 
     public init(issuer: String, keySource: KeySource, audiences: [String], algorithms: [JWSAlgorithm]? = nil, tenant: Tenant) {
@@ -164,6 +168,7 @@ public struct TrustedIssuer: Sendable, Equatable {
         if let value = try entry.int("max_stale_seconds", in: 60...(30 * 86_400)) { maximumStaleness = Double(value) }
         if let value = try entry.int("max_token_lifetime_seconds", in: 60...(7 * 86_400)) { maximumTokenLifetime = Double(value) }
         if let value = try entry.bool("emails_verified") { emailsVerified = value }
+        if let value = try entry.bool("enterprise_authorization") { enterpriseAuthorization = value }
         if let file = try entry.string("ca_file") {
             guard FileManager.default.isReadableFile(atPath: file) else { throw entry.problem("ca_file", "names \(file), which cannot be read") }
             caFile = file

@@ -742,6 +742,25 @@ struct RepositoryContractTests {
         #expect(try await state.accessChanges(after: start, limit: 100).count == revoked.count + 1, "only the session's end was added")
     }
 
+    @Test("an identity assertion grant's access token is recorded for a family without session or refresh token (never for an unknown family) and revoked with its grant; an assertion's id is new once until it expires", arguments: StoreKind.available)
+    func assertionGrantTokens(kind: StoreKind) async throws {
+        let state = try await TestStore(kind).open()
+        try await state.insertOAuthFamily(
+            OAuthFamilyRecord(
+                familyID: "fam-jag", clientID: "ops", resource: "https://a.example/mcp", scope: "tools", userID: "ext_1", tenantID: "acme", sessionID: "", claims: "{}",
+                createdAt: now))
+        #expect(try await state.recordAssertionAccessToken(tokenID: "at-jag", familyID: "fam-jag", expiresAt: now + 600))
+        #expect(try await state.recordAssertionAccessToken(tokenID: "at-none", familyID: "fam-unknown", expiresAt: now + 600) == false)
+        try await state.upsertOAuthGrant(
+            OAuthGrantRecord(userID: "ext_1", tenantID: "acme", clientID: "ops", clientName: "Ops", resource: "https://a.example/mcp", scope: "tools", createdAt: now, updatedAt: now))
+        #expect(try await state.isTokenIDRevoked("at-jag") == false)
+        _ = try await state.deleteOAuthGrant(userID: "ext_1", tenantID: "acme", clientID: "ops", resource: "https://a.example/mcp", now: now)
+        #expect(try await state.isTokenIDRevoked("at-jag"))
+        #expect(try await state.rememberPresentedAssertion(id: "jag-1", expiresAt: now + 60, now: now))
+        #expect(try await state.rememberPresentedAssertion(id: "jag-1", expiresAt: now + 60, now: now + 1) == false, "a replay")
+        #expect(try await state.rememberPresentedAssertion(id: "jag-1", expiresAt: now + 200, now: now + 61), "expired, it may be taken again")
+    }
+
     @Test("an authorization code is redeemed once (of two exchanges, one wins; the second sees what the first was given); an expired one is unknown; a consent is widened in place and its removal revokes its families' refresh tokens", arguments: StoreKind.available)
     func authorizationServerState(kind: StoreKind) async throws {
         let state = try await TestStore(kind).open()

@@ -14,6 +14,7 @@ import SecurityGuard
 import ProviderLogin
 import StateSurface
 import TrafficCop
+import TrustedIssuers
 
 /// `/api/auth/oauth/*`: the gateway as the OAuth 2.1 authorization server (authorization with
 /// consent, token, revocation). The checks are `AuthorizationServer`'s; this is the HTTP around them.
@@ -31,6 +32,10 @@ struct AuthorizationServerRoutes: Sendable {
     let verifier: AccessTokenVerifier
     /// People's connected accounts, listed on the agents page.
     let connections: ConnectedAccountService
+    /// The trusted issuers, whose identity assertion grants it takes where `enterprise_authorization` says so.
+    let trusted: TrustedIssuers?
+    /// Provider users (an assertion's person) and the single-use ids of assertions.
+    let people: any ProviderUserRepository & ProviderSessionRepository
     let logger: Logger
 
     func register(on router: Router<GatewayRequestContext>) {
@@ -287,6 +292,8 @@ struct AuthorizationServerRoutes: Sendable {
                     sessionIsLive: sessionIsLive)
             case "refresh_token":
                 answer = try await tokens.refresh(token: form["refresh_token"], clientID: clientID, resource: form["resource"], sessionIsLive: sessionIsLive)
+            case OAuthTokenService.jwtBearerGrantType:
+                answer = try await assertionGrant(form, clientID: clientID)
             case nil:
                 throw OAuthError.invalidRequest("grant_type is required (authorization_code or refresh_token)")
             case let other?:

@@ -4,6 +4,7 @@ import EdgeHTTP
 import EmbeddedAssets
 import Hummingbird
 import JOSE
+import TrustedIssuers
 import MCPResource
 import Observability
 import RuntimeAPI
@@ -23,6 +24,8 @@ struct DiscoveryRoutes: Sendable {
     let clientMetadataDocuments: Bool
     /// Some configured client has a secret: the metadata offers `client_secret_basic` and `client_secret_post`.
     let confidentialClients: Bool
+    /// The trusted issuers: with one marked `enterprise_authorization`, the metadata offers the identity assertion grant.
+    let trusted: TrustedIssuers?
 
     func register(on router: Router<GatewayRequestContext>) {
         router.get("/.well-known/jwks.json") { _, _ -> Response in
@@ -85,7 +88,7 @@ struct DiscoveryRoutes: Sendable {
         var scopes: [String] = []
         for resource in routes.current.routes.compactMap(\.mcp) { for scope in resource.supportedScopes where !scopes.contains(scope) { scopes.append(scope) } }
         var document = AuthorizationServerMetadata.document(issuer: base, jwksURI: jwksURL, scopes: scopes, signingAlgorithms: algorithms, registration: dynamicRegistration, clientMetadataDocuments: clientMetadataDocuments,
-            confidentialClients: confidentialClients)
+            confidentialClients: confidentialClients, identityAssertionGrants: !(trusted?.enterpriseAuthorizationIssuers.isEmpty ?? true))
         document["portcullis_login_endpoint"] = .string(base + "/api/auth/login")
         document["portcullis_refresh_endpoint"] = .string(base + "/api/auth/refresh")
         document["portcullis_logout_endpoint"] = .string(base + "/api/auth/logout")

@@ -155,6 +155,16 @@ extension PostgresStateSurface: OAuthRepository {
         ).isEmpty
     }
 
+    public func recordAssertionAccessToken(tokenID: String, familyID: String, expiresAt: Double) async throws -> Bool {
+        try await !rows(
+            """
+            INSERT INTO oauth_access_tokens (token_id, family_id, session_id, expires_at)
+            SELECT \(tokenID), family_id, '', \(expiresAt) FROM oauth_families WHERE family_id = \(familyID)
+            RETURNING token_id
+            """
+        ).isEmpty
+    }
+
     /// Revokes the deleted access-token rows (`token_id, expires_at`) that are still live: a
     /// `revoked_tokens` row and a `tokenRevoked` change each.
     static func revokeOAuthAccessTokens(_ deleted: [PostgresRow], now: Double, _ connection: PostgresConnection, logger: Logger) async throws {

@@ -151,6 +151,18 @@ extension SQLiteStateSurface: OAuthRepository {
         }
     }
 
+    public func recordAssertionAccessToken(tokenID: String, familyID: String, expiresAt: Double) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO oauth_access_tokens (token_id, family_id, session_id, expires_at)
+                    SELECT ?, family_id, '', ? FROM oauth_families WHERE family_id = ?
+                    """,
+                arguments: [tokenID, expiresAt, familyID])
+            return db.changesCount == 1
+        }
+    }
+
     /// Revokes the recorded access tokens `condition` selects that are still live (a
     /// `revoked_tokens` row and a `tokenRevoked` change each), and forgets them all.
     static func revokeOAuthAccessTokens(where condition: String, _ arguments: [any DatabaseValueConvertible], now: Double, _ db: Database) throws {
