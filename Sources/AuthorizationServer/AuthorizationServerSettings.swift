@@ -65,7 +65,11 @@ public struct AuthorizationServerSettings: Sendable, Equatable {
                 // A secret written with `echo` ends in a newline that was never part of it.
                 while bytes.last == UInt8(ascii: "\n") || bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
                 guard bytes.count >= 16 else {
-                    throw ConfigurationError(fileKey: key, "names \(file), which holds \(bytes.count) bytes; a client secret needs at least 16 (openssl rand -base64 32 makes one)")
+                    throw ConfigurationError(fileKey: key, "names \(file), which holds \(bytes.count) bytes; a client secret needs at least 16 (openssl rand -hex 32 makes one)")
+                }
+                // The client sends it as text (a header or a form): bytes it could not send would lock it out.
+                guard bytes.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+                    throw ConfigurationError(fileKey: key, "names \(file), whose secret is not printable ASCII without spaces, so no client could send it; openssl rand -hex 32 makes one")
                 }
                 do {
                     secret = try ClientSecret(bytes)

@@ -10,12 +10,20 @@ public struct ClientAuthentication: Sendable, Equatable {
     public let secret: String?
     /// Whether it came in `Authorization: Basic`: a refusal then carries `WWW-Authenticate: Basic`.
     public let usedBasic: Bool
+    /// The Basic header's secret as it came, when form-decoding changed it: RFC 6749 asks clients
+    /// to form-encode, but `curl -u` and many libraries do not, and a secret with `+` or `%` in it
+    /// must work from both.
+    public let undecodedSecret: String?
 
-    public init(clientID: String?, secret: String?, usedBasic: Bool) {
+    public init(clientID: String?, secret: String?, usedBasic: Bool, undecodedSecret: String? = nil) {
         self.clientID = clientID
         self.secret = secret
         self.usedBasic = usedBasic
+        self.undecodedSecret = undecodedSecret
     }
+
+    /// The secrets it may have meant: the decoded one, and the one as it came when they differ.
+    public var presentedSecrets: [String] { [secret, undecodedSecret].compactMap { $0 } }
 
     /// Reads it from the request's `Authorization` header (when it is `Basic`) and its form.
     ///
@@ -31,9 +39,17 @@ public struct ClientAuthentication: Sendable, Equatable {
         // RFC 6749 2.3.1: base64 of the form-encoded id, a colon, the form-encoded secret.
         let encoded = authorization.dropFirst(6).trimmingCharacters(in: .whitespaces)
         guard encoded.utf8.count <= 4_096, let bytes = Data(base64Encoded: encoded), let text = String(data: bytes, encoding: .utf8),
-            let colon = text.firstIndex(of: ":"),
-            let id = Self.formDecoded(text[..<colon]), let secret = Self.formDecoded(text[text.index(after: colon)...]), !id.isEmpty
+            let colon = text.firstIndex(of: ":")
         else {
+            throw OAuthError.invalidClient("the Authorization header must be Basic with the base64 of client_id:client_secret (each form-encoded)")
+        }
+        let rawID = String(text[..<colon])
+        let rawSecret = String(text[text.index(after: colon)...])
+        // Decoded as RFC 6749 says; a part that does not decode (a lone `%`) is taken as it came.
+        let id = Self.formDecoded(rawID[...]) ?? rawID
+        let decodedSecret = Self.formDecoded(rawSecret[...])
+        let secret = decodedSecret ?? rawSecret
+        guard !id.isEmpty else {
             throw OAuthError.invalidClient("the Authorization header must be Basic with the base64 of client_id:client_secret (each form-encoded)")
         }
         guard formSecret == nil else {
@@ -42,7 +58,7 @@ public struct ClientAuthentication: Sendable, Equatable {
         if let named = form["client_id"], named != id {
             throw OAuthError.invalidRequest("client_id in the form names another client than the Authorization header")
         }
-        self.init(clientID: id, secret: secret, usedBasic: true)
+        self.init(clientID: id, secret: secret, usedBasic: true, undecodedSecret: rawSecret == secret ? nil : rawSecret)
     }
 
     /// `application/x-www-form-urlencoded` decoding of one part ("+" is a space).

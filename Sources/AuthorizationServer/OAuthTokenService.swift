@@ -74,10 +74,12 @@ public struct OAuthTokenService: Sendable {
         }
         let configured = settings.client(clientID)
         if let secret = configured?.secret {
-            guard let presented = authentication.secret else {
+            guard authentication.secret != nil else {
                 throw OAuthError.invalidClient("client \(clientID.prefix(80)) is confidential: authenticate with its secret (Authorization: Basic, or client_secret in the form)")
             }
-            guard secret.isMatched(by: presented) else { throw OAuthError.invalidClient("the client's secret is wrong") }
+            // Every candidate is compared, so the time taken does not say which one came close.
+            let matched = authentication.presentedSecrets.map(secret.isMatched(by:)).contains(true)
+            guard matched else { throw OAuthError.invalidClient("the client's secret is wrong") }
         } else if authentication.secret != nil {
             throw OAuthError.invalidClient("client \(clientID.prefix(80)) has no secret here (a public client): send client_id alone, and PKCE")
         }
@@ -213,8 +215,9 @@ public struct OAuthTokenService: Sendable {
     ///
     /// The family it makes has no session: the grant's end (`oauth revoke`, the client's removal)
     /// revokes the token, and the person's cut-off (`users disable`) refuses it.
-    /// - Throws: `OAuthError` `invalid_client` when the client is not the grant's, or did not
-    ///   authenticate with a secret; `invalid_target` for a resource other than the grant's.
+    /// - Throws: `OAuthError` `invalid_client` when the client did not authenticate with a secret;
+    ///   `invalid_grant` when it is not the grant's client, or the person was cut off or the grant
+    ///   revoked while it was issued; `invalid_scope` without every scope the resource requires.
     public func issueForAssertion(
         clientID: String?, grantedTo: String, person: OAuthPerson, resource: MCPResource, granted: [String]?, requested: String?
     ) async throws -> OAuthTokenResponse {
@@ -229,6 +232,10 @@ public struct OAuthTokenService: Sendable {
         }
         var unique: [String] = []
         for scope in scopes where !unique.contains(scope) { unique.append(scope) }
+        // As the code flow: a token without the scopes its route requires would open nothing.
+        if let missing = resource.scopes.first(where: { !unique.contains($0) }) {
+            throw OAuthError.invalidScope("the assertion (or the request's scope) does not grant \(missing), which the MCP server requires; the provider must grant it")
+        }
         let now = clock.now()
         let family = OAuthFamilyRecord(
             familyID: try RefreshTokenService.newFamilyID(), clientID: clientID, resource: resource.identifier, scope: unique.joined(separator: " "),
@@ -239,30 +246,43 @@ public struct OAuthTokenService: Sendable {
             try await store.upsertOAuthGrant(
                 OAuthGrantRecord(
                     userID: person.userID, tenantID: person.tenantID, clientID: clientID, clientName: settings.client(clientID)?.name ?? clientID,
-                    resource: resource.identifier, scope: family.scope, createdAt: now, updatedAt: now))
+                    resource: resource.identifier, scope: family.scope, createdAt: now, updatedAt: now, byAssertion: true))
         }
         let tokenID = "at_" + (try SecureRandom.identifier(bytes: 16))
         guard try await store.recordAssertionAccessToken(tokenID: tokenID, familyID: family.familyID, expiresAt: now + settings.accessTokenLifetime + 60) else {
-            throw OAuthError.invalidGrant("the grant ended while the token was being issued; present a new assertion")
+            throw OAuthError.invalidGrant("the person was cut off, or the grant revoked, while the token was being issued; nothing was issued")
         }
         return try await issued(for: family, tokenID: tokenID, refreshToken: nil)
     }
 
     /// RFC 7009: a refresh token ends its family; an access token of this server's is revoked by its id.
     /// Anything else is ignored (the answer is 200 whatever was sent, §2.2).
-    public func revoke(token: String, verifier: AccessTokenVerifier, resources: [String]) async throws {
+    ///
+    /// - Parameter clientID: the client the request authenticated as (`authenticate`), if any.
+    /// - Throws: `OAuthError` `invalid_client` for a confidential client's token revoked by
+    ///   anyone but that client, authenticated (§2.1: the server checks the token was issued to the caller).
+    public func revoke(token: String, clientID: String?, verifier: AccessTokenVerifier, resources: [String]) async throws {
         let now = clock.now()
         if token.hasPrefix(RefreshTokenService.oauthPrefix) {
-            if let record = try? await refreshTokens.peek(token), try await store.oauthFamily(id: record.familyID) != nil {
+            if let record = try? await refreshTokens.peek(token), let family = try await store.oauthFamily(id: record.familyID) {
+                try checkRevoker(clientID, owner: family.clientID)
                 try await store.revokeRefreshFamily(record.familyID, now: now)
             }
             return
         }
         for resource in resources {
             guard let verified = try? verifier.forAudience(resource).verify(token), let tokenID = verified.tokenID else { continue }
+            if let owner = verified.clientID { try checkRevoker(clientID, owner: owner) }
             try await store.revokeTokenID(tokenID, expiresAt: verified.expiresAt, now: now)
             return
         }
+    }
+
+    /// A confidential client's token is revoked only by that client (authenticated); a public
+    /// client's by whoever holds it (a public client cannot prove more).
+    private func checkRevoker(_ clientID: String?, owner: String) throws(OAuthError) {
+        guard settings.client(owner)?.secret != nil, clientID != owner else { return }
+        throw OAuthError.invalidClient("the token belongs to a confidential client; revoke it as that client, with its secret")
     }
 
     /// An access token for a family's resource: `aud` the resource, `client_id` the client, the

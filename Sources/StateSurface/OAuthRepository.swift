@@ -64,11 +64,15 @@ public struct OAuthGrantRecord: Sendable, Equatable {
     public var updatedAt: Double
     /// When a token was last issued under it (an exchange or a refresh); `nil`: never.
     public var lastUsedAt: Double?
+    /// Made by an identity assertion grant (the company's provider decided), not by the person's
+    /// consent: it never lets an authorization skip the consent page. A consent given later makes it the person's.
+    public var byAssertion: Bool
 
     public init(
         userID: String, tenantID: String, clientID: String, clientName: String, resource: String, scope: String, createdAt: Double, updatedAt: Double,
-        lastUsedAt: Double? = nil
+        lastUsedAt: Double? = nil, byAssertion: Bool = false
     ) {
+        self.byAssertion = byAssertion
         self.lastUsedAt = lastUsedAt
         self.userID = userID
         self.tenantID = tenantID
@@ -169,7 +173,10 @@ public protocol OAuthRepository: Sendable {
     /// Records an access token issued for a family that has no session and no refresh token (an
     /// identity assertion grant's: the company's provider decided, no gateway session was used),
     /// so that the family's end (`deleteOAuthGrant`, `deleteOAuthClient`) revokes it too.
-    /// `false` (nothing recorded) when the family does not exist.
+    /// Recorded only while the family's grant (`oauth_grants`, same person, client and resource)
+    /// stands and its person is a provider user who is not disabled, in one step with those checks (on
+    /// PostgreSQL their rows are held until it commits): `false` (nothing recorded, the token must
+    /// not be issued) otherwise, or when the family does not exist.
     func recordAssertionAccessToken(tokenID: String, familyID: String, expiresAt: Double) async throws -> Bool
     func oauthFamily(id: String) async throws -> OAuthFamilyRecord?
     /// Revokes every refresh token of a family, and its live access tokens; returns how many refresh tokens were live.

@@ -184,6 +184,10 @@ struct SchemaMigration: Sendable {
             name: "v14: a connected account's refresh, claimed by one instance at a time; the URL elicitations that send a person to connect",
             sqlite: connectionRefreshAndElicitations(real: "REAL"),
             postgres: connectionRefreshAndElicitations(real: "DOUBLE PRECISION")),
+        SchemaMigration(
+            name: "v15: grants a company's provider made (identity assertion grants), which never stand for a person's consent",
+            sqlite: "ALTER TABLE oauth_grants ADD COLUMN by_assertion INTEGER NOT NULL DEFAULT 0;",
+            postgres: "ALTER TABLE oauth_grants ADD COLUMN by_assertion BOOLEAN NOT NULL DEFAULT FALSE;"),
     ]
 
     /// Who holds a connected account's refresh now, and the URL elicitations an MCP client was

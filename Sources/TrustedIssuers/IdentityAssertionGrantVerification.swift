@@ -72,8 +72,15 @@ extension TrustedIssuers {
     }
 
     /// The grant's own members, checked for type: `jti` and `client_id` non-empty strings,
-    /// `resource` a string when present, `scope` a space-separated string when present.
+    /// `resource` a string when present, `scope` a space-separated string when present, and `aud`
+    /// one audience.
     static func identityAssertionGrant(_ claims: JSONObject, identity: ExternalIdentity, leeway: Double) -> IdentityAssertionGrantVerification {
+        // One authorization server: an assertion addressed to several could be redeemed at each.
+        switch claims["aud"] {
+        case .string?: break
+        case .array(let audiences)? where audiences.count == 1: break
+        default: return .refused(TokenValidationError(.invalidClaim, "the assertion's aud must name this authorization server alone"))
+        }
         guard let jti = claims["jti"]?.stringValue, !jti.isEmpty, jti.utf8.count <= 256 else {
             return .refused(TokenValidationError(.invalidClaim, "the assertion's jti must be a non-empty string of at most 256 bytes"))
         }

@@ -117,6 +117,8 @@ struct KeysCommand: AsyncParsableCommand {
         @OptionGroup var announcement: KeyRingAnnouncement
 
         func validate() throws {
+            // Unknown options land here too (the kid takes what no option claims): said as such.
+            if let option = kid.first(where: { $0.hasPrefix("--") }) { throw ValidationError("unknown option \(option)") }
             guard kid.count == 1 else {
                 throw ValidationError(kid.isEmpty ? "name the key to retire: portcullis keys retire KID" : "retire one key at a time; got \(kid.count) key ids")
             }

@@ -65,7 +65,7 @@ struct OAuthCommand: ParsableCommand {
             let named = try await PersonLookup(store: store).described(grants.map { ($0.userID, $0.tenantID) }, known: person)
             for grant in grants {
                 print(
-                    "\(named[PersonLookup.key(grant.userID, grant.tenantID)] ?? grant.userID)  \(grant.clientID) \"\(UsersCommand.shown(grant.clientName))\"  \(grant.resource)  scope: \(grant.scope.isEmpty ? "-" : grant.scope)  since \(Clients.day(grant.createdAt))"
+                    "\(named[PersonLookup.key(grant.userID, grant.tenantID)] ?? grant.userID)  \(grant.clientID) \"\(UsersCommand.shown(grant.clientName))\"  \(grant.resource)  scope: \(grant.scope.isEmpty ? "-" : grant.scope)  since \(Clients.day(grant.createdAt))\(grant.byAssertion ? "  (by the provider's assertion)" : "")"
                 )
             }
         }

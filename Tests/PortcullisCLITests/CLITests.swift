@@ -220,6 +220,8 @@ struct CLITests {
         #expect(try cli.run(["keys", "retire", "nobody", "--dir", "keys"]).status == 2)
         #expect(try cli.run(["keys", "retire", "--dir", "keys"]).status == 2, "retire names a key")
         #expect(try cli.run(["keys", "retire", "two", "three", "--dir", "keys"]).status == 2, "retire names one key")
+        let mistyped = try cli.run(["keys", "retire", "two", "--dri", "keys"])
+        #expect(mistyped.status == 2 && mistyped.stderr.contains("unknown option --dri"), "\(mistyped.stderr)")
         // A thumbprint kid begins with "-" one time in 64: it is a key id wherever a kid is asked for.
         #expect(try cli.run(["keys", "generate", "--alg", "ES256", "--dir", "keys", "--kid", "-dash", "--state", "next"]).status == 0)
         #expect(try cli.run(["keys", "rotate", "--dir", "keys", "--kid", "-dash"]).stdout.contains("activated -dash; retired two"))

@@ -88,9 +88,14 @@ struct ConfigCheckTests {
                 "authorization_server:\n  clients:\n    - {client_id: ops, redirect_uris: ['http://127.0.0.1/cb'], client_secret_file: short.secret}\n",
                 "holds 5 bytes; a client secret needs at least 16"
             ),
+            (
+                "authorization_server:\n  clients:\n    - {client_id: ops, redirect_uris: ['http://127.0.0.1/cb'], client_secret_file: spaced.secret}\n",
+                "not printable ASCII without spaces"
+            ),
         ]
         try cli.write("shared.secret", Array(String(repeating: "k", count: 40).utf8), mode: 0o644)
         try cli.write("short.secret", Array("short\n".utf8), mode: 0o600)
+        try cli.write("spaced.secret", Array("a secret with spaces in it\n".utf8), mode: 0o600)
         for (yaml, said) in cases {
             try cli.write("portcullis.yaml", Array(yaml.utf8), mode: 0o644)
             let result = try cli.run(["config", "check", "--config", "portcullis.yaml"])

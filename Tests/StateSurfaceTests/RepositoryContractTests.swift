@@ -658,7 +658,7 @@ struct RepositoryContractTests {
         #expect(named.tls == .verifyFull, "TLS is verified by default beyond loopback")
         let report = try await StateStores.migrate(store.configuration)
         #expect(report.appliedNow.isEmpty)
-        #expect(report.applied.count == 14 && report.applied.last?.hasPrefix("v14: a connected account") == true)
+        #expect(report.applied.count == 15 && report.applied.last?.hasPrefix("v15: grants a company's provider made") == true)
     }
 
     @Test("a provider's user is recorded at each sign-in: the names replaced, the first sign-in kept; listed the most recent first; found by id, subject, username or email in any case, never by part of one", arguments: StoreKind.available)
@@ -742,20 +742,39 @@ struct RepositoryContractTests {
         #expect(try await state.accessChanges(after: start, limit: 100).count == revoked.count + 1, "only the session's end was added")
     }
 
-    @Test("an identity assertion grant's access token is recorded for a family without session or refresh token (never for an unknown family) and revoked with its grant; an assertion's id is new once until it expires", arguments: StoreKind.available)
+    @Test("an identity assertion grant's access token is recorded for a family without session or refresh token, only while its grant stands and its provider user is not disabled (never for an unknown family), and revoked with its grant; a grant made by an assertion is marked so until the person consents; an assertion's id is new once until it expires", arguments: StoreKind.available)
     func assertionGrantTokens(kind: StoreKind) async throws {
         let state = try await TestStore(kind).open()
         try await state.insertOAuthFamily(
             OAuthFamilyRecord(
                 familyID: "fam-jag", clientID: "ops", resource: "https://a.example/mcp", scope: "tools", userID: "ext_1", tenantID: "acme", sessionID: "", claims: "{}",
                 createdAt: now))
+        // Not while the grant is missing, nor for a person who is no provider user or is disabled.
+        #expect(try await state.recordAssertionAccessToken(tokenID: "at-jag", familyID: "fam-jag", expiresAt: now + 600) == false)
+        try await state.upsertOAuthGrant(
+            OAuthGrantRecord(
+                userID: "ext_1", tenantID: "acme", clientID: "ops", clientName: "Ops", resource: "https://a.example/mcp", scope: "tools", createdAt: now, updatedAt: now,
+                byAssertion: true))
+        #expect(try await state.recordAssertionAccessToken(tokenID: "at-jag", familyID: "fam-jag", expiresAt: now + 600) == false)
+        try await state.recordProviderUser(
+            ProviderUserRecord(userID: "ext_1", issuer: "https://idp.example", subject: "s1", tenantID: "acme", email: nil, username: nil, name: nil, firstSeenAt: now, lastSeenAt: now))
         #expect(try await state.recordAssertionAccessToken(tokenID: "at-jag", familyID: "fam-jag", expiresAt: now + 600))
         #expect(try await state.recordAssertionAccessToken(tokenID: "at-none", familyID: "fam-unknown", expiresAt: now + 600) == false)
-        try await state.upsertOAuthGrant(
-            OAuthGrantRecord(userID: "ext_1", tenantID: "acme", clientID: "ops", clientName: "Ops", resource: "https://a.example/mcp", scope: "tools", createdAt: now, updatedAt: now))
         #expect(try await state.isTokenIDRevoked("at-jag") == false)
+        try await state.upsertOAuthGrant(
+            OAuthGrantRecord(
+                userID: "ext_1", tenantID: "acme", clientID: "ops", clientName: "Ops", resource: "https://b.example/mcp", scope: "tools", createdAt: now, updatedAt: now,
+                byAssertion: true))
+        #expect(try await state.oauthGrant(userID: "ext_1", tenantID: "acme", clientID: "ops", resource: "https://b.example/mcp")?.byAssertion == true)
+        try await state.upsertOAuthGrant(
+            OAuthGrantRecord(userID: "ext_1", tenantID: "acme", clientID: "ops", clientName: "Ops", resource: "https://b.example/mcp", scope: "tools", createdAt: now, updatedAt: now))
+        #expect(try await state.oauthGrant(userID: "ext_1", tenantID: "acme", clientID: "ops", resource: "https://b.example/mcp")?.byAssertion == false, "a consent makes it the person's")
         _ = try await state.deleteOAuthGrant(userID: "ext_1", tenantID: "acme", clientID: "ops", resource: "https://a.example/mcp", now: now)
         #expect(try await state.isTokenIDRevoked("at-jag"))
+        _ = try await state.cutOffProviderUser(id: "ext_1", now: now, forgetNames: false)
+        try await state.upsertOAuthGrant(
+            OAuthGrantRecord(userID: "ext_1", tenantID: "acme", clientID: "ops", clientName: "Ops", resource: "https://a.example/mcp", scope: "tools", createdAt: now, updatedAt: now))
+        #expect(try await state.recordAssertionAccessToken(tokenID: "at-late", familyID: "fam-jag", expiresAt: now + 600) == false, "the person is disabled")
         #expect(try await state.rememberPresentedAssertion(id: "jag-1", expiresAt: now + 60, now: now))
         #expect(try await state.rememberPresentedAssertion(id: "jag-1", expiresAt: now + 60, now: now + 1) == false, "a replay")
         #expect(try await state.rememberPresentedAssertion(id: "jag-1", expiresAt: now + 200, now: now + 61), "expired, it may be taken again")

@@ -70,7 +70,7 @@ enum AgentAccessPage {
                     <h2>\(RefusalPage.escaped(grant.clientName))\(host)</h2>
                     <p>Client <code>\(RefusalPage.escaped(grant.clientID))</code> at the MCP server \(server)</p>
                     <p>Scopes: \(scopes)</p>
-                    <p>Granted <time>\(timestamp(grant.createdAt))</time>; last used <time>\(grant.lastUsedAt.map(timestamp) ?? "never")</time></p>
+                    <p>Granted <time>\(timestamp(grant.createdAt))</time>\(grant.byAssertion ? " by your organisation's identity provider" : ""); last used <time>\(grant.lastUsedAt.map(timestamp) ?? "never")</time></p>
                     <form method="post" action="\(revokePath)">
                     <input type="hidden" name="client_id" value="\(RefusalPage.escaped(grant.clientID))">
                     <input type="hidden" name="resource" value="\(RefusalPage.escaped(grant.resource))">

@@ -55,7 +55,8 @@ extension AuthorizationServerRoutes {
         }
         let userID = try AuthenticatedCaller.externalUserID(issuer: issuer, subject: grant.identity.subject)
         let now = tokens.now
-        if let known = try await people.providerUser(id: userID), known.disabled {
+        let known = try await people.providerUser(id: userID)
+        if let known, known.disabled {
             refused("person_disabled", clientID: clientID, issuer: issuer, userID: userID)
             throw OAuthError.invalidGrant("the person is disabled at this gateway; its operator can enable them again")
         }
@@ -73,11 +74,16 @@ extension AuthorizationServerRoutes {
         // Known as a provider sign-in would make them known: `users find` and `users disable` name them.
         try await people.recordProviderUser(
             ProviderUserRecord(
-                userID: userID, issuer: issuer, subject: grant.identity.subject, tenantID: grant.identity.tenantID, email: claims["email"]?.stringValue,
-                username: claims["preferred_username"]?.stringValue, name: claims["name"]?.stringValue, firstSeenAt: now, lastSeenAt: now))
+                userID: userID, issuer: issuer, subject: grant.identity.subject, tenantID: grant.identity.tenantID, assertionClaims: claims, known: known, at: now))
         let person = OAuthPerson(userID: userID, tenantID: grant.identity.tenantID, sessionID: "", claims: claims)
-        let answer = try await tokens.issueForAssertion(
-            clientID: clientID, grantedTo: grant.clientID, person: person, resource: resource, granted: grant.scopes, requested: form["scope"])
+        let answer: OAuthTokenResponse
+        do {
+            answer = try await tokens.issueForAssertion(
+                clientID: clientID, grantedTo: grant.clientID, person: person, resource: resource, granted: grant.scopes, requested: form["scope"])
+        } catch let error as OAuthError {
+            refused(error.code == "invalid_scope" ? "scope_insufficient" : "ended_while_issuing", clientID: clientID, issuer: issuer, userID: userID)
+            throw error
+        }
         logger.info(
             "identity assertion grant accepted",
             metadata: ["client_id": .string(clientID), "issuer": .string(issuer), "user_id": .string(userID), "resource": .string(named), "scope": .string(answer.scope)])

@@ -116,7 +116,8 @@ struct AuthorizationServerRoutes: Sendable {
         }
         let person = Self.person(session)
         let grant = try await store.oauthGrant(userID: person.userID, tenantID: person.tenantID, clientID: checked.client.clientID, resource: checked.resource.identifier)
-        let remembered = grant.map { $0.scope.split(separator: " ").map(String.init) } ?? []
+        // A grant the company's provider made (an identity assertion's) is no consent of the person's.
+        let remembered = grant.flatMap { $0.byAssertion ? nil : $0.scope.split(separator: " ").map(String.init) } ?? []
         // A consent given before stands in for a click only where the redirect identifies the
         // client (RFC 8252 §8.6), and not when the client asks for the page (prompt=consent).
         if checked.scopes.allSatisfy(remembered.contains), checked.redirectIdentifiesClient, !checked.prompt.contains("consent") {
@@ -189,12 +190,12 @@ struct AuthorizationServerRoutes: Sendable {
         let person = Self.person(session)
         let now = tokens.now
         let earlier = try await store.oauthGrant(userID: person.userID, tenantID: person.tenantID, clientID: checked.client.clientID, resource: checked.resource.identifier)
-        var scopes = earlier.map { $0.scope.split(separator: " ").map(String.init) } ?? []
+        var scopes = earlier.flatMap { $0.byAssertion ? nil : $0.scope.split(separator: " ").map(String.init) } ?? []
         for scope in checked.scopes where !scopes.contains(scope) { scopes.append(scope) }
         try await store.upsertOAuthGrant(
             OAuthGrantRecord(
                 userID: person.userID, tenantID: person.tenantID, clientID: checked.client.clientID, clientName: checked.client.name,
-                resource: checked.resource.identifier, scope: scopes.joined(separator: " "), createdAt: earlier?.createdAt ?? now, updatedAt: now))
+                resource: checked.resource.identifier, scope: scopes.joined(separator: " "), createdAt: earlier?.createdAt ?? now, updatedAt: now, byAssertion: false))
         logger.info(
             "consent given",
             metadata: ["user_id": .string(person.userID), "client_id": .string(checked.client.clientID), "resource": .string(checked.resource.identifier)])
@@ -295,9 +296,10 @@ struct AuthorizationServerRoutes: Sendable {
             case OAuthTokenService.jwtBearerGrantType:
                 answer = try await assertionGrant(form, clientID: clientID)
             case nil:
-                throw OAuthError.invalidRequest("grant_type is required (authorization_code or refresh_token)")
+                throw OAuthError.invalidRequest("grant_type is required (authorization_code, refresh_token, or \(OAuthTokenService.jwtBearerGrantType))")
             case let other?:
-                throw OAuthError("unsupported_grant_type", "grant_type \(other.prefix(40)) is not supported; use authorization_code or refresh_token")
+                throw OAuthError(
+                    "unsupported_grant_type", "grant_type \(other.prefix(40)) is not supported; use authorization_code, refresh_token, or \(OAuthTokenService.jwtBearerGrantType)")
             }
             var response = JSONBody.response(answer.json, noStore: true)
             response.headers[HTTPField.Name("Pragma")!] = "no-cache"
@@ -317,13 +319,18 @@ struct AuthorizationServerRoutes: Sendable {
             return Self.tokenError(error)
         }
         // RFC 7009 2.1: a confidential client authenticates; a public one names itself, or nothing.
+        let clientID: String?
         do {
-            _ = try tokens.authenticate(try ClientAuthentication(authorization: request.headers[.authorization], form: form))
+            clientID = try tokens.authenticate(try ClientAuthentication(authorization: request.headers[.authorization], form: form))
         } catch {
             return Self.tokenError(error, basic: Self.triesBasic(request))
         }
         guard let token = form["token"], !token.isEmpty else { return Self.tokenError(.invalidRequest("token is required")) }
-        try await tokens.revoke(token: token, verifier: verifier, resources: resourceIdentifiers)
+        do {
+            try await tokens.revoke(token: token, clientID: clientID, verifier: verifier, resources: resourceIdentifiers)
+        } catch let error as OAuthError {
+            return Self.tokenError(error, basic: Self.triesBasic(request))
+        }
         return Response(status: .ok, headers: [.cacheControl: "no-store", .contentLength: "0"])
     }
 

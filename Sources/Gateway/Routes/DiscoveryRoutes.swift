@@ -88,7 +88,8 @@ struct DiscoveryRoutes: Sendable {
         var scopes: [String] = []
         for resource in routes.current.routes.compactMap(\.mcp) { for scope in resource.supportedScopes where !scopes.contains(scope) { scopes.append(scope) } }
         var document = AuthorizationServerMetadata.document(issuer: base, jwksURI: jwksURL, scopes: scopes, signingAlgorithms: algorithms, registration: dynamicRegistration, clientMetadataDocuments: clientMetadataDocuments,
-            confidentialClients: confidentialClients, identityAssertionGrants: !(trusted?.enterpriseAuthorizationIssuers.isEmpty ?? true))
+            confidentialClients: confidentialClients,             // Offered only when it can be used: an issuer marked, and a confidential client to present it.
+            identityAssertionGrants: confidentialClients && !(trusted?.enterpriseAuthorizationIssuers.isEmpty ?? true))
         document["portcullis_login_endpoint"] = .string(base + "/api/auth/login")
         document["portcullis_refresh_endpoint"] = .string(base + "/api/auth/refresh")
         document["portcullis_logout_endpoint"] = .string(base + "/api/auth/logout")

@@ -12,4 +12,13 @@ extension ProviderUserRecord {
             userID: userID, issuer: identity.issuer, subject: identity.subject, tenantID: identity.tenantID, email: text("email"),
             username: text("preferred_username"), name: text("name"), firstSeenAt: now, lastSeenAt: now)
     }
+
+    /// The record an identity assertion grant leaves: as a sign-in's, but a name the assertion does
+    /// not carry (ID-JAGs often carry none) keeps the one `known` had.
+    init(userID: String, issuer: String, subject: String, tenantID: String, assertionClaims claims: JSONObject, known: ProviderUserRecord?, at now: Double) {
+        func text(_ name: String) -> String? { claims[name]?.stringValue.flatMap { IdentityFieldValues.isFieldText($0) ? $0 : nil } }
+        self.init(
+            userID: userID, issuer: issuer, subject: subject, tenantID: tenantID, email: text("email") ?? known?.email,
+            username: text("preferred_username") ?? known?.username, name: text("name") ?? known?.name, firstSeenAt: now, lastSeenAt: now)
+    }
 }

@@ -41,17 +41,20 @@ extension PostgresStateSurface: OAuthRepository {
     public func upsertOAuthGrant(_ record: OAuthGrantRecord) async throws {
         _ = try await rows(
             """
-            INSERT INTO oauth_grants (user_id, tenant_id, client_id, client_name, resource, scope, created_at, updated_at)
-            VALUES (\(record.userID), \(record.tenantID), \(record.clientID), \(record.clientName), \(record.resource), \(record.scope), \(record.createdAt), \(record.updatedAt))
+            INSERT INTO oauth_grants (user_id, tenant_id, client_id, client_name, resource, scope, created_at, updated_at, by_assertion)
+            VALUES (
+                \(record.userID), \(record.tenantID), \(record.clientID), \(record.clientName), \(record.resource), \(record.scope), \(record.createdAt),
+                \(record.updatedAt), \(record.byAssertion))
             ON CONFLICT (user_id, tenant_id, client_id, resource) DO UPDATE SET
-                client_name = excluded.client_name, scope = excluded.scope, updated_at = excluded.updated_at
+                client_name = excluded.client_name, scope = excluded.scope, updated_at = excluded.updated_at,
+                by_assertion = (oauth_grants.by_assertion AND excluded.by_assertion)
             """)
     }
 
     public func oauthGrant(userID: String, tenantID: String, clientID: String, resource: String) async throws -> OAuthGrantRecord? {
         try await rows(
             """
-            SELECT user_id, tenant_id, client_id, client_name, resource, scope, created_at, updated_at, last_used_at FROM oauth_grants
+            SELECT user_id, tenant_id, client_id, client_name, resource, scope, created_at, updated_at, last_used_at, by_assertion FROM oauth_grants
             WHERE user_id = \(userID) AND tenant_id = \(tenantID) AND client_id = \(clientID) AND resource = \(resource)
             """
         ).first.map(Self.oauthGrant)
@@ -61,13 +64,13 @@ extension PostgresStateSurface: OAuthRepository {
         if let userID {
             return try await rows(
                 """
-                SELECT user_id, tenant_id, client_id, client_name, resource, scope, created_at, updated_at, last_used_at FROM oauth_grants
+                SELECT user_id, tenant_id, client_id, client_name, resource, scope, created_at, updated_at, last_used_at, by_assertion FROM oauth_grants
                 WHERE user_id = \(userID) ORDER BY updated_at DESC
                 """
             ).map(Self.oauthGrant)
         }
         return try await rows(
-            "SELECT user_id, tenant_id, client_id, client_name, resource, scope, created_at, updated_at, last_used_at FROM oauth_grants ORDER BY updated_at DESC"
+            "SELECT user_id, tenant_id, client_id, client_name, resource, scope, created_at, updated_at, last_used_at, by_assertion FROM oauth_grants ORDER BY updated_at DESC"
         ).map(Self.oauthGrant)
     }
 
@@ -159,7 +162,10 @@ extension PostgresStateSurface: OAuthRepository {
         try await !rows(
             """
             INSERT INTO oauth_access_tokens (token_id, family_id, session_id, expires_at)
-            SELECT \(tokenID), family_id, '', \(expiresAt) FROM oauth_families WHERE family_id = \(familyID)
+            SELECT \(tokenID), f.family_id, '', \(expiresAt) FROM oauth_families f WHERE f.family_id = \(familyID)
+              AND EXISTS (SELECT 1 FROM oauth_grants g
+                  WHERE g.user_id = f.user_id AND g.tenant_id = f.tenant_id AND g.client_id = f.client_id AND g.resource = f.resource FOR SHARE)
+              AND EXISTS (SELECT 1 FROM provider_users u WHERE u.user_id = f.user_id AND NOT u.disabled FOR SHARE)
             RETURNING token_id
             """
         ).isEmpty
@@ -267,10 +273,10 @@ extension PostgresStateSurface: OAuthRepository {
     }
 
     static func oauthGrant(_ row: PostgresRow) throws -> OAuthGrantRecord {
-        let (userID, tenantID, clientID, clientName, resource, scope, createdAt, updatedAt, lastUsedAt) = try row.decode(
-            (String, String, String, String, String, String, Double, Double, Double?).self)
+        let (userID, tenantID, clientID, clientName, resource, scope, createdAt, updatedAt, lastUsedAt, byAssertion) = try row.decode(
+            (String, String, String, String, String, String, Double, Double, Double?, Bool).self)
         return OAuthGrantRecord(
             userID: userID, tenantID: tenantID, clientID: clientID, clientName: clientName, resource: resource, scope: scope, createdAt: createdAt, updatedAt: updatedAt,
-            lastUsedAt: lastUsedAt)
+            lastUsedAt: lastUsedAt, byAssertion: byAssertion)
     }
 }

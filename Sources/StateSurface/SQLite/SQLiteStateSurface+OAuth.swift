@@ -47,12 +47,15 @@ extension SQLiteStateSurface: OAuthRepository {
         try await pool.write { db in
             try db.execute(
                 sql: """
-                    INSERT INTO oauth_grants (user_id, tenant_id, client_id, client_name, resource, scope, created_at, updated_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    INSERT INTO oauth_grants (user_id, tenant_id, client_id, client_name, resource, scope, created_at, updated_at, by_assertion)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT (user_id, tenant_id, client_id, resource) DO UPDATE SET
-                        client_name = excluded.client_name, scope = excluded.scope, updated_at = excluded.updated_at
+                        client_name = excluded.client_name, scope = excluded.scope, updated_at = excluded.updated_at,
+                        by_assertion = (oauth_grants.by_assertion AND excluded.by_assertion)
                     """,
-                arguments: [record.userID, record.tenantID, record.clientID, record.clientName, record.resource, record.scope, record.createdAt, record.updatedAt])
+                arguments: [
+                    record.userID, record.tenantID, record.clientID, record.clientName, record.resource, record.scope, record.createdAt, record.updatedAt, record.byAssertion,
+                ])
         }
     }
 
@@ -156,7 +159,10 @@ extension SQLiteStateSurface: OAuthRepository {
             try db.execute(
                 sql: """
                     INSERT INTO oauth_access_tokens (token_id, family_id, session_id, expires_at)
-                    SELECT ?, family_id, '', ? FROM oauth_families WHERE family_id = ?
+                    SELECT ?, f.family_id, '', ? FROM oauth_families f WHERE f.family_id = ?
+                      AND EXISTS (SELECT 1 FROM oauth_grants g
+                          WHERE g.user_id = f.user_id AND g.tenant_id = f.tenant_id AND g.client_id = f.client_id AND g.resource = f.resource)
+                      AND EXISTS (SELECT 1 FROM provider_users u WHERE u.user_id = f.user_id AND u.disabled = 0)
                     """,
                 arguments: [tokenID, expiresAt, familyID])
             return db.changesCount == 1
@@ -251,7 +257,7 @@ extension SQLiteStateSurface: OAuthRepository {
 
     static let oauthCodeColumns =
         "code_hash, client_id, redirect_uri, code_challenge, resource, scope, user_id, tenant_id, session_id, claims, created_at, expires_at, used_at, family_id, access_token_id"
-    static let oauthGrantColumns = "user_id, tenant_id, client_id, client_name, resource, scope, created_at, updated_at, last_used_at"
+    static let oauthGrantColumns = "user_id, tenant_id, client_id, client_name, resource, scope, created_at, updated_at, last_used_at, by_assertion"
 
     static func oauthCode(_ row: Row) -> OAuthCodeRecord {
         OAuthCodeRecord(
@@ -264,6 +270,6 @@ extension SQLiteStateSurface: OAuthRepository {
     static func oauthGrant(_ row: Row) -> OAuthGrantRecord {
         OAuthGrantRecord(
             userID: row["user_id"], tenantID: row["tenant_id"], clientID: row["client_id"], clientName: row["client_name"], resource: row["resource"],
-            scope: row["scope"], createdAt: row["created_at"], updatedAt: row["updated_at"], lastUsedAt: row["last_used_at"])
+            scope: row["scope"], createdAt: row["created_at"], updatedAt: row["updated_at"], lastUsedAt: row["last_used_at"], byAssertion: row["by_assertion"])
     }
 }

@@ -7,6 +7,7 @@ import MCPResource
 import NIOHTTP1
 import PortcullisTestSupport
 import ProviderLogin
+import StateSurface
 import Testing
 import TrafficCop
 
@@ -229,6 +230,28 @@ struct AuthorizationServerTests {
         }
     }
 
+    @Test("a grant the company's provider made (an identity assertion's) never stands in for the person's consent: prompt=none is consent_required and the page is shown; once the person consents it is theirs")
+    func assertionGrantIsNoConsent() async throws {
+        try await Self.gateway { fixture, jar in
+            let alice = try #require(try await fixture.state.user(tenantID: "default", username: "alice")).id
+            let now = Date().timeIntervalSince1970
+            try await fixture.state.upsertOAuthGrant(
+                OAuthGrantRecord(
+                    userID: alice, tenantID: "default", clientID: "other-cli", clientName: "Other", resource: Self.resource, scope: "tools", createdAt: now,
+                    updatedAt: now, byAssertion: true))
+            let https = Self.authorizeParameters(redirect: "https://other.example/cb", client: "other-cli")
+            let none = try await Self.authorize(fixture, jar, https + [("prompt", "none")])
+            #expect(none.status == 303 && Self.redirectParameters(none)["error"] == "consent_required", "\(none.raw)")
+            let page = try await Self.authorize(fixture, jar, https)
+            #expect(page.status == 200 && !page.raw.contains("You allowed it before"), "\(page.raw)")
+            let allowed = try await Self.consent(fixture, jar, https, page: page)
+            #expect(allowed.status == 303 && Self.redirectParameters(allowed)["code"] != nil, "\(allowed.raw)")
+            #expect(try await fixture.state.oauthGrant(userID: alice, tenantID: "default", clientID: "other-cli", resource: Self.resource)?.byAssertion == false)
+            let quiet = try await Self.authorize(fixture, jar, https + [("prompt", "none")])
+            #expect(quiet.status == 303 && Self.redirectParameters(quiet)["code"] != nil, "now the person's consent: \(quiet.raw)")
+        }
+    }
+
     @Test("a client with one registered https redirect_uri may leave it out of the authorization, and then out of the token request too; naming it there is refused")
     func redirectURILeftOut() async throws {
         try await Self.gateway { fixture, jar in
@@ -323,7 +346,7 @@ struct AuthorizationServerTests {
         }
     }
 
-    @Test("a configured client with a client_secret_file is confidential: the token and revocation endpoints take it only with its secret (Basic, or client_secret in the form; never both), a wrong or missing one is 401 invalid_client (with WWW-Authenticate: Basic after Basic) and spends no code; a public client that sends a secret is refused; the metadata offers both methods")
+    @Test("a configured client with a client_secret_file is confidential: the token and revocation endpoints take it only with its secret (Basic, or client_secret in the form; never both), a wrong or missing one is 401 invalid_client (with WWW-Authenticate: Basic after Basic) and spends no code; a public client that sends a secret is refused, and only the client itself revokes its tokens; Basic form-encoded or as curl sends it; the metadata offers both methods")
     func confidentialClient() async throws {
         let secret = "s3cret+of/ops:cli=long enough"
         try await Self.gateway(configure: { configuration in
@@ -361,8 +384,9 @@ struct AuthorizationServerTests {
             #expect(!issued.raw.contains(secret))
             let unauthenticated = try await post("/api/auth/oauth/token", [("grant_type", "refresh_token"), ("refresh_token", refresh), ("client_id", "ops-cli")])
             #expect(unauthenticated.status == 401 && unauthenticated.error == "invalid_client", "\(unauthenticated.raw)")
-            let refreshed = try await post(
-                "/api/auth/oauth/token", [("grant_type", "refresh_token"), ("refresh_token", refresh), ("client_id", "ops-cli"), ("client_secret", secret)])
+            // Basic as curl -u sends it, not form-encoded ("+" is a plus, not a space): the same secret.
+            let raw = ("Authorization", "Basic " + Data(("ops-cli:" + secret).utf8).base64EncodedString())
+            let refreshed = try await post("/api/auth/oauth/token", [("grant_type", "refresh_token"), ("refresh_token", refresh)], headers: [raw])
             #expect(refreshed.status == 200, "the unauthenticated attempt did not spend the refresh token: \(refreshed.raw)")
             let next = try #require(refreshed["refresh_token"])
             fixture.remember(next)
@@ -374,6 +398,11 @@ struct AuthorizationServerTests {
             #expect(revokeWrong.status == 401 && revokeWrong.error == "invalid_client", "\(revokeWrong.raw)")
             let revokeUnnamed = try await post("/api/auth/oauth/revoke", [("token", next), ("client_id", "ops-cli")])
             #expect(revokeUnnamed.status == 401, "\(revokeUnnamed.raw)")
+            // Only the client the token was issued to may revoke it (RFC 7009 2.1), not a stranger holding it.
+            let revokeAnonymous = try await post("/api/auth/oauth/revoke", [("token", next)])
+            #expect(revokeAnonymous.status == 401 && revokeAnonymous.error == "invalid_client", "\(revokeAnonymous.raw)")
+            let revokePublic = try await post("/api/auth/oauth/revoke", [("token", next), ("client_id", "other-cli")])
+            #expect(revokePublic.status == 401 && revokePublic.error == "invalid_client", "\(revokePublic.raw)")
             let kept = try await post("/api/auth/oauth/token", [("grant_type", "refresh_token"), ("refresh_token", next), ("client_id", "ops-cli"), ("client_secret", secret)])
             #expect(kept.status == 200, "the refused revocations revoked nothing: \(kept.raw)")
             let last = try #require(kept["refresh_token"])

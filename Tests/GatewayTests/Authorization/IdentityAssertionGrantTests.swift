@@ -82,17 +82,20 @@ struct IdentityAssertionGrantTests {
             // Once.
             let replayed = try await Self.present(fixture, assertion)
             #expect(replayed.status == 400 && replayed.error == "invalid_grant" && replayed.raw.contains("used already"), "\(replayed.raw)")
-            // The audience with a trailing slash is the same authorization server; a scope the request asks narrows.
-            let slashed = try await Self.present(fixture, try Self.assertion(provider, claims: ["aud": .string(Self.gatewayIssuer + "/")]), extra: [("scope", "admin")])
-            #expect(slashed.status == 200 && slashed["scope"] == "", "\(slashed.raw)")
+            // The audience with a trailing slash is the same authorization server; a scope the request asks narrows;
+            // an assertion without names keeps those the person had.
+            let slashed = try await Self.present(
+                fixture, try Self.assertion(provider, claims: ["aud": .string(Self.gatewayIssuer + "/"), "scope": "tools read", "email": .null]), extra: [("scope", "tools")])
+            #expect(slashed.status == 200 && slashed["scope"] == "tools", "\(slashed.raw)")
             fixture.remember(slashed["access_token"] ?? "")
+            #expect(try await fixture.state.providerUser(id: alice)?.email == "alice@example.com", "the email the first assertion gave is kept")
         }
         try await provider.stop()
         try await other.stop()
     }
 
     @Test(
-        "an ID-JAG is refused, each with its own error and nothing issued: another typ, another audience, expired, unsigned by its issuer, from an issuer not marked enterprise_authorization, for another client, for no or another resource, from a public client or an unauthenticated one, for a person disabled here"
+        "an ID-JAG is refused, each with its own error and nothing issued: another typ, another or several audiences, without the scopes its server requires, expired, unsigned by its issuer, from an issuer not marked enterprise_authorization, for another client, for no or another resource, from a public client or an unauthenticated one, for a person disabled here"
     )
     func refusals() async throws {
         let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "idp-1")])
@@ -102,6 +105,10 @@ struct IdentityAssertionGrantTests {
             let cases: [(String, String, (String, String)?, String, String)] = [
                 ("another typ", try Self.assertion(provider, header: ["typ": "JWT"]), ("ops-cli", Self.secret), "invalid_grant", "typ"),
                 ("another audience", try Self.assertion(provider, claims: ["aud": "https://elsewhere.example"]), ("ops-cli", Self.secret), "invalid_grant", "aud"),
+                ("several audiences", try Self.assertion(provider, claims: ["aud": [.string(Self.gatewayIssuer), "https://other-as.example"]]), ("ops-cli", Self.secret),
+                 "invalid_grant", "alone"),
+                ("without the scope the server requires", try Self.assertion(provider, claims: ["scope": "admin"]), ("ops-cli", Self.secret), "invalid_scope", "tools"),
+                ("a scope that is no string", try Self.assertion(provider, claims: ["scope": .null]), ("ops-cli", Self.secret), "invalid_grant", "scope"),
                 ("expired", try Self.assertion(provider, claims: ["exp": .number(Date().timeIntervalSince1970 - 600), "iat": .number(Date().timeIntervalSince1970 - 900)]),
                  ("ops-cli", Self.secret), "invalid_grant", "expired"),
                 ("signed by another key", try provider.token(
