@@ -47,8 +47,8 @@ context.load_cert_chain(cert, key)
 server.socket = context.wrap_socket(server.socket, server_side=True)
 server.serve_forever()
 PY
-(umask 077 && printf 'mcp-client-secret\n' > "$WORK/sso.secret")
-"$VENV/bin/python" "$ROOT/Tests/Browser/fake_idp.py" "$SSO_PORT" "$WORK/sso.secret" "http://127.0.0.1:$PORT/api/auth/oidc/backchannel-logout" \
+(umask 077 && printf 'mcp-client-secret\n' > "$WORK/sso.secret" && openssl rand -hex 32 > "$WORK/ci-agent.secret")
+CI_AGENT_SECRET_FILE="$WORK/ci-agent.secret" "$VENV/bin/python" "$ROOT/Tests/Browser/fake_idp.py" "$SSO_PORT" "$WORK/sso.secret" "http://127.0.0.1:$PORT/api/auth/oidc/backchannel-logout" \
   > "$WORK/sso.log" 2>&1 & SSO_PID=$!
 for _ in $(seq 100); do curl -sf -o /dev/null "127.0.0.1:$SSO_PORT/jwks" && break; sleep 0.1; done
 for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$TOOLS") 2>/dev/null && break; sleep 0.1; done
@@ -70,6 +70,8 @@ start_serve "$WORK" "$PORT" "  public_url: http://127.0.0.1:$PORT
             scopes: ['tools:slow']" "authorization_server:
   dynamic_registration: true
   client_metadata_hosts: ['localhost:$DOCUMENTS']   # the documents server is not on 443: its port is named
+  clients:
+    - {client_id: ci-agent, name: CI agent, redirect_uris: ['http://127.0.0.1/callback'], client_secret_file: $WORK/ci-agent.secret}
 limits:
   idle_timeout_seconds: 2
   request_timeout_seconds: 2
@@ -78,13 +80,14 @@ trust:
     - issuer: http://127.0.0.1:$SSO_PORT
       audiences: [portcullis-browser]
       tenant: sso
+      enterprise_authorization: true
       login:
         name: fake
         display_name: Fake IdP
         client_id: portcullis
         client_secret_file: $WORK/sso.secret"
 
-GATEWAY="http://127.0.0.1:$PORT" SSO="http://127.0.0.1:$SSO_PORT" TOOLS="http://127.0.0.1:$TOOLS" CHROMIUM="$CHROMIUM" CALLBACK_PORT="$CALLBACK" CLIENT_METADATA_URL="$CLIENT_METADATA_URL" "$VENV/bin/python" "$ROOT/Tests/MCP/test_mcp.py" || {
+GATEWAY="http://127.0.0.1:$PORT" SSO="http://127.0.0.1:$SSO_PORT" ENTERPRISE_SECRET_FILE="$WORK/ci-agent.secret" TOOLS="http://127.0.0.1:$TOOLS" CHROMIUM="$CHROMIUM" CALLBACK_PORT="$CALLBACK" CLIENT_METADATA_URL="$CLIENT_METADATA_URL" "$VENV/bin/python" "$ROOT/Tests/MCP/test_mcp.py" || {
   status=$?
   for log in serve.log tools.log sso.log documents.log; do
     [ -f "$WORK/$log" ] && { echo "--- $log (last 40 lines)"; tail -40 "$WORK/$log" | sed -E 's/eyJ[A-Za-z0-9_.-]+/<token>/g; s/rto_[A-Za-z0-9_-]+/<refresh>/g'; }

@@ -5,6 +5,13 @@ a login page whose button approves, the redirect back with `code`, `state` and `
 endpoint that checks client_secret_basic, the redirect URI and the PKCE verifier and returns an
 ID token (with the flow's nonce and a `sid`) and a refresh token, and an end-session page.
 
+As a company's provider under enterprise-managed authorization: `POST /test/id-token` signs the
+person in as an agent would (an ID token for the client `ci-agent`), and its token endpoint
+exchanges that ID token (RFC 8693, `requested_token_type` id-jag, the agent authenticating with
+`client_secret_post`, its secret in `CI_AGENT_SECRET_FILE`) for an Identity Assertion JWT
+Authorization Grant (`typ` oauth-id-jag+jwt) for the `audience` and `resource` asked, with the
+scopes asked.
+
 For the tests: `POST /test/backchannel-logout` makes it send a back-channel logout token for the
 last signed-in `sid` to the gateway's back-channel logout URI, and answers the gateway's status.
 
@@ -36,7 +43,11 @@ KEY = ec.generate_private_key(ec.SECP256R1())
 KID = "fake-idp-1"
 LOCK = threading.Lock()
 CODES = {}  # code -> (redirect_uri, challenge, nonce, sid)
-STATE = {"last_sid": None, "refresh": {}}
+STATE = {"last_sid": None, "refresh": {}, "agent_id_tokens": set()}
+AGENT_ID = "ci-agent"
+AGENT_SECRET = open(os.environ["CI_AGENT_SECRET_FILE"]).read().strip() if os.environ.get("CI_AGENT_SECRET_FILE") else None
+TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+ID_JAG_TYPE = "urn:ietf:params:oauth:token-type:id-jag"
 
 
 def b64url(data):
@@ -113,11 +124,38 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, b"{}")
 
+    def _id_jag(self, form):
+        """RFC 8693 at the provider: the agent's ID token for an ID-JAG naming the authorization server and resource."""
+        if AGENT_SECRET is None or form.get("client_id") != AGENT_ID or form.get("client_secret") != AGENT_SECRET:
+            self._json(401, {"error": "invalid_client"})
+            return
+        with LOCK:
+            known = form.get("subject_token") in STATE["agent_id_tokens"]
+        if not known or form.get("subject_token_type") != "urn:ietf:params:oauth:token-type:id_token" or \
+                form.get("requested_token_type") != ID_JAG_TYPE or not form.get("audience") or not form.get("resource"):
+            self._json(400, {"error": "invalid_request"})
+            return
+        now = int(time.time())
+        claims = {"iss": ISSUER, "sub": "browser-sso-user", "aud": form["audience"], "client_id": AGENT_ID, "jti": secrets.token_hex(16),
+                  "iat": now, "exp": now + 300, "resource": form["resource"], "email": "sso@example.com", "email_verified": True}
+        if form.get("scope"):
+            claims["scope"] = form["scope"]
+        self._json(200, {"access_token": sign(claims, typ="oauth-id-jag+jwt"), "issued_token_type": ID_JAG_TYPE, "token_type": "N_A", "expires_in": 300})
+
     def do_POST(self):
         url = urllib.parse.urlsplit(self.path)
         body = self.rfile.read(int(self.headers.get("Content-Length", "0") or 0)).decode()
         form = dict(urllib.parse.parse_qsl(body))
-        if url.path == "/token":
+        if url.path == "/token" and form.get("grant_type") == TOKEN_EXCHANGE:
+            self._id_jag(form)
+        elif url.path == "/test/id-token":
+            now = int(time.time())
+            token = sign({"iss": ISSUER, "sub": "browser-sso-user", "aud": AGENT_ID, "iat": now, "exp": now + 300,
+                          "email": "sso@example.com", "email_verified": True})
+            with LOCK:
+                STATE["agent_id_tokens"].add(token)
+            self._json(200, {"id_token": token})
+        elif url.path == "/token":
             expected = "Basic " + base64.b64encode(f"{CLIENT_ID}:{CLIENT_SECRET}".encode()).decode()
             if self.headers.get("Authorization") != expected:
                 self._json(401, {"error": "invalid_client"})

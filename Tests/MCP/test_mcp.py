@@ -20,6 +20,10 @@ the provider too (its end-session page, through the page's form-action) and ends
 and refresh token at once (issue 65).
 A client of 2026-07-28 discovers the server (server/discover) through the gateway, and a method the
 gateway does not pass is answered as that revision's transport requires (404, -32601).
+Enterprise-managed authorization (issue 66): the SDK's `IdentityAssertionOAuthProvider`, a confidential
+client, gets an ID-JAG from the test provider (RFC 8693 exchange of the agent's ID token there) and
+presents it to the gateway's token endpoint; its tool call reaches the server as the provider's person,
+with no consent page; the same ID-JAG presented again is refused.
 
 Environment: GATEWAY (http://127.0.0.1:PORT), CHROMIUM, CALLBACK_PORT, CLIENT_METADATA_URL, SSO (the test provider's URL),
 TOOLS (the FastMCP server's own URL, asked what it observed).
@@ -37,6 +41,7 @@ import urllib.request
 import httpx2
 from mcp import ClientSession
 from mcp.client.auth import OAuthClientProvider, TokenStorage
+from mcp.client.auth.extensions.identity_assertion import IdentityAssertionOAuthProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from playwright.async_api import async_playwright
@@ -226,6 +231,49 @@ async def modern(storage):
         answer = json.loads(body or b"{}")
         check(status == expected and answer.get("error", {}).get("code") == -32601 and answer.get("id") == 9,
               f"a method the gateway does not pass is {expected} with -32601 Method not found at {version} ({status}, {answer.get('error', {}).get('code')})")
+
+
+async def enterprise():
+    """The SDK's ID-JAG client: the company's provider decides, the gateway checks, no consent page."""
+    print("--- enterprise-managed authorization (ID-JAG) with the SDK's IdentityAssertionOAuthProvider")
+    sso = os.environ["SSO"]
+    secret = open(os.environ["ENTERPRISE_SECRET_FILE"]).read().strip()
+    given = []
+
+    async def fetch_id_jag(audience, resource):
+        async with httpx2.AsyncClient(timeout=10) as http:
+            id_token = (await http.post(sso + "/test/id-token")).json()["id_token"]
+            answer = await http.post(sso + "/token", data={
+                "grant_type": "urn:ietf:params:oauth:grant-type:token-exchange", "client_id": "ci-agent", "client_secret": secret,
+                "subject_token": id_token, "subject_token_type": "urn:ietf:params:oauth:token-type:id_token",
+                "requested_token_type": "urn:ietf:params:oauth:token-type:id-jag", "audience": audience, "resource": resource, "scope": "tools"})
+            assertion = answer.json()["access_token"]
+            given.append(assertion)
+            return assertion
+
+    status, _, body = raw("GET", "/.well-known/oauth-authorization-server")
+    metadata = json.loads(body)
+    check("urn:ietf:params:oauth:grant-type:jwt-bearer" in metadata.get("grant_types_supported", []) and
+          metadata.get("authorization_grant_profiles_supported") == ["urn:ietf:params:oauth:grant-profile:id-jag"],
+          "the metadata offers the jwt-bearer grant and the id-jag profile")
+    storage = MemoryStorage()
+    auth = IdentityAssertionOAuthProvider(
+        server_url=GATEWAY + "/mcp/tools", storage=storage, client_id="ci-agent", client_secret=secret, issuer=GATEWAY,
+        assertion_provider=fetch_id_jag, scope="tools")
+    async with httpx2.AsyncClient(auth=auth, timeout=30) as http:
+        async with streamable_http_client(GATEWAY + "/mcp/tools", http_client=http) as streams:
+            async with ClientSession(streams[0], streams[1]) as session:
+                await session.initialize()
+                who = await session.call_tool("whoami", {})
+                seen = json.loads(who.content[0].text) if not who.is_error else {}
+                check(seen.get("client_id") == "ci-agent" and (seen.get("sub") or "").startswith("ext_") and seen.get("authorization") is False,
+                      f"the tool call reaches the server as the provider's person, for ci-agent, without the client's token ({seen})")
+    check(len(given) == 1 and storage.tokens is not None and storage.tokens.refresh_token is None,
+          "one ID-JAG was exchanged for an access token, with no refresh token")
+    replay = urllib.parse.urlencode({"grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer", "assertion": given[0], "client_id": "ci-agent",
+                                     "client_secret": secret, "resource": GATEWAY + "/mcp/tools"}).encode()
+    status, _, body = raw("POST", "/api/auth/oauth/token", body=replay, headers={"Content-Type": "application/x-www-form-urlencoded"})
+    check(status == 400 and json.loads(body).get("error") == "invalid_grant", f"the same ID-JAG presented again is refused ({status})")
 
 
 async def guarded(page, client_metadata_url):
@@ -429,6 +477,7 @@ async def main():
         # First with a Client ID Metadata Document (the 2025-11-25 default), then by registration.
         tools_storage = await flow(page, client_metadata_url=os.environ["CLIENT_METADATA_URL"], expected_client="described by localhost")
         await modern(tools_storage)
+        await enterprise()
         await flow(page, client_metadata_url=None, expected_client="registered itself: unverified")
         guarded_storage = await guarded(page, os.environ["CLIENT_METADATA_URL"])
         await agents_page(page, tools_storage)
