@@ -1,3 +1,4 @@
+import Foundation
 import ConfigurationReading
 import TrustedIssuers
 
@@ -82,9 +83,14 @@ public struct ConnectionSettings: Sendable, Equatable {
         if let bad = scopes.first(where: { $0.isEmpty || $0.utf8.contains { $0 <= 0x20 || $0 == 0x22 || $0 == 0x5C || $0 >= 0x7F } }) {
             throw entry.problem("scopes", "lists \"\(bad)\", which is not a scope (RFC 6749 3.3: visible ASCII without spaces, quotes or backslashes)")
         }
+        let caFile = try entry.string("ca_file")
+        // Read at start, as a trusted issuer's: a file it cannot read is said now, not at the first connect.
+        if let caFile, !FileManager.default.isReadableFile(atPath: caFile) {
+            throw entry.problem("ca_file", "names \(caFile), which cannot be read")
+        }
         self.init(
             name: name, displayName: try entry.string("display_name"), authorizationEndpoint: authorization, tokenEndpoint: token,
             revocationEndpoint: try endpoint("revocation_endpoint"), clientID: clientID, clientSecretFile: secretFile, scopes: scopes,
-            caFile: try entry.string("ca_file"))
+            caFile: caFile)
     }
 }

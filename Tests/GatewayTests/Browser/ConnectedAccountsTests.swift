@@ -507,7 +507,7 @@ struct ConnectedAccountsTests {
         }
     }
 
-    @Test("connections read themselves: an unknown key, a bad name, an endpoint neither https nor loopback http, a missing client and two entries with one name each stop start naming connections[N].KEY")
+    @Test("connections read themselves: an unknown key, a bad name, an endpoint neither https nor loopback http, a missing client, an unreadable ca_file and two entries with one name each stop start naming connections[N].KEY")
     func configuration() async throws {
         func read(_ yaml: String) async throws -> ConnectionsConfiguration {
             let path = NSTemporaryDirectory() + "connections-" + UUID().uuidString + ".yaml"
@@ -535,6 +535,7 @@ struct ConnectedAccountsTests {
             ("token_endpoint: https://github.com/login/oauth/access_token", "token_endpoint: http://github.com/token", "connections[0].token_endpoint"),
             ("    client_id: Iv1.abc\n", "", "connections[0].client_id"),
             ("scopes: [repo, read:org]", "scopes: [\"repo read\"]", "connections[0].scopes"),
+            ("scopes: [repo, read:org]", "scopes: [repo]\n    ca_file: /nonexistent/service-ca.pem", "connections[0].ca_file"),
         ]
         for (from, to, key) in cases {
             await #expect(performing: { _ = try await read(good.replacingOccurrences(of: from, with: to)) }, throws: { ($0 as? ConfigurationError)?.message.contains(key) == true })
