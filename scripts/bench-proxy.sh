@@ -6,7 +6,10 @@
 # (trust.issuers, its JWKS served on loopback) for the same request as the local token;
 # one the same token on a route with a policy (issue 38), and one forward-auth's decision
 # for that request (/api/auth/verify, as nginx's auth_request would ask it); one a browser's
-# session cookie on an auth: browser route (issue 44), to set beside the Bearer token's row.
+# session cookie on an auth: browser route (issue 44), to set beside the Bearer token's row; one an
+# MCP tools/call on a route that sends the person's connected token upstream (issue 66:
+# upstream_credential, the token cached), beside the same call without one, with the first call's
+# time after connecting (its token read from the store).
 #
 # The floor: three rows of floor-proxy (Benchmarks/FloorProxy), a minimal SwiftNIO reverse
 # proxy without authentication built from the same packages, one on NIOHTTP1's codecs, one
@@ -67,7 +70,7 @@ fi
 FLOOR_BIN="$ROOT/.build/release/floor-proxy"
 WORK=$(mktemp -d)
 UPSTREAM=18401 NGINX_PROXY=18402 HAPROXY=18403 GATEWAY=18404 FLOOR_NIO=18405 FLOOR_BYTES=18406 NGINX_LOGGED=18407 GATEWAY_INFO=18408 GATEWAY_COMPARE=18409 GATEWAY_SAME=18411
-FLOOR_DECODER=18410 NGINX_AUTH=18412
+FLOOR_DECODER=18410 NGINX_AUTH=18412 SERVICE=18413
 PIDS=()
 cleanup() {
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -152,8 +155,32 @@ rate_limits:
     per_minute: 1000000
     burst: 1000000"
 TOOL_RULES="{tools: [{name: 'search_*'}, {name: add}, {name: 'delete_*', require: {any_of: [{claim: groups, contains: admins}]}}]}"
-start_serve "$WORK/gateway" "$GATEWAY" "  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\", {prefix: /api/policy, upstream: \"http://127.0.0.1:$UPSTREAM\", require: {scopes: [bench:read], any_of: [{claim: groups, contains: bench}], tenants: [default]}}, {prefix: /api/browser, upstream: \"http://127.0.0.1:$UPSTREAM\", auth: browser}, {prefix: /mcp/bench, upstream: \"http://127.0.0.1:$UPSTREAM/rpc\", mcp: true}, {prefix: /mcp/rules, upstream: \"http://127.0.0.1:$UPSTREAM/rpc\", mcp: $TOOL_RULES}, {prefix: /mcp/list, upstream: \"http://127.0.0.1:$UPSTREAM/tools\", mcp: true}, {prefix: /mcp/rules-list, upstream: \"http://127.0.0.1:$UPSTREAM/tools\", mcp: $TOOL_RULES}]
-  trusted_proxies: [127.0.0.1]" "$AS_YAML
+# A service the bench user connects once (issue 66): the gateway is its OAuth client, and the route
+# /mcp/acting sends the person's token there upstream (the MCP server beside /mcp/bench's). The service
+# only signs the person in and issues a day-long token; it is not on the measured path.
+(umask 077 && openssl rand -hex 32 > "$WORK/service.secret")
+python3 - "$SERVICE" > "$WORK/service.log" 2>&1 <<'PY' &
+import http.server, json, secrets, sys, urllib.parse
+class Service(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *_): pass
+    def do_GET(self):
+        query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
+        back = query["redirect_uri"] + "?" + urllib.parse.urlencode({"code": secrets.token_urlsafe(16), "state": query["state"]})
+        self.send_response(302); self.send_header("Location", back); self.send_header("Content-Length", "0"); self.end_headers()
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        body = json.dumps({"access_token": "svc_" + secrets.token_urlsafe(24), "token_type": "bearer", "expires_in": 86400,
+                           "refresh_token": "svc_rt_" + secrets.token_urlsafe(24), "scope": "read"}).encode()
+        self.send_response(200); self.send_header("Content-Type", "application/json"); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Service).serve_forever()
+PY
+PIDS+=("$!")
+CONNECTIONS_YAML="connections:
+  - {name: bench, authorization_endpoint: 'http://127.0.0.1:$SERVICE/authorize', token_endpoint: 'http://127.0.0.1:$SERVICE/token', client_id: bench, client_secret_file: '$WORK/service.secret', scopes: [read]}"
+start_serve "$WORK/gateway" "$GATEWAY" "  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\", {prefix: /api/policy, upstream: \"http://127.0.0.1:$UPSTREAM\", require: {scopes: [bench:read], any_of: [{claim: groups, contains: bench}], tenants: [default]}}, {prefix: /api/browser, upstream: \"http://127.0.0.1:$UPSTREAM\", auth: browser}, {prefix: /mcp/bench, upstream: \"http://127.0.0.1:$UPSTREAM/rpc\", mcp: true}, {prefix: /mcp/rules, upstream: \"http://127.0.0.1:$UPSTREAM/rpc\", mcp: $TOOL_RULES}, {prefix: /mcp/list, upstream: \"http://127.0.0.1:$UPSTREAM/tools\", mcp: true}, {prefix: /mcp/rules-list, upstream: \"http://127.0.0.1:$UPSTREAM/tools\", mcp: $TOOL_RULES}, {prefix: /mcp/acting, upstream: \"http://127.0.0.1:$UPSTREAM/rpc\", mcp: true, upstream_credential: {connection: bench}}]
+  trusted_proxies: [127.0.0.1]" "$CONNECTIONS_YAML
+$AS_YAML
   intent_per_user:
     per_minute: 1000000
     burst: 1000000
@@ -296,6 +323,30 @@ for path in ["/mcp/rules", "/mcp/list", "/mcp/rules-list"]:
 print(token, measured, *others)
 PY
 )
+# The bench user's MCP client token for /mcp/acting, and the service connected in their browser (the
+# connect page's button, the service's approval, the callback), so that its rows send the connected token.
+read -r MCP_ACTING_TOKEN < <(mcp_tokens "$GATEWAY" "$COOKIE" /mcp/acting)
+ACTING_ELICITED=$(curl -s -X POST -H "Authorization: Bearer $MCP_ACTING_TOKEN" -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+  -d '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_docs","arguments":{}}}' "127.0.0.1:$GATEWAY/mcp/acting")
+case "$ACTING_ELICITED" in *-32042*) ;; *) echo "bench-proxy.sh: before connecting, /mcp/acting did not ask for the connection: $ACTING_ELICITED" >&2; exit 1 ;; esac
+python3 - "$GATEWAY" "$COOKIE" <<'PY' || { echo "bench-proxy.sh: connecting the bench service failed" >&2; exit 1; }
+import http.client, re, sys, urllib.parse
+port, cookie = int(sys.argv[1]), sys.argv[2]
+def ask(host_port, method, path, body=None, headers={}):
+    connection = http.client.HTTPConnection("127.0.0.1", host_port)
+    connection.request(method, path, body=body, headers=headers)
+    answer = connection.getresponse()
+    return answer.status, answer.getheader("Location"), answer.read()
+status, _, page = ask(port, "GET", "/.portcullis/connect/bench?rd=%2F", headers={"Cookie": cookie})
+nonce = re.search(rb'name="nonce" value="([^"]+)"', page).group(1).decode()
+status, location, _ = ask(port, "POST", "/.portcullis/connect/bench?rd=%2F", "nonce=" + nonce,
+                          {"Cookie": cookie, "Sec-Fetch-Site": "same-origin", "Content-Type": "application/x-www-form-urlencoded"})
+service = urllib.parse.urlsplit(location)
+_, back, _ = ask(service.port, "GET", service.path + "?" + service.query)
+callback = urllib.parse.urlsplit(back)
+status, _, _ = ask(port, "GET", callback.path + "?" + callback.query, headers={"Cookie": cookie})
+sys.exit(0 if status in (200, 303) else f"the callback answered {status}")
+PY
 # The provider's token for the same kind of request (its keys are fetched at start; wait for them).
 # It holds what the policy route asks (a scope, a group): the two provider rows differ by the policy alone.
 EXT_TOKEN=$("$BIN" token issue --keys "$WORK/idp" --sub bench-external --issuer https://idp.bench.example --audience portcullis-bench --ttl 2h \
@@ -379,6 +430,13 @@ CALL='{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add","argu
 EXPECT=200 check -X POST -H "Authorization: Bearer $MCP_TOKEN" -H 'Content-Type: application/json' -d "$CALL" "127.0.0.1:$GATEWAY/mcp/bench"
 EXPECT=401 check -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d "$CALL" "127.0.0.1:$GATEWAY/mcp/bench"
 EXPECT=200 check -X POST -H "Authorization: Bearer $MCP_RULES_TOKEN" -H 'Content-Type: application/json' -d "$CALL" "127.0.0.1:$GATEWAY/mcp/rules"
+# The first call after connecting reads the sealed token from the store (a cache miss); the next finds it in memory.
+acting_call() { curl -s -o "$WORK/acting.out" -w '%{time_total}' -X POST -H "Authorization: Bearer $MCP_ACTING_TOKEN" -H 'Content-Type: application/json' \
+  -H 'Accept: application/json, text/event-stream' -d "$CALL" "127.0.0.1:$GATEWAY/mcp/acting"; }
+ACTING_FIRST=$(acting_call)
+case "$(cat "$WORK/acting.out")" in *-32042*|"") echo "bench-proxy.sh: /mcp/acting did not pass the call once connected: $(cat "$WORK/acting.out")" >&2; exit 1 ;; esac
+ACTING_NEXT=$(acting_call)
+echo "the person's connected token: the first call after connecting took $(python3 -c "print(f'{$ACTING_FIRST*1000:.1f}')") ms (its token read from the store), the next $(python3 -c "print(f'{$ACTING_NEXT*1000:.1f}')") ms (from memory), one curl each"
 if [ -n "${COMPARE_BIN:-}" ]; then EXPECT=200 check -H "Authorization: Bearer $TOKEN_COMPARE" "127.0.0.1:$GATEWAY_COMPARE/api/bench/"; fi
 if [ -n "${COMPARE_BIN:-}" ] && [ "${COMPARE_MCP:-}" = 1 ]; then
   EXPECT=200 check -X POST -H "Authorization: Bearer $MCP_TOKEN_COMPARE" -H 'Content-Type: application/json' -d "$CALL" "127.0.0.1:$GATEWAY_COMPARE/mcp/bench"
@@ -459,6 +517,7 @@ for round in $(seq "$ROUNDS"); do
   run "Portcullis Bearer route, the same POST" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/" -s "$WORK/mcp.lua"
   NO_BEARER=1 run "the MCP server directly (the upstream), the same POST" "$UPSTREAM_PID" "http://127.0.0.1:$UPSTREAM/rpc" -s "$WORK/mcp.lua"
   AUTH_TOKEN=$MCP_RULES_TOKEN run "Portcullis MCP tools/call decided by a tool rule" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/mcp/rules" -s "$WORK/mcp.lua"
+  AUTH_TOKEN=$MCP_ACTING_TOKEN run "Portcullis MCP tools/call sent with the person's connected token" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/mcp/acting" -s "$WORK/mcp.lua"
   if [ -n "${COMPARE_BIN:-}" ] && [ "${COMPARE_MCP:-}" = 1 ]; then
     AUTH_TOKEN=$MCP_TOKEN_COMPARE run "Portcullis MCP tools/call (JSON), COMPARE_BIN" "$GATEWAY_COMPARE_PID" "http://127.0.0.1:$GATEWAY_COMPARE/mcp/bench" -s "$WORK/mcp.lua"
     AUTH_TOKEN=$MCP_TOKEN_SAME run "Portcullis MCP tools/call (JSON), COMPARE_BIN's configuration" "$GATEWAY_SAME_PID" "http://127.0.0.1:$GATEWAY_SAME/mcp/bench" -s "$WORK/mcp.lua"
@@ -562,6 +621,9 @@ if same in names and compare:
     print(f"\nA/B, the same configuration (with COMPARE_MCP, this build's has one more route): this binary against COMPARE_BIN: CPU a request {same_round(same, compare[0], 4):.3f}x, "
           f"req/s {same_round(same, compare[0], 2):.3f}x, p99 {same_round(same, compare[0], 3):.3f}x (medians of same-round ratios)")
 mcp, bearer = "Portcullis MCP tools/call (JSON)", "Portcullis Bearer route, the same POST"
+acting = "Portcullis MCP tools/call sent with the person's connected token"
+if any(r[0] == mcp for r in rows) and any(r[0] == acting for r in rows):
+    print(f"\nMCP tools/call with the person's connected token (cached): CPU per request {same_round(acting, mcp, 4):.3f}x the same call without one (same-round median; target at most 1.05x)")
 if any(r[0] == mcp for r in rows) and any(r[0] == bearer for r in rows):
     print(f"\nMCP tools/call: CPU per request {same_round(mcp, bearer, 4):.2f}x the Bearer route's for the same POST (same-round median)")
 ruled, listed, filtered = "Portcullis MCP tools/call decided by a tool rule", "Portcullis MCP tools/list, no rules (8 tools)", "Portcullis MCP tools/list filtered by tool rules (8 to 3)"

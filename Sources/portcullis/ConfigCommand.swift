@@ -33,10 +33,10 @@ struct ConfigCommand: AsyncParsableCommand {
             // No keys directory: the providers' sealing key is serve's to make, never the check's.
             let (_, providers, _) = try ServeCommand.readSecrets(gateway, keysDirectory: nil, logger: quiet)
             for warning in ServeCommand.startWarnings(gateway) { Terminal.warning(warning) }
-            let issuers = gateway.trust.issuers.count, logins = providers.providers.count
+            let issuers = gateway.trust.issuers.count, logins = providers.providers.count, connections = gateway.connections.connections.count
             print(
                 "configuration good (\(file.source)): \(gateway.routes.count) route(s), \(issuers) trusted issuer(s), "
-                    + "\(logins) sign-in provider(s); the gateway would listen on \(gateway.host):\(gateway.port)")
+                    + "\(logins) sign-in provider(s), \(connections) connection(s); the gateway would listen on \(gateway.host):\(gateway.port)")
             // Against a running gateway of this directory (its keys directory): what a reload would do.
             if let running = RunningConfiguration.read(from: settings.keysDirectory) {
                 let checked = try RunningConfiguration(pid: 0, values: file, gateway: gateway, salt: running.salt)

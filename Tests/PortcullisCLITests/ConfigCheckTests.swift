@@ -145,7 +145,7 @@ struct ConfigCheckTests {
         try cli.write("portcullis.yaml", Array(yaml.utf8), mode: 0o644)
         let result = try cli.run(["config", "check", "--config", "portcullis.yaml"])
         #expect(result.status == 0 && result.stderr.contains("portcullis: warning: gateway.issuer is not set"), "\(result.stderr)")
-        #expect(result.stdout.contains("1 sign-in provider(s); the gateway would listen on 0.0.0.0:8080"), "\(result.stdout)")
+        #expect(result.stdout.contains("1 sign-in provider(s), 0 connection(s); the gateway would listen on 0.0.0.0:8080"), "\(result.stdout)")
         #expect(!FileManager.default.fileExists(atPath: cli.directory + "/keys") && !FileManager.default.fileExists(atPath: cli.directory + "/data"))
     }
 }
