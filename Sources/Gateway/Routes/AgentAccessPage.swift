@@ -159,7 +159,7 @@ extension AuthorizationServerRoutes {
         guard let (session, cookieValue) = try await browser.session(request, context) else {
             return Self.errorPage(.unauthorized, code: "not_signed_in", message: "this browser is no longer signed in; sign in and open /.portcullis/agents again")
         }
-        guard let nonce = form["nonce"], let expected = try? Self.agentsNonce(cookieValue: cookieValue), nonce == expected else {
+        guard FormNonce.matches(form["nonce"], try? Self.agentsNonce(cookieValue: cookieValue)) else {
             return Self.errorPage(.forbidden, code: "csrf_refused", message: "this revocation did not come from this browser's own page; open /.portcullis/agents again")
         }
         let person = Self.person(session)

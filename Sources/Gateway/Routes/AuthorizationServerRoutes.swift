@@ -181,7 +181,7 @@ struct AuthorizationServerRoutes: Sendable {
         guard let (session, cookieValue) = try await browser.session(request, context) else {
             return Self.errorPage(.unauthorized, code: "not_signed_in", message: "this browser is no longer signed in; start again from the application")
         }
-        guard let nonce, let expected = try? Self.consentNonce(cookieValue: cookieValue), nonce == expected else {
+        guard FormNonce.matches(nonce, try? Self.consentNonce(cookieValue: cookieValue)) else {
             return Self.errorPage(.forbidden, code: "csrf_refused", message: "this consent was not given on this browser's own page; start again from the application")
         }
         guard decision == "allow" else {

@@ -143,7 +143,7 @@ struct ConnectRoutes: Sendable {
         guard let (session, cookieValue) = try await browser.session(request, context) else {
             return Self.errorPage(.unauthorized, "not_signed_in", "this browser is no longer signed in; sign in and open the connect page again")
         }
-        guard let nonce = form["nonce"], nonce == (try? Self.nonce(cookieValue: cookieValue, connection: connection.settings.name)) else {
+        guard FormNonce.matches(form["nonce"], try? Self.nonce(cookieValue: cookieValue, connection: connection.settings.name)) else {
             return Self.errorPage(.forbidden, "csrf_refused", "this did not come from this browser's own connect page; open it again")
         }
         let owner = ConnectionTokenVault.Owner(userID: session.caller.userID, tenantID: session.caller.tenantID, connection: connection.settings.name)
@@ -199,7 +199,7 @@ struct ConnectRoutes: Sendable {
         guard let (session, cookieValue) = try await browser.session(request, context) else {
             return Self.errorPage(.unauthorized, "not_signed_in", "this browser is no longer signed in; sign in and open the agents page again")
         }
-        guard let nonce = form["nonce"], nonce == (try? AuthorizationServerRoutes.agentsNonce(cookieValue: cookieValue)) else {
+        guard FormNonce.matches(form["nonce"], try? AuthorizationServerRoutes.agentsNonce(cookieValue: cookieValue)) else {
             return Self.errorPage(.forbidden, "csrf_refused", "this did not come from this browser's own agents page; open it again")
         }
         let owner = ConnectionTokenVault.Owner(userID: session.caller.userID, tenantID: session.caller.tenantID, connection: name)
