@@ -8,6 +8,9 @@ import ProviderLogin
 import SecurityGuard
 import TrafficCop
 import StateSurface
+import AsyncHTTPClient
+import NIOCore
+import PortcullisTestSupport
 import Testing
 
 /// Connected accounts (issue 66, first part): a signed-in person connects a service once, the
@@ -293,6 +296,64 @@ struct ConnectedAccountsTests {
         #expect(refused.status == 403 && refused.json["error"] == "connection_required", "\(refused.raw)")
         #expect(try await fixture.state.connectedAccount(userID: aliceID, tenantID: "default", connection: "github") == nil, "a refused refresh forgets the account")
         try await fixture.stop()
+        try await service.stop()
+    }
+
+    @Test(
+        "a disconnect ends an MCP tool call under way that carries the connected token: its SSE stream ends within a second, the MCP server is told notifications/cancelled without the token, and the next call asks to connect again"
+    )
+    func disconnectEndsMCPCall() async throws {
+        let service = try await FakeOAuthService.start()
+        let secret = try TrustedIssuerSecretTests.secretFile(Array("service-secret-of-portcullis\n".utf8), mode: 0o600)
+        defer { try? FileManager.default.removeItem(atPath: secret) }
+        let seen = EventStreamUpstream.Seen()
+        let upstream = try await EventStreamUpstream.start(seen: seen)
+        var route = try MCPRouteTests.mcpRoute("/mcp/s", upstream: upstream.port, base: "")
+        route.upstreamCredential = .connection("github")
+        let fixture = try await Self.gateway(service, secretFile: secret, routes: [route])
+        try await fixture.addUser("alice")
+        let aliceID = try #require(try await fixture.state.user(tenantID: "default", username: "alice")).id
+        let jar = try await Self.signedIn(fixture, "alice")
+        try await Self.connect(fixture, jar)
+        let connected = service.books.withLock { Array($0.accessTokens.keys) }
+        for token in connected + service.books.withLock({ Array($0.refreshTokens.keys) }) { fixture.remember(token) }
+        let token = try MCPRouteTests.token(fixture, audience: MCPRouteTests.publicURL + "/mcp/s", subject: aliceID)
+        func call() -> HTTPClientRequest {
+            var request = HTTPClientRequest(url: fixture.baseURL + "/mcp/s")
+            request.method = .POST
+            request.headers.add(name: "Authorization", value: "Bearer " + token)
+            request.headers.add(name: "Accept", value: "application/json, text/event-stream")
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.headers.add(name: "Mcp-Session-Id", value: "mcp-session-acting")
+            request.headers.add(name: "MCP-Protocol-Version", value: "2025-11-25")
+            request.body = .bytes(ByteBuffer(string: #"{"jsonrpc":"2.0","id":"call-9","method":"tools/call","params":{"name":"slow"}}"#))
+            return request
+        }
+        let stream = HeldStream(call())
+        await stream.wait(seconds: 3) { $0.text.contains("\"progress\":2") }
+        #expect(stream.text.contains("\"progress\":2"), "the upstream's events did not come: \(stream.text)")
+        let page = try await BrowserSessionTests.get(fixture, "/.portcullis/agents", jar)
+        let nonce = try #require(page.raw.firstMatch(of: /name="nonce" value="([^"]+)"/)?.1)
+        let done = try await Answer.request(
+            .POST, fixture.baseURL + "/.portcullis/connect/github/disconnect",
+            headers: [("Sec-Fetch-Site", "same-origin"), ("Content-Type", "application/x-www-form-urlencoded"), jar.header], body: "nonce=\(nonce)",
+            followRedirects: false)
+        #expect(done.status == 303, "\(done.raw)")
+        let disconnected = ContinuousClock.now
+        await stream.wait(seconds: 3) { $0.ended != nil }
+        let ended = try #require(stream.ended, "the stream outlived the disconnect: \(stream.text)")
+        #expect(ended - disconnected < .seconds(TimeBounds.seconds(1)), "ended \(ended - disconnected) after the disconnect")
+        let deadline = ContinuousClock.now + .seconds(3)
+        while seen.cancellations.isEmpty, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        let cancellation = try #require(seen.cancellations.first, "the MCP server was not told to stop")
+        #expect(cancellation.body.contains("call-9") && cancellation.hasAssertion, "\(cancellation.body)")
+        #expect(cancellation.authorization == nil, "the cancel carries no token of the ended connection: \(cancellation.authorization ?? "")")
+        let again = try await fixture.send(
+            .POST, "/mcp/s", bearer: token, headers: [("MCP-Protocol-Version", "2025-11-25")],
+            body: #"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"slow"}}"#)
+        #expect(again.status == 200 && again.raw.contains("-32042"), "the next call asks to connect again: \(again.raw)")
+        try await fixture.stop()
+        try await upstream.stop()
         try await service.stop()
     }
 

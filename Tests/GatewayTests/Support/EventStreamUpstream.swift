@@ -20,6 +20,8 @@ enum EventStreamUpstream {
             let body: String
             let sessionID: String?
             let hasAssertion: Bool
+            /// The `Authorization` it came with, if any (a connected token must not be on it once the connection ended).
+            let authorization: String?
             let at: ContinuousClock.Instant
         }
         let state = Mutex<(cancellations: [Cancellation], closedStreams: [ContinuousClock.Instant])>(([], []))
@@ -34,7 +36,7 @@ enum EventStreamUpstream {
             if body.contains("notifications/cancelled") {
                 let cancellation = Seen.Cancellation(
                     body: body, sessionID: request.headers[HTTPField.Name("Mcp-Session-Id")!],
-                    hasAssertion: request.headers[HTTPField.Name("X-Portcullis-Assertion")!] != nil, at: .now)
+                    hasAssertion: request.headers[HTTPField.Name("X-Portcullis-Assertion")!] != nil, authorization: request.headers[.authorization], at: .now)
                 seen.state.withLock { $0.cancellations.append(cancellation) }
                 return Response(status: .accepted)
             }
