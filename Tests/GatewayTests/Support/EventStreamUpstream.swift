@@ -24,8 +24,10 @@ enum EventStreamUpstream {
             let authorization: String?
             let at: ContinuousClock.Instant
         }
-        let state = Mutex<(cancellations: [Cancellation], closedStreams: [ContinuousClock.Instant])>(([], []))
+        let state = Mutex<(cancellations: [Cancellation], closedStreams: [ContinuousClock.Instant], callAuthorizations: [String?])>(([], [], []))
         var cancellations: [Cancellation] { state.withLock { $0.cancellations } }
+        /// The `Authorization` of each request answered with a stream, in order (`nil`: none came).
+        var callAuthorizations: [String?] { state.withLock { $0.callAuthorizations } }
         var closedStreams: [ContinuousClock.Instant] { state.withLock { $0.closedStreams } }
     }
 
@@ -40,6 +42,7 @@ enum EventStreamUpstream {
                 seen.state.withLock { $0.cancellations.append(cancellation) }
                 return Response(status: .accepted)
             }
+            seen.state.withLock { $0.callAuthorizations.append(request.headers[.authorization]) }
             let split = request.uri.queryParameters.get("split") == "1"
             return Response(
                 status: .ok, headers: [.contentType: "text/event-stream", .cacheControl: "no-store"],
