@@ -115,6 +115,13 @@ TOOLS_LIST="${TOOLS_LIST%,}]}}"
 nginx_conf upstream $UPSTREAM "location = /idp/jwks.json { default_type application/json; alias $WORK/idp/jwks.json; }
     location = /tools { default_type application/json; return 200 '$TOOLS_LIST'; }
     location = /rpc { default_type application/json; return 200 '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"3\"}]}}'; }
+    # /mcp/acting's server: the same answer, only to a request carrying the connected service's token (403
+    # otherwise), so the row's non-2xx count shows every request went with it.
+    location = /rpc-acting {
+      default_type application/json;
+      if (\$http_authorization !~ '^Bearer svc_') { return 403 '{\"error\":\"no connected token\"}'; }
+      return 200 '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"3\"}]}}';
+    }
     location / { default_type application/json; return 200 '{\"ok\":true,\"service\":\"bench upstream\"}'; }"
 UPSTREAM_PID=${PIDS[-1]}
 nginx_conf proxy $NGINX_PROXY 'location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; }'
@@ -178,7 +185,7 @@ PY
 PIDS+=("$!")
 CONNECTIONS_YAML="connections:
   - {name: bench, authorization_endpoint: 'http://127.0.0.1:$SERVICE/authorize', token_endpoint: 'http://127.0.0.1:$SERVICE/token', client_id: bench, client_secret_file: '$WORK/service.secret', scopes: [read]}"
-start_serve "$WORK/gateway" "$GATEWAY" "  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\", {prefix: /api/policy, upstream: \"http://127.0.0.1:$UPSTREAM\", require: {scopes: [bench:read], any_of: [{claim: groups, contains: bench}], tenants: [default]}}, {prefix: /api/browser, upstream: \"http://127.0.0.1:$UPSTREAM\", auth: browser}, {prefix: /mcp/bench, upstream: \"http://127.0.0.1:$UPSTREAM/rpc\", mcp: true}, {prefix: /mcp/rules, upstream: \"http://127.0.0.1:$UPSTREAM/rpc\", mcp: $TOOL_RULES}, {prefix: /mcp/list, upstream: \"http://127.0.0.1:$UPSTREAM/tools\", mcp: true}, {prefix: /mcp/rules-list, upstream: \"http://127.0.0.1:$UPSTREAM/tools\", mcp: $TOOL_RULES}, {prefix: /mcp/acting, upstream: \"http://127.0.0.1:$UPSTREAM/rpc\", mcp: true, upstream_credential: {connection: bench}}]
+start_serve "$WORK/gateway" "$GATEWAY" "  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\", {prefix: /api/policy, upstream: \"http://127.0.0.1:$UPSTREAM\", require: {scopes: [bench:read], any_of: [{claim: groups, contains: bench}], tenants: [default]}}, {prefix: /api/browser, upstream: \"http://127.0.0.1:$UPSTREAM\", auth: browser}, {prefix: /mcp/bench, upstream: \"http://127.0.0.1:$UPSTREAM/rpc\", mcp: true}, {prefix: /mcp/rules, upstream: \"http://127.0.0.1:$UPSTREAM/rpc\", mcp: $TOOL_RULES}, {prefix: /mcp/list, upstream: \"http://127.0.0.1:$UPSTREAM/tools\", mcp: true}, {prefix: /mcp/rules-list, upstream: \"http://127.0.0.1:$UPSTREAM/tools\", mcp: $TOOL_RULES}, {prefix: /mcp/acting, upstream: \"http://127.0.0.1:$UPSTREAM/rpc-acting\", mcp: true, upstream_credential: {connection: bench}}]
   trusted_proxies: [127.0.0.1]" "$CONNECTIONS_YAML
 $AS_YAML
   intent_per_user:
@@ -326,14 +333,14 @@ PY
 # The bench user's MCP client token for /mcp/acting, and the service connected in their browser (the
 # connect page's button, the service's approval, the callback), so that its rows send the connected token.
 read -r MCP_ACTING_TOKEN < <(mcp_tokens "$GATEWAY" "$COOKIE" /mcp/acting)
-ACTING_ELICITED=$(curl -s -X POST -H "Authorization: Bearer $MCP_ACTING_TOKEN" -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+ACTING_ELICITED=$(curl -s --max-time 10 -X POST -H "Authorization: Bearer $MCP_ACTING_TOKEN" -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
   -d '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_docs","arguments":{}}}' "127.0.0.1:$GATEWAY/mcp/acting")
 case "$ACTING_ELICITED" in *-32042*) ;; *) echo "bench-proxy.sh: before connecting, /mcp/acting did not ask for the connection: $ACTING_ELICITED" >&2; exit 1 ;; esac
 python3 - "$GATEWAY" "$COOKIE" <<'PY' || { echo "bench-proxy.sh: connecting the bench service failed" >&2; exit 1; }
 import http.client, re, sys, urllib.parse
 port, cookie = int(sys.argv[1]), sys.argv[2]
 def ask(host_port, method, path, body=None, headers={}):
-    connection = http.client.HTTPConnection("127.0.0.1", host_port)
+    connection = http.client.HTTPConnection("127.0.0.1", host_port, timeout=10)
     connection.request(method, path, body=body, headers=headers)
     answer = connection.getresponse()
     return answer.status, answer.getheader("Location"), answer.read()
@@ -431,11 +438,11 @@ EXPECT=200 check -X POST -H "Authorization: Bearer $MCP_TOKEN" -H 'Content-Type:
 EXPECT=401 check -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d "$CALL" "127.0.0.1:$GATEWAY/mcp/bench"
 EXPECT=200 check -X POST -H "Authorization: Bearer $MCP_RULES_TOKEN" -H 'Content-Type: application/json' -d "$CALL" "127.0.0.1:$GATEWAY/mcp/rules"
 # The first call after connecting reads the sealed token from the store (a cache miss); the next finds it in memory.
-acting_call() { curl -s -o "$WORK/acting.out" -w '%{time_total}' -X POST -H "Authorization: Bearer $MCP_ACTING_TOKEN" -H 'Content-Type: application/json' \
+acting_call() { curl -s --max-time 10 -o "$WORK/acting.out" -w '%{http_code} %{time_total}' -X POST -H "Authorization: Bearer $MCP_ACTING_TOKEN" -H 'Content-Type: application/json' \
   -H 'Accept: application/json, text/event-stream' -d "$CALL" "127.0.0.1:$GATEWAY/mcp/acting"; }
-ACTING_FIRST=$(acting_call)
-case "$(cat "$WORK/acting.out")" in *-32042*|"") echo "bench-proxy.sh: /mcp/acting did not pass the call once connected: $(cat "$WORK/acting.out")" >&2; exit 1 ;; esac
-ACTING_NEXT=$(acting_call)
+ACTING_OUT=$(acting_call); ACTING_STATUS=${ACTING_OUT% *}; ACTING_FIRST=${ACTING_OUT#* }
+case "$ACTING_STATUS $(cat "$WORK/acting.out")" in 200*'"result"'*) ;; *) echo "bench-proxy.sh: /mcp/acting did not pass the call with the connected token once connected: $ACTING_STATUS $(cat "$WORK/acting.out")" >&2; exit 1 ;; esac
+ACTING_OUT=$(acting_call); ACTING_NEXT=${ACTING_OUT#* }
 echo "the person's connected token: the first call after connecting took $(python3 -c "print(f'{$ACTING_FIRST*1000:.1f}')") ms (its token read from the store), the next $(python3 -c "print(f'{$ACTING_NEXT*1000:.1f}')") ms (from memory), one curl each"
 if [ -n "${COMPARE_BIN:-}" ]; then EXPECT=200 check -H "Authorization: Bearer $TOKEN_COMPARE" "127.0.0.1:$GATEWAY_COMPARE/api/bench/"; fi
 if [ -n "${COMPARE_BIN:-}" ] && [ "${COMPARE_MCP:-}" = 1 ]; then
