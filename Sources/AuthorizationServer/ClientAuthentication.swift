@@ -8,17 +8,14 @@ public struct ClientAuthentication: Sendable, Equatable {
     public let clientID: String?
     /// The secret it presented, if any.
     public let secret: String?
-    /// Whether it came in `Authorization: Basic`: a refusal then carries `WWW-Authenticate: Basic`.
-    public let usedBasic: Bool
     /// The Basic header's secret as it came, when form-decoding changed it: RFC 6749 asks clients
     /// to form-encode, but `curl -u` and many libraries do not, and a secret with `+` or `%` in it
     /// must work from both.
     public let undecodedSecret: String?
 
-    public init(clientID: String?, secret: String?, usedBasic: Bool, undecodedSecret: String? = nil) {
+    public init(clientID: String?, secret: String?, undecodedSecret: String? = nil) {
         self.clientID = clientID
         self.secret = secret
-        self.usedBasic = usedBasic
         self.undecodedSecret = undecodedSecret
     }
 
@@ -32,8 +29,8 @@ public struct ClientAuthentication: Sendable, Equatable {
     ///   names two different ids.
     public init(authorization: String?, form: [String: String]) throws(OAuthError) {
         let formSecret = form["client_secret"]
-        guard let authorization, authorization.count > 6, authorization.prefix(6).lowercased() == "basic " else {
-            self.init(clientID: form["client_id"], secret: formSecret, usedBasic: false)
+        guard let authorization, Self.isBasic(authorization) else {
+            self.init(clientID: form["client_id"], secret: formSecret)
             return
         }
         // RFC 6749 2.3.1: base64 of the form-encoded id, a colon, the form-encoded secret.
@@ -58,7 +55,14 @@ public struct ClientAuthentication: Sendable, Equatable {
         if let named = form["client_id"], named != id {
             throw OAuthError.invalidRequest("client_id in the form names another client than the Authorization header")
         }
-        self.init(clientID: id, secret: secret, usedBasic: true, undecodedSecret: rawSecret == secret ? nil : rawSecret)
+        self.init(clientID: id, secret: secret, undecodedSecret: rawSecret == secret ? nil : rawSecret)
+    }
+
+    /// Whether an `Authorization` value tries `Basic` (a refusal then carries `WWW-Authenticate: Basic`,
+    /// even when the value does not decode).
+    public static func isBasic(_ authorization: String?) -> Bool {
+        guard let authorization else { return false }
+        return authorization.count > 6 && authorization.prefix(6).lowercased() == "basic "
     }
 
     /// `application/x-www-form-urlencoded` decoding of one part ("+" is a space).

@@ -348,7 +348,7 @@ struct AuthorizationServerRoutes: Sendable {
 
     /// Whether the client tried `Authorization: Basic`.
     static func triesBasic(_ request: Request) -> Bool {
-        request.headers[.authorization].map { $0.count > 6 && $0.prefix(6).lowercased() == "basic " } ?? false
+        ClientAuthentication.isBasic(request.headers[.authorization])
     }
 
     /// The error's answer; an `invalid_client` of a client that tried `Authorization: Basic`
