@@ -233,14 +233,21 @@ public struct KeyDirectory: Sendable {
     /// Creates a file that must not exist yet, with `mode` from the start (never briefly world-readable).
     /// Creates `path` (it must not exist: `O_EXCL`) with `bytes` and `mode`, synced; a partial file is removed.
     package static func writeNewFile(_ path: String, _ bytes: [UInt8], mode: mode_t) throws(KeyError) {
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL, mode)
+        // Written whole under a name of this process's, then linked in place: `link` fails if the
+        // name exists (as O_EXCL would), and another process starting at the same moment never
+        // reads the file empty or half written.
+        let temporary = path + ".new-\(getpid())"
+        unlink(temporary)
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL, mode)
         guard descriptor >= 0 else { throw KeyError(.invalidKey, "cannot create \(path): \(String(cString: strerror(errno)))") }
-        defer { close(descriptor) }
+        defer { unlink(temporary) }
         let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
         guard written == bytes.count, fsync(descriptor) == 0 else {
-            unlink(path)
+            close(descriptor)
             throw KeyError(.invalidKey, "cannot write \(path): \(String(cString: strerror(errno)))")
         }
+        close(descriptor)
+        guard link(temporary, path) == 0 else { throw KeyError(.invalidKey, "cannot create \(path): \(String(cString: strerror(errno)))") }
     }
 
     func writeFileAtomically(_ path: String, _ bytes: [UInt8], mode: mode_t) throws {
