@@ -273,6 +273,17 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Tokens for an upstream's audience exchanged at the company's provider for a person (RFC 8693,
+        // Entra's on-behalf-of), kept per person and target.
+        .target(
+            name: "TokenExchange",
+            dependencies: [
+                "DataPlane",
+                "ProviderLogin",
+                "TrustedIssuers",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // The public API's routes, the agent sockets and the composition root (`portcullis serve`).
         .target(
             name: "Gateway",
@@ -281,6 +292,7 @@ let package = Package(
                 "ConnectedAccounts",
                 "ConfigurationReading",
                 "DataPlane",
+                "TokenExchange",
                 "MCPPolicy",
                 "MCPResource",
                 "EdgeHTTP",
@@ -418,6 +430,7 @@ let package = Package(
                 "AuthorizationServer",
                 "ConnectedAccounts",
                 "DataPlane",
+                "TokenExchange",
                 "MCPPolicy",
                 "MCPResource",
                 "EdgeHTTP",

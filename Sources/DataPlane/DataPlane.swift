@@ -145,6 +145,8 @@ package final class DataPlane: Sendable {
     package let tunnels: TunnelRegistry
     /// Where a route's `upstream_credential` comes from (`nil`: no route may have one).
     let credentials: (any UpstreamCredentialSource)?
+    /// Where a route's `upstream_credential: {exchange: ...}` gets its token (`nil`: no route may have one).
+    let exchanges: (any ExchangedCredentialSource)?
     /// Which header family each proxy in front speaks to `/api/auth/verify`; `nil`: forward-auth
     /// is not decided on the event loop (Hummingbird's route answers every decision).
     let forwardAuthProxies: ForwardAuthProxies?
@@ -157,9 +159,11 @@ package final class DataPlane: Sendable {
         table: LiveRouteTable, authenticator: AccessTokenAuthenticator, sessions: SessionOwnershipView, runtime: RuntimeClient,
         admission: Admission, metrics: GatewayMetrics, logger: Logger, accessLog: AccessLog, maximumBodyBytes: Int, upstreamTimeout: Double, forwardedProto: String,
         upstreamTLS: NIOSSLContext?, upstreamTLSForHTTP2: NIOSSLContext? = nil, browser: BrowserSessionGate, tunnels: TunnelRegistry = TunnelRegistry(),
-        forwardAuthProxies: ForwardAuthProxies? = nil, credentials: (any UpstreamCredentialSource)? = nil
+        forwardAuthProxies: ForwardAuthProxies? = nil, credentials: (any UpstreamCredentialSource)? = nil,
+        exchanges: (any ExchangedCredentialSource)? = nil
     ) {
         self.credentials = credentials
+        self.exchanges = exchanges
         self.forwardAuthProxies = forwardAuthProxies
         self.upstreamTLSForHTTP2 = upstreamTLSForHTTP2
         self.tunnels = tunnels

@@ -10,7 +10,11 @@ extension ProxyExchange {
     /// the service is refused with where to connect it.
     func lookUpCredential(_ credential: UpstreamCredential, caller: AuthenticatedCaller?, sessionID: String?) {
         upstreamCredentialLookedUp = true
-        guard case .connection(let name) = credential else { return }
+        let name: String
+        switch credential {
+        case .connection(let connection): name = connection
+        case .exchange(let target): return lookUpExchanged(target, caller: caller, sessionID: sessionID)
+        }
         // `auth: none` without a token: nobody to act as.
         guard let caller else {
             return fail(GatewayError(.unauthorized, "token_missing", "this route acts as you at \(name): send an access token"))
@@ -31,6 +35,35 @@ extension ProxyExchange {
                     exchange.upstreamBearer = token
                     exchange.proceed(caller, sessionID: sessionID)
                 case .success(nil): exchange.connectionMissing(name, source: source, caller: caller, sessionID: sessionID)
+                case .failure(let error): exchange.fail(GatewayError(answering: error))
+                }
+            }
+        }
+    }
+
+    /// Gets the route's exchanged token for the caller, then forwards: from memory on this event
+    /// loop when it is there, else after the exchange. Every request that needs one is refused
+    /// without it (an exchange is the company's decision, so there is no connect page to send to).
+    func lookUpExchanged(_ target: ExchangeTarget, caller: AuthenticatedCaller?, sessionID: String?) {
+        guard let caller else {
+            return fail(GatewayError(.unauthorized, "token_missing", "this route acts as you at its upstream: send an access token"))
+        }
+        guard let source = plane.exchanges else {
+            return fail(GatewayError.unavailable("this route's token exchange is not available on this gateway; try again shortly"))
+        }
+        switch source.token(for: caller, target: target, on: eventLoop) {
+        case .known(let token?):
+            upstreamBearer = token
+            proceed(caller, sessionID: sessionID)
+        case .known(nil):
+            fail(GatewayError.unavailable("this route's token exchange gave no token; try again shortly"))
+        case .asking(let exchanged):
+            then(exchanged) { exchange, result in
+                switch result {
+                case .success(let token?):
+                    exchange.upstreamBearer = token
+                    exchange.proceed(caller, sessionID: sessionID)
+                case .success(nil): exchange.fail(GatewayError.unavailable("this route's token exchange gave no token; try again shortly"))
                 case .failure(let error): exchange.fail(GatewayError(answering: error))
                 }
             }

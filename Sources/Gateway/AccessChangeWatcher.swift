@@ -10,6 +10,7 @@ import SecurityGuard
 import ServiceLifecycle
 import SocketGuard
 import StateSurface
+import TokenExchange
 import Synchronization
 
 /// Applies changes made elsewhere that end access, on every instance.
@@ -34,6 +35,8 @@ final class AccessChangeWatcher: Service, Sendable {
     let sessionOwners: SessionOwnershipView
     /// The tokens at connected services this instance keeps: a disconnect or a cut-off drops the person's.
     let connectedTokens: ConnectedTokenCache?
+    /// Tokens exchanged for people: dropped with their access, and with the session whose provider token was exchanged.
+    let exchangedTokens: ExchangedTokenCache?
     /// The store's feed; `nil` runs the periodic sync alone.
     let feed: (any AccessChangeFeed)?
     let clock: any TokenClock
@@ -52,9 +55,10 @@ final class AccessChangeWatcher: Service, Sendable {
 
     init(
         revocations: RevocationList, runtime: RuntimeClient, sockets: SocketRegistry, sessionOwners: SessionOwnershipView,
-        connectedTokens: ConnectedTokenCache? = nil, feed: (any AccessChangeFeed)?, clock: any TokenClock, logger: Logger, interval: Double = 0.5
+        connectedTokens: ConnectedTokenCache? = nil, exchangedTokens: ExchangedTokenCache? = nil, feed: (any AccessChangeFeed)?, clock: any TokenClock, logger: Logger, interval: Double = 0.5
     ) {
         self.connectedTokens = connectedTokens
+        self.exchangedTokens = exchangedTokens
         self.revocations = revocations
         self.runtime = runtime
         self.sockets = sockets
@@ -113,6 +117,7 @@ final class AccessChangeWatcher: Service, Sendable {
             }
             for account in changed {
                 connectedTokens?.forget(userID: account.userID, tenantID: account.tenantID)
+                exchangedTokens?.forget(userID: account.userID, tenantID: account.tenantID)
                 let closed = account.cause == .enabled ? 0 : sockets.close(userID: account.userID, tenantID: account.tenantID, reason: account.cause.closeReason)
                 if !first { logAdministrativeAction(account, closed: closed) }
             }
@@ -161,6 +166,7 @@ final class AccessChangeWatcher: Service, Sendable {
             case .accountCutOff(let cutoff):
                 // Disabled or deleted: the person's connected accounts are gone from the store too.
                 connectedTokens?.forget(userID: cutoff.userID, tenantID: cutoff.tenantID)
+                exchangedTokens?.forget(userID: cutoff.userID, tenantID: cutoff.tenantID)
                 guard revocations.apply(cutoff) else { break }
                 let closed = cutoff.cause == .enabled ? 0 : sockets.close(userID: cutoff.userID, tenantID: cutoff.tenantID, reason: cutoff.cause.closeReason)
                 logAdministrativeAction(cutoff, closed: closed)
@@ -181,6 +187,7 @@ final class AccessChangeWatcher: Service, Sendable {
             }
         }
         guard !ended.isEmpty else { return }
+        exchangedTokens?.forget(sessionIDs: ended)
         sessionOwners.forget(ended)
         for sessionID in ended { sockets.close(sessionID: sessionID, reason: "session ended") }
     }

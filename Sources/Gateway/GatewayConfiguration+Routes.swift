@@ -89,9 +89,18 @@ extension GatewayConfiguration {
     /// `gateway.audience` (its API tokens) or a trusted issuer's `audiences`. A token whose `aud`
     /// is only the MCP server's would otherwise pass as an API token too. (A provider token for an
     /// MCP server names the server beside one of its issuer's audiences.)
-    /// Checks each route's `upstream_credential` names a configured connection.
+    /// Checks each route's `upstream_credential` names a configured connection, or a provider people sign in through.
     func checkUpstreamCredentials() throws(ConfigurationError) {
         for (index, route) in routes.enumerated() {
+            if case .exchange(let target)? = route.upstreamCredential {
+                guard trust.issuers.contains(where: { $0.issuer == target.issuer && $0.login != nil }) else {
+                    let known = trust.issuers.filter { $0.login != nil }.map(\.issuer)
+                    throw ConfigurationError(
+                        fileKey: "gateway.routes[\(index)].upstream_credential.exchange.issuer",
+                        "names \(target.issuer), which is not a trusted issuer people sign in through (\(known.isEmpty ? "no trust.issuers entry has login" : "known: " + known.joined(separator: ", "))): the exchange presents the token of the person's sign-in there")
+                }
+                continue
+            }
             guard case .connection(let name)? = route.upstreamCredential else { continue }
             guard connections.connection(named: name) != nil else {
                 let known = connections.connections.map(\.name)

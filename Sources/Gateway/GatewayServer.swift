@@ -248,7 +248,7 @@ public struct PortcullisServer: Sendable {
         list.append(
             AccessChangeWatcher(
                 revocations: services.revocations, runtime: services.runtime, sockets: services.sockets, sessionOwners: services.sessionOwners,
-                connectedTokens: services.connectedTokens, feed: state, clock: clock, logger: logger))
+                connectedTokens: services.connectedTokens, exchangedTokens: services.exchangedTokens, feed: state, clock: clock, logger: logger))
         list.append(try GatewayServer.makeApplication(services: services, onServerRunning: { await onListening(.gateway, $0) }))
         return list
     }

@@ -13,6 +13,7 @@ import RuntimeAccess
 import SecurityGuard
 import SocketGuard
 import StateSurface
+import TokenExchange
 import TrafficCop
 import TrustedIssuers
 
@@ -59,6 +60,8 @@ public struct GatewayServices: Sendable {
     public let connections: ConnectionDirectory
     /// The connected accounts' tokens this instance sent lately.
     let connectedTokens = ConnectedTokenCache()
+    /// The tokens exchanged at the company's provider for people lately (`upstream_credential: {exchange: ...}`).
+    let exchangedTokens = ExchangedTokenCache()
     let admission: Admission
     /// The routes and CORS origins in force: the data plane, forward-auth and the origin policy
     /// read them per request, and a reload replaces them (`ConfigurationReloader`).
@@ -221,7 +224,17 @@ public struct GatewayServices: Sendable {
             credentials: connections.isEmpty
                 ? nil
                 : ConnectedAccountCredentials(
-                    accounts: connectedAccounts, cache: connectedTokens, clock: clock, connectBase: configuration.effectivePublicURL + ConnectRoutes.prefix + "/"))
+                    accounts: connectedAccounts, cache: connectedTokens, clock: clock, connectBase: configuration.effectivePublicURL + ConnectRoutes.prefix + "/"),
+            exchanges: tokenExchange.map(ExchangedCredentials.init))
+    }
+
+    /// Exchanges tokens at the company's provider for people (`nil` with no provider to sign in with).
+    var tokenExchange: TokenExchangeService? {
+        guard let signIn = providerSignIn else { return nil }
+        let clock = clock
+        return TokenExchangeService(
+            subjects: ProviderSubjectTokens(store: store, signIn: signIn, recheck: providerRecheck), directory: providers, trusted: trustedIssuers,
+            cache: exchangedTokens, now: { clock.now() }, logger: logger)
     }
 
     /// Which header family each proxy in front speaks (`gateway.forward_auth`).

@@ -68,8 +68,15 @@ struct ProviderRecheck: Sendable {
     /// the session used and, when its re-check is due, runs it before the answer. `.ended` when the
     /// provider refused (the caller refuses the agent too).
     func checkInUse(sessionID: String) async throws -> Outcome {
+        try await checkInUse(sessionID: sessionID, dueBy: nil)
+    }
+
+    /// `checkInUse`, with the re-check run now when it is due by `dueBy`: a token exchange whose
+    /// subject (the provider's access token) expires before the next re-check has it renewed early,
+    /// under the same claim (one instance presents the refresh token).
+    func checkInUse(sessionID: String, dueBy: Double?) async throws -> Outcome {
         let now = clock.now()
-        guard let (record, due) = try await store.useProviderSession(sessionID: sessionID, at: now) else { return .stands }
+        guard let (record, due) = try await store.useProviderSession(sessionID: sessionID, at: now, dueBy: dueBy) else { return .stands }
         return try await claimAndRecheck(record, due: due, now: now)
     }
 

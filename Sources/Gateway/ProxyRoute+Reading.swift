@@ -84,13 +84,21 @@ extension ProxyRoute {
             if upstream.isEmpty {
                 throw entry.problem("upstream_credential", "applies to proxying, and this route has no upstream; give it an upstream or leave upstream_credential out")
             }
-            if let unknown = credential.names.subtracting(["connection"]).sorted().first {
-                throw credential.problem(unknown, "is not a kind of upstream credential (known: connection)")
+            if let unknown = credential.names.subtracting(["connection", "exchange"]).sorted().first {
+                throw credential.problem(unknown, "is not a kind of upstream credential (known: connection, exchange)")
             }
-            guard let name = try credential.string("connection") else {
-                throw credential.problem("connection", "is required: the name of a connection (connections[].name) whose token the person's requests carry")
+            if let exchange = try credential.map("exchange") {
+                guard try credential.string("connection") == nil else {
+                    throw credential.problem("exchange", "and connection are two ways to get the person's credential: give one")
+                }
+                upstreamCredential = .exchange(try Self.exchangeTarget(reading: exchange))
+            } else {
+                guard let name = try credential.string("connection") else {
+                    throw credential.problem(
+                        "connection", "is required: the name of a connection (connections[].name) whose token the person's requests carry, or give exchange")
+                }
+                upstreamCredential = .connection(name)
             }
-            upstreamCredential = .connection(name)
         }
         if let fields = try entry.map("identity_headers") {
             identityFields = try Self.identityFields(reading: fields)
@@ -152,6 +160,38 @@ extension ProxyRoute {
                 (mcpName, mcpScopeDescriptions) = try Self.mcpWords(reading: mcpRules, scopes: (policy?.scopes ?? []) + (mcpPolicy?.ruleScopes ?? []))
             }
         }
+    }
+
+    /// A route's `upstream_credential.exchange`: the provider (a trusted issuer with `login`, checked
+    /// with the whole configuration), the audience, the scopes and the form.
+    static func exchangeTarget(reading map: ConfigurationMap) throws(ConfigurationError) -> ExchangeTarget {
+        if let unknown = map.names.subtracting(["issuer", "audience", "scopes", "form"]).sorted().first {
+            throw map.problem(unknown, "is not a setting of a token exchange (known: audience, form, issuer, scopes)")
+        }
+        guard let issuer = try map.string("issuer"), !issuer.isEmpty else {
+            throw map.problem("issuer", "is required: the trusted issuer (trust.issuers[].issuer, with login) the person signs in through, which exchanges their token")
+        }
+        let form: ExchangeTarget.Form
+        if let name = try map.string("form") {
+            guard let value = ExchangeTarget.Form(rawValue: name) else {
+                throw map.problem("form", "must be rfc8693 (the default) or entra_on_behalf_of, not \"\(name)\"")
+            }
+            form = value
+        } else {
+            form = .rfc8693
+        }
+        let scopes = try map.strings("scopes") ?? []
+        for scope in scopes where scope.isEmpty || scope.utf8.contains(where: { $0 <= 0x20 || $0 >= 0x7F || $0 == 0x22 || $0 == 0x5C }) {
+            throw map.problem("scopes", "names \"\(scope)\", which is not a scope (printable ASCII without spaces, quotes or backslashes)")
+        }
+        let audience = try map.string("audience") ?? ""
+        if audience.isEmpty, form == .rfc8693 || scopes.isEmpty {
+            throw map.problem("audience", "is required: the audience (RFC 8693 audience; Entra: the API's application ID URI) the exchanged token is for")
+        }
+        guard !audience.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) else {
+            throw map.problem("audience", "must not hold control characters")
+        }
+        return ExchangeTarget(issuer: issuer, audience: audience, scopes: scopes, form: form)
     }
 
     /// A route's `identity_headers`: which field carries the user, email, groups and tenant.

@@ -142,7 +142,9 @@ public struct ProviderSignIn: Sendable {
         let identity = ProviderIdentityRecord(
             provider: provider.name, issuer: verified.identity.issuer, subject: verified.identity.subject, tenantID: verified.identity.tenantID,
             providerSessionID: verified.providerSessionID, sealedIDToken: try vault.seal(idToken, kind: .idToken, sessionID: flow.sessionID),
-            sealedRefreshToken: try answer.refreshToken.map { try vault.seal($0, kind: .refreshToken, sessionID: flow.sessionID) })
+            sealedRefreshToken: try answer.refreshToken.map { try vault.seal($0, kind: .refreshToken, sessionID: flow.sessionID) },
+            sealedAccessToken: try answer.accessToken.map { try vault.seal($0, kind: .accessToken, sessionID: flow.sessionID) },
+            accessTokenExpiresAt: answer.accessToken == nil ? nil : answer.expiresIn.map { clock.now() + $0 })
         try await store.insertLoginCode(
             LoginCodeRecord(
                 codeHash: try LoginStart.hash(loginCode), sessionID: flow.sessionID, loginChallenge: flow.loginChallenge, provider: identity,
@@ -239,10 +241,24 @@ public struct ProviderSignIn: Sendable {
                 next.identity.sealedRefreshToken = try vault.seal(rotated, kind: .refreshToken, sessionID: session.sessionID)
             }
             if let keptIDToken { next.identity.sealedIDToken = try vault.seal(keptIDToken, kind: .idToken, sessionID: session.sessionID) }
+            // The new access token replaces the sign-in's (a token exchange's subject is always the latest).
+            if let accessToken = answer.accessToken {
+                next.identity.sealedAccessToken = try vault.seal(accessToken, kind: .accessToken, sessionID: session.sessionID)
+                next.identity.accessTokenExpiresAt = answer.expiresIn.map { clock.now() + $0 }
+            }
         } catch {
             return .failure(.unavailable)
         }
         return .success(next)
+    }
+
+    /// The provider's access token of `session`, with when it expires (`nil`: the provider did not
+    /// say): the subject of a token exchange. `nil` when none is kept, or another key sealed it.
+    public func accessToken(of session: ProviderSessionRecord) -> (token: String, expiresAt: Double?)? {
+        guard let sealed = session.identity.sealedAccessToken,
+            let token = vault.open(sealed, kind: .accessToken, sessionID: session.sessionID)
+        else { return nil }
+        return (token, session.identity.accessTokenExpiresAt)
     }
 
     /// The provider's end-session URL for a session (OpenID Connect RP-Initiated Logout 1.0):

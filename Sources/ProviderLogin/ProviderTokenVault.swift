@@ -2,7 +2,7 @@ import ConfigurationReading
 import Foundation
 import JOSE
 
-/// Seals the provider's tokens kept at rest (a refresh token, the ID token), AES-256-GCM under
+/// Seals the provider's tokens kept at rest (a refresh token, the ID token, the access token), AES-256-GCM under
 /// `keys/provider-tokens.key`.
 ///
 /// The key is made on first start (32 bytes from the CSPRNG, base64url, mode 0600; created
@@ -22,6 +22,7 @@ public struct ProviderTokenVault: Sendable {
     public enum Kind: String, Sendable {
         case refreshToken = "refresh_token"
         case idToken = "id_token"
+        case accessToken = "access_token"
     }
 
     /// Reads the key in `directory`, making it when there is none.

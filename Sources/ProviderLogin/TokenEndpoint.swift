@@ -52,7 +52,7 @@ public enum TokenEndpointFailure: Error, Sendable, Equatable {
 }
 
 /// Calls a provider's token endpoint as the gateway's OAuth client: the authorization code
-/// with its PKCE verifier, or a refresh token.
+/// with its PKCE verifier, a refresh token, or a token exchange (RFC 8693, Entra's on-behalf-of).
 ///
 /// The client authenticates as configured: `client_secret_basic` (RFC 6749 2.3.1, both parts
 /// form-encoded) or `private_key_jwt` (OpenID Connect Core 9: a 60-second assertion whose
@@ -90,6 +90,32 @@ public struct TokenEndpoint: Sendable {
     /// Uses a refresh token as `client`.
     public func refresh(_ refreshToken: String, client: TokenEndpointClient, endpoint: String) async throws(TokenEndpointFailure) -> TokenEndpointAnswer {
         try await call([("grant_type", "refresh_token"), ("refresh_token", refreshToken)], client: client, endpoint: endpoint)
+    }
+
+    /// RFC 8693's grant type, and the token type of an access token.
+    public static let tokenExchangeGrant = "urn:ietf:params:oauth:grant-type:token-exchange"
+    public static let accessTokenType = "urn:ietf:params:oauth:token-type:access_token"
+
+    /// Exchanges the person's access token at the provider for one for `audience` (RFC 8693 2.1), as `client`.
+    public func tokenExchange(
+        subjectToken: String, audience: String, scopes: [String], client: TokenEndpointClient, endpoint: String
+    ) async throws(TokenEndpointFailure) -> TokenEndpointAnswer {
+        var form = [
+            ("grant_type", Self.tokenExchangeGrant), ("subject_token", subjectToken), ("subject_token_type", Self.accessTokenType),
+            ("requested_token_type", Self.accessTokenType), ("audience", audience),
+        ]
+        if !scopes.isEmpty { form.append(("scope", scopes.joined(separator: " "))) }
+        return try await call(form, client: client, endpoint: endpoint)
+    }
+
+    /// Microsoft Entra's on-behalf-of flow: the person's access token (its `aud` the gateway's
+    /// app) as a jwt-bearer `assertion`, for a token with `scopes`, as `client`.
+    public func onBehalfOf(assertion: String, scopes: [String], client: TokenEndpointClient, endpoint: String) async throws(TokenEndpointFailure) -> TokenEndpointAnswer {
+        try await call(
+            [
+                ("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"), ("assertion", assertion), ("requested_token_use", "on_behalf_of"),
+                ("scope", scopes.joined(separator: " ")),
+            ], client: client, endpoint: endpoint)
     }
 
     /// Tells a server the gateway is done with `token` (RFC 7009 2.1), as `client`: `hint` is

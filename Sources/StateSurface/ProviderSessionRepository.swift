@@ -38,10 +38,18 @@ public struct ProviderIdentityRecord: Sendable, Equatable {
     public var sealedIDToken: String
     /// The provider's refresh token, sealed, when it gave one.
     public var sealedRefreshToken: String?
+    /// The provider's access token from the sign-in or its latest refresh, sealed: the subject token
+    /// a token exchange (`upstream_credential: {exchange: ...}`) presents for the person.
+    public var sealedAccessToken: String?
+    /// When that access token expires (`expires_in` from when it was given), when the provider said.
+    public var accessTokenExpiresAt: Double?
 
     public init(
-        provider: String, issuer: String, subject: String, tenantID: String, providerSessionID: String?, sealedIDToken: String, sealedRefreshToken: String?
+        provider: String, issuer: String, subject: String, tenantID: String, providerSessionID: String?, sealedIDToken: String, sealedRefreshToken: String?,
+        sealedAccessToken: String? = nil, accessTokenExpiresAt: Double? = nil
     ) {
+        self.sealedAccessToken = sealedAccessToken
+        self.accessTokenExpiresAt = accessTokenExpiresAt
         self.provider = provider
         self.issuer = issuer
         self.subject = subject
@@ -90,6 +98,8 @@ public protocol ProviderSessionRepository: Sendable {
     /// The sessions of `issuer`'s provider session `providerSessionID`, or of its user `subject`,
     /// or of both when both are given (a back-channel logout's `sid` and `sub`).
     func providerSessions(issuer: String, providerSessionID: String?, subject: String?) async throws -> [ProviderSessionRecord]
+    /// The provider sessions of the gateway user `userID` that have not expired at `now`, the newest first.
+    func providerSessions(userID: String, now: Double) async throws -> [ProviderSessionRecord]
     /// Forgets the provider behind a session, and the access tokens issued to it; returns the ids
     /// and expiries of those access tokens, taken in the same step as the record (so a token
     /// recorded after this call finds no session, and one recorded before is among these).
@@ -104,10 +114,10 @@ public protocol ProviderSessionRepository: Sendable {
     /// a session nobody uses is never refreshed at the provider by the gateway alone. At most
     /// `limit`, the longest overdue first.
     func providerRechecksDue(now: Double, interval: Double, limit: Int) async throws -> [(record: ProviderSessionRecord, due: Double)]
-    /// Records an agent's use of the session (a refresh, an authorization) at `at`, and returns
-    /// the session with the time its re-check is due when that is at or before `at`: the caller
-    /// re-checks it before answering.
-    func useProviderSession(sessionID: String, at: Double) async throws -> (record: ProviderSessionRecord, due: Double)?
+    /// Records an agent's use of the session (a refresh, an authorization, a token exchange) at `at`,
+    /// and returns the session with the time its re-check is due when that is at or before `dueBy`
+    /// (`at` when nil): the caller re-checks it before answering.
+    func useProviderSession(sessionID: String, at: Double, dueBy: Double?) async throws -> (record: ProviderSessionRecord, due: Double)?
     /// Notes that the provider could not be asked for the session at `now`; returns since when it
     /// has not been: the first such note since the last success, unless the previous note is older
     /// than `restartAfter` seconds (nobody used the session meanwhile: a new streak starts now).
@@ -140,5 +150,12 @@ extension ProviderSessionRepository {
     /// a prefix of its own, the issuer and the `jti`, so ids of different kinds never meet.
     public func rememberPresentedAssertion(id: String, expiresAt: Double, now: Double) async throws -> Bool {
         try await rememberLogoutToken(id: id, expiresAt: expiresAt, now: now)
+    }
+}
+
+extension ProviderSessionRepository {
+    /// `useProviderSession(sessionID:at:dueBy:)` with the re-check due by `at`.
+    public func useProviderSession(sessionID: String, at: Double) async throws -> (record: ProviderSessionRecord, due: Double)? {
+        try await useProviderSession(sessionID: sessionID, at: at, dueBy: nil)
     }
 }

@@ -188,7 +188,23 @@ struct SchemaMigration: Sendable {
             name: "v15: grants a company's provider made (identity assertion grants), which never stand for a person's consent",
             sqlite: "ALTER TABLE oauth_grants ADD COLUMN by_assertion INTEGER NOT NULL DEFAULT 0;",
             postgres: "ALTER TABLE oauth_grants ADD COLUMN by_assertion BOOLEAN NOT NULL DEFAULT FALSE;"),
+        SchemaMigration(
+            name: "v16: the provider's access token of a sign-in (sealed), the subject of a token exchange; a person's provider sessions found by user",
+            sqlite: providerAccessTokens(real: "REAL"),
+            postgres: providerAccessTokens(real: "DOUBLE PRECISION")),
     ]
+
+    /// The provider's access token beside its refresh token, on the login code that carries a
+    /// sign-in to its session and on the session, with when it expires.
+    static func providerAccessTokens(real: String) -> String {
+        """
+        ALTER TABLE login_codes ADD COLUMN access_token TEXT;
+        ALTER TABLE login_codes ADD COLUMN access_token_expires_at \(real);
+        ALTER TABLE provider_sessions ADD COLUMN access_token TEXT;
+        ALTER TABLE provider_sessions ADD COLUMN access_token_expires_at \(real);
+        CREATE INDEX provider_sessions_by_user ON provider_sessions (user_id);
+        """
+    }
 
     /// Who holds a connected account's refresh now, and the URL elicitations an MCP client was
     /// given to send its person to the connect page (one live per person and connection, bound to them).

@@ -361,13 +361,13 @@ struct RepositoryContractTests {
         await state.shutdown()
     }
 
-    @Test("a login code is taken once by ten racing completions; provider sessions are found by sid, by sub or both, updated in place, and forgotten with their access-token ids; a logout token's id is new once until it expires", arguments: StoreKind.available)
+    @Test("a login code is taken once by ten racing completions; provider sessions are found by sid, by sub or both, by person (live, newest first), updated in place, and forgotten with their access-token ids; a logout token's id is new once until it expires", arguments: StoreKind.available)
     func providerSessionsContract(kind: StoreKind) async throws {
         let state = try await TestStore(kind).open()
         let now = self.now
         let identity = ProviderIdentityRecord(
             provider: "acme", issuer: "https://idp.example.com", subject: "user-1", tenantID: "acme", providerSessionID: "sid-1", sealedIDToken: "sealed-id",
-            sealedRefreshToken: nil)
+            sealedRefreshToken: nil, sealedAccessToken: "sealed-access-0", accessTokenExpiresAt: now + 60)
         let code = LoginCodeRecord(codeHash: "code-1", sessionID: "ses_a", loginChallenge: "c", provider: identity, createdAt: now, expiresAt: now + 60)
         try await state.insertLoginCode(code)
         let taken = try await withThrowingTaskGroup(of: LoginCodeRecord?.self) { group in
@@ -385,13 +385,17 @@ struct RepositoryContractTests {
         var secondIdentity = identity
         secondIdentity.providerSessionID = "sid-2"
         secondIdentity.sealedRefreshToken = "sealed-refresh"
-        let second = ProviderSessionRecord(sessionID: "ses_b", userID: "ext_a", identity: secondIdentity, createdAt: now, expiresAt: now + 100)
+        secondIdentity.sealedAccessToken = "sealed-access"
+        secondIdentity.accessTokenExpiresAt = now + 3600
+        let second = ProviderSessionRecord(sessionID: "ses_b", userID: "ext_a", identity: secondIdentity, createdAt: now + 1, expiresAt: now + 100)
         var otherUser = identity
         otherUser.subject = "user-2"
         otherUser.providerSessionID = nil
         let third = ProviderSessionRecord(sessionID: "ses_c", userID: "ext_c", identity: otherUser, createdAt: now, expiresAt: now - 5)
         for record in [first, second, third] { try await state.saveProviderSession(record) }
-        #expect(try await state.providerSession(sessionID: "ses_b") == second)
+        #expect(try await state.providerSession(sessionID: "ses_b") == second, "the sealed access token and its expiry are kept as written")
+        #expect(try await state.providerSessions(userID: "ext_a", now: now).map(\.sessionID) == ["ses_b", "ses_a"], "a person's live sessions, the newest first")
+        #expect(try await state.providerSessions(userID: "ext_c", now: now).isEmpty, "an expired session is nobody's subject")
         let bySID = try await state.providerSessions(issuer: identity.issuer, providerSessionID: "sid-1", subject: nil)
         #expect(bySID.map(\.sessionID) == ["ses_a"])
         let bySubject = try await state.providerSessions(issuer: identity.issuer, providerSessionID: nil, subject: "user-1")
@@ -658,7 +662,7 @@ struct RepositoryContractTests {
         #expect(named.tls == .verifyFull, "TLS is verified by default beyond loopback")
         let report = try await StateStores.migrate(store.configuration)
         #expect(report.appliedNow.isEmpty)
-        #expect(report.applied.count == 15 && report.applied.last?.hasPrefix("v15: grants a company's provider made") == true)
+        #expect(report.applied.count == 16 && report.applied.last?.hasPrefix("v16: the provider's access token") == true)
     }
 
     @Test("a provider's user is recorded at each sign-in: the names replaced, the first sign-in kept; listed the most recent first; found by id, subject, username or email in any case, never by part of one", arguments: StoreKind.available)

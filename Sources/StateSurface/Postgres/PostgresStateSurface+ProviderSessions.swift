@@ -6,10 +6,10 @@ extension PostgresStateSurface: ProviderSessionRepository {
         _ = try await rows(
             """
             INSERT INTO login_codes (code_hash, session_id, login_challenge, provider, issuer, subject, tenant_id, provider_sid,
-                                     id_token, refresh_token, created_at, expires_at)
+                                     id_token, refresh_token, created_at, expires_at, access_token, access_token_expires_at)
             VALUES (\(record.codeHash), \(record.sessionID), \(record.loginChallenge), \(identity.provider), \(identity.issuer), \(identity.subject),
                     \(identity.tenantID), \(identity.providerSessionID), \(identity.sealedIDToken), \(identity.sealedRefreshToken),
-                    \(record.createdAt), \(record.expiresAt))
+                    \(record.createdAt), \(record.expiresAt), \(identity.sealedAccessToken), \(identity.accessTokenExpiresAt))
             """)
     }
 
@@ -19,7 +19,7 @@ extension PostgresStateSurface: ProviderSessionRepository {
             """
             DELETE FROM login_codes WHERE code_hash = \(codeHash)
             RETURNING code_hash, session_id, login_challenge, created_at, expires_at,
-                      provider, issuer, subject, tenant_id, provider_sid, id_token, refresh_token
+                      provider, issuer, subject, tenant_id, provider_sid, id_token, refresh_token, access_token, access_token_expires_at
             """)
         guard let row = found.first else { return nil }
         let (hash, session, challenge, createdAt, expiresAt) = try row.decode((String, String, String, Double, Double).self)
@@ -34,30 +34,44 @@ extension PostgresStateSurface: ProviderSessionRepository {
         _ = try await rows(
             """
             INSERT INTO provider_sessions (session_id, user_id, created_at, expires_at, provider, issuer, subject, tenant_id, provider_sid,
-                                           id_token, refresh_token)
+                                           id_token, refresh_token, access_token, access_token_expires_at)
             VALUES (\(record.sessionID), \(record.userID), \(record.createdAt), \(record.expiresAt), \(identity.provider), \(identity.issuer),
-                    \(identity.subject), \(identity.tenantID), \(identity.providerSessionID), \(identity.sealedIDToken), \(identity.sealedRefreshToken))
+                    \(identity.subject), \(identity.tenantID), \(identity.providerSessionID), \(identity.sealedIDToken), \(identity.sealedRefreshToken),
+                    \(identity.sealedAccessToken), \(identity.accessTokenExpiresAt))
             ON CONFLICT (session_id) DO UPDATE SET
                 user_id = excluded.user_id, created_at = excluded.created_at, expires_at = excluded.expires_at, provider = excluded.provider,
                 issuer = excluded.issuer, subject = excluded.subject, tenant_id = excluded.tenant_id, provider_sid = excluded.provider_sid,
-                id_token = excluded.id_token, refresh_token = excluded.refresh_token
+                id_token = excluded.id_token, refresh_token = excluded.refresh_token, access_token = excluded.access_token,
+                access_token_expires_at = excluded.access_token_expires_at
             """)
     }
 
     public func providerSession(sessionID: String) async throws -> ProviderSessionRecord? {
         try await rows(
             """
-            SELECT session_id, user_id, created_at, expires_at, provider, issuer, subject, tenant_id, provider_sid, id_token, refresh_token
+            SELECT session_id, user_id, created_at, expires_at, provider, issuer, subject, tenant_id, provider_sid, id_token, refresh_token,
+                   access_token, access_token_expires_at
             FROM provider_sessions WHERE session_id = \(sessionID)
             """
         ).first.map(Self.providerSession)
+    }
+
+    public func providerSessions(userID: String, now: Double) async throws -> [ProviderSessionRecord] {
+        try await rows(
+            """
+            SELECT session_id, user_id, created_at, expires_at, provider, issuer, subject, tenant_id, provider_sid, id_token, refresh_token,
+                   access_token, access_token_expires_at
+            FROM provider_sessions WHERE user_id = \(userID) AND expires_at > \(now) ORDER BY created_at DESC
+            """
+        ).map(Self.providerSession)
     }
 
     public func providerSessions(issuer: String, providerSessionID: String?, subject: String?) async throws -> [ProviderSessionRecord] {
         guard providerSessionID != nil || subject != nil else { return [] }
         return try await rows(
             """
-            SELECT session_id, user_id, created_at, expires_at, provider, issuer, subject, tenant_id, provider_sid, id_token, refresh_token
+            SELECT session_id, user_id, created_at, expires_at, provider, issuer, subject, tenant_id, provider_sid, id_token, refresh_token,
+                   access_token, access_token_expires_at
             FROM provider_sessions
             WHERE issuer = \(issuer) AND (\(providerSessionID)::text IS NULL OR provider_sid = \(providerSessionID))
               AND (\(subject)::text IS NULL OR subject = \(subject))
@@ -83,6 +97,7 @@ extension PostgresStateSurface: ProviderSessionRepository {
             UPDATE provider_sessions SET user_id = \(record.userID), created_at = \(record.createdAt), expires_at = \(record.expiresAt),
                 provider = \(identity.provider), issuer = \(identity.issuer), subject = \(identity.subject), tenant_id = \(identity.tenantID),
                 provider_sid = \(identity.providerSessionID), id_token = \(identity.sealedIDToken), refresh_token = \(identity.sealedRefreshToken),
+                access_token = \(identity.sealedAccessToken), access_token_expires_at = \(identity.accessTokenExpiresAt),
                 recheck_failing_since = NULL, recheck_failed_at = NULL
             WHERE session_id = \(record.sessionID)
             RETURNING 1
@@ -98,25 +113,25 @@ extension PostgresStateSurface: ProviderSessionRepository {
         try await rows(
             """
             SELECT p.session_id, p.user_id, p.created_at, p.expires_at, p.provider, p.issuer, p.subject, p.tenant_id, p.provider_sid, p.id_token,
-                   p.refresh_token, p.recheck_at
+                   p.refresh_token, p.access_token, p.access_token_expires_at, p.recheck_at
             FROM provider_sessions p
             WHERE p.recheck_at IS NOT NULL AND p.recheck_at <= \(now)
               AND (p.agent_used_at >= p.recheck_at - \(interval)
                    OR EXISTS (SELECT 1 FROM browser_sessions b WHERE b.session_id = p.session_id AND b.last_seen_at >= p.recheck_at - \(interval)))
             ORDER BY p.recheck_at LIMIT \(limit)
             """
-        ).map { row in (record: try Self.providerSession(row), due: try Array(row)[11].decode(Double.self)) }
+        ).map { row in (record: try Self.providerSession(row), due: try Array(row)[13].decode(Double.self)) }
     }
 
-    public func useProviderSession(sessionID: String, at: Double) async throws -> (record: ProviderSessionRecord, due: Double)? {
+    public func useProviderSession(sessionID: String, at: Double, dueBy: Double?) async throws -> (record: ProviderSessionRecord, due: Double)? {
         try await rows(
             """
             UPDATE provider_sessions p SET agent_used_at = \(at) WHERE p.session_id = \(sessionID)
             RETURNING p.session_id, p.user_id, p.created_at, p.expires_at, p.provider, p.issuer, p.subject, p.tenant_id, p.provider_sid, p.id_token,
-                      p.refresh_token, p.recheck_at
+                      p.refresh_token, p.access_token, p.access_token_expires_at, p.recheck_at
             """
         ).compactMap { row -> (record: ProviderSessionRecord, due: Double)? in
-            guard let due = try Array(row)[11].decode(Double?.self), due <= at else { return nil }
+            guard let due = try Array(row)[13].decode(Double?.self), due <= dueBy ?? at else { return nil }
             return (record: try Self.providerSession(row), due: due)
         }.first
     }
@@ -176,13 +191,15 @@ extension PostgresStateSurface: ProviderSessionRepository {
         return count
     }
 
-    /// The seven identity columns from column `first` on: provider, issuer, subject, tenant_id, provider_sid, id_token, refresh_token.
+    /// The nine identity columns from column `first` on: provider, issuer, subject, tenant_id, provider_sid, id_token, refresh_token,
+    /// access_token, access_token_expires_at.
     static func identity(_ row: PostgresRow, from first: Int) throws -> ProviderIdentityRecord {
         let columns = Array(row)
         func text(_ offset: Int) throws -> String? { try columns[first + offset].decode(String?.self) }
         return ProviderIdentityRecord(
             provider: try text(0) ?? "", issuer: try text(1) ?? "", subject: try text(2) ?? "", tenantID: try text(3) ?? "",
-            providerSessionID: try text(4), sealedIDToken: try text(5) ?? "", sealedRefreshToken: try text(6))
+            providerSessionID: try text(4), sealedIDToken: try text(5) ?? "", sealedRefreshToken: try text(6), sealedAccessToken: try text(7),
+            accessTokenExpiresAt: try columns[first + 8].decode(Double?.self))
     }
 
     static func providerSession(_ row: PostgresRow) throws -> ProviderSessionRecord {

@@ -7,12 +7,13 @@ extension SQLiteStateSurface: ProviderSessionRepository {
             try db.execute(
                 sql: """
                     INSERT INTO login_codes (code_hash, session_id, login_challenge, provider, issuer, subject, tenant_id, provider_sid,
-                                             id_token, refresh_token, created_at, expires_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                             id_token, refresh_token, created_at, expires_at, access_token, access_token_expires_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     record.codeHash, record.sessionID, record.loginChallenge, identity.provider, identity.issuer, identity.subject, identity.tenantID,
                     identity.providerSessionID, identity.sealedIDToken, identity.sealedRefreshToken, record.createdAt, record.expiresAt,
+                    identity.sealedAccessToken, identity.accessTokenExpiresAt,
                 ])
         }
     }
@@ -26,7 +27,7 @@ extension SQLiteStateSurface: ProviderSessionRepository {
                     sql: """
                         DELETE FROM login_codes WHERE code_hash = ?
                         RETURNING code_hash, session_id, login_challenge, provider, issuer, subject, tenant_id, provider_sid, id_token,
-                                  refresh_token, created_at, expires_at
+                                  refresh_token, created_at, expires_at, access_token, access_token_expires_at
                         """,
                     arguments: [codeHash])
             else { return nil }
@@ -43,12 +44,13 @@ extension SQLiteStateSurface: ProviderSessionRepository {
             try db.execute(
                 sql: """
                     INSERT OR REPLACE INTO provider_sessions (session_id, user_id, provider, issuer, subject, tenant_id, provider_sid, id_token,
-                                                             refresh_token, created_at, expires_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                                             refresh_token, created_at, expires_at, access_token, access_token_expires_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     record.sessionID, record.userID, identity.provider, identity.issuer, identity.subject, identity.tenantID, identity.providerSessionID,
-                    identity.sealedIDToken, identity.sealedRefreshToken, record.createdAt, record.expiresAt,
+                    identity.sealedIDToken, identity.sealedRefreshToken, record.createdAt, record.expiresAt, identity.sealedAccessToken,
+                    identity.accessTokenExpiresAt,
                 ])
         }
     }
@@ -59,12 +61,14 @@ extension SQLiteStateSurface: ProviderSessionRepository {
             try db.execute(
                 sql: """
                     UPDATE provider_sessions SET user_id = ?, provider = ?, issuer = ?, subject = ?, tenant_id = ?, provider_sid = ?, id_token = ?,
-                                                 refresh_token = ?, created_at = ?, expires_at = ?, recheck_failing_since = NULL, recheck_failed_at = NULL
+                                                 refresh_token = ?, created_at = ?, expires_at = ?, access_token = ?, access_token_expires_at = ?,
+                                                 recheck_failing_since = NULL, recheck_failed_at = NULL
                     WHERE session_id = ?
                     """,
                 arguments: [
                     record.userID, identity.provider, identity.issuer, identity.subject, identity.tenantID, identity.providerSessionID,
-                    identity.sealedIDToken, identity.sealedRefreshToken, record.createdAt, record.expiresAt, record.sessionID,
+                    identity.sealedIDToken, identity.sealedRefreshToken, record.createdAt, record.expiresAt, identity.sealedAccessToken,
+                    identity.accessTokenExpiresAt, record.sessionID,
                 ])
             return db.changesCount == 1
         }
@@ -73,6 +77,14 @@ extension SQLiteStateSurface: ProviderSessionRepository {
     public func providerSession(sessionID: String) async throws -> ProviderSessionRecord? {
         try await pool.read { db in
             try Row.fetchOne(db, sql: "SELECT * FROM provider_sessions WHERE session_id = ?", arguments: [sessionID]).map(Self.providerSession)
+        }
+    }
+
+    public func providerSessions(userID: String, now: Double) async throws -> [ProviderSessionRecord] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT * FROM provider_sessions WHERE user_id = ? AND expires_at > ? ORDER BY created_at DESC", arguments: [userID, now]
+            ).map(Self.providerSession)
         }
     }
 
@@ -123,11 +135,11 @@ extension SQLiteStateSurface: ProviderSessionRepository {
         }
     }
 
-    public func useProviderSession(sessionID: String, at: Double) async throws -> (record: ProviderSessionRecord, due: Double)? {
+    public func useProviderSession(sessionID: String, at: Double, dueBy: Double?) async throws -> (record: ProviderSessionRecord, due: Double)? {
         try await pool.write { db in
             try db.execute(sql: "UPDATE provider_sessions SET agent_used_at = ? WHERE session_id = ?", arguments: [at, sessionID])
             return try Row.fetchOne(
-                db, sql: "SELECT * FROM provider_sessions WHERE session_id = ? AND recheck_at IS NOT NULL AND recheck_at <= ?", arguments: [sessionID, at]
+                db, sql: "SELECT * FROM provider_sessions WHERE session_id = ? AND recheck_at IS NOT NULL AND recheck_at <= ?", arguments: [sessionID, dueBy ?? at]
             ).map { row -> (record: ProviderSessionRecord, due: Double) in (Self.providerSession(row), row["recheck_at"]) }
         }
     }
@@ -198,7 +210,8 @@ extension SQLiteStateSurface: ProviderSessionRepository {
     static func identity(_ row: Row) -> ProviderIdentityRecord {
         ProviderIdentityRecord(
             provider: row["provider"], issuer: row["issuer"], subject: row["subject"], tenantID: row["tenant_id"], providerSessionID: row["provider_sid"],
-            sealedIDToken: row["id_token"], sealedRefreshToken: row["refresh_token"])
+            sealedIDToken: row["id_token"], sealedRefreshToken: row["refresh_token"], sealedAccessToken: row["access_token"],
+            accessTokenExpiresAt: row["access_token_expires_at"])
     }
 
     static func providerSession(_ row: Row) -> ProviderSessionRecord {

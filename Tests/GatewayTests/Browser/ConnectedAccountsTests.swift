@@ -444,15 +444,18 @@ struct ConnectedAccountsTests {
         let fixture = try await Self.gateway(service, secretFile: secret, routes: [Self.actingRoute(service)])
         try await fixture.addUser("alice")
         let jar = try await Self.signedIn(fixture, "alice")
-        service.books.withLock { $0.tokenLifetime = 2 }
+        // A 6 s token is refreshed from half its life (3 s) on; the times are measured from the
+        // connection (its token was given just before), so a slow machine moves them together.
+        service.books.withLock { $0.tokenLifetime = 6 }
+        let login = try await fixture.login("alice")
         try await Self.connect(fixture, jar)
+        let connected = ContinuousClock.now
         for token in service.books.withLock({ Array($0.accessTokens.keys) + Array($0.refreshTokens.keys) }) { fixture.remember(token) }
         service.books.withLock { $0.clientSecret = "rotated-at-the-service" }
-        let login = try await fixture.login("alice")
-        try await Task.sleep(for: .milliseconds(1_100))
+        try await Task.sleep(until: connected + .milliseconds(3_300))
         let lasting = try await Answer.request(.GET, fixture.baseURL + "/gh/user", bearer: login.accessToken)
         #expect(lasting.status == 200 && lasting.json["login"] == "octocat", "the token still lasts: \(lasting.raw)")
-        try await Task.sleep(for: .milliseconds(1_000))
+        try await Task.sleep(until: connected + .milliseconds(6_300))
         let expired = try await Answer.request(.GET, fixture.baseURL + "/gh/user", bearer: login.accessToken)
         #expect(expired.status == 503 && expired.json["error"] == "connection_unavailable", "\(expired.raw)")
         let aliceID = try #require(try await fixture.state.user(tenantID: "default", username: "alice")).id

@@ -54,6 +54,17 @@ extension FakeProvider {
         /// The last token request's form, for checks (never printed).
         var lastForm: [String: String] = [:]
         var lastAuthorization: String?
+        /// Access tokens it gave (by code or refresh): token -> (subject, expiry).
+        var accessTokens: [String: (subject: String, expiresAt: Double)] = [:]
+        var accessTokenLifetime: Double = 300
+        /// Token exchanges (RFC 8693, or Entra's on-behalf-of) asked for, and the tokens they gave: token -> (subject, audience).
+        var exchangeRequests = 0
+        var exchanged: [String: (subject: String, audience: String)] = [:]
+        var exchangeLifetime: Double = 300
+        /// When set, an exchange is refused with this OAuth error (400).
+        var exchangeRefusal: String?
+        /// When set, an exchange is answered with this status and an empty body (an outage).
+        var exchangeStatus: Int?
     }
 
     var authorizationPath: String { "/realms/acme/protocol/openid-connect/auth" }
@@ -177,8 +188,47 @@ extension FakeProvider {
                 return Response(status: HTTPResponse.Status(code: status))
             }
             return try tokens(subject: subject ?? known.subject, sid: known.sid, nonce: nil)
+        case "urn:ietf:params:oauth:grant-type:token-exchange":
+            guard form["subject_token_type"] == "urn:ietf:params:oauth:token-type:access_token", let audience = form["audience"] else {
+                return error("invalid_request")
+            }
+            return exchange(subjectToken: form["subject_token"], audience: audience, error: error)
+        case "urn:ietf:params:oauth:grant-type:jwt-bearer" where form["requested_token_use"] == "on_behalf_of":
+            guard let scope = form["scope"], !scope.isEmpty else { return error("invalid_request") }
+            return exchange(subjectToken: form["assertion"], audience: scope, error: error)
         default:
             return error("unsupported_grant_type")
+        }
+    }
+
+    /// An exchange of one of its live access tokens for one for `audience` (RFC 8693 2.2).
+    private func exchange(subjectToken: String?, audience: String, error: (String, HTTPResponse.Status) -> Response) -> Response {
+        let now = Date().timeIntervalSince1970
+        enum Outcome {
+            case refused(Response)
+            case exchanged(String, Double)
+        }
+        let outcome = flow.withLock { state -> Outcome in
+            state.exchangeRequests += 1
+            if let status = state.exchangeStatus { return .refused(Response(status: HTTPResponse.Status(code: status))) }
+            if let refusal = state.exchangeRefusal { return .refused(error(refusal, .badRequest)) }
+            guard let subjectToken, let subject = state.accessTokens[subjectToken], subject.expiresAt > now else {
+                return .refused(error("invalid_grant", .badRequest))
+            }
+            let token = "xt-\(subject.subject)-" + UUID().uuidString
+            state.exchanged[token] = (subject.subject, audience)
+            return .exchanged(token, state.exchangeLifetime)
+        }
+        switch outcome {
+        case .refused(let answer): return answer
+        case .exchanged(let token, let lifetime):
+            let answer: JSONObject = [
+                "access_token": .string(token), "issued_token_type": "urn:ietf:params:oauth:token-type:access_token", "token_type": "Bearer",
+                "expires_in": .number(lifetime),
+            ]
+            return Response(
+                status: .ok, headers: [.contentType: "application/json", .cacheControl: "no-store"],
+                body: .init(byteBuffer: ByteBuffer(bytes: JSONWriter.bytes(.object(answer)))))
         }
     }
 
@@ -195,10 +245,12 @@ extension FakeProvider {
     }
 
     private func tokens(subject: String, sid: String, nonce: String?) throws -> Response {
-        let (fault, refresh, extra) = flow.withLock { state -> (IDTokenFault, String?, JSONObject) in
+        let access = "pat-" + UUID().uuidString
+        let (fault, refresh, extra, lifetime) = flow.withLock { state -> (IDTokenFault, String?, JSONObject, Double) in
             let refresh = state.givesRefreshTokens ? "rt-" + UUID().uuidString : nil
             if let refresh { state.refreshTokens[refresh] = (subject, sid) }
-            return (state.fault, refresh, state.idTokenClaims)
+            state.accessTokens[access] = (subject, Date().timeIntervalSince1970 + state.accessTokenLifetime)
+            return (state.fault, refresh, state.idTokenClaims, state.accessTokenLifetime)
         }
         var claims: JSONObject = extra
         claims["sid"] = .string(sid)
@@ -206,7 +258,7 @@ extension FakeProvider {
         let key = fault == .badSignature ? try JWSKey.generate(algorithm: .es256, kid: keys.first?.kid ?? "ec-1") : nil
         let idToken = try token(
             sub: subject, aud: fault == .wrongAudience ? "someone-else" : "portcullis", key: key, lifetime: fault == .expired ? -120 : 300, claims: claims)
-        var answer: JSONObject = ["access_token": "provider-access-token", "token_type": "Bearer", "expires_in": 300, "id_token": .string(idToken)]
+        var answer: JSONObject = ["access_token": .string(access), "token_type": "Bearer", "expires_in": .number(lifetime), "id_token": .string(idToken)]
         if let refresh { answer["refresh_token"] = .string(refresh) }
         return Response(
             status: .ok, headers: [.contentType: "application/json", .cacheControl: "no-store"],
