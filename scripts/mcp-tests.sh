@@ -58,6 +58,10 @@ start_serve "$WORK" "$PORT" "  public_url: http://127.0.0.1:$PORT
   routes:
     - {prefix: /mcp/tools, upstream: 'http://127.0.0.1:$TOOLS/mcp', mcp: true, require: {scopes: [tools]}}
     - {prefix: /mcp/other, upstream: 'http://127.0.0.1:$TOOLS/mcp', mcp: true}
+    - prefix: /mcp/reports
+      upstream: 'http://127.0.0.1:$TOOLS/mcp'
+      mcp: true
+      upstream_credential: {exchange: {issuer: 'http://127.0.0.1:$SSO_PORT', audience: 'api://reports', scopes: [reports.read]}}
     - prefix: /mcp/guarded
       upstream: 'http://127.0.0.1:$TOOLS/mcp'
       require: {scopes: [tools]}

@@ -43,7 +43,7 @@ KEY = ec.generate_private_key(ec.SECP256R1())
 KID = "fake-idp-1"
 LOCK = threading.Lock()
 CODES = {}  # code -> (redirect_uri, challenge, nonce, sid)
-STATE = {"last_sid": None, "refresh": {}, "agent_id_tokens": set()}
+STATE = {"last_sid": None, "refresh": {}, "agent_id_tokens": set(), "access_tokens": set()}
 AGENT_ID = "ci-agent"
 AGENT_SECRET = open(os.environ["CI_AGENT_SECRET_FILE"]).read().strip() if os.environ.get("CI_AGENT_SECRET_FILE") else None
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
@@ -142,11 +142,41 @@ class Handler(BaseHTTPRequestHandler):
             claims["scope"] = form["scope"]
         self._json(200, {"access_token": sign(claims, typ="oauth-id-jag+jwt"), "issued_token_type": ID_JAG_TYPE, "token_type": "N_A", "expires_in": 300})
 
+    def _exchange_access(self, form):
+        """RFC 8693 for the gateway: the person's access token from their sign-in for one for an API's audience."""
+        expected = "Basic " + base64.b64encode(f"{CLIENT_ID}:{CLIENT_SECRET}".encode()).decode()
+        if self.headers.get("Authorization") != expected:
+            self._json(401, {"error": "invalid_client"})
+            return
+        with LOCK:
+            known = form.get("subject_token") in STATE["access_tokens"]
+        if not known:
+            self._json(400, {"error": "invalid_grant"})
+            return
+        if form.get("requested_token_type") != "urn:ietf:params:oauth:token-type:access_token" or not form.get("audience"):
+            self._json(400, {"error": "invalid_request"})
+            return
+        now = int(time.time())
+        claims = {"iss": ISSUER, "sub": "browser-sso-user", "aud": form["audience"], "scope": form.get("scope", ""), "act": {"sub": CLIENT_ID},
+                  "iat": now, "exp": now + 300, "jti": secrets.token_hex(16)}
+        self._json(200, {"access_token": sign(claims, typ="at+jwt"), "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
+                         "token_type": "Bearer", "expires_in": 300})
+
+    def _access_token(self):
+        """An access token for the gateway's sign-in, remembered: the subject of a later exchange."""
+        token = secrets.token_urlsafe(16)
+        with LOCK:
+            STATE["access_tokens"].add(token)
+        return token
+
     def do_POST(self):
         url = urllib.parse.urlsplit(self.path)
         body = self.rfile.read(int(self.headers.get("Content-Length", "0") or 0)).decode()
         form = dict(urllib.parse.parse_qsl(body))
-        if url.path == "/token" and form.get("grant_type") == TOKEN_EXCHANGE:
+        if url.path == "/token" and form.get("grant_type") == TOKEN_EXCHANGE and \
+                form.get("subject_token_type") == "urn:ietf:params:oauth:token-type:access_token":
+            self._exchange_access(form)
+        elif url.path == "/token" and form.get("grant_type") == TOKEN_EXCHANGE:
             self._id_jag(form)
         elif url.path == "/test/id-token":
             now = int(time.time())
@@ -172,7 +202,7 @@ class Handler(BaseHTTPRequestHandler):
                 with LOCK:
                     STATE["last_sid"] = sid
                     STATE["refresh"][refresh] = sid
-                self._json(200, {"access_token": secrets.token_urlsafe(16), "token_type": "Bearer", "expires_in": 300,
+                self._json(200, {"access_token": self._access_token(), "token_type": "Bearer", "expires_in": 300,
                                  "id_token": id_token(sid, issued[2]), "refresh_token": refresh})
             elif form.get("grant_type") == "refresh_token":
                 with LOCK:
@@ -183,7 +213,7 @@ class Handler(BaseHTTPRequestHandler):
                 if not sid:
                     self._json(400, {"error": "invalid_grant"})
                     return
-                self._json(200, {"access_token": secrets.token_urlsafe(16), "token_type": "Bearer", "expires_in": 300,
+                self._json(200, {"access_token": self._access_token(), "token_type": "Bearer", "expires_in": 300,
                                  "id_token": id_token(sid), "refresh_token": refresh})
             else:
                 self._json(400, {"error": "unsupported_grant_type"})

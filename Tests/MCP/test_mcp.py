@@ -20,6 +20,8 @@ the provider too (its end-session page, through the page's form-action) and ends
 and refresh token at once (issue 65).
 A client of 2026-07-28 discovers the server (server/discover) through the gateway, and a method the
 gateway does not pass is answered as that revision's transport requires (404, -32601).
+Token exchange (issue 66): a tool behind a route with `upstream_credential: {exchange: ...}` gets, as
+Authorization, a token the test provider exchanged (RFC 8693) for the person for its API's audience.
 Enterprise-managed authorization (issue 66): the SDK's `IdentityAssertionOAuthProvider`, a confidential
 client, gets an ID-JAG from the test provider (RFC 8693 exchange of the agent's ID token there) and
 presents it to the gateway's token endpoint; its tool call reaches the server as the provider's person,
@@ -231,6 +233,30 @@ async def modern(storage):
         answer = json.loads(body or b"{}")
         check(status == expected and answer.get("error", {}).get("code") == -32601 and answer.get("id") == 9,
               f"a method the gateway does not pass is {expected} with -32601 Method not found at {version} ({status}, {answer.get('error', {}).get('code')})")
+
+
+async def exchanged(page):
+    """Token exchange (issue 66): a route that acts as the person with a token their provider exchanges for its API."""
+    print("--- a route acting as the person with a token the provider exchanged (RFC 8693)")
+    person = Browser(page, "registered itself: unverified", server="/mcp/reports")
+    storage = MemoryStorage()
+    provider = OAuthClientProvider(
+        server_url=GATEWAY + "/mcp/reports",
+        client_metadata=OAuthClientMetadata(client_name="SDK test agent", redirect_uris=[CALLBACK], grant_types=["authorization_code", "refresh_token"],
+                                            response_types=["code"]),
+        storage=storage, redirect_handler=person.redirect, callback_handler=person.callback)
+    async with httpx2.AsyncClient(auth=provider, timeout=30) as http:
+        async with streamable_http_client(GATEWAY + "/mcp/reports", http_client=http) as streams:
+            async with ClientSession(streams[0], streams[1]) as session:
+                await session.initialize()
+                seen = [json.loads((await session.call_tool("whoami", {})).content[0].text) for _ in range(2)]
+    bearer = seen[0].get("bearer") or {}
+    check(bearer.get("iss") == os.environ["SSO"] and bearer.get("aud") == "api://reports" and bearer.get("scope") == "reports.read",
+          f"the server gets a token the provider exchanged for its audience ({bearer.get('aud')}, {bearer.get('scope')})")
+    check(bearer.get("sub") == "browser-sso-user" and bearer.get("act", {}).get("sub") == "portcullis",
+          "for the person who signed in, with the gateway as the actor")
+    check(seen[1].get("bearer", {}).get("jti") == bearer.get("jti"), "the next call carries the same token (kept per person and audience)")
+    check((seen[0].get("sub") or "").startswith("ext_"), "beside the gateway's assertion naming the person")
 
 
 async def enterprise():
@@ -479,6 +505,7 @@ async def main():
         await modern(tools_storage)
         await enterprise()
         await flow(page, client_metadata_url=None, expected_client="registered itself: unverified")
+        await exchanged(page)
         guarded_storage = await guarded(page, os.environ["CLIENT_METADATA_URL"])
         await agents_page(page, tools_storage)
         await backchannel(guarded_storage)

@@ -1,7 +1,8 @@
 """The MCP server behind the gateway in scripts/mcp-tests.sh: FastMCP over Streamable HTTP.
 
 Tools: `add` (a JSON-RPC answer), `whoami` (what reached the server: never the client's token,
-always the gateway's assertion, read here without verifying, which a test may do) and `slow`
+always the gateway's assertion, read here without verifying, which a test may do, and on a route
+that acts as the person the claims of the token the gateway sent for them) and `slow`
 (progress notifications spaced out on one SSE answer, so that a test can see each event pass
 the gateway as it comes, and the stream outlive the gateway's idle timeout). A `slow` call the
 server is told to stop (its task cancelled: `notifications/cancelled`, or a disconnect its SDK
@@ -38,7 +39,14 @@ def whoami() -> dict:
     if assertion.count(".") == 2:
         payload = assertion.split(".")[1]
         claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-    return {"authorization": "authorization" in headers, "sub": claims.get("sub"), "client_id": claims.get("client_id"), "aud": claims.get("aud")}
+    # A route that acts as the person (upstream_credential) sends their token there: its claims, read without verifying.
+    bearer = None
+    authorization = headers.get("authorization", "")
+    if authorization.startswith("Bearer ") and authorization.count(".") == 2:
+        payload = authorization.split(".")[1]
+        bearer = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    return {"authorization": "authorization" in headers, "sub": claims.get("sub"), "client_id": claims.get("client_id"), "aud": claims.get("aud"),
+            "bearer": bearer}
 
 
 @mcp.tool
