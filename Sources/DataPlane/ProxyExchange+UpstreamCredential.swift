@@ -133,25 +133,29 @@ extension ProxyExchange {
     /// under way: an MCP request ends as `endMCPExchange` ends it (a disconnect answers 403, not the
     /// 401 that sends an agent to authorize again), any other as `endCredentialedExchange`.
     func endRegisteredExchange(reason: String, connectionEnded: Bool) {
-        guard route.isMCP else { return endCredentialedExchange(reason: reason) }
+        guard route.isMCP else { return endCredentialedExchange(reason: reason, reconnect: connectionEnded) }
         endMCPExchange(reason: reason, refusal: connectionEnded ? Self.connectionEnded(reason) : nil)
     }
 
     /// The credential this request carries upstream stopped being the caller's to use: not yet
     /// answered, it is refused; answering, both connections are cut (the upstream's work stops with its request).
-    func endCredentialedExchange(reason: String) {
+    func endCredentialedExchange(reason: String, reconnect: Bool) {
         guard !finished else { return }
         guard responseStarted else {
             closeUpstream()
-            return fail(Self.connectionEnded(reason))
+            return fail(Self.connectionEnded(reason, reconnect: reconnect))
         }
         closeUpstream()
         finish(closeClient: true)
     }
 
-    /// 403 `access_ended`: the account this request carried a token of was disconnected before the upstream answered.
-    static func connectionEnded(_ reason: String) -> GatewayError {
-        GatewayError(.forbidden, "access_ended", "this request's access ended (\(reason)) before the upstream answered; connect it again, then try again")
+    /// 403 `access_ended`: the credential this request carried upstream stopped being the caller's to
+    /// use before the upstream answered: the account at its service was disconnected (`reconnect`:
+    /// the advice is to connect it again), or the caller's own access ended.
+    static func connectionEnded(_ reason: String, reconnect: Bool = true) -> GatewayError {
+        GatewayError(
+            .forbidden, "access_ended",
+            "this request's access ended (\(reason)) before the upstream answered" + (reconnect ? "; connect it again, then try again" : ""))
     }
 
     /// 403 `connection_required`: the person must connect the service first, at `url`.

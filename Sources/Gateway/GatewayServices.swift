@@ -231,9 +231,18 @@ public struct GatewayServices: Sendable {
     /// Exchanges tokens at the company's provider for people (`nil` with no provider to sign in with).
     var tokenExchange: TokenExchangeService? {
         guard let signIn = providerSignIn else { return nil }
-        let clock = clock
+        let (clock, sessionOwners, runtime, admission) = (clock, sessionOwners, runtime, admission)
+        let isLive: @Sendable (String, String, String) async throws -> Bool = { sessionID, userID, tenantID in
+            if let owned = sessionOwners.isOwned(sessionID, by: userID, tenantID: tenantID) { return owned }
+            do {
+                return try await sessionOwners.askRuntime(sessionID, by: Principal(userID: userID, tenantID: tenantID), runtime: runtime, admission: admission)
+            } catch is RuntimeRefusal {
+                return false  // unknown to the Runtime: ended
+            }
+        }
         return TokenExchangeService(
-            subjects: ProviderSubjectTokens(store: store, signIn: signIn, recheck: providerRecheck), directory: providers, trusted: trustedIssuers,
+            subjects: ProviderSubjectTokens(store: store, signIn: signIn, recheck: providerRecheck, isLive: isLive), directory: providers,
+            trusted: trustedIssuers,
             cache: exchangedTokens, now: { clock.now() }, logger: logger)
     }
 

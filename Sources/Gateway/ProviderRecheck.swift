@@ -71,10 +71,17 @@ struct ProviderRecheck: Sendable {
         try await checkInUse(sessionID: sessionID, dueBy: nil)
     }
 
-    /// `checkInUse`, with the re-check run now when it is due by `dueBy`: a token exchange whose
-    /// subject (the provider's access token) expires before the next re-check has it renewed early,
-    /// under the same claim (one instance presents the refresh token).
-    func checkInUse(sessionID: String, dueBy: Double?) async throws -> Outcome {
+    /// An agent's use that needs the session's provider access token renewed now (a token
+    /// exchange whose subject expires before the next re-check): the re-check runs early, under
+    /// the same claim, unless one was claimed in the last minute (by this instance or another, for
+    /// this exchange or any other). So a rotating refresh token is never presented twice: the
+    /// claim that ran within the minute has written its rotated token by then (10 s at most).
+    func renewInUse(sessionID: String) async throws -> Outcome {
+        try await checkInUse(sessionID: sessionID, dueBy: clock.now() + max(0, interval - 60))
+    }
+
+    /// `checkInUse`, with the re-check run now when it is due by `dueBy`.
+    private func checkInUse(sessionID: String, dueBy: Double?) async throws -> Outcome {
         let now = clock.now()
         guard let (record, due) = try await store.useProviderSession(sessionID: sessionID, at: now, dueBy: dueBy) else { return .stands }
         return try await claimAndRecheck(record, due: due, now: now)

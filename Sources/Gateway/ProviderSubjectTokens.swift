@@ -1,27 +1,43 @@
 import ProviderLogin
+import RuntimeAPI
 import StateSurface
 import TokenExchange
 
 /// A person's access token at the company's provider, from their newest live sign-in through it:
 /// the subject a token exchange presents.
 ///
+/// A sign-in counts while its gateway session is the person's and live (the Runtime says, or the
+/// session view it keeps): a provider session left behind by a session ended otherwise is skipped.
 /// The token is the one the sign-in's code or its latest refresh gave (every re-check refreshes
-/// it). One that expires within the exchange's margin has its session's re-check run now, under
-/// the re-check's claim (one instance presents the refresh token), and is read again.
+/// it). When every one has less than the exchange's margin left, the sessions that can be renewed
+/// (a refresh token and a re-check schedule) have their re-check run now, under its claim
+/// (`ProviderRecheck.renewInUse`), newest first, and the first renewed token is used.
 struct ProviderSubjectTokens: SubjectTokenSource {
     let store: any ProviderSessionRepository
     let signIn: ProviderSignIn
     let recheck: ProviderRecheck?
+    /// Whether the gateway session is live and the person's (session id, user id, tenant id).
+    let isLive: @Sendable (String, String, String) async throws -> Bool
 
     func subjectToken(userID: String, issuer: String, minimumLife: Double, now: Double) async throws -> SubjectToken? {
-        let sessions = try await store.providerSessions(userID: userID, now: now).filter { $0.identity.issuer == issuer }
-        if let found = sessions.lazy.compactMap({ fresh($0, minimumLife: minimumLife, now: now) }).first { return found }
-        // Every token is out of date: renew the newest session's through its provider.
-        guard let recheck, let newest = sessions.first(where: { $0.identity.sealedRefreshToken != nil }) else { return nil }
-        guard try await recheck.checkInUse(sessionID: newest.sessionID, dueBy: .infinity) == .stands,
-            let renewed = try await store.providerSession(sessionID: newest.sessionID)
-        else { return nil }
-        return fresh(renewed, minimumLife: minimumLife, now: now)
+        var renewable: [ProviderSessionRecord] = []
+        for session in try await store.providerSessions(userID: userID, now: now) where session.identity.issuer == issuer {
+            guard try await isLive(session.sessionID, session.userID, session.identity.tenantID) else { continue }
+            if let found = fresh(session, minimumLife: minimumLife, now: now) { return found }
+            if session.identity.sealedRefreshToken != nil { renewable.append(session) }
+        }
+        guard let recheck else { return nil }
+        var notRenewed = false
+        for session in renewable {
+            // Ended at the provider: the next one is tried; standing but not renewed: claimed elsewhere or an outage.
+            guard try await recheck.renewInUse(sessionID: session.sessionID) == .stands else { continue }
+            if let renewed = try await store.providerSession(sessionID: session.sessionID), let found = fresh(renewed, minimumLife: minimumLife, now: now) {
+                return found
+            }
+            notRenewed = true
+        }
+        if notRenewed { throw ExchangeError.unavailable("your sign-in's token there could not be renewed just now") }
+        return nil
     }
 
     private func fresh(_ session: ProviderSessionRecord, minimumLife: Double, now: Double) -> SubjectToken? {

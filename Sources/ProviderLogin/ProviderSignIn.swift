@@ -144,7 +144,7 @@ public struct ProviderSignIn: Sendable {
             providerSessionID: verified.providerSessionID, sealedIDToken: try vault.seal(idToken, kind: .idToken, sessionID: flow.sessionID),
             sealedRefreshToken: try answer.refreshToken.map { try vault.seal($0, kind: .refreshToken, sessionID: flow.sessionID) },
             sealedAccessToken: try answer.accessToken.map { try vault.seal($0, kind: .accessToken, sessionID: flow.sessionID) },
-            accessTokenExpiresAt: answer.accessToken == nil ? nil : answer.expiresIn.map { clock.now() + $0 })
+            accessTokenExpiresAt: answer.accessToken == nil ? nil : clock.now() + (answer.expiresIn ?? Self.assumedAccessTokenLifetime))
         try await store.insertLoginCode(
             LoginCodeRecord(
                 codeHash: try LoginStart.hash(loginCode), sessionID: flow.sessionID, loginChallenge: flow.loginChallenge, provider: identity,
@@ -244,13 +244,17 @@ public struct ProviderSignIn: Sendable {
             // The new access token replaces the sign-in's (a token exchange's subject is always the latest).
             if let accessToken = answer.accessToken {
                 next.identity.sealedAccessToken = try vault.seal(accessToken, kind: .accessToken, sessionID: session.sessionID)
-                next.identity.accessTokenExpiresAt = answer.expiresIn.map { clock.now() + $0 }
+                next.identity.accessTokenExpiresAt = clock.now() + (answer.expiresIn ?? Self.assumedAccessTokenLifetime)
             }
         } catch {
             return .failure(.unavailable)
         }
         return .success(next)
     }
+
+    /// How long a provider's access token is taken to live when its answer has no `expires_in`: a
+    /// token exchange renews it after that rather than present it until the provider refuses it.
+    public static let assumedAccessTokenLifetime: Double = 300
 
     /// The provider's access token of `session`, with when it expires (`nil`: the provider did not
     /// say): the subject of a token exchange. `nil` when none is kept, or another key sealed it.

@@ -41,7 +41,7 @@ public struct ProviderIdentityRecord: Sendable, Equatable {
     /// The provider's access token from the sign-in or its latest refresh, sealed: the subject token
     /// a token exchange (`upstream_credential: {exchange: ...}`) presents for the person.
     public var sealedAccessToken: String?
-    /// When that access token expires (`expires_in` from when it was given), when the provider said.
+    /// When that access token expires (`expires_in` from when it was given; five minutes when the provider did not say).
     public var accessTokenExpiresAt: Double?
 
     public init(

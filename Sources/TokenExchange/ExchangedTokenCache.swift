@@ -39,16 +39,34 @@ public final class ExchangedTokenCache: Sendable {
         case missing
     }
 
+    /// A forget, remembered for the exchanges under way when it came.
+    struct Forget {
+        let generation: UInt64
+        /// The person (user id, tenant id) whose entries went, or nil.
+        let person: (String, String)?
+        let sessionIDs: Set<String>
+    }
+
+    struct State {
+        var entries: [Key: Entry] = [:]
+        var generation: UInt64 = 0
+        /// The latest forgets, oldest first (at most `forgetsKept`).
+        var forgets: [Forget] = []
+    }
+
     /// A token is never sent with less than this left.
     public static let sendMargin: Double = 30
     /// The entries kept at most; past it the table is emptied (a busy gateway exchanges again, no more).
     public static let capacity = 100_000
-    private let state = Mutex<(entries: [Key: Entry], generation: UInt64)>(([:], 0))
+    /// The forgets remembered: an exchange that began before more than this many is not kept.
+    static let forgetsKept = 1_024
+    private let state = Mutex(State())
 
     public init() {}
 
     /// How many forgets there have been: an exchange notes it before it starts and keeps its token
-    /// only if no forget came meanwhile (a logout applied during the exchange is not undone).
+    /// only if no forget of its person or of its session came meanwhile (a logout applied during the
+    /// exchange is not undone; another person's leaves it be).
     public var generation: UInt64 { state.withLock { $0.generation } }
 
     public func lookup(_ key: Key, now: Double) -> Lookup {
@@ -64,8 +82,8 @@ public final class ExchangedTokenCache: Sendable {
 
     /// Keeps `token`, exchanged with `sessionID`'s provider token, for `key` until 30 s before it
     /// expires; its renewal is due a fifth of its life (at least a minute) before it expires, not in the
-    /// first half of its sending time. Kept only
-    /// while the generation is still `seen`, the one noted before the exchange.
+    /// first half of its sending time. Not kept when a forget since `seen` (the generation noted
+    /// before the exchange) named its person or its session.
     public func keep(_ token: String, for key: Key, sessionID: String, expiresAt: Double, now: Double, seen: UInt64) {
         let until = expiresAt - Self.sendMargin
         guard until > now else { return }
@@ -73,7 +91,7 @@ public final class ExchangedTokenCache: Sendable {
         // half of the time it may be sent: a short-lived token is not renewed by every request.
         let renewAt = max(now + (until - now) / 2, expiresAt - max(60, (expiresAt - now) / 5))
         state.withLock { state in
-            guard state.generation == seen else { return }
+            guard !Self.forgotten(key, sessionID: sessionID, since: seen, in: state) else { return }
             if state.entries.count >= Self.capacity, state.entries[key] == nil { state.entries.removeAll(keepingCapacity: true) }
             state.entries[key] = Entry(token: token, renewAt: min(renewAt, until), until: until, sessionID: sessionID)
         }
@@ -82,7 +100,7 @@ public final class ExchangedTokenCache: Sendable {
     /// Drops the person's entries: their access ended.
     public func forget(userID: String, tenantID: String) {
         state.withLock { state in
-            state.generation &+= 1
+            Self.note(Forget(generation: state.generation &+ 1, person: (userID, tenantID), sessionIDs: []), in: &state)
             state.entries = state.entries.filter { key, _ in !(key.userID == userID && key.tenantID == tenantID) }
         }
     }
@@ -91,8 +109,24 @@ public final class ExchangedTokenCache: Sendable {
     public func forget(sessionIDs: [String]) {
         let ended = Set(sessionIDs)
         state.withLock { state in
-            state.generation &+= 1
+            Self.note(Forget(generation: state.generation &+ 1, person: nil, sessionIDs: ended), in: &state)
             state.entries = state.entries.filter { _, entry in !ended.contains(entry.sessionID) }
+        }
+    }
+
+    private static func note(_ forget: Forget, in state: inout State) {
+        state.generation = forget.generation
+        if state.forgets.count >= forgetsKept { state.forgets.removeFirst(state.forgets.count - forgetsKept + 1) }
+        state.forgets.append(forget)
+    }
+
+    /// Whether a forget after `seen` named `key`'s person or `sessionID` (or too many came to tell).
+    private static func forgotten(_ key: Key, sessionID: String, since seen: UInt64, in state: State) -> Bool {
+        guard state.generation != seen else { return false }
+        guard let oldest = state.forgets.first, oldest.generation <= seen &+ 1 else { return true }
+        return state.forgets.contains { forget in
+            forget.generation > seen
+                && (forget.sessionIDs.contains(sessionID) || forget.person.map { $0 == (key.userID, key.tenantID) } == true)
         }
     }
 

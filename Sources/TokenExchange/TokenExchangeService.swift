@@ -40,7 +40,9 @@ public final class TokenExchangeService: Sendable {
     public let cache: ExchangedTokenCache
     let now: @Sendable () -> Double
     let logger: Logger
-    private let inFlight = Mutex<[Key: Task<String, any Error>]>([:])
+    /// The exchanges under way, with the cache's generation when each began: a request joins one
+    /// only while no forget has come since (one that began before a logout may carry its token).
+    private let inFlight = Mutex<[Key: (task: Task<String, any Error>, seen: UInt64)]>([:])
 
     /// A token the provider gives without `expires_in` is kept this long.
     public static let assumedLifetime: Double = 300
@@ -80,19 +82,23 @@ public final class TokenExchangeService: Sendable {
     /// The exchange in flight for `key`, or a new one.
     private func exchangeOnce(_ key: Key) -> Task<String, any Error> {
         inFlight.withLock { running in
-            if let task = running[key] { return task }
+            let seen = cache.generation
+            if let current = running[key], current.seen == seen { return current.task }
             let task = Task { [self] in
-                defer { _ = inFlight.withLock { $0.removeValue(forKey: key) } }
-                return try await exchange(key)
+                defer {
+                    inFlight.withLock { running in
+                        if running[key]?.seen == seen { running[key] = nil }
+                    }
+                }
+                return try await exchange(key, seen: seen)
             }
-            running[key] = task
+            running[key] = (task, seen)
             return task
         }
     }
 
-    private func exchange(_ key: Key) async throws -> String {
+    private func exchange(_ key: Key, seen: UInt64) async throws -> String {
         let target = key.target
-        let seen = cache.generation
         guard let provider = directory.providers.first(where: { $0.issuer == target.issuer }) else {
             throw ExchangeError.unavailable("the provider is no longer configured for sign-in")
         }
@@ -132,7 +138,8 @@ public final class TokenExchangeService: Sendable {
         }
         // RFC 8693 2.2.1: "N_A" when the token is not an OAuth access token; it is still sent as a bearer token.
         if let type = answer.tokenType, type.lowercased() != "bearer", type != "N_A" {
-            throw ExchangeError.unavailable("the provider gave a \(type) token, and the gateway sends bearer tokens only")
+            let named = TokenEndpoint.isErrorCode(type) ? type : "non-standard"
+            throw ExchangeError.unavailable("the provider gave a \(named) token, and the gateway sends bearer tokens only")
         }
         let now = now()
         cache.keep(

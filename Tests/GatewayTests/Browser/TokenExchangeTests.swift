@@ -147,7 +147,42 @@ struct TokenExchangeTests {
         }
     }
 
-    @Test("a sign-in's access token that expires before the exchange is renewed through the session's re-check (one refresh at the provider), and the new one is the subject")
+    @Test("disabling the person ends a request under way with an exchanged token (403 access_ended, long before the upstream answers) and forgets their exchanged token: enabled and signed in again, their next request is exchanged anew")
+    func disableEndsExchangedUse() async throws {
+        try await Self.withExchangeGateway(provider: { $0.flow.withLock { $0.idTokenClaims = ["email": "dana@example.com", "email_verified": true] } }) {
+            provider, fixture in
+            var jar = CookieJar()
+            _ = try await BrowserSessionTests.signIn(fixture, provider, &jar)
+            #expect(try await Self.sentUpstream(fixture, jar).0.status == 200)
+            let cookie = jar
+            let started = ContinuousClock.now
+            let slow = Task { try await BrowserSessionTests.get(fixture, "/reports/q?delay_ms=8000", cookie) }
+            try await Task.sleep(for: .milliseconds(300))
+            let disabled = try await runPortcullis(["users", "disable", "dana@example.com", "--database", fixture.state.path])
+            #expect(disabled.status == 0, "\(disabled.output)")
+            let ended = try await slow.value
+            #expect(ended.status == 403 && ended.error == "access_ended", "\(ended.raw)")
+            #expect(ContinuousClock.now - started < .seconds(4), "ended well before the upstream's 8 s answer")
+            #expect(ended.json["message"]?.stringValue?.contains("connect it again") == false, "no advice to connect a service: \(ended.raw)")
+
+            #expect(try await runPortcullis(["users", "enable", "dana@example.com", "--database", fixture.state.path]).status == 0)
+            var again = CookieJar()
+            let signedIn = try await Answer.eventually(
+                within: 3, {
+                    var attempt = CookieJar()
+                    let answer = try await BrowserSessionTests.signIn(fixture, provider, &attempt)
+                    if answer.status == 302 { again = attempt }
+                    return answer
+                }, until: { $0.status == 302 })
+            #expect(signedIn.status == 302, "\(signedIn.raw)")
+            let (answer, _) = try await Self.sentUpstream(fixture, again)
+            Self.remember(fixture, provider)
+            #expect(answer.status == 200, "\(answer.raw)")
+            #expect(provider.flow.withLock { $0.exchangeRequests } == 2, "the token exchanged before the disable was forgotten: asked again")
+        }
+    }
+
+    @Test("a sign-in's access token that expires before the exchange is renewed through the session's re-check (one refresh at the provider), and the new one is the subject; within a minute of the session's last claim (here its sign-in) it is not renewed again but answered 503 exchange_unavailable, so a rotating refresh token is never presented twice")
     func staleSubjectIsRenewed() async throws {
         // The sign-in's access token lives 20 s: under the 30 s an exchange needs left (the renewed one lives 300 s).
         try await Self.withExchangeGateway(provider: { $0.flow.withLock { $0.accessTokenLifetime = 20 } }) { provider, fixture in
@@ -158,6 +193,12 @@ struct TokenExchangeTests {
                 state.accessTokenLifetime = 300
                 return state.refreshRequests
             }
+            let early = try await BrowserSessionTests.get(fixture, "/reports/q", jar)
+            #expect(early.status == 503 && early.error == "exchange_unavailable", "\(early.raw)")
+            #expect(provider.flow.withLock { $0.refreshRequests } == refreshes, "not within a minute of the last claim")
+            // The sign-in two minutes old: its re-check may be claimed again.
+            let session = try await LeaverTests.providerSession(fixture, provider)
+            try await fixture.state.scheduleProviderRecheck(sessionID: session.sessionID, at: fixture.server.clock.now() + 900 - 120)
             let (answer, _) = try await Self.sentUpstream(fixture, jar)
             Self.remember(fixture, provider)
             #expect(answer.status == 200, "\(answer.raw)")
@@ -209,7 +250,34 @@ struct TokenExchangeTests {
         cache.forget(userID: "ext_bob", tenantID: "acme")
         #expect(cache.lookup(bob, now: 1_000) == .missing)
         cache.keep("t-bob", for: bob, sessionID: "ses_2", expiresAt: 2_000, now: 1_000, seen: seen)
-        #expect(cache.lookup(bob, now: 1_000) == .missing, "an exchange that began before the forget keeps nothing")
+        #expect(cache.lookup(bob, now: 1_000) == .missing, "an exchange that began before its person's forget keeps nothing")
+        cache.keep("t-alice", for: alice, sessionID: "ses_1", expiresAt: 2_000, now: 1_000, seen: seen)
+        #expect(cache.lookup(alice, now: 1_000) == .fresh("t-alice"), "another person's forget leaves an exchange under way be")
+        let beforeEnd = cache.generation
+        cache.forget(sessionIDs: ["ses_9"])
+        cache.keep("t-elsewhere", for: aliceElsewhere, sessionID: "ses_9", expiresAt: 2_000, now: 1_000, seen: beforeEnd)
+        #expect(cache.lookup(aliceElsewhere, now: 1_000) == .missing, "an exchange from a session that ended meanwhile keeps nothing")
+        let longAgo = cache.generation
+        for index in 0..<1_100 { cache.forget(userID: "ext_\(index)", tenantID: "acme") }
+        cache.keep("t-bob", for: bob, sessionID: "ses_2", expiresAt: 2_000, now: 1_000, seen: longAgo)
+        #expect(cache.lookup(bob, now: 1_000) == .missing, "past the forgets remembered, an exchange that began before them keeps nothing")
+    }
+
+    @Test("requests of one person that miss the cache together make one exchange at the provider, and all carry its token")
+    func missesTogetherExchangeOnce() async throws {
+        try await Self.withExchangeGateway { provider, fixture in
+            var jar = CookieJar()
+            _ = try await BrowserSessionTests.signIn(fixture, provider, &jar)
+            let cookie = jar
+            let answers = try await withThrowingTaskGroup(of: (Answer, String?).self) { group in
+                for _ in 0..<8 { group.addTask { try await Self.sentUpstream(fixture, cookie) } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            Self.remember(fixture, provider)
+            #expect(answers.allSatisfy { $0.0.status == 200 }, "\(answers.map(\.0.status))")
+            #expect(Set(answers.compactMap(\.1)).count == 1, "one token for all")
+            #expect(provider.flow.withLock { $0.exchangeRequests } == 1)
+        }
     }
 
     @Test("a route's exchange reads itself: issuer, audience, scopes and form; an unknown key or form, a missing audience, both connection and exchange, or an issuer people do not sign in through stop start naming the key")
