@@ -62,6 +62,10 @@ start_serve "$WORK" "$PORT" "  public_url: http://127.0.0.1:$PORT
       upstream: 'http://127.0.0.1:$TOOLS/mcp'
       mcp: true
       upstream_credential: {exchange: {issuer: 'http://127.0.0.1:$SSO_PORT', audience: 'api://reports', scopes: [reports.read]}}
+    - prefix: /reports-api
+      upstream: 'http://127.0.0.1:$TOOLS/observed'
+      auth: browser
+      upstream_credential: {exchange: {issuer: 'http://127.0.0.1:$SSO_PORT', audience: 'api://reports-api'}}
     - prefix: /mcp/guarded
       upstream: 'http://127.0.0.1:$TOOLS/mcp'
       require: {scopes: [tools]}
