@@ -187,8 +187,9 @@ final class AccessChangeWatcher: Service, Sendable {
             }
         }
         guard !ended.isEmpty else { return }
-        exchangedTokens?.forget(sessionIDs: ended)
+        // The view first: an exchange that starts after the forget below must not find the session live.
         sessionOwners.forget(ended)
+        exchangedTokens?.forget(sessionIDs: ended)
         for sessionID in ended { sockets.close(sessionID: sessionID, reason: "session ended") }
     }
 
@@ -258,6 +259,7 @@ final class AccessChangeWatcher: Service, Sendable {
                 await syncRevocations()
             }
             sessionOwners.forget(ended)
+            if !ended.isEmpty { exchangedTokens?.forget(sessionIDs: ended) }
             sessionOwners.validated(at: checkedAt)
             for sessionID in ended { sockets.close(sessionID: sessionID, reason: "session ended") }
             failures.succeeded(Self.endedSessionCheck)

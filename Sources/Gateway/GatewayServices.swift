@@ -236,12 +236,13 @@ public struct GatewayServices: Sendable {
             if let owned = sessionOwners.isOwned(sessionID, by: userID, tenantID: tenantID) { return owned }
             do {
                 return try await sessionOwners.askRuntime(sessionID, by: Principal(userID: userID, tenantID: tenantID), runtime: runtime, admission: admission)
-            } catch is RuntimeRefusal {
-                return false  // unknown to the Runtime: ended
+            } catch let refusal as RuntimeRefusal where refusal.code == .sessionNotFound || refusal.code == .sessionForbidden {
+                return false  // ended, or no longer theirs (a Runtime that cannot answer is an outage: 503)
             }
         }
         return TokenExchangeService(
-            subjects: ProviderSubjectTokens(store: store, signIn: signIn, recheck: providerRecheck, isLive: isLive), directory: providers,
+            subjects: ProviderSubjectTokens(store: store, signIn: signIn, recheck: providerRecheck, isLive: isLive, now: { clock.now() }),
+            directory: providers,
             trusted: trustedIssuers,
             cache: exchangedTokens, now: { clock.now() }, logger: logger)
     }

@@ -71,13 +71,30 @@ struct ProviderRecheck: Sendable {
         try await checkInUse(sessionID: sessionID, dueBy: nil)
     }
 
+    /// What an early renewal came to.
+    enum Renewal: Equatable {
+        /// The provider was asked (it said yes, or could not answer); or another instance took the claim.
+        case asked
+        /// The provider refused: the session ended.
+        case ended
+        /// The session is never re-checked (no refresh token, or an API sign-in, which refreshes itself).
+        case notScheduled
+        /// A re-check was claimed within the last minute, or the provider's last re-check here failed (its backoff stands).
+        case notNow
+    }
+
     /// An agent's use that needs the session's provider access token renewed now (a token
     /// exchange whose subject expires before the next re-check): the re-check runs early, under
     /// the same claim, unless one was claimed in the last minute (by this instance or another, for
     /// this exchange or any other). So a rotating refresh token is never presented twice: the
-    /// claim that ran within the minute has written its rotated token by then (10 s at most).
-    func renewInUse(sessionID: String) async throws -> Outcome {
-        try await checkInUse(sessionID: sessionID, dueBy: clock.now() + max(0, interval - 60))
+    /// claim that ran within the minute has written its rotated token by then (10 s at most). A
+    /// provider whose last re-check on this instance could not be asked keeps its backoff.
+    func renewInUse(sessionID: String) async throws -> Renewal {
+        let now = clock.now()
+        guard let (record, due) = try await store.useProviderSession(sessionID: sessionID, at: now, dueBy: .infinity) else { return .notScheduled }
+        let failing = status.byProvider[record.identity.provider].map { $0.failingSince != nil } ?? false
+        guard due <= (failing ? now : now + max(0, interval - 60)) else { return .notNow }
+        return try await claimAndRecheck(record, due: due, now: now) == .ended ? .ended : .asked
     }
 
     /// `checkInUse`, with the re-check run now when it is due by `dueBy`.
@@ -88,7 +105,9 @@ struct ProviderRecheck: Sendable {
     }
 
     private func claimAndRecheck(_ record: ProviderSessionRecord, due: Double, now: Double) async throws -> Outcome {
-        let next = now + interval
+        // From the claim's own time, not the pass's start: a pass of slow re-checks claims its last
+        // ones minutes later, and an early renewal (`renewInUse`) must see each claim as recent.
+        let next = clock.now() + interval
         // Another instance took it since it was listed: it asks the provider, and ends the session everywhere if refused.
         guard try await store.claimProviderRecheck(sessionID: record.sessionID, due: due, next: next) else { return .stands }
         do {

@@ -18,26 +18,39 @@ struct ProviderSubjectTokens: SubjectTokenSource {
     let recheck: ProviderRecheck?
     /// Whether the gateway session is live and the person's (session id, user id, tenant id).
     let isLive: @Sendable (String, String, String) async throws -> Bool
+    let now: @Sendable () -> Double
 
     func subjectToken(userID: String, issuer: String, minimumLife: Double, now: Double) async throws -> SubjectToken? {
         var renewable: [ProviderSessionRecord] = []
         for session in try await store.providerSessions(userID: userID, now: now) where session.identity.issuer == issuer {
-            guard try await isLive(session.sessionID, session.userID, session.identity.tenantID) else { continue }
-            if let found = fresh(session, minimumLife: minimumLife, now: now) { return found }
-            if session.identity.sealedRefreshToken != nil { renewable.append(session) }
+            if let found = fresh(session, minimumLife: minimumLife, now: now) {
+                // Only the session about to be used is asked about: each check may be a Runtime read.
+                if try await live(session) { return found }
+            } else if session.identity.sealedRefreshToken != nil {
+                renewable.append(session)
+            }
         }
         guard let recheck else { return nil }
         var notRenewed = false
-        for session in renewable {
-            // Ended at the provider: the next one is tried; standing but not renewed: claimed elsewhere or an outage.
-            guard try await recheck.renewInUse(sessionID: session.sessionID) == .stands else { continue }
-            if let renewed = try await store.providerSession(sessionID: session.sessionID), let found = fresh(renewed, minimumLife: minimumLife, now: now) {
-                return found
+        for session in renewable where try await live(session) {
+            switch try await recheck.renewInUse(sessionID: session.sessionID) {
+            case .ended, .notScheduled: continue
+            case .asked, .notNow:
+                if let renewed = try await store.providerSession(sessionID: session.sessionID),
+                    let found = fresh(renewed, minimumLife: minimumLife, now: self.now())
+                {
+                    return found
+                }
+                // Claimed elsewhere just now, or the provider down: not the person's doing.
+                notRenewed = true
             }
-            notRenewed = true
         }
         if notRenewed { throw ExchangeError.unavailable("your sign-in's token there could not be renewed just now") }
         return nil
+    }
+
+    private func live(_ session: ProviderSessionRecord) async throws -> Bool {
+        try await isLive(session.sessionID, session.userID, session.identity.tenantID)
     }
 
     private func fresh(_ session: ProviderSessionRecord, minimumLife: Double, now: Double) -> SubjectToken? {
