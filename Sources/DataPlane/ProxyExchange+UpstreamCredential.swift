@@ -5,69 +5,55 @@ import NIOCore
 import SecurityGuard
 
 extension ProxyExchange {
-    /// Looks up the caller's token at the route's connected service, then forwards: from memory
-    /// on this event loop when it is there, else after the read. A caller who has not connected
-    /// the service is refused with where to connect it.
+    /// Looks up the caller's token for the route's upstream (at its connected service, or exchanged
+    /// at the company's provider), then forwards: from memory on this event loop when it is there,
+    /// else after the read or exchange. A caller who has not connected the service is refused with
+    /// where to connect it; a failed exchange is answered as it failed.
     func lookUpCredential(_ credential: UpstreamCredential, caller: AuthenticatedCaller?, sessionID: String?) {
         upstreamCredentialLookedUp = true
-        let name: String
-        switch credential {
-        case .connection(let connection): name = connection
-        case .exchange(let target): return lookUpExchanged(target, caller: caller, sessionID: sessionID)
-        }
         // `auth: none` without a token: nobody to act as.
         guard let caller else {
-            return fail(GatewayError(.unauthorized, "token_missing", "this route acts as you at \(name): send an access token"))
+            return fail(GatewayError(.unauthorized, "token_missing", "this route acts as you at its upstream: send an access token"))
         }
-        guard let source = plane.credentials else {
-            return fail(GatewayError.unavailable("this route's connection \(name) is not available on this gateway; try again shortly"))
+        let lookup: UpstreamCredentialLookup
+        switch credential {
+        case .connection(let name):
+            guard let source = plane.credentials else {
+                return fail(GatewayError.unavailable("this route's connection \(name) is not available on this gateway; try again shortly"))
+            }
+            lookup = source.token(for: caller, connection: name, on: eventLoop)
+        case .exchange(let target):
+            guard let source = plane.exchanges else {
+                return fail(GatewayError.unavailable("this route's token exchange is not available on this gateway; try again shortly"))
+            }
+            lookup = source.token(for: caller, target: target, on: eventLoop)
         }
-        switch source.token(for: caller, connection: name, on: eventLoop) {
+        switch lookup {
         case .known(let token?):
             upstreamBearer = token
             proceed(caller, sessionID: sessionID)
         case .known(nil):
-            connectionMissing(name, source: source, caller: caller, sessionID: sessionID)
+            credentialMissing(credential, caller: caller, sessionID: sessionID)
         case .asking(let read):
             then(read) { exchange, result in
                 switch result {
                 case .success(let token?):
                     exchange.upstreamBearer = token
                     exchange.proceed(caller, sessionID: sessionID)
-                case .success(nil): exchange.connectionMissing(name, source: source, caller: caller, sessionID: sessionID)
+                case .success(nil): exchange.credentialMissing(credential, caller: caller, sessionID: sessionID)
                 case .failure(let error): exchange.fail(GatewayError(answering: error))
                 }
             }
         }
     }
 
-    /// Gets the route's exchanged token for the caller, then forwards: from memory on this event
-    /// loop when it is there, else after the exchange. Every request that needs one is refused
-    /// without it (an exchange is the company's decision, so there is no connect page to send to).
-    func lookUpExchanged(_ target: ExchangeTarget, caller: AuthenticatedCaller?, sessionID: String?) {
-        guard let caller else {
-            return fail(GatewayError(.unauthorized, "token_missing", "this route acts as you at its upstream: send an access token"))
+    /// The lookup found no token: the person has not connected the service (an exchange fails with
+    /// its reason instead, so none found there is the source's fault).
+    func credentialMissing(_ credential: UpstreamCredential, caller: AuthenticatedCaller, sessionID: String?) {
+        guard case .connection(let name) = credential, let source = plane.credentials else {
+            return fail(GatewayError.unavailable("this route's credential could not be found; try again shortly"))
         }
-        guard let source = plane.exchanges else {
-            return fail(GatewayError.unavailable("this route's token exchange is not available on this gateway; try again shortly"))
-        }
-        switch source.token(for: caller, target: target, on: eventLoop) {
-        case .known(let token?):
-            upstreamBearer = token
-            proceed(caller, sessionID: sessionID)
-        case .known(nil):
-            fail(GatewayError.unavailable("this route's token exchange gave no token; try again shortly"))
-        case .asking(let exchanged):
-            then(exchanged) { exchange, result in
-                switch result {
-                case .success(let token?):
-                    exchange.upstreamBearer = token
-                    exchange.proceed(caller, sessionID: sessionID)
-                case .success(nil): exchange.fail(GatewayError.unavailable("this route's token exchange gave no token; try again shortly"))
-                case .failure(let error): exchange.fail(GatewayError(answering: error))
-                }
-            }
-        }
+        connectionMissing(name, source: source, caller: caller, sessionID: sessionID)
     }
 
     /// The MCP methods a server answers without the person's token at its service: starting a

@@ -233,12 +233,7 @@ public struct GatewayServices: Sendable {
         guard let signIn = providerSignIn else { return nil }
         let (clock, sessionOwners, runtime, admission) = (clock, sessionOwners, runtime, admission)
         let isLive: @Sendable (String, String, String) async throws -> Bool = { sessionID, userID, tenantID in
-            if let owned = sessionOwners.isOwned(sessionID, by: userID, tenantID: tenantID) { return owned }
-            do {
-                return try await sessionOwners.askRuntime(sessionID, by: Principal(userID: userID, tenantID: tenantID), runtime: runtime, admission: admission)
-            } catch let refusal as RuntimeRefusal where refusal.code == .sessionNotFound || refusal.code == .sessionForbidden {
-                return false  // ended, or no longer theirs (a Runtime that cannot answer is an outage: 503)
-            }
+            try await sessionOwners.isLive(sessionID, by: Principal(userID: userID, tenantID: tenantID), runtime: runtime, admission: admission)
         }
         return TokenExchangeService(
             subjects: ProviderSubjectTokens(store: store, signIn: signIn, recheck: providerRecheck, isLive: isLive, now: { clock.now() }),

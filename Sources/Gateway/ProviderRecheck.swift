@@ -68,7 +68,9 @@ struct ProviderRecheck: Sendable {
     /// the session used and, when its re-check is due, runs it before the answer. `.ended` when the
     /// provider refused (the caller refuses the agent too).
     func checkInUse(sessionID: String) async throws -> Outcome {
-        try await checkInUse(sessionID: sessionID, dueBy: nil)
+        let now = clock.now()
+        guard let (record, due) = try await store.useProviderSession(sessionID: sessionID, at: now) else { return .stands }
+        return try await claimAndRecheck(record, due: due, now: now)
     }
 
     /// What an early renewal came to.
@@ -95,13 +97,6 @@ struct ProviderRecheck: Sendable {
         let failing = status.byProvider[record.identity.provider].map { $0.failingSince != nil } ?? false
         guard due <= (failing ? now : now + max(0, interval - 60)) else { return .notNow }
         return try await claimAndRecheck(record, due: due, now: now) == .ended ? .ended : .asked
-    }
-
-    /// `checkInUse`, with the re-check run now when it is due by `dueBy`.
-    private func checkInUse(sessionID: String, dueBy: Double?) async throws -> Outcome {
-        let now = clock.now()
-        guard let (record, due) = try await store.useProviderSession(sessionID: sessionID, at: now, dueBy: dueBy) else { return .stands }
-        return try await claimAndRecheck(record, due: due, now: now)
     }
 
     private func claimAndRecheck(_ record: ProviderSessionRecord, due: Double, now: Double) async throws -> Outcome {

@@ -139,16 +139,21 @@ def raw(method, path, token=None, body=None, headers=None):
         return error.code, dict(error.headers), error.read()
 
 
+def sdk_provider(server, person, storage, client_metadata_url=None):
+    """The SDK's OAuth client for the MCP route at `server`, its person in Chromium (`Browser`)."""
+    return OAuthClientProvider(
+        server_url=GATEWAY + server,
+        client_metadata=OAuthClientMetadata(client_name="SDK test agent", redirect_uris=[CALLBACK], grant_types=["authorization_code", "refresh_token"],
+                                            response_types=["code"]),
+        storage=storage, redirect_handler=person.redirect, callback_handler=person.callback, client_metadata_url=client_metadata_url)
+
+
 async def flow(page, client_metadata_url, expected_client):
     kind = "CIMD" if client_metadata_url else "RFC 7591"
     print(f"--- the SDK's client, registering by {kind}")
     person = Browser(page, expected_client)
     storage = MemoryStorage()
-    provider = OAuthClientProvider(
-        server_url=GATEWAY + "/mcp/tools",
-        client_metadata=OAuthClientMetadata(client_name="SDK test agent", redirect_uris=[CALLBACK], grant_types=["authorization_code", "refresh_token"],
-                                            response_types=["code"]),
-        storage=storage, redirect_handler=person.redirect, callback_handler=person.callback, client_metadata_url=client_metadata_url)
+    provider = sdk_provider("/mcp/tools", person, storage, client_metadata_url)
     async with httpx2.AsyncClient(auth=provider, timeout=30) as http:
         async with streamable_http_client(GATEWAY + "/mcp/tools", http_client=http) as streams:
             read, write = streams[0], streams[1]
@@ -240,11 +245,7 @@ async def exchanged(page):
     print("--- a route acting as the person with a token the provider exchanged (RFC 8693)")
     person = Browser(page, "registered itself: unverified", server="/mcp/reports")
     storage = MemoryStorage()
-    provider = OAuthClientProvider(
-        server_url=GATEWAY + "/mcp/reports",
-        client_metadata=OAuthClientMetadata(client_name="SDK test agent", redirect_uris=[CALLBACK], grant_types=["authorization_code", "refresh_token"],
-                                            response_types=["code"]),
-        storage=storage, redirect_handler=person.redirect, callback_handler=person.callback)
+    provider = sdk_provider("/mcp/reports", person, storage)
     async with httpx2.AsyncClient(auth=provider, timeout=30) as http:
         async with streamable_http_client(GATEWAY + "/mcp/reports", http_client=http) as streams:
             async with ClientSession(streams[0], streams[1]) as session:

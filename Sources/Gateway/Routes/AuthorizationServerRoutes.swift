@@ -274,12 +274,7 @@ struct AuthorizationServerRoutes: Sendable {
             // before the answer, and a refusal there ends the session (and this refresh) everywhere.
             if let recheck, userID.hasPrefix("ext_"), try await recheck.checkInUse(sessionID: sessionID) == .ended { return false }
             // The person's session must still be theirs and live: a sign-out or expiry ends the agent's access too.
-            if let owned = sessions.isOwned(sessionID, by: userID, tenantID: tenantID) { return owned }
-            do {
-                return try await sessions.askRuntime(sessionID, by: Principal(userID: userID, tenantID: tenantID), runtime: runtime, admission: admission)
-            } catch let refusal as RuntimeRefusal where refusal.code == .sessionNotFound || refusal.code == .sessionForbidden {
-                return false
-            }
+            return try await sessions.isLive(sessionID, by: Principal(userID: userID, tenantID: tenantID), runtime: runtime, admission: admission)
         }
         let usedBasic = Self.triesBasic(request)
         do {

@@ -265,16 +265,9 @@ struct BrowserSessionRoutes: Sendable {
         guard let found else { return nil }
         // The gateway session behind it must still live (a logout, a back-channel logout or a disabled account ends it).
         let caller = found.caller
-        var owned = auth.sessionOwners.isOwned(found.record.sessionID, by: caller.userID, tenantID: caller.tenantID)
-        if owned == nil {
-            do {
-                owned = try await auth.sessionOwners.askRuntime(
-                    found.record.sessionID, by: Principal(userID: caller.userID, tenantID: caller.tenantID), runtime: runtime, admission: admission)
-            } catch let refusal as RuntimeRefusal where refusal.code == .sessionNotFound || refusal.code == .sessionForbidden {
-                owned = false
-            }
-        }
-        guard owned == true else {
+        let owned = try await auth.sessionOwners.isLive(
+            found.record.sessionID, by: Principal(userID: caller.userID, tenantID: caller.tenantID), runtime: runtime, admission: admission)
+        guard owned else {
             book.forget(cookieValue: value)
             return nil
         }
