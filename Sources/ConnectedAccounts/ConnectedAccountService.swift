@@ -143,13 +143,14 @@ public struct ConnectedAccountService: Sendable {
     /// How long a URL elicitation's link works.
     public static let elicitationLifetime: Double = 600
 
-    /// The id of `owner`'s live URL elicitation (made now when there is none): the link an MCP
-    /// client is given to send its person to the connect page. An agent asking again within its
-    /// ten minutes gets the same one.
-    public func makeElicitation(for owner: ConnectionTokenVault.Owner, now: Double) async throws -> String {
+    /// The id of the live URL elicitation of `owner` and `clientID` (made now when there is none):
+    /// the link an MCP client is given to send its person to the connect page. An agent asking
+    /// again within its ten minutes gets the same one; each client its own, so that its
+    /// completion is told to that client only (MCP: "only to the client that initiated").
+    public func makeElicitation(for owner: ConnectionTokenVault.Owner, clientID: String?, now: Double) async throws -> String {
         let made = ConnectElicitationRecord(
-            id: try SecureRandom.identifier(bytes: 16), connection: owner.connection, userID: owner.userID, tenantID: owner.tenantID, createdAt: now,
-            expiresAt: now + Self.elicitationLifetime)
+            id: try SecureRandom.identifier(bytes: 16), connection: owner.connection, userID: owner.userID, tenantID: owner.tenantID,
+            clientID: clientID ?? "", createdAt: now, expiresAt: now + Self.elicitationLifetime)
         return try await store.connectElicitation(making: made).id
     }
 
@@ -157,12 +158,6 @@ public struct ConnectedAccountService: Sendable {
     public func elicitation(id: String, now: Double) async throws -> ConnectElicitationRecord? {
         guard id.utf8.count <= 64 else { return nil }
         return try await store.connectElicitation(id: id, now: now)
-    }
-
-    /// Takes the live elicitation with `id` (the person started connecting from it): once.
-    public func takeElicitation(id: String, now: Double) async throws -> ConnectElicitationRecord? {
-        guard id.utf8.count <= 64 else { return nil }
-        return try await store.takeConnectElicitation(id: id, now: now)
     }
 
     /// How long before its expiry an access token is refreshed.

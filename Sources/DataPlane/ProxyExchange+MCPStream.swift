@@ -1,4 +1,6 @@
 import EdgeHTTP
+import JOSE
+import MCPPolicy
 import NIOCore
 import NIOHTTP1
 import SecurityGuard
@@ -49,8 +51,12 @@ extension ProxyExchange {
     }
 
     /// An SSE answer's head: its events are followed, and it counts as an open stream.
-    func beginMCPEvents() {
+    func beginMCPEvents(_ response: UpstreamResponseHead) {
         mcpEvents = SSEEventBoundary()
+        switch response.framing {
+        case .chunked, .untilClose: mcp.eventsOpenEnded = true
+        case .none, .length: mcp.eventsOpenEnded = false
+        }
         plane.metrics.mcpStreamOpened()
         guard let expiresAt = mcpState?.expiresAt else { return }
         let seconds = max(0, expiresAt - plane.browser.clock.now())
@@ -59,14 +65,44 @@ extension ProxyExchange {
         }
     }
 
-    /// A piece of an SSE answer under an end: relayed up to the first event's end, then the stream ends.
-    /// Returns whether the stream ended (the piece is not to be relayed as usual).
+    /// A piece of an SSE answer under an end, or with notices waiting: what reaches the first
+    /// event's end (all of it when none ends in it), its events followed.
     func relayMCPEventsEnding(_ buffer: ByteBuffer) -> ByteBuffer? {
         guard var events = mcpEvents else { return buffer }
-        let upTo = buffer.withUnsafeReadableBytes { events.advance($0, stoppingAtBoundary: mcpEndPending != nil) }
+        let stopping = mcpEndPending != nil || !(mcpState?.pendingNotices.isEmpty ?? true)
+        let upTo = buffer.withUnsafeReadableBytes { events.advance($0, stoppingAtBoundary: stopping) }
         mcpEvents = events
-        guard mcpEndPending != nil, let upTo else { return buffer }
+        guard stopping, let upTo else { return buffer }
         return buffer.getSlice(at: buffer.readerIndex, length: upTo)
+    }
+
+    /// Tells the client on this GET's stream that the URL elicitation `id` it was given is complete
+    /// (the person connected the service): `notifications/elicitation/complete` as an SSE event of
+    /// its own, between two of the upstream's (held until the event under way ends).
+    ///
+    /// Only a stream that can carry it hears it: an SSE answer under way, not ending, with no
+    /// length told to the client, opened by a client of 2025-11-25 (the one revision with the
+    /// notification). Anything else ignores it: the client learns it when it retries.
+    func tellElicitationComplete(_ id: String) {
+        guard !finished, mcpEndPending == nil, let events = mcpEvents, let state = mcpState, state.eventsOpenEnded, eventFilter == nil,
+            MCPProtocolRevision.hearsElicitationComplete(head.headers["MCP-Protocol-Version"])
+        else { return }
+        var event = ByteBuffer()
+        event.writeStaticString("event: message\ndata: ")
+        event.writeBytes(JSONWriter.bytes(URLElicitationAnswer.completion(elicitationID: id)))
+        event.writeStaticString("\n\n")
+        plane.logger.info("URL elicitation completed on the client's stream", metadata: ["request_id": "\(requestID)", "elicitation_id": "\(id)"])
+        guard events.isAtBoundary else { return state.pendingNotices.append(event) }
+        writeAnswerBody(event)
+        handler.flushClient()
+    }
+
+    /// The notices waiting for the end of the upstream's event under way, which has just ended.
+    func sendPendingNotices() {
+        guard let state = mcpState, !state.pendingNotices.isEmpty else { return }
+        let notices = state.pendingNotices
+        state.pendingNotices = []
+        for notice in notices { writeAnswerBody(notice) }
     }
 
     /// Ends an SSE answer between two events: the upstream's side closed, the client's answer ended

@@ -107,12 +107,20 @@ extension ProxyExchange {
     func registerExchange(of caller: AuthenticatedCaller) {
         let bound = NIOLoopBound(self, eventLoop: eventLoop)
         let loop = eventLoop
+        let connection = route.upstreamCredential?.connection
+        // A GET's stream carries what the MCP server (here, the gateway) sends unasked: the end of a URL elicitation.
+        var elicitationComplete: (@Sendable (String) -> Void)? = nil
+        if route.isMCP && head.method == .GET && connection != nil {
+            elicitationComplete = { id in loop.execute { bound.value.tellElicitationComplete(id) } }
+        }
         tunnelRegistration = plane.tunnels.register(
             TunnelRegistry.Entry(
                 sessionID: nil, userID: caller.userID, tenantID: caller.tenantID, tokenID: caller.tokenID,
                 close: { _, reason in loop.execute { bound.value.endRegisteredExchange(reason: reason, connectionEnded: false) } },
-                connection: route.upstreamCredential?.connection,
-                endConnection: { reason in loop.execute { bound.value.endRegisteredExchange(reason: reason, connectionEnded: true) } }))
+                connection: connection,
+                endConnection: { reason in loop.execute { bound.value.endRegisteredExchange(reason: reason, connectionEnded: true) } },
+                clientID: caller.clientID ?? "",
+                elicitationComplete: elicitationComplete))
     }
 
     /// The caller's access, or the connection whose token this request carries, ended while it was

@@ -614,7 +614,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             deadline = nil
             status = response.status
             upstreamKeepAlive = response.keepAlive
-            if route.isMCP, response.status == 200, Self.isEventStream(response) { beginMCPEvents() }
+            if route.isMCP, response.status == 200, Self.isEventStream(response) { beginMCPEvents(response) }
             if handler.relaysAnswerParts { return handler.writeAnswerHead(response, of: self) }
             // The host has its loop's head buffers from the moment it joins the pipeline; without them, no answer can start.
             guard let headBuffers = handler.headBuffers else { return finish(closeClient: true) }
@@ -634,18 +634,18 @@ final class ProxyExchange: UpstreamConnectionDelegate {
                     }
                     return endMCPStreamCleanly()
                 }
+                if mcpEndPending == nil, !(mcpState?.pendingNotices.isEmpty ?? true), mcpEvents?.isAtBoundary ?? false {
+                    // The event under way ended in this piece: it goes, then the gateway's notices, then the rest.
+                    writeAnswerBody(relayed)
+                    sendPendingNotices()
+                    let rest = buffer.getSlice(at: buffer.readerIndex + relayed.readableBytes, length: buffer.readableBytes - relayed.readableBytes)
+                    if let rest, rest.readableBytes > 0 { return upstreamRead(.body(rest)) }
+                    if !handler.clientIsWritable { upstreamChannel?.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in } }
+                    return
+                }
                 buffer = relayed
             }
-            if handler.relaysAnswerParts {
-                handler.writeToClient(.body(.byteBuffer(buffer)))
-            } else if relayChunked {
-                guard buffer.readableBytes > 0 else { return }
-                handler.writeBytesToClient(HTTP1Bytes.chunkHeader(buffer.readableBytes, allocator: ByteBufferAllocator()))
-                handler.writeBytesToClient(buffer)
-                handler.writeBytesToClient(HTTP1Bytes.crlf)
-            } else {
-                handler.writeBytesToClient(buffer)
-            }
+            writeAnswerBody(buffer)
             if !handler.clientIsWritable { upstreamChannel?.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in } }
         case .end:
             if handler.relaysAnswerParts {
@@ -663,6 +663,21 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             handler.bytesAnswerEnded()
             handler.flushClient()
             complete()
+        }
+    }
+
+    /// A piece of a relayed answer's body, framed for the client as its answer is (HTTP/2's parts,
+    /// HTTP/1.1's chunks, or bytes up to the close).
+    func writeAnswerBody(_ buffer: ByteBuffer) {
+        if handler.relaysAnswerParts {
+            handler.writeToClient(.body(.byteBuffer(buffer)))
+        } else if relayChunked {
+            guard buffer.readableBytes > 0 else { return }
+            handler.writeBytesToClient(HTTP1Bytes.chunkHeader(buffer.readableBytes, allocator: ByteBufferAllocator()))
+            handler.writeBytesToClient(buffer)
+            handler.writeBytesToClient(HTTP1Bytes.crlf)
+        } else {
+            handler.writeBytesToClient(buffer)
         }
     }
 

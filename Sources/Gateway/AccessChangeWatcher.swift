@@ -182,6 +182,8 @@ final class AccessChangeWatcher: Service, Sendable {
                 sockets.close(userID: userID, tenantID: tenantID, connection: connection, reason: "\(connection) disconnected")
             case .connectionReplaced(let userID, let tenantID, let connection):
                 connectedTokens?.forget(userID: userID, tenantID: tenantID, connection: connection)
+            case .elicitationCompleted(let done):
+                sockets.completeElicitation(id: done.id, userID: done.userID, tenantID: done.tenantID, connection: done.connection, clientID: done.clientID)
             case .unknown:
                 break  // a newer version's kind: the periodic sync applies what its rows changed
             }

@@ -41,6 +41,7 @@ struct ConnectedAccountCredentials: UpstreamCredentialSource {
     func elicitation(for caller: AuthenticatedCaller, connection: String, on eventLoop: any EventLoop) -> EventLoopFuture<String> {
         let owner = ConnectionTokenVault.Owner(userID: caller.userID, tenantID: caller.tenantID, connection: connection)
         let (accounts, clock) = (accounts, clock)
-        return eventLoop.makeFutureWithTask { try await accounts.makeElicitation(for: owner, now: clock.now()) }
+        let clientID = caller.clientID
+        return eventLoop.makeFutureWithTask { try await accounts.makeElicitation(for: owner, clientID: clientID, now: clock.now()) }
     }
 }

@@ -13,6 +13,11 @@ public struct MCPProtocolRevision: Sendable, Comparable {
     /// disconnect is not a cancellation; the client sends the notification).
     public static let disconnectCancels = MCPProtocolRevision(checked: "2026-07-28")
 
+    /// The revision that brought `notifications/elicitation/complete`, and the one that took it away
+    /// (2026-07-28's clients learn a URL elicitation's end by asking again).
+    public static let elicitationCompleteSince = MCPProtocolRevision(checked: "2025-11-25")
+    public static let elicitationCompleteUntil = MCPProtocolRevision(checked: "2026-07-28")
+
     /// The revision of `values` (every `MCP-Protocol-Version` sent): `nil` unless there is exactly
     /// one and it is a date; a request without one speaks 2025-03-26 (the transport's own rule).
     public init?(fields values: [String]) {
@@ -31,6 +36,12 @@ public struct MCPProtocolRevision: Sendable, Comparable {
     /// (before 2026-07-28, and a request that names no single revision), beside its closed stream.
     public static func cancelsWithNotification(_ values: [String]) -> Bool {
         MCPProtocolRevision(fields: values).map { $0 < disconnectCancels } ?? true
+    }
+
+    /// Whether a stream opened with `values` may carry `notifications/elicitation/complete`: it
+    /// names one revision that has it (2025-11-25), so no client meets a method its revision lacks.
+    public static func hearsElicitationComplete(_ values: [String]) -> Bool {
+        MCPProtocolRevision(fields: values).map { $0 >= elicitationCompleteSince && $0 < elicitationCompleteUntil } ?? false
     }
 
     public static func < (lhs: Self, rhs: Self) -> Bool { lhs.date < rhs.date }

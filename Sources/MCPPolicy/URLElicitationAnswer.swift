@@ -12,6 +12,15 @@ public enum URLElicitationAnswer {
     /// The first protocol version that asks through a result (`InputRequiredResult`) instead of the error.
     public static let inputRequiredVersion = "2026-07-28"
 
+    /// MCP's `notifications/elicitation/complete` for `elicitationID` (2025-11-25): the person
+    /// finished what the link asked of them, and the client may retry without waiting for them to say so.
+    public static func completion(elicitationID: String) -> JSONValue {
+        .object([
+            "jsonrpc": "2.0", "method": "notifications/elicitation/complete",
+            "params": .object(["elicitationId": .string(elicitationID)]),
+        ])
+    }
+
     /// The answer to the request `id`: a 2026-07-28 client gets an `InputRequiredResult` whose one
     /// input request (`inputKey`) is `elicitation/create` in URL mode; an earlier one gets
     /// URLElicitationRequiredError (`-32042`) with `elicitationID`. `data.code` carries the

@@ -168,6 +168,13 @@ public final class SocketRegistry: Sendable {
         tunnels?.close(userID: userID, tenantID: tenantID, connection: connection, code: code, reason: reason) ?? 0
     }
 
+    /// Tells the person's client, on its MCP streams to routes with `connection`, that the URL
+    /// elicitation `id` is complete (they connected the service); how many streams were asked.
+    @discardableResult
+    public func completeElicitation(id: String, userID: String, tenantID: String, connection: String, clientID: String) -> Int {
+        tunnels?.completeElicitation(id: id, userID: userID, tenantID: tenantID, connection: connection, clientID: clientID) ?? 0
+    }
+
     /// Closes the WebSocket tunnels and MCP streams opened with the token `tokenID` (it was revoked).
     @discardableResult
     public func close(tokenID: String, code: UInt16 = 1008, reason: String) -> Int {

@@ -21,6 +21,8 @@ public enum AccessChange: Sendable, Equatable {
     /// A person connected an account again (perhaps as another account at the service): the token
     /// kept of the one before is no longer sent (requests under way finish as they were admitted).
     case connectionReplaced(userID: String, tenantID: String, connection: String)
+    /// A person completed a URL elicitation (connected its service): its client is told on its open streams.
+    case elicitationCompleted(ElicitationCompletion)
     /// A kind a newer version wrote, which this one does not know: read past (its version counts),
     /// never applied. The periodic sync still applies what the store's rows say.
     case unknown(kind: String)
@@ -63,6 +65,10 @@ extension AccessChange {
         // The connection's name (lower-case letters, digits and -) cannot hold the `/` that separates it.
         case .connectionEnded(let userID, let tenantID, let connection): ("connection_ended", connection + "/" + userID, tenantID, nil)
         case .connectionReplaced(let userID, let tenantID, let connection): ("connection_replaced", connection + "/" + userID, tenantID, nil)
+        // The id (base64url), the connection's name and the user id (`usr_`/`ext_` and base64url) hold
+        // no `/`; the client id, which may (a metadata document's URL), comes last.
+        case .elicitationCompleted(let done):
+            ("elicitation_completed", done.id + "/" + done.connection + "/" + done.userID + "/" + done.clientID, done.tenantID, nil)
         case .unknown(let kind): (kind, "", nil, nil)
         }
     }
@@ -73,6 +79,14 @@ extension AccessChange {
         case "token_revoked": self = .tokenRevoked(jti: subject, expiresAt: until ?? 0)
         case "session_ended": self = .sessionEnded(sessionID: subject)
         case "key_ring_changed": self = .keyRingChanged
+        case "elicitation_completed":
+            let parts = subject.split(separator: "/", maxSplits: 3, omittingEmptySubsequences: false).map(String.init)
+            guard parts.count == 4 else {
+                self = .unknown(kind: kind)
+                return
+            }
+            self = .elicitationCompleted(
+                ElicitationCompletion(id: parts[0], connection: parts[1], userID: parts[2], tenantID: tenantID ?? "", clientID: parts[3]))
         case "connection_ended", "connection_replaced":
             let parts = subject.split(separator: "/", maxSplits: 1)
             guard parts.count == 2 else {

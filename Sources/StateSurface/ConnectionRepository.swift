@@ -38,25 +38,53 @@ public struct ConnectFlowRecord: Sendable, Equatable {
 }
 
 /// A URL elicitation an MCP client was given to send its person to the connect page
-/// (`connect_elicitations`): bound to that person and connection, taken once when they start
-/// connecting. The id is no credential (the page asks for the person's own browser session);
-/// it lets the page refuse a link made for someone else.
+/// (`connect_elicitations`): bound to that person, connection and client, and completed (removed,
+/// and told to its client) when the person connects. The id is no credential (the page asks for
+/// the person's own browser session); it lets the page refuse a link made for someone else.
 public struct ConnectElicitationRecord: Sendable, Equatable {
     /// The `elicitationId`, and the connect page URL's `elicitation` parameter.
     public var id: String
     public var connection: String
     public var userID: String
     public var tenantID: String
+    /// The OAuth client it was given to (its token's `client_id`; `""` for a token that names none):
+    /// only that client's streams hear of its completion.
+    public var clientID: String
     public var createdAt: Double
     public var expiresAt: Double
 
-    public init(id: String, connection: String, userID: String, tenantID: String, createdAt: Double, expiresAt: Double) {
+    public init(id: String, connection: String, userID: String, tenantID: String, clientID: String, createdAt: Double, expiresAt: Double) {
         self.id = id
         self.connection = connection
         self.userID = userID
         self.tenantID = tenantID
+        self.clientID = clientID
         self.createdAt = createdAt
         self.expiresAt = expiresAt
+    }
+
+    /// What every instance is told when the person connects.
+    public var completion: ElicitationCompletion {
+        ElicitationCompletion(id: id, connection: connection, userID: userID, tenantID: tenantID, clientID: clientID)
+    }
+}
+
+/// A URL elicitation the person completed (they connected its service), told to every instance
+/// (`AccessChange.elicitationCompleted`), which tells the client it was given to on its open
+/// MCP streams (`notifications/elicitation/complete`).
+public struct ElicitationCompletion: Sendable, Hashable {
+    public var id: String
+    public var connection: String
+    public var userID: String
+    public var tenantID: String
+    public var clientID: String
+
+    public init(id: String, connection: String, userID: String, tenantID: String, clientID: String) {
+        self.id = id
+        self.connection = connection
+        self.userID = userID
+        self.tenantID = tenantID
+        self.clientID = clientID
     }
 }
 
@@ -112,18 +140,20 @@ public protocol ConnectionRepository: Sendable {
     @discardableResult
     func deleteExpiredConnectFlows(before cutoff: Double) async throws -> Int
 
-    /// The person's live elicitation at `record`'s connection: the one kept when it has not expired
-    /// at `record.createdAt` (an agent asking again gets the link it was given), else `record`, kept.
+    /// The live elicitation of `record`'s person and client at its connection: the one kept when it
+    /// has not expired at `record.createdAt` (an agent asking again gets the link it was given), else `record`, kept.
     func connectElicitation(making record: ConnectElicitationRecord) async throws -> ConnectElicitationRecord
     /// The elicitation with `id`, when it has not expired at `now`.
     func connectElicitation(id: String, now: Double) async throws -> ConnectElicitationRecord?
-    /// Removes the elicitation with `id` and returns it when it had not expired at `now`: once.
-    func takeConnectElicitation(id: String, now: Double) async throws -> ConnectElicitationRecord?
 
     /// Keeps `record` as the person's one account at its connection, replacing any before it, and
     /// tells every instance in the same transaction (`AccessChange.connectionReplaced` at `record.updatedAt`):
-    /// what they kept of the account before is dropped.
-    func upsertConnectedAccount(_ record: ConnectedAccountRecord) async throws
+    /// what they kept of the account before is dropped. The person's elicitations at the connection
+    /// are completed in it too: removed (their links work no more), each told to every instance
+    /// (`AccessChange.elicitationCompleted`) when it was live at `record.updatedAt`.
+    /// - Returns: the elicitations completed.
+    @discardableResult
+    func upsertConnectedAccount(_ record: ConnectedAccountRecord) async throws -> [ElicitationCompletion]
     /// The person's account at `connection`, if they connected it.
     func connectedAccount(userID: String, tenantID: String, connection: String) async throws -> ConnectedAccountRecord?
     /// A person's connected accounts (every person's with `nil`), by person then connection.

@@ -192,7 +192,19 @@ struct SchemaMigration: Sendable {
             name: "v16: the provider's access token of a sign-in (sealed), the subject of a token exchange; a person's provider sessions found by user",
             sqlite: providerAccessTokens(real: "REAL"),
             postgres: providerAccessTokens(real: "DOUBLE PRECISION")),
+        SchemaMigration(
+            name: "v17: a URL elicitation per MCP client, so that its completion is told to the client it was given to",
+            sqlite: elicitationsByClient,
+            postgres: elicitationsByClient),
     ]
+
+    /// The OAuth client a URL elicitation was given to (`''` for a token that names none), one live
+    /// elicitation per person, connection and client.
+    static let elicitationsByClient = """
+        ALTER TABLE connect_elicitations ADD COLUMN client_id TEXT NOT NULL DEFAULT '';
+        DROP INDEX connect_elicitations_by_person;
+        CREATE UNIQUE INDEX connect_elicitations_by_client ON connect_elicitations (user_id, tenant_id, connection, client_id);
+        """
 
     /// The provider's access token beside its refresh token, on the login code that carries a
     /// sign-in to its session and on the session, with when it expires.

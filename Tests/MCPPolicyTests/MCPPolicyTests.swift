@@ -20,6 +20,16 @@ struct MCPPolicyTests {
         try policy.decide(Self.body(text), claims: claims, tenantID: "default", issuer: nil, hasSession: false, routeScopes: ["tools"]).body
     }
 
+    @Test("notifications/elicitation/complete goes only to a stream that names one revision that has it (2025-11-25): not 2025-06-18, not 2026-07-28 (which took it away), not two versions or none, not a version that is not a date")
+    func elicitationCompleteRevisions() {
+        #expect(MCPProtocolRevision.hearsElicitationComplete(["2025-11-25"]))
+        for values in [["2025-06-18"], ["2026-07-28"], ["2027-01-01"], [], ["2025-11-25", "2025-11-25"], ["2025-11-25x"], ["2025-1l-25"]] {
+            #expect(!MCPProtocolRevision.hearsElicitationComplete(values), "\(values)")
+        }
+        let notice = JSONWriter.string(URLElicitationAnswer.completion(elicitationID: "e-1\"x"))
+        #expect(notice.contains(#""method":"notifications/elicitation/complete""#) && notice.contains(#""elicitationId":"e-1\"x""#) && !notice.contains("\n"))
+    }
+
     @Test("a glob's * stands for any run of characters, nothing else is special, and names are compared byte for byte")
     func namePatterns() throws {
         let search = try #require(NamePattern("search_*"))

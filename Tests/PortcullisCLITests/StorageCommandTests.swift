@@ -11,10 +11,10 @@ struct StorageCommandTests {
         defer { cli.remove() }
         let first = try cli.run(["storage", "migrate"])
         #expect(first.status == 0, "\(first.stderr)")
-        #expect(first.stdout.contains("applied: v1: sessions") && first.stdout.contains("applied: v3: access changes") && first.stdout.contains("applied: v4: login flows") && first.stdout.contains("applied: v5: provider sessions") && first.stdout.contains("applied: v6: browser sessions") && first.stdout.contains("applied: v7: provider re-checks") && first.stdout.contains("applied: v8: users seen through providers") && first.stdout.contains("applied: v9: the authorization server") && first.stdout.contains("applied: v10: the access tokens") && first.stdout.contains("applied: v11: provider re-checks of agents") && first.stdout.contains("applied: v12: groups of the gateway's own accounts") && first.stdout.contains("applied: v13: connected accounts") && first.stdout.contains("applied: v14: a connected account's refresh") && first.stdout.contains("applied: v15: grants a company's provider made") && first.stdout.contains("applied: v16: the provider's access token"))
-        #expect(first.stdout.contains("sqlite:data/portcullis.sqlite: schema current (16 steps; 16 applied now)"), "\(first.stdout)")
+        #expect(first.stdout.contains("applied: v1: sessions") && first.stdout.contains("applied: v3: access changes") && first.stdout.contains("applied: v4: login flows") && first.stdout.contains("applied: v5: provider sessions") && first.stdout.contains("applied: v6: browser sessions") && first.stdout.contains("applied: v7: provider re-checks") && first.stdout.contains("applied: v8: users seen through providers") && first.stdout.contains("applied: v9: the authorization server") && first.stdout.contains("applied: v10: the access tokens") && first.stdout.contains("applied: v11: provider re-checks of agents") && first.stdout.contains("applied: v12: groups of the gateway's own accounts") && first.stdout.contains("applied: v13: connected accounts") && first.stdout.contains("applied: v14: a connected account's refresh") && first.stdout.contains("applied: v15: grants a company's provider made") && first.stdout.contains("applied: v16: the provider's access token") && first.stdout.contains("applied: v17: a URL elicitation per MCP client"))
+        #expect(first.stdout.contains("sqlite:data/portcullis.sqlite: schema current (17 steps; 17 applied now)"), "\(first.stdout)")
         let second = try cli.run(["storage", "migrate"])
-        #expect(second.status == 0 && second.stdout.contains("(16 steps; 0 applied now)") && !second.stdout.contains("applied:"), "\(second.stdout)")
+        #expect(second.status == 0 && second.stdout.contains("(17 steps; 0 applied now)") && !second.stdout.contains("applied:"), "\(second.stdout)")
     }
 
     @Test("on PostgreSQL (STORAGE_POSTGRES_URL) it migrates the database, names it without the user, and a second run applies none",
@@ -25,10 +25,10 @@ struct StorageCommandTests {
         let url = try TestPostgres.shared().createDatabase()
         let first = try cli.run(["storage", "migrate"], environment: ["STORAGE_POSTGRES_URL": url])
         #expect(first.status == 0, "\(first.stderr)")
-        #expect(first.stdout.contains("(16 steps; 16 applied now)") && first.stdout.contains("postgresql://127.0.0.1:"), "\(first.stdout)")
+        #expect(first.stdout.contains("(17 steps; 17 applied now)") && first.stdout.contains("postgresql://127.0.0.1:"), "\(first.stdout)")
         #expect(!first.stdout.contains("portcullis@"))
         let second = try cli.run(["storage", "migrate"], environment: ["STORAGE_POSTGRES_URL": url])
-        #expect(second.status == 0 && second.stdout.contains("(16 steps; 0 applied now)"), "\(second.stdout)")
+        #expect(second.status == 0 && second.stdout.contains("(17 steps; 0 applied now)"), "\(second.stdout)")
         #expect(!FileManager.default.fileExists(atPath: cli.directory + "/data"), "no SQLite file was made")
     }
 

@@ -158,11 +158,12 @@ struct RepositoryContractTests {
         await state.shutdown()
     }
 
-    @Test("a person's URL elicitation at a connection is one live row: asked again it is the same, expired it is made anew; read while live, taken once", arguments: StoreKind.available)
+    @Test("a URL elicitation is one live row per person, connection and client: asked again it is the same, expired it is made anew; read while live", arguments: StoreKind.available)
     func connectElicitations(kind: StoreKind) async throws {
         let state = try await TestStore(kind).open()
         let now = self.now
-        let first = ConnectElicitationRecord(id: "eli-1", connection: "github", userID: "usr_e", tenantID: "default", createdAt: now, expiresAt: now + 600)
+        let first = ConnectElicitationRecord(
+            id: "eli-1", connection: "github", userID: "usr_e", tenantID: "default", clientID: "desk", createdAt: now, expiresAt: now + 600)
         #expect(try await state.connectElicitation(making: first) == first)
         var second = first
         (second.id, second.createdAt, second.expiresAt) = ("eli-2", now + 10, now + 610)
@@ -170,18 +171,47 @@ struct RepositoryContractTests {
         var other = second
         other.connection = "drive"
         #expect(try await state.connectElicitation(making: other) == other, "another connection has its own")
+        var otherClient = second
+        (otherClient.id, otherClient.clientID) = ("eli-c", "https://agent.example/client.json")
+        #expect(try await state.connectElicitation(making: otherClient) == otherClient, "another client has its own")
         #expect(try await state.connectElicitation(id: "eli-1", now: now + 599) == first)
         #expect(try await state.connectElicitation(id: "eli-1", now: now + 600) == nil, "expired")
         var third = first
         (third.id, third.createdAt, third.expiresAt) = ("eli-3", now + 700, now + 1_300)
         #expect(try await state.connectElicitation(making: third) == third, "an expired one is replaced")
-        let taken = try await withThrowingTaskGroup(of: ConnectElicitationRecord?.self) { group in
-            for _ in 0..<5 { group.addTask { try await state.takeConnectElicitation(id: "eli-3", now: now + 701) } }
-            return try await group.reduce(into: []) { $0.append($1) }.compactMap { $0 }
+        await state.shutdown()
+    }
+
+    @Test("connecting completes the person's elicitations at that connection, every client's, in its transaction: their links are used up, and each live one is told to every instance", arguments: StoreKind.available)
+    func connectingCompletesElicitations(kind: StoreKind) async throws {
+        let state = try await TestStore(kind).open()
+        let now = self.now
+        func elicitation(_ id: String, user: String = "usr_f", connection: String = "github", client: String, expiresAt: Double) -> ConnectElicitationRecord {
+            ConnectElicitationRecord(id: id, connection: connection, userID: user, tenantID: "default", clientID: client, createdAt: now - 1, expiresAt: expiresAt)
         }
-        #expect(taken == [third], "taken once")
-        #expect(try await state.connectElicitation(id: "eli-3", now: now + 702) == nil)
-        #expect(try await state.deleteExpiredConnectFlows(before: now + 2_000) == 1, "the drive one, expired, is swept")
+        let desk = elicitation("eli-desk", client: "desk", expiresAt: now + 600)
+        let agent = elicitation("eli-agent", client: "https://agent.example/a/client.json", expiresAt: now + 600)
+        let stale = elicitation("eli-stale", client: "old", expiresAt: now + 30)
+        for made in [desk, agent, stale, elicitation("eli-drive", connection: "drive", client: "desk", expiresAt: now + 600),
+            elicitation("eli-bob", user: "usr_bob", client: "desk", expiresAt: now + 600)]
+        {
+            _ = try await state.connectElicitation(making: made)
+        }
+        let before = try await state.latestAccessChangeVersion()
+        let completed = try await state.upsertConnectedAccount(
+            ConnectedAccountRecord(
+                userID: "usr_f", tenantID: "default", connection: "github", accessToken: "sealed", refreshToken: nil, scope: "repo", expiresAt: nil,
+                createdAt: now + 60, updatedAt: now + 60))
+        #expect(Set(completed.map(\.id)) == ["eli-desk", "eli-agent"], "the live ones of this person at this connection, any client")
+        #expect(try await state.connectElicitation(id: "eli-desk", now: now + 61) == nil, "its link is used up")
+        #expect(try await state.connectElicitation(id: "eli-drive", now: now + 61) != nil, "another connection's stays")
+        #expect(try await state.connectElicitation(id: "eli-bob", now: now + 61) != nil, "another person's stays")
+        let told = try await state.accessChanges(after: before, limit: 10).map(\.change)
+        #expect(told.first == .connectionReplaced(userID: "usr_f", tenantID: "default", connection: "github"))
+        #expect(
+            Set(told.dropFirst().compactMap { if case .elicitationCompleted(let done) = $0 { done } else { nil } }) == [desk.completion, agent.completion],
+            "each read back as written, a client id with slashes whole")
+        #expect(told.count == 3, "the expired one is not told")
         await state.shutdown()
     }
 
@@ -662,7 +692,7 @@ struct RepositoryContractTests {
         #expect(named.tls == .verifyFull, "TLS is verified by default beyond loopback")
         let report = try await StateStores.migrate(store.configuration)
         #expect(report.appliedNow.isEmpty)
-        #expect(report.applied.count == 16 && report.applied.last?.hasPrefix("v16: the provider's access token") == true)
+        #expect(report.applied.count == 17 && report.applied.last?.hasPrefix("v17: a URL elicitation per MCP client") == true)
     }
 
     @Test("a provider's user is recorded at each sign-in: the names replaced, the first sign-in kept; listed the most recent first; found by id, subject, username or email in any case, never by part of one", arguments: StoreKind.available)

@@ -19,6 +19,11 @@ package final class TunnelRegistry: Sendable {
         var connection: String? = nil
         /// How a disconnect of `connection` ends it, when not as `close` does (an MCP request answers 403, not 401).
         var endConnection: (@Sendable (String) -> Void)? = nil
+        /// The OAuth client of the token it was opened with (`""` for a token that names none).
+        var clientID: String = ""
+        /// Tells an MCP client on this stream that a URL elicitation it was given is complete (its id);
+        /// `nil` for what cannot carry one (anything but an MCP request on a route with a connection).
+        var elicitationComplete: (@Sendable (String) -> Void)? = nil
     }
 
     private let state = Mutex<(next: UInt64, tunnels: [UInt64: Entry])>((0, [:]))
@@ -59,6 +64,20 @@ package final class TunnelRegistry: Sendable {
         for entry in chosen {
             if let endConnection = entry.endConnection { endConnection(reason) } else { entry.close(code, reason) }
         }
+        return chosen.count
+    }
+
+    /// Tells the MCP streams of `completion`'s person and client on routes with its connection that
+    /// its elicitation is complete (each stream decides whether it can carry the notification); how many were asked.
+    @discardableResult
+    package func completeElicitation(id: String, userID: String, tenantID: String, connection: String, clientID: String) -> Int {
+        let chosen = state.withLock {
+            $0.tunnels.values.compactMap { entry in
+                entry.connection == connection && entry.userID == userID && entry.tenantID == tenantID && entry.clientID == clientID
+                    ? entry.elicitationComplete : nil
+            }
+        }
+        for tell in chosen { tell(id) }
         return chosen.count
     }
 

@@ -32,35 +32,33 @@ extension PostgresStateSurface: ConnectionRepository {
     }
 
     static func connectElicitation(from row: PostgresRow) throws -> ConnectElicitationRecord {
-        let (id, connection, user, tenant, createdAt, expiresAt) = try row.decode((String, String, String, String, Double, Double).self)
-        return ConnectElicitationRecord(id: id, connection: connection, userID: user, tenantID: tenant, createdAt: createdAt, expiresAt: expiresAt)
+        let (id, connection, user, tenant, client, createdAt, expiresAt) = try row.decode((String, String, String, String, String, Double, Double).self)
+        return ConnectElicitationRecord(
+            id: id, connection: connection, userID: user, tenantID: tenant, clientID: client, createdAt: createdAt, expiresAt: expiresAt)
     }
 
     public func connectElicitation(making record: ConnectElicitationRecord) async throws -> ConnectElicitationRecord {
         // One statement: of racing callers, each gets the one live row.
         let kept = try await rows(
             """
-            INSERT INTO connect_elicitations (id, connection, user_id, tenant_id, created_at, expires_at)
-            VALUES (\(record.id), \(record.connection), \(record.userID), \(record.tenantID), \(record.createdAt), \(record.expiresAt))
-            ON CONFLICT (user_id, tenant_id, connection) DO UPDATE SET
+            INSERT INTO connect_elicitations (id, connection, user_id, tenant_id, client_id, created_at, expires_at)
+            VALUES (\(record.id), \(record.connection), \(record.userID), \(record.tenantID), \(record.clientID), \(record.createdAt), \(record.expiresAt))
+            ON CONFLICT (user_id, tenant_id, connection, client_id) DO UPDATE SET
                 id = CASE WHEN connect_elicitations.expires_at <= excluded.created_at THEN excluded.id ELSE connect_elicitations.id END,
                 created_at = CASE WHEN connect_elicitations.expires_at <= excluded.created_at THEN excluded.created_at ELSE connect_elicitations.created_at END,
                 expires_at = CASE WHEN connect_elicitations.expires_at <= excluded.created_at THEN excluded.expires_at ELSE connect_elicitations.expires_at END
-            RETURNING id, connection, user_id, tenant_id, created_at, expires_at
+            RETURNING id, connection, user_id, tenant_id, client_id, created_at, expires_at
             """)
         return try kept.first.map(Self.connectElicitation(from:)) ?? record
     }
 
     public func connectElicitation(id: String, now: Double) async throws -> ConnectElicitationRecord? {
         try await rows(
-            "SELECT id, connection, user_id, tenant_id, created_at, expires_at FROM connect_elicitations WHERE id = \(id) AND expires_at > \(now)"
+            """
+            SELECT id, connection, user_id, tenant_id, client_id, created_at, expires_at FROM connect_elicitations
+            WHERE id = \(id) AND expires_at > \(now)
+            """
         ).first.map(Self.connectElicitation(from:))
-    }
-
-    public func takeConnectElicitation(id: String, now: Double) async throws -> ConnectElicitationRecord? {
-        try await rows(
-            "DELETE FROM connect_elicitations WHERE id = \(id) RETURNING id, connection, user_id, tenant_id, created_at, expires_at"
-        ).first.map(Self.connectElicitation(from:)).flatMap { $0.expiresAt > now ? $0 : nil }
     }
 
     static func connectedAccount(from row: PostgresRow) throws -> ConnectedAccountRecord {
@@ -71,9 +69,9 @@ extension PostgresStateSurface: ConnectionRepository {
             createdAt: createdAt, updatedAt: updatedAt, lastUsedAt: lastUsedAt)
     }
 
-    public func upsertConnectedAccount(_ record: ConnectedAccountRecord) async throws {
+    public func upsertConnectedAccount(_ record: ConnectedAccountRecord) async throws -> [ElicitationCompletion] {
         let logger = self.logger
-        try await transaction { db in
+        return try await transaction { db in
             try await db.query(
                 """
                 INSERT INTO connected_accounts (user_id, tenant_id, connection, access_token, refresh_token, scope, expires_at, created_at, updated_at, last_used_at)
@@ -86,6 +84,18 @@ extension PostgresStateSurface: ConnectionRepository {
                 """, logger: logger)
             try await Self.record(
                 .connectionReplaced(userID: record.userID, tenantID: record.tenantID, connection: record.connection), at: record.updatedAt, db, logger: logger)
+            var completed: [ElicitationCompletion] = []
+            for try await row in try await db.query(
+                """
+                DELETE FROM connect_elicitations WHERE user_id = \(record.userID) AND tenant_id = \(record.tenantID) AND connection = \(record.connection)
+                RETURNING id, connection, user_id, tenant_id, client_id, created_at, expires_at
+                """, logger: logger)
+            {
+                let elicitation = try Self.connectElicitation(from: row)
+                if elicitation.expiresAt > record.updatedAt { completed.append(elicitation.completion) }
+            }
+            for done in completed { try await Self.record(.elicitationCompleted(done), at: record.updatedAt, db, logger: logger) }
+            return completed
         }
     }
 

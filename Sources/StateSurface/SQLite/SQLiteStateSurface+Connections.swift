@@ -44,25 +44,28 @@ extension SQLiteStateSurface: ConnectionRepository {
         }
     }
 
+    static let elicitationColumns = "id, connection, user_id, tenant_id, client_id, created_at, expires_at"
+
     static func connectElicitation(from row: Row) -> ConnectElicitationRecord {
         ConnectElicitationRecord(
-            id: row["id"], connection: row["connection"], userID: row["user_id"], tenantID: row["tenant_id"], createdAt: row["created_at"],
-            expiresAt: row["expires_at"])
+            id: row["id"], connection: row["connection"], userID: row["user_id"], tenantID: row["tenant_id"], clientID: row["client_id"],
+            createdAt: row["created_at"], expiresAt: row["expires_at"])
     }
 
     public func connectElicitation(making record: ConnectElicitationRecord) async throws -> ConnectElicitationRecord {
         try await pool.write { db in
             try db.execute(
                 sql: """
-                    INSERT INTO connect_elicitations (id, connection, user_id, tenant_id, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)
-                    ON CONFLICT (user_id, tenant_id, connection) DO UPDATE SET
+                    INSERT INTO connect_elicitations (\(Self.elicitationColumns)) VALUES (?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (user_id, tenant_id, connection, client_id) DO UPDATE SET
                         id = excluded.id, created_at = excluded.created_at, expires_at = excluded.expires_at
                     WHERE connect_elicitations.expires_at <= excluded.created_at
                     """,
-                arguments: [record.id, record.connection, record.userID, record.tenantID, record.createdAt, record.expiresAt])
+                arguments: [record.id, record.connection, record.userID, record.tenantID, record.clientID, record.createdAt, record.expiresAt])
             return try Row.fetchOne(
-                db, sql: "SELECT id, connection, user_id, tenant_id, created_at, expires_at FROM connect_elicitations WHERE user_id = ? AND tenant_id = ? AND connection = ?",
-                arguments: [record.userID, record.tenantID, record.connection]
+                db,
+                sql: "SELECT \(Self.elicitationColumns) FROM connect_elicitations WHERE user_id = ? AND tenant_id = ? AND connection = ? AND client_id = ?",
+                arguments: [record.userID, record.tenantID, record.connection, record.clientID]
             ).map(Self.connectElicitation(from:)) ?? record
         }
     }
@@ -70,18 +73,9 @@ extension SQLiteStateSurface: ConnectionRepository {
     public func connectElicitation(id: String, now: Double) async throws -> ConnectElicitationRecord? {
         try await pool.read { db in
             try Row.fetchOne(
-                db, sql: "SELECT id, connection, user_id, tenant_id, created_at, expires_at FROM connect_elicitations WHERE id = ? AND expires_at > ?",
+                db, sql: "SELECT \(Self.elicitationColumns) FROM connect_elicitations WHERE id = ? AND expires_at > ?",
                 arguments: [id, now]
             ).map(Self.connectElicitation(from:))
-        }
-    }
-
-    public func takeConnectElicitation(id: String, now: Double) async throws -> ConnectElicitationRecord? {
-        try await pool.write { db in
-            try Row.fetchOne(
-                db, sql: "DELETE FROM connect_elicitations WHERE id = ? RETURNING id, connection, user_id, tenant_id, created_at, expires_at",
-                arguments: [id]
-            ).map(Self.connectElicitation(from:)).flatMap { $0.expiresAt > now ? $0 : nil }
         }
     }
 
@@ -95,7 +89,7 @@ extension SQLiteStateSurface: ConnectionRepository {
             updatedAt: row["updated_at"], lastUsedAt: row["last_used_at"])
     }
 
-    public func upsertConnectedAccount(_ record: ConnectedAccountRecord) async throws {
+    public func upsertConnectedAccount(_ record: ConnectedAccountRecord) async throws -> [ElicitationCompletion] {
         try await pool.write { db in
             try db.execute(
                 sql: """
@@ -110,6 +104,12 @@ extension SQLiteStateSurface: ConnectionRepository {
                     record.createdAt, record.updatedAt, record.lastUsedAt,
                 ])
             try Self.record(.connectionReplaced(userID: record.userID, tenantID: record.tenantID, connection: record.connection), at: record.updatedAt, db)
+            let completed = try Row.fetchAll(
+                db, sql: "DELETE FROM connect_elicitations WHERE user_id = ? AND tenant_id = ? AND connection = ? RETURNING \(Self.elicitationColumns)",
+                arguments: [record.userID, record.tenantID, record.connection]
+            ).map(Self.connectElicitation(from:)).filter { $0.expiresAt > record.updatedAt }.map(\.completion)
+            for done in completed { try Self.record(.elicitationCompleted(done), at: record.updatedAt, db) }
+            return completed
         }
     }
 

@@ -360,7 +360,7 @@ struct ConnectedAccountsTests {
     }
 
     @Test(
-        "on an MCP route, a tool call of a person who has not connected the service is answered with a URL elicitation naming the connect page (-32042 with an elicitation id; an InputRequiredResult for 2026-07-28), its link bound to that person: another person is refused it, and it is used once; initialize and ping go on without a credential; once connected, the retried call goes upstream with the person's token"
+        "on an MCP route, a tool call of a person who has not connected the service is answered with a URL elicitation naming the connect page (-32042 with an elicitation id; an InputRequiredResult for 2026-07-28), its link bound to that person: another person is refused it, it can start connecting again until the person has connected, and then it is used up; initialize and ping go on without a credential; once connected, the retried call goes upstream with the person's token"
     )
     func mcpElicitation() async throws {
         let service = try await FakeOAuthService.start()
@@ -419,12 +419,15 @@ struct ConnectedAccountsTests {
                 .POST, fixture.baseURL + path, headers: [("Sec-Fetch-Site", "same-origin"), ("Content-Type", "application/x-www-form-urlencoded"), jar.header],
                 body: "nonce=\(nonce)", followRedirects: false)
         }
+        #expect(try await start().status == 303, "a connect abandoned at the service starts again from the same link")
         let started = try await start()
         #expect(started.status == 303, "\(started.raw)")
-        let replayed = try await start()
-        #expect(replayed.status == 400 && replayed.headers.first(name: "x-portcullis-error") == "connect_elicitation_unknown", "used once: \(replayed.raw)")
         let back = try await Self.serviceSendsBack(try #require(started.headers.first(name: "location")))
         #expect(try await BrowserSessionTests.get(fixture, back, jar).status == 200)
+        let used = try await BrowserSessionTests.get(fixture, path, jar)
+        #expect(
+            used.status == 400 && (used.raw.contains("connect_elicitation_unknown") || used.headers.first(name: "x-portcullis-error") == "connect_elicitation_unknown"),
+            "once connected, the link is used up: \(used.raw)")
         let issued = try #require(service.books.withLock { $0.accessTokens.keys.first })
         for token in service.books.withLock({ Array($0.accessTokens.keys) + Array($0.refreshTokens.keys) }) { fixture.remember(token) }
         let retried = try await fixture.send(.POST, "/mcp/gh", bearer: token, headers: [("Content-Type", "application/json")], body: call)
@@ -432,6 +435,71 @@ struct ConnectedAccountsTests {
         try await fixture.stop()
         try await upstream.stop()
         try await service.stop()
+    }
+
+    @Test(
+        "connecting is told to the client that was given the link, on its open GET stream (2025-11-25): notifications/elicitation/complete with its elicitationId, an event of its own between the MCP server's, never inside one; another client's stream, and a 2026-07-28 client's, hear nothing"
+    )
+    func elicitationCompleteOnStream() async throws {
+        let service = try await FakeOAuthService.start()
+        let secret = try TrustedIssuerSecretTests.secretFile(Array("service-secret-of-portcullis\n".utf8), mode: 0o600)
+        defer { try? FileManager.default.removeItem(atPath: secret) }
+        let upstream = try await EventStreamUpstream.start()
+        var route = try MCPRouteTests.mcpRoute("/mcp/s", upstream: upstream.port, base: "")
+        route.upstreamCredential = .connection("github")
+        let fixture = try await Self.gateway(service, secretFile: secret, routes: [route])
+        defer { Task { try? await upstream.stop(); try? await service.stop() } }
+        try await fixture.addUser("alice")
+        let aliceID = try #require(try await fixture.state.user(tenantID: "default", username: "alice")).id
+        let resource = MCPRouteTests.publicURL + "/mcp/s"
+        let agent = try MCPRouteTests.token(fixture, audience: resource, subject: aliceID, clientID: "https://agent.example/a/client.json")
+        let other = try MCPRouteTests.token(fixture, audience: resource, subject: aliceID, clientID: "desk-app")
+        let asked = try await fixture.send(
+            .POST, "/mcp/s", bearer: agent, headers: [("Content-Type", "application/json"), ("MCP-Protocol-Version", "2025-11-25")],
+            body: #"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"search"}}"#)
+        guard case .array(let elicitations)? = asked.json["error"]?.objectValue?["data"]?.objectValue?["elicitations"], case .object(let elicitation)? = elicitations.first,
+            let id = elicitation["elicitationId"]?.stringValue, let link = elicitation["url"]?.stringValue
+        else {
+            Issue.record("no elicitation: \(asked.raw)")
+            return
+        }
+        // The MCP server's events come in two halves 150 ms apart (?split=1): the notice must wait for an event's end.
+        func stream(_ token: String, version: String) -> HeldStream {
+            var request = HTTPClientRequest(url: fixture.baseURL + "/mcp/s?split=1")
+            request.headers.add(name: "Authorization", value: "Bearer " + token)
+            request.headers.add(name: "Accept", value: "text/event-stream")
+            request.headers.add(name: "Mcp-Session-Id", value: "mcp-session-listening")
+            request.headers.add(name: "MCP-Protocol-Version", value: version)
+            return HeldStream(request)
+        }
+        let (listening, otherClient, newer) = (stream(agent, version: "2025-11-25"), stream(other, version: "2025-11-25"), stream(agent, version: "2026-07-28"))
+        defer { for held in [listening, otherClient, newer] { held.task.cancel() } }
+        for held in [listening, otherClient, newer] { await held.wait(seconds: TimeBounds.seconds(5)) { $0.text.contains("\"progress\":1}") } }
+        #expect(!listening.text.contains("elicitation/complete"), "nothing is told before the person connects")
+
+        let jar = try await Self.signedIn(fixture, "alice")
+        let path = String(try #require(link.range(of: "/.portcullis/").map { link[$0.lowerBound...] }))
+        let page = try await BrowserSessionTests.get(fixture, path, jar)
+        let nonce = try #require(page.raw.firstMatch(of: /name="nonce" value="([^"]+)"/)?.1)
+        let started = try await Answer.request(
+            .POST, fixture.baseURL + path, headers: [("Sec-Fetch-Site", "same-origin"), ("Content-Type", "application/x-www-form-urlencoded"), jar.header],
+            body: "nonce=\(nonce)", followRedirects: false)
+        let back = try await Self.serviceSendsBack(try #require(started.headers.first(name: "location")))
+        #expect(try await BrowserSessionTests.get(fixture, back, jar).status == 200)
+        for token in service.books.withLock({ Array($0.accessTokens.keys) + Array($0.refreshTokens.keys) }) { fixture.remember(token) }
+
+        let notice = #"{"jsonrpc":"2.0","method":"notifications/elicitation/complete","params":{"elicitationId":"\#(id)"}}"#
+        await listening.wait(seconds: TimeBounds.seconds(5)) { $0.text.contains("elicitation/complete") }
+        let text = listening.text
+        #expect(text.contains("event: message\ndata: " + notice + "\n\n"), "the client that was given the link hears its end: \(text.suffix(600))")
+        let events = text.components(separatedBy: "\n\n").dropLast()
+        #expect(
+            events.allSatisfy { $0.hasPrefix("event: message\ndata: {") && $0.hasSuffix("}") && $0.components(separatedBy: "\n").count == 2 },
+            "every event whole, the gateway's between two of the server's: \(text.suffix(600))")
+        await listening.wait(seconds: 0.5) { _ in false }
+        #expect(!otherClient.text.contains("elicitation/complete") && !newer.text.contains("elicitation/complete"), "only that client, and only on 2025-11-25")
+        #expect(otherClient.text.contains("\"progress\":3}") && !otherClient.failed, "the other streams go on")
+        try await fixture.stop()
     }
 
     @Test(

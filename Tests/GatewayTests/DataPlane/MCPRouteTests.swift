@@ -27,9 +27,11 @@ struct MCPRouteTests {
     }
 
     /// A token of the gateway's own keys for `audience`, as its authorization server issues one.
-    static func token(_ fixture: GatewayFixture, audience: String, subject: String = "usr_mcpcaller0001", scope: String? = nil) throws -> String {
+    static func token(
+        _ fixture: GatewayFixture, audience: String, subject: String = "usr_mcpcaller0001", scope: String? = nil, clientID: String = "https://client.example/agent.json"
+    ) throws -> String {
         let issuer = AccessTokenIssuer(keys: fixture.keys, issuer: publicURL, audience: audience, lifetime: 300)
-        let token = try issuer.issue(subject: subject, tenantID: "default", clientID: "https://client.example/agent.json", scope: scope).token
+        let token = try issuer.issue(subject: subject, tenantID: "default", clientID: clientID, scope: scope).token
         fixture.remember(token)
         return token
     }
