@@ -6,7 +6,7 @@
 #   PORTCULLIS_BIN=path           another binary
 #
 # Makes its own Python environment in .build/mcp-venv (pip install mcp fastmcp playwright
-# cryptography). Tests/MCP/test_mcp.py and test_reauthorize.py say what is checked. Without chromium it says what to
+# cryptography h2 flask authlib). Tests/MCP/test_mcp.py and test_reauthorize.py say what is checked. Without chromium it says what to
 # install and exits 0, except in CI (CI=true). Loopback only; every process it starts is stopped.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,16 +19,19 @@ source "$ROOT/scripts/lib/gateway.sh"
 VENV=$(mcp_venv)
 BIN=$(realpath "${PORTCULLIS_BIN:-$ROOT/.build/debug/portcullis}")
 WORK=$(mktemp -d)
-PORT=18740 SSO_PORT=18741 TOOLS=18742 CALLBACK=18743 DOCUMENTS=18744 ACCOUNTS=18745
-SERVE_PID= SSO_PID= TOOLS_PID= DOCUMENTS_PID= FIRST_PID=
+PORT=18740 SSO_PORT=18741 TOOLS=18742 CALLBACK=18743 DOCUMENTS=18744 ACCOUNTS=18745 SERVICE=18746
+SERVE_PID= SSO_PID= TOOLS_PID= DOCUMENTS_PID= FIRST_PID= SERVICE_PID=
 cleanup() {
-  for pid in $FIRST_PID $SERVE_PID $SSO_PID $TOOLS_PID $DOCUMENTS_PID; do kill "$pid" 2>/dev/null || true; done
+  for pid in $FIRST_PID $SERVE_PID $SSO_PID $TOOLS_PID $DOCUMENTS_PID $SERVICE_PID; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
 
-"$VENV/bin/python" "$ROOT/Tests/MCP/tools_server.py" "$TOOLS" > "$WORK/tools.log" 2>&1 & TOOLS_PID=$!
+"$VENV/bin/python" "$ROOT/Tests/MCP/tools_server.py" "$TOOLS" "http://127.0.0.1:$SERVICE" > "$WORK/tools.log" 2>&1 & TOOLS_PID=$!
+# The service people connect (Authlib's authorization server and its API), the gateway its confidential client.
+(umask 077 && openssl rand -hex 24 > "$WORK/docs.secret")
+"$VENV/bin/python" "$ROOT/Tests/MCP/oauth_service.py" "$SERVICE" "$WORK/docs.secret" > "$WORK/service.log" 2>&1 & SERVICE_PID=$!
 
 # The client's metadata document, over https on localhost (a certificate the gateway trusts through
 # gateway.upstream_ca_file), as a client's own site would serve it.
@@ -51,7 +54,7 @@ PY
 CI_AGENT_SECRET_FILE="$WORK/ci-agent.secret" "$VENV/bin/python" "$ROOT/Tests/Browser/fake_idp.py" "$SSO_PORT" "$WORK/sso.secret" "http://127.0.0.1:$PORT/api/auth/oidc/backchannel-logout" \
   > "$WORK/sso.log" 2>&1 & SSO_PID=$!
 for _ in $(seq 100); do curl -sf -o /dev/null "127.0.0.1:$SSO_PORT/jwks" && break; sleep 0.1; done
-for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$TOOLS") 2>/dev/null && break; sleep 0.1; done
+for port in $TOOLS $SERVICE; do for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done; done
 
 start_serve "$WORK" "$PORT" "  public_url: http://127.0.0.1:$PORT
   upstream_ca_file: $WORK/documents.pem
@@ -62,6 +65,10 @@ start_serve "$WORK" "$PORT" "  public_url: http://127.0.0.1:$PORT
       upstream: 'http://127.0.0.1:$TOOLS/mcp'
       mcp: true
       upstream_credential: {exchange: {issuer: 'http://127.0.0.1:$SSO_PORT', audience: 'api://reports', scopes: [reports.read]}}
+    - prefix: /mcp/docs
+      upstream: 'http://127.0.0.1:$TOOLS/mcp'
+      mcp: true
+      upstream_credential: {connection: docs}
     - prefix: /reports-api
       upstream: 'http://127.0.0.1:$TOOLS/observed'
       auth: browser
@@ -80,6 +87,15 @@ start_serve "$WORK" "$PORT" "  public_url: http://127.0.0.1:$PORT
   client_metadata_hosts: ['localhost:$DOCUMENTS']   # the documents server is not on 443: its port is named
   clients:
     - {client_id: ci-agent, name: CI agent, redirect_uris: ['http://127.0.0.1/callback'], client_secret_file: $WORK/ci-agent.secret}
+connections:
+  - name: docs
+    display_name: Acme Docs
+    authorization_endpoint: http://127.0.0.1:$SERVICE/oauth/authorize
+    token_endpoint: http://127.0.0.1:$SERVICE/oauth/token
+    revocation_endpoint: http://127.0.0.1:$SERVICE/oauth/revoke
+    client_id: portcullis
+    client_secret_file: $WORK/docs.secret
+    scopes: [documents.read]
 limits:
   idle_timeout_seconds: 2
   request_timeout_seconds: 2
@@ -95,9 +111,9 @@ trust:
         client_id: portcullis
         client_secret_file: $WORK/sso.secret"
 
-GATEWAY="http://127.0.0.1:$PORT" SSO="http://127.0.0.1:$SSO_PORT" ENTERPRISE_SECRET_FILE="$WORK/ci-agent.secret" TOOLS="http://127.0.0.1:$TOOLS" CHROMIUM="$CHROMIUM" CALLBACK_PORT="$CALLBACK" CLIENT_METADATA_URL="$CLIENT_METADATA_URL" "$VENV/bin/python" "$ROOT/Tests/MCP/test_mcp.py" || {
+GATEWAY="http://127.0.0.1:$PORT" SSO="http://127.0.0.1:$SSO_PORT" SERVICE="http://127.0.0.1:$SERVICE" ENTERPRISE_SECRET_FILE="$WORK/ci-agent.secret" TOOLS="http://127.0.0.1:$TOOLS" CHROMIUM="$CHROMIUM" CALLBACK_PORT="$CALLBACK" CLIENT_METADATA_URL="$CLIENT_METADATA_URL" "$VENV/bin/python" "$ROOT/Tests/MCP/test_mcp.py" || {
   status=$?
-  for log in serve.log tools.log sso.log documents.log; do
+  for log in serve.log tools.log sso.log documents.log service.log; do
     [ -f "$WORK/$log" ] && { echo "--- $log (last 40 lines)"; tail -40 "$WORK/$log" | sed -E 's/eyJ[A-Za-z0-9_.-]+/<token>/g; s/rto_[A-Za-z0-9_-]+/<refresh>/g'; }
   done
   exit "$status"

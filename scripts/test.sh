@@ -23,7 +23,7 @@ PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 600 scripts/sockets.sh
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 900 scripts/browser-tests.sh
 # Browser sessions end to end in Chromium: an app (Debian's Radicale) on its own host behind https, a provider's sign-in by redirect.
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 600 scripts/browser-sessions.sh
-# MCP clients through the gateway: the official MCP SDK's client registers, signs a person in through the test provider in Chromium, consents, and calls FastMCP's tools behind an MCP route.
+# MCP clients through the gateway: the official MCP SDK's client registers, signs a person in through the test provider in Chromium, consents, and calls FastMCP's tools behind an MCP route; the person connects a real OAuth service (Authlib's authorization server) from the agent's URL elicitation, and the tool reads their own data there.
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 300 scripts/mcp-tests.sh
 # WebDAV's COPY and MOVE through the gateway to a real WebDAV server (wsgidav): a Destination on another route, in any spelling, refused; within the route, rewritten.
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 300 scripts/webdav-tests.sh

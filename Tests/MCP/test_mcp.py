@@ -22,6 +22,12 @@ A client of 2026-07-28 discovers the server (server/discover) through the gatewa
 gateway does not pass is answered as that revision's transport requires (404, -32601).
 Token exchange (issue 66): a tool behind a route with `upstream_credential: {exchange: ...}` gets, as
 Authorization, a token the test provider exchanged (RFC 8693) for the person for its API's audience.
+Connected accounts (issue 66): the SDK's client calls a tool behind a route with
+`upstream_credential: {connection: docs}` for a person who has not connected Acme Docs (a real OAuth
+service: Authlib's authorization server, Tests/MCP/oauth_service.py). It is answered with a URL
+elicitation (-32042); the person opens its link in Chromium, connects at the service, and the client
+hears `notifications/elicitation/complete` on its GET stream; retried, the FastMCP tool reads the
+person's own documents at the service with the token the gateway sent, and the link is used up.
 Enterprise-managed authorization (issue 66): the SDK's `IdentityAssertionOAuthProvider`, a confidential
 client, gets an ID-JAG from the test provider (RFC 8693 exchange of the agent's ID token there) and
 presents it to the gateway's token endpoint; its tool call reaches the server as the provider's person,
@@ -42,6 +48,7 @@ import urllib.request
 
 import httpx2
 from mcp import ClientSession
+from mcp.shared.exceptions import MCPError
 from mcp.client.auth import OAuthClientProvider, TokenStorage
 from mcp.client.auth.extensions.identity_assertion import IdentityAssertionOAuthProvider
 from mcp.client.streamable_http import streamable_http_client
@@ -267,6 +274,62 @@ async def exchanged(page):
           "for the person who signed in, with the gateway as the actor")
     check(seen[1].get("bearer", {}).get("jti") == bearer.get("jti"), "the next call carries the same token (kept per person and audience)")
     check((seen[0].get("sub") or "").startswith("ext_"), "beside the gateway's assertion naming the person")
+
+
+async def connected(page):
+    """Connected accounts (issue 66): a URL elicitation, the person connecting in Chromium, the end told on the client's stream."""
+    print("--- a tool acting as the person at a service they connect from the agent's URL elicitation (Authlib)")
+    person = Browser(page, "registered itself: unverified", server="/mcp/docs")
+    provider = sdk_provider("/mcp/docs", person, MemoryStorage())
+    completed = []
+
+    async def on_message(message):
+        notification = getattr(message, "root", message)
+        if getattr(notification, "method", None) == "notifications/elicitation/complete":
+            completed.append(notification.params.elicitation_id)
+
+    async with httpx2.AsyncClient(auth=provider, timeout=30) as http:
+        async with streamable_http_client(GATEWAY + "/mcp/docs", http_client=http) as streams:
+            async with ClientSession(streams[0], streams[1], message_handler=on_message) as session:
+                started = await session.initialize()
+                check(started.protocol_version == "2025-11-25", f"the session speaks 2025-11-25 ({started.protocol_version})")
+                try:
+                    await session.call_tool("my_documents", {})
+                    elicitation = {}
+                    check(False, "a person who has not connected the service is asked to")
+                except MCPError as error:
+                    elicitations = (error.data or {}).get("elicitations") or [{}]
+                    elicitation = elicitations[0]
+                    check(error.code == -32042 and elicitation.get("mode") == "url" and elicitation.get("elicitationId"),
+                          f"the call is answered with a URL elicitation (-32042, {error.code})")
+                link = elicitation.get("url", "")
+                check(link.startswith(GATEWAY + "/.portcullis/connect/docs?elicitation="), "its link is the gateway's connect page, not the service")
+                check(not completed, "nothing is told before the person connects")
+                # The person opens the link in their browser (signed in at the gateway already), connects, approves at the service.
+                await page.goto(link)
+                check("Connect Acme Docs" in await page.title(), f"the link opens the connect page ({await page.title()})")
+                await page.click("#connect")
+                await page.wait_for_selector("#approve", timeout=15000)
+                check(page.url.startswith(os.environ["SERVICE"] + "/oauth/authorize?"), "the browser is at the service's own sign-in")
+                await page.click("#approve")
+                await page.wait_for_url(GATEWAY + "/**", timeout=15000)
+                connected_at = time.monotonic()
+                title = await page.title()
+                check(title == "Acme Docs connected", f"back at the gateway, the person is told it is connected ({title})")
+                while not completed and time.monotonic() - connected_at < 5:
+                    await asyncio.sleep(0.05)
+                check(completed == [elicitation.get("elicitationId")],
+                      f"the client hears notifications/elicitation/complete for its elicitation on its stream "
+                      f"({'%.2f s after connecting' % (time.monotonic() - connected_at) if completed else 'not within 5 s'})")
+                answer = await session.call_tool("my_documents", {})
+                documents = json.loads(answer.content[0].text)
+                check(documents.get("status") == 200 and documents.get("user") == "alice-docs" and "Alice's notes" in documents.get("documents", []),
+                      f"retried, the tool reads the person's own documents at the service with the token the gateway sent ({documents.get('status')})")
+    with urllib.request.urlopen(os.environ["SERVICE"] + "/observed", timeout=5) as answer:
+        observed = json.loads(answer.read())
+    check(observed["issued"] == 1 and observed["api"] == ["alice-docs"], f"the service issued one token and answered its API once, as the person ({observed})")
+    await page.goto(link)
+    check("connect_elicitation_unknown" in await page.content(), "once connected, the link is used up")
 
 
 async def enterprise():
@@ -516,6 +579,7 @@ async def main():
         await enterprise()
         await flow(page, client_metadata_url=None, expected_client="registered itself: unverified")
         await exchanged(page)
+        await connected(page)
         guarded_storage = await guarded(page, os.environ["CLIENT_METADATA_URL"])
         await agents_page(page, tools_storage)
         await backchannel(guarded_storage)

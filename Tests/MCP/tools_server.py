@@ -4,24 +4,29 @@ Tools: `add` (a JSON-RPC answer), `whoami` (what reached the server: never the c
 always the gateway's assertion, read here without verifying, which a test may do, and on a route
 that acts as the person the claims of the token the gateway sent for them) and `slow`
 (progress notifications spaced out on one SSE answer, so that a test can see each event pass
-the gateway as it comes, and the stream outlive the gateway's idle timeout). A `slow` call the
+the gateway as it comes, and the stream outlive the gateway's idle timeout), and `my_documents` (the
+person's own documents at a service they connected, Tests/MCP/oauth_service.py, read with the token
+the gateway sent for them: the server keeps no credential of its own). A `slow` call the
 server is told to stop (its task cancelled: `notifications/cancelled`, or a disconnect its SDK
 takes as one) is recorded with the wall-clock time, and `GET /observed` lists those: what a test
 reads to see that ending access at the gateway ended the work here.
 
-Run: tools_server.py PORT
+Run: tools_server.py PORT [SERVICE_URL]
 """
 import asyncio
 import base64
 import json
 import sys
 import time
+import urllib.error
+import urllib.request
 
 from fastmcp import Context, FastMCP
 from fastmcp.server.dependencies import get_http_headers
 
 mcp = FastMCP("tools")
 CANCELLED = []
+SERVICE = sys.argv[2] if len(sys.argv) > 2 else None
 
 
 @mcp.tool
@@ -60,6 +65,22 @@ async def slow(steps: int, delay: float, ctx: Context) -> str:
         CANCELLED.append({"tool": "slow", "at": time.time(), "request_id": str(ctx.request_id)})
         raise
     return "done"
+
+
+@mcp.tool
+async def my_documents() -> dict:
+    """The caller's documents at Acme Docs, asked as them with the token the gateway sent."""
+    authorization = get_http_headers(include_all=True).get("authorization", "")
+
+    def fetch():
+        request = urllib.request.Request(SERVICE + "/api/me", headers={"Authorization": authorization})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                return {"status": answer.status, **json.loads(answer.read())}
+        except urllib.error.HTTPError as error:
+            return {"status": error.code}
+
+    return await asyncio.to_thread(fetch)
 
 
 @mcp.custom_route("/observed", methods=["GET"])

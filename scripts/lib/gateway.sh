@@ -99,14 +99,15 @@ start_forward_auth_proxies() {
 
 # mcp_venv
 #   The MCP suites' Python environment (.build/mcp-venv, with the MCP SDK, FastMCP, Playwright,
-#   cryptography and h2, for the SDK's client over HTTP/2), made on first use; prints its path.
+#   cryptography, h2 (the SDK's client over HTTP/2) and Flask (Authlib's authorization server in
+#   Tests/MCP/oauth_service.py)), made on first use; prints its path.
 mcp_venv() {
   local root venv
   root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
   venv="$root/.build/mcp-venv"
-  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import mcp, fastmcp, playwright, cryptography, h2" 2>/dev/null; then
+  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import mcp, fastmcp, playwright, cryptography, h2, flask, authlib" 2>/dev/null; then
     python3 -m venv "$venv" >&2
-    "$venv/bin/pip" install -q mcp fastmcp playwright cryptography h2 >&2
+    "$venv/bin/pip" install -q mcp fastmcp playwright cryptography h2 flask authlib >&2
   fi
   echo "$venv"
 }
