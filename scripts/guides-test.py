@@ -114,6 +114,9 @@ SUBSTITUTIONS = {
         "radicale --config radicale.conf &", "radicale --config radicale.conf > radicale.log 2>&1 & echo $! >> \"$BACKGROUND_PIDS\"", 1),
     "python3 app.py &": lambda command: command.replace("python3 app.py &", "python3 app.py & echo $! >> \"$BACKGROUND_PIDS\"", 1),
     "portcullis serve &": lambda command: command.replace("portcullis serve &", "portcullis serve > serve.log 2>&1 & echo $! >> \"$BACKGROUND_PIDS\"", 1),
+    # agents-act-as-their-person.md: the service it sends to the background is noted to be stopped too.
+    "venv/bin/python service.py > service.log 2>&1 &": lambda command: command.replace(
+        "venv/bin/python service.py > service.log 2>&1 &", "venv/bin/python service.py > service.log 2>&1 & echo $! >> \"$BACKGROUND_PIDS\"", 1),
     # mcp.md: the MCP server it sends to the background is noted to be stopped.
     "venv/bin/python server.py > server.log 2>&1 &": lambda command: command.replace(
         "venv/bin/python server.py > server.log 2>&1 &", "venv/bin/python server.py > server.log 2>&1 & echo $! >> \"$BACKGROUND_PIDS\"", 1),
@@ -254,6 +257,36 @@ def main():
     if not os.environ.get("NO_RADICALE"):
         dav_guide()
     mcp_guide()
+    agents_guide()
+
+
+def agents_guide():
+    """agents-act-as-their-person.md, as written: Acme Docs (the guide's Authlib service) and a FastMCP
+    tool behind a route acting as the person; the MCP SDK's client (Tests/MCP/guide_agents_client.py)
+    meets a URL elicitation, alice connects in Chromium from its link, the client hears it is done and
+    the tool reads her documents; then the connections commands, and a disable."""
+    (commands, leaving) = blocks("agents-act-as-their-person.md", "sh")
+    before = noted()
+    run_session("agents guide try it", os.path.join(WORK, "home"), [(commands, [])])
+    wait_until_ready()
+    import socket
+    for port in (9100, 9200):
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+    client = subprocess.run([os.environ["MCP_PYTHON"], os.path.join(ROOT, "Tests", "MCP", "guide_agents_client.py")], capture_output=True, text=True, timeout=120)
+    expected = ["elicitation: -32042", "page: Acme Docs connected", "notified: yes", "my_documents: alice-docs Quarterly plan, Alice's notes"]
+    if client.returncode != 0 or client.stdout.splitlines() != expected:
+        fail(f"agents-act-as-their-person.md: the client meets the elicitation, alice connects, the tool reads her documents: {client.stdout[-500:]} {client.stderr[-1500:]}")
+    ok("agents-act-as-their-person.md: the MCP SDK's client met a URL elicitation, alice connected Acme Docs in Chromium from its link, "
+       "the client was told on its stream, and my_documents read her documents there")
+    (listing,) = blocks("agents-act-as-their-person.md", "console")
+    run_session("agents guide connections", os.path.join(WORK, "home", "try-agents"), console_steps(listing))
+    run_session("agents guide leaving", os.path.join(WORK, "home", "try-agents"), [(leaving, [])])
+    stop_started_since(before)
 
 
 def mcp_guide():

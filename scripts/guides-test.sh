@@ -4,13 +4,14 @@
 # verbatim in Chromium on the demo page, accounts, the token tour), keys.md's rotation on the
 # running gateway's own keys, reload.md's SIGHUP, tls.md's configuration, several-instances.md
 # on a PostgreSQL cluster of this run's own, and browser-app.md's account form in Chromium and its
-# WebDAV section with Debian's Radicale, and mcp.md with FastMCP and the MCP SDK's client in Chromium. In a HOME of this run's own, with the built
+# WebDAV section with Debian's Radicale, mcp.md with FastMCP and the MCP SDK's client in Chromium, and agents-act-as-their-person.md with its Authlib service, a
+# URL elicitation and a person connecting in Chromium. In a HOME of this run's own, with the built
 # binary as `portcullis` on PATH and `portcullis serve` with no configuration, as the guides have it.
 #
 #   scripts/guides-test.sh        uses .build/debug/portcullis (swift test builds it)
 #   PORTCULLIS_BIN=path           another binary
 #
-# Ports 8080, 9090, 8081 (serve's defaults), 8443, 9000, 5232 and 9100. Needs chromium, radicale and PostgreSQL (CI=true: they
+# Ports 8080, 9090, 8081 (serve's defaults), 8443, 9000, 5232, 9100 and 9200. Needs chromium, radicale and PostgreSQL (CI=true: they
 # must be there).
 # Every process it starts is stopped by its PID.
 set -euo pipefail
@@ -23,7 +24,7 @@ if [ -z "$CHROMIUM" ]; then
   echo "guides-test.sh: skipped: chromium is missing; install it with apt-get install chromium"
   exit 0
 fi
-for port in 8080 9090 8081 8443 9000 5232 9100; do
+for port in 8080 9090 8081 8443 9000 5232 9100 9200; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "guides-test.sh: port $port is taken; the guides' commands need it"; exit 1; fi
 done
 source "$ROOT/scripts/lib/gateway.sh"
