@@ -28,9 +28,9 @@ final class MCPExchangeState {
     var events: SSEEventBoundary?
     /// Access ended while an event was under way: the stream ends at the event's end, or is cut at this.
     var endPending: Scheduled<Void>?
-    /// Events the gateway itself sends on this SSE answer (`notifications/elicitation/complete`),
-    /// waiting for the end of the upstream's event under way.
-    var pendingNotices: [ByteBuffer] = []
+    /// The URL elicitations whose completion the gateway itself tells on this SSE answer
+    /// (`notifications/elicitation/complete`), waiting for the end of the upstream's event under way.
+    var pendingNotices: [String] = []
     /// The SSE answer has no length the client was told (chunked, HTTP/2, or until the close), so an event can be added to it.
     var eventsOpenEnded = false
     /// The caller's token's expiry, for the stream's end when it comes (an SSE answer only).

@@ -53,10 +53,7 @@ extension ProxyExchange {
     /// An SSE answer's head: its events are followed, and it counts as an open stream.
     func beginMCPEvents(_ response: UpstreamResponseHead) {
         mcpEvents = SSEEventBoundary()
-        switch response.framing {
-        case .chunked, .untilClose: mcp.eventsOpenEnded = true
-        case .none, .length: mcp.eventsOpenEnded = false
-        }
+        mcp.eventsOpenEnded = Self.takesEventsOfItsOwn(response)
         plane.metrics.mcpStreamOpened()
         guard let expiresAt = mcpState?.expiresAt else { return }
         let seconds = max(0, expiresAt - plane.browser.clock.now())
@@ -83,18 +80,47 @@ extension ProxyExchange {
     /// Only a stream that can carry it hears it: an SSE answer under way, not ending, with no
     /// length told to the client, opened by a client of 2025-11-25 (the one revision with the
     /// notification). Anything else ignores it: the client learns it when it retries.
+    ///
+    /// On a route that filters lists the stream's bytes reach this point as the filter's whole
+    /// events, so a notice goes between two of those.
     func tellElicitationComplete(_ id: String) {
-        guard !finished, mcpEndPending == nil, let events = mcpEvents, let state = mcpState, state.eventsOpenEnded, eventFilter == nil,
+        guard !finished, mcpEndPending == nil, let events = mcpEvents, let state = mcpState, state.eventsOpenEnded,
             MCPProtocolRevision.hearsElicitationComplete(head.headers["MCP-Protocol-Version"])
         else { return }
+        plane.logger.info("URL elicitation completed on the client's stream", metadata: ["request_id": "\(requestID)", "elicitation_id": "\(id)"])
+        guard events.isAtBoundary else {
+            // Held for the event under way; a server that never ends it holds a few ids at most, each once.
+            if state.pendingNotices.count < Self.pendingNoticesLimit, !state.pendingNotices.contains(id) { state.pendingNotices.append(id) }
+            return
+        }
+        writeAnswerBody(Self.elicitationCompleteEvent(id))
+        handler.flushClient()
+    }
+
+    /// How many notices wait at most for the end of one event of the upstream's.
+    static let pendingNoticesLimit = 8
+
+    /// `notifications/elicitation/complete` for `id` as an SSE event of its own.
+    static func elicitationCompleteEvent(_ id: String) -> ByteBuffer {
         var event = ByteBuffer()
         event.writeStaticString("event: message\ndata: ")
         event.writeBytes(JSONWriter.bytes(URLElicitationAnswer.completion(elicitationID: id)))
         event.writeStaticString("\n\n")
-        plane.logger.info("URL elicitation completed on the client's stream", metadata: ["request_id": "\(requestID)", "elicitation_id": "\(id)"])
-        guard events.isAtBoundary else { return state.pendingNotices.append(event) }
-        writeAnswerBody(event)
-        handler.flushClient()
+        return event
+    }
+
+    /// Whether the gateway may add an event of its own to an SSE answer: the client was told no
+    /// length (chunked, or until the close with no transfer coding), and the bytes are the events
+    /// themselves (no `Content-Encoding` but `identity`): a compressed stream's bytes are not.
+    static func takesEventsOfItsOwn(_ response: UpstreamResponseHead) -> Bool {
+        switch response.framing {
+        case .chunked, .untilClose: break
+        case .none, .length: return false
+        }
+        return !response.fields.contains { field in
+            (response.name(of: field, is: "content-encoding") && response.valueString(of: field).lowercased() != "identity")
+                || (response.name(of: field, is: "transfer-encoding") && response.valueString(of: field).lowercased() != "chunked")
+        }
     }
 
     /// The notices waiting for the end of the upstream's event under way, which has just ended.
@@ -102,7 +128,7 @@ extension ProxyExchange {
         guard let state = mcpState, !state.pendingNotices.isEmpty else { return }
         let notices = state.pendingNotices
         state.pendingNotices = []
-        for notice in notices { writeAnswerBody(notice) }
+        for id in notices { writeAnswerBody(Self.elicitationCompleteEvent(id)) }
     }
 
     /// Ends an SSE answer between two events: the upstream's side closed, the client's answer ended

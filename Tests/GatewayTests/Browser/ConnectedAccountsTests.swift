@@ -4,6 +4,7 @@ import DataPlane
 import Foundation
 import Gateway
 import JOSE
+import MCPPolicy
 import ProviderLogin
 import SecurityGuard
 import TrafficCop
@@ -438,7 +439,7 @@ struct ConnectedAccountsTests {
     }
 
     @Test(
-        "connecting is told to the client that was given the link, on its open GET stream (2025-11-25): notifications/elicitation/complete with its elicitationId, an event of its own between the MCP server's, never inside one; another client's stream, and a 2026-07-28 client's, hear nothing"
+        "connecting is told to the client that was given the link, on its open GET stream (2025-11-25): notifications/elicitation/complete with its elicitationId, an event of its own between the MCP server's, never inside one, on a route that filters lists too; another client's stream, a 2026-07-28 client's and a compressed one hear nothing"
     )
     func elicitationCompleteOnStream() async throws {
         let service = try await FakeOAuthService.start()
@@ -447,12 +448,18 @@ struct ConnectedAccountsTests {
         let upstream = try await EventStreamUpstream.start()
         var route = try MCPRouteTests.mcpRoute("/mcp/s", upstream: upstream.port, base: "")
         route.upstreamCredential = .connection("github")
-        let fixture = try await Self.gateway(service, secretFile: secret, routes: [route])
+        // The same server behind a route with tool rules: its GET streams pass through the list filter.
+        var filtered = try MCPRouteTests.mcpRoute(
+            "/mcp/f", upstream: upstream.port, policy: MCPCallPolicy(tools: [MCPRule(pattern: try #require(NamePattern("*")))]), base: "")
+        filtered.upstreamCredential = .connection("github")
+        let fixture = try await Self.gateway(service, secretFile: secret, routes: [route, filtered])
         defer { Task { try? await upstream.stop(); try? await service.stop() } }
         try await fixture.addUser("alice")
         let aliceID = try #require(try await fixture.state.user(tenantID: "default", username: "alice")).id
         let resource = MCPRouteTests.publicURL + "/mcp/s"
         let agent = try MCPRouteTests.token(fixture, audience: resource, subject: aliceID, clientID: "https://agent.example/a/client.json")
+        let agentAtFiltered = try MCPRouteTests.token(
+            fixture, audience: MCPRouteTests.publicURL + "/mcp/f", subject: aliceID, clientID: "https://agent.example/a/client.json")
         let other = try MCPRouteTests.token(fixture, audience: resource, subject: aliceID, clientID: "desk-app")
         let asked = try await fixture.send(
             .POST, "/mcp/s", bearer: agent, headers: [("Content-Type", "application/json"), ("MCP-Protocol-Version", "2025-11-25")],
@@ -464,8 +471,8 @@ struct ConnectedAccountsTests {
             return
         }
         // The MCP server's events come in two halves 150 ms apart (?split=1): the notice must wait for an event's end.
-        func stream(_ token: String, version: String) -> HeldStream {
-            var request = HTTPClientRequest(url: fixture.baseURL + "/mcp/s?split=1")
+        func stream(_ token: String, version: String, path: String = "/mcp/s?split=1") -> HeldStream {
+            var request = HTTPClientRequest(url: fixture.baseURL + path)
             request.headers.add(name: "Authorization", value: "Bearer " + token)
             request.headers.add(name: "Accept", value: "text/event-stream")
             request.headers.add(name: "Mcp-Session-Id", value: "mcp-session-listening")
@@ -473,8 +480,12 @@ struct ConnectedAccountsTests {
             return HeldStream(request)
         }
         let (listening, otherClient, newer) = (stream(agent, version: "2025-11-25"), stream(other, version: "2025-11-25"), stream(agent, version: "2026-07-28"))
-        defer { for held in [listening, otherClient, newer] { held.task.cancel() } }
-        for held in [listening, otherClient, newer] { await held.wait(seconds: TimeBounds.seconds(5)) { $0.text.contains("\"progress\":1}") } }
+        let (throughFilter, compressed) = (
+            stream(agentAtFiltered, version: "2025-11-25", path: "/mcp/f?split=1"), stream(agent, version: "2025-11-25", path: "/mcp/s?encoded=1")
+        )
+        let streams = [listening, otherClient, newer, throughFilter, compressed]
+        defer { for held in streams { held.task.cancel() } }
+        for held in streams { await held.wait(seconds: TimeBounds.seconds(5)) { $0.text.contains("\"progress\":1}") } }
         #expect(!listening.text.contains("elicitation/complete"), "nothing is told before the person connects")
 
         let jar = try await Self.signedIn(fixture, "alice")
@@ -496,9 +507,18 @@ struct ConnectedAccountsTests {
         #expect(
             events.allSatisfy { $0.hasPrefix("event: message\ndata: {") && $0.hasSuffix("}") && $0.components(separatedBy: "\n").count == 2 },
             "every event whole, the gateway's between two of the server's: \(text.suffix(600))")
+        await throughFilter.wait(seconds: TimeBounds.seconds(5)) { $0.text.contains("elicitation/complete") }
+        #expect(throughFilter.text.contains("event: message\ndata: " + notice + "\n\n"), "a stream through the list filter hears it too")
+        #expect(
+            throughFilter.text.components(separatedBy: "\n\n").dropLast().allSatisfy { $0.hasPrefix("event: message\ndata: {") && $0.hasSuffix("}") },
+            "between two of the filter's whole events: \(throughFilter.text.suffix(600))")
         await listening.wait(seconds: 0.5) { _ in false }
         #expect(!otherClient.text.contains("elicitation/complete") && !newer.text.contains("elicitation/complete"), "only that client, and only on 2025-11-25")
+        #expect(!compressed.text.contains("elicitation/complete") && compressed.text.contains("\"progress\":3}"), "a compressed stream is not added to: \(compressed.failed) \(compressed.text.suffix(200))")
         #expect(otherClient.text.contains("\"progress\":3}") && !otherClient.failed, "the other streams go on")
+        // The clients go (their streams would run two and a half minutes), then the gateway.
+        for held in streams { held.task.cancel() }
+        for held in streams { await held.wait(seconds: TimeBounds.seconds(5)) { $0.ended != nil } }
         try await fixture.stop()
     }
 

@@ -11,7 +11,8 @@ import Synchronization
 /// 150 ms apart, so an end asked for between them must wait for the event's end.
 ///
 /// A `notifications/cancelled` POST is answered 202 and recorded, with when a stream's client went
-/// away (its write failed): what an MCP server sees of a cancellation. With `http2` it speaks
+/// away (its write failed): what an MCP server sees of a cancellation. With `?encoded=1` the stream is
+/// labelled `Content-Encoding: br` (its bytes stay plain: what a gateway must not add to is the label). With `http2` it speaks
 /// HTTP/2 with prior knowledge (h2c), where the client going away is its stream reset.
 enum EventStreamUpstream {
     /// What the stand-in saw of cancellations.
@@ -44,8 +45,10 @@ enum EventStreamUpstream {
             }
             seen.state.withLock { $0.callAuthorizations.append(request.headers[.authorization]) }
             let split = request.uri.queryParameters.get("split") == "1"
+            var headers: HTTPFields = [.contentType: "text/event-stream", .cacheControl: "no-store"]
+            if request.uri.queryParameters.get("encoded") == "1" { headers[.contentEncoding] = "br" }
             return Response(
-                status: .ok, headers: [.contentType: "text/event-stream", .cacheControl: "no-store"],
+                status: .ok, headers: headers,
                 body: ResponseBody { writer in
                     do {
                         try await Self.events(&writer, split: split)
