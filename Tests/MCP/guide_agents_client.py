@@ -13,64 +13,31 @@ import asyncio
 import json
 import os
 import time
-import urllib.parse
 
 import httpx2
 from mcp import ClientSession
-from mcp.client.auth import OAuthClientProvider, TokenStorage
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 from mcp.shared.exceptions import MCPError
 from playwright.async_api import async_playwright
 
+from guide_client import signing_in_provider
+
 SERVER = "http://127.0.0.1:8080/mcp/docs"
 CALLBACK = "http://127.0.0.1:18751/callback"
-
-
-class Memory(TokenStorage):
-    tokens = client = None
-
-    async def get_tokens(self): return self.tokens
-    async def set_tokens(self, tokens): self.tokens = tokens
-    async def get_client_info(self): return self.client
-    async def set_client_info(self, info): self.client = info
 
 
 async def main():
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=os.environ["CHROMIUM"], args=["--no-sandbox"])
         page = await browser.new_page()
-        result, completed = {}, []
-
-        async def redirect(url):
-            captured = asyncio.get_running_loop().create_future()
-
-            async def back(route):
-                if not captured.done():
-                    captured.set_result(route.request.url)
-                await route.fulfill(status=200, body="done")
-
-            await page.route(CALLBACK + "*", back)
-            await page.goto(url)
-            await page.fill("#username", "alice")
-            await page.fill("#password", os.environ["PASSWORD"])
-            await page.click("button[type=submit]")
-            await page.click("button[value=allow]")
-            query = urllib.parse.parse_qs(urllib.parse.urlsplit(await asyncio.wait_for(captured, 15)).query)
-            result["code"] = AuthorizationCodeResult(code=query["code"][0], state=query.get("state", [None])[0], iss=query.get("iss", [None])[0])
-
-        async def callback():
-            return result["code"]
+        completed = []
 
         async def on_message(message):
             notification = getattr(message, "root", message)
             if getattr(notification, "method", None) == "notifications/elicitation/complete":
                 completed.append(notification.params.elicitation_id)
 
-        provider = OAuthClientProvider(
-            server_url=SERVER, client_metadata=OAuthClientMetadata(client_name="Guide client", redirect_uris=[CALLBACK]), storage=Memory(),
-            redirect_handler=redirect, callback_handler=callback)
-        async with httpx2.AsyncClient(auth=provider, timeout=30) as http:
+        async with httpx2.AsyncClient(auth=signing_in_provider(SERVER, CALLBACK, page), timeout=30) as http:
             async with streamable_http_client(SERVER, http_client=http) as streams:
                 async with ClientSession(streams[0], streams[1], message_handler=on_message) as session:
                     await session.initialize()

@@ -30,36 +30,41 @@ class Memory(TokenStorage):
     async def set_client_info(self, info): self.client = info
 
 
+def signing_in_provider(server, callback, page):
+    """The SDK's OAuth client for `server`, registering itself; its person, in Chromium's `page`,
+    signs in on the gateway's account form as alice and allows it (also used by guide_agents_client.py)."""
+    result = {}
+
+    async def redirect(url):
+        captured = asyncio.get_running_loop().create_future()
+
+        async def back(route):
+            if not captured.done():
+                captured.set_result(route.request.url)
+            await route.fulfill(status=200, body="done")
+
+        await page.route(callback + "*", back)
+        await page.goto(url)
+        await page.fill("#username", "alice")
+        await page.fill("#password", os.environ["PASSWORD"])
+        await page.click("button[type=submit]")
+        await page.click("button[value=allow]")
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(await asyncio.wait_for(captured, 15)).query)
+        result["code"] = AuthorizationCodeResult(code=query["code"][0], state=query.get("state", [None])[0], iss=query.get("iss", [None])[0])
+
+    async def code():
+        return result["code"]
+
+    return OAuthClientProvider(
+        server_url=server, client_metadata=OAuthClientMetadata(client_name="Guide client", redirect_uris=[callback]), storage=Memory(),
+        redirect_handler=redirect, callback_handler=code)
+
+
 async def main():
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=os.environ["CHROMIUM"], args=["--no-sandbox"])
         page = await browser.new_page()
-        result = {}
-
-        async def redirect(url):
-            captured = asyncio.get_running_loop().create_future()
-
-            async def back(route):
-                if not captured.done():
-                    captured.set_result(route.request.url)
-                await route.fulfill(status=200, body="done")
-
-            await page.route(CALLBACK + "*", back)
-            await page.goto(url)
-            await page.fill("#username", "alice")
-            await page.fill("#password", os.environ["PASSWORD"])
-            await page.click("button[type=submit]")
-            await page.click("button[value=allow]")
-            query = urllib.parse.parse_qs(urllib.parse.urlsplit(await asyncio.wait_for(captured, 15)).query)
-            result["code"] = AuthorizationCodeResult(code=query["code"][0], state=query.get("state", [None])[0], iss=query.get("iss", [None])[0])
-
-        async def callback():
-            return result["code"]
-
-        provider = OAuthClientProvider(
-            server_url=SERVER, client_metadata=OAuthClientMetadata(client_name="Guide client", redirect_uris=[CALLBACK]), storage=Memory(),
-            redirect_handler=redirect, callback_handler=callback)
-        async with httpx2.AsyncClient(auth=provider, timeout=30) as http:
+        async with httpx2.AsyncClient(auth=signing_in_provider(SERVER, CALLBACK, page), timeout=30) as http:
             async with streamable_http_client(SERVER, http_client=http) as streams:
                 async with ClientSession(streams[0], streams[1]) as session:
                     await session.initialize()
@@ -68,4 +73,5 @@ async def main():
         await browser.close()
 
 
-asyncio.run(main())
+if __name__ == "__main__":
+    asyncio.run(main())
