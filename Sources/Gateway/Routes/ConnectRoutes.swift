@@ -68,15 +68,15 @@ struct ConnectRoutes: Sendable {
         }
     }
 
-    /// The `elicitation` an MCP client's link carries, when it is live and was made for this person
-    /// and connection; `nil` without one. It is used up when the person connects (the store
+    /// Checks the `elicitation` an MCP client's link carries, if any: it must be live and made for
+    /// this person and connection. It is used up when the person connects (the store
     /// completes every elicitation of theirs at the connection then), not when they start: a
     /// connect abandoned at the service can be started again from the same link.
     ///
     /// - Throws: a refusal page's `GatewayError`: 400 `connect_elicitation_unknown` for a link unknown,
     ///   used or expired; 403 `connect_elicitation_other_person` for one made for someone else.
-    private func elicitation(_ request: Request, owner: ConnectionTokenVault.Owner) async throws -> String? {
-        guard let id = try BrowserSessionRoutes.query(request)["elicitation"] else { return nil }
+    private func checkElicitation(_ request: Request, owner: ConnectionTokenVault.Owner) async throws {
+        guard let id = try BrowserSessionRoutes.query(request)["elicitation"] else { return }
         guard let found = try await accounts.elicitation(id: id, now: clock.now()) else {
             throw GatewayError(
                 .badRequest, "connect_elicitation_unknown", "this link is unknown, used or more than ten minutes old; ask your agent to try again and open its new link")
@@ -87,7 +87,6 @@ struct ConnectRoutes: Sendable {
                 .forbidden, "connect_elicitation_other_person",
                 "this link was made for another person signed in here, or for another service: open the link your own agent gave you, in your own browser")
         }
-        return id
     }
 
     /// `GET /.portcullis/connect/{name}[?rd=URL][&elicitation=ID]`: what connecting gives, and the
@@ -106,7 +105,7 @@ struct ConnectRoutes: Sendable {
         let settings = connection.settings
         let scopes = settings.scopes.isEmpty ? "<em>what the service grants by default</em>" : settings.scopes.map { "<code>\(RefusalPage.escaped($0))</code>" }.joined(separator: " ")
         let owner = ConnectionTokenVault.Owner(userID: session.caller.userID, tenantID: session.caller.tenantID, connection: settings.name)
-        _ = try await elicitation(request, owner: owner)
+        try await checkElicitation(request, owner: owner)
         let connected = try await accounts.account(for: owner) != nil
         let action = Self.prefix + "/" + settings.name + "?rd=" + BrowserSessionRoutes.queryEncoded(rd) + elicitationQuery
         var response = SignInPages.response(
@@ -147,7 +146,7 @@ struct ConnectRoutes: Sendable {
             return Self.errorPage(.forbidden, "csrf_refused", "this did not come from this browser's own connect page; open it again")
         }
         let owner = ConnectionTokenVault.Owner(userID: session.caller.userID, tenantID: session.caller.tenantID, connection: connection.settings.name)
-        _ = try await elicitation(request, owner: owner)
+        try await checkElicitation(request, owner: owner)
         let url = try await accounts.start(connection, owner: owner, cookieHash: try BrowserSessionBook.hash(cookieValue), returnTo: rd, now: clock.now())
         return Response(status: .seeOther, headers: [.location: url, .cacheControl: "no-store"])
     }
