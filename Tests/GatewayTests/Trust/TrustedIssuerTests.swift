@@ -415,9 +415,9 @@ struct TrustedIssuerSecretTests {
         let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "a")])
         provider.set(.down)
         let fixture = try await GatewayFixture { $0.trust = TrustConfiguration(issuers: [provider.trust()]) }
-        try await Task.sleep(for: .milliseconds(500))
-        let ready = try await fixture.send(.GET, "/readyz")
-        #expect(ready.status == 200)
+        // The store's and the Runtime's first checks run in the background: wait for them, not for a guess at their time.
+        let ready = try await Answer.eventually(within: TimeBounds.seconds(10)) { try await fixture.send(.GET, "/readyz") } until: { $0.status == 200 }
+        #expect(ready.status == 200, "\(ready.raw)")
         #expect(ready.json["checks"]?.objectValue?["issuers"]?.objectValue?[provider.issuer] == "unavailable", "\(ready.raw)")
         let token = try provider.token()
         let refused = try await fixture.send(.GET, "/api/session/\(try await fixture.createAnonymousSession())", bearer: token)
