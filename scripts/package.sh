@@ -10,10 +10,14 @@
 #                                            and procps (the unit reloads with /bin/kill -HUP)
 #
 #   scripts/package.sh [OUT]
-#   PORTCULLIS_BIN=path scripts/package.sh   package a binary built already (its commit is what it says)
+#   PORTCULLIS_BIN=path scripts/package.sh          package a binary built already
+#   PORTCULLIS_PACKAGE_BUILD=debug scripts/package.sh  package the debug build, relinked with the
+#       Swift libraries inside (a minute on top of `swift build`, not a release build's twenty): what CI
+#       installs and tests. Releases are made without it.
 #
-# The version is BuildInfo.version (Sources/portcullis/BuildInfo.swift); the commit, named in the
-# binary (`portcullis --version`), is this checkout's (with -dirty when it has changes).
+# The version is BuildInfo.version (Sources/portcullis/BuildInfo.swift); the commit, stamped into the
+# packaged binary (`portcullis --version`; Sources/CBuildInfo/build_info.c), is this checkout's (with
+# -dirty when it has changes).
 # scripts/package-test.sh installs the package in a clean Debian root and runs it.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,22 +28,38 @@ VERSION=$(sed -n 's/.*static let version = "\([0-9.]*\)".*/\1/p' Sources/portcul
 COMMIT=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD 2>/dev/null || COMMIT="$COMMIT-dirty"
 
+# The build's own status decides (a failed build never packages an older binary left behind).
+build() {  # what, binary, swift build arguments...
+  local what=$1 binary=$2 log=.build/package-$1-build.log status=0
+  shift 2
+  rm -f "$binary"
+  mkdir -p .build
+  swift build "$@" > "$log" 2>&1 || status=$?
+  grep -E "error:|Build complete|complete!" "$log" || true
+  [ "$status" -eq 0 ] || { tail -30 "$log"; echo "package.sh: the $what build failed ($log)" >&2; exit 1; }
+  BIN=$binary
+}
 if [ -n "${PORTCULLIS_BIN:-}" ]; then
   BIN=$PORTCULLIS_BIN
+elif [ "${PORTCULLIS_PACKAGE_BUILD:-release}" = debug ]; then
+  # Nearly only the link differs from `swift build`'s: the Swift libraries linked in, and unused
+  # sections dropped (the toolchain's static Foundation names symbols it never reaches). A few
+  # modules are compiled again for the static Foundation, and a later plain build would link those
+  # objects as they are (SwiftPM does not compile them back, and the link fails): so the binary is
+  # kept aside, and every object that names the static Foundation's own libraries is removed, for
+  # the next `swift build` to make again (a minute).
+  build debug .build/debug/portcullis --static-swift-stdlib --product portcullis -Xlinker --gc-sections
+  mkdir -p .build/package-debug
+  mv .build/debug/portcullis .build/package-debug/portcullis
+  find -L .build/debug -mindepth 2 -maxdepth 2 -path '*.build/*.o' | while read -r object; do
+    if readelf -p .swift1_autolink_entries "$object" 2>/dev/null | grep -q -e '-l_FoundationCShims' -e '-lCoreFoundation'; then rm -f "$object"; fi
+  done
+  BIN=.build/package-debug/portcullis
 else
-  # Its own build directory: the define changes every C target's flags, and the debug build stays as it is.
-  # The build's own status decides (a failed build never packages an older binary left behind).
-  rm -f .build/release-package/release/portcullis
-  mkdir -p .build/release-package
-  status=0
-  swift build -c release --static-swift-stdlib --product portcullis --scratch-path .build/release-package \
-    -Xcc "-DPORTCULLIS_COMMIT=\"$COMMIT\"" > .build/release-package/build.log 2>&1 || status=$?
-  grep -E "error:|Build complete" .build/release-package/build.log || true
-  [ "$status" -eq 0 ] || { tail -30 .build/release-package/build.log; echo "package.sh: the release build failed (.build/release-package/build.log)" >&2; exit 1; }
-  BIN=.build/release-package/release/portcullis
+  # Its own build directory, so that the benchmarks' release build stays as it is.
+  build release .build/release-package/release/portcullis -c release --static-swift-stdlib --product portcullis --scratch-path .build/release-package
 fi
 [ -x "$BIN" ] || { echo "package.sh: no binary at $BIN" >&2; exit 1; }
-"$BIN" --version
 
 # The shared libraries it links, as Debian packages (the C library and the loader are libc6's).
 DEPENDS=$(ldd "$BIN" | awk '/=> \//{print $3}' | while read -r lib; do
@@ -54,6 +74,20 @@ trap 'rm -rf "$STAGE"' EXIT
 mkdir -p "$STAGE/$NAME/bin" "$STAGE/$NAME/etc"
 install -m 0755 "$BIN" "$STAGE/$NAME/bin/portcullis"
 strip "$STAGE/$NAME/bin/portcullis" 2>/dev/null || true
+# The commit, stamped over the marker Sources/CBuildInfo/build_info.c leaves (found exactly once).
+python3 - "$STAGE/$NAME/bin/portcullis" "$COMMIT" <<'STAMP'
+import sys
+path, commit = sys.argv[1], sys.argv[2].encode()
+marker, room = b"PORTCULLIS-COMMIT-STAMP:", 48
+data = bytearray(open(path, "rb").read())
+at = data.find(marker)
+if at < 0 or data.find(marker, at + 1) >= 0 or len(commit) >= room:
+    sys.exit("package.sh: the binary has no single commit marker to stamp (Sources/CBuildInfo/build_info.c)")
+start = at + len(marker)
+data[start:start + room] = commit.ljust(room, b"\0")
+open(path, "wb").write(data)
+STAMP
+"$STAGE/$NAME/bin/portcullis" --version
 install -m 0644 config/portcullis.yaml "$STAGE/$NAME/etc/portcullis.yaml"
 install -m 0644 packaging/portcullis.service "$STAGE/$NAME/portcullis.service"
 install -m 0644 README.md "$STAGE/$NAME/README.md"
