@@ -316,6 +316,8 @@ async def connected(page):
                 connected_at = time.monotonic()
                 title = await page.title()
                 check(title == "Acme Docs connected", f"back at the gateway, the person is told it is connected ({title})")
+                check("code=" not in page.url and "state=" not in page.url and "/connected?" in page.url,
+                      "the address left in the browser holds neither the service's code nor the state")
                 while not completed and time.monotonic() - connected_at < 5:
                     await asyncio.sleep(0.05)
                 check(completed == [elicitation.get("elicitationId")],

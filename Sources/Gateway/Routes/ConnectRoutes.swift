@@ -28,6 +28,7 @@ struct ConnectRoutes: Sendable {
         router.get(RouterPath(Self.prefix + "/:name")) { request, context in try await asPage { try await page(request, context) } }
         router.post(RouterPath(Self.prefix + "/:name")) { request, context in try await asPage { try await start(request, context) } }
         router.post(RouterPath(Self.prefix + "/:name/disconnect")) { request, context in try await asPage { try await disconnect(request, context) } }
+        router.get(RouterPath(Self.prefix + "/:name/connected")) { request, context in try await asPage { try await connectedPage(request, context) } }
     }
 
     /// A request these pages cannot read (its query, its rd) is answered with a page, as a person sees it.
@@ -152,7 +153,11 @@ struct ConnectRoutes: Sendable {
     }
 
     /// `GET /.portcullis/connect/callback?state=...&code=...`: completes the flow this browser
-    /// started; the tokens are sealed and kept, and a page says so.
+    /// started; the tokens are sealed and kept, and the browser is sent (303) to a page that says so.
+    ///
+    /// Sent on rather than answered here, so that the address left in the browser's history and
+    /// address bar holds no code or state, and a reload shows the page again instead of refusing a
+    /// spent callback.
     func callback(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
         try browser.admission.limit(.loginPerClient, key: browser.admission.clientKey(request, context))
         guard let query = try? BrowserSessionRoutes.query(request) else {
@@ -176,11 +181,30 @@ struct ConnectRoutes: Sendable {
         logger.info(
             "account connected",
             metadata: ["connection": .string(completed.connection.name), "user_id": .string(session.caller.userID), "scope": .string(completed.account.scope)])
+        let page = Self.prefix + "/" + completed.connection.name + "/connected?rd=" + BrowserSessionRoutes.queryEncoded(completed.returnTo)
+        return Response(status: .seeOther, headers: [.location: page, .cacheControl: "no-store"])
+    }
+
+    /// `GET /.portcullis/connect/{name}/connected?rd=URL`: where the callback sends the browser; says
+    /// the service is connected, with a link on to `rd`. A person who has no account there (they
+    /// disconnected since, or opened the address by hand) is sent to the connect page instead.
+    func connectedPage(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
+        if let onPublicHost = browser.publicHostRedirect(request) { return onPublicHost }
+        guard let connection = connection(context) else { return Self.notFound() }
+        let rd = try returnTarget(request)
+        guard let (session, _) = try await browser.session(request, context) else {
+            return Self.errorPage(.unauthorized, "not_signed_in", "this browser is not signed in to the gateway; sign in to see your connected services on the agents page")
+        }
+        let owner = ConnectionTokenVault.Owner(userID: session.caller.userID, tenantID: session.caller.tenantID, connection: connection.settings.name)
+        guard try await accounts.account(for: owner) != nil else {
+            let connect = Self.prefix + "/" + connection.settings.name + "?rd=" + BrowserSessionRoutes.queryEncoded(rd)
+            return Response(status: .seeOther, headers: [.location: connect, .cacheControl: "no-store"])
+        }
         return SignInPages.response(
-            .ok, title: "\(completed.connection.displayName) connected",
+            .ok, title: "\(connection.settings.displayName) connected",
             body: """
-                <p>The tools you use through this gateway can now act as you at \(RefusalPage.escaped(completed.connection.displayName)).</p>
-                <p><a id="continue" href="\(RefusalPage.escaped(completed.returnTo))">Continue</a></p>
+                <p>The tools you use through this gateway can now act as you at \(RefusalPage.escaped(connection.settings.displayName)).</p>
+                <p><a id="continue" href="\(RefusalPage.escaped(rd))">Continue</a></p>
                 """)
     }
 

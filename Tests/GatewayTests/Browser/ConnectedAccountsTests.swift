@@ -68,7 +68,8 @@ struct ConnectedAccountsTests {
     /// Connects the service in `jar`'s browser: the button, the service's approval, the callback's page.
     static func connect(_ fixture: GatewayFixture, _ jar: CookieJar) async throws {
         let back = try await serviceSendsBack(try #require(try await pressConnect(fixture, jar).headers.first(name: "location")))
-        #expect(try await BrowserSessionTests.get(fixture, back, jar).status == 200, "the callback completes the connection")
+        let completed = try await BrowserSessionTests.get(fixture, back, jar)
+        #expect(completed.status == 303 && completed.headers.first(name: "location")?.hasPrefix("/.portcullis/connect/github/connected?rd=") == true, "the callback completes the connection: \(completed.raw)")
     }
 
     /// The service's answer to the authorization URL: the path and query of the gateway's callback it sends the browser to.
@@ -131,8 +132,15 @@ struct ConnectedAccountsTests {
 
         // Again, in alice's own browser: connected.
         let callbackAgain = try await Self.serviceSendsBack(try #require(try await Self.pressConnect(fixture, alice).headers.first(name: "location")))
-        let done = try await BrowserSessionTests.get(fixture, callbackAgain, alice)
-        #expect(done.status == 200 && done.raw.contains("GitHub connected") && done.raw.contains("href=\"/after\""), "\(done.raw)")
+        let completed = try await BrowserSessionTests.get(fixture, callbackAgain, alice)
+        let shown = try #require(completed.headers.first(name: "location"), "\(completed.raw)")
+        #expect(completed.status == 303 && shown == "/.portcullis/connect/github/connected?rd=%2Fafter", "on to a page whose address holds no code or state: \(shown)")
+        for _ in 0..<2 {  // shown, then shown again on a reload
+            let done = try await BrowserSessionTests.get(fixture, shown, alice)
+            #expect(done.status == 200 && done.raw.contains("GitHub connected") && done.raw.contains("href=\"/after\""), "\(done.raw)")
+        }
+        let notBobs = try await BrowserSessionTests.get(fixture, shown, bob)
+        #expect(notBobs.status == 303 && notBobs.headers.first(name: "location") == "/.portcullis/connect/github?rd=%2Fafter", "bob has not connected: to the connect page: \(notBobs.raw)")
         let replayed = try await BrowserSessionTests.get(fixture, callbackAgain, alice)
         #expect(replayed.headers.first(name: "x-portcullis-error") == "connect_flow_unknown", "a callback is used once")
 
@@ -424,7 +432,7 @@ struct ConnectedAccountsTests {
         let started = try await start()
         #expect(started.status == 303, "\(started.raw)")
         let back = try await Self.serviceSendsBack(try #require(started.headers.first(name: "location")))
-        #expect(try await BrowserSessionTests.get(fixture, back, jar).status == 200)
+        #expect(try await BrowserSessionTests.get(fixture, back, jar).status == 303)
         let used = try await BrowserSessionTests.get(fixture, path, jar)
         #expect(
             used.status == 400 && (used.raw.contains("connect_elicitation_unknown") || used.headers.first(name: "x-portcullis-error") == "connect_elicitation_unknown"),
@@ -496,7 +504,7 @@ struct ConnectedAccountsTests {
             .POST, fixture.baseURL + path, headers: [("Sec-Fetch-Site", "same-origin"), ("Content-Type", "application/x-www-form-urlencoded"), jar.header],
             body: "nonce=\(nonce)", followRedirects: false)
         let back = try await Self.serviceSendsBack(try #require(started.headers.first(name: "location")))
-        #expect(try await BrowserSessionTests.get(fixture, back, jar).status == 200)
+        #expect(try await BrowserSessionTests.get(fixture, back, jar).status == 303)
         for token in service.books.withLock({ Array($0.accessTokens.keys) + Array($0.refreshTokens.keys) }) { fixture.remember(token) }
 
         let notice = #"{"jsonrpc":"2.0","method":"notifications/elicitation/complete","params":{"elicitationId":"\#(id)"}}"#

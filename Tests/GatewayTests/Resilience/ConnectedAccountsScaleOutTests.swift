@@ -41,7 +41,7 @@ struct ConnectedAccountsScaleOutTests {
             .POST, cluster.a + "/.portcullis/connect/github", headers: form + [jar.header], body: "nonce=\(nonce)", followRedirects: false)
         let back = try await ConnectedAccountsTests.serviceSendsBack(try #require(pressed.headers.first(name: "location"), "\(pressed.raw)"))
         let completed = try await Answer.request(.GET, cluster.b + back, headers: [jar.header], followRedirects: false)
-        #expect(completed.status == 200, "the callback on B completes the flow A started: \(completed.raw)")
+        #expect(completed.status == 303, "the callback on B completes the flow A started: \(completed.raw)")
         service.books.withLock { $0.tokenLifetime = 28_800 }
         let login = try await cluster.login(cluster.b, "alice")
         let token = try #require(login["access_token"], "\(login.raw)")
