@@ -25,6 +25,13 @@ public struct ConnectError: Error, Sendable, Equatable {
     static func declined(_ error: String) -> ConnectError {
         ConnectError("connect_declined", "the service did not grant access (\(error)); nothing was connected")
     }
+    /// The way back did not name the connection's `issuer` (RFC 9207): it may come from another
+    /// service (a mix-up), so its code is never presented; the flow is spent.
+    static func issuerMismatch(_ service: String, missing: Bool) -> ConnectError {
+        ConnectError(
+            "connect_issuer_mismatch",
+            "the way back \(missing ? "did not say which service it came from" : "names another service than \(service)") (RFC 9207 iss), so nothing was connected; start connecting again, and if it happens again tell the operator")
+    }
     /// The service refused the code at its token endpoint.
     static func refused(_ error: String) -> ConnectError {
         ConnectError("connect_refused", "the service refused the gateway's exchange of the code (\(error)); start connecting again, or ask the operator to check the connection's client", status: 502)

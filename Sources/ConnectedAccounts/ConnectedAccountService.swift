@@ -55,16 +55,19 @@ public struct ConnectedAccountService: Sendable {
     ///
     /// - Parameters:
     ///   - error: the callback's `error` (the person declined at the service), if any.
+    ///   - iss: the callback's `iss` (RFC 9207), if any: checked when the connection names its `issuer`.
     /// - Throws: `ConnectError`; a store failure as it is.
-    public func complete(state: String, code: String?, error: String?, cookieHash: String, userID: String, tenantID: String, now: Double)
-        async throws -> Completed
-    {
+    public func complete(
+        state: String, code: String?, error: String?, iss: String? = nil, cookieHash: String, userID: String, tenantID: String, now: Double
+    ) async throws -> Completed {
         guard let flow = try await store.takeConnectFlow(stateHash: try LoginStart.hash(state), now: now) else { throw ConnectError.unknownFlow }
         // Taken either way: a flow that met the wrong browser is spent, so it cannot be tried again elsewhere.
         guard flow.cookieHash == cookieHash, flow.userID == userID, flow.tenantID == tenantID else { throw ConnectError.otherBrowser }
         guard let connection = directory.connection(named: flow.connection) else {
             throw ConnectError("connect_unknown_connection", "the connection \(flow.connection) is no longer configured; nothing was connected", status: 404)
         }
+        // Before the error too (RFC 9207 2.4): an error response can be mixed up as a code can.
+        if let issuer = connection.settings.issuer, iss != issuer { throw ConnectError.issuerMismatch(connection.settings.displayName, missing: iss == nil) }
         if let error { throw ConnectError.declined(TokenEndpoint.isErrorCode(error) ? error : "an error") }
         guard let code, !code.isEmpty else { throw ConnectError.declined("no code came back") }
         guard let vault = directory.vault else { throw ConnectError.unavailable("no sealing key") }

@@ -23,15 +23,19 @@ public struct ConnectionSettings: Sendable, Equatable {
     public var scopes: [String]
     /// `ca_file`: the CA the service's TLS is checked against (`nil`: the system's).
     public var caFile: String?
+    /// `issuer`: the service's issuer identifier (RFC 8414), when it names itself on the way back
+    /// (RFC 9207 `iss`). Set, every callback for this connection must carry `iss` equal to it, so
+    /// that a code another service sent back can never be taken for this one's (a mix-up attack).
+    public var issuer: String?
 
     /// The keys an entry may set.
     static let keys: Set<String> = [
-        "name", "display_name", "authorization_endpoint", "token_endpoint", "revocation_endpoint", "client_id", "client_secret_file", "scopes", "ca_file",
+        "name", "display_name", "authorization_endpoint", "token_endpoint", "revocation_endpoint", "client_id", "client_secret_file", "scopes", "ca_file", "issuer",
     ]
 
     public init(
         name: String, displayName: String? = nil, authorizationEndpoint: String, tokenEndpoint: String, revocationEndpoint: String? = nil,
-        clientID: String, clientSecretFile: String, scopes: [String], caFile: String? = nil
+        clientID: String, clientSecretFile: String, scopes: [String], caFile: String? = nil, issuer: String? = nil
     ) {
         self.name = name
         self.displayName = displayName ?? name
@@ -42,6 +46,7 @@ public struct ConnectionSettings: Sendable, Equatable {
         self.clientSecretFile = clientSecretFile
         self.scopes = scopes
         self.caFile = caFile
+        self.issuer = issuer
     }
 
     /// A connection's name: 1-32 of lower-case letters, digits and `-`, starting with a letter
@@ -88,9 +93,13 @@ public struct ConnectionSettings: Sendable, Equatable {
         if let caFile, !FileManager.default.isReadableFile(atPath: caFile) {
             throw entry.problem("ca_file", "names \(caFile), which cannot be read")
         }
+        let issuer = try endpoint("issuer")
+        if let issuer, issuer.contains("?") {
+            throw entry.problem("issuer", "must be the service's issuer identifier, an https URL without a query or fragment (RFC 8414), not \(issuer)")
+        }
         self.init(
             name: name, displayName: try entry.string("display_name"), authorizationEndpoint: authorization, tokenEndpoint: token,
             revocationEndpoint: try endpoint("revocation_endpoint"), clientID: clientID, clientSecretFile: secretFile, scopes: scopes,
-            caFile: caFile)
+            caFile: caFile, issuer: issuer)
     }
 }

@@ -1135,6 +1135,33 @@ package enum OpenAPIDocument {
             "429": {$ref: "#/components/responses/RateLimited"}
             "431": {$ref: "#/components/responses/HeadersTooLarge"}
             "503": {$ref: "#/components/responses/Unavailable"}
+      /.portcullis/connect/{name}/connected:
+        get:
+          tags: [browser]
+          operationId: browserConnectedPage
+          summary: Where the connect callback sends the browser; says the service is connected, with a link on to rd.
+          description: |
+            A signed-in person who has an account at the connection sees the page; one who has none
+            (disconnected since, or opened by hand) is sent to the connect page (303). Not signed in
+            is a 401 page; an unknown name a 404 page; an rd sign-in would not return to a 400 page.
+          parameters:
+            - {name: name, in: path, required: true, schema: {type: string, pattern: "^[a-z][a-z0-9-]{0,31}$"}}
+            - {name: rd, in: query, required: false, description: "where the page's link goes (default: the agents page)", schema: {type: string, maxLength: 2048}}
+          responses:
+            "200":
+              description: The page.
+              content:
+                text/html: {schema: {type: string}}
+            "303":
+              description: Not connected; to the connect page.
+              headers:
+                Location: {schema: {type: string}}
+            "400": {$ref: "#/components/responses/PageOrBadRequest"}
+            "401": {$ref: "#/components/responses/OAuthPage"}
+            "404": {$ref: "#/components/responses/OAuthPage"}
+            "429": {$ref: "#/components/responses/RateLimited"}
+            "431": {$ref: "#/components/responses/HeadersTooLarge"}
+            "503": {$ref: "#/components/responses/Unavailable"}
       /.portcullis/connect/callback:
         get:
           tags: [browser]
@@ -1143,19 +1170,24 @@ package enum OpenAPIDocument {
           description: |
             The flow `state` names is taken once: it must have been started by this browser's session
             for this person (403 `connect_browser_mismatch` otherwise, and the flow is spent). The code
-            is exchanged with the flow's PKCE verifier; the tokens are sealed and kept. Refusals are
+            is exchanged with the flow's PKCE verifier; the tokens are sealed and kept, and the browser
+            is sent on (303) to `/.portcullis/connect/{name}/connected`, so that no code or state stays
+            in its address bar or history. Refusals are
             pages with `X-Portcullis-Error`: `connect_flow_unknown` (400: unknown, used or over ten
-            minutes old), `connect_declined` (400: the person said no at the service), `not_signed_in`
+            minutes old), `connect_declined` (400: the person said no at the service),
+            `connect_issuer_mismatch` (400: the connection names its `issuer` and `iss` is another or
+            missing, RFC 9207), `not_signed_in`
             (401), `connect_refused` (502: the service refused the code), `connect_unavailable` (503).
           parameters:
             - {name: state, in: query, required: false, schema: {type: string}}
             - {name: code, in: query, required: false, schema: {type: string}}
             - {name: error, in: query, required: false, schema: {type: string}}
+            - {name: iss, in: query, required: false, description: "the service's issuer identifier (RFC 9207)", schema: {type: string}}
           responses:
-            "200":
-              description: Connected; the page links back to rd.
-              content:
-                text/html: {schema: {type: string}}
+            "303":
+              description: Connected; on to the page that says so.
+              headers:
+                Location: {schema: {type: string}}
             "400": {$ref: "#/components/responses/PageOrBadRequest"}
             "401": {$ref: "#/components/responses/OAuthPage"}
             "403": {$ref: "#/components/responses/OAuthPage"}

@@ -172,7 +172,7 @@ struct ConnectRoutes: Sendable {
         let completed: ConnectedAccountService.Completed
         do {
             completed = try await accounts.complete(
-                state: state, code: query["code"], error: query["error"], cookieHash: try BrowserSessionBook.hash(cookieValue), userID: session.caller.userID,
+                state: state, code: query["code"], error: query["error"], iss: query["iss"], cookieHash: try BrowserSessionBook.hash(cookieValue), userID: session.caller.userID,
                 tenantID: session.caller.tenantID, now: clock.now())
         } catch let error as ConnectError {
             logger.notice("connection refused", metadata: ["code": .string(error.code), "user_id": .string(session.caller.userID)])

@@ -18,21 +18,21 @@ import Testing
 /// gateway their OAuth client there, through the real gateway and a service of the test's own.
 @Suite("Connected accounts: connecting a service")
 struct ConnectedAccountsTests {
-    static func connection(_ service: FakeOAuthService, secretFile: String) -> ConnectionSettings {
+    static func connection(_ service: FakeOAuthService, secretFile: String, issuer: String? = nil) -> ConnectionSettings {
         ConnectionSettings(
             name: "github", displayName: "GitHub", authorizationEndpoint: service.base + "/login/oauth/authorize",
             tokenEndpoint: service.base + "/login/oauth/access_token", revocationEndpoint: service.base + "/login/oauth/revoke", clientID: "portcullis-connect",
-            clientSecretFile: secretFile, scopes: ["repo", "read:org"])
+            clientSecretFile: secretFile, scopes: ["repo", "read:org"], issuer: issuer)
     }
 
     /// A gateway with the connection `github` at `service`; sign-in and connecting share the per-client
     /// rate limit, so a test that signs several people in from one address has room (`loginBurst`).
     static func gateway(
-        _ service: FakeOAuthService, secretFile: String, loginPerMinute: Double = 6_000, loginBurst: Int = 200, routes: [ProxyRoute] = []
+        _ service: FakeOAuthService, secretFile: String, loginPerMinute: Double = 6_000, loginBurst: Int = 200, routes: [ProxyRoute] = [], issuer: String? = nil
     ) async throws -> GatewayFixture {
         try await GatewayFixture { configuration in
             configuration.routes = routes
-            configuration.connections = ConnectionsConfiguration(connections: [Self.connection(service, secretFile: secretFile)])
+            configuration.connections = ConnectionsConfiguration(connections: [Self.connection(service, secretFile: secretFile, issuer: issuer)])
             configuration.rateLimits[.loginPerClient] = RateLimit(perMinute: loginPerMinute, burst: loginBurst)
         }
     }
@@ -173,6 +173,46 @@ struct ConnectedAccountsTests {
         #expect(try await fixture.state.connectedAccounts(userID: nil).map(\.userID) == [aliceID])
 
         try await fixture.stop()
+        try await service.stop()
+    }
+
+    @Test(
+        "a connection that names its issuer takes a way back only with iss equal to it (RFC 9207): another service's name, or none, is 400 connect_issuer_mismatch before any code is presented or an error believed, and the flow is spent; a connection without issuer ignores iss"
+    )
+    func issuerIdentification() async throws {
+        let service = try await FakeOAuthService.start()
+        let secret = try TrustedIssuerSecretTests.secretFile(Array("service-secret-of-portcullis\n".utf8), mode: 0o600)
+        defer { try? FileManager.default.removeItem(atPath: secret) }
+        let fixture = try await Self.gateway(service, secretFile: secret, issuer: service.base)
+        try await fixture.addUser("alice")
+        let alice = try await Self.signedIn(fixture, "alice")
+        for (named, declines) in [(Optional("https://evil.example"), false), (nil, false), (Optional(service.base + "/"), false), (Optional("https://evil.example"), true)] {
+            service.books.withLock {
+                $0.namesItself = named
+                $0.denies = declines
+            }
+            let back = try await Self.serviceSendsBack(try #require(try await Self.pressConnect(fixture, alice).headers.first(name: "location")))
+            let refused = try await BrowserSessionTests.get(fixture, back, alice)
+            #expect(refused.status == 400 && refused.headers.first(name: "x-portcullis-error") == "connect_issuer_mismatch", "\(named ?? "no iss"): \(refused.raw)")
+            let again = try await BrowserSessionTests.get(fixture, back, alice)
+            #expect(again.headers.first(name: "x-portcullis-error") == "connect_flow_unknown", "the flow is spent")
+        }
+        #expect(service.books.withLock { $0.tokenRequests } == 0, "no code was presented at the token endpoint")
+        #expect(try await fixture.state.connectedAccounts(userID: nil).isEmpty)
+        service.books.withLock {
+            $0.namesItself = service.base
+            $0.denies = false
+        }
+        try await Self.connect(fixture, alice)
+        try await fixture.stop()
+
+        // Without issuer, an iss is neither required nor read.
+        let plain = try await Self.gateway(service, secretFile: secret)
+        try await plain.addUser("alice")
+        service.books.withLock { $0.namesItself = "https://evil.example" }
+        try await Self.connect(plain, try await Self.signedIn(plain, "alice"))
+        for token in service.books.withLock({ Array($0.accessTokens.keys) + Array($0.refreshTokens.keys) }) { plain.remember(token) }
+        try await plain.stop()
         try await service.stop()
     }
 
@@ -689,7 +729,9 @@ struct ConnectedAccountsTests {
             """
         let read1 = try await read(good)
         #expect(read1.connections.map(\.name) == ["github"] && read1.connection(named: "github")?.scopes == ["repo", "read:org"])
-        #expect(read1.connection(named: "github")?.displayName == "github")
+        #expect(read1.connection(named: "github")?.displayName == "github" && read1.connection(named: "github")?.issuer == nil)
+        let named = try await read(good.replacingOccurrences(of: "scopes: [repo, read:org]", with: "scopes: [repo]\n    issuer: https://login.example.com/tenant-a"))
+        #expect(named.connection(named: "github")?.issuer == "https://login.example.com/tenant-a")
         let cases: [(String, String, String)] = [
             ("client_id: Iv1.abc", "client_id: Iv1.abc\n    colour: red", "connections[0].colour"),
             ("name: github", "name: GitHub", "connections[0].name"),
@@ -698,6 +740,8 @@ struct ConnectedAccountsTests {
             ("    client_id: Iv1.abc\n", "", "connections[0].client_id"),
             ("scopes: [repo, read:org]", "scopes: [\"repo read\"]", "connections[0].scopes"),
             ("scopes: [repo, read:org]", "scopes: [repo]\n    ca_file: /nonexistent/service-ca.pem", "connections[0].ca_file"),
+            ("scopes: [repo, read:org]", "scopes: [repo]\n    issuer: http://login.example.com", "connections[0].issuer"),
+            ("scopes: [repo, read:org]", "scopes: [repo]\n    issuer: https://login.example.com/?tenant=a", "connections[0].issuer"),
         ]
         for (from, to, key) in cases {
             await #expect(performing: { _ = try await read(good.replacingOccurrences(of: from, with: to)) }, throws: { ($0 as? ConfigurationError)?.message.contains(key) == true })

@@ -36,6 +36,8 @@ final class FakeOAuthService: Sendable {
         var revoked: [(token: String, hint: String)] = []
         /// The last authorization request's query, for checks.
         var lastAuthorization: [String: String] = [:]
+        /// The `iss` its way back carries (RFC 9207); `nil`: none, as GitHub's.
+        var namesItself: String? = nil
     }
 
     let server: BackgroundServer
@@ -54,11 +56,12 @@ final class FakeOAuthService: Sendable {
             guard query["response_type"] == "code", query["client_id"] == "portcullis-connect", let redirect = query["redirect_uri"],
                 let state = query["state"], query["code_challenge_method"] == "S256", let challenge = query["code_challenge"]
             else { return Response(status: .badRequest) }
-            let (denies, person) = service.books.withLock { books in
+            let (denies, person, iss) = service.books.withLock { books in
                 books.lastAuthorization = query
-                return (books.denies, books.person)
+                return (books.denies, books.person, books.namesItself)
             }
             var items = [URLQueryItem(name: "state", value: state)]
+            if let iss { items.append(URLQueryItem(name: "iss", value: iss)) }
             if denies {
                 items.append(URLQueryItem(name: "error", value: "access_denied"))
             } else {
