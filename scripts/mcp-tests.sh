@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # MCP clients through the gateway, end to end: the official MCP SDK's client signs a person in
-# through the test provider in Chromium and calls tools on a FastMCP server behind an MCP route.
+# through the company's provider (Tests/MCP/company_idp.py, on Authlib's authorization server) in
+# Chromium and calls tools on a FastMCP server behind an MCP route.
 #
 #   scripts/mcp-tests.sh          uses .build/debug/portcullis (swift test builds it)
 #   PORTCULLIS_BIN=path           another binary
@@ -51,7 +52,7 @@ server.socket = context.wrap_socket(server.socket, server_side=True)
 server.serve_forever()
 PY
 (umask 077 && printf 'mcp-client-secret\n' > "$WORK/sso.secret" && openssl rand -hex 32 > "$WORK/ci-agent.secret")
-CI_AGENT_SECRET_FILE="$WORK/ci-agent.secret" "$VENV/bin/python" "$ROOT/Tests/Browser/fake_idp.py" "$SSO_PORT" "$WORK/sso.secret" "http://127.0.0.1:$PORT/api/auth/oidc/backchannel-logout" \
+CI_AGENT_SECRET_FILE="$WORK/ci-agent.secret" "$VENV/bin/python" "$ROOT/Tests/MCP/company_idp.py" "$SSO_PORT" "$WORK/sso.secret" "http://127.0.0.1:$PORT/api/auth/oidc/backchannel-logout" \
   > "$WORK/sso.log" 2>&1 & SSO_PID=$!
 for _ in $(seq 100); do curl -sf -o /dev/null "127.0.0.1:$SSO_PORT/jwks" && break; sleep 0.1; done
 for port in $TOOLS $SERVICE; do for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done; done
@@ -107,7 +108,7 @@ trust:
       enterprise_authorization: true
       login:
         name: fake
-        display_name: Fake IdP
+        display_name: Company IdP
         client_id: portcullis
         client_secret_file: $WORK/sso.secret"
 

@@ -79,7 +79,7 @@ DEBIAN_FRONTEND=noninteractive in_root apt-get install -y -qq --no-install-recom
 ok "the package installs with apt in a clean Debian root (minbase), its Depends pulled in"
 
 version=$(in_root /usr/bin/portcullis --version)
-echo "$version" | grep -Eq '^portcullis [0-9]+\.[0-9]+\.[0-9]+ \(commit [0-9a-f]{7,}(-dirty)?\)$' || fail "portcullis --version names the release and the commit: $version"
+echo "$version" | grep -Eq '^portcullis [0-9]+\.[0-9]+\.[0-9]+ \(commit [0-9a-f]{7,}(-dirty)?(\+debug)?\)$' || fail "portcullis --version names the release and the commit: $version"
 ok "/usr/bin/portcullis --version: $version"
 in_root dpkg-query -W -f='${Conffiles}' portcullis | grep -q /etc/portcullis/portcullis.yaml || fail "/etc/portcullis/portcullis.yaml is a conffile"
 entry=$(in_root getent passwd portcullis) || fail "the package made the portcullis user"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the release artefacts into OUT (default .build/package):
-#   portcullis-VERSION-linux-x86_64.tar.gz   bin/portcullis (release, --static-swift-stdlib),
+#   portcullis-VERSION-linux-x86_64.tar.gz   bin/portcullis (release, or the debug build below; --static-swift-stdlib),
 #                                            etc/portcullis.yaml, portcullis.service, README.md
 #   portcullis_VERSION_amd64.deb             /usr/bin/portcullis, /etc/portcullis/portcullis.yaml (a conffile),
 #                                            /lib/systemd/system/portcullis.service, its own system user,
@@ -10,10 +10,11 @@
 #                                            and procps (the unit reloads with /bin/kill -HUP)
 #
 #   scripts/package.sh [OUT]
-#   PORTCULLIS_BIN=path scripts/package.sh          package a binary built already
+#   PORTCULLIS_BIN=path scripts/package.sh          package a binary built already (stamped with this
+#       checkout's commit only when it names none: a binary that names one keeps it)
 #   PORTCULLIS_PACKAGE_BUILD=debug scripts/package.sh  package the debug build, relinked with the
 #       Swift libraries inside (a minute on top of `swift build`, not a release build's twenty): what CI
-#       installs and tests. Releases are made without it.
+#       installs and tests. Its commit says so (`commit abc123+debug`). Releases are made without it.
 #
 # The version is BuildInfo.version (Sources/portcullis/BuildInfo.swift); the commit, stamped into the
 # packaged binary (`portcullis --version`; Sources/CBuildInfo/build_info.c), is this checkout's (with
@@ -39,21 +40,30 @@ build() {  # what, binary, swift build arguments...
   [ "$status" -eq 0 ] || { tail -30 "$log"; echo "package.sh: the $what build failed ($log)" >&2; exit 1; }
   BIN=$binary
 }
+CLEANUP=true
 if [ -n "${PORTCULLIS_BIN:-}" ]; then
   BIN=$PORTCULLIS_BIN
 elif [ "${PORTCULLIS_PACKAGE_BUILD:-release}" = debug ]; then
   # Nearly only the link differs from `swift build`'s: the Swift libraries linked in, and unused
   # sections dropped (the toolchain's static Foundation names symbols it never reaches). A few
   # modules are compiled again for the static Foundation, and a later plain build would link those
-  # objects as they are (SwiftPM does not compile them back, and the link fails): so the binary is
-  # kept aside, and every object that names the static Foundation's own libraries is removed, for
-  # the next `swift build` to make again (a minute).
+  # objects as they are (SwiftPM does not compile them back, and the link fails): so every object
+  # that names the static Foundation's own libraries is removed when this script ends, however it
+  # ends, for the next `swift build` to make again (a minute). The binary is copied aside.
+  command -v readelf >/dev/null || { echo "package.sh: readelf (binutils) is needed to package the debug build" >&2; exit 1; }
+  unstatic() {
+    local object entries
+    find -L .build/debug -mindepth 2 -maxdepth 2 -path '*.build/*.o' | while read -r object; do
+      entries=$(readelf -p .swift1_autolink_entries "$object" 2>/dev/null || true)
+      case "$entries" in *-l_FoundationCShims* | *-lCoreFoundation*) rm -f "$object" ;; esac
+    done
+  }
+  CLEANUP=unstatic
+  trap 'unstatic' EXIT
+  COMMIT="$COMMIT+debug"
   build debug .build/debug/portcullis --static-swift-stdlib --product portcullis -Xlinker --gc-sections
   mkdir -p .build/package-debug
-  mv .build/debug/portcullis .build/package-debug/portcullis
-  find -L .build/debug -mindepth 2 -maxdepth 2 -path '*.build/*.o' | while read -r object; do
-    if readelf -p .swift1_autolink_entries "$object" 2>/dev/null | grep -q -e '-l_FoundationCShims' -e '-lCoreFoundation'; then rm -f "$object"; fi
-  done
+  cp .build/debug/portcullis .build/package-debug/portcullis
   BIN=.build/package-debug/portcullis
 else
   # Its own build directory, so that the benchmarks' release build stays as it is.
@@ -70,11 +80,12 @@ done | cut -d: -f1 | sed 's/,.*//' | sort -u | paste -sd, | sed 's/,/, /g')
 # The tarball.
 NAME=portcullis-$VERSION-linux-x86_64
 STAGE=$(mktemp -d)
-trap 'rm -rf "$STAGE"' EXIT
+trap 'rm -rf "$STAGE"; $CLEANUP' EXIT
 mkdir -p "$STAGE/$NAME/bin" "$STAGE/$NAME/etc"
 install -m 0755 "$BIN" "$STAGE/$NAME/bin/portcullis"
 strip "$STAGE/$NAME/bin/portcullis" 2>/dev/null || true
-# The commit, stamped over the marker Sources/CBuildInfo/build_info.c leaves (found exactly once).
+# The commit, stamped over the marker Sources/CBuildInfo/build_info.c leaves (found exactly once),
+# where the binary names none yet; then the binary must say the commit it carries.
 python3 - "$STAGE/$NAME/bin/portcullis" "$COMMIT" <<'STAMP'
 import sys
 path, commit = sys.argv[1], sys.argv[2].encode()
@@ -84,10 +95,17 @@ at = data.find(marker)
 if at < 0 or data.find(marker, at + 1) >= 0 or len(commit) >= room:
     sys.exit("package.sh: the binary has no single commit marker to stamp (Sources/CBuildInfo/build_info.c)")
 start = at + len(marker)
-data[start:start + room] = commit.ljust(room, b"\0")
-open(path, "wb").write(data)
+named = bytes(data[start:start + room]).split(b"\0")[0]
+if named == b"unknown":
+    data[start:start + room] = commit.ljust(room, b"\0")
+    open(path, "wb").write(data)
+else:
+    print("package.sh: the binary names its commit already (%s); kept" % named.decode(errors="replace"))
 STAMP
-"$STAGE/$NAME/bin/portcullis" --version
+SAYS=$("$STAGE/$NAME/bin/portcullis" --version)
+echo "$SAYS"
+case "$SAYS" in *"(commit unknown)") echo "package.sh: the packaged binary names no commit" >&2; exit 1 ;; esac
+COMMIT=$(echo "$SAYS" | sed -n 's/.*(commit \(.*\))$/\1/p')
 install -m 0644 config/portcullis.yaml "$STAGE/$NAME/etc/portcullis.yaml"
 install -m 0644 packaging/portcullis.service "$STAGE/$NAME/portcullis.service"
 install -m 0644 README.md "$STAGE/$NAME/README.md"

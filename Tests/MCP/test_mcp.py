@@ -3,7 +3,7 @@
 The official MCP SDK's client (`OAuthClientProvider`), given only the MCP route's URL, finds the
 authorization server from the 401, identifies itself by a Client ID Metadata Document (served
 over https on localhost, a host the allow-list names) or registers itself (RFC 7591), sends the person through the
-gateway's sign-in (the test provider, in Chromium) and its consent page, gets a token bound to
+gateway's sign-in (the company's provider, Tests/MCP/company_idp.py on Authlib, in Chromium) and its consent page, gets a token bound to
 that server, and calls tools on FastMCP behind the route: a JSON-RPC answer, what reached the
 server, and progress events on one SSE answer spaced out past the gateway's idle timeout. Then
 the token is refreshed, and a token for this MCP server is refused at the other one.
@@ -115,7 +115,7 @@ class Browser:
 
         await self.page.route(CALLBACK + "*", callback)
         await self.page.goto(url)
-        if "Fake IdP" in await self.page.title():
+        if "Company IdP" in await self.page.title():
             await self.page.click("#approve")
         await self.page.wait_for_selector("button[value=allow]", timeout=15000)
         content = await self.page.content()
@@ -565,7 +565,7 @@ async def sign_out(page):
     status, _, _ = raw("POST", "/api/auth/oauth/token", body=form, headers={"Content-Type": "application/x-www-form-urlencoded"})
     check(status == 400, f"and its refresh token ({status})")
     await page.goto(GATEWAY + "/.portcullis/agents")
-    check("Fake IdP" in await page.title(), "the agents page now asks to sign in")
+    check("Company IdP" in await page.title(), "the agents page now asks to sign in")
 
 
 async def main():

@@ -186,7 +186,7 @@ struct ConnectedAccountsTests {
         let fixture = try await Self.gateway(service, secretFile: secret, issuer: service.base)
         try await fixture.addUser("alice")
         let alice = try await Self.signedIn(fixture, "alice")
-        for (named, declines) in [(Optional("https://evil.example"), false), (nil, false), (Optional(service.base + "/"), false), (Optional("https://evil.example"), true)] {
+        for (named, declines) in [(Optional("https://evil.example"), false), (nil, false), (Optional(service.base + "/"), false), (Optional("https://evil.example"), true), (nil, true)] {
             service.books.withLock {
                 $0.namesItself = named
                 $0.denies = declines
