@@ -40,7 +40,9 @@ build() {  # what, binary, swift build arguments...
   [ "$status" -eq 0 ] || { tail -30 "$log"; echo "package.sh: the $what build failed ($log)" >&2; exit 1; }
   BIN=$binary
 }
-CLEANUP=true
+# What runs when the script ends, however it ends: the stage removed, and the debug build cleaned.
+STAGE= CLEANUP=true
+trap '[ -z "$STAGE" ] || rm -rf "$STAGE"; $CLEANUP' EXIT
 if [ -n "${PORTCULLIS_BIN:-}" ]; then
   BIN=$PORTCULLIS_BIN
 elif [ "${PORTCULLIS_PACKAGE_BUILD:-release}" = debug ]; then
@@ -59,7 +61,6 @@ elif [ "${PORTCULLIS_PACKAGE_BUILD:-release}" = debug ]; then
     done
   }
   CLEANUP=unstatic
-  trap 'unstatic' EXIT
   COMMIT="$COMMIT+debug"
   build debug .build/debug/portcullis --static-swift-stdlib --product portcullis -Xlinker --gc-sections
   mkdir -p .build/package-debug
@@ -80,7 +81,6 @@ done | cut -d: -f1 | sed 's/,.*//' | sort -u | paste -sd, | sed 's/,/, /g')
 # The tarball.
 NAME=portcullis-$VERSION-linux-x86_64
 STAGE=$(mktemp -d)
-trap 'rm -rf "$STAGE"; $CLEANUP' EXIT
 mkdir -p "$STAGE/$NAME/bin" "$STAGE/$NAME/etc"
 install -m 0755 "$BIN" "$STAGE/$NAME/bin/portcullis"
 strip "$STAGE/$NAME/bin/portcullis" 2>/dev/null || true

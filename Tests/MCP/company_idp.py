@@ -34,11 +34,11 @@ from authlib.integrations.flask_oauth2 import AuthorizationServer
 from authlib.oauth2.drafts.id_jag import IDJAGGrant
 from authlib.oauth2.rfc6749 import BaseGrant, InvalidClientError, InvalidGrantError, InvalidRequestError, TokenEndpointMixin, grants
 from authlib.oauth2.rfc6749.models import ClientMixin
-from authlib.oauth2.rfc7636 import CodeChallenge
 from authlib.oauth2.rfc9207 import IssuerParameter
 from authlib.oidc.core import UserInfo
 from authlib.oidc.core.grants import OpenIDCode
 from authlib.oidc.core.models import AuthorizationCodeMixin
+from authlib_pkce import S256Required
 from flask import Flask, jsonify, request
 from joserfc import jwt
 from joserfc.jwk import ECKey
@@ -118,16 +118,6 @@ class Code(AuthorizationCodeMixin):
 
     def get_auth_time(self):
         return int(self.issued)
-
-
-class S256Required(CodeChallenge):
-    """PKCE with S256 from every client, confidential ones too (Authlib requires it of public clients only)."""
-
-    def validate_code_challenge(self, grant, redirect_uri):
-        data = grant.request.payload.data
-        if not data.get("code_challenge") or data.get("code_challenge_method") != "S256":
-            raise InvalidRequestError("code_challenge with code_challenge_method=S256 is required")
-        super().validate_code_challenge(grant, redirect_uri)
 
 
 class CodeGrant(grants.AuthorizationCodeGrant):

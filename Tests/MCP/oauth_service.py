@@ -24,11 +24,11 @@ import time
 os.environ.setdefault("AUTHLIB_INSECURE_TRANSPORT", "1")  # loopback http, in a test only
 
 from authlib.integrations.flask_oauth2 import AuthorizationServer, ResourceProtector, current_token
-from authlib.oauth2.rfc6749 import InvalidRequestError, grants
+from authlib.oauth2.rfc6749 import grants
 from authlib.oauth2.rfc6749.models import AuthorizationCodeMixin, ClientMixin, TokenMixin
 from authlib.oauth2.rfc6750 import BearerTokenValidator
 from authlib.oauth2.rfc7009 import RevocationEndpoint
-from authlib.oauth2.rfc7636 import CodeChallenge
+from authlib_pkce import S256Required
 from flask import Flask, jsonify, request
 
 PORT = int(sys.argv[1])
@@ -40,16 +40,6 @@ DOCUMENTS = {
     "bob-docs": ["Bob's drafts"],
 }
 CODES, TOKENS, OBSERVED = {}, [], {"issued": 0, "refreshed": 0, "revoked": 0, "api": []}
-
-
-class S256Required(CodeChallenge):
-    """PKCE with S256 from every client, confidential ones too (Authlib requires it of public clients only)."""
-
-    def validate_code_challenge(self, grant, redirect_uri):
-        data = grant.request.payload.data
-        if not data.get("code_challenge") or data.get("code_challenge_method") != "S256":
-            raise InvalidRequestError("code_challenge with code_challenge_method=S256 is required")
-        super().validate_code_challenge(grant, redirect_uri)
 
 
 class Client(ClientMixin):

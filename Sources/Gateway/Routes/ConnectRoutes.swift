@@ -54,6 +54,11 @@ struct ConnectRoutes: Sendable {
         String(try Digest.sha256Base64URL("portcullis connect\n" + connection + "\n" + cookieValue).prefix(32))
     }
 
+    /// `/.portcullis/connect/NAME[PAGE]?rd=RD`: a connection's page, `rd` percent-encoded.
+    static func path(_ name: String, _ page: String = "", rd: String) -> String {
+        prefix + "/" + name + page + "?rd=" + BrowserSessionRoutes.queryEncoded(rd)
+    }
+
     /// The connection a path names; a 404 page for any other name.
     private func connection(_ context: GatewayRequestContext) -> ConnectionDirectory.Connection? {
         context.parameters.get("name").flatMap { accounts.directory.connection(named: $0) }
@@ -100,7 +105,7 @@ struct ConnectRoutes: Sendable {
         let rd = try returnTarget(request)
         let elicitationQuery = try BrowserSessionRoutes.query(request)["elicitation"].map { "&elicitation=" + BrowserSessionRoutes.queryEncoded($0) } ?? ""
         guard let (session, cookieValue) = try await browser.session(request, context) else {
-            let here = Self.prefix + "/" + connection.settings.name + "?rd=" + BrowserSessionRoutes.queryEncoded(rd) + elicitationQuery
+            let here = Self.path(connection.settings.name, rd: rd) + elicitationQuery
             return Response(status: .seeOther, headers: [.location: "/.portcullis/sign_in?rd=" + BrowserSessionRoutes.queryEncoded(here), .cacheControl: "no-store"])
         }
         let settings = connection.settings
@@ -108,7 +113,7 @@ struct ConnectRoutes: Sendable {
         let owner = ConnectionTokenVault.Owner(userID: session.caller.userID, tenantID: session.caller.tenantID, connection: settings.name)
         try await checkElicitation(request, owner: owner)
         let connected = try await accounts.account(for: owner) != nil
-        let action = Self.prefix + "/" + settings.name + "?rd=" + BrowserSessionRoutes.queryEncoded(rd) + elicitationQuery
+        let action = Self.path(settings.name, rd: rd) + elicitationQuery
         var response = SignInPages.response(
             .ok, title: "Connect \(settings.displayName)",
             body: """
@@ -181,7 +186,7 @@ struct ConnectRoutes: Sendable {
         logger.info(
             "account connected",
             metadata: ["connection": .string(completed.connection.name), "user_id": .string(session.caller.userID), "scope": .string(completed.account.scope)])
-        let page = Self.prefix + "/" + completed.connection.name + "/connected?rd=" + BrowserSessionRoutes.queryEncoded(completed.returnTo)
+        let page = Self.path(completed.connection.name, "/connected", rd: completed.returnTo)
         return Response(status: .seeOther, headers: [.location: page, .cacheControl: "no-store"])
     }
 
@@ -197,7 +202,7 @@ struct ConnectRoutes: Sendable {
         }
         let owner = ConnectionTokenVault.Owner(userID: session.caller.userID, tenantID: session.caller.tenantID, connection: connection.settings.name)
         guard try await accounts.account(for: owner) != nil else {
-            let connect = Self.prefix + "/" + connection.settings.name + "?rd=" + BrowserSessionRoutes.queryEncoded(rd)
+            let connect = Self.path(connection.settings.name, rd: rd)
             return Response(status: .seeOther, headers: [.location: connect, .cacheControl: "no-store"])
         }
         return SignInPages.response(
