@@ -226,6 +226,25 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
+        // Envoy's external authorization (ext_authz) on listeners of its own: the data plane's access
+        // decision asked by an Envoy, and answered in its terms.
+        .target(
+            name: "ExtAuthz",
+            dependencies: [
+                "ConfigurationReading",
+                "DataPlane",
+                "EdgeHTTP",
+                "JOSE",
+                "SecurityGuard",
+                "TrafficCop",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         // The guarded agent sockets: the WebSocket guard (token, session, owner, origin, limits before
         // any 101), each socket's handler, the agent links to the Runtime per event loop, the registry.
         .target(
@@ -289,6 +308,7 @@ let package = Package(
             name: "Gateway",
             dependencies: [
                 "AuthorizationServer",
+                "ExtAuthz",
                 "ConnectedAccounts",
                 "ConfigurationReading",
                 "DataPlane",
@@ -430,6 +450,7 @@ let package = Package(
                 "AuthorizationServer",
                 "ConnectedAccounts",
                 "DataPlane",
+                "ExtAuthz",
                 "TokenExchange",
                 "MCPPolicy",
                 "MCPResource",

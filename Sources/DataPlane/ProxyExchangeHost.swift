@@ -115,15 +115,15 @@ package final class SharedRequestIDs {
 
 /// Request ids of one connection: 8 characters drawn from the CSPRNG once per connection, then a
 /// counter; 12 base64url characters like the API's, without a libcrypto call (and its `getpid`) per request.
-struct ConnectionRequestIDs {
+package struct ConnectionRequestIDs {
     private let prefix: String
     private var count: UInt32 = 0
 
-    init() {
+    package init() {
         prefix = (try? SecureRandom.identifier(bytes: 6)) ?? "unknown0"
     }
 
-    mutating func next() -> String {
+    package mutating func next() -> String {
         count &+= 1
         let value = count & 0xFF_FFFF
         // The counter's 24 bits as 4 base64url characters after the prefix's 8: 12 ASCII bytes, a

@@ -1,3 +1,4 @@
+import ExtAuthz
 import AuthorizationServer
 import ConfigurationReading
 import ConnectedAccounts
@@ -79,6 +80,7 @@ extension GatewayConfiguration {
                 configuration.forwardAuthProxies.append(.init(network: network, family: family))
             }
         }
+        configuration.extAuthz = try ExtAuthzConfiguration(reading: values)
         switch (try values.string("gateway.tls.certificate_path"), try values.string("gateway.tls.private_key_path")) {
         case (nil, nil): break
         case (let certificate?, let key?): configuration.tls = TLSFiles(certificatePath: certificate, privateKeyPath: key)

@@ -1,3 +1,4 @@
+import ExtAuthz
 import AuthorizationServer
 import ConnectedAccounts
 import DataPlane
@@ -91,6 +92,8 @@ public struct GatewayConfiguration: Sendable, Equatable {
     /// Proxies bound to a family of their own (`gateway.forward_auth.proxies.nginx` and `.forwarded`),
     /// each within `trustedProxies`; any other trusted proxy speaks `forwardAuthHeaders`.
     public var forwardAuthProxies: [ForwardAuthProxies.Binding] = []
+    /// `ext_authz`: Envoy's external authorization on listeners of its own; `nil`: off.
+    public var extAuthz: ExtAuthzConfiguration?
     /// Serve HTTPS with these PEM files; `nil` serves plain HTTP (fine on loopback).
     public var tls: TLSFiles? = nil
     /// Largest request body accepted, in bytes (413 beyond).

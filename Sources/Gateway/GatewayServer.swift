@@ -1,3 +1,4 @@
+import ExtAuthz
 import ConfigurationReading
 import ConnectedAccounts
 import DataPlane
@@ -151,6 +152,8 @@ public enum GatewayServer {
 public struct PortcullisServer: Sendable {
     public enum Listener: String, Sendable {
         case gateway, admin, runtime
+        /// Envoy's HTTP ext_authz (`ext_authz.http_port`).
+        case extAuthzHTTP = "ext_authz_http"
     }
 
     public let gateway: GatewayConfiguration
@@ -195,6 +198,7 @@ public struct PortcullisServer: Sendable {
         var set: Set<Listener> = [.gateway]
         if gateway.runtimeURL == nil { set.insert(.runtime) }
         if gateway.adminPort != nil { set.insert(.admin) }
+        if gateway.extAuthz?.httpPort != nil { set.insert(.extAuthzHTTP) }
         return set
     }
 
@@ -249,6 +253,11 @@ public struct PortcullisServer: Sendable {
             AccessChangeWatcher(
                 revocations: services.revocations, runtime: services.runtime, sockets: services.sockets, sessionOwners: services.sessionOwners,
                 connectedTokens: services.connectedTokens, exchangedTokens: services.exchangedTokens, feed: state, clock: clock, logger: logger))
+        if let extAuthz = gateway.extAuthz, extAuthz.httpPort != nil {
+            list.append(
+                ExtAuthzHTTPServer(
+                    configuration: extAuthz, plane: try services.makeDataPlane(), logger: logger, onListening: { await onListening(.extAuthzHTTP, $0) }))
+        }
         list.append(try GatewayServer.makeApplication(services: services, onServerRunning: { await onListening(.gateway, $0) }))
         return list
     }

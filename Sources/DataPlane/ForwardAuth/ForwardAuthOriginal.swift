@@ -39,7 +39,13 @@ package struct ForwardAuthOriginal: Sendable {
         guard let uri = uris.first, !uri.isEmpty else {
             throw GatewayError.invalidRequest("name the original request in \(family.uriField.rawName) (this proxy's family is \(family.rawValue), gateway.forward_auth)")
         }
-        let name = methods.first ?? "GET"
+        try self.init(uri: uri, methodName: methods.first ?? "GET")
+    }
+
+    /// The original request from its target and method, as forward-auth's proxy and Envoy's
+    /// ext_authz name them: refused (400) when the target is not in `RequestTarget`'s one spelling
+    /// or carries a token, 405 for a method no route forwards.
+    package init(uri: String, methodName name: String) throws(GatewayError) {
         guard let method = ProxyRoute.forwardableMethods.first(where: { $0.rawValue == name }) else {
             throw GatewayError(.methodNotAllowed, "method_not_allowed", "the original method \(JSONValue.clip(name)) is not one a route forwards")
         }

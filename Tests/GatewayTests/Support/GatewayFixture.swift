@@ -98,6 +98,8 @@ final class GatewayFixture: Sendable {
     let gatewayPort: Int
     let adminPort: Int
     let runtimePort: Int?
+    /// Envoy's HTTP ext_authz listener, when `ext_authz.http_port` is configured.
+    let extAuthzHTTPPort: Int?
     private let secrets = Mutex<[String]>([])
 
     static let fastHashing = PasswordHasher(parameters: Scrypt.Parameters(logN: 10, r: 8, p: 1))
@@ -139,12 +141,13 @@ final class GatewayFixture: Sendable {
         groupConfiguration.maximumGracefulShutdownDuration = .seconds(10)  // as limits.shutdown_timeout_seconds bounds serve's
         let group = ServiceGroup(configuration: groupConfiguration)
         self.group = group
-        let (task, found) = try await start.run(group, expected: runtimeURL == nil ? 3 : 2)
+        let (task, found) = try await start.run(group, expected: server.listeners.count)
         self.task = task
         guard let gateway = found[.gateway], let admin = found[.admin] else { throw FixtureError("the gateway or admin listener reported no port") }
         gatewayPort = gateway
         adminPort = admin
         runtimePort = found[.runtime]
+        extAuthzHTTPPort = found[.extAuthzHTTP]
         // Readiness answers from background checks: wait for the first to pass, as a load balancer would.
         let monitor = server.services.monitor
         for _ in 0..<200 {

@@ -1,0 +1,56 @@
+import ConfigurationReading
+import TrafficCop
+
+/// `ext_authz`: Envoy's external authorization, answered on listeners of its own (off unless a
+/// port is set).
+///
+/// Its callers are Envoys (a sidecar, a gateway), named by address: anybody else could name any
+/// request and learn, or obtain an assertion for, what it would get.
+public struct ExtAuthzConfiguration: Sendable, Equatable {
+    /// `ext_authz.host`: the address the listeners bind.
+    public var host = "127.0.0.1"
+    /// `ext_authz.http_port`: Envoy's HTTP mode (`http_service`); `nil`: off.
+    public var httpPort: Int?
+    /// `ext_authz.path_prefix`: Envoy's `http_service.path_prefix`, put before the original path.
+    public var pathPrefix = ""
+    /// `ext_authz.callers`: the addresses that may ask (loopback unless set).
+    public var callers: [IPNetwork] = Self.loopback
+
+    /// 127.0.0.0/8 and ::1.
+    public static let loopback = ["127.0.0.0/8", "::1/128"].compactMap(IPNetwork.init)
+
+    public init() {}
+
+    /// Reads `ext_authz.*`; `nil` when no listener is configured.
+    ///
+    /// - Throws: `ConfigurationError` naming the first key whose value cannot be used.
+    public init?(reading values: ConfigurationValues) throws(ConfigurationError) {
+        var configuration = ExtAuthzConfiguration()
+        if let value = try values.string("ext_authz.host") { configuration.host = value }
+        configuration.httpPort = try values.int("ext_authz.http_port", in: 0...65_535)
+        if let value = try values.string("ext_authz.path_prefix") {
+            guard value.hasPrefix("/"), !value.hasSuffix("/"), !value.contains("?"), !value.contains("%") else {
+                throw ConfigurationError(
+                    key: "ext_authz.path_prefix", "must be a path such as /ext-authz (Envoy's http_service.path_prefix), without a trailing slash, query or escapes, not \"\(value)\"")
+            }
+            configuration.pathPrefix = value
+        }
+        if let callers = try values.strings("ext_authz.callers") {
+            configuration.callers = []
+            for text in callers {
+                guard let network = IPNetwork(text) else {
+                    throw ConfigurationError(key: "ext_authz.callers", "must list IP addresses or CIDR networks such as 10.0.0.0/8 (the Envoys that ask), not \"\(text)\"")
+                }
+                configuration.callers.append(network)
+            }
+        }
+        guard configuration.httpPort != nil else { return nil }
+        self = configuration
+    }
+
+    /// Whether `peer` (an IP address) may ask.
+    public func admits(_ peer: String?) -> Bool {
+        guard let peer, let bytes = IPNetwork.parseAddress(peer) else { return false }
+        return callers.contains { $0.contains(bytes) }
+    }
+}

@@ -1,0 +1,163 @@
+import DataPlane
+import EdgeHTTP
+import HTTPTypes
+import JOSE
+import NIOCore
+import NIOHTTP1
+
+/// One connection of Envoy's HTTP ext_authz (`http_service`): each check request is the original
+/// request's head with `path_prefix` before its path, decided by `AccessDecision` on this event loop.
+///
+/// Allowed is 200 exactly (a 2xx other than 200 counts as denied in several Envoy versions), with
+/// the identity fields and the assertion for `allowed_upstream_headers` and the fields the client
+/// may have forged in `x-envoy-auth-headers-to-remove`. Denied is the status, fields and JSON body
+/// the gateway's own proxy would answer, which Envoy relays to the client; a navigation without a
+/// session is a 302 to sign in.
+final class ExtAuthzHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    /// Check requests carry no body unless Envoy buffers the client's (`with_request_body`): it is
+    /// read past, up to this much.
+    static let maximumBodyBytes = 1 << 20
+    /// The metric and access log's name for these decisions.
+    static let endpoint = "ext_authz (HTTP)"
+
+    private let plane: DataPlane
+    private let configuration: ExtAuthzConfiguration
+    private var table: RouteTable
+    private var requestIDs = ConnectionRequestIDs()
+    private var head: HTTPRequestHead?
+    private var bodyBytes = 0
+    private var refusedBody = false
+    private var decision: AccessDecision?
+    private var peer: String?
+
+    init(plane: DataPlane, configuration: ExtAuthzConfiguration) {
+        self.plane = plane
+        self.configuration = configuration
+        self.table = plane.table.current
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        peer = context.channel.remoteAddress?.ipAddress
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        decision?.cancel()
+        decision = nil
+        context.fireChannelInactive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            self.head = head
+            bodyBytes = 0
+            refusedBody = false
+        case .body(let body):
+            bodyBytes += body.readableBytes
+            if bodyBytes > Self.maximumBodyBytes, !refusedBody, let head {
+                refusedBody = true
+                let error = GatewayError(.contentTooLarge, "payload_too_large", "a check request's body is at most 1 MiB; lower with_request_body.max_request_bytes")
+                answer(context: context, head: head, started: .now, requestID: requestIDs.next(), status: error.status, fields: Self.fields(error), body: error, close: true)
+            }
+        case .end:
+            guard let head, !refusedBody else { return }
+            self.head = nil
+            check(context: context, head: head)
+        }
+    }
+
+    /// Decides one check request and answers it.
+    private func check(context: ChannelHandlerContext, head: HTTPRequestHead) {
+        let started = ContinuousClock.now
+        let requestID = requestIDs.next()
+        let close = !head.isKeepAlive
+        let refuse: (GatewayError) -> Void = { [self] error in
+            answer(context: context, head: head, started: started, requestID: requestID, status: error.status, fields: Self.fields(error), body: error, close: close)
+        }
+        guard configuration.admits(peer) else {
+            // Answered once, then the connection closes: it is nobody's to keep.
+            let error = GatewayError(.forbidden, "ext_authz_caller_refused", "ext_authz answers only the addresses ext_authz.callers lists; add this Envoy's address there")
+            return answer(context: context, head: head, started: started, requestID: requestID, status: error.status, fields: Self.fields(error), body: error, close: true)
+        }
+        plane.table.refresh(&table)
+        let question: AccessQuestion
+        do throws(GatewayError) {
+            question = try Self.question(head, pathPrefix: configuration.pathPrefix, hostRequired: table.hasHostRoutes, client: plane.clientAddress(peer: peer, forwardedFor: head.headers["x-forwarded-for"]))
+        } catch {
+            return refuse(error)
+        }
+        let decision = AccessDecision(plane: plane, question: question, eventLoop: context.eventLoop, requestID: requestID)
+        self.decision = decision
+        let identityFieldNames = table.identityFieldNames
+        decision.decide(table: table) { [self] verdict in
+            self.decision = nil
+            switch verdict {
+            case .allowed(let grant):
+                let upstream = ExtAuthzUpstreamFields(grant: grant, headers: head.headers, identityFieldNames: identityFieldNames)
+                var fields = upstream.set.map { (name: $0.name, value: $0.value) }
+                if !upstream.remove.isEmpty { fields.append((name: "x-envoy-auth-headers-to-remove", value: upstream.remove.joined(separator: ","))) }
+                fields.append((name: "cache-control", value: "no-store"))
+                answer(context: context, head: head, started: started, requestID: requestID, status: .ok, fields: fields, body: nil, close: close, decision: decision)
+            case .denied(_, let signIn?):
+                answer(
+                    context: context, head: head, started: started, requestID: requestID, status: .found,
+                    fields: [("location", signIn), ("cache-control", "no-store"), ("x-request-id", requestID)], body: nil, close: close, decision: decision)
+            case .denied(let error, nil):
+                var fields = Self.fields(error)
+                fields.append(("x-request-id", requestID))
+                answer(context: context, head: head, started: started, requestID: requestID, status: error.status, fields: fields, body: error, close: close, decision: decision)
+            }
+        }
+    }
+
+    /// The original request a check names: its method, its path after `pathPrefix` (in its one
+    /// spelling), its `Host` (given once: required when routes are bound to hosts).
+    static func question(_ head: HTTPRequestHead, pathPrefix: String, hostRequired: Bool, client: String) throws(GatewayError) -> AccessQuestion {
+        var uri = head.uri[...]
+        if !pathPrefix.isEmpty {
+            guard uri.hasPrefix(pathPrefix), uri.dropFirst(pathPrefix.utf8.count).first == "/" else {
+                throw GatewayError(
+                    .notFound, "not_found",
+                    "ext_authz checks come under ext_authz.path_prefix (\(pathPrefix)); set Envoy's http_service.path_prefix to it")
+            }
+            uri = uri.dropFirst(pathPrefix.utf8.count)
+        }
+        let original = try ForwardAuthOriginal(uri: String(uri), methodName: head.method.rawValue)
+        let hosts = head.headers["host"]
+        let host = hosts.count == 1 && !hosts[0].isEmpty ? hosts[0] : nil
+        if hostRequired, host == nil {
+            throw GatewayError.invalidRequest("the check request must carry the original request's Host, once: routes are bound to hosts")
+        }
+        return AccessQuestion(method: original.method, path: original.path, query: original.query, host: host, headers: head.headers, clientAddress: client, decidesMCP: true)
+    }
+
+    /// A refusal's fields (`Content-Type`, `Cache-Control`, `WWW-Authenticate`, ...), lower-cased.
+    static func fields(_ error: GatewayError) -> [(name: String, value: String)] {
+        error.headers.map { (name: $0.name.canonicalName, value: $0.value) }
+    }
+
+    private func answer(
+        context: ChannelHandlerContext, head: HTTPRequestHead, started: ContinuousClock.Instant, requestID: String, status: HTTPResponse.Status,
+        fields: [(name: String, value: String)], body error: GatewayError?, close: Bool, decision: AccessDecision? = nil
+    ) {
+        guard context.channel.isActive else { return }
+        let body = error.map { ByteBuffer(bytes: JSONWriter.bytes($0.json)) }
+        var headers = HTTPHeaders()
+        headers.reserveCapacity(fields.count + 2)
+        for field in fields { headers.add(name: field.name, value: field.value) }
+        headers.add(name: "content-length", value: String(body?.readableBytes ?? 0))
+        if close { headers.add(name: "connection", value: "close") }
+        let responseStatus = HTTPResponseStatus(statusCode: status.code, reasonPhrase: status.reasonPhrase)
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: responseStatus, headers: headers))), promise: nil)
+        if let body, head.method != .HEAD { context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil) }
+        let written = context.writeAndFlush(wrapOutboundOut(.end(nil)))
+        if close { written.whenComplete { _ in context.close(promise: nil) } }
+        plane.recordDecision(
+            endpoint: Self.endpoint, requestID: requestID, method: head.method.rawValue, status: status.code,
+            nanoseconds: (ContinuousClock.now - started).nanoseconds, protocol: "HTTP/1.1", userID: decision?.userID, userName: decision?.userName)
+    }
+}

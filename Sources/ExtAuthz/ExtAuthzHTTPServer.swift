@@ -1,0 +1,66 @@
+import DataPlane
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import ServiceLifecycle
+
+/// The listener of Envoy's HTTP ext_authz (`ext_authz.http_port`): NIO's HTTP/1 server with
+/// `ExtAuthzHTTPHandler` on each connection, until a graceful shutdown closes it.
+public struct ExtAuthzHTTPServer: Service {
+    /// An idle connection (Envoy pools them) is closed after this long without a request.
+    static let idleTimeout = TimeAmount.seconds(300)
+
+    let configuration: ExtAuthzConfiguration
+    let plane: DataPlane
+    let logger: Logger
+    let onListening: @Sendable (Int) async -> Void
+
+    package init(configuration: ExtAuthzConfiguration, plane: DataPlane, logger: Logger, onListening: @escaping @Sendable (Int) async -> Void = { _ in }) {
+        self.configuration = configuration
+        self.plane = plane
+        self.logger = logger
+        self.onListening = onListening
+    }
+
+    public func run() async throws {
+        guard let port = configuration.httpPort else { return }
+        let (plane, configuration) = (plane, configuration)
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let pipeline = channel.pipeline.syncOperations
+                    try pipeline.addHandler(IdleStateHandler(allTimeout: Self.idleTimeout))
+                    try pipeline.addHandler(ExtAuthzIdleCloser())
+                    try pipeline.configureHTTPServerPipeline(withErrorHandling: true)
+                    try pipeline.addHandler(ExtAuthzHTTPHandler(plane: plane, configuration: configuration))
+                }
+            }
+            .bind(host: configuration.host, port: port).get()
+        let bound = channel.localAddress?.port ?? port
+        logger.info("ext_authz (HTTP) listening", metadata: ["host": "\(configuration.host)", "port": "\(bound)"])
+        await onListening(bound)
+        try await withGracefulShutdownHandler {
+            try await channel.closeFuture.get()
+        } onGracefulShutdown: {
+            channel.close(promise: nil)
+        }
+    }
+}
+
+/// Closes a connection that has been idle for `ExtAuthzHTTPServer.idleTimeout`.
+final class ExtAuthzIdleCloser: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is IdleStateHandler.IdleStateEvent {
+            context.close(promise: nil)
+        } else {
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+}
