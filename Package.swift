@@ -36,6 +36,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+        // Envoy's ext_authz over gRPC: its messages generated once with protoc-gen-swift (scripts/generate-protos.sh).
+        .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
+        .package(url: "https://github.com/grpc/grpc-swift-2", from: "2.4.3"),
+        .package(url: "https://github.com/grpc/grpc-swift-nio-transport", from: "2.9.2"),
+        .package(url: "https://github.com/grpc/grpc-swift-protobuf", from: "2.4.1"),
     ],
     targets: [
         .systemLibrary(
@@ -226,6 +231,12 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
+        // Envoy's ext_authz and gRPC's health service, generated from their .proto files
+        // (scripts/generate-protos.sh; Sources/EnvoyAuthProtos/PROTOS.md says what came from where).
+        .target(
+            name: "EnvoyAuthProtos",
+            dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")]
+        ),
         // Envoy's external authorization (ext_authz) on listeners of its own: the data plane's access
         // decision asked by an Envoy, and answered in its terms.
         .target(
@@ -234,9 +245,14 @@ let package = Package(
                 "ConfigurationReading",
                 "DataPlane",
                 "EdgeHTTP",
+                "EnvoyAuthProtos",
                 "JOSE",
                 "SecurityGuard",
                 "TrafficCop",
+                .product(name: "GRPCCore", package: "grpc-swift-2"),
+                .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
+                .product(name: "GRPCProtobuf", package: "grpc-swift-protobuf"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -450,6 +466,7 @@ let package = Package(
                 "AuthorizationServer",
                 "ConnectedAccounts",
                 "DataPlane",
+                "EnvoyAuthProtos",
                 "ExtAuthz",
                 "TokenExchange",
                 "MCPPolicy",
@@ -478,6 +495,10 @@ let package = Package(
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "GRPCCore", package: "grpc-swift-2"),
+                .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
+                .product(name: "GRPCProtobuf", package: "grpc-swift-protobuf"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ]
         ),
         .testTarget(

@@ -2,7 +2,7 @@ import ConfigurationReading
 import TrafficCop
 
 /// `ext_authz`: Envoy's external authorization, answered on listeners of its own (off unless a
-/// port is set).
+/// port is set): gRPC (`grpc_port`) and HTTP (`http_port`).
 ///
 /// Its callers are Envoys (a sidecar, a gateway), named by address: anybody else could name any
 /// request and learn, or obtain an assertion for, what it would get.
@@ -11,6 +11,8 @@ public struct ExtAuthzConfiguration: Sendable, Equatable {
     public var host = "127.0.0.1"
     /// `ext_authz.http_port`: Envoy's HTTP mode (`http_service`); `nil`: off.
     public var httpPort: Int?
+    /// `ext_authz.grpc_port`: Envoy's gRPC mode (`grpc_service`, `envoy.service.auth.v3.Authorization`); `nil`: off.
+    public var grpcPort: Int?
     /// `ext_authz.path_prefix`: Envoy's `http_service.path_prefix`, put before the original path.
     public var pathPrefix = ""
     /// `ext_authz.callers`: the addresses that may ask (loopback unless set).
@@ -21,13 +23,14 @@ public struct ExtAuthzConfiguration: Sendable, Equatable {
 
     public init() {}
 
-    /// Reads `ext_authz.*`; `nil` when no listener is configured.
+    /// Reads `ext_authz.*`; `nil` when neither listener is configured.
     ///
     /// - Throws: `ConfigurationError` naming the first key whose value cannot be used.
     public init?(reading values: ConfigurationValues) throws(ConfigurationError) {
         var configuration = ExtAuthzConfiguration()
         if let value = try values.string("ext_authz.host") { configuration.host = value }
         configuration.httpPort = try values.int("ext_authz.http_port", in: 0...65_535)
+        configuration.grpcPort = try values.int("ext_authz.grpc_port", in: 0...65_535)
         if let value = try values.string("ext_authz.path_prefix") {
             guard value.hasPrefix("/"), !value.hasSuffix("/"), !value.contains("?"), !value.contains("%") else {
                 throw ConfigurationError(
@@ -44,7 +47,7 @@ public struct ExtAuthzConfiguration: Sendable, Equatable {
                 configuration.callers.append(network)
             }
         }
-        guard configuration.httpPort != nil else { return nil }
+        guard configuration.httpPort != nil || configuration.grpcPort != nil else { return nil }
         self = configuration
     }
 

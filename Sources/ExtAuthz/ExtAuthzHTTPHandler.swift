@@ -61,7 +61,10 @@ final class ExtAuthzHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
             if bodyBytes > Self.maximumBodyBytes, !refusedBody, let head {
                 refusedBody = true
                 let error = GatewayError(.contentTooLarge, "payload_too_large", "a check request's body is at most 1 MiB; lower with_request_body.max_request_bytes")
-                answer(context: context, head: head, started: .now, requestID: requestIDs.next(), status: error.status, fields: Self.fields(error), body: error, close: true)
+                let denial = ExtAuthzDenial(error, signIn: nil, requestID: requestIDs.next(), contentType: nil)
+                answer(
+                    context: context, head: head, started: .now, requestID: "", status: error.status, fields: denial.fields.map { (name: $0.name, value: $0.value) },
+                    body: denial.body, close: true)
             }
         case .end:
             guard let head, !refusedBody else { return }
@@ -75,20 +78,22 @@ final class ExtAuthzHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
         let started = ContinuousClock.now
         let requestID = requestIDs.next()
         let close = !head.isKeepAlive
-        let refuse: (GatewayError) -> Void = { [self] error in
-            answer(context: context, head: head, started: started, requestID: requestID, status: error.status, fields: Self.fields(error), body: error, close: close)
+        let refuse: (GatewayError, Bool) -> Void = { [self] error, close in
+            let denial = ExtAuthzDenial(error, signIn: nil, requestID: requestID, contentType: head.headers.first(name: "content-type"))
+            answer(
+                context: context, head: head, started: started, requestID: requestID, status: HTTPResponse.Status(code: denial.status),
+                fields: denial.fields.map { (name: $0.name, value: $0.value) }, body: denial.body, close: close)
         }
         guard configuration.admits(peer) else {
             // Answered once, then the connection closes: it is nobody's to keep.
-            let error = GatewayError(.forbidden, "ext_authz_caller_refused", "ext_authz answers only the addresses ext_authz.callers lists; add this Envoy's address there")
-            return answer(context: context, head: head, started: started, requestID: requestID, status: error.status, fields: Self.fields(error), body: error, close: true)
+            return refuse(ExtAuthzService.callerRefused, true)
         }
         plane.table.refresh(&table)
         let question: AccessQuestion
         do throws(GatewayError) {
             question = try Self.question(head, pathPrefix: configuration.pathPrefix, hostRequired: table.hasHostRoutes, client: plane.clientAddress(peer: peer, forwardedFor: head.headers["x-forwarded-for"]))
         } catch {
-            return refuse(error)
+            return refuse(error, close)
         }
         let decision = AccessDecision(plane: plane, question: question, eventLoop: context.eventLoop, requestID: requestID)
         self.decision = decision
@@ -102,14 +107,11 @@ final class ExtAuthzHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
                 if !upstream.remove.isEmpty { fields.append((name: "x-envoy-auth-headers-to-remove", value: upstream.remove.joined(separator: ","))) }
                 fields.append((name: "cache-control", value: "no-store"))
                 answer(context: context, head: head, started: started, requestID: requestID, status: .ok, fields: fields, body: nil, close: close, decision: decision)
-            case .denied(_, let signIn?):
+            case .denied(let error, let signIn):
+                let denial = ExtAuthzDenial(error, signIn: signIn, requestID: requestID, contentType: head.headers.first(name: "content-type"))
                 answer(
-                    context: context, head: head, started: started, requestID: requestID, status: .found,
-                    fields: [("location", signIn), ("cache-control", "no-store"), ("x-request-id", requestID)], body: nil, close: close, decision: decision)
-            case .denied(let error, nil):
-                var fields = Self.fields(error)
-                fields.append(("x-request-id", requestID))
-                answer(context: context, head: head, started: started, requestID: requestID, status: error.status, fields: fields, body: error, close: close, decision: decision)
+                    context: context, head: head, started: started, requestID: requestID, status: HTTPResponse.Status(code: denial.status),
+                    fields: denial.fields.map { (name: $0.name, value: $0.value) }, body: denial.body, close: close, decision: decision)
             }
         }
     }
@@ -135,17 +137,12 @@ final class ExtAuthzHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
         return AccessQuestion(method: original.method, path: original.path, query: original.query, host: host, headers: head.headers, clientAddress: client, decidesMCP: true)
     }
 
-    /// A refusal's fields (`Content-Type`, `Cache-Control`, `WWW-Authenticate`, ...), lower-cased.
-    static func fields(_ error: GatewayError) -> [(name: String, value: String)] {
-        error.headers.map { (name: $0.name.canonicalName, value: $0.value) }
-    }
-
     private func answer(
         context: ChannelHandlerContext, head: HTTPRequestHead, started: ContinuousClock.Instant, requestID: String, status: HTTPResponse.Status,
-        fields: [(name: String, value: String)], body error: GatewayError?, close: Bool, decision: AccessDecision? = nil
+        fields: [(name: String, value: String)], body bytes: [UInt8]?, close: Bool, decision: AccessDecision? = nil
     ) {
         guard context.channel.isActive else { return }
-        let body = error.map { ByteBuffer(bytes: JSONWriter.bytes($0.json)) }
+        let body = bytes.flatMap { $0.isEmpty ? nil : ByteBuffer(bytes: $0) }
         var headers = HTTPHeaders()
         headers.reserveCapacity(fields.count + 2)
         for field in fields { headers.add(name: field.name, value: field.value) }

@@ -154,6 +154,8 @@ public struct PortcullisServer: Sendable {
         case gateway, admin, runtime
         /// Envoy's HTTP ext_authz (`ext_authz.http_port`).
         case extAuthzHTTP = "ext_authz_http"
+        /// Envoy's gRPC ext_authz (`ext_authz.grpc_port`).
+        case extAuthzGRPC = "ext_authz_grpc"
     }
 
     public let gateway: GatewayConfiguration
@@ -199,6 +201,7 @@ public struct PortcullisServer: Sendable {
         if gateway.runtimeURL == nil { set.insert(.runtime) }
         if gateway.adminPort != nil { set.insert(.admin) }
         if gateway.extAuthz?.httpPort != nil { set.insert(.extAuthzHTTP) }
+        if gateway.extAuthz?.grpcPort != nil { set.insert(.extAuthzGRPC) }
         return set
     }
 
@@ -257,6 +260,11 @@ public struct PortcullisServer: Sendable {
             list.append(
                 ExtAuthzHTTPServer(
                     configuration: extAuthz, plane: try services.makeDataPlane(), logger: logger, onListening: { await onListening(.extAuthzHTTP, $0) }))
+        }
+        if let extAuthz = gateway.extAuthz, extAuthz.grpcPort != nil {
+            list.append(
+                ExtAuthzGRPCServer(
+                    configuration: extAuthz, plane: try services.makeDataPlane(), logger: logger, onListening: { await onListening(.extAuthzGRPC, $0) }))
         }
         list.append(try GatewayServer.makeApplication(services: services, onServerRunning: { await onListening(.gateway, $0) }))
         return list

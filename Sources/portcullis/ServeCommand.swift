@@ -119,6 +119,9 @@ struct ServeCommand: AsyncParsableCommand {
         if let extAuthz = gateway.extAuthz, let port = extAuthz.httpPort {
             listeners.append(.init(name: "ext_authz (HTTP) listener", key: "ext_authz.http_port", variable: "EXT_AUTHZ_HTTP_PORT", host: extAuthz.host, port: port))
         }
+        if let extAuthz = gateway.extAuthz, let port = extAuthz.grpcPort {
+            listeners.append(.init(name: "ext_authz (gRPC) listener", key: "ext_authz.grpc_port", variable: "EXT_AUTHZ_GRPC_PORT", host: extAuthz.host, port: port))
+        }
         if gateway.runtimeURL == nil {
             listeners.append(.init(name: "embedded Runtime", key: "runtime.port", variable: "RUNTIME_PORT", host: runtime.host, port: runtime.port))
         }
@@ -165,7 +168,7 @@ struct ServeCommand: AsyncParsableCommand {
                 if gateway.servesDemo { logger.info("demo page", metadata: ["url": "\(base)/demo/"]) }
             case .admin: logger.info("metrics listening", metadata: ["url": "http://\(gateway.adminHost):\(port)/metrics"])
             case .runtime: logger.info("embedded runtime listening", metadata: ["address": "\(runtime.host):\(port)", "store": "\(state.name)"])
-            case .extAuthzHTTP: break  // its server logs its address
+            case .extAuthzHTTP, .extAuthzGRPC: break  // its server logs its address
             }
             await readiness.listening(listener.rawValue)
         }

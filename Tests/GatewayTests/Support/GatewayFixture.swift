@@ -100,6 +100,8 @@ final class GatewayFixture: Sendable {
     let runtimePort: Int?
     /// Envoy's HTTP ext_authz listener, when `ext_authz.http_port` is configured.
     let extAuthzHTTPPort: Int?
+    /// Envoy's gRPC ext_authz listener, when `ext_authz.grpc_port` is configured.
+    let extAuthzGRPCPort: Int?
     private let secrets = Mutex<[String]>([])
 
     static let fastHashing = PasswordHasher(parameters: Scrypt.Parameters(logN: 10, r: 8, p: 1))
@@ -148,6 +150,7 @@ final class GatewayFixture: Sendable {
         adminPort = admin
         runtimePort = found[.runtime]
         extAuthzHTTPPort = found[.extAuthzHTTP]
+        extAuthzGRPCPort = found[.extAuthzGRPC]
         // Readiness answers from background checks: wait for the first to pass, as a load balancer would.
         let monitor = server.services.monitor
         for _ in 0..<200 {

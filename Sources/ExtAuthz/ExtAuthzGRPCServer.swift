@@ -1,0 +1,42 @@
+import DataPlane
+import GRPCCore
+import GRPCNIOTransportHTTP2
+import Logging
+import ServiceLifecycle
+
+/// The listener of Envoy's gRPC ext_authz (`ext_authz.grpc_port`): grpc-swift 2's server over
+/// HTTP/2 (h2c), serving `ExtAuthzService`, until a graceful shutdown ends it.
+package struct ExtAuthzGRPCServer: Service {
+    let configuration: ExtAuthzConfiguration
+    let plane: DataPlane
+    let logger: Logger
+    let onListening: @Sendable (Int) async -> Void
+
+    package init(configuration: ExtAuthzConfiguration, plane: DataPlane, logger: Logger, onListening: @escaping @Sendable (Int) async -> Void = { _ in }) {
+        self.configuration = configuration
+        self.plane = plane
+        self.logger = logger
+        self.onListening = onListening
+    }
+
+    package func run() async throws {
+        guard let port = configuration.grpcPort else { return }
+        let address: GRPCNIOTransportCore.SocketAddress =
+            configuration.host.contains(":") ? .ipv6(host: configuration.host, port: port) : .ipv4(host: configuration.host, port: port)
+        let transport = HTTP2ServerTransport.Posix(address: address, transportSecurity: .plaintext)
+        let server = GRPCServer(transport: transport, services: [ExtAuthzService(plane: plane, configuration: configuration)])
+        try await withThrowingDiscardingTaskGroup { group in
+            group.addTask { try await server.serve() }
+            let bound = try await transport.listeningAddress
+            let boundPort = bound.ipv4?.port ?? bound.ipv6?.port ?? port
+            logger.info("ext_authz (gRPC) listening", metadata: ["host": "\(configuration.host)", "port": "\(boundPort)"])
+            await onListening(boundPort)
+            await withGracefulShutdownHandler {
+                try? await gracefulShutdown()
+            } onGracefulShutdown: {
+                server.beginGracefulShutdown()
+            }
+            server.beginGracefulShutdown()
+        }
+    }
+}
