@@ -129,7 +129,7 @@ package final class DataPlane: Sendable {
     let runtime: RuntimeClient
     let admission: Admission
     let metrics: GatewayMetrics
-    let logger: Logger
+    package let logger: Logger
     /// The one line per proxied request.
     let accessLog: AccessLog
     let maximumBodyBytes: Int

@@ -7,19 +7,23 @@ import TrafficCop
 /// Its callers are Envoys (a sidecar, a gateway), named by address: anybody else could name any
 /// request and learn, or obtain an assertion for, what it would get.
 public struct ExtAuthzConfiguration: Sendable, Equatable {
-    /// `ext_authz.host`: the address the listeners bind.
+    /// `ext_authz.host`: the address the listeners bind (an IP address).
     public var host = "127.0.0.1"
     /// `ext_authz.http_port`: Envoy's HTTP mode (`http_service`); `nil`: off.
     public var httpPort: Int?
     /// `ext_authz.grpc_port`: Envoy's gRPC mode (`grpc_service`, `envoy.service.auth.v3.Authorization`); `nil`: off.
     public var grpcPort: Int?
     /// `ext_authz.path_prefix`: Envoy's `http_service.path_prefix`, put before the original path.
-    public var pathPrefix = ""
-    /// `ext_authz.callers`: the addresses that may ask (loopback unless set).
+    ///
+    /// Never empty: with both sides required to name one, a mismatch refuses every check (404)
+    /// instead of deciding `/ext-authz/admin` as a path of its own (a catch-all route's).
+    public var pathPrefix = "/ext-authz"
+    /// `ext_authz.callers`: the addresses that may ask (127.0.0.1 and ::1 unless set).
     public var callers: [IPNetwork] = Self.loopback
 
-    /// 127.0.0.0/8 and ::1.
-    public static let loopback = ["127.0.0.0/8", "::1/128"].compactMap(IPNetwork.init)
+    /// 127.0.0.1 and ::1 only: with an Istio sidecar in front of the gateway, every workload's
+    /// traffic arrives from 127.0.0.6, which the whole of 127.0.0.0/8 would admit.
+    public static let loopback = ["127.0.0.1/32", "::1/128"].compactMap(IPNetwork.init)
 
     public init() {}
 
@@ -28,13 +32,18 @@ public struct ExtAuthzConfiguration: Sendable, Equatable {
     /// - Throws: `ConfigurationError` naming the first key whose value cannot be used.
     public init?(reading values: ConfigurationValues) throws(ConfigurationError) {
         var configuration = ExtAuthzConfiguration()
-        if let value = try values.string("ext_authz.host") { configuration.host = value }
+        if let value = try values.string("ext_authz.host") {
+            guard IPNetwork.parseAddress(value) != nil else {
+                throw ConfigurationError(key: "ext_authz.host", "must be an IP address such as 0.0.0.0 or 127.0.0.1 (the address the listeners bind), not \"\(value)\"")
+            }
+            configuration.host = value
+        }
         configuration.httpPort = try values.int("ext_authz.http_port", in: 0...65_535)
         configuration.grpcPort = try values.int("ext_authz.grpc_port", in: 0...65_535)
         if let value = try values.string("ext_authz.path_prefix") {
-            guard value.hasPrefix("/"), !value.hasSuffix("/"), !value.contains("?"), !value.contains("%") else {
+            guard value.hasPrefix("/"), value.utf8.count > 1, !value.hasSuffix("/"), !value.contains("?"), !value.contains("%"), !value.contains("#") else {
                 throw ConfigurationError(
-                    key: "ext_authz.path_prefix", "must be a path such as /ext-authz (Envoy's http_service.path_prefix), without a trailing slash, query or escapes, not \"\(value)\"")
+                    key: "ext_authz.path_prefix", "must be a path such as /ext-authz (Envoy's http_service.path_prefix, which must say the same), not / and without a trailing slash, query or escapes, not \"\(value)\"")
             }
             configuration.pathPrefix = value
         }

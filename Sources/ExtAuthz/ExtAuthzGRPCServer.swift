@@ -23,7 +23,13 @@ package struct ExtAuthzGRPCServer: Service {
         guard let port = configuration.grpcPort else { return }
         let address: GRPCNIOTransportCore.SocketAddress =
             configuration.host.contains(":") ? .ipv6(host: configuration.host, port: port) : .ipv4(host: configuration.host, port: port)
-        let transport = HTTP2ServerTransport.Posix(address: address, transportSecurity: .plaintext)
+        var config = HTTP2ServerTransport.Posix.Config.defaults
+        // A check is a few KiB (a buffered body at most 1 MiB, as over HTTP); an Envoy keeps few
+        // connections, each with calls of its own in flight, and an idle one is closed.
+        config.rpc.maxRequestPayloadSize = 1 << 20
+        config.http2.maxConcurrentStreams = 1024
+        config.connection.maxIdleTime = .seconds(300)
+        let transport = HTTP2ServerTransport.Posix(address: address, transportSecurity: .plaintext, config: config)
         let server = GRPCServer(transport: transport, services: [ExtAuthzService(plane: plane, configuration: configuration)])
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask { try await server.serve() }

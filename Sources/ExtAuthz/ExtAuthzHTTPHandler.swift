@@ -41,6 +41,14 @@ final class ExtAuthzHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
 
     func channelActive(context: ChannelHandlerContext) {
         peer = context.channel.remoteAddress?.ipAddress
+        // Only the Envoys may ask: anyone else is closed on, before a byte is read (a check names any
+        // request, and an allowed one carries an assertion for it).
+        guard configuration.admits(peer) else {
+            plane.logger.notice(
+                "ext_authz refused a connection: its address is not in ext_authz.callers", metadata: ["peer": "\(peer ?? "unknown")", "listener": "http"])
+            context.close(promise: nil)
+            return
+        }
         context.fireChannelActive()
     }
 
@@ -61,9 +69,10 @@ final class ExtAuthzHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
             if bodyBytes > Self.maximumBodyBytes, !refusedBody, let head {
                 refusedBody = true
                 let error = GatewayError(.contentTooLarge, "payload_too_large", "a check request's body is at most 1 MiB; lower with_request_body.max_request_bytes")
-                let denial = ExtAuthzDenial(error, signIn: nil, requestID: requestIDs.next(), contentType: nil)
+                let requestID = requestIDs.next()
+                let denial = ExtAuthzDenial(error, signIn: nil, requestID: requestID)
                 answer(
-                    context: context, head: head, started: .now, requestID: "", status: error.status, fields: denial.fields.map { (name: $0.name, value: $0.value) },
+                    context: context, head: head, started: .now, requestID: requestID, status: error.status, fields: denial.fields.map { (name: $0.name, value: $0.value) },
                     body: denial.body, close: true)
             }
         case .end:
@@ -79,14 +88,10 @@ final class ExtAuthzHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
         let requestID = requestIDs.next()
         let close = !head.isKeepAlive
         let refuse: (GatewayError, Bool) -> Void = { [self] error, close in
-            let denial = ExtAuthzDenial(error, signIn: nil, requestID: requestID, contentType: head.headers.first(name: "content-type"))
+            let denial = ExtAuthzDenial(error, signIn: nil, requestID: requestID)
             answer(
                 context: context, head: head, started: started, requestID: requestID, status: HTTPResponse.Status(code: denial.status),
                 fields: denial.fields.map { (name: $0.name, value: $0.value) }, body: denial.body, close: close)
-        }
-        guard configuration.admits(peer) else {
-            // Answered once, then the connection closes: it is nobody's to keep.
-            return refuse(ExtAuthzService.callerRefused, true)
         }
         plane.table.refresh(&table)
         let question: AccessQuestion
@@ -103,12 +108,13 @@ final class ExtAuthzHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
             switch verdict {
             case .allowed(let grant):
                 let upstream = ExtAuthzUpstreamFields(grant: grant, headers: head.headers, identityFieldNames: identityFieldNames)
+                guard !upstream.isOversized else { return refuse(ExtAuthzUpstreamFields.tooManyFields, close) }
                 var fields = upstream.set.map { (name: $0.name, value: $0.value) }
                 if !upstream.remove.isEmpty { fields.append((name: "x-envoy-auth-headers-to-remove", value: upstream.remove.joined(separator: ","))) }
                 fields.append((name: "cache-control", value: "no-store"))
                 answer(context: context, head: head, started: started, requestID: requestID, status: .ok, fields: fields, body: nil, close: close, decision: decision)
             case .denied(let error, let signIn):
-                let denial = ExtAuthzDenial(error, signIn: signIn, requestID: requestID, contentType: head.headers.first(name: "content-type"))
+                let denial = ExtAuthzDenial(error, signIn: signIn, requestID: requestID)
                 answer(
                     context: context, head: head, started: started, requestID: requestID, status: HTTPResponse.Status(code: denial.status),
                     fields: denial.fields.map { (name: $0.name, value: $0.value) }, body: denial.body, close: close, decision: decision)
@@ -119,22 +125,22 @@ final class ExtAuthzHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
     /// The original request a check names: its method, its path after `pathPrefix` (in its one
     /// spelling), its `Host` (given once: required when routes are bound to hosts).
     static func question(_ head: HTTPRequestHead, pathPrefix: String, hostRequired: Bool, client: String) throws(GatewayError) -> AccessQuestion {
-        var uri = head.uri[...]
-        if !pathPrefix.isEmpty {
-            guard uri.hasPrefix(pathPrefix), uri.dropFirst(pathPrefix.utf8.count).first == "/" else {
-                throw GatewayError(
-                    .notFound, "not_found",
-                    "ext_authz checks come under ext_authz.path_prefix (\(pathPrefix)); set Envoy's http_service.path_prefix to it")
-            }
-            uri = uri.dropFirst(pathPrefix.utf8.count)
+        // Byte for byte: the prefix is Envoy's, put before the original path as it came.
+        let target = Array(head.uri.utf8)
+        let prefix = Array(pathPrefix.utf8)
+        guard target.count > prefix.count, target.starts(with: prefix), target[prefix.count] == UInt8(ascii: "/") else {
+            throw GatewayError(
+                .notFound, "not_found",
+                "ext_authz checks come under ext_authz.path_prefix (\(pathPrefix)); set Envoy's http_service.path_prefix to the same")
         }
-        let original = try ForwardAuthOriginal(uri: String(uri), methodName: head.method.rawValue)
+        let uri = String(decoding: target[prefix.count...], as: UTF8.self)
+        let original = try ForwardAuthOriginal(uri: uri, methodName: head.method.rawValue)
         let hosts = head.headers["host"]
         let host = hosts.count == 1 && !hosts[0].isEmpty ? hosts[0] : nil
         if hostRequired, host == nil {
             throw GatewayError.invalidRequest("the check request must carry the original request's Host, once: routes are bound to hosts")
         }
-        return AccessQuestion(method: original.method, path: original.path, query: original.query, host: host, headers: head.headers, clientAddress: client, decidesMCP: true)
+        return AccessQuestion(method: original.method, path: original.path, query: original.query, host: host, headers: head.headers, clientAddress: client, asker: .extAuthz)
     }
 
     private func answer(
@@ -154,7 +160,7 @@ final class ExtAuthzHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
         let written = context.writeAndFlush(wrapOutboundOut(.end(nil)))
         if close { written.whenComplete { _ in context.close(promise: nil) } }
         plane.recordDecision(
-            endpoint: Self.endpoint, requestID: requestID, method: head.method.rawValue, status: status.code,
+            endpoint: Self.endpoint, requestID: requestID, method: AccessQuestion.metricLabel(head.method.rawValue), status: status.code,
             nanoseconds: (ContinuousClock.now - started).nanoseconds, protocol: "HTTP/1.1", userID: decision?.userID, userName: decision?.userName)
     }
 }

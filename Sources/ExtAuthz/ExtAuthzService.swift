@@ -41,11 +41,17 @@ final class ExtAuthzService: RegistrableRPCService {
             forMethod: Self.checkMethod, deserializer: ProtobufDeserializer<Envoy_Service_Auth_V3_CheckRequest>(),
             serializer: ProtobufSerializer<Envoy_Service_Auth_V3_CheckResponse>()
         ) { request, context in
-            let single = try await ServerRequest(stream: request)
-            guard self.configuration.admits(Self.address(ofPeer: context.remotePeer)) else {
-                throw RPCError(code: .permissionDenied, message: Self.callerRefused.message)
+            // Only the Envoys may ask, checked before the message is read. A refusal is a denial, not an
+            // RPC error: an Envoy with failure_mode_allow would let an error's request through.
+            let peer = Self.address(ofPeer: context.remotePeer)
+            guard self.configuration.admits(peer) else {
+                let requestID = self.requestIDs.withLock { $0.next() }
+                self.plane.logger.notice("ext_authz refused a check: its address is not in ext_authz.callers", metadata: ["peer": "\(peer ?? "unknown")", "listener": "grpc"])
+                let denial = ExtAuthzDenial(Self.callerRefused, signIn: nil, requestID: requestID)
+                return StreamingServerResponse(single: ServerResponse(message: Self.denied(denial, code: 7, caller: nil)))
             }
-            let answer = try await self.check(single.message, peer: Self.address(ofPeer: context.remotePeer))
+            let single = try await ServerRequest(stream: request)
+            let answer = try await self.check(single.message, peer: peer)
             return StreamingServerResponse(single: ServerResponse(message: answer))
         }
         router.registerHandler(
@@ -90,7 +96,7 @@ final class ExtAuthzService: RegistrableRPCService {
         loop.execute {
             let finish: (Envoy_Service_Auth_V3_CheckResponse, Int, AccessDecision?) -> Void = { response, status, decision in
                 plane.recordDecision(
-                    endpoint: Self.endpoint, requestID: requestID, method: http.method, status: status, nanoseconds: (ContinuousClock.now - started).nanoseconds,
+                    endpoint: Self.endpoint, requestID: requestID, method: AccessQuestion.metricLabel(http.method), status: status, nanoseconds: (ContinuousClock.now - started).nanoseconds,
                     protocol: "gRPC", userID: decision?.userID, userName: decision?.userName)
                 promise.succeed(response)
             }
@@ -102,9 +108,9 @@ final class ExtAuthzService: RegistrableRPCService {
                 if table.hasHostRoutes, host == nil {
                     throw GatewayError.invalidRequest("the check names no host (attributes.request.http.host): routes are bound to hosts")
                 }
-                question = AccessQuestion(method: original.method, path: original.path, query: original.query, host: host, headers: headers, clientAddress: client, decidesMCP: true)
+                question = AccessQuestion(method: original.method, path: original.path, query: original.query, host: host, headers: headers, clientAddress: client, asker: .extAuthz)
             } catch {
-                let denial = ExtAuthzDenial(error, signIn: nil, requestID: requestID, contentType: headers.first(name: "content-type"))
+                let denial = ExtAuthzDenial(error, signIn: nil, requestID: requestID)
                 return finish(Self.denied(denial, code: GRPCRequest.status(for: error), caller: nil), denial.status, nil)
             }
             let decision = AccessDecision(plane: plane, question: question, eventLoop: loop, requestID: requestID)
@@ -112,9 +118,13 @@ final class ExtAuthzService: RegistrableRPCService {
                 switch verdict {
                 case .allowed(let grant):
                     let upstream = ExtAuthzUpstreamFields(grant: grant, headers: headers, identityFieldNames: table.identityFieldNames)
+                    guard !upstream.isOversized else {
+                        let denial = ExtAuthzDenial(ExtAuthzUpstreamFields.tooManyFields, signIn: nil, requestID: requestID)
+                        return finish(Self.denied(denial, code: 3, caller: nil), denial.status, decision)
+                    }
                     finish(Self.allowed(upstream, grant: grant), 200, decision)
                 case .denied(let error, let signIn):
-                    let denial = ExtAuthzDenial(error, signIn: signIn, requestID: requestID, contentType: headers.first(name: "content-type"))
+                    let denial = ExtAuthzDenial(error, signIn: signIn, requestID: requestID)
                     let code = signIn != nil ? 16 : GRPCRequest.status(for: error)
                     finish(Self.denied(denial, code: code, caller: decision.userID.map { ($0, decision.route?.template) }), denial.status, decision)
                 }
@@ -143,8 +153,6 @@ final class ExtAuthzService: RegistrableRPCService {
             option.header.key = field.name
             option.header.value = field.value
             option.appendAction = .overwriteIfExistsOrAdd
-            // An empty identity field replaces the client's copy, never leaves it in place.
-            option.keepEmptyValue = true
             return option
         }
         ok.headersToRemove = upstream.remove

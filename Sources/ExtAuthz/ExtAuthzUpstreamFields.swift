@@ -5,11 +5,11 @@ import SecurityGuard
 
 /// What Envoy is told to do to the original request once it is allowed, so that the upstream sees
 /// what the gateway's own proxy would send it: the identity fields set, and every field the
-/// client may have forged, the gateway's credentials, removed.
+/// client may have forged, and the gateway's credentials, removed.
 package struct ExtAuthzUpstreamFields: Sendable, Equatable {
-    /// Fields to set on the original request (replacing any of the same name).
+    /// Fields to set on the original request (replacing any of the same name), each with a value.
     package var set: [Field]
-    /// Field names to remove from it, lower-cased (Envoy's `headers_to_remove`).
+    /// Field names to remove from it, lower-cased (Envoy's `headers_to_remove`); never a name in `set`.
     package var remove: [String]
 
     package struct Field: Sendable, Equatable {
@@ -18,48 +18,58 @@ package struct ExtAuthzUpstreamFields: Sendable, Equatable {
     }
 
     /// Identity fields oauth2-proxy, Pomerium and common apps trust, beyond the families the gateway
-    /// answers with (`x-auth-request-*`, `x-portcullis-*`): a client's copy never reaches the upstream.
-    /// Envoy's own fields (`x-forwarded-for`, `x-request-id`, ...) are not among them: Envoy sets those.
+    /// answers with (`x-auth-request-*`, `x-portcullis-*`) and `HeaderScreen.identityHeaders`.
     static let trustedByApps: Set<String> = [
         "x-forwarded-user", "x-forwarded-email", "x-forwarded-groups", "x-forwarded-preferred-username", "x-forwarded-access-token",
         "x-user", "x-user-id", "x-tenant", "x-tenant-id", "x-remote-user", "remote-user", "x-authenticated-user", "x-authenticated-userid",
         "x-auth-user", "x-original-user", "x-subject", "x-scope", "x-session-id", "x-pomerium-jwt-assertion", "x-pomerium-claim-email",
     ]
+    /// Fields Envoy itself sets on the request it forwards: left to it (their `_` and `.` spellings are still removed).
+    static let setByEnvoy: Set<String> = ["x-forwarded-for", "x-forwarded-proto", "x-request-id"]
+    /// The gateway's credentials, never forwarded by its own proxy either.
+    static let credentials = ["authorization", "proxy-authorization"]
 
     /// The fields for `grant`, given the original request's `headers` (as much of it as Envoy sent)
     /// and every route's configured identity field names (`identity_headers`, folded).
     ///
-    /// Removed: each field the client sent whose name folds (`HeaderScreen.folded`: case, `_`, `.`)
-    /// to an identity field but is not spelled as the gateway sets it; each field the gateway sets,
-    /// spelled with `_` or `.` (Envoy may not have sent those); `Authorization` when it carried the
-    /// gateway's token (the upstream trusts the assertion, as behind the gateway's own proxy); and
-    /// `Cookie` when it held nothing but the gateway's cookies (else it is set without them).
+    /// Removed, whether or not Envoy passed the client's copy: every identity field the gateway
+    /// knows (`HeaderScreen.identityHeaders`, `trustedByApps`, every route's `identity_headers`,
+    /// the assertion and `X-Auth-Request-*` fields) in its `-`, `_` and `.` spellings, but the exact
+    /// names the gateway sets with a value; `Authorization` and `Proxy-Authorization`. Removed when
+    /// the client sent it: any other field whose name folds (`HeaderScreen.folded`: case, `_`, `.`)
+    /// to an identity field (`X-Auth_Request-User`). An identity field without a value is removed,
+    /// not set empty (Envoy's ext_authz drops a field set to nothing). `Cookie` is set without the
+    /// gateway's cookies when it carried them beside the app's, and removed when it held nothing else.
     package init(grant: AccessGrant, headers: HTTPHeaders, identityFieldNames: Set<String>) {
         var set: [Field] = []
         set.reserveCapacity(grant.fields.count + 1)
         var setNames: Set<String> = []
+        var identity: Set<String> = HeaderScreen.identityHeaders.union(Self.trustedByApps).union(identityFieldNames)
         // The app's cookie goes as `Cookie` itself (below), and `Cache-Control` is the answer's own.
         for field in grant.fields where !["cache-control", "x-portcullis-app-cookie"].contains(field.name.lowercased()) {
-            set.append(Field(name: field.name.lowercased(), value: field.value))
-            setNames.insert(field.name.lowercased())
+            let name = field.name.lowercased()
+            identity.insert(HeaderScreen.folded(name))
+            guard !field.value.isEmpty else { continue }
+            set.append(Field(name: name, value: field.value))
+            setNames.insert(name)
         }
         var remove: [String] = []
+        var removing: Set<String> = []
         func add(_ name: String) {
-            if !setNames.contains(name), !remove.contains(name) { remove.append(name) }
+            if !setNames.contains(name), removing.insert(name).inserted { remove.append(name) }
         }
-        for name in setNames.sorted() {
+        for name in identity.sorted() {
+            if !Self.setByEnvoy.contains(name) { add(name) }
             add(name.replacingOccurrences(of: "-", with: "_"))
             add(name.replacingOccurrences(of: "-", with: "."))
         }
+        for name in Self.credentials { add(name) }
         for (name, _) in headers {
             let lowered = name.lowercased()
             let folded = HeaderScreen.folded(lowered)
-            let identity =
-                HeaderScreen.identityPrefixes.contains { folded.hasPrefix($0) } || Self.trustedByApps.contains(folded) || identityFieldNames.contains(folded)
-                || setNames.contains(folded)
-            if identity { add(lowered) }
+            guard lowered != folded || !Self.setByEnvoy.contains(lowered) else { continue }
+            if HeaderScreen.identityPrefixes.contains(where: { folded.hasPrefix($0) }) || identity.contains(folded) { add(lowered) }
         }
-        if grant.caller != nil, headers["authorization"].contains(where: { $0.lowercased().hasPrefix("bearer ") }) { add("authorization") }
         let cookies = headers["cookie"]
         if !cookies.isEmpty {
             let appCookie = ForwardAuthAnswer.appCookie(cookies)
@@ -74,4 +84,17 @@ package struct ExtAuthzUpstreamFields: Sendable, Equatable {
         self.set = set
         self.remove = remove
     }
+
+    /// Whether the removal list is past what Envoy takes in one field (its headers are bounded at
+    /// 60 KiB): a client that sent hundreds of identity-like fields is refused (431), never let
+    /// through on an answer Envoy cannot read.
+    package var isOversized: Bool {
+        remove.reduce(0) { $0 + $1.utf8.count + 1 } > Self.maximumRemovalBytes
+    }
+
+    static let maximumRemovalBytes = 16_384
+
+    /// The refusal for `isOversized`.
+    package static let tooManyFields = GatewayError(
+        .requestHeaderFieldsTooLarge, "identity_fields_too_many", "the request carries too many identity-like header fields to remove them all; send fewer")
 }

@@ -6,6 +6,7 @@ the same original request. Prints one line per check (never a token).
 """
 import json
 import os
+import socket
 import sys
 import urllib.error
 import urllib.request
@@ -83,16 +84,16 @@ for name, method, path, headers, status, error in cases:
     if status == 200:
         fields = {option.header.key: option.header.value for option in response.ok_response.headers}
         check(response.status.code == 0 and kind == "ok_response", f"gRPC: {name} is OK with an OkHttpResponse")
-        check(fields.get("x-auth-request-user") == fa_headers.get("x-auth-request-user", ""), f"gRPC: {name} names the user forward-auth names")
+        check(fields.get("x-auth-request-user", "") == fa_headers.get("x-auth-request-user", ""), f"gRPC: {name} names the user forward-auth names")
         check(fields.get("x-portcullis-assertion", "").count(".") == 2, f"gRPC: {name} carries a signed assertion")
     else:
         body = response.denied_response.body
         check(response.status.code != 0 and kind == "denied_response" and response.denied_response.status.code == status and error_code(body) == error,
               f"gRPC: {name} is denied {status} {error} (status {response.status.code})")
-    h_status, h_headers, h_body = http_get(HTTP_PORT, path, headers, method)
+    h_status, h_headers, h_body = http_get(HTTP_PORT, "/ext-authz" + path, headers, method)
     check(h_status == status and (status == 200 or error_code(h_body) == error), f"HTTP mode: {name} is {status} {error or ''}")
     if status == 200:
-        check(h_headers.get("x-auth-request-user") == fa_headers.get("x-auth-request-user"), f"HTTP mode: {name} names the user forward-auth names")
+        check(h_headers.get("x-auth-request-user", "") == fa_headers.get("x-auth-request-user", ""), f"HTTP mode: {name} names the user forward-auth names")
 
 forged = grpc_check("GET", "/api/plain/x", bearer + [("x_auth_request_user", "admin"), ("X-Remote-User", "root")])
 removed = set(forged.ok_response.headers_to_remove)
@@ -117,3 +118,18 @@ with grpc.insecure_channel(f"127.0.0.1:{GRPC_PORT}") as channel:
     except grpc.RpcError as failure:
         check(failure.code() in (grpc.StatusCode.INTERNAL, grpc.StatusCode.INVALID_ARGUMENT), f"a Check that is not a CheckRequest is refused ({failure.code().name})")
 check(grpc_check("GET", "/api/plain/x", bearer).status.code == 0, "the server decides on after bad input")
+# The default callers are 127.0.0.1 and ::1 only: a connection from 127.0.0.6 (where an Istio sidecar's
+# traffic comes from) is closed before anything is read.
+stranger = socket.socket()
+stranger.bind(("127.0.0.6", 0))
+stranger.connect(("127.0.0.1", HTTP_PORT))
+stranger.settimeout(10)
+try:
+    stranger.sendall(b"GET /ext-authz/public/status HTTP/1.1\r\nHost: app.example.test\r\n\r\n")
+    answered = stranger.recv(100)
+except OSError:
+    answered = b""
+stranger.close()
+check(answered == b"", "HTTP mode: a connection from an address not in ext_authz.callers (127.0.0.6) is closed unanswered")
+denied_grpc = http_get(HTTP_PORT, "/ext-authz/api/plain/x", [("Content-Type", "application/grpc")], "POST")
+check(denied_grpc[0] == 401, "HTTP mode: a gRPC request without a token is 401, never a 200 Envoy would read as allowed")

@@ -22,8 +22,8 @@ struct ConfigurationDefaultsTests {
         // Read (and checked) with or without a URL, documented beside it as comments.
         "storage.postgres_pool_size", "storage.postgres_max_waiters", "storage.postgres_connect_timeout_seconds",
         "storage.postgres_query_timeout_seconds", "storage.postgres_tls", "storage.postgres_ca_file",
-        // ext_authz is off unless a port is set; its prefix is Envoy's, none by default.
-        "ext_authz.http_port", "ext_authz.grpc_port", "ext_authz.path_prefix",
+        // ext_authz is off unless a port is set.
+        "ext_authz.http_port", "ext_authz.grpc_port",
     ]
 
     /// Every configuration type, read from `values`.

@@ -50,7 +50,7 @@ package final class AccessDecision {
             return fail(GatewayError(.notFound, "not_found", "no gateway.routes prefix serves \(PathRedaction.redactedPath(String(path)))\(host == nil ? "" : " on that host")"))
         }
         route = matched
-        if matched.isMCP, !question.decidesMCP {
+        if matched.isMCP, question.asker == .forwardAuth {
             // An MCP server's tokens are bound to it and checked by the data plane (audience, Origin,
             // the challenge naming its metadata): a proxy in front is never asked to admit them.
             return fail(
@@ -69,14 +69,17 @@ package final class AccessDecision {
                         .forbidden, "origin_refused",
                         "this MCP server is called from its own origin (\(mcp.origin)) or one gateway.allowed_origins lists, not from \(fields.origin ?? "")"))
             }
-            // Rules per tool are decided on the call's body, and the lists they filter are answers:
-            // a check carries neither.
-            if question.method == .post, let policy = matched.mcpPolicy, policy.filtersAnyList {
+            // Rules per tool are decided on the call's body, and the lists they filter are answers (on a
+            // POST's or on the GET stream's): a check carries neither.
+            if let policy = matched.mcpPolicy, policy.filtersAnyList {
                 return fail(
                     GatewayError(
                         .forbidden, "mcp_rules_need_gateway",
-                        "this MCP route has rules per tool, prompt or resource, decided on each call's body, which an external check does not carry; send this route's requests through the gateway itself"))
+                        "this MCP route has rules per tool, prompt or resource, decided on each call's body and on the lists it answers, which an external check never sees; send this route's requests through the gateway itself"))
             }
+        }
+        if question.asker == .extAuthz {
+            if let refusal = Self.needsGateway(matched, method: question.method) { return fail(refusal) }
         }
         let token: String?
         do {
@@ -97,6 +100,23 @@ package final class AccessDecision {
             case .failure(let error): decision.refused(error)
             }
         }
+    }
+
+    /// What only the gateway's own proxy can do for a request, refused when an Envoy asks: the
+    /// person's credential sent upstream (`upstream_credential`), and the WebDAV methods whose
+    /// `Destination` or `Depth` the proxy decides as it decides the target.
+    static func needsGateway(_ route: DataPlane.Route, method: HTTPRequest.Method) -> GatewayError? {
+        if route.upstreamCredential != nil {
+            return GatewayError(
+                .forbidden, "upstream_credential_needs_gateway",
+                "this route sends the person's own credential upstream (upstream_credential), which only the gateway's proxy does; send this route's requests through the gateway itself")
+        }
+        if ["COPY", "MOVE", "PROPFIND", "LOCK"].contains(method.rawValue) {
+            return GatewayError(
+                .forbidden, "webdav_needs_gateway",
+                "\(method.rawValue) names other resources (Destination, Depth) that the gateway's proxy decides as it decides the path; send WebDAV requests through the gateway itself")
+        }
+        return nil
     }
 
     /// The asker went away: `completion` is not called, whatever the store answers.
@@ -281,7 +301,7 @@ package final class AccessDecision {
     /// Refused; an MCP route's 401 (and scope refusal) names where to get a token (RFC 9728 §5.1).
     private func fail(_ error: GatewayError) {
         var error = error
-        if let route, route.isMCP, question.decidesMCP, let mcp = route.mcp, error.status == .unauthorized || error.insufficientScope != nil {
+        if let route, route.isMCP, question.asker == .extAuthz, let mcp = route.mcp, error.status == .unauthorized || error.insufficientScope != nil {
             error.resourceMetadata = mcp.metadataURL
             if error.challengeScope == nil { error.challengeScope = mcp.scope }
         }

@@ -1,6 +1,15 @@
 import HTTPTypes
 import NIOHTTP1
 
+/// Who asks for an access decision.
+package enum AccessAsker: Sendable, Equatable {
+    /// A proxy in front (`/api/auth/verify`): an MCP route is the gateway's own to serve, never decided for it.
+    case forwardAuth
+    /// An Envoy (ext_authz): MCP routes are decided by their tokens; what needs the request's body,
+    /// the upstream's answer or a credential sent upstream is refused as the gateway's to serve.
+    case extAuthz
+}
+
 /// The original request an edge in front asks about: everything one access decision reads.
 ///
 /// Forward-auth reads it from its proxy's header family (`ForwardAuthOriginal`), Envoy's
@@ -19,12 +28,11 @@ package struct AccessQuestion: Sendable {
     package var headers: HTTPHeaders
     /// The client's address, which bounds the store reads for cookies memory does not know.
     package var clientAddress: String
-    /// Whether an MCP route is decided (ext_authz) or answered as the gateway's own to serve
-    /// (forward-auth: its proxy is never asked to admit an MCP server's tokens).
-    package var decidesMCP: Bool
+    /// Who asks: forward-auth's proxy, or an Envoy (ext_authz), which is also asked about MCP routes.
+    package var asker: AccessAsker
 
     package init(
-        method: HTTPRequest.Method, path: Substring, query: Substring?, host: String?, headers: HTTPHeaders, clientAddress: String, decidesMCP: Bool
+        method: HTTPRequest.Method, path: Substring, query: Substring?, host: String?, headers: HTTPHeaders, clientAddress: String, asker: AccessAsker
     ) {
         self.method = method
         self.path = path
@@ -32,6 +40,12 @@ package struct AccessQuestion: Sendable {
         self.host = host
         self.headers = headers
         self.clientAddress = clientAddress
-        self.decidesMCP = decidesMCP
+        self.asker = asker
+    }
+
+    /// A method's metric label for a decision: its name when some route may forward it, else
+    /// `OTHER` (an asker passes on the client's method; its label may not grow the metrics without bound).
+    package static func metricLabel(_ method: String) -> String {
+        ProxyRoute.forwardableMethods.contains { $0.rawValue == method } ? method : "OTHER"
     }
 }

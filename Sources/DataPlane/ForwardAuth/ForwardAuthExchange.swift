@@ -66,7 +66,7 @@ final class ForwardAuthExchange {
             // A store read per cookie never met here is bounded per client (behind the proxy, by X-Forwarded-For, as on the route).
             let client = plane.admission.clientAddresses.clientAddress(peer: peer, forwardedFor: headers["x-forwarded-for"])
             question = AccessQuestion(
-                method: original.method, path: original.path, query: original.query, host: host, headers: headers, clientAddress: client, decidesMCP: false)
+                method: original.method, path: original.path, query: original.query, host: host, headers: headers, clientAddress: client, asker: .forwardAuth)
         } catch {
             return fail(error)
         }

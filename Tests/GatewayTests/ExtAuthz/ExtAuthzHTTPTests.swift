@@ -3,6 +3,7 @@ import DataPlane
 import ExtAuthz
 import Foundation
 import Gateway
+import HTTPTypes
 import JOSE
 import MCPPolicy
 import NIOHTTP1
@@ -18,7 +19,7 @@ import TrafficCop
 struct ExtAuthzHTTPTests {
     /// ForwardAuthTests' gateway (a scoped route, an `auth: none` one, a plain one) with ext_authz on.
     static func gateway(
-        _ provider: FakeProvider, callers: [String] = ["127.0.0.1"], pathPrefix: String = "", routes extra: [ProxyRoute] = []
+        _ provider: FakeProvider, callers: [String] = ["127.0.0.1"], pathPrefix: String = "/ext-authz", routes extra: [ProxyRoute] = []
     ) async throws -> GatewayFixture {
         try await TrustedIssuerTests.gateway([provider], configure: { configuration in
             configuration.routes = [
@@ -37,17 +38,19 @@ struct ExtAuthzHTTPTests {
 
     /// An Envoy's check request for `method` `path` (with `prefix` before it), the client's `headers` copied.
     static func check(
-        _ fixture: GatewayFixture, _ method: HTTPMethod = .GET, _ path: String, prefix: String = "", bearer: String? = nil, headers: [(String, String)] = []
+        _ fixture: GatewayFixture, _ method: HTTPMethod = .GET, _ path: String, prefix: String = "/ext-authz", bearer: String? = nil, headers: [(String, String)] = []
     ) async throws -> Answer {
         let port = try #require(fixture.extAuthzHTTPPort)
         return try await Answer.request(method, "http://127.0.0.1:\(port)\(prefix)\(path)", bearer: bearer, headers: headers, followRedirects: false)
     }
 
-    /// The identity fields an answer carries, by lower-cased name (the assertion only as present or not: its signature differs each time).
+    /// The identity fields an answer carries, by lower-cased name, an absent one as empty (ext_authz
+    /// removes an empty field upstream where forward-auth answers it empty); the assertion only as
+    /// present or not: its signature differs each time.
     static func identity(_ answer: Answer) -> [String: String] {
         var fields: [String: String] = [:]
         for name in ["x-auth-request-user", "x-auth-request-tenant", "x-auth-request-email", "x-auth-request-groups", "x-auth-request-preferred-username"] {
-            fields[name] = answer.headers[name].first
+            fields[name] = answer.headers[name].first ?? ""
         }
         fields["assertion"] = answer.headers["x-portcullis-assertion"].first.map { $0.isEmpty ? "empty" : "signed" }
         return fields
@@ -129,6 +132,15 @@ struct ExtAuthzHTTPTests {
         #expect(user.hasPrefix("ext_") && answer.headers["x-remote-user"].first == user, "\(answer.headers)")
         #expect(answer.headers["x-portcullis-assertion"].first != "forged")
         #expect(!removed.contains("x-innocent"))
+        // A field without a value is removed, not set empty (Envoy drops a field set to nothing, which would leave the client's).
+        #expect(answer.headers["x-auth-request-email"].isEmpty && removed.contains("x-auth-request-email"), "\(removed.sorted())")
+        // Removed whether or not Envoy passed the client's copy: every identity field the gateway knows, in each spelling.
+        for name in ["x-forwarded-user", "x_forwarded_user", "x-real-ip", "forwarded", "x_forwarded_for", "x_request_id", "proxy-authorization"] {
+            #expect(removed.contains(name), "\(name) is always removed: \(removed.sorted())")
+        }
+        for name in ["x-forwarded-for", "x-request-id", "x-forwarded-proto"] {
+            #expect(!removed.contains(name), "\(name) is Envoy's own to set")
+        }
         answer.headers["x-portcullis-assertion"].first.map(fixture.remember)
         // The app's cookies stay, without the gateway's: set as Cookie itself.
         let mixed = try await Self.check(fixture, .GET, "/dav/x", bearer: token, headers: [("Cookie", "portcullis=abc; lang=en")])
@@ -138,21 +150,20 @@ struct ExtAuthzHTTPTests {
         try await provider.stop()
     }
 
-    @Test("only ext_authz.callers may ask: any other address is 403 ext_authz_caller_refused and the connection closes; path_prefix is taken off exactly (a check outside it is 404); checks pipelined on one connection are answered in order, each framed for its own (a HEAD without a body)")
+    @Test("only ext_authz.callers may ask: a connection from any other address is closed before a byte is read, and logged; path_prefix is taken off exactly (a check outside it, or with Envoy's prefix missing, is 404); checks pipelined on one connection are answered in order, each framed for its own (a HEAD without a body)")
     func callersPrefixAndPipelining() async throws {
         let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
         let token = try provider.token(claims: ["scope": "billing:read"])
         let strangers = try await Self.gateway(provider, callers: ["10.9.9.9"])
-        let refused = try await Self.check(strangers, .GET, "/api/billing/x", bearer: token)
-        #expect(refused.status == 403 && refused.error == "ext_authz_caller_refused" && refused.headers["Connection"].first == "close", "\(refused.raw)")
-        #expect(refused.headers["x-portcullis-assertion"].isEmpty)
+        await #expect(throws: (any Error).self, "a stranger's connection is closed") { _ = try await Self.check(strangers, .GET, "/api/billing/x", bearer: token) }
+        #expect(strangers.log.text.contains("ext_authz refused a connection"), "the refusal is logged for the operator")
         try await strangers.stop()
 
-        let fixture = try await Self.gateway(provider, pathPrefix: "/ext-authz")
+        let fixture = try await Self.gateway(provider)
         fixture.remember(token)
-        #expect(try await Self.check(fixture, .GET, "/api/billing/x", prefix: "/ext-authz", bearer: token).status == 200)
-        for outside in ["/api/billing/x", "/ext-authzapi/billing/x", "/ext-authz"] {
-            let answer = try await Self.check(fixture, .GET, outside, bearer: token)
+        #expect(try await Self.check(fixture, .GET, "/api/billing/x", bearer: token).status == 200)
+        for outside in ["/api/billing/x", "/ext-authzapi/billing/x", "/ext-authz", "/EXT-AUTHZ/api/billing/x"] {
+            let answer = try await Self.check(fixture, .GET, outside, prefix: "", bearer: token)
             #expect(answer.status == 404 && answer.error == "not_found", "\(outside): \(answer.raw)")
         }
         let port = try #require(fixture.extAuthzHTTPPort)
@@ -169,7 +180,7 @@ struct ExtAuthzHTTPTests {
         try await provider.stop()
     }
 
-    @Test("an MCP route is decided, not refused as forward-auth refuses it: no token is 401 whose challenge names resource_metadata, a token for another audience 401, the route's own token 200 with an assertion naming its client, another origin 403 origin_refused; a POST to a route with rules per tool is 403 mcp_rules_need_gateway (decided on a body a check does not carry)")
+    @Test("an MCP route is decided, not refused as forward-auth refuses it: no token is 401 whose challenge names resource_metadata, a token for another audience 401, the route's own token 200 with an assertion naming its client, another origin 403 origin_refused; any request to a route with rules per tool is 403 mcp_rules_need_gateway (decided on bodies and lists a check never sees)")
     func mcpRoutes() async throws {
         let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
         let open = try MCPRouteTests.mcpRoute("/mcp/a", upstream: 9)
@@ -194,8 +205,9 @@ struct ExtAuthzHTTPTests {
         #expect(elsewhere.status == 403 && elsewhere.error == "origin_refused", "\(elsewhere.raw)")
         let ruledCall = try await Self.check(fixture, .POST, "/mcp/ruled", bearer: other)
         #expect(ruledCall.status == 403 && ruledCall.error == "mcp_rules_need_gateway", "\(ruledCall.raw)")
-        // Its GET stream carries no call: decided by the token alone.
-        #expect(try await Self.check(fixture, .GET, "/mcp/ruled", bearer: other).status == 200)
+        // Its GET stream may carry the lists the rules filter: refused too.
+        let ruledStream = try await Self.check(fixture, .GET, "/mcp/ruled", bearer: other)
+        #expect(ruledStream.status == 403 && ruledStream.error == "mcp_rules_need_gateway", "\(ruledStream.raw)")
         try await fixture.stop()
         try await provider.stop()
     }
@@ -236,7 +248,28 @@ struct ExtAuthzHTTPTests {
         try await fixture.stop()
     }
 
-    @Test("ext_authz reads itself: off without http_port; callers are loopback unless listed; a bad caller or path_prefix is refused naming its key")
+    @Test("a refusal is never a 200 in HTTP mode (Envoy allows on a 200): a gRPC request without a token is 401 with the JSON body; WebDAV methods that name other resources (PROPFIND, COPY, MOVE, LOCK) are 403 webdav_needs_gateway, another WebDAV method is decided")
+    func refusalsEnvoyReadsAsRefusals() async throws {
+        let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
+        var dav = ProxyRoute(prefix: "/dav", upstream: "http://dav.internal:5232")
+        dav.methods = [.get, .head, HTTPRequest.Method("PROPFIND")!, HTTPRequest.Method("MKCOL")!, HTTPRequest.Method("COPY")!]
+        let fixture = try await Self.gateway(provider, routes: [dav])
+        let token = try provider.token(claims: [:])
+        fixture.remember(token)
+        let grpc = try await Self.check(fixture, .POST, "/api/plain/pkg.Service/Method", headers: [("Content-Type", "application/grpc")])
+        #expect(grpc.status == 401 && grpc.error == "token_missing" && grpc.headers["grpc-status"].isEmpty, "\(grpc.status) \(grpc.raw)")
+        for method in ["PROPFIND", "COPY"] {
+            let answer = try await Self.check(fixture, HTTPMethod(rawValue: method), "/dav/ann/", bearer: token)
+            #expect(answer.status == 403 && answer.error == "webdav_needs_gateway", "\(method): \(answer.raw)")
+        }
+        let made = try await Self.check(fixture, HTTPMethod(rawValue: "MKCOL"), "/dav/ann/new/", bearer: token)
+        #expect(made.status == 200, "\(made.raw)")
+        made.headers["x-portcullis-assertion"].first.map(fixture.remember)
+        try await fixture.stop()
+        try await provider.stop()
+    }
+
+    @Test("ext_authz reads itself: off without a port; callers are 127.0.0.1 and ::1 unless listed (not all of 127.0.0.0/8, where an Istio sidecar's traffic comes from); path_prefix is /ext-authz unless set, never empty; a bad caller, path_prefix or host is refused naming its key")
     func configurationRead() async throws {
         func read(_ yaml: String) async throws -> ExtAuthzConfiguration? {
             let path = NSTemporaryDirectory() + "ext-authz-\(UUID().uuidString).yaml"
@@ -246,13 +279,16 @@ struct ExtAuthzHTTPTests {
         }
         #expect(try await read("ext_authz:\n  callers: [10.0.0.0/8]\n") == nil)
         let loopback = try #require(try await read("ext_authz:\n  http_port: 9192\n"))
-        #expect(loopback.admits("127.0.0.1") && loopback.admits("::1") && !loopback.admits("10.0.0.5"))
+        #expect(loopback.admits("127.0.0.1") && loopback.admits("::1") && !loopback.admits("10.0.0.5") && !loopback.admits("127.0.0.6"))
+        #expect(loopback.pathPrefix == "/ext-authz")
         let listed = try #require(try await read("ext_authz:\n  http_port: 9192\n  path_prefix: /check\n  callers: [10.0.0.0/8]\n"))
         #expect(listed.admits("10.1.2.3") && !listed.admits("127.0.0.1") && listed.pathPrefix == "/check")
         for (yaml, key) in [
             ("ext_authz:\n  http_port: 9192\n  callers: [envoy.local]\n", "ext_authz.callers"),
             ("ext_authz:\n  http_port: 9192\n  path_prefix: check/\n", "ext_authz.path_prefix"),
             ("ext_authz:\n  http_port: 9192\n  path_prefix: /check/\n", "ext_authz.path_prefix"),
+            ("ext_authz:\n  http_port: 9192\n  path_prefix: /\n", "ext_authz.path_prefix"),
+            ("ext_authz:\n  grpc_port: 9191\n  host: envoy.local\n", "ext_authz.host"),
         ] {
             await #expect(throws: ConfigurationError.self, "\(yaml)") { _ = try await read(yaml) }
             do {
