@@ -18,7 +18,7 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import grpc, grpc_hea
   "$VENV/bin/pip" install -q grpcio==1.85.3 grpcio-health-checking==1.85.1 xds-protos==1.85.0
 fi
 WORK=$(mktemp -d)
-PORT=18751 GRPC_PORT=18752 HTTP_PORT=18753
+PORT=18771 GRPC_PORT=18772 HTTP_PORT=18773
 SERVE_PID=
 cleanup() {
   [ -n "$SERVE_PID" ] && kill "$SERVE_PID" 2>/dev/null || true
