@@ -1,4 +1,5 @@
 import ConfigurationReading
+import ConnectedAccounts
 import DataPlane
 import ExtAuthz
 import Foundation
@@ -267,6 +268,31 @@ struct ExtAuthzHTTPTests {
         made.headers["x-portcullis-assertion"].first.map(fixture.remember)
         try await fixture.stop()
         try await provider.stop()
+    }
+
+    @Test("a route that sends the person's own credential upstream (upstream_credential) is 403 upstream_credential_needs_gateway over ext_authz, even for a caller the route admits: only the gateway's proxy sends that token")
+    func upstreamCredentialRoutesNeedTheGateway() async throws {
+        let service = try await FakeOAuthService.start()
+        let secret = try TrustedIssuerSecretTests.secretFile(Array("service-secret-of-portcullis\n".utf8), mode: 0o600)
+        defer { try? FileManager.default.removeItem(atPath: secret) }
+        let fixture = try await GatewayFixture { configuration in
+            configuration.routes = [ConnectedAccountsTests.actingRoute(service), ProxyRoute(prefix: "/api/plain", upstream: "http://plain.internal:8080")]
+            configuration.connections = ConnectionsConfiguration(connections: [ConnectedAccountsTests.connection(service, secretFile: secret)])
+            var extAuthz = ExtAuthzConfiguration()
+            extAuthz.httpPort = 0
+            configuration.extAuthz = extAuthz
+        }
+        try await fixture.addUser("alice")
+        let login = try await fixture.login("alice")
+        let acting = try await Self.check(fixture, .GET, "/gh/user", bearer: login.accessToken)
+        #expect(acting.status == 403 && acting.error == "upstream_credential_needs_gateway", "\(acting.raw)")
+        #expect(acting.headers["x-portcullis-assertion"].isEmpty)
+        // The same caller on a route without one is admitted: the refusal is the route's.
+        let plain = try await Self.check(fixture, .GET, "/api/plain/x", bearer: login.accessToken)
+        #expect(plain.status == 200, "\(plain.raw)")
+        plain.headers["x-portcullis-assertion"].first.map(fixture.remember)
+        try await fixture.stop()
+        try await service.stop()
     }
 
     @Test("ext_authz reads itself: off without a port; callers are 127.0.0.1 and ::1 unless listed (not all of 127.0.0.0/8, where an Istio sidecar's traffic comes from); path_prefix is /ext-authz unless set, never empty; a bad caller, path_prefix or host is refused naming its key")
