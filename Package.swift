@@ -235,7 +235,8 @@ let package = Package(
         // (scripts/generate-protos.sh; Sources/EnvoyAuthProtos/PROTOS.md says what came from where).
         .target(
             name: "EnvoyAuthProtos",
-            dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")]
+            dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            exclude: ["PROTOS.md"]
         ),
         // Envoy's external authorization (ext_authz) on listeners of its own: the data plane's access
         // decision asked by an Envoy, and answered in its terms.

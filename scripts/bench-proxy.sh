@@ -545,7 +545,7 @@ PY
 EXT_CHECK=$(curl -s --http2-prior-knowledge -o "$WORK/check.out" -w '%{http_code}' -H 'content-type: application/grpc' -H 'te: trailers' --data-binary @"$WORK/check.bin" \
   "http://127.0.0.1:$EXT_GRPC/envoy.service.auth.v3.Authorization/Check" -D "$WORK/check.head")
 grep -qi 'grpc-status: 0' "$WORK/check.head" || { echo "bench-proxy.sh: ext_authz's Check did not answer OK: $EXT_CHECK $(cat "$WORK/check.head")" >&2; exit 1; }
-EXPECT=200 check -H "Authorization: Bearer $EXT_TOKEN" "127.0.0.1:$EXT_HTTP/api/policy/"
+EXPECT=200 check -H "Authorization: Bearer $EXT_TOKEN" "127.0.0.1:$EXT_HTTP/ext-authz/api/policy/"
 echo "the person's connected token: the first call after connecting took $(python3 -c "print(f'{$ACTING_FIRST*1000:.1f}')") ms (its token read from the store), the next $(python3 -c "print(f'{$ACTING_NEXT*1000:.1f}')") ms (from memory), one curl each"
 if [ -n "${COMPARE_BIN:-}" ]; then EXPECT=200 check -H "Authorization: Bearer $TOKEN_COMPARE" "127.0.0.1:$GATEWAY_COMPARE/api/bench/"; fi
 if [ -n "${COMPARE_BIN:-}" ] && [ "${COMPARE_MCP:-}" = 1 ]; then
@@ -643,7 +643,7 @@ for round in $(seq "$ROUNDS"); do
   NO_BEARER=1 run "Portcullis forward-auth decision, a browser's session cookie" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/auth/verify" \
     -H "Cookie: $COOKIE" -H "X-Original-URI: /api/browser/" -H "X-Original-Method: GET"
   # Envoy's ext_authz (issue 67): the same decision, asked over HTTP mode and over gRPC (a CheckRequest as Envoy builds it).
-  AUTH_TOKEN=$EXT_TOKEN run "Portcullis ext_authz (HTTP) decision, a route policy" "$GATEWAY_PID" "http://127.0.0.1:$EXT_HTTP/api/policy/"
+  AUTH_TOKEN=$EXT_TOKEN run "Portcullis ext_authz (HTTP) decision, a route policy" "$GATEWAY_PID" "http://127.0.0.1:$EXT_HTTP/ext-authz/api/policy/"
   run_h2 "Portcullis ext_authz (gRPC) decision, a route policy" "$GATEWAY_PID" "http://127.0.0.1:$EXT_GRPC/envoy.service.auth.v3.Authorization/Check" "$WORK/check.bin"
   # End to end: nginx's auth_request asks Portcullis, then proxies; CPU counts nginx and the gateway together.
   AUTH_TOKEN=$EXT_TOKEN run "nginx auth_request to Portcullis forward-auth, then the upstream" "$NGINX_AUTH_PID,$GATEWAY_PID" "http://127.0.0.1:$NGINX_AUTH/api/policy/"
