@@ -26,33 +26,18 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-mkdir -p "$WORK/config"
-cat > "$WORK/config/portcullis.yaml" <<YAML
-gateway:
-  port: $PORT
-  trusted_proxies: [127.0.0.1]
+source "$ROOT/scripts/lib/gateway.sh"
+start_serve "$WORK" "$PORT" "  trusted_proxies: [127.0.0.1]
   routes:
-    - {prefix: /api/plain, upstream: "http://127.0.0.1:1"}
-    - {prefix: /api/admin, upstream: "http://127.0.0.1:1", require: {scopes: [never:granted]}}
-    - {prefix: /public, upstream: "http://127.0.0.1:1", auth: none}
-ext_authz:
+    - {prefix: /api/plain, upstream: 'http://127.0.0.1:1'}
+    - {prefix: /api/admin, upstream: 'http://127.0.0.1:1', require: {scopes: [never:granted]}}
+    - {prefix: /public, upstream: 'http://127.0.0.1:1', auth: none}" "ext_authz:
   grpc_port: $GRPC_PORT
-  http_port: $HTTP_PORT
-admin:
-  enabled: false
-runtime:
-  port: 0
-logging:
-  level: warning
-YAML
-(cd "$WORK" && exec "$BIN" serve > serve.log 2>&1) & SERVE_PID=$!
-for _ in $(seq 150); do curl -sf -o /dev/null "127.0.0.1:$PORT/readyz" && break; sleep 0.2; done
-curl -sf -o /dev/null "127.0.0.1:$PORT/readyz" || { echo "FAIL  serve did not become ready"; cat "$WORK/serve.log"; exit 1; }
-printf 'ext authz password 1\n' | (cd "$WORK" && "$BIN" users add envoy --tenant default --password-stdin > /dev/null)
-(umask 077 && curl -sf -X POST "127.0.0.1:$PORT/api/auth/login" -H 'Content-Type: application/json' \
-  -d '{"username":"envoy","password":"ext authz password 1"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])' > "$WORK/token")
+  http_port: $HTTP_PORT"
+login_bench_user "$WORK" "$PORT"
+(umask 077 && printf '%s\n' "$TOKEN" > "$WORK/token")
 PORTCULLIS_PORT=$PORT EXT_AUTHZ_GRPC_PORT=$GRPC_PORT EXT_AUTHZ_HTTP_PORT=$HTTP_PORT PORTCULLIS_TOKEN_FILE=$WORK/token \
   "$VENV/bin/python" "$ROOT/Tests/ExtAuthz/test_ext_authz.py" || { tail -20 "$WORK/serve.log"; exit 1; }
 kill -0 "$SERVE_PID" || { echo "FAIL  serve stopped"; exit 1; }
-if grep -q "$(cat "$WORK/token")" "$WORK/serve.log"; then echo "FAIL  a token is in the gateway's log"; exit 1; fi
+if grep -qF "$TOKEN" "$WORK/serve.log"; then echo "FAIL  a token is in the gateway's log"; exit 1; fi
 echo "ext_authz tests passed"

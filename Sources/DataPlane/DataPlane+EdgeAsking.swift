@@ -1,8 +1,8 @@
 import NIOCore
 import Observability
 
-/// What an edge in front that asks for decisions (Envoy's ext_authz, in its own module) reads of
-/// the data plane beside `AccessDecision`.
+/// What an edge in front that asks for decisions (forward-auth's proxy; Envoy's ext_authz, in its
+/// own module) reads of the data plane beside `AccessDecision`.
 extension DataPlane {
     /// The client's address for a question from `peer`: a trusted proxy's `X-Forwarded-For` believed, as on a route.
     package func clientAddress(peer: String?, forwardedFor: [String]) -> String {

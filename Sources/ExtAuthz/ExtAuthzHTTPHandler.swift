@@ -25,6 +25,7 @@ final class ExtAuthzHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
 
     private let plane: DataPlane
     private let configuration: ExtAuthzConfiguration
+    private let removalLists: ExtAuthzRemovalLists
     private var table: RouteTable
     private var requestIDs = ConnectionRequestIDs()
     private var head: HTTPRequestHead?
@@ -33,9 +34,10 @@ final class ExtAuthzHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
     private var decision: AccessDecision?
     private var peer: String?
 
-    init(plane: DataPlane, configuration: ExtAuthzConfiguration) {
+    init(plane: DataPlane, configuration: ExtAuthzConfiguration, removalLists: ExtAuthzRemovalLists) {
         self.plane = plane
         self.configuration = configuration
+        self.removalLists = removalLists
         self.table = plane.table.current
     }
 
@@ -70,10 +72,7 @@ final class ExtAuthzHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
                 refusedBody = true
                 let error = GatewayError(.contentTooLarge, "payload_too_large", "a check request's body is at most 1 MiB; lower with_request_body.max_request_bytes")
                 let requestID = requestIDs.next()
-                let denial = ExtAuthzDenial(error, signIn: nil, requestID: requestID)
-                answer(
-                    context: context, head: head, started: .now, requestID: requestID, status: error.status, fields: denial.fields.map { (name: $0.name, value: $0.value) },
-                    body: denial.body, close: true)
+                deny(context: context, head: head, started: .now, requestID: requestID, ExtAuthzDenial(error, signIn: nil, requestID: requestID), close: true)
             }
         case .end:
             guard let head, !refusedBody else { return }
@@ -87,37 +86,32 @@ final class ExtAuthzHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
         let started = ContinuousClock.now
         let requestID = requestIDs.next()
         let close = !head.isKeepAlive
-        let refuse: (GatewayError, Bool) -> Void = { [self] error, close in
-            let denial = ExtAuthzDenial(error, signIn: nil, requestID: requestID)
-            answer(
-                context: context, head: head, started: started, requestID: requestID, status: HTTPResponse.Status(code: denial.status),
-                fields: denial.fields.map { (name: $0.name, value: $0.value) }, body: denial.body, close: close)
-        }
         plane.table.refresh(&table)
         let question: AccessQuestion
         do throws(GatewayError) {
             question = try Self.question(head, pathPrefix: configuration.pathPrefix, hostRequired: table.hasHostRoutes, client: plane.clientAddress(peer: peer, forwardedFor: head.headers["x-forwarded-for"]))
         } catch {
-            return refuse(error, close)
+            return deny(context: context, head: head, started: started, requestID: requestID, ExtAuthzDenial(error, signIn: nil, requestID: requestID), close: close)
         }
         let decision = AccessDecision(plane: plane, question: question, eventLoop: context.eventLoop, requestID: requestID)
         self.decision = decision
-        let identityFieldNames = table.identityFieldNames
+        let removals = removalLists.list(for: table)
         decision.decide(table: table) { [self] verdict in
             self.decision = nil
             switch verdict {
             case .allowed(let grant):
-                let upstream = ExtAuthzUpstreamFields(grant: grant, headers: head.headers, identityFieldNames: identityFieldNames)
-                guard !upstream.isOversized else { return refuse(ExtAuthzUpstreamFields.tooManyFields, close) }
+                let upstream = ExtAuthzUpstreamFields(grant: grant, headers: head.headers, removals: removals)
+                guard !upstream.isOversized else {
+                    let denial = ExtAuthzDenial(ExtAuthzUpstreamFields.tooManyFields, signIn: nil, requestID: requestID)
+                    return deny(context: context, head: head, started: started, requestID: requestID, denial, close: close, decision: decision)
+                }
                 var fields = upstream.set.map { (name: $0.name, value: $0.value) }
                 if !upstream.remove.isEmpty { fields.append((name: "x-envoy-auth-headers-to-remove", value: upstream.remove.joined(separator: ","))) }
                 fields.append((name: "cache-control", value: "no-store"))
                 answer(context: context, head: head, started: started, requestID: requestID, status: .ok, fields: fields, body: nil, close: close, decision: decision)
             case .denied(let error, let signIn):
                 let denial = ExtAuthzDenial(error, signIn: signIn, requestID: requestID)
-                answer(
-                    context: context, head: head, started: started, requestID: requestID, status: HTTPResponse.Status(code: denial.status),
-                    fields: denial.fields.map { (name: $0.name, value: $0.value) }, body: denial.body, close: close, decision: decision)
+                deny(context: context, head: head, started: started, requestID: requestID, denial, close: close, decision: decision)
             }
         }
     }
@@ -133,14 +127,20 @@ final class ExtAuthzHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
                 .notFound, "not_found",
                 "ext_authz checks come under ext_authz.path_prefix (\(pathPrefix)); set Envoy's http_service.path_prefix to the same")
         }
-        let uri = String(decoding: target[prefix.count...], as: UTF8.self)
-        let original = try ForwardAuthOriginal(uri: uri, methodName: head.method.rawValue)
         let hosts = head.headers["host"]
-        let host = hosts.count == 1 && !hosts[0].isEmpty ? hosts[0] : nil
-        if hostRequired, host == nil {
-            throw GatewayError.invalidRequest("the check request must carry the original request's Host, once: routes are bound to hosts")
-        }
-        return AccessQuestion(method: original.method, path: original.path, query: original.query, host: host, headers: head.headers, clientAddress: client, asker: .extAuthz)
+        return try AccessQuestion.envoyCheck(
+            uri: String(decoding: target[prefix.count...], as: UTF8.self), method: head.method.rawValue, host: hosts.count == 1 && !hosts[0].isEmpty ? hosts[0] : nil,
+            headers: head.headers, hostRequired: hostRequired, client: client)
+    }
+
+    /// A refusal, as Envoy relays it to the client.
+    private func deny(
+        context: ChannelHandlerContext, head: HTTPRequestHead, started: ContinuousClock.Instant, requestID: String, _ denial: ExtAuthzDenial, close: Bool,
+        decision: AccessDecision? = nil
+    ) {
+        answer(
+            context: context, head: head, started: started, requestID: requestID, status: HTTPResponse.Status(code: denial.status),
+            fields: denial.fields.map { (name: $0.name, value: $0.value) }, body: denial.body, close: close, decision: decision)
     }
 
     private func answer(

@@ -25,7 +25,7 @@ public struct ExtAuthzHTTPServer: Service {
 
     public func run() async throws {
         guard let port = configuration.httpPort else { return }
-        let (plane, configuration) = (plane, configuration)
+        let (plane, configuration, removalLists) = (plane, configuration, ExtAuthzRemovalLists())
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -36,7 +36,7 @@ public struct ExtAuthzHTTPServer: Service {
                     try pipeline.addHandler(IdleStateHandler(allTimeout: Self.idleTimeout))
                     try pipeline.addHandler(ExtAuthzIdleCloser())
                     try pipeline.configureHTTPServerPipeline(withErrorHandling: true)
-                    try pipeline.addHandler(ExtAuthzHTTPHandler(plane: plane, configuration: configuration))
+                    try pipeline.addHandler(ExtAuthzHTTPHandler(plane: plane, configuration: configuration, removalLists: removalLists))
                 }
             }
             .bind(host: configuration.host, port: port).get()

@@ -28,6 +28,7 @@ final class ExtAuthzService: RegistrableRPCService {
     let configuration: ExtAuthzConfiguration
     let group: MultiThreadedEventLoopGroup
     let requestIDs: Mutex<ConnectionRequestIDs>
+    let removals = ExtAuthzRemovalLists()
 
     init(plane: DataPlane, configuration: ExtAuthzConfiguration, group: MultiThreadedEventLoopGroup = .singleton) {
         self.plane = plane
@@ -86,7 +87,7 @@ final class ExtAuthzService: RegistrableRPCService {
     /// One check, decided on an event loop.
     func check(_ request: Envoy_Service_Auth_V3_CheckRequest, peer: String?) async throws -> Envoy_Service_Auth_V3_CheckResponse {
         let loop = group.any()
-        let (plane, requestID) = (plane, requestIDs.withLock { $0.next() })
+        let (plane, removals, requestID) = (plane, removals, requestIDs.withLock { $0.next() })
         let started = ContinuousClock.now
         let http = request.attributes.request.http
         let headers = Self.headers(of: http)
@@ -103,12 +104,8 @@ final class ExtAuthzService: RegistrableRPCService {
             let table = plane.table.current
             let question: AccessQuestion
             do throws(GatewayError) {
-                let original = try ForwardAuthOriginal(uri: http.path, methodName: http.method)
-                let host = http.host.isEmpty ? nil : http.host
-                if table.hasHostRoutes, host == nil {
-                    throw GatewayError.invalidRequest("the check names no host (attributes.request.http.host): routes are bound to hosts")
-                }
-                question = AccessQuestion(method: original.method, path: original.path, query: original.query, host: host, headers: headers, clientAddress: client, asker: .extAuthz)
+                question = try AccessQuestion.envoyCheck(
+                    uri: http.path, method: http.method, host: http.host.isEmpty ? nil : http.host, headers: headers, hostRequired: table.hasHostRoutes, client: client)
             } catch {
                 let denial = ExtAuthzDenial(error, signIn: nil, requestID: requestID)
                 return finish(Self.denied(denial, code: GRPCRequest.status(for: error), caller: nil), denial.status, nil)
@@ -117,7 +114,7 @@ final class ExtAuthzService: RegistrableRPCService {
             decision.decide(table: table) { verdict in
                 switch verdict {
                 case .allowed(let grant):
-                    let upstream = ExtAuthzUpstreamFields(grant: grant, headers: headers, identityFieldNames: table.identityFieldNames)
+                    let upstream = ExtAuthzUpstreamFields(grant: grant, headers: headers, removals: removals.list(for: table))
                     guard !upstream.isOversized else {
                         let denial = ExtAuthzDenial(ExtAuthzUpstreamFields.tooManyFields, signIn: nil, requestID: requestID)
                         return finish(Self.denied(denial, code: 3, caller: nil), denial.status, decision)

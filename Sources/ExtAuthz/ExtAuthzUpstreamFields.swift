@@ -17,20 +17,11 @@ package struct ExtAuthzUpstreamFields: Sendable, Equatable {
         package let value: String
     }
 
-    /// Identity fields oauth2-proxy, Pomerium and common apps trust, beyond the families the gateway
-    /// answers with (`x-auth-request-*`, `x-portcullis-*`) and `HeaderScreen.identityHeaders`.
-    static let trustedByApps: Set<String> = [
-        "x-forwarded-user", "x-forwarded-email", "x-forwarded-groups", "x-forwarded-preferred-username", "x-forwarded-access-token",
-        "x-user", "x-user-id", "x-tenant", "x-tenant-id", "x-remote-user", "remote-user", "x-authenticated-user", "x-authenticated-userid",
-        "x-auth-user", "x-original-user", "x-subject", "x-scope", "x-session-id", "x-pomerium-jwt-assertion", "x-pomerium-claim-email",
-    ]
-    /// Fields Envoy itself sets on the request it forwards: left to it (their `_` and `.` spellings are still removed).
-    static let setByEnvoy: Set<String> = ["x-forwarded-for", "x-forwarded-proto", "x-request-id"]
     /// The gateway's credentials, never forwarded by its own proxy either.
     static let credentials = ["authorization", "proxy-authorization"]
 
     /// The fields for `grant`, given the original request's `headers` (as much of it as Envoy sent)
-    /// and every route's configured identity field names (`identity_headers`, folded).
+    /// and the identity fields to remove (`ExtAuthzRemovalList`, made once per route table).
     ///
     /// Removed, whether or not Envoy passed the client's copy: every identity field the gateway
     /// knows (`HeaderScreen.identityHeaders`, `trustedByApps`, every route's `identity_headers`,
@@ -40,35 +31,28 @@ package struct ExtAuthzUpstreamFields: Sendable, Equatable {
     /// to an identity field (`X-Auth_Request-User`). An identity field without a value is removed,
     /// not set empty (Envoy's ext_authz drops a field set to nothing). `Cookie` is set without the
     /// gateway's cookies when it carried them beside the app's, and removed when it held nothing else.
-    package init(grant: AccessGrant, headers: HTTPHeaders, identityFieldNames: Set<String>) {
+    package init(grant: AccessGrant, headers: HTTPHeaders, removals: ExtAuthzRemovalList) {
         var set: [Field] = []
         set.reserveCapacity(grant.fields.count + 1)
         var setNames: Set<String> = []
-        var identity: Set<String> = HeaderScreen.identityHeaders.union(Self.trustedByApps).union(identityFieldNames)
         // The app's cookie goes as `Cookie` itself (below), and `Cache-Control` is the answer's own.
-        for field in grant.fields where !["cache-control", "x-portcullis-app-cookie"].contains(field.name.lowercased()) {
+        for field in grant.fields where !field.value.isEmpty {
             let name = field.name.lowercased()
-            identity.insert(HeaderScreen.folded(name))
-            guard !field.value.isEmpty else { continue }
+            guard name != "cache-control", name != "x-portcullis-app-cookie" else { continue }
             set.append(Field(name: name, value: field.value))
             setNames.insert(name)
         }
-        var remove: [String] = []
-        var removing: Set<String> = []
+        var remove = removals.names.filter { !setNames.contains($0) }
+        var added: Set<String> = []
         func add(_ name: String) {
-            if !setNames.contains(name), removing.insert(name).inserted { remove.append(name) }
-        }
-        for name in identity.sorted() {
-            if !Self.setByEnvoy.contains(name) { add(name) }
-            add(name.replacingOccurrences(of: "-", with: "_"))
-            add(name.replacingOccurrences(of: "-", with: "."))
+            if !setNames.contains(name), !removals.nameSet.contains(name), added.insert(name).inserted { remove.append(name) }
         }
         for name in Self.credentials { add(name) }
         for (name, _) in headers {
             let lowered = name.lowercased()
             let folded = HeaderScreen.folded(lowered)
-            guard lowered != folded || !Self.setByEnvoy.contains(lowered) else { continue }
-            if HeaderScreen.identityPrefixes.contains(where: { folded.hasPrefix($0) }) || identity.contains(folded) { add(lowered) }
+            guard lowered != folded || !ExtAuthzRemovalList.setByEnvoy.contains(lowered) else { continue }
+            if HeaderScreen.identityPrefixes.contains(where: { folded.hasPrefix($0) }) || removals.identity.contains(folded) { add(lowered) }
         }
         let cookies = headers["cookie"]
         if !cookies.isEmpty {

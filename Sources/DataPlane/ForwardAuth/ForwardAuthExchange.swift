@@ -135,10 +135,8 @@ final class ForwardAuthExchange {
         handler.writeToClient(.head(responseHead), flush: false)
         if let body, head.method != .HEAD { handler.writeBytesToClient(body) }
         handler.flushClient()
-        let nanoseconds = (ContinuousClock.now - started).nanoseconds
-        plane.metrics.request(route: Self.path, method: head.method.rawValue, status: Int(status.code), nanoseconds: nanoseconds)
-        plane.accessLog.record(
-            requestID: requestID, method: head.method.rawValue, route: Self.path, path: Self.path, status: Int(status.code), nanoseconds: nanoseconds,
+        plane.recordDecision(
+            endpoint: Self.path, requestID: requestID, method: head.method.rawValue, status: Int(status.code), nanoseconds: (ContinuousClock.now - started).nanoseconds,
             protocol: "HTTP/1.1", userID: decision?.userID, userName: decision?.userName)
         handler.decisionFinished(closeConnection: close)
     }

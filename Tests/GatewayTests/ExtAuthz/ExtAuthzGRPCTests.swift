@@ -20,20 +20,9 @@ import TrafficCop
 /// refusal the client gets.
 @Suite("ext_authz over gRPC: Envoy's Check decided as forward-auth decides")
 struct ExtAuthzGRPCTests {
-    /// ForwardAuthTests' routes, with ext_authz's gRPC listener on (and `extra` routes).
+    /// ExtAuthzHTTPTests' gateway with the gRPC listener on instead.
     static func gateway(_ provider: FakeProvider, callers: [String] = ["127.0.0.1"], routes extra: [ProxyRoute] = []) async throws -> GatewayFixture {
-        try await TrustedIssuerTests.gateway([provider], configure: { configuration in
-            configuration.routes = [
-                ProxyRoute(prefix: "/api/billing", upstream: ForwardAuthTests.upstream, methods: [.get, .head, .post], policy: RoutePolicy(scopes: ["billing:read"])),
-                ProxyRoute(prefix: "/public", upstream: "http://status.internal:8080", requiresToken: false),
-                ProxyRoute(prefix: "/api/plain", upstream: "http://plain.internal:8080"),
-            ] + extra
-            configuration.trustedProxies = [IPNetwork("127.0.0.1")].compactMap { $0 }
-            var extAuthz = ExtAuthzConfiguration()
-            extAuthz.grpcPort = 0
-            extAuthz.callers = callers.compactMap(IPNetwork.init)
-            configuration.extAuthz = extAuthz
-        })
+        try await ExtAuthzHTTPTests.gateway(provider, callers: callers, routes: extra) { $0.grpcPort = 0 }
     }
 
     /// The `CheckRequest` Envoy builds for `method` `path` with the client's `headers` (names

@@ -18,19 +18,24 @@ import TrafficCop
 /// Envoy's terms: 200 exactly with the fields for the upstream, or the refusal the client gets.
 @Suite("ext_authz over HTTP: Envoy's check decided as forward-auth decides")
 struct ExtAuthzHTTPTests {
-    /// ForwardAuthTests' gateway (a scoped route, an `auth: none` one, a plain one) with ext_authz on.
+    /// ForwardAuthTests' routes: a scoped one, an `auth: none` one, a plain one.
+    static let routes = [
+        ProxyRoute(prefix: "/api/billing", upstream: ForwardAuthTests.upstream, methods: [.get, .head, .post], policy: RoutePolicy(scopes: ["billing:read"])),
+        ProxyRoute(prefix: "/public", upstream: "http://status.internal:8080", requiresToken: false),
+        ProxyRoute(prefix: "/api/plain", upstream: "http://plain.internal:8080"),
+    ]
+
+    /// A gateway trusting `provider` with `routes` and `extra`, ext_authz on as `listeners` sets it
+    /// (HTTP mode under `pathPrefix` by default), answering `callers`.
     static func gateway(
-        _ provider: FakeProvider, callers: [String] = ["127.0.0.1"], pathPrefix: String = "/ext-authz", routes extra: [ProxyRoute] = []
+        _ provider: FakeProvider, callers: [String] = ["127.0.0.1"], pathPrefix: String = "/ext-authz", routes extra: [ProxyRoute] = [],
+        listeners: (inout ExtAuthzConfiguration) -> Void = { $0.httpPort = 0 }
     ) async throws -> GatewayFixture {
         try await TrustedIssuerTests.gateway([provider], configure: { configuration in
-            configuration.routes = [
-                ProxyRoute(prefix: "/api/billing", upstream: ForwardAuthTests.upstream, methods: [.get, .head, .post], policy: RoutePolicy(scopes: ["billing:read"])),
-                ProxyRoute(prefix: "/public", upstream: "http://status.internal:8080", requiresToken: false),
-                ProxyRoute(prefix: "/api/plain", upstream: "http://plain.internal:8080"),
-            ] + extra
+            configuration.routes = routes + extra
             configuration.trustedProxies = [IPNetwork("127.0.0.1")].compactMap { $0 }
             var extAuthz = ExtAuthzConfiguration()
-            extAuthz.httpPort = 0
+            listeners(&extAuthz)
             extAuthz.pathPrefix = pathPrefix
             extAuthz.callers = callers.compactMap(IPNetwork.init)
             configuration.extAuthz = extAuthz
