@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command (README): the Swift suite, the agent-socket benchmark at a small N
 # on the debug build it made, the browser suite and browser sessions in Chromium, forward-auth through real
-# nginx and Caddy, Envoy's ext_authz (gRPC and HTTP), configuration reloads under load, and schemathesis against the OpenAPI document.
+# nginx and Caddy, Envoy's ext_authz (gRPC and HTTP), the Kubernetes guide's manifests against their schemas, configuration reloads under load, and schemathesis against the OpenAPI document.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Every phase is bounded, so a hung test ends the run with its name on screen (the tests
@@ -37,6 +37,8 @@ PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 300 scripts/guides-tes
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 300 scripts/http2-tests.sh
 # Envoy's ext_authz against the real serve: grpcio with the xds-protos package's Envoy messages sends the CheckRequests Envoy builds, and HTTP mode's checks; each answer agrees with forward-auth's.
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 300 scripts/ext-authz-tests.sh
+# docs/guides/kubernetes.md's manifests against Kubernetes' own schemas (strict), its ConfigMap's configuration with config check, its Envoy configuration read into Envoy's own messages.
+PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 300 scripts/kubernetes-guide-test.sh
 # SIGHUP reloads under wrk's load: no failed request, every signal a reload, an agent socket kept open (CI=true: wrk must be there).
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 120 scripts/reload-under-load.sh 8
 # schemathesis against docs/openapi.yaml as the gateway serves it (its own Python environment).

@@ -57,7 +57,7 @@ func connectUpstream(
     connected: @escaping (Channel) -> Void
 ) {
     ClientBootstrap(group: client.eventLoop)
-        .channelOption(.socketOption(.tcp_nodelay), value: 1)
+        .channelOption(.tcpOption(.tcp_nodelay), value: 1)
         .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try handlers(channel.pipeline.syncOperations) } }
         .connect(to: address)
         .whenComplete { result in
@@ -74,7 +74,7 @@ let upstream = try SocketAddress(ipAddress: "127.0.0.1", port: options.upstream)
 let bootstrap = ServerBootstrap(group: group)
     .serverChannelOption(.backlog, value: 1024)
     .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-    .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+    .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
     .childChannelInitializer { channel in
         channel.eventLoop.makeCompletedFuture {
             switch options.codec {

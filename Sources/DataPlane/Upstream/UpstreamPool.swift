@@ -145,7 +145,7 @@ final class UpstreamPool: @unchecked Sendable {  // loop-bound: every method che
         if origin.usesTLS && tls == nil { return done(.failure(ChannelError.inappropriateOperationForState)) }
         ClientBootstrap(group: eventLoop)
             .connectTimeout(connectTimeout)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     if let tls {

@@ -18,9 +18,13 @@ final class ScaleOut: @unchecked Sendable {
     private(set) var processes: [PortcullisProcess] = []
     let gatewayPorts: [Int]
     let runtimePorts: [Int]
+    /// Each gateway's ext_authz listeners (HTTP, gRPC), when asked for.
+    let extAuthzPorts: [(http: Int, grpc: Int)]
 
-    /// - Parameter configuration: YAML every instance reads as its config/portcullis.yaml (a trust section, say).
-    init(configuration: String? = nil) async throws {
+    /// - Parameters:
+    ///   - configuration: YAML every instance reads as its config/portcullis.yaml (a trust section, say).
+    ///   - extAuthz: each gateway answers Envoy's ext_authz too, in both modes (`extAuthzPorts`).
+    init(configuration: String? = nil, extAuthz: Bool = false) async throws {
         directory = NSTemporaryDirectory() + "portcullis-scale-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: directory + "/config", withIntermediateDirectories: true)
         if let configuration { try configuration.write(toFile: directory + "/config/portcullis.yaml", atomically: true, encoding: .utf8) }
@@ -28,6 +32,7 @@ final class ScaleOut: @unchecked Sendable {
         databaseURL = try await TestPostgres.shared().createDatabase()
         gatewayPorts = [try TestPostgres.freePort(), try TestPostgres.freePort()]
         runtimePorts = [try TestPostgres.freePort(), try TestPostgres.freePort()]
+        extAuthzPorts = extAuthz ? [(try TestPostgres.freePort(), try TestPostgres.freePort()), (try TestPostgres.freePort(), try TestPostgres.freePort())] : []
         let common = ["STORAGE_POSTGRES_URL": databaseURL, "LOGGING_LEVEL": "warning"]
         for (index, port) in runtimePorts.enumerated() {
             processes.append(
@@ -40,7 +45,7 @@ final class ScaleOut: @unchecked Sendable {
                 "RATE_LIMITS_ANONYMOUS_SESSION_PER_CLIENT_PER_MINUTE": "100000", "RATE_LIMITS_ANONYMOUS_SESSION_PER_CLIENT_BURST": "100000",
                 "RATE_LIMITS_LOGIN_PER_CLIENT_PER_MINUTE": "100000", "RATE_LIMITS_LOGIN_PER_CLIENT_BURST": "100000",
                 "RATE_LIMITS_LOGIN_PER_USERNAME_PER_MINUTE": "100000", "RATE_LIMITS_LOGIN_PER_USERNAME_BURST": "100000",
-            ]) { $1 }
+            ]) { $1 }.merging(extAuthz ? ["EXT_AUTHZ_HTTP_PORT": "\(extAuthzPorts[index].http)", "EXT_AUTHZ_GRPC_PORT": "\(extAuthzPorts[index].grpc)"] : [:]) { $1 }
             processes.append(try PortcullisProcess(["gateway"], directory: directory, environment: environment, name: "gateway\(index == 0 ? "A" : "B")"))
         }
         do {
@@ -356,6 +361,38 @@ struct ScaleOutTests {
         }
         let seconds = try #require(refusedAfter, "B still accepted the token 3 s after the revocation")
         #expect(seconds < TimeBounds.seconds(1), "refused \(seconds) s after the revocation")
+        cluster.stop(secrets: [token])
+    }
+
+    @Test("a logout through gateway A is refused by gateway B's ext_authz within a second, in HTTP and gRPC mode alike (B had allowed the token, and cached it, before)")
+    func logoutReachesOtherGatewaysExtAuthz() async throws {
+        let cluster = try await ScaleOut(configuration: "gateway:\n  routes:\n    - prefix: /api/plain\n      upstream: http://plain.internal:8080\n", extAuthz: true)
+        defer { cluster.stop() }
+        let login = try await cluster.login(cluster.a, "alice")
+        let token = try #require(login["access_token"]), session = try #require(login["session_id"])
+        let ports = cluster.extAuthzPorts[1]
+        /// B's two answers for a GET of /api/plain/x with the token: HTTP mode's status and error, gRPC's.
+        func askB() async throws -> (http: Answer, grpc: (status: Int, error: String?, fields: [String: String], removed: [String])) {
+            let http = try await Answer.request(.GET, "http://127.0.0.1:\(ports.http)/ext-authz/api/plain/x", bearer: token, followRedirects: false)
+            let check = ExtAuthzGRPCTests.request("GET", "/api/plain/x", headers: [("authorization", "Bearer " + token)])
+            return (http, ExtAuthzGRPCTests.read(try await ExtAuthzGRPCTests.check(port: ports.grpc, check)))
+        }
+        let before = try await askB()
+        #expect(before.http.status == 200 && before.grpc.status == 200, "B allows the token before the logout: \(before.http.raw) \(before.grpc)")
+        let start = ContinuousClock.now
+        #expect(try await cluster.send(.POST, cluster.a + "/api/auth/logout", bearer: token, ["session_id": .string(session)]).status == 204)
+        var refusedAfter: Double? = nil
+        while ScaleOutTests.seconds(since: start) < 3 {
+            let answer = try await askB()
+            if answer.http.status == 401 && answer.grpc.status == 401 {
+                refusedAfter = ScaleOutTests.seconds(since: start)
+                #expect(answer.http.error == "token_revoked" && answer.grpc.error == "token_revoked", "\(answer.http.raw) \(answer.grpc)")
+                break
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let seconds = try #require(refusedAfter, "B's ext_authz still allowed the token 3 s after the logout on A")
+        #expect(seconds < TimeBounds.seconds(1), "refused \(seconds) s after the logout")
         cluster.stop(secrets: [token])
     }
 

@@ -70,7 +70,7 @@ final class UpstreamHTTP2Pool: @unchecked Sendable {  // loop-bound: every metho
         let tls = origin.usesTLS ? self.tls : nil
         ClientBootstrap(group: eventLoop)
             .connectTimeout(connectTimeout)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     if let tls {
