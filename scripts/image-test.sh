@@ -9,8 +9,8 @@
 #   - with a configuration mounted read-only on /etc/portcullis (as a ConfigMap is): a user added by
 #     `IMAGE users add`, a login, a route (a Bearer token needed; the upstream reached with it), and
 #     ext_authz's HTTP mode deciding the same;
-#   - the keys mounted read-only as a Kubernetes Secret is (links into ..data, root:65532 0440): its
-#     key signs, nothing is written there;
+#   - the keys from a Secret as Kubernetes mounts it (links into ..data, root:65532 0440), copied by
+#     kubernetes.md's init container command (the image's shell) to 65532's own 0600 files: its key signs;
 #   - SIGTERM (the image's stop signal) stops it within 10 s with status 0.
 #
 # How it is run: with podman where podman can run containers; else (podman missing, or unable, as in
@@ -119,8 +119,9 @@ nspawn_env=()
 for assignment in $IMAGE_ENV; do nspawn_env+=("--setenv=$assignment"); done
 # run_image VOLUME CONFIG_DIR|- ENV... -- ARGS...: the image in the foreground (its arguments after
 # the entrypoint; none: its command), its root read-only, VOLUME on /var/lib/portcullis, CONFIG_DIR
-# read-only on /etc/portcullis, SECRET_MOUNT (when set) read-only on /var/lib/portcullis/keys, ENV
-# (NAME=VALUE) added to its environment. It execs the runner:
+# read-only on /etc/portcullis, SECRET_MOUNT (when set) read-only on /run/portcullis-keys, ENV
+# (NAME=VALUE) added to its environment, RUN_ENTRYPOINT (when set) in place of the image's
+# entrypoint. It execs the runner:
 # call it in a subshell (`$(...)`, `(...)` or `&`), whose PID is then the runner's.
 run_image() {
   local volume=$1 config=$2 env=() args=()
@@ -131,17 +132,18 @@ run_image() {
   if [ "$RUNNER" = podman ]; then
     local options=(--rm --name "$PODMAN_NAME" --read-only --network host --stop-signal SIGTERM -v "$volume:/var/lib/portcullis")
     [ "$config" != - ] && options+=(-v "$config:/etc/portcullis:ro")
-    [ -n "${SECRET_MOUNT:-}" ] && options+=(-v "$SECRET_MOUNT:/var/lib/portcullis/keys:ro")
+    [ -n "${SECRET_MOUNT:-}" ] && options+=(-v "$SECRET_MOUNT:/run/portcullis-keys:ro")
+    [ -n "${RUN_ENTRYPOINT:-}" ] && options+=(--entrypoint "$RUN_ENTRYPOINT")
     for assignment in "${env[@]}"; do options+=(-e "$assignment"); done
     exec podman run "${options[@]}" "$PODMAN_TAG" "${args[@]}"
   else
     local options=(-D "$WORK/bundle/rootfs" --read-only --register=no --keep-unit --resolv-conf=off --timezone=off
       --console=pipe --kill-signal=SIGTERM --setenv=NOTIFY_SOCKET= --setenv=PORTCULLIS_IMAGE_TEST=$$ --user="${IMAGE_USER%%:*}" --chdir="$IMAGE_WORKDIR" --bind="$volume:/var/lib/portcullis")
     [ "$config" != - ] && options+=(--bind-ro="$config:/etc/portcullis")
-    [ -n "${SECRET_MOUNT:-}" ] && options+=(--bind-ro="$SECRET_MOUNT:/var/lib/portcullis/keys")
+    [ -n "${SECRET_MOUNT:-}" ] && options+=(--bind-ro="$SECRET_MOUNT:/run/portcullis-keys")
     for assignment in "${env[@]}"; do options+=("--setenv=$assignment"); done
     [ ${#args[@]} -gt 0 ] || read -r -a args <<< "$IMAGE_CMD"
-    exec systemd-nspawn "${options[@]}" "${nspawn_env[@]}" "$IMAGE_ENTRYPOINT" "${args[@]}"
+    exec systemd-nspawn "${options[@]}" "${nspawn_env[@]}" "${RUN_ENTRYPOINT:-$IMAGE_ENTRYPOINT}" "${args[@]}"
   fi
 }
 # stop_image: SIGTERM, as a container runtime stops it; STOPPED is its exit status, or "timeout" after 10 s.
@@ -219,9 +221,12 @@ stop_image
 [ "$STOPPED" = 0 ] || { tail -20 "$WORK/serve.log"; fail "SIGTERM stops it within 10 s with status 0: $STOPPED"; }
 if grep -q "$PASSWORD" "$WORK/serve.log" "$WORK/users.log" || grep -qF "$TOKEN" "$WORK/serve.log"; then fail "the password or the token appears in the container's log"; fi
 ok "($RUNNER) a configuration mounted read-only on /etc/portcullis: alice added by IMAGE users add logs in; the route is 401 without a token and reaches the upstream with hers, as ext_authz (HTTP) decides; neither secret in the log"
-# The keys as a Kubernetes Secret mounts them: read-only, each file a link into a folder of the
-# kubelet's own (..data -> ..TIMESTAMP), group-readable (fsGroup) and root's; the volume's own keys/
-# hidden under it. The gateway signs with that key and writes nothing there.
+# The keys as docs/guides/kubernetes.md's Deployment has them: a Secret as Kubernetes mounts one
+# (read-only, each file a link into a folder of the kubelet's own, ..data -> ..TIMESTAMP, root's,
+# group-readable through the pod's fsGroup), copied by the init container's command (the image's own
+# shell; kubernetes-guide-test.py checks the guide runs this same command) into an empty volume's
+# keys/, as 65532's, 0600; then the gateway signs with that key.
+KEYS_INIT='mkdir -p -m 0700 keys && for file in /run/portcullis-keys/*; do install -m 0600 "$file" keys/; done'
 SECRET=$WORK/secret
 mkdir -p "$SECRET/..2026_11_30_00_00_00.000000000"
 cp "$VOLUME"/keys/keyring.json "$VOLUME"/keys/*.pem "$SECRET/..2026_11_30_00_00_00.000000000/"
@@ -229,19 +234,26 @@ ln -s ..2026_11_30_00_00_00.000000000 "$SECRET/..data"
 for file in "$SECRET"/..data/*; do ln -s "..data/$(basename "$file")" "$SECRET/$(basename "$file")"; done
 chown -R 0:65532 "$SECRET"; chmod 0440 "$SECRET"/..data/*; chmod 0755 "$SECRET" "$SECRET/..2026_11_30_00_00_00.000000000"
 kid=$(basename "$(ls "$SECRET"/..data/*.pem | head -1)" .pem)
-rm -rf "$VOLUME/keys"; mkdir -p "$VOLUME/keys"; chown 65532:65532 "$VOLUME/keys"
-SECRET_MOUNT=$SECRET run_image "$VOLUME" "$WORK/config" "${ports[@]}" > "$WORK/serve.log" 2>&1 & CONTAINER_PID=$!
-wait_healthy || { tail -20 "$WORK/serve.log"; fail "serve with the keys mounted as a Secret answers /healthz"; }
+cp -a "$VOLUME/data" "$WORK/accounts"   # alice's account, for the new volume
+VOLUME=$(new_volume from-secret)
+cp -a "$WORK/accounts" "$VOLUME/data"
+(SECRET_MOUNT=$SECRET RUN_ENTRYPOINT=/bin/sh run_image "$VOLUME" - -- -c "$KEYS_INIT") > "$WORK/init.log" 2>&1 || { cat "$WORK/init.log"; fail "the init container's command copies the Secret's keys"; }
+for file in "$VOLUME"/keys/*; do
+  [ "$(stat -c '%u:%g %a' "$file")" = "65532:65532 600" ] && [ ! -L "$file" ] || fail "the copied $(basename "$file") is 65532's own file, 0600: $(stat -c '%u:%g %a %F' "$file")"
+done
+[ "$(ls "$VOLUME/keys")" = "$(ls "$SECRET")" ] || fail "the copy holds the Secret's files and no link of the kubelet's: $(ls -A "$VOLUME/keys")"
+run_image "$VOLUME" "$WORK/config" "${ports[@]}" > "$WORK/serve.log" 2>&1 & CONTAINER_PID=$!
+wait_healthy || { tail -20 "$WORK/serve.log"; fail "serve with the keys copied from the Secret answers /healthz"; }
 login=$(curl -s -X POST "http://127.0.0.1:$GATEWAY_PORT/api/auth/login" -H 'Content-Type: application/json' \
   -d "$(python3 -c 'import json,sys; print(json.dumps({"username": "alice", "password": sys.argv[1]}))' "$PASSWORD")")
 TOKEN=$(printf '%s' "$login" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("access_token", ""))')
 header=$(printf '%s' "${TOKEN%%.*}" | python3 -c 'import base64,json,sys; s=sys.stdin.read(); print(json.loads(base64.urlsafe_b64decode(s + "=" * (-len(s) % 4)))["kid"])' 2>/dev/null || true)
 [ "$header" = "$kid" ] || { tail -20 "$WORK/serve.log"; fail "the token is signed with the Secret's key ($kid): '$header'"; }
-[ -z "$(ls -A "$VOLUME/keys")" ] || fail "nothing is written into the keys folder under the Secret: $(ls -A "$VOLUME/keys")"
+grep -q "readable by other users" "$WORK/serve.log" && fail "the gateway warns of a key others can read"
 [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$GATEWAY_PORT/app/")" = 200 ] || fail "the route with that token reaches the upstream"
 stop_image
 [ "$STOPPED" = 0 ] || { tail -20 "$WORK/serve.log"; fail "SIGTERM stops it within 10 s with status 0: $STOPPED"; }
-ok "($RUNNER) the keys mounted as a Kubernetes Secret (read-only, links into ..data, root:65532 0440): tokens are signed with its key, the route admits them"
+ok "($RUNNER) the keys from a Secret as Kubernetes mounts it (links into ..data, root:65532 0440), copied by kubernetes.md's init command to 65532's 0600 files: tokens are signed with its key, the route admits them"
 SIZE=$(( $(stat -c %s "$IMAGE") / 1048576 ))
 UNPACKED=$(du -sm "$WORK/bundle/rootfs" | cut -f1)
 ok "the image: $SIZE MiB as an archive, $UNPACKED MiB unpacked"

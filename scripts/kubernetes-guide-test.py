@@ -127,6 +127,27 @@ def check_portcullis_configuration(name, configuration):
             ok(f"{name}: portcullis.yaml is good (portcullis config check, as the pod's environment gives it)")
 
 
+def check_keys_init(name, deployment):
+    """The init container copying the Secret's keys runs the command scripts/image-test.sh runs in the
+    image (KEYS_INIT there), from the Secret's mount to the volume the gateway reads keys/ in."""
+    spec = deployment["spec"]["template"]["spec"]
+    tested = re.search(r"^KEYS_INIT='(.*)'$", open(os.path.join(ROOT, "scripts", "image-test.sh")).read(), re.M)
+    inits = spec.get("initContainers", [])
+    if not tested or len(inits) != 1 or inits[0].get("command", [])[:2] != ["/bin/sh", "-c"]:
+        fail(f"{name}: one init container, /bin/sh -c, and image-test.sh's KEYS_INIT")
+        return
+    mounts = {m["mountPath"]: m["name"] for m in inits[0].get("volumeMounts", [])}
+    secret_volumes = {v["name"] for v in spec["volumes"] if "secret" in v}
+    if inits[0]["command"][2] != tested.group(1):
+        fail(f"{name}: the init container's command is not the one image-test.sh runs in the image:\n  {inits[0]['command'][2]}\n  {tested.group(1)}")
+    elif mounts.get("/run/portcullis-keys") not in secret_volumes or mounts.get("/var/lib/portcullis") != "state":
+        fail(f"{name}: the init container reads the Secret at /run/portcullis-keys and writes the state volume: {mounts}")
+    elif any(m["mountPath"].startswith("/var/lib/portcullis/keys") for c in spec["containers"] for m in c.get("volumeMounts", [])):
+        fail(f"{name}: the gateway's keys/ is the copy, not the Secret mounted over it")
+    else:
+        ok(f"{name}: its init container runs the command image-test.sh runs in the image (the Secret's keys copied, 0600, 65532's)")
+
+
 def main():
     schemas = crd_schemas(os.environ["PORTCULLIS_CRDS"]) if os.environ.get("PORTCULLIS_CRDS") else {}
     objects = [obj for block in blocks("docs/guides/kubernetes.md", "kubernetes") for obj in yaml.safe_load_all(block) if obj]
@@ -145,6 +166,8 @@ def main():
             check_custom_resource(name, obj, schemas)
         if obj.get("kind") == "ConfigMap" and "portcullis.yaml" in obj.get("data", {}):
             check_portcullis_configuration(name, obj["data"]["portcullis.yaml"])
+        if obj.get("kind") == "Deployment":
+            check_keys_init(name, obj)
     bootstraps = blocks("docs/guides/kubernetes.md", "envoy-bootstrap")
     if not bootstraps:
         fail("kubernetes.md has no Envoy configuration")
