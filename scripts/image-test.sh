@@ -3,6 +3,7 @@
 #   - its configuration: user 65532:65532, entrypoint /usr/bin/portcullis, command `serve --config
 #     /etc/portcullis/portcullis.yaml`, working directory and volume /var/lib/portcullis, the OCI
 #     labels (version and revision those of the package it was built from, source);
+#   - no setuid or setgid program in it;
 #   - `IMAGE --version` names that version and commit;
 #   - with its own command and configuration, a read-only root and an empty volume: it starts as
 #     65532, writes its key (0600) and database into the volume only, answers /healthz and /readyz;
@@ -17,7 +18,7 @@
 # a sandbox that refuses setrlimit) the image is unpacked with umoci and run with systemd-nspawn,
 # the image's own user, environment, working directory and command read from its configuration,
 # the root read-only, the volume bound, no capabilities beyond nspawn's defaults dropped to the
-# user's. Either way on the host's loopback (the listeners moved to this test's ports).
+# user's. Either way on the host's loopback (the listeners moved to 127.0.0.1 and this test's ports).
 #
 #   scripts/image-test.sh [IMAGE]   default: the newest .build/image/portcullis-*-oci.tar
 #                                   (scripts/image.sh builds one when there is none)
@@ -103,6 +104,8 @@ ok "the image's configuration: user 65532:65532, $IMAGE_ENTRYPOINT $IMAGE_CMD, v
 
 # The runner: podman when it can run this image, else the image unpacked under systemd-nspawn.
 umoci unpack --image "$WORK/layout:$IMAGE_TAG" "$WORK/bundle" > /dev/null
+privileged=$(cd "$WORK/bundle/rootfs" && find . -xdev -type f -perm /6000 | head -5)
+[ -z "$privileged" ] || fail "the image has no setuid or setgid program: $privileged"
 RUNNER=nspawn
 if command -v podman >/dev/null; then
   PODMAN_TAG=localhost/portcullis-image-test:$$
@@ -130,7 +133,7 @@ run_image() {
   [ $# -gt 0 ] && shift
   args=("$@")
   if [ "$RUNNER" = podman ]; then
-    local options=(--rm --name "$PODMAN_NAME" --read-only --network host --stop-signal SIGTERM -v "$volume:/var/lib/portcullis")
+    local options=(--rm -i --name "$PODMAN_NAME" --read-only --network host --stop-signal SIGTERM -v "$volume:/var/lib/portcullis")
     [ "$config" != - ] && options+=(-v "$config:/etc/portcullis:ro")
     [ -n "${SECRET_MOUNT:-}" ] && options+=(-v "$SECRET_MOUNT:/run/portcullis-keys:ro")
     [ -n "${RUN_ENTRYPOINT:-}" ] && options+=(--entrypoint "$RUN_ENTRYPOINT")
@@ -143,7 +146,8 @@ run_image() {
     [ -n "${SECRET_MOUNT:-}" ] && options+=(--bind-ro="$SECRET_MOUNT:/run/portcullis-keys")
     for assignment in "${env[@]}"; do options+=("--setenv=$assignment"); done
     [ ${#args[@]} -gt 0 ] || read -r -a args <<< "$IMAGE_CMD"
-    exec systemd-nspawn "${options[@]}" "${nspawn_env[@]}" "${RUN_ENTRYPOINT:-$IMAGE_ENTRYPOINT}" "${args[@]}"
+    # The image's environment first, the test's after it (the later --setenv wins, as podman's -e does).
+    exec systemd-nspawn "${nspawn_env[@]}" "${options[@]}" "${RUN_ENTRYPOINT:-$IMAGE_ENTRYPOINT}" "${args[@]}"
   fi
 }
 # stop_image: SIGTERM, as a container runtime stops it; STOPPED is its exit status, or "timeout" after 10 s.
@@ -160,15 +164,16 @@ wait_healthy() {
   for _ in $(seq 150); do curl -sf -o /dev/null "http://127.0.0.1:$GATEWAY_PORT/healthz" && return 0; kill -0 "$CONTAINER_PID" 2>/dev/null || return 1; sleep 0.2; done
   return 1
 }
-ports=("GATEWAY_PORT=$GATEWAY_PORT" "ADMIN_PORT=$ADMIN_PORT" RUNTIME_PORT=0)
+# The test's listeners on loopback (the image's 0.0.0.0 is for a pod's own address).
+ports=("GATEWAY_PORT=$GATEWAY_PORT" "ADMIN_PORT=$ADMIN_PORT" RUNTIME_PORT=0 GATEWAY_HOST=127.0.0.1 ADMIN_HOST=127.0.0.1 EXT_AUTHZ_HOST=127.0.0.1)
 
-version=$(run_image "$(new_volume version)" - -- --version 2>/dev/null)
+version=$(run_image "$(new_volume version)" - -- --version 2>/dev/null < /dev/null)
 [ "$version" = "portcullis $IMAGE_LABEL_VERSION (commit $IMAGE_LABEL_REVISION)" ] || fail "IMAGE --version names the labels' version and commit: '$version'"
 ok "($RUNNER) IMAGE --version: $version"
 
 # Its own command and configuration, read-only root, empty volume.
 VOLUME=$(new_volume data)
-run_image "$VOLUME" - "${ports[@]}" > "$WORK/serve.log" 2>&1 & CONTAINER_PID=$!
+run_image "$VOLUME" - "${ports[@]}" < /dev/null > "$WORK/serve.log" 2>&1 & CONTAINER_PID=$!
 wait_healthy || { tail -20 "$WORK/serve.log"; fail "the image's own command answers /healthz"; }
 [ "$(curl -s "http://127.0.0.1:$GATEWAY_PORT/healthz")" = '{"status":"ok"}' ] || fail "/healthz is ok"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$GATEWAY_PORT/readyz")" = 200 ] || fail "/readyz is 200 on the gateway's port"
@@ -205,7 +210,7 @@ VOLUME=$(new_volume routed)
 PASSWORD="image test password $$"
 (run_image "$VOLUME" "$WORK/config" "${ports[@]}" -- users add alice --tenant default --password-stdin --config /etc/portcullis/portcullis.yaml) <<< "$PASSWORD" > "$WORK/users.log" 2>&1 ||
   { cat "$WORK/users.log"; fail "IMAGE users add, on the volume"; }
-run_image "$VOLUME" "$WORK/config" "${ports[@]}" "EXT_AUTHZ_HTTP_PORT=$EXT_AUTHZ_PORT" > "$WORK/serve.log" 2>&1 & CONTAINER_PID=$!
+run_image "$VOLUME" "$WORK/config" "${ports[@]}" "EXT_AUTHZ_HTTP_PORT=$EXT_AUTHZ_PORT" < /dev/null > "$WORK/serve.log" 2>&1 & CONTAINER_PID=$!
 wait_healthy || { tail -20 "$WORK/serve.log"; fail "serve with the mounted configuration answers /healthz"; }
 [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$GATEWAY_PORT/app/")" = 401 ] || fail "the route without a token is 401"
 login=$(curl -s -X POST "http://127.0.0.1:$GATEWAY_PORT/api/auth/login" -H 'Content-Type: application/json' \
@@ -237,12 +242,12 @@ kid=$(basename "$(ls "$SECRET"/..data/*.pem | head -1)" .pem)
 cp -a "$VOLUME/data" "$WORK/accounts"   # alice's account, for the new volume
 VOLUME=$(new_volume from-secret)
 cp -a "$WORK/accounts" "$VOLUME/data"
-(SECRET_MOUNT=$SECRET RUN_ENTRYPOINT=/bin/sh run_image "$VOLUME" - -- -c "$KEYS_INIT") > "$WORK/init.log" 2>&1 || { cat "$WORK/init.log"; fail "the init container's command copies the Secret's keys"; }
+(SECRET_MOUNT=$SECRET RUN_ENTRYPOINT=/bin/sh run_image "$VOLUME" - -- -c "$KEYS_INIT") < /dev/null > "$WORK/init.log" 2>&1 || { cat "$WORK/init.log"; fail "the init container's command copies the Secret's keys"; }
 for file in "$VOLUME"/keys/*; do
   [ "$(stat -c '%u:%g %a' "$file")" = "65532:65532 600" ] && [ ! -L "$file" ] || fail "the copied $(basename "$file") is 65532's own file, 0600: $(stat -c '%u:%g %a %F' "$file")"
 done
 [ "$(ls "$VOLUME/keys")" = "$(ls "$SECRET")" ] || fail "the copy holds the Secret's files and no link of the kubelet's: $(ls -A "$VOLUME/keys")"
-run_image "$VOLUME" "$WORK/config" "${ports[@]}" > "$WORK/serve.log" 2>&1 & CONTAINER_PID=$!
+run_image "$VOLUME" "$WORK/config" "${ports[@]}" < /dev/null > "$WORK/serve.log" 2>&1 & CONTAINER_PID=$!
 wait_healthy || { tail -20 "$WORK/serve.log"; fail "serve with the keys copied from the Secret answers /healthz"; }
 login=$(curl -s -X POST "http://127.0.0.1:$GATEWAY_PORT/api/auth/login" -H 'Content-Type: application/json' \
   -d "$(python3 -c 'import json,sys; print(json.dumps({"username": "alice", "password": sys.argv[1]}))' "$PASSWORD")")

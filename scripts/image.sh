@@ -8,6 +8,7 @@
 # makes its own; the package (scripts/package.sh: the tarball's binary, with the configuration and
 # its Depends, which apt resolves) is installed into it, then apt's lists and caches, the
 # documentation and the locales are taken out. The image:
+#   - has no setuid or setgid program;
 #   - runs as the portcullis user, numeric 65532:65532 (Kubernetes' runAsNonRoot can check a
 #     number, not a name), made before the package so that its postinst keeps it;
 #   - works in /var/lib/portcullis, the one place it writes (keys/, data/): a volume. The rest can
@@ -58,7 +59,8 @@ WORK=$(mktemp -d /tmp/portcullis-image.XXXXXX)
 R=$WORK/root
 cleanup() {
   for mount in "$R/proc" "$R/dev"; do mountpoint -q "$mount" 2>/dev/null && umount -l "$mount" || true; done
-  rm -rf "$WORK"
+  # Never into a mount left behind (the host's /dev): this file system only.
+  rm -rf --one-file-system "$WORK"
 }
 trap cleanup EXIT
 fail() { echo "image.sh: $*" >&2; exit 1; }
@@ -75,7 +77,7 @@ cp "$DEB" "$R/tmp/portcullis.deb"
 in_root groupadd --system -K SYS_GID_MAX=$UID_GID --gid "$UID_GID" portcullis
 in_root useradd --system -K SYS_UID_MAX=$UID_GID --uid "$UID_GID" --gid portcullis --home-dir /var/lib/portcullis --no-create-home --shell /usr/sbin/nologin portcullis
 { in_root apt-get update -qq &&
-  DEBIAN_FRONTEND=noninteractive in_root apt-get install -y -qq --no-install-recommends /tmp/portcullis.deb; } > "$WORK/apt.log" 2>&1 ||
+  in_root DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends /tmp/portcullis.deb; } > "$WORK/apt.log" 2>&1 ||
   { tail -20 "$WORK/apt.log"; fail "apt-get install of the package in the Debian root"; }
 [ "$(in_root id -u portcullis):$(in_root id -g portcullis)" = "$UID_GID:$UID_GID" ] || fail "the package kept the portcullis user made for it ($UID_GID)"
 umount "$R/proc" "$R/dev"
@@ -85,6 +87,8 @@ rm -rf "$R"/var/lib/apt/lists/* "$R"/var/cache/apt/* "$R"/var/cache/debconf/*-ol
   "$R"/usr/share/man/* "$R"/usr/share/info/* "$R"/usr/share/locale/* "$R"/etc/resolv.conf
 find "$R/usr/share/doc" -type f ! -name copyright -delete
 find "$R/usr/share/doc" -type d -empty -delete
+# No setuid or setgid program (su, mount, passwd, ...): nothing in the image may gain a privilege.
+find "$R" -xdev -type f -perm /6000 -exec chmod a-s {} +
 # The state directory the volume is mounted over: the user's own, as the package made it.
 [ "$(stat -c '%u:%g %a' "$R/var/lib/portcullis")" = "$UID_GID:$UID_GID 750" ] || fail "/var/lib/portcullis is the user's (0750)"
 

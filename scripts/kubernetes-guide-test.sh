@@ -10,8 +10,8 @@
 # Makes its own Python environment in .build/kubernetes-venv (kubernetes-validate, xds-protos, PyYAML).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-PORTCULLIS_BIN=$(realpath "${PORTCULLIS_BIN:-$ROOT/.build/debug/portcullis}")
-[ -x "$PORTCULLIS_BIN" ] || { echo "kubernetes-guide-test.sh: no binary at $PORTCULLIS_BIN (swift build first)"; exit 1; }
+PORTCULLIS_BIN=${PORTCULLIS_BIN:-$ROOT/.build/debug/portcullis}
+[ -x "$PORTCULLIS_BIN" ] && PORTCULLIS_BIN=$(realpath "$PORTCULLIS_BIN") || { echo "kubernetes-guide-test.sh: no binary at $PORTCULLIS_BIN (swift build first)"; exit 1; }
 export PORTCULLIS_BIN
 VENV=$ROOT/.build/kubernetes-venv
 if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import kubernetes_validate, yaml, jsonschema, envoy.config.bootstrap.v3.bootstrap_pb2" 2>/dev/null; then
