@@ -32,6 +32,7 @@
 #   PROFILE=floor scripts/bench-proxy.sh    the same, of the byte floor (to set the gateway's profile beside)
 #   PROFILE=mcp scripts/bench-proxy.sh      the same, of an MCP tools/call decided by a tool rule
 #   PROFILE=forward scripts/bench-proxy.sh  the same, of forward-auth's decision (the policy row's request)
+#   PROFILE=grpc scripts/bench-proxy.sh     the same, of ext_authz's gRPC Check for that request (h2load)
 #   SYSCALLS=1 scripts/bench-proxy.sh     also counts the system calls per request (strace -c on every
 #                                         thread) of the byte floor, nginx's proxy and the gateway, one
 #                                         run each: a count that does not move with the machine's noise
@@ -670,6 +671,16 @@ for round in $(seq "$ROUNDS"); do
   AUTH_TOKEN=$TOKEN_INFO run "Portcullis gateway.routes, access log at info" "$GATEWAY_INFO_PID" "http://127.0.0.1:$GATEWAY_INFO/api/bench/"
 done
 
+if [ "${PROFILE:-}" = grpc ]; then
+  # ext_authz over gRPC: h2load's Checks (the gRPC row's) while perf records the gateway.
+  PERF_OUT="$ROOT/.build/bench-proxy.grpc.perf.data"
+  perf record -e cpu-clock -g -p "$GATEWAY_PID" -o "$PERF_OUT" -- sleep "$SECONDS_PER_RUN" >/dev/null 2>&1 &
+  PERF_PID=$!
+  h2load -c "$CONNECTIONS" -m 1 -t 2 -D "$SECONDS_PER_RUN" -d "$WORK/check.bin" -H 'content-type: application/grpc' -H 'te: trailers' \
+    "http://127.0.0.1:$EXT_GRPC/envoy.service.auth.v3.Authorization/Check" >/dev/null 2>&1
+  wait $PERF_PID || true
+  echo "profile under load: perf report -i $PERF_OUT"
+fi
 if [ "${PROFILE:-}" = 1 ] || [ "${PROFILE:-}" = session ] || [ "${PROFILE:-}" = cookie ] || [ "${PROFILE:-}" = floor ] || [ "${PROFILE:-}" = mcp ] || [ "${PROFILE:-}" = forward ]; then
   PERF_OUT="$ROOT/.build/bench-proxy.perf.data"
   PROFILED_HEADERS=(-H "Authorization: Bearer $TOKEN")
