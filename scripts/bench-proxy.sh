@@ -598,13 +598,19 @@ print(f"{name}\t{rnd}\t{rps:.0f}\t{p99:.2f}\t{cpu_us:.1f}\t{int(rss) // 1024}\t{
 PY
 }
 
+grpc_calls() {  # url body-file [h2load options...]: unary calls for SECONDS_PER_RUN (h2c, one stream a connection at a time)
+  local url=$1 body=$2
+  shift 2
+  h2load -c "$CONNECTIONS" -m 1 -t 2 -D "$SECONDS_PER_RUN" -d "$body" -H 'content-type: application/grpc' -H 'te: trailers' "$@" "$url"
+}
+
 run_h2() {  # name pid url body-file: gRPC unary calls by h2load (h2c, one stream a connection), the body a framed message
   local name=$1 pid=$2 url=$3 body=$4
   if [ -n "${ONLY:-}" ] && ! [[ $name =~ $ONLY ]]; then return 0; fi
   local before after out
   rm -f "$WORK/h2load.tsv"
   before=$(ticks "$pid")
-  out=$(h2load -c "$CONNECTIONS" -m 1 -t 2 -D "$SECONDS_PER_RUN" -d "$body" -H 'content-type: application/grpc' -H 'te: trailers' --log-file="$WORK/h2load.tsv" "$url" 2>&1)
+  out=$(grpc_calls "$url" "$body" --log-file="$WORK/h2load.tsv" 2>&1)
   after=$(ticks "$pid")
   printf '%s\n' "== $name, round $round" "$out" >> "$ROOT/.build/bench-proxy.wrk.log"
   python3 - "$name" "$round" "$((after - before))" "$HZ" "$(rss "$pid")" "$out" "$WORK/h2load.tsv" >> "$WORK/results.tsv" <<'PY'
@@ -676,8 +682,7 @@ if [ "${PROFILE:-}" = grpc ]; then
   PERF_OUT="$ROOT/.build/bench-proxy.grpc.perf.data"
   perf record -e cpu-clock -g -p "$GATEWAY_PID" -o "$PERF_OUT" -- sleep "$SECONDS_PER_RUN" >/dev/null 2>&1 &
   PERF_PID=$!
-  h2load -c "$CONNECTIONS" -m 1 -t 2 -D "$SECONDS_PER_RUN" -d "$WORK/check.bin" -H 'content-type: application/grpc' -H 'te: trailers' \
-    "http://127.0.0.1:$EXT_GRPC/envoy.service.auth.v3.Authorization/Check" >/dev/null 2>&1
+  grpc_calls "http://127.0.0.1:$EXT_GRPC/envoy.service.auth.v3.Authorization/Check" "$WORK/check.bin" >/dev/null 2>&1
   wait $PERF_PID || true
   echo "profile under load: perf report -i $PERF_OUT"
 fi

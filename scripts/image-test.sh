@@ -159,6 +159,12 @@ stop_image() {
   wait "$CONTAINER_PID" || STOPPED=$?
   CONTAINER_PID=
 }
+# alice's access token from a login through the running container (empty when refused).
+login_alice() {
+  curl -s -X POST "http://127.0.0.1:$GATEWAY_PORT/api/auth/login" -H 'Content-Type: application/json' \
+    -d "$(python3 -c 'import json,sys; print(json.dumps({"username": "alice", "password": sys.argv[1]}))' "$PASSWORD")" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin).get("access_token", ""))'
+}
 new_volume() { mkdir -p "$WORK/$1"; chown 65532:65532 "$WORK/$1"; chmod 0750 "$WORK/$1"; echo "$WORK/$1"; }
 wait_healthy() {
   for _ in $(seq 150); do curl -sf -o /dev/null "http://127.0.0.1:$GATEWAY_PORT/healthz" && return 0; kill -0 "$CONTAINER_PID" 2>/dev/null || return 1; sleep 0.2; done
@@ -213,9 +219,7 @@ PASSWORD="image test password $$"
 run_image "$VOLUME" "$WORK/config" "${ports[@]}" "EXT_AUTHZ_HTTP_PORT=$EXT_AUTHZ_PORT" < /dev/null > "$WORK/serve.log" 2>&1 & CONTAINER_PID=$!
 wait_healthy || { tail -20 "$WORK/serve.log"; fail "serve with the mounted configuration answers /healthz"; }
 [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$GATEWAY_PORT/app/")" = 401 ] || fail "the route without a token is 401"
-login=$(curl -s -X POST "http://127.0.0.1:$GATEWAY_PORT/api/auth/login" -H 'Content-Type: application/json' \
-  -d "$(python3 -c 'import json,sys; print(json.dumps({"username": "alice", "password": sys.argv[1]}))' "$PASSWORD")")
-TOKEN=$(printf '%s' "$login" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("access_token", ""))')
+TOKEN=$(login_alice)
 [ -n "$TOKEN" ] || fail "alice, added with IMAGE users add, logs in"
 page=$(curl -s -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$GATEWAY_PORT/app/")
 [ "$page" = "behind the gateway" ] || fail "the route with alice's token reaches the upstream: '$page'"
@@ -249,9 +253,7 @@ done
 [ "$(ls "$VOLUME/keys")" = "$(ls "$SECRET")" ] || fail "the copy holds the Secret's files and no link of the kubelet's: $(ls -A "$VOLUME/keys")"
 run_image "$VOLUME" "$WORK/config" "${ports[@]}" < /dev/null > "$WORK/serve.log" 2>&1 & CONTAINER_PID=$!
 wait_healthy || { tail -20 "$WORK/serve.log"; fail "serve with the keys copied from the Secret answers /healthz"; }
-login=$(curl -s -X POST "http://127.0.0.1:$GATEWAY_PORT/api/auth/login" -H 'Content-Type: application/json' \
-  -d "$(python3 -c 'import json,sys; print(json.dumps({"username": "alice", "password": sys.argv[1]}))' "$PASSWORD")")
-TOKEN=$(printf '%s' "$login" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("access_token", ""))')
+TOKEN=$(login_alice)
 header=$(printf '%s' "${TOKEN%%.*}" | python3 -c 'import base64,json,sys; s=sys.stdin.read(); print(json.loads(base64.urlsafe_b64decode(s + "=" * (-len(s) % 4)))["kid"])' 2>/dev/null || true)
 [ "$header" = "$kid" ] || { tail -20 "$WORK/serve.log"; fail "the token is signed with the Secret's key ($kid): '$header'"; }
 grep -q "readable by other users" "$WORK/serve.log" && fail "the gateway warns of a key others can read"

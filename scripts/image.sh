@@ -43,17 +43,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "${CI:-}" = true ] && exit 1
   exit 0
 fi
-DEB=${1:-$(ls -t .build/package/portcullis_*_amd64.deb 2>/dev/null | head -1 || true)}
-if [ -z "$DEB" ]; then scripts/package.sh; DEB=$(ls -t .build/package/portcullis_*_amd64.deb | head -1); fi
-DEB=$(cd "$(dirname "$DEB")" && pwd)/$(basename "$DEB")
+source "$ROOT/scripts/lib/debian-root.sh"
+DEB=$(package_deb "${1:-}")
 OUT=$(mkdir -p "${2:-$ROOT/.build/image}" && cd "${2:-$ROOT/.build/image}" && pwd)
 VERSION=$(dpkg-deb -f "$DEB" Version)
 # The commit the binary carries (package.sh stamped it into the binary and the description).
 REVISION=$(dpkg-deb -f "$DEB" Description | sed -n 's/.*Built from commit \([^ ]*\)\.$/\1/p')
 [ -n "$REVISION" ] || { echo "image.sh: $DEB names no commit in its description" >&2; exit 1; }
 SOURCE=${PORTCULLIS_SOURCE:-$(git remote get-url origin 2>/dev/null || echo "$ROOT")}
-MIRROR=$(sed -n 's/^URIs: *\(http[^ ]*debian\)$/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -1)
-MIRROR=${MIRROR:-http://deb.debian.org/debian}
 UID_GID=65532
 WORK=$(mktemp -d /tmp/portcullis-image.XXXXXX)
 R=$WORK/root
@@ -66,10 +63,8 @@ trap cleanup EXIT
 fail() { echo "image.sh: $*" >&2; exit 1; }
 in_root() { chroot "$R" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"; }
 
-# The base: a clean Debian root (the .debs are kept between local runs in .build/debootstrap-cache).
-mkdir -p .build/debootstrap-cache
-debootstrap --variant=minbase --cache-dir="$ROOT/.build/debootstrap-cache" bookworm "$R" "$MIRROR" > "$WORK/debootstrap.log" 2>&1 ||
-  { tail -20 "$WORK/debootstrap.log"; fail "debootstrap of bookworm from $MIRROR"; }
+# The base: a clean Debian root.
+debian_root "$R" "$WORK/debootstrap.log" || fail "a clean Debian root (debootstrap)"
 mount -t proc proc "$R/proc"
 mount --bind /dev "$R/dev"
 cp /etc/resolv.conf "$R/etc/resolv.conf"

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 
+import jsonschema
 import kubernetes_validate
 import yaml
 from google.protobuf import json_format
@@ -84,7 +85,6 @@ def crd_schemas(folder):
 
 
 def check_custom_resource(name, obj, schemas):
-    import jsonschema
     group, _, version = obj["apiVersion"].rpartition("/")
     # Its metadata as Kubernetes reads any object's (a ConfigMap's ObjectMeta, strictly).
     try:

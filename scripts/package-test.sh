@@ -34,11 +34,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "${CI:-}" = true ] && exit 1
   exit 0
 fi
-DEB=${1:-$(ls -t .build/package/portcullis_*_amd64.deb 2>/dev/null | head -1 || true)}
-if [ -z "$DEB" ]; then scripts/package.sh; DEB=$(ls -t .build/package/portcullis_*_amd64.deb | head -1); fi
-DEB=$(cd "$(dirname "$DEB")" && pwd)/$(basename "$DEB")
-MIRROR=$(sed -n 's/^URIs: *\(http[^ ]*debian\)$/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -1)
-MIRROR=${MIRROR:-http://deb.debian.org/debian}
+source "$ROOT/scripts/lib/debian-root.sh"
+DEB=$(package_deb "${1:-}")
 PORT=18790
 WORK=$(mktemp -d /tmp/portcullis-package.XXXXXX)
 R=$WORK/root
@@ -57,17 +54,15 @@ cleanup() {
   [ -n "$SERVE_PID" ] && kill -- -"$SERVE_PID" 2>/dev/null || true
   stop_nspawn
   for mount in "$R/proc" "$R/dev" "$B/proc" "$B/dev"; do mountpoint -q "$mount" 2>/dev/null && umount -l "$mount" || true; done
-  rm -rf "$WORK"
+  rm -rf --one-file-system "$WORK"   # never into a mount left behind (the host's /dev)
 }
 trap cleanup EXIT
 fail() { echo "FAIL  $*"; exit 1; }
 ok() { echo "ok    $*"; }
 in_root() { chroot "$R" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"; }
 
-# A clean Debian root (the .debs are kept between local runs in .build/debootstrap-cache).
-mkdir -p .build/debootstrap-cache
-debootstrap --variant=minbase --cache-dir="$ROOT/.build/debootstrap-cache" bookworm "$R" "$MIRROR" > "$WORK/debootstrap.log" 2>&1 ||
-  { tail -20 "$WORK/debootstrap.log"; fail "debootstrap of bookworm from $MIRROR"; }
+# A clean Debian root.
+debian_root "$R" "$WORK/debootstrap.log" || fail "a clean Debian root (debootstrap)"
 cp -a "$R" "$B"   # the booted test's clean root: a copy made before anything is installed
 mount -t proc proc "$R/proc"
 mount --bind /dev "$R/dev"
