@@ -23,6 +23,12 @@ package struct RouteTable: Sendable {
     package let hasHostRoutes: Bool
     /// Every `identity_headers` name of every route, folded (`HeaderScreen.folded`): stripped from every request.
     package let identityFieldNames: Set<String>
+    /// The routes bound to no host, by prefix.
+    private let anyHost: RoutePrefixIndex
+    /// The routes bound to each exact host (lower case), by prefix.
+    private let exactHosts: [Substring: RoutePrefixIndex]
+    /// The routes bound to each wildcard, keyed by its suffix (`.example.com`), by prefix.
+    private let wildcardHosts: [Substring: RoutePrefixIndex]
 
     package init(routes: [ProxyRoute], allowedOrigins: [String], publicHost: String? = nil, generation: Int = 0) {
         let origins = Set(allowedOrigins)
@@ -63,6 +69,18 @@ package struct RouteTable: Sendable {
                 signIn: route.signIn, grpcOnly: route.grpcOnly, mcp: route.mcp,
                 mcpPolicy: route.mcp == nil ? nil : route.mcpPolicy ?? MCPCallPolicy(), upstreamCredential: route.upstreamCredential)
         }
+        // Indexed most specific first, so that among equals the one tried first in `routes` keeps its prefix.
+        var anyHost = RoutePrefixIndex()
+        var exactHosts: [Substring: RoutePrefixIndex] = [:]
+        var wildcardHosts: [Substring: RoutePrefixIndex] = [:]
+        for route in self.routes {
+            switch route.host {
+            case nil: anyHost.insert(prefix: route.prefix, index: route.index)
+            case .exact(let name)?: exactHosts[name[...], default: RoutePrefixIndex()].insert(prefix: route.prefix, index: route.index)
+            case .wildcard(let suffix)?: wildcardHosts[suffix[...], default: RoutePrefixIndex()].insert(prefix: route.prefix, index: route.index)
+            }
+        }
+        (self.anyHost, self.exactHosts, self.wildcardHosts) = (anyHost, exactHosts, wildcardHosts)
     }
 
     /// Exact hosts first, then wildcards (the longer domain first), then any host.
@@ -85,30 +103,43 @@ package struct RouteTable: Sendable {
     }
 
     /// Who serves the normalised `path` asked of `host` (the request's `Host` field as it came, `nil` when it had none).
+    ///
+    /// One lookup per ancestor of the path in each host class that applies (the exact host, the one
+    /// wildcard that can cover it, every host), most specific first: the cost follows the path's
+    /// depth, never the number of routes.
     package func match(host: String?, path: Substring) -> Match {
         if ReservedPaths.isOnEveryHost(path) { return .gateway }
         guard hasHostRoutes else {
-            for route in routes {
-                guard let remainder = ProxyRoute.remainder(of: path, under: route.prefix) else { continue }
-                if route.prefix.isEmpty, ReservedPaths.covers(path) { return .gateway }
-                return .route(route, remainder: remainder)
-            }
-            return .gateway
-        }
-        let requested = host.flatMap { RouteHost.requestHost($0[...]) }
-        // A host some route is bound to, other than the public host: the API is not served there.
-        let onRouteHost = requested.map { requested in requested != publicHost?[...] && routes.contains { $0.host?.matches(requested) == true } } ?? false
-        for route in routes {
-            if let bound = route.host {
-                guard let requested, bound.matches(requested) else { continue }
-            }
-            guard let remainder = ProxyRoute.remainder(of: path, under: route.prefix) else { continue }
-            // Off route hosts (the public host above all) the gateway's own paths are the gateway's,
-            // whatever route covers them (a wildcard that also names the public host included).
-            if !onRouteHost, ReservedPaths.covers(path) { return .gateway }
+            guard let (index, remainder) = anyHost.longestMatch(path) else { return .gateway }
+            let route = routes[index]
+            if route.prefix.isEmpty, ReservedPaths.covers(path) { return .gateway }
             return .route(route, remainder: remainder)
         }
-        return onRouteHost ? .unrouted : .gateway
+        var found: (index: Int, remainder: Substring)?
+        // A host some route is bound to, other than the public host: the API is not served there.
+        var onRouteHost = false
+        if let requested = host.flatMap({ RouteHost.requestHost($0[...]) }) {
+            let exact = exactHosts[requested]
+            let wildcard = Self.wildcardSuffix(of: requested).flatMap { wildcardHosts[$0] }
+            onRouteHost = (exact != nil || wildcard != nil) && requested != publicHost?[...]
+            found = exact?.longestMatch(path) ?? wildcard?.longestMatch(path)
+        }
+        guard let (index, remainder) = found ?? anyHost.longestMatch(path) else { return onRouteHost ? .unrouted : .gateway }
+        // Off route hosts (the public host above all) the gateway's own paths are the gateway's,
+        // whatever route covers them (a wildcard that also names the public host included).
+        if !onRouteHost, ReservedPaths.covers(path) { return .gateway }
+        return .route(routes[index], remainder: remainder)
+    }
+
+    /// Whether some route is bound to `host` (as `RouteHost.requestHost(_:)` spells it), by name or by wildcard.
+    package func servesHost(_ host: Substring) -> Bool {
+        exactHosts[host] != nil || Self.wildcardSuffix(of: host).map { wildcardHosts[$0] != nil } == true
+    }
+
+    /// The one wildcard suffix that can cover `host`: from its first `.` (a wildcard covers one label).
+    private static func wildcardSuffix(of host: Substring) -> Substring? {
+        guard let dot = host.utf8.firstIndex(of: UInt8(ascii: ".")), dot > host.utf8.startIndex else { return nil }
+        return host[dot...]
     }
 
     /// The route serving the normalised `path` asked of `host`, and the part of the path below its prefix.

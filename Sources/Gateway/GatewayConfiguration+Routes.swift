@@ -27,16 +27,23 @@ extension GatewayConfiguration {
                 fileKey: "gateway.routes[\(index)].auth",
                 "is browser while gateway.public_url (\(effectivePublicURL)) is plain http on a host that is not loopback: the session cookie would travel in the clear; serve https (gateway.tls, or a TLS proxy in front and an https public_url)")
         }
+        // Each check below looks up what it compares (a set of hosts and prefixes, the routes on one
+        // server), so that checking 10,000 routes takes a moment, not the square of their number.
+        var served: [ServedPrefix: Int] = [:]
+        served.reserveCapacity(routes.count)
+        let sharedFolders = UpstreamNamespace.sharedFolders(in: routes)
         for (index, route) in routes.enumerated() {
             let key = "gateway.routes[\(index)]"
             if let problem = route.problem { throw ConfigurationError(fileKey: key, problem) }
-            if let earlier = routes[..<index].first(where: { ProxyRoute.duplicates($0, route) }) {
+            let servedPrefix = ServedPrefix(route)
+            if let earlier = served[servedPrefix] {
                 throw ConfigurationError(
                     fileKey: key,
-                    "serves \(route.host.map { "host \($0), " } ?? "")prefix \(route.prefix) as an earlier route (\(earlier.upstream)) does; give each upstream a prefix or host of its own")
+                    "serves \(route.host.map { "host \($0), " } ?? "")prefix \(route.prefix) as an earlier route (\(routes[earlier].upstream)) does; give each upstream a prefix or host of its own")
             }
-            for earlier in routes[..<index] {
-                guard let folder = UpstreamNamespace.sharedFolder(earlier, route) else { continue }
+            served[servedPrefix] = index
+            if let (earlierIndex, folder) = sharedFolders[index] {
+                let earlier = routes[earlierIndex]
                 throw ConfigurationError(
                     fileKey: key,
                     "reaches the upstream folder \(folder) that the route with prefix \(earlier.prefix) reaches too, at another path: a WebDAV route acts on folders, so a caller admitted on one would reach the other's files past its policy; give each route a folder of its own upstream, or map the outer route so that the inner folder is reached at the inner route's prefix")

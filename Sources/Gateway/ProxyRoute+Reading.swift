@@ -285,11 +285,6 @@ extension ProxyRoute {
         return policy
     }
 
-    /// Whether two routes serve the same requests: the same host (or both any host) and the same
-    /// prefix. Nested prefixes are fine: the longest serves.
-    static func duplicates(_ a: ProxyRoute, _ b: ProxyRoute) -> Bool {
-        a.host == b.host && a.pathPrefix == b.pathPrefix
-    }
 
     /// A route's `mcp` map: its rules per tool, prompt and resource, the methods it passes besides
     /// the standard ones, and the largest body it reads to decide.

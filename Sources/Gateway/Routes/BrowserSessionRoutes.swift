@@ -409,7 +409,7 @@ struct BrowserSessionRoutes: Sendable {
     static func checkedReturn(_ text: String, table: RouteTable, publicHost: String?, returnOrigins: [String]) throws(SignInRedirect.Refusal) -> SignInRedirect {
         try SignInRedirect.check(
             text, allowedOrigins: Set(returnOrigins),
-            acceptsHost: { host in host == publicHost || table.routes.contains { $0.host?.matches(host[...]) == true } })
+            acceptsHost: { host in host == publicHost || table.servesHost(host[...]) })
     }
 
     /// The refusal of a state-changing request from another site: its `Origin` is not the
@@ -444,7 +444,7 @@ struct BrowserSessionRoutes: Sendable {
     private func isOwnOrigin(_ origin: String, _ request: Request) -> Bool {
         guard let authority = request.head.authority?.lowercased(), let host = RouteHost.requestHost(authority[...]) else { return false }
         let table = table.current
-        guard host == publicHost?[...] || table.routes.contains(where: { $0.host?.matches(host) == true }) else { return false }
+        guard host == publicHost?[...] || table.servesHost(host) else { return false }
         let scheme = publicURL.lowercased().hasPrefix("https://") ? "https" : "http"
         let defaultPort = scheme == "https" ? ":443" : ":80"
         let bare = authority.hasSuffix(defaultPort) ? String(authority.dropLast(defaultPort.count)) : authority

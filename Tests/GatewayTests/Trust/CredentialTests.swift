@@ -27,7 +27,7 @@ struct CredentialTests {
         try await fixture.stop()
     }
 
-    @Test("an unknown user and a wrong password take about the same time (medians within a factor of two)")
+    @Test("an unknown user and a wrong password take about the same time (their medians within a factor of two)")
     func loginTimingSymmetry() async throws {
         // Real cost (scrypt N = 2^15): the dummy hash must cost what a real check costs.
         let fixture = try await GatewayFixture(hasher: PasswordHasher()) {
@@ -36,9 +36,12 @@ struct CredentialTests {
         }
         _ = try await AccountService(users: fixture.state).addUser(username: "alice", tenantID: "default", password: "correct horse battery")
         // Each round times the two cases back to back (alternating which goes first), so
-        // both see the same load on this shared machine; the median of the per-round
-        // ratios is what must stay within a factor of two.
-        var ratios: [Double] = []
+        // both see the same load on this shared machine. The ratio of the two medians is
+        // what must stay within a factor of two: each median drops its own stalls, where a
+        // per-round ratio doubles whenever one of the pair is descheduled (seen in CI with
+        // 16 suites in parallel: medians 0.654 s and 0.661 s, yet a median per-round ratio
+        // of 2.08). Without the dummy hash the unknown user would answer about a hundred
+        // times faster, so the bound still catches the bug it is for.
         var unknown: [Double] = []
         var wrong: [Double] = []
         for round in 0..<9 {
@@ -50,14 +53,13 @@ struct CredentialTests {
                 #expect(answer.status == 401)
                 pair[isUnknown] = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
             }
-            unknown.append(pair[true]!)
-            wrong.append(pair[false]!)
-            ratios.append(max(pair[true]!, pair[false]!) / min(pair[true]!, pair[false]!))
+            unknown.append(pair[true] ?? 0)
+            wrong.append(pair[false] ?? 0)
         }
-        let ratio = ratios.sorted()[4]
         let medianUnknown = unknown.sorted()[4]
         let medianWrong = wrong.sorted()[4]
-        #expect(ratio < 2, "median ratio \(ratio); median unknown user \(medianUnknown) s, wrong password \(medianWrong) s")
+        let ratio = max(medianUnknown, medianWrong) / max(min(medianUnknown, medianWrong), 1e-9)
+        #expect(ratio < 2, "ratio of medians \(ratio); median unknown user \(medianUnknown) s, wrong password \(medianWrong) s")
         try await fixture.stop()
     }
 
