@@ -41,11 +41,13 @@ public final class AssertionCache: Sendable {
         }
         let assertion = try signer.assertion(audience: audience, caller: caller)
         // iat is whole seconds: reuse counts from the claim's second, never longer.
-        entries.withLock {
+        // The assertion evicted for room is let go after the lock.
+        let evicted = entries.withLock {
             // Assertions past their reuse go as new ones come: the cache holds what may still be reused.
             $0.removeOldest { now - $0.signedAt >= reuseFor }
-            $0.insert((assertion, now.rounded(.down)), for: key)
+            return $0.insert((assertion, now.rounded(.down)), for: key)
         }
+        _ = evicted
         return assertion
     }
 }

@@ -69,7 +69,7 @@ public final class SessionOwnershipView: Sendable {
         let now = clock.now()
         return state.withLock { state in
             state.owners.removeAll { $0.expiresAt <= now }
-            return Array(state.owners.keys)
+            return state.owners.keys
         }
     }
 

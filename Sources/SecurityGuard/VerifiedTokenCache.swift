@@ -51,12 +51,15 @@ public final class VerifiedTokenCache: Sendable {
     func insert(_ caller: AuthenticatedCaller, for token: String, now: Double, generation: UInt64) {
         let validUntil = min(caller.expiresAt, now + maximumAge)
         guard validUntil > now else { return }
-        state.withLock { state in
-            guard state.generation == generation else { return }
+        let key = TokenKey(token)
+        // The entry evicted for room is let go after the lock: its claims are freed while the other loop may take it.
+        let evicted = state.withLock { state -> AuthenticatedCaller? in
+            guard state.generation == generation else { return nil }
             // Expired entries go as new ones come: the cache holds the live tokens, not `capacity` old ones.
             state.entries.removeOldest { $0.validUntil <= now }
-            state.entries.insert((caller, validUntil), for: TokenKey(token))
+            return state.entries.insert((caller, validUntil), for: key)?.caller
         }
+        _ = evicted
     }
 }
 
@@ -74,15 +77,28 @@ struct TokenKey: Hashable {
     /// Byte for byte (String's `==` takes canonically equivalent spellings as equal, which the
     /// byte hash would not), over the two strings' contiguous UTF-8: iterating `String.UTF8View`
     /// byte by byte cost about 1 us a request, 3% of a proxied request's CPU.
+    ///
+    /// The last 32 bytes are compared first: tokens of one issuer share their header and most of
+    /// their claims, so a probe of the dictionary compared 150 equal bytes before the first that
+    /// differed, on every miss (with 100,000 people, 2% of the gateway's CPU).
     static func == (lhs: TokenKey, rhs: TokenKey) -> Bool {
         var (left, right) = (lhs.token, rhs.token)
         guard left.utf8.count == right.utf8.count else { return false }
-        return left.withUTF8 { left in right.withUTF8 { right in left.elementsEqual(right) } }
+        return left.withUTF8 { left in
+            right.withUTF8 { right in
+                let tail = max(0, left.count - 32)
+                return left[tail...].elementsEqual(right[tail...]) && left[..<tail].elementsEqual(right[..<tail])
+            }
+        }
     }
 
+    /// The length and the last 32 bytes, given to the hasher whole (byte by byte, the hasher's
+    /// per-call work was 1% of a miss).
     func hash(into hasher: inout Hasher) {
-        let bytes = token.utf8
-        hasher.combine(bytes.count)
-        for byte in bytes.suffix(32) { hasher.combine(byte) }
+        var token = token
+        token.withUTF8 { bytes in
+            hasher.combine(bytes.count)
+            hasher.combine(bytes: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes[max(0, bytes.count - 32)...])))
+        }
     }
 }

@@ -15,6 +15,17 @@ struct BoundedDictionaryTests {
         #expect(Set(map.keys) == [998, 999, 1_000])
     }
 
+    @Test("an insertion returns the value it evicted for room (for a caller to let go after its lock), nothing while there is room or when it replaces a key")
+    func insertionReturnsWhatItEvicted() {
+        var map = BoundedDictionary<Int, String>(capacity: 2)
+        #expect(map.insert("v1", for: 1) == nil && map.insert("v2", for: 2) == nil)
+        #expect(map.insert("v2 again", for: 2) == nil, "a replaced key evicts nothing")
+        #expect(map.insert("v3", for: 3) == "v1")
+        map.removeValue(forKey: 2)
+        #expect(map.insert("v4", for: 4) == nil, "a removed entry's place is free")
+        #expect(map.insert("v5", for: 5) == "v3")
+    }
+
     @Test("replacing a key's value makes it the youngest; removed and expired entries free their places")
     func replaceAndRemove() {
         var map = BoundedDictionary<String, Int>(capacity: 2)
