@@ -31,11 +31,12 @@ DIMENSIONS=${DIMENSIONS:-routes people connections body cores}
 PEOPLE=${PEOPLE:-1 10000 100000 1000000}
 IDLE=${IDLE:-0 1000 10000}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-for tool in nginx haproxy wrk curl python3 openssl taskset; do
-  command -v $tool >/dev/null || [ -x /usr/sbin/$tool ] || { echo "bench-scale.sh: $tool is missing: apt-get install nginx-light haproxy wrk curl openssl" >&2; exit 2; }
+for tool in nginx haproxy wrk curl python3 openssl taskset pgrep; do
+  command -v $tool >/dev/null || [ -x /usr/sbin/$tool ] || { echo "bench-scale.sh: $tool is missing: apt-get install nginx-light haproxy wrk curl openssl procps" >&2; exit 2; }
 done
 export PATH="$PATH:/usr/sbin"
-python3 -c 'import cryptography' 2>/dev/null || { echo "bench-scale.sh: python3's cryptography package is missing (pip install cryptography)" >&2; exit 2; }
+python3 -c 'import cryptography' 2>/dev/null || { echo "bench-scale.sh: python3's cryptography package is missing (apt-get install python3-cryptography)" >&2; exit 2; }
+mkdir -p "$ROOT/.build"
 if [ -n "${PORTCULLIS_BIN:-}" ]; then
   BIN=$(realpath "$PORTCULLIS_BIN")
 else
@@ -50,11 +51,16 @@ UPSTREAM=18601 NGINX=18602 HAPROXY=18603 GATEWAY=18604
 PIDS=()
 cleanup() {
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-stop() { for pid in "$@"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done; }
+stop() {  # PID...: stops these and forgets them (cleanup never signals a reused PID)
+  local pid kept=() left
+  for pid in "$@"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+  for left in "${PIDS[@]}"; do [[ " $* " == *" $left "* ]] || kept+=("$left"); done
+  PIDS=("${kept[@]}")
+}
 
 # --- the upstream: nginx answering every request 200 ---
 start_nginx_upstream "$WORK/upstream" $UPSTREAM; PIDS+=("$NGINX_PID")
@@ -73,6 +79,7 @@ http {
   client_body_temp_path $1/body; proxy_temp_path $1/proxy;
   fastcgi_temp_path $1/fcgi; uwsgi_temp_path $1/uwsgi; scgi_temp_path $1/scgi;
   keepalive_requests 1000000;
+  keepalive_timeout 3600s;
   client_max_body_size 1m;
   client_body_buffer_size 128k;  # a 64 KiB body stays in memory, as the gateway keeps it
   server_names_hash_max_size 65536;
@@ -91,21 +98,35 @@ PROXY='proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection
 "$BIN" keys generate --alg ES256 --dir "$WORK/keys" >/dev/null
 ISSUER=http://auth.example.com
 openssl pkey -in "$(ls "$WORK/keys/"*.pem | head -1)" -pubout -out "$WORK/pub.pem" 2>/dev/null
+# Tokens live as long as the whole run may take (about 40 runs a round, plus a million minted), at least an hour;
+# the gateways accept that lifetime (tokens.max_lifetime_seconds).
+LIFETIME=$(( 40 * ROUNDS * (SECONDS_PER_RUN + 2) + 1800 ))
+[ "$LIFETIME" -lt 3600 ] && LIFETIME=3600
 mint() {  # COUNT: WORK/tokens-COUNT (one token a person, minted once)
-  [ -f "$WORK/tokens-$1" ] || python3 "$ROOT/scripts/lib/mint-tokens.py" "$WORK/keys" "$ISSUER" portcullis "$1" "$WORK/tokens-$1" 3600
+  [ -f "$WORK/tokens-$1" ] || python3 "$ROOT/scripts/lib/mint-tokens.py" "$WORK/keys" "$ISSUER" portcullis "$1" "$WORK/tokens-$1" "$LIFETIME"
 }
 mint 1
 TOKEN=$(head -1 "$WORK/tokens-1")
+# The token goes to curl as a header file and to wrk through a script: never on a command line (ps shows those).
+printf 'Authorization: Bearer %s\n' "$TOKEN" > "$WORK/auth-1"
+# One signature byte changed (not the last character, whose low bits base64url leaves unused).
+AT=$((${#TOKEN} - 10)) SWAP=A
+[ "${TOKEN:$AT:1}" = A ] && SWAP=B
+printf 'Authorization: Bearer %s\n' "${TOKEN:0:$AT}$SWAP${TOKEN:$((AT + 1))}" > "$WORK/auth-forged"
 
 gateway() {  # NAME ROUTES_YAML [CPUS] [PORT]: a gateway on PORT (default $GATEWAY) with these routes, sharing the key; sets GATEWAY_PID
   local dir="$WORK/gateway-$1"
   mkdir -p "$dir" && cp -a "$WORK/keys" "$dir/keys"
   printf '%s\n' "$2" > "$dir/routes.yaml"
+  # Idle connections stay open for the whole run (limits.idle_timeout_seconds is 60 by default).
   SERVE_WRAPPER=${3:+taskset -c $3} start_serve "$dir" "${4:-$GATEWAY}" "  public_url: $ISSUER
   cookie_domain: example.com
   max_body_bytes: 1048576
   routes:
-$(cat "$dir/routes.yaml")" ""
+$(cat "$dir/routes.yaml")" "limits:
+  idle_timeout_seconds: 3600
+tokens:
+  max_lifetime_seconds: $LIFETIME" || { PIDS+=("$SERVE_PID"); exit 1; }
   GATEWAY_PID=$SERVE_PID; PIDS+=("$GATEWAY_PID")
 }
 
@@ -141,21 +162,23 @@ expect() {  # STATUS curl-args...: the answer's status must be STATUS (the messa
   [ "$got" = "$want" ] || { echo "bench-scale.sh: ${*: -1} answered $got, expected $want" >&2; exit 1; }
 }
 
-# wrk scripts: a token a request, round robin over a file (each thread from its own place in it); a POST body.
+# wrk scripts: a token a request, round robin over a file, each thread from its own place in it, and each
+# run from where the run before it in the round left off (args[2], a count of requests), so the rounds of a
+# large file send other people; a POST body.
 cat > "$WORK/people.lua" <<'LUA'
 local tokens, count, at = {}, 0, 0
-local threads, index = {}, 0
+local index = 0
 function setup(thread) index = index + 1; thread:set("id", index) end
 function init(args)
   for line in io.lines(args[1]) do count = count + 1; tokens[count] = "Bearer " .. line end
-  at = math.floor(count * ((id or 1) - 1) / 2)
+  at = (math.floor(count * ((id or 1) - 1) / 2) + (tonumber(args[2]) or 0)) % count
 end
 function request()
   at = at % count + 1
   return wrk.format(nil, nil, {["Authorization"] = tokens[at]})
 end
 LUA
-body_lua() {  # BYTES: a POST of that many bytes of JSON
+body_lua() {  # BYTES: a POST of that many bytes of JSON (post-BYTES.lua), and the same with the token (auth-post-BYTES.lua)
   python3 - "$1" > "$WORK/post-$1.lua" <<'PY'
 import sys
 n = int(sys.argv[1])
@@ -164,7 +187,14 @@ print('wrk.method = "POST"')
 print('wrk.headers["Content-Type"] = "application/json"')
 print(f'wrk.body = "{body.replace(chr(34), chr(92) + chr(34))}"')
 PY
+  cat "$WORK/auth.lua" "$WORK/post-$1.lua" > "$WORK/auth-post-$1.lua"
 }
+# The token's header, read from its file by each wrk thread.
+cat > "$WORK/auth.lua" <<LUA
+local file = io.open("$WORK/tokens-1")
+wrk.headers["Authorization"] = "Bearer " .. file:read("*l")
+file:close()
+LUA
 
 # CPU ticks (utime+stime) of a process and its children (nginx workers), and their RSS in KiB.
 ticks() { local total=0; for p in $1 $(pgrep -P "$1" || true); do total=$((total + $(awk '{print $14 + $15}' /proc/$p/stat))); done; echo $total; }
@@ -239,14 +269,14 @@ routes_dimension() {
     nginx_proxy "$WORK/nginx-routes-$index" "$(nginx_routes "$count" "$kind" $((NGINX + 20 + index)))" $((NGINX + 20 + index)); nginx_pids+=("${PIDS[-1]}")
     if [ "$kind" = prefix ]; then paths+=("/service$((count - 1))/api/x"); hosts+=(""); else paths+=("/x"); hosts+=("app$((count - 1)).example.com"); fi
     local host_args=(); [ -n "${hosts[-1]}" ] && host_args=(-H "Host: ${hosts[-1]}")
-    expect 200 -H "Authorization: Bearer $TOKEN" "${host_args[@]}" "127.0.0.1:$((GATEWAY + 10 + index))${paths[-1]}"
+    expect 200 -H @"$WORK/auth-1" "${host_args[@]}" "127.0.0.1:$((GATEWAY + 10 + index))${paths[-1]}"
     expect 401 "${host_args[@]}" "127.0.0.1:$((GATEWAY + 10 + index))${paths[-1]}"
     expect 200 "${host_args[@]}" "127.0.0.1:$((NGINX + 20 + index))${paths[-1]}"
   done
   for round in $(seq "$ROUNDS"); do
     for index in "${!steps[@]}"; do
       local host_args=(); [ -n "${hosts[$index]}" ] && host_args=(-H "Host: ${hosts[$index]}")
-      run routes "${steps[$index]}" Portcullis "${gateway_pids[$index]}" "http://127.0.0.1:$((GATEWAY + 10 + index))${paths[$index]}" -H "Authorization: Bearer $TOKEN" "${host_args[@]}"
+      run routes "${steps[$index]}" Portcullis "${gateway_pids[$index]}" "http://127.0.0.1:$((GATEWAY + 10 + index))${paths[$index]}" -s "$WORK/auth.lua" "${host_args[@]}"
       run routes "${steps[$index]}" nginx "${nginx_pids[$index]}" "http://127.0.0.1:$((NGINX + 20 + index))${paths[$index]}" "${host_args[@]}"
     done
   done
@@ -258,12 +288,9 @@ people_dimension() {
   gateway people "    - /app=http://127.0.0.1:$UPSTREAM"
   nginx_proxy "$WORK/nginx-plain" "  server { listen 127.0.0.1:$NGINX; location / { $PROXY } }"; local nginx_pid=${PIDS[-1]}
   haproxy_verifier
-  expect 200 -H "Authorization: Bearer $TOKEN" "127.0.0.1:$GATEWAY/app/x"
-  expect 200 -H "Authorization: Bearer $TOKEN" "127.0.0.1:$HAPROXY/app/x"
-  # One signature byte changed (not the last character, whose low bits base64url leaves unused).
-  local at=$((${#TOKEN} - 10)) swap=A
-  [ "${TOKEN:$at:1}" = A ] && swap=B
-  expect 401 -H "Authorization: Bearer ${TOKEN:0:$at}$swap${TOKEN:$((at + 1))}" "127.0.0.1:$HAPROXY/app/x"
+  expect 200 -H @"$WORK/auth-1" "127.0.0.1:$GATEWAY/app/x"
+  expect 200 -H @"$WORK/auth-1" "127.0.0.1:$HAPROXY/app/x"
+  expect 401 -H @"$WORK/auth-forged" "127.0.0.1:$HAPROXY/app/x"
   local people
   for people in $PEOPLE; do
     mint "$people"
@@ -273,8 +300,8 @@ people_dimension() {
   # tokens fill it within its first 10,000 requests).
   for round in $(seq "$ROUNDS"); do
     for people in $PEOPLE; do
-      run people "$people" Portcullis "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/app/x" -s "$WORK/people.lua" -- "$WORK/tokens-$people"
-      run people "$people" "HAProxy jwt_verify" "$HAPROXY_PID" "http://127.0.0.1:$HAPROXY/app/x" -s "$WORK/people.lua" -- "$WORK/tokens-$people"
+      run people "$people" Portcullis "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/app/x" -s "$WORK/people.lua" -- "$WORK/tokens-$people" $(( (round - 1) * 40000 ))
+      run people "$people" "HAProxy jwt_verify" "$HAPROXY_PID" "http://127.0.0.1:$HAPROXY/app/x" -s "$WORK/people.lua" -- "$WORK/tokens-$people" $(( (round - 1) * 40000 ))
       run people "$people" nginx "$nginx_pid" "http://127.0.0.1:$NGINX/app/x"
     done
   done
@@ -283,9 +310,10 @@ people_dimension() {
 
 # --- idle keep-alive connections beside the busy ones ---
 hold_idle() {  # PORT COUNT: COUNT keep-alive connections to PORT, each after one authenticated GET, held open; sets HOLDER_PID
-  python3 - "$1" "$2" "$TOKEN" > "$WORK/holder-$1.out" 2>&1 <<'PY' & HOLDER_PID=$!; PIDS+=("$HOLDER_PID")
+  python3 - "$1" "$2" "$WORK/tokens-1" > "$WORK/holder-$1.out" 2>&1 <<'PY' & HOLDER_PID=$!; PIDS+=("$HOLDER_PID")
 import asyncio, sys
-port, count, token = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+port, count = int(sys.argv[1]), int(sys.argv[2])
+token = open(sys.argv[3]).readline().strip()
 request = f"GET /app/x HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\r\n".encode()
 held = []
 async def one():
@@ -317,11 +345,18 @@ connections_dimension() {
       echo "connections: $idle idle connections: Portcullis $(( ($(rss "$GATEWAY_PID") - before_gateway) * 1024 / idle )) bytes each, nginx $(( ($(rss "$nginx_pid") - before_nginx) * 1024 / idle )) (RSS delta)" >&2
     fi
     for round in $(seq "$ROUNDS"); do
-      IDLE_HELD=$idle run connections "$idle" Portcullis "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/app/x" -H "Authorization: Bearer $TOKEN"
+      IDLE_HELD=$idle run connections "$idle" Portcullis "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/app/x" -s "$WORK/auth.lua"
       IDLE_HELD=$idle run connections "$idle" nginx "$nginx_pid" "http://127.0.0.1:$NGINX/app/x"
     done
+    if [ "$idle" -gt 0 ]; then check_held $GATEWAY "$idle"; check_held $NGINX "$idle"; fi
     stop "${holders[@]}" "$GATEWAY_PID" "$nginx_pid"
   done
+}
+check_held() {  # PORT COUNT: the idle connections to PORT are all still open after the rounds
+  command -v ss >/dev/null || { echo "bench-scale.sh: ss (iproute2) is missing: the idle connections were not counted after the rounds" >&2; return 0; }
+  local open
+  open=$(ss -Htn state established "( dport = :$1 )" | wc -l)
+  [ "$open" -ge "$2" ] || { echo "bench-scale.sh: only $open of $2 idle connections to $1 were still open after the rounds" >&2; exit 1; }
 }
 
 # --- bodies ---
@@ -329,12 +364,14 @@ body_dimension() {
   gateway body "    - /app=http://127.0.0.1:$UPSTREAM"
   nginx_proxy "$WORK/nginx-body" "  server { listen 127.0.0.1:$NGINX; location / { $PROXY } }"; local nginx_pid=${PIDS[-1]}
   body_lua 1024; body_lua 65536
-  expect 200 -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' --data-binary @<(python3 -c 'print("{\"data\":\"" + "x" * 65525 + "\"}", end="")') "127.0.0.1:$GATEWAY/app/x"
+  expect 200 -X POST -H @"$WORK/auth-1" -H 'Content-Type: application/json' --data-binary @<(python3 -c 'print("{\"data\":\"" + "x" * 65525 + "\"}", end="")') "127.0.0.1:$GATEWAY/app/x"
   for round in $(seq "$ROUNDS"); do
     for step in GET "POST 1 KiB" "POST 64 KiB"; do
       local script=()
       case $step in "POST 1 KiB") script=(-s "$WORK/post-1024.lua");; "POST 64 KiB") script=(-s "$WORK/post-65536.lua");; esac
-      run body "$step" Portcullis "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/app/x" -H "Authorization: Bearer $TOKEN" "${script[@]}"
+      local signed=(-s "$WORK/auth.lua")
+      case $step in "POST 1 KiB") signed=(-s "$WORK/auth-post-1024.lua");; "POST 64 KiB") signed=(-s "$WORK/auth-post-65536.lua");; esac
+      run body "$step" Portcullis "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/app/x" "${signed[@]}"
       run body "$step" nginx "$nginx_pid" "http://127.0.0.1:$NGINX/app/x" "${script[@]}"
     done
   done
@@ -348,7 +385,7 @@ cores_dimension() {
     local n=$(( $(tr -cd , <<< "$cpus" | wc -c) + 1 ))
     gateway "cores-$n" "    - /app=http://127.0.0.1:$UPSTREAM" "$cpus"
     for round in $(seq "$ROUNDS"); do
-      run cores "$n" Portcullis "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/app/x" -H "Authorization: Bearer $TOKEN"
+      run cores "$n" Portcullis "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/app/x" -s "$WORK/auth.lua"
     done
     stop "$GATEWAY_PID"
   done

@@ -42,11 +42,21 @@ def fmt(value, spec):
 print(f"\nwrk -t2 -c{connections} -d{seconds}s, {rounds} interleaved rounds; medians; ratios are medians of same-round ratios")
 if verify_us:
     print(f"one ES256 verification on one core (portcullis bench --alg ES256): {verify_us} us")
-print("| dimension | step | target | req/s | p99 ms | CPU us/req | RSS MB | CPU vs first step | CPU vs nginx | req/s vs nginx | p99 vs first step | non-2xx or errors |")
+print("| dimension | step | target | req/s | p99 ms | CPU us/req | RSS MB | CPU vs first step (of its kind) | CPU vs nginx | req/s vs nginx | p99 vs first step | non-2xx or errors |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+def baseline(dimension, step):
+    """The step a step's growth is measured from: the dimension's first, or for routes the first of the
+    same kind (`10000 host` beside `1 host`: a request read by its host is another request)."""
+    steps = list(order[dimension])
+    if dimension == "routes":
+        kind = step.split(" ", 1)[-1]
+        return next(s for s in steps if s.split(" ", 1)[-1] == kind)
+    return steps[0]
+
+
 for dimension, steps in order.items():
-    first = next(iter(steps))
     for step, targets in steps.items():
+        first = baseline(dimension, step)
         for target in targets:
             key = (dimension, step, target)
             bad = sum(int(r[9]) for r in rows if r[0] == dimension and r[1] == step and r[2] == target)
@@ -69,13 +79,17 @@ if "people" in order and verify_us:
         if one is not None and cpu is not None:
             print(f"people {step}: {cpu - one:.1f} us a request more than one person's (one verification: {verify_us} us)")
 
+failed = sum(int(r[9]) for r in rows)
+if failed:
+    print(f"bench-scale.sh: {failed} answers were not 2xx or 3xx, or failed: the rows with them measured something else", file=sys.stderr)
+
 try:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 except ImportError:
     print("no matplotlib: no plot", file=sys.stderr)
-    sys.exit(0)
+    sys.exit(1 if failed else 0)
 dimensions = list(order)
 figure, axes = plt.subplots(1, len(dimensions), figsize=(4.2 * len(dimensions), 4), squeeze=False)
 for axis, dimension in zip(axes[0], dimensions):
@@ -97,3 +111,4 @@ figure.suptitle(f"Portcullis's cost curve: medians of {rounds} rounds of wrk -c{
 figure.tight_layout()
 figure.savefig(plot, dpi=110)
 print(f"plot: {plot}")
+sys.exit(1 if failed else 0)
