@@ -54,7 +54,7 @@ public final class SessionOwnershipView: Sendable {
         guard session.state == .authenticated, let userID = session.userID, let tenantID = session.tenantID else { return }
         let now = clock.now()
         guard session.expiresAt > now else { return }
-        state.withLock { $0.owners.insert(Owner(userID: userID, tenantID: tenantID, expiresAt: session.expiresAt), for: session.sessionID) }
+        state.withLock { _ = $0.owners.insert(Owner(userID: userID, tenantID: tenantID, expiresAt: session.expiresAt), for: session.sessionID) }
     }
 
     /// Forgets sessions that ended.

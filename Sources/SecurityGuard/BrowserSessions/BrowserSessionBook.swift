@@ -126,7 +126,7 @@ public final class BrowserSessionBook: Sendable {
         }
         let session = BrowserSession(record: record, claims: (try? StrictJSONReader().parseObject(Array(record.claims.utf8))) ?? [:])
         try await store.touchBrowserSession(cookieHash: cookieHash, lastSeenAt: now)
-        entries.withLock { $0.insert(Entry(session: session, lastSeen: now, lastWritten: now), for: cookieValue) }
+        entries.withLock { _ = $0.insert(Entry(session: session, lastSeen: now, lastWritten: now), for: cookieValue) }
         return session
     }
 
@@ -134,7 +134,7 @@ public final class BrowserSessionBook: Sendable {
     public func insert(_ record: BrowserSessionRecord, cookieValue: String, claims: JSONObject) async throws {
         try await store.insertBrowserSession(record)
         let session = BrowserSession(record: record, claims: claims)
-        entries.withLock { $0.insert(Entry(session: session, lastSeen: record.lastSeenAt, lastWritten: record.lastSeenAt), for: cookieValue) }
+        entries.withLock { _ = $0.insert(Entry(session: session, lastSeen: record.lastSeenAt, lastWritten: record.lastSeenAt), for: cookieValue) }
     }
 
     /// Forgets a cookie here (its session ended, or it was signed out).
