@@ -43,7 +43,7 @@ struct RouteTableIndexTests {
     }
 
     static let routeHosts: [String?] = [nil, nil, "a.example.com", "b.example.com", "*.example.com", "*.b.example.com", "x.b.example.com", "auth.example.com", "*.auth.example.com"]
-    static let prefixes = ["/", "/api", "/api/v1", "/api/v1/items", "/app", "/a", "/a/b", "/a/b/c", "/api/auth", "/.well-known", "/apix", "/ws", "/mcp/github"]
+    static let prefixes = ["/", "/api", "/api/v1", "/api/v1/items", "/app", "/a", "/a/b", "/a/b/c", "/api/auth", "/.well-known", "/apix", "/ws", "/mcp/github", "/K"]
     static let requestHosts: [String?] = [
         nil, "a.example.com", "A.Example.COM:8443", "b.example.com.", "x.b.example.com", "y.b.example.com", "a.b.example.com", "z.example.com", "example.com",
         "auth.example.com", "q.auth.example.com", "other.test", "bad/host", "",
@@ -51,6 +51,9 @@ struct RouteTableIndexTests {
     static let paths = [
         "/", "/api", "/api/", "/api/v1", "/api/v1/", "/api/v1/items/7", "/api/v1x", "/apix/y", "/app/x/y/z", "/a", "/a/b", "/a/b/c/d/e", "/a/bc",
         "/api/auth/login", "/api/auth/verify", "/.portcullis/sign_in", "/.well-known/jwks.json", "/healthz", "/ws", "/ws/agent", "/mcp/github", "/mcp", "/zzz",
+        // Targets match may be given before normalisation (an upgrade's raw target): none, `*`, no leading `/`, an
+        // escape, and a Kelvin sign, which Swift's String calls equal to `K` but whose bytes are not `/K`'s.
+        "", "*", "api/v1", "/%41pi", "/K/x", "/\u{212A}", "/\u{212A}/x",
     ]
 
     @Test("for random tables of every host class (exact, wildcard, any, the public host among them), every request host and path gets the route trying each route in order gives, with the same remainder")
