@@ -50,6 +50,9 @@ def signing_in_provider(server, callback, page):
         await page.click("button[type=submit]")
         await page.click("button[value=allow]")
         query = urllib.parse.parse_qs(urllib.parse.urlsplit(await asyncio.wait_for(captured, 15)).query)
+        # Landed on the callback before the client may navigate again (as Tests/MCP/test_mcp.py's Browser does).
+        await page.wait_for_url(callback + "*", wait_until="load", timeout=15000)
+        await page.unroute(callback + "*", back)
         result["code"] = AuthorizationCodeResult(code=query["code"][0], state=query.get("state", [None])[0], iss=query.get("iss", [None])[0])
 
     async def code():

@@ -125,6 +125,11 @@ class Browser:
         check("Sign out</a> and sign in as yourself" in content, "and offers the person signed in to sign out (Not you?)")
         await self.page.click("button[value=allow]")
         back = urllib.parse.urlsplit(await asyncio.wait_for(captured, 15))
+        # The page must have landed on the callback before this returns: the client may send it to
+        # the authorization endpoint again at once (a step-up), and a goto issued while this
+        # navigation is still committing is "interrupted by another navigation" (seen in CI under load).
+        await self.page.wait_for_url(CALLBACK + "*", wait_until="load", timeout=15000)
+        await self.page.unroute(CALLBACK + "*", callback)
         query = urllib.parse.parse_qs(back.query)
         check(query.get("iss") == [GATEWAY], "the redirect back carries iss (RFC 9207)")
         self.result = AuthorizationCodeResult(code=query["code"][0], state=query.get("state", [None])[0], iss=query.get("iss", [None])[0])
