@@ -439,26 +439,7 @@ UNSCOPED_TOKEN=$("$BIN" token issue --keys "$WORK/idp" --sub bench-external --is
 # --- HAProxy verifying the same token (ES256, the gateway's public key) on every request ---
 KEY=$(ls "$WORK/gateway/keys/"*.pem | head -1)
 openssl pkey -in "$KEY" -pubout -out "$WORK/pub.pem" 2>/dev/null
-cat > "$WORK/haproxy.cfg" <<CFG
-global
-  nbthread 2
-  maxconn 4096
-defaults
-  mode http
-  timeout connect 5s
-  timeout client 30s
-  timeout server 30s
-frontend bench
-  bind 127.0.0.1:$HAPROXY
-  http-request set-var(txn.bearer) http_auth_bearer
-  http-request set-var(txn.alg) var(txn.bearer),jwt_header_query('\$.alg')
-  http-request deny deny_status 401 unless { var(txn.alg) -m str ES256 }
-  http-request deny deny_status 401 unless { var(txn.bearer),jwt_verify(txn.alg,"$WORK/pub.pem") -m int 1 }
-  default_backend up
-backend up
-  http-reuse always
-  server up 127.0.0.1:$UPSTREAM
-CFG
+haproxy_jwt_config "$WORK/haproxy.cfg" $HAPROXY $UPSTREAM "$WORK/pub.pem" 4096 30s
 haproxy -f "$WORK/haproxy.cfg" -db > "$WORK/haproxy.log" 2>&1 & PIDS+=($!); HAPROXY_PID=$!
 sleep 1
 

@@ -131,26 +131,7 @@ tokens:
 }
 
 haproxy_verifier() {  # HAProxy on $HAPROXY verifying the token (ES256) on every request; sets HAPROXY_PID
-  cat > "$WORK/haproxy.cfg" <<CFG
-global
-  nbthread 2
-  maxconn 9000
-defaults
-  mode http
-  timeout connect 5s
-  timeout client 60s
-  timeout server 30s
-frontend bench
-  bind 127.0.0.1:$HAPROXY
-  http-request set-var(txn.bearer) http_auth_bearer
-  http-request set-var(txn.alg) var(txn.bearer),jwt_header_query('\$.alg')
-  http-request deny deny_status 401 unless { var(txn.alg) -m str ES256 }
-  http-request deny deny_status 401 unless { var(txn.bearer),jwt_verify(txn.alg,"$WORK/pub.pem") -m int 1 }
-  default_backend up
-backend up
-  http-reuse always
-  server up 127.0.0.1:$UPSTREAM
-CFG
+  haproxy_jwt_config "$WORK/haproxy.cfg" $HAPROXY $UPSTREAM "$WORK/pub.pem" 9000 60s
   haproxy -f "$WORK/haproxy.cfg" -db > "$WORK/haproxy.log" 2>&1 & HAPROXY_PID=$!; PIDS+=("$HAPROXY_PID")
   for _ in $(seq 100); do curl -s -o /dev/null "127.0.0.1:$HAPROXY/" && return 0; sleep 0.1; done
   echo "bench-scale.sh: HAProxy did not start:" >&2; cat "$WORK/haproxy.log" >&2; exit 1

@@ -125,3 +125,30 @@ browser_venv() {
   fi
   echo "$venv"
 }
+
+# haproxy_jwt_config FILE PORT UPSTREAM_PORT PUBLIC_KEY_PEM MAXCONN CLIENT_TIMEOUT
+#   Writes HAProxy's configuration (2 threads) for a frontend on 127.0.0.1:PORT that verifies an
+#   ES256 Bearer token against PUBLIC_KEY_PEM on every request (jwt_verify; 401 otherwise), in
+#   front of UPSTREAM_PORT: the benchmarks' HAProxy peer.
+haproxy_jwt_config() {
+  cat > "$1" <<CFG
+global
+  nbthread 2
+  maxconn $5
+defaults
+  mode http
+  timeout connect 5s
+  timeout client $6
+  timeout server 30s
+frontend bench
+  bind 127.0.0.1:$2
+  http-request set-var(txn.bearer) http_auth_bearer
+  http-request set-var(txn.alg) var(txn.bearer),jwt_header_query('\$.alg')
+  http-request deny deny_status 401 unless { var(txn.alg) -m str ES256 }
+  http-request deny deny_status 401 unless { var(txn.bearer),jwt_verify(txn.alg,"$4") -m int 1 }
+  default_backend up
+backend up
+  http-reuse always
+  server up 127.0.0.1:$3
+CFG
+}
