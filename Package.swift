@@ -41,6 +41,9 @@ let package = Package(
         .package(url: "https://github.com/grpc/grpc-swift-2", from: "2.4.3"),
         .package(url: "https://github.com/grpc/grpc-swift-nio-transport", from: "2.9.2"),
         .package(url: "https://github.com/grpc/grpc-swift-protobuf", from: "2.4.1"),
+        // Traces: the Tracing API, and swift-otel's OTLP/HTTP exporter alone (no gRPC exporter built).
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
+        .package(url: "https://github.com/swift-otel/swift-otel", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     targets: [
         .systemLibrary(
@@ -143,6 +146,18 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
+        // Traces (OpenTelemetry): the settings, the OTLP/HTTP export, and the spans the data plane,
+        // forward-auth and ext_authz start, each only when a trace is sampled.
+        .target(
+            name: "Traces",
+            dependencies: [
+                "ConfigurationReading",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "OTel", package: "swift-otel"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         // The files the gateway serves as they were at build time (scripts/embed-files.sh writes it).
         .target(
             name: "EmbeddedAssets"
@@ -217,6 +232,7 @@ let package = Package(
                 "RuntimeAccess",
                 "JOSE",
                 "Observability",
+                "Traces",
                 "Resilience",
                 "RuntimeAPI",
                 "SecurityGuard",
@@ -329,6 +345,7 @@ let package = Package(
                 "ConnectedAccounts",
                 "ConfigurationReading",
                 "DataPlane",
+                "Traces",
                 "TokenExchange",
                 "MCPPolicy",
                 "MCPResource",
@@ -382,6 +399,7 @@ let package = Package(
                 "Gateway",
                 "ConnectedAccounts",
                 "Observability",
+                "Traces",
                 "ProviderLogin",
                 "TrustedIssuers",
                 .product(name: "Hummingbird", package: "hummingbird"),

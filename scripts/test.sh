@@ -37,6 +37,8 @@ PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 300 scripts/guides-tes
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 300 scripts/http2-tests.sh
 # Envoy's ext_authz against the real serve: grpcio with the xds-protos package's Envoy messages sends the CheckRequests Envoy builds, and HTTP mode's checks; each answer agrees with forward-auth's.
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 300 scripts/ext-authz-tests.sh
+# OpenTelemetry traces against the real serve: an OTLP/HTTP receiver on the opentelemetry-proto package decodes the spans of a proxied request, a refusal, forward-auth and ext_authz (gRPC and HTTP), and an upstream checks the traceparent it gets.
+PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 300 scripts/traces-tests.sh
 # docs/guides/kubernetes.md's manifests against Kubernetes' own schemas (strict), its ConfigMap's configuration with config check, its Envoy configuration read into Envoy's own messages.
 PORTCULLIS_BIN=.build/debug/portcullis scripts/bounded.sh 300 scripts/kubernetes-guide-test.sh
 # SIGHUP reloads under wrk's load: no failed request, every signal a reload, an agent socket kept open (CI=true: wrk must be there).

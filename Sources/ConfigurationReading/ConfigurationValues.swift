@@ -199,6 +199,15 @@ public final class ConfigurationValues: Sendable {
         try read(key, "true or false", { try reader.requiredBool(forKey: $0) })
     }
 
+    /// A number (`0.25`, or a whole one) within `range`.
+    public func double(_ key: String, in range: ClosedRange<Double>) throws(ConfigurationError) -> Double? {
+        guard let value = try read(key, "a number", { try reader.requiredDouble(forKey: $0) }) else { return nil }
+        guard value.isFinite, range.contains(value) else {
+            throw ConfigurationError(key: key, "must be a number from \(range.lowerBound) to \(range.upperBound), not \(value)")
+        }
+        return value
+    }
+
     /// An absolute `http://` or `https://` URL without a query or fragment.
     public func url(_ key: String) throws(ConfigurationError) -> String? {
         guard let value = try string(key) else { return nil }

@@ -7,6 +7,7 @@ import NIOCore
 import NIOHTTP1
 import NIOSSL
 import Observability
+import Traces
 import RuntimeAccess
 import SecurityGuard
 import TrafficCop
@@ -150,6 +151,8 @@ package final class DataPlane: Sendable {
     /// Which header family each proxy in front speaks to `/api/auth/verify`; `nil`: forward-auth
     /// is not decided on the event loop (Hummingbird's route answers every decision).
     let forwardAuthProxies: ForwardAuthProxies?
+    /// Starts a span for each request and decision; `nil`: tracing is off, and nothing is started.
+    let tracer: RequestTracer?
     private let pools = EventLoopTable<UpstreamPool>()
     private let http2Pools = EventLoopTable<UpstreamHTTP2Pool>()
     private let metricTables = EventLoopTable<ProxyMetricHandles>()
@@ -160,8 +163,9 @@ package final class DataPlane: Sendable {
         admission: Admission, metrics: GatewayMetrics, logger: Logger, accessLog: AccessLog, maximumBodyBytes: Int, upstreamTimeout: Double, forwardedProto: String,
         upstreamTLS: NIOSSLContext?, upstreamTLSForHTTP2: NIOSSLContext? = nil, browser: BrowserSessionGate, tunnels: TunnelRegistry = TunnelRegistry(),
         forwardAuthProxies: ForwardAuthProxies? = nil, credentials: (any UpstreamCredentialSource)? = nil,
-        exchanges: (any ExchangedCredentialSource)? = nil
+        exchanges: (any ExchangedCredentialSource)? = nil, tracer: RequestTracer? = nil
     ) {
+        self.tracer = tracer
         self.credentials = credentials
         self.exchanges = exchanges
         self.forwardAuthProxies = forwardAuthProxies

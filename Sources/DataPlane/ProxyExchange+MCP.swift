@@ -118,7 +118,8 @@ extension ProxyExchange {
                 }
             }
             startedTraceparent = MCPTrace.startedTraceparent(sent: post.traceparents)
-            call.traceID = MCPTrace.traceID(startedTraceparent ?? post.traceparents.first)
+            // Traced, the MCP server's trace is the gateway's span's (the caller's trace, or one started here).
+            call.traceID = trace?.traceID ?? MCPTrace.traceID(startedTraceparent ?? post.traceparents.first)
             mcpCall = call
             // What an end of access under way cancels at the MCP server: the requests (not notifications or responses) sent.
             switch body {

@@ -8,6 +8,7 @@ import NIOCore
 import NIOHTTP1
 import NIOSSL
 import Observability
+import Traces
 import RuntimeAPI
 import RuntimeAccess
 import SecurityGuard
@@ -111,6 +112,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     var tunnelRegistration: UInt64?
     /// Closes the tunnel when its credential ends (the token's `exp`, the cookie session's `max_hours`).
     var tunnelExpiry: Scheduled<Void>?
+    /// The request's spans (`tracing`); `nil` when tracing is off.
+    var trace: ExchangeTrace?
     /// The MCP part of the exchange (`MCPExchangeState`), made on an MCP route only: one pointer
     /// on every other request, which the fields below read through.
     var mcpState: MCPExchangeState?
@@ -177,6 +180,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         self.remainder = remainder
         self.query = query
         requestID = handler.nextRequestID()
+        if let tracer = plane.tracer { trace = ExchangeTrace(tracer: tracer, head: head, route: route, path: path, requestID: requestID) }
     }
 
     /// The connection's loop, where the exchange lives (kept here: the handler's context is gone once it is removed).
@@ -354,6 +358,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             return fail(.noSigningKey)
         }
         if let mcpState, !mcpState.forwardedRequestIDs.isEmpty, let caller { mcpState.forwardedAs = (caller, sessionID) }
+        trace?.startUpstream(route.origin, method: head.method)
         let overHTTP2 = route.origin.transport != .http1
         if overHTTP2 {
             guard !webSocket else {
@@ -423,6 +428,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         for (name, value) in head.headers where HeaderScreen.isForwardable(name, connectionListed: fields.connectionListed) {
             // A name some route sets as an identity field, in any spelling, is never the client's to send.
             if !configuredNames.isEmpty, configuredNames.contains(HeaderScreen.folded(name)) { continue }
+            // Traced, the upstream's parent is the gateway's span: the caller's context gives way to it.
+            if trace != nil, MCPTrace.isTraceField(name) { continue }
             // The gateway's cookies never reach an upstream; the app's own pass as they came.
             if let mcpState {
                 // The client's trace context goes on unless the gateway started another (it sent an invalid one).
@@ -438,7 +445,12 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             }
             emit(name, value)
         }
-        if let startedTraceparent { emit("traceparent", startedTraceparent) }
+        if let traced = trace?.upstreamFields {
+            if let traceparent = traced.traceparent { emit("traceparent", traceparent) }
+            if let tracestate = traced.tracestate { emit("tracestate", tracestate) }
+        } else if let startedTraceparent {
+            emit("traceparent", startedTraceparent)
+        }
         if let webDAVDestination { emit("Destination", webDAVDestination) }
         emit("Host", upstreamHost)
         emit(AssertionHeader.name, assertion)
@@ -910,12 +922,14 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     private func recordUpstream(_ status: Int) {
         upstreamStatus = status
         upstreamNanoseconds = (ContinuousClock.now - started).nanoseconds
+        trace?.endUpstream(status: status)
     }
 
     /// Answers with `error` (if nothing was sent yet) and ends the exchange.
     func fail(_ error: GatewayError, closeClient: Bool = false, upstreamStatus: Int? = nil) {
         guard !finished else { return }
         var error = error
+        trace?.refusal = error.code
         // An MCP request refused before its decision (no token, another origin) is logged as refused all the same.
         if route.isMCP, !mcpDecided { mcpCall = MCPCallFields(decision: error.code) }
         if route.isMCP, let mcp = route.mcp, error.status == .unauthorized || error.insufficientScope != nil {
@@ -956,6 +970,10 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             upstreamNanoseconds: upstreamNanoseconds)
         let mcpCall = mcpCall
         recordAccessLine(status: status, nanoseconds: nanoseconds, mcp: mcpCall)
+        if let trace {
+            trace.end(status: status, userID: userID, mcp: mcpCall, mcpSession: route.isMCP ? head.headers.first(name: "mcp-session-id") : nil)
+            self.trace = nil
+        }
         if let mcpCall {
             // Labelled as the request metrics label methods (a bounded set).
             handler.metricHandles?.recordMCPCall(

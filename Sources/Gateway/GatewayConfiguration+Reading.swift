@@ -9,6 +9,7 @@ import Observability
 import SecurityGuard
 import TrafficCop
 import TrustedIssuers
+import Traces
 
 extension GatewayConfiguration {
     /// Reads the gateway's keys (`gateway.*`, `admin.*`, `tokens.*`, `limits.*`,
@@ -81,6 +82,7 @@ extension GatewayConfiguration {
             }
         }
         configuration.extAuthz = try ExtAuthzConfiguration(reading: values)
+        configuration.tracing = try TracingSettings(reading: values)
         switch (try values.string("gateway.tls.certificate_path"), try values.string("gateway.tls.private_key_path")) {
         case (nil, nil): break
         case (let certificate?, let key?): configuration.tls = TLSFiles(certificatePath: certificate, privateKeyPath: key)

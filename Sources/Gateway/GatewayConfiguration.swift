@@ -9,6 +9,7 @@ import Observability
 import ProviderLogin
 import TrafficCop
 import TrustedIssuers
+import Traces
 
 /// How the gateway behaves. The defaults are the embedded deployment's:
 /// loopback listeners, the Runtime in-process, nothing exposed beyond this machine.
@@ -94,6 +95,8 @@ public struct GatewayConfiguration: Sendable, Equatable {
     public var forwardAuthProxies: [ForwardAuthProxies.Binding] = []
     /// `ext_authz`: Envoy's external authorization on listeners of its own; `nil`: off.
     public var extAuthz: ExtAuthzConfiguration?
+    /// `tracing`: OpenTelemetry traces sent over OTLP/HTTP; `nil`: off (no span is started).
+    public var tracing: TracingSettings?
     /// Serve HTTPS with these PEM files; `nil` serves plain HTTP (fine on loopback).
     public var tls: TLSFiles? = nil
     /// Largest request body accepted, in bytes (413 beyond).

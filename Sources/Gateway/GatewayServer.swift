@@ -11,6 +11,7 @@ import JOSE
 import Logging
 import NIOSSL
 import Observability
+import Traces
 import ProviderLogin
 import Runtime
 import RuntimeAccess
@@ -168,6 +169,8 @@ public struct PortcullisServer: Sendable {
     public let services: GatewayServices
     /// The buffered access log, flushed by a service of its own (`nil`: lines are written as they come).
     public let accessLog: BufferedLogSink?
+    /// The trace exporter (`tracing`), run as a service that stops after the listeners; `nil`: off.
+    public let traces: TraceExport?
 
     /// - Parameter runtime: the embedded Runtime's settings; its issuer and name
     ///   are taken from `gateway` so the two always agree.
@@ -175,8 +178,9 @@ public struct PortcullisServer: Sendable {
         gateway: GatewayConfiguration, runtime: RuntimeConfiguration, state: any StateStore, keys: LiveKeyRing,
         metrics: GatewayMetrics = GatewayMetrics(), passwordHasher: PasswordHasher = PasswordHasher(), clock: any TokenClock = SystemClock(),
         trustedIssuers: TrustedIssuers? = nil, providers: ProviderDirectory = .none, connections: ConnectionDirectory = .none, logger: Logger,
-        accessLog: (sink: BufferedLogSink, format: LogFormat)? = nil
+        accessLog: (sink: BufferedLogSink, format: LogFormat)? = nil, traces: TraceExport? = nil
     ) {
+        self.traces = traces
         self.gateway = gateway
         self.accessLog = accessLog?.sink
         var runtime = runtime
@@ -191,7 +195,7 @@ public struct PortcullisServer: Sendable {
         services = GatewayServices(
             configuration: gateway, store: state, keys: keys, runtimeBaseURL: nil, metrics: metrics, passwordHasher: passwordHasher, clock: clock,
             trustedIssuers: trustedIssuers, providers: providers, connections: connections, logger: logger,
-            accessLog: accessLog.map { AccessLog(sink: $0.sink, format: $0.format) })
+            accessLog: accessLog.map { AccessLog(sink: $0.sink, format: $0.format) }, tracer: traces?.tracer)
     }
 
     /// The listeners `makeServices` starts: the gateway's, the embedded Runtime's (without
@@ -211,6 +215,8 @@ public struct PortcullisServer: Sendable {
         var list: [any Service] = []
         // First, so it stops last: its final flush comes after the listeners have stopped.
         if let accessLog { list.append(AccessLogFlusher(sink: accessLog)) }
+        // As early: the spans of the last requests are sent after the listeners stop.
+        if let traces { list.append(traces.service) }
         list.append(KeyRingReloader(ring: keys, signals: state.accessChangeSignals(), logger: logger))
         // Trusted issuers' keys are fetched in the background from the start; nothing waits for them.
         if let trusted = services.trustedIssuers { list.append(trusted) }

@@ -6,6 +6,7 @@ import Hummingbird
 import JOSE
 import Logging
 import Observability
+import Traces
 import ProviderLogin
 import Resilience
 import RuntimeAPI
@@ -52,6 +53,8 @@ public struct GatewayServices: Sendable {
     public let logger: Logger
     /// The one line per request (through `logger` unless serve gives it the buffered access log).
     public let accessLog: AccessLog
+    /// Starts the data plane's, forward-auth's and ext_authz's spans (`tracing`); `nil`: off.
+    public let tracer: RequestTracer?
     /// The identity providers whose tokens count beside the gateway's (`nil`: none).
     public let trustedIssuers: TrustedIssuers?
     /// The providers users sign in through (`trust.issuers` entries with `login`).
@@ -87,8 +90,9 @@ public struct GatewayServices: Sendable {
         configuration: GatewayConfiguration, store: any Store, keys: LiveKeyRing,
         runtimeBaseURL: String?, metrics: GatewayMetrics, passwordHasher: PasswordHasher = PasswordHasher(),
         clock: any TokenClock = SystemClock(), trustedIssuers: TrustedIssuers? = nil, providers: ProviderDirectory = .none,
-        connections: ConnectionDirectory = .none, logger: Logger, accessLog: AccessLog? = nil
+        connections: ConnectionDirectory = .none, logger: Logger, accessLog: AccessLog? = nil, tracer: RequestTracer? = nil
     ) {
+        self.tracer = tracer
         self.trustedIssuers = trustedIssuers
         self.connections = connections
         sockets = SocketRegistry(tunnels: tunnels)
@@ -225,7 +229,7 @@ public struct GatewayServices: Sendable {
                 ? nil
                 : ConnectedAccountCredentials(
                     accounts: connectedAccounts, cache: connectedTokens, clock: clock, connectBase: configuration.effectivePublicURL + ConnectRoutes.prefix + "/"),
-            exchanges: tokenExchange.map(ExchangedCredentials.init))
+            exchanges: tokenExchange.map(ExchangedCredentials.init), tracer: tracer)
     }
 
     /// Exchanges tokens at the company's provider for people (`nil` with no provider to sign in with).

@@ -6,6 +6,7 @@ import Gateway
 import JOSE
 import Logging
 import Observability
+import Traces
 import ProviderLogin
 import Runtime
 import SecurityGuard
@@ -156,7 +157,13 @@ struct ServeCommand: AsyncParsableCommand {
                 "no user accounts yet: add one with `portcullis users add NAME --tenant \(gateway.defaultTenant)` (or `swift run portcullis users add ...`)")
         }
 
-        let server = PortcullisServer(gateway: gateway, runtime: runtime, state: state, keys: keys, trustedIssuers: trusted, providers: providers, connections: connections, logger: logger, accessLog: accessLog)
+        let traces = try gateway.tracing.map { settings throws(TraceExportError) in try TraceExport(settings: settings, logger: logger) }
+        if let tracing = gateway.tracing {
+            logger.info("traces sent over OTLP/HTTP", metadata: ["endpoint": "\(tracing.endpoint)", "sample_ratio": "\(tracing.sampleRatio)"])
+        }
+        let server = PortcullisServer(
+            gateway: gateway, runtime: runtime, state: state, keys: keys, trustedIssuers: trusted, providers: providers, connections: connections, logger: logger,
+            accessLog: accessLog, traces: traces)
         let scheme = gateway.tls == nil ? "http" : "https"
         let systemd = ServiceManagerNotification(logger: logger)
         let readiness = ReadinessAnnouncement(listeners: Set(server.listeners.map(\.rawValue)), notification: systemd)

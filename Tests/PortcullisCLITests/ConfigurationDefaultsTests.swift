@@ -24,6 +24,8 @@ struct ConfigurationDefaultsTests {
         "storage.postgres_query_timeout_seconds", "storage.postgres_tls", "storage.postgres_ca_file",
         // ext_authz is off unless a port is set.
         "ext_authz.http_port", "ext_authz.grpc_port",
+        // Traces are off unless an endpoint is set.
+        "tracing.endpoint",
     ]
 
     /// Every configuration type, read from `values`.

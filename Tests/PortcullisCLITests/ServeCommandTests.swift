@@ -252,6 +252,10 @@ struct ServeCommandTests {
         ("logging:\n  format: xml\n", [:], "logging.format"),
         ("", ["LOGGING_ACCESS_BUFFER_BYTES": "-1"], "logging.access_buffer_bytes"),
         ("runtime:\n  url: ftp://example.com\n", [:], "runtime.url"),
+        ("tracing:\n  endpoint: collector:4318\n", [:], "tracing.endpoint"),
+        ("tracing:\n  endpoint: http://127.0.0.1:4318\n  sample_ratio: 1.5\n", [:], "tracing.sample_ratio"),
+        ("tracing:\n  endpoint: http://127.0.0.1:4318\n  sample_ratio: half\n", [:], "tracing.sample_ratio"),
+        ("", ["TRACING_ENDPOINT": "http://127.0.0.1:4318", "TRACING_SAMPLE_RATIO": "-0.1"], "tracing.sample_ratio"),
     ])
     func badConfiguration(yaml: String, environment: [String: String], expected: String) throws {
         let cli = try CLI()

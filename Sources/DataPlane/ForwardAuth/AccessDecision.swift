@@ -6,6 +6,7 @@ import NIOCore
 import NIOHTTP1
 import Observability
 import Resilience
+import Traces
 import RuntimeAPI
 import RuntimeAccess
 import SecurityGuard
@@ -32,6 +33,8 @@ package final class AccessDecision {
     package private(set) var userName: String?
     /// The route matched, once it is (for the asker's log and metadata).
     package private(set) var route: DataPlane.Route?
+    /// The decision's span (`tracing`), the child of the original request's trace; `nil` when tracing is off.
+    private var span: RequestSpan?
 
     package init(plane: DataPlane, question: AccessQuestion, eventLoop: any EventLoop, requestID: String) {
         self.plane = plane
@@ -44,6 +47,7 @@ package final class AccessDecision {
     /// Decides on `table`, calling `completion` once: now, or once the store has answered.
     package func decide(table: RouteTable, completion: @escaping (AccessVerdict) -> Void) {
         self.completion = completion
+        if let tracer = plane.tracer { startSpan(tracer) }
         let path = question.path
         let host = table.hasHostRoutes ? question.host : nil
         guard let (matched, _) = table.route(host: host, path: path) else {
@@ -122,6 +126,7 @@ package final class AccessDecision {
     /// The asker went away: `completion` is not called, whatever the store answers.
     package func cancel() {
         completion = nil
+        endSpan(nil)
     }
 
     private func then<T: Sendable>(_ future: EventLoopFuture<T>, _ body: @escaping (AccessDecision, Result<T, any Error>) -> Void) {
@@ -311,6 +316,47 @@ package final class AccessDecision {
     private func finish(_ verdict: AccessVerdict) {
         guard let completion else { return }
         self.completion = nil
+        endSpan(verdict)
         completion(verdict)
+    }
+
+    /// A span named for the asker and the original method (`ext_authz GET`), the original
+    /// request's trace continued: its `traceparent` is among the question's fields.
+    private func startSpan(_ tracer: RequestTracer) {
+        let asker = question.asker == .forwardAuth ? "forward_auth" : "ext_authz"
+        let traceparent = question.headers["traceparent"], tracestate = question.headers["tracestate"]
+        let fields = TraceContextFields(
+            traceparent: traceparent.count == 1 ? traceparent[0] : nil, tracestate: tracestate.count == 1 ? tracestate[0] : nil)
+        let span = tracer.startServerSpan("\(asker) \(question.method.rawValue)", continuing: fields)
+        let question = question
+        span.set { attributes in
+            attributes[TraceAttribute.asker] = asker
+            attributes[TraceAttribute.httpMethod] = question.method.rawValue
+            attributes[TraceAttribute.urlPath] = PathRedaction.redactedPath(String(question.path))
+            if let host = question.host { attributes[TraceAttribute.serverAddress] = host }
+            attributes[TraceAttribute.clientAddress] = question.clientAddress
+            attributes[TraceAttribute.requestID] = requestID
+        }
+        self.span = span
+    }
+
+    /// Ends the span with the verdict: `allowed`, or the refusal's code and status.
+    private func endSpan(_ verdict: AccessVerdict?) {
+        guard let span else { return }
+        self.span = nil
+        let (route, userID) = (route, userID)
+        span.set { attributes in
+            if let route { attributes[TraceAttribute.httpRoute] = route.prefix.isEmpty ? "/" : route.prefix }
+            if let userID { attributes[TraceAttribute.userID] = userID }
+            switch verdict {
+            case .allowed: attributes[TraceAttribute.decision] = "allowed"
+            case .denied(let error, _):
+                attributes[TraceAttribute.decision] = error.code
+                attributes[TraceAttribute.httpStatus] = Int(error.status.code)
+            case nil: attributes[TraceAttribute.decision] = "asker_gone"
+            }
+        }
+        if case .denied(let error, _) = verdict, error.status.code >= 500 { return span.end(failed: true, because: error.code) }
+        span.end()
     }
 }

@@ -1,0 +1,95 @@
+import NIOHTTP1
+import Observability
+import Traces
+
+/// The spans of one proxied request (`tracing`): the request's own (a server span, the caller's
+/// trace continued), and the call to the upstream (a client span), whose context the upstream
+/// gets as its `traceparent` in place of the caller's.
+///
+/// Made only when tracing is on: otherwise an exchange holds `nil` and starts nothing. Attributes
+/// are written only for a sampled span; never a token, a cookie, a query or an MCP call's arguments.
+final class ExchangeTrace {
+    let tracer: RequestTracer
+    let server: RequestSpan
+    private var upstream: RequestSpan?
+    /// What the upstream gets as its Trace Context: the upstream span as parent.
+    private(set) var upstreamFields: TraceContextFields?
+    /// The refusal's stable code, when the gateway answered with one.
+    var refusal: String?
+
+    init(tracer: RequestTracer, head: HTTPRequestHead, route: DataPlane.Route, path: Substring, requestID: String) {
+        self.tracer = tracer
+        let fields = TraceContextFields(traceparent: Self.single(head.headers, "traceparent"), tracestate: Self.single(head.headers, "tracestate"))
+        let template = route.prefix.isEmpty ? "/" : route.prefix
+        server = tracer.startServerSpan("\(head.method.rawValue) \(template)", continuing: fields)
+        server.set { attributes in
+            attributes[TraceAttribute.httpMethod] = head.method.rawValue
+            attributes[TraceAttribute.httpRoute] = template
+            attributes[TraceAttribute.urlPath] = PathRedaction.redactedPath(String(path))
+            attributes[TraceAttribute.protocolVersion] = head.version.major == 2 ? "2" : "1.1"
+            attributes[TraceAttribute.requestID] = requestID
+        }
+    }
+
+    /// A field's value when the request carries it exactly once (two `traceparent`s name no one parent).
+    private static func single(_ headers: HTTPHeaders, _ name: String) -> String? {
+        let values = headers[name]
+        return values.count == 1 ? values[0] : nil
+    }
+
+    /// The trace id the upstream gets, for the access line (32 hex digits).
+    var traceID: String? {
+        let fields = upstreamFields ?? tracer.fields(of: server)
+        guard let traceparent = fields.traceparent, traceparent.utf8.count == 55 else { return nil }
+        return String(traceparent.dropFirst(3).prefix(32))
+    }
+
+    /// Starts the call to the upstream, before its request head is written.
+    func startUpstream(_ origin: UpstreamOrigin, method: HTTPMethod) {
+        guard upstream == nil else { return }
+        let span = tracer.startClientSpan(method.rawValue, parent: server)
+        span.set { attributes in
+            attributes[TraceAttribute.httpMethod] = method.rawValue
+            attributes[TraceAttribute.serverAddress] = origin.host
+            attributes[TraceAttribute.serverPort] = origin.port
+        }
+        upstream = span
+        upstreamFields = tracer.fields(of: span)
+    }
+
+    /// Ends the call to the upstream with its answer's status (502, 503 or 504 for its failure).
+    func endUpstream(status: Int?) {
+        guard let span = upstream else { return }
+        upstream = nil
+        if let status { span.set { $0[TraceAttribute.httpStatus] = status } }
+        span.end(failed: status.map { $0 >= 500 } ?? true)
+    }
+
+    /// Ends the request's span (and the upstream's, if still open: the client left, or the tunnel closed).
+    func end(status: Int, userID: String?, mcp: MCPCallFields?, mcpSession: String?) {
+        endUpstream(status: nil)
+        if server.isRecording {
+            if let mcp, let method = mcp.method {
+                server.rename(mcp.name.map { "\(method) \($0)" } ?? method)
+            }
+            server.set { attributes in
+                attributes[TraceAttribute.httpStatus] = status
+                if let userID { attributes[TraceAttribute.userID] = userID }
+                if let decision = refusal ?? (status < 400 ? "allowed" : nil) { attributes[TraceAttribute.decision] = decision }
+                if let mcp {
+                    if let method = mcp.method { attributes[TraceAttribute.mcpMethod] = method }
+                    if mcp.method == "tools/call", let name = mcp.name {
+                        attributes[TraceAttribute.toolName] = name
+                        attributes[TraceAttribute.operationName] = "execute_tool"
+                    }
+                    if let clientID = mcp.clientID { attributes[TraceAttribute.clientID] = clientID }
+                    if let tenantID = mcp.tenantID { attributes[TraceAttribute.tenantID] = tenantID }
+                    attributes[TraceAttribute.decision] = mcp.decision
+                }
+                if let mcpSession { attributes[TraceAttribute.mcpSession] = mcpSession }
+                if status >= 500 { attributes[TraceAttribute.errorType] = String(status) }
+            }
+        }
+        server.end(failed: status >= 500)
+    }
+}

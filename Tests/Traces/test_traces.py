@@ -1,0 +1,255 @@
+"""OpenTelemetry traces from the real `portcullis serve` (started by scripts/traces-tests.sh with
+`tracing.endpoint` pointing here): an OTLP/HTTP receiver built on the opentelemetry-proto package
+decodes what the gateway's exporter sends (ExportTraceServiceRequest, protobuf), and an upstream
+records the Trace Context each request reaches it with. Checks the spans' names, kinds, parents
+and attributes for a proxied request, a refusal, forward-auth and ext_authz (gRPC and HTTP), and
+that no token is in anything exported. Prints one line per check (never a token).
+"""
+import base64
+import gzip
+import http.client
+import json
+import os
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import grpc
+from envoy.service.auth.v3 import attribute_context_pb2, external_auth_pb2, external_auth_pb2_grpc
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+from opentelemetry.proto.trace.v1 import trace_pb2
+
+GATEWAY = int(os.environ["PORTCULLIS_PORT"])
+GRPC_PORT = int(os.environ["EXT_AUTHZ_GRPC_PORT"])
+HTTP_PORT = int(os.environ["EXT_AUTHZ_HTTP_PORT"])
+OTLP_PORT = int(os.environ["OTLP_PORT"])
+UPSTREAM_PORT = int(os.environ["UPSTREAM_PORT"])
+TOKEN = open(os.environ["PORTCULLIS_TOKEN_FILE"]).read().strip()
+
+SERVER, CLIENT = trace_pb2.Span.SPAN_KIND_SERVER, trace_pb2.Span.SPAN_KIND_CLIENT
+spans = []          # (resource attributes, span)
+bodies = []         # every export as received, to look for secrets in
+upstream_seen = {}  # request path -> (traceparent, tracestate) the upstream got
+lock = threading.Lock()
+
+
+class Receiver(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        if self.headers.get("Content-Encoding", "").lower() == "gzip":
+            body = gzip.decompress(body)
+        request = trace_service_pb2.ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        with lock:
+            bodies.append(body)
+            for resource_spans in request.resource_spans:
+                resource = {a.key: a.value.string_value for a in resource_spans.resource.attributes}
+                for scope in resource_spans.scope_spans:
+                    spans.extend((resource, span) for span in scope.spans)
+        answer = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
+        self.send_response(200 if self.path == "/v1/traces" else 404)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, *args):
+        pass
+
+
+class Upstream(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        with lock:
+            upstream_seen[self.path] = (self.headers.get_all("traceparent"), self.headers.get("tracestate"))
+        body = b'{"ok":true}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def serve(handler, port):
+    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def check(condition, rule):
+    if not condition:
+        print(f"FAIL  {rule}")
+        sys.exit(1)
+    print(f"ok    {rule}")
+
+
+def attributes(span):
+    values = {}
+    for a in span.attributes:
+        kind = a.value.WhichOneof("value")
+        values[a.key] = getattr(a.value, kind) if kind else None
+    return values
+
+
+def request(port, path, headers, method="GET"):
+    """One request with `headers` as given: a name twice is sent twice."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=15)
+    try:
+        connection.putrequest(method, path)
+        for name, value in headers:
+            connection.putheader(name, value)
+        connection.endheaders()
+        answer = connection.getresponse()
+        answer.read()
+        return answer.status, dict((k.lower(), v) for k, v in answer.getheaders())
+    finally:
+        connection.close()
+
+
+def spans_of(trace_id, count, wait=20.0):
+    """The spans of one trace once `count` have come (the exporter sends in batches)."""
+    deadline = time.monotonic() + wait
+    while True:
+        with lock:
+            found = [(r, s) for r, s in spans if s.trace_id.hex() == trace_id]
+        if len(found) >= count or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
+
+
+def traceparent(trace_id, parent, sampled=True):
+    return f"00-{trace_id}-{parent}-{'01' if sampled else '00'}"
+
+
+def new_ids(n):
+    return os.urandom(16).hex(), os.urandom(8).hex()
+
+
+def claims(token):
+    payload = token.split(".")[1]
+    return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+
+
+def check_request(method, path, headers):
+    http = attribute_context_pb2.AttributeContext.HttpRequest(
+        id="7", method=method, path=path, host="app.example.test", scheme="https", protocol="HTTP/1.1")
+    http.headers.update({":method": method, ":path": path, ":authority": "app.example.test", ":scheme": "https"})
+    http.headers.update({name.lower(): value for name, value in headers})
+    check_request = external_auth_pb2.CheckRequest()
+    check_request.attributes.request.http.CopyFrom(http)
+    check_request.attributes.source.address.socket_address.address = "203.0.113.9"
+    return check_request
+
+
+def main():
+    serve(Receiver, OTLP_PORT)
+    serve(Upstream, UPSTREAM_PORT)
+    user_id = claims(TOKEN)["sub"]
+    bearer = ("Authorization", f"Bearer {TOKEN}")
+
+    # 1. A proxied request continues the caller's trace: its span is the caller's child, the
+    #    upstream call the span's child, and the upstream gets the call's context as its parent.
+    trace_id, parent = new_ids(2)
+    status, _ = request(GATEWAY, "/api/plain/one", [bearer, ("traceparent", traceparent(trace_id, parent)), ("tracestate", "vendor=1")])
+    check(status == 200, "a traced request through the gateway is answered 200")
+    found = spans_of(trace_id, 2)
+    server = [s for r, s in found if s.kind == SERVER]
+    client = [s for r, s in found if s.kind == CLIENT]
+    check(len(server) == 1 and len(client) == 1, "a proxied request makes a server span and a client span for the upstream call")
+    server, client = server[0], client[0]
+    check(server.parent_span_id.hex() == parent, "the request's span is the child of the caller's traceparent")
+    check(client.parent_span_id.hex() == server.span_id.hex(), "the upstream call's span is the child of the request's span")
+    check(server.name == "GET /api/plain", f"the request's span is named by method and route ({server.name})")
+    attrs = attributes(server)
+    check(attrs.get("http.request.method") == "GET" and attrs.get("http.response.status_code") == 200,
+          "the request's span carries the method and the status (HTTP semantic conventions)")
+    check(attrs.get("http.route") == "/api/plain" and attrs.get("url.path") == "/api/plain/one", "the request's span carries the route and the path")
+    check(attrs.get("user.id") == user_id and attrs.get("portcullis.decision") == "allowed", "the request's span names the verified user and the decision")
+    cattrs = attributes(client)
+    check(cattrs.get("server.port") == UPSTREAM_PORT and cattrs.get("http.response.status_code") == 200,
+          "the upstream call's span names the upstream's port and its answer")
+    check(found[0][0].get("service.name") == "portcullis-test", "spans carry tracing.service_name as service.name")
+    sent, state = upstream_seen.get("/one", (None, None))
+    check(sent == [traceparent(trace_id, client.span_id.hex())], "the upstream gets one traceparent: the caller's trace, the upstream call's span as parent")
+    check(state == "vendor=1", "the caller's tracestate goes on to the upstream")
+
+    # 2. Without a traceparent a trace starts here, and the upstream is in it.
+    status, _ = request(GATEWAY, "/api/plain/two", [bearer])
+    sent, _ = upstream_seen.get("/two", (None, None))
+    check(status == 200 and sent is not None and len(sent) == 1, "a request without trace context reaches the upstream with a new traceparent")
+    started = sent[0].split("-")[1]
+    found = spans_of(started, 2)
+    check(len(found) == 2 and any(s.kind == SERVER and len(s.parent_span_id) == 0 for _, s in found),
+          "a trace started here is exported with its root span (sample_ratio 1)")
+
+    # 3. A caller that says "not sampled" is not recorded, but its trace goes on, still not sampled.
+    trace_id, parent = new_ids(2)
+    status, _ = request(GATEWAY, "/api/plain/three", [bearer, ("traceparent", traceparent(trace_id, parent, sampled=False))])
+    sent, _ = upstream_seen.get("/three", (None, None))
+    check(status == 200 and sent is not None and sent[0].startswith(f"00-{trace_id}-") and sent[0].endswith("-00"),
+          "an unsampled caller's trace reaches the upstream, still unsampled")
+
+    # 4. Two traceparents name no one parent: a new trace, and neither goes upstream.
+    a, b = new_ids(2), new_ids(2)
+    status, _ = request(GATEWAY, "/api/plain/four", [bearer, ("traceparent", traceparent(*a)), ("traceparent", traceparent(*b))])
+    sent, _ = upstream_seen.get("/four", (None, None))
+    check(status == 200 and sent is not None and len(sent) == 1 and a[0] not in sent[0] and b[0] not in sent[0],
+          "a request with two traceparents starts a trace of its own, and the upstream gets only that")
+
+    # 5. A refusal is traced with its code; nothing reaches the upstream.
+    trace_id, parent = new_ids(2)
+    status, _ = request(GATEWAY, "/api/plain/five", [("Authorization", "Bearer " + TOKEN[:-4] + "AAAA"), ("traceparent", traceparent(trace_id, parent))])
+    found = spans_of(trace_id, 1)
+    check(status == 401 and len(found) == 1 and found[0][1].kind == SERVER, "a refused request makes its span alone (no upstream call)")
+    attrs = attributes(found[0][1])
+    check(attrs.get("http.response.status_code") == 401 and attrs.get("portcullis.decision") not in (None, "allowed"),
+          f"the refused request's span carries the 401 and the refusal's code ({attrs.get('portcullis.decision')})")
+
+    # 6. Forward-auth's decision continues the original request's trace.
+    trace_id, parent = new_ids(2)
+    status, _ = request(GATEWAY, "/api/auth/verify", [bearer, ("X-Original-URI", "/api/plain/six"), ("X-Original-Method", "GET"),
+                                                      ("traceparent", traceparent(trace_id, parent))])
+    found = spans_of(trace_id, 1)
+    check(status == 200 and len(found) == 1, "forward-auth's decision is one span in the original request's trace")
+    span = found[0][1]
+    attrs = attributes(span)
+    check(span.name == "forward_auth GET" and span.parent_span_id.hex() == parent and span.kind == SERVER,
+          "forward-auth's span is named for the asker and method, the child of the original request's span")
+    check(attrs.get("portcullis.decision") == "allowed" and attrs.get("user.id") == user_id and attrs.get("http.route") == "/api/plain",
+          "forward-auth's span names the decision, the user and the route")
+
+    # 7. ext_authz over gRPC and HTTP: the trace context among the original request's headers.
+    for mode in ("grpc", "http"):
+        trace_id, parent = new_ids(2)
+        headers = [("authorization", f"Bearer {TOKEN}"), ("traceparent", traceparent(trace_id, parent))]
+        if mode == "grpc":
+            with grpc.insecure_channel(f"127.0.0.1:{GRPC_PORT}") as channel:
+                answer = external_auth_pb2_grpc.AuthorizationStub(channel).Check(check_request("GET", "/api/plain/seven", headers), timeout=15)
+            allowed = answer.status.code == 0
+        else:
+            status, _ = request(HTTP_PORT, "/ext-authz/api/plain/seven", headers)
+            allowed = status == 200
+        found = spans_of(trace_id, 1)
+        check(allowed and len(found) == 1, f"ext_authz ({mode}) allows, and its decision is one span in the original request's trace")
+        span = found[0][1]
+        attrs = attributes(span)
+        check(span.name == "ext_authz GET" and span.parent_span_id.hex() == parent and attrs.get("portcullis.asker") == "ext_authz"
+              and attrs.get("portcullis.decision") == "allowed",
+              f"ext_authz's ({mode}) span is named for the asker, the child of the original request's, with the decision")
+
+    # 8. No secret in anything exported.
+    with lock:
+        exported = b"".join(bodies)
+    signature = TOKEN.split(".")[2].encode()
+    check(TOKEN.encode() not in exported and signature not in exported, "no token, nor a token's signature, is in any span exported")
+    print(f"traces: {len(spans)} spans received in {len(bodies)} exports")
+
+
+main()

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# OpenTelemetry traces from the real `portcullis serve`: Tests/Traces/test_traces.py runs an
+# OTLP/HTTP receiver on the opentelemetry-proto package (no OpenTelemetry Collector is packaged
+# in Debian) and an upstream, and checks the spans the gateway exports for a proxied request, a
+# refusal, forward-auth and ext_authz, and the traceparent the upstream gets.
+#
+#   scripts/traces-tests.sh        uses .build/debug/portcullis (swift test builds it)
+#   PORTCULLIS_BIN=path            another binary
+#
+# Makes its own Python environment in .build/traces-venv: grpcio and the xds-protos package's Envoy
+# messages (as scripts/ext-authz-tests.sh), then opentelemetry-proto, installed last: xds-protos
+# carries an old copy of OpenTelemetry's messages, which the current one replaces.
+# Loopback only; every process it starts is stopped by its PID.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=$(realpath "${PORTCULLIS_BIN:-$ROOT/.build/debug/portcullis}")
+VENV=$ROOT/.build/traces-venv
+ready() {
+  "$VENV/bin/python" -c "import grpc, envoy.service.auth.v3.external_auth_pb2
+from opentelemetry.proto.trace.v1 import trace_pb2
+assert 'scope_spans' in trace_pb2.ResourceSpans.DESCRIPTOR.fields_by_name" 2>/dev/null
+}
+if [ ! -x "$VENV/bin/python" ] || ! ready; then
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q grpcio==1.85.3 xds-protos==1.85.0
+  "$VENV/bin/pip" install -q opentelemetry-proto==1.45.2
+  ready || { echo "FAIL  opentelemetry-proto's current messages cannot be imported beside xds-protos"; exit 1; }
+fi
+WORK=$(mktemp -d)
+PORT=18781 GRPC_PORT=18782 HTTP_PORT=18783 OTLP_PORT=18784 UPSTREAM_PORT=18785
+SERVE_PID=
+cleanup() {
+  [ -n "$SERVE_PID" ] && kill "$SERVE_PID" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+source "$ROOT/scripts/lib/gateway.sh"
+# Spans are sent every 100 ms (OpenTelemetry's OTEL_BSP_SCHEDULE_DELAY; 5 s by default).
+export OTEL_BSP_SCHEDULE_DELAY=100
+start_serve "$WORK" "$PORT" "  trusted_proxies: [127.0.0.1]
+  routes:
+    - {prefix: /api/plain, upstream: 'http://127.0.0.1:$UPSTREAM_PORT'}" "ext_authz:
+  grpc_port: $GRPC_PORT
+  http_port: $HTTP_PORT
+tracing:
+  endpoint: http://127.0.0.1:$OTLP_PORT
+  sample_ratio: 1
+  service_name: portcullis-test"
+login_bench_user "$WORK" "$PORT"
+(umask 077 && printf '%s\n' "$TOKEN" > "$WORK/token")
+PORTCULLIS_PORT=$PORT EXT_AUTHZ_GRPC_PORT=$GRPC_PORT EXT_AUTHZ_HTTP_PORT=$HTTP_PORT OTLP_PORT=$OTLP_PORT UPSTREAM_PORT=$UPSTREAM_PORT \
+  PORTCULLIS_TOKEN_FILE=$WORK/token "$VENV/bin/python" "$ROOT/Tests/Traces/test_traces.py" || { tail -20 "$WORK/serve.log"; exit 1; }
+kill -0 "$SERVE_PID" || { echo "FAIL  serve stopped"; exit 1; }
+if grep -qF "$TOKEN" "$WORK/serve.log"; then echo "FAIL  a token is in the gateway's log"; exit 1; fi
+echo "traces tests passed"
