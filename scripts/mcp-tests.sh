@@ -20,7 +20,7 @@ source "$ROOT/scripts/lib/gateway.sh"
 VENV=$(mcp_venv)
 BIN=$(realpath "${PORTCULLIS_BIN:-$ROOT/.build/debug/portcullis}")
 WORK=$(mktemp -d)
-PORT=18740 SSO_PORT=18741 TOOLS=18742 CALLBACK=18743 DOCUMENTS=18744 ACCOUNTS=18745 SERVICE=18746
+PORT=18740 SSO_PORT=18741 TOOLS=18742 CALLBACK=18743 DOCUMENTS=18744 ACCOUNTS=18745 SERVICE=18746 OTLP=18747
 SERVE_PID= SSO_PID= TOOLS_PID= DOCUMENTS_PID= FIRST_PID= SERVICE_PID=
 cleanup() {
   for pid in $FIRST_PID $SERVE_PID $SSO_PID $TOOLS_PID $DOCUMENTS_PID $SERVICE_PID; do kill "$pid" 2>/dev/null || true; done
@@ -57,6 +57,8 @@ CI_AGENT_SECRET_FILE="$WORK/ci-agent.secret" "$VENV/bin/python" "$ROOT/Tests/MCP
 for _ in $(seq 100); do curl -sf -o /dev/null "127.0.0.1:$SSO_PORT/jwks" && break; sleep 0.1; done
 for port in $TOOLS $SERVICE; do for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done; done
 
+# The gateway's spans go to the receiver in Tests/MCP/test_mcp.py, sent every 100 ms (OTEL_BSP_SCHEDULE_DELAY).
+export OTEL_BSP_SCHEDULE_DELAY=100
 start_serve "$WORK" "$PORT" "  public_url: http://127.0.0.1:$PORT
   upstream_ca_file: $WORK/documents.pem
   routes:
@@ -110,9 +112,11 @@ trust:
         name: fake
         display_name: Company IdP
         client_id: portcullis
-        client_secret_file: $WORK/sso.secret"
+        client_secret_file: $WORK/sso.secret
+tracing:
+  endpoint: http://127.0.0.1:$OTLP"
 
-GATEWAY="http://127.0.0.1:$PORT" SSO="http://127.0.0.1:$SSO_PORT" SERVICE="http://127.0.0.1:$SERVICE" ENTERPRISE_SECRET_FILE="$WORK/ci-agent.secret" TOOLS="http://127.0.0.1:$TOOLS" CHROMIUM="$CHROMIUM" CALLBACK_PORT="$CALLBACK" CLIENT_METADATA_URL="$CLIENT_METADATA_URL" "$VENV/bin/python" "$ROOT/Tests/MCP/test_mcp.py" || {
+GATEWAY="http://127.0.0.1:$PORT" OTLP_PORT=$OTLP SSO="http://127.0.0.1:$SSO_PORT" SERVICE="http://127.0.0.1:$SERVICE" ENTERPRISE_SECRET_FILE="$WORK/ci-agent.secret" TOOLS="http://127.0.0.1:$TOOLS" CHROMIUM="$CHROMIUM" CALLBACK_PORT="$CALLBACK" CLIENT_METADATA_URL="$CLIENT_METADATA_URL" "$VENV/bin/python" "$ROOT/Tests/MCP/test_mcp.py" || {
   status=$?
   for log in serve.log tools.log sso.log documents.log service.log; do
     [ -f "$WORK/$log" ] && { echo "--- $log (last 40 lines)"; tail -40 "$WORK/$log" | sed -E 's/eyJ[A-Za-z0-9_.-]+/<token>/g; s/rto_[A-Za-z0-9_-]+/<refresh>/g'; }

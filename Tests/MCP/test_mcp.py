@@ -55,7 +55,12 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from playwright.async_api import async_playwright
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Traces"))
+from otlp_receiver import OTLPReceiver, attributes  # noqa: E402  (the shared receiver, beside the traces test)
+
 GATEWAY = os.environ["GATEWAY"]
+# The gateway sends its spans here (`tracing.endpoint` in scripts/mcp-tests.sh).
+TRACES = OTLPReceiver(int(os.environ["OTLP_PORT"]))
 CALLBACK = f"http://127.0.0.1:{os.environ['CALLBACK_PORT']}/callback"
 FAILURES = []
 
@@ -160,6 +165,22 @@ def sdk_provider(server, person, storage, client_metadata_url=None):
         storage=storage, redirect_handler=person.redirect, callback_handler=person.callback, client_metadata_url=client_metadata_url)
 
 
+def check_tool_call_span(client_id):
+    """The tool call's span (OpenTelemetry's MCP conventions): named for the call, with the method,
+    the tool, the session, the client and the decision; never the call's arguments."""
+    found = TRACES.wait(lambda _, span: span.name == "tools/call add" and attributes(span).get("portcullis.client_id") == client_id)
+    check(len(found) >= 1, "the tool call is traced: a span named tools/call add, for this client")
+    if not found:
+        return
+    attrs = attributes(found[-1][1])
+    check(attrs.get("mcp.method.name") == "tools/call" and attrs.get("gen_ai.tool.name") == "add"
+          and attrs.get("gen_ai.operation.name") == "execute_tool", "the tool call's span carries mcp.method.name and gen_ai.tool.name")
+    check(attrs.get("portcullis.decision") == "allowed" and (attrs.get("user.id") or "").startswith("ext_")
+          and attrs.get("mcp.session.id"), "the tool call's span names the decision, the person and the MCP session")
+    check(b'"a": 2' not in TRACES.exported() and b'"b":40' not in TRACES.exported() and attrs.get("http.route") == "/mcp/tools",
+          "the tool call's span carries the route, not the call's arguments")
+
+
 async def flow(page, client_metadata_url, expected_client):
     kind = "CIMD" if client_metadata_url else "RFC 7591"
     print(f"--- the SDK's client, registering by {kind}")
@@ -175,6 +196,7 @@ async def flow(page, client_metadata_url, expected_client):
                 check({"add", "whoami", "slow"} <= tools, "tools/list through the gateway")
                 added = await session.call_tool("add", {"a": 2, "b": 40})
                 check(not added.is_error and "42" in json.dumps([c.model_dump() for c in added.content]), "tools/call answered (2 + 40)")
+                check_tool_call_span(storage.client.client_id)
                 who = await session.call_tool("whoami", {})
                 seen = json.loads(who.content[0].text)
                 check(seen["authorization"] is False, "the client's token never reaches the MCP server")

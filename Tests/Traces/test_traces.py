@@ -6,19 +6,16 @@ and attributes for a proxied request, a refusal, forward-auth and ext_authz (gRP
 that no token is in anything exported. Prints one line per check (never a token).
 """
 import base64
-import gzip
 import http.client
 import json
 import os
 import sys
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import grpc
 from envoy.service.auth.v3 import attribute_context_pb2, external_auth_pb2, external_auth_pb2_grpc
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
-from opentelemetry.proto.trace.v1 import trace_pb2
+from otlp_receiver import CLIENT, SERVER, OTLPReceiver, attributes
 
 GATEWAY = int(os.environ["PORTCULLIS_PORT"])
 GRPC_PORT = int(os.environ["EXT_AUTHZ_GRPC_PORT"])
@@ -27,37 +24,9 @@ OTLP_PORT = int(os.environ["OTLP_PORT"])
 UPSTREAM_PORT = int(os.environ["UPSTREAM_PORT"])
 TOKEN = open(os.environ["PORTCULLIS_TOKEN_FILE"]).read().strip()
 
-SERVER, CLIENT = trace_pb2.Span.SPAN_KIND_SERVER, trace_pb2.Span.SPAN_KIND_CLIENT
-spans = []          # (resource attributes, span)
-bodies = []         # every export as received, to look for secrets in
-upstream_seen = {}  # request path -> (traceparent, tracestate) the upstream got
+upstream_seen = {}  # request path -> (traceparents, tracestate) the upstream got
 lock = threading.Lock()
-
-
-class Receiver(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_POST(self):
-        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        if self.headers.get("Content-Encoding", "").lower() == "gzip":
-            body = gzip.decompress(body)
-        request = trace_service_pb2.ExportTraceServiceRequest()
-        request.ParseFromString(body)
-        with lock:
-            bodies.append(body)
-            for resource_spans in request.resource_spans:
-                resource = {a.key: a.value.string_value for a in resource_spans.resource.attributes}
-                for scope in resource_spans.scope_spans:
-                    spans.extend((resource, span) for span in scope.spans)
-        answer = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
-        self.send_response(200 if self.path == "/v1/traces" else 404)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
-
-    def log_message(self, *args):
-        pass
+receiver = None
 
 
 class Upstream(BaseHTTPRequestHandler):
@@ -77,25 +46,11 @@ class Upstream(BaseHTTPRequestHandler):
         pass
 
 
-def serve(handler, port):
-    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
-
-
 def check(condition, rule):
     if not condition:
         print(f"FAIL  {rule}")
         sys.exit(1)
     print(f"ok    {rule}")
-
-
-def attributes(span):
-    values = {}
-    for a in span.attributes:
-        kind = a.value.WhichOneof("value")
-        values[a.key] = getattr(a.value, kind) if kind else None
-    return values
 
 
 def request(port, path, headers, method="GET"):
@@ -113,15 +68,8 @@ def request(port, path, headers, method="GET"):
         connection.close()
 
 
-def spans_of(trace_id, count, wait=20.0):
-    """The spans of one trace once `count` have come (the exporter sends in batches)."""
-    deadline = time.monotonic() + wait
-    while True:
-        with lock:
-            found = [(r, s) for r, s in spans if s.trace_id.hex() == trace_id]
-        if len(found) >= count or time.monotonic() > deadline:
-            return found
-        time.sleep(0.1)
+def spans_of(trace_id, count):
+    return receiver.of_trace(trace_id, count)
 
 
 def traceparent(trace_id, parent, sampled=True):
@@ -149,8 +97,9 @@ def check_request(method, path, headers):
 
 
 def main():
-    serve(Receiver, OTLP_PORT)
-    serve(Upstream, UPSTREAM_PORT)
+    global receiver
+    receiver = OTLPReceiver(OTLP_PORT)
+    threading.Thread(target=ThreadingHTTPServer(("127.0.0.1", UPSTREAM_PORT), Upstream).serve_forever, daemon=True).start()
     user_id = claims(TOKEN)["sub"]
     bearer = ("Authorization", f"Bearer {TOKEN}")
 
@@ -245,11 +194,10 @@ def main():
               f"ext_authz's ({mode}) span is named for the asker, the child of the original request's, with the decision")
 
     # 8. No secret in anything exported.
-    with lock:
-        exported = b"".join(bodies)
+    exported = receiver.exported()
     signature = TOKEN.split(".")[2].encode()
     check(TOKEN.encode() not in exported and signature not in exported, "no token, nor a token's signature, is in any span exported")
-    print(f"traces: {len(spans)} spans received in {len(bodies)} exports")
+    print(f"traces: {len(receiver.spans)} spans received in {len(receiver.bodies)} exports")
 
 
 main()

@@ -105,9 +105,9 @@ mcp_venv() {
   local root venv
   root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
   venv="$root/.build/mcp-venv"
-  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import mcp, fastmcp, playwright, cryptography, h2, flask, authlib" 2>/dev/null; then
+  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import mcp, fastmcp, playwright, cryptography, h2, flask, authlib, opentelemetry.proto.trace.v1.trace_pb2" 2>/dev/null; then
     python3 -m venv "$venv" >&2
-    "$venv/bin/pip" install -q mcp fastmcp playwright cryptography h2 flask authlib >&2
+    "$venv/bin/pip" install -q mcp fastmcp playwright cryptography h2 flask authlib opentelemetry-proto==1.45.2 >&2
   fi
   echo "$venv"
 }
