@@ -14,7 +14,7 @@
 # with a token the provider exchanged for them (upstream_credential: {exchange: ...}), beside the
 # call without one there. Envoy's ext_authz (issue 67): the policy row's decision asked over HTTP
 # mode (wrk) and over gRPC (h2load, a CheckRequest built with the xds-protos package), beside
-# forward-auth's.
+# forward-auth's. Traces (issue 67): one route with tracing off, every request traced, and 1%.
 #
 # The floor: three rows of floor-proxy (Benchmarks/FloorProxy), a minimal SwiftNIO reverse
 # proxy without authentication built from the same packages, one on NIOHTTP1's codecs, one
@@ -77,6 +77,7 @@ FLOOR_BIN="$ROOT/.build/release/floor-proxy"
 WORK=$(mktemp -d)
 UPSTREAM=18401 NGINX_PROXY=18402 HAPROXY=18403 GATEWAY=18404 FLOOR_NIO=18405 FLOOR_BYTES=18406 NGINX_LOGGED=18407 GATEWAY_INFO=18408 GATEWAY_COMPARE=18409 GATEWAY_SAME=18411 GATEWAY_SSO=18417
 FLOOR_DECODER=18410 NGINX_AUTH=18412 SERVICE=18413 EXT_GRPC=18414 EXT_HTTP=18415 SSO=18416
+GATEWAY_UNTRACED=18418 GATEWAY_TRACED=18419 GATEWAY_TRACED_SOME=18420
 PIDS=()
 cleanup() {
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -119,6 +120,7 @@ TOOLS_LIST="${TOOLS_LIST%,}]}}"
 "$BIN" keys generate --alg ES256 --dir "$WORK/idp" >/dev/null
 "$BIN" jwks --keys "$WORK/idp" > "$WORK/idp/jwks.json"
 nginx_conf upstream $UPSTREAM "location = /idp/jwks.json { default_type application/json; alias $WORK/idp/jwks.json; }
+    location = /v1/traces { return 204; }
     location = /tools { default_type application/json; return 200 '$TOOLS_LIST'; }
     location = /rpc { default_type application/json; return 200 '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"3\"}]}}'; }
     # /mcp/acting's server: the same answer, only to a request carrying the connected service's token (403
@@ -276,6 +278,18 @@ print("portcullis=" + jar["portcullis"])
 PY
 ) || { echo "bench-proxy.sh: signing in through the company's provider failed" >&2; exit 1; }
 TOKEN_INFO=$TOKEN
+# Traces (issue 67): three gateways with one route, tracing off, every request traced, and 1% of
+# new traces recorded, their spans sent over OTLP/HTTP to the upstream nginx (204 to every export,
+# so the collector's cost is not the gateway's).
+for traced in UNTRACED TRACED TRACED_SOME; do
+  port_var=GATEWAY_$traced; tracing=""
+  [ "$traced" = TRACED ] && tracing="tracing: {endpoint: 'http://127.0.0.1:$UPSTREAM', sample_ratio: 1}"
+  [ "$traced" = TRACED_SOME ] && tracing="tracing: {endpoint: 'http://127.0.0.1:$UPSTREAM', sample_ratio: 0.01}"
+  start_serve "$WORK/gateway-$traced" "${!port_var}" "  routes: [\"/api/bench=http://127.0.0.1:$UPSTREAM\"]" "$tracing"
+  PIDS+=("$SERVE_PID"); printf -v "GATEWAY_${traced}_PID" '%s' "$SERVE_PID"
+  login_bench_user "$WORK/gateway-$traced" "${!port_var}"
+  printf -v "TOKEN_$traced" '%s' "$TOKEN"
+done
 if [ -n "${COMPARE_BIN:-}" ]; then
   # The same gateway.routes set-up from another binary (BIN is what start_serve and the login run).
   MAIN_BIN=$BIN; BIN=$(realpath "$COMPARE_BIN")
@@ -451,6 +465,7 @@ EXPECT=200 check -H "Authorization: Bearer $TOKEN" "127.0.0.1:$NGINX_LOGGED/"
 EXPECT=200 check -H "Authorization: Bearer $TOKEN" "127.0.0.1:$FLOOR_NIO/"
 EXPECT=200 check -H "Authorization: Bearer $TOKEN" "127.0.0.1:$FLOOR_BYTES/"
 EXPECT=200 check -H "Authorization: Bearer $TOKEN_INFO" "127.0.0.1:$GATEWAY_INFO/api/bench/"
+EXPECT=200 check -H "Authorization: Bearer $TOKEN_TRACED" "127.0.0.1:$GATEWAY_TRACED/api/bench/"
 EXPECT=200 check -H "Authorization: Bearer $TOKEN" "127.0.0.1:$HAPROXY/"
 EXPECT=401 check "127.0.0.1:$HAPROXY/"
 EXPECT=200 check -H "Authorization: Bearer $TOKEN" "127.0.0.1:$GATEWAY/api/bench/"
@@ -656,6 +671,9 @@ for round in $(seq "$ROUNDS"); do
   AUTH_TOKEN=$MCP_RULES_LIST_TOKEN run "Portcullis MCP tools/list filtered by tool rules (8 to 3)" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/mcp/rules-list" -s "$WORK/list.lua"
   run "nginx proxy, access_log buffer=64k" "$NGINX_LOGGED_PID" "http://127.0.0.1:$NGINX_LOGGED/"
   AUTH_TOKEN=$TOKEN_INFO run "Portcullis gateway.routes, access log at info" "$GATEWAY_INFO_PID" "http://127.0.0.1:$GATEWAY_INFO/api/bench/"
+  AUTH_TOKEN=$TOKEN_UNTRACED run "Portcullis one route, tracing off" "$GATEWAY_UNTRACED_PID" "http://127.0.0.1:$GATEWAY_UNTRACED/api/bench/"
+  AUTH_TOKEN=$TOKEN_TRACED run "Portcullis one route, every request traced (OTLP/HTTP)" "$GATEWAY_TRACED_PID" "http://127.0.0.1:$GATEWAY_TRACED/api/bench/"
+  AUTH_TOKEN=$TOKEN_TRACED_SOME run "Portcullis one route, 1% of requests traced" "$GATEWAY_TRACED_SOME_PID" "http://127.0.0.1:$GATEWAY_TRACED_SOME/api/bench/"
 done
 
 if [ "${PROFILE:-}" = grpc ]; then

@@ -38,19 +38,24 @@ trap cleanup EXIT
 source "$ROOT/scripts/lib/gateway.sh"
 # Spans are sent every 100 ms (OpenTelemetry's OTEL_BSP_SCHEDULE_DELAY; 5 s by default).
 export OTEL_BSP_SCHEDULE_DELAY=100
-start_serve "$WORK" "$PORT" "  trusted_proxies: [127.0.0.1]
+GATEWAY_LINES="  trusted_proxies: [127.0.0.1]
   routes:
-    - {prefix: /api/plain, upstream: 'http://127.0.0.1:$UPSTREAM_PORT'}" "ext_authz:
+    - {prefix: /api/plain, upstream: 'http://127.0.0.1:$UPSTREAM_PORT'}"
+EXTRA="ext_authz:
   grpc_port: $GRPC_PORT
   http_port: $HTTP_PORT
 tracing:
   endpoint: http://127.0.0.1:$OTLP_PORT
   sample_ratio: 1
   service_name: portcullis-test"
+start_serve "$WORK" "$PORT" "$GATEWAY_LINES" "$EXTRA"
 login_bench_user "$WORK" "$PORT"
-(umask 077 && printf '%s\n' "$TOKEN" > "$WORK/token")
+# Started again: the session is then one this process has not seen, and its first use is read from the Runtime.
+kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null || true
+start_serve "$WORK" "$PORT" "$GATEWAY_LINES" "$EXTRA"
+(umask 077 && printf '%s\n' "$TOKEN" > "$WORK/token" && printf '%s\n' "$SESSION" > "$WORK/session")
 PORTCULLIS_PORT=$PORT EXT_AUTHZ_GRPC_PORT=$GRPC_PORT EXT_AUTHZ_HTTP_PORT=$HTTP_PORT OTLP_PORT=$OTLP_PORT UPSTREAM_PORT=$UPSTREAM_PORT \
-  PORTCULLIS_TOKEN_FILE=$WORK/token "$VENV/bin/python" "$ROOT/Tests/Traces/test_traces.py" || { tail -20 "$WORK/serve.log"; exit 1; }
+  PORTCULLIS_TOKEN_FILE=$WORK/token PORTCULLIS_SESSION_FILE=$WORK/session "$VENV/bin/python" "$ROOT/Tests/Traces/test_traces.py" || { tail -20 "$WORK/serve.log"; exit 1; }
 kill -0 "$SERVE_PID" || { echo "FAIL  serve stopped"; exit 1; }
 if grep -qF "$TOKEN" "$WORK/serve.log"; then echo "FAIL  a token is in the gateway's log"; exit 1; fi
 echo "traces tests passed"

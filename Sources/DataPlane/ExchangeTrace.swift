@@ -17,9 +17,17 @@ final class ExchangeTrace {
     /// The refusal's stable code, when the gateway answered with one.
     var refusal: String?
 
-    init(tracer: RequestTracer, head: HTTPRequestHead, route: DataPlane.Route, path: Substring, requestID: String) {
+    /// The request's span and the upstream call's have ended.
+    private var ended = false
+
+    /// - Parameter followsCaller: the request's `traceparent` is continued (a trusted proxy's, or
+    ///   anyone's with `tracing.continue_any_caller`); otherwise its trace starts here.
+    init(tracer: RequestTracer, head: HTTPRequestHead, route: DataPlane.Route, path: Substring, requestID: String, followsCaller: Bool) {
         self.tracer = tracer
-        let fields = TraceContextFields(traceparent: Self.single(head.headers, "traceparent"), tracestate: Self.single(head.headers, "tracestate"))
+        let fields =
+            followsCaller
+            ? TraceContextFields.screened(traceparent: Self.single(head.headers, "traceparent"), tracestate: Self.single(head.headers, "tracestate"))
+            : TraceContextFields()
         let template = route.prefix.isEmpty ? "/" : route.prefix
         server = tracer.startServerSpan("\(head.method.rawValue) \(template)", continuing: fields)
         server.set { attributes in
@@ -44,6 +52,25 @@ final class ExchangeTrace {
         return String(traceparent.dropFirst(3).prefix(32))
     }
 
+    /// A wait of the request's on something memory could not answer, traced as a client span.
+    enum Call: String {
+        /// The token, verified or its revocation read, at the store (the mirror was behind, or the token new).
+        case tokenCheck = "token check (store)"
+        /// Whether the named session is the caller's, asked of the Runtime.
+        case sessionRead = "session read (runtime)"
+        /// A browser session cookie not in memory, read from the store.
+        case browserSessionRead = "browser session read (store)"
+        /// The person's token at the route's service: the store's, refreshed or exchanged at the provider.
+        case upstreamCredential = "upstream credential (store, provider)"
+        /// A URL elicitation for a connection the person has not made (the store).
+        case connectionElicitation = "connection elicitation (store)"
+    }
+
+    /// Starts the span of a wait `call` names, the request's child.
+    func startCall(_ call: Call) -> RequestSpan {
+        tracer.startClientSpan(call.rawValue, parent: server)
+    }
+
     /// Starts the call to the upstream, before its request head is written.
     func startUpstream(_ origin: UpstreamOrigin, method: HTTPMethod) {
         guard upstream == nil else { return }
@@ -57,17 +84,20 @@ final class ExchangeTrace {
         upstreamFields = tracer.fields(of: span)
     }
 
-    /// Ends the call to the upstream with its answer's status (502, 503 or 504 for its failure).
-    func endUpstream(status: Int?) {
+    /// Ends the call to the upstream with its answer's status (502, 503 or 504 for its failure);
+    /// without one (a tunnel closed, the client gone), failed as the request is.
+    func endUpstream(status: Int?, failed: Bool = false) {
         guard let span = upstream else { return }
         upstream = nil
         if let status { span.set { $0[TraceAttribute.httpStatus] = status } }
-        span.end(failed: status.map { $0 >= 500 } ?? true)
+        span.end(failed: status.map { $0 >= 500 } ?? failed)
     }
 
     /// Ends the request's span (and the upstream's, if still open: the client left, or the tunnel closed).
     func end(status: Int, userID: String?, mcp: MCPCallFields?, mcpSession: String?) {
-        endUpstream(status: nil)
+        guard !ended else { return }
+        ended = true
+        endUpstream(status: nil, failed: status >= 500)
         if server.isRecording {
             if let mcp, let method = mcp.method {
                 server.rename(mcp.name.map { "\(method) \($0)" } ?? method)
@@ -91,5 +121,13 @@ final class ExchangeTrace {
             }
         }
         server.end(failed: status >= 500)
+    }
+
+    /// A backstop: an exchange let go of without `end` still ends its spans (the tracer keeps each
+    /// open one until it ends).
+    deinit {
+        guard !ended else { return }
+        upstream?.end(failed: true)
+        server.end(failed: true)
     }
 }

@@ -1,6 +1,7 @@
 import EdgeHTTP
 import JOSE
 import NIOHTTP1
+import Traces
 
 /// W3C Trace Context on MCP routes: the client's `traceparent` goes to the server as it came, and
 /// when it sent none (or an invalid one) the gateway starts a trace, so a call can be followed downstream.
@@ -43,13 +44,11 @@ enum MCPTrace {
     }
 
     static func isValid(_ value: String) -> Bool {
-        var value = value
-        return value.withUTF8 { bytes in
-            guard bytes.count == 55, bytes[2] == UInt8(ascii: "-"), bytes[35] == UInt8(ascii: "-"), bytes[52] == UInt8(ascii: "-") else { return false }
-            func isHex(_ range: Range<Int>) -> Bool { bytes[range].allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) } }
-            guard isHex(0..<2), isHex(3..<35), isHex(36..<52), isHex(53..<55) else { return false }
-            guard !(bytes[0] == 0x66 && bytes[1] == 0x66) else { return false }  // version ff is invalid
-            return bytes[3..<35].contains { $0 != 0x30 } && bytes[36..<52].contains { $0 != 0x30 }
-        }
+        TraceContextFields.isValid(traceparent: value)
+    }
+
+    /// An `Mcp-Session-Id` as a span records it: visible ASCII (the transport's rule), at most 256 bytes; else none.
+    static func loggableSessionID(_ value: String) -> String? {
+        value.utf8.count <= 256 && !value.isEmpty && value.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) ? value : nil
     }
 }

@@ -50,7 +50,7 @@ extension ProxyExchange {
                 } catch {
                     return fail(GatewayError(answering: error))
                 }
-                then(load) { exchange, result in
+                then(load, call: .browserSessionRead) { exchange, result in
                     switch result {
                     case .success(let session?): exchange.signedIn(session, cookieValue: value)
                     case .success(nil): exchange.signInNeeded(clearingCookie: true)
@@ -100,7 +100,7 @@ extension ProxyExchange {
         case .known(false):
             sessionEnded(cookieValue)
         case .asking(let read):
-            then(read) { exchange, result in
+            then(read, call: .sessionRead) { exchange, result in
                 switch result {
                 case .success(true): exchange.proceed(caller, sessionID: sessionID)
                 case .success(false): exchange.sessionEnded(cookieValue)

@@ -35,7 +35,7 @@ extension ProxyExchange {
         case .known(nil):
             credentialMissing(credential, caller: caller, sessionID: sessionID)
         case .asking(let read):
-            then(read) { exchange, result in
+            then(read, call: .upstreamCredential) { exchange, result in
                 switch result {
                 case .success(let token?):
                     exchange.upstreamBearer = token
@@ -84,7 +84,7 @@ extension ProxyExchange {
         }
         mcpCall?.decision = "connection_required"
         let protocolVersion = mcp.protocolVersions.first
-        then(source.elicitation(for: caller, connection: name, on: eventLoop)) { exchange, result in
+        then(source.elicitation(for: caller, connection: name, on: eventLoop), call: .connectionElicitation) { exchange, result in
             switch result {
             case .success(let elicitationID):
                 let link = url + "?elicitation=" + elicitationID

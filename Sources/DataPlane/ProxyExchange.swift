@@ -180,16 +180,28 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         self.remainder = remainder
         self.query = query
         requestID = handler.nextRequestID()
-        if let tracer = plane.tracer { trace = ExchangeTrace(tracer: tracer, head: head, route: route, path: path, requestID: requestID) }
+        if let tracer = plane.tracer {
+            // A caller's trace is continued from a trusted proxy (or from anyone with tracing.continue_any_caller).
+            let followsCaller = tracer.followsAnyCaller || handler.peerAddress.map(plane.admission.clientAddresses.isTrustedProxy) == true
+            trace = ExchangeTrace(tracer: tracer, head: head, route: route, path: path, requestID: requestID, followsCaller: followsCaller)
+        }
     }
 
     /// The connection's loop, where the exchange lives (kept here: the handler's context is gone once it is removed).
     let eventLoop: any EventLoop
 
     /// Runs `body` on the event loop with this exchange once `future` completes
-    /// (the exchange, like its handler, lives on that loop only).
-    func then<T: Sendable>(_ future: EventLoopFuture<T>, _ body: @escaping (ProxyExchange, Result<T, any Error>) -> Void) {
-        future.assumeIsolated().whenComplete { [self] result in body(self, result) }
+    /// (the exchange, like its handler, lives on that loop only); traced, `call` names the span of
+    /// the wait (a read of the store, the Runtime or a provider that memory could not answer).
+    func then<T: Sendable>(_ future: EventLoopFuture<T>, call: ExchangeTrace.Call? = nil, _ body: @escaping (ProxyExchange, Result<T, any Error>) -> Void) {
+        guard let call, let trace else {
+            return future.assumeIsolated().whenComplete { [self] result in body(self, result) }
+        }
+        let span = trace.startCall(call)
+        future.assumeIsolated().whenComplete { [self] result in
+            if case .failure = result { span.end(failed: true) } else { span.end() }
+            body(self, result)
+        }
     }
 
     // MARK: Admission
@@ -275,7 +287,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         }
         // The revocation mirror is stale: only the store can answer.
         let (authenticator, resource) = (plane.authenticator, route.mcpIdentifier)
-        then(eventLoop.makeFutureWithTask { try await authenticator.authenticate(token, resource: resource) }) { exchange, result in
+        then(eventLoop.makeFutureWithTask { try await authenticator.authenticate(token, resource: resource) }, call: .tokenCheck) { exchange, result in
             switch result {
             case .success(let caller): exchange.authenticated(caller)
             case .failure(let error): exchange.refused(error)
@@ -309,7 +321,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         case .known(false):
             fail(GatewayError(.forbidden, "session_forbidden", "the session belongs to another user or tenant"))
         case .asking(let read):
-            then(read) { exchange, result in
+            then(read, call: .sessionRead) { exchange, result in
                 switch result {
                 case .success(true): exchange.proceed(caller, sessionID: sessionID)
                 case .success(false):
@@ -358,14 +370,15 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             return fail(.noSigningKey)
         }
         if let mcpState, !mcpState.forwardedRequestIDs.isEmpty, let caller { mcpState.forwardedAs = (caller, sessionID) }
-        trace?.startUpstream(route.origin, method: head.method)
         let overHTTP2 = route.origin.transport != .http1
         if overHTTP2 {
             guard !webSocket else {
                 return fail(.invalidRequest("this route's upstream speaks HTTP/2: the gateway carries no WebSocket to it; open the socket on an http1 route"))
             }
+            trace?.startUpstream(route.origin, method: head.method)
             upstreamRequestHead = upstreamHTTP2Head(assertion: assertion, caller: caller)
         } else {
+            trace?.startUpstream(route.origin, method: head.method)
             // The request head as one buffer, in the loop's kept storage.
             upstreamRequest = headBuffers.upstreamRequest.write(minimumCapacity: 256 + assertion.utf8.count + 48 * head.headers.count) { request in
                 writeUpstreamHead(assertion: assertion, caller: caller, into: &request)
@@ -853,7 +866,17 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             call.ended = "client_gone"
             recordAccessLine(status: status == 0 ? 499 : status, nanoseconds: (ContinuousClock.now - started).nanoseconds, mcp: call)
         }
+        endTrace(status: status == 0 ? 499 : status, mcp: mcpCall)
         closeUpstream()
+    }
+
+    /// Ends the request's spans (tracing on), however the exchange ended.
+    private func endTrace(status: Int, mcp: MCPCallFields?) {
+        guard let trace else { return }
+        self.trace = nil
+        // The MCP server's session id, as the client sent it, on an answered request only.
+        let session = route.isMCP && status < 400 ? head.headers.first(name: "mcp-session-id").flatMap(MCPTrace.loggableSessionID) : nil
+        trace.end(status: status, userID: userID, mcp: mcp, mcpSession: session)
     }
 
     /// The request's access log line.
@@ -970,10 +993,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             upstreamNanoseconds: upstreamNanoseconds)
         let mcpCall = mcpCall
         recordAccessLine(status: status, nanoseconds: nanoseconds, mcp: mcpCall)
-        if let trace {
-            trace.end(status: status, userID: userID, mcp: mcpCall, mcpSession: route.isMCP ? head.headers.first(name: "mcp-session-id") : nil)
-            self.trace = nil
-        }
+        endTrace(status: status, mcp: mcpCall)
         if let mcpCall {
             // Labelled as the request metrics label methods (a bounded set).
             handler.metricHandles?.recordMCPCall(

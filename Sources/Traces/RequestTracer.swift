@@ -7,13 +7,18 @@ import Tracing
 /// still carries the trace on (its `traceparent` says not sampled), so a trace is never cut.
 public struct RequestTracer: Sendable {
     private let tracer: any Tracer
+    /// `tracing.continue_any_caller`: a request's trace context is continued whoever sent it, not
+    /// only a trusted proxy's.
+    public let followsAnyCaller: Bool
 
-    public init(_ tracer: some Tracer) {
+    public init(_ tracer: some Tracer, followsAnyCaller: Bool = false) {
         self.tracer = tracer
+        self.followsAnyCaller = followsAnyCaller
     }
 
     /// A span for a request the gateway serves or decides, the child of the trace `fields` names
-    /// when its `traceparent` is valid (a new trace otherwise).
+    /// when its `traceparent` is valid (a new trace otherwise): screen a caller's with
+    /// `TraceContextFields.screened` first.
     public func startServerSpan(_ name: String, continuing fields: TraceContextFields) -> RequestSpan {
         var context = InstrumentationContext.topLevel
         if fields.traceparent != nil { tracer.extract(fields, into: &context, using: TraceContextFieldsCodec()) }

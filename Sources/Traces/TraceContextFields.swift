@@ -11,6 +11,47 @@ public struct TraceContextFields: Sendable, Equatable {
         self.tracestate = tracestate
     }
 
+    /// A caller's fields as the gateway follows them: a `traceparent` only when valid (version 00's
+    /// layout, lowercase hex, ids not all zero), and its `tracestate` only beside it, when at most
+    /// 512 bytes of at most 32 well-formed members (a longer or odd one is dropped, never the
+    /// trace: W3C Trace Context §3.3 lets a proxy discard it).
+    public static func screened(traceparent: String?, tracestate: String?) -> TraceContextFields {
+        guard let traceparent, isValid(traceparent: traceparent) else { return TraceContextFields() }
+        return TraceContextFields(traceparent: traceparent, tracestate: tracestate.flatMap { isValid(tracestate: $0) ? $0 : nil })
+    }
+
+    /// A `traceparent` of version 00's layout: `00-<32 hex>-<16 hex>-<2 hex>`, lowercase, neither id
+    /// all zeros, version not `ff`.
+    public static func isValid(traceparent value: String) -> Bool {
+        var value = value
+        return value.withUTF8 { bytes in
+            guard bytes.count == 55, bytes[2] == UInt8(ascii: "-"), bytes[35] == UInt8(ascii: "-"), bytes[52] == UInt8(ascii: "-") else { return false }
+            func isHex(_ range: Range<Int>) -> Bool { bytes[range].allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) } }
+            guard isHex(0..<2), isHex(3..<35), isHex(36..<52), isHex(53..<55) else { return false }
+            guard !(bytes[0] == 0x66 && bytes[1] == 0x66) else { return false }  // version ff is invalid
+            return bytes[3..<35].contains { $0 != 0x30 } && bytes[36..<52].contains { $0 != 0x30 }
+        }
+    }
+
+    /// A `tracestate` the gateway passes on: at most 512 bytes and 32 members, each `key=value`
+    /// with a key of lowercase letters, digits and `_-*/@`, and a value of printable ASCII
+    /// without `,` or `=` (W3C Trace Context §3.3.1), empty members and spaces around them allowed.
+    public static func isValid(tracestate value: String) -> Bool {
+        guard value.utf8.count <= 512 else { return false }
+        var members = 0
+        for member in value.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) {
+            let trimmed = member.drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }.reversed()
+            if trimmed.isEmpty { continue }
+            members += 1
+            guard members <= 32, let equals = trimmed.firstIndex(of: UInt8(ascii: "=")) else { return false }
+            let key = trimmed[trimmed.startIndex..<equals], val = trimmed[trimmed.index(after: equals)...]
+            guard !key.isEmpty, key.count <= 256, !val.isEmpty, val.count <= 256 else { return false }
+            guard key.allSatisfy({ (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || "_-*/@".utf8.contains($0) }) else { return false }
+            guard val.allSatisfy({ (0x20...0x7E).contains($0) && $0 != UInt8(ascii: ",") && $0 != UInt8(ascii: "=") }), val.last != 0x20 else { return false }
+        }
+        return true
+    }
+
     /// The names the fields carry, lowercased: a proxy that sends its own drops the caller's, in any case.
     public static let names = ["traceparent", "tracestate"]
 }

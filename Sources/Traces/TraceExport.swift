@@ -20,7 +20,8 @@ public struct TraceExport: Sendable {
         var configuration = OTel.Configuration.default
         configuration.serviceName = settings.serviceName
         configuration.diagnosticLogger = .custom(logger)
-        configuration.diagnosticLogLevel = .warning
+        // Errors only: swift-otel's warnings quote what it could not read (a caller's trace fields) in full.
+        configuration.diagnosticLogLevel = .error
         configuration.propagators = [.traceContext]
         configuration.metrics.enabled = false
         configuration.logs.enabled = false
@@ -34,7 +35,7 @@ public struct TraceExport: Sendable {
         configuration.traces.sampler = sampler
         do {
             let backend = try OTel.makeTracingBackend(configuration: configuration)
-            tracer = RequestTracer(backend.factory)
+            tracer = RequestTracer(backend.factory, followsAnyCaller: settings.continueAnyCaller)
             service = backend.service
         } catch {
             throw TraceExportError("the OpenTelemetry exporter cannot start with these settings (check the OTEL_* environment variables): \(error)")

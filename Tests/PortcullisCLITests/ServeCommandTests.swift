@@ -253,6 +253,7 @@ struct ServeCommandTests {
         ("", ["LOGGING_ACCESS_BUFFER_BYTES": "-1"], "logging.access_buffer_bytes"),
         ("runtime:\n  url: ftp://example.com\n", [:], "runtime.url"),
         ("tracing:\n  endpoint: collector:4318\n", [:], "tracing.endpoint"),
+        ("tracing:\n  endpoint: http://user:secret@127.0.0.1:4318\n", [:], "must not carry a user or password"),
         ("tracing:\n  endpoint: http://127.0.0.1:4318\n  sample_ratio: 1.5\n", [:], "tracing.sample_ratio"),
         ("tracing:\n  endpoint: http://127.0.0.1:4318\n  sample_ratio: half\n", [:], "tracing.sample_ratio"),
         ("", ["TRACING_ENDPOINT": "http://127.0.0.1:4318", "TRACING_SAMPLE_RATIO": "-0.1"], "tracing.sample_ratio"),

@@ -23,6 +23,7 @@ HTTP_PORT = int(os.environ["EXT_AUTHZ_HTTP_PORT"])
 OTLP_PORT = int(os.environ["OTLP_PORT"])
 UPSTREAM_PORT = int(os.environ["UPSTREAM_PORT"])
 TOKEN = open(os.environ["PORTCULLIS_TOKEN_FILE"]).read().strip()
+SESSION = open(os.environ["PORTCULLIS_SESSION_FILE"]).read().strip()
 
 upstream_seen = {}  # request path -> (traceparents, tracestate) the upstream got
 lock = threading.Lock()
@@ -53,9 +54,9 @@ def check(condition, rule):
     print(f"ok    {rule}")
 
 
-def request(port, path, headers, method="GET"):
-    """One request with `headers` as given: a name twice is sent twice."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=15)
+def request(port, path, headers, method="GET", source="127.0.0.1"):
+    """One request with `headers` as given (a name twice is sent twice), from `source`."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=15, source_address=(source, 0))
     try:
         connection.putrequest(method, path)
         for name, value in headers:
@@ -129,6 +130,17 @@ def main():
     check(sent == [traceparent(trace_id, client.span_id.hex())], "the upstream gets one traceparent: the caller's trace, the upstream call's span as parent")
     check(state == "vendor=1", "the caller's tracestate goes on to the upstream")
 
+    # 1b. A session this gateway process has not yet seen (it was started again after the login): the read of it (the Runtime's answer) is
+    #     a span of its own, between the request's and the upstream call's.
+    trace_id, parent = new_ids(2)
+    status, _ = request(GATEWAY, "/api/plain/session", [bearer, ("X-Session-Id", SESSION), ("traceparent", traceparent(trace_id, parent))])
+    found = spans_of(trace_id, 3)
+    server = [s for _, s in found if s.kind == SERVER]
+    read = [s for _, s in found if s.name == "session read (runtime)"]
+    check(status == 200 and len(server) == 1 and len(read) == 1 and read[0].kind == CLIENT
+          and read[0].parent_span_id == server[0].span_id and read[0].end_time_unix_nano <= server[0].end_time_unix_nano,
+          "a session read from the Runtime is the request's child span, ended before the request's")
+
     # 2. Without a traceparent a trace starts here, and the upstream is in it.
     status, _ = request(GATEWAY, "/api/plain/two", [bearer])
     sent, _ = upstream_seen.get("/two", (None, None))
@@ -151,6 +163,25 @@ def main():
     sent, _ = upstream_seen.get("/four", (None, None))
     check(status == 200 and sent is not None and len(sent) == 1 and a[0] not in sent[0] and b[0] not in sent[0],
           "a request with two traceparents starts a trace of its own, and the upstream gets only that")
+
+    # 4b. A client the gateway does not trust (not in gateway.trusted_proxies: 127.0.0.2 here)
+    #     cannot continue a trace, nor have its request recorded by saying "sampled": its trace
+    #     starts here (sample_ratio 1 records it), and the upstream gets that one.
+    trace_id, parent = new_ids(2)
+    status, _ = request(GATEWAY, "/api/plain/untrusted", [bearer, ("traceparent", traceparent(trace_id, parent))], source="127.0.0.2")
+    sent, _ = upstream_seen.get("/untrusted", (None, None))
+    check(status == 200 and sent is not None and len(sent) == 1 and trace_id not in sent[0],
+          "an untrusted client's traceparent is not continued: its request starts a trace of its own")
+    found = spans_of(sent[0].split("-")[1], 1)
+    check(any(s.kind == SERVER and len(s.parent_span_id) == 0 for _, s in found), "the untrusted client's request is a root span")
+
+    # 4c. A tracestate longer than 512 bytes is dropped; the trace it came with goes on.
+    trace_id, parent = new_ids(2)
+    long_state = ",".join(f"k{i}=" + "v" * 20 for i in range(25))
+    status, _ = request(GATEWAY, "/api/plain/state", [bearer, ("traceparent", traceparent(trace_id, parent)), ("tracestate", long_state)])
+    sent, state = upstream_seen.get("/state", (None, None))
+    check(status == 200 and len(long_state) > 512 and sent is not None and sent[0].startswith(f"00-{trace_id}-") and state is None,
+          "a tracestate over 512 bytes is dropped, and its traceparent still continued")
 
     # 5. A refusal is traced with its code; nothing reaches the upstream.
     trace_id, parent = new_ids(2)

@@ -98,7 +98,7 @@ package final class AccessDecision {
         }
         // The revocation mirror is stale, or the token not yet verified: the store answers.
         let (authenticator, resource) = (plane.authenticator, matched.mcpIdentifier)
-        then(eventLoop.makeFutureWithTask { try await authenticator.authenticate(token, resource: resource) }) { decision, result in
+        then(eventLoop.makeFutureWithTask { try await authenticator.authenticate(token, resource: resource) }, call: .tokenCheck) { decision, result in
             switch result {
             case .success(let caller): decision.authenticated(caller, route: matched)
             case .failure(let error): decision.refused(error)
@@ -129,8 +129,16 @@ package final class AccessDecision {
         endSpan(nil)
     }
 
-    private func then<T: Sendable>(_ future: EventLoopFuture<T>, _ body: @escaping (AccessDecision, Result<T, any Error>) -> Void) {
-        future.assumeIsolated().whenComplete { [self] result in body(self, result) }
+    /// Runs `body` on the loop once `future` completes; traced, `call` names the span of the wait.
+    private func then<T: Sendable>(_ future: EventLoopFuture<T>, call: ExchangeTrace.Call, _ body: @escaping (AccessDecision, Result<T, any Error>) -> Void) {
+        guard let span, let tracer = plane.tracer else {
+            return future.assumeIsolated().whenComplete { [self] result in body(self, result) }
+        }
+        let wait = tracer.startClientSpan(call.rawValue, parent: span)
+        future.assumeIsolated().whenComplete { [self] result in
+            if case .failure = result { wait.end(failed: true) } else { wait.end() }
+            body(self, result)
+        }
     }
 
     private func refused(_ error: any Error) {
@@ -172,7 +180,7 @@ package final class AccessDecision {
         case .known(false):
             fail(Self.sessionForbidden)
         case .asking(let read):
-            then(read) { decision, result in
+            then(read, call: .sessionRead) { decision, result in
                 switch result {
                 case .success(true): decision.allow(route: route, caller: caller, sessionID: sessionID)
                 case .success(false): decision.fail(Self.sessionForbidden)
@@ -214,7 +222,7 @@ package final class AccessDecision {
                 } catch {
                     return failed(error)
                 }
-                then(load) { decision, result in
+                then(load, call: .browserSessionRead) { decision, result in
                     switch result {
                     case .success(let session?): decision.signedIn(session, cookieValue: value, route: route)
                     case .success(nil): decision.signInNeeded(route: route)
@@ -236,7 +244,7 @@ package final class AccessDecision {
         case .known(false):
             sessionEnded(cookieValue, route: route)
         case .asking(let read):
-            then(read) { decision, result in
+            then(read, call: .sessionRead) { decision, result in
                 switch result {
                 case .success(true): decision.admitSignedIn(caller, sessionID: sessionID, route: route)
                 case .success(false): decision.sessionEnded(cookieValue, route: route)
@@ -324,8 +332,9 @@ package final class AccessDecision {
     /// request's trace continued: its `traceparent` is among the question's fields.
     private func startSpan(_ tracer: RequestTracer) {
         let asker = question.asker == .forwardAuth ? "forward_auth" : "ext_authz"
+        // The asker is a trusted proxy (forward-auth's) or a configured caller (ext_authz's): its trace is continued.
         let traceparent = question.headers["traceparent"], tracestate = question.headers["tracestate"]
-        let fields = TraceContextFields(
+        let fields = TraceContextFields.screened(
             traceparent: traceparent.count == 1 ? traceparent[0] : nil, tracestate: tracestate.count == 1 ? tracestate[0] : nil)
         let span = tracer.startServerSpan("\(asker) \(question.method.rawValue)", continuing: fields)
         let question = question
