@@ -261,6 +261,7 @@ let package = Package(
             dependencies: [
                 "ConfigurationReading",
                 "DataPlane",
+                "Traces",
                 "EdgeHTTP",
                 "EnvoyAuthProtos",
                 "JOSE",

@@ -9,6 +9,7 @@ import NIOHTTP1
 import NIOPosix
 import SwiftProtobuf
 import Synchronization
+import Traces
 
 /// `envoy.service.auth.v3.Authorization/Check` and `grpc.health.v1.Health/Check`, served with
 /// grpc-swift 2 on `ext_authz.grpc_port`.
@@ -52,7 +53,11 @@ final class ExtAuthzService: RegistrableRPCService {
                 return StreamingServerResponse(single: ServerResponse(message: Self.denied(denial, code: 7, caller: nil)))
             }
             let single = try await ServerRequest(stream: request)
-            let answer = try await self.check(single.message, peer: peer)
+            // Envoy's span for this check, when its tracing is on: the decision's parent.
+            let traceparents = Array(single.metadata[stringValues: "traceparent"]), tracestates = Array(single.metadata[stringValues: "tracestate"])
+            let askerTrace = TraceContextFields.screened(
+                traceparent: traceparents.count == 1 ? traceparents[0] : nil, tracestate: tracestates.count == 1 ? tracestates[0] : nil)
+            let answer = try await self.check(single.message, peer: peer, askerTrace: askerTrace)
             return StreamingServerResponse(single: ServerResponse(message: answer))
         }
         router.registerHandler(
@@ -85,7 +90,9 @@ final class ExtAuthzService: RegistrableRPCService {
     }
 
     /// One check, decided on an event loop.
-    func check(_ request: Envoy_Service_Auth_V3_CheckRequest, peer: String?) async throws -> Envoy_Service_Auth_V3_CheckResponse {
+    func check(
+        _ request: Envoy_Service_Auth_V3_CheckRequest, peer: String?, askerTrace: TraceContextFields = TraceContextFields()
+    ) async throws -> Envoy_Service_Auth_V3_CheckResponse {
         let loop = group.any()
         let (plane, removals, requestID) = (plane, removals, requestIDs.withLock { $0.next() })
         let started = ContinuousClock.now
@@ -102,10 +109,11 @@ final class ExtAuthzService: RegistrableRPCService {
                 promise.succeed(response)
             }
             let table = plane.table.current
-            let question: AccessQuestion
+            var question: AccessQuestion
             do throws(GatewayError) {
                 question = try AccessQuestion.envoyCheck(
                     uri: http.path, method: http.method, host: http.host.isEmpty ? nil : http.host, headers: headers, hostRequired: table.hasHostRoutes, client: client)
+                if askerTrace.traceparent != nil { question.askerTrace = askerTrace }
             } catch {
                 let denial = ExtAuthzDenial(error, signIn: nil, requestID: requestID)
                 return finish(Self.denied(denial, code: GRPCRequest.status(for: error), caller: nil), denial.status, nil)

@@ -224,6 +224,18 @@ def main():
               and attrs.get("portcullis.decision") == "allowed",
               f"ext_authz's ({mode}) span is named for the asker, the child of the original request's, with the decision")
 
+    # 7b. Envoy's own span for a gRPC check, in the call's metadata, is the decision's parent (the
+    #     original request's trace among the headers is Envoy's span's too).
+    trace_id, parent = new_ids(2)
+    envoy_span = os.urandom(8).hex()
+    headers = [("authorization", f"Bearer {TOKEN}"), ("traceparent", traceparent(trace_id, parent))]
+    with grpc.insecure_channel(f"127.0.0.1:{GRPC_PORT}") as channel:
+        answer = external_auth_pb2_grpc.AuthorizationStub(channel).Check(
+            check_request("GET", "/api/plain/seven", headers), timeout=15, metadata=(("traceparent", traceparent(trace_id, envoy_span)),))
+    found = spans_of(trace_id, 1)
+    check(answer.status.code == 0 and len(found) == 1 and found[0][1].parent_span_id.hex() == envoy_span,
+          "ext_authz (grpc): Envoy's check span, named in the call's metadata, is the decision span's parent")
+
     # 8. No secret in anything exported.
     exported = receiver.exported()
     signature = TOKEN.split(".")[2].encode()

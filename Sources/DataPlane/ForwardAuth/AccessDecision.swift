@@ -332,10 +332,13 @@ package final class AccessDecision {
     /// request's trace continued: its `traceparent` is among the question's fields.
     private func startSpan(_ tracer: RequestTracer) {
         let asker = question.asker == .forwardAuth ? "forward_auth" : "ext_authz"
-        // The asker is a trusted proxy (forward-auth's) or a configured caller (ext_authz's): its trace is continued.
+        // The asker is a trusted proxy (forward-auth's) or a configured caller (ext_authz's): its trace is
+        // continued, its own span's when it names one (Envoy's check), else the original request's.
         let traceparent = question.headers["traceparent"], tracestate = question.headers["tracestate"]
-        let fields = TraceContextFields.screened(
-            traceparent: traceparent.count == 1 ? traceparent[0] : nil, tracestate: tracestate.count == 1 ? tracestate[0] : nil)
+        let fields =
+            question.askerTrace?.traceparent != nil
+            ? question.askerTrace ?? TraceContextFields()
+            : TraceContextFields.screened(traceparent: traceparent.count == 1 ? traceparent[0] : nil, tracestate: tracestate.count == 1 ? tracestate[0] : nil)
         let span = tracer.startServerSpan("\(asker) \(question.method.rawValue)", continuing: fields)
         let question = question
         span.set { attributes in

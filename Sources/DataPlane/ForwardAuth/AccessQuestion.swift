@@ -1,5 +1,6 @@
 import HTTPTypes
 import NIOHTTP1
+import Traces
 
 /// Who asks for an access decision.
 package enum AccessAsker: Sendable, Equatable {
@@ -30,6 +31,9 @@ package struct AccessQuestion: Sendable {
     package var clientAddress: String
     /// Who asks: forward-auth's proxy, or an Envoy (ext_authz), which is also asked about MCP routes.
     package var asker: AccessAsker
+    /// The trace the decision continues when the asker names its own (Envoy's span for a gRPC
+    /// check, in the call's metadata); `nil`: the original request's `traceparent` among `headers`.
+    package var askerTrace: TraceContextFields?
 
     package init(
         method: HTTPRequest.Method, path: Substring, query: Substring?, host: String?, headers: HTTPHeaders, clientAddress: String, asker: AccessAsker
