@@ -37,6 +37,7 @@
 #                                         thread) of the byte floor, nginx's proxy and the gateway, one
 #                                         run each: a count that does not move with the machine's noise
 #   PORTCULLIS_BIN=path                   benchmark another portcullis binary (e.g. an older build)
+#   FLOOR_BIN=path                        the byte floor's floor-proxy binary, already built (else built here)
 #   COMPARE_BIN=path                      also run a gateway from this binary (an older build, say) beside
 #                                         it, and one from this build with the same configuration (one route):
 #                                         two more rows, interleaved in the same rounds, and their ratio (A/B)
@@ -72,8 +73,12 @@ else
   (cd "$ROOT" && swift build -c release --product portcullis >/dev/null)
   BIN="$ROOT/.build/release/portcullis"
 fi
-(cd "$ROOT" && swift build -c release --product floor-proxy >/dev/null)
-FLOOR_BIN="$ROOT/.build/release/floor-proxy"
+if [ -n "${FLOOR_BIN:-}" ]; then
+  FLOOR_BIN=$(realpath "$FLOOR_BIN")
+else
+  (cd "$ROOT" && swift build -c release --product floor-proxy >/dev/null)
+  FLOOR_BIN="$ROOT/.build/release/floor-proxy"
+fi
 WORK=$(mktemp -d)
 UPSTREAM=18401 NGINX_PROXY=18402 HAPROXY=18403 GATEWAY=18404 FLOOR_NIO=18405 FLOOR_BYTES=18406 NGINX_LOGGED=18407 GATEWAY_INFO=18408 GATEWAY_COMPARE=18409 GATEWAY_SAME=18411 GATEWAY_SSO=18417
 FLOOR_DECODER=18410 NGINX_AUTH=18412 SERVICE=18413 EXT_GRPC=18414 EXT_HTTP=18415 SSO=18416

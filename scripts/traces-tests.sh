@@ -57,5 +57,11 @@ start_serve "$WORK" "$PORT" "$GATEWAY_LINES" "$EXTRA"
 PORTCULLIS_PORT=$PORT EXT_AUTHZ_GRPC_PORT=$GRPC_PORT EXT_AUTHZ_HTTP_PORT=$HTTP_PORT OTLP_PORT=$OTLP_PORT UPSTREAM_PORT=$UPSTREAM_PORT \
   PORTCULLIS_TOKEN_FILE=$WORK/token PORTCULLIS_SESSION_FILE=$WORK/session "$VENV/bin/python" "$ROOT/Tests/Traces/test_traces.py" || { tail -20 "$WORK/serve.log"; exit 1; }
 kill -0 "$SERVE_PID" || { echo "FAIL  serve stopped"; exit 1; }
+# Again at sample_ratio 0: what is not recorded is still carried on.
+kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null || true
+start_serve "$WORK" "$PORT" "$GATEWAY_LINES" "${EXTRA/sample_ratio: 1/sample_ratio: 0}"
+TRACES_PHASE=unsampled PORTCULLIS_PORT=$PORT EXT_AUTHZ_GRPC_PORT=$GRPC_PORT EXT_AUTHZ_HTTP_PORT=$HTTP_PORT OTLP_PORT=$OTLP_PORT UPSTREAM_PORT=$UPSTREAM_PORT \
+  PORTCULLIS_TOKEN_FILE=$WORK/token PORTCULLIS_SESSION_FILE=$WORK/session "$VENV/bin/python" "$ROOT/Tests/Traces/test_traces.py" || { tail -20 "$WORK/serve.log"; exit 1; }
+kill -0 "$SERVE_PID" || { echo "FAIL  serve stopped"; exit 1; }
 if grep -qF "$TOKEN" "$WORK/serve.log"; then echo "FAIL  a token is in the gateway's log"; exit 1; fi
 echo "traces tests passed"

@@ -6,11 +6,15 @@ import Traces
 /// trace continued), and the call to the upstream (a client span), whose context the upstream
 /// gets as its `traceparent` in place of the caller's.
 ///
-/// Made only when tracing is on: otherwise an exchange holds `nil` and starts nothing. Attributes
-/// are written only for a sampled span; never a token, a cookie, a query or an MCP call's arguments.
+/// Made only when tracing is on: otherwise an exchange holds `nil` and starts nothing. A request
+/// whose trace is not recorded (`TraceHeadSampling`) has no span at all, only the context its
+/// upstream gets. Never a token, a cookie, a query or an MCP call's arguments in a span.
 final class ExchangeTrace {
     let tracer: RequestTracer
-    let server: RequestSpan
+    /// The request's span; `nil` when its trace is not recorded.
+    let server: RequestSpan?
+    /// Not recorded: the context the request's calls carry.
+    private let carried: TraceContextFields?
     private var upstream: RequestSpan?
     /// What the upstream gets as its Trace Context: the upstream span as parent.
     private(set) var upstreamFields: TraceContextFields?
@@ -22,15 +26,20 @@ final class ExchangeTrace {
 
     /// - Parameter followsCaller: the request's `traceparent` is continued (a trusted proxy's, or
     ///   anyone's with `tracing.continue_any_caller`); otherwise its trace starts here.
-    init(tracer: RequestTracer, head: HTTPRequestHead, route: DataPlane.Route, path: Substring, requestID: String, followsCaller: Bool) {
+    /// `nil` when libcrypto gives no random bytes for a trace id (the request goes on untraced).
+    init?(tracer: RequestTracer, head: HTTPRequestHead, route: DataPlane.Route, path: Substring, requestID: String, followsCaller: Bool) {
         self.tracer = tracer
         let fields =
             followsCaller
             ? TraceContextFields.screened(traceparent: Self.single(head.headers, "traceparent"), tracestate: Self.single(head.headers, "tracestate"))
             : TraceContextFields()
         let template = route.prefix.isEmpty ? "/" : route.prefix
-        server = tracer.startServerSpan("\(head.method.rawValue) \(template)", continuing: fields)
-        server.set { attributes in
+        switch TraceHeadSampling.start(tracer, "\(head.method.rawValue) \(template)", continuing: fields) {
+        case .recorded(let span): (server, carried) = (span, nil)
+        case .carried(let fields): (server, carried) = (nil, fields)
+        case nil: return nil
+        }
+        server?.set { attributes in
             attributes[TraceAttribute.httpMethod] = head.method.rawValue
             attributes[TraceAttribute.httpRoute] = template
             attributes[TraceAttribute.urlPath] = PathRedaction.redactedPath(String(path))
@@ -47,7 +56,7 @@ final class ExchangeTrace {
 
     /// The trace id the upstream gets, for the access line (32 hex digits).
     var traceID: String? {
-        let fields = upstreamFields ?? tracer.fields(of: server)
+        guard let fields = upstreamFields ?? carried ?? server.map(tracer.fields(of:)) else { return nil }
         guard let traceparent = fields.traceparent, traceparent.utf8.count == 55 else { return nil }
         return String(traceparent.dropFirst(3).prefix(32))
     }
@@ -66,14 +75,18 @@ final class ExchangeTrace {
         case connectionElicitation = "connection elicitation (store)"
     }
 
-    /// Starts the span of a wait `call` names, the request's child.
-    func startCall(_ call: Call) -> RequestSpan {
-        tracer.startClientSpan(call.rawValue, parent: server)
+    /// Starts the span of a wait `call` names, the request's child (none when the trace is not recorded).
+    func startCall(_ call: Call) -> RequestSpan? {
+        server.map { tracer.startClientSpan(call.rawValue, parent: $0) }
     }
 
     /// Starts the call to the upstream, before its request head is written.
     func startUpstream(_ origin: UpstreamOrigin, method: HTTPMethod) {
         guard upstream == nil else { return }
+        guard let server else {
+            upstreamFields = carried
+            return
+        }
         let span = tracer.startClientSpan(method.rawValue, parent: server)
         span.set { attributes in
             attributes[TraceAttribute.httpMethod] = method.rawValue
@@ -98,6 +111,7 @@ final class ExchangeTrace {
         guard !ended else { return }
         ended = true
         endUpstream(status: nil, failed: status >= 500)
+        guard let server else { return }
         if server.isRecording {
             if let mcp, let method = mcp.method {
                 server.rename(mcp.name.map { "\(method) \($0)" } ?? method)
@@ -128,6 +142,6 @@ final class ExchangeTrace {
     deinit {
         guard !ended else { return }
         upstream?.end(failed: true)
-        server.end(failed: true)
+        server?.end(failed: true)
     }
 }

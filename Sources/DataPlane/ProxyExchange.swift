@@ -182,7 +182,9 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         requestID = handler.nextRequestID()
         if let tracer = plane.tracer {
             // A caller's trace is continued from a trusted proxy (or from anyone with tracing.continue_any_caller).
-            let followsCaller = tracer.followsAnyCaller || handler.peerAddress.map(plane.admission.clientAddresses.isTrustedProxy) == true
+            let followsCaller =
+                tracer.followsAnyCaller
+                || (head.headers.contains(name: "traceparent") && handler.peerAddress.map(plane.admission.clientAddresses.isTrustedProxy) == true)
             trace = ExchangeTrace(tracer: tracer, head: head, route: route, path: path, requestID: requestID, followsCaller: followsCaller)
         }
     }
@@ -197,7 +199,9 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         guard let call, let trace else {
             return future.assumeIsolated().whenComplete { [self] result in body(self, result) }
         }
-        let span = trace.startCall(call)
+        guard let span = trace.startCall(call) else {
+            return future.assumeIsolated().whenComplete { [self] result in body(self, result) }
+        }
         future.assumeIsolated().whenComplete { [self] result in
             if case .failure = result { span.end(failed: true) } else { span.end() }
             body(self, result)

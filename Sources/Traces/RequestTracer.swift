@@ -10,10 +10,14 @@ public struct RequestTracer: Sendable {
     /// `tracing.continue_any_caller`: a request's trace context is continued whoever sent it, not
     /// only a trusted proxy's.
     public let followsAnyCaller: Bool
+    /// `tracing.sample_ratio`: the share of traces that start here which are recorded, decided by
+    /// the caller before it asks for a span (the tracer records every span it is asked for).
+    public let sampleRatio: Double
 
-    public init(_ tracer: some Tracer, followsAnyCaller: Bool = false) {
+    public init(_ tracer: some Tracer, followsAnyCaller: Bool = false, sampleRatio: Double = 1) {
         self.tracer = tracer
         self.followsAnyCaller = followsAnyCaller
+        self.sampleRatio = sampleRatio
     }
 
     /// A span for a request the gateway serves or decides, the child of the trace `fields` names

@@ -29,13 +29,15 @@ public struct TraceExport: Sendable {
         configuration.traces.exporter = .otlp
         configuration.traces.otlpExporter.protocol = .httpProtobuf
         configuration.traces.otlpExporter.endpoint = settings.endpoint
-        guard let sampler = OTel.Configuration.TracesConfiguration.SamplerConfiguration.parentBasedTraceIDRatio(ratio: settings.sampleRatio) else {
+        guard (0...1).contains(settings.sampleRatio) else {
             throw TraceExportError("tracing.sample_ratio must be from 0 to 1, not \(settings.sampleRatio)")
         }
-        configuration.traces.sampler = sampler
+        // The data plane samples at the head (`TraceHeadSampling`): it asks for a span only for a
+        // trace it records, so the tracer records what it is asked for, and follows a parent's flag.
+        configuration.traces.sampler = .parentBasedAlwaysOn
         do {
             let backend = try OTel.makeTracingBackend(configuration: configuration)
-            tracer = RequestTracer(backend.factory, followsAnyCaller: settings.continueAnyCaller)
+            tracer = RequestTracer(backend.factory, followsAnyCaller: settings.continueAnyCaller, sampleRatio: settings.sampleRatio)
             service = backend.service
         } catch {
             throw TraceExportError("the OpenTelemetry exporter cannot start with these settings (check the OTEL_* environment variables): \(error)")

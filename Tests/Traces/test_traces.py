@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import grpc
@@ -95,6 +96,29 @@ def check_request(method, path, headers):
     check_request.attributes.request.http.CopyFrom(http)
     check_request.attributes.source.address.socket_address.address = "203.0.113.9"
     return check_request
+
+
+def unsampled():
+    """The gateway again with sample_ratio 0: a trace that starts there is not recorded (and
+    costs no span), yet still carried on, not sampled; a trusted caller's sampled trace is."""
+    global receiver
+    receiver = OTLPReceiver(OTLP_PORT)
+    threading.Thread(target=ThreadingHTTPServer(("127.0.0.1", UPSTREAM_PORT), Upstream).serve_forever, daemon=True).start()
+    bearer = ("Authorization", f"Bearer {TOKEN}")
+    status, _ = request(GATEWAY, "/api/plain/root", [bearer])
+    sent, _ = upstream_seen.get("/root", (None, None))
+    check(status == 200 and sent is not None and len(sent) == 1 and sent[0].endswith("-00") and len(sent[0]) == 55,
+          "at sample_ratio 0 a trace started here reaches the upstream as a valid traceparent, not sampled")
+    trace_id, parent = new_ids(2)
+    status, _ = request(GATEWAY, "/api/plain/sampled", [bearer, ("traceparent", traceparent(trace_id, parent))])
+    found = spans_of(trace_id, 2)
+    check(status == 200 and len(found) == 2, "at sample_ratio 0 a trusted caller's sampled trace is still recorded (parent-based)")
+    started = sent[0].split("-")[1]
+    check(not receiver.of_trace(started, 1, timeout=1.5), "the trace started at sample_ratio 0 is not exported")
+    status, _ = request(GATEWAY, "/api/auth/verify", [bearer, ("X-Original-URI", "/api/plain/x"), ("X-Original-Method", "GET")])
+    time.sleep(1)
+    check(status == 200 and not any(s.name.startswith("forward_auth") for _, s in receiver.spans),
+          "at sample_ratio 0 forward-auth's decision without a sampled caller makes no span")
 
 
 def main():
@@ -243,4 +267,4 @@ def main():
     print(f"traces: {len(receiver.spans)} spans received in {len(receiver.bodies)} exports")
 
 
-main()
+unsampled() if os.environ.get("TRACES_PHASE") == "unsampled" else main()

@@ -339,7 +339,8 @@ package final class AccessDecision {
             question.askerTrace?.traceparent != nil
             ? question.askerTrace ?? TraceContextFields()
             : TraceContextFields.screened(traceparent: traceparent.count == 1 ? traceparent[0] : nil, tracestate: tracestate.count == 1 ? tracestate[0] : nil)
-        let span = tracer.startServerSpan("\(asker) \(question.method.rawValue)", continuing: fields)
+        // Not recorded (`TraceHeadSampling`): no span; a decision calls nothing that carries a trace on.
+        guard case .recorded(let span) = TraceHeadSampling.start(tracer, "\(asker) \(question.method.rawValue)", continuing: fields) else { return }
         let question = question
         span.set { attributes in
             attributes[TraceAttribute.asker] = asker
