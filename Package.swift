@@ -526,6 +526,7 @@ let package = Package(
             dependencies: [
                 "DataPlane",
                 "EdgeHTTP",
+                "Traces",
                 "PortcullisTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

@@ -44,7 +44,7 @@ enum MCPTrace {
     }
 
     static func isValid(_ value: String) -> Bool {
-        TraceContextFields.isValid(traceparent: value)
+        TraceContextFields.isValid(traceparent: value, laterVersions: true)
     }
 
     /// An `Mcp-Session-Id` as a span records it: visible ASCII (the transport's rule), at most 256 bytes; else none.

@@ -445,8 +445,9 @@ final class ProxyExchange: UpstreamConnectionDelegate {
         for (name, value) in head.headers where HeaderScreen.isForwardable(name, connectionListed: fields.connectionListed) {
             // A name some route sets as an identity field, in any spelling, is never the client's to send.
             if !configuredNames.isEmpty, configuredNames.contains(HeaderScreen.folded(name)) { continue }
-            // Traced, the upstream's parent is the gateway's span: the caller's context gives way to it.
-            if trace != nil, MCPTrace.isTraceField(name) { continue }
+            // Tracing on, the upstream's parent is the gateway's span (or none, when no trace could start):
+            // the caller's context never goes on as it came.
+            if plane.tracer != nil, MCPTrace.isTraceField(name) { continue }
             // The gateway's cookies never reach an upstream; the app's own pass as they came.
             if let mcpState {
                 // The client's trace context goes on unless the gateway started another (it sent an invalid one).

@@ -21,7 +21,8 @@ enum TraceHeadSampling {
         if let parent = fields.traceparent {
             // The caller's flags decide: bit 0 is "sampled" (W3C Trace Context §3.2.2.5).
             let utf8 = Array(parent.utf8)
-            if utf8.count == 55, let flags = UInt8(String(decoding: utf8[53..<55], as: UTF8.self), radix: 16), flags & 1 == 1 {
+            guard utf8.count == 55 else { return nil }  // screened: never so
+            if let flags = UInt8(String(decoding: utf8[53..<55], as: UTF8.self), radix: 16), flags & 1 == 1 {
                 return .recorded(tracer.startServerSpan(name(), continuing: fields))
             }
             guard let spanID = RandomReservoir.shared.bytes(8) else { return nil }
@@ -38,8 +39,9 @@ enum TraceHeadSampling {
     }
 
     /// Lowercase hex, two digits a byte.
+    private static let digits = Array("0123456789abcdef".utf8)
+
     static func hex(_ bytes: some Collection<UInt8>) -> String {
-        let digits = Array("0123456789abcdef".utf8)
         var text: [UInt8] = []
         text.reserveCapacity(bytes.count * 2)
         for byte in bytes {

@@ -199,7 +199,7 @@ struct BoundaryTests {
         #expect(transcript.close?.reason == "account deleted")
         #expect(try await fixture.send(.GET, "/api/session/\(login.sessionID)", bearer: login.accessToken).status == 401)
         // The action's line names the id that stays, never the tombstone's `deleted:` name.
-        let applied = await fixture.log.lines(containing: "administrative action applied", "account deleted")
+        let applied = await fixture.log.lines(containing: "administrative action applied", "account deleted", within: 5)
         #expect(applied.count == 1 && applied[0].contains(#""user_name":"-""#) && !applied[0].contains("deleted:usr_"), "\(applied)")
         try await fixture.stop()
     }

@@ -96,7 +96,12 @@ struct ConfigurationReloadTests {
     func inFlightFinishesUnderItsConfiguration() async throws {
         let targets = RecordingUpstream.Targets()
         let upstream = try await RecordingUpstream.start(recording: targets)
-        let fixture = try await GatewayFixture { $0.routes = [ProxyRoute(prefix: "/api/a", upstream: "http://127.0.0.1:\(upstream.port)")] }
+        let fixture = try await GatewayFixture {
+            $0.routes = [ProxyRoute(prefix: "/api/a", upstream: "http://127.0.0.1:\(upstream.port)")]
+            // The upstream's 1.5 s may stretch far under AddressSanitizer beside the other suites (CI once
+            // saw 10 s pass): the wait for it is not what this test is about.
+            $0.runtimeTimeout = TimeBounds.seconds(30)
+        }
         try await fixture.addUser("alice")
         let token = try await fixture.login("alice").accessToken
         let slow = Task { try await fixture.send(.GET, "/api/a/slow?delay_ms=1500", bearer: token) }

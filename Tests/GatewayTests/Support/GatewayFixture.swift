@@ -26,8 +26,9 @@ final class CapturedLog: LogSink {
 
     /// The lines that contain every one of `fragments`, once at least `count` are there or a second
     /// has passed: a request's line is written after its answer, so a client may read the answer first.
-    func lines(containing fragments: String..., atLeast count: Int = 1) async -> [String] {
-        let deadline = ContinuousClock.now + .seconds(TimeBounds.seconds(1))
+    /// The lines holding every fragment, once `count` have been logged or `within` seconds (scaled) passed.
+    func lines(containing fragments: String..., atLeast count: Int = 1, within: Double = 1) async -> [String] {
+        let deadline = ContinuousClock.now + .seconds(TimeBounds.seconds(within))
         while true {
             let matching = lines.withLock { $0.filter { line in fragments.allSatisfy { line.contains($0) } } }
             if matching.count >= count || ContinuousClock.now >= deadline { return matching }
