@@ -31,7 +31,7 @@ final class ExchangeTrace {
         self.tracer = tracer
         let fields =
             followsCaller
-            ? TraceContextFields.screened(traceparent: Self.single(head.headers, "traceparent"), tracestate: Self.single(head.headers, "tracestate"))
+            ? TraceContextFields.screened(traceparents: head.headers["traceparent"], tracestates: head.headers["tracestate"])
             : TraceContextFields()
         let template = route.prefix.isEmpty ? "/" : route.prefix
         switch TraceHeadSampling.start(tracer, "\(head.method.rawValue) \(template)", continuing: fields) {
@@ -48,17 +48,9 @@ final class ExchangeTrace {
         }
     }
 
-    /// A field's value when the request carries it exactly once (two `traceparent`s name no one parent).
-    private static func single(_ headers: HTTPHeaders, _ name: String) -> String? {
-        let values = headers[name]
-        return values.count == 1 ? values[0] : nil
-    }
-
     /// The trace id the upstream gets, for the access line (32 hex digits).
     var traceID: String? {
-        guard let fields = upstreamFields ?? carried ?? server.map(tracer.fields(of:)) else { return nil }
-        guard let traceparent = fields.traceparent, traceparent.utf8.count == 55 else { return nil }
-        return String(traceparent.dropFirst(3).prefix(32))
+        MCPTrace.traceID((upstreamFields ?? carried ?? server.map(tracer.fields(of:)))?.traceparent)
     }
 
     /// A wait of the request's on something memory could not answer, traced as a client span.

@@ -203,7 +203,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             return future.assumeIsolated().whenComplete { [self] result in body(self, result) }
         }
         future.assumeIsolated().whenComplete { [self] result in
-            if case .failure = result { span.end(failed: true) } else { span.end() }
+            span.end(after: result)
             body(self, result)
         }
     }

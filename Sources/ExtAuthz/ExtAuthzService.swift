@@ -54,9 +54,8 @@ final class ExtAuthzService: RegistrableRPCService {
             }
             let single = try await ServerRequest(stream: request)
             // Envoy's span for this check, when its tracing is on: the decision's parent.
-            let traceparents = Array(single.metadata[stringValues: "traceparent"]), tracestates = Array(single.metadata[stringValues: "tracestate"])
             let askerTrace = TraceContextFields.screened(
-                traceparent: traceparents.count == 1 ? traceparents[0] : nil, tracestate: tracestates.count == 1 ? tracestates[0] : nil)
+                traceparents: Array(single.metadata[stringValues: "traceparent"]), tracestates: Array(single.metadata[stringValues: "tracestate"]))
             let answer = try await self.check(single.message, peer: peer, askerTrace: askerTrace)
             return StreamingServerResponse(single: ServerResponse(message: answer))
         }

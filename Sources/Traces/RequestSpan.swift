@@ -25,6 +25,11 @@ public struct RequestSpan: Sendable {
         span.updateAttributes(update)
     }
 
+    /// Ends the span of a call with its outcome: a failure marks it an error.
+    public func end<T>(after result: Result<T, any Error>) {
+        if case .failure = result { end(failed: true) } else { end() }
+    }
+
     /// Ends the span; `failed` marks it an error (a server span's 5xx, a call that failed).
     public func end(failed: Bool = false, because message: String? = nil) {
         if failed { span.setStatus(SpanStatus(code: .error, message: message)) }

@@ -20,6 +20,12 @@ public struct TraceContextFields: Sendable, Equatable {
         return TraceContextFields(traceparent: traceparent, tracestate: tracestate.flatMap { isValid(tracestate: $0) ? $0 : nil })
     }
 
+    /// `screened` of a request's values of each field, from any carrier (HTTP fields, gRPC
+    /// metadata): a field sent more than once names no one value, and counts as absent.
+    public static func screened(traceparents: some Collection<String>, tracestates: some Collection<String>) -> TraceContextFields {
+        screened(traceparent: traceparents.count == 1 ? traceparents.first : nil, tracestate: tracestates.count == 1 ? tracestates.first : nil)
+    }
+
     /// A `traceparent` of version 00: `00-<32 hex>-<16 hex>-<2 hex>`, lowercase, neither id all
     /// zeros (the version the tracer reads: a later one names no parent to it, and a trace
     /// starts). `laterVersions`: any version but `ff` in that layout, as a proxy that passes the

@@ -52,6 +52,9 @@ struct TraceContextScreenTests {
         #expect(TraceContextFields.screened(traceparent: Self.parent, tracestate: "a=b") == TraceContextFields(traceparent: Self.parent, tracestate: "a=b"))
         #expect(TraceContextFields.screened(traceparent: "00-zz", tracestate: "a=b") == TraceContextFields())
         #expect(TraceContextFields.screened(traceparent: nil, tracestate: "a=b") == TraceContextFields())
+        // A field sent twice names no one value: two traceparents, no parent; two tracestates, none kept.
+        #expect(TraceContextFields.screened(traceparents: [Self.parent, Self.parent], tracestates: ["a=b"]) == TraceContextFields())
+        #expect(TraceContextFields.screened(traceparents: [Self.parent], tracestates: ["a=b", "c=d"]) == TraceContextFields(traceparent: Self.parent))
     }
 
     @Test("a tracestate over 512 bytes is refused by its length before it is read")

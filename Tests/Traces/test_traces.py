@@ -15,8 +15,11 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import grpc
-from envoy.service.auth.v3 import attribute_context_pb2, external_auth_pb2, external_auth_pb2_grpc
+from envoy.service.auth.v3 import external_auth_pb2_grpc
 from otlp_receiver import CLIENT, SERVER, OTLPReceiver, attributes
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ExtAuthz"))
+from envoy_check import check_request  # noqa: E402  (the CheckRequest Envoy builds, shared with the ext_authz suite)
 
 GATEWAY = int(os.environ["PORTCULLIS_PORT"])
 GRPC_PORT = int(os.environ["EXT_AUTHZ_GRPC_PORT"])
@@ -85,17 +88,6 @@ def new_ids(n):
 def claims(token):
     payload = token.split(".")[1]
     return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-
-
-def check_request(method, path, headers):
-    http = attribute_context_pb2.AttributeContext.HttpRequest(
-        id="7", method=method, path=path, host="app.example.test", scheme="https", protocol="HTTP/1.1")
-    http.headers.update({":method": method, ":path": path, ":authority": "app.example.test", ":scheme": "https"})
-    http.headers.update({name.lower(): value for name, value in headers})
-    check_request = external_auth_pb2.CheckRequest()
-    check_request.attributes.request.http.CopyFrom(http)
-    check_request.attributes.source.address.socket_address.address = "203.0.113.9"
-    return check_request
 
 
 def unsampled():

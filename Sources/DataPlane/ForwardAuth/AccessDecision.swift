@@ -136,7 +136,7 @@ package final class AccessDecision {
         }
         let wait = tracer.startClientSpan(call.rawValue, parent: span)
         future.assumeIsolated().whenComplete { [self] result in
-            if case .failure = result { wait.end(failed: true) } else { wait.end() }
+            wait.end(after: result)
             body(self, result)
         }
     }
@@ -334,11 +334,10 @@ package final class AccessDecision {
         let asker = question.asker == .forwardAuth ? "forward_auth" : "ext_authz"
         // The asker is a trusted proxy (forward-auth's) or a configured caller (ext_authz's): its trace is
         // continued, its own span's when it names one (Envoy's check), else the original request's.
-        let traceparent = question.headers["traceparent"], tracestate = question.headers["tracestate"]
         let fields =
             question.askerTrace?.traceparent != nil
             ? question.askerTrace ?? TraceContextFields()
-            : TraceContextFields.screened(traceparent: traceparent.count == 1 ? traceparent[0] : nil, tracestate: tracestate.count == 1 ? tracestate[0] : nil)
+            : TraceContextFields.screened(traceparents: question.headers["traceparent"], tracestates: question.headers["tracestate"])
         // Not recorded (`TraceHeadSampling`): no span; a decision calls nothing that carries a trace on.
         guard case .recorded(let span) = TraceHeadSampling.start(tracer, "\(asker) \(question.method.rawValue)", continuing: fields) else { return }
         let question = question
