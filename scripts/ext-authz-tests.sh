@@ -40,4 +40,37 @@ PORTCULLIS_PORT=$PORT EXT_AUTHZ_GRPC_PORT=$GRPC_PORT EXT_AUTHZ_HTTP_PORT=$HTTP_P
   "$VENV/bin/python" "$ROOT/Tests/ExtAuthz/test_ext_authz.py" || { tail -20 "$WORK/serve.log"; exit 1; }
 kill -0 "$SERVE_PID" || { echo "FAIL  serve stopped"; exit 1; }
 if grep -qF "$TOKEN" "$WORK/serve.log"; then echo "FAIL  a token is in the gateway's log"; exit 1; fi
+
+# Mutual TLS (ext_authz.tls): a mesh CA made by openssl, the listeners' certificate, an Envoy's
+# (a SPIFFE ID), another workload's, and one from another CA; grpcio (BoringSSL) and Python's ssl
+# (OpenSSL) ask as those callers.
+kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null || true; SERVE_PID=
+MESH=$WORK/mesh
+mkdir -p "$MESH"
+printf '[req]\ndistinguished_name=dn\n[dn]\n' > "$MESH/req.cnf"
+ca() { openssl req -config "$MESH/req.cnf" -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj "/CN=$1" \
+  -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign -keyout "$MESH/$1.key" -out "$MESH/$1.pem" 2>/dev/null; }
+leaf() { openssl req -config "$MESH/req.cnf" -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj "/CN=$1" -CA "$MESH/$2.pem" -CAkey "$MESH/$2.key" \
+  -addext basicConstraints=critical,CA:FALSE -addext extendedKeyUsage=clientAuth,serverAuth -addext "subjectAltName=$3" \
+  -keyout "$MESH/$1.key" -out "$MESH/$1.pem" 2>/dev/null; chmod 600 "$MESH/$1.key"; }
+ca mesh-ca; ca stranger-ca
+leaf listener mesh-ca "IP:127.0.0.1,DNS:localhost"
+leaf envoy mesh-ca "URI:spiffe://mesh.test/ns/istio-system/sa/istio-ingressgateway"
+leaf workload mesh-ca "URI:spiffe://mesh.test/ns/shop/sa/checkout"
+leaf impostor stranger-ca "URI:spiffe://mesh.test/ns/istio-system/sa/istio-ingressgateway"
+start_serve "$WORK" "$PORT" "  trusted_proxies: [127.0.0.1]
+  routes:
+    - {prefix: /api/plain, upstream: 'http://127.0.0.1:1'}
+    - {prefix: /public, upstream: 'http://127.0.0.1:1', auth: none}" "ext_authz:
+  grpc_port: $GRPC_PORT
+  http_port: $HTTP_PORT
+  tls:
+    certificate_path: $MESH/listener.pem
+    private_key_path: $MESH/listener.key
+    client_ca_path: $MESH/mesh-ca.pem
+    caller_names: ['spiffe://mesh.test/ns/istio-system/sa/istio-ingressgateway']"
+PORTCULLIS_PORT=$PORT EXT_AUTHZ_GRPC_PORT=$GRPC_PORT EXT_AUTHZ_HTTP_PORT=$HTTP_PORT PORTCULLIS_TOKEN_FILE=$WORK/token MESH_DIR=$MESH \
+  "$VENV/bin/python" "$ROOT/Tests/ExtAuthz/test_ext_authz_mtls.py" || { tail -20 "$WORK/serve.log"; exit 1; }
+kill -0 "$SERVE_PID" || { echo "FAIL  serve stopped"; exit 1; }
+if grep -qF "$TOKEN" "$WORK/serve.log"; then echo "FAIL  a token is in the gateway's log"; exit 1; fi
 echo "ext_authz tests passed"

@@ -7,6 +7,7 @@
   prunes unknown fields silently; the check does not); without it, their metadata only, and it says so.
   The ConfigMap's portcullis.yaml: `portcullis config check` must find it good.
 - ```yaml envoy-bootstrap: read into Envoy's Bootstrap message (xds-protos), unknown fields an error.
+- ```yaml envoy-clusters: read the same way, as the Bootstrap's static_resources.
 - GATEWAY.md's ```yaml envoy fragment (the http_filters list): read into HttpConnectionManager the same way.
 """
 import copy
@@ -28,6 +29,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import http_con
 from envoy.extensions.filters.http.ext_authz.v3 import ext_authz_pb2  # noqa: F401
 from envoy.extensions.filters.http.router.v3 import router_pb2  # noqa: F401
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2  # noqa: F401
+from envoy.extensions.transport_sockets.tls.v3 import tls_pb2  # noqa: F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KUBERNETES = "1.34.0"
@@ -177,6 +179,15 @@ def main():
             ok("kubernetes.md's Envoy configuration reads as Envoy's Bootstrap (envoy.config.bootstrap.v3, every typed_config too)")
         except json_format.ParseError as error:
             fail(f"kubernetes.md's Envoy configuration: {error}")
+    clusters = blocks("docs/guides/kubernetes.md", "envoy-clusters")
+    if not clusters:
+        fail("kubernetes.md has no Envoy cluster for mutual TLS")
+    for block in clusters:
+        try:
+            json_format.ParseDict({"static_resources": yaml.safe_load(block)}, bootstrap_pb2.Bootstrap())
+            ok("kubernetes.md's mutual TLS cluster reads as Envoy's clusters (with its UpstreamTlsContext)")
+        except json_format.ParseError as error:
+            fail(f"kubernetes.md's mutual TLS cluster: {error}")
     for block in blocks("docs/GATEWAY.md", "envoy"):
         try:
             json_format.ParseDict(yaml.safe_load(block), http_connection_manager_pb2.HttpConnectionManager())

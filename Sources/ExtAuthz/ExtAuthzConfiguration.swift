@@ -1,11 +1,13 @@
 import ConfigurationReading
 import TrafficCop
+import X509
 
 /// `ext_authz`: Envoy's external authorization, answered on listeners of its own (off unless a
 /// port is set): gRPC (`grpc_port`) and HTTP (`http_port`).
 ///
-/// Its callers are Envoys (a sidecar, a gateway), named by address: anybody else could name any
-/// request and learn, or obtain an assertion for, what it would get.
+/// Its callers are Envoys (a sidecar, a gateway), named by address, and with `tls` by the names in
+/// their certificates as well: anybody else could name any request and learn, or obtain an
+/// assertion for, what it would get.
 public struct ExtAuthzConfiguration: Sendable, Equatable {
     /// `ext_authz.host`: the address the listeners bind (an IP address).
     public var host = "127.0.0.1"
@@ -18,12 +20,17 @@ public struct ExtAuthzConfiguration: Sendable, Equatable {
     /// Never empty: with both sides required to name one, a mismatch refuses every check (404)
     /// instead of deciding `/ext-authz/admin` as a path of its own (a catch-all route's).
     public var pathPrefix = "/ext-authz"
-    /// `ext_authz.callers`: the addresses that may ask (127.0.0.1 and ::1 unless set).
+    /// `ext_authz.callers`: the addresses that may ask (127.0.0.1 and ::1 unless set; any address
+    /// with `tls`, whose certificate names then say who asks).
     public var callers: [IPNetwork] = Self.loopback
+    /// `ext_authz.tls`: TLS on both listeners, and the callers' certificates; `nil`: plaintext.
+    public var tls: ExtAuthzTLS?
 
     /// 127.0.0.1 and ::1 only: with an Istio sidecar in front of the gateway, every workload's
     /// traffic arrives from 127.0.0.6, which the whole of 127.0.0.0/8 would admit.
     public static let loopback = ["127.0.0.1/32", "::1/128"].compactMap(IPNetwork.init)
+    /// Every address: the default with `tls`, where a pod's address says nothing of who it is.
+    public static let anyAddress = ["0.0.0.0/0", "::/0"].compactMap(IPNetwork.init)
 
     public init() {}
 
@@ -47,6 +54,8 @@ public struct ExtAuthzConfiguration: Sendable, Equatable {
             }
             configuration.pathPrefix = value
         }
+        configuration.tls = try ExtAuthzTLS(reading: values)
+        if configuration.tls != nil { configuration.callers = Self.anyAddress }
         if let callers = try values.strings("ext_authz.callers") {
             configuration.callers = []
             for text in callers {
@@ -64,5 +73,13 @@ public struct ExtAuthzConfiguration: Sendable, Equatable {
     public func admits(_ peer: String?) -> Bool {
         guard let peer, let bytes = IPNetwork.parseAddress(peer) else { return false }
         return callers.contains { $0.contains(bytes) }
+    }
+
+    /// Whether a caller with `certificate` (verified against the client CA by the TLS handshake)
+    /// may ask: always without `tls`; with it, when the certificate names one of `caller_names`.
+    public func admits(certificate: Certificate?) -> Bool {
+        guard let tls else { return true }
+        guard let certificate else { return false }
+        return tls.callerNames.admits(certificate)
     }
 }

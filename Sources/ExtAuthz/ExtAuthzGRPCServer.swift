@@ -5,7 +5,8 @@ import Logging
 import ServiceLifecycle
 
 /// The listener of Envoy's gRPC ext_authz (`ext_authz.grpc_port`): grpc-swift 2's server over
-/// HTTP/2 (h2c), serving `ExtAuthzService`, until a graceful shutdown ends it.
+/// HTTP/2 (h2c, or TLS with a client certificate required under `ext_authz.tls`), serving
+/// `ExtAuthzService`, until a graceful shutdown ends it.
 package struct ExtAuthzGRPCServer: Service {
     let configuration: ExtAuthzConfiguration
     let plane: DataPlane
@@ -29,13 +30,15 @@ package struct ExtAuthzGRPCServer: Service {
         config.rpc.maxRequestPayloadSize = 1 << 20
         config.http2.maxConcurrentStreams = 1024
         config.connection.maxIdleTime = .seconds(300)
-        let transport = HTTP2ServerTransport.Posix(address: address, transportSecurity: .plaintext, config: config)
+        var security = HTTP2ServerTransport.Posix.TransportSecurity.plaintext
+        if let tls = configuration.tls { security = try ExtAuthzTLSCredentials(loading: tls).grpcTransportSecurity() }
+        let transport = HTTP2ServerTransport.Posix(address: address, transportSecurity: security, config: config)
         let server = GRPCServer(transport: transport, services: [ExtAuthzService(plane: plane, configuration: configuration)])
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask { try await server.serve() }
             let bound = try await transport.listeningAddress
             let boundPort = bound.ipv4?.port ?? bound.ipv6?.port ?? port
-            logger.info("ext_authz (gRPC) listening", metadata: ["host": "\(configuration.host)", "port": "\(boundPort)"])
+            logger.info("ext_authz (gRPC) listening", metadata: ["host": "\(configuration.host)", "port": "\(boundPort)", "tls": "\(configuration.tls != nil)"])
             await onListening(boundPort)
             await withGracefulShutdownHandler {
                 try? await gracefulShutdown()

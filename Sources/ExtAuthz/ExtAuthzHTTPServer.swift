@@ -3,10 +3,12 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 import ServiceLifecycle
 
 /// The listener of Envoy's HTTP ext_authz (`ext_authz.http_port`): NIO's HTTP/1 server with
-/// `ExtAuthzHTTPHandler` on each connection, until a graceful shutdown closes it.
+/// `ExtAuthzHTTPHandler` on each connection (behind TLS and `ExtAuthzCallerCertificateGate` under
+/// `ext_authz.tls`), until a graceful shutdown closes it.
 public struct ExtAuthzHTTPServer: Service {
     /// An idle connection (Envoy pools them) is closed after this long without a request.
     static let idleTimeout = TimeAmount.seconds(300)
@@ -25,7 +27,8 @@ public struct ExtAuthzHTTPServer: Service {
 
     public func run() async throws {
         guard let port = configuration.httpPort else { return }
-        let (plane, configuration, removalLists) = (plane, configuration, ExtAuthzRemovalLists())
+        let (plane, configuration, removalLists, logger) = (plane, configuration, ExtAuthzRemovalLists(), logger)
+        let tls = try configuration.tls.map { tls in try NIOSSLContext(configuration: try ExtAuthzTLSCredentials(loading: tls).httpServerConfiguration) }
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -35,13 +38,17 @@ public struct ExtAuthzHTTPServer: Service {
                     let pipeline = channel.pipeline.syncOperations
                     try pipeline.addHandler(IdleStateHandler(allTimeout: Self.idleTimeout))
                     try pipeline.addHandler(ExtAuthzIdleCloser())
+                    if let tls {
+                        try pipeline.addHandler(NIOSSLServerHandler(context: tls))
+                        try pipeline.addHandler(ExtAuthzCallerCertificateGate(configuration: configuration, logger: logger))
+                    }
                     try pipeline.configureHTTPServerPipeline(withErrorHandling: true)
                     try pipeline.addHandler(ExtAuthzHTTPHandler(plane: plane, configuration: configuration, removalLists: removalLists))
                 }
             }
             .bind(host: configuration.host, port: port).get()
         let bound = channel.localAddress?.port ?? port
-        logger.info("ext_authz (HTTP) listening", metadata: ["host": "\(configuration.host)", "port": "\(bound)"])
+        logger.info("ext_authz (HTTP) listening", metadata: ["host": "\(configuration.host)", "port": "\(bound)", "tls": "\(configuration.tls != nil)"])
         await onListening(bound)
         try await withGracefulShutdownHandler {
             try await channel.closeFuture.get()

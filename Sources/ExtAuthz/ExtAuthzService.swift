@@ -3,6 +3,7 @@ import EdgeHTTP
 import EnvoyAuthProtos
 import Foundation
 import GRPCCore
+import GRPCNIOTransportHTTP2
 import GRPCProtobuf
 import NIOCore
 import NIOHTTP1
@@ -20,6 +21,9 @@ import Traces
 final class ExtAuthzService: RegistrableRPCService {
     static let callerRefused = GatewayError(
         .forbidden, "ext_authz_caller_refused", "ext_authz answers only the addresses ext_authz.callers lists; add this Envoy's address there")
+    static let callerCertificateRefused = GatewayError(
+        .forbidden, "ext_authz_caller_refused",
+        "ext_authz answers only callers whose certificate names one of ext_authz.tls.caller_names; add this Envoy's SPIFFE ID or DNS name there")
     static let checkMethod = MethodDescriptor(fullyQualifiedService: "envoy.service.auth.v3.Authorization", method: "Check")
     static let healthMethod = MethodDescriptor(fullyQualifiedService: "grpc.health.v1.Health", method: "Check")
     /// The metric and access log's name for these decisions.
@@ -46,10 +50,14 @@ final class ExtAuthzService: RegistrableRPCService {
             // Only the Envoys may ask, checked before the message is read. A refusal is a denial, not an
             // RPC error: an Envoy with failure_mode_allow would let an error's request through.
             let peer = Self.address(ofPeer: context.remotePeer)
-            guard self.configuration.admits(peer) else {
+            let certificate = (context.transportSpecific as? HTTP2ServerTransport.Posix.Context)?.peerCertificate
+            guard self.configuration.admits(peer), self.configuration.admits(certificate: certificate) else {
                 let requestID = self.requestIDs.withLock { $0.next() }
-                self.plane.logger.notice("ext_authz refused a check: its address is not in ext_authz.callers", metadata: ["peer": "\(peer ?? "unknown")", "listener": "grpc"])
-                let denial = ExtAuthzDenial(Self.callerRefused, signIn: nil, requestID: requestID)
+                let byAddress = !self.configuration.admits(peer)
+                self.plane.logger.notice(
+                    byAddress ? "ext_authz refused a check: its address is not in ext_authz.callers" : "ext_authz refused a check: its certificate names none of ext_authz.tls.caller_names",
+                    metadata: ["peer": "\(peer ?? "unknown")", "listener": "grpc", "names": "\(certificate.map(ExtAuthzCallerNames.names(in:)) ?? [])"])
+                let denial = ExtAuthzDenial(byAddress ? Self.callerRefused : Self.callerCertificateRefused, signIn: nil, requestID: requestID)
                 return StreamingServerResponse(single: ServerResponse(message: Self.denied(denial, code: 7, caller: nil)))
             }
             let single = try await ServerRequest(stream: request)

@@ -124,6 +124,12 @@ public enum GatewayServer {
         if configuration.upstreamCAFile != nil { _ = try DataPlane.upstreamTLSContext(caFile: configuration.upstreamCAFile) }
     }
 
+    /// Reads `ext_authz.tls`'s certificate, key and client CA as its listeners will, so a bad
+    /// file stops start-up before anything listens.
+    public static func checkExtAuthzTLS(_ configuration: GatewayConfiguration) throws {
+        if let tls = configuration.extAuthz?.tls { _ = try ExtAuthzTLSCredentials(loading: tls) }
+    }
+
     /// The admin listener: `GET /metrics` (Prometheus text format) and `GET /readyz` with each
     /// failure's detail (the database's address, say), loopback by default.
     public static func makeAdminApplication(

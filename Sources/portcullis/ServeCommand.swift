@@ -72,11 +72,12 @@ struct ServeCommand: AsyncParsableCommand {
     }
 
     /// The files the configuration names that start-up reads before anything else: the TLS
-    /// certificate and key (an unreadable one, or a key others may read, stops start-up here)
-    /// and the upstreams' CA file. `portcullis config check` runs the same.
+    /// certificate and key (an unreadable one, or a key others may read, stops start-up here),
+    /// the upstreams' CA file, and ext_authz's certificate, key and client CA. `portcullis config check` runs the same.
     static func checkFiles(_ gateway: GatewayConfiguration) throws {
         if let tls = gateway.tls { _ = try GatewayServer.tlsConfiguration(tls) }
         try GatewayServer.checkUpstreamTLS(gateway)
+        try GatewayServer.checkExtAuthzTLS(gateway)
     }
 
     /// The trusted issuers' shared secrets and the sign-in providers' client secrets, read (and

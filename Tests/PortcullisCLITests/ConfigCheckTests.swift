@@ -22,7 +22,7 @@ struct ConfigCheckTests {
             try FileManager.default.createDirectory(
                 atPath: cli.directory + "/" + (relative as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
             switch key {
-            case "certificate_path", "upstream_ca_file", "postgres_ca_file":
+            case "certificate_path", "upstream_ca_file", "postgres_ca_file", "client_ca_path":
                 let keyPath = (relative as NSString).deletingLastPathComponent + "/made-for-\((relative as NSString).lastPathComponent).key"
                 try cli.openssl([
                     "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj", "/CN=auth.example.com",

@@ -24,6 +24,8 @@ struct ConfigurationDefaultsTests {
         "storage.postgres_query_timeout_seconds", "storage.postgres_tls", "storage.postgres_ca_file",
         // ext_authz is off unless a port is set.
         "ext_authz.http_port", "ext_authz.grpc_port",
+        // Plaintext unless ext_authz.tls is set (all four together).
+        "ext_authz.tls.certificate_path", "ext_authz.tls.private_key_path", "ext_authz.tls.client_ca_path", "ext_authz.tls.caller_names",
         // Traces are off unless an endpoint is set.
         "tracing.endpoint",
     ]
