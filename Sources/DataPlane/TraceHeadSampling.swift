@@ -9,7 +9,7 @@ import Traces
 /// over its random trace id (as OpenTelemetry's `traceidratio` does). An unrecorded request costs
 /// one draw of libcrypto's random bytes and a `traceparent` written for its calls; only a
 /// recorded one reaches swift-otel, whose sampler then records every span it is asked for.
-enum TraceHeadSampling {
+package enum TraceHeadSampling {
     /// A span, recorded.
     case recorded(RequestSpan)
     /// Not recorded: the Trace Context the request's calls carry (the caller's trace, or one
@@ -17,7 +17,7 @@ enum TraceHeadSampling {
     case carried(TraceContextFields)
 
     /// Starts `name`'s trace, continuing `fields` (already screened: a caller's when followed, else empty).
-    static func start(_ tracer: RequestTracer, _ name: @autoclosure () -> String, continuing fields: TraceContextFields) -> TraceHeadSampling? {
+    package static func start(_ tracer: RequestTracer, _ name: @autoclosure () -> String, continuing fields: TraceContextFields) -> TraceHeadSampling? {
         if let parent = fields.traceparent {
             // The caller's flags decide: bit 0 is "sampled" (W3C Trace Context §3.2.2.5).
             let utf8 = Array(parent.utf8)

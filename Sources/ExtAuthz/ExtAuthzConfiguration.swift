@@ -1,6 +1,7 @@
 import ConfigurationReading
 import TrafficCop
 import X509
+import Foundation
 
 /// `ext_authz`: Envoy's external authorization, answered on listeners of its own (off unless a
 /// port is set): gRPC (`grpc_port`) and HTTP (`http_port`).
@@ -76,10 +77,13 @@ public struct ExtAuthzConfiguration: Sendable, Equatable {
     }
 
     /// Whether a caller with `certificate` (verified against the client CA by the TLS handshake)
-    /// may ask: always without `tls`; with it, when the certificate names one of `caller_names`.
-    public func admits(certificate: Certificate?) -> Bool {
+    /// may ask at `now`: always without `tls`; with it, when the certificate names one of
+    /// `caller_names` and is within its dates. The dates are checked on each call as well as by
+    /// the handshake: a resumed TLS session, or a connection kept open, outlives the handshake's
+    /// check, and a mesh's short-lived certificates are its revocation.
+    public func admits(certificate: Certificate?, at now: Date = Date()) -> Bool {
         guard let tls else { return true }
-        guard let certificate else { return false }
+        guard let certificate, certificate.notValidBefore <= now, now < certificate.notValidAfter else { return false }
         return tls.callerNames.admits(certificate)
     }
 }

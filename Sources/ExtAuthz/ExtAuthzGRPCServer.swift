@@ -30,6 +30,10 @@ package struct ExtAuthzGRPCServer: Service {
         config.rpc.maxRequestPayloadSize = 1 << 20
         config.http2.maxConcurrentStreams = 1024
         config.connection.maxIdleTime = .seconds(300)
+        // Under mutual TLS, a connection is closed (gracefully) after an hour, so its caller's
+        // certificate is presented again: a check admitted it at each call, but the handshake's
+        // chain check is made once a connection.
+        if configuration.tls != nil { config.connection.maxAge = .seconds(3600) }
         var security = HTTP2ServerTransport.Posix.TransportSecurity.plaintext
         if let tls = configuration.tls { security = try ExtAuthzTLSCredentials(loading: tls).grpcTransportSecurity() }
         let transport = HTTP2ServerTransport.Posix(address: address, transportSecurity: security, config: config)

@@ -55,7 +55,7 @@ final class ExtAuthzService: RegistrableRPCService {
                 let requestID = self.requestIDs.withLock { $0.next() }
                 let byAddress = !self.configuration.admits(peer)
                 self.plane.logger.notice(
-                    byAddress ? "ext_authz refused a check: its address is not in ext_authz.callers" : "ext_authz refused a check: its certificate names none of ext_authz.tls.caller_names",
+                    byAddress ? "ext_authz refused a check: its address is not in ext_authz.callers" : "ext_authz refused a check: its certificate names none of ext_authz.tls.caller_names, or is outside its dates",
                     metadata: ["peer": "\(peer ?? "unknown")", "listener": "grpc", "names": "\(certificate.map(ExtAuthzCallerNames.names(in:)) ?? [])"])
                 let denial = ExtAuthzDenial(byAddress ? Self.callerRefused : Self.callerCertificateRefused, signIn: nil, requestID: requestID)
                 return StreamingServerResponse(single: ServerResponse(message: Self.denied(denial, code: 7, caller: nil)))

@@ -28,6 +28,8 @@ public enum GatewayServer {
     public static func makeRouter(services: GatewayServices) -> Router<GatewayRequestContext> {
         // HEAD on every GET route answers as GET without the body (RFC 9110 §9.3.2): load balancers health-check with HEAD.
         let router = Router(context: GatewayRequestContext.self, options: .autoGenerateHeadEndpoints)
+        // Outermost: a route's span holds the answer as the client gets it.
+        if let tracer = services.tracer { router.add(middleware: RouteTracingMiddleware(tracer: tracer, admission: services.admission)) }
         router.add(middleware: OriginPolicyMiddleware(table: services.routeTable))
         let knownRoutes = KnownRoutes()
         router.add(middleware: RequestObservationMiddleware(logger: services.logger, accessLog: services.accessLog, metrics: services.metrics, knownRoutes: knownRoutes))

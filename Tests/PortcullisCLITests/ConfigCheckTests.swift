@@ -30,6 +30,8 @@ struct ConfigCheckTests {
                 ])
                 if key == "certificate_path", let keyReference = references.first(where: { $0.0 == "private_key_path" }) {
                     let keyRelative = keyReference.1.hasPrefix("/") ? "absolute" + keyReference.1 : keyReference.1
+                    try FileManager.default.createDirectory(
+                        atPath: cli.directory + "/" + (keyRelative as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
                     try FileManager.default.copyItem(atPath: cli.directory + "/" + keyPath, toPath: cli.directory + "/" + keyRelative)
                     try cli.chmod(keyRelative, 0o600)
                 }

@@ -9,6 +9,7 @@ import base64
 import http.client
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -220,6 +221,36 @@ def main():
           "forward-auth's span is named for the asker and method, the child of the original request's span")
     check(attrs.get("portcullis.decision") == "allowed" and attrs.get("user.id") == user_id and attrs.get("http.route") == "/api/plain",
           "forward-auth's span names the decision, the user and the route")
+
+    # 6b. Forward-auth over HTTP/2 (curl, h2c with prior knowledge) is answered by Hummingbird's routes,
+    # not the event loop's plain path: its span is named and filled the same way.
+    trace_id, parent = new_ids(2)
+    curl = subprocess.run(
+        ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code} %{http_version}", "--http2-prior-knowledge", "-K", "-",
+         f"http://127.0.0.1:{GATEWAY}/api/auth/verify", "-H", "X-Original-URI: /api/plain/six-b", "-H", "X-Original-Method: POST",
+         "-H", f"traceparent: {traceparent(trace_id, parent)}"],
+        input=f'header = "Authorization: Bearer {TOKEN}"\n', capture_output=True, text=True, timeout=30)
+    found = spans_of(trace_id, 1)
+    check(curl.stdout == "200 2" and len(found) == 1, f"forward-auth over HTTP/2 is one span in the original request's trace ({curl.stdout})")
+    span = found[0][1]
+    attrs = attributes(span)
+    check(span.name == "forward_auth POST" and span.parent_span_id.hex() == parent and span.kind == SERVER
+          and attrs.get("portcullis.decision") == "allowed" and attrs.get("user.id") == user_id and attrs.get("http.route") == "/api/plain"
+          and attrs.get("url.path") == "/api/plain/six-b" and attrs.get("network.protocol.version") == "2" and attrs.get("portcullis.request_id"),
+          f"forward-auth's span over HTTP/2 names the asker, the original method and path, the decision, the user and the route ({span.name} {attrs})")
+
+    # 6c. The gateway's own endpoints (Hummingbird's routes): a span each, named for the route, with the
+    # answer's status; an untrusted caller's traceparent is not followed there (its span starts a trace).
+    trace_id, parent = new_ids(2)
+    status, _ = request(GATEWAY, "/.well-known/jwks.json", [("traceparent", traceparent(trace_id, parent))], source="127.0.0.2")
+    status_trusted, _ = request(GATEWAY, "/.well-known/jwks.json", [("traceparent", traceparent(trace_id, parent))])
+    found = spans_of(trace_id, 1)
+    time.sleep(1.5)  # one more export period: a second span in this trace would be the untrusted caller's
+    found = spans_of(trace_id, 1)
+    check(status == 200 and status_trusted == 200 and len(found) == 1 and found[0][1].name == "GET /.well-known/jwks.json"
+          and found[0][1].parent_span_id.hex() == parent and found[0][1].kind == SERVER
+          and attributes(found[0][1]).get("http.response.status_code") == 200 and attributes(found[0][1]).get("http.route") == "/.well-known/jwks.json",
+          f"the gateway's own endpoint makes a span named for its route with the answer's status, in a trusted caller's trace only ({[s.name for _, s in found]})")
 
     # 7. ext_authz over gRPC and HTTP: the trace context among the original request's headers.
     for mode in ("grpc", "http"):

@@ -34,7 +34,7 @@ package final class AccessDecision {
     /// The route matched, once it is (for the asker's log and metadata).
     package private(set) var route: DataPlane.Route?
     /// The decision's span (`tracing`), the child of the original request's trace; `nil` when tracing is off.
-    private var span: RequestSpan?
+    private var span: DecisionSpan?
 
     package init(plane: DataPlane, question: AccessQuestion, eventLoop: any EventLoop, requestID: String) {
         self.plane = plane
@@ -134,7 +134,7 @@ package final class AccessDecision {
         guard let span, let tracer = plane.tracer else {
             return future.assumeIsolated().whenComplete { [self] result in body(self, result) }
         }
-        let wait = tracer.startClientSpan(call.rawValue, parent: span)
+        let wait = tracer.startClientSpan(call.rawValue, parent: span.span)
         future.assumeIsolated().whenComplete { [self] result in
             wait.end(after: result)
             body(self, result)
@@ -338,37 +338,21 @@ package final class AccessDecision {
             question.askerTrace?.traceparent != nil
             ? question.askerTrace ?? TraceContextFields()
             : TraceContextFields.screened(traceparents: question.headers["traceparent"], tracestates: question.headers["tracestate"])
-        // Not recorded (`TraceHeadSampling`): no span; a decision calls nothing that carries a trace on.
-        guard case .recorded(let span) = TraceHeadSampling.start(tracer, "\(asker) \(question.method.rawValue)", continuing: fields) else { return }
-        let question = question
-        span.set { attributes in
-            attributes[TraceAttribute.asker] = asker
-            attributes[TraceAttribute.httpMethod] = question.method.rawValue
-            attributes[TraceAttribute.urlPath] = PathRedaction.redactedPath(String(question.path))
-            if let host = question.host { attributes[TraceAttribute.serverAddress] = host }
-            attributes[TraceAttribute.clientAddress] = question.clientAddress
-            attributes[TraceAttribute.requestID] = requestID
-        }
-        self.span = span
+        span = DecisionSpan.start(
+            tracer, asker: asker, method: question.method.rawValue, path: question.path, host: question.host, clientAddress: question.clientAddress,
+            requestID: requestID, continuing: fields)
     }
 
     /// Ends the span with the verdict: `allowed`, or the refusal's code and status.
     private func endSpan(_ verdict: AccessVerdict?) {
         guard let span else { return }
         self.span = nil
-        let (route, userID) = (route, userID)
-        span.set { attributes in
-            if let route { attributes[TraceAttribute.httpRoute] = route.prefix.isEmpty ? "/" : route.prefix }
-            if let userID { attributes[TraceAttribute.userID] = userID }
-            switch verdict {
-            case .allowed: attributes[TraceAttribute.decision] = "allowed"
-            case .denied(let error, _):
-                attributes[TraceAttribute.decision] = error.code
-                attributes[TraceAttribute.httpStatus] = Int(error.status.code)
-            case nil: attributes[TraceAttribute.decision] = "asker_gone"
-            }
+        let outcome: DecisionSpan.Outcome
+        switch verdict {
+        case .allowed: outcome = .allowed
+        case .denied(let error, _): outcome = .refused(code: error.code, status: Int(error.status.code))
+        case nil: outcome = .askerGone
         }
-        if case .denied(let error, _) = verdict, error.status.code >= 500 { return span.end(failed: true, because: error.code) }
-        span.end()
+        span.end(outcome, routePrefix: route?.prefix, userID: userID)
     }
 }

@@ -57,7 +57,7 @@ final class ExtAuthzCallerCertificateGate: ChannelDuplexHandler, RemovableChanne
             let certificate = (try? context.pipeline.syncOperations.nioSSL_peerCertificate()).flatMap { $0 }.flatMap { try? Certificate(derEncoded: $0.toDERBytes()) }
             guard configuration.admits(certificate: certificate) else {
                 logger.notice(
-                    "ext_authz refused a connection: its certificate names none of ext_authz.tls.caller_names",
+                    "ext_authz refused a connection: its certificate names none of ext_authz.tls.caller_names, or is outside its dates",
                     metadata: ["peer": "\(peer ?? "unknown")", "listener": "http", "names": "\(certificate.map(ExtAuthzCallerNames.names(in:)) ?? [])"])
                 context.close(promise: nil)
                 return

@@ -7,8 +7,9 @@ import X509
 public enum ExtAuthzCallerNames: Sendable, Equatable {
     /// `"*"`: any certificate the client CA signed.
     case anySigned
-    /// These names (DNS names lower-cased).
-    case listed(Set<String>)
+    /// These names: URIs (a name with `://`) matched against URI names only, exactly; DNS names
+    /// (lower-cased) against DNS names only, so one kind never stands for the other.
+    case listed(uris: Set<String>, dnsNames: Set<String>)
 
     /// Reads the list at `key`.
     ///
@@ -23,14 +24,14 @@ public enum ExtAuthzCallerNames: Sendable, Equatable {
             self = .anySigned
             return
         }
-        var listed = Set<String>()
+        var (uris, dnsNames) = (Set<String>(), Set<String>())
         for name in names {
             guard !name.isEmpty, name.utf8.count <= 2048, name.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }), !name.contains("*") else {
                 throw ConfigurationError(key: key, "must list names as a certificate carries them, without spaces or wildcards (\"*\" alone admits any certificate the CA signed), not \"\(name.prefix(100))\"")
             }
-            listed.insert(name.contains(":") ? name : name.lowercased())
+            if name.contains("://") { uris.insert(name) } else { dnsNames.insert(name.lowercased()) }
         }
-        self = .listed(listed)
+        self = .listed(uris: uris, dnsNames: dnsNames)
     }
 
     /// Whether `certificate` (already verified against the client CA) names a caller.
@@ -38,12 +39,12 @@ public enum ExtAuthzCallerNames: Sendable, Equatable {
         switch self {
         case .anySigned:
             return true
-        case .listed(let names):
+        case .listed(let uris, let dnsNames):
             guard let alternatives = try? certificate.extensions.subjectAlternativeNames else { return false }
             return alternatives.contains { name in
                 switch name {
-                case .uniformResourceIdentifier(let uri): names.contains(uri)
-                case .dnsName(let dns): names.contains(dns.lowercased())
+                case .uniformResourceIdentifier(let uri): uris.contains(uri)
+                case .dnsName(let dns): dnsNames.contains(dns.lowercased())
                 default: false
                 }
             }

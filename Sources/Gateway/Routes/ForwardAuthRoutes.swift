@@ -6,7 +6,9 @@ import JOSE
 import Observability
 import RuntimeAPI
 import RuntimeAccess
+import Resilience
 import SecurityGuard
+import Traces
 import TrafficCop
 
 /// `/api/auth/verify`: forward-auth for a proxy in front (nginx `auth_request`, Caddy
@@ -31,9 +33,50 @@ struct ForwardAuthRoutes: Sendable {
     func register(on router: Router<GatewayRequestContext>) {
         // Any method: nginx's auth_request sends the original method's subrequest as GET; Caddy and Traefik keep it.
         for method in [HTTPRequest.Method.get, .head, .post, .put, .patch, .delete, .options] {
-            router.on(RouterPath(Self.path), method: method) { request, context in try await verify(request, context) }
+            router.on(RouterPath(Self.path), method: method) { request, context in
+                guard let span = CurrentRouteSpan.span else { return try await verify(request, context) }
+                do {
+                    let response = try await verify(request, context)
+                    span.set { $0[TraceAttribute.decision] = response.status == .ok ? "allowed" : "sign_in" }
+                    return response
+                } catch {
+                    let code = Self.refusalCode(error)
+                    span.set { $0[TraceAttribute.decision] = code }
+                    throw error
+                }
+            }
         }
     }
+
+    /// Names the request's span as forward-auth's decision on the original request.
+    private func describeSpan(_ request: Request, _ context: GatewayRequestContext, original: ForwardAuthOriginal, host: String?, family: ForwardAuthHeaderFamily) {
+        guard let span = CurrentRouteSpan.span else { return }
+        let headers = request.headers
+        let named = host ?? (try? ForwardAuthOriginal.host(family: family) { headers[values: $0] })
+        DecisionSpan.describe(
+            span, asker: "forward_auth", method: original.method.rawValue, path: original.path, host: named, clientAddress: admission.clientAddress(request, context),
+            requestID: nil)
+    }
+
+    /// The route and the user on the decision's span, once known (`tracing` on, this request recorded).
+    static func noteOnSpan(routePrefix: String? = nil, userID: String? = nil) {
+        guard let span = CurrentRouteSpan.span else { return }
+        span.set { attributes in
+            if let routePrefix { attributes[TraceAttribute.httpRoute] = routePrefix.isEmpty ? "/" : routePrefix }
+            if let userID { attributes[TraceAttribute.userID] = userID }
+        }
+    }
+
+    /// A refusal's stable code, for the decision's span (what the client's JSON `error` says).
+    static func refusalCode(_ error: any Error) -> String {
+        switch error {
+        case is GatewayError, is RuntimeRefusal, is AdmissionRefusal, is AuthenticationFailure, is DependencyCircuit.Refusal:
+            return GatewayError(answering: error).code
+        default:
+            return "unavailable"
+        }
+    }
+
 
     /// 200 with the identity for the proxy to pass on, or the refusal the route itself would answer.
     func verify(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
@@ -52,6 +95,7 @@ struct ForwardAuthRoutes: Sendable {
         let table = table.current
         // The data plane's own match, on the same table; by host too once a route is bound to one.
         let host = table.hasHostRoutes ? try ForwardAuthOriginal.host(family: family, values: values) : nil
+        describeSpan(request, context, original: original, host: host, family: family)
         guard let (route, _) = table.route(host: host, path: path) else {
             throw GatewayError(.notFound, "not_found", "no gateway.routes prefix serves \(PathRedaction.redactedPath(String(path)))\(host == nil ? "" : " on that host")")
         }
@@ -62,6 +106,7 @@ struct ForwardAuthRoutes: Sendable {
                 .notFound, "not_found",
                 "\(PathRedaction.redactedPath(String(path))) is an MCP server the gateway serves itself; forward-auth does not decide it: send its requests to the gateway")
         }
+        Self.noteOnSpan(routePrefix: route.prefix)
         guard route.allowedMethodNames.contains(method.rawValue) else {
             throw GatewayError.methodNotAllowed(method.rawValue, path: PathRedaction.redactedPath(String(path)), allowed: route.allowedMethodNames)
         }
@@ -84,6 +129,7 @@ struct ForwardAuthRoutes: Sendable {
             return try await verifyBrowser(request, context, route: route, path: path, method: method, host: host, family: family)
         }
         let caller = try await authentication.requireCaller(request)
+        Self.noteOnSpan(userID: caller.userID)
         let sessionHeader = request.headers[Header.sessionID]
         if let policy = route.policy,
             let refusal = policy.refusal(claims: caller.claims, tenantID: caller.tenantID, issuer: caller.external?.issuer, hasSession: sessionHeader != nil)
@@ -146,6 +192,7 @@ struct ForwardAuthRoutes: Sendable {
             throw refusal
         }
         let caller = session.caller
+        Self.noteOnSpan(userID: caller.userID)
         if !["GET", "HEAD", "OPTIONS"].contains(method.rawValue),
             let refusal = gate.crossSiteRefusal(
                 origin: request.headers[.origin], fetchSite: request.headers[Header.fetchSite], host: originalHost, allowedOrigins: route.allowedOrigins)
