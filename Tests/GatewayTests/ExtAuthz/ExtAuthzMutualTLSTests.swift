@@ -14,6 +14,7 @@ import NIOSSL
 import PortcullisTestSupport
 import Testing
 import TrafficCop
+import X509
 
 /// `ext_authz.tls` (issue 67): both listeners speak TLS, and only a caller whose certificate the
 /// client CA signed and whose names include one of `caller_names` is answered.
@@ -38,6 +39,7 @@ struct ExtAuthzMutualTLSTests {
             try makeLeaf("workload", signedBy: "ca", names: "URI:spiffe://mesh.test/ns/shop/sa/checkout")
             try makeLeaf("impostor", signedBy: "stranger-ca", names: "URI:" + Self.envoy)
             try makeLeaf("common-name-only", signedBy: "ca", names: nil, commonName: "envoy.mesh.test")
+            try makeLeaf("uri-spelled-as-dns", signedBy: "ca", names: "URI:envoy.mesh.test")
         }
 
         func path(_ name: String) -> String { directory + "/" + name }
@@ -215,6 +217,28 @@ struct ExtAuthzMutualTLSTests {
         #expect(ContinuousClock.now - started >= .seconds(9), "not before the handshake's time: \(ContinuousClock.now - started)")
         try await fixture.stop()
         try await provider.stop()
+    }
+
+    @Test("a certificate is admitted only within its dates, checked at each call (a resumed TLS session skips the handshake's check); a listed DNS name is matched by a DNS name only, never by a URI spelled the same; the common name is never read")
+    func datesAndKindsOfNames() throws {
+        let mesh = try Mesh()
+        defer { mesh.remove() }
+        func certificate(_ name: String) throws -> Certificate {
+            try Certificate(pemEncoded: String(decoding: try Data(contentsOf: URL(fileURLWithPath: mesh.path(name + ".pem"))), as: UTF8.self))
+        }
+        var configuration = ExtAuthzConfiguration()
+        configuration.tls = try mesh.tls([Mesh.envoy, "envoy.mesh.test"])
+        let envoy = try certificate("envoy")
+        #expect(configuration.admits(certificate: envoy))
+        #expect(!configuration.admits(certificate: envoy, at: envoy.notValidAfter), "expired")
+        #expect(!configuration.admits(certificate: envoy, at: envoy.notValidAfter.addingTimeInterval(86_400)), "expired a day ago")
+        #expect(!configuration.admits(certificate: envoy, at: envoy.notValidBefore.addingTimeInterval(-1)), "not yet valid")
+        #expect(configuration.admits(certificate: try certificate("dns-envoy")), "a DNS name in another case")
+        #expect(!configuration.admits(certificate: try certificate("uri-spelled-as-dns")), "a URI is never taken for the DNS name it spells")
+        #expect(!configuration.admits(certificate: try certificate("common-name-only")), "the common name is never read")
+        #expect(!configuration.admits(certificate: nil), "no certificate under tls")
+        configuration.tls = nil
+        #expect(configuration.admits(certificate: nil), "without tls, callers are named by address alone")
     }
 
     @Test("\"*\" admits any certificate the client CA signed, and an address outside ext_authz.callers is refused whatever its certificate")
