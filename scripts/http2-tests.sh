@@ -22,7 +22,7 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import h2, grpc" 2>/d
   "$VENV/bin/pip" install -q h2 grpcio
 fi
 WORK=$(mktemp -d)
-PORT=18721 FILES_PORT=18722 HUNG_PORT=18723 GRPC_PORT=18724 TLS_PORT=18725
+PORT=18721 FILES_PORT=18722 HUNG_PORT=18723 GRPC_PORT=18724 TLS_PORT=18725 ADMIN_PORT=18727
 SERVE_PID= FILES_PID= HUNG_PID= GRPC_PID= TLS_PID= IDLE_PID=
 cleanup() {
   for pid in $SERVE_PID $FILES_PID $HUNG_PID $GRPC_PID $TLS_PID $IDLE_PID; do kill "$pid" 2>/dev/null || true; done
@@ -59,7 +59,7 @@ gateway:
     - {prefix: /files, upstream: "http://127.0.0.1:$FILES_PORT", auth: none}
     - {prefix: /hang, upstream: "http://127.0.0.1:$HUNG_PORT", auth: none}
 admin:
-  enabled: false
+  port: $ADMIN_PORT
 runtime:
   port: 0
   timeout_seconds: 2
@@ -74,7 +74,7 @@ curl -sf -o /dev/null "127.0.0.1:$PORT/readyz" || { echo "FAIL  serve did not be
 printf 'http2 tests password 1\n' | (cd "$WORK" && "$BIN" users add grpc --tenant default --password-stdin > /dev/null)
 (umask 077 && curl -sf -X POST "127.0.0.1:$PORT/api/auth/login" -H 'Content-Type: application/json' \
   -d '{"username":"grpc","password":"http2 tests password 1"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])' > "$WORK/token")
-export PORTCULLIS_PORT=$PORT PORTCULLIS_PID=$SERVE_PID PORTCULLIS_TOKEN_FILE=$WORK/token PORTCULLIS_FILES_LOG=$WORK/files.log
+export PORTCULLIS_PORT=$PORT PORTCULLIS_ADMIN_PORT=$ADMIN_PORT PORTCULLIS_PID=$SERVE_PID PORTCULLIS_TOKEN_FILE=$WORK/token PORTCULLIS_FILES_LOG=$WORK/files.log
 "$VENV/bin/python" "$ROOT/Tests/HTTP2/test_grpc.py" || { tail -20 "$WORK/serve.log"; exit 1; }
 "$VENV/bin/python" "$ROOT/Tests/HTTP2/test_route_streams.py" || { tail -20 "$WORK/serve.log"; exit 1; }
 (cd "$ROOT/Tests/HTTP2" && "$VENV/bin/python" test_attacks.py) || { tail -20 "$WORK/serve.log"; exit 1; }

@@ -34,13 +34,14 @@ final class ExchangeTrace {
             ? TraceContextFields.screened(traceparents: head.headers["traceparent"], tracestates: head.headers["tracestate"])
             : TraceContextFields()
         let template = route.prefix.isEmpty ? "/" : route.prefix
-        switch TraceHeadSampling.start(tracer, "\(head.method.rawValue) \(template)", continuing: fields) {
+        let method = TracedMethod(head.method.rawValue, known: ProxyExchange.methods.contains(head.method))
+        switch TraceHeadSampling.start(tracer, "\(method.name) \(template)", continuing: fields) {
         case .recorded(let span): (server, carried) = (span, nil)
         case .carried(let fields): (server, carried) = (nil, fields)
         case nil: return nil
         }
         server?.set { attributes in
-            attributes[TraceAttribute.httpMethod] = head.method.rawValue
+            attributes[TraceAttribute.httpMethod] = method.attribute
             attributes[TraceAttribute.httpRoute] = template
             attributes[TraceAttribute.urlPath] = PathRedaction.redactedPath(String(path))
             attributes[TraceAttribute.protocolVersion] = head.version.major == 2 ? "2" : "1.1"

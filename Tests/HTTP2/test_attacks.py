@@ -20,6 +20,7 @@ from h2raw import CONTINUATION, END_HEADERS, END_STREAM, HEADERS, PING, RST_STRE
 
 PORT = int(os.environ["PORTCULLIS_PORT"])
 PID = int(os.environ["PORTCULLIS_PID"])
+ADMIN_PORT = int(os.environ["PORTCULLIS_ADMIN_PORT"])
 BIG = "/files/big.bin"  # 8 MiB through a route (auth: none) to a file server
 MEMORY_BOUND_MB = int(os.environ.get("PORTCULLIS_MEMORY_BOUND_MB", "32"))
 
@@ -368,7 +369,36 @@ def heads_the_codec_cannot_convert():
     after("unconvertible heads", baseline, bystander)
 
 
+def invented_methods():
+    """HTTP/2 lets a method be any token: 600 streams, each with a method of its own, to the gateway's
+    own endpoints and to a route. Each is answered, and none becomes a metric label of its own (a
+    series is kept for the process's life): they count as OTHER."""
+    baseline, bystander = rss_mb(), Bystander()
+    answered = 0
+    for connection in range(3):
+        client = h2raw.Raw(PORT)
+        client.frames(0.3)
+        decoder = hpack.Decoder()
+        for index in range(200):
+            stream = 1 + 2 * index
+            path = "/.well-known/jwks.json" if index % 2 else "/files/small.txt"
+            client.send(frame(HEADERS, END_HEADERS | END_STREAM, stream, client.encoder.encode(
+                [(":method", f"INVENTED{connection}X{index}"), (":scheme", "http"), (":path", path), (":authority", "127.0.0.1")])))
+            if index % 50 == 49:
+                frames = client.frames(5, until=lambda f, s=stream: f[2] == s and f[1] & END_STREAM)
+                answered += sum(1 for status in h2raw.statuses(frames, decoder).values() if status)
+        frames = client.frames(2)
+        answered += sum(1 for status in h2raw.statuses(frames, decoder).values() if status)
+        client.close()
+    with urllib.request.urlopen(f"http://127.0.0.1:{ADMIN_PORT}/metrics", timeout=10) as answer:
+        metrics = answer.read().decode()
+    check(answered == 600 and "INVENTED" not in metrics and 'method="OTHER"' in metrics,
+          f"600 invented methods are answered ({answered} statuses) and counted as OTHER, never as labels of their own")
+    after("invented methods", baseline, bystander)
+
+
 check(http1_served() and http2_served(), "the gateway serves HTTP/1.1 and HTTP/2 before the attacks")
+invented_methods()
 heads_the_codec_cannot_convert()
 malformed_header_blocks()
 smuggling()

@@ -252,6 +252,23 @@ def main():
           and attributes(found[0][1]).get("http.response.status_code") == 200 and attributes(found[0][1]).get("http.route") == "/.well-known/jwks.json",
           f"the gateway's own endpoint makes a span named for its route with the answer's status, in a trusted caller's trace only ({[s.name for _, s in found]})")
 
+    # 6d. A method the gateway does not know (any token, over HTTP/2) is `_OTHER`, its span `HTTP`, and a
+    # request no route matched names no route; the health probes make no span.
+    trace_id, parent = new_ids(2)
+    curl = subprocess.run(
+        ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--http2-prior-knowledge", "-X", "FROBNICATE-X1",
+         f"http://127.0.0.1:{GATEWAY}/.well-known/jwks.json", "-H", f"traceparent: {traceparent(trace_id, parent)}"],
+        capture_output=True, text=True, timeout=30)
+    found = spans_of(trace_id, 1)
+    attrs = attributes(found[0][1]) if found else {}
+    check(curl.stdout in ("404", "405") and len(found) == 1 and found[0][1].name == "HTTP" and attrs.get("http.request.method") == "_OTHER"
+          and "http.route" not in attrs and "FROBNICATE" not in str(found[0][1]),
+          f"an unknown method is _OTHER and its span HTTP, with no route ({curl.stdout} {[s.name for _, s in found]} {attrs})")
+    trace_id, parent = new_ids(2)
+    status, _ = request(GATEWAY, "/healthz", [("traceparent", traceparent(trace_id, parent))])
+    time.sleep(1)
+    check(status == 200 and not receiver.of_trace(trace_id, 1, timeout=1), "a health probe makes no span")
+
     # 7. ext_authz over gRPC and HTTP: the trace context among the original request's headers.
     for mode in ("grpc", "http"):
         trace_id, parent = new_ids(2)

@@ -34,10 +34,11 @@ struct ForwardAuthRoutes: Sendable {
         // Any method: nginx's auth_request sends the original method's subrequest as GET; Caddy and Traefik keep it.
         for method in [HTTPRequest.Method.get, .head, .post, .put, .patch, .delete, .options] {
             router.on(RouterPath(Self.path), method: method) { request, context in
-                guard let span = CurrentRouteSpan.span else { return try await verify(request, context) }
+                guard let span = CurrentRouteSpan.current?.span else { return try await verify(request, context) }
                 do {
                     let response = try await verify(request, context)
-                    span.set { $0[TraceAttribute.decision] = response.status == .ok ? "allowed" : "sign_in" }
+                    // Not 200: a navigation without a session sent to sign in (401 or 302), as the event loop records it.
+                    span.set { $0[TraceAttribute.decision] = response.status == .ok ? "allowed" : "token_missing" }
                     return response
                 } catch {
                     let code = Self.refusalCode(error)
@@ -50,7 +51,9 @@ struct ForwardAuthRoutes: Sendable {
 
     /// Names the request's span as forward-auth's decision on the original request.
     private func describeSpan(_ request: Request, _ context: GatewayRequestContext, original: ForwardAuthOriginal, host: String?, family: ForwardAuthHeaderFamily) {
-        guard let span = CurrentRouteSpan.span else { return }
+        guard let current = CurrentRouteSpan.current else { return }
+        current.markDecision()
+        let span = current.span
         let headers = request.headers
         let named = host ?? (try? ForwardAuthOriginal.host(family: family) { headers[values: $0] })
         DecisionSpan.describe(
@@ -60,7 +63,7 @@ struct ForwardAuthRoutes: Sendable {
 
     /// The route and the user on the decision's span, once known (`tracing` on, this request recorded).
     static func noteOnSpan(routePrefix: String? = nil, userID: String? = nil) {
-        guard let span = CurrentRouteSpan.span else { return }
+        guard let span = CurrentRouteSpan.current?.span else { return }
         span.set { attributes in
             if let routePrefix { attributes[TraceAttribute.httpRoute] = routePrefix.isEmpty ? "/" : routePrefix }
             if let userID { attributes[TraceAttribute.userID] = userID }
@@ -76,7 +79,6 @@ struct ForwardAuthRoutes: Sendable {
             return "unavailable"
         }
     }
-
 
     /// 200 with the identity for the proxy to pass on, or the refusal the route itself would answer.
     func verify(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {

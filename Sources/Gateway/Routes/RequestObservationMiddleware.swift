@@ -40,7 +40,10 @@ struct RequestObservationMiddleware: RouterMiddleware {
         let elapsed = ContinuousClock.now - started
         let nanoseconds = elapsed.nanoseconds
         let route = context.endpointPath ?? "unmatched"
-        metrics.request(route: route, method: request.method.rawValue, status: response.status.code, nanoseconds: nanoseconds)
+        // A method no route answers is OTHER: over HTTP/2 a client may send any token as one, and
+        // each label is a series kept for the process's life.
+        let method = RouteTracingMiddleware.knownMethods.contains(request.method) ? request.method.rawValue : "OTHER"
+        metrics.request(route: route, method: method, status: response.status.code, nanoseconds: nanoseconds)
         accessLog.record(
             requestID: requestID, method: request.method.rawValue, route: route, path: request.uri.path,
             status: Int(response.status.code), nanoseconds: nanoseconds, protocol: context.httpVersion)

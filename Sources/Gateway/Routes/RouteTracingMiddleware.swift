@@ -9,44 +9,58 @@ import TrafficCop
 
 /// A server span for each request Hummingbird's routes answer (`tracing` on): sign-in, tokens,
 /// sessions, the authorization server, and forward-auth when it does not take the event loop's
-/// plain path (over HTTP/2, say), which names the span as its decision (`CurrentRouteSpan`).
+/// plain path (over HTTP/2, say), which makes the span its decision's (`CurrentRouteSpan`).
 ///
 /// Outermost, so the span holds the answer as the client gets it (an error already turned into
 /// its JSON) and its `X-Request-Id`. The caller's `traceparent` is followed as the data plane
 /// follows it: from `gateway.trusted_proxies`, or from anyone with `tracing.continue_any_caller`.
+/// The health probes (`/healthz`, `/readyz`) make no span: an orchestrator's every few seconds
+/// would outnumber the rest.
 struct RouteTracingMiddleware: RouterMiddleware {
     typealias Context = GatewayRequestContext
 
     let tracer: RequestTracer
     let admission: Admission
 
+    /// The methods a span names as written (RFC 9110's and PATCH); any other is `_OTHER`.
+    static let knownMethods: Set<HTTPRequest.Method> = [.get, .head, .post, .put, .patch, .delete, .options, .connect, .trace]
+    /// Hummingbird's `endpointPath` for a request no route matched.
+    static let unmatched = "NotFound"
+    static let probes: Set<String> = ["/healthz", "/readyz"]
+
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        if Self.probes.contains(request.uri.path) { return try await next(request, context) }
         let follows = tracer.followsAnyCaller || context.peerAddress.map(admission.clientAddresses.isTrustedProxy) == true
         let fields =
             follows
             ? TraceContextFields.screened(traceparents: request.headers[values: Self.traceparent], tracestates: request.headers[values: Self.tracestate])
             : TraceContextFields()
-        guard case .recorded(let span) = TraceHeadSampling.start(tracer, request.method.rawValue, continuing: fields) else {
+        let method = TracedMethod(request.method.rawValue, known: Self.knownMethods.contains(request.method))
+        guard case .recorded(let span) = TraceHeadSampling.start(tracer, method.name, continuing: fields) else {
             return try await next(request, context)
         }
         span.set { attributes in
-            attributes[TraceAttribute.httpMethod] = request.method.rawValue
+            attributes[TraceAttribute.httpMethod] = method.attribute
             attributes[TraceAttribute.urlPath] = PathRedaction.redactedPath(request.uri.path)
             // Semantic conventions' spelling: `1.1`, `2`.
             attributes[TraceAttribute.protocolVersion] = context.httpVersion.hasPrefix("HTTP/") ? String(context.httpVersion.dropFirst(5)) : context.httpVersion
         }
+        let current = CurrentRouteSpan(span)
         let response: Response
         do {
-            response = try await CurrentRouteSpan.$span.withValue(span) { try await next(request, context) }
+            response = try await CurrentRouteSpan.$current.withValue(current) { try await next(request, context) }
         } catch {
             // Only what the observation middleware lets through (it answers every route's error).
             span.end(failed: true, because: String(describing: type(of: error)))
             throw error
         }
-        let (route, status, requestID) = (context.endpointPath, Int(response.status.code), response.headers[Self.requestID])
-        if let route, span.isRecording, !(request.uri.path == ForwardAuthRoutes.path) { span.rename("\(request.method.rawValue) \(route)") }
+        let route = context.endpointPath.flatMap { $0 == Self.unmatched ? nil : $0 }
+        let (status, requestID) = (Int(response.status.code), response.headers[Self.requestID])
+        // A decision's span keeps its own name and route (the original request's).
+        let decision = current.isDecision
+        if let route, !decision { span.rename("\(method.name) \(route)") }
         span.set { attributes in
-            if let route, attributes[TraceAttribute.httpRoute] == nil { attributes[TraceAttribute.httpRoute] = route }
+            if let route, !decision { attributes[TraceAttribute.httpRoute] = route }
             attributes[TraceAttribute.httpStatus] = status
             if let requestID { attributes[TraceAttribute.requestID] = requestID }
         }
@@ -57,10 +71,4 @@ struct RouteTracingMiddleware: RouterMiddleware {
     static let traceparent = HTTPField.Name("traceparent")!
     static let tracestate = HTTPField.Name("tracestate")!
     static let requestID = HTTPField.Name("X-Request-Id")!
-}
-
-/// The span `RouteTracingMiddleware` started for the request this task answers, for a route
-/// that says more about it (forward-auth names it as its decision); `nil` when not recorded.
-enum CurrentRouteSpan {
-    @TaskLocal static var span: RequestSpan?
 }
