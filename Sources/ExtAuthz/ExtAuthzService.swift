@@ -23,7 +23,7 @@ final class ExtAuthzService: RegistrableRPCService {
         .forbidden, "ext_authz_caller_refused", "ext_authz answers only the addresses ext_authz.callers lists; add this Envoy's address there")
     static let callerCertificateRefused = GatewayError(
         .forbidden, "ext_authz_caller_refused",
-        "ext_authz answers only callers whose certificate names one of ext_authz.tls.caller_names; add this Envoy's SPIFFE ID or DNS name there")
+        "ext_authz answers only callers whose certificate names one of ext_authz.tls.caller_names and is within its dates; add this Envoy's SPIFFE ID or DNS name there, or renew its certificate")
     static let checkMethod = MethodDescriptor(fullyQualifiedService: "envoy.service.auth.v3.Authorization", method: "Check")
     static let healthMethod = MethodDescriptor(fullyQualifiedService: "grpc.health.v1.Health", method: "Check")
     /// The metric and access log's name for these decisions.
@@ -51,9 +51,9 @@ final class ExtAuthzService: RegistrableRPCService {
             // RPC error: an Envoy with failure_mode_allow would let an error's request through.
             let peer = Self.address(ofPeer: context.remotePeer)
             let certificate = (context.transportSpecific as? HTTP2ServerTransport.Posix.Context)?.peerCertificate
-            guard self.configuration.admits(peer), self.configuration.admits(certificate: certificate) else {
+            let byAddress = !self.configuration.admits(peer)
+            guard !byAddress, self.configuration.admits(certificate: certificate) else {
                 let requestID = self.requestIDs.withLock { $0.next() }
-                let byAddress = !self.configuration.admits(peer)
                 self.plane.logger.notice(
                     byAddress ? "ext_authz refused a check: its address is not in ext_authz.callers" : "ext_authz refused a check: its certificate names none of ext_authz.tls.caller_names, or is outside its dates",
                     metadata: ["peer": "\(peer ?? "unknown")", "listener": "grpc", "names": "\(certificate.map(ExtAuthzCallerNames.names(in:)) ?? [])"])

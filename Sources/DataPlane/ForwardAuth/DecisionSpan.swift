@@ -35,6 +35,14 @@ public struct DecisionSpan: Sendable {
         }
     }
 
+    /// The matched route's prefix and the user on a decision's span, whichever is known.
+    public static func note(_ span: RequestSpan, routePrefix: String?, userID: String?) {
+        span.set { attributes in
+            if let routePrefix { attributes[TraceAttribute.httpRoute] = routePrefix.isEmpty ? "/" : routePrefix }
+            if let userID { attributes[TraceAttribute.userID] = userID }
+        }
+    }
+
     /// How a decision ended.
     public enum Outcome: Sendable {
         case allowed
@@ -47,9 +55,8 @@ public struct DecisionSpan: Sendable {
     /// Ends the span with the route's prefix and the user when known, and the outcome: `allowed`
     /// or the refusal's code and status; a 5xx marks the span failed.
     public func end(_ outcome: Outcome, routePrefix: String?, userID: String?) {
+        Self.note(span, routePrefix: routePrefix, userID: userID)
         span.set { attributes in
-            if let routePrefix { attributes[TraceAttribute.httpRoute] = routePrefix.isEmpty ? "/" : routePrefix }
-            if let userID { attributes[TraceAttribute.userID] = userID }
             switch outcome {
             case .allowed: attributes[TraceAttribute.decision] = "allowed"
             case .refused(let code, let status):

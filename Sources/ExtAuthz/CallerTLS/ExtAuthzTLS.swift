@@ -36,7 +36,8 @@ public struct ExtAuthzTLS: Sendable, Equatable {
         let names = try values.strings(Self.keys[3])
         guard certificate != nil || key != nil || clientCA != nil || names != nil else { return nil }
         guard let certificate, let key, let clientCA, let names else {
-            let missing = zip(Self.keys, [certificate, key, clientCA, names?.first ?? (names == nil ? nil : "")]).first { $0.1 == nil }?.0 ?? Self.keys[3]
+            let present = [certificate != nil, key != nil, clientCA != nil, names != nil]
+            let missing = zip(Self.keys, present).first { !$0.1 }?.0 ?? Self.keys[3]
             throw ConfigurationError(
                 key: missing,
                 "is required with the other ext_authz.tls keys: the listeners' certificate and key, the CA that signs the Envoys' certificates, and the names in them that may ask")

@@ -6,7 +6,6 @@ import JOSE
 import Observability
 import RuntimeAPI
 import RuntimeAccess
-import Resilience
 import SecurityGuard
 import Traces
 import TrafficCop
@@ -41,7 +40,8 @@ struct ForwardAuthRoutes: Sendable {
                     span.set { $0[TraceAttribute.decision] = response.status == .ok ? "allowed" : "token_missing" }
                     return response
                 } catch {
-                    let code = Self.refusalCode(error)
+                    // As the client's JSON `error` says; anything else is answered 503 unavailable.
+                    let code = RequestObservationMiddleware.refusal(error)?.code ?? "unavailable"
                     span.set { $0[TraceAttribute.decision] = code }
                     throw error
                 }
@@ -64,20 +64,7 @@ struct ForwardAuthRoutes: Sendable {
     /// The route and the user on the decision's span, once known (`tracing` on, this request recorded).
     static func noteOnSpan(routePrefix: String? = nil, userID: String? = nil) {
         guard let span = CurrentRouteSpan.current?.span else { return }
-        span.set { attributes in
-            if let routePrefix { attributes[TraceAttribute.httpRoute] = routePrefix.isEmpty ? "/" : routePrefix }
-            if let userID { attributes[TraceAttribute.userID] = userID }
-        }
-    }
-
-    /// A refusal's stable code, for the decision's span (what the client's JSON `error` says).
-    static func refusalCode(_ error: any Error) -> String {
-        switch error {
-        case is GatewayError, is RuntimeRefusal, is AdmissionRefusal, is AuthenticationFailure, is DependencyCircuit.Refusal:
-            return GatewayError(answering: error).code
-        default:
-            return "unavailable"
-        }
+        DecisionSpan.note(span, routePrefix: routePrefix, userID: userID)
     }
 
     /// 200 with the identity for the proxy to pass on, or the refusal the route itself would answer.

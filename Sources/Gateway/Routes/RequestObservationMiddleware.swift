@@ -50,11 +50,19 @@ struct RequestObservationMiddleware: RouterMiddleware {
         return response
     }
 
+    /// A refusal a route threw, as the client is answered it; `nil` for any other error (a
+    /// storage or internal failure, answered 503).
+    static func refusal(_ error: any Error) -> GatewayError? {
+        switch error {
+        case is GatewayError, is RuntimeRefusal, is AdmissionRefusal, is AuthenticationFailure, is DependencyCircuit.Refusal: GatewayError(answering: error)
+        default: nil
+        }
+    }
+
     /// The JSON error for anything a route threw.
     static func response(for error: any Error, request: Request, logger: Logger, requestID: String, knownRoutes: KnownRoutes? = nil) -> Response {
+        if let refusal = refusal(error) { return refusal.response() }
         switch error {
-        case is GatewayError, is RuntimeRefusal, is AdmissionRefusal, is AuthenticationFailure, is DependencyCircuit.Refusal:
-            return GatewayError(answering: error).response()
         case let error as HTTPError:
             let code: String
             let message: String
