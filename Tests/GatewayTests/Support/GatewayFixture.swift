@@ -70,10 +70,11 @@ struct Answer {
     static let withoutRedirects = HTTPClient(
         eventLoopGroupProvider: .singleton, configuration: HTTPClient.Configuration(redirectConfiguration: .disallow))
 
-    /// Asks again every 100 ms until an answer passes `until` or `seconds` have passed; the last answer.
-    /// For what the gateway learns in the background (readiness, a circuit closing), never for a request's own answer.
+    /// Asks again every 100 ms until an answer passes `until` or `seconds` (scaled, `TimeBounds`) have
+    /// passed; the last answer. For what the gateway learns in the background (readiness, a circuit
+    /// closing, another process's command applied), never for a request's own answer.
     static func eventually(within seconds: Double, _ ask: () async throws -> Answer, until: (Answer) -> Bool) async throws -> Answer {
-        let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
+        let deadline = ContinuousClock.now + .milliseconds(Int64(TimeBounds.seconds(seconds) * 1000))
         var answer = try await ask()
         while !until(answer), ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(100))
