@@ -13,9 +13,9 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=$(realpath "${PORTCULLIS_BIN:-$ROOT/.build/debug/portcullis}")
 VENV=$ROOT/.build/ext-authz-venv
-if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import grpc, grpc_health, envoy.service.auth.v3" 2>/dev/null; then
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import grpc, grpc_health, envoy.service.auth.v3, h2" 2>/dev/null; then
   python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q grpcio==1.85.3 grpcio-health-checking==1.85.1 xds-protos==1.85.0
+  "$VENV/bin/pip" install -q grpcio==1.85.3 grpcio-health-checking==1.85.1 xds-protos==1.85.0 h2==4.4.1
 fi
 WORK=$(mktemp -d)
 PORT=18771 GRPC_PORT=18772 HTTP_PORT=18773
@@ -38,6 +38,9 @@ login_bench_user "$WORK" "$PORT"
 (umask 077 && printf '%s\n' "$TOKEN" > "$WORK/token")
 PORTCULLIS_PORT=$PORT EXT_AUTHZ_GRPC_PORT=$GRPC_PORT EXT_AUTHZ_HTTP_PORT=$HTTP_PORT PORTCULLIS_TOKEN_FILE=$WORK/token \
   "$VENV/bin/python" "$ROOT/Tests/ExtAuthz/test_ext_authz.py" || { tail -20 "$WORK/serve.log"; exit 1; }
+# The gRPC listener frame by frame: calls interleaved, split, large, malformed, reset (h2).
+PORTCULLIS_PORT=$PORT EXT_AUTHZ_GRPC_PORT=$GRPC_PORT PORTCULLIS_TOKEN_FILE=$WORK/token \
+  "$VENV/bin/python" "$ROOT/Tests/ExtAuthz/test_ext_authz_frames.py" || { tail -20 "$WORK/serve.log"; exit 1; }
 kill -0 "$SERVE_PID" || { echo "FAIL  serve stopped"; exit 1; }
 if grep -qF "$TOKEN" "$WORK/serve.log"; then echo "FAIL  a token is in the gateway's log"; exit 1; fi
 

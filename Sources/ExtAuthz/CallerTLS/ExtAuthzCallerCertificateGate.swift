@@ -4,10 +4,14 @@ import NIOSSL
 import NIOTLS
 import X509
 
-/// On the HTTP listener under `ext_authz.tls`, just after the TLS handler: lets a connection's
-/// bytes through only once its handshake is done and the caller's certificate names one of
-/// `caller_names`; closes it otherwise, and when the handshake takes longer than
-/// `handshakeTimeout` (a caller that never finishes holds nothing for long).
+/// On either listener under `ext_authz.tls`, just after the TLS handler: lets a connection's
+/// bytes through only once its handshake is done, and closes it when the handshake takes longer
+/// than `handshakeTimeout` (a caller that never finishes holds nothing for long).
+///
+/// On the HTTP listener (`refusal: .closes`) a caller whose certificate names none of
+/// `caller_names` is closed on after the handshake. On the gRPC listener (`.perCall`) it is let
+/// through, and its certificate passed on (`ExtAuthzCallerCertificate`) for each check to be
+/// denied in Envoy's terms: an Envoy whose connection fails may fail open.
 final class ExtAuthzCallerCertificateGate: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -16,14 +20,24 @@ final class ExtAuthzCallerCertificateGate: ChannelDuplexHandler, RemovableChanne
 
     static let handshakeTimeout = TimeAmount.seconds(10)
 
+    /// What becomes of a caller whose certificate names none of `caller_names`.
+    enum Refusal {
+        /// Closed after the handshake (HTTP: no answer could say why in Envoy's terms per request).
+        case closes
+        /// Let through; each check reads `ExtAuthzCallerCertificate` and is denied (gRPC).
+        case perCall
+    }
+
     private let configuration: ExtAuthzConfiguration
     private let logger: Logger
+    private let refusal: Refusal
     private var admitted = false
     private var timeout: Scheduled<Void>?
 
-    init(configuration: ExtAuthzConfiguration, logger: Logger) {
+    init(configuration: ExtAuthzConfiguration, logger: Logger, refusal: Refusal = .closes) {
         self.configuration = configuration
         self.logger = logger
+        self.refusal = refusal
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -55,6 +69,11 @@ final class ExtAuthzCallerCertificateGate: ChannelDuplexHandler, RemovableChanne
             timeout = nil
             let peer = context.channel.remoteAddress?.ipAddress
             let certificate = (try? context.pipeline.syncOperations.nioSSL_peerCertificate()).flatMap { $0 }.flatMap { try? Certificate(derEncoded: $0.toDERBytes()) }
+            if refusal == .perCall {
+                admitted = true
+                context.fireUserInboundEventTriggered(ExtAuthzCallerCertificate(certificate: certificate))
+                return context.fireUserInboundEventTriggered(event)
+            }
             guard configuration.admits(certificate: certificate) else {
                 logger.notice(
                     "ext_authz refused a connection: its certificate names none of ext_authz.tls.caller_names, or is outside its dates",
@@ -75,7 +94,9 @@ final class ExtAuthzCallerCertificateGate: ChannelDuplexHandler, RemovableChanne
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        guard admitted else {
+        // HTTP/2's preface (the server's SETTINGS) is written as the connection opens: TLS holds it
+        // until the handshake is done. Nothing else is written before a caller is admitted.
+        guard admitted || refusal == .perCall else {
             promise?.fail(ChannelError.ioOnClosedChannel)
             return
         }

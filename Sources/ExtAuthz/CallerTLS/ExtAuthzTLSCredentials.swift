@@ -1,7 +1,6 @@
 import ConfigurationReading
 import EdgeHTTP
 import Foundation
-import GRPCNIOTransportHTTP2
 import NIOSSL
 
 /// The files `ext_authz.tls` names, read once at start-up: a file that cannot be used stops start
@@ -9,8 +8,6 @@ import NIOSSL
 package struct ExtAuthzTLSCredentials: Sendable {
     let chain: [NIOSSLCertificate]
     let privateKey: NIOSSLPrivateKey
-    /// The key file's PEM, as grpc-swift's transport takes a key it did not read itself.
-    let privateKeyPEM: [UInt8]
     let clientCA: [NIOSSLCertificate]
 
     /// - Throws: `GatewayStartupError` naming the key of a file that cannot be read or parsed, or
@@ -26,8 +23,7 @@ package struct ExtAuthzTLSCredentials: Sendable {
         }
         do {
             guard let pem = FileManager.default.contents(atPath: tls.privateKeyPath) else { throw GatewayStartupError("unreadable") }
-            privateKeyPEM = [UInt8](pem)
-            privateKey = try NIOSSLPrivateKey(bytes: privateKeyPEM, format: .pem)
+            privateKey = try NIOSSLPrivateKey(bytes: [UInt8](pem), format: .pem)
         } catch {
             throw GatewayStartupError("ext_authz.tls.private_key_path: cannot read a PEM private key from \(tls.privateKeyPath)")
         }
@@ -54,12 +50,9 @@ package struct ExtAuthzTLSCredentials: Sendable {
     }
 
     /// The gRPC listener's: the same, with `h2` offered.
-    func grpcTransportSecurity() throws -> HTTP2ServerTransport.Posix.TransportSecurity {
-        let chain = try self.chain.map { TLSConfig.CertificateSource.bytes(try $0.toDERBytes(), format: .der) }
-        let roots = try clientCA.map { TLSConfig.CertificateSource.bytes(try $0.toDERBytes(), format: .der) }
-        return .mTLS(certificateChain: chain, privateKey: .bytes(privateKeyPEM, format: .pem)) { tls in
-            tls.trustRoots = .certificates(roots)
-            tls.clientCertificateVerification = .noHostnameVerification
-        }
+    var grpcServerConfiguration: TLSConfiguration {
+        var configuration = httpServerConfiguration
+        configuration.applicationProtocols = ["h2"]
+        return configuration
     }
 }

@@ -10,21 +10,21 @@ import NIOHTTP2
 /// stayed open for good, holding a place of `limits.max_connections`. Between the management
 /// handler and the stream-event pairing, it sees the management handler's `GOAWAY` go out and
 /// every paired stream open and close; while streams are open it looks again every `grace`.
-final class HTTP2GoAwayCloser: ChannelDuplexHandler {
-    typealias InboundIn = HTTP2Frame
-    typealias InboundOut = HTTP2Frame
-    typealias OutboundIn = HTTP2Frame
-    typealias OutboundOut = HTTP2Frame
+package final class HTTP2GoAwayCloser: ChannelDuplexHandler {
+    package typealias InboundIn = HTTP2Frame
+    package typealias InboundOut = HTTP2Frame
+    package typealias OutboundIn = HTTP2Frame
+    package typealias OutboundOut = HTTP2Frame
 
     private let grace: TimeAmount
     private var openStreams = 0
     private var check: Scheduled<Void>?
 
-    init(grace: TimeAmount) {
+    package init(grace: TimeAmount) {
         self.grace = grace
     }
 
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+    package func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         switch event {
         case is NIOHTTP2StreamCreatedEvent: openStreams += 1
         case is StreamClosedEvent: openStreams = max(0, openStreams - 1)
@@ -33,12 +33,12 @@ final class HTTP2GoAwayCloser: ChannelDuplexHandler {
         context.fireUserInboundEventTriggered(event)
     }
 
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+    package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         if check == nil, case .goAway = unwrapOutboundIn(data).payload { scheduleCheck(context: context) }
         context.write(data, promise: promise)
     }
 
-    func channelInactive(context: ChannelHandlerContext) {
+    package func channelInactive(context: ChannelHandlerContext) {
         check?.cancel()
         check = nil
         context.fireChannelInactive()

@@ -8,18 +8,18 @@ import NIOHTTP2
 /// can serve route streams before it) has one target for both windows. Ahead of it, this handler
 /// takes the connection's window events and sends the connection's `WINDOW_UPDATE`s itself, with
 /// swift-nio-http2's rule: back up to the target once the window is down to half of it or less.
-final class HTTP2ConnectionWindow: ChannelInboundHandler {
-    typealias InboundIn = HTTP2Frame
-    typealias InboundOut = HTTP2Frame
-    typealias OutboundOut = HTTP2Frame
+package final class HTTP2ConnectionWindow: ChannelInboundHandler {
+    package typealias InboundIn = HTTP2Frame
+    package typealias InboundOut = HTTP2Frame
+    package typealias OutboundOut = HTTP2Frame
 
     private let target: Int
 
-    init(target: Int) {
+    package init(target: Int) {
         self.target = min(max(target, 0), Int(Int32.max))
     }
 
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+    package func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         guard let window = event as? NIOHTTP2WindowUpdatedEvent, window.streamID == .rootStream else {
             return context.fireUserInboundEventTriggered(event)
         }
@@ -29,7 +29,7 @@ final class HTTP2ConnectionWindow: ChannelInboundHandler {
 
     /// The increment that restores `window` to `target`, when it is due: none while the window is
     /// above half the target; a negative window (settings shrank it) is restored in full, within `Int32.max`.
-    static func increment(window: Int, target: Int) -> Int? {
+    package static func increment(window: Int, target: Int) -> Int? {
         if window >= target { return nil }
         if window >= 0 { return target - window >= window ? target - window : nil }
         return min(-window + target, Int(Int32.max))

@@ -1,0 +1,293 @@
+import DataPlane
+import EdgeHTTP
+import EnvoyAuthProtos
+import Foundation
+import NIOCore
+import NIOHPACK
+import NIOHTTP2
+import SwiftProtobuf
+import Traces
+import X509
+
+/// Serves one connection of the gRPC listener on its event loop: each stream a unary call read
+/// from its `HEADERS` and `DATA` frames, decided on the same loop, answered as `HEADERS`, one
+/// `DATA` and trailers. No stream channel and no task per call.
+///
+/// Last in the connection's pipeline, after swift-nio-http2's connection handler (which keeps
+/// HTTP/2's rules: stream states, HPACK, the header list's size, resets) and the connection's
+/// management (idle time, age, graceful stop). A call is refused as early as it can be told:
+/// a method other than `POST` (405), not gRPC (415), a method not served (`UNIMPLEMENTED`), and a
+/// caller that may not ask (a denial) before a byte of its message is kept.
+final class ExtAuthzGRPCConnection: ChannelDuplexHandler {
+    typealias InboundIn = HTTP2Frame
+    typealias OutboundIn = HTTP2Frame
+    typealias OutboundOut = HTTP2Frame
+
+    static let checkPath = "/envoy.service.auth.v3.Authorization/Check"
+    static let healthPath = "/grpc.health.v1.Health/Check"
+    /// The services the health service answers `SERVING` for: the server (`""`) and the one it serves.
+    static let servedServices: Set<String> = ["", "envoy.service.auth.v3.Authorization"]
+    /// A stream's inbound window, kept up while its message arrives (HTTP/2's default).
+    static let streamWindow = 65_535
+
+    private static let answerHead = HPACKHeaders([(":status", "200"), ("content-type", "application/grpc")])
+    private static let okTrailers = HPACKHeaders([("grpc-status", "0")])
+
+    private let checks: ExtAuthzGRPCChecks
+    private var context: ChannelHandlerContext?
+    /// The calls open on this connection, until swift-nio-http2 reports each stream closed.
+    private var calls: [HTTP2StreamID: ExtAuthzGRPCCall] = [:]
+    /// The highest stream id opened so far: a client's streams open in increasing order (RFC 9113
+    /// §5.1.1, enforced by swift-nio-http2), so a `HEADERS` above it opens a call, any other ends one.
+    private var lastOpened = HTTP2StreamID.rootStream
+    private var peer: String?
+    private var peerAdmitted = false
+    /// The caller's certificate under `ext_authz.tls` (`ExtAuthzCallerCertificate`), checked at each call.
+    private var certificate: Certificate?
+    /// Inside a read: answers made now are flushed once, when the read completes.
+    private var reading = false
+    private var flushDue = false
+    /// A read asked for while the socket could not take more: done once it can (a caller that
+    /// sends calls and never reads its answers stops being read).
+    private var readHeld = false
+
+    init(checks: ExtAuthzGRPCChecks) {
+        self.checks = checks
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        peer = context.channel.remoteAddress?.ipAddress
+        peerAdmitted = checks.configuration.admits(peer)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        calls.removeAll()
+        self.context = nil
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        reading = true
+        let frame = unwrapInboundIn(data)
+        switch frame.payload {
+        case .headers(let headers):
+            if frame.streamID > lastOpened {
+                lastOpened = frame.streamID
+                open(frame.streamID, headers: headers.headers, ended: headers.endStream)
+            } else if headers.endStream {
+                complete(frame.streamID)  // trailers: the request ends
+            }
+        case .data(let data):
+            received(data, on: frame.streamID)
+        default:
+            break  // the connection's frames are swift-nio-http2's; a reset's close arrives as StreamClosedEvent
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        reading = false
+        if flushDue {
+            flushDue = false
+            context.flush()
+        }
+        context.fireChannelReadComplete()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        switch event {
+        case let closed as StreamClosedEvent:
+            calls.removeValue(forKey: closed.streamID)
+        case let window as NIOHTTP2WindowUpdatedEvent where window.streamID != .rootStream:
+            // A call's window, back up as its message arrives (a message may be larger than one window).
+            guard let state = calls[window.streamID]?.state, state == .receiving || state == .draining, let size = window.inboundWindowSize,
+                let increment = HTTP2ConnectionWindow.increment(window: size, target: Self.streamWindow)
+            else { return }
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: window.streamID, payload: .windowUpdate(windowSizeIncrement: increment))), promise: nil)
+            flush(context)
+            return
+        case let caller as ExtAuthzCallerCertificate:
+            certificate = caller.certificate
+            return
+        default:
+            break
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func read(context: ChannelHandlerContext) {
+        guard context.channel.isWritable else {
+            readHeld = true
+            return
+        }
+        context.read()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if readHeld, context.channel.isWritable {
+            readHeld = false
+            context.read()
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        calls.removeAll()
+        context.fireChannelInactive()
+    }
+
+    // MARK: - A call's frames
+
+    /// A stream's opening `HEADERS`: refused at once (and drained when its request goes on), or
+    /// a call that waits for its message.
+    private func open(_ id: HTTP2StreamID, headers: HPACKHeaders, ended: Bool) {
+        if !ended { calls[id] = .draining(.check) }  // until a call replaces it
+        var method: String?
+        var path: String?
+        var contentType: String?
+        var traceparents: [String] = []
+        var tracestates: [String] = []
+        for (name, value, _) in headers {
+            switch name {
+            case ":method": method = value
+            case ":path": path = value
+            case "content-type": contentType = value
+            case "traceparent": traceparents.append(value)
+            case "tracestate": tracestates.append(value)
+            default: continue
+            }
+        }
+        guard method == "POST" else { return answer(id, httpStatus: "405", requestEnded: ended) }
+        guard Self.isGRPCProto(contentType) else { return answer(id, httpStatus: "415", requestEnded: ended) }
+        let called: ExtAuthzGRPCCall.Method
+        switch path {
+        case Self.checkPath: called = .check
+        case Self.healthPath: called = .health
+        default: return answer(id, failure: .unknownMethod(path ?? ""), requestEnded: ended)
+        }
+        // Only the Envoys may ask, checked before the message is read.
+        if called == .check, !(peerAdmitted && checks.configuration.admits(certificate: certificate)) {
+            let refusal = checks.refusal(byAddress: !peerAdmitted, peer: peer, certificate: certificate)
+            return answer(id, message: refusal, requestEnded: ended)
+        }
+        let askerTrace = called == .check && !traceparents.isEmpty ? TraceContextFields.screened(traceparents: traceparents, tracestates: tracestates) : TraceContextFields()
+        calls[id] = ExtAuthzGRPCCall(method: called, askerTrace: askerTrace)
+        if ended { complete(id) }
+    }
+
+    private func received(_ data: HTTP2Frame.FramePayload.Data, on id: HTTP2StreamID) {
+        guard calls[id]?.state == .receiving, case .byteBuffer(var bytes) = data.data else { return }
+        do throws(ExtAuthzGRPCFailure) {
+            try calls[id]?.append(&bytes)
+        } catch {
+            calls[id]?.state = .answered
+            return answer(id, failure: error, requestEnded: data.endStream)
+        }
+        if data.endStream { complete(id) }
+    }
+
+    /// The request has ended: its message decoded and answered.
+    private func complete(_ id: HTTP2StreamID) {
+        guard let call = calls[id], call.state == .receiving, let context else { return }
+        calls[id]?.state = .deciding
+        let bytes: [UInt8]
+        do throws(ExtAuthzGRPCFailure) {
+            bytes = try call.message()
+        } catch {
+            return settle(id, failure: error)
+        }
+        switch call.method {
+        case .health:
+            guard let request = try? Grpc_Health_V1_HealthCheckRequest(serializedBytes: bytes) else { return settle(id, failure: .notHealthRequest) }
+            guard Self.servedServices.contains(request.service) else { return settle(id, failure: .unknownService(request.service)) }
+            var health = Grpc_Health_V1_HealthCheckResponse()
+            health.status = .serving
+            settle(id, message: health)
+        case .check:
+            guard let request = try? Envoy_Service_Auth_V3_CheckRequest(serializedBytes: bytes) else { return settle(id, failure: .notCheckRequest) }
+            checks.check(request, peer: peer, askerTrace: call.askerTrace, on: context.eventLoop) { [weak self] response in
+                self?.settle(id, message: response)
+            }
+        }
+    }
+
+    // MARK: - Answers
+
+    /// A call's answer, made once its request ended: dropped when its stream was reset meanwhile.
+    private func settle(_ id: HTTP2StreamID, message: some SwiftProtobuf.Message) {
+        guard calls[id]?.state == .deciding else { return }
+        calls[id]?.state = .answered
+        answer(id, message: message, requestEnded: true)
+    }
+
+    private func settle(_ id: HTTP2StreamID, failure: ExtAuthzGRPCFailure) {
+        guard calls[id]?.state == .deciding else { return }
+        calls[id]?.state = .answered
+        answer(id, failure: failure, requestEnded: true)
+    }
+
+    /// `HEADERS`, the message as one length-prefixed `DATA` frame, and trailers with status OK.
+    private func answer(_ id: HTTP2StreamID, message: some SwiftProtobuf.Message, requestEnded: Bool) {
+        guard let context else { return }
+        let bytes: [UInt8]
+        do {
+            bytes = try message.serializedBytes()
+        } catch {
+            return answer(id, failure: ExtAuthzGRPCFailure(status: 13, message: "the answer could not be encoded"), requestEnded: requestEnded)
+        }
+        var buffer = context.channel.allocator.buffer(capacity: bytes.count + 5)
+        buffer.writeInteger(UInt8(0))
+        buffer.writeInteger(UInt32(bytes.count))
+        buffer.writeBytes(bytes)
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: Self.answerHead)))), promise: nil)
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(buffer))))), promise: nil)
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: Self.okTrailers, endStream: true)))), promise: nil)
+        ended(id, requestEnded: requestEnded, context: context)
+    }
+
+    /// A trailers-only answer: one `HEADERS` frame with the status and its message.
+    private func answer(_ id: HTTP2StreamID, failure: ExtAuthzGRPCFailure, requestEnded: Bool) {
+        guard let context else { return }
+        let headers = HPACKHeaders([
+            (":status", "200"), ("content-type", "application/grpc"), ("grpc-status", String(failure.status)),
+            ("grpc-message", GRPCRequest.percentEncoded(failure.message)), ("grpc-accept-encoding", "identity"),
+        ])
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: true)))), promise: nil)
+        ended(id, requestEnded: requestEnded, context: context, resetting: failure == .tooLarge)
+    }
+
+    /// An HTTP status with no body, for a request that is not a gRPC call.
+    private func answer(_ id: HTTP2StreamID, httpStatus: String, requestEnded: Bool) {
+        guard let context else { return }
+        var headers = HPACKHeaders([(":status", httpStatus)])
+        if httpStatus == "405" { headers.add(name: "allow", value: "POST") }
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: true)))), promise: nil)
+        ended(id, requestEnded: requestEnded, context: context)
+    }
+
+    /// After an answer's end: the answer is flushed, once per read when inside one.
+    ///
+    /// A request still sending is left to end (its frames are dropped here): gRPC's clients read a
+    /// reset after the answer, even `NO_ERROR` (RFC 9113 §8.1), as the call failing. Only a call
+    /// over the size is reset (`resetting`), as what it still sends would otherwise wait for a
+    /// window that is never given back.
+    private func ended(_ id: HTTP2StreamID, requestEnded: Bool, context: ChannelHandlerContext, resetting: Bool = false) {
+        if resetting, !requestEnded { context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.noError))), promise: nil) }
+        flush(context)
+    }
+
+    private func flush(_ context: ChannelHandlerContext) {
+        if reading {
+            flushDue = true
+        } else {
+            context.flush()
+        }
+    }
+
+    /// `application/grpc` or `application/grpc+proto` (parameters allowed, any case): the only
+    /// encodings of these methods' messages.
+    static func isGRPCProto(_ value: String?) -> Bool {
+        guard let value else { return false }
+        let type = value.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        return type == "application/grpc" || type == "application/grpc+proto"
+    }
+}
