@@ -178,6 +178,13 @@ conn.send(stream, framed(check_bytes("/api/plain/x", bearer)), end=True)
 (answer,) = conn.wait(stream)
 check(status(answer) == 12 and "/envoy.service.auth.v2.Authorization/Check" in answer["headers"].get("grpc-message", ""),
       "another method is UNIMPLEMENTED, naming it")
+# Refused at its HEADERS, a call that goes on sending more than a stream's window is drained: its
+# window given back, so that its caller can finish sending and the stream close.
+stream = conn.open(path="/envoy.service.auth.v2.Authorization/Check")
+conn.send(stream, framed(check_bytes("/api/plain/x", bearer, body="d" * (300 * 1024))), end=True)
+(answer,) = conn.wait(stream)
+check(status(answer) == 12 and (stream not in conn.h2.streams or conn.h2.streams[stream].closed),
+      "a refused call that goes on sending 300 KiB is drained to its end (never left waiting for a window)")
 stream = conn.open(method="GET", end=True)
 (answer,) = conn.wait(stream)
 check(answer["headers"][":status"] == "405" and answer["headers"].get("allow") == "POST", "a GET is 405 with Allow: POST")
