@@ -287,6 +287,7 @@ final class ExtAuthzGRPCConnection: ChannelDuplexHandler {
     /// encodings of these methods' messages.
     static func isGRPCProto(_ value: String?) -> Bool {
         guard let value else { return false }
+        if value == "application/grpc" { return true }  // Envoy's: no folding needed (it cost 5% of a check)
         let type = value.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
         return type == "application/grpc" || type == "application/grpc+proto"
     }
