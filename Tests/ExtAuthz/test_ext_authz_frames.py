@@ -11,6 +11,8 @@ import sys
 import h2.config
 import h2.connection
 import h2.events
+import h2.exceptions
+import time
 from envoy.service.auth.v3 import external_auth_pb2
 from envoy_check import check_request
 from grpc_health.v1 import health_pb2
@@ -60,6 +62,8 @@ class Connection:
         while data:
             room = min(self.h2.local_flow_control_window(stream), self.h2.max_outbound_frame_size)
             if room == 0:
+                if self.answers[stream]["reset"] is not None:
+                    raise h2.exceptions.StreamClosedError(stream)
                 self.read_once()
                 continue
             chunk, data = data[:room], data[room:]
@@ -147,14 +151,31 @@ conn.send(large, framed(check_bytes("/api/plain/x", bearer, body="b" * (600 * 10
 (answer,) = conn.wait(large)
 check(check_response(answer).HasField("ok_response"), "a 600 KiB check, larger than a stream's window, is answered (its window given back as it arrives)")
 
-# Over 1 MiB: RESOURCE_EXHAUSTED, the rest not read (the stream reset), the connection still serving.
+# Over 1 MiB: RESOURCE_EXHAUSTED once its prefix says so, the rest not read (the stream reset
+# NO_ERROR), the connection still serving.
 huge = conn.open()
 try:
     conn.send(huge, framed(b"\x0a" + b"x" * (1100 * 1024)), end=True)
-except Exception:
-    pass  # the stream was reset while it still sent
+except h2.exceptions.StreamClosedError:
+    pass  # reset while it still sent
 (answer,) = conn.wait(huge)
-check(status(answer) == 8, f"a message over 1 MiB is RESOURCE_EXHAUSTED (status {status(answer)}), not read to its end")
+check(status(answer) == 8 and answer["reset"] == 0, f"a message over 1 MiB is RESOURCE_EXHAUSTED (status {status(answer)}) and its stream reset NO_ERROR ({answer['reset']})")
+declared = conn.open()
+conn.send(declared, struct.pack(">BI", 0, 2 << 20))
+(answer,) = conn.wait(declared)
+check(status(answer) == 8 and answer["reset"] == 0, "a prefix that declares 2 MiB is refused at once, before the message is sent")
+health_large = conn.open(path="/grpc.health.v1.Health/Check")
+conn.send(health_large, framed(health_pb2.HealthCheckRequest(service="s" * 2000).SerializeToString()), end=True)
+(answer,) = conn.wait(health_large)
+check(status(answer) == 8, "a health check over 1 KiB is RESOURCE_EXHAUSTED (health is asked by anyone; it holds little)")
+
+# A message followed by trailers (HEADERS ending the request) is answered as one ending with its DATA.
+trailed = conn.open()
+conn.send(trailed, framed(check_bytes("/api/plain/x", bearer)))
+conn.h2.send_headers(trailed, [("x-trailer", "1")], end_stream=True)
+conn.flush()
+(answer,) = conn.wait(trailed)
+check(check_response(answer).HasField("ok_response"), "a request ended by trailers is answered")
 
 for label, data, expected in [
     ("a compressed message (flag 1) is UNIMPLEMENTED: ext_authz reads identity only", framed(check_bytes("/api/plain/x", bearer), compressed=1), 12),
@@ -214,5 +235,44 @@ conn.send(stream, framed(health_pb2.HealthCheckRequest(service="nope%\n").Serial
 (answer,) = conn.wait(stream)
 check(status(answer) == 5 and "%25%0A" in answer["headers"]["grpc-message"], "health: another service is NOT_FOUND, its name percent-encoded in grpc-message")
 
+# A call whose message never finishes, and a refused one that never ends, do not hold their
+# streams: DEADLINE_EXCEEDED and reset, and reset, 10 s after their HEADERS.
+slow = conn.open()
+conn.send(slow, framed(check_bytes("/api/plain/x", bearer))[:3])
+stalled = conn.open(path="/nope/Method")
+conn.send(stalled, b"abc")
+started = time.monotonic()
+while conn.answers[slow]["reset"] is None or conn.answers[stalled]["reset"] is None:
+    conn.read_once()
+waited = time.monotonic() - started
+check(status(conn.answers[slow]) == 4 and conn.answers[slow]["reset"] == 0 and 8 <= waited <= 14,
+      f"a message that never finishes is DEADLINE_EXCEEDED and reset after 10 s ({waited:.1f} s)")
+check(status(conn.answers[stalled]) == 12 and conn.answers[stalled]["reset"] == 0, "a refused call that never ends is reset after 10 s")
+after = conn.open()
+conn.send(after, framed(check_bytes("/api/plain/x", bearer)), end=True)
+(answer,) = conn.wait(after)
+check(check_response(answer).HasField("ok_response"), "... and the connection goes on serving")
+
 check(all(TOKEN.encode() not in answer["data"] for answer in conn.answers.values()), "no answer carries the caller's token")
+
+# A connection error (DATA on stream 0): GOAWAY with its code, then the connection closed, not
+# left open to be read on.
+raw = socket.create_connection(("127.0.0.1", GRPC_PORT), timeout=5)
+raw.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00" + b"\x00\x00\x01\x00\x00\x00\x00\x00\x00x")
+seen = b""
+try:
+    while chunk := raw.recv(65536):
+        seen += chunk
+    closed = True
+except (socket.timeout, TimeoutError):
+    closed = False
+except ConnectionResetError:
+    closed = True
+raw.close()
+types, at = [], 0
+while at + 9 <= len(seen):
+    length = int.from_bytes(seen[at:at + 3], "big")
+    types.append(seen[at + 3])
+    at += 9 + length
+check(7 in types and closed, f"a connection error is answered GOAWAY and the connection closed (frames {types}, closed {closed})")
 conn.close()

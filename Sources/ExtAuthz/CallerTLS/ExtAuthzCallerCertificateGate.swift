@@ -31,6 +31,8 @@ final class ExtAuthzCallerCertificateGate: ChannelDuplexHandler, RemovableChanne
     private let configuration: ExtAuthzConfiguration
     private let logger: Logger
     private let refusal: Refusal
+    /// The listener's name in the log (`http`, `grpc`).
+    private var listener: String { refusal == .closes ? "http" : "grpc" }
     private var admitted = false
     private var timeout: Scheduled<Void>?
 
@@ -77,7 +79,7 @@ final class ExtAuthzCallerCertificateGate: ChannelDuplexHandler, RemovableChanne
             guard configuration.admits(certificate: certificate) else {
                 logger.notice(
                     "ext_authz refused a connection: its certificate names none of ext_authz.tls.caller_names, or is outside its dates",
-                    metadata: ["peer": "\(peer ?? "unknown")", "listener": "http", "names": "\(certificate.map(ExtAuthzCallerNames.names(in:)) ?? [])"])
+                    metadata: ["peer": "\(peer ?? "unknown")", "listener": "\(listener)", "names": "\(certificate.map(ExtAuthzCallerNames.names(in:)) ?? [])"])
                 context.close(promise: nil)
                 return
             }
@@ -106,7 +108,7 @@ final class ExtAuthzCallerCertificateGate: ChannelDuplexHandler, RemovableChanne
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         // A failed handshake (no certificate, another CA's, not TLS at all): closed, without an answer.
         if !admitted {
-            logger.debug("ext_authz closed a connection whose TLS handshake failed", metadata: ["error": "\(error)", "listener": "http"])
+            logger.debug("ext_authz closed a connection whose TLS handshake failed", metadata: ["error": "\(error)", "listener": "\(listener)"])
             return context.close(promise: nil)
         }
         context.fireErrorCaught(error)

@@ -29,6 +29,8 @@ final class ExtAuthzGRPCConnection: ChannelDuplexHandler {
     static let servedServices: Set<String> = ["", "envoy.service.auth.v3.Authorization"]
     /// A stream's inbound window, kept up while its message arrives (HTTP/2's default).
     static let streamWindow = 65_535
+    /// What one connection's unfinished calls may hold at once: four messages of the largest size.
+    static let maximumHeldBytes = 4 << 20
 
     private static let answerHead = HPACKHeaders([(":status", "200"), ("content-type", "application/grpc")])
     private static let okTrailers = HPACKHeaders([("grpc-status", "0")])
@@ -44,6 +46,11 @@ final class ExtAuthzGRPCConnection: ChannelDuplexHandler {
     private var peerAdmitted = false
     /// The caller's certificate under `ext_authz.tls` (`ExtAuthzCallerCertificate`), checked at each call.
     private var certificate: Certificate?
+    /// The bytes the calls in `calls` hold (`ExtAuthzGRPCCall.heldBytes`), at most `maximumHeldBytes`.
+    private var heldBytes = 0
+    /// The one timer for every call's `deadline`, armed for the earliest.
+    private var deadlineCheck: Scheduled<Void>?
+    private var deadlineCheckAt: NIODeadline?
     /// Inside a read: answers made now are flushed once, when the read completes.
     private var reading = false
     private var flushDue = false
@@ -62,7 +69,7 @@ final class ExtAuthzGRPCConnection: ChannelDuplexHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        calls.removeAll()
+        closeAll()
         self.context = nil
     }
 
@@ -96,7 +103,7 @@ final class ExtAuthzGRPCConnection: ChannelDuplexHandler {
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         switch event {
         case let closed as StreamClosedEvent:
-            calls.removeValue(forKey: closed.streamID)
+            if let call = calls.removeValue(forKey: closed.streamID) { heldBytes -= call.heldBytes }
         case let window as NIOHTTP2WindowUpdatedEvent where window.streamID != .rootStream:
             // A call's window, back up as its message arrives (a message may be larger than one window).
             guard let state = calls[window.streamID]?.state, state == .receiving || state == .draining, let size = window.inboundWindowSize,
@@ -131,8 +138,16 @@ final class ExtAuthzGRPCConnection: ChannelDuplexHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        calls.removeAll()
+        closeAll()
         context.fireChannelInactive()
+    }
+
+    private func closeAll() {
+        deadlineCheck?.cancel()
+        deadlineCheck = nil
+        deadlineCheckAt = nil
+        calls.removeAll()
+        heldBytes = 0
     }
 
     // MARK: - A call's frames
@@ -140,7 +155,11 @@ final class ExtAuthzGRPCConnection: ChannelDuplexHandler {
     /// A stream's opening `HEADERS`: refused at once (and drained when its request goes on), or
     /// a call that waits for its message.
     private func open(_ id: HTTP2StreamID, headers: HPACKHeaders, ended: Bool) {
-        if !ended { calls[id] = .draining(.check) }  // until a call replaces it
+        let deadline = NIODeadline.now() + ExtAuthzGRPCCall.receiveTimeout
+        if !ended {
+            calls[id] = .draining(deadline: deadline)  // until a call replaces it
+            watchDeadline(deadline)
+        }
         var method: String?
         var path: String?
         var contentType: String?
@@ -170,30 +189,44 @@ final class ExtAuthzGRPCConnection: ChannelDuplexHandler {
             return answer(id, message: refusal, requestEnded: ended)
         }
         let askerTrace = called == .check && !traceparents.isEmpty ? TraceContextFields.screened(traceparents: traceparents, tracestates: tracestates) : TraceContextFields()
-        calls[id] = ExtAuthzGRPCCall(method: called, askerTrace: askerTrace)
+        calls[id] = ExtAuthzGRPCCall(method: called, askerTrace: askerTrace, deadline: deadline)
         if ended { complete(id) }
     }
 
     private func received(_ data: HTTP2Frame.FramePayload.Data, on id: HTTP2StreamID) {
-        guard calls[id]?.state == .receiving, case .byteBuffer(var bytes) = data.data else { return }
+        guard let state = calls[id]?.state, case .byteBuffer(var bytes) = data.data else { return }
+        if state == .draining {
+            // Dropped; a refused call that goes on past what it may still send is reset.
+            if calls[id]?.drop(bytes.readableBytes) == false, !data.endStream { reset(id) }
+            return
+        }
+        guard state == .receiving else { return }
+        let before = calls[id]?.heldBytes ?? 0
         do throws(ExtAuthzGRPCFailure) {
+            guard heldBytes + bytes.readableBytes <= Self.maximumHeldBytes else { throw .connectionFull }
             try calls[id]?.append(&bytes)
         } catch {
+            calls[id]?.release()
+            heldBytes -= before
             calls[id]?.state = .answered
             return answer(id, failure: error, requestEnded: data.endStream)
         }
+        heldBytes += (calls[id]?.heldBytes ?? 0) - before
         if data.endStream { complete(id) }
     }
 
     /// The request has ended: its message decoded and answered.
     private func complete(_ id: HTTP2StreamID) {
-        guard let call = calls[id], call.state == .receiving, let context else { return }
-        calls[id]?.state = .deciding
+        guard var call = calls[id], call.state == .receiving, let context else { return }
+        calls[id] = nil  // the buffer held by one copy only
+        heldBytes -= call.heldBytes
+        call.state = .deciding
+        let taken = Result { () throws(ExtAuthzGRPCFailure) in try call.takeMessage() }
+        calls[id] = call
         let bytes: [UInt8]
-        do throws(ExtAuthzGRPCFailure) {
-            bytes = try call.message()
-        } catch {
-            return settle(id, failure: error)
+        switch taken {
+        case .success(let message): bytes = message
+        case .failure(let error): return settle(id, failure: error)
         }
         switch call.method {
         case .health:
@@ -252,7 +285,7 @@ final class ExtAuthzGRPCConnection: ChannelDuplexHandler {
             ("grpc-message", GRPCRequest.percentEncoded(failure.message)), ("grpc-accept-encoding", "identity"),
         ])
         context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: true)))), promise: nil)
-        ended(id, requestEnded: requestEnded, context: context, resetting: failure == .tooLarge)
+        ended(id, requestEnded: requestEnded, context: context, resetting: failure.status == 8 || failure.status == 4)
     }
 
     /// An HTTP status with no body, for a request that is not a gRPC call.
@@ -264,12 +297,57 @@ final class ExtAuthzGRPCConnection: ChannelDuplexHandler {
         ended(id, requestEnded: requestEnded, context: context)
     }
 
+    /// Resets a call's stream (`NO_ERROR`: its request's rest is not wanted).
+    private func reset(_ id: HTTP2StreamID) {
+        guard let context else { return }
+        calls[id]?.state = .answered
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.noError))), promise: nil)
+        flush(context)
+    }
+
+    // MARK: - Deadlines
+
+    /// Makes sure the deadline check runs by `deadline`.
+    private func watchDeadline(_ deadline: NIODeadline) {
+        guard let context else { return }
+        if let at = deadlineCheckAt, at <= deadline { return }
+        deadlineCheck?.cancel()
+        deadlineCheckAt = deadline
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        deadlineCheck = context.eventLoop.scheduleTask(deadline: deadline) { loopBound.value.checkDeadlines() }
+    }
+
+    /// Ends the calls whose request has not arrived (or, refused, not ended) by their deadline: a
+    /// call still receiving is `DEADLINE_EXCEEDED` and reset, a refused one reset.
+    private func checkDeadlines() {
+        deadlineCheck = nil
+        deadlineCheckAt = nil
+        let now = NIODeadline.now()
+        var expired: [HTTP2StreamID] = []
+        var next: NIODeadline?
+        for (id, call) in calls where call.state == .receiving || call.state == .draining {
+            if call.deadline <= now { expired.append(id) } else { next = min(next ?? call.deadline, call.deadline) }
+        }
+        for id in expired {
+            guard let call = calls[id] else { continue }
+            if call.state == .draining {
+                reset(id)
+            } else {
+                heldBytes -= call.heldBytes
+                calls[id]?.release()
+                calls[id]?.state = .answered
+                answer(id, failure: .timedOut, requestEnded: false)
+            }
+        }
+        if let next { watchDeadline(next) }
+    }
+
     /// After an answer's end: the answer is flushed, once per read when inside one.
     ///
     /// A request still sending is left to end (its frames are dropped here): gRPC's clients read a
     /// reset after the answer, even `NO_ERROR` (RFC 9113 §8.1), as the call failing. Only a call
-    /// over the size is reset (`resetting`), as what it still sends would otherwise wait for a
-    /// window that is never given back.
+    /// over the size, or past its deadline, is reset (`resetting`), as what it still sends would
+    /// otherwise wait for a window that is never given back.
     private func ended(_ id: HTTP2StreamID, requestEnded: Bool, context: ChannelHandlerContext, resetting: Bool = false) {
         if resetting, !requestEnded { context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.noError))), promise: nil) }
         flush(context)

@@ -10,7 +10,10 @@ struct ExtAuthzGRPCFailure: Error, Equatable {
     static let malformed = ExtAuthzGRPCFailure(status: 13, message: "the call's body is not a length-prefixed gRPC message")
     static let compressed = ExtAuthzGRPCFailure(
         status: 12, message: "the message is compressed: ext_authz reads uncompressed messages only (grpc-accept-encoding: identity)")
-    static let tooLarge = ExtAuthzGRPCFailure(status: 8, message: "the message is over 1 MiB, the most a check may carry")
+    static let tooLarge = ExtAuthzGRPCFailure(status: 8, message: "the message is over the most this method takes (1 MiB for a check, 1 KiB for a health check)")
+    static let connectionFull = ExtAuthzGRPCFailure(
+        status: 8, message: "the connection's calls hold more unfinished messages than ext_authz keeps (4 MiB): send fewer calls at once, or open another connection")
+    static let timedOut = ExtAuthzGRPCFailure(status: 4, message: "the call's message did not arrive within 10 seconds of its HEADERS")
     static let notCheckRequest = ExtAuthzGRPCFailure(status: 13, message: "the message is not an envoy.service.auth.v3.CheckRequest")
     static let notHealthRequest = ExtAuthzGRPCFailure(status: 13, message: "the message is not a grpc.health.v1.HealthCheckRequest")
 

@@ -43,15 +43,20 @@ package struct ExtAuthzGRPCServer: Service {
         let (configuration, logger) = (configuration, logger)
         let checks = ExtAuthzGRPCChecks(plane: plane, configuration: configuration)
         let tls = try configuration.tls.map { tls in try NIOSSLContext(configuration: try ExtAuthzTLSCredentials(loading: tls).grpcServerConfiguration) }
-        let connections = NIOLockedValueBox<[ObjectIdentifier: any Channel]>([:])
+        let connections = NIOLockedValueBox(OpenConnections())
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
                 let key = ObjectIdentifier(channel)
-                connections.withLockedValue { $0[key] = channel }
-                channel.closeFuture.whenComplete { _ in _ = connections.withLockedValue { $0.removeValue(forKey: key) } }
+                // A connection accepted as the listener stops is not served.
+                let stopping = connections.withLockedValue { open in
+                    if !open.stopping { open.channels[key] = channel }
+                    return open.stopping
+                }
+                guard !stopping else { return channel.close() }
+                channel.closeFuture.whenComplete { _ in _ = connections.withLockedValue { $0.channels.removeValue(forKey: key) } }
                 return channel.eventLoop.makeCompletedFuture {
                     try Self.configure(channel, tls: tls, checks: checks, configuration: configuration, logger: logger)
                 }
@@ -60,13 +65,17 @@ package struct ExtAuthzGRPCServer: Service {
         let bound = channel.localAddress?.port ?? port
         logger.info("ext_authz (gRPC) listening", metadata: ["host": "\(configuration.host)", "port": "\(bound)", "tls": "\(configuration.tls != nil)"])
         await onListening(bound)
-        await withGracefulShutdownHandler {
+        // Until a graceful stop, or the task's cancellation (another service failed): then the listener closes.
+        await withTaskCancellationOrGracefulShutdownHandler {
             try? await channel.closeFuture.get()
-        } onGracefulShutdown: {
+        } onCancelOrGracefulShutdown: {
             channel.close(promise: nil)
         }
         // Each connection is told to stop (GOAWAY), its open calls answered; any still open after the grace is closed.
-        let open = connections.withLockedValue { Array($0.values) }
+        let open = connections.withLockedValue { open in
+            open.stopping = true
+            return Array(open.channels.values)
+        }
         for connection in open { connection.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent()) }
         for connection in open {
             let closed = connection.closeFuture
@@ -86,6 +95,9 @@ package struct ExtAuthzGRPCServer: Service {
             try sync.addHandler(NIOSSLServerHandler(context: tls))
             try sync.addHandler(ExtAuthzCallerCertificateGate(configuration: configuration, logger: logger, refusal: .perCall))
         }
+        // A connection error (a flood, a header list past the limit, too many resets) closes the
+        // connection after swift-nio-http2's GOAWAY, which leaves the close to the pipeline.
+        try sync.addHandler(HTTP2ConnectionErrorHandler())
         var connection = NIOHTTP2Handler.ConnectionConfiguration()
         connection.initialSettings = [
             HTTP2Setting(parameter: .maxConcurrentStreams, value: maximumConcurrentCalls),
@@ -94,13 +106,24 @@ package struct ExtAuthzGRPCServer: Service {
         try sync.addHandler(NIOHTTP2Handler(mode: .server, connectionConfiguration: connection, streamConfiguration: .init()))
         // The connection's window lets one message of the largest size (1 MiB) flow without a stop.
         try sync.addHandler(HTTP2ConnectionWindow(target: ExtAuthzGRPCCall.maximumMessageBytes + 64 * 1024))
+        // A stream's close passed on only after its opening (swift-nio-http2 reports the close of a
+        // stream a malformed HEADERS never opened), for the handlers that count open streams.
+        try sync.addHandler(HTTP2StreamEventPairing())
         // A caller that never answers the management handler's PING after its GOAWAY is closed anyway.
         try sync.addHandler(HTTP2GoAwayCloser(grace: .seconds(5)))
         try sync.addHandler(
             NIOHTTP2ServerConnectionManagementHandler(
                 eventLoop: channel.eventLoop,
                 configuration: .init(
-                    maxIdleTime: idleTimeout, maxAge: configuration.tls != nil ? maximumAgeUnderTLS : nil, maxGraceTime: shutdownGrace, keepalive: nil)))
+                    maxIdleTime: idleTimeout, maxAge: configuration.tls != nil ? maximumAgeUnderTLS : nil, maxGraceTime: shutdownGrace,
+                    // A caller gone without a word (its calls open) is found, as grpc-swift's server found it.
+                    keepalive: .init(pingInterval: .hours(2), ackTimeout: .seconds(20)))))
         try sync.addHandler(ExtAuthzGRPCConnection(checks: checks))
     }
+}
+
+/// The gRPC listener's open connections, and whether it is stopping (a connection accepted then is closed).
+struct OpenConnections {
+    var channels: [ObjectIdentifier: any Channel] = [:]
+    var stopping = false
 }

@@ -1,3 +1,4 @@
+import DataPlane
 @testable import Gateway
 import NIOCore
 import NIOEmbedded

@@ -9,13 +9,15 @@ import NIOHTTP2
 /// events and asserts that every close matches an opening (a debug build stops on it; a release
 /// build would miscount, and close idle connections late or never). With its stream multiplexer as
 /// a handler of its own, the gateway's management handler reads these events, so they are paired here first.
-final class HTTP2StreamEventPairing: ChannelInboundHandler {
-    typealias InboundIn = HTTP2Frame
-    typealias InboundOut = HTTP2Frame
+package final class HTTP2StreamEventPairing: ChannelInboundHandler {
+    package typealias InboundIn = HTTP2Frame
+    package typealias InboundOut = HTTP2Frame
 
     private var open = Set<HTTP2StreamID>()
 
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+    package init() {}
+
+    package func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         switch event {
         case let created as NIOHTTP2StreamCreatedEvent:
             guard open.insert(created.streamID).inserted else { return }

@@ -10,9 +10,9 @@ import NIOCore
 /// errors come unwrapped), so this handler reads what is sent instead: between the socket and the
 /// HTTP/2 handler, it follows the frames going out, and after a `GOAWAY` whose code is not
 /// `NO_ERROR` (a graceful stop's is) it flushes and closes.
-final class HTTP2ConnectionErrorHandler: ChannelOutboundHandler {
-    typealias OutboundIn = IOData
-    typealias OutboundOut = IOData
+package final class HTTP2ConnectionErrorHandler: ChannelOutboundHandler {
+    package typealias OutboundIn = IOData
+    package typealias OutboundOut = IOData
 
     /// The bytes of the current frame's header read so far (9 when whole).
     private var header: [UInt8] = []
@@ -23,7 +23,9 @@ final class HTTP2ConnectionErrorHandler: ChannelOutboundHandler {
     private var closing = false
     private var closed = false
 
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+    package init() {}
+
+    package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         if !closing, case .byteBuffer(let buffer) = unwrapOutboundIn(data) {
             follow(buffer.readableBytesView)
         }
