@@ -12,6 +12,7 @@ import h2.config
 import h2.connection
 import h2.events
 import h2.exceptions
+import h2.settings
 import time
 from envoy.service.auth.v3 import external_auth_pb2
 from envoy_check import check_request
@@ -237,6 +238,13 @@ check(status(answer) == 5 and "%25%0A" in answer["headers"]["grpc-message"], "he
 
 # A call whose message never finishes, and a refused one that never ends, do not hold their
 # streams: DEADLINE_EXCEEDED and reset, and reset, 10 s after their HEADERS.
+# A caller that keeps its window shut (SETTINGS_INITIAL_WINDOW_SIZE 0) holds its answer's DATA
+# back: the stream is reset 10 s after its answer, not held open for good.
+shut = Connection()
+shut.h2.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0})
+shut.flush()
+shut_call = shut.open(path="/grpc.health.v1.Health/Check")
+shut.send(shut_call, framed(health_pb2.HealthCheckRequest(service="").SerializeToString()), end=True)
 slow = conn.open()
 conn.send(slow, framed(check_bytes("/api/plain/x", bearer))[:3])
 stalled = conn.open(path="/nope/Method")
@@ -248,6 +256,11 @@ waited = time.monotonic() - started
 check(status(conn.answers[slow]) == 4 and conn.answers[slow]["reset"] == 0 and 8 <= waited <= 14,
       f"a message that never finishes is DEADLINE_EXCEEDED and reset after 10 s ({waited:.1f} s)")
 check(status(conn.answers[stalled]) == 12 and conn.answers[stalled]["reset"] == 0, "a refused call that never ends is reset after 10 s")
+while shut.answers[shut_call]["reset"] is None and not shut.answers[shut_call]["ended"]:
+    shut.read_once()
+check(shut.answers[shut_call]["reset"] == 0 and shut.answers[shut_call]["data"] == b"" and shut.answers[shut_call]["headers"][":status"] == "200",
+      "an answer held back by a window its caller keeps shut is reset within 10 s of the answer")
+shut.close()
 after = conn.open()
 conn.send(after, framed(check_bytes("/api/plain/x", bearer)), end=True)
 (answer,) = conn.wait(after)

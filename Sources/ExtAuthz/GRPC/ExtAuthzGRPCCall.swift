@@ -38,14 +38,18 @@ struct ExtAuthzGRPCCall {
     /// How long a request may take to arrive (or, refused, to end): a check is one small message,
     /// sent at once; a stream left open would keep its connection from ever being idle.
     static let receiveTimeout = TimeAmount.seconds(10)
+    /// How long an answered stream may stay open: its answer waits on the caller's flow-control
+    /// window, which a caller could keep shut.
+    static let closeTimeout = TimeAmount.seconds(10)
     /// What a call refused at its `HEADERS` may still send before it is reset.
     static let maximumDrainedBytes = 1 << 20
 
     let method: Method
     /// The `traceparent` and `tracestate` the caller sent (Envoy's span, when its tracing is on).
     let askerTrace: TraceContextFields
-    /// When the request must have arrived by (`receiveTimeout` after its `HEADERS`).
-    let deadline: NIODeadline
+    /// When the request must have arrived by (`receiveTimeout` after its `HEADERS`); once answered,
+    /// when the stream must have closed (`closeTimeout` after the answer).
+    var deadline: NIODeadline
     var state = State.receiving
     /// What the call has sent so far: the 5-byte prefix (compressed flag, length) and the message,
     /// in a buffer of its own (never a slice holding the connection's read buffer).
@@ -81,11 +85,10 @@ struct ExtAuthzGRPCCall {
         }
         let before = heldBytes
         received?.writeBuffer(&bytes)
-        // Once the prefix is whole: its length is checked, and room made for the whole message at once.
+        // Once the prefix is whole its length is checked. No room is made for what it declares: the
+        // buffer grows with what arrives, so memory follows the bytes a caller has sent.
         if before < 5, let declared = received.flatMap({ $0.getInteger(at: $0.readerIndex + 1, as: UInt32.self) }) {
             guard Int(declared) + 5 <= limit else { throw .tooLarge }
-            let room = Int(declared) + 5 - heldBytes
-            received?.reserveCapacity(minimumWritableBytes: room)
         }
     }
 

@@ -30,7 +30,7 @@ final class ExtAuthzGRPCConnection: ChannelDuplexHandler {
     /// A stream's inbound window, kept up while its message arrives (HTTP/2's default).
     static let streamWindow = 65_535
     /// What one connection's unfinished calls may hold at once: four messages of the largest size.
-    static let maximumHeldBytes = 4 << 20
+    static let maximumHeldBytes = 4 * (ExtAuthzGRPCCall.maximumMessageBytes + 5)
 
     private static let answerHead = HPACKHeaders([(":status", "200"), ("content-type", "application/grpc")])
     private static let okTrailers = HPACKHeaders([("grpc-status", "0")])
@@ -156,10 +156,15 @@ final class ExtAuthzGRPCConnection: ChannelDuplexHandler {
     /// a call that waits for its message.
     private func open(_ id: HTTP2StreamID, headers: HPACKHeaders, ended: Bool) {
         let deadline = NIODeadline.now() + ExtAuthzGRPCCall.receiveTimeout
-        if !ended {
+        if ended {
+            // Until a call replaces it: an answer at the HEADERS whose stream must close in time.
+            var answered = ExtAuthzGRPCCall.draining(deadline: NIODeadline.now() + ExtAuthzGRPCCall.closeTimeout)
+            answered.state = .answered
+            calls[id] = answered
+        } else {
             calls[id] = .draining(deadline: deadline)  // until a call replaces it
-            watchDeadline(deadline)
         }
+        watchDeadline(deadline)
         var method: String?
         var path: String?
         var contentType: String?
@@ -196,8 +201,9 @@ final class ExtAuthzGRPCConnection: ChannelDuplexHandler {
     private func received(_ data: HTTP2Frame.FramePayload.Data, on id: HTTP2StreamID) {
         guard let state = calls[id]?.state, case .byteBuffer(var bytes) = data.data else { return }
         if state == .draining {
-            // Dropped; a refused call that goes on past what it may still send is reset.
-            if calls[id]?.drop(bytes.readableBytes) == false, !data.endStream { reset(id) }
+            // Dropped (padding counted: its window is given back too); a refused call that goes on
+            // past what it may still send is reset.
+            if calls[id]?.drop(bytes.readableBytes + (data.paddingBytes ?? 0)) == false, !data.endStream { reset(id) }
             return
         }
         guard state == .receiving else { return }
@@ -208,7 +214,7 @@ final class ExtAuthzGRPCConnection: ChannelDuplexHandler {
         } catch {
             calls[id]?.release()
             heldBytes -= before
-            calls[id]?.state = .answered
+            markAnswered(id)
             return answer(id, failure: error, requestEnded: data.endStream)
         }
         heldBytes += (calls[id]?.heldBytes ?? 0) - before
@@ -248,13 +254,13 @@ final class ExtAuthzGRPCConnection: ChannelDuplexHandler {
     /// A call's answer, made once its request ended: dropped when its stream was reset meanwhile.
     private func settle(_ id: HTTP2StreamID, message: some SwiftProtobuf.Message) {
         guard calls[id]?.state == .deciding else { return }
-        calls[id]?.state = .answered
+        markAnswered(id)
         answer(id, message: message, requestEnded: true)
     }
 
     private func settle(_ id: HTTP2StreamID, failure: ExtAuthzGRPCFailure) {
         guard calls[id]?.state == .deciding else { return }
-        calls[id]?.state = .answered
+        markAnswered(id)
         answer(id, failure: failure, requestEnded: true)
     }
 
@@ -300,12 +306,22 @@ final class ExtAuthzGRPCConnection: ChannelDuplexHandler {
     /// Resets a call's stream (`NO_ERROR`: its request's rest is not wanted).
     private func reset(_ id: HTTP2StreamID) {
         guard let context else { return }
-        calls[id]?.state = .answered
+        markAnswered(id)
         context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.noError))), promise: nil)
         flush(context)
     }
 
     // MARK: - Deadlines
+
+    /// A call answered (before the answer is written, so that its stream's close, which the write
+    /// may report at once, finds it): its stream must close within `closeTimeout`.
+    private func markAnswered(_ id: HTTP2StreamID) {
+        guard calls[id] != nil else { return }
+        let deadline = NIODeadline.now() + ExtAuthzGRPCCall.closeTimeout
+        calls[id]?.state = .answered
+        calls[id]?.deadline = deadline
+        watchDeadline(deadline)
+    }
 
     /// Makes sure the deadline check runs by `deadline`.
     private func watchDeadline(_ deadline: NIODeadline) {
@@ -317,26 +333,30 @@ final class ExtAuthzGRPCConnection: ChannelDuplexHandler {
         deadlineCheck = context.eventLoop.scheduleTask(deadline: deadline) { loopBound.value.checkDeadlines() }
     }
 
-    /// Ends the calls whose request has not arrived (or, refused, not ended) by their deadline: a
-    /// call still receiving is `DEADLINE_EXCEEDED` and reset, a refused one reset.
+    /// Ends the calls whose request has not arrived (or, refused, not ended) by their deadline, and
+    /// the answered ones whose stream has not closed: a call still receiving is `DEADLINE_EXCEEDED`
+    /// and reset, any other reset. A call being decided waits for its decision (bounded by the
+    /// store's own timeouts).
     private func checkDeadlines() {
         deadlineCheck = nil
         deadlineCheckAt = nil
         let now = NIODeadline.now()
         var expired: [HTTP2StreamID] = []
         var next: NIODeadline?
-        for (id, call) in calls where call.state == .receiving || call.state == .draining {
+        for (id, call) in calls where call.state != .deciding {
             if call.deadline <= now { expired.append(id) } else { next = min(next ?? call.deadline, call.deadline) }
         }
         for id in expired {
             guard let call = calls[id] else { continue }
-            if call.state == .draining {
-                reset(id)
-            } else {
+            if call.state == .receiving {
                 heldBytes -= call.heldBytes
                 calls[id]?.release()
-                calls[id]?.state = .answered
+                markAnswered(id)
                 answer(id, failure: .timedOut, requestEnded: false)
+            } else {
+                // Reset once: a stream NIO has not reported closed after this is dropped here.
+                reset(id)
+                calls[id] = nil
             }
         }
         if let next { watchDeadline(next) }

@@ -55,7 +55,10 @@ package struct ExtAuthzGRPCServer: Service {
                     if !open.stopping { open.channels[key] = channel }
                     return open.stopping
                 }
-                guard !stopping else { return channel.close() }
+                guard !stopping else {
+                    channel.close(promise: nil)
+                    return channel.eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel)
+                }
                 channel.closeFuture.whenComplete { _ in _ = connections.withLockedValue { $0.channels.removeValue(forKey: key) } }
                 return channel.eventLoop.makeCompletedFuture {
                     try Self.configure(channel, tls: tls, checks: checks, configuration: configuration, logger: logger)
@@ -76,13 +79,12 @@ package struct ExtAuthzGRPCServer: Service {
             open.stopping = true
             return Array(open.channels.values)
         }
-        for connection in open { connection.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent()) }
-        for connection in open {
-            let closed = connection.closeFuture
-            let timeout = connection.eventLoop.scheduleTask(in: Self.shutdownGrace) { connection.close(promise: nil) }
-            try? await closed.get()
-            timeout.cancel()
+        let timeouts = open.map { connection in
+            connection.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
+            return connection.eventLoop.scheduleTask(in: Self.shutdownGrace) { connection.close(promise: nil) }
         }
+        for connection in open { try? await connection.closeFuture.get() }
+        for timeout in timeouts { timeout.cancel() }
     }
 
     /// One connection's pipeline: TLS and the caller's certificate (under `ext_authz.tls`),
