@@ -15,7 +15,7 @@ struct ExtAuthzGRPCCall {
         /// most 1 MiB (as over HTTP); a health check names a service.
         var maximumMessageBytes: Int {
             switch self {
-            case .check: 1 << 20
+            case .check: ExtAuthzGRPCCall.maximumMessageBytes
             case .health: 1024
             }
         }
@@ -63,10 +63,11 @@ struct ExtAuthzGRPCCall {
         self.deadline = deadline
     }
 
-    /// A stream answered at its `HEADERS` whose request has not ended (`State.draining`).
-    static func draining(deadline: NIODeadline) -> ExtAuthzGRPCCall {
+    /// A stream answered at its `HEADERS`: `.draining` while its request goes on, else `.answered`
+    /// (its method is not read again).
+    static func refused(state: State, deadline: NIODeadline) -> ExtAuthzGRPCCall {
         var call = ExtAuthzGRPCCall(method: .check, askerTrace: TraceContextFields(), deadline: deadline)
-        call.state = .draining
+        call.state = state
         return call
     }
 

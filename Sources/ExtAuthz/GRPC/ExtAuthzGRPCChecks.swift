@@ -108,13 +108,7 @@ final class ExtAuthzGRPCChecks: Sendable {
 
     static func allowed(_ upstream: ExtAuthzUpstreamFields, grant: AccessGrant) -> Envoy_Service_Auth_V3_CheckResponse {
         var ok = Envoy_Service_Auth_V3_OkHttpResponse()
-        ok.headers = upstream.set.map { field in
-            var option = Envoy_Config_Core_V3_HeaderValueOption()
-            option.header.key = field.name
-            option.header.value = field.value
-            option.appendAction = .overwriteIfExistsOrAdd
-            return option
-        }
+        ok.headers = upstream.set.map { headerOption(name: $0.name, value: $0.value) }
         ok.headersToRemove = upstream.remove
         var response = Envoy_Service_Auth_V3_CheckResponse()
         response.status.code = 0
@@ -126,19 +120,22 @@ final class ExtAuthzGRPCChecks: Sendable {
     static func denied(_ denial: ExtAuthzDenial, code: Int, caller: (userID: String, route: String?)?) -> Envoy_Service_Auth_V3_CheckResponse {
         var denied = Envoy_Service_Auth_V3_DeniedHttpResponse()
         denied.status.code = Envoy_Type_V3_StatusCode(rawValue: denial.status) ?? .forbidden
-        denied.headers = denial.fields.map { field in
-            var option = Envoy_Config_Core_V3_HeaderValueOption()
-            option.header.key = field.name
-            option.header.value = field.value
-            option.appendAction = .overwriteIfExistsOrAdd
-            return option
-        }
+        denied.headers = denial.fields.map { headerOption(name: $0.name, value: $0.value) }
         denied.body = String(decoding: denial.body, as: UTF8.self)
         var response = Envoy_Service_Auth_V3_CheckResponse()
         response.status.code = Int32(code)
         response.deniedResponse = denied
         if let caller { response.dynamicMetadata = metadata(userID: caller.userID, tenantID: nil, clientID: nil, route: caller.route) }
         return response
+    }
+
+    /// A field Envoy sets on the request (allowed) or the client's answer (denied), replacing any of its name.
+    static func headerOption(name: String, value: String) -> Envoy_Config_Core_V3_HeaderValueOption {
+        var option = Envoy_Config_Core_V3_HeaderValueOption()
+        option.header.key = name
+        option.header.value = value
+        option.appendAction = .overwriteIfExistsOrAdd
+        return option
     }
 
     /// `dynamic_metadata` for the mesh's own logs and rules: who, through which client, on which route.

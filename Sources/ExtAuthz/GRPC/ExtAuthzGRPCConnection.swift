@@ -155,16 +155,6 @@ final class ExtAuthzGRPCConnection: ChannelDuplexHandler {
     /// A stream's opening `HEADERS`: refused at once (and drained when its request goes on), or
     /// a call that waits for its message.
     private func open(_ id: HTTP2StreamID, headers: HPACKHeaders, ended: Bool) {
-        let deadline = NIODeadline.now() + ExtAuthzGRPCCall.receiveTimeout
-        if ended {
-            // Until a call replaces it: an answer at the HEADERS whose stream must close in time.
-            var answered = ExtAuthzGRPCCall.draining(deadline: NIODeadline.now() + ExtAuthzGRPCCall.closeTimeout)
-            answered.state = .answered
-            calls[id] = answered
-        } else {
-            calls[id] = .draining(deadline: deadline)  // until a call replaces it
-        }
-        watchDeadline(deadline)
         var method: String?
         var path: String?
         var contentType: String?
@@ -180,22 +170,37 @@ final class ExtAuthzGRPCConnection: ChannelDuplexHandler {
             default: continue
             }
         }
-        guard method == "POST" else { return answer(id, httpStatus: "405", requestEnded: ended) }
-        guard Self.isGRPCProto(contentType) else { return answer(id, httpStatus: "415", requestEnded: ended) }
+        guard method == "POST" else { return refuse(id, ended: ended) { answer(id, httpStatus: "405", requestEnded: ended) } }
+        guard Self.isGRPCProto(contentType) else { return refuse(id, ended: ended) { answer(id, httpStatus: "415", requestEnded: ended) } }
         let called: ExtAuthzGRPCCall.Method
         switch path {
         case Self.checkPath: called = .check
         case Self.healthPath: called = .health
-        default: return answer(id, failure: .unknownMethod(path ?? ""), requestEnded: ended)
+        default: return refuse(id, ended: ended) { answer(id, failure: .unknownMethod(path ?? ""), requestEnded: ended) }
         }
         // Only the Envoys may ask, checked before the message is read.
         if called == .check, !(peerAdmitted && checks.configuration.admits(certificate: certificate)) {
             let refusal = checks.refusal(byAddress: !peerAdmitted, peer: peer, certificate: certificate)
-            return answer(id, message: refusal, requestEnded: ended)
+            return refuse(id, ended: ended) { answer(id, message: refusal, requestEnded: ended) }
         }
         let askerTrace = called == .check && !traceparents.isEmpty ? TraceContextFields.screened(traceparents: traceparents, tracestates: tracestates) : TraceContextFields()
+        let deadline = NIODeadline.now() + ExtAuthzGRPCCall.receiveTimeout
         calls[id] = ExtAuthzGRPCCall(method: called, askerTrace: askerTrace, deadline: deadline)
-        if ended { complete(id) }
+        if ended {
+            complete(id)
+        } else {
+            watchDeadline(deadline)
+        }
+    }
+
+    /// A call refused at its `HEADERS`: kept (before `answer` writes, so that the stream's close
+    /// finds it) until its stream closes, draining what its request still sends for
+    /// `receiveTimeout`, or, when the request has ended, for the answer to close within `closeTimeout`.
+    private func refuse(_ id: HTTP2StreamID, ended: Bool, answer: () -> Void) {
+        let deadline = NIODeadline.now() + (ended ? ExtAuthzGRPCCall.closeTimeout : ExtAuthzGRPCCall.receiveTimeout)
+        calls[id] = .refused(state: ended ? .answered : .draining, deadline: deadline)
+        watchDeadline(deadline)
+        answer()
     }
 
     private func received(_ data: HTTP2Frame.FramePayload.Data, on id: HTTP2StreamID) {
