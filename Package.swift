@@ -86,6 +86,7 @@ let package = Package(
                 "Resilience",
                 "ConfigurationReading",
                 "RuntimeAPI",
+                "Traces",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -99,6 +100,7 @@ let package = Package(
         .target(
             name: "TrustedIssuers",
             dependencies: [
+                "Traces",
                 "ConfigurationReading",
                 "JOSE",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -185,6 +187,7 @@ let package = Package(
         .target(
             name: "RuntimeAccess",
             dependencies: [
+                "Traces",
                 "EdgeHTTP",
                 "JOSE",
                 "Observability",
@@ -311,6 +314,7 @@ let package = Package(
         .target(
             name: "ProviderLogin",
             dependencies: [
+                "Traces",
                 "ConfigurationReading",
                 "JOSE",
                 "StateSurface",

@@ -3,6 +3,7 @@ import Foundation
 import JOSE
 import NIOCore
 import NIOHTTP1
+import Traces
 import TrustedIssuers
 
 /// What a provider's token endpoint answered (RFC 6749 5.1, OpenID Connect Core 3.1.3.3).
@@ -160,16 +161,18 @@ public struct TokenEndpoint: Sendable {
         request.body = .bytes(ByteBuffer(string: body))
 
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: KeyFetcher.clientConfiguration(caFile: identity.caFile))
-        let outcome: Result<(HTTPResponseStatus, ByteBuffer), TokenEndpointFailure>
-        do {
-            let response = try await client.execute(request, deadline: .now() + Self.timeout)
-            outcome = .success((response.status, try await response.body.collect(upTo: Self.maximumBytes)))
-        } catch is NIOTooManyBytesError {
-            outcome = .failure(.unavailable("the token endpoint answered more than 64 KiB"))
-        } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
-            outcome = .failure(.unavailable("the token endpoint did not answer within 10 s"))
-        } catch {
-            outcome = .failure(.unavailable("the token endpoint cannot be reached"))
+        let outcome: Result<(HTTPResponseStatus, ByteBuffer), TokenEndpointFailure> = await CallSpans.http("POST", to: endpoint, peer: "provider") { span in
+            do {
+                let response = try await client.execute(request, deadline: .now() + Self.timeout)
+                span?.setStatusCode(Int(response.status.code))
+                return .success((response.status, try await response.body.collect(upTo: Self.maximumBytes)))
+            } catch is NIOTooManyBytesError {
+                return .failure(.unavailable("the token endpoint answered more than 64 KiB"))
+            } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
+                return .failure(.unavailable("the token endpoint did not answer within 10 s"))
+            } catch {
+                return .failure(.unavailable("the token endpoint cannot be reached"))
+            }
         }
         try? await client.shutdown()
         let (status, answer) = try outcome.get()

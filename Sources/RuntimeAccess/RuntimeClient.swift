@@ -9,6 +9,7 @@ import Resilience
 import RuntimeAPI
 import ServiceLifecycle
 import Synchronization
+import Traces
 import TrafficCop
 
 /// The HTTP client for upstream calls: a failed connection fails at once
@@ -209,9 +210,16 @@ public final class RuntimeClient: Sendable {
         let status: HTTPResponseStatus
         let bytes: ByteBuffer
         do {
-            let response = try await http.execute(request, timeout: .milliseconds(Int64(timeout * 1000)))
-            status = response.status
-            bytes = try await response.body.collect(upTo: 1 << 20)
+            (status, bytes) = try await CallSpans.http(method.rawValue, to: base, peer: "runtime") { span in
+                // The Runtime continues the gateway's trace: this call's span is its parent.
+                if let span, let fields = CallSpans.fields(of: span), let traceparent = fields.traceparent {
+                    request.headers.replaceOrAdd(name: "traceparent", value: traceparent)
+                    if let tracestate = fields.tracestate { request.headers.replaceOrAdd(name: "tracestate", value: tracestate) }
+                }
+                let response = try await http.execute(request, timeout: .milliseconds(Int64(timeout * 1000)))
+                span?.setStatusCode(Int(response.status.code))
+                return (response.status, try await response.body.collect(upTo: 1 << 20))
+            }
         } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
             throw Unreachable(error: GatewayError(.gatewayTimeout, "upstream_timeout", "the Runtime did not answer within \(Int(timeout)) s; try again"))
         } catch is CancellationError {

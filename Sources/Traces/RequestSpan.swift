@@ -25,6 +25,11 @@ public struct RequestSpan: Sendable {
         span.updateAttributes(update)
     }
 
+    /// Sets `http.response.status_code`: the answer a call got, or a request's.
+    public func setStatusCode(_ code: Int) {
+        set { $0[TraceAttribute.httpStatus] = code }
+    }
+
     /// Ends the span of a call with its outcome: a failure marks it an error.
     public func end<T>(after result: Result<T, any Error>) {
         if case .failure = result { end(failed: true) } else { end() }

@@ -24,4 +24,10 @@ public enum TraceAttribute {
     public static let requestID = "portcullis.request_id"
     /// Who asked for a decision: `forward_auth` or `ext_authz`.
     public static let asker = "portcullis.asker"
+    /// Whom a call of the gateway's went to: `provider`, `runtime`.
+    public static let peer = "portcullis.peer"
+    /// A store call's database: `sqlite` or `postgresql`.
+    public static let databaseSystem = "db.system.name"
+    /// A store call's operation: the store method's name (`insertSession`).
+    public static let databaseOperation = "db.operation.name"
 }

@@ -4,6 +4,7 @@ import JOSE
 import NIOCore
 import NIOHTTP1
 import NIOSSL
+import Traces
 
 /// What one successful fetch of an issuer's keys brought.
 struct FetchedKeys: Sendable {
@@ -115,8 +116,11 @@ package final class KeyFetcher: Sendable {
             let response: HTTPClientResponse
             let body: ByteBuffer
             do {
-                response = try await client.execute(request, deadline: .now() + Self.timeout)
-                body = try await response.body.collect(upTo: Self.maximumBytes)
+                (response, body) = try await CallSpans.http("GET", to: current, peer: "provider") { span in
+                    let response = try await client.execute(request, deadline: .now() + Self.timeout)
+                    span?.setStatusCode(Int(response.status.code))
+                    return (response, try await response.body.collect(upTo: Self.maximumBytes))
+                }
             } catch is NIOTooManyBytesError {
                 throw KeyFetchError("\(current) answered more than 1 MiB")
             } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {

@@ -6,6 +6,7 @@ and attributes for a proxied request, a refusal, forward-auth and ext_authz (gRP
 that no token is in anything exported. Prints one line per check (never a token).
 """
 import base64
+import hashlib
 import http.client
 import json
 import os
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import grpc
@@ -27,6 +29,9 @@ GRPC_PORT = int(os.environ["EXT_AUTHZ_GRPC_PORT"])
 HTTP_PORT = int(os.environ["EXT_AUTHZ_HTTP_PORT"])
 OTLP_PORT = int(os.environ["OTLP_PORT"])
 UPSTREAM_PORT = int(os.environ["UPSTREAM_PORT"])
+IDP_PORT = int(os.environ["IDP_PORT"])
+# A PKCE pair for the provider sign-in's complete step (not sent: the test stops at the callback).
+CHALLENGE = base64.urlsafe_b64encode(hashlib.sha256(b"traces verifier " + b"v" * 40).digest()).rstrip(b"=").decode()
 TOKEN = open(os.environ["PORTCULLIS_TOKEN_FILE"]).read().strip()
 SESSION = open(os.environ["PORTCULLIS_SESSION_FILE"]).read().strip()
 
@@ -59,19 +64,43 @@ def check(condition, rule):
     print(f"ok    {rule}")
 
 
-def request(port, path, headers, method="GET", source="127.0.0.1"):
+def request(port, path, headers, method="GET", source="127.0.0.1", body=None):
     """One request with `headers` as given (a name twice is sent twice), from `source`."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=15, source_address=(source, 0))
     try:
         connection.putrequest(method, path)
         for name, value in headers:
             connection.putheader(name, value)
-        connection.endheaders()
+        if body is not None:
+            connection.putheader("Content-Length", str(len(body)))
+        connection.endheaders(body)
         answer = connection.getresponse()
-        answer.read()
+        request.last_body = answer.read()
         return answer.status, dict((k.lower(), v) for k, v in answer.getheaders())
     finally:
         connection.close()
+
+
+def calls_of(trace_id, server_name):
+    """The server span named `server_name` in the trace, and every span of the trace, once its
+    calls' spans have had time to be exported (a call may end after the answer)."""
+    receiver.wait(lambda _, s: s.trace_id.hex() == trace_id and s.name == server_name, 1)
+    time.sleep(1)
+    found = [s for _, s in receiver.of_trace(trace_id, 1)]
+    return next(s for s in found if s.name == server_name), found
+
+
+def store_calls_check(server, found, what):
+    """Every store span of `found` is `server`'s child, named for its store method, with the
+    database's conventions' attributes."""
+    stores = [s for s in found if s.name.startswith("store ")]
+    names = sorted(s.name for s in stores)
+    check(len(stores) >= 1 and all(s.kind == CLIENT and s.parent_span_id == server.span_id for s in stores),
+          f"{what}: each store call is a client span, the endpoint's child ({names})")
+    check(all(attributes(s).get("db.system.name") == "sqlite" and s.name == "store " + attributes(s).get("db.operation.name", "")
+              and "(" not in s.name for s in stores),
+          f"{what}: a store call's span is named for its method, with db.system.name and db.operation.name")
+    return names
 
 
 def spans_of(trace_id, count):
@@ -268,6 +297,54 @@ def main():
     status, _ = request(GATEWAY, "/healthz", [("traceparent", traceparent(trace_id, parent))])
     time.sleep(1)
     check(status == 200 and not receiver.of_trace(trace_id, 1, timeout=1), "a health probe makes no span")
+
+    # 6e. The calls the gateway's own endpoints make are the endpoint span's children: a password
+    #     login's store calls; an intent's call to the Runtime; a provider sign-in's callback, its
+    #     code exchanged at the provider's token endpoint.
+    trace_id, parent = new_ids(2)
+    status, _ = request(GATEWAY, "/api/auth/login", [("Content-Type", "application/json"), ("traceparent", traceparent(trace_id, parent))],
+                        method="POST", body=json.dumps({"username": "bench", "password": "bench password 1"}).encode())
+    check(status == 200, "a traced password login is answered 200")
+    server, found = calls_of(trace_id, "POST /api/auth/login")
+    names = store_calls_check(server, found, "a password login")
+    check("store user" in names and any(attributes(s).get("portcullis.peer") == "runtime" and s.parent_span_id == server.span_id for s in found),
+          f"a password login's span shows the user read from the store and the session made at the Runtime ({[s.name for s in found]})")
+
+    trace_id, parent = new_ids(2)
+    intent = json.dumps({"session_id": SESSION, "intent_type": "echo", "payload": {"n": 1}}).encode()
+    status, _ = request(GATEWAY, "/api/intent", [("Content-Type", "application/json"), bearer, ("traceparent", traceparent(trace_id, parent))],
+                        method="POST", body=intent)
+    server, found = calls_of(trace_id, "POST /api/intent")
+    runtime = [s for s in found if attributes(s).get("portcullis.peer") == "runtime"]
+    check(status == 200 and len(runtime) >= 1 and all(s.kind == CLIENT and s.parent_span_id == server.span_id for s in runtime),
+          f"an intent's call to the Runtime is a client span, the endpoint's child ({status}, {[s.name for s in found]})")
+    rattrs = attributes(runtime[-1])
+    check(runtime[-1].name == "POST" and rattrs.get("http.request.method") == "POST" and rattrs.get("http.response.status_code") == 200
+          and rattrs.get("server.address") == "127.0.0.1" and isinstance(rattrs.get("server.port"), int),
+          f"the Runtime call's span names the method, the Runtime's address and its answer ({rattrs})")
+
+    anonymous_status, _ = request(GATEWAY, "/api/session/create-anonymous", [("Content-Type", "application/json")], method="POST", body=b"{}")
+    anonymous = json.loads(request.last_body)["session_id"]
+    start = json.dumps({"session_id": anonymous, "return_to": f"http://127.0.0.1:{GATEWAY}/demo/", "login_challenge": CHALLENGE}).encode()
+    start_status, _ = request(GATEWAY, "/api/auth/oidc/idp/start", [("Content-Type", "application/json")], method="POST", body=start)
+    query = urllib.parse.urlsplit(json.loads(request.last_body)["authorization_url"]).query
+    approve_status, approved = request(IDP_PORT, "/auth/approve?" + query, [])
+    callback = urllib.parse.urlsplit(approved["location"])
+    trace_id, parent = new_ids(2)
+    status, answered = request(GATEWAY, callback.path + "?" + callback.query, [("traceparent", traceparent(trace_id, parent))])
+    check((anonymous_status, start_status, approve_status) == (201, 200, 302) and status in (302, 303) and "portcullis_login" in answered.get("location", ""),
+          f"a traced sign-in through the provider comes back to the callback and is sent on ({anonymous_status} {start_status} {approve_status} {status})")
+    callback_span = receiver.wait(lambda _, s: s.trace_id.hex() == trace_id and s.kind == SERVER, 1)[0][1].name
+    server, found = calls_of(trace_id, callback_span)
+    token_calls = [s for s in found if attributes(s).get("portcullis.peer") == "provider" and s.name == "POST"]
+    check(callback_span.startswith("GET /api/auth/oidc/") and len(token_calls) == 1 and token_calls[0].kind == CLIENT
+          and token_calls[0].parent_span_id == server.span_id,
+          f"the callback's code exchange at the provider's token endpoint is a client span, the callback's child ({callback_span}, {[s.name for s in found]})")
+    tattrs = attributes(token_calls[0])
+    check(tattrs.get("server.address") == "127.0.0.1" and tattrs.get("server.port") == IDP_PORT and tattrs.get("http.response.status_code") == 200
+          and "url.full" not in tattrs and "url.path" not in tattrs,
+          f"the token endpoint's span names the provider's address, port and answer, and no URL ({tattrs})")
+    store_calls_check(server, found, "a provider sign-in's callback")
 
     # 7. ext_authz over gRPC and HTTP: the trace context among the original request's headers.
     for mode in ("grpc", "http"):

@@ -15,7 +15,8 @@ import TrafficCop
 /// its JSON) and its `X-Request-Id`. The caller's `traceparent` is followed as the data plane
 /// follows it: from `gateway.trusted_proxies`, or from anyone with `tracing.continue_any_caller`.
 /// The health probes (`/healthz`, `/readyz`) make no span: an orchestrator's every few seconds
-/// would outnumber the rest.
+/// would outnumber the rest. The calls a route makes for the request are the span's children
+/// (`CallSpans`).
 struct RouteTracingMiddleware: RouterMiddleware {
     typealias Context = GatewayRequestContext
 
@@ -48,7 +49,10 @@ struct RouteTracingMiddleware: RouterMiddleware {
         let current = CurrentRouteSpan(span)
         let response: Response
         do {
-            response = try await CurrentRouteSpan.$current.withValue(current) { try await next(request, context) }
+            // The calls the route makes (the store, a provider, the Runtime) are spans of its own.
+            response = try await CallSpans.$current.withValue(CallSpans(tracer: tracer, parent: span)) {
+                try await CurrentRouteSpan.$current.withValue(current) { try await next(request, context) }
+            }
         } catch {
             // Only what the observation middleware lets through (it answers every route's error).
             span.end(failed: true, because: String(describing: type(of: error)))

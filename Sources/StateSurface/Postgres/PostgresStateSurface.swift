@@ -5,6 +5,7 @@ import PostgresNIO
 import Resilience
 import RuntimeAPI
 import Synchronization
+import Traces
 
 /// The State Surface on PostgreSQL, shared by several gateways and Runtimes.
 ///
@@ -263,27 +264,34 @@ public final class PostgresStateSurface: Sendable {
     /// Runs `body` on a pooled connection inside a transaction; rolls back when it throws.
     /// Errors come back as `StateSurfaceError`: `.conflict` for a unique violation,
     /// `.unavailable` (naming the database) for everything the database did not answer.
-    func transaction<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
-        try await bounded {
-            try await self.client.withConnection { connection in
-                try await connection.query("BEGIN", logger: self.logger)
-                do {
-                    let value = try await body(connection)
-                    try await connection.query("COMMIT", logger: self.logger)
-                    return value
-                } catch {
-                    _ = try? await connection.query("ROLLBACK", logger: self.logger)
-                    throw error
+    ///
+    /// A span of its own (`store <method>`) when the request this task serves is traced
+    /// (`CallSpans`), named for the calling store method (`function`).
+    func transaction<T: Sendable>(_ function: String = #function, _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        try await CallSpans.store(.postgresql, function) {
+            try await bounded {
+                try await self.client.withConnection { connection in
+                    try await connection.query("BEGIN", logger: self.logger)
+                    do {
+                        let value = try await body(connection)
+                        try await connection.query("COMMIT", logger: self.logger)
+                        return value
+                    } catch {
+                        _ = try? await connection.query("ROLLBACK", logger: self.logger)
+                        throw error
+                    }
                 }
             }
         }
     }
 
-    /// Runs one statement outside a transaction and collects its rows.
-    func rows(_ query: PostgresQuery, within seconds: Double? = nil) async throws -> [PostgresRow] {
-        try await bounded(within: seconds) {
-            try await self.client.withConnection { connection in
-                try await connection.query(query, logger: self.logger).collect()
+    /// Runs one statement outside a transaction and collects its rows, traced as `transaction` is.
+    func rows(_ query: PostgresQuery, within seconds: Double? = nil, _ function: String = #function) async throws -> [PostgresRow] {
+        try await CallSpans.store(.postgresql, function) {
+            try await bounded(within: seconds) {
+                try await self.client.withConnection { connection in
+                    try await connection.query(query, logger: self.logger).collect()
+                }
             }
         }
     }

@@ -11,15 +11,15 @@ extension SQLiteStateSurface: AccessChangeFeed {
     }
 
     public func recordAccessChange(_ change: AccessChange, now: Double) async throws {
-        try await pool.write { db in try Self.record(change, at: now, db) }
+        try await write { db in try Self.record(change, at: now, db) }
     }
 
     public func latestAccessChangeVersion() async throws -> Int64 {
-        try await pool.read { db in try Int64.fetchOne(db, sql: "SELECT coalesce(max(version), 0) FROM access_changes") ?? 0 }
+        try await read { db in try Int64.fetchOne(db, sql: "SELECT coalesce(max(version), 0) FROM access_changes") ?? 0 }
     }
 
     public func accessChanges(after version: Int64, limit: Int) async throws -> [VersionedAccessChange] {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchAll(
                 db, sql: "SELECT version, kind, subject, tenant_id, until FROM access_changes WHERE version > ? ORDER BY version LIMIT ?",
                 arguments: [version, limit]

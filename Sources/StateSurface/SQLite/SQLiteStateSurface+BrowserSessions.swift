@@ -2,7 +2,7 @@ import GRDB
 
 extension SQLiteStateSurface: BrowserSessionRepository {
     public func insertBrowserSession(_ record: BrowserSessionRecord) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: """
                     INSERT INTO browser_sessions (cookie_hash, session_id, user_id, tenant_id, issuer, subject, provider, claims, created_at, last_seen_at, expires_at)
@@ -16,7 +16,7 @@ extension SQLiteStateSurface: BrowserSessionRepository {
     }
 
     public func browserSession(cookieHash: String) async throws -> BrowserSessionRecord? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(db, sql: "SELECT * FROM browser_sessions WHERE cookie_hash = ?", arguments: [cookieHash]).map { row in
                 BrowserSessionRecord(
                     cookieHash: row["cookie_hash"], sessionID: row["session_id"], userID: row["user_id"], tenantID: row["tenant_id"], issuer: row["issuer"],
@@ -27,7 +27,7 @@ extension SQLiteStateSurface: BrowserSessionRepository {
     }
 
     public func touchBrowserSession(cookieHash: String, lastSeenAt: Double) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: "UPDATE browser_sessions SET last_seen_at = ? WHERE cookie_hash = ? AND last_seen_at < ?", arguments: [lastSeenAt, cookieHash, lastSeenAt])
         }
@@ -35,14 +35,14 @@ extension SQLiteStateSurface: BrowserSessionRepository {
 
     @discardableResult
     public func deleteBrowserSession(cookieHash: String) async throws -> Bool {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: "DELETE FROM browser_sessions WHERE cookie_hash = ?", arguments: [cookieHash])
             return db.changesCount > 0
         }
     }
 
     public func deleteExpiredBrowserSessions(now: Double, idleCutoff: Double) async throws -> Int {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: "DELETE FROM browser_sessions WHERE expires_at < ? OR last_seen_at < ?", arguments: [now, idleCutoff])
             return db.changesCount
         }

@@ -2,7 +2,7 @@ import GRDB
 
 extension SQLiteStateSurface: ConnectionRepository {
     public func insertConnectFlow(_ record: ConnectFlowRecord) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: """
                     INSERT INTO connect_flows (state_hash, connection, user_id, tenant_id, cookie_hash, code_verifier, return_to, created_at, expires_at)
@@ -16,7 +16,7 @@ extension SQLiteStateSurface: ConnectionRepository {
     }
 
     public func takeConnectFlow(stateHash: String, now: Double) async throws -> ConnectFlowRecord? {
-        try await pool.write { db in
+        try await write { db in
             // DELETE ... RETURNING in one statement: of two callbacks with one state, one gets the row.
             guard
                 let row = try Row.fetchOne(
@@ -36,7 +36,7 @@ extension SQLiteStateSurface: ConnectionRepository {
     }
 
     public func deleteExpiredConnectFlows(before cutoff: Double) async throws -> Int {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: "DELETE FROM connect_flows WHERE expires_at < ?", arguments: [cutoff])
             let flows = db.changesCount
             try db.execute(sql: "DELETE FROM connect_elicitations WHERE expires_at < ?", arguments: [cutoff])
@@ -53,7 +53,7 @@ extension SQLiteStateSurface: ConnectionRepository {
     }
 
     public func connectElicitation(making record: ConnectElicitationRecord) async throws -> ConnectElicitationRecord {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: """
                     INSERT INTO connect_elicitations (\(Self.elicitationColumns)) VALUES (?, ?, ?, ?, ?, ?, ?)
@@ -71,7 +71,7 @@ extension SQLiteStateSurface: ConnectionRepository {
     }
 
     public func connectElicitation(id: String, now: Double) async throws -> ConnectElicitationRecord? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(
                 db, sql: "SELECT \(Self.elicitationColumns) FROM connect_elicitations WHERE id = ? AND expires_at > ?",
                 arguments: [id, now]
@@ -90,7 +90,7 @@ extension SQLiteStateSurface: ConnectionRepository {
     }
 
     public func upsertConnectedAccount(_ record: ConnectedAccountRecord) async throws -> [ElicitationCompletion] {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: """
                     INSERT INTO connected_accounts (\(Self.connectedAccountColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -116,7 +116,7 @@ extension SQLiteStateSurface: ConnectionRepository {
     public func claimConnectedAccountRefresh(userID: String, tenantID: String, connection: String, now: Double, until: Double) async throws
         -> ConnectedAccountRecord?
     {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: """
                     UPDATE connected_accounts SET refresh_claimed_until = ?
@@ -132,7 +132,7 @@ extension SQLiteStateSurface: ConnectionRepository {
     }
 
     public func completeConnectedAccountRefresh(_ record: ConnectedAccountRecord, claimedUntil: Double, previousUpdatedAt: Double) async throws -> Bool {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: """
                     UPDATE connected_accounts SET access_token = ?, refresh_token = ?, scope = ?, expires_at = ?, updated_at = ?, refresh_claimed_until = NULL
@@ -147,7 +147,7 @@ extension SQLiteStateSurface: ConnectionRepository {
     }
 
     public func releaseConnectedAccountRefresh(userID: String, tenantID: String, connection: String, claimedUntil: Double) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: """
                     UPDATE connected_accounts SET refresh_claimed_until = NULL
@@ -158,7 +158,7 @@ extension SQLiteStateSurface: ConnectionRepository {
     }
 
     public func markConnectedAccountUsed(userID: String, tenantID: String, connection: String, at: Double) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: """
                     UPDATE connected_accounts SET last_used_at = ?
@@ -169,7 +169,7 @@ extension SQLiteStateSurface: ConnectionRepository {
     }
 
     public func connectedAccount(userID: String, tenantID: String, connection: String) async throws -> ConnectedAccountRecord? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(
                 db, sql: "SELECT \(Self.connectedAccountColumns) FROM connected_accounts WHERE user_id = ? AND tenant_id = ? AND connection = ?",
                 arguments: [userID, tenantID, connection]
@@ -178,7 +178,7 @@ extension SQLiteStateSurface: ConnectionRepository {
     }
 
     public func connectedAccounts(userID: String?) async throws -> [ConnectedAccountRecord] {
-        try await pool.read { db in
+        try await read { db in
             if let userID {
                 return try Row.fetchAll(
                     db, sql: "SELECT \(Self.connectedAccountColumns) FROM connected_accounts WHERE user_id = ? ORDER BY tenant_id, connection",
@@ -191,7 +191,7 @@ extension SQLiteStateSurface: ConnectionRepository {
     }
 
     public func deleteConnectedAccount(userID: String, tenantID: String, connection: String, now: Double, ifUpdatedAt: Double?) async throws -> Bool {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: "DELETE FROM connected_accounts WHERE user_id = ? AND tenant_id = ? AND connection = ? AND (? IS NULL OR updated_at = ?)",
                 arguments: [userID, tenantID, connection, ifUpdatedAt, ifUpdatedAt])

@@ -19,18 +19,18 @@ extension SQLiteStateSurface: CredentialRepository {
     }
 
     public func insertRefreshToken(_ record: RefreshTokenRecord) async throws {
-        try await pool.write { db in try Self.insert(record, db) }
+        try await write { db in try Self.insert(record, db) }
     }
 
     public func refreshToken(hash tokenHash: String) async throws -> RefreshTokenRecord? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(db, sql: "SELECT \(Self.refreshColumns) FROM refresh_tokens WHERE token_hash = ?", arguments: [tokenHash])
                 .map(Self.refreshToken(from:))
         }
     }
 
     public func rotateRefreshToken(tokenHash: String, next: RefreshTokenRecord, now: Double) async throws -> RefreshRotationOutcome {
-        try await pool.write { db in
+        try await write { db in
             guard let row = try Row.fetchOne(db, sql: "SELECT \(Self.refreshColumns) FROM refresh_tokens WHERE token_hash = ?", arguments: [tokenHash]) else {
                 return .unknown
             }
@@ -62,14 +62,14 @@ extension SQLiteStateSurface: CredentialRepository {
     }
 
     public func revokeRefreshTokens(sessionID: String, now: Double) async throws -> Int {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: "UPDATE refresh_tokens SET revoked_at = ? WHERE session_id = ? AND revoked_at IS NULL", arguments: [now, sessionID])
             return db.changesCount
         }
     }
 
     public func revokeTokenID(_ jti: String, expiresAt: Double, now: Double) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: "INSERT INTO revoked_tokens (jti, expires_at, revoked_at) VALUES (?, ?, ?) ON CONFLICT (jti) DO NOTHING",
                 arguments: [jti, expiresAt, now])
@@ -78,11 +78,11 @@ extension SQLiteStateSurface: CredentialRepository {
     }
 
     public func isTokenIDRevoked(_ jti: String) async throws -> Bool {
-        try await pool.read { db in try Bool.fetchOne(db, sql: "SELECT 1 FROM revoked_tokens WHERE jti = ?", arguments: [jti]) ?? false }
+        try await read { db in try Bool.fetchOne(db, sql: "SELECT 1 FROM revoked_tokens WHERE jti = ?", arguments: [jti]) ?? false }
     }
 
     public func revokedTokenIDs(revokedSince since: Double, now: Double) async throws -> [(jti: String, expiresAt: Double, revokedAt: Double)] {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchAll(
                 db, sql: "SELECT jti, expires_at, revoked_at FROM revoked_tokens WHERE revoked_at >= ? AND expires_at > ?", arguments: [since, now]
             ).map { (jti: $0["jti"], expiresAt: $0["expires_at"], revokedAt: $0["revoked_at"]) }
@@ -90,7 +90,7 @@ extension SQLiteStateSurface: CredentialRepository {
     }
 
     public func deleteExpiredCredentials(before cutoff: Double) async throws -> Int {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: "DELETE FROM revoked_tokens WHERE expires_at <= ?", arguments: [cutoff])
             var removed = db.changesCount
             try db.execute(sql: "DELETE FROM refresh_tokens WHERE expires_at <= ?", arguments: [cutoff])

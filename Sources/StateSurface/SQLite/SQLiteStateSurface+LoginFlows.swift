@@ -2,7 +2,7 @@ import GRDB
 
 extension SQLiteStateSurface: LoginFlowRepository {
     public func insertLoginFlow(_ record: LoginFlowRecord) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: """
                     INSERT INTO login_flows (state_hash, provider, session_id, nonce, code_verifier, return_to, login_challenge, created_at, expires_at)
@@ -16,7 +16,7 @@ extension SQLiteStateSurface: LoginFlowRepository {
     }
 
     public func takeLoginFlow(stateHash: String, now: Double) async throws -> LoginFlowRecord? {
-        try await pool.write { db in
+        try await write { db in
             // DELETE ... RETURNING in one statement: of two callbacks with one state, one gets the row.
             guard
                 let row = try Row.fetchOne(
@@ -36,7 +36,7 @@ extension SQLiteStateSurface: LoginFlowRepository {
     }
 
     public func deleteExpiredLoginFlows(before cutoff: Double) async throws -> Int {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: "DELETE FROM login_flows WHERE expires_at < ?", arguments: [cutoff])
             return db.changesCount
         }

@@ -2,7 +2,7 @@ import GRDB
 
 extension SQLiteStateSurface: OAuthRepository {
     public func insertOAuthCode(_ record: OAuthCodeRecord) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: """
                     INSERT INTO oauth_codes (code_hash, client_id, redirect_uri, code_challenge, resource, scope, user_id, tenant_id, session_id, claims, created_at, expires_at)
@@ -16,7 +16,7 @@ extension SQLiteStateSurface: OAuthRepository {
     }
 
     public func redeemOAuthCode(codeHash: String, familyID: String, accessTokenID: String, now: Double) async throws -> OAuthCodeRedemption {
-        try await pool.write { db in
+        try await write { db in
             // One statement spends it: of two exchanges, one updates the row.
             if let row = try Row.fetchOne(
                 db,
@@ -38,13 +38,13 @@ extension SQLiteStateSurface: OAuthRepository {
     }
 
     public func oauthCodeReused(codeHash: String) async throws -> Bool {
-        try await pool.read { db in
+        try await read { db in
             try Bool.fetchOne(db, sql: "SELECT reused_at IS NOT NULL FROM oauth_codes WHERE code_hash = ?", arguments: [codeHash]) ?? false
         }
     }
 
     public func upsertOAuthGrant(_ record: OAuthGrantRecord) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: """
                     INSERT INTO oauth_grants (user_id, tenant_id, client_id, client_name, resource, scope, created_at, updated_at, by_assertion)
@@ -60,7 +60,7 @@ extension SQLiteStateSurface: OAuthRepository {
     }
 
     public func touchOAuthGrant(userID: String, tenantID: String, clientID: String, resource: String, now: Double) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: "UPDATE oauth_grants SET last_used_at = ? WHERE user_id = ? AND tenant_id = ? AND client_id = ? AND resource = ?",
                 arguments: [now, userID, tenantID, clientID, resource])
@@ -68,7 +68,7 @@ extension SQLiteStateSurface: OAuthRepository {
     }
 
     public func oauthGrant(userID: String, tenantID: String, clientID: String, resource: String) async throws -> OAuthGrantRecord? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(
                 db, sql: "SELECT \(Self.oauthGrantColumns) FROM oauth_grants WHERE user_id = ? AND tenant_id = ? AND client_id = ? AND resource = ?",
                 arguments: [userID, tenantID, clientID, resource]
@@ -77,7 +77,7 @@ extension SQLiteStateSurface: OAuthRepository {
     }
 
     public func oauthGrants(userID: String?) async throws -> [OAuthGrantRecord] {
-        try await pool.read { db in
+        try await read { db in
             if let userID {
                 return try Row.fetchAll(db, sql: "SELECT \(Self.oauthGrantColumns) FROM oauth_grants WHERE user_id = ? ORDER BY updated_at DESC", arguments: [userID])
                     .map(Self.oauthGrant)
@@ -87,7 +87,7 @@ extension SQLiteStateSurface: OAuthRepository {
     }
 
     public func deleteOAuthGrant(userID: String, tenantID: String, clientID: String, resource: String, now: Double) async throws -> Int {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: """
                     UPDATE refresh_tokens SET revoked_at = ? WHERE revoked_at IS NULL AND family_id IN
@@ -105,7 +105,7 @@ extension SQLiteStateSurface: OAuthRepository {
     }
 
     public func insertOAuthFamily(_ record: OAuthFamilyRecord) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: """
                     INSERT INTO oauth_families (family_id, client_id, resource, scope, user_id, tenant_id, session_id, claims, created_at)
@@ -118,7 +118,7 @@ extension SQLiteStateSurface: OAuthRepository {
     }
 
     public func oauthFamily(id: String) async throws -> OAuthFamilyRecord? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(
                 db,
                 sql: "SELECT family_id, client_id, resource, scope, user_id, tenant_id, session_id, claims, created_at FROM oauth_families WHERE family_id = ?",
@@ -132,7 +132,7 @@ extension SQLiteStateSurface: OAuthRepository {
     }
 
     public func revokeRefreshFamily(_ familyID: String, now: Double) async throws -> Int {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: "UPDATE refresh_tokens SET revoked_at = ? WHERE family_id = ? AND revoked_at IS NULL", arguments: [now, familyID])
             let revoked = db.changesCount
             try Self.revokeOAuthAccessTokens(where: "family_id = ?", [familyID], now: now, db)
@@ -141,7 +141,7 @@ extension SQLiteStateSurface: OAuthRepository {
     }
 
     public func recordOAuthAccessToken(tokenID: String, familyID: String, sessionID: String, expiresAt: Double, now: Double) async throws -> Bool {
-        try await pool.write { db in
+        try await write { db in
             // One writer at a time: a session or family ended before this sees it; one ended after finds this row.
             try db.execute(
                 sql: """
@@ -155,7 +155,7 @@ extension SQLiteStateSurface: OAuthRepository {
     }
 
     public func recordAssertionAccessToken(tokenID: String, familyID: String, expiresAt: Double) async throws -> Bool {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: """
                     INSERT INTO oauth_access_tokens (token_id, family_id, session_id, expires_at)
@@ -191,7 +191,7 @@ extension SQLiteStateSurface: OAuthRepository {
           AND NOT EXISTS (SELECT 1 FROM oauth_access_tokens a WHERE a.family_id = oauth_families.family_id) AND created_at < ?
         """
     public func deleteExpiredOAuthCodes(before cutoff: Double) async throws -> Int {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: "DELETE FROM oauth_codes WHERE expires_at < ?", arguments: [cutoff])
             let codes = db.changesCount
             try db.execute(sql: "DELETE FROM oauth_access_tokens WHERE expires_at < ?", arguments: [cutoff])
@@ -203,7 +203,7 @@ extension SQLiteStateSurface: OAuthRepository {
     }
 
     public func insertOAuthClient(_ record: OAuthClientRecord, unusedLimit: Int, now: Double) async throws -> Bool {
-        try await pool.write { db in
+        try await write { db in
             // One writer at a time: the count and the insert are one step.
             let unused =
                 try Int.fetchOne(
@@ -218,7 +218,7 @@ extension SQLiteStateSurface: OAuthRepository {
     }
 
     public func oauthClient(id: String, now: Double) async throws -> OAuthClientRecord? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(
                 db, sql: "SELECT client_id, name, redirect_uris, created_at, expires_at FROM oauth_clients WHERE client_id = ? AND expires_at > ?", arguments: [id, now]
             ).map(Self.oauthClient)
@@ -226,13 +226,13 @@ extension SQLiteStateSurface: OAuthRepository {
     }
 
     public func extendOAuthClient(id: String, expiresAt: Double) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: "UPDATE oauth_clients SET expires_at = ? WHERE client_id = ? AND expires_at < ?", arguments: [expiresAt, id, expiresAt])
         }
     }
 
     public func oauthClients(now: Double) async throws -> [OAuthClientRecord] {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchAll(
                 db, sql: "SELECT client_id, name, redirect_uris, created_at, expires_at FROM oauth_clients WHERE expires_at > ? ORDER BY created_at DESC", arguments: [now]
             ).map(Self.oauthClient)
@@ -240,7 +240,7 @@ extension SQLiteStateSurface: OAuthRepository {
     }
 
     public func deleteOAuthClient(id: String, now: Double) async throws -> Int {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: "UPDATE refresh_tokens SET revoked_at = ? WHERE revoked_at IS NULL AND family_id IN (SELECT family_id FROM oauth_families WHERE client_id = ?)",
                 arguments: [now, id])

@@ -3,7 +3,7 @@ import GRDB
 extension SQLiteStateSurface: ProviderSessionRepository {
     public func insertLoginCode(_ record: LoginCodeRecord) async throws {
         let identity = record.provider
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: """
                     INSERT INTO login_codes (code_hash, session_id, login_challenge, provider, issuer, subject, tenant_id, provider_sid,
@@ -19,7 +19,7 @@ extension SQLiteStateSurface: ProviderSessionRepository {
     }
 
     public func takeLoginCode(codeHash: String, now: Double) async throws -> LoginCodeRecord? {
-        try await pool.write { db in
+        try await write { db in
             // DELETE ... RETURNING in one statement: of two completions with one code, one gets the row.
             guard
                 let row = try Row.fetchOne(
@@ -40,7 +40,7 @@ extension SQLiteStateSurface: ProviderSessionRepository {
 
     public func saveProviderSession(_ record: ProviderSessionRecord) async throws {
         let identity = record.identity
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: """
                     INSERT OR REPLACE INTO provider_sessions (session_id, user_id, provider, issuer, subject, tenant_id, provider_sid, id_token,
@@ -57,7 +57,7 @@ extension SQLiteStateSurface: ProviderSessionRepository {
 
     public func updateProviderSession(_ record: ProviderSessionRecord) async throws -> Bool {
         let identity = record.identity
-        return try await pool.write { db in
+        return try await write { db in
             try db.execute(
                 sql: """
                     UPDATE provider_sessions SET user_id = ?, provider = ?, issuer = ?, subject = ?, tenant_id = ?, provider_sid = ?, id_token = ?,
@@ -75,13 +75,13 @@ extension SQLiteStateSurface: ProviderSessionRepository {
     }
 
     public func providerSession(sessionID: String) async throws -> ProviderSessionRecord? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(db, sql: "SELECT * FROM provider_sessions WHERE session_id = ?", arguments: [sessionID]).map(Self.providerSession)
         }
     }
 
     public func providerSessions(userID: String, now: Double) async throws -> [ProviderSessionRecord] {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchAll(
                 db, sql: "SELECT * FROM provider_sessions WHERE user_id = ? AND expires_at > ? ORDER BY created_at DESC", arguments: [userID, now]
             ).map(Self.providerSession)
@@ -90,7 +90,7 @@ extension SQLiteStateSurface: ProviderSessionRepository {
 
     public func providerSessions(issuer: String, providerSessionID: String?, subject: String?) async throws -> [ProviderSessionRecord] {
         guard providerSessionID != nil || subject != nil else { return [] }
-        return try await pool.read { db in
+        return try await read { db in
             try Row.fetchAll(
                 db,
                 sql: """
@@ -104,7 +104,7 @@ extension SQLiteStateSurface: ProviderSessionRepository {
 
     @discardableResult
     public func deleteProviderSession(sessionID: String) async throws -> [(tokenID: String, expiresAt: Double)] {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: "DELETE FROM provider_sessions WHERE session_id = ?", arguments: [sessionID])
             let tokens = try Row.fetchAll(db, sql: "SELECT token_id, expires_at FROM session_access_tokens WHERE session_id = ?", arguments: [sessionID])
                 .map { row -> (tokenID: String, expiresAt: Double) in (tokenID: row["token_id"], expiresAt: row["expires_at"]) }
@@ -114,13 +114,13 @@ extension SQLiteStateSurface: ProviderSessionRepository {
     }
 
     public func scheduleProviderRecheck(sessionID: String, at: Double?) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: "UPDATE provider_sessions SET recheck_at = ? WHERE session_id = ?", arguments: [at, sessionID])
         }
     }
 
     public func providerRechecksDue(now: Double, interval: Double, limit: Int) async throws -> [(record: ProviderSessionRecord, due: Double)] {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchAll(
                 db,
                 sql: """
@@ -136,7 +136,7 @@ extension SQLiteStateSurface: ProviderSessionRepository {
     }
 
     public func useProviderSession(sessionID: String, at: Double, dueBy: Double?) async throws -> (record: ProviderSessionRecord, due: Double)? {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: "UPDATE provider_sessions SET agent_used_at = ? WHERE session_id = ?", arguments: [at, sessionID])
             return try Row.fetchOne(
                 db, sql: "SELECT * FROM provider_sessions WHERE session_id = ? AND recheck_at IS NOT NULL AND recheck_at <= ?", arguments: [sessionID, dueBy ?? at]
@@ -145,7 +145,7 @@ extension SQLiteStateSurface: ProviderSessionRepository {
     }
 
     public func noteProviderRecheckFailing(sessionID: String, now: Double, restartAfter: Double) async throws -> Double? {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: """
                     UPDATE provider_sessions SET
@@ -160,7 +160,7 @@ extension SQLiteStateSurface: ProviderSessionRepository {
     }
 
     public func claimProviderRecheck(sessionID: String, due: Double, next: Double) async throws -> Bool {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: "UPDATE provider_sessions SET recheck_at = ? WHERE session_id = ? AND recheck_at = ?", arguments: [next, sessionID, due])
             return db.changesCount == 1
@@ -168,7 +168,7 @@ extension SQLiteStateSurface: ProviderSessionRepository {
     }
 
     public func recordSessionAccessToken(sessionID: String, tokenID: String, expiresAt: Double) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: "INSERT OR IGNORE INTO session_access_tokens (token_id, session_id, expires_at) VALUES (?, ?, ?)",
                 arguments: [tokenID, sessionID, expiresAt])
@@ -176,7 +176,7 @@ extension SQLiteStateSurface: ProviderSessionRepository {
     }
 
     public func sessionAccessTokens(sessionID: String, now: Double) async throws -> [(tokenID: String, expiresAt: Double)] {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchAll(
                 db, sql: "SELECT token_id, expires_at FROM session_access_tokens WHERE session_id = ? AND expires_at > ?", arguments: [sessionID, now]
             ).map { (tokenID: $0["token_id"], expiresAt: $0["expires_at"]) }
@@ -184,7 +184,7 @@ extension SQLiteStateSurface: ProviderSessionRepository {
     }
 
     public func rememberLogoutToken(id: String, expiresAt: Double, now: Double) async throws -> Bool {
-        try await pool.write { db in
+        try await write { db in
             // A new id is inserted; a known one is taken over only once it has expired.
             try db.execute(
                 sql: """
@@ -197,7 +197,7 @@ extension SQLiteStateSurface: ProviderSessionRepository {
     }
 
     public func deleteExpiredProviderSignIns(before cutoff: Double) async throws -> Int {
-        try await pool.write { db in
+        try await write { db in
             var count = 0
             for table in ["login_codes", "provider_sessions", "session_access_tokens", "logout_token_ids"] {
                 try db.execute(sql: "DELETE FROM \(table) WHERE expires_at < ?", arguments: [cutoff])

@@ -2,7 +2,7 @@ import GRDB
 
 extension SQLiteStateSurface: ProviderUserRepository {
     public func recordProviderUser(_ record: ProviderUserRecord) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: """
                     INSERT INTO provider_users (user_id, issuer, subject, tenant_id, email, username, name, first_seen_at, last_seen_at)
@@ -19,13 +19,13 @@ extension SQLiteStateSurface: ProviderUserRepository {
     }
 
     public func providerUsers() async throws -> [ProviderUserRecord] {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchAll(db, sql: "SELECT \(Self.providerUserColumns) FROM provider_users ORDER BY last_seen_at DESC").map(Self.providerUser)
         }
     }
 
     public func providerUsers(matching text: String) async throws -> [ProviderUserRecord] {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchAll(
                 db,
                 sql: """
@@ -38,13 +38,13 @@ extension SQLiteStateSurface: ProviderUserRepository {
     }
 
     public func providerUser(id userID: String) async throws -> ProviderUserRecord? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(db, sql: "SELECT \(Self.providerUserColumns) FROM provider_users WHERE user_id = ?", arguments: [userID]).map(Self.providerUser)
         }
     }
 
     public func cutOffProviderUser(id userID: String, now: Double, forgetNames: Bool) async throws -> ProviderUserRecord? {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: """
                     UPDATE provider_users SET disabled = 1, tokens_not_before = max(tokens_not_before, ?)\(forgetNames ? ", email = NULL, username = NULL, name = NULL" : "")
@@ -68,7 +68,7 @@ extension SQLiteStateSurface: ProviderUserRepository {
     }
 
     public func enableProviderUser(id userID: String, now: Double) async throws -> ProviderUserRecord? {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: "UPDATE provider_users SET disabled = 0, tokens_not_before = max(tokens_not_before, ?) WHERE user_id = ?", arguments: [now, userID])
             guard let user = try Row.fetchOne(db, sql: "SELECT \(Self.providerUserColumns) FROM provider_users WHERE user_id = ?", arguments: [userID])

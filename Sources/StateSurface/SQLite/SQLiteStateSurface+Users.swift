@@ -12,7 +12,7 @@ extension SQLiteStateSurface: UserRepository {
 
     public func insertUser(_ user: UserRecord) async throws {
         do {
-            try await pool.write { db in
+            try await write { db in
                 try db.execute(
                     sql: "INSERT INTO users (\(Self.userColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     arguments: [
@@ -26,20 +26,20 @@ extension SQLiteStateSurface: UserRepository {
     }
 
     public func user(tenantID: String, username: String) async throws -> UserRecord? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(db, sql: "SELECT \(Self.userColumns) FROM users WHERE tenant_id = ? AND username = ?", arguments: [tenantID, username])
                 .map(Self.user(from:))
         }
     }
 
     public func users() async throws -> [UserRecord] {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchAll(db, sql: "SELECT \(Self.userColumns) FROM users WHERE username NOT LIKE 'deleted:%' ORDER BY tenant_id, username").map(Self.user(from:))
         }
     }
 
     public func user(id: String, tenantID: String) async throws -> UserRecord? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(db, sql: "SELECT \(Self.userColumns) FROM users WHERE id = ? AND tenant_id = ?", arguments: [id, tenantID]).map(Self.user(from:))
         }
     }
@@ -63,7 +63,7 @@ extension SQLiteStateSurface: UserRepository {
         guard !cuttingOff else {
             return try await cutOffUser(tenantID: tenantID, username: username, now: now, cause: .groupsChanged, change: "group_names = ?", arguments: [stored])
         }
-        return try await pool.write { db in
+        return try await write { db in
             try db.execute(sql: "UPDATE users SET group_names = ? WHERE tenant_id = ? AND username = ?", arguments: [stored, tenantID, username])
             return try Row.fetchOne(
                 db, sql: "SELECT \(Self.userColumns) FROM users WHERE tenant_id = ? AND username = ?", arguments: [tenantID, username]
@@ -76,7 +76,7 @@ extension SQLiteStateSurface: UserRepository {
     private func cutOffUser(
         tenantID: String, username: String, now: Double, cause: AccountCutoff.Cause, change: String, arguments: [String], then: String? = nil
     ) async throws -> UserRecord? {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: "UPDATE users SET \(change), tokens_not_before = max(tokens_not_before, ?), cutoff_cause = ? WHERE tenant_id = ? AND username = ?",
                 arguments: StatementArguments(arguments) + [now, cause.rawValue, tenantID, username])
@@ -102,7 +102,7 @@ extension SQLiteStateSurface: UserRepository {
     }
 
     public func enableUser(tenantID: String, username: String) async throws -> UserRecord? {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: "UPDATE users SET disabled = 0 WHERE tenant_id = ? AND username = ?", arguments: [tenantID, username])
             return try Row.fetchOne(
                 db, sql: "SELECT \(Self.userColumns) FROM users WHERE tenant_id = ? AND username = ?", arguments: [tenantID, username]
@@ -111,7 +111,7 @@ extension SQLiteStateSurface: UserRepository {
     }
 
     public func accountCutoffs(since: Double) async throws -> [AccountCutoff] {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchAll(
                 db,
                 sql: """

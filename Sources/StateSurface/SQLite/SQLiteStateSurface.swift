@@ -66,18 +66,18 @@ public final class SQLiteStateSurface: SessionRepository, ExecutionRepository {
     /// The names of the schema steps applied to this file, in order.
     public func appliedMigrations() async throws -> [String] {
         // In the schema's order (by name, v10 would come before v2).
-        let applied = try await pool.read { db in try Self.migrator.appliedIdentifiers(db) }
+        let applied = try await read { db in try Self.migrator.appliedIdentifiers(db) }
         return SchemaMigration.all.map(\.name).filter(applied.contains)
     }
 
     /// Runs `PRAGMA integrity_check`; "ok" when the file is sound.
     public func integrityCheck() async throws -> String {
-        try await pool.read { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") ?? "no answer" }
+        try await read { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") ?? "no answer" }
     }
 
     /// The journal mode in force ("wal").
     public func journalMode() async throws -> String {
-        try await pool.read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "" }
+        try await read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "" }
     }
 
     // MARK: Sessions
@@ -100,7 +100,7 @@ public final class SQLiteStateSurface: SessionRepository, ExecutionRepository {
 
     public func insertSession(_ session: SessionRecord, maximumLiveForOwner: Int?) async throws {
         do {
-            try await pool.write { db in
+            try await write { db in
                 if let limit = maximumLiveForOwner, let userID = session.userID, let tenantID = session.tenantID,
                     try Self.liveSessionCount(db, userID: userID, tenantID: tenantID, now: session.createdAt) >= limit
                 {
@@ -125,13 +125,13 @@ public final class SQLiteStateSurface: SessionRepository, ExecutionRepository {
     }
 
     public func session(id: String) async throws -> SessionRecord? {
-        try await pool.read { db in try Self.fetchSession(db, id: id) }
+        try await read { db in try Self.fetchSession(db, id: id) }
     }
 
     public func upgradeSession(
         id: String, userID: String, tenantID: String, now: Double, expiresAt: Double, absoluteExpiresAt: Double, maximumLiveForOwner: Int?
     ) async throws -> SessionUpgradeOutcome {
-        try await pool.write { db in
+        try await write { db in
             if let limit = maximumLiveForOwner {
                 guard let current = try Self.fetchSession(db, id: id), current.isLive(at: now) else { return .notFound }
                 if current.isOwned(by: userID, tenantID: tenantID) { return .alreadyOwned(current) }
@@ -156,7 +156,7 @@ public final class SQLiteStateSurface: SessionRepository, ExecutionRepository {
     }
 
     public func revokeSession(id: String, now: Double) async throws -> Bool {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: "UPDATE sessions SET state = 'revoked', last_seen_at = ?, version = version + 1 WHERE id = ? AND state <> 'revoked'",
                 arguments: [now, id])
@@ -170,7 +170,7 @@ public final class SQLiteStateSurface: SessionRepository, ExecutionRepository {
     }
 
     public func touchSession(id: String, now: Double, newExpiry: Double) async throws -> SessionRecord? {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: """
                     UPDATE sessions SET last_seen_at = ?, expires_at = min(?, coalesce(absolute_expires_at, ?))
@@ -183,7 +183,7 @@ public final class SQLiteStateSurface: SessionRepository, ExecutionRepository {
     }
 
     public func replaceMetadata(id: String, expectedVersion: Int, metadata: String, now: Double) async throws -> SessionRecord? {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: """
                     UPDATE sessions SET metadata = ?, last_seen_at = ?, version = version + 1
@@ -196,14 +196,14 @@ public final class SQLiteStateSurface: SessionRepository, ExecutionRepository {
     }
 
     public func deleteSessions(endedBefore cutoff: Double) async throws -> Int {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: "DELETE FROM sessions WHERE expires_at <= ? OR (state = 'revoked' AND last_seen_at <= ?)", arguments: [cutoff, cutoff])
             return db.changesCount
         }
     }
 
     public func revokeSessions(userID: String, tenantID: String, now: Double) async throws -> Int {
-        try await pool.write { db in
+        try await write { db in
             let ended = try String.fetchAll(
                 db, sql: "SELECT id FROM sessions WHERE user_id = ? AND tenant_id = ? AND state <> 'revoked'", arguments: [userID, tenantID])
             try db.execute(
@@ -219,7 +219,7 @@ public final class SQLiteStateSurface: SessionRepository, ExecutionRepository {
 
     public func endedSessionIDs(among ids: [String], now: Double) async throws -> [String] {
         guard !ids.isEmpty else { return [] }
-        return try await pool.read { db in
+        return try await read { db in
             var live = Set<String>()
             for chunk in stride(from: 0, to: ids.count, by: 500).map({ Array(ids[$0..<min($0 + 500, ids.count)]) }) {
                 let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
@@ -233,7 +233,7 @@ public final class SQLiteStateSurface: SessionRepository, ExecutionRepository {
     }
 
     public func ping() async throws {
-        _ = try await pool.read { db in try Int.fetchOne(db, sql: "SELECT 1") }
+        _ = try await read { db in try Int.fetchOne(db, sql: "SELECT 1") }
     }
 
     // MARK: Executions
@@ -251,7 +251,7 @@ public final class SQLiteStateSurface: SessionRepository, ExecutionRepository {
     }
 
     public func insertExecution(_ execution: ExecutionRecord) async throws -> ExecutionInsertOutcome {
-        try await pool.write { db in
+        try await write { db in
             if let key = execution.idempotencyKey,
                 let existing = try Row.fetchOne(
                     db, sql: "SELECT \(Self.executionColumns) FROM executions WHERE session_id = ? AND idempotency_key = ?",
@@ -270,7 +270,7 @@ public final class SQLiteStateSurface: SessionRepository, ExecutionRepository {
     }
 
     public func updateExecution(id: String, status: ExecutionStatus, result: String?, error: String?, now: Double) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: "UPDATE executions SET status = ?, result = ?, error = ?, updated_at = ? WHERE id = ?",
                 arguments: [status.rawValue, result, error, now, id])
@@ -278,7 +278,7 @@ public final class SQLiteStateSurface: SessionRepository, ExecutionRepository {
     }
 
     public func execution(id: String) async throws -> ExecutionRecord? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(db, sql: "SELECT \(Self.executionColumns) FROM executions WHERE id = ?", arguments: [id]).map(Self.execution(from:))
         }
     }

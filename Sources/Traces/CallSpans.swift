@@ -1,0 +1,134 @@
+import Tracing
+
+/// The spans of the calls made for a request served in one task (the gateway's own endpoints):
+/// the store, a provider's token endpoint, the Runtime, each a client span, the request's child.
+///
+/// Hummingbird answers each of the gateway's own endpoints in one task, so the span its tracing
+/// middleware starts is set here, as a task-local, for every call made beneath it in any module,
+/// with nothing passed down. Where it is not set (tracing off, a request not recorded, the data
+/// plane's event loop, whose waits name their own spans) a call makes no span and costs one
+/// task-local read. A task the request starts (`Task {}`) inherits it: a call it makes after the
+/// answer is still the request's child, ending after it.
+public struct CallSpans: Sendable {
+    /// The request this task serves, when its trace is recorded.
+    @TaskLocal public static var current: CallSpans?
+
+    let tracer: RequestTracer
+    let parent: RequestSpan
+
+    public init(tracer: RequestTracer, parent: RequestSpan) {
+        self.tracer = tracer
+        self.parent = parent
+    }
+
+    /// `body` inside a client span named `name`, the child of this task's request span, with the
+    /// attributes `attributes` writes; a throw marks the span an error. Without a request span,
+    /// `body` alone (`nil` for its span), and neither autoclosure is run.
+    public static func traced<T>(
+        _ name: @autoclosure () -> String,
+        isolation: isolated (any Actor)? = #isolation,
+        attributes: (inout SpanAttributes) -> Void = { _ in },
+        _ body: (RequestSpan?) async throws -> T
+    ) async rethrows -> T {
+        guard let current else { return try await body(nil) }
+        let span = current.tracer.startClientSpan(name(), parent: current.parent)
+        span.set(attributes)
+        do {
+            let value = try await body(span)
+            span.end()
+            return value
+        } catch {
+            span.end(failed: true, because: String(describing: type(of: error)))
+            throw error
+        }
+    }
+
+    /// The Trace Context fields a call made in `span` carries to its peer (`span` as the parent).
+    public static func fields(of span: RequestSpan) -> TraceContextFields? {
+        current.map { $0.tracer.fields(of: span) }
+    }
+
+    /// A store call's span: `store <operation>`, with `db.system.name` and `db.operation.name`
+    /// (OpenTelemetry's database conventions). `function` is the store method's `#function`; its
+    /// argument labels are dropped, so a name stays one per method.
+    public static func store<T>(
+        _ system: StoreSystem, _ function: String, isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> T
+    ) async rethrows -> T {
+        guard current != nil else { return try await body() }
+        let operation = function.prefix { $0 != "(" }
+        return try await traced(
+            "store \(operation)",
+            attributes: { attributes in
+                attributes[TraceAttribute.databaseSystem] = system.rawValue
+                attributes[TraceAttribute.databaseOperation] = String(operation)
+            }, { _ in try await body() })
+    }
+
+    /// A call over HTTP to `url`'s server: a client span named for the method (OpenTelemetry's
+    /// HTTP conventions), with `server.address`, `server.port` and `portcullis.peer` (`provider`,
+    /// `runtime`); `body` sets the answer's status on its span (`RequestSpan.setStatusCode`).
+    /// Never the URL's path or query in the span: a peer's URL may carry what is not ours to log.
+    public static func http<T>(
+        _ method: String, to url: String, peer: String, isolation: isolated (any Actor)? = #isolation, _ body: (RequestSpan?) async throws -> T
+    ) async rethrows -> T {
+        guard current != nil else { return try await body(nil) }
+        let server = ServerAddress(url: url)
+        return try await traced(
+            method,
+            attributes: { attributes in
+                attributes[TraceAttribute.httpMethod] = method
+                attributes[TraceAttribute.peer] = peer
+                if let server {
+                    attributes[TraceAttribute.serverAddress] = server.host
+                    attributes[TraceAttribute.serverPort] = server.port
+                }
+            }, body)
+    }
+
+    /// Which database a store call went to (`db.system.name`'s values).
+    public enum StoreSystem: String, Sendable {
+        case sqlite
+        case postgresql
+    }
+
+    /// The host and port of an absolute `http` or `https` URL (the scheme's port when it names
+    /// none); `nil` for anything else.
+    struct ServerAddress: Equatable {
+        let host: String
+        let port: Int
+
+        init?(url: String) {
+            let defaultPort: Int
+            let rest: Substring
+            if url.hasPrefix("https://") {
+                (defaultPort, rest) = (443, url.dropFirst(8))
+            } else if url.hasPrefix("http://") {
+                (defaultPort, rest) = (80, url.dropFirst(7))
+            } else {
+                return nil
+            }
+            var authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+            if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
+            let hostPart: Substring
+            var portPart: Substring?
+            if authority.hasPrefix("[") {
+                guard let close = authority.firstIndex(of: "]") else { return nil }
+                hostPart = authority[authority.index(after: authority.startIndex)..<close]
+                let after = authority[authority.index(after: close)...]
+                if after.hasPrefix(":") { portPart = after.dropFirst() } else if !after.isEmpty { return nil }
+            } else if let colon = authority.lastIndex(of: ":") {
+                (hostPart, portPart) = (authority[..<colon], authority[authority.index(after: colon)...])
+            } else {
+                hostPart = authority
+            }
+            guard !hostPart.isEmpty else { return nil }
+            host = String(hostPart).lowercased()
+            if let portPart {
+                guard let value = Int(portPart), (1...65535).contains(value) else { return nil }
+                port = value
+            } else {
+                port = defaultPort
+            }
+        }
+    }
+}
