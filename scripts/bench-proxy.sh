@@ -30,12 +30,17 @@
 #   PROFILE=session scripts/bench-proxy.sh  the same, with X-Session-Id on every request
 #   PROFILE=cookie scripts/bench-proxy.sh   the same, a browser's session cookie on the auth: browser route
 #   PROFILE=floor scripts/bench-proxy.sh    the same, of the byte floor (to set the gateway's profile beside)
+#   PROFILE=nginx scripts/bench-proxy.sh    the same, of nginx's plain proxy (its workers)
 #   PROFILE=mcp scripts/bench-proxy.sh      the same, of an MCP tools/call decided by a tool rule
 #   PROFILE=forward scripts/bench-proxy.sh  the same, of forward-auth's decision (the policy row's request)
 #   PROFILE=grpc scripts/bench-proxy.sh     the same, of ext_authz's gRPC Check for that request (h2load)
 #   SYSCALLS=1 scripts/bench-proxy.sh     also counts the system calls per request (strace -c on every
 #                                         thread) of the byte floor, nginx's proxy and the gateway, one
-#                                         run each: a count that does not move with the machine's noise
+#                                         run each: a count that does not move with the machine's noise;
+#                                         then, in runs without strace, each one's user and system CPU a
+#                                         request (/proc/PID/stat), perf stat's software counters a request
+#                                         (context switches, migrations, page faults: this VM has no hardware
+#                                         counters) and where its CPU goes by object (perf record, by DSO)
 #   PORTCULLIS_BIN=path                   benchmark another portcullis binary (e.g. an older build)
 #   FLOOR_BIN=path                        the byte floor's floor-proxy binary, already built (else built here)
 #   COMPARE_BIN=path                      also run a gateway from this binary (an older build, say) beside
@@ -693,13 +698,17 @@ if [ "${PROFILE:-}" = grpc ]; then
   wait $PERF_PID || true
   echo "profile under load: perf report -i $PERF_OUT"
 fi
-if [ "${PROFILE:-}" = 1 ] || [ "${PROFILE:-}" = session ] || [ "${PROFILE:-}" = cookie ] || [ "${PROFILE:-}" = floor ] || [ "${PROFILE:-}" = mcp ] || [ "${PROFILE:-}" = forward ]; then
+if [ "${PROFILE:-}" = 1 ] || [ "${PROFILE:-}" = session ] || [ "${PROFILE:-}" = cookie ] || [ "${PROFILE:-}" = floor ] || [ "${PROFILE:-}" = nginx ] || [ "${PROFILE:-}" = mcp ] || [ "${PROFILE:-}" = forward ]; then
   PERF_OUT="$ROOT/.build/bench-proxy.perf.data"
   PROFILED_HEADERS=(-H "Authorization: Bearer $TOKEN")
   PROFILED_PID=$GATEWAY_PID PROFILED_URL="http://127.0.0.1:$GATEWAY/api/bench/"
   if [ "$PROFILE" = floor ]; then
     PERF_OUT="$ROOT/.build/bench-proxy.floor.perf.data"
     PROFILED_PID=$FLOOR_BYTES_PID PROFILED_URL="http://127.0.0.1:$FLOOR_BYTES/"
+  fi
+  if [ "$PROFILE" = nginx ]; then
+    PERF_OUT="$ROOT/.build/bench-proxy.nginx.perf.data"
+    PROFILED_PID=$(echo "$NGINX_PROXY_PID" $(pgrep -P "$NGINX_PROXY_PID") | tr ' ' ',') PROFILED_URL="http://127.0.0.1:$NGINX_PROXY/"
   fi
   if [ "$PROFILE" = session ]; then
     PERF_OUT="$ROOT/.build/bench-proxy.session.perf.data"
@@ -752,6 +761,44 @@ PY2
   syscalls "nginx plain proxy" "$NGINX_PROXY_PID" "http://127.0.0.1:$NGINX_PROXY/"
   syscalls "floor: NIO proxy, byte framing" "$FLOOR_BYTES_PID" "http://127.0.0.1:$FLOOR_BYTES/"
   syscalls "Portcullis gateway.routes" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/"
+  counters() {  # name pid url: user and system CPU, perf stat's software counters and CPU by object, a request
+    local name=$1 pid=$2 url=$3 pids out total before after
+    pids=$(echo "$pid" $(pgrep -P "$pid" || true) | tr ' ' ',')
+    ticks() { for p in ${pids//,/ }; do awk '{print $14, $15}' "/proc/$p/stat"; done | awk '{u += $1; s += $2} END {print u, s}'; }
+    before=$(ticks)
+    perf stat -e task-clock,context-switches,cpu-migrations,page-faults -x, -o "$WORK/perf-stat.out" -p "$pids" -- sleep "$((SECONDS_PER_RUN + 1))" & local stat_pid=$!
+    sleep 0.5
+    out=$(wrk -t2 -c"$CONNECTIONS" -d"${SECONDS_PER_RUN}s" -H "Authorization: Bearer $TOKEN" "$url")
+    after=$(ticks)
+    wait $stat_pid 2>/dev/null || true
+    total=$(sed -n 's/^ *\([0-9]*\) requests in.*/\1/p' <<<"$out")
+    perf record -e cpu-clock -g -p "$pids" -o "$WORK/owners.perf.data" -- sleep "$SECONDS_PER_RUN" >/dev/null 2>&1 & local record_pid=$!
+    sleep 0.2
+    wrk -t2 -c"$CONNECTIONS" -d"${SECONDS_PER_RUN}s" -H "Authorization: Bearer $TOKEN" "$url" >/dev/null
+    wait $record_pid 2>/dev/null || true
+    perf report -i "$WORK/owners.perf.data" --sort dso --stdio --no-children 2>/dev/null | grep -E '^ +[0-9.]+%' | head -6 > "$WORK/owners.txt" || true
+    python3 - "$name" "$total" "$before" "$after" "$(getconf CLK_TCK)" "$WORK/perf-stat.out" "$WORK/owners.txt" <<'PY2'
+import sys
+name, total, before, after, tck, stat, owners = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split(), int(sys.argv[5]), sys.argv[6], sys.argv[7]
+user = (int(after[0]) - int(before[0])) / tck * 1e6 / max(total, 1)
+system = (int(after[1]) - int(before[1])) / tck * 1e6 / max(total, 1)
+counts = {}
+for line in open(stat):
+    f = line.strip().split(",")
+    if len(f) >= 3 and f[0].replace(".", "").isdigit():
+        counts[f[2]] = float(f[0])
+# perf stat counts over the whole window (wrk's run and a second around it): per request of that run.
+per = lambda k: counts.get(k, float("nan")) / max(total, 1)
+by_object = "; ".join(" ".join(line.split()) for line in open(owners))
+print(f"{name}: user {user:.1f} us, system {system:.1f} us a request ({total} requests); "
+      f"context switches {per('context-switches'):.3f}, migrations {per('cpu-migrations'):.4f}, page faults {per('page-faults'):.4f} a request; "
+      f"CPU by object: {by_object}")
+PY2
+  }
+  command -v perf >/dev/null || { echo "bench-proxy.sh: SYSCALLS=1 needs perf (apt-get install linux-perf)" >&2; exit 2; }
+  counters "nginx plain proxy" "$NGINX_PROXY_PID" "http://127.0.0.1:$NGINX_PROXY/"
+  counters "floor: NIO proxy, byte framing" "$FLOOR_BYTES_PID" "http://127.0.0.1:$FLOOR_BYTES/"
+  counters "Portcullis gateway.routes" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/"
 fi
 
 # This run's figures round by round (target, round, req/s, p99 ms, CPU us/req, RSS MB, non-2xx), for same-round
