@@ -79,7 +79,8 @@ public enum GatewayServer {
         let dataPlane = try services.makeDataPlane()
         let base = HTTPServerBuilder.http1WithAgentSocket(
             guardian: guardian, sockets: sockets, dataPlane: dataPlane,
-            maximumMessageBytes: configuration.maximumMessageBytes, limits: configuration.limits, http2: configuration.http2)
+            maximumMessageBytes: configuration.maximumMessageBytes, limits: configuration.limits, http2: configuration.http2,
+            tracing: services.tracer.map { AgentUpgradeTracing(tracer: $0, clientAddresses: services.admission.clientAddresses) })
         let server: HTTPServerBuilder
         if let tls = configuration.tls {
             var tlsConfiguration = try Self.tlsConfiguration(tls)

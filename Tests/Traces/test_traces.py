@@ -10,6 +10,7 @@ import hashlib
 import http.client
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -103,6 +104,24 @@ def store_calls_check(server, found, what):
     return names
 
 
+def upgrade(headers):
+    """An agent socket's WebSocket handshake with `headers`: the answer's status."""
+    connection = socket.create_connection(("127.0.0.1", GATEWAY), timeout=15)
+    try:
+        lines = ["GET /api/runtime/agent HTTP/1.1", f"Host: 127.0.0.1:{GATEWAY}", "Upgrade: websocket", "Connection: Upgrade",
+                 "Sec-WebSocket-Version: 13", "Sec-WebSocket-Key: " + base64.b64encode(os.urandom(16)).decode()]
+        connection.sendall(("\r\n".join(lines + [f"{n}: {v}" for n, v in headers]) + "\r\n\r\n").encode())
+        answer = b""
+        while b"\r\n" not in answer:
+            chunk = connection.recv(4096)
+            if not chunk:
+                break
+            answer += chunk
+        return int(answer.split(b" ")[1]) if answer else 0
+    finally:
+        connection.close()
+
+
 def spans_of(trace_id, count):
     return receiver.of_trace(trace_id, count)
 
@@ -137,6 +156,15 @@ def unsampled():
     check(status == 200 and len(found) == 2, "at sample_ratio 0 a trusted caller's sampled trace is still recorded (parent-based)")
     started = sent[0].split("-")[1]
     check(not receiver.of_trace(started, 1, timeout=1.5), "the trace started at sample_ratio 0 is not exported")
+    # A session this process has not seen (the gateway was started again): the upgrade's guard
+    # reads it from the Runtime, and that call is the upgrade span's child.
+    trace_id, parent = new_ids(2)
+    status = upgrade([bearer, ("X-Session-Id", SESSION), ("traceparent", traceparent(trace_id, parent))])
+    server, found = calls_of(trace_id, "GET /api/runtime/agent")
+    calls = [s for s in found if s is not server]
+    check(status == 101 and len(calls) >= 1 and all(s.kind == CLIENT and s.parent_span_id == server.span_id for s in calls)
+          and any(attributes(s).get("portcullis.peer") == "runtime" for s in calls),
+          f"an upgrade whose session is read from the Runtime has that call as its child span ({status} {[s.name for s in found]})")
     status, _ = request(GATEWAY, "/api/auth/verify", [bearer, ("X-Original-URI", "/api/plain/x"), ("X-Original-Method", "GET")])
     time.sleep(1)
     check(status == 200 and not any(s.name.startswith("forward_auth") for _, s in receiver.spans),
@@ -345,6 +373,24 @@ def main():
           and "url.full" not in tattrs and "url.path" not in tattrs,
           f"the token endpoint's span names the provider's address, port and answer, and no URL ({tattrs})")
     store_calls_check(server, found, "a provider sign-in's callback")
+
+    # 6f. An agent socket's upgrade: a span of its own, 101 and the user when admitted; a refusal
+    #     with its status and code. (The unsampled phase checks the calls of one whose session the
+    #     gateway has not seen.)
+    trace_id, parent = new_ids(2)
+    status = upgrade([bearer, ("X-Session-Id", SESSION), ("traceparent", traceparent(trace_id, parent))])
+    server, found = calls_of(trace_id, "GET /api/runtime/agent")
+    attrs = attributes(server)
+    check(status == 101 and server.kind == SERVER and server.parent_span_id.hex() == parent and attrs.get("http.response.status_code") == 101
+          and attrs.get("portcullis.decision") == "allowed" and attrs.get("user.id") == user_id and attrs.get("http.route") == "/api/runtime/agent",
+          f"an agent socket's upgrade is a span in the caller's trace: 101, allowed, the user ({status} {attrs})")
+    trace_id, parent = new_ids(2)
+    status = upgrade([("X-Session-Id", SESSION), ("traceparent", traceparent(trace_id, parent))])
+    server, _ = calls_of(trace_id, "GET /api/runtime/agent")
+    attrs = attributes(server)
+    check(status == 401 and attrs.get("http.response.status_code") == 401 and attrs.get("portcullis.decision") == "token_missing"
+          and "user.id" not in attrs,
+          f"a refused upgrade's span carries its status and stable code, and no user ({status} {attrs})")
 
     # 7. ext_authz over gRPC and HTTP: the trace context among the original request's headers.
     for mode in ("grpc", "http"):

@@ -12,6 +12,7 @@ import NIOHTTPTypes
 import NIOHTTPTypesHTTP1
 import NIOWebSocket
 import SocketGuard
+import Traces
 
 /// The gateway's child channel: HTTP/1 with a guarded WebSocket upgrade, or HTTP/2 (`+HTTP2`).
 ///
@@ -61,6 +62,8 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
     let connections: ConnectionCounter
     /// `gateway.http2`: HTTP/2 beside HTTP/1.1, told apart by the connection's first bytes.
     let http2: Bool
+    /// `tracing` on: a span for each agent socket's upgrade.
+    let tracing: AgentUpgradeTracing?
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         // Over the connection limit: a JSON 503 straight to the socket, then close.
@@ -118,6 +121,7 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
         let routeUpgrades = RouteUpgradeOffer()
         let guardian = self.guardian
         let links = sockets.links
+        let tracing = self.tracing
         let handshake = NIOTypedWebSocketServerUpgrader<Outcome>(
             maxFrameSize: maximumMessageBytes,
             shouldUpgrade: { channel, head in
@@ -127,13 +131,26 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
                     decision.withLockedValue { $0 = .notAgentPath }
                     return channel.eventLoop.makeSucceededFuture(nil)
                 }
+                // Traced: the span ends with the 101 or the refusal, as the decision left it.
+                let span = tracing?.start(head, peer: channel.remoteAddress)
+                let traced = { @Sendable (answer: EventLoopFuture<HTTPHeaders?>) -> EventLoopFuture<HTTPHeaders?> in
+                    guard let span else { return answer }
+                    answer.whenComplete { _ in
+                        switch decision.withLockedValue({ $0 }) {
+                        case .admitted(let socket): AgentUpgradeTracing.end(span, admitted: socket.caller, refusal: nil)
+                        case .refused(let error): AgentUpgradeTracing.end(span, admitted: nil, refusal: error)
+                        case .notAgentPath, nil: AgentUpgradeTracing.end(span, admitted: nil, refusal: nil)
+                        }
+                    }
+                    return answer
+                }
                 // The opening handshake has no body (RFC 6455 §4.1); NIO's upgrader would wait for the end of
                 // one that never comes, with no deadline: refused before anything else.
                 if head.headers.contains(name: "transfer-encoding") || head.headers["content-length"].contains(where: { $0 != "0" }) {
                     decision.withLockedValue {
                         $0 = .refused(.invalidRequest("a WebSocket upgrade request has no body; send it without Content-Length or Transfer-Encoding"))
                     }
-                    return channel.eventLoop.makeSucceededFuture(nil)
+                    return traced(channel.eventLoop.makeSucceededFuture(nil))
                 }
                 let registry = guardian.registry
                 let decide = { @Sendable (result: Result<AdmittedSocket, GatewayError>) -> HTTPHeaders? in
@@ -168,11 +185,13 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
                 }
                 // On the event loop when the caches can answer; otherwise the store and the Runtime are asked.
                 if let result = guardian.admitUpgradeWithoutSuspending(request) {
-                    return withLink(decide(result))
+                    return traced(withLink(decide(result)))
                 }
                 let promise = channel.eventLoop.makePromise(of: HTTPHeaders?.self)
-                promise.completeWithTask { decide(await guardian.admitUpgrade(request)) }
-                return promise.futureResult.flatMap(withLink)
+                let calls = span.flatMap { span in tracing.map { CallSpans(tracer: $0.tracer, parent: span) } }
+                // The store's and the Runtime's answers, traced as the upgrade's calls.
+                promise.completeWithTask { decide(await CallSpans.$current.withValue(calls) { await guardian.admitUpgrade(request) }) }
+                return traced(promise.futureResult.flatMap(withLink))
             },
             // Never called: `AgentSocketUpgrader` builds the socket's pipeline itself.
             upgradePipelineHandler: { channel, _ in channel.eventLoop.makeFailedFuture(ChannelError.inappropriateOperationForState) }
@@ -300,13 +319,14 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
 extension HTTPServerBuilder {
     /// HTTP/1 with the guarded agent-socket upgrade.
     static func http1WithAgentSocket(
-        guardian: WebSocketGuard, sockets: AgentSockets, dataPlane: DataPlane?, maximumMessageBytes: Int, limits: EdgeLimits, http2: Bool = false
+        guardian: WebSocketGuard, sockets: AgentSockets, dataPlane: DataPlane?, maximumMessageBytes: Int, limits: EdgeLimits, http2: Bool = false,
+        tracing: AgentUpgradeTracing? = nil
     ) -> HTTPServerBuilder {
         let connections = ConnectionCounter(limit: limits.maximumConnections)
         return .init { responder in
             AgentUpgradeChannel(
                 responder: responder, guardian: guardian, sockets: sockets, dataPlane: dataPlane, maximumMessageBytes: maximumMessageBytes, limits: limits,
-                connections: connections, http2: http2)
+                connections: connections, http2: http2, tracing: tracing)
         }
     }
 }
