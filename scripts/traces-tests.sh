@@ -82,5 +82,7 @@ start_serve "$WORK" "$PORT" "$GATEWAY_LINES" "${EXTRA/sample_ratio: 1/sample_rat
 TRACES_PHASE=unsampled PORTCULLIS_PORT=$PORT EXT_AUTHZ_GRPC_PORT=$GRPC_PORT EXT_AUTHZ_HTTP_PORT=$HTTP_PORT OTLP_PORT=$OTLP_PORT UPSTREAM_PORT=$UPSTREAM_PORT IDP_PORT=$IDP_PORT \
   PORTCULLIS_TOKEN_FILE=$WORK/token PORTCULLIS_SESSION_FILE=$WORK/session "$VENV/bin/python" "$ROOT/Tests/Traces/test_traces.py" || { tail -20 "$WORK/serve.log"; exit 1; }
 kill -0 "$SERVE_PID" || { echo "FAIL  serve stopped"; exit 1; }
-if grep -qF "$TOKEN" "$WORK/serve.log"; then echo "FAIL  a token is in the gateway's log"; exit 1; fi
+for secret in "$TOKEN" "bench password 1" "traces-client-secret"; do
+  if grep -qF "$secret" "$WORK/serve.log"; then echo "FAIL  a token, a password or the client secret is in the gateway's log"; exit 1; fi
+done
 echo "traces tests passed"

@@ -33,6 +33,14 @@ public struct ExtAuthzConfiguration: Sendable, Equatable {
     /// Every address: the default with `tls`, where a pod's address says nothing of who it is.
     public static let anyAddress = ["0.0.0.0/0", "::/0"].compactMap(IPNetwork.init)
 
+    /// `ext_authz.max_connections`: open connections at once on each listener from addresses in
+    /// `callers`; beyond, a connection is closed before a byte of it is read.
+    public var maximumConnections = 10_000
+    /// Open connections at once on each listener from addresses not in `callers`. They are kept
+    /// (each call denied, never an RPC error that an Envoy failing open would let through), but
+    /// few: anyone who can reach the port could otherwise hold every slot.
+    public static let maximumStrangerConnections = 64
+
     public init() {}
 
     /// Reads `ext_authz.*`; `nil` when neither listener is configured.
@@ -55,6 +63,7 @@ public struct ExtAuthzConfiguration: Sendable, Equatable {
             }
             configuration.pathPrefix = value
         }
+        if let value = try values.int("ext_authz.max_connections", in: 1...1_000_000) { configuration.maximumConnections = value }
         configuration.tls = try ExtAuthzTLS(reading: values)
         if configuration.tls != nil { configuration.callers = Self.anyAddress }
         if let callers = try values.strings("ext_authz.callers") {

@@ -1,5 +1,4 @@
 import DataPlane
-import EdgeHTTP
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -17,18 +16,12 @@ public struct ExtAuthzHTTPServer: Service {
     let configuration: ExtAuthzConfiguration
     let plane: DataPlane
     let logger: Logger
-    /// `limits.max_connections`: open connections at once on this listener; beyond, closed at once.
-    let maximumConnections: Int
     let onListening: @Sendable (Int) async -> Void
 
-    package init(
-        configuration: ExtAuthzConfiguration, plane: DataPlane, logger: Logger, maximumConnections: Int = EdgeLimits().maximumConnections,
-        onListening: @escaping @Sendable (Int) async -> Void = { _ in }
-    ) {
+    package init(configuration: ExtAuthzConfiguration, plane: DataPlane, logger: Logger, onListening: @escaping @Sendable (Int) async -> Void = { _ in }) {
         self.configuration = configuration
         self.plane = plane
         self.logger = logger
-        self.maximumConnections = maximumConnections
         self.onListening = onListening
     }
 
@@ -36,18 +29,17 @@ public struct ExtAuthzHTTPServer: Service {
         guard let port = configuration.httpPort else { return }
         let (plane, configuration, removalLists, logger) = (plane, configuration, ExtAuthzRemovalLists(), logger)
         let tls = try configuration.tls.map { tls in try NIOSSLContext(configuration: try ExtAuthzTLSCredentials(loading: tls).httpServerConfiguration) }
-        let connections = ConnectionCounter(limit: maximumConnections)
+        let slots = ExtAuthzConnectionSlots(configuration: configuration)
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
-                // Over the limit: closed before a byte is read (Envoy counts it a failed check).
-                guard connections.acquire() else {
+                // Over its limit: closed before a byte is read (Envoy counts it a failed check).
+                guard slots.admit(channel) else {
                     channel.close(promise: nil)
                     return channel.eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel)
                 }
-                channel.closeFuture.whenComplete { _ in connections.release() }
                 return channel.eventLoop.makeCompletedFuture {
                     let pipeline = channel.pipeline.syncOperations
                     try pipeline.addHandler(IdleStateHandler(allTimeout: Self.idleTimeout))

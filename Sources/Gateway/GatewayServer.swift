@@ -274,13 +274,13 @@ public struct PortcullisServer: Sendable {
         if let extAuthz = gateway.extAuthz, extAuthz.httpPort != nil {
             list.append(
                 ExtAuthzHTTPServer(
-                    configuration: extAuthz, plane: try services.makeDataPlane(), logger: logger, maximumConnections: gateway.limits.maximumConnections,
+                    configuration: extAuthz, plane: try services.makeDataPlane(), logger: logger,
                     onListening: { await onListening(.extAuthzHTTP, $0) }))
         }
         if let extAuthz = gateway.extAuthz, extAuthz.grpcPort != nil {
             list.append(
                 ExtAuthzGRPCServer(
-                    configuration: extAuthz, plane: try services.makeDataPlane(), logger: logger, maximumConnections: gateway.limits.maximumConnections,
+                    configuration: extAuthz, plane: try services.makeDataPlane(), logger: logger,
                     onListening: { await onListening(.extAuthzGRPC, $0) }))
         }
         list.append(try GatewayServer.makeApplication(services: services, onServerRunning: { await onListening(.gateway, $0) }))

@@ -164,13 +164,16 @@ public struct TokenEndpoint: Sendable {
         let outcome: Result<(HTTPResponseStatus, ByteBuffer), TokenEndpointFailure> = await CallSpans.http("POST", to: endpoint, peer: "provider") { span in
             do {
                 let response = try await client.execute(request, deadline: .now() + Self.timeout)
-                span?.setStatusCode(Int(response.status.code))
+                CallSpans.answered(span, status: Int(response.status.code))
                 return .success((response.status, try await response.body.collect(upTo: Self.maximumBytes)))
             } catch is NIOTooManyBytesError {
+                span?.markFailed(because: "too large")
                 return .failure(.unavailable("the token endpoint answered more than 64 KiB"))
             } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
+                span?.markFailed(because: "timeout")
                 return .failure(.unavailable("the token endpoint did not answer within 10 s"))
             } catch {
+                span?.markFailed(because: "unreachable")
                 return .failure(.unavailable("the token endpoint cannot be reached"))
             }
         }

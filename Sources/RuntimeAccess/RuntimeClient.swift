@@ -211,13 +211,13 @@ public final class RuntimeClient: Sendable {
         let bytes: ByteBuffer
         do {
             (status, bytes) = try await CallSpans.http(method.rawValue, to: base, peer: "runtime") { span in
-                // The Runtime continues the gateway's trace: this call's span is its parent.
+                // The call's Trace Context goes with it, this span the parent (the Runtime records no spans of its own yet).
                 if let span, let fields = CallSpans.fields(of: span), let traceparent = fields.traceparent {
                     request.headers.replaceOrAdd(name: "traceparent", value: traceparent)
                     if let tracestate = fields.tracestate { request.headers.replaceOrAdd(name: "tracestate", value: tracestate) }
                 }
                 let response = try await http.execute(request, timeout: .milliseconds(Int64(timeout * 1000)))
-                span?.setStatusCode(Int(response.status.code))
+                CallSpans.answered(span, status: Int(response.status.code))
                 return (response.status, try await response.body.collect(upTo: 1 << 20))
             }
         } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {

@@ -2,6 +2,7 @@ import DataPlane
 import Logging
 import ProviderLogin
 import Synchronization
+import Traces
 import TrustedIssuers
 
 /// The person's token at the company's provider, the subject of an exchange.
@@ -84,13 +85,14 @@ public final class TokenExchangeService: Sendable {
         inFlight.withLock { running in
             let seen = cache.generation
             if let current = running[key], current.seen == seen { return current.task }
+            // Shared by every request that asks meanwhile: its calls are no one request's spans.
             let task = Task { [self] in
                 defer {
                     inFlight.withLock { running in
                         if running[key]?.seen == seen { running[key] = nil }
                     }
                 }
-                return try await exchange(key, seen: seen)
+                return try await CallSpans.$current.withValue(nil) { try await exchange(key, seen: seen) }
             }
             running[key] = (task, seen)
             return task

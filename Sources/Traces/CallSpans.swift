@@ -50,7 +50,7 @@ public struct CallSpans: Sendable {
 
     /// A store call's span: `store <operation>`, with `db.system.name` and `db.operation.name`
     /// (OpenTelemetry's database conventions). `function` is the store method's `#function`; its
-    /// argument labels are dropped, so a name stays one per method.
+    /// argument labels are dropped, so a name is one per method name (overloads share it).
     public static func store<T>(
         _ system: StoreSystem, _ function: String, isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> T
     ) async rethrows -> T {
@@ -66,7 +66,7 @@ public struct CallSpans: Sendable {
 
     /// A call over HTTP to `url`'s server: a client span named for the method (OpenTelemetry's
     /// HTTP conventions), with `server.address`, `server.port` and `portcullis.peer` (`provider`,
-    /// `runtime`); `body` sets the answer's status on its span (`RequestSpan.setStatusCode`).
+    /// `runtime`); `body` gives its span the answer's status (`answered`), or marks it failed.
     /// Never the URL's path or query in the span: a peer's URL may carry what is not ours to log.
     public static func http<T>(
         _ method: String, to url: String, peer: String, isolation: isolated (any Actor)? = #isolation, _ body: (RequestSpan?) async throws -> T
@@ -83,6 +83,14 @@ public struct CallSpans: Sendable {
                     attributes[TraceAttribute.serverPort] = server.port
                 }
             }, body)
+    }
+
+    /// The status a call's answer had, on its span: 4xx and 5xx mark a client span an error
+    /// (OpenTelemetry's HTTP conventions for a client).
+    public static func answered(_ span: RequestSpan?, status: Int) {
+        guard let span else { return }
+        span.setStatusCode(status)
+        if status >= 400 { span.markFailed(because: "HTTP \(status)") }
     }
 
     /// Which database a store call went to (`db.system.name`'s values).

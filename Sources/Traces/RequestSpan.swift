@@ -30,6 +30,11 @@ public struct RequestSpan: Sendable {
         set { $0[TraceAttribute.httpStatus] = code }
     }
 
+    /// Marks the span an error before it ends (a call whose failure comes back as a value, not a throw).
+    public func markFailed(because message: String) {
+        span.setStatus(SpanStatus(code: .error, message: message))
+    }
+
     /// Ends the span of a call with its outcome: a failure marks it an error.
     public func end<T>(after result: Result<T, any Error>) {
         if case .failure = result { end(failed: true) } else { end() }

@@ -118,7 +118,7 @@ package final class KeyFetcher: Sendable {
             do {
                 (response, body) = try await CallSpans.http("GET", to: current, peer: "provider") { span in
                     let response = try await client.execute(request, deadline: .now() + Self.timeout)
-                    span?.setStatusCode(Int(response.status.code))
+                    CallSpans.answered(span, status: Int(response.status.code))
                     return (response, try await response.body.collect(upTo: Self.maximumBytes))
                 }
             } catch is NIOTooManyBytesError {

@@ -333,6 +333,8 @@ def main():
     status, _ = request(GATEWAY, "/api/auth/login", [("Content-Type", "application/json"), ("traceparent", traceparent(trace_id, parent))],
                         method="POST", body=json.dumps({"username": "bench", "password": "bench password 1"}).encode())
     check(status == 200, "a traced password login is answered 200")
+    login = json.loads(request.last_body)
+    secrets = ["bench password 1", "traces-client-secret", login["access_token"], login["refresh_token"], CHALLENGE]
     server, found = calls_of(trace_id, "POST /api/auth/login")
     names = store_calls_check(server, found, "a password login")
     check("store user" in names and any(attributes(s).get("portcullis.peer") == "runtime" and s.parent_span_id == server.span_id for s in found),
@@ -358,6 +360,7 @@ def main():
     query = urllib.parse.urlsplit(json.loads(request.last_body)["authorization_url"]).query
     approve_status, approved = request(IDP_PORT, "/auth/approve?" + query, [])
     callback = urllib.parse.urlsplit(approved["location"])
+    secrets += [anonymous] + [value for name, value in urllib.parse.parse_qsl(callback.query) if name in ("code", "state")]
     trace_id, parent = new_ids(2)
     status, answered = request(GATEWAY, callback.path + "?" + callback.query, [("traceparent", traceparent(trace_id, parent))])
     check((anonymous_status, start_status, approve_status) == (201, 200, 302) and status in (302, 303) and "portcullis_login" in answered.get("location", ""),
@@ -427,6 +430,8 @@ def main():
     exported = receiver.exported()
     signature = TOKEN.split(".")[2].encode()
     check(TOKEN.encode() not in exported and signature not in exported, "no token, nor a token's signature, is in any span exported")
+    check(len(secrets) >= 8 and not [s for s in secrets if s.encode() in exported],
+          "no password, client secret, refresh token, authorization code, state, PKCE challenge or session id is in any span exported")
     print(f"traces: {len(receiver.spans)} spans received in {len(receiver.bodies)} exports")
 
 

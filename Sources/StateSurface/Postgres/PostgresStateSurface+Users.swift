@@ -97,10 +97,11 @@ extension PostgresStateSurface: UserRepository {
     /// refresh tokens are revoked and the cut-off enters the feed.
     private func cutOffUser(
         tenantID: String, username: String, now: Double, cause: AccountCutoff.Cause,
-        change: @escaping @Sendable (PostgresConnection, Logger) async throws -> PostgresRow?
+        function: String = #function, change: @escaping @Sendable (PostgresConnection, Logger) async throws -> PostgresRow?
     ) async throws -> UserRecord? {
         let logger = self.logger
-        return try await transaction { connection in
+        // Traced as the public method that called it (`store disableUser`), not as this helper.
+        return try await transaction(function) { connection in
             guard let row = try await change(connection, logger) else { return nil }
             let user = try Self.user(from: row)
             try await connection.query(

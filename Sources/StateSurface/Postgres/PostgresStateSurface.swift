@@ -214,10 +214,13 @@ public final class PostgresStateSurface: Sendable {
             defer { running = true }
             return !running
         }) else { return }
+        // The probe outlives the call that opened the circuit: none of its spans are that request's.
         Task { [self] in
-            while circuit.isOpen, !isShutDown.withLock({ $0 }) {
-                try? await Task.sleep(for: .milliseconds(500))
-                if await probe() { break }
+            await CallSpans.$current.withValue(nil) {
+                while circuit.isOpen, !isShutDown.withLock({ $0 }) {
+                    try? await Task.sleep(for: .milliseconds(500))
+                    if await probe() { break }
+                }
             }
             probing.withLock { $0 = false }
         }

@@ -74,9 +74,11 @@ extension SQLiteStateSurface: UserRepository {
     /// The account cut off (for `cause`) in one transaction: `change` applied (its `?` bound to `arguments`), the
     /// not-before set, refresh tokens revoked, the cut-off in the feed; then `then` (bound to the tenant and username).
     private func cutOffUser(
-        tenantID: String, username: String, now: Double, cause: AccountCutoff.Cause, change: String, arguments: [String], then: String? = nil
+        tenantID: String, username: String, now: Double, cause: AccountCutoff.Cause, change: String, arguments: [String], then: String? = nil,
+        function: String = #function
     ) async throws -> UserRecord? {
-        try await write { db in
+        // Traced as the public method that called it (`store disableUser`), not as this helper.
+        try await write(function) { db in
             try db.execute(
                 sql: "UPDATE users SET \(change), tokens_not_before = max(tokens_not_before, ?), cutoff_cause = ? WHERE tenant_id = ? AND username = ?",
                 arguments: StatementArguments(arguments) + [now, cause.rawValue, tenantID, username])

@@ -4,24 +4,32 @@ import Gateway
 import JOSE
 import PortcullisTestSupport
 import Testing
+import TrafficCop
 
-/// Each ext_authz listener holds at most `limits.max_connections` open connections, as the public
-/// listener does: a connection beyond is closed before a byte of it is read, and the slot comes
-/// back when a connection closes. Without it, anyone who can reach the port (the callers rule is
-/// checked per request) could hold descriptors until the process has none.
-@Suite("ext_authz's listeners: at most limits.max_connections open at once")
+/// Each ext_authz listener holds at most `ext_authz.max_connections` open connections from its
+/// callers, and 64 from any other address: a connection beyond is closed before a byte of it is
+/// read, and the slot comes back when a connection closes. Without it, anyone who can reach the
+/// port (the callers rule denies calls, it does not refuse connections) could hold descriptors
+/// until the process has none, and shut the real callers out.
+@Suite("ext_authz's listeners: at most ext_authz.max_connections open at once, and few from strangers")
 struct ExtAuthzConnectionLimitTests {
-    @Test("a connection beyond limits.max_connections is closed at once on either ext_authz listener, and a slot given back serves again")
-    func connectionsBeyondTheLimitAreClosed() async throws {
+    static func gateway(maximumConnections: Int) async throws -> GatewayFixture {
         let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
-        let fixture = try await TrustedIssuerTests.gateway([provider], configure: { configuration in
+        return try await TrustedIssuerTests.gateway([provider], configure: { configuration in
             configuration.routes = ExtAuthzHTTPTests.routes
-            configuration.limits.maximumConnections = 2
             var extAuthz = ExtAuthzConfiguration()
             extAuthz.httpPort = 0
             extAuthz.grpcPort = 0
+            extAuthz.host = "0.0.0.0"
+            extAuthz.callers = [IPNetwork("127.0.0.1")].compactMap { $0 }
+            extAuthz.maximumConnections = maximumConnections
             configuration.extAuthz = extAuthz
         })
+    }
+
+    @Test("a caller's connection beyond ext_authz.max_connections is closed at once on either listener, and a slot given back serves again")
+    func connectionsBeyondTheLimitAreClosed() async throws {
+        let fixture = try await Self.gateway(maximumConnections: 2)
         for port in [try #require(fixture.extAuthzHTTPPort), try #require(fixture.extAuthzGRPCPort)] {
             let held = [try RawConnection(port: port), try RawConnection(port: port)]
             // Both held connections are served: neither is closed.
@@ -44,5 +52,21 @@ struct ExtAuthzConnectionLimitTests {
         // And the HTTP listener answers a check on a slot given back.
         let answer = try await ExtAuthzHTTPTests.check(fixture, .GET, "/api/plain/x")
         #expect(answer.status == 401)
+    }
+
+    @Test("connections from addresses not in callers hold at most 64 slots: the 65th is closed at once, and a caller still connects")
+    func strangersHoldFewSlots() async throws {
+        let fixture = try await Self.gateway(maximumConnections: 100)
+        let port = try #require(fixture.extAuthzGRPCPort)
+        // The gRPC listener keeps a stranger's connection (its calls are denied): 127.0.0.2 is not a caller.
+        let strangers = try (0..<64).map { _ in try RawConnection(port: port, source: "127.0.0.2") }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(strangers.allSatisfy { !$0.isClosedByPeer }, "64 strangers' connections are kept")
+        let beyond = try RawConnection(port: port, source: "127.0.0.2")
+        #expect(beyond.isReadable(within: 5_000) && beyond.readAll().isEmpty, "the 65th stranger's connection is closed, nothing written")
+        let caller = try RawConnection(port: port)
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(!caller.isClosedByPeer, "a caller's connection is served while strangers hold theirs")
+        for connection in strangers + [beyond, caller] { connection.close() }
     }
 }
