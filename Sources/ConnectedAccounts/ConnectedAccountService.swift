@@ -293,11 +293,15 @@ public struct ConnectedAccountService: Sendable {
     ///
     /// Forgotten first: once the person asked, the gateway never sends it again, whatever the service says.
     /// Every instance stops sending it within a second (the store's access-change feed), and the
-    /// requests under way that carry it end.
-    public func disconnect(_ owner: ConnectionTokenVault.Owner, now: Double) async throws -> ServiceRevocation? {
+    /// requests under way that carry it end; `forgotten` runs as soon as the store has forgotten it,
+    /// for the instance that was asked to do the same at once (its own feed comes a tick later).
+    public func disconnect(
+        _ owner: ConnectionTokenVault.Owner, now: Double, forgotten: @Sendable () -> Void = {}
+    ) async throws -> ServiceRevocation? {
         guard let account = try await account(for: owner),
             try await store.deleteConnectedAccount(userID: owner.userID, tenantID: owner.tenantID, connection: owner.connection, now: now)
         else { return nil }
+        forgotten()
         guard let connection = directory.connection(named: owner.connection), let endpoint = connection.settings.revocationEndpoint else { return .notOffered }
         // A refresh token's revocation ends its access tokens too (RFC 7009 2.1); the access token is told when there is none.
         let opened =

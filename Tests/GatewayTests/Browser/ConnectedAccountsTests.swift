@@ -284,10 +284,14 @@ struct ConnectedAccountsTests {
             headers: [("Sec-Fetch-Site", "same-origin"), ("Content-Type", "application/x-www-form-urlencoded"), jar.header], body: "nonce=\(nonce)",
             followRedirects: false)
         #expect(done.status == 303, "\(done.raw)")
+        // At once, on the instance that was asked: not a tick of the access-change feed later (0.5 s on SQLite),
+        // when a request sent meanwhile would still have carried the token.
+        let atOnce = try await Answer.request(.GET, fixture.baseURL + "/gh/user", bearer: alice.accessToken)
+        #expect(atOnce.status == 403 && atOnce.json["error"] == "connection_required", "the next request right after the 303: \(atOnce.raw)")
         let cut = try await aliceSlow.value
         let waited = Date().timeIntervalSince(disconnectedAt)
         #expect(cut.status == 403 && cut.json["error"] == "access_ended", "\(cut.raw)")
-        // The service answers after 5 s: a 403 well before that was the gateway's cut (about 0.5 s on an idle machine, the feed's tick).
+        // The service answers after 5 s: a 403 well before that was the gateway's cut (at once on this instance).
         #expect(waited < 4, "the request under way ended \(waited) s after the disconnect, not when the service answered")
         let next = try await Answer.request(.GET, fixture.baseURL + "/gh/user", bearer: alice.accessToken)
         #expect(next.status == 403 && next.json["error"] == "connection_required", "\(next.raw)")
