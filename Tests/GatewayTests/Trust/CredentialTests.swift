@@ -27,7 +27,7 @@ struct CredentialTests {
         try await fixture.stop()
     }
 
-    @Test("an unknown user and a wrong password take about the same time (their medians within a factor of two)")
+    @Test("an unknown user and a wrong password take about the same time (their medians within a factor of four)")
     func loginTimingSymmetry() async throws {
         // Real cost (scrypt N = 2^15): the dummy hash must cost what a real check costs.
         let fixture = try await GatewayFixture(hasher: PasswordHasher()) {
@@ -40,8 +40,10 @@ struct CredentialTests {
         // what must stay within a factor of two: each median drops its own stalls, where a
         // per-round ratio doubles whenever one of the pair is descheduled (seen in CI with
         // 16 suites in parallel: medians 0.654 s and 0.661 s, yet a median per-round ratio
-        // of 2.08). Without the dummy hash the unknown user would answer about a hundred
-        // times faster, so the bound still catches the bug it is for.
+        // of 2.08). Under AddressSanitizer, with every suite in parallel, even the medians
+        // differed by 2.10x (CI, 2026-11-30), so the bound is four. Without the dummy hash the
+        // unknown user would answer about a hundred times faster, so it still catches the bug
+        // it is for.
         var unknown: [Double] = []
         var wrong: [Double] = []
         for round in 0..<9 {
@@ -59,7 +61,7 @@ struct CredentialTests {
         let medianUnknown = unknown.sorted()[4]
         let medianWrong = wrong.sorted()[4]
         let ratio = max(medianUnknown, medianWrong) / max(min(medianUnknown, medianWrong), 1e-9)
-        #expect(ratio < 2, "ratio of medians \(ratio); median unknown user \(medianUnknown) s, wrong password \(medianWrong) s")
+        #expect(ratio < 4, "ratio of medians \(ratio); median unknown user \(medianUnknown) s, wrong password \(medianWrong) s")
         try await fixture.stop()
     }
 
