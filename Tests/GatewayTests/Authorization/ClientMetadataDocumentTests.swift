@@ -34,7 +34,8 @@ struct ClientMetadataDocumentTests {
             case "secret.json": body = #"{"client_id":"\#(own)","redirect_uris":["http://127.0.0.1/callback"],"token_endpoint_auth_method":"client_secret_basic"}"#
             case "huge.json": body = #"{"client_id":"\#(own)","redirect_uris":["http://127.0.0.1/callback"],"x":""# + String(repeating: "a", count: 10_000) + "\"}"
             case "slow.json":
-                try await Task.sleep(for: .seconds(5))
+                // Well past the fetch's 3 s bound, and past the check's 8 s: only the bound can answer first.
+                try await Task.sleep(for: .seconds(12))
                 body = "{}"
             case "redirect.json":
                 return Response(status: .found, headers: [.location: "/good.json"])
@@ -167,7 +168,8 @@ struct ClientMetadataDocumentTests {
             let started = ContinuousClock.now
             let answer = try await AuthorizationServerTests.authorize(fixture, jar, AuthorizationServerTests.authorizeParameters(client: clientID))
             #expect(answer.status == 400 && answer.headers["Location"].isEmpty && answer.headers["X-Portcullis-Error"].first == code, "\(clientID): \(answer.raw)")
-            #expect(ContinuousClock.now - started < .seconds(TimeBounds.seconds(4)), "\(clientID) answered within the fetch's bound")
+            // The fetch's bound is 3 s; 8 s leaves room for a loaded machine (4.2 s seen in CI with every suite in parallel).
+            #expect(ContinuousClock.now - started < .seconds(TimeBounds.seconds(8)), "\(clientID) answered within the fetch's bound")
         }
         // A closed port, a silent one and one without TLS read alike: the same words, at the same time.
         var pages: [String] = []
@@ -177,7 +179,7 @@ struct ClientMetadataDocumentTests {
                 fixture, jar, AuthorizationServerTests.authorizeParameters(client: "https://localhost:\(unreachable)/good.json"))
             let waited = ContinuousClock.now - started
             #expect(answer.headers["X-Portcullis-Error"].first == "client_metadata_unreachable", "\(unreachable): \(answer.raw)")
-            #expect(waited >= .milliseconds(2_900) && waited < .seconds(TimeBounds.seconds(5)), "\(unreachable) answered after \(waited)")
+            #expect(waited >= .milliseconds(2_900) && waited < .seconds(TimeBounds.seconds(8)), "\(unreachable) answered after \(waited)")
             pages.append(answer.raw.replacingOccurrences(of: "\(unreachable)", with: "PORT"))
         }
         #expect(Set(pages).count == 1, "\(pages)")
