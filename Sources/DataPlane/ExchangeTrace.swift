@@ -29,10 +29,7 @@ final class ExchangeTrace {
     /// `nil` when libcrypto gives no random bytes for a trace id (the request goes on untraced).
     init?(tracer: RequestTracer, head: HTTPRequestHead, route: DataPlane.Route, path: Substring, requestID: String, followsCaller: Bool) {
         self.tracer = tracer
-        let fields =
-            followsCaller
-            ? TraceContextFields.screened(traceparents: head.headers["traceparent"], tracestates: head.headers["tracestate"])
-            : TraceContextFields()
+        let fields = TraceContextFields.followed(in: head, if: followsCaller)
         let template = route.prefix.isEmpty ? "/" : route.prefix
         let method = TracedMethod(head.method.rawValue, known: ProxyExchange.methods.contains(head.method))
         switch TraceHeadSampling.start(tracer, "\(method.name) \(template)", continuing: fields) {

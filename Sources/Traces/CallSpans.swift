@@ -1,3 +1,4 @@
+import Foundation
 import Tracing
 
 /// The spans of the calls made for a request served in one task (the gateway's own endpoints):
@@ -106,37 +107,14 @@ public struct CallSpans: Sendable {
         let port: Int
 
         init?(url: String) {
-            let defaultPort: Int
-            let rest: Substring
-            if url.hasPrefix("https://") {
-                (defaultPort, rest) = (443, url.dropFirst(8))
-            } else if url.hasPrefix("http://") {
-                (defaultPort, rest) = (80, url.dropFirst(7))
-            } else {
-                return nil
-            }
-            var authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-            if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
-            let hostPart: Substring
-            var portPart: Substring?
-            if authority.hasPrefix("[") {
-                guard let close = authority.firstIndex(of: "]") else { return nil }
-                hostPart = authority[authority.index(after: authority.startIndex)..<close]
-                let after = authority[authority.index(after: close)...]
-                if after.hasPrefix(":") { portPart = after.dropFirst() } else if !after.isEmpty { return nil }
-            } else if let colon = authority.lastIndex(of: ":") {
-                (hostPart, portPart) = (authority[..<colon], authority[authority.index(after: colon)...])
-            } else {
-                hostPart = authority
-            }
-            guard !hostPart.isEmpty else { return nil }
-            host = String(hostPart).lowercased()
-            if let portPart {
-                guard let value = Int(portPart), (1...65535).contains(value) else { return nil }
-                port = value
-            } else {
-                port = defaultPort
-            }
+            // Foundation's reading of the authority (IPv6 literals, user information, the port).
+            guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
+                let host = components.host, !host.isEmpty
+            else { return nil }
+            let port = components.port ?? (scheme == "https" ? 443 : 80)
+            guard (1...65_535).contains(port) else { return nil }
+            self.host = (host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host).lowercased()
+            self.port = port
         }
     }
 }

@@ -23,10 +23,7 @@ struct AgentUpgradeTracing: Sendable {
     /// The upgrade's span when its trace is recorded; `nil` otherwise (nothing to end).
     func start(_ head: HTTPRequestHead, peer: SocketAddress?) -> RequestSpan? {
         let follows = tracer.followsAnyCaller || peer?.ipAddress.map(clientAddresses.isTrustedProxy) == true
-        let fields =
-            follows
-            ? TraceContextFields.screened(traceparents: head.headers["traceparent"], tracestates: head.headers["tracestate"])
-            : TraceContextFields()
+        let fields = TraceContextFields.followed(in: head, if: follows)
         guard case .recorded(let span) = TraceHeadSampling.start(tracer, "GET \(WebSocketGuard.path)", continuing: fields) else { return nil }
         span.set { attributes in
             attributes[TraceAttribute.httpMethod] = "GET"
