@@ -271,7 +271,7 @@ public struct GatewayServices: Sendable {
     /// `/.portcullis/connect/*`: served with no connection configured too, answering that none has the name.
     var connectRoutes: ConnectRoutes {
         ConnectRoutes(
-            accounts: connectedAccounts, connectedTokens: connectedTokens, sockets: sockets, browser: browserSessionRoutes, clock: clock, logger: logger)
+            accounts: connectedAccounts, connectedTokens: connectedTokens, browser: browserSessionRoutes, clock: clock, logger: logger)
     }
 
     var discoveryRoutes: DiscoveryRoutes {

@@ -5,7 +5,6 @@ import Hummingbird
 import JOSE
 import Logging
 import SecurityGuard
-import SocketGuard
 
 /// `/.portcullis/connect/*`: a signed-in person connects a service (`connections`) once, the
 /// gateway their OAuth client there.
@@ -17,10 +16,11 @@ import SocketGuard
 /// this person: a code can never land in another person's account.
 struct ConnectRoutes: Sendable {
     let accounts: ConnectedAccountService
-    /// This instance's cached connected tokens and its requests under way: a disconnect asked
-    /// here takes effect here before it answers, not at the next tick of the access-change feed.
+    /// This instance's cached connected tokens: a disconnect asked here drops them before it
+    /// answers, not at the next tick of the access-change feed. (Its requests under way end at
+    /// that tick, as every instance's do: ended here too, the feed's own echo would then end the
+    /// requests that came after the answer and were being refused, with the wrong error.)
     let connectedTokens: ConnectedTokenCache
-    let sockets: SocketRegistry
     let browser: BrowserSessionRoutes
     let clock: any TokenClock
     let logger: Logger
@@ -236,10 +236,9 @@ struct ConnectRoutes: Sendable {
             return Self.errorPage(.forbidden, "csrf_refused", "this did not come from this browser's own agents page; open it again")
         }
         let owner = ConnectionTokenVault.Owner(userID: session.caller.userID, tenantID: session.caller.tenantID, connection: name)
-        let (cache, sockets) = (connectedTokens, self.sockets)
+        let cache = connectedTokens
         let outcome = try await accounts.disconnect(owner, now: clock.now()) {
             cache.forget(userID: owner.userID, tenantID: owner.tenantID, connection: owner.connection)
-            sockets.close(userID: owner.userID, tenantID: owner.tenantID, connection: owner.connection, reason: "\(owner.connection) disconnected")
         }
         var metadata: Logger.Metadata = ["connection": .string(name), "user_id": .string(owner.userID)]
         if case .failed(let why)? = outcome { metadata["service_revocation_failed"] = .string(why) }
