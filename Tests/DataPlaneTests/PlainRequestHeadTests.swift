@@ -41,19 +41,32 @@ struct PlainRequestHeadTests {
             headers: HTTPHeaders(head.fields))
     }
 
-    /// Checks the rule on one input: a complete plain head is exactly NIO's head followed by NIO's end
-    /// (no body), read from the same bytes, and every shorter prefix is incomplete.
+    /// Checks the rule on one input: a complete plain head is exactly NIO's head, then as many
+    /// body bytes as its `bodyLength` (the bytes after it, or filler where the input ends), then
+    /// NIO's end, read from the same bytes; and every shorter prefix is incomplete.
     static func checkAgainstNIO(_ bytes: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) {
         guard case .complete(let head) = parse(bytes) else { return }
-        let consumed = Array(bytes[..<head.length])
+        guard head.bodyLength <= 1 << 20 else { return }  // a length this test cannot send; its digits are checked apart
+        let body = Array(bytes[head.length...].prefix(head.bodyLength)) + Array(repeating: UInt8(ascii: "b"), count: max(0, head.bodyLength - (bytes.count - head.length)))
+        let consumed = Array(bytes[..<head.length]) + body
         guard let parts = nio(consumed) else {
             Issue.record("NIO refuses a head read as plain: \(String(decoding: consumed, as: UTF8.self).debugDescription)", sourceLocation: sourceLocation)
             return
         }
-        guard parts.count == 2, case .head(let nioHead) = parts[0], case .end(nil) = parts[1] else {
+        guard parts.count >= 2, case .head(let nioHead) = parts[0], case .end(nil) = parts[parts.count - 1] else {
             Issue.record("NIO reads other parts from a plain head: \(parts)", sourceLocation: sourceLocation)
             return
         }
+        // The body NIO reads is the bytes the front passes: no more, no fewer.
+        var nioBody: [UInt8] = []
+        for part in parts.dropFirst().dropLast() {
+            guard case .body(let buffer) = part else {
+                Issue.record("NIO reads other parts from a plain head: \(parts)", sourceLocation: sourceLocation)
+                return
+            }
+            nioBody += Array(buffer.readableBytesView)
+        }
+        #expect(nioBody == body, "a body of \(head.bodyLength) bytes read as \(nioBody.count)", sourceLocation: sourceLocation)
         #expect(nioHead == Self.nioHead(head), sourceLocation: sourceLocation)
         #expect(nioHead.isKeepAlive, sourceLocation: sourceLocation)
         for cut in stride(from: 0, to: head.length, by: max(1, head.length / 16)) {
@@ -79,6 +92,34 @@ struct PlainRequestHeadTests {
         Self.checkAgainstNIO(bytes)
     }
 
+    @Test(
+        "one Content-Length of decimal digits (no sign, no leading zero, at most 15 digits), in any letter case, is read as the body's length; the field is kept for the upstream; NIO reads the same head and exactly that many body bytes",
+        arguments: [
+            ("Content-Length: 2", "hi", 2), ("content-length:5", "hello", 5), ("CONTENT-LENGTH:\t0", "", 0), ("Content-Length: 10", "0123456789", 10),
+            ("Content-Length: 999999999999999", "", 999_999_999_999_999),
+        ])
+    func readsOneDecimalLength(field: String, body: String, length: Int) throws {
+        let text = "POST /api/mcp HTTP/1.1\r\nHost: gw\r\n\(field)\r\nAccept: */*\r\n\r\n"
+        let bytes = Array((text + body + "GET /next HTTP/1.1\r\n\r\n").utf8)
+        guard case .complete(let head) = Self.parse(bytes) else {
+            Issue.record("not read: \(field)")
+            return
+        }
+        #expect(head.bodyLength == length)
+        #expect(head.length == text.utf8.count)
+        #expect(head.fields.contains { $0.0.lowercased() == "content-length" })
+        Self.checkAgainstNIO(bytes)
+    }
+
+    @Test("a head without Content-Length has no body: the bytes after it are the next request's")
+    func noLengthNoBody() {
+        guard case .complete(let head) = Self.parse(Self.plain + Array("POST /x HTTP/1.1\r\n".utf8)) else {
+            Issue.record("not read")
+            return
+        }
+        #expect(head.bodyLength == 0)
+    }
+
     @Test("every prefix of a plain head is incomplete, never complete and never refused")
     func prefixesAreIncomplete() {
         for cut in 0..<Self.plain.count {
@@ -87,11 +128,26 @@ struct PlainRequestHeadTests {
     }
 
     @Test(
-        "anything outside the plain subset is left to NIO: bodies, upgrades, expectations, Connection other than keep-alive, HTTP/1.0, other methods, folded or odd fields, bare LF, odd targets",
+        "anything outside the plain subset is left to NIO: chunked bodies, lengths not of plain digits, upgrades, expectations, Connection other than keep-alive, HTTP/1.0, other methods, folded or odd fields, bare LF, odd targets",
         arguments: [
-            "POST /a HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi",
             "POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-            "POST /a HTTP/1.1\r\ncontent-length: 0\r\n\r\n",
+            "POST /a HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            "POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n0\r\n\r\n",
+            "POST /a HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nhi",
+            "POST /a HTTP/1.1\r\nContent-Length: 2\r\ncontent-length: 3\r\n\r\nhi!",
+            "POST /a HTTP/1.1\r\nContent-Length: 2, 2\r\n\r\nhi",
+            "POST /a HTTP/1.1\r\nContent-Length: +2\r\n\r\nhi",
+            "POST /a HTTP/1.1\r\nContent-Length: -2\r\n\r\n",
+            "POST /a HTTP/1.1\r\nContent-Length: 02\r\n\r\nhi",
+            "POST /a HTTP/1.1\r\nContent-Length: 00\r\n\r\n",
+            "POST /a HTTP/1.1\r\nContent-Length: 0x2\r\n\r\nhi",
+            "POST /a HTTP/1.1\r\nContent-Length: 2e0\r\n\r\nhi",
+            "POST /a HTTP/1.1\r\nContent-Length: 2 2\r\n\r\nhi",
+            "POST /a HTTP/1.1\r\nContent-Length: \r\n\r\n",
+            "POST /a HTTP/1.1\r\nContent-Length: 1000000000000000\r\n\r\n",
+            "POST /a HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n",
+            "POST /a HTTP/1.1\r\nContent-Length : 2\r\n\r\nhi",
+            "POST /a HTTP/1.1\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n",
             "GET /a HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
             "PUT /a HTTP/1.1\r\nExpect: 100-continue\r\n\r\n",
             "GET /a HTTP/1.1\r\nConnection: close\r\n\r\n",
@@ -215,7 +271,7 @@ struct PlainRequestHeadTests {
         let pieces: [String] = [
             "GET", "POST", "HEAD", "DELETE", "PUT", "PATCH", "OPTIONS", "get", " ", "  ", "\t", "/", "/api/v1/x", "?a=b&c=%41", "%2F", "..", "#", ";",
             " HTTP/1.1", " HTTP/1.0", "\r\n", "\n", "\r", "Host", "host", "Content-Length", "Transfer-Encoding", "Connection", "keep-alive", "close",
-            "Upgrade", "Expect", "Proxy-Connection", ":", ": ", ":\t", "value", "Bearer x.y.z", "chunked", "0", "12", "X-A", "x_b", "\u{0}", "\u{7F}", "é", "\"", "@", "~",
+            "Upgrade", "Expect", "Proxy-Connection", ":", ": ", ":\t", "value", "Bearer x.y.z", "chunked", "0", "12", "007", "+1", "3, 3", "Content-Length: 4\r\n", "X-A", "x_b", "\u{0}", "\u{7F}", "é", "\"", "@", "~",
         ]
         for _ in 0..<20_000 {
             var bytes: [UInt8]
@@ -223,10 +279,11 @@ struct PlainRequestHeadTests {
                 // A plain head with a few fields, then mutated at a few places.
                 var text = ["GET", "POST", "DELETE", "HEAD"][Int(random.next() % 4)] + " /api/v\(random.next() % 9)/x?q=\(random.next() % 99) HTTP/1.1\r\n"
                 for _ in 0..<Int(random.next() % 5) {
-                    text += ["Host", "X-Session-Id", "Authorization", "Accept", "Connection"][Int(random.next() % 5)] + [": ", ":", ":\t", ":  "][Int(random.next() % 4)]
-                    text += ["gw", "keep-alive", "Bearer a.b.c", "*/*", "ses_x"][Int(random.next() % 5)] + "\r\n"
+                    text += ["Host", "X-Session-Id", "Authorization", "Accept", "Connection", "Content-Length"][Int(random.next() % 6)] + [": ", ":", ":\t", ":  "][Int(random.next() % 4)]
+                    text += ["gw", "keep-alive", "Bearer a.b.c", "*/*", "ses_x", "3", "12", "0"][Int(random.next() % 8)] + "\r\n"
                 }
-                bytes = Array((text + "\r\n").utf8)
+                // A body after the head, sometimes: a request of its own, sometimes (what a smuggler sends).
+                bytes = Array((text + "\r\n" + ["", "abc", "GET /smuggled HTTP/1.1\r\n\r\n"][Int(random.next() % 3)]).utf8)
                 for _ in 0..<Int(random.next() % 3) where !bytes.isEmpty {
                     let at = Int(random.next() % UInt64(bytes.count))
                     switch random.next() % 3 {

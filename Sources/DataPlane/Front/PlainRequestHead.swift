@@ -3,8 +3,9 @@
 ///
 /// "Plain" is deliberately narrow: an HTTP/1.1 request line with a route method and an
 /// origin-form target of unreserved bytes, then fields whose names are tokens and whose
-/// values are visible ASCII with single spaces or tabs, every line ended by CRLF, no body
-/// (no `Content-Length`, no `Transfer-Encoding`), no `Upgrade`, no `Expect`, no
+/// values are visible ASCII with single spaces or tabs, every line ended by CRLF, a body
+/// only as one `Content-Length` of decimal digits (at most 15, no leading zero; never a sign,
+/// a list, a second one or a `Transfer-Encoding`), no `Upgrade`, no `Expect`, no
 /// `Proxy-Connection`, and no `Connection` other than `keep-alive`; the target no longer
 /// than a field may be and the whole head within its bound, as NIO's decoder counts them.
 /// Whatever is not plain is `.notPlain`, never an error: the caller hands those bytes to
@@ -26,14 +27,17 @@ package struct PlainRequestHead: Equatable {
     let fields: [(String, String)]
     /// The head's length in bytes, through its blank line.
     let length: Int
+    /// The body's length in bytes (its `Content-Length`; 0 without one): the bytes after the head
+    /// that are this request's, before the next request's head.
+    let bodyLength: Int
 
     package static func == (lhs: PlainRequestHead, rhs: PlainRequestHead) -> Bool {
-        lhs.method == rhs.method && lhs.uri == rhs.uri && lhs.length == rhs.length
+        lhs.method == rhs.method && lhs.uri == rhs.uri && lhs.length == rhs.length && lhs.bodyLength == rhs.bodyLength
             && lhs.fields.elementsEqual(rhs.fields) { $0.0 == $1.0 && $0.1 == $1.1 }
     }
 
     enum Outcome: Equatable {
-        /// A plain head; no body follows it.
+        /// A plain head; `bodyLength` bytes of body follow it.
         case complete(PlainRequestHead)
         /// The bytes so far are the start of a head that could still be plain.
         case incomplete
@@ -80,6 +84,7 @@ package struct PlainRequestHead: Equatable {
         // The fields, up to the blank line.
         var fields: [(String, String)] = []
         var fieldBytes = targetEnd - targetStart
+        var bodyLength: Int?
         while true {
             guard index < bytes.count else { return index > limits.maximumHeadBytes ? .notPlain : .incomplete }
             if bytes[index] == 0x0D {
@@ -111,12 +116,18 @@ package struct PlainRequestHead: Equatable {
             else { return .notPlain }
             let name = UnsafeRawBufferPointer(rebasing: bytes[nameStart..<nameEnd])
             let value = UnsafeRawBufferPointer(rebasing: bytes[valueStart..<valueEnd])
-            guard isPlainField(name, value) else { return .notPlain }
+            if equalsLowercased(name, "content-length") {
+                // One length of digits only: a second one (even equal), a list or a sign is NIO's to decide.
+                guard bodyLength == nil, let length = decimalLength(value) else { return .notPlain }
+                bodyLength = length
+            } else if !isPlainField(name, value) {
+                return .notPlain
+            }
             if fields.isEmpty { fields.reserveCapacity(16) }
             fields.append((String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self)))
         }
         let uri = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[targetStart..<targetEnd]), as: UTF8.self)
-        return .complete(PlainRequestHead(method: method, uri: uri, fields: fields, length: index))
+        return .complete(PlainRequestHead(method: method, uri: uri, fields: fields, length: index, bodyLength: bodyLength ?? 0))
     }
 
     /// The method at the start of `bytes` when it is one a route serves and a space follows it.
@@ -141,13 +152,28 @@ package struct PlainRequestHead: Equatable {
         }
     }
 
-    /// A field this reader takes: not one that frames a body, changes the protocol or asks
-    /// for an interim answer, and `Connection` only as `keep-alive`.
+    /// A field this reader takes (other than `Content-Length`): not one that frames a body
+    /// otherwise, changes the protocol or asks for an interim answer, and `Connection` only as `keep-alive`.
     private static func isPlainField(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) -> Bool {
         if equalsLowercased(name, "connection") { return equalsLowercased(value, "keep-alive") }
         // NIO's parser reads Proxy-Connection as it reads Connection (close after the answer): left to it.
-        return !(equalsLowercased(name, "content-length") || equalsLowercased(name, "transfer-encoding") || equalsLowercased(name, "upgrade")
+        return !(equalsLowercased(name, "transfer-encoding") || equalsLowercased(name, "upgrade")
             || equalsLowercased(name, "expect") || equalsLowercased(name, "proxy-connection"))
+    }
+
+    /// The longest `Content-Length` read here: 15 digits, far below `Int`'s bound, so the sum never overflows.
+    static let maximumLengthDigits = 15
+
+    /// `value` as a body length when it is decimal digits only, at most `maximumLengthDigits` of
+    /// them, and no leading zero (but `0` itself); `nil` for anything else, which NIO decides.
+    static func decimalLength(_ value: UnsafeRawBufferPointer) -> Int? {
+        guard !value.isEmpty, value.count <= maximumLengthDigits, value.count == 1 || value[0] != UInt8(ascii: "0") else { return nil }
+        var length = 0
+        for byte in value {
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+            length = length * 10 + Int(byte - UInt8(ascii: "0"))
+        }
+        return length
     }
 
     /// Whether the bytes from `offset` (as many as there are, up to `text`'s length) begin `text`.

@@ -6,16 +6,18 @@ import TrafficCop
 /// Serves plain `gateway.routes` requests straight from the connection's bytes, ahead of NIO's
 /// HTTP/1 decoder, and hands the connection to the decoder at the first request it does not serve.
 ///
-/// The common proxied request (a bodyless request to a route whose head arrives whole; see
-/// `PlainRequestHead` for exactly what "plain" admits) costs NIO's decoder, the upgrade check,
-/// the target screen and a handler hop per part when it goes the general way; here it is read
-/// in one pass and handed to its `ProxyExchange` at once. A head split across reads (a browser's
+/// The common proxied request (a request to a route whose head arrives whole, with no body or a
+/// body of one `Content-Length`; see `PlainRequestHead` for exactly what "plain" admits) costs
+/// NIO's decoder, the upgrade check, the target screen and a handler hop per part when it goes
+/// the general way; here it is read in one pass and handed to its `ProxyExchange` at once, and
+/// its body's bytes after it as they come (`PlainRequestBody`), the next head read only after the
+/// body's last byte. A head split across reads (a browser's
 /// cookies past the first read, pipelined requests across a read) is waited for: its bytes are
 /// kept, at most `limits.max_header_bytes` and one read, and its deadline never moves with the
 /// bytes that follow (the connection's first head: from when the connection opened, timed by
 /// the `RequestHeadTimeoutHandler` ahead of this handler while it is there; a later one: from
 /// when it is first read, which for one waiting behind a request in flight, unread, is when that
-/// answer ends). Everything else (a body, an upgrade, a path no route
+/// answer ends). Everything else (a chunked body, an upgrade, a path no route
 /// serves, anything unusual) goes to the pipeline
 /// behind this handler from that request's first byte, and this handler leaves the pipeline:
 /// the rest of the connection is NIO's, with the head timeout re-armed for the head it was handed.
@@ -34,6 +36,9 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
     /// How long a head may take to arrive whole (`limits.request_head_timeout_seconds`): a later
     /// head waited for here, or one handed to NIO.
     let headTimeout: TimeAmount
+    /// How long a request with a body may take to arrive whole (`limits.request_timeout_seconds`),
+    /// from its head, as NIO's path times it.
+    let requestTimeout: TimeAmount
     /// The most bytes that may wait behind a request in flight before the connection is closed.
     let maximumQueuedBytes: Int
 
@@ -49,6 +54,11 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
     /// Bytes read and not yet served or handed on.
     private var received = ByteBuffer()
     private var exchange: ProxyExchange?
+    /// The body of the request last started, while bytes of it are still to come: they are its
+    /// exchange's (or dropped, once it has answered), and no head is read before its end.
+    private var body: PlainRequestBody?
+    /// Answers a body not whole by its deadline: armed when one begins and none is armed, re-armed when it fires.
+    private var bodyCheck: Scheduled<Void>?
     /// A forward-auth decision in flight (waiting for the store); like `exchange`, it holds the bytes behind it.
     private var decision: ForwardAuthExchange?
     /// An answer could not be written out (the client is not reading): nothing more is served until it can.
@@ -63,6 +73,8 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
     /// Inside a read cycle: bytes handed on now are followed by the cycle's own end.
     private var inReadCycle = false
     private var holdingReads = false
+    /// The exchange asked for no more reads (its upstream cannot take more yet), until it resumes them.
+    private var exchangeHoldsReads = false
     private var readPending = false
     /// A graceful shutdown asked this connection to close once its current request is answered.
     private var closeWhenIdle = false
@@ -82,11 +94,12 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
     var upstreamDeadlineCheck: UpstreamDeadlineCheck?
     var currentExchange: ProxyExchange? { exchange }
 
-    package init(plane: DataPlane, limits: PlainRequestHead.Limits, idleTimeout: TimeAmount, headTimeout: TimeAmount) {
+    package init(plane: DataPlane, limits: PlainRequestHead.Limits, idleTimeout: TimeAmount, headTimeout: TimeAmount, requestTimeout: TimeAmount) {
         self.plane = plane
         self.limits = limits
         self.idleTimeout = idleTimeout
         self.headTimeout = headTimeout
+        self.requestTimeout = requestTimeout
         maximumQueuedBytes = plane.maximumQueuedBytes
         routeTable = plane.table.current
     }
@@ -107,6 +120,8 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         headCheck = nil
         partialHead = nil
         idleCheck?.cancel()
+        bodyCheck?.cancel()
+        bodyCheck = nil
         upstreamDeadlineCheck?.task.cancel()
         idleCheck = nil
         upstreamDeadlineCheck = nil
@@ -126,7 +141,7 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         } else {
             received.writeBuffer(&bytes)
         }
-        if requestInFlight || awaitingWritable {
+        if body == nil, requestInFlight || awaitingWritable {
             // Behind a request in flight: waits, unread further, within its bound.
             holdingReads = true
             if received.readableBytes > maximumQueuedBytes {
@@ -149,7 +164,13 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         guard !serving else { return }
         serving = true
         defer { serving = false }
-        while !requestInFlight, !awaitingWritable, !handedOn, !closing, received.readableBytes > 0, self.context != nil {
+        while !awaitingWritable, !handedOn, !closing, received.readableBytes > 0, self.context != nil {
+            // A body's bytes first: until its last, nothing here is a head.
+            if body != nil {
+                takeBody(context: context)
+                continue
+            }
+            guard !requestInFlight else { break }
             // A head waited for is read again only once it can have ended (or has passed its bound).
             if let waiting = partialHead, !waiting.mayHaveEnded(received, maximumHeadBytes: limits.maximumHeadBytes) {
                 partialHead?.scanned = received.readableBytes
@@ -169,10 +190,15 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
             firstHeadTaken = true
             received.moveReaderIndex(forwardBy: plain.length)
             switch started {
-            case .proxy(let started):
+            case .proxy(let started) where plain.bodyLength == 0:
                 exchange = started
                 // No body: the request has ended before its exchange starts.
                 started.clientRead(.end(nil))
+                started.start()
+            case .proxy(let started):
+                exchange = started
+                beginBody(length: plain.bodyLength, context: context)
+                // The body follows as it comes, from the bytes after the head (the loop takes them).
                 started.start()
             case .decision(let started):
                 // Answered within `start`, or in flight until the store answers.
@@ -187,6 +213,8 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
             releaseReads()
         } else if received.readableBytes > 0 {
             holdingReads = true  // the next request waits for this one's answer
+        } else if body != nil, !exchangeHoldsReads {
+            releaseReads()  // the rest of the body is read as it comes (reads held for a request before it end here)
         }
     }
 
@@ -206,6 +234,8 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         let (path, query) = RequestTarget.split(head.uri[...])
         plane.table.refresh(&routeTable)
         if path == ForwardAuthExchange.path, let proxies = plane.forwardAuthProxies {
+            // A decision reads no body: one that comes with a body is NIO's to take.
+            guard plain.bodyLength == 0 else { return nil }
             return .decision(ForwardAuthExchange(handler: self, plane: plane, proxies: proxies, head: head, eventLoop: context.eventLoop))
         }
         let host = routeTable.hasHostRoutes ? head.headers.first(name: "host") : nil
@@ -269,6 +299,7 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         exchange = nil
         decision?.clientGone()
         decision = nil
+        body = nil
         received = ByteBuffer()
         partialHead = nil
         context.fireChannelInactive()
@@ -320,9 +351,12 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
 
     func holdReads() {
         holdingReads = true
+        exchangeHoldsReads = true
     }
 
     func resumeReads() {
+        exchangeHoldsReads = false
+        // Bytes behind the request (not its body's: those are taken as they come) wait for its answer.
         guard exchange == nil || received.readableBytes == 0 else { return }
         releaseReads()
     }
@@ -342,6 +376,7 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
 
     func exchangeFinished(requestEnded: Bool, closeConnection: Bool) {
         exchange = nil
+        exchangeHoldsReads = false
         // The deadline check stays scheduled: the next request's deadline is later, and the check re-arms for it.
         lastActive = .now()
         guard let context else { return }
@@ -354,6 +389,80 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         }
         // Requests that came while this one was in flight; inside `serve` its loop takes them.
         serve(context: context)
+    }
+
+    // MARK: A plain request's body
+
+    /// The request just started has a body of `length` bytes: they are read next, and timed.
+    private func beginBody(length: Int, context: ChannelHandlerContext) {
+        let waiting = PlainRequestBody(length: length, deadline: .now() + requestTimeout)
+        body = waiting
+        if bodyCheck == nil { scheduleBodyCheck(at: waiting.deadline) }
+    }
+
+    /// Passes the body's bytes at the start of `received` to its exchange, and its end after its
+    /// last byte; once the exchange has answered, drops them instead, and closes the connection
+    /// past `ProxyChannelHandler.maximumDrainBytes`.
+    private func takeBody(context: ChannelHandlerContext) {
+        guard var waiting = body, let part = received.readSlice(length: min(waiting.remaining, received.readableBytes)) else { return }
+        waiting.remaining -= part.readableBytes
+        let ended = waiting.remaining == 0
+        if let exchange {
+            body = ended ? nil : waiting
+            exchange.clientRead(.body(part))
+            // A part the exchange refused ended it (and closed or freed the connection): no end follows.
+            if ended, self.exchange === exchange { exchange.clientRead(.end(nil)) }
+            return
+        }
+        let dropped = (waiting.dropped ?? 0) + part.readableBytes
+        guard dropped <= ProxyChannelHandler.maximumDrainBytes else {
+            // More than a refused request deserves: closed rather than read on.
+            body = nil
+            closing = true
+            context.close(promise: nil)
+            return
+        }
+        waiting.dropped = dropped
+        body = ended ? nil : waiting
+    }
+
+    /// Checks the body being read against its deadline. Deadlines only grow, so one check armed
+    /// for an earlier body serves the next by re-arming for its deadline.
+    private func scheduleBodyCheck(at deadline: NIODeadline) {
+        guard let context else { return }
+        bodyCheck = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [weak self] in
+            guard let self else { return }
+            self.bodyCheck = nil
+            guard let waiting = self.body, !self.closing, self.context != nil else { return }
+            if waiting.deadline <= .now() {
+                self.bodyTimedOut()
+            } else {
+                self.scheduleBodyCheck(at: waiting.deadline)
+            }
+        }
+    }
+
+    /// The request's body did not arrive whole in time: its exchange answers 408 `request_timeout`
+    /// (if its answer has not begun) and closes; a body being dropped just closes.
+    private func bodyTimedOut() {
+        guard let context else { return }
+        body = nil
+        holdingReads = true
+        readPending = false
+        guard let exchange else {
+            closing = true
+            context.close(promise: nil)
+            return
+        }
+        exchange.requestTimedOut(
+            GatewayError(
+                .requestTimeout, "request_timeout",
+                "the request did not arrive whole within \(requestTimeout.nanoseconds / 1_000_000_000) s; send its body without pauses"))
+        if self.exchange != nil {
+            // Its answer had begun: the exchange ends with the connection.
+            closing = true
+            context.close(promise: nil)
+        }
     }
 
     // MARK: Reads and the idle timeout
@@ -420,12 +529,14 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
     }
 
     /// Closes the connection after `idleTimeout` with nothing from the client and no request in
-    /// flight. Scheduled once and re-armed only when it fires: a busy connection schedules nothing per request.
+    /// flight (or one whose body is still to come). Scheduled once and re-armed only when it fires: a busy connection schedules nothing per request.
     private func scheduleIdleCheck(at deadline: NIODeadline) {
         guard let context else { return }
         idleCheck = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [weak self] in
             guard let self, let context = self.context, !self.handedOn else { return }
-            guard !self.requestInFlight else { return self.scheduleIdleCheck(at: .now() + self.idleTimeout) }
+            // A request in flight keeps the connection, but not a body that stopped coming (as on NIO's
+            // path); a body not read because its upstream cannot take more is not the client's silence.
+            guard !self.requestInFlight || (self.body != nil && !self.exchangeHoldsReads) else { return self.scheduleIdleCheck(at: .now() + self.idleTimeout) }
             let due = self.lastActive + self.idleTimeout
             if due <= .now() {
                 context.close(promise: nil)

@@ -113,7 +113,8 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
                     limits: .init(
                         maximumHeadBytes: limits.maximumHeaderBytes, maximumFieldCount: limits.maximumHeaderCount,
                         maximumFieldBytes: limits.maximumHeaderFieldBytes),
-                    idleTimeout: .milliseconds(Int64(limits.idleTimeout * 1000)), headTimeout: .milliseconds(Int64(limits.requestHeadTimeout * 1000))))
+                    idleTimeout: .milliseconds(Int64(limits.idleTimeout * 1000)), headTimeout: .milliseconds(Int64(limits.requestHeadTimeout * 1000)),
+                    requestTimeout: .milliseconds(Int64(limits.requestTimeout * 1000))))
         }
         // Set by shouldUpgrade, read when the pipeline is rebuilt; one upgrade per connection.
         let decision = NIOLockedValueBox<Decision?>(nil)

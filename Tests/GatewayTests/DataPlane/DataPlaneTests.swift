@@ -127,10 +127,11 @@ struct DataPlaneTests {
         try await world.stop()
     }
 
-    @Test("a body that trickles in (a byte every 200 ms, never silent for the idle timeout) gets 408 request_timeout after limits.request_timeout_seconds, on a route admitted or refused and on the API; a refused body past 64 KiB is not read to its end", arguments: [
-        ("/api/echo/upload", true), ("/api/echo/upload", false), ("/api/auth/login", false),
+    @Test("a body that trickles in (a byte every 200 ms, never silent for the idle timeout), chunked (NIO's path) or of a Content-Length (the front's), gets 408 request_timeout after limits.request_timeout_seconds, on a route admitted or refused and on the API; a refused body past 64 KiB is not read to its end", arguments: [
+        ("/api/echo/upload", true, true), ("/api/echo/upload", false, true), ("/api/auth/login", false, true),
+        ("/api/echo/upload", true, false), ("/api/echo/upload", false, false),
     ])
-    func tricklingBodyGetsRequestTimeout(path: String, bearer: Bool) async throws {
+    func tricklingBodyGetsRequestTimeout(path: String, bearer: Bool, chunked: Bool) async throws {
         let refusedFirst = !bearer && path.hasPrefix("/api/echo")
         let world = try await World.start {
             $0.limits.idleTimeout = 5
@@ -141,14 +142,15 @@ struct DataPlaneTests {
             let connection = try RawConnection(port: port, receiveTimeout: 15)
             defer { connection.close() }
             let authorization = bearer ? "Authorization: Bearer \(token)\r\n" : ""
-            connection.send("POST \(path) HTTP/1.1\r\nHost: x\r\n\(authorization)Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+            let framing = chunked ? "Transfer-Encoding: chunked" : "Content-Length: 1000"
+            connection.send("POST \(path) HTTP/1.1\r\nHost: x\r\n\(authorization)Content-Type: application/json\r\n\(framing)\r\n\r\n")
             let started = Date()
             // A route refuses a request without a token at its head, before the body: that answer first.
             var answer = refusedFirst ? connection.readUntil("}").text : ""
             // One byte a chunk, every 200 ms, for up to 10 s: the idle timeout never fires, the request deadline must.
             for _ in 0..<50 {
                 if refusedFirst ? connection.isClosedByPeer : connection.isReadable() { break }
-                connection.send("1\r\n{\r\n")
+                connection.send(chunked ? "1\r\n{\r\n" : "{")
                 Thread.sleep(forTimeInterval: 0.2)
             }
             if !refusedFirst { answer = connection.readAll().text }

@@ -9,7 +9,7 @@ import Testing
 /// the connection handed to NIO's decoder, whole and in order, at the first other request.
 @Suite("The data plane's front: plain requests from the bytes, the rest of the connection to NIO")
 struct ProxyFrontTests {
-    @Test("plain requests sent together, then a request with a body, then plain ones again, on one connection: each is answered once, in order")
+    @Test("plain requests sent together, a request with a Content-Length body, one with a chunked body (handed to NIO), then plain ones again, on one connection: each is answered once, in order")
     func handOnKeepsOrder() async throws {
         let world = try await DataPlaneTests.World.start()
         let (port, token) = (world.port, world.token)
@@ -20,16 +20,63 @@ struct ProxyFrontTests {
             connection.send(
                 "GET /api/echo/p1 HTTP/1.1\r\nHost: x\r\n\(bearer)\r\n" + "GET /api/echo/p2 HTTP/1.1\r\nHost: x\r\n\(bearer)\r\n"
                     + "POST /api/echo/body HTTP/1.1\r\nHost: x\r\n\(bearer)Content-Length: 5\r\n\r\nhello"
+                    + "POST /api/echo/chunked HTTP/1.1\r\nHost: x\r\n\(bearer)Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
                     + "GET /api/echo/p3 HTTP/1.1\r\nHost: x\r\n\(bearer)\r\n"
                     + "GET /api/echo/last HTTP/1.1\r\nHost: x\r\n\(bearer)Connection: close\r\n\r\n")
             return connection.readAll()
         }
-        let answers = DataPlaneTests.answers(bytes, count: 6)
-        #expect(answers.map(\.status) == [200, 200, 200, 200, 200])
-        let paths = ["/p1", "/p2", "/body", "/p3", "/last"]
-        #expect(answers.count == 5 && zip(answers, paths).allSatisfy { $0.body.contains("\"\($1)\"") })
-        #expect(answers.count == 5 && answers[2].body.contains("\"body_bytes\":5"))
-        #expect(world.targets.all.count == 5)
+        let answers = DataPlaneTests.answers(bytes, count: 7)
+        #expect(answers.map(\.status) == [200, 200, 200, 200, 200, 200])
+        let paths = ["/p1", "/p2", "/body", "/chunked", "/p3", "/last"]
+        #expect(answers.count == 6 && zip(answers, paths).allSatisfy { $0.body.contains("\"\($1)\"") })
+        #expect(answers.count == 6 && answers[2].body.contains("\"body_bytes\":5") && answers[3].body.contains("\"body_bytes\":3"))
+        #expect(world.targets.all.count == 6)
+        try await world.stop()
+    }
+
+    @Test("a Content-Length body is passed whole however it is split across reads, and the bytes after its last are the next request: a body that spells a request reaches the upstream as body, never as a request of its own")
+    func lengthBodyThenNextRequest() async throws {
+        let world = try await DataPlaneTests.World.start()
+        let (port, token) = (world.port, world.token)
+        let bearer = "Authorization: Bearer \(token)\r\n"
+        let smuggled = "GET /api/echo/smuggled HTTP/1.1\r\nHost: x\r\n\(bearer)\r\n"
+        let bytes = try await onOwnThread { () -> [UInt8] in
+            let connection = try RawConnection(port: port, receiveTimeout: 5)
+            defer { connection.close() }
+            // The head and the body's first bytes together, the middle alone, the end with the next request.
+            let head = "POST /api/echo/body HTTP/1.1\r\nHost: x\r\n\(bearer)Content-Length: \(smuggled.utf8.count)\r\n\r\n"
+            let body = Array(smuggled.utf8)
+            connection.send(head + String(decoding: body[..<10], as: UTF8.self))
+            Thread.sleep(forTimeInterval: 0.1)
+            connection.send(String(decoding: body[10..<30], as: UTF8.self))
+            Thread.sleep(forTimeInterval: 0.1)
+            connection.send(String(decoding: body[30...], as: UTF8.self) + "GET /api/echo/after HTTP/1.1\r\nHost: x\r\n\(bearer)Connection: close\r\n\r\n")
+            return connection.readAll()
+        }
+        let answers = DataPlaneTests.answers(bytes, count: 3)
+        #expect(answers.map(\.status) == [200, 200])
+        #expect(answers.first?.body.contains("\"body_bytes\":\(smuggled.utf8.count)") == true, "\(answers.first?.body.prefix(200) ?? "")")
+        #expect(world.targets.all == ["POST /body", "GET /after"])
+        try await world.stop()
+    }
+
+    @Test("a request refused at its head (no token) with a Content-Length body: the body is dropped, never read as a request, and the request after it on the connection is answered")
+    func refusedLengthBodyIsDropped() async throws {
+        let world = try await DataPlaneTests.World.start()
+        let (port, token) = (world.port, world.token)
+        let bearer = "Authorization: Bearer \(token)\r\n"
+        let smuggled = "GET /api/echo/smuggled HTTP/1.1\r\nHost: x\r\n\(bearer)\r\n"
+        let bytes = try await onOwnThread { () -> [UInt8] in
+            let connection = try RawConnection(port: port, receiveTimeout: 5)
+            defer { connection.close() }
+            connection.send("POST /api/echo/refused HTTP/1.1\r\nHost: x\r\nContent-Length: \(smuggled.utf8.count)\r\n\r\n")
+            Thread.sleep(forTimeInterval: 0.1)  // the 401 is decided at the head, before the body comes
+            connection.send(smuggled + "GET /api/echo/after HTTP/1.1\r\nHost: x\r\n\(bearer)Connection: close\r\n\r\n")
+            return connection.readAll()
+        }
+        let statuses = bytes.text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { String($0.prefix(3)) }
+        #expect(statuses == ["401", "200"], "\(statuses)")
+        #expect(world.targets.all == ["GET /after"])
         try await world.stop()
     }
 
@@ -86,8 +133,10 @@ struct ProxyFrontTests {
         arguments: [
             // Plain (no body, no Connection: close): the front serves it.
             "GET /api/hung/x HTTP/1.1\r\nHost: x\r\n",
-            // A body: the front hands the connection to NIO's decoder, and ProxyChannelHandler serves it.
+            // A Content-Length body: the front serves it too.
             "POST /api/hung/x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n",
+            // A chunked body: the front hands the connection to NIO's decoder, and ProxyChannelHandler serves it.
+            "POST /api/hung/x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n",
         ])
     func deadlineAfterAnsweredRequest(hungRequest: String) async throws {
         let silent = try SilentListener()
@@ -107,7 +156,7 @@ struct ProxyFrontTests {
             // Half the timeout later: the first request's deadline passes while the second is in flight.
             Thread.sleep(forTimeInterval: 1)
             let sent = Date()
-            connection.send(hungRequest + bearer + "\r\n" + (hungRequest.hasPrefix("POST") ? "{}" : ""))
+            connection.send(hungRequest + bearer + "\r\n" + (hungRequest.contains("chunked") ? "2\r\n{}\r\n0\r\n\r\n" : hungRequest.hasPrefix("POST") ? "{}" : ""))
             let second = connection.readUntil("upstream_timeout").text
             return (first, second, Date().timeIntervalSince(sent))
         }
@@ -131,8 +180,8 @@ struct ProxyFrontTests {
             defer { connection.close() }
             let bearer = "Authorization: Bearer \(token)\r\n"
             if afterHandOn {
-                // A request with a body hands the connection to NIO's decoder.
-                connection.send("POST /api/echo/first HTTP/1.1\r\nHost: x\r\n\(bearer)Content-Length: 2\r\n\r\nhi")
+                // A request with a chunked body hands the connection to NIO's decoder.
+                connection.send("POST /api/echo/first HTTP/1.1\r\nHost: x\r\n\(bearer)Transfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n")
             } else {
                 // Served by the front first (it waits for a head split across reads; this one's target
                 // runs past the first read), then it is handed on and refused by NIO's decoder.
