@@ -16,6 +16,8 @@
 #   scripts/bench-scale.sh [ROUNDS] [SECONDS] [CONNECTIONS]    (default 3 6 50)
 #   DIMENSIONS="routes people"    only these dimensions (default: all five)
 #   PORTCULLIS_BIN=path           the binary to measure (default: a release build, made here)
+#   COMPARE_BIN=path              the body dimension also runs a gateway from this binary (the build
+#                                 before a change) in the same rounds, as the target "COMPARE_BIN"
 #   PLOT=path.png                 where the plot goes (default .build/bench-scale.png; needs matplotlib,
 #                                 which the script installs into .build/bench-venv from PyPI)
 #
@@ -344,6 +346,13 @@ check_held() {  # PORT COUNT: the idle connections to PORT are all still open af
 body_dimension() {
   gateway body "    - /app=http://127.0.0.1:$UPSTREAM"
   nginx_proxy "$WORK/nginx-body" "  server { listen 127.0.0.1:$NGINX; location / { $PROXY } }"; local nginx_pid=${PIDS[-1]}
+  local compare_pid="" compare_port=$((GATEWAY + 30))
+  if [ -n "${COMPARE_BIN:-}" ]; then
+    local main_pid=$GATEWAY_PID
+    BIN=$(realpath "$COMPARE_BIN") gateway body-compare "    - /app=http://127.0.0.1:$UPSTREAM" "" "$compare_port"; compare_pid=$GATEWAY_PID
+    GATEWAY_PID=$main_pid
+    expect 200 -H @"$WORK/auth-1" "127.0.0.1:$compare_port/app/x"
+  fi
   body_lua 1024; body_lua 65536
   expect 200 -X POST -H @"$WORK/auth-1" -H 'Content-Type: application/json' --data-binary @<(python3 -c 'print("{\"data\":\"" + "x" * 65525 + "\"}", end="")') "127.0.0.1:$GATEWAY/app/x"
   for round in $(seq "$ROUNDS"); do
@@ -354,9 +363,10 @@ body_dimension() {
       case $step in "POST 1 KiB") signed=(-s "$WORK/auth-post-1024.lua");; "POST 64 KiB") signed=(-s "$WORK/auth-post-65536.lua");; esac
       run body "$step" Portcullis "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/app/x" "${signed[@]}"
       run body "$step" nginx "$nginx_pid" "http://127.0.0.1:$NGINX/app/x" "${script[@]}"
+      if [ -n "$compare_pid" ]; then run body "$step" COMPARE_BIN "$compare_pid" "http://127.0.0.1:$compare_port/app/x" "${signed[@]}"; fi
     done
   done
-  stop "$GATEWAY_PID" "$nginx_pid"
+  stop "$GATEWAY_PID" "$nginx_pid" $compare_pid
 }
 
 # --- cores ---

@@ -573,13 +573,7 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             break  // the handler queues a new request's head; never here
         case .body(let buffer):
             bodyBytes += buffer.readableBytes
-            guard bodyBytes <= plane.maximumBodyBytes else {
-                return fail(Self.tooLarge(plane.maximumBodyBytes), closeClient: true)
-            }
-            // An MCP POST is read whole to be decided on, and one too large for that is never passed undecided.
-            if route.isMCP, head.method == .POST, !mcpDecided, let policy = route.mcpPolicy, bodyBytes > policy.maximumBodyBytes {
-                return fail(Self.mcpBodyTooLarge(policy.maximumBodyBytes), closeClient: true)
-            }
+            if let refusal = bodyRefusal(bodyBytes) { return fail(refusal, closeClient: true) }
             // An HTTP/2 GET, HEAD, DELETE or TRACE without content-length is framed as having no body
             // (swift-nio-http2 adds no length for them): DATA on it would reach an HTTP/1.1 upstream as
             // bytes after the request, read there as another request. Refused, before any byte goes.
@@ -612,6 +606,24 @@ final class ProxyExchange: UpstreamConnectionDelegate {
                 upstreamStream?.channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
             }
         }
+    }
+
+    /// The refusal a body earns once `total` of its bytes have come: past the gateway's bound
+    /// (`gateway.max_body_bytes`), or an undecided MCP POST past `mcp.max_body_bytes` (one too
+    /// large to be read whole is never passed undecided).
+    private func bodyRefusal(_ total: Int) -> GatewayError? {
+        if total > plane.maximumBodyBytes { return Self.tooLarge(plane.maximumBodyBytes) }
+        if route.isMCP, head.method == .POST, !mcpDecided, let policy = route.mcpPolicy, total > policy.maximumBodyBytes {
+            return Self.mcpBodyTooLarge(policy.maximumBodyBytes)
+        }
+        return nil
+    }
+
+    /// Whether a whole body of `length` bytes may be handed over before `start`, with its end,
+    /// as a bodyless request's end is: only one no bound refuses (that refusal is `start`'s to give).
+    /// A body handed over so goes upstream with the head, in one write.
+    func takesWholeBodyBeforeStart(_ length: Int) -> Bool {
+        bodyBytes == 0 && bodyRefusal(length) == nil
     }
 
     /// A piece of the request body, in a chunk of its own when the body goes upstream chunked.

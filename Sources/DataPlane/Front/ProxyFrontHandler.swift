@@ -197,8 +197,17 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
                 started.start()
             case .proxy(let started):
                 exchange = started
-                beginBody(length: plain.bodyLength, context: context)
-                // The body follows as it comes, from the bytes after the head (the loop takes them).
+                if received.readableBytes >= plain.bodyLength, started.takesWholeBodyBeforeStart(plain.bodyLength),
+                    let whole = received.readSlice(length: plain.bodyLength)
+                {
+                    // The whole body came with its head: handed over with its end before the exchange
+                    // starts, as a bodyless request's end is, so it goes upstream with the head in one write.
+                    started.clientRead(.body(whole))
+                    started.clientRead(.end(nil))
+                } else {
+                    // The body follows as it comes, from the bytes after the head (the loop takes them).
+                    beginBody(length: plain.bodyLength, context: context)
+                }
                 started.start()
             case .decision(let started):
                 // Answered within `start`, or in flight until the store answers.
