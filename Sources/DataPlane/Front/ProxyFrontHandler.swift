@@ -167,7 +167,7 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         while !awaitingWritable, !handedOn, !closing, received.readableBytes > 0, self.context != nil {
             // A body's bytes first: until its last, nothing here is a head.
             if body != nil {
-                takeBody(context: context)
+                guard takeBody(context: context) else { break }
                 continue
             }
             guard !requestInFlight else { break }
@@ -316,8 +316,9 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
 
     package func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         guard !handedOn, event is ChannelShouldQuiesceEvent else { return context.fireUserInboundEventTriggered(event) }
-        // An answer not yet written out counts as in flight: closing now would drop it.
-        if !requestInFlight && !awaitingWritable {
+        // An answer not yet written out counts as in flight: closing now would drop it. So does a
+        // refused body still being dropped: closing with it unread could reset the refusal away.
+        if !requestInFlight && !awaitingWritable && body == nil {
             context.close(promise: nil)
         } else {
             closeWhenIdle = true
@@ -365,6 +366,8 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
 
     func resumeReads() {
         exchangeHoldsReads = false
+        // The time the client was not read is not its silence.
+        lastActive = .now()
         // Bytes behind the request (not its body's: those are taken as they come) wait for its answer.
         guard exchange == nil || received.readableBytes == 0 else { return }
         releaseReads()
@@ -389,7 +392,8 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         // The deadline check stays scheduled: the next request's deadline is later, and the check re-arms for it.
         lastActive = .now()
         guard let context else { return }
-        if closeConnection || closeWhenIdle {
+        // A graceful close waits for the rest of a body being dropped (see `takeBody`), as NIO's path drains it.
+        if closeConnection || (closeWhenIdle && body == nil) {
             closing = true
             // The answer's end may still wait for its flush: out first, then the close.
             context.flush()
@@ -412,8 +416,12 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
     /// Passes the body's bytes at the start of `received` to its exchange, and its end after its
     /// last byte; once the exchange has answered, drops them instead, and closes the connection
     /// past `ProxyChannelHandler.maximumDrainBytes`.
-    private func takeBody(context: ChannelHandlerContext) {
-        guard var waiting = body, let part = received.readSlice(length: min(waiting.remaining, received.readableBytes)) else { return }
+    /// Returns whether any bytes were taken.
+    @discardableResult
+    private func takeBody(context: ChannelHandlerContext) -> Bool {
+        guard var waiting = body, waiting.remaining > 0, received.readableBytes > 0,
+            let part = received.readSlice(length: min(waiting.remaining, received.readableBytes))
+        else { return false }
         waiting.remaining -= part.readableBytes
         let ended = waiting.remaining == 0
         if let exchange {
@@ -421,7 +429,7 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
             exchange.clientRead(.body(part))
             // A part the exchange refused ended it (and closed or freed the connection): no end follows.
             if ended, self.exchange === exchange { exchange.clientRead(.end(nil)) }
-            return
+            return true
         }
         let dropped = (waiting.dropped ?? 0) + part.readableBytes
         guard dropped <= ProxyChannelHandler.maximumDrainBytes else {
@@ -429,10 +437,16 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
             body = nil
             closing = true
             context.close(promise: nil)
-            return
+            return true
         }
         waiting.dropped = dropped
         body = ended ? nil : waiting
+        if ended, closeWhenIdle {
+            // A graceful close waited for the dropped body's end.
+            closing = true
+            context.close(promise: nil)
+        }
+        return true
     }
 
     /// Checks the body being read against its deadline. Deadlines only grow, so one check armed
@@ -463,15 +477,11 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
             context.close(promise: nil)
             return
         }
+        // Ends the exchange (and, through `exchangeFinished`, the connection), its answer begun or not.
         exchange.requestTimedOut(
             GatewayError(
                 .requestTimeout, "request_timeout",
                 "the request did not arrive whole within \(requestTimeout.nanoseconds / 1_000_000_000) s; send its body without pauses"))
-        if self.exchange != nil {
-            // Its answer had begun: the exchange ends with the connection.
-            closing = true
-            context.close(promise: nil)
-        }
     }
 
     // MARK: Reads and the idle timeout

@@ -385,6 +385,26 @@ struct ForwardAuthTests {
         try await provider.stop()
     }
 
+    @Test("a decision asked with a Content-Length body is answered once, by the router's path (the front decides only bodyless ones), and its body, though it spells a decision, is never read as a request")
+    func decisionWithBodyIsNotSplit() async throws {
+        let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])
+        let fixture = try await Self.gateway(provider)
+        let allowed = try provider.token(claims: ["scope": "billing:read"])
+        let smuggled = Self.verifyRequest(bearer: nil, [("X-Original-URI", "/api/billing/smuggled")])
+        let asked = Self.verifyRequest(bearer: allowed, [("X-Original-URI", "/api/billing/a")], extra: "Content-Length: \(smuggled.utf8.count)\r\n") + smuggled
+        let port = fixture.gatewayPort
+        let text = try await onOwnThread { () -> String in
+            let connection = try RawConnection(port: port, receiveTimeout: 5)
+            defer { connection.close() }
+            connection.send(asked + "GET /healthz HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n")
+            return connection.readAll().text
+        }
+        let statuses = text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { String($0.prefix(3)) }
+        #expect(statuses == ["200", "200"], "\(statuses)")
+        try await fixture.stop()
+        try await provider.stop()
+    }
+
     @Test("forward-auth reads one header family: with nginx's, any X-Forwarded-Uri or -Method is 400 forward_auth_headers_mixed, never read; with forwarded (Caddy, Traefik), any X-Original-URI or -Method is")
     func oneHeaderFamily() async throws {
         let provider = try await FakeProvider.start(keys: [try JWSKey.generate(algorithm: .es256, kid: "ec-1")])

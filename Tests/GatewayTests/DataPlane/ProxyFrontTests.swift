@@ -60,6 +60,29 @@ struct ProxyFrontTests {
         try await world.stop()
     }
 
+    @Test("a request with a Content-Length body that begins behind a request in flight, its body still coming when that answer ends, is read to its end and answered: reads held for it are released for its body")
+    func lengthBodyBehindRequestInFlight() async throws {
+        let world = try await DataPlaneTests.World.start()
+        let (port, token) = (world.port, world.token)
+        let bearer = "Authorization: Bearer \(token)\r\n"
+        let bytes = try await onOwnThread { () -> [UInt8] in
+            let connection = try RawConnection(port: port, receiveTimeout: 10)
+            defer { connection.close() }
+            connection.send(
+                "GET /api/echo/slow?delay_ms=500 HTTP/1.1\r\nHost: x\r\n\(bearer)\r\n"
+                    + "POST /api/echo/body HTTP/1.1\r\nHost: x\r\n\(bearer)Content-Length: 100\r\n\r\n" + String(repeating: "a", count: 10))
+            _ = connection.readUntil("\"body_bytes\"")  // the slow answer: the POST's head was taken after it
+            Thread.sleep(forTimeInterval: 0.2)
+            connection.send(String(repeating: "b", count: 90) + "GET /api/echo/after HTTP/1.1\r\nHost: x\r\n\(bearer)Connection: close\r\n\r\n")
+            return connection.readAll()
+        }
+        let answers = DataPlaneTests.answers(bytes, count: 3)
+        #expect(answers.map(\.status) == [200, 200], "\(answers.map(\.status))")
+        #expect(answers.first?.body.contains("\"body_bytes\":100") == true)
+        #expect(world.targets.all == ["GET /slow?delay_ms=500", "POST /body", "GET /after"])
+        try await world.stop()
+    }
+
     @Test("a request refused at its head (no token) with a Content-Length body: the body is dropped, never read as a request, and the request after it on the connection is answered")
     func refusedLengthBodyIsDropped() async throws {
         let world = try await DataPlaneTests.World.start()
