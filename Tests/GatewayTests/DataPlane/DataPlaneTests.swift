@@ -219,6 +219,31 @@ struct DataPlaneTests {
         try await world.upstream.stop()
     }
 
+    @Test("a graceful stop while a refused request's Content-Length body is still coming waits for the body's end (read and dropped), then closes: the refusal is not reset away by a close with bytes unread")
+    func gracefulStopWaitsForDroppedBody() async throws {
+        let world = try await World.start()
+        let port = world.port
+        let connection = try RawConnection(port: port, receiveTimeout: 10)
+        defer { connection.close() }
+        let refusal = try await onOwnThread { () -> String in
+            connection.send("POST /api/echo/upload HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + String(repeating: "a", count: 10))
+            return connection.readUntil("}").text  // the 401, at the head
+        }
+        #expect(refusal.hasPrefix("HTTP/1.1 401"), "\(refusal.prefix(60))")
+        async let stopped: Void = world.fixture.stop()
+        let (openDuringStop, closedAfterBody) = try await onOwnThread { () -> (Bool, Bool) in
+            Thread.sleep(forTimeInterval: 0.5)  // the stop has asked every connection to close
+            let open = !connection.isClosedByPeer
+            connection.send(String(repeating: "b", count: 990))
+            _ = connection.readAll()  // returns at the close
+            return (open, connection.isClosedByPeer)
+        }
+        try await stopped
+        #expect(openDuringStop, "closed while the refused body was still coming")
+        #expect(closedAfterBody)
+        try await world.upstream.stop()
+    }
+
     @Test("the route's prefix itself, alone or with a query, reaches an upstream without a base path as / (never an empty request target)")
     func prefixItself() async throws {
         let upstream = try await RecordingUpstream.start()
