@@ -425,9 +425,7 @@ package final class ProxyChannelHandler: ChannelDuplexHandler, RemovableChannelH
     /// The request did not arrive whole in time: 408 `request_timeout` if its answer has not begun, then close.
     private func requestTimedOut() {
         guard let context else { return }
-        let error = GatewayError(
-            .requestTimeout, "request_timeout",
-            "the request did not arrive whole within \(requestTimeout.nanoseconds / 1_000_000_000) s; send its body without pauses")
+        let error = ProxyExchange.requestIncomplete(within: requestTimeout)
         switch state {
         case .proxying(let exchange):
             exchange.requestTimedOut(error)  // answers (or not, if it began) and closes

@@ -1042,4 +1042,12 @@ final class ProxyExchange: UpstreamConnectionDelegate {
     static func tooLarge(_ limit: Int) -> GatewayError {
         GatewayError(.contentTooLarge, "payload_too_large", "the request body is limited to \(limit) bytes")
     }
+
+    /// 408 `request_timeout`: the request (its body) did not arrive whole within `timeout`
+    /// (`limits.request_timeout_seconds`), on the front's path and NIO's alike.
+    static func requestIncomplete(within timeout: TimeAmount) -> GatewayError {
+        GatewayError(
+            .requestTimeout, "request_timeout",
+            "the request did not arrive whole within \(timeout.nanoseconds / 1_000_000_000) s; send its body without pauses")
+    }
 }

@@ -13,8 +13,8 @@ struct PlainRequestBody {
     /// When the whole request must have arrived (`limits.request_timeout_seconds` from its head),
     /// as NIO's path times a request's body.
     let deadline: NIODeadline
-    /// Bytes dropped since the exchange answered; `nil` while the body goes to the exchange.
-    var dropped: Int?
+    /// Bytes dropped since the exchange answered (none while the body goes to the exchange).
+    var dropped = 0
 
     init(length: Int, deadline: NIODeadline) {
         remaining = length

@@ -190,14 +190,12 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
             firstHeadTaken = true
             received.moveReaderIndex(forwardBy: plain.length)
             switch started {
-            case .proxy(let started) where plain.bodyLength == 0:
-                exchange = started
-                // No body: the request has ended before its exchange starts.
-                started.clientRead(.end(nil))
-                started.start()
             case .proxy(let started):
                 exchange = started
-                if received.readableBytes >= plain.bodyLength, started.takesWholeBodyBeforeStart(plain.bodyLength),
+                if plain.bodyLength == 0 {
+                    // No body: the request has ended before its exchange starts.
+                    started.clientRead(.end(nil))
+                } else if received.readableBytes >= plain.bodyLength, started.takesWholeBodyBeforeStart(plain.bodyLength),
                     let whole = received.readSlice(length: plain.bodyLength)
                 {
                     // The whole body came with its head: handed over with its end before the exchange
@@ -431,15 +429,14 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
             if ended, self.exchange === exchange { exchange.clientRead(.end(nil)) }
             return true
         }
-        let dropped = (waiting.dropped ?? 0) + part.readableBytes
-        guard dropped <= ProxyChannelHandler.maximumDrainBytes else {
+        waiting.dropped += part.readableBytes
+        guard waiting.dropped <= ProxyChannelHandler.maximumDrainBytes else {
             // More than a refused request deserves: closed rather than read on.
             body = nil
             closing = true
             context.close(promise: nil)
             return true
         }
-        waiting.dropped = dropped
         body = ended ? nil : waiting
         if ended, closeWhenIdle {
             // A graceful close waited for the dropped body's end.
@@ -478,10 +475,7 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
             return
         }
         // Ends the exchange (and, through `exchangeFinished`, the connection), its answer begun or not.
-        exchange.requestTimedOut(
-            GatewayError(
-                .requestTimeout, "request_timeout",
-                "the request did not arrive whole within \(requestTimeout.nanoseconds / 1_000_000_000) s; send its body without pauses"))
+        exchange.requestTimedOut(ProxyExchange.requestIncomplete(within: requestTimeout))
     }
 
     // MARK: Reads and the idle timeout

@@ -34,28 +34,41 @@ struct ProxyFrontTests {
         try await world.stop()
     }
 
+    /// What `send` wrote on one raw connection to `world` brings back, read until the gateway
+    /// closes it; `send` gets the connection and the caller's `Authorization` line.
+    static func answered(
+        by world: DataPlaneTests.World, receiveTimeout: Int = 5, _ send: @escaping @Sendable (RawConnection, _ bearer: String) -> Void
+    ) async throws -> [UInt8] {
+        let (port, bearer) = (world.port, "Authorization: Bearer \(world.token)\r\n")
+        return try await onOwnThread {
+            let connection = try RawConnection(port: port, receiveTimeout: receiveTimeout)
+            defer { connection.close() }
+            send(connection, bearer)
+            return connection.readAll()
+        }
+    }
+
+    /// A request spelled as a body's bytes: were they read as a request, the upstream would see `/smuggled`.
+    static func smuggled(_ bearer: String) -> String {
+        "GET /api/echo/smuggled HTTP/1.1\r\nHost: x\r\n\(bearer)\r\n"
+    }
+
     @Test("a Content-Length body is passed whole however it is split across reads, and the bytes after its last are the next request: a body that spells a request reaches the upstream as body, never as a request of its own")
     func lengthBodyThenNextRequest() async throws {
         let world = try await DataPlaneTests.World.start()
-        let (port, token) = (world.port, world.token)
-        let bearer = "Authorization: Bearer \(token)\r\n"
-        let smuggled = "GET /api/echo/smuggled HTTP/1.1\r\nHost: x\r\n\(bearer)\r\n"
-        let bytes = try await onOwnThread { () -> [UInt8] in
-            let connection = try RawConnection(port: port, receiveTimeout: 5)
-            defer { connection.close() }
+        let length = Self.smuggled("Authorization: Bearer \(world.token)\r\n").utf8.count
+        let bytes = try await Self.answered(by: world) { connection, bearer in
             // The head and the body's first bytes together, the middle alone, the end with the next request.
-            let head = "POST /api/echo/body HTTP/1.1\r\nHost: x\r\n\(bearer)Content-Length: \(smuggled.utf8.count)\r\n\r\n"
-            let body = Array(smuggled.utf8)
-            connection.send(head + String(decoding: body[..<10], as: UTF8.self))
+            let body = Array(Self.smuggled(bearer).utf8)
+            connection.send("POST /api/echo/body HTTP/1.1\r\nHost: x\r\n\(bearer)Content-Length: \(body.count)\r\n\r\n" + String(decoding: body[..<10], as: UTF8.self))
             Thread.sleep(forTimeInterval: 0.1)
             connection.send(String(decoding: body[10..<30], as: UTF8.self))
             Thread.sleep(forTimeInterval: 0.1)
             connection.send(String(decoding: body[30...], as: UTF8.self) + "GET /api/echo/after HTTP/1.1\r\nHost: x\r\n\(bearer)Connection: close\r\n\r\n")
-            return connection.readAll()
         }
         let answers = DataPlaneTests.answers(bytes, count: 3)
         #expect(answers.map(\.status) == [200, 200])
-        #expect(answers.first?.body.contains("\"body_bytes\":\(smuggled.utf8.count)") == true, "\(answers.first?.body.prefix(200) ?? "")")
+        #expect(answers.first?.body.contains("\"body_bytes\":\(length)") == true, "\(answers.first?.body.prefix(200) ?? "")")
         #expect(world.targets.all == ["POST /body", "GET /after"])
         try await world.stop()
     }
@@ -63,18 +76,13 @@ struct ProxyFrontTests {
     @Test("a request with a Content-Length body that begins behind a request in flight, its body still coming when that answer ends, is read to its end and answered: reads held for it are released for its body")
     func lengthBodyBehindRequestInFlight() async throws {
         let world = try await DataPlaneTests.World.start()
-        let (port, token) = (world.port, world.token)
-        let bearer = "Authorization: Bearer \(token)\r\n"
-        let bytes = try await onOwnThread { () -> [UInt8] in
-            let connection = try RawConnection(port: port, receiveTimeout: 10)
-            defer { connection.close() }
+        let bytes = try await Self.answered(by: world, receiveTimeout: 10) { connection, bearer in
             connection.send(
                 "GET /api/echo/slow?delay_ms=500 HTTP/1.1\r\nHost: x\r\n\(bearer)\r\n"
                     + "POST /api/echo/body HTTP/1.1\r\nHost: x\r\n\(bearer)Content-Length: 100\r\n\r\n" + String(repeating: "a", count: 10))
             _ = connection.readUntil("\"body_bytes\"")  // the slow answer: the POST's head was taken after it
             Thread.sleep(forTimeInterval: 0.2)
             connection.send(String(repeating: "b", count: 90) + "GET /api/echo/after HTTP/1.1\r\nHost: x\r\n\(bearer)Connection: close\r\n\r\n")
-            return connection.readAll()
         }
         let answers = DataPlaneTests.answers(bytes, count: 3)
         #expect(answers.map(\.status) == [200, 200], "\(answers.map(\.status))")
@@ -86,16 +94,11 @@ struct ProxyFrontTests {
     @Test("a request refused at its head (no token) with a Content-Length body: the body is dropped, never read as a request, and the request after it on the connection is answered")
     func refusedLengthBodyIsDropped() async throws {
         let world = try await DataPlaneTests.World.start()
-        let (port, token) = (world.port, world.token)
-        let bearer = "Authorization: Bearer \(token)\r\n"
-        let smuggled = "GET /api/echo/smuggled HTTP/1.1\r\nHost: x\r\n\(bearer)\r\n"
-        let bytes = try await onOwnThread { () -> [UInt8] in
-            let connection = try RawConnection(port: port, receiveTimeout: 5)
-            defer { connection.close() }
+        let bytes = try await Self.answered(by: world) { connection, bearer in
+            let smuggled = Self.smuggled(bearer)
             connection.send("POST /api/echo/refused HTTP/1.1\r\nHost: x\r\nContent-Length: \(smuggled.utf8.count)\r\n\r\n")
             Thread.sleep(forTimeInterval: 0.1)  // the 401 is decided at the head, before the body comes
             connection.send(smuggled + "GET /api/echo/after HTTP/1.1\r\nHost: x\r\n\(bearer)Connection: close\r\n\r\n")
-            return connection.readAll()
         }
         let statuses = bytes.text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { String($0.prefix(3)) }
         #expect(statuses == ["401", "200"], "\(statuses)")
