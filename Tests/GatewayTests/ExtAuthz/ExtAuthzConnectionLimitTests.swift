@@ -60,10 +60,13 @@ struct ExtAuthzConnectionLimitTests {
         let port = try #require(fixture.extAuthzGRPCPort)
         // The gRPC listener keeps a stranger's connection (its calls are denied): 127.0.0.2 is not a caller.
         let strangers = try (0..<64).map { _ in try RawConnection(port: port, source: "127.0.0.2") }
-        try await Task.sleep(for: .milliseconds(300))
+        // Each has been accepted once the listener's SETTINGS arrive on it (a sleep was too short under
+        // AddressSanitizer in CI: the 65th then came in before one of the 64 and kept its slot).
+        let wait = Int32(TimeBounds.seconds(5) * 1000)
+        #expect(strangers.allSatisfy { $0.isReadable(within: wait) }, "64 strangers' connections are accepted")
         #expect(strangers.allSatisfy { !$0.isClosedByPeer }, "64 strangers' connections are kept")
         let beyond = try RawConnection(port: port, source: "127.0.0.2")
-        #expect(beyond.isReadable(within: 5_000) && beyond.readAll().isEmpty, "the 65th stranger's connection is closed, nothing written")
+        #expect(beyond.isReadable(within: wait) && beyond.readAll().isEmpty, "the 65th stranger's connection is closed, nothing written")
         let caller = try RawConnection(port: port)
         try await Task.sleep(for: .milliseconds(500))
         #expect(!caller.isClosedByPeer, "a caller's connection is served while strangers hold theirs")
