@@ -50,6 +50,47 @@ extension Base64URLTests {
     }
 }
 
+extension Base64URLTests {
+    /// RFC 4648 read one character at a time, six bits each (the specification, not the fast path).
+    static func reference(_ text: [UInt8]) -> [UInt8]? {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+        guard text.count % 4 != 1 else { return nil }
+        var bits: UInt32 = 0, held = 0
+        var out: [UInt8] = []
+        for character in text {
+            guard let value = alphabet.firstIndex(of: character) else { return nil }
+            bits = bits << 6 | UInt32(value)
+            held += 6
+            if held >= 8 {
+                held -= 8
+                out.append(UInt8(truncatingIfNeeded: bits >> UInt32(held)))
+                bits &= (1 << UInt32(held)) - 1
+            }
+        }
+        return bits == 0 ? out : nil  // the unused trailing bits must be zero
+    }
+
+    @Test("decode agrees with a six-bits-at-a-time reading of RFC 4648: every byte value at every place in a group, and random text of every length to 40")
+    func decodeMatchesTheSpecification() {
+        for place in 0..<8 {
+            for byte in 0...255 {
+                var text = Array("QUJDREVG".utf8)
+                text[place] = UInt8(byte)
+                let decoded = text.withUnsafeBytes { Base64URL.decode($0) }
+                #expect(decoded == Self.reference(text), "byte \(byte) at \(place)")
+            }
+        }
+        let characters = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8) + Array("+/= ".utf8)
+        var generator = SystemRandomNumberGenerator()
+        for length in 0...40 {
+            for _ in 0..<50 {
+                let text = (0..<length).map { _ in characters.randomElement(using: &generator)! }
+                #expect(text.withUnsafeBytes { Base64URL.decode($0) } == Self.reference(text), "\(text)")
+            }
+        }
+    }
+}
+
 @Suite("Strict JSON reader")
 struct StrictJSONReaderTests {
     func read(_ text: String) throws(JSONReadError) -> JSONValue {
@@ -133,5 +174,18 @@ struct RegisteredNameTests {
         for other in ["email", "groups", "Kid", "ki", "kidd", "", "éxp"] {
             #expect(RegisteredName.classify(other) == nil, "\(other)")
         }
+    }
+
+    @Test("a member knows its registered name however it was made: read plainly, read through escapes, built, or assigned; another name is none")
+    func membersKnowTheirNames() throws {
+        let read = try StrictJSONReader().parseObject(Array(#"{"sub":1,"\u0065xp":2,"t\u0065nant_id":3,"email":4,"\u00e9xp":5,"su":6}"#.utf8))
+        #expect(read.members.map { RegisteredName.classify($0) } == [.sub, .exp, .tenantID, nil, nil, nil])
+        #expect(RegisteredName.classify(JSONMember("kid", "k1")) == .kid && RegisteredName.classify(JSONMember("kidx", "k1")) == nil)
+        var built = JSONObject()
+        built["client_id"] = "web"
+        built["scope"] = "a"
+        built["client_id"] = "cli"
+        #expect(built.members.map { RegisteredName.classify($0) } == [.clientID, .scope])
+        #expect(built.value(of: .clientID) == "cli" && built.value(of: .sub) == nil && read.value(of: .exp) == 2)
     }
 }

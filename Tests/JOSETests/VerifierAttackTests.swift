@@ -194,6 +194,20 @@ struct VerifierAttackTests {
         #expect(es.reason(try es.forge(claims: String(claims))) == .malformed)
     }
 
+    @Test("header and claim names spelled with escapes are the names they spell: the same rules hold for them")
+    func escapedNamesObeyTheRules() throws {
+        // A forbidden header member, crit, and typ, each with one letter escaped.
+        #expect(es.reason(try es.forge(header: es.header(extra: ",\"j\\u0077k\":{}"))) == .forbiddenHeader)
+        #expect(es.reason(try es.forge(header: es.header(extra: ",\"\\u0063rit\":[\"exp\"]"))) == .unsupportedCriticalHeader)
+        #expect(es.reason(try es.forge(header: "{\"alg\":\"ES256\",\"t\\u0079p\":\"JWT\",\"kid\":\"k1\"}")) == .wrongType)
+        // A time claim of the wrong type, a missing claim's escaped spelling, a duplicate by escape.
+        #expect(es.reason(try es.forge(claims: Fixture.claims(["exp": nil, "\\u0065xp": "\"soon\""]))) == .invalidClaim)
+        #expect(es.reason(try es.forge(claims: Fixture.claims(["exp": nil, "\\u0065xp": "\(Int(Fixture.now) + 600)"]))) == nil)
+        #expect(es.reason(try es.forge(claims: Fixture.claims(["s\\u0075b": "\"mallory\""]))) == .malformed)
+        #expect(es.reason(try es.forge(claims: Fixture.claims(["session_\\u0069d": "\"s1\""]))) == .invalidClaim)
+        #expect(es.reason(try es.forge(claims: Fixture.claims(["iss": nil, "i\\u0073s": "\"https://evil.test\""]))) == .wrongIssuer)
+    }
+
     @Test("time claims that are not finite in-range numbers are refused",
           arguments: ["\"1900000000\"", "true", "null", "[1900000000]", "{}", "-1", "1e300", "253402300800"])
     func malformedTimes(value: String) throws {

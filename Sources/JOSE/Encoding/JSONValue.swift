@@ -48,15 +48,26 @@ public struct JSONMember: Sendable, Equatable {
     /// FNV-1a of the name's UTF-8: lookups and duplicate checks compare this
     /// integer before comparing strings.
     let nameHash: UInt32
+    /// The header or claim name the verifier acts on that this member's name is, if any: read
+    /// once, when the member is made (the strict reader knows it while it reads the name), so
+    /// the header and claim rules switch on it with no hashing or string comparison.
+    let registered: RegisteredName?
 
     public init(_ name: String, _ value: JSONValue) {
         self.init(name, value, hash: JSONMember.hash(name))
     }
 
     init(_ name: String, _ value: JSONValue, hash: UInt32) {
+        self.init(name, value, hash: hash, registered: RegisteredName.classify(name, hash: hash))
+    }
+
+    /// A member whose name the caller has already classified (`registered` must be
+    /// `RegisteredName.classify(name)`).
+    init(_ name: String, _ value: JSONValue, hash: UInt32, registered: RegisteredName?) {
         self.name = name
         self.value = value
         self.nameHash = hash
+        self.registered = registered
     }
 
     public static func == (lhs: JSONMember, rhs: JSONMember) -> Bool {
@@ -109,6 +120,13 @@ public struct JSONObject: Sendable, Equatable, Sequence, ExpressibleByDictionary
                 members.append(JSONMember(name, newValue, hash: hash))
             }
         }
+    }
+
+    /// The value of the member whose name is the registered `name`, if present: a scan of
+    /// one byte a member, for the verifier's hot path.
+    func value(of name: RegisteredName) -> JSONValue? {
+        for member in members where member.registered == name { return member.value }
+        return nil
     }
 
     /// The position of the member `name`, comparing hashes before strings.

@@ -136,7 +136,7 @@ private struct Parser {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw fail("syntax", "expected a member name") }
             let nameOffset = index
-            let (name, hash) = try parseMemberName()
+            let (name, hash, registered) = try parseMemberName()
             // Small objects: a scan on hashes. Large ones (hostile input) switch to a set.
             let duplicate: Bool
             if members.count < 16 {
@@ -154,7 +154,7 @@ private struct Parser {
             index += 1
             skipWhitespace()
             let value = try parseValue()
-            members.append(JSONMember(name, value, hash: hash))
+            members.append(JSONMember(name, value, hash: hash, registered: registered))
             skipWhitespace()
             guard index < bytes.count else { throw fail("syntax", "unexpected end of JSON") }
             if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
@@ -194,8 +194,10 @@ private struct Parser {
         return elements
     }
 
-    /// A member name and its FNV-1a hash, hashed while it is scanned.
-    mutating func parseMemberName() throws(JSONReadError) -> (String, UInt32) {
+    /// A member name, its FNV-1a hash (hashed while it is scanned), and the registered name it
+    /// is, if any: found by hash while scanning, or, for a name spelled with escapes or beyond
+    /// ASCII, by classifying the decoded name (`"s\u0075b"` is `sub`).
+    mutating func parseMemberName() throws(JSONReadError) -> (String, UInt32, RegisteredName?) {
         let quote = index
         var hash: UInt32 = 2_166_136_261
         var scan = index + 1
@@ -210,20 +212,23 @@ private struct Parser {
                     registered.isSpelled(by: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(bytes)[(quote + 1)..<scan]))
                 {
                     index = scan + 1
-                    return (registered.text, hash)
+                    return (registered.text, hash, registered)
                 }
                 break
             }
             if byte == UInt8(ascii: "\\") || byte < 0x20 || byte >= 0x80 {
                 // Escapes, control characters and non-ASCII take the general path.
                 let name = try parseString()
-                return (name, JSONMember.hash(name))
+                let hash = JSONMember.hash(name)
+                return (name, hash, RegisteredName.classify(name, hash: hash))
             }
             hash = (hash ^ UInt32(byte)) &* 16_777_619
             scan += 1
         }
+        // A plain ASCII name that is not registered (its hash named no candidate, or another name
+        // with a candidate's hash).
         let name = try parseString()
-        return (name, hash)
+        return (name, hash, nil)
     }
 
     mutating func parseString() throws(JSONReadError) -> String {

@@ -20,19 +20,19 @@ public struct VerifiedAccessToken: Sendable {
     }
 
     /// `sub`: who the token is about.
-    public var subject: String { claims["sub"]?.stringValue ?? "" }
+    public var subject: String { claims.value(of: .sub)?.stringValue ?? "" }
     /// `iss`.
-    public var issuer: String { claims["iss"]?.stringValue ?? "" }
+    public var issuer: String { claims.value(of: .iss)?.stringValue ?? "" }
     /// `exp`, in seconds since the epoch.
-    public var expiresAt: Double { claims["exp"]?.numberValue ?? 0 }
+    public var expiresAt: Double { claims.value(of: .exp)?.numberValue ?? 0 }
     /// `tenant_id`, when present.
-    public var tenantID: String? { claims["tenant_id"]?.stringValue }
+    public var tenantID: String? { claims.value(of: .tenantID)?.stringValue }
     /// `jti`, when present.
-    public var tokenID: String? { claims["jti"]?.stringValue }
+    public var tokenID: String? { claims.value(of: .jti)?.stringValue }
     /// `client_id`, when present.
-    public var clientID: String? { claims["client_id"]?.stringValue }
+    public var clientID: String? { claims.value(of: .clientID)?.stringValue }
     /// `scope`, when present.
-    public var scope: String? { claims["scope"]?.stringValue }
+    public var scope: String? { claims.value(of: .scope)?.stringValue }
 }
 
 /// Verifies access tokens against a key set and an `AccessTokenPolicy`.
@@ -41,27 +41,36 @@ public struct VerifiedAccessToken: Sendable {
 /// segments, canonical base64url, strict JSON header, `alg`, header rules,
 /// strict JSON claims (so a hostile token costs no public-key operation), key
 /// by `kid`, `alg` equal to the key's bound algorithm, signature, then the
-/// claim rules. Nothing is cached between calls. Safe to share across threads.
+/// claim rules. Between calls it keeps only what a verified token's header read to
+/// (`KnownHeaders`): every check still runs on every token. Safe to share across threads.
 public struct AccessTokenVerifier: Sendable {
     public let keys: any VerificationKeyProvider
     public let policy: AccessTokenPolicy
     public let clock: any TokenClock
     /// The strict reader for header and claims (its depth limit from the policy).
     public let reader: StrictJSONReader
+    /// Headers of tokens this verifier (or one made from it by `forAudience`) has verified, as
+    /// read: a header's reading depends on its text and the reader's depth limit only.
+    let knownHeaders: KnownHeaders
 
     public init(keys: any VerificationKeyProvider, policy: AccessTokenPolicy, clock: any TokenClock = SystemClock()) {
+        self.init(keys: keys, policy: policy, clock: clock, knownHeaders: KnownHeaders())
+    }
+
+    private init(keys: any VerificationKeyProvider, policy: AccessTokenPolicy, clock: any TokenClock, knownHeaders: KnownHeaders) {
         self.keys = keys
         self.policy = policy
         self.clock = clock
         self.reader = StrictJSONReader(maxDepth: policy.maximumJSONDepth)
+        self.knownHeaders = knownHeaders
     }
 
     /// This verifier for tokens whose `aud` must be `audience` instead of the policy's: an MCP
-    /// resource's tokens, checked with the same keys, issuer and limits.
+    /// resource's tokens, checked with the same keys, issuer and limits (and the headers read so far).
     public func forAudience(_ audience: String) -> AccessTokenVerifier {
         var policy = policy
         policy.audiences = [audience]
-        return AccessTokenVerifier(keys: keys, policy: policy, clock: clock)
+        return AccessTokenVerifier(keys: keys, policy: policy, clock: clock, knownHeaders: knownHeaders)
     }
 
     /// Verifies `token` and returns its header and claims.
@@ -71,7 +80,7 @@ public struct AccessTokenVerifier: Sendable {
         var token = token  // withUTF8 makes the string contiguous in place, once
         let outcome = token.withUTF8 { utf8 in
             Result { () throws(TokenValidationError) -> VerifiedAccessToken in
-                try JWSCompact.withParts(of: UnsafeRawBufferPointer(utf8), maximumBytes: policy.maximumTokenBytes, reader: reader) {
+                try JWSCompact.withParts(of: UnsafeRawBufferPointer(utf8), maximumBytes: policy.maximumTokenBytes, reader: reader, known: knownHeaders) {
                     (parts) throws(TokenValidationError) in try verify(parts)
                 }
             }
@@ -100,6 +109,9 @@ public struct AccessTokenVerifier: Sendable {
         try JWSCompact.verifySignature(of: parts, algorithm: algorithm, with: key)
         if let problem = policy.problems(in: claims, at: clock.now(), stopAtFirst: true).first {
             throw problem
+        }
+        if !parts.headerWasKnown {
+            knownHeaders.remember(parts.headerText, header: parts.header, algorithmName: parts.algorithmName)
         }
         return VerifiedAccessToken(header: parts.header, claims: claims, keyID: key.kid, algorithm: algorithm)
     }

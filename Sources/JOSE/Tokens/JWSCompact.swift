@@ -78,13 +78,18 @@ public struct JWSCompact: Sendable {
         let payload: UnsafeRawBufferPointer
         let signature: UnsafeRawBufferPointer
         let signingInput: UnsafeRawBufferPointer
+        /// The header's base64url text, and whether what it reads to came from `KnownHeaders`.
+        var headerText = UnsafeRawBufferPointer(start: nil, count: 0)
+        var headerWasKnown = false
     }
 
     /// Checks the structure of a compact JWS's bytes (the same checks as `parse`) and runs `body`
     /// with its parts, decoded into one scratch buffer: on the stack while they decode to at most
     /// 1 KiB (a token of about 1,370 characters), so verifying one makes no array.
+    ///
+    /// A header `known` has read from the same text is taken from it, not decoded and read again.
     static func withParts<Result>(
-        of bytes: UnsafeRawBufferPointer, maximumBytes: Int, reader: StrictJSONReader,
+        of bytes: UnsafeRawBufferPointer, maximumBytes: Int, reader: StrictJSONReader, known: KnownHeaders? = nil,
         _ body: (BorrowedParts) throws(TokenValidationError) -> Result
     ) throws(TokenValidationError) -> Result {
         guard bytes.count <= maximumBytes else {
@@ -119,6 +124,19 @@ public struct JWSCompact: Sendable {
         guard let headerCount = Base64URL.decodedCount(headerText.count) else { throw notCanonical("header") }
         guard let payloadCount = Base64URL.decodedCount(payloadText.count) else { throw notCanonical("payload") }
         guard let signatureCount = Base64URL.decodedCount(signatureText.count) else { throw notCanonical("signature") }
+        if let read = known?.header(readFrom: headerText) {
+            return try withScratch(byteCount: payloadCount + signatureCount) { (scratch) throws(TokenValidationError) -> Result in
+                let payloadBytes = UnsafeMutableRawBufferPointer(rebasing: scratch[..<payloadCount])
+                let signatureBytes = UnsafeMutableRawBufferPointer(rebasing: scratch[payloadCount...])
+                guard Base64URL.decode(payloadText, into: payloadBytes) != nil else { throw notCanonical("payload") }
+                guard Base64URL.decode(signatureText, into: signatureBytes) != nil else { throw notCanonical("signature") }
+                return try body(
+                    BorrowedParts(
+                        header: read.header, algorithmName: read.algorithmName, payload: UnsafeRawBufferPointer(payloadBytes),
+                        signature: UnsafeRawBufferPointer(signatureBytes), signingInput: UnsafeRawBufferPointer(rebasing: bytes[..<secondDot]),
+                        headerText: headerText, headerWasKnown: true))
+            }
+        }
         return try withScratch(byteCount: headerCount + payloadCount + signatureCount) { (scratch) throws(TokenValidationError) -> Result in
             let headerBytes = UnsafeMutableRawBufferPointer(rebasing: scratch[..<headerCount])
             let payloadBytes = UnsafeMutableRawBufferPointer(rebasing: scratch[headerCount..<(headerCount + payloadCount)])
@@ -132,12 +150,13 @@ public struct JWSCompact: Sendable {
             } catch {
                 throw TokenValidationError(.malformed, "the header is not strict JSON: \(error.message)")
             }
-            guard let alg = header["alg"] else { throw TokenValidationError(.malformed, "the header has no \"alg\"") }
+            guard let alg = header.value(of: .alg) else { throw TokenValidationError(.malformed, "the header has no \"alg\"") }
             guard let algorithmName = alg.stringValue else { throw TokenValidationError(.malformed, "the header's \"alg\" is not a string") }
             return try body(
                 BorrowedParts(
                     header: header, algorithmName: algorithmName, payload: UnsafeRawBufferPointer(payloadBytes),
-                    signature: UnsafeRawBufferPointer(signatureBytes), signingInput: UnsafeRawBufferPointer(rebasing: bytes[..<secondDot])))
+                    signature: UnsafeRawBufferPointer(signatureBytes), signingInput: UnsafeRawBufferPointer(rebasing: bytes[..<secondDot]),
+                    headerText: headerText))
         }
     }
 

@@ -97,10 +97,10 @@ enum RegisteredName: UInt8, CaseIterable {
         }
     }
 
-    /// The registered name a member has, if any.
+    /// The registered name a member has, if any (read when the member was made).
     @inline(__always)
     static func classify(_ member: JSONMember) -> RegisteredName? {
-        classify(member.name, hash: member.nameHash)
+        member.registered
     }
 
     static func classify(_ name: String, hash: UInt32? = nil) -> RegisteredName? {
