@@ -54,10 +54,11 @@ seed() {  # target
   local tokens; tokens=$( (grep -rhoE 'eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*' "$VECTORS" 2>/dev/null || true) | sort -u | head -400)
   case $1 in
     token) printf '%s\n' "$tokens" | while read -r t; do [ -z "$t" ] || printf '%s' "$t" > "$corpus/$(printf '%s' "$t" | sha1sum | cut -c1-16)"; done
-           # Claims, for the target's second reading (signed under the known header): valid, escaped names, a rule broken.
-           printf '%s' '{"iss":"https://issuer.example","sub":"u","aud":"fuzz","exp":1800000600,"iat":1800000000,"nbf":1800000000,"jti":"j","client_id":"c","tenant_id":"t"}' > "$corpus/claims-valid"
-           printf '%s' '{"iss":"https://issuer.example","s\u0075b":"u","aud":["fuzz"],"\u0065xp":1800000600,"iat":1800000000,"nbf":1800000000,"jti":"j","client_id":"c","tenant_id":"t","scope":"a b"}' > "$corpus/claims-escaped"
-           printf '%s' '{"iss":"https://issuer.example","sub":"u","aud":"fuzz","exp":"1800000600","jti":"j","session_id":"s","nonce":"n"}' > "$corpus/claims-broken" ;;
+           # The target's second reading: a header's number, a spoiling byte (2: none), a third byte, then the claims:
+           # valid, with escaped names, with rules broken; under the first and the second header.
+           printf '\000\002\000%s' '{"iss":"https://issuer.example","sub":"u","aud":"fuzz","exp":1800000600,"iat":1800000000,"nbf":1800000000,"jti":"j","client_id":"c","tenant_id":"t"}' > "$corpus/claims-valid"
+           printf '\001\002\000%s' '{"iss":"https://issuer.example","s\u0075b":"u","aud":["fuzz"],"\u0065xp":1800000600,"iat":1800000000,"nbf":1800000000,"jti":"j","client_id":"c","tenant_id":"t","scope":"a b"}' > "$corpus/claims-escaped"
+           printf '\000\001\007%s' '{"iss":"https://issuer.example","sub":"u","aud":"fuzz","exp":"1800000600","jti":"j","session_id":"s","nonce":"n"}' > "$corpus/claims-broken" ;;
     base64url) printf '%s\n' "$tokens" | tr '.' '\n' | sort -u | head -400 | while read -r t; do [ -z "$t" ] || printf '%s' "$t" > "$corpus/$(printf '%s' "$t" | sha1sum | cut -c1-16)"; done ;;
     json) printf '%s\n' "$tokens" | cut -d. -f1-2 | tr '.' '\n' | sort -u | head -300 | while read -r t; do
             [ -n "$t" ] && printf '%s' "$t" | tr '_-' '/+' | base64 -d 2>/dev/null > "$corpus/$(printf '%s' "$t" | sha1sum | cut -c1-16)" || true; done ;;

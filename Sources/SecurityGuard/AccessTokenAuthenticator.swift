@@ -239,7 +239,7 @@ public final class AccessTokenAuthenticator: Sendable {
             let verifier = resource.map(verifier.forAudience) ?? verifier
             // (Trusted issuers kept while empty: a reload may add issuers.)
             if let trusted, !trusted.isEmpty {
-                let jws = try JWSCompact.parse(token, maximumBytes: verifier.policy.maximumTokenBytes, reader: verifier.reader)
+                let jws = try verifier.parse(token)
                 // `iss` as the token states it, before any check: it picks whose keys check the token, nothing more.
                 if case let claims = try Self.claims(jws, reader: verifier.reader), let issuer = claims["iss"]?.stringValue,
                     trusted.handles(issuer: issuer)

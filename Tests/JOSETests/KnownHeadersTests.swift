@@ -40,9 +40,10 @@ struct KnownHeadersTests {
             // The same header text as the issuer's: the known header is the one taken.
             #expect(token.split(separator: ".")[0] == (try warm.issue()).split(separator: ".")[0])
             let cold = AccessTokenVerifier(keys: warm.keySet, policy: warm.verifier.policy, clock: FixedClock(Fixture.now))
-            let coldReason: TokenValidationError.Reason?
-            do { _ = try cold.verify(token); coldReason = nil } catch { coldReason = error.reason }
-            #expect(warm.reason(token) == coldReason, "\(claims)")
+            func answer(_ verifier: AccessTokenVerifier) -> Result<String, TokenValidationError> {
+                do throws(TokenValidationError) { return .success(try verifier.verify(token).subject) } catch { return .failure(error) }
+            }
+            #expect(answer(warm.verifier) == answer(cold), "\(claims)")
         }
         // A flipped signature bit and a truncated signature, under the known header.
         let good = try warm.issue()
@@ -52,8 +53,10 @@ struct KnownHeadersTests {
         #expect(warm.reason(prefix + "." + Base64URL.encode(signature)) == .badSignature)
         #expect(warm.reason(prefix + "." + Base64URL.encode(signature.dropLast())) == .badSignature)
         #expect(warm.reason(prefix + ".") == .badSignature)
-        // The payload's and the signature's base64url are still checked.
-        #expect(warm.reason(prefix + "=." + good.split(separator: ".")[2]) == .malformed)
+        // The payload's and the signature's base64url are still checked (the lengths kept, so the
+        // known header is taken and the segment itself refused).
+        let payload = good.split(separator: ".")[1]
+        #expect(warm.reason(good.split(separator: ".")[0] + "." + payload.dropLast() + "+." + good.split(separator: ".")[2]) == .malformed)
         #expect(warm.reason(prefix + "." + good.split(separator: ".")[2].dropLast() + "+") == .malformed)
     }
 
@@ -63,10 +66,38 @@ struct KnownHeadersTests {
         #expect(fixture.reason(try fixture.issue()) == nil)
         let other = fixture.verifier.forAudience("https://mcp.test/mcp")
         #expect(other.knownHeaders === fixture.verifier.knownHeaders)
-        #expect(throws: TokenValidationError.self) { try other.verify(try fixture.issue()) }
+        #expect(performing: { try other.verify(try fixture.issue()) }, throws: { ($0 as? TokenValidationError)?.reason == .wrongAudience })
         let forOther = try fixture.forge(claims: Fixture.claims(["aud": "\"https://mcp.test/mcp\""]))
         #expect(try other.verify(forOther).subject == "alice")
         #expect(fixture.reason(forOther) == .wrongAudience)
+    }
+
+    @Test("a token parsed first (as with trusted issuers) and then verified makes its header known, unless it was read under another nesting limit")
+    func parsedThenVerified() throws {
+        let fixture = try Fixture(.hs256)
+        let good = try fixture.issue()
+        _ = try fixture.verifier.verify(try fixture.verifier.parse(good))
+        #expect(fixture.verifier.knownHeaders.count == 1)
+        var shallow = fixture.verifier.policy
+        shallow.maximumJSONDepth = 5
+        let strict = AccessTokenVerifier(keys: fixture.keySet, policy: shallow, clock: FixedClock(Fixture.now))
+        _ = try strict.verify(try JWSCompact.parse(good))  // read by a reader of depth 32
+        #expect(strict.knownHeaders.count == 0)
+        _ = try strict.verify(try strict.parse(good))
+        #expect(strict.knownHeaders.count == 1)
+    }
+
+    @Test("a header in use stays known: the least recently used is the one replaced")
+    func leastRecentlyUsedGoes() throws {
+        let fixture = try Fixture(.hs256)
+        func header(_ index: Int) -> String { fixture.header(extra: ",\"n\":\(index)") }
+        func known(_ index: Int) -> Bool {
+            Array(Forge.b64(header(index)).utf8).withUnsafeBytes { fixture.verifier.knownHeaders.header(readFrom: $0, by: fixture.verifier.reader) != nil }
+        }
+        for index in 0..<4 { _ = try fixture.verifier.verify(try fixture.forge(header: header(index))) }
+        _ = try fixture.verifier.verify(try fixture.forge(header: header(0)))  // 0 used again
+        _ = try fixture.verifier.verify(try fixture.forge(header: header(4)))
+        #expect(known(0) && !known(1) && known(2) && known(3) && known(4))
     }
 
     /// Keys that can be withdrawn between two verifications.
@@ -100,13 +131,13 @@ struct KnownHeadersTests {
         // The two oldest are gone, the four newest are there.
         for index in 0..<6 {
             let text = Array(Forge.b64(header(index)).utf8)
-            let found = text.withUnsafeBytes { fixture.verifier.knownHeaders.header(readFrom: $0) }
+            let found = text.withUnsafeBytes { fixture.verifier.knownHeaders.header(readFrom: $0, by: fixture.verifier.reader) }
             #expect((found != nil) == (index >= 2), "header \(index)")
         }
         let long = fixture.header(extra: ",\"pad\":\"" + String(repeating: "p", count: 200) + "\"")
         #expect(fixture.reason(try fixture.forge(header: long)) == nil)
         let longText = Array(Forge.b64(long).utf8)
         #expect(longText.count > KnownHeaders.longestText)
-        #expect(longText.withUnsafeBytes { fixture.verifier.knownHeaders.header(readFrom: $0) } == nil)
+        #expect(longText.withUnsafeBytes { fixture.verifier.knownHeaders.header(readFrom: $0, by: fixture.verifier.reader) } == nil)
     }
 }

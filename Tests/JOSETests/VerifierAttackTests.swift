@@ -199,7 +199,14 @@ struct VerifierAttackTests {
         // A forbidden header member, crit, and typ, each with one letter escaped.
         #expect(es.reason(try es.forge(header: es.header(extra: ",\"j\\u0077k\":{}"))) == .forbiddenHeader)
         #expect(es.reason(try es.forge(header: es.header(extra: ",\"\\u0063rit\":[\"exp\"]"))) == .unsupportedCriticalHeader)
-        #expect(es.reason(try es.forge(header: "{\"alg\":\"ES256\",\"t\\u0079p\":\"JWT\",\"kid\":\"k1\"}")) == .wrongType)
+        #expect(es.reason(try es.forge(header: "{\"alg\":\"ES256\",\"t\\u0079p\":\"at+jwt\",\"kid\":\"k1\"}")) == nil)
+        #expect(throws: TokenValidationError(.wrongType, "the token type is \"JWT\", not an access token (\"at+jwt\")")) {
+            try es.verifier.verify(try es.forge(header: "{\"alg\":\"ES256\",\"t\\u0079p\":\"JWT\",\"kid\":\"k1\"}"))
+        }
+        // A name whose FNV-1a hash is a registered name's (x5u's) is not that name, however it is made.
+        #expect(es.reason(try es.forge(header: es.header(extra: ",\"mzeigca\":\"https://evil.test/k\""))) == nil)
+        #expect(es.reason(try es.forge(header: es.header(extra: ",\"mzeig\\u0063a\":\"https://evil.test/k\""))) == nil)
+        #expect(es.reason(try es.forge(header: es.header(extra: ",\"x5u\":\"https://evil.test/k\""))) == .forbiddenHeader)
         // A time claim of the wrong type, a missing claim's escaped spelling, a duplicate by escape.
         #expect(es.reason(try es.forge(claims: Fixture.claims(["exp": nil, "\\u0065xp": "\"soon\""]))) == .invalidClaim)
         #expect(es.reason(try es.forge(claims: Fixture.claims(["exp": nil, "\\u0065xp": "\(Int(Fixture.now) + 600)"]))) == nil)

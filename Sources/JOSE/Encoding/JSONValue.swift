@@ -64,6 +64,7 @@ public struct JSONMember: Sendable, Equatable {
     /// A member whose name the caller has already classified (`registered` must be
     /// `RegisteredName.classify(name)`).
     init(_ name: String, _ value: JSONValue, hash: UInt32, registered: RegisteredName?) {
+        assert(registered == RegisteredName.classify(name, hash: hash), "a member's registered name is its name's")
         self.name = name
         self.value = value
         self.nameHash = hash

@@ -54,7 +54,7 @@ public struct AccessTokenVerifier: Sendable {
     let knownHeaders: KnownHeaders
 
     public init(keys: any VerificationKeyProvider, policy: AccessTokenPolicy, clock: any TokenClock = SystemClock()) {
-        self.init(keys: keys, policy: policy, clock: clock, knownHeaders: KnownHeaders())
+        self.init(keys: keys, policy: policy, clock: clock, knownHeaders: KnownHeaders(maxDepth: policy.maximumJSONDepth))
     }
 
     private init(keys: any VerificationKeyProvider, policy: AccessTokenPolicy, clock: any TokenClock, knownHeaders: KnownHeaders) {
@@ -88,6 +88,13 @@ public struct AccessTokenVerifier: Sendable {
         return try outcome.get()
     }
 
+    /// Parses `token` as `verify` does (its size, segments, base64url and header), the header taken
+    /// from the headers this verifier has read when it read the same text: for a caller that reads
+    /// the claims before choosing whose keys verify the token.
+    public func parse(_ token: String) throws(TokenValidationError) -> JWSCompact {
+        try JWSCompact.parse(token, maximumBytes: policy.maximumTokenBytes, reader: reader, known: knownHeaders)
+    }
+
     /// Verifies an already parsed token (its size was checked by `parse`).
     public func verify(_ jws: JWSCompact) throws(TokenValidationError) -> VerifiedAccessToken {
         try jws.withParts { (parts) throws(TokenValidationError) in try verify(parts) }
@@ -111,7 +118,7 @@ public struct AccessTokenVerifier: Sendable {
             throw problem
         }
         if !parts.headerWasKnown {
-            knownHeaders.remember(parts.headerText, header: parts.header, algorithmName: parts.algorithmName)
+            knownHeaders.remember(parts.headerText, header: parts.header, algorithmName: parts.algorithmName, readDepth: parts.headerReadDepth)
         }
         return VerifiedAccessToken(header: parts.header, claims: claims, keyID: key.kid, algorithm: algorithm)
     }

@@ -18,9 +18,14 @@ public struct JWSCompact: Sendable {
     public let payload: [UInt8]
     /// The decoded signature bytes.
     public let signature: [UInt8]
-    /// The token text; the signing input is its first `signingInputLength` bytes.
+    /// The token text; the signing input is its first `signingInputLength` bytes, the header's
+    /// text its first `headerTextLength`.
     private let compact: String
     private let signingInputLength: Int
+    private let headerTextLength: Int
+    /// Whether the header came from `KnownHeaders`, and the nesting limit it was read under.
+    private let headerWasKnown: Bool
+    private let headerReadDepth: Int
 
     /// `BASE64URL(header) || '.' || BASE64URL(payload)`: what the signature covers.
     public var signingInput: [UInt8] { Array(compact.utf8.prefix(signingInputLength)) }
@@ -34,10 +39,15 @@ public struct JWSCompact: Sendable {
     ///   - maximumBytes: tokens longer than this are refused before any other work.
     ///   - reader: the strict JSON reader for the header.
     public static func parse(_ token: String, maximumBytes: Int = defaultMaximumBytes, reader: StrictJSONReader = StrictJSONReader()) throws(TokenValidationError) -> JWSCompact {
+        try parse(token, maximumBytes: maximumBytes, reader: reader, known: nil)
+    }
+
+    /// Parses a compact JWS, its header taken from `known` when it has read the same text.
+    static func parse(_ token: String, maximumBytes: Int, reader: StrictJSONReader, known: KnownHeaders?) throws(TokenValidationError) -> JWSCompact {
         var token = token  // withUTF8 makes the string contiguous in place, once
         let parts = token.withUTF8 { bytes in
             Result { () throws(TokenValidationError) -> Parts in
-                try parse(UnsafeRawBufferPointer(bytes), maximumBytes: maximumBytes, reader: reader)
+                try parse(UnsafeRawBufferPointer(bytes), maximumBytes: maximumBytes, reader: reader, known: known)
             }
         }
         return JWSCompact(compact: token, parts: try parts.get())
@@ -50,6 +60,9 @@ public struct JWSCompact: Sendable {
         let payload: [UInt8]
         let signature: [UInt8]
         let signingInputLength: Int
+        let headerTextLength: Int
+        let headerWasKnown: Bool
+        let headerReadDepth: Int
     }
 
     private init(compact: String, parts: Parts) {
@@ -59,14 +72,18 @@ public struct JWSCompact: Sendable {
         self.payload = parts.payload
         self.signature = parts.signature
         self.signingInputLength = parts.signingInputLength
+        self.headerTextLength = parts.headerTextLength
+        self.headerWasKnown = parts.headerWasKnown
+        self.headerReadDepth = parts.headerReadDepth
     }
 
     /// Parses a compact JWS from its bytes.
-    static func parse(_ bytes: UnsafeRawBufferPointer, maximumBytes: Int, reader: StrictJSONReader) throws(TokenValidationError) -> Parts {
-        try withParts(of: bytes, maximumBytes: maximumBytes, reader: reader) { parts in
+    static func parse(_ bytes: UnsafeRawBufferPointer, maximumBytes: Int, reader: StrictJSONReader, known: KnownHeaders? = nil) throws(TokenValidationError) -> Parts {
+        try withParts(of: bytes, maximumBytes: maximumBytes, reader: reader, known: known) { parts in
             Parts(
                 header: parts.header, algorithmName: parts.algorithmName, payload: Array(parts.payload),
-                signature: Array(parts.signature), signingInputLength: parts.signingInput.count)
+                signature: Array(parts.signature), signingInputLength: parts.signingInput.count, headerTextLength: parts.headerText.count,
+                headerWasKnown: parts.headerWasKnown, headerReadDepth: parts.headerReadDepth)
         }
     }
 
@@ -78,9 +95,11 @@ public struct JWSCompact: Sendable {
         let payload: UnsafeRawBufferPointer
         let signature: UnsafeRawBufferPointer
         let signingInput: UnsafeRawBufferPointer
-        /// The header's base64url text, and whether what it reads to came from `KnownHeaders`.
-        var headerText = UnsafeRawBufferPointer(start: nil, count: 0)
-        var headerWasKnown = false
+        /// The header's base64url text, whether what it reads to came from `KnownHeaders`, and the
+        /// nesting limit of the reader that read it.
+        let headerText: UnsafeRawBufferPointer
+        let headerWasKnown: Bool
+        let headerReadDepth: Int
     }
 
     /// Checks the structure of a compact JWS's bytes (the same checks as `parse`) and runs `body`
@@ -124,7 +143,7 @@ public struct JWSCompact: Sendable {
         guard let headerCount = Base64URL.decodedCount(headerText.count) else { throw notCanonical("header") }
         guard let payloadCount = Base64URL.decodedCount(payloadText.count) else { throw notCanonical("payload") }
         guard let signatureCount = Base64URL.decodedCount(signatureText.count) else { throw notCanonical("signature") }
-        if let read = known?.header(readFrom: headerText) {
+        if let read = known?.header(readFrom: headerText, by: reader) {
             return try withScratch(byteCount: payloadCount + signatureCount) { (scratch) throws(TokenValidationError) -> Result in
                 let payloadBytes = UnsafeMutableRawBufferPointer(rebasing: scratch[..<payloadCount])
                 let signatureBytes = UnsafeMutableRawBufferPointer(rebasing: scratch[payloadCount...])
@@ -134,7 +153,7 @@ public struct JWSCompact: Sendable {
                     BorrowedParts(
                         header: read.header, algorithmName: read.algorithmName, payload: UnsafeRawBufferPointer(payloadBytes),
                         signature: UnsafeRawBufferPointer(signatureBytes), signingInput: UnsafeRawBufferPointer(rebasing: bytes[..<secondDot]),
-                        headerText: headerText, headerWasKnown: true))
+                        headerText: headerText, headerWasKnown: true, headerReadDepth: reader.maxDepth))
             }
         }
         return try withScratch(byteCount: headerCount + payloadCount + signatureCount) { (scratch) throws(TokenValidationError) -> Result in
@@ -156,7 +175,7 @@ public struct JWSCompact: Sendable {
                 BorrowedParts(
                     header: header, algorithmName: algorithmName, payload: UnsafeRawBufferPointer(payloadBytes),
                     signature: UnsafeRawBufferPointer(signatureBytes), signingInput: UnsafeRawBufferPointer(rebasing: bytes[..<secondDot]),
-                    headerText: headerText))
+                    headerText: headerText, headerWasKnown: false, headerReadDepth: reader.maxDepth))
         }
     }
 
@@ -188,7 +207,9 @@ public struct JWSCompact: Sendable {
                         try body(
                             BorrowedParts(
                                 header: header, algorithmName: algorithmName, payload: payload, signature: signature,
-                                signingInput: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(utf8)[..<signingInputLength])))
+                                signingInput: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(utf8)[..<signingInputLength]),
+                                headerText: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(utf8)[..<headerTextLength]),
+                                headerWasKnown: headerWasKnown, headerReadDepth: headerReadDepth))
                     }
                 }
             }

@@ -1,8 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import Synchronization
 
 /// The protected headers a verifier has read, by their exact base64url text.
@@ -13,7 +8,7 @@ import Synchronization
 /// is kept, never a decision: the header rules and every other check still run on each token. A
 /// header is remembered only after a token carrying it verified, so tokens nobody signed cannot
 /// push a signer's header out. Four headers at most (a key and its successor, with room), the
-/// oldest replaced first; a header over 256 characters is never kept.
+/// least recently used replaced first; a header over 256 characters is never kept.
 final class KnownHeaders: Sendable {
     /// One header as the strict reader read it.
     final class Header: Sendable {
@@ -29,40 +24,45 @@ final class KnownHeaders: Sendable {
             self.algorithmName = algorithmName
         }
 
+        /// Whether `candidate` is this header's text, byte for byte (both are never empty).
         func isRead(from candidate: UnsafeRawBufferPointer) -> Bool {
-            guard text.count == candidate.count else { return false }
-            return text.withUnsafeBytes { own in
-                guard let own = own.baseAddress, let other = candidate.baseAddress else { return own.baseAddress == nil && candidate.baseAddress == nil }
-                return memcmp(own, other, candidate.count) == 0
-            }
+            text.count == candidate.count && text.elementsEqual(candidate)
         }
     }
 
     static let limit = 4
     static let longestText = 256
 
-    /// Newest last.
+    /// The nesting limit of the reader the headers were read with: a reader with another limit
+    /// may refuse what this one read, so it gets no header from here.
+    let maxDepth: Int
+    /// Most recently used last.
     private let headers = Mutex<[Header]>([])
 
-    init() {}
+    init(maxDepth: Int) {
+        self.maxDepth = maxDepth
+    }
 
-    /// The header read from exactly `text`, if it is known.
-    func header(readFrom text: UnsafeRawBufferPointer) -> Header? {
-        guard !text.isEmpty, text.count <= Self.longestText else { return nil }
+    /// The header `reader` would read from exactly `text`, if it is known.
+    func header(readFrom text: UnsafeRawBufferPointer, by reader: StrictJSONReader) -> Header? {
+        guard reader.maxDepth == maxDepth, !text.isEmpty, text.count <= Self.longestText else { return nil }
         return headers.withLock { known in
-            for header in known.reversed() where header.isRead(from: text) { return header }
-            return nil
+            guard let index = known.lastIndex(where: { $0.isRead(from: text) }) else { return nil }
+            // A header in use stays: with more signers than places, the least recently used goes.
+            if index != known.count - 1 { known.append(known.remove(at: index)) }
+            return known[known.count - 1]
         }
     }
 
-    /// Remembers what `text` reads to, after a token carrying it verified.
-    func remember(_ text: UnsafeRawBufferPointer, header: JSONObject, algorithmName: String) {
-        guard !text.isEmpty, text.count <= Self.longestText else { return }
+    /// Remembers what `text` reads to, after a token carrying it verified (read by a reader whose
+    /// nesting limit was `readDepth`: another limit's reading is not kept).
+    func remember(_ text: UnsafeRawBufferPointer, header: JSONObject, algorithmName: String, readDepth: Int) {
+        guard readDepth == maxDepth, !text.isEmpty, text.count <= Self.longestText else { return }
         let read = Header(text: Array(text), header: header, algorithmName: algorithmName)
         let replaced: Header? = headers.withLock { known in
             guard !known.contains(where: { $0.isRead(from: text) }) else { return nil }
             known.append(read)
-            return known.count > Self.limit ? known.removeFirst() : nil
+            return known.count > Self.limit ? known.removeFirst() : nil  // the least recently used
         }
         _ = replaced  // released after the lock
     }
