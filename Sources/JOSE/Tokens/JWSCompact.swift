@@ -143,40 +143,37 @@ public struct JWSCompact: Sendable {
         guard let headerCount = Base64URL.decodedCount(headerText.count) else { throw notCanonical("header") }
         guard let payloadCount = Base64URL.decodedCount(payloadText.count) else { throw notCanonical("payload") }
         guard let signatureCount = Base64URL.decodedCount(signatureText.count) else { throw notCanonical("signature") }
-        if let read = known?.header(readFrom: headerText, by: reader) {
-            return try withScratch(byteCount: payloadCount + signatureCount) { (scratch) throws(TokenValidationError) -> Result in
-                let payloadBytes = UnsafeMutableRawBufferPointer(rebasing: scratch[..<payloadCount])
-                let signatureBytes = UnsafeMutableRawBufferPointer(rebasing: scratch[payloadCount...])
-                guard Base64URL.decode(payloadText, into: payloadBytes) != nil else { throw notCanonical("payload") }
-                guard Base64URL.decode(signatureText, into: signatureBytes) != nil else { throw notCanonical("signature") }
-                return try body(
-                    BorrowedParts(
-                        header: read.header, algorithmName: read.algorithmName, payload: UnsafeRawBufferPointer(payloadBytes),
-                        signature: UnsafeRawBufferPointer(signatureBytes), signingInput: UnsafeRawBufferPointer(rebasing: bytes[..<secondDot]),
-                        headerText: headerText, headerWasKnown: true, headerReadDepth: reader.maxDepth))
-            }
-        }
-        return try withScratch(byteCount: headerCount + payloadCount + signatureCount) { (scratch) throws(TokenValidationError) -> Result in
-            let headerBytes = UnsafeMutableRawBufferPointer(rebasing: scratch[..<headerCount])
-            let payloadBytes = UnsafeMutableRawBufferPointer(rebasing: scratch[headerCount..<(headerCount + payloadCount)])
-            let signatureBytes = UnsafeMutableRawBufferPointer(rebasing: scratch[(headerCount + payloadCount)...])
-            guard Base64URL.decode(headerText, into: headerBytes) != nil else { throw notCanonical("header") }
+        // A header `known` has read from this text is not decoded or read again.
+        let read = known?.header(readFrom: headerText, by: reader)
+        let toDecode = read == nil ? headerCount : 0
+        return try withScratch(byteCount: toDecode + payloadCount + signatureCount) { (scratch) throws(TokenValidationError) -> Result in
+            let headerBytes = UnsafeMutableRawBufferPointer(rebasing: scratch[..<toDecode])
+            let payloadBytes = UnsafeMutableRawBufferPointer(rebasing: scratch[toDecode..<(toDecode + payloadCount)])
+            let signatureBytes = UnsafeMutableRawBufferPointer(rebasing: scratch[(toDecode + payloadCount)...])
+            guard read != nil || Base64URL.decode(headerText, into: headerBytes) != nil else { throw notCanonical("header") }
             guard Base64URL.decode(payloadText, into: payloadBytes) != nil else { throw notCanonical("payload") }
             guard Base64URL.decode(signatureText, into: signatureBytes) != nil else { throw notCanonical("signature") }
-            let header: JSONObject
-            do throws(JSONReadError) {
-                header = try reader.parseObject(UnsafeRawBufferPointer(headerBytes))
-            } catch {
-                throw TokenValidationError(.malformed, "the header is not strict JSON: \(error.message)")
-            }
-            guard let alg = header.value(of: .alg) else { throw TokenValidationError(.malformed, "the header has no \"alg\"") }
-            guard let algorithmName = alg.stringValue else { throw TokenValidationError(.malformed, "the header's \"alg\" is not a string") }
+            let (header, algorithmName) =
+                if let read { (read.header, read.algorithmName) } else { try readHeader(UnsafeRawBufferPointer(headerBytes), reader: reader) }
             return try body(
                 BorrowedParts(
                     header: header, algorithmName: algorithmName, payload: UnsafeRawBufferPointer(payloadBytes),
                     signature: UnsafeRawBufferPointer(signatureBytes), signingInput: UnsafeRawBufferPointer(rebasing: bytes[..<secondDot]),
-                    headerText: headerText, headerWasKnown: false, headerReadDepth: reader.maxDepth))
+                    headerText: headerText, headerWasKnown: read != nil, headerReadDepth: reader.maxDepth))
         }
+    }
+
+    /// The header's decoded bytes read strictly, and its `alg` (a string).
+    private static func readHeader(_ bytes: UnsafeRawBufferPointer, reader: StrictJSONReader) throws(TokenValidationError) -> (JSONObject, String) {
+        let header: JSONObject
+        do throws(JSONReadError) {
+            header = try reader.parseObject(bytes)
+        } catch {
+            throw TokenValidationError(.malformed, "the header is not strict JSON: \(error.message)")
+        }
+        guard let alg = header.value(of: .alg) else { throw TokenValidationError(.malformed, "the header has no \"alg\"") }
+        guard let algorithmName = alg.stringValue else { throw TokenValidationError(.malformed, "the header's \"alg\" is not a string") }
+        return (header, algorithmName)
     }
 
     /// Runs `body` with `byteCount` bytes of scratch memory, bound to `UInt8` (the reader reads
