@@ -93,13 +93,23 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
     private var openedAt = NIODeadline.now()
     var upstreamDeadlineCheck: UpstreamDeadlineCheck?
     var currentExchange: ProxyExchange? { exchange }
+    /// Builds the pipeline behind this handler, called once when the connection is handed on
+    /// (before any byte passes): a connection that only ever sends plain requests never builds
+    /// NIO's HTTP/1 handlers, and an idle one does not keep them.
+    private var buildPipelineBehind: (() throws -> Void)?
 
-    package init(plane: DataPlane, limits: PlainRequestHead.Limits, idleTimeout: TimeAmount, headTimeout: TimeAmount, requestTimeout: TimeAmount) {
+    /// - Parameter buildPipelineBehind: what to add behind this handler when the connection is
+    ///   handed on; `nil` when it is there from the start.
+    package init(
+        plane: DataPlane, limits: PlainRequestHead.Limits, idleTimeout: TimeAmount, headTimeout: TimeAmount, requestTimeout: TimeAmount,
+        buildPipelineBehind: (() throws -> Void)? = nil
+    ) {
         self.plane = plane
         self.limits = limits
         self.idleTimeout = idleTimeout
         self.headTimeout = headTimeout
         self.requestTimeout = requestTimeout
+        self.buildPipelineBehind = buildPipelineBehind
         maximumQueuedBytes = plane.maximumQueuedBytes
         routeTable = plane.table.current
     }
@@ -250,8 +260,9 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         return .proxy(ProxyExchange(handler: self, eventLoop: context.eventLoop, route: route, head: head, path: path, remainder: remainder, query: query))
     }
 
-    /// Hands the connection to the pipeline behind this handler from the first byte not served,
-    /// with the head timeout re-armed for the head those bytes begin, and leaves the pipeline.
+    /// Hands the connection to the pipeline behind this handler (built now when it waited for
+    /// this) from the first byte not served, with the head timeout re-armed for the head those
+    /// bytes begin, and leaves the pipeline.
     private func handOn(context: ChannelHandlerContext) {
         handedOn = true
         idleCheck?.cancel()
@@ -263,6 +274,14 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         partialHead = nil
         let rest = received
         received = ByteBuffer()
+        do {
+            let build = buildPipelineBehind
+            buildPipelineBehind = nil
+            try build?()
+        } catch {
+            plane.logger.error("could not build the connection's HTTP/1 pipeline; closing it", metadata: ["error_type": "\(type(of: error))"])
+            return context.close(promise: nil)
+        }
         // The connection's first head may still be on its way, under the timeout armed when it opened;
         // a later head (even one that began in the read that ended the first) gets a timeout of its own.
         if firstHeadTaken || (try? context.pipeline.syncOperations.context(handlerType: RequestHeadTimeoutHandler.self)) == nil {
@@ -278,11 +297,15 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
             // Outside a read cycle (bytes that waited behind an answer), the handlers behind are told the cycle ended.
             if !inReadCycle { context.fireChannelReadComplete() }
         }
-        let wantedRead = readPending
         holdingReads = false
-        readPending = false
+        // A read held here is asked for before this handler leaves: a removed handler's `read`
+        // reaches nothing (its context has no handler before it), and the connection would read
+        // no more (an upgrade behind plain requests answered 101, then never read a frame).
+        if readPending {
+            readPending = false
+            context.read()
+        }
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
-        if wantedRead { context.read() }
     }
 
     package func channelWritabilityChanged(context: ChannelHandlerContext) {

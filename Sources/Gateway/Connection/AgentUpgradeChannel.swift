@@ -101,21 +101,34 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
         }
     }
 
-    /// The HTTP/1 pipeline after the head timeout: the data plane's front, NIO's codec, the
-    /// guarded upgrade, and what serves the requests that are not upgrades.
+    /// The HTTP/1 pipeline after the head timeout: the data plane's front, then, once the front
+    /// hands the connection on (at once without routes), NIO's codec, the guarded upgrade, and
+    /// what serves the requests that are not upgrades.
     func configureHTTP1(channel: any Channel, logger: Logger) throws -> EventLoopFuture<Outcome> {
-        // Plain route requests are served from the bytes, ahead of NIO's decoder; the first other
-        // request hands the connection to the pipeline configured below. Without routes, nothing to serve.
-        if let dataPlane, !dataPlane.table.current.routes.isEmpty {
-            try channel.pipeline.syncOperations.addHandler(
-                ProxyFrontHandler(
-                    plane: dataPlane,
-                    limits: .init(
-                        maximumHeadBytes: limits.maximumHeaderBytes, maximumFieldCount: limits.maximumHeaderCount,
-                        maximumFieldBytes: limits.maximumHeaderFieldBytes),
-                    idleTimeout: .milliseconds(Int64(limits.idleTimeout * 1000)), headTimeout: .milliseconds(Int64(limits.requestHeadTimeout * 1000)),
-                    requestTimeout: .milliseconds(Int64(limits.requestTimeout * 1000))))
+        // Without routes, nothing to serve from the bytes: NIO's pipeline from the start.
+        guard let dataPlane, !dataPlane.table.current.routes.isEmpty else {
+            return try configureDecodingPipeline(channel: channel, logger: logger)
         }
+        // Plain route requests are served from the bytes, ahead of NIO's decoder; the first other
+        // request hands the connection on, and only then is NIO's pipeline built behind the front
+        // (a connection of plain requests, idle or busy, never holds it). Closed before, the
+        // connection's task learns it here (a later completion of the promise is ignored).
+        let outcome = channel.eventLoop.makePromise(of: Outcome.self)
+        channel.closeFuture.whenComplete { _ in outcome.fail(ChannelError.eof) }
+        try channel.pipeline.syncOperations.addHandler(
+            ProxyFrontHandler(
+                plane: dataPlane,
+                limits: .init(
+                    maximumHeadBytes: limits.maximumHeaderBytes, maximumFieldCount: limits.maximumHeaderCount,
+                    maximumFieldBytes: limits.maximumHeaderFieldBytes),
+                idleTimeout: .milliseconds(Int64(limits.idleTimeout * 1000)), headTimeout: .milliseconds(Int64(limits.requestHeadTimeout * 1000)),
+                requestTimeout: .milliseconds(Int64(limits.requestTimeout * 1000)),
+                buildPipelineBehind: { outcome.completeWith(try configureDecodingPipeline(channel: channel, logger: logger)) }))
+        return outcome.futureResult
+    }
+
+    /// NIO's codec, the guarded upgrade, and what serves the requests that are not upgrades.
+    private func configureDecodingPipeline(channel: any Channel, logger: Logger) throws -> EventLoopFuture<Outcome> {
         // Set by shouldUpgrade, read when the pipeline is rebuilt; one upgrade per connection.
         let decision = NIOLockedValueBox<Decision?>(nil)
         // Whether the first request asked for a WebSocket on a route (the screen says, the data plane reads).
@@ -284,17 +297,37 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
         return upgrader.upgradeResultFuture
     }
 
+    /// Waits for the connection's outcome, then serves it when it is Hummingbird's to serve.
+    ///
+    /// This task lives as long as the connection, plain requests served on the event loop
+    /// included, so what it holds while it waits is held by every idle connection. An async
+    /// function's frame is sized for all it does, so the wait and the serving are functions of
+    /// their own, never inlined: waiting holds only the wait's small frame.
     func handle(value: Value, logger: Logger) async {
+        await serve(Self.wait(for: value.outcome), logger: logger)
+    }
+
+    /// The outcome, once the pipeline has decided it (see `handle`).
+    @inline(never)
+    private static func wait(for outcome: EventLoopFuture<Outcome>) async -> Result<Outcome, any Error> {
         do {
-            switch try await value.outcome.get() {
-            case .http(let http):
-                await handleHTTP(asyncChannel: http, logger: logger)
-            case .refused(let http, let error):
-                await Self.writeRefusal(error, on: http, logger: logger)
-            case .websocket, .http2:
-                return
-            }
+            return .success(try await outcome.get())
         } catch {
+            return .failure(error)
+        }
+    }
+
+    /// Serves the outcome: Hummingbird's request loop, or the upgrade's refusal (see `handle`).
+    @inline(never)
+    private func serve(_ outcome: Result<Outcome, any Error>, logger: Logger) async {
+        switch outcome {
+        case .success(.http(let http)):
+            await handleHTTP(asyncChannel: http, logger: logger)
+        case .success(.refused(let http, let error)):
+            await Self.writeRefusal(error, on: http, logger: logger)
+        case .success(.websocket), .success(.http2):
+            return
+        case .failure(let error):
             logger.debug("connection ended before a request was read", metadata: ["error_type": "\(type(of: error))"])
         }
     }

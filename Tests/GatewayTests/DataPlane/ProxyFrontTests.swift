@@ -3,6 +3,7 @@ import EdgeHTTP
 import Foundation
 import Gateway
 import PortcullisTestSupport
+import Synchronization
 import Testing
 
 /// The data plane's front (`ProxyFrontHandler`): plain route requests served from the bytes, and
@@ -31,6 +32,109 @@ struct ProxyFrontTests {
         #expect(answers.count == 6 && zip(answers, paths).allSatisfy { $0.body.contains("\"\($1)\"") })
         #expect(answers.count == 6 && answers[2].body.contains("\"body_bytes\":5") && answers[3].body.contains("\"body_bytes\":3"))
         #expect(world.targets.all.count == 6)
+        try await world.stop()
+    }
+
+    /// The agent socket's upgrade request for `login`, raw.
+    static func agentUpgrade(token: String, sessionID: String) -> String {
+        "GET /api/runtime/agent HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+            + "Authorization: Bearer \(token)\r\nX-Session-Id: \(sessionID)\r\n\r\n"
+    }
+
+    @Test("an agent socket's upgrade behind plain requests on one connection is NIO's to decide, its pipeline built only when the front hands the connection on: 101, and the socket relays the Runtime's answer")
+    func upgradeAfterPlainRequests() async throws {
+        for plain in [0, 1, 2] { try await Self.upgradeAfter(plain) }
+    }
+
+    static func upgradeAfter(_ plainCount: Int) async throws {
+        let upstream = try await RecordingUpstream.start()
+        let fixture = try await DataPlaneTests.fixture(upstream)
+        try await fixture.addUser("alice")
+        let login = try await fixture.login("alice", sessionID: try await fixture.createAnonymousSession())
+        let (port, token, upgrade) = (fixture.gatewayPort, login.accessToken, Self.agentUpgrade(token: login.accessToken, sessionID: login.sessionID))
+        let (head, reply) = try await onOwnThread { () -> (String, String) in
+            let connection = try RawConnection(port: port, receiveTimeout: 5)
+            defer { connection.close() }
+            let bearer = "Authorization: Bearer \(token)\r\n"
+            // Two plain requests served by the front, the upgrade behind them in the same write.
+            connection.send((1...2).prefix(plainCount).map { "GET /api/echo/p\($0) HTTP/1.1\r\nHost: x\r\n\(bearer)\r\n" }.joined() + upgrade)
+            let head = String(decoding: connection.readUntil("HTTP/1.1 101 Switching Protocols\r\n"), as: UTF8.self)
+            guard head.contains("HTTP/1.1 101") else { return (head, "") }
+            _ = connection.send(
+                bytes: RawConnection.maskedFrame(opcode: 0x1, Array(#"{"type":"intent","request_id":"r1","intent_type":"echo","payload":{"late":"pipeline"}}"#.utf8)))
+            return (head, String(decoding: connection.readUntil("pipeline"), as: UTF8.self))
+        }
+        let answers = DataPlaneTests.answers(Array(head.utf8), count: plainCount + 1)
+        #expect(answers.map(\.status) == Array(repeating: 200, count: plainCount) + [101], "\(plainCount) \(head)")
+        #expect(answers.enumerated().dropLast().allSatisfy { $1.body.contains("\"/p\($0 + 1)\"") })
+        #expect(reply.contains(#""request_id":"r1""#) && reply.contains(#""late":"pipeline""#), "\(plainCount): the socket relayed the Runtime's answer: \(reply)")
+        try await fixture.stop()
+        try await upstream.stop()
+    }
+
+    @Test("a request handed to NIO while its bytes waited behind a plain request in flight goes on being read: a chunked body whose end is sent after the plain answer came is read to its end and answered, and the request after it too")
+    func handedOnAfterWaitingKeepsReading() async throws {
+        let world = try await DataPlaneTests.World.start()
+        let bytes = try await Self.answered(by: world) { connection, bearer in
+            // The chunked request's head and first chunk wait behind p1 (their read held), then go to NIO.
+            connection.send(
+                "GET /api/echo/p1 HTTP/1.1\r\nHost: x\r\n\(bearer)\r\n"
+                    + "POST /api/echo/chunked HTTP/1.1\r\nHost: x\r\n\(bearer)Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n")
+            _ = connection.readUntil("\"/p1\"")
+            connection.send("0\r\n\r\n" + "GET /api/echo/last HTTP/1.1\r\nHost: x\r\n\(bearer)Connection: close\r\n\r\n")
+        }
+        let answers = DataPlaneTests.answers(bytes, count: 3)
+        // The first answer was read by `readUntil`: what is left is the chunked request's and the last's.
+        #expect(answers.map(\.status) == [200, 200], "\(bytes.text)")
+        #expect(answers.count == 2 && answers[0].body.contains("\"/chunked\"") && answers[0].body.contains("\"body_bytes\":3") && answers[1].body.contains("\"/last\""))
+        #expect(world.targets.all.count == 3)
+        try await world.stop()
+    }
+
+    @Test("connections that only ever sent plain requests let the gateway stop gracefully, whether their clients closed them or left them open: each connection's task learns its end though NIO's HTTP/1 pipeline, which would have told it, was never built")
+    func plainConnectionsEndTheirTasks() async throws {
+        let world = try await DataPlaneTests.World.start()
+        let (port, bearer) = (world.port, "Authorization: Bearer \(world.token)\r\n")
+        let open = try await onOwnThread { () throws -> RawConnection in
+            let closed = try RawConnection(port: port, receiveTimeout: 5)
+            closed.send("GET /api/echo/closed HTTP/1.1\r\nHost: x\r\n\(bearer)\r\n")
+            _ = closed.readUntil("\"/closed\"")
+            closed.close()
+            let open = try RawConnection(port: port, receiveTimeout: 5)
+            open.send("GET /api/echo/open HTTP/1.1\r\nHost: x\r\n\(bearer)\r\n")
+            _ = open.readUntil("\"/open\"")
+            return open
+        }
+        defer { open.close() }
+        // A task still waiting for its connection's outcome would hold the stop for good: bounded here.
+        let stopped = Mutex(false)
+        let stopping = Task {
+            try await world.stop()
+            stopped.withLock { $0 = true }
+        }
+        let deadline = Date().addingTimeInterval(TimeBounds.seconds(15))
+        while !stopped.withLock({ $0 }), Date() < deadline { try await Task.sleep(for: .milliseconds(100)) }
+        #expect(stopped.withLock { $0 }, "the gateway had not stopped \(TimeBounds.seconds(15)) s after it was asked")
+        if stopped.withLock({ $0 }) { try await stopping.value }
+        #expect(world.targets.all.count == 2)
+    }
+
+    @Test("an agent socket's upgrade refused behind a plain request on one connection gets the answer it gets on a connection of its own (status and JSON error), after the plain request's")
+    func refusedUpgradeAfterPlainRequests() async throws {
+        let world = try await DataPlaneTests.World.start()
+        let upgrade = Self.agentUpgrade(token: world.token, sessionID: "not-a-session")
+        let (port, token) = (world.port, world.token)
+        let alone = try await onOwnThread {
+            try RawUpgrade.send(port: port, target: "/api/runtime/agent", headers: [("Authorization", "Bearer \(token)"), ("X-Session-Id", "not-a-session")])
+        }
+        #expect((400..<500).contains(alone.status) && alone.error != nil, "\(alone.head)")
+        let bytes = try await Self.answered(by: world) { connection, bearer in
+            connection.send("GET /api/echo/p1 HTTP/1.1\r\nHost: x\r\n\(bearer)\r\n" + upgrade)
+        }
+        let answers = DataPlaneTests.answers(bytes, count: 3)
+        #expect(answers.map(\.status) == [200, alone.status], "\(bytes.text)")
+        #expect(answers.count == 2 && answers[0].body.contains("\"/p1\"") && answers[1].body.contains("\"error\":\"\(alone.error ?? "")\""), "\(bytes.text)")
         try await world.stop()
     }
 
