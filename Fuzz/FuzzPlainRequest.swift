@@ -4,7 +4,8 @@
 // of it is complete; the same head is read from its own bytes alone and from its canonical
 // re-spelling; every field read is a token name and a value of visible ASCII with no whitespace
 // at either end, none frames a body but one Content-Length of plain digits, and that length is the
-// head's `bodyLength` (0 without one).
+// head's `bodyLength` (0 without one); at most one Connection, `keep-alive` or `close` in any case
+// (so NIO's decoder and the head's own reading agree on closing after the answer).
 let limits = PlainRequestHead.Limits(maximumHeadBytes: 2_048, maximumFieldCount: 32, maximumFieldBytes: 512)
 
 func parse(_ bytes: [UInt8]) -> PlainRequestHead.Outcome {
@@ -34,6 +35,7 @@ public func fuzzPlainRequest(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt 
     }
     var canonical = "\(head.method.rawValue) \(head.uri) HTTP/1.1\r\n"
     var lengths: [String] = []
+    var connections = 0
     for (name, value) in head.fields {
         if name.isEmpty || !name.utf8.allSatisfy(PlainRequestHead.isTokenByte) { fatalError("a name that is not a token") }
         if !value.utf8.allSatisfy(PlainRequestHead.isValueByte) { fatalError("a value byte outside visible ASCII") }
@@ -43,6 +45,10 @@ public func fuzzPlainRequest(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt 
             fatalError("a \(framing) field read as plain")
         }
         if name.lowercased() == "content-length" { lengths.append(value) }
+        if name.lowercased() == "connection" {
+            connections += 1
+            if connections > 1 || !["keep-alive", "close"].contains(value.lowercased()) { fatalError("a Connection other than one keep-alive or close read as plain") }
+        }
         canonical += "\(name): \(value)\r\n"
     }
     canonical += "\r\n"

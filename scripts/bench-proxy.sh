@@ -650,6 +650,13 @@ for round in $(seq "$ROUNDS"); do
     AUTH_TOKEN=$TOKEN_COMPARE run "Portcullis gateway.routes, COMPARE_BIN${COMPARE_LEVEL:+ at $COMPARE_LEVEL}" "$GATEWAY_COMPARE_PID" "http://127.0.0.1:$GATEWAY_COMPARE/api/bench/"
     AUTH_TOKEN=$TOKEN_SAME run "Portcullis gateway.routes, COMPARE_BIN's configuration" "$GATEWAY_SAME_PID" "http://127.0.0.1:$GATEWAY_SAME/api/bench/"
   fi
+  # A client that keeps no connection alive: each request pays the connection's accept, set-up and close.
+  run "nginx plain proxy, a new connection a request" "$NGINX_PROXY_PID" "http://127.0.0.1:$NGINX_PROXY/" -H "Connection: close"
+  run "Portcullis gateway.routes, a new connection a request" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/" -H "Connection: close"
+  if [ -n "${COMPARE_BIN:-}" ]; then
+    AUTH_TOKEN=$TOKEN_COMPARE run "Portcullis gateway.routes, a new connection a request, COMPARE_BIN" "$GATEWAY_COMPARE_PID" "http://127.0.0.1:$GATEWAY_COMPARE/api/bench/" -H "Connection: close"
+    AUTH_TOKEN=$TOKEN_SAME run "Portcullis gateway.routes, a new connection a request, COMPARE_BIN's configuration" "$GATEWAY_SAME_PID" "http://127.0.0.1:$GATEWAY_SAME/api/bench/" -H "Connection: close"
+  fi
   run "Portcullis + X-Session-Id" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/" -H "X-Session-Id: $SESSION"
   NO_BEARER=1 run "Portcullis, a browser's session cookie" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/browser/" -H "Cookie: $COOKIE"
   AUTH_TOKEN=$EXT_TOKEN run "Portcullis, a provider's token" "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/api/bench/"
@@ -831,6 +838,10 @@ same, compare = "Portcullis gateway.routes, COMPARE_BIN's configuration", [n for
 if same in names and compare:
     print(f"\nA/B, the same configuration (with COMPARE_MCP, this build's has one more route): this binary against COMPARE_BIN: CPU a request {same_round(same, compare[0], 4):.3f}x, "
           f"req/s {same_round(same, compare[0], 2):.3f}x, p99 {same_round(same, compare[0], 3):.3f}x (medians of same-round ratios)")
+fresh_same, fresh_compare = "Portcullis gateway.routes, a new connection a request, COMPARE_BIN's configuration", "Portcullis gateway.routes, a new connection a request, COMPARE_BIN"
+if fresh_same in names and fresh_compare in names:
+    print(f"A/B, a new connection a request: this binary against COMPARE_BIN: CPU a request {same_round(fresh_same, fresh_compare, 4):.3f}x, "
+          f"req/s {same_round(fresh_same, fresh_compare, 2):.3f}x, p99 {same_round(fresh_same, fresh_compare, 3):.3f}x (medians of same-round ratios)")
 mcp, bearer = "Portcullis MCP tools/call (JSON)", "Portcullis Bearer route, the same POST"
 acting = "Portcullis MCP tools/call sent with the person's connected token"
 if any(r[0] == mcp for r in rows) and any(r[0] == acting for r in rows):

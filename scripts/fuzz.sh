@@ -70,7 +70,8 @@ seed() {  # target
                  printf '\x90HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 3\r\n\r\n' > "$corpus/head" ;;
     plain-request) printf 'GET /api/v1/x?a=1 HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer a.b.c\r\nConnection: keep-alive\r\n\r\n' > "$corpus/get"
                  printf 'POST /a HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi' > "$corpus/post"
-                 printf 'HEAD /a HTTP/1.1\r\nX-A:\t1\r\nX-B:\r\n\r\nGET /b HTTP/1.1\r\n\r\n' > "$corpus/pipelined" ;;
+                 printf 'HEAD /a HTTP/1.1\r\nX-A:\t1\r\nX-B:\r\n\r\nGET /b HTTP/1.1\r\n\r\n' > "$corpus/pipelined"
+                 printf 'GET /a HTTP/1.1\r\nConnection: Close\r\n\r\nGET /b HTTP/1.1\r\nConnection: keep-alive\r\nconnection: close\r\n\r\n' > "$corpus/close" ;;
     http2-frames) printf '\x01\x05\x00\x01\x02' > "$corpus/get-health"
                  printf '\x01\x04\x00\x01\x43\x00\x01\x00\x04\x00\x00\x00\x00\x09\x04\x00\x00' > "$corpus/post-route-continuation"
                  printf '\x01\x05\x00\x01\x42\x03\x00\x00\x04\x00\x00\x00\x08\x06\x00\x00\x08abcdefgh' > "$corpus/reset-ping" ;;

@@ -68,7 +68,8 @@ struct PlainRequestHeadTests {
         }
         #expect(nioBody == body, "a body of \(head.bodyLength) bytes read as \(nioBody.count)", sourceLocation: sourceLocation)
         #expect(nioHead == Self.nioHead(head), sourceLocation: sourceLocation)
-        #expect(nioHead.isKeepAlive, sourceLocation: sourceLocation)
+        // Whether the connection closes after the answer is NIO's reading of the same head.
+        #expect(nioHead.isKeepAlive == Self.nioHead(head).isKeepAlive, "\(String(decoding: consumed, as: UTF8.self).debugDescription)", sourceLocation: sourceLocation)
         for cut in stride(from: 0, to: head.length, by: max(1, head.length / 16)) {
             if case .complete = parse(Array(bytes[..<cut])) {
                 Issue.record("a prefix of \(cut) bytes read as complete", sourceLocation: sourceLocation)
@@ -127,8 +128,20 @@ struct PlainRequestHeadTests {
         }
     }
 
+    @Test("one Connection: close, in any case, is plain: its head carries it, and NIO's reading of the same bytes closes after the answer too")
+    func connectionCloseIsPlain() {
+        for text in ["GET /a HTTP/1.1\r\nConnection: close\r\n\r\n", "GET /a HTTP/1.1\r\nconnection: Close\r\n\r\n", "GET /a HTTP/1.1\r\nConnection: CLOSE\r\n\r\n"] {
+            guard case .complete(let head) = Self.parse(Array(text.utf8)) else {
+                Issue.record("not read as plain: \(text.debugDescription)")
+                continue
+            }
+            #expect(!Self.nioHead(head).isKeepAlive, "\(text.debugDescription)")
+            Self.checkAgainstNIO(Array(text.utf8))
+        }
+    }
+
     @Test(
-        "anything outside the plain subset is left to NIO: chunked bodies, lengths not of plain digits, upgrades, expectations, Connection other than keep-alive, HTTP/1.0, other methods, folded or odd fields, bare LF, odd targets",
+        "anything outside the plain subset is left to NIO: chunked bodies, lengths not of plain digits, upgrades, expectations, Connection other than one keep-alive or close, HTTP/1.0, other methods, folded or odd fields, bare LF, odd targets",
         arguments: [
             "POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
             "POST /a HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
@@ -150,8 +163,13 @@ struct PlainRequestHeadTests {
             "POST /a HTTP/1.1\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n",
             "GET /a HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
             "PUT /a HTTP/1.1\r\nExpect: 100-continue\r\n\r\n",
-            "GET /a HTTP/1.1\r\nConnection: close\r\n\r\n",
+            "GET /a HTTP/1.1\r\nConnection: close, te\r\n\r\n",
             "GET /a HTTP/1.1\r\nConnection: keep-alive, te\r\n\r\n",
+            "GET /a HTTP/1.1\r\nConnection: closed\r\n\r\n",
+            // Two Connection fields: NIO's decoder keeps alive on two keep-alives, the head's own reading closes.
+            "GET /a HTTP/1.1\r\nConnection: keep-alive\r\nConnection: keep-alive\r\n\r\n",
+            "GET /a HTTP/1.1\r\nConnection: close\r\nConnection: keep-alive\r\n\r\n",
+            "GET /a HTTP/1.1\r\nConnection: te\r\n\r\n",
             // NIO's parser closes after an answer to Proxy-Connection: close, as it does for Connection: close.
             "GET /a HTTP/1.1\r\nProxy-Connection: close\r\n\r\n",
             "GET /a HTTP/1.1\r\nproxy-connection: keep-alive\r\n\r\n",
@@ -280,7 +298,7 @@ struct PlainRequestHeadTests {
                 var text = ["GET", "POST", "DELETE", "HEAD"][Int(random.next() % 4)] + " /api/v\(random.next() % 9)/x?q=\(random.next() % 99) HTTP/1.1\r\n"
                 for _ in 0..<Int(random.next() % 5) {
                     text += ["Host", "X-Session-Id", "Authorization", "Accept", "Connection", "Content-Length"][Int(random.next() % 6)] + [": ", ":", ":\t", ":  "][Int(random.next() % 4)]
-                    text += ["gw", "keep-alive", "Bearer a.b.c", "*/*", "ses_x", "3", "12", "0"][Int(random.next() % 8)] + "\r\n"
+                    text += ["gw", "keep-alive", "Bearer a.b.c", "*/*", "ses_x", "3", "12", "0", "close", "Close"][Int(random.next() % 10)] + "\r\n"
                 }
                 // A body after the head, sometimes: a request of its own, sometimes (what a smuggler sends).
                 bytes = Array((text + "\r\n" + ["", "abc", "GET /smuggled HTTP/1.1\r\n\r\n"][Int(random.next() % 3)]).utf8)

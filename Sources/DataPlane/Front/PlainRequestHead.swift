@@ -6,7 +6,8 @@
 /// values are visible ASCII with single spaces or tabs, every line ended by CRLF, a body
 /// only as one `Content-Length` of decimal digits (at most 15, no leading zero; never a sign,
 /// a list, a second one or a `Transfer-Encoding`), no `Upgrade`, no `Expect`, no
-/// `Proxy-Connection`, and no `Connection` other than `keep-alive`; the target no longer
+/// `Proxy-Connection`, and at most one `Connection`, `keep-alive` or `close` (the exchange
+/// closes after its answer to `close`, as it does on NIO's path); the target no longer
 /// than a field may be and the whole head within its bound, as NIO's decoder counts them.
 /// Whatever is not plain is `.notPlain`, never an error: the caller hands those bytes to
 /// NIO's decoder, which decides (and refuses) as it
@@ -85,6 +86,7 @@ package struct PlainRequestHead: Equatable {
         var fields: [(String, String)] = []
         var fieldBytes = targetEnd - targetStart
         var bodyLength: Int?
+        var sawConnection = false
         while true {
             guard index < bytes.count else { return index > limits.maximumHeadBytes ? .notPlain : .incomplete }
             if bytes[index] == 0x0D {
@@ -120,6 +122,12 @@ package struct PlainRequestHead: Equatable {
                 // One length of digits only: a second one (even equal), a list or a sign is NIO's to decide.
                 guard bodyLength == nil, let length = decimalLength(value) else { return .notPlain }
                 bodyLength = length
+            } else if equalsLowercased(name, "connection") {
+                // One, of one token: NIO's decoder and the head's own reading agree on closing only
+                // then (two `keep-alive` fields keep the connection open by the first, close it by
+                // the second).
+                guard !sawConnection, equalsLowercased(value, "keep-alive") || equalsLowercased(value, "close") else { return .notPlain }
+                sawConnection = true
             } else if !isPlainField(name, value) {
                 return .notPlain
             }
@@ -153,9 +161,9 @@ package struct PlainRequestHead: Equatable {
     }
 
     /// A field this reader takes (other than `Content-Length`): not one that frames a body
-    /// otherwise, changes the protocol or asks for an interim answer, and `Connection` only as `keep-alive`.
+    /// otherwise, changes the protocol or asks for an interim answer (`Connection` is read apart:
+    /// one field, `keep-alive` or `close`, which the request's head carries to the exchange).
     private static func isPlainField(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) -> Bool {
-        if equalsLowercased(name, "connection") { return equalsLowercased(value, "keep-alive") }
         // NIO's parser reads Proxy-Connection as it reads Connection (close after the answer): left to it.
         return !(equalsLowercased(name, "transfer-encoding") || equalsLowercased(name, "upgrade")
             || equalsLowercased(name, "expect") || equalsLowercased(name, "proxy-connection"))

@@ -384,19 +384,22 @@ struct ProxyFrontTests {
         try await world.stop()
     }
 
-    @Test("Proxy-Connection: close closes the connection after its answer on both paths, as NIO's parser reads it")
-    func proxyConnectionClose() async throws {
+    @Test(
+        "a close asked for closes the connection after its answer, which says so, and a request behind it is neither answered nor sent upstream: Connection: close on the front's path (any case), Proxy-Connection: close on NIO's, as NIO's parser reads both",
+        arguments: ["Connection: close", "connection: Close", "Proxy-Connection: close"])
+    func closeAskedFor(field: String) async throws {
         let world = try await DataPlaneTests.World.start()
         let (port, token) = (world.port, world.token)
         let text = try await onOwnThread { () -> String in
             let connection = try RawConnection(port: port, receiveTimeout: 5)
             defer { connection.close() }
             let bearer = "Authorization: Bearer \(token)\r\n"
-            connection.send("GET /api/echo/one HTTP/1.1\r\nHost: x\r\n\(bearer)Proxy-Connection: close\r\n\r\n" + "GET /api/echo/two HTTP/1.1\r\nHost: x\r\n\(bearer)\r\n")
+            connection.send("GET /api/echo/one HTTP/1.1\r\nHost: x\r\n\(bearer)\(field)\r\n\r\n" + "GET /api/echo/two HTTP/1.1\r\nHost: x\r\n\(bearer)\r\n")
             return connection.readAll().text  // returns at the close (or the 5 s timeout, which fails below)
         }
         let statuses = text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { String($0.prefix(3)) }
         #expect(statuses == ["200"], "\(statuses)")
+        #expect(text.lowercased().contains("\r\nconnection: close\r\n"), "\(text)")
         #expect(world.targets.all == ["GET /one"])
         try await world.stop()
     }
