@@ -992,7 +992,8 @@ final class ProxyExchange: UpstreamConnectionDelegate {
             return finish(closeClient: closeClient || Self.wantsClose(head))
         }
         let body = ByteBuffer(bytes: JSONWriter.bytes(error.json))
-        handler.writeToClient(.head(error.responseHead(contentLength: body.readableBytes, close: closeClient) { decorate(&$0) }))
+        // The head says the connection closes after it whenever it will (the client's `Connection: close` too).
+        handler.writeToClient(.head(error.responseHead(contentLength: body.readableBytes, close: closeClient || Self.wantsClose(head)) { decorate(&$0) }))
         // An answer to HEAD has the head alone (RFC 9110 §9.3.2): the front writes these bytes as they are.
         if head.method != .HEAD { handler.writeToClient(.body(.byteBuffer(body))) }
         handler.writeToClient(.end(nil), flush: true)

@@ -95,14 +95,13 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
     var currentExchange: ProxyExchange? { exchange }
     /// Builds the pipeline behind this handler, called once when the connection is handed on
     /// (before any byte passes): a connection that only ever sends plain requests never builds
-    /// NIO's HTTP/1 handlers, and an idle one does not keep them.
+    /// NIO's HTTP/1 handlers, and an idle one does not keep them. `nil` once called.
     private var buildPipelineBehind: (() throws -> Void)?
 
-    /// - Parameter buildPipelineBehind: what to add behind this handler when the connection is
-    ///   handed on; `nil` when it is there from the start.
+    /// - Parameter buildPipelineBehind: what to add behind this handler when the connection is handed on.
     package init(
         plane: DataPlane, limits: PlainRequestHead.Limits, idleTimeout: TimeAmount, headTimeout: TimeAmount, requestTimeout: TimeAmount,
-        buildPipelineBehind: (() throws -> Void)? = nil
+        buildPipelineBehind: @escaping () throws -> Void
     ) {
         self.plane = plane
         self.limits = limits
@@ -336,13 +335,28 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
     }
 
     package func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        guard !handedOn, event is ChannelShouldQuiesceEvent else { return context.fireUserInboundEventTriggered(event) }
-        // An answer not yet written out counts as in flight: closing now would drop it. So does a
-        // refused body still being dropped: closing with it unread could reset the refusal away.
-        if !requestInFlight && !awaitingWritable && body == nil {
-            context.close(promise: nil)
-        } else {
-            closeWhenIdle = true
+        guard !handedOn else { return context.fireUserInboundEventTriggered(event) }
+        switch event {
+        case is ChannelShouldQuiesceEvent:
+            // An answer not yet written out counts as in flight: closing now would drop it. So does a
+            // refused body still being dropped: closing with it unread could reset the refusal away.
+            if !requestInFlight && !awaitingWritable && body == nil {
+                context.close(promise: nil)
+            } else {
+                closeWhenIdle = true
+            }
+        case ChannelEvent.inputClosed:
+            // The client has sent all it will (a half-close): the answer in flight is written, then
+            // the connection closes; a body or a head that can no longer end closes it now. (NIO's
+            // pipeline, not built before the hand-on, would otherwise be what reacts.)
+            if body != nil || partialHead != nil || (!requestInFlight && !awaitingWritable) {
+                closing = true
+                context.close(promise: nil)
+            } else {
+                closeWhenIdle = true
+            }
+        default:
+            context.fireUserInboundEventTriggered(event)
         }
     }
 
@@ -413,6 +427,13 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         // The deadline check stays scheduled: the next request's deadline is later, and the check re-arms for it.
         lastActive = .now()
         guard let context else { return }
+        // A body still coming when the answer asks to close (a refusal of a `Connection: close`
+        // request, say) is dropped to its end first, as a graceful close waits for it (see `takeBody`):
+        // closing with it unread could reset the answer away.
+        if closeConnection, body != nil, !closing {
+            closeWhenIdle = true
+            return serve(context: context)
+        }
         // A graceful close waits for the rest of a body being dropped (see `takeBody`), as NIO's path drains it.
         if closeConnection || (closeWhenIdle && body == nil) {
             closing = true

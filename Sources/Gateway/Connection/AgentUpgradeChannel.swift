@@ -101,9 +101,9 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
         }
     }
 
-    /// The HTTP/1 pipeline after the head timeout: the data plane's front, then, once the front
-    /// hands the connection on (at once without routes), NIO's codec, the guarded upgrade, and
-    /// what serves the requests that are not upgrades.
+    /// The HTTP/1 pipeline after the head timeout: with routes, the data plane's front, and
+    /// behind it, once the front hands the connection on, NIO's codec, the guarded upgrade and
+    /// what serves the requests that are not upgrades; without routes, those from the start.
     func configureHTTP1(channel: any Channel, logger: Logger) throws -> EventLoopFuture<Outcome> {
         // Without routes, nothing to serve from the bytes: NIO's pipeline from the start.
         guard let dataPlane, !dataPlane.table.current.routes.isEmpty else {
@@ -328,7 +328,8 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
         case .success(.websocket), .success(.http2):
             return
         case .failure(let error):
-            logger.debug("connection ended before a request was read", metadata: ["error_type": "\(type(of: error))"])
+            // Also every connection of plain requests only (served by the front; nothing was handed on).
+            logger.debug("connection ended before NIO's pipeline decided a request", metadata: ["error_type": "\(type(of: error))"])
         }
     }
 

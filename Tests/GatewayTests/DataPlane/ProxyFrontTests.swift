@@ -2,6 +2,7 @@ import DataPlane
 import EdgeHTTP
 import Foundation
 import Gateway
+import Glibc
 import PortcullisTestSupport
 import Synchronization
 import Testing
@@ -118,6 +119,58 @@ struct ProxyFrontTests {
         #expect(stopped.withLock { $0 }, "the gateway had not stopped \(TimeBounds.seconds(15)) s after it was asked")
         if stopped.withLock({ $0 }) { try await stopping.value }
         #expect(world.targets.all.count == 2)
+    }
+
+    @Test("a client that half-closes (shuts its sending side) gets the answer to the request it sent, then the connection closes; with nothing in flight it closes at once, not at the idle timeout")
+    func halfCloseIsAnsweredThenClosed() async throws {
+        let world = try await DataPlaneTests.World.start()
+        let (port, bearer) = (world.port, "Authorization: Bearer \(world.token)\r\n")
+        let (inFlight, closedAfterAnswer, idle, closedWhenIdle) = try await onOwnThread { () throws -> (String, Bool, String, Bool) in
+            // The request, then the half-close at once: its answer still comes.
+            let first = try RawConnection(port: port, receiveTimeout: 10)
+            defer { first.close() }
+            first.send("GET /api/echo/half HTTP/1.1\r\nHost: x\r\n\(bearer)\r\n")
+            _ = Glibc.shutdown(first.descriptor, Int32(SHUT_WR))
+            let inFlight = first.readAll().text
+            let closedAfterAnswer = first.isClosedByPeer
+            // An answered request, then the half-close.
+            let second = try RawConnection(port: port, receiveTimeout: 10)
+            defer { second.close() }
+            second.send("GET /api/echo/before HTTP/1.1\r\nHost: x\r\n\(bearer)\r\n")
+            let idle = second.readUntil("\"/before\"").text
+            _ = Glibc.shutdown(second.descriptor, Int32(SHUT_WR))
+            let rest = second.readAll()
+            return (inFlight, closedAfterAnswer, idle + rest.text, second.isClosedByPeer)
+        }
+        #expect(inFlight.hasPrefix("HTTP/1.1 200") && inFlight.contains("\"/half\""), "\(inFlight)")
+        #expect(closedAfterAnswer, "the connection was closed after the answer, not left to the 10-s read timeout")
+        #expect(idle.hasPrefix("HTTP/1.1 200") && idle.contains("\"/before\""), "\(idle)")
+        #expect(closedWhenIdle, "the idle connection closed at the half-close")
+        try await world.stop()
+    }
+
+    @Test("a Connection: close request refused at its head while its Content-Length body is still coming: the refusal says Connection: close, and the connection stays open for the rest of the body (dropped), then closes")
+    func closeAskedWithBodyDrainsFirst() async throws {
+        let world = try await DataPlaneTests.World.start()
+        let port = world.port
+        let (answer, openBeforeBodyEnd, closedAfter) = try await onOwnThread { () throws -> (String, Bool, Bool) in
+            let connection = try RawConnection(port: port, receiveTimeout: 10)
+            defer { connection.close() }
+            // No token: refused 401 at the head; 10 body bytes announced, 5 sent.
+            connection.send("POST /api/echo/refused HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 10\r\n\r\nhello")
+            let answer = connection.readUntil("}").text
+            // Closing here, the body's unread bytes would make the kernel reset the connection (and the answer with it).
+            Thread.sleep(forTimeInterval: 0.3)
+            let openBeforeBodyEnd = !connection.isClosedByPeer
+            connection.send("world")
+            _ = connection.readAll()
+            return (answer, openBeforeBodyEnd, connection.isClosedByPeer)
+        }
+        #expect(answer.hasPrefix("HTTP/1.1 401") && answer.lowercased().contains("\r\nconnection: close\r\n"), "\(answer)")
+        #expect(openBeforeBodyEnd, "the connection stayed open while the refused body was still coming")
+        #expect(closedAfter, "the connection closed at the body's end")
+        #expect(world.targets.all.isEmpty)
+        try await world.stop()
     }
 
     @Test("an agent socket's upgrade refused behind a plain request on one connection gets the answer it gets on a connection of its own (status and JSON error), after the plain request's")
