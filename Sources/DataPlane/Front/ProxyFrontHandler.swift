@@ -97,11 +97,17 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
     /// (before any byte passes): a connection that only ever sends plain requests never builds
     /// NIO's HTTP/1 handlers, and an idle one does not keep them. `nil` once called.
     private var buildPipelineBehind: (() throws -> Void)?
+    /// Called instead when the connection ends without being handed on (its pipeline never built).
+    /// Called here rather than from the channel's close future: a callback there would keep what
+    /// it holds for the whole life of a connection that was handed on (an agent socket, say).
+    private var endedBeforeHandOn: (() -> Void)?
 
-    /// - Parameter buildPipelineBehind: what to add behind this handler when the connection is handed on.
+    /// - Parameters:
+    ///   - buildPipelineBehind: what to add behind this handler when the connection is handed on.
+    ///   - endedBeforeHandOn: called when the connection ends (this handler leaves) before any hand-on.
     package init(
         plane: DataPlane, limits: PlainRequestHead.Limits, idleTimeout: TimeAmount, headTimeout: TimeAmount, requestTimeout: TimeAmount,
-        buildPipelineBehind: @escaping () throws -> Void
+        buildPipelineBehind: @escaping () throws -> Void, endedBeforeHandOn: @escaping () -> Void
     ) {
         self.plane = plane
         self.limits = limits
@@ -109,6 +115,7 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         self.headTimeout = headTimeout
         self.requestTimeout = requestTimeout
         self.buildPipelineBehind = buildPipelineBehind
+        self.endedBeforeHandOn = endedBeforeHandOn
         maximumQueuedBytes = plane.maximumQueuedBytes
         routeTable = plane.table.current
     }
@@ -125,6 +132,12 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
 
     package func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
+        // Removed without a hand-on: the connection has ended (the front leaves only by handing on).
+        if let ended = endedBeforeHandOn {
+            endedBeforeHandOn = nil
+            buildPipelineBehind = nil
+            ended()
+        }
         headCheck?.cancel()
         headCheck = nil
         partialHead = nil
@@ -273,11 +286,12 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
         partialHead = nil
         let rest = received
         received = ByteBuffer()
+        let (build, ended) = (buildPipelineBehind, endedBeforeHandOn)
+        (buildPipelineBehind, endedBeforeHandOn) = (nil, nil)
         do {
-            let build = buildPipelineBehind
-            buildPipelineBehind = nil
             try build?()
         } catch {
+            ended?()
             plane.logger.error("could not build the connection's HTTP/1 pipeline; closing it", metadata: ["error_type": "\(type(of: error))"])
             return context.close(promise: nil)
         }

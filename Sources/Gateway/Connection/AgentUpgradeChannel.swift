@@ -111,10 +111,9 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
         }
         // Plain route requests are served from the bytes, ahead of NIO's decoder; the first other
         // request hands the connection on, and only then is NIO's pipeline built behind the front
-        // (a connection of plain requests, idle or busy, never holds it). Closed before, the
-        // connection's task learns it here (a later completion of the promise is ignored).
+        // (a connection of plain requests, idle or busy, never holds it). Ended before, the
+        // connection's task learns it from the front.
         let outcome = channel.eventLoop.makePromise(of: Outcome.self)
-        channel.closeFuture.whenComplete { _ in outcome.fail(ChannelError.eof) }
         try channel.pipeline.syncOperations.addHandler(
             ProxyFrontHandler(
                 plane: dataPlane,
@@ -123,7 +122,8 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
                     maximumFieldBytes: limits.maximumHeaderFieldBytes),
                 idleTimeout: .milliseconds(Int64(limits.idleTimeout * 1000)), headTimeout: .milliseconds(Int64(limits.requestHeadTimeout * 1000)),
                 requestTimeout: .milliseconds(Int64(limits.requestTimeout * 1000)),
-                buildPipelineBehind: { outcome.completeWith(try configureDecodingPipeline(channel: channel, logger: logger)) }))
+                buildPipelineBehind: { outcome.completeWith(try configureDecodingPipeline(channel: channel, logger: logger)) },
+                endedBeforeHandOn: { outcome.fail(ChannelError.eof) }))
         return outcome.futureResult
     }
 
