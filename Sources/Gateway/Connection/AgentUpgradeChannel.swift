@@ -114,16 +114,22 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
         // (a connection of plain requests, idle or busy, never holds it). Ended before, the
         // connection's task learns it from the front.
         let outcome = channel.eventLoop.makePromise(of: Outcome.self)
-        try channel.pipeline.syncOperations.addHandler(
-            ProxyFrontHandler(
-                plane: dataPlane,
-                limits: .init(
-                    maximumHeadBytes: limits.maximumHeaderBytes, maximumFieldCount: limits.maximumHeaderCount,
-                    maximumFieldBytes: limits.maximumHeaderFieldBytes),
-                idleTimeout: .milliseconds(Int64(limits.idleTimeout * 1000)), headTimeout: .milliseconds(Int64(limits.requestHeadTimeout * 1000)),
-                requestTimeout: .milliseconds(Int64(limits.requestTimeout * 1000)),
-                buildPipelineBehind: { outcome.completeWith(try configureDecodingPipeline(channel: channel, logger: logger)) },
-                endedBeforeHandOn: { outcome.fail(ChannelError.eof) }))
+        let front = ProxyFrontHandler(
+            plane: dataPlane,
+            limits: .init(
+                maximumHeadBytes: limits.maximumHeaderBytes, maximumFieldCount: limits.maximumHeaderCount,
+                maximumFieldBytes: limits.maximumHeaderFieldBytes),
+            idleTimeout: .milliseconds(Int64(limits.idleTimeout * 1000)), headTimeout: .milliseconds(Int64(limits.requestHeadTimeout * 1000)),
+            requestTimeout: .milliseconds(Int64(limits.requestTimeout * 1000)),
+            buildPipelineBehind: { outcome.completeWith(try configureDecodingPipeline(channel: channel, logger: logger)) },
+            endedBeforeHandOn: { outcome.fail(ChannelError.eof) })
+        do {
+            try channel.pipeline.syncOperations.addHandler(front)
+        } catch {
+            // Never added, the front cannot tell the task: told here (a promise left open would hold it for good).
+            outcome.fail(error)
+            throw error
+        }
         return outcome.futureResult
     }
 
