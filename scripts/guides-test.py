@@ -217,10 +217,16 @@ def main():
     listing = subprocess.run([os.path.join(WORK, "bin", "portcullis"), "keys", "list"], cwd=API_DIR, capture_output=True, text=True).stdout
     if not re.search(re.escape(active[0]) + r"\s+ES256\s+retired", listing) or len([l for l in listing.splitlines() if " active " in l]) != 1:
         fail(f"after keys.md's commands the old key is retired and another active: {listing}")
-    # The gateway watches its key directory ("action=key ring changed" in its log); logins are rate
-    # limited, so it logs in only once the reload was seen, and at most three times.
-    for _ in range(100):
-        if reloads() > reloads_before:
+    # The gateway watches its key directory ("action=key ring changed" in its log, naming each key's
+    # state); logins are rate limited, so it logs in only once a reload without the old key active was
+    # seen, and at most three times. Its 5-second poll may read the directory between two of the
+    # guide's commands (CI saw it reload the old key alone, then the test log in before the next
+    # poll): waited for over three polls.
+    def old_key_replaced():
+        changes = [line for line in open(os.path.join(WORK, "serve.log")).read().splitlines() if "key ring changed" in line]
+        return len(changes) > reloads_before and f"{active[0]}=active" not in changes[-1]
+    for _ in range(160):
+        if old_key_replaced():
             break
         time.sleep(0.1)
     for _ in range(3):
