@@ -16,8 +16,10 @@
 #   scripts/bench-scale.sh [ROUNDS] [SECONDS] [CONNECTIONS]    (default 3 6 50)
 #   DIMENSIONS="routes people"    only these dimensions (default: all five)
 #   PORTCULLIS_BIN=path           the binary to measure (default: a release build, made here)
-#   COMPARE_BIN=path              the body dimension also runs a gateway from this binary (the build
-#                                 before a change) in the same rounds, as the target "COMPARE_BIN"
+#   COMPARE_BIN=path              every dimension also runs a gateway from this binary (the build before a
+#                                 change) beside this one's, on the same steps in the same rounds, as the
+#                                 target "COMPARE_BIN"; the report ends with this build's same-round A/B
+#                                 against it, row by row (the idle connections are held to both)
 #   PLOT=path.png                 where the plot goes (default .build/bench-scale.png; needs matplotlib,
 #                                 which the script installs into .build/bench-venv from PyPI)
 #
@@ -132,6 +134,14 @@ tokens:
   GATEWAY_PID=$SERVE_PID; PIDS+=("$GATEWAY_PID")
 }
 
+compare_gateway() {  # NAME ROUTES_YAML [CPUS] PORT: with COMPARE_BIN, the same gateway from that binary on PORT; sets COMPARE_PID ("" without)
+  COMPARE_PID=""
+  [ -n "${COMPARE_BIN:-}" ] || return 0
+  local main_pid=$GATEWAY_PID
+  BIN=$(realpath "$COMPARE_BIN") gateway "$1-compare" "$2" "${3:-}" "$4"; COMPARE_PID=$GATEWAY_PID
+  GATEWAY_PID=$main_pid
+}
+
 haproxy_verifier() {  # HAProxy on $HAPROXY verifying the token (ES256) on every request; sets HAPROXY_PID
   haproxy_jwt_config "$WORK/haproxy.cfg" $HAPROXY $UPSTREAM "$WORK/pub.pem" 9000 60s
   haproxy -f "$WORK/haproxy.cfg" -db > "$WORK/haproxy.log" 2>&1 & HAPROXY_PID=$!; PIDS+=("$HAPROXY_PID")
@@ -243,32 +253,36 @@ PY
 routes_dimension() {
   # Every step's gateway and nginx run at once, on ports of their own, so the rounds interleave the steps.
   local steps=("1 prefix" "100 prefix" "10000 prefix" "1 host" "10000 host") index count kind started
-  local gateway_pids=() nginx_pids=() paths=() hosts=()
+  local gateway_pids=() nginx_pids=() compare_pids=() paths=() hosts=()
   for index in "${!steps[@]}"; do
     read -r count kind <<< "${steps[$index]}"
     started=$(date +%s.%N)
     gateway "routes-$count-$kind" "$(route_lines "$count" "$kind")" "" $((GATEWAY + 10 + index)); gateway_pids+=("$GATEWAY_PID")
     echo "routes: $count $kind routes: the gateway was ready after $(python3 -c "print(f'{$(date +%s.%N) - $started:.1f}')") s" >&2
+    compare_gateway "routes-$count-$kind" "$(route_lines "$count" "$kind")" "" $((GATEWAY + 40 + index)); compare_pids+=("$COMPARE_PID")
     nginx_proxy "$WORK/nginx-routes-$index" "$(nginx_routes "$count" "$kind" $((NGINX + 20 + index)))" $((NGINX + 20 + index)); nginx_pids+=("${PIDS[-1]}")
     if [ "$kind" = prefix ]; then paths+=("/service$((count - 1))/api/x"); hosts+=(""); else paths+=("/x"); hosts+=("app$((count - 1)).example.com"); fi
     local host_args=(); [ -n "${hosts[-1]}" ] && host_args=(-H "Host: ${hosts[-1]}")
     expect 200 -H @"$WORK/auth-1" "${host_args[@]}" "127.0.0.1:$((GATEWAY + 10 + index))${paths[-1]}"
     expect 401 "${host_args[@]}" "127.0.0.1:$((GATEWAY + 10 + index))${paths[-1]}"
     expect 200 "${host_args[@]}" "127.0.0.1:$((NGINX + 20 + index))${paths[-1]}"
+    [ -z "$COMPARE_PID" ] || expect 200 -H @"$WORK/auth-1" "${host_args[@]}" "127.0.0.1:$((GATEWAY + 40 + index))${paths[-1]}"
   done
   for round in $(seq "$ROUNDS"); do
     for index in "${!steps[@]}"; do
       local host_args=(); [ -n "${hosts[$index]}" ] && host_args=(-H "Host: ${hosts[$index]}")
       run routes "${steps[$index]}" Portcullis "${gateway_pids[$index]}" "http://127.0.0.1:$((GATEWAY + 10 + index))${paths[$index]}" -s "$WORK/auth.lua" "${host_args[@]}"
       run routes "${steps[$index]}" nginx "${nginx_pids[$index]}" "http://127.0.0.1:$((NGINX + 20 + index))${paths[$index]}" "${host_args[@]}"
+      [ -z "${compare_pids[$index]}" ] || run routes "${steps[$index]}" COMPARE_BIN "${compare_pids[$index]}" "http://127.0.0.1:$((GATEWAY + 40 + index))${paths[$index]}" -s "$WORK/auth.lua" "${host_args[@]}"
     done
   done
-  stop "${gateway_pids[@]}" "${nginx_pids[@]}"
+  stop "${gateway_pids[@]}" "${nginx_pids[@]}" ${compare_pids[@]}
 }
 
 # --- people ---
 people_dimension() {
   gateway people "    - /app=http://127.0.0.1:$UPSTREAM"
+  compare_gateway people "    - /app=http://127.0.0.1:$UPSTREAM" "" $((GATEWAY + 30)); local compare_pid=$COMPARE_PID
   nginx_proxy "$WORK/nginx-plain" "  server { listen 127.0.0.1:$NGINX; location / { $PROXY } }"; local nginx_pid=${PIDS[-1]}
   haproxy_verifier
   expect 200 -H @"$WORK/auth-1" "127.0.0.1:$GATEWAY/app/x"
@@ -278,6 +292,7 @@ people_dimension() {
   for people in $PEOPLE; do
     mint "$people"
     expect 200 -H "Authorization: Bearer $(tail -1 "$WORK/tokens-$people")" "127.0.0.1:$GATEWAY/app/x"
+    [ -z "$compare_pid" ] || expect 200 -H "Authorization: Bearer $(tail -1 "$WORK/tokens-$people")" "127.0.0.1:$((GATEWAY + 30))/app/x"
   done
   # Steps interleaved within each round; each run starts where the last left the cache (a new step's
   # tokens fill it within its first 10,000 requests).
@@ -286,9 +301,10 @@ people_dimension() {
       run people "$people" Portcullis "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/app/x" -s "$WORK/people.lua" -- "$WORK/tokens-$people" $(( (round - 1) * 40000 ))
       run people "$people" "HAProxy jwt_verify" "$HAPROXY_PID" "http://127.0.0.1:$HAPROXY/app/x" -s "$WORK/people.lua" -- "$WORK/tokens-$people" $(( (round - 1) * 40000 ))
       run people "$people" nginx "$nginx_pid" "http://127.0.0.1:$NGINX/app/x"
+      [ -z "$compare_pid" ] || run people "$people" COMPARE_BIN "$compare_pid" "http://127.0.0.1:$((GATEWAY + 30))/app/x" -s "$WORK/people.lua" -- "$WORK/tokens-$people" $(( (round - 1) * 40000 ))
     done
   done
-  stop "$GATEWAY_PID" "$nginx_pid" "$HAPROXY_PID"
+  stop "$GATEWAY_PID" "$nginx_pid" "$HAPROXY_PID" $compare_pid
 }
 
 # --- idle keep-alive connections beside the busy ones ---
@@ -317,22 +333,29 @@ PY
   echo "bench-scale.sh: could not hold $2 connections to $1:" >&2; cat "$WORK/holder-$1.out" >&2; exit 1
 }
 connections_dimension() {
-  local idle before_gateway before_nginx nginx_pid holders
+  local idle before_gateway before_nginx before_compare nginx_pid compare_pid holders compare_port=$((GATEWAY + 30))
   for idle in $IDLE; do
     gateway "idle-$idle" "    - /app=http://127.0.0.1:$UPSTREAM"
+    compare_gateway "idle-$idle" "    - /app=http://127.0.0.1:$UPSTREAM" "" "$compare_port"; compare_pid=$COMPARE_PID
     nginx_proxy "$WORK/nginx-idle-$idle" "  server { listen 127.0.0.1:$NGINX; location / { $PROXY } }"; nginx_pid=${PIDS[-1]}
     before_gateway=$(rss "$GATEWAY_PID"); before_nginx=$(rss "$nginx_pid"); holders=()
     if [ "$idle" -gt 0 ]; then
       hold_idle $GATEWAY "$idle"; holders+=("$HOLDER_PID")
       hold_idle $NGINX "$idle"; holders+=("$HOLDER_PID")
       echo "connections: $idle idle connections: Portcullis $(( ($(rss "$GATEWAY_PID") - before_gateway) * 1024 / idle )) bytes each, nginx $(( ($(rss "$nginx_pid") - before_nginx) * 1024 / idle )) (RSS delta)" >&2
+      if [ -n "$compare_pid" ]; then
+        before_compare=$(rss "$compare_pid")
+        hold_idle "$compare_port" "$idle"; holders+=("$HOLDER_PID")
+        echo "connections: $idle idle connections: COMPARE_BIN $(( ($(rss "$compare_pid") - before_compare) * 1024 / idle )) bytes each (RSS delta)" >&2
+      fi
     fi
     for round in $(seq "$ROUNDS"); do
       IDLE_HELD=$idle run connections "$idle" Portcullis "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/app/x" -s "$WORK/auth.lua"
       IDLE_HELD=$idle run connections "$idle" nginx "$nginx_pid" "http://127.0.0.1:$NGINX/app/x"
+      [ -z "$compare_pid" ] || IDLE_HELD=$idle run connections "$idle" COMPARE_BIN "$compare_pid" "http://127.0.0.1:$compare_port/app/x" -s "$WORK/auth.lua"
     done
-    if [ "$idle" -gt 0 ]; then check_held $GATEWAY "$idle"; check_held $NGINX "$idle"; fi
-    stop "${holders[@]}" "$GATEWAY_PID" "$nginx_pid"
+    if [ "$idle" -gt 0 ]; then check_held $GATEWAY "$idle"; check_held $NGINX "$idle"; [ -z "$compare_pid" ] || check_held "$compare_port" "$idle"; fi
+    stop "${holders[@]}" "$GATEWAY_PID" "$nginx_pid" $compare_pid
   done
 }
 check_held() {  # PORT COUNT: the idle connections to PORT are all still open after the rounds
@@ -346,13 +369,9 @@ check_held() {  # PORT COUNT: the idle connections to PORT are all still open af
 body_dimension() {
   gateway body "    - /app=http://127.0.0.1:$UPSTREAM"
   nginx_proxy "$WORK/nginx-body" "  server { listen 127.0.0.1:$NGINX; location / { $PROXY } }"; local nginx_pid=${PIDS[-1]}
-  local compare_pid="" compare_port=$((GATEWAY + 30))
-  if [ -n "${COMPARE_BIN:-}" ]; then
-    local main_pid=$GATEWAY_PID
-    BIN=$(realpath "$COMPARE_BIN") gateway body-compare "    - /app=http://127.0.0.1:$UPSTREAM" "" "$compare_port"; compare_pid=$GATEWAY_PID
-    GATEWAY_PID=$main_pid
-    expect 200 -H @"$WORK/auth-1" "127.0.0.1:$compare_port/app/x"
-  fi
+  local compare_port=$((GATEWAY + 30))
+  compare_gateway body "    - /app=http://127.0.0.1:$UPSTREAM" "" "$compare_port"; local compare_pid=$COMPARE_PID
+  [ -z "$compare_pid" ] || expect 200 -H @"$WORK/auth-1" "127.0.0.1:$compare_port/app/x"
   body_lua 1024; body_lua 65536
   expect 200 -X POST -H @"$WORK/auth-1" -H 'Content-Type: application/json' --data-binary @<(python3 -c 'print("{\"data\":\"" + "x" * 65525 + "\"}", end="")') "127.0.0.1:$GATEWAY/app/x"
   for round in $(seq "$ROUNDS"); do
@@ -375,10 +394,12 @@ cores_dimension() {
   for cpus in 0 0,1; do
     local n=$(( $(tr -cd , <<< "$cpus" | wc -c) + 1 ))
     gateway "cores-$n" "    - /app=http://127.0.0.1:$UPSTREAM" "$cpus"
+    compare_gateway "cores-$n" "    - /app=http://127.0.0.1:$UPSTREAM" "$cpus" $((GATEWAY + 30))
     for round in $(seq "$ROUNDS"); do
       run cores "$n" Portcullis "$GATEWAY_PID" "http://127.0.0.1:$GATEWAY/app/x" -s "$WORK/auth.lua"
+      [ -z "$COMPARE_PID" ] || run cores "$n" COMPARE_BIN "$COMPARE_PID" "http://127.0.0.1:$((GATEWAY + 30))/app/x" -s "$WORK/auth.lua"
     done
-    stop "$GATEWAY_PID"
+    stop "$GATEWAY_PID" $COMPARE_PID
   done
 }
 

@@ -18,6 +18,8 @@ public struct GatewayMetrics: Sendable {
     package let openTunnelsMeter: Meter
     /// MCP answers streaming now (SSE: a GET stream, a POST answered as events).
     package let openMCPStreamsMeter: Meter
+    /// Connections the front handed on, by reason (`ConnectionHandOnReason`), made at start so both read 0 until then.
+    private let handedOnCounters: [Metrics.Counter]
     /// Beyond this many distinct names, calls are counted under `_other`.
     package static let maximumMCPNames = 256
 
@@ -32,6 +34,14 @@ public struct GatewayMetrics: Sendable {
         openSocketsMeter = Meter(label: "portcullis_ws_open_sockets", dimensions: [], factory: factory)
         openTunnelsMeter = Meter(label: "portcullis_ws_open_tunnels", dimensions: [], factory: factory)
         openMCPStreamsMeter = Meter(label: "portcullis_mcp_open_streams", dimensions: [], factory: factory)
+        handedOnCounters = ConnectionHandOnReason.allCases.map {
+            Metrics.Counter(label: "portcullis_connections_handed_on_total", dimensions: [("reason", $0.rawValue)], factory: factory)
+        }
+    }
+
+    /// An HTTP/1 connection the data plane's front handed on to NIO's pipeline (once a connection).
+    package func connectionHandedOn(_ reason: ConnectionHandOnReason) {
+        handedOnCounters[ConnectionHandOnReason.allCases.firstIndex(of: reason) ?? 0].increment()
     }
 
     /// One answered request.

@@ -79,6 +79,16 @@ if "people" in order and verify_us:
         if one is not None and cpu is not None:
             print(f"people {step}: {cpu - one:.1f} us a request more than one person's (one verification: {verify_us} us)")
 
+# COMPARE_BIN (an older build) beside this build's gateway, row by row: the same-round A/B.
+compared = [(d, s) for d, steps in order.items() for s, targets in steps.items() if "COMPARE_BIN" in targets and "Portcullis" in targets]
+if compared:
+    print("\nA/B, this build against COMPARE_BIN, same rounds (below 1.00x is less CPU, fewer req/s or a lower p99)")
+    print("| dimension | step | CPU a request | req/s | p99 | RSS |")
+    print("|---|---|---|---|---|---|")
+    for dimension, step in compared:
+        this, other = (dimension, step, "Portcullis"), (dimension, step, "COMPARE_BIN")
+        print("| " + " | ".join([dimension, step] + [fmt(same_round(this, other, column), ".3f") + "x" for column in ("cpu", "rps", "p99", "rss")]) + " |")
+
 failed = sum(int(r[9]) for r in rows)
 if failed:
     print(f"bench-scale.sh: {failed} answers were not 2xx or 3xx, or failed: the rows with them measured something else", file=sys.stderr)

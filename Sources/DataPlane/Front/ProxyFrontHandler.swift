@@ -1,6 +1,7 @@
 import EdgeHTTP
 import NIOCore
 import NIOHTTP1
+import Observability
 import TrafficCop
 
 /// Serves plain `gateway.routes` requests straight from the connection's bytes, ahead of NIO's
@@ -204,10 +205,9 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
                 awaitRestOfHead(context: context)
                 break
             }
-            guard case .complete(let plain) = outcome, let started = start(plain, context: context) else {
-                // Not plain: NIO's decoder takes it from its first byte.
-                return handOn(context: context)
-            }
+            // Not plain, or not one the front serves: NIO's decoder takes it from its first byte.
+            guard case .complete(let plain) = outcome else { return handOn(context: context, reason: .head) }
+            guard let started = start(plain, context: context) else { return handOn(context: context, reason: .target) }
             partialHead = nil
             firstHeadTaken = true
             received.moveReaderIndex(forwardBy: plain.length)
@@ -275,8 +275,9 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
     /// Hands the connection to the pipeline behind this handler (built now when it waited for
     /// this) from the first byte not served, with the head timeout re-armed for the head those
     /// bytes begin, and leaves the pipeline.
-    private func handOn(context: ChannelHandlerContext) {
+    private func handOn(context: ChannelHandlerContext, reason: ConnectionHandOnReason) {
         handedOn = true
+        plane.metrics.connectionHandedOn(reason)
         idleCheck?.cancel()
         idleCheck = nil
         // A head waited for here keeps the deadline it began with.

@@ -85,18 +85,24 @@ struct AgentUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
             guard http2 else { return Value(outcome: try configureHTTP1(channel: channel, logger: logger), channel: channel) }
             // HTTP/2 or HTTP/1, by the first bytes (the preface); the pipeline for it is built then.
             let outcome = channel.eventLoop.makePromise(of: Outcome.self)
-            try channel.pipeline.syncOperations.addHandler(
-                HTTP2PrefaceSniffer(
-                    timeout: .milliseconds(Int64(limits.requestHeadTimeout * 1000)),
-                    configure: { isHTTP2 in
-                        if isHTTP2 {
-                            try configureHTTP2(channel: channel, logger: logger)
-                            outcome.succeed(.http2)
-                        } else {
-                            outcome.completeWith(try configureHTTP1(channel: channel, logger: logger))
-                        }
-                    },
-                    abandoned: { outcome.fail(ChannelError.eof) }))
+            let sniffer = HTTP2PrefaceSniffer(
+                timeout: .milliseconds(Int64(limits.requestHeadTimeout * 1000)),
+                configure: { isHTTP2 in
+                    if isHTTP2 {
+                        try configureHTTP2(channel: channel, logger: logger)
+                        outcome.succeed(.http2)
+                    } else {
+                        outcome.completeWith(try configureHTTP1(channel: channel, logger: logger))
+                    }
+                },
+                abandoned: { outcome.fail(ChannelError.eof) })
+            do {
+                try channel.pipeline.syncOperations.addHandler(sniffer)
+            } catch {
+                // Never added, the sniffer cannot tell the task: told here, as for the front (`configureHTTP1`).
+                outcome.fail(error)
+                throw error
+            }
             return Value(outcome: outcome.futureResult, channel: channel)
         }
     }

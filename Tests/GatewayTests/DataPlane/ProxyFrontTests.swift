@@ -443,6 +443,7 @@ struct ProxyFrontTests {
     func closeAskedFor(field: String) async throws {
         let world = try await DataPlaneTests.World.start()
         let (port, token) = (world.port, world.token)
+        let before = try await Self.handedOn(world)  // the login's request (the API's, under no route) counted already
         let text = try await onOwnThread { () -> String in
             let connection = try RawConnection(port: port, receiveTimeout: 5)
             defer { connection.close() }
@@ -454,6 +455,48 @@ struct ProxyFrontTests {
         #expect(statuses == ["200"], "\(statuses)")
         #expect(text.lowercased().contains("\r\nconnection: close\r\n"), "\(text)")
         #expect(world.targets.all == ["GET /one"])
+        // Which path served it: the front keeps `Connection: close`; `Proxy-Connection` is NIO's.
+        let handedOn = try await Self.handedOn(world, since: before)
+        #expect(handedOn == ["head": field.hasPrefix("Proxy") ? 1 : 0, "target": 0], "\(field): \(handedOn)")
         try await world.stop()
+    }
+
+    @Test("a connection the front hands on to NIO's pipeline is counted once, by why: a head outside the plain subset (chunked, an upgrade) as head, a plain head under no route as target; plain requests, however many, count nothing")
+    func handOnsAreCountedByReason() async throws {
+        let world = try await DataPlaneTests.World.start()
+        let (port, bearer) = (world.port, "Authorization: Bearer \(world.token)\r\n")
+        // Both series are there from the start; the login's request (the API's, under no route) is one target.
+        let before = try await Self.handedOn(world)
+        #expect(Set(before.keys) == ["head", "target"], "\(before)")
+        let texts = try await onOwnThread { () -> [String] in
+            var texts: [String] = []
+            for (first, last) in [
+                ("GET /api/echo/a HTTP/1.1\r\nHost: x\r\n\(bearer)\r\n", "b"),
+                ("POST /api/echo/c HTTP/1.1\r\nHost: x\r\n\(bearer)Transfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n", "d"),
+                ("GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\n", "e"),
+            ] {
+                let connection = try RawConnection(port: port, receiveTimeout: 5)
+                defer { connection.close() }
+                // Two requests a connection: the second, plain, must not count the connection again.
+                connection.send(first + "GET /api/echo/\(last) HTTP/1.1\r\nHost: x\r\n\(bearer)\r\n")
+                texts.append(String(decoding: connection.readUntil("\"/\(last)\""), as: UTF8.self))
+            }
+            return texts
+        }
+        #expect(texts.map { $0.components(separatedBy: "HTTP/1.1 ").count - 1 } == [2, 2, 2], "\(texts)")
+        #expect(try await Self.handedOn(world, since: before) == ["head": 1, "target": 1])
+        try await world.stop()
+    }
+
+    /// `portcullis_connections_handed_on_total` by reason, from the admin listener's metrics (less `since`'s counts).
+    static func handedOn(_ world: DataPlaneTests.World, since: [String: Int] = [:]) async throws -> [String: Int] {
+        let metrics = try await world.fixture.send(.GET, "/metrics", port: world.fixture.adminPort).raw
+        var counts: [String: Int] = [:]
+        for line in metrics.split(separator: "\n") where line.hasPrefix("portcullis_connections_handed_on_total{reason=\"") {
+            let parts = line.dropFirst("portcullis_connections_handed_on_total{reason=\"".count).split(separator: "\"")
+            guard parts.count == 2, let value = Double(parts[1].dropFirst().trimmingCharacters(in: .whitespaces)) else { continue }
+            counts[String(parts[0])] = Int(value) - since[String(parts[0]), default: 0]
+        }
+        return counts
     }
 }
