@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # HTTP/2's token decoding (issue 68's HTTP/2 decision): swift-nio-hpack's Huffman decoding of a
-# request's `authorization` field beside two candidate changes to it, timed on one core
+# request's `authorization` field beside two candidate changes to it, timed on one thread
 # (scripts/lib/hpack-huffman-bench.swift says how). Built with swiftc -O from the resolved
 # swift-nio-http2 checkout's HuffmanTables.swift, so the decoder table is the one the gateway runs.
 #
@@ -8,7 +8,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TABLES="$ROOT/.build/checkouts/swift-nio-http2/Sources/NIOHPACK/HuffmanTables.swift"
-[ -f "$TABLES" ] || (cd "$ROOT" && swift package resolve >/dev/null)
+[ -f "$TABLES" ] || (cd "$ROOT" && swift package resolve >/dev/null) || true
 [ -f "$TABLES" ] || { echo "bench-hpack-huffman.sh: no swift-nio-http2 checkout at $TABLES (swift package resolve)" >&2; exit 2; }
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT

@@ -19,7 +19,8 @@ public struct GatewayMetrics: Sendable {
     /// MCP answers streaming now (SSE: a GET stream, a POST answered as events).
     package let openMCPStreamsMeter: Meter
     /// Connections the front handed on, by reason (`ConnectionHandOnReason`), made at start so both read 0 until then.
-    private let handedOnCounters: [Metrics.Counter]
+    private let handedOnForHead: Metrics.Counter
+    private let handedOnForTarget: Metrics.Counter
     /// Beyond this many distinct names, calls are counted under `_other`.
     package static let maximumMCPNames = 256
 
@@ -34,14 +35,18 @@ public struct GatewayMetrics: Sendable {
         openSocketsMeter = Meter(label: "portcullis_ws_open_sockets", dimensions: [], factory: factory)
         openTunnelsMeter = Meter(label: "portcullis_ws_open_tunnels", dimensions: [], factory: factory)
         openMCPStreamsMeter = Meter(label: "portcullis_mcp_open_streams", dimensions: [], factory: factory)
-        handedOnCounters = ConnectionHandOnReason.allCases.map {
-            Metrics.Counter(label: "portcullis_connections_handed_on_total", dimensions: [("reason", $0.rawValue)], factory: factory)
-        }
+        handedOnForHead = Metrics.Counter(
+            label: "portcullis_connections_handed_on_total", dimensions: [("reason", ConnectionHandOnReason.head.rawValue)], factory: factory)
+        handedOnForTarget = Metrics.Counter(
+            label: "portcullis_connections_handed_on_total", dimensions: [("reason", ConnectionHandOnReason.target.rawValue)], factory: factory)
     }
 
     /// An HTTP/1 connection the data plane's front handed on to NIO's pipeline (once a connection).
     package func connectionHandedOn(_ reason: ConnectionHandOnReason) {
-        handedOnCounters[ConnectionHandOnReason.allCases.firstIndex(of: reason) ?? 0].increment()
+        switch reason {
+        case .head: handedOnForHead.increment()
+        case .target: handedOnForTarget.increment()
+        }
     }
 
     /// One answered request.

@@ -277,7 +277,6 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
     /// bytes begin, and leaves the pipeline.
     private func handOn(context: ChannelHandlerContext, reason: ConnectionHandOnReason) {
         handedOn = true
-        plane.metrics.connectionHandedOn(reason)
         idleCheck?.cancel()
         idleCheck = nil
         // A head waited for here keeps the deadline it began with.
@@ -296,6 +295,8 @@ package final class ProxyFrontHandler: ChannelDuplexHandler, RemovableChannelHan
             plane.logger.error("could not build the connection's HTTP/1 pipeline; closing it", metadata: ["error_type": "\(type(of: error))"])
             return context.close(promise: nil)
         }
+        // Counted once the pipeline behind is there (a connection closed because it could not be built is not handed on).
+        plane.metrics.connectionHandedOn(reason)
         // The connection's first head may still be on its way, under the timeout armed when it opened;
         // a later head (even one that began in the read that ended the first) gets a timeout of its own.
         if firstHeadTaken || (try? context.pipeline.syncOperations.context(handlerType: RequestHeadTimeoutHandler.self)) == nil {

@@ -461,7 +461,7 @@ struct ProxyFrontTests {
         try await world.stop()
     }
 
-    @Test("a connection the front hands on to NIO's pipeline is counted once, by why: a head outside the plain subset (chunked, an upgrade) as head, a plain head under no route as target; plain requests, however many, count nothing")
+    @Test("a connection the front hands on to NIO's pipeline is counted once, by why: a head outside the plain subset (a chunked body) as head, a plain head under no route as target; plain requests, however many, count nothing")
     func handOnsAreCountedByReason() async throws {
         let world = try await DataPlaneTests.World.start()
         let (port, bearer) = (world.port, "Authorization: Bearer \(world.token)\r\n")
