@@ -162,7 +162,7 @@ struct TokenExchangeTests {
             #expect(disabled.status == 0, "\(disabled.output)")
             let ended = try await slow.value
             #expect(ended.status == 403 && ended.error == "access_ended", "\(ended.raw)")
-            #expect(ContinuousClock.now - started < .seconds(4), "ended well before the upstream's 8 s answer")
+            #expect(ContinuousClock.now - started < .seconds(7), "ended before the upstream's 8 s answer (the bound leaves room for a loaded machine: the CLI that disables the person is a process of its own)")
             #expect(ended.json["message"]?.stringValue?.contains("connect it again") == false, "no advice to connect a service: \(ended.raw)")
 
             #expect(try await runPortcullis(["users", "enable", "dana@example.com", "--database", fixture.state.path]).status == 0)
